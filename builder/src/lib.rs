@@ -1,0 +1,364 @@
+//! Builds a berth kernel crate for `nvptx64-nvidia-cuda` and hands its PTX to the host build.
+//!
+//! A kernel crate is an ordinary library: the host build compiles it with the launch glue that
+//! `#[gpu_kernel]` generates, and its build script calls [`kernels`], which runs a nested
+//! `cargo rustc` of the same crate for nvptx64 and exports the PTX's path as `BERTH_PTX`
+//! (read by the macro, which embeds the file). `cargo xtask ptx` drives the same [`Builder`].
+//!
+//! Facts this encodes (see the project's NVPTX notes): the nested build needs
+//! `RUSTC_BOOTSTRAP=1` and `-Zbuild-std=core`; its flags must be set through
+//! `CARGO_ENCODED_RUSTFLAGS` (the outer cargo hands build scripts an empty one, which would
+//! silently give sm_30); it must not share the outer target dir (deadlock on its lock), but all
+//! kernel crates share one nested dir so `core` is built once; the artifact's path is read from
+//! cargo's JSON messages.
+
+mod ptxas;
+
+pub use ptxas::{EntryUsage, PtxasError, find_ptxas, ptxas_usage};
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The GPU architecture used when none is asked for.
+pub const DEFAULT_ARCH: &str = "sm_90";
+/// Environment variable selecting the architecture (`sm_80`, `sm_90`, …).
+pub const ARCH_ENV: &str = "BERTH_ARCH";
+/// The environment variable the host build reads the PTX path from.
+pub const PTX_ENV: &str = "BERTH_PTX";
+const TARGET: &str = "nvptx64-nvidia-cuda";
+
+/// Why a kernel build failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `cargo` could not be started.
+    #[error("could not run `{cargo}`: {source}")]
+    Spawn {
+        /// The cargo binary.
+        cargo: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The nested build failed; rustc's diagnostics were printed to stderr.
+    #[error(
+        "building `{krate}` for {TARGET} failed (rustc's errors are above). If the error is \
+         about a missing `rust-src`/`llvm-bitcode-linker` component, run `rustup component add \
+         rust-src llvm-bitcode-linker llvm-tools`"
+    )]
+    Build {
+        /// The kernel crate.
+        krate: String,
+    },
+    /// The build succeeded but produced no `.ptx`.
+    #[error("building `{krate}` for {TARGET} produced no .ptx (is it a library crate?)")]
+    NoPtx {
+        /// The kernel crate.
+        krate: String,
+    },
+    /// The architecture string is not of the form `sm_NN`.
+    #[error("`{0}` is not a GPU architecture: expected something like `sm_90`")]
+    BadArch(String),
+    /// Filesystem error.
+    #[error("{path}: {source}")]
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// What a build produced.
+#[derive(Debug, Clone)]
+pub struct Built {
+    /// The PTX file.
+    pub ptx: PathBuf,
+    /// Source files the PTX depends on (from rustc's dep-info), excluding the standard library.
+    pub sources: Vec<PathBuf>,
+}
+
+/// A nested nvptx64 build of one kernel crate.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    manifest_dir: PathBuf,
+    arch: String,
+    target_dir: PathBuf,
+    cargo: PathBuf,
+    quiet: bool,
+}
+
+impl Builder {
+    /// A build of the crate whose `Cargo.toml` is in `manifest_dir`, for [`DEFAULT_ARCH`],
+    /// into `target_dir`.
+    pub fn new(manifest_dir: impl Into<PathBuf>, target_dir: impl Into<PathBuf>) -> Self {
+        Builder {
+            manifest_dir: manifest_dir.into(),
+            arch: DEFAULT_ARCH.to_owned(),
+            target_dir: target_dir.into(),
+            cargo: std::env::var_os("CARGO")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| "cargo".into()),
+            quiet: false,
+        }
+    }
+
+    /// Build for `arch` (`sm_NN`).
+    pub fn arch(mut self, arch: impl Into<String>) -> Self {
+        self.arch = arch.into();
+        self
+    }
+
+    /// Do not echo the nested cargo's progress lines.
+    pub fn quiet(mut self, quiet: bool) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// Run the nested build.
+    pub fn build(&self) -> Result<Built, Error> {
+        validate_arch(&self.arch)?;
+        let manifest = self.manifest_dir.join("Cargo.toml");
+        let mut cmd = Command::new(&self.cargo);
+        cmd.current_dir(&self.manifest_dir)
+            .args(["rustc", "--lib", "--crate-type", "cdylib", "--release"])
+            .args(["--target", TARGET, "-Zbuild-std=core"])
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&self.target_dir)
+            .arg("--message-format=json-render-diagnostics")
+            // Kernel crates are plain libraries: the attributes the PTX build needs are
+            // injected here, for this crate only, so users write none of them.
+            .args([
+                "--",
+                "-Zcrate-attr=no_std",
+                "-Zcrate-attr=feature(abi_ptx, asm_experimental_arch)",
+                "-Aunused-features",
+            ])
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env(
+                "CARGO_ENCODED_RUSTFLAGS",
+                format!("-Ctarget-cpu={}", self.arch),
+            )
+            .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
+            .env("CARGO_PROFILE_RELEASE_STRIP", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+            .env_remove("RUSTFLAGS")
+            .env_remove("RUSTC_WRAPPER")
+            .env_remove("RUSTC_WORKSPACE_WRAPPER")
+            .env_remove("CARGO_TARGET_DIR")
+            .env_remove("CARGO_BUILD_TARGET")
+            .env_remove("CARGO_ENCODED_RUSTDOCFLAGS")
+            .stdout(Stdio::piped())
+            .stderr(if self.quiet {
+                Stdio::piped()
+            } else {
+                Stdio::inherit()
+            });
+        let krate = crate_name(&self.manifest_dir);
+        let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+            cargo: self.cargo.clone(),
+            source,
+        })?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let stderr = child.stderr.take();
+        // Drain stderr concurrently so a chatty failing build cannot block on a full pipe.
+        let err_thread = stderr.map(|mut s| {
+            std::thread::spawn(move || {
+                let mut buf = String::new();
+                let _ = std::io::Read::read_to_string(&mut s, &mut buf);
+                buf
+            })
+        });
+        let mut ptx = None;
+        for line in BufReader::new(stdout).lines() {
+            let line = line.map_err(|source| Error::Io {
+                path: manifest.clone(),
+                source,
+            })?;
+            if let Some(p) = ptx_artifact(&line) {
+                ptx = Some(p);
+            }
+        }
+        let status = child.wait().map_err(|source| Error::Spawn {
+            cargo: self.cargo.clone(),
+            source,
+        })?;
+        let captured = err_thread.and_then(|t| t.join().ok()).unwrap_or_default();
+        if !status.success() {
+            eprint!("{captured}");
+            return Err(Error::Build { krate });
+        }
+        let ptx = ptx.ok_or(Error::NoPtx { krate })?;
+        let sources = dep_info_sources(&ptx.with_extension("d"));
+        Ok(Built { ptx, sources })
+    }
+}
+
+fn validate_arch(arch: &str) -> Result<(), Error> {
+    match arch.strip_prefix("sm_") {
+        Some(n) if !n.is_empty() && n.trim_end_matches('a').chars().all(|c| c.is_ascii_digit()) => {
+            Ok(())
+        }
+        _ => Err(Error::BadArch(arch.to_owned())),
+    }
+}
+
+fn crate_name(manifest_dir: &Path) -> String {
+    manifest_dir
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The `.ptx` path from one line of cargo's JSON output, if the line is an artifact message.
+fn ptx_artifact(line: &str) -> Option<PathBuf> {
+    let msg: serde_json::Value = serde_json::from_str(line).ok()?;
+    if msg.get("reason")?.as_str()? != "compiler-artifact" {
+        return None;
+    }
+    msg.get("filenames")?
+        .as_array()?
+        .iter()
+        .filter_map(|f| f.as_str())
+        .find(|f| f.ends_with(".ptx"))
+        .map(PathBuf::from)
+}
+
+/// Source files listed in a rustc dep-info file, minus the standard library's own sources.
+fn dep_info_sources(dep_file: &Path) -> Vec<PathBuf> {
+    let Ok(text) = std::fs::read_to_string(dep_file) else {
+        return Vec::new();
+    };
+    let Some(first) = text.lines().next() else {
+        return Vec::new();
+    };
+    let deps = first.split_once(": ").map(|(_, d)| d).unwrap_or("");
+    // Paths are separated by spaces; a space inside a path is escaped as `\ `.
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = deps.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => {
+                cur.push(' ');
+                chars.next();
+            }
+            ' ' => {
+                if !cur.is_empty() {
+                    out.push(PathBuf::from(std::mem::take(&mut cur)));
+                }
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(PathBuf::from(cur));
+    }
+    out.retain(|p| !p.components().any(|c| c.as_os_str() == "rustlib"));
+    out
+}
+
+/// The nested target dir shared by every kernel crate of a workspace: `<target>/berth-nvptx`,
+/// found from the build script's `OUT_DIR` (`<target>/<profile>/build/<pkg>/out`).
+fn shared_target_dir(out_dir: &Path) -> PathBuf {
+    let target = out_dir
+        .ancestors()
+        .find(|p| p.file_name().is_some_and(|n| n == "build"))
+        .and_then(|b| b.parent()?.parent())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out_dir.join("nvptx"));
+    target.join("berth-nvptx")
+}
+
+/// The whole build script of a kernel crate: `fn main() { berth_build::kernels() }`.
+///
+/// Builds this crate for nvptx64 (arch from `BERTH_ARCH`, default `sm_90`), copies the PTX to
+/// `OUT_DIR`, and tells cargo to export its path as `BERTH_PTX` and when to rebuild. A failed
+/// build ends the build script with rustc's diagnostics and a one-line summary.
+pub fn kernels() {
+    if let Err(e) = try_kernels() {
+        eprintln!("error: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn try_kernels() -> Result<(), Error> {
+    println!("cargo:rerun-if-env-changed={ARCH_ENV}");
+    // The nested build runs this script again for the nvptx64 target: nothing to do there.
+    if std::env::var("TARGET").is_ok_and(|t| t.starts_with("nvptx64")) {
+        return Ok(());
+    }
+    let manifest_dir = PathBuf::from(env_or_die("CARGO_MANIFEST_DIR"));
+    let out_dir = PathBuf::from(env_or_die("OUT_DIR"));
+    let arch = std::env::var(ARCH_ENV).unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
+    let built = Builder::new(&manifest_dir, shared_target_dir(&out_dir))
+        .arch(arch)
+        .quiet(true)
+        .build()?;
+    let dest = out_dir.join(format!("{}.ptx", env_or_die("CARGO_PKG_NAME").replace('-', "_")));
+    std::fs::copy(&built.ptx, &dest).map_err(|source| Error::Io {
+        path: dest.clone(),
+        source,
+    })?;
+    println!("cargo:rustc-env={PTX_ENV}={}", dest.display());
+    println!("cargo:rerun-if-changed={}", manifest_dir.join("Cargo.toml").display());
+    println!("cargo:rerun-if-changed={}", manifest_dir.join("src").display());
+    for src in &built.sources {
+        println!("cargo:rerun-if-changed={}", src.display());
+    }
+    Ok(())
+}
+
+fn env_or_die(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        eprintln!("error: `{name}` is not set: berth_build::kernels() must run from a build.rs");
+        std::process::exit(1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn artifact_line_yields_ptx_path() {
+        let line = r#"{"reason":"compiler-artifact","filenames":["/t/x.d","/t/kern.ptx"]}"#;
+        assert_eq!(ptx_artifact(line), Some(PathBuf::from("/t/kern.ptx")));
+        assert_eq!(ptx_artifact(r#"{"reason":"build-finished"}"#), None);
+        assert_eq!(ptx_artifact("not json"), None);
+    }
+
+    #[test]
+    fn arch_is_validated() {
+        assert!(validate_arch("sm_90").is_ok());
+        assert!(validate_arch("sm_90a").is_ok());
+        assert!(validate_arch("90").is_err());
+        assert!(validate_arch("sm_").is_err());
+        assert!(validate_arch("sm_9x").is_err());
+    }
+
+    #[test]
+    fn dep_info_drops_std_and_unescapes_spaces() {
+        let dir = std::env::temp_dir().join(format!("berth-dep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("k.d");
+        std::fs::write(
+            &f,
+            "/t/k.ptx: /w/src/lib.rs /w/my\\ dir/a.rs /r/lib/rustlib/src/core/lib.rs\n\n/w/src/lib.rs:\n",
+        )
+        .unwrap();
+        let got = dep_info_sources(&f);
+        assert_eq!(
+            got,
+            vec![PathBuf::from("/w/src/lib.rs"), PathBuf::from("/w/my dir/a.rs")]
+        );
+    }
+
+    #[test]
+    fn shared_target_dir_is_beside_profile_dirs() {
+        let out = Path::new("/w/target/debug/build/kern-123/out");
+        assert_eq!(shared_target_dir(out), PathBuf::from("/w/target/berth-nvptx"));
+    }
+}

@@ -1,0 +1,129 @@
+//! Thread, block and grid coordinates, and the block barrier.
+//!
+//! Names follow CUDA's: `thread::idx_x()` is `threadIdx.x`, `block::idx_x()` is `blockIdx.x`,
+//! `block::dim_x()` is `blockDim.x`, `grid::dim_x()` is `gridDim.x`. Everything is `usize`
+//! so it indexes slices without casts.
+
+#[cfg(target_arch = "nvptx64")]
+macro_rules! sreg {
+    ($intr:ident) => {
+        // SAFETY: reading a PTX special register has no preconditions.
+        unsafe { core::arch::nvptx::$intr() as usize }
+    };
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+macro_rules! sreg {
+    ($field:ident . $axis:tt) => {
+        crate::host::with(|c| c.$field[$axis] as usize)
+    };
+}
+
+macro_rules! axes {
+    ($(#[$doc:meta] $name:ident => $nv:ident, $field:ident, $axis:tt;)*) => { $(
+        #[$doc]
+        #[inline(always)]
+        #[must_use]
+        pub fn $name() -> usize {
+            #[cfg(target_arch = "nvptx64")]
+            { sreg!($nv) }
+            #[cfg(not(target_arch = "nvptx64"))]
+            { sreg!($field . $axis) }
+        }
+    )* };
+}
+
+/// The calling thread's position inside its block, and grid-wide helpers.
+pub mod thread {
+    axes! {
+        /// `threadIdx.x`
+        idx_x => _thread_idx_x, thread, 0;
+        /// `threadIdx.y`
+        idx_y => _thread_idx_y, thread, 1;
+        /// `threadIdx.z`
+        idx_z => _thread_idx_z, thread, 2;
+    }
+
+    /// Global index along x: `blockIdx.x * blockDim.x + threadIdx.x`.
+    #[inline(always)]
+    #[must_use]
+    pub fn global_x() -> usize {
+        super::block::idx_x() * super::block::dim_x() + idx_x()
+    }
+    /// Global index along y: `blockIdx.y * blockDim.y + threadIdx.y`.
+    #[inline(always)]
+    #[must_use]
+    pub fn global_y() -> usize {
+        super::block::idx_y() * super::block::dim_y() + idx_y()
+    }
+    /// Global index along z: `blockIdx.z * blockDim.z + threadIdx.z`.
+    #[inline(always)]
+    #[must_use]
+    pub fn global_z() -> usize {
+        super::block::idx_z() * super::block::dim_z() + idx_z()
+    }
+    /// Total threads along x in the grid (`gridDim.x * blockDim.x`): the step of a grid-stride loop.
+    #[inline(always)]
+    #[must_use]
+    pub fn grid_stride_x() -> usize {
+        super::grid::dim_x() * super::block::dim_x()
+    }
+    /// The thread's index inside its block, linearised x-fastest.
+    #[inline(always)]
+    #[must_use]
+    pub fn linear_in_block() -> usize {
+        use super::block::{dim_x, dim_y};
+        (idx_z() * dim_y() + idx_y()) * dim_x() + idx_x()
+    }
+}
+
+/// The calling thread's block: its position in the grid and its shape.
+pub mod block {
+    axes! {
+        /// `blockIdx.x`
+        idx_x => _block_idx_x, block, 0;
+        /// `blockIdx.y`
+        idx_y => _block_idx_y, block, 1;
+        /// `blockIdx.z`
+        idx_z => _block_idx_z, block, 2;
+        /// `blockDim.x`
+        dim_x => _block_dim_x, block_dim, 0;
+        /// `blockDim.y`
+        dim_y => _block_dim_y, block_dim, 1;
+        /// `blockDim.z`
+        dim_z => _block_dim_z, block_dim, 2;
+    }
+
+    /// Number of threads in the block.
+    #[inline(always)]
+    #[must_use]
+    pub fn size() -> usize {
+        dim_x() * dim_y() * dim_z()
+    }
+}
+
+/// The grid's shape.
+pub mod grid {
+    axes! {
+        /// `gridDim.x`
+        dim_x => _grid_dim_x, grid_dim, 0;
+        /// `gridDim.y`
+        dim_y => _grid_dim_y, grid_dim, 1;
+        /// `gridDim.z`
+        dim_z => _grid_dim_z, grid_dim, 2;
+    }
+}
+
+/// Block-wide barrier (`__syncthreads()`, PTX `bar.sync 0`): every thread of the block must
+/// reach it; shared-memory writes before it are visible to the block after it.
+#[inline(always)]
+pub fn sync_threads() {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: bar.sync has no memory-safety preconditions; a barrier reached by only part of
+    // the block is a logic error (deadlock), not undefined behaviour in Rust's sense.
+    unsafe {
+        core::arch::nvptx::_syncthreads()
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::host::barrier();
+}

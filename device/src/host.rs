@@ -1,0 +1,111 @@
+//! Host backing of the device API: a per-OS-thread execution context.
+//!
+//! An executor that runs kernel bodies on the CPU (the simulator) gives each simulated GPU
+//! thread an OS thread (or a slot on one), and installs its coordinates and the services of
+//! its block ([`BlockServices`]) with [`enter`]. Without an executor the body sees a grid of
+//! one block of one thread, a barrier that returns at once, and private shared memory.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// Coordinates of one simulated thread (`u32` per axis, as in CUDA).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Coords {
+    /// `threadIdx`
+    pub thread: [u32; 3],
+    /// `blockIdx`
+    pub block: [u32; 3],
+    /// `blockDim`
+    pub block_dim: [u32; 3],
+    /// `gridDim`
+    pub grid_dim: [u32; 3],
+}
+
+impl Coords {
+    /// A grid of one block of one thread.
+    pub const SINGLE: Coords = Coords {
+        thread: [0; 3],
+        block: [0; 3],
+        block_dim: [1; 3],
+        grid_dim: [1; 3],
+    };
+}
+
+/// What a block shares among its threads: the barrier and the shared-memory arena.
+pub trait BlockServices {
+    /// Wait until every thread of the block has called `barrier`.
+    fn barrier(&self);
+    /// The block's static shared array named `key` (`bytes` long, `align`-aligned, zeroed on
+    /// first use by the block).
+    fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8;
+    /// The block's dynamic shared memory: pointer and size in bytes.
+    fn dynamic_shared(&self) -> (*mut u8, usize);
+}
+
+thread_local! {
+    static COORDS: Cell<Coords> = const { Cell::new(Coords::SINGLE) };
+    static SERVICES: RefCell<Option<Rc<dyn BlockServices>>> = const { RefCell::new(None) };
+    static PRIVATE_SHARED: RefCell<HashMap<&'static str, Box<[u128]>>> = RefCell::new(HashMap::new());
+}
+
+/// Install `coords` and `services` for the current OS thread until the returned guard drops.
+pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
+    let prev_coords = COORDS.with(|c| c.replace(coords));
+    let prev_services = SERVICES.with(|s| s.borrow_mut().replace(services));
+    Entered {
+        prev_coords,
+        prev_services,
+    }
+}
+
+/// Restores the previous context when dropped. See [`enter`].
+#[must_use]
+pub struct Entered {
+    prev_coords: Coords,
+    prev_services: Option<Rc<dyn BlockServices>>,
+}
+
+impl Drop for Entered {
+    fn drop(&mut self) {
+        COORDS.with(|c| c.set(self.prev_coords));
+        let prev = self.prev_services.take();
+        SERVICES.with(|s| *s.borrow_mut() = prev);
+    }
+}
+
+pub(crate) fn with<R>(f: impl FnOnce(&Coords) -> R) -> R {
+    COORDS.with(|c| f(&c.get()))
+}
+
+fn services() -> Option<Rc<dyn BlockServices>> {
+    SERVICES.with(|s| s.borrow().clone())
+}
+
+pub(crate) fn barrier() {
+    if let Some(s) = services() {
+        s.barrier();
+    }
+}
+
+pub(crate) fn shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {
+    if let Some(s) = services() {
+        return s.shared(key, bytes, align);
+    }
+    assert!(align <= 16, "shared arrays are at most 16-byte aligned");
+    PRIVATE_SHARED.with(|m| {
+        let mut m = m.borrow_mut();
+        let words = bytes.div_ceil(16).max(1);
+        let buf = m
+            .entry(key)
+            .or_insert_with(|| vec![0u128; words].into_boxed_slice());
+        buf.as_mut_ptr().cast()
+    })
+}
+
+pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
+    match services() {
+        Some(s) => s.dynamic_shared(),
+        None => (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0),
+    }
+}

@@ -1,0 +1,172 @@
+//! Views of kernel slice arguments as the body sees them.
+//!
+//! Every GPU thread runs the body. If each held a `&mut [T]` to the whole output, thousands of
+//! live `&mut` to one buffer would exist at once: undefined behaviour in Rust's model, whatever
+//! the threads actually touch. So an argument declared `&mut [T]` reaches the body as a
+//! [`SliceMut<T>`]: a pointer and a length with `len()`, `Index` and `IndexMut`, from which no
+//! whole-slice `&mut [T]` can be obtained. Two threads writing one element is then a data race
+//! the kernel author wrote, exactly as in CUDA. Read-only `&[T]` arguments are real shared
+//! slices: many `&` may coexist, and the launcher's borrows keep the host from writing the
+//! buffer while the launch is in flight.
+
+use core::marker::PhantomData;
+use core::ops::{Index, IndexMut};
+
+/// A kernel's view of a `&mut [T]` argument: one thread's right to read and write elements.
+pub struct SliceMut<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _life: PhantomData<&'a [T]>,
+}
+
+impl<'a, T> SliceMut<'a, T> {
+    /// Build the view of a kernel argument.
+    ///
+    /// # Safety
+    /// 1. `ptr` is valid for reads and writes of `len` elements of `T` for `'a`, and aligned
+    ///    (it may dangle when `len == 0`).
+    /// 2. Nothing outside the kernel's threads accesses the memory during `'a`.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
+        Self {
+            ptr,
+            len,
+            _life: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    #[inline(always)]
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice has no elements.
+    #[inline(always)]
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The element at `i`, or `None` past the end.
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Option<&T> {
+        // SAFETY: bounds checked; the pointer is valid for `len` elements (from_raw's contract).
+        (i < self.len).then(|| unsafe { &*self.ptr.add(i) })
+    }
+
+    /// The element at `i` for writing, or `None` past the end.
+    #[inline(always)]
+    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        // SAFETY: as in `get`; `&mut self` keeps this thread's own references unique.
+        (i < self.len).then(|| unsafe { &mut *self.ptr.add(i) })
+    }
+
+    /// Raw pointer to the first element, for intrinsics (atomics, vector loads).
+    #[inline(always)]
+    #[must_use]
+    pub fn as_mut_ptr(&mut self) -> *mut T {
+        self.ptr
+    }
+}
+
+impl<T> Index<usize> for SliceMut<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, i: usize) -> &T {
+        match self.get(i) {
+            Some(v) => v,
+            None => out_of_bounds(i, self.len),
+        }
+    }
+}
+
+impl<T> IndexMut<usize> for SliceMut<'_, T> {
+    #[inline(always)]
+    #[track_caller]
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        let len = self.len;
+        match self.get_mut(i) {
+            Some(v) => v,
+            None => out_of_bounds(i, len),
+        }
+    }
+}
+
+use crate::panic::index_out_of_bounds as out_of_bounds;
+
+/// A kernel's view of a `&[T]` argument: a shared slice (it derefs to `&[T]`, so every slice
+/// method works), whose indexing reports failures without `core::fmt`.
+///
+/// Why not a plain `&[T]`: `core`'s bounds check formats its message, and merely linking
+/// `core::fmt`'s integer formatting raises the register count of every kernel that indexes a
+/// slice from ~10 to ~56 (ptxas sizes a kernel for everything it may call), which halves
+/// occupancy. [`Slice`]'s `Index` records the index and length for the host directly.
+#[derive(Clone, Copy)]
+pub struct Slice<'a, T> {
+    inner: &'a [T],
+}
+
+impl<'a, T> Slice<'a, T> {
+    /// Build the view of a kernel argument.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads of `len` elements for `'a` and aligned (or anything when
+    /// `len == 0`), and nothing writes the memory during `'a`.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *const T, len: usize) -> Self {
+        // SAFETY: forwarded contract.
+        Slice { inner: unsafe { slice_from_raw(ptr, len) } }
+    }
+
+    /// The underlying shared slice.
+    #[inline(always)]
+    #[must_use]
+    pub fn as_slice(&self) -> &'a [T] {
+        self.inner
+    }
+}
+
+impl<T> core::ops::Deref for Slice<'_, T> {
+    type Target = [T];
+    #[inline(always)]
+    fn deref(&self) -> &[T] {
+        self.inner
+    }
+}
+
+impl<T> Index<usize> for Slice<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, i: usize) -> &T {
+        match self.inner.get(i) {
+            Some(v) => v,
+            None => out_of_bounds(i, self.inner.len()),
+        }
+    }
+}
+
+impl<'a, T> IntoIterator for Slice<'a, T> {
+    type Item = &'a T;
+    type IntoIter = core::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.inner.iter()
+    }
+}
+
+/// Build the body's `&[T]` from a kernel parameter pair.
+///
+/// # Safety
+/// `ptr` is valid for reads of `len` elements for `'a`, aligned (or dangling with `len == 0`,
+/// in which case a null pointer is also accepted), and nothing writes the memory during `'a`.
+#[inline(always)]
+pub unsafe fn slice_from_raw<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's contract above.
+    unsafe { core::slice::from_raw_parts(ptr, len) }
+}

@@ -1,0 +1,37 @@
+//! quickstart: saxpy on device buffers, checked against the same computation on the host.
+
+use berth::{Grid, Gpu};
+use berth_examples::saxpy;
+use rand::Rng;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("quickstart: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), berth::Error> {
+    let n = 1 << 20;
+    let mut rng = rand::rng();
+    let x: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let y: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let a = 2.5f32;
+
+    let gpu = Gpu::new()?;
+    println!("quickstart: running on the GPU ({})", gpu.name());
+    let dx = gpu.upload(&x)?;
+    let mut dy = gpu.upload(&y)?;
+    saxpy(&gpu, Grid::cover(n), a, &dx, &mut dy)?.wait()?;
+    let got = dy.to_vec()?;
+
+    let bad = (0..n)
+        .filter(|&i| (got[i] - a.mul_add(x[i], y[i])).abs() > 1e-5)
+        .count();
+    println!("quickstart: saxpy over {n} elements, {bad} mismatches against the host");
+    if bad > 0 {
+        eprintln!("quickstart: FAILED");
+        std::process::exit(2);
+    }
+    Ok(())
+}

@@ -1,0 +1,17 @@
+//! `#[gpu_kernel]`: the proc-macro entry. It only forwards; the work is in plain modules that
+//! take and return `proc_macro2` tokens so they can be unit-tested: [`parse`] reads the
+//! function and its argument attributes, [`validate`] checks what a kernel may be and collects
+//! every error at once, [`expand`] writes the device entry and the host launcher.
+
+mod expand;
+mod parse;
+mod validate;
+
+use proc_macro::TokenStream;
+
+/// Turn a Rust function into a GPU kernel with a typed host launcher. See the `berth` crate.
+#[proc_macro_attribute]
+pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
+    let ptx = std::env::var("BERTH_PTX").ok();
+    expand::gpu_kernel(args.into(), item.into(), ptx.as_deref()).into()
+}

@@ -1,0 +1,180 @@
+//! Device memory: [`DeviceBuffer<T>`].
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Inner};
+use berth_device::DeviceCopy;
+use cudarc::driver::{result, sys};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// `len` elements of `T` in the GPU's own memory.
+///
+/// Made with [`Gpu::alloc_zeroed`] or [`Gpu::upload`]; read back with [`DeviceBuffer::to_vec`].
+/// Kernels take it for slice arguments without a placement attribute.
+pub struct DeviceBuffer<T: DeviceCopy> {
+    pub(crate) ptr: sys::CUdeviceptr,
+    len: usize,
+    pub(crate) gpu: Arc<Inner>,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the buffer owns device memory addressed by an integer; `T: DeviceCopy` is plain data.
+unsafe impl<T: DeviceCopy + Send> Send for DeviceBuffer<T> {}
+// SAFETY: shared access only reads through driver calls.
+unsafe impl<T: DeviceCopy + Sync> Sync for DeviceBuffer<T> {}
+
+impl Gpu {
+    /// A buffer of `len` zeroed elements.
+    pub fn alloc_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let buf = self.alloc_uninit::<T>(len)?;
+        if buf.bytes() > 0 {
+            let stream = self.inner.default_stream.0;
+            // SAFETY: `buf.ptr` is a fresh allocation of `bytes()` bytes in this context.
+            let r = unsafe { result::memset_d8_async(buf.ptr, 0, buf.bytes(), stream) };
+            self.inner.check("cuMemsetD8Async", r, None)?;
+            crate::stream::sync(&self.inner, stream, None)?;
+        }
+        Ok(buf)
+    }
+
+    /// A buffer holding a copy of `data` (a synchronous copy from host memory).
+    pub fn upload<T: DeviceCopy>(&self, data: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut buf = self.alloc_uninit::<T>(data.len())?;
+        buf.copy_from(data)?;
+        Ok(buf)
+    }
+
+    fn alloc_uninit<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        self.inner.bind()?;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| Error::OutOfMemory {
+                bytes: usize::MAX,
+                free: 0,
+                total: 0,
+            })?;
+        // A zero-length buffer owns no memory; its pointer is never dereferenced.
+        let ptr = if bytes == 0 {
+            0
+        } else {
+            // SAFETY: plain allocation in the current context.
+            match unsafe { result::malloc_sync(bytes) } {
+                Ok(p) => p,
+                Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                    let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                    return Err(Error::OutOfMemory { bytes, free, total });
+                }
+                Err(e) => return Err(self.inner.error("cuMemAlloc", e, None)),
+            }
+        };
+        Ok(DeviceBuffer {
+            ptr,
+            len,
+            gpu: self.inner.clone(),
+            _t: PhantomData,
+        })
+    }
+}
+
+impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+
+    /// Overwrite the whole buffer with `data` (synchronous). Lengths must match.
+    pub fn copy_from(&mut self, data: &[T]) -> Result<()> {
+        self.check_len("copy_from", data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        self.gpu.bind()?;
+        let stream = self.gpu.default_stream.0;
+        // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
+        // outlives the copy because we synchronise the stream before returning. (Copies go
+        // through a stream and a stream sync rather than cuMemcpyHtoD: for pageable memory
+        // the latter may return before the DMA lands, unordered with non-blocking streams.)
+        let r = unsafe { result::memcpy_htod_async(self.ptr, data, stream) };
+        self.gpu.check("cuMemcpyHtoDAsync", r, None)?;
+        crate::stream::sync(&self.gpu, stream, None)
+    }
+
+    /// Copy the whole buffer into `out` (synchronous). Lengths must match.
+    pub fn copy_to(&self, out: &mut [T]) -> Result<()> {
+        self.check_len("copy_to", out.len())?;
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.gpu.bind()?;
+        let stream = self.gpu.default_stream.0;
+        // SAFETY: as in copy_from; the device holds `len` initialised elements of a
+        // `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
+        let r = unsafe { result::memcpy_dtoh_async(out, self.ptr, stream) };
+        self.gpu.check("cuMemcpyDtoHAsync", r, None)?;
+        crate::stream::sync(&self.gpu, stream, None)
+    }
+
+    /// The buffer's contents as a `Vec` (synchronous).
+    pub fn to_vec(&self) -> Result<Vec<T>> {
+        let mut v = Vec::with_capacity(self.len);
+        // SAFETY: capacity is `len`; copy_to fills every element before `v` is read, and on
+        // error `v` is dropped with length reset to 0 below.
+        unsafe { v.set_len(self.len) };
+        match self.copy_to(&mut v) {
+            Ok(()) => Ok(v),
+            Err(e) => {
+                // SAFETY: forget the possibly-uninitialised elements (T is Copy, no drop glue).
+                unsafe { v.set_len(0) };
+                Err(e)
+            }
+        }
+    }
+
+    /// The raw device address (for [`crate::raw`] interop).
+    pub fn device_ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    fn check_len(&self, what: &str, got: usize) -> Result<()> {
+        if got != self.len {
+            return Err(Error::LengthMismatch {
+                what: format!("DeviceBuffer::{what}: host slice vs device buffer"),
+                expected: self.len,
+                got,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("len", &self.len)
+            .field("type", &std::any::type_name::<T>())
+            .finish()
+    }
+}
+
+impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
+    fn drop(&mut self) {
+        // A lost context is reset as a whole; freeing into it could free a new allocation
+        // that reuses the address after `Gpu::recover`.
+        if self.ptr == 0 || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+            return;
+        }
+        // SAFETY: allocated by cuMemAlloc in this context, freed once. No launch can still
+        // use it: launches borrow their buffers until their guard has synchronised.
+        let _ = unsafe { result::free_sync(self.ptr) };
+    }
+}

@@ -1,0 +1,167 @@
+//! The one error type of the runtime.
+
+use std::fmt;
+
+/// Result with the runtime's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong between the host and the GPU.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The CUDA driver library could not be loaded (no NVIDIA driver on this machine).
+    #[error("no CUDA driver: libcuda could not be loaded ({0}); this machine has no NVIDIA driver installed")]
+    NoDriver(String),
+    /// The driver is present but reports no device with the asked ordinal.
+    #[error("no CUDA device {ordinal}: the driver reports {count} device(s)")]
+    NoDevice {
+        /// The ordinal asked for.
+        ordinal: usize,
+        /// Devices the driver sees.
+        count: usize,
+    },
+    /// A driver call failed.
+    #[error("CUDA driver call {call} failed: {name} ({message})")]
+    Driver {
+        /// The driver function.
+        call: &'static str,
+        /// The CUresult name (`CUDA_ERROR_…`).
+        name: String,
+        /// The driver's description.
+        message: String,
+    },
+    /// A device allocation did not fit.
+    #[error("out of device memory: could not allocate {bytes} bytes ({free} of {total} bytes free)")]
+    OutOfMemory {
+        /// Bytes asked for.
+        bytes: usize,
+        /// Free device memory at the time.
+        free: usize,
+        /// Total device memory.
+        total: usize,
+    },
+    /// A kernel panicked (bounds check, `panic!`, …) and trapped. The context is now unusable.
+    #[error(
+        "kernel `{kernel}` panicked at {report}; the GPU context is now unusable (CUDA errors are \
+         sticky): call `Gpu::recover()` to get a fresh one"
+    )]
+    KernelPanic {
+        /// The kernel that panicked.
+        kernel: String,
+        /// Where and why.
+        report: PanicReport,
+    },
+    /// A kernel faulted without leaving a panic record (illegal address, trap from asm, …).
+    /// The context is now unusable.
+    #[error(
+        "kernel {kernels} failed on the GPU: {name} ({message}); the GPU context is now unusable \
+         (CUDA errors are sticky): call `Gpu::recover()` to get a fresh one"
+    )]
+    KernelFault {
+        /// The kernel(s) in flight when the fault was seen.
+        kernels: String,
+        /// The CUresult name.
+        name: String,
+        /// The driver's description.
+        message: String,
+    },
+    /// An earlier fault poisoned this context; nothing more can run on it.
+    #[error("the GPU context was lost to an earlier fault ({0}); call `Gpu::recover()` to get a fresh one")]
+    ContextLost(String),
+    /// The launch configuration is not valid for this kernel or device.
+    #[error("invalid launch of `{kernel}`: {reason}")]
+    InvalidLaunch {
+        /// The kernel.
+        kernel: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A host and device buffer, or two buffers, disagree in length.
+    #[error("length mismatch: {what}: expected {expected} elements, got {got}")]
+    LengthMismatch {
+        /// Which lengths.
+        what: String,
+        /// Expected length.
+        expected: usize,
+        /// Actual length.
+        got: usize,
+    },
+    /// The kernel's PTX could not be loaded, or does not match its launcher.
+    #[error("kernel `{kernel}`: {reason}")]
+    Module {
+        /// The kernel.
+        kernel: &'static str,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A buffer from one GPU context was passed to a launch on another.
+    #[error("a buffer passed to `{kernel}` belongs to a different GPU context")]
+    WrongContext {
+        /// The kernel.
+        kernel: &'static str,
+    },
+}
+
+impl Error {
+    /// Whether this error left the context unusable (recover with [`crate::Gpu::recover`]).
+    pub fn is_context_lost(&self) -> bool {
+        matches!(
+            self,
+            Error::KernelPanic { .. } | Error::KernelFault { .. } | Error::ContextLost(_)
+        )
+    }
+
+    pub(crate) fn driver(call: &'static str, e: cudarc::driver::DriverError) -> Error {
+        if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE {
+            return Error::NoDevice {
+                ordinal: 0,
+                count: 0,
+            };
+        }
+        let (name, message) = describe(e);
+        Error::Driver {
+            call,
+            name,
+            message,
+        }
+    }
+}
+
+pub(crate) fn describe(e: cudarc::driver::DriverError) -> (String, String) {
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let message = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (name, message)
+}
+
+/// Where and why a kernel panicked, as its panicking thread recorded it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanicReport {
+    /// Source file of the panic.
+    pub file: String,
+    /// Line.
+    pub line: u32,
+    /// Column.
+    pub column: u32,
+    /// The panic message.
+    pub message: String,
+    /// `blockIdx` of the panicking thread.
+    pub block: [u32; 3],
+    /// `threadIdx` of the panicking thread.
+    pub thread: [u32; 3],
+}
+
+impl fmt::Display for PanicReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}: {} (block {:?}, thread {:?})",
+            self.file, self.line, self.column, self.message, self.block, self.thread
+        )
+    }
+}

@@ -1,0 +1,215 @@
+//! Faults: recognising errors that poison the context, naming the kernel, and reading the
+//! panic record the device-side panic handler leaves in mapped host memory.
+
+use crate::error::{Error, PanicReport, Result, describe};
+use crate::launch::Kernel;
+use berth_device::panic::{PanicRecord, RECORD_SYMBOL, state};
+use cudarc::driver::{DriverError, result, sys};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Errors after which the context is unusable (CUDA's "sticky" errors).
+fn is_sticky(code: sys::CUresult) -> bool {
+    use sys::CUresult::*;
+    matches!(
+        code,
+        CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_ECC_UNCORRECTABLE
+    )
+}
+
+/// Whether the context was lost, why, and which kernels were in flight on which stream.
+#[derive(Default)]
+pub(crate) struct FaultState {
+    lost: Mutex<Option<String>>,
+    lost_flag: std::sync::atomic::AtomicBool,
+    in_flight: Mutex<HashMap<usize, Vec<&'static Kernel>>>,
+}
+
+impl FaultState {
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost_flag.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn ensure_alive(&self) -> Result<()> {
+        if !self.is_lost() {
+            return Ok(());
+        }
+        let why = self.lost.lock().expect("poisoned").clone().unwrap_or_default();
+        Err(Error::ContextLost(why))
+    }
+
+    pub(crate) fn launched(&self, stream: sys::CUstream, k: &'static Kernel) {
+        self.in_flight
+            .lock()
+            .expect("poisoned")
+            .entry(stream as usize)
+            .or_default()
+            .push(k);
+    }
+
+    pub(crate) fn stream_idle(&self, stream: sys::CUstream) {
+        if let Some(v) = self.in_flight.lock().expect("poisoned").get_mut(&(stream as usize)) {
+            v.clear();
+        }
+    }
+
+    fn mark_lost(&self, why: String) {
+        let mut lost = self.lost.lock().expect("poisoned");
+        if lost.is_none() {
+            *lost = Some(why);
+        }
+        self.lost_flag.store(true, Ordering::Release);
+    }
+
+    /// Classify a failed driver call. Sticky errors mark the context lost and become
+    /// [`Error::KernelPanic`] (when a panic record is present) or [`Error::KernelFault`].
+    pub(crate) fn classify(
+        &self,
+        call: &'static str,
+        e: DriverError,
+        record: &MappedPanicRecord,
+        kernel_hint: Option<&str>,
+    ) -> Error {
+        if self.is_lost() {
+            return self.ensure_alive().unwrap_err();
+        }
+        if !is_sticky(e.0) {
+            if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                return Error::OutOfMemory {
+                    bytes: 0,
+                    free,
+                    total,
+                };
+            }
+            return Error::driver(call, e);
+        }
+        let (name, message) = describe(e);
+        let candidates: Vec<&'static Kernel> = self
+            .in_flight
+            .lock()
+            .expect("poisoned")
+            .values()
+            .flatten()
+            .copied()
+            .collect();
+        let err = match record.read() {
+            Some(report) => {
+                let kernel = candidates
+                    .iter()
+                    .find(|k| k.location.rsplit_once(':').is_some_and(|(f, _)| same_file(f, &report.file)))
+                    .map(|k| k.name.to_owned())
+                    .or_else(|| kernel_hint.map(str::to_owned))
+                    .unwrap_or_else(|| names(&candidates));
+                Error::KernelPanic { kernel, report }
+            }
+            None => Error::KernelFault {
+                kernels: if candidates.is_empty() {
+                    kernel_hint.map(|k| format!("`{k}`")).unwrap_or_else(|| "(unknown)".into())
+                } else {
+                    names(&candidates)
+                },
+                name,
+                message,
+            },
+        };
+        self.mark_lost(err.to_string());
+        tracing::error!(error = %err, "GPU context lost");
+        err
+    }
+}
+
+fn same_file(a: &str, b: &str) -> bool {
+    a == b || a.ends_with(b) || b.ends_with(a)
+}
+
+fn names(ks: &[&'static Kernel]) -> String {
+    let mut v: Vec<String> = ks.iter().map(|k| format!("`{}`", k.name)).collect();
+    v.dedup();
+    match v.len() {
+        0 => "(unknown)".into(),
+        1 => v.remove(0),
+        _ => format!("one of {}", v.join(", ")),
+    }
+}
+
+/// One [`PanicRecord`] in pinned host memory mapped into the device's address space.
+pub(crate) struct MappedPanicRecord {
+    host: *mut PanicRecord,
+    device: sys::CUdeviceptr,
+}
+
+impl MappedPanicRecord {
+    pub(crate) fn new() -> Result<Self> {
+        let bytes = std::mem::size_of::<PanicRecord>();
+        // SAFETY: plain allocation call; the context is current (Gpu::with_ordinal).
+        let host = unsafe { result::malloc_host(bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .map_err(|e| Error::driver("cuMemHostAlloc", e))?
+            .cast::<PanicRecord>();
+        // SAFETY: `host` is a fresh, suitably aligned (page-aligned) allocation of `bytes`.
+        unsafe { host.write(PanicRecord::EMPTY) };
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP in the current context.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host.cast(), 0) }
+            .result()
+            .map_err(|e| Error::driver("cuMemHostGetDevicePointer", e))?;
+        Ok(MappedPanicRecord { host, device })
+    }
+
+    /// Point `module`'s panic-record global at this record. Modules without a panic path
+    /// have no such global, which is fine.
+    pub(crate) fn install(&self, module: sys::CUmodule) -> Result<()> {
+        let name = CString::new(RECORD_SYMBOL).expect("no NUL");
+        // SAFETY: `module` is loaded in the current context.
+        let Ok((ptr, size)) = (unsafe { result::module::get_global(module, name) }) else {
+            return Ok(());
+        };
+        if size != std::mem::size_of::<u64>() {
+            return Err(Error::Module {
+                kernel: RECORD_SYMBOL,
+                reason: format!("panic-record global has {size} bytes, expected 8"),
+            });
+        }
+        let value = [self.device];
+        // SAFETY: `ptr` is the 8-byte global found above; `value` is 8 bytes.
+        unsafe { result::memcpy_htod_sync(ptr, &value[..]) }
+            .map_err(|e| Error::driver("cuMemcpyHtoD", e))
+    }
+
+    /// The record, if a kernel completed one.
+    pub(crate) fn read(&self) -> Option<PanicReport> {
+        // SAFETY: the record lives as long as `self`; `state` is a 4-aligned u32 that the
+        // device writes with a system-scope release store.
+        let st = unsafe { AtomicU32::from_ptr(&raw mut (*self.host).state) };
+        if st.load(Ordering::Acquire) != state::DONE {
+            return None;
+        }
+        // SAFETY: state DONE means the writer finished; nothing writes the record again.
+        let r = unsafe { self.host.read_volatile() };
+        let text = |b: &[u8], n: u32| String::from_utf8_lossy(&b[..(n as usize).min(b.len())]).into_owned();
+        Some(PanicReport {
+            file: text(&r.file, r.file_len),
+            line: r.line,
+            column: r.column,
+            message: text(&r.message, r.message_len),
+            block: r.block,
+            thread: r.thread,
+        })
+    }
+
+    pub(crate) fn free(&self) {
+        // SAFETY: allocated by cuMemHostAlloc in this context; freed once, from Inner::drop.
+        let _ = unsafe { result::free_host(self.host.cast()) };
+    }
+}

@@ -1,0 +1,276 @@
+//! The GPU context: device selection, the module cache, fault bookkeeping and recovery.
+
+use crate::error::{Error, Result};
+use crate::fault::{FaultState, MappedPanicRecord};
+use crate::launch::Kernel;
+use crate::stream::StreamHandle;
+use cudarc::driver::{result, sys};
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::sync::{Arc, Mutex};
+
+/// A GPU context: one device, its default stream, and the kernels loaded into it.
+///
+/// Cheap to clone (a shared handle). Creating one never panics: without a driver or device it
+/// returns [`Error::NoDriver`] / [`Error::NoDevice`].
+#[derive(Clone)]
+pub struct Gpu {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) ordinal: usize,
+    pub(crate) device: sys::CUdevice,
+    pub(crate) ctx: sys::CUcontext,
+    pub(crate) name: String,
+    pub(crate) default_stream: StreamHandle,
+    functions: Mutex<HashMap<(&'static str, &'static str), sys::CUfunction>>,
+    modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
+    pub(crate) panic_record: MappedPanicRecord,
+    pub(crate) fault: FaultState,
+}
+
+// SAFETY: the raw handles (context, device, modules, functions) are driver objects usable from
+// any thread once the context is made current there, which every entry point does (`bind`).
+unsafe impl Send for Inner {}
+// SAFETY: as above; the mutable maps are behind mutexes.
+unsafe impl Sync for Inner {}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu")
+            .field("ordinal", &self.inner.ordinal)
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}
+
+fn check_driver() -> Result<()> {
+    // SAFETY: only probes whether the library can be opened; cudarc's own entry points
+    // panic when it cannot, which is why this runs first.
+    let present = unsafe { sys::is_culib_present() };
+    if !present {
+        return Err(Error::NoDriver(
+            "libcuda.so not found on the library path".into(),
+        ));
+    }
+    result::init().map_err(|e| Error::driver("cuInit", e))
+}
+
+impl Gpu {
+    /// The first GPU (ordinal 0).
+    pub fn new() -> Result<Gpu> {
+        Gpu::with_ordinal(0)
+    }
+
+    /// The GPU with the given ordinal.
+    pub fn with_ordinal(ordinal: usize) -> Result<Gpu> {
+        check_driver()?;
+        let count = result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
+        if ordinal >= count as usize {
+            return Err(Error::NoDevice {
+                ordinal,
+                count: count as usize,
+            });
+        }
+        let device =
+            result::device::get(ordinal as i32).map_err(|e| Error::driver("cuDeviceGet", e))?;
+        // SAFETY: `device` is a valid device handle from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(device) }
+            .map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
+        // SAFETY: `ctx` was just retained and is valid.
+        unsafe { result::ctx::set_current(ctx) }.map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        let name = result::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
+        let default_stream = StreamHandle::create()?;
+        let panic_record = MappedPanicRecord::new()?;
+        tracing::debug!(ordinal, %name, "GPU context ready");
+        Ok(Gpu {
+            inner: Arc::new(Inner {
+                ordinal,
+                device,
+                ctx,
+                name,
+                default_stream,
+                functions: Mutex::new(HashMap::new()),
+                modules: Mutex::new(HashMap::new()),
+                panic_record,
+                fault: FaultState::default(),
+            }),
+        })
+    }
+
+    /// The device's name, e.g. "NVIDIA H200".
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The device ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.inner.ordinal
+    }
+
+    /// Compute capability (major, minor).
+    pub fn compute_capability(&self) -> Result<(i32, i32)> {
+        use sys::CUdevice_attribute::*;
+        let major = self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        Ok((major, minor))
+    }
+
+    /// A raw device attribute.
+    pub fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32> {
+        // SAFETY: valid device handle; the attribute enum is the driver's own.
+        unsafe { result::device::get_attribute(self.inner.device, attr) }
+            .map_err(|e| Error::driver("cuDeviceGetAttribute", e))
+    }
+
+    /// (free, total) device memory in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.inner.bind()?;
+        result::mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))
+    }
+
+    /// Wait for all work on every stream of this context.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.bind()?;
+        let r = result::ctx::synchronize();
+        self.inner.check("cuCtxSynchronize", r, None)
+    }
+
+    /// Whether an earlier fault made this context unusable.
+    pub fn is_lost(&self) -> bool {
+        self.inner.fault.is_lost()
+    }
+
+    /// Tear down a context lost to a fault and return a fresh one on the same device.
+    ///
+    /// Every buffer, stream and module of the lost context becomes inert: dropping them
+    /// frees nothing (the reset already released their memory). Calling this on a healthy
+    /// context is refused, since it would destroy live allocations.
+    pub fn recover(self) -> Result<Gpu> {
+        if !self.inner.fault.is_lost() {
+            return Err(Error::InvalidLaunch {
+                kernel: "Gpu::recover",
+                reason: "the context is healthy; recover() only resets a context lost to a fault"
+                    .into(),
+            });
+        }
+        let ordinal = self.inner.ordinal;
+        let device = self.inner.device;
+        drop(self);
+        // SAFETY: resetting the primary context destroys all its resources. Every berth
+        // object of the old context checks its fault flag and skips its driver calls, so none
+        // of them touches a destroyed handle afterwards.
+        unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
+            .result()
+            .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))?;
+        tracing::info!(ordinal, "GPU context reset after a fault");
+        Gpu::with_ordinal(ordinal)
+    }
+}
+
+impl Inner {
+    /// Make this context current on the calling thread; refuse if it was lost.
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.fault.ensure_alive()?;
+        // SAFETY: `ctx` is the retained primary context, alive while `self` is.
+        unsafe { result::ctx::set_current(self.ctx) }
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))
+    }
+
+    /// Turn a driver result into ours, recognising faults that poison the context.
+    pub(crate) fn check<T>(
+        &self,
+        call: &'static str,
+        r: std::result::Result<T, cudarc::driver::DriverError>,
+        kernel_hint: Option<&str>,
+    ) -> Result<T> {
+        r.map_err(|e| self.error(call, e, kernel_hint))
+    }
+
+    /// Our error for a failed driver call (see [`Inner::check`]).
+    pub(crate) fn error(
+        &self,
+        call: &'static str,
+        e: cudarc::driver::DriverError,
+        kernel_hint: Option<&str>,
+    ) -> Error {
+        self.fault.classify(call, e, &self.panic_record, kernel_hint)
+    }
+
+    /// The function of `kernel`, loading its crate's module on first use.
+    pub(crate) fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction> {
+        let key = (kernel.crate_name, kernel.name);
+        if let Some(f) = self.functions.lock().expect("poisoned").get(&key) {
+            return Ok(*f);
+        }
+        let module = self.module(kernel)?;
+        let cname = CString::new(kernel.name).expect("kernel names have no NUL");
+        // SAFETY: `module` is a loaded module of this (current) context.
+        let f = unsafe { result::module::get_function(module, cname) }.map_err(|e| {
+            Error::Module {
+                kernel: kernel.name,
+                reason: format!(
+                    "entry `{}` not found in the PTX of crate `{}` ({}); rebuild the crate",
+                    kernel.name,
+                    kernel.crate_name,
+                    crate::error::describe(e).0
+                ),
+            }
+        })?;
+        self.functions.lock().expect("poisoned").insert(key, f);
+        Ok(f)
+    }
+
+    fn module(&self, kernel: &'static Kernel) -> Result<sys::CUmodule> {
+        let mut modules = self.modules.lock().expect("poisoned");
+        if let Some(m) = modules.get(kernel.crate_name) {
+            return Ok(*m);
+        }
+        // Check every entry of the PTX against its launcher before anything runs: a stale
+        // PTX or a macro bug must be an error here, not memory corruption later.
+        for k in crate::launch::registered_kernels().filter(|k| k.crate_name == kernel.crate_name) {
+            crate::ptx::check_kernel(k)?;
+        }
+        crate::ptx::check_kernel(kernel)?;
+        let src = CString::new(kernel.ptx).map_err(|_| Error::Module {
+            kernel: kernel.name,
+            reason: "the embedded PTX contains a NUL byte".into(),
+        })?;
+        // SAFETY: `src` is a NUL-terminated PTX image; the context is current (bind).
+        let module = unsafe { result::module::load_data(src.as_ptr().cast()) }.map_err(|e| {
+            let (name, message) = crate::error::describe(e);
+            Error::Module {
+                kernel: kernel.name,
+                reason: format!(
+                    "the driver rejected the PTX of crate `{}`: {name} ({message}); was it built for a newer GPU than this one (BERTH_ARCH)?",
+                    kernel.crate_name
+                ),
+            }
+        })?;
+        self.panic_record.install(module)?;
+        tracing::debug!(krate = kernel.crate_name, "PTX module loaded");
+        modules.insert(kernel.crate_name, module);
+        Ok(module)
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if self.fault.is_lost() {
+            // The context is dead (and will be reset): its handles must not be touched.
+            return;
+        }
+        if self.bind().is_err() {
+            return;
+        }
+        for (_, m) in self.modules.get_mut().expect("poisoned").drain() {
+            // SAFETY: each module was loaded in this context and is unloaded once.
+            let _ = unsafe { result::module::unload(m) };
+        }
+        self.default_stream.destroy();
+        self.panic_record.free();
+        // SAFETY: balances the retain in `with_ordinal`.
+        let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}

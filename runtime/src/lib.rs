@@ -1,0 +1,31 @@
+//! Host runtime of berth: the GPU context ([`Gpu`]), streams ([`Stream`]), device memory
+//! ([`DeviceBuffer`]), the per-context module cache, and typed launches that return a
+//! [`Pending`] guard.
+//!
+//! Layering, as in cudarc: cudarc's `sys`/`result` layers do the driver calls; this crate's
+//! public types own every handle and hide cudarc; [`raw`] is the escape hatch for experts.
+//!
+//! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
+//! configuration, and a kernel that panicked (named, with the panic's file, line and message,
+//! read from mapped host memory the panic handler fills before it traps). A trap poisons the
+//! CUDA context for good; [`Gpu::recover`] tears it down and makes a fresh one.
+
+mod buffer;
+mod error;
+mod fault;
+mod gpu;
+mod launch;
+pub mod ptx;
+pub mod raw;
+mod stream;
+
+pub use buffer::DeviceBuffer;
+pub use error::{Error, PanicReport, Result};
+pub use gpu::Gpu;
+pub use launch::{Dim3, Grid, Pending};
+pub use stream::{Queue, Stream};
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::launch::{Kernel, KernelRegistration, Launch, Param, ParamKind, registered_kernels};
+}

@@ -1,0 +1,96 @@
+//! Streams: ordered queues of GPU work. Launches go to a [`Queue`]: a [`Gpu`] (its default
+//! stream) or a [`Stream`].
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Inner};
+use cudarc::driver::{result, sys};
+use std::sync::Arc;
+
+/// A raw stream handle, created non-blocking so it never serialises with the legacy stream.
+pub(crate) struct StreamHandle(pub(crate) sys::CUstream);
+
+impl StreamHandle {
+    pub(crate) fn create() -> Result<Self> {
+        result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map(StreamHandle)
+            .map_err(|e| Error::driver("cuStreamCreate", e))
+    }
+
+    pub(crate) fn destroy(&self) {
+        // SAFETY: created by `create` in this context, destroyed once by its owner's Drop.
+        let _ = unsafe { result::stream::destroy(self.0) };
+    }
+}
+
+/// A stream of the GPU: work queued on one stream runs in order; work on different streams
+/// may overlap.
+pub struct Stream {
+    pub(crate) gpu: Arc<Inner>,
+    pub(crate) handle: StreamHandle,
+}
+
+impl Gpu {
+    /// A new stream on this GPU.
+    pub fn stream(&self) -> Result<Stream> {
+        self.inner.bind()?;
+        Ok(Stream {
+            gpu: self.inner.clone(),
+            handle: StreamHandle::create()?,
+        })
+    }
+}
+
+impl Stream {
+    /// Wait for all work queued on this stream.
+    pub fn synchronize(&self) -> Result<()> {
+        sync(&self.gpu, self.handle.0, None)
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        if self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+            return;
+        }
+        // SAFETY: our stream handle, in our context.
+        let _ = unsafe { result::stream::synchronize(self.handle.0) };
+        self.handle.destroy();
+    }
+}
+
+pub(crate) fn sync(gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
+    gpu.bind()?;
+    // SAFETY: `stream` belongs to `gpu`'s context, which is current.
+    let r = unsafe { result::stream::synchronize(stream) };
+    gpu.check("cuStreamSynchronize", r, kernel)?;
+    gpu.fault.stream_idle(stream);
+    Ok(())
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::Gpu {}
+    impl Sealed for crate::Stream {}
+}
+
+/// Where a launch is queued: a [`Gpu`] (its default stream) or a [`Stream`].
+pub trait Queue: sealed::Sealed {
+    #[doc(hidden)]
+    fn __queue(&self) -> QueueRef<'_>;
+}
+
+/// The context and stream behind a [`Queue`] (opaque).
+#[doc(hidden)]
+pub struct QueueRef<'a>(pub(crate) &'a Arc<Inner>, pub(crate) sys::CUstream);
+
+impl Queue for Gpu {
+    fn __queue(&self) -> QueueRef<'_> {
+        QueueRef(&self.inner, self.inner.default_stream.0)
+    }
+}
+
+impl Queue for Stream {
+    fn __queue(&self) -> QueueRef<'_> {
+        QueueRef(&self.gpu, self.handle.0)
+    }
+}

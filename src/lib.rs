@@ -1,0 +1,62 @@
+//! berth: GPU kernels in Rust whose arguments' placement is part of the kernel's signature.
+//!
+//! A kernel crate writes `#[gpu_kernel]` functions; its one-line build script
+//! (`fn main() { berth_build::kernels() }`) compiles the crate for `nvptx64-nvidia-cuda`,
+//! and the macro generates a typed host launcher around the embedded PTX:
+//!
+//! ```ignore
+//! use berth::prelude::*;
+//!
+//! #[gpu_kernel]
+//! pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+//!     let i = thread::global_x();
+//!     if i < y.len() {
+//!         y[i] = a * x[i] + y[i];
+//!     }
+//! }
+//!
+//! // host
+//! let gpu = Gpu::new()?;                      // Err, never a panic, without a driver or GPU
+//! let x = gpu.upload(&host_x)?;
+//! let mut y = gpu.upload(&host_y)?;
+//! saxpy(&gpu, Grid::cover(n), 2.0, &x, &mut y)?.wait()?;
+//! let y = y.to_vec()?;
+//! ```
+//!
+//! Layers: [`berth_device`] (re-exported as [`device`] and in the [`prelude`]) is what kernel
+//! bodies call, on both targets; [`berth_runtime`] (host only) owns the context, memory,
+//! streams and launches; `berth_macros` writes the glue between them. Generated code names
+//! only [`__private`], which carries no stability promise.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+
+pub use berth_device as device;
+pub use berth_device::{DeviceCopy, Slice, SliceMut, shared_array};
+pub use berth_macros::gpu_kernel;
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub use berth_runtime::{
+    DeviceBuffer, Dim3, Error, Gpu, Grid, PanicReport, Pending, Queue, Result, Stream, ptx, raw,
+};
+
+/// Everything a kernel crate and its host code usually need.
+pub mod prelude {
+    pub use berth_device::{block, dynamic_shared, grid, shared_array, sync_threads, thread};
+    pub use berth_device::{DeviceCopy, Shared, Slice, SliceMut};
+    pub use berth_macros::gpu_kernel;
+
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub use berth_runtime::{DeviceBuffer, Gpu, Grid, Stream};
+}
+
+/// What `#[gpu_kernel]` expansions refer to. Not a public API: no stability promise.
+#[doc(hidden)]
+pub mod __private {
+    pub use berth_device::{Slice, SliceMut};
+
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub use berth_runtime::__private::*;
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub use berth_runtime::{DeviceBuffer, Grid, Pending, Queue, Result};
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub use inventory;
+}
