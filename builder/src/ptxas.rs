@@ -101,6 +101,9 @@ fn numbers_before(line: &str, unit: &str) -> u32 {
 
 fn parse_usage(text: &str) -> Vec<EntryUsage> {
     let mut out: Vec<EntryUsage> = Vec::new();
+    // "Function properties for X" blocks also appear for device functions (`.func`); only
+    // those of the current entry describe it.
+    let mut props_of_entry = false;
     for line in text.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             let name = rest.split('\'').next().unwrap_or_default().to_owned();
@@ -108,8 +111,11 @@ fn parse_usage(text: &str) -> Vec<EntryUsage> {
                 name,
                 ..Default::default()
             });
+            props_of_entry = false;
+        } else if let Some(f) = line.split("Function properties for ").nth(1) {
+            props_of_entry = out.last().is_some_and(|e| e.name == f.trim());
         } else if let Some(cur) = out.last_mut() {
-            if line.contains("bytes stack frame") {
+            if line.contains("bytes stack frame") && props_of_entry {
                 cur.stack = numbers_before(line, "bytes stack frame");
                 cur.spill_stores = numbers_before(line, "bytes spill stores");
                 cur.spill_loads = numbers_before(line, "bytes spill loads");
@@ -130,6 +136,8 @@ mod tests {
 ptxas info    : Compiling entry function 'reduce' for 'sm_90'\n\
 ptxas info    : Function properties for reduce\n\
     8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+ptxas info    : Function properties for helper\n\
+    99 bytes stack frame, 99 bytes spill stores, 99 bytes spill loads\n\
 ptxas info    : Used 18 registers, used 1 barriers, 1024 bytes smem, 376 bytes cmem[0]\n\
 ptxas info    : Compiling entry function 'saxpy' for 'sm_90'\n\
 ptxas info    : Used 10 registers, used 0 barriers, 388 bytes cmem[0]\n";

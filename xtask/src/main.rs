@@ -1,1 +1,58 @@
-fn main() {}
+//! berth's project commands (`cargo xtask <command>`), in the style of rust-analyzer's xtask:
+//! one binary, few dependencies.
+//!
+//! - `ptx [-p CRATE] [--arch sm_XX] [--out DIR]`: build kernel crates for nvptx64 with the same
+//!   builder as their build scripts, print per-kernel registers/stack/spills/shared memory
+//!   (ptxas), and copy the PTX where asked.
+//! - `gpu`: stage release-built, stripped GPU tests, examples, the benchmark and the CUDA C++
+//!   reference with a run script in `.gpu/`, for the GPU machine (which has no Rust).
+//! - `bench`: the same bundle; prints the command that runs only the benchmarks.
+//! - `record DIR`: turn what a GPU run wrote (`DIR/bench.jsonl`, `DIR/tests.log`,
+//!   `DIR/machine.txt`) into `BENCHMARKS.md` and `GPU-RESULTS.md`.
+
+mod bundle;
+mod ptx;
+mod record;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+  ptx [-p CRATE] [--arch sm_XX] [--out DIR]   build kernel PTX, report ptxas resource usage
+  gpu                                         stage GPU tests + benchmarks in .gpu/
+  bench                                       stage the same bundle, print the benchmark command
+  record DIR                                  write BENCHMARKS.md and GPU-RESULTS.md from a run's output";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ptx") => ptx::run(&args[1..]),
+        Some("gpu") => bundle::run(false),
+        Some("bench") => bundle::run(true),
+        Some("record") => match args.get(1) {
+            Some(dir) => record::run(PathBuf::from(dir)),
+            None => Err("record needs the folder a GPU run wrote".into()),
+        },
+        Some("-h" | "--help" | "help") => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        _ => Err(USAGE.into()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("xtask: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! Kernel benchmark of the Rust-built example kernels, the counterpart of
+//! `bench/reference.cu` (CUDA C++ compiled with nvcc on the same machine, same run).
+//!
+//! `bench <n> [repetitions]`: one warm-up, then each launch timed alone with CUDA events
+//! (as the reference does), median reported; results checked against the host. Prints one
+//! JSON line per kernel: `{"impl":"berth","kernel":..,"n":..,"median_ms":..,"gbps":..,"bad":..}`.
+
+use berth::raw::{result, sys};
+use berth::{Gpu, Grid};
+use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
+use berth_tests::{random_f32, saxpy_host, sum_f64};
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("bench: {e}");
+        std::process::exit(1);
+    }
+}
+
+struct Timer {
+    start: sys::CUevent,
+    stop: sys::CUevent,
+    stream: sys::CUstream,
+}
+
+impl Timer {
+    fn new(gpu: &Gpu) -> Result<Self, Box<dyn std::error::Error>> {
+        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+        Ok(Timer {
+            start: result::event::create(flags)?,
+            stop: result::event::create(flags)?,
+            stream: gpu.raw_default_stream(),
+        })
+    }
+
+    /// Milliseconds taken by the work `f` enqueues on the default stream.
+    fn time(&self, f: impl FnOnce() -> berth::Result<()>) -> Result<f32, Box<dyn std::error::Error>> {
+        // SAFETY: both events and the stream belong to the current context.
+        unsafe { result::event::record(self.start, self.stream) }?;
+        f()?;
+        // SAFETY: as above.
+        unsafe {
+            result::event::record(self.stop, self.stream)?;
+            result::event::synchronize(self.stop)?;
+            Ok(result::event::elapsed(self.start, self.stop)?)
+        }
+    }
+}
+
+fn median(mut v: Vec<f32>) -> f64 {
+    v.sort_by(f32::total_cmp);
+    f64::from(v[v.len() / 2])
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1 << 28);
+    let reps: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(20);
+    let gpu = Gpu::new()?;
+    let timer = Timer::new(&gpu)?;
+
+    // saxpy: y = a*x + y, 12 bytes per element.
+    let x = random_f32(n);
+    let y = random_f32(n);
+    let a = 1.5f32;
+    let dx = gpu.upload(&x)?;
+    let mut dy = gpu.upload(&y)?;
+    let grid = Grid::cover(n);
+    saxpy(&gpu, grid, a, &dx, &mut dy)?.wait()?;
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        times.push(timer.time(|| saxpy(&gpu, grid, a, &dx, &mut dy)?.wait())?);
+    }
+    dy.copy_from(&y)?;
+    saxpy(&gpu, grid, a, &dx, &mut dy)?.wait()?;
+    let got = dy.to_vec()?;
+    let want = saxpy_host(a, &x, &y);
+    let bad = got.iter().zip(&want).filter(|(g, w)| (*g - *w).abs() > 1e-5).count();
+    let ms = median(times);
+    println!(
+        "{{\"impl\":\"berth\",\"kernel\":\"saxpy\",\"n\":{n},\"median_ms\":{ms:.5},\"gbps\":{:.1},\"bad\":{bad}}}",
+        12.0 * n as f64 / (ms * 1e-3) / 1e9
+    );
+    drop((dx, dy));
+
+    // block_sum: 4 bytes per element, 132*8 blocks of 256 threads (as the reference).
+    let blocks = 132 * 8;
+    let dx = gpu.upload(&x)?;
+    let mut partial = gpu.upload(&vec![f32::NAN; blocks as usize])?;
+    let grid = Grid::new(blocks, REDUCE_BLOCK);
+    block_sum(&gpu, grid, &dx, &mut partial)?.wait()?;
+    let mut times = Vec::new();
+    for _ in 0..reps {
+        times.push(timer.time(|| block_sum(&gpu, grid, &dx, &mut partial)?.wait())?);
+    }
+    let got: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
+    let want = sum_f64(&x);
+    let scale: f64 = x.iter().map(|&v| f64::from(v.abs())).sum::<f64>().max(1.0);
+    let bad = usize::from((got - want).abs() > 1e-5 * scale);
+    let ms = median(times);
+    println!(
+        "{{\"impl\":\"berth\",\"kernel\":\"block_sum\",\"n\":{n},\"median_ms\":{ms:.5},\"gbps\":{:.1},\"bad\":{bad}}}",
+        4.0 * n as f64 / (ms * 1e-3) / 1e9
+    );
+    Ok(())
+}

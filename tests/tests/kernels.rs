@@ -1,0 +1,82 @@
+//! Whole-crate checks of the example kernels that need no GPU: every kernel's launcher passes
+//! exactly the parameters its PTX entry declares, every PTX entry has a launcher, and every
+//! PTX module is accepted by `ptxas -arch=sm_90` (with `CI=true`, a missing ptxas fails).
+
+use berth::ptx;
+use std::collections::BTreeSet;
+
+fn kernels() -> Vec<&'static berth::__private::Kernel> {
+    // Referencing a descriptor keeps the example crate (and its registrations) linked.
+    std::hint::black_box(&berth_examples::__BERTH_KERNEL_saxpy);
+    berth::__private::registered_kernels().collect()
+}
+
+#[test]
+fn every_example_kernel_is_registered() {
+    let names: BTreeSet<&str> = kernels().iter().map(|k| k.name).collect();
+    for k in ["saxpy", "block_sum", "unchecked_copy"] {
+        assert!(names.contains(k), "kernel `{k}` not registered (have {names:?})");
+    }
+}
+
+#[test]
+fn launchers_match_ptx_entries() {
+    for k in kernels() {
+        ptx::check_kernel(k).unwrap_or_else(|e| panic!("{e}"));
+        // Slices lower to (pointer, length) pairs of 8 bytes each.
+        for w in k.params.windows(2) {
+            if let berth::__private::ParamKind::SlicePtr { .. } = w[0].kind {
+                assert_eq!(w[1].kind, berth::__private::ParamKind::SliceLen);
+            }
+        }
+    }
+}
+
+#[test]
+fn every_ptx_entry_has_a_launcher() {
+    let ks = kernels();
+    let crates: BTreeSet<&str> = ks.iter().map(|k| k.crate_name).collect();
+    for c in crates {
+        let ptx_text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
+        for e in ptx::entries(ptx_text) {
+            assert!(
+                ks.iter().any(|k| k.crate_name == c && k.name == e.name),
+                "PTX entry `{}` of crate `{c}` has no launcher",
+                e.name
+            );
+        }
+    }
+}
+
+#[test]
+fn ptx_is_for_sm_90_and_passes_ptxas() {
+    let Some(ptxas) = berth_build::find_ptxas() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "ptxas not found and CI is set: install it with `pip install nvidia-cuda-nvcc==13.0.88`"
+        );
+        eprintln!("ptxas not found: skipping the ptxas check (set CI=true to make this fail)");
+        return;
+    };
+    let ks = kernels();
+    let crates: BTreeSet<&str> = ks.iter().map(|k| k.crate_name).collect();
+    let dir = std::env::temp_dir().join(format!("berth-ptxas-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for c in crates {
+        let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
+        assert!(text.contains(".target sm_90"), "crate `{c}` PTX is not for sm_90");
+        let file = dir.join(format!("{c}.ptx"));
+        std::fs::write(&file, text).unwrap();
+        let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+        for k in ks.iter().filter(|k| k.crate_name == c) {
+            let u = usage
+                .iter()
+                .find(|u| u.name == k.name)
+                .unwrap_or_else(|| panic!("ptxas reported nothing for `{}`", k.name));
+            assert_eq!(u.spill_stores, 0, "`{}` spills registers", k.name);
+            eprintln!("{c}::{}: {} registers, {} B smem", k.name, u.registers, u.shared);
+        }
+        let block_sum = usage.iter().find(|u| u.name == "block_sum").unwrap();
+        assert_eq!(block_sum.shared, 1024, "block_sum's shared tile must be real .shared memory");
+    }
+}

@@ -1,0 +1,90 @@
+//! `cargo xtask gpu` / `cargo xtask bench`: stage everything the GPU machine runs in `.gpu/`.
+//!
+//! The GPU machine has no Rust toolchain: binaries are built here (profile `gpu`: release,
+//! no debug info, stripped — small enough to travel) and found through cargo's JSON
+//! messages. The CUDA C++ reference is copied as source and compiled there with nvcc, in the
+//! same run as the Rust benchmark.
+
+use crate::{Result, workspace_root};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const RUN_SH: &str = include_str!("run.sh");
+
+/// Test binaries that need cargo at run time (trybuild) stay behind.
+const HOST_ONLY_TESTS: &[&str] = &["ui"];
+
+pub fn run(bench_only: bool) -> Result {
+    let root = workspace_root();
+    let gpu_dir = root.join(".gpu");
+    if gpu_dir.exists() {
+        std::fs::remove_dir_all(&gpu_dir)?;
+    }
+    for sub in ["tests", "bin"] {
+        std::fs::create_dir_all(gpu_dir.join(sub))?;
+    }
+    let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(&root)
+        .args(["build", "--profile", "gpu", "-p", "berth-tests", "-p", "berth-examples"])
+        .args(["--features", "berth-tests/gpu", "--tests", "--bins"])
+        .arg("--message-format=json-render-diagnostics")
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let mut staged = Vec::new();
+    for line in BufReader::new(child.stdout.take().expect("piped")).lines() {
+        let msg: serde_json::Value = match serde_json::from_str(&line?) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        if msg["reason"] != "compiler-artifact" {
+            continue;
+        }
+        let Some(exe) = msg["executable"].as_str() else { continue };
+        let name = msg["target"]["name"].as_str().unwrap_or_default().to_owned();
+        let is_test = msg["profile"]["test"].as_bool().unwrap_or(false);
+        let kinds = msg["target"]["kind"].to_string();
+        let sub = if is_test {
+            if HOST_ONLY_TESTS.contains(&name.as_str()) || kinds.contains("lib") || kinds.contains("bin") {
+                continue;
+            }
+            "tests"
+        } else {
+            "bin"
+        };
+        let dest = gpu_dir.join(sub).join(&name);
+        std::fs::copy(exe, &dest)?;
+        staged.push(dest);
+    }
+    if !child.wait()?.success() {
+        return Err("building the GPU bundle failed (errors above)".into());
+    }
+    std::fs::copy(root.join("bench/reference.cu"), gpu_dir.join("reference.cu"))?;
+    let run_sh = gpu_dir.join("run.sh");
+    std::fs::write(&run_sh, RUN_SH)?;
+    make_executable(&run_sh)?;
+    let bytes: u64 = staged.iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
+    eprintln!("staged {} binaries ({:.1} MiB) in {}", staged.len(), bytes as f64 / 1048576.0, gpu_dir.display());
+    for p in &staged {
+        eprintln!("  {}", p.strip_prefix(&root).unwrap_or(p).display());
+    }
+    let what = if bench_only { " bench" } else { "" };
+    eprintln!(
+        "\nrun on the GPU machine: device `run` with carry [\".gpu\"] and command \".gpu/run.sh{what}\"\n\
+         then record the results: cargo xtask record <the folder its $OUT files came back to>"
+    );
+    Ok(())
+}
+
+#[cfg(unix)]
+fn make_executable(p: &Path) -> Result {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755))?;
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> Result {
+    Ok(())
+}
+

@@ -1,0 +1,119 @@
+//! `cargo xtask record DIR`: write what a GPU run produced into the repository.
+//!
+//! Reads `machine.txt`, `summary.txt`, `tests.log` and `bench.jsonl` from `DIR` (the files
+//! `.gpu/run.sh` wrote to `$OUT`) and writes `BENCHMARKS.md` (ratios berth / nvcc, same run)
+//! and `GPU-RESULTS.md` (what the GPU tests reported). A GPU result that is not recorded did
+//! not happen.
+
+use crate::{Result, workspace_root};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+/// Throughput of one implementation of one kernel at one size, over rounds.
+#[derive(Default)]
+struct Cell {
+    gbps: Vec<f64>,
+    ms: Vec<f64>,
+    bad: u64,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+pub fn run(dir: PathBuf) -> Result {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+    let machine = read("machine.txt");
+    let summary = read("summary.txt");
+    let tests_log = read("tests.log");
+    let bench = read("bench.jsonl");
+    if machine.is_empty() {
+        return Err(format!("{} has no machine.txt: is it the output of .gpu/run.sh?", dir.display()).into());
+    }
+    let date = machine
+        .lines()
+        .find_map(|l| l.strip_prefix("date: "))
+        .unwrap_or("unknown date")
+        .to_owned();
+    let root = workspace_root();
+
+    if !bench.trim().is_empty() {
+        let mut cells: BTreeMap<(String, u64, String), Cell> = BTreeMap::new();
+        for line in bench.lines().filter(|l| l.starts_with('{')) {
+            let v: serde_json::Value = serde_json::from_str(line)?;
+            let key = (
+                v["kernel"].as_str().unwrap_or("?").to_owned(),
+                v["n"].as_u64().unwrap_or(0),
+                v["impl"].as_str().unwrap_or("?").to_owned(),
+            );
+            let c = cells.entry(key).or_default();
+            c.gbps.push(v["gbps"].as_f64().unwrap_or(f64::NAN));
+            c.ms.push(v["median_ms"].as_f64().unwrap_or(f64::NAN));
+            c.bad += v["bad"].as_u64().unwrap_or(1);
+        }
+        let mut md = String::new();
+        writeln!(md, "# Benchmarks\n")?;
+        writeln!(
+            md,
+            "berth's Rust-built kernels against the same algorithms in CUDA C++ (`bench/reference.cu`, \
+             `nvcc -O3 -arch=sm_90`), compiled and run on the GPU machine **in the same run**. \
+             Each figure is the median of 20 launches timed one by one with CUDA events after a \
+             warm-up; each implementation ran twice, interleaved, and the table shows the median \
+             of the two rounds. Every result was checked against the host (`bad` = mismatches).\n"
+        )?;
+        writeln!(md, "Run: {date}, by `cargo xtask bench` then the device run of `.gpu/run.sh bench`, recorded with `cargo xtask record`.\n")?;
+        writeln!(md, "```\n{}```\n", machine)?;
+        writeln!(md, "| kernel | n | berth GB/s | nvcc GB/s | berth ms | nvcc ms | ratio berth/nvcc | target | bad |")?;
+        writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---|---:|")?;
+        let keys: Vec<(String, u64)> = cells.keys().map(|(k, n, _)| (k.clone(), *n)).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for (k, n) in keys {
+            if !seen.insert((k.clone(), n)) {
+                continue;
+            }
+            let mut get = |i: &str| cells.remove(&(k.clone(), n, i.to_owned())).unwrap_or_default();
+            let (mut b, mut c) = (get("berth"), get("nvcc"));
+            let (bg, cg) = (median(&mut b.gbps), median(&mut c.gbps));
+            let ratio = bg / cg;
+            let verdict = if ratio >= 0.97 { "≥ 0.97 ✓" } else { "≥ 0.97 ✗" };
+            writeln!(
+                md,
+                "| {k} | {n} | {bg:.1} | {cg:.1} | {:.4} | {:.4} | **{ratio:.3}** | {verdict} | {} |",
+                median(&mut b.ms),
+                median(&mut c.ms),
+                b.bad + c.bad
+            )?;
+        }
+        writeln!(md, "\nGB/s counts 12 bytes per element for saxpy (read x, read y, write y) and 4 for block_sum.")?;
+        writeln!(md, "\nRaw lines (`bench.jsonl`):\n\n```\n{}```", bench)?;
+        std::fs::write(root.join("BENCHMARKS.md"), md)?;
+        eprintln!("wrote BENCHMARKS.md");
+    }
+
+    if !summary.is_empty() {
+        let mut md = String::new();
+        writeln!(md, "# GPU results\n")?;
+        writeln!(md, "The GPU tests and examples, run on the GPU machine with `.gpu/run.sh` (staged by `cargo xtask gpu`), recorded with `cargo xtask record`. Run: {date}.\n")?;
+        writeln!(md, "```\n{machine}```\n")?;
+        writeln!(md, "## Summary\n\n```\n{summary}```\n")?;
+        writeln!(md, "## Test output\n\n```")?;
+        for line in tests_log.lines() {
+            if line.starts_with("===") || line.starts_with("test ") || line.starts_with("test result")
+                || line.starts_with("quickstart") || line.starts_with("reduction") || line.starts_with("reported")
+                || line.starts_with("running")
+            {
+                writeln!(md, "{line}")?;
+            }
+        }
+        writeln!(md, "```")?;
+        std::fs::write(root.join("GPU-RESULTS.md"), md)?;
+        eprintln!("wrote GPU-RESULTS.md");
+    }
+    Ok(())
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
+# Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here). Usage: .gpu/run.sh [all|tests|bench]
+# Writes machine.txt, tests.log, bench.jsonl and summary.txt to $OUT (or .gpu/out); exits
+# non-zero if any test, example or result check fails.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${OUT:-$here/out}
+mkdir -p "$out"
+mode=${1:-all}
+fail=0
+summary=()
+
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+  echo "host: $(uname -srm), $(nproc) cores"
+  echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
+} > "$out/machine.txt"
+cat "$out/machine.txt"
+
+if [[ $mode == all || $mode == tests ]]; then
+  : > "$out/tests.log"
+  for t in "$here"/tests/*; do
+    name=$(basename "$t")
+    echo "=== test binary: $name" | tee -a "$out/tests.log"
+    if "$t" --test-threads=1 2>&1 | tee -a "$out/tests.log"; then
+      summary+=("PASS  tests/$name")
+    else
+      summary+=("FAIL  tests/$name"); fail=1
+    fi
+  done
+  for ex in quickstart reduction; do
+    echo "=== example: $ex" | tee -a "$out/tests.log"
+    if "$here/bin/$ex" 2>&1 | tee -a "$out/tests.log"; then
+      summary+=("PASS  example $ex")
+    else
+      summary+=("FAIL  example $ex"); fail=1
+    fi
+  done
+fi
+
+if [[ $mode == all || $mode == bench ]]; then
+  : > "$out/bench.jsonl"
+  if nvcc -O3 -arch=sm_90 -o "$here/reference" "$here/reference.cu" 2>"$out/nvcc.log"; then
+    for n in 16777216 268435456; do
+      # Interleave the two implementations so drift on a shared machine hits both alike.
+      for round in 1 2; do
+        "$here/reference" "$n" 20 | sed "s/}\$/,\"round\":$round}/" >> "$out/bench.jsonl" || fail=1
+        "$here/bin/bench" "$n" 20 | sed "s/}\$/,\"round\":$round}/" >> "$out/bench.jsonl" || fail=1
+      done
+    done
+    if grep -q '"bad":[1-9]' "$out/bench.jsonl"; then
+      summary+=("FAIL  benchmark result check"); fail=1
+    else
+      summary+=("PASS  benchmark result checks")
+    fi
+    cat "$out/bench.jsonl"
+  else
+    cat "$out/nvcc.log"
+    summary+=("FAIL  nvcc build of reference.cu"); fail=1
+  fi
+fi
+
+printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
+exit $fail
