@@ -40,8 +40,8 @@ pub use berth_runtime::{
 
 /// Everything a kernel crate and its host code usually need.
 pub mod prelude {
-    pub use berth_device::{block, dynamic_shared, grid, shared_array, sync_threads, thread};
     pub use berth_device::{DeviceCopy, Shared, Slice, SliceMut};
+    pub use berth_device::{block, dynamic_shared, grid, shared_array, sync_threads, thread};
     pub use berth_macros::gpu_kernel;
 
     #[cfg(not(target_arch = "nvptx64"))]

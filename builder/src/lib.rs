@@ -297,14 +297,23 @@ fn try_kernels() -> Result<(), Error> {
         .arch(arch)
         .quiet(true)
         .build()?;
-    let dest = out_dir.join(format!("{}.ptx", env_or_die("CARGO_PKG_NAME").replace('-', "_")));
+    let dest = out_dir.join(format!(
+        "{}.ptx",
+        env_or_die("CARGO_PKG_NAME").replace('-', "_")
+    ));
     std::fs::copy(&built.ptx, &dest).map_err(|source| Error::Io {
         path: dest.clone(),
         source,
     })?;
     println!("cargo:rustc-env={PTX_ENV}={}", dest.display());
-    println!("cargo:rerun-if-changed={}", manifest_dir.join("Cargo.toml").display());
-    println!("cargo:rerun-if-changed={}", manifest_dir.join("src").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("src").display()
+    );
     for src in &built.sources {
         println!("cargo:rerun-if-changed={}", src.display());
     }
@@ -352,13 +361,19 @@ mod tests {
         let got = dep_info_sources(&f);
         assert_eq!(
             got,
-            vec![PathBuf::from("/w/src/lib.rs"), PathBuf::from("/w/my dir/a.rs")]
+            vec![
+                PathBuf::from("/w/src/lib.rs"),
+                PathBuf::from("/w/my dir/a.rs")
+            ]
         );
     }
 
     #[test]
     fn shared_target_dir_is_beside_profile_dirs() {
         let out = Path::new("/w/target/debug/build/kern-123/out");
-        assert_eq!(shared_target_dir(out), PathBuf::from("/w/target/berth-nvptx"));
+        assert_eq!(
+            shared_target_dir(out),
+            PathBuf::from("/w/target/berth-nvptx")
+        );
     }
 }

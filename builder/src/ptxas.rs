@@ -66,7 +66,10 @@ pub fn find_ptxas() -> Option<PathBuf> {
         .ok()?;
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .flat_map(|d| ["cu13", "cuda_nvcc", "cu12"].map(|v| Path::new(d).join("nvidia").join(v).join("bin/ptxas")))
+        .flat_map(|d| {
+            ["cu13", "cuda_nvcc", "cu12"]
+                .map(|v| Path::new(d).join("nvidia").join(v).join("bin/ptxas"))
+        })
         .find(|p| p.is_file())
 }
 
@@ -144,9 +147,19 @@ ptxas info    : Used 10 registers, used 0 barriers, 388 bytes cmem[0]\n";
         let u = super::parse_usage(text);
         assert_eq!(u.len(), 2);
         assert_eq!(
-            (u[0].name.as_str(), u[0].registers, u[0].stack, u[0].spill_stores, u[0].spill_loads, u[0].shared),
+            (
+                u[0].name.as_str(),
+                u[0].registers,
+                u[0].stack,
+                u[0].spill_stores,
+                u[0].spill_loads,
+                u[0].shared
+            ),
             ("reduce", 18, 8, 4, 12, 1024)
         );
-        assert_eq!((u[1].name.as_str(), u[1].registers, u[1].shared), ("saxpy", 10, 0));
+        assert_eq!(
+            (u[1].name.as_str(), u[1].registers, u[1].shared),
+            ("saxpy", 10, 0)
+        );
     }
 }

@@ -21,10 +21,10 @@ pub mod shared;
 pub mod slice;
 
 pub use dim::{block, grid, sync_threads, thread};
-pub use shared::{Shared, dynamic as dynamic_shared};
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
 pub use shared::__host_shared;
+pub use shared::{Shared, dynamic as dynamic_shared};
 pub use slice::{Slice, SliceMut};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.
@@ -47,7 +47,9 @@ macro_rules! device_copy {
         unsafe impl DeviceCopy for $t {}
     )* };
 }
-device_copy!(u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, bool, usize, isize);
+device_copy!(
+    u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, bool, usize, isize
+);
 
 // SAFETY: an array of DeviceCopy elements has the elements' layout repeated, no pointers.
 unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}

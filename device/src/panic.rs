@@ -1,11 +1,20 @@
-//! The panic path: a panicking kernel records where and why, then traps. It never hangs.
+//! The panic path: a failing kernel records where and why, then traps. It never hangs.
 //!
 //! The host runtime allocates one [`PanicRecord`] in mapped (zero-copy) host memory and
 //! stores its device address in the module global [`RECORD_SYMBOL`] when it loads a module.
-//! The first thread to panic claims the record (compare-and-swap on `state`), writes the
-//! location, its coordinates and the message, publishes with a system-scope release store,
-//! and executes `trap`. The trap kills the launch and poisons the context; the host then
-//! reads the record, which lives in host memory and survives the context.
+//! The first thread to fail claims the record (compare-and-swap on `state`), writes what it
+//! knows, publishes with a system-scope release store and traps; threads that lose the claim
+//! wait (bounded) for the winner to publish before they trap, since a trap ends the whole
+//! launch at once. The trap poisons the context; the host then reads the record, which lives
+//! in host memory and survives the context.
+//!
+//! Register pressure shapes this code. ptxas sizes a kernel's registers for everything it may
+//! call, and any call through the ABI costs ~32 registers; `core::fmt` (which `core`'s own
+//! bounds checks use) costs ~56. That halves occupancy of simple kernels. So the bounds checks
+//! of berth's slice views ([`index_out_of_bounds`]) are fully inlined and call nothing: they
+//! record the index, the length and the *device addresses* of the location's file name; the
+//! host resolves the address to the string through the module's PTX. Other panics go through
+//! the `#[panic_handler]`, which copies the file name and constant messages.
 
 /// Name of the module global holding the device address of the [`PanicRecord`].
 pub const RECORD_SYMBOL: &str = "__berth_panic_record";
@@ -20,32 +29,50 @@ pub mod state {
     pub const DONE: u32 = 2;
 }
 
+/// `kind` values of a [`PanicRecord`].
+pub mod kind {
+    /// A panic through the panic handler: `file` and `message` hold bytes.
+    pub const PANIC: u32 = 0;
+    /// An out-of-bounds index: `index` and `len` are set, `file_addr` points at the file name.
+    pub const INDEX: u32 = 1;
+}
+
 /// Bytes kept of the panicking source file's path.
 pub const FILE_BYTES: usize = 192;
 /// Bytes kept of the panic message.
-pub const MESSAGE_BYTES: usize = 384;
+pub const MESSAGE_BYTES: usize = 256;
 
-/// What a panicking GPU thread leaves for the host. Shared layout of device and host.
+/// What a failing GPU thread leaves for the host. Shared layout of device and host.
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct PanicRecord {
     /// See [`state`].
     pub state: u32,
-    /// Source line of the panic.
+    /// See [`kind`].
+    pub kind: u32,
+    /// Source line.
     pub line: u32,
-    /// Source column of the panic.
+    /// Source column.
     pub column: u32,
-    /// `threadIdx` of the panicking thread.
+    /// `threadIdx` of the failing thread.
     pub thread: [u32; 3],
-    /// `blockIdx` of the panicking thread.
+    /// `blockIdx` of the failing thread.
     pub block: [u32; 3],
-    /// Bytes used in `file`.
-    pub file_len: u32,
-    /// Bytes used in `message` (the message is cut at `MESSAGE_BYTES`).
+    /// Device address of the file name (kind INDEX).
+    pub file_addr: u64,
+    /// Length of the file name.
+    pub file_len: u64,
+    /// The index (kind INDEX).
+    pub index: u64,
+    /// The length indexed (kind INDEX).
+    pub len: u64,
+    /// Bytes used in `message`.
     pub message_len: u32,
-    /// Source file path (UTF-8, possibly cut).
+    /// Bytes used in `file` (kind PANIC).
+    pub file_bytes: u32,
+    /// Source file path (kind PANIC; UTF-8, possibly cut).
     pub file: [u8; FILE_BYTES],
-    /// Formatted panic message (UTF-8, possibly cut).
+    /// Panic message (kind PANIC; constant messages only).
     pub message: [u8; MESSAGE_BYTES],
 }
 
@@ -53,12 +80,17 @@ impl PanicRecord {
     /// An empty record.
     pub const EMPTY: PanicRecord = PanicRecord {
         state: state::EMPTY,
+        kind: kind::PANIC,
         line: 0,
         column: 0,
         thread: [0; 3],
         block: [0; 3],
+        file_addr: 0,
         file_len: 0,
+        index: 0,
+        len: 0,
         message_len: 0,
+        file_bytes: 0,
         file: [0; FILE_BYTES],
         message: [0; MESSAGE_BYTES],
     };
@@ -67,6 +99,7 @@ impl PanicRecord {
 #[cfg(target_arch = "nvptx64")]
 mod gpu {
     use super::*;
+    use core::panic::Location;
     use core::sync::atomic::{AtomicU32, Ordering};
 
     /// Device address of the host's record; null until the runtime sets it.
@@ -74,127 +107,141 @@ mod gpu {
     #[used]
     static mut __berth_panic_record: *mut PanicRecord = core::ptr::null_mut();
 
-    /// Copy `src` into `dst` (cut to fit) one byte at a time. Volatile byte stores keep the
-    /// loop small: the kernel's register count is the maximum over everything it may call,
-    /// this handler included, and an unrolled or vectorised copy would raise it for every
-    /// kernel that has a bounds check.
+    /// Spins a losing thread makes waiting for the winner to publish (~ms, never forever).
+    const WAIT_SPINS: u32 = 1 << 20;
+
+    /// Claim the record. `Err(Some(rec))` when another thread holds it (wait on `rec`),
+    /// `Err(None)` when there is no record.
+    #[inline(always)]
+    fn claim() -> Result<*mut PanicRecord, Option<*mut PanicRecord>> {
+        // SAFETY: the global is written only by the host, before any launch of this module.
+        let rec = unsafe { core::ptr::read_volatile(&raw const __berth_panic_record) };
+        if rec.is_null() {
+            return Err(None);
+        }
+        match state_of(rec).compare_exchange(
+            state::EMPTY,
+            state::WRITING,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Ok(rec),
+            Err(_) => Err(Some(rec)),
+        }
+    }
+
+    #[inline(always)]
+    fn state_of<'a>(rec: *mut PanicRecord) -> &'a AtomicU32 {
+        // SAFETY: the runtime points the global at a live, mapped, 4-aligned PanicRecord.
+        unsafe { AtomicU32::from_ptr(&raw mut (*rec).state) }
+    }
+
+    #[inline(always)]
+    fn write_common(r: *mut PanicRecord, k: u32, loc: &Location<'_>) {
+        // SAFETY: `r` was claimed by this thread, which alone writes it until DONE.
+        unsafe {
+            (*r).kind = k;
+            (*r).line = loc.line();
+            (*r).column = loc.column();
+            (*r).thread = [
+                crate::thread::idx_x() as u32,
+                crate::thread::idx_y() as u32,
+                crate::thread::idx_z() as u32,
+            ];
+            (*r).block = [
+                crate::block::idx_x() as u32,
+                crate::block::idx_y() as u32,
+                crate::block::idx_z() as u32,
+            ];
+            (*r).file_addr = loc.file().as_ptr() as u64;
+            (*r).file_len = loc.file().len() as u64;
+        }
+    }
+
+    /// Publish (winner) or wait for the winner (loser), then trap.
+    #[inline(always)]
+    fn finish(claimed: Result<*mut PanicRecord, Option<*mut PanicRecord>>) -> ! {
+        match claimed {
+            // Release at system scope: the host that sees DONE sees every field.
+            Ok(r) => state_of(r).store(state::DONE, Ordering::Release),
+            Err(Some(r)) => {
+                let mut spins = 0;
+                while state_of(r).load(Ordering::Acquire) != state::DONE && spins < WAIT_SPINS {
+                    spins += 1;
+                }
+            }
+            Err(None) => {}
+        }
+        // SAFETY: trap aborts the kernel; the host reports it as a typed error.
+        unsafe { core::arch::nvptx::trap() }
+    }
+
+    /// Record an out-of-bounds index with its numbers, then trap. Calls nothing.
+    #[inline(always)]
+    pub(crate) fn index_failure(i: usize, len: usize, loc: &Location<'_>) -> ! {
+        let claimed = claim();
+        if let Ok(r) = claimed {
+            write_common(r, kind::INDEX, loc);
+            // SAFETY: claimed by this thread.
+            unsafe {
+                (*r).index = i as u64;
+                (*r).len = len as u64;
+            }
+        }
+        finish(claimed)
+    }
+
+    /// Copy `src` into `dst` (cut to `cap`), a byte at a time: small code, few registers.
     #[inline(never)]
     fn copy_cut(dst: *mut u8, cap: usize, src: &[u8]) -> u32 {
-        let n = if src.len() < cap { src.len() as u32 } else { cap as u32 };
-        let mut i = 0u32;
+        let n = if src.len() < cap {
+            src.len() as u32
+        } else {
+            cap as u32
+        };
         let s = src.as_ptr();
+        let mut i = 0u32;
         while i < n {
             // SAFETY: `i < n <= cap`, the capacity of `dst`, and `i < src.len()`.
-            unsafe { dst.add(i as usize).write_volatile(s.add(i as usize).read_volatile()) };
+            unsafe {
+                dst.add(i as usize)
+                    .write_volatile(s.add(i as usize).read_volatile())
+            };
             i += 1;
         }
         n
     }
 
-    /// Small decimal writer (no `core::fmt`, see `copy_cut`).
-    #[inline(never)]
-    fn write_u64(dst: *mut u8, cap: usize, at: u32, mut v: u64) -> u32 {
-        let mut digits = [0u8; 20];
-        let mut n = 0;
-        loop {
-            digits[19 - n] = b'0' + (v % 10) as u8;
-            n += 1;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        // SAFETY: `at <= cap` (callers pass lengths returned by copy_cut for this buffer).
-        at + copy_cut(unsafe { dst.add(at as usize) }, cap - at as usize, &digits[20 - n..])
-    }
-
-    /// Record an out-of-bounds index with its numbers, then trap.
-    #[inline(never)]
-    #[cold]
-    pub(crate) fn index_failure(i: usize, len: usize, loc: &core::panic::Location<'_>) -> ! {
-        if let Some(r) = claim() {
-            // SAFETY: `claim` hands out the record to one thread only.
-            let r = unsafe { &mut *r };
-            write_location(r, loc);
-            let m = r.message.as_mut_ptr();
-            let mut n = copy_cut(m, MESSAGE_BYTES, b"index out of bounds: the len is ");
-            n = write_u64(m, MESSAGE_BYTES, n, len as u64);
-            // SAFETY: n <= MESSAGE_BYTES.
-            n += copy_cut(unsafe { m.add(n as usize) }, MESSAGE_BYTES - n as usize, b" but the index is ");
-            n = write_u64(m, MESSAGE_BYTES, n, i as u64);
-            r.message_len = n;
-            publish(r);
-        }
-        trap()
-    }
-
-    fn claim() -> Option<*mut PanicRecord> {
-        // SAFETY: the global is written only by the host, before any launch of this module.
-        let rec = unsafe { core::ptr::read_volatile(&raw const __berth_panic_record) };
-        if rec.is_null() {
-            return None;
-        }
-        // SAFETY: the runtime points the global at a live, mapped, 4-aligned PanicRecord.
-        let st = unsafe { AtomicU32::from_ptr(&raw mut (*rec).state) };
-        st.compare_exchange(state::EMPTY, state::WRITING, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-            .then_some(rec)
-    }
-
-    #[inline(never)]
-    fn write_location(r: &mut PanicRecord, loc: &core::panic::Location<'_>) {
-        r.line = loc.line();
-        r.column = loc.column();
-        r.file_len = copy_cut(r.file.as_mut_ptr(), FILE_BYTES, loc.file().as_bytes());
-        r.thread = [
-            crate::thread::idx_x() as u32,
-            crate::thread::idx_y() as u32,
-            crate::thread::idx_z() as u32,
-        ];
-        r.block = [
-            crate::block::idx_x() as u32,
-            crate::block::idx_y() as u32,
-            crate::block::idx_z() as u32,
-        ];
-    }
-
-    fn publish(r: &mut PanicRecord) {
-        // SAFETY: `state` is a 4-aligned u32 of the claimed record. Release at system scope:
-        // the host that sees DONE sees every field written before.
-        let st = unsafe { AtomicU32::from_ptr(&raw mut r.state) };
-        st.store(state::DONE, Ordering::Release);
-    }
-
-    fn trap() -> ! {
-        core::sync::atomic::fence(Ordering::SeqCst);
-        // SAFETY: trap aborts the kernel; the host reports it as a typed error.
-        unsafe { core::arch::nvptx::trap() }
-    }
-
     #[panic_handler]
     fn on_panic(info: &core::panic::PanicInfo<'_>) -> ! {
-        if let Some(r) = claim() {
-            // SAFETY: `claim` hands out the record to one thread only.
-            let r = unsafe { &mut *r };
+        let claimed = claim();
+        if let Ok(r) = claimed {
             if let Some(loc) = info.location() {
-                write_location(r, loc);
+                write_common(r, kind::PANIC, loc);
+                // SAFETY: claimed by this thread.
+                unsafe {
+                    (*r).file_bytes =
+                        copy_cut((*r).file.as_mut_ptr(), FILE_BYTES, loc.file().as_bytes());
+                }
             }
-            // Only constant messages are kept: formatting (`core::fmt`) here would raise the
-            // register count of every kernel to ~56 (see `copy_cut`).
+            // Only constant messages are kept: `core::fmt` here would cost every kernel ~56
+            // registers (see the module docs).
             let msg = info.message().as_str().unwrap_or(
-                "(a message with runtime values: the GPU keeps only constant panic messages)",
+                "(a panic message with runtime values; the GPU keeps only constant messages)",
             );
-            r.message_len = copy_cut(r.message.as_mut_ptr(), MESSAGE_BYTES, msg.as_bytes());
-            publish(r);
+            // SAFETY: claimed by this thread.
+            unsafe {
+                (*r).message_len =
+                    copy_cut((*r).message.as_mut_ptr(), MESSAGE_BYTES, msg.as_bytes());
+            }
         }
-        trap()
+        finish(claimed)
     }
 }
 
 /// Report an out-of-bounds index at the caller's location and stop the kernel (on the GPU:
-/// record it for the host and trap, without `core::fmt`; on the host: panic).
-#[cold]
-#[inline(never)]
+/// record it for the host and trap, calling nothing; on the host: panic).
+#[inline(always)]
 #[track_caller]
 pub fn index_out_of_bounds(i: usize, len: usize) -> ! {
     #[cfg(target_arch = "nvptx64")]

@@ -118,7 +118,9 @@ impl<'a, T> Slice<'a, T> {
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *const T, len: usize) -> Self {
         // SAFETY: forwarded contract.
-        Slice { inner: unsafe { slice_from_raw(ptr, len) } }
+        Slice {
+            inner: unsafe { slice_from_raw(ptr, len) },
+        }
     }
 
     /// The underlying shared slice.

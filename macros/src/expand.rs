@@ -12,8 +12,8 @@
 
 use crate::parse::{self, Options};
 use crate::validate::{self, Arg, ArgKind, Kernel};
-use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
 /// The whole attribute: options, item, and the PTX path the kernel crate's build script
@@ -25,13 +25,7 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> To
     };
     let f: syn::ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
-        Err(_) => {
-            let e = syn::Error::new(
-                Span::call_site(),
-                "#[gpu_kernel] applies to a free function: `#[gpu_kernel] pub fn name(args) { .. }`",
-            );
-            return with_item(vec![e], item);
-        }
+        Err(_) => return with_item(vec![not_a_function(&item)], item),
     };
     match validate::kernel(&f) {
         Ok(k) => kernel(&opts, &k, ptx),
@@ -39,8 +33,39 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> To
     }
 }
 
+/// The error for an item that is not a function, at its keyword and name when it is one
+/// that syn knows.
+fn not_a_function(item: &TokenStream) -> syn::Error {
+    fn at(keyword: &dyn ToTokens, name: &dyn ToTokens) -> TokenStream {
+        quote!(#keyword #name)
+    }
+    let (what, at) = match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(syn::Item::Struct(i)) => ("a struct", at(&i.struct_token, &i.ident)),
+        Ok(syn::Item::Enum(i)) => ("an enum", at(&i.enum_token, &i.ident)),
+        Ok(syn::Item::Union(i)) => ("a union", at(&i.union_token, &i.ident)),
+        Ok(syn::Item::Trait(i)) => ("a trait", at(&i.trait_token, &i.ident)),
+        Ok(syn::Item::Impl(i)) => ("an impl block", at(&i.impl_token, &i.self_ty)),
+        Ok(syn::Item::Mod(i)) => ("a module", at(&i.mod_token, &i.ident)),
+        Ok(syn::Item::Const(i)) => ("a const", at(&i.const_token, &i.ident)),
+        Ok(syn::Item::Static(i)) => ("a static", at(&i.static_token, &i.ident)),
+        Ok(syn::Item::Type(i)) => ("a type alias", at(&i.type_token, &i.ident)),
+        Ok(syn::Item::ForeignMod(i)) => ("an extern block", i.abi.to_token_stream()),
+        _ => ("this item", TokenStream::new()),
+    };
+    let msg = format!(
+        "#[gpu_kernel] applies to a free function, not {what}: `#[gpu_kernel] pub fn name(args) {{ .. }}`"
+    );
+    if at.is_empty() {
+        syn::Error::new(Span::call_site(), msg)
+    } else {
+        syn::Error::new_spanned(at, msg)
+    }
+}
+
 /// Errors, followed by the item with the argument attributes removed, so one mistake does
-/// not cascade into "unknown attribute" and "cannot find function" errors elsewhere.
+/// not cascade into "unknown attribute" and "cannot find function" errors elsewhere. Two
+/// mistakes that would not compile as a plain function either are emitted as their fix
+/// (a slice by value becomes `&[T]`, `...` is dropped), so rustc does not report them again.
 fn with_item(errors: Vec<syn::Error>, item: TokenStream) -> TokenStream {
     let errs = errors.iter().map(syn::Error::to_compile_error);
     let item = match syn::parse2::<syn::ItemFn>(item.clone()) {
@@ -48,8 +73,14 @@ fn with_item(errors: Vec<syn::Error>, item: TokenStream) -> TokenStream {
             for input in &mut f.sig.inputs {
                 if let syn::FnArg::Typed(pt) = input {
                     pt.attrs.clear();
+                    if let syn::Type::Slice(s) = &*pt.ty {
+                        let span = s.bracket_token.span.join();
+                        let by_ref: syn::Type = syn::parse_quote_spanned!(span=> &#s);
+                        *pt.ty = by_ref;
+                    }
                 }
             }
+            f.sig.variadic = None;
             quote!(#[allow(dead_code, unused)] #f)
         }
         Err(_) => item,
@@ -94,10 +125,16 @@ fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
                 let m = a.binding_mut.then(|| quote!(mut));
                 quote!(#m #n: #ty)
             }
-            ArgKind::Slice { elem, mutable: false } => {
+            ArgKind::Slice {
+                elem,
+                mutable: false,
+            } => {
                 quote!(#n: #krate::__private::Slice<'_, #elem>)
             }
-            ArgKind::Slice { elem, mutable: true } => {
+            ArgKind::Slice {
+                elem,
+                mutable: true,
+            } => {
                 quote!(mut #n: #krate::__private::SliceMut<'_, #elem>)
             }
         }
@@ -161,6 +198,7 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
 fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     let krate = &opts.krate;
     let name = &k.name;
+    let vis = &k.vis;
     let desc = descriptor_ident(name);
     let name_str = name.to_string();
     let ptx_expr = match ptx {
@@ -190,7 +228,7 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
         #[cfg(not(target_arch = "nvptx64"))]
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
-        static #desc: #krate::__private::Kernel = #krate::__private::Kernel {
+        #vis static #desc: #krate::__private::Kernel = #krate::__private::Kernel {
             name: #name_str,
             crate_name: env!("CARGO_CRATE_NAME"),
             ptx: #ptx_expr,
@@ -204,6 +242,37 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     }
 }
 
+/// The launcher parameter `name: &DeviceBuffer<elem>` (or `&mut`), its type at the element's
+/// span: when the element is not `DeviceCopy`, the error points at the user's type rather
+/// than at the attribute.
+fn buffer_param(
+    krate: &syn::Path,
+    name: &syn::Ident,
+    elem: &syn::Type,
+    mutable: bool,
+) -> TokenStream {
+    let span = elem.span();
+    // The crate path is respanned too: a type whose tokens come from two places is reported
+    // at the attribute.
+    let krate = respan(krate.to_token_stream(), span);
+    let m = mutable.then(|| quote!(mut));
+    let ty = quote_spanned!(span=> &'__l #m #krate::__private::DeviceBuffer<#elem>);
+    quote!(#name: #ty)
+}
+
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|mut tt| {
+            if let TokenTree::Group(g) = &tt {
+                tt = Group::new(g.delimiter(), respan(g.stream(), span)).into();
+            }
+            tt.set_span(span);
+            tt
+        })
+        .collect()
+}
+
 fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
     let krate = &opts.krate;
     let name = &k.name;
@@ -211,8 +280,16 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
     let desc = descriptor_ident(name);
     let docs = k.attrs.iter().filter(|a| is_doc(a));
     let taken = |s: &str| k.args.iter().any(|a| a.name == s);
-    let on = if taken("on") { format_ident!("__berth_on") } else { format_ident!("on") };
-    let grid = if taken("grid") { format_ident!("__berth_grid") } else { format_ident!("grid") };
+    let on = if taken("on") {
+        format_ident!("__berth_on")
+    } else {
+        format_ident!("on")
+    };
+    let grid = if taken("grid") {
+        format_ident!("__berth_grid")
+    } else {
+        format_ident!("grid")
+    };
     let mut params = Vec::new();
     let mut pushes = Vec::new();
     for a in &k.args {
@@ -223,12 +300,18 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
                 params.push(quote!(#n: #ty));
                 pushes.push(quote_spanned!(span=> __launch.scalar::<#ty>(&#n);));
             }
-            ArgKind::Slice { elem, mutable: false } => {
-                params.push(quote!(#n: &'__l #krate::__private::DeviceBuffer<#elem>));
+            ArgKind::Slice {
+                elem,
+                mutable: false,
+            } => {
+                params.push(buffer_param(krate, n, elem, false));
                 pushes.push(quote_spanned!(span=> __launch.device::<#elem>(#n);));
             }
-            ArgKind::Slice { elem, mutable: true } => {
-                params.push(quote!(#n: &'__l mut #krate::__private::DeviceBuffer<#elem>));
+            ArgKind::Slice {
+                elem,
+                mutable: true,
+            } => {
+                params.push(buffer_param(krate, n, elem, true));
                 pushes.push(quote_spanned!(span=> __launch.device_mut::<#elem>(#n);));
             }
         }

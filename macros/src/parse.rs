@@ -3,7 +3,6 @@
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::parse::{Parse, ParseStream};
-use syn::spanned::Spanned;
 
 /// Typed keywords, so a typo gets "expected one of …" instead of a generic parse error.
 pub mod kw {
@@ -34,13 +33,15 @@ impl Parse for Options {
         let mut opts = Options::default();
         let mut seen_crate = false;
         while !input.is_empty() {
-            let key: syn::Ident = input.call(syn::ext::IdentExt::parse_any).map_err(|e| {
-                syn::Error::new(e.span(), "expected `crate = path`")
-            })?;
+            let key: syn::Ident = input
+                .call(syn::ext::IdentExt::parse_any)
+                .map_err(|e| syn::Error::new(e.span(), "expected `crate = path`"))?;
             if key != "crate" {
                 return Err(syn::Error::new(
                     key.span(),
-                    format!("unknown option `{key}`: the only option is `crate = path` (the path of the berth crate when it is re-exported)"),
+                    format!(
+                        "unknown option `{key}`: the only option is `crate = path` (the path of the berth crate when it is re-exported)"
+                    ),
                 ));
             }
             if seen_crate {
@@ -96,39 +97,43 @@ impl Placement {
 pub fn placement(attrs: &[syn::Attribute], errors: &mut Vec<syn::Error>) -> Placement {
     let mut found = Placement::Device;
     for attr in attrs {
-        let span = attr.path().span();
+        let path = attr.path();
         let this = if let Ok(kw) = syn::parse2::<kw::mapped>(attr.path().to_token_stream()) {
             Placement::Mapped(kw.span)
         } else if let Ok(kw) = syn::parse2::<kw::pinned_async>(attr.path().to_token_stream()) {
             Placement::PinnedAsync(kw.span)
         } else {
             let name = path_name(attr.path());
-            errors.push(syn::Error::new(
-                span,
+            errors.push(syn::Error::new_spanned(
+                path,
                 format!("unknown argument attribute `#[{name}]`: expected {PLACEMENTS}, or none for data already in device memory"),
             ));
             continue;
         };
         if !matches!(attr.meta, syn::Meta::Path(_)) {
-            errors.push(syn::Error::new(
-                attr.meta.span(),
-                format!("`{}` takes no arguments", this.name()),
+            errors.push(syn::Error::new_spanned(
+                &attr.meta,
+                format!(
+                    "`{}` takes no arguments; write `{}`",
+                    this.name(),
+                    this.name()
+                ),
             ));
         }
         match found {
             Placement::Device => found = this,
             prev if std::mem::discriminant(&prev) == std::mem::discriminant(&this) => {
-                errors.push(syn::Error::new(
-                    span,
+                errors.push(syn::Error::new_spanned(
+                    path,
                     format!("duplicate `{}`: write it once", this.name()),
                 ));
             }
             prev => {
-                errors.push(syn::Error::new(
-                    span,
+                errors.push(syn::Error::new_spanned(
+                    path,
                     format!(
                         "an argument has one placement: `{}` and `{}` exclude each other; \
-                         `#[mapped]` lets the GPU read host memory in place, `#[pinned_async]` copies it",
+                         `#[mapped]` lets the GPU read host memory in place, `#[pinned_async]` copies it; keep one",
                         prev.name(),
                         this.name()
                     ),

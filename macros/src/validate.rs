@@ -2,6 +2,7 @@
 //! pointing at the offending token and saying what would be right.
 
 use crate::parse::{self, Placement};
+use quote::ToTokens;
 use syn::spanned::Spanned;
 
 /// How one argument crosses to the GPU.
@@ -55,34 +56,76 @@ pub fn kernel(f: &syn::ItemFn) -> Result<Kernel, Vec<syn::Error>> {
     let err = |errors: &mut Vec<syn::Error>, span: proc_macro2::Span, msg: &str| {
         errors.push(syn::Error::new(span, msg));
     };
+    // For nodes of several tokens: `new_spanned` underlines all of them (a node's `span()`
+    // is only its first token on a stable compiler).
+    let err_at = |errors: &mut Vec<syn::Error>, tokens: &dyn ToTokens, msg: &str| {
+        errors.push(syn::Error::new_spanned(tokens, msg));
+    };
     if let Some(t) = &sig.asyncness {
-        err(&mut errors, t.span, "a kernel cannot be `async`: launches are already asynchronous (the launcher returns a guard to wait on); remove `async`");
+        err(
+            &mut errors,
+            t.span,
+            "a kernel cannot be `async`: launches are already asynchronous (the launcher returns a guard to wait on); remove `async`",
+        );
     }
     if let Some(t) = &sig.constness {
-        err(&mut errors, t.span, "a kernel cannot be `const fn`; remove `const`");
+        err(
+            &mut errors,
+            t.span,
+            "a kernel cannot be `const fn`; remove `const`",
+        );
     }
     if let Some(t) = &sig.unsafety {
-        err(&mut errors, t.span, "a kernel cannot be `unsafe fn`: its launcher is safe; put `unsafe` blocks inside the body instead");
+        err(
+            &mut errors,
+            t.span,
+            "a kernel cannot be `unsafe fn`: its launcher is safe; put `unsafe` blocks inside the body instead",
+        );
     }
     if let Some(abi) = &sig.abi {
-        err(&mut errors, abi.span(), "a kernel takes no `extern` ABI: #[gpu_kernel] emits the PTX entry itself; remove it");
+        err_at(
+            &mut errors,
+            abi,
+            "a kernel takes no `extern` ABI: #[gpu_kernel] emits the PTX entry itself; remove it",
+        );
     }
-    if !sig.generics.params.is_empty() {
-        err(&mut errors, sig.generics.params.span(), "a kernel cannot be generic: the PTX holds one entry per kernel; write one kernel per type (a `macro_rules!` can stamp them out)");
-    } else if let Some(w) = &sig.generics.where_clause {
-        err(&mut errors, w.span(), "a kernel cannot have a `where` clause: it is not generic");
+    let generics = &sig.generics;
+    if !generics.params.is_empty() {
+        let lifetimes_only = generics
+            .params
+            .iter()
+            .all(|p| matches!(p, syn::GenericParam::Lifetime(_)));
+        let msg = if lifetimes_only {
+            "a kernel takes no lifetime parameters: the launcher holds the borrows for the launch; remove them and write `&[T]` / `&mut [T]`"
+        } else {
+            "a kernel cannot be generic: the PTX holds one entry per kernel; write one kernel per type (a `macro_rules!` can stamp them out)"
+        };
+        err_at(&mut errors, &generics.params, msg);
+    } else if let Some(w) = &generics.where_clause {
+        err_at(
+            &mut errors,
+            w,
+            "a kernel cannot have a `where` clause: it is not generic; remove it",
+        );
     }
     if let Some(v) = &sig.variadic {
-        err(&mut errors, v.span(), "a kernel cannot be variadic");
+        err_at(&mut errors, v, "a kernel cannot be variadic");
     }
-    if let syn::ReturnType::Type(arrow, ty) = &sig.output {
-        let span = arrow.span().join(ty.span()).unwrap_or(ty.span());
-        err(&mut errors, span, "a kernel returns nothing: write results into a `&mut [T]` argument");
+    if let syn::ReturnType::Type(..) = &sig.output {
+        err_at(
+            &mut errors,
+            &sig.output,
+            "a kernel returns nothing: write results into a `&mut [T]` argument",
+        );
     }
     let mut args = Vec::new();
     for input in &sig.inputs {
         match input {
-            syn::FnArg::Receiver(r) => err(&mut errors, r.span(), "a kernel is a free function: `self` is not allowed; pass the data as slice or scalar arguments"),
+            syn::FnArg::Receiver(r) => err_at(
+                &mut errors,
+                r,
+                "a kernel is a free function: `self` is not allowed; pass the data as slice or scalar arguments",
+            ),
             syn::FnArg::Typed(pt) => {
                 if let Some(a) = arg(pt, &mut errors) {
                     args.push(a);
@@ -106,20 +149,24 @@ pub fn kernel(f: &syn::ItemFn) -> Result<Kernel, Vec<syn::Error>> {
 fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
     let before = errors.len();
     let placement = parse::placement(&pt.attrs, errors);
+    // When the attributes themselves are wrong (unknown, duplicate, conflicting), that is the
+    // error to fix: the checks of the placement against the type below would only add noise.
+    let placement_ok = errors.len() == before;
     let (name, binding_mut) = match &*pt.pat {
         syn::Pat::Ident(pi) if pi.by_ref.is_none() && pi.subpat.is_none() => {
             (pi.ident.clone(), pi.mutability.is_some())
         }
         other => {
-            errors.push(syn::Error::new(
-                other.span(),
+            errors.push(syn::Error::new_spanned(
+                other,
                 "kernel arguments are plain names (`x: &[f32]`): patterns are not allowed; destructure inside the body",
             ));
             (syn::Ident::new("_", other.span()), false)
         }
     };
     let kind = arg_kind(&pt.ty, errors);
-    if let (Some(ArgKind::Scalar(_)), Some(span)) = (&kind, placement.span()) {
+    let placement_span = placement.span().filter(|_| placement_ok);
+    if let (Some(ArgKind::Scalar(_)), Some(span)) = (&kind, placement_span) {
         errors.push(syn::Error::new(
             span,
             format!(
@@ -128,11 +175,11 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
             ),
         ));
     }
-    if let (Some(ArgKind::Slice { .. }), Some(span)) = (&kind, placement.span()) {
+    if let (Some(ArgKind::Slice { .. }), Some(span)) = (&kind, placement_span) {
         errors.push(syn::Error::new(
             span,
             format!(
-                "`{}` placement is not available yet: this version of berth supports device-resident slices (no attribute)",
+                "`{}` placement is not available yet: this version of berth passes slices already in device memory; remove the attribute and pass a `DeviceBuffer` (`gpu.upload(..)`)",
                 placement.name()
             ),
         ));
@@ -166,9 +213,13 @@ fn arg_kind(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ArgKind> {
                 return None;
             }
             let syn::Type::Slice(s) = &*r.elem else {
-                let what = if r.mutability.is_some() { "&mut T" } else { "&T" };
-                errors.push(syn::Error::new(
-                    r.span(),
+                let what = if r.mutability.is_some() {
+                    "&mut T"
+                } else {
+                    "&T"
+                };
+                errors.push(syn::Error::new_spanned(
+                    r,
                     format!(
                         "`{what}` is not a kernel argument: pass a scalar by value (`x: T`), or data as a slice (`&[T]` / `&mut [T]`)"
                     ),
@@ -181,9 +232,13 @@ fn arg_kind(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ArgKind> {
             })
         }
         syn::Type::Ptr(p) => {
-            let m = if p.mutability.is_some() { "&mut [T]" } else { "&[T]" };
-            errors.push(syn::Error::new(
-                p.span(),
+            let m = if p.mutability.is_some() {
+                "&mut [T]"
+            } else {
+                "&[T]"
+            };
+            errors.push(syn::Error::new_spanned(
+                p,
                 format!(
                     "raw pointers are not kernel arguments: take `{m}` (the launcher passes a device buffer and its length, and the body indexes it with bounds checks)"
                 ),
@@ -191,8 +246,8 @@ fn arg_kind(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ArgKind> {
             None
         }
         syn::Type::Slice(s) => {
-            errors.push(syn::Error::new(
-                s.span(),
+            errors.push(syn::Error::new_spanned(
+                s,
                 "a slice is passed by reference: write `&[T]` or `&mut [T]`",
             ));
             None
@@ -209,15 +264,15 @@ fn scalar(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<syn::Type> {
         syn::Type::Paren(p) => scalar(&p.elem, errors),
         syn::Type::Group(g) => scalar(&g.elem, errors),
         syn::Type::ImplTrait(_) => {
-            errors.push(syn::Error::new(ty.span(), "a kernel cannot be generic: `impl Trait` arguments are not allowed; name a concrete type"));
+            errors.push(syn::Error::new_spanned(ty, "a kernel cannot be generic: `impl Trait` arguments are not allowed; name a concrete type"));
             None
         }
         syn::Type::Tuple(_) => {
-            errors.push(syn::Error::new(ty.span(), "tuples have no fixed layout for the GPU: use a `#[repr(C)]` struct that implements `berth::DeviceCopy`"));
+            errors.push(syn::Error::new_spanned(ty, "tuples have no fixed layout for the GPU: use a `#[repr(C)]` struct that implements `berth::DeviceCopy`"));
             None
         }
         _ => {
-            errors.push(syn::Error::new(ty.span(), "unsupported kernel argument type: expected a scalar (`f32`, `u32`, `bool`, a `#[repr(C)]` `DeviceCopy` struct) or a slice (`&[T]` / `&mut [T]`)"));
+            errors.push(syn::Error::new_spanned(ty, "unsupported kernel argument type: expected a scalar (`f32`, `u32`, `bool`, a `#[repr(C)]` `DeviceCopy` struct) or a slice (`&[T]` / `&mut [T]`)"));
             None
         }
     }
@@ -227,14 +282,17 @@ fn scalar(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<syn::Type> {
 fn element(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<syn::Type> {
     match ty {
         syn::Type::Reference(_) | syn::Type::Ptr(_) | syn::Type::Slice(_) => {
-            errors.push(syn::Error::new(
-                ty.span(),
+            errors.push(syn::Error::new_spanned(
+                ty,
                 "unsupported slice element: elements are plain data (`f32`, `u32`, a `#[repr(C)]` `DeviceCopy` struct); references and pointers mean nothing on the GPU",
             ));
             None
         }
         syn::Type::Path(p) if p.path.is_ident("str") => {
-            errors.push(syn::Error::new(ty.span(), "unsupported slice element `str`: pass bytes as `&[u8]`"));
+            errors.push(syn::Error::new_spanned(
+                ty,
+                "unsupported slice element `str`: pass bytes as `&[u8]`",
+            ));
             None
         }
         other => scalar(other, errors),

@@ -10,7 +10,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// The CUDA driver library could not be loaded (no NVIDIA driver on this machine).
-    #[error("no CUDA driver: libcuda could not be loaded ({0}); this machine has no NVIDIA driver installed")]
+    #[error(
+        "no CUDA driver: libcuda could not be loaded ({0}); this machine has no NVIDIA driver installed"
+    )]
     NoDriver(String),
     /// The driver is present but reports no device with the asked ordinal.
     #[error("no CUDA device {ordinal}: the driver reports {count} device(s)")]
@@ -31,7 +33,9 @@ pub enum Error {
         message: String,
     },
     /// A device allocation did not fit.
-    #[error("out of device memory: could not allocate {bytes} bytes ({free} of {total} bytes free)")]
+    #[error(
+        "out of device memory: could not allocate {bytes} bytes ({free} of {total} bytes free)"
+    )]
     OutOfMemory {
         /// Bytes asked for.
         bytes: usize,
@@ -66,7 +70,9 @@ pub enum Error {
         message: String,
     },
     /// An earlier fault poisoned this context; nothing more can run on it.
-    #[error("the GPU context was lost to an earlier fault ({0}); call `Gpu::recover()` to get a fresh one")]
+    #[error(
+        "the GPU context was lost to an earlier fault ({0}); call `Gpu::recover()` to get a fresh one"
+    )]
     ContextLost(String),
     /// The launch configuration is not valid for this kernel or device.
     #[error("invalid launch of `{kernel}`: {reason}")]

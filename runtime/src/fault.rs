@@ -3,12 +3,26 @@
 
 use crate::error::{Error, PanicReport, Result, describe};
 use crate::launch::Kernel;
-use berth_device::panic::{PanicRecord, RECORD_SYMBOL, state};
+use berth_device::panic::{PanicRecord, RECORD_SYMBOL, kind, state};
 use cudarc::driver::{DriverError, result, sys};
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Names of the sticky errors, for errors already converted to text.
+pub(crate) const STICKY_NAMES: &[&str] = &[
+    "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "CUDA_ERROR_LAUNCH_TIMEOUT",
+    "CUDA_ERROR_ASSERT",
+    "CUDA_ERROR_HARDWARE_STACK_ERROR",
+    "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+    "CUDA_ERROR_MISALIGNED_ADDRESS",
+    "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+    "CUDA_ERROR_INVALID_PC",
+    "CUDA_ERROR_LAUNCH_FAILED",
+    "CUDA_ERROR_ECC_UNCORRECTABLE",
+];
 
 /// Errors after which the context is unusable (CUDA's "sticky" errors).
 fn is_sticky(code: sys::CUresult) -> bool {
@@ -28,12 +42,14 @@ fn is_sticky(code: sys::CUresult) -> bool {
     )
 }
 
-/// Whether the context was lost, why, and which kernels were in flight on which stream.
+/// Whether the context was lost, why, which kernels were in flight on which stream, and the
+/// device addresses of the modules' constant strings (to resolve a panic's file name).
 #[derive(Default)]
 pub(crate) struct FaultState {
     lost: Mutex<Option<String>>,
     lost_flag: std::sync::atomic::AtomicBool,
     in_flight: Mutex<HashMap<usize, Vec<&'static Kernel>>>,
+    strings: Mutex<Vec<(sys::CUdeviceptr, Vec<u8>)>>,
 }
 
 impl FaultState {
@@ -45,8 +61,38 @@ impl FaultState {
         if !self.is_lost() {
             return Ok(());
         }
-        let why = self.lost.lock().expect("poisoned").clone().unwrap_or_default();
+        let why = self
+            .lost
+            .lock()
+            .expect("poisoned")
+            .clone()
+            .unwrap_or_default();
         Err(Error::ContextLost(why))
+    }
+
+    /// Note where `module`'s constant byte arrays live on the device. Called at load, while
+    /// the context is healthy: after a fault nothing can be asked of it.
+    pub(crate) fn index_strings(&self, module: sys::CUmodule, ptx: &str) {
+        let mut table = self.strings.lock().expect("poisoned");
+        for (name, bytes) in crate::ptx::byte_globals(ptx) {
+            let Ok(cname) = CString::new(name) else {
+                continue;
+            };
+            // SAFETY: `module` is loaded in the current context.
+            if let Ok((addr, _)) = unsafe { result::module::get_global(module, cname) } {
+                table.push((addr, bytes));
+            }
+        }
+    }
+
+    /// The string of `len` bytes at device address `addr`, if it is a known constant.
+    fn resolve(&self, addr: u64, len: u64) -> Option<String> {
+        let table = self.strings.lock().expect("poisoned");
+        table.iter().find_map(|(base, bytes)| {
+            let off = addr.checked_sub(*base)? as usize;
+            let s = bytes.get(off..off.checked_add(len as usize)?)?;
+            Some(String::from_utf8_lossy(s).into_owned())
+        })
     }
 
     pub(crate) fn launched(&self, stream: sys::CUstream, k: &'static Kernel) {
@@ -59,12 +105,17 @@ impl FaultState {
     }
 
     pub(crate) fn stream_idle(&self, stream: sys::CUstream) {
-        if let Some(v) = self.in_flight.lock().expect("poisoned").get_mut(&(stream as usize)) {
+        if let Some(v) = self
+            .in_flight
+            .lock()
+            .expect("poisoned")
+            .get_mut(&(stream as usize))
+        {
             v.clear();
         }
     }
 
-    fn mark_lost(&self, why: String) {
+    pub(crate) fn mark_lost(&self, why: String) {
         let mut lost = self.lost.lock().expect("poisoned");
         if lost.is_none() {
             *lost = Some(why);
@@ -104,11 +155,15 @@ impl FaultState {
             .flatten()
             .copied()
             .collect();
-        let err = match record.read() {
+        let err = match record.read(|a, l| self.resolve(a, l)) {
             Some(report) => {
                 let kernel = candidates
                     .iter()
-                    .find(|k| k.location.rsplit_once(':').is_some_and(|(f, _)| same_file(f, &report.file)))
+                    .find(|k| {
+                        k.location
+                            .rsplit_once(':')
+                            .is_some_and(|(f, _)| same_file(f, &report.file))
+                    })
                     .map(|k| k.name.to_owned())
                     .or_else(|| kernel_hint.map(str::to_owned))
                     .unwrap_or_else(|| names(&candidates));
@@ -116,7 +171,9 @@ impl FaultState {
             }
             None => Error::KernelFault {
                 kernels: if candidates.is_empty() {
-                    kernel_hint.map(|k| format!("`{k}`")).unwrap_or_else(|| "(unknown)".into())
+                    kernel_hint
+                        .map(|k| format!("`{k}`"))
+                        .unwrap_or_else(|| "(unknown)".into())
                 } else {
                     names(&candidates)
                 },
@@ -187,8 +244,9 @@ impl MappedPanicRecord {
             .map_err(|e| Error::driver("cuMemcpyHtoD", e))
     }
 
-    /// The record, if a kernel completed one.
-    pub(crate) fn read(&self) -> Option<PanicReport> {
+    /// The record, if a kernel completed one; `resolve` turns a device string address into
+    /// the string.
+    pub(crate) fn read(&self, resolve: impl Fn(u64, u64) -> Option<String>) -> Option<PanicReport> {
         // SAFETY: the record lives as long as `self`; `state` is a 4-aligned u32 that the
         // device writes with a system-scope release store.
         let st = unsafe { AtomicU32::from_ptr(&raw mut (*self.host).state) };
@@ -197,12 +255,26 @@ impl MappedPanicRecord {
         }
         // SAFETY: state DONE means the writer finished; nothing writes the record again.
         let r = unsafe { self.host.read_volatile() };
-        let text = |b: &[u8], n: u32| String::from_utf8_lossy(&b[..(n as usize).min(b.len())]).into_owned();
+        let text = |b: &[u8], n: u32| {
+            String::from_utf8_lossy(&b[..(n as usize).min(b.len())]).into_owned()
+        };
+        let (file, message) = if r.kind == kind::INDEX {
+            (
+                resolve(r.file_addr, r.file_len)
+                    .unwrap_or_else(|| format!("(file at device address {:#x})", r.file_addr)),
+                format!(
+                    "index out of bounds: the len is {} but the index is {}",
+                    r.len, r.index
+                ),
+            )
+        } else {
+            (text(&r.file, r.file_bytes), text(&r.message, r.message_len))
+        };
         Some(PanicReport {
-            file: text(&r.file, r.file_len),
+            file,
             line: r.line,
             column: r.column,
-            message: text(&r.message, r.message_len),
+            message,
             block: r.block,
             thread: r.thread,
         })

@@ -7,7 +7,7 @@ use crate::stream::StreamHandle;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 /// A GPU context: one device, its default stream, and the kernels loaded into it.
 ///
@@ -45,6 +45,37 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
+/// Every live context handle of the process: a fault, or a reset, concerns all handles on
+/// the same device (they share its primary context).
+static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
+
+fn mark_device_lost(device: sys::CUdevice, why: &str) {
+    let live = LIVE.lock().expect("poisoned");
+    for inner in live.iter().filter_map(Weak::upgrade) {
+        if inner.device == device {
+            inner.fault.mark_lost(why.to_owned());
+        }
+    }
+}
+
+/// Destroy the device's primary context (all its resources) so the next retain creates a
+/// fresh one.
+fn reset_primary(device: sys::CUdevice) -> Result<()> {
+    // SAFETY: detaching the calling thread from any context has no preconditions; a poisoned
+    // context left current would taint the next calls on this thread.
+    let _ = unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
+    // SAFETY: resetting the primary context destroys all its resources. Every berth object
+    // on this device was marked lost and skips its driver calls, so none of them touches a
+    // destroyed handle afterwards.
+    unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
+        .result()
+        .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))
+}
+
+fn is_sticky_name(name: &str) -> bool {
+    crate::fault::STICKY_NAMES.contains(&name)
+}
+
 fn check_driver() -> Result<()> {
     // SAFETY: only probes whether the library can be opened; cudarc's own entry points
     // panic when it cannot, which is why this runs first.
@@ -64,9 +95,40 @@ impl Gpu {
     }
 
     /// The GPU with the given ordinal.
+    ///
+    /// If the device's primary context was poisoned by an earlier fault (in this process),
+    /// every berth handle on it is marked lost and the context is reset first: a poisoned
+    /// context can never run anything again.
     pub fn with_ordinal(ordinal: usize) -> Result<Gpu> {
+        match Gpu::open(ordinal) {
+            Err(Error::Driver { name, .. }) if is_sticky_name(&name) => {
+                let device = result::device::get(ordinal as i32)
+                    .map_err(|e| Error::driver("cuDeviceGet", e))?;
+                mark_device_lost(device, "the primary context was reset after a fault");
+                tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
+                reset_primary(device)?;
+                Gpu::open(ordinal).map_err(|e| match e {
+                    Error::Driver { call, name, message } => {
+                        let (mut flags, mut active) = (0u32, 0i32);
+                        // SAFETY: valid device; out-pointers to locals.
+                        let _ = unsafe { sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) };
+                        Error::Driver {
+                            call,
+                            name,
+                            message: format!("{message}; still failing after a primary-context reset (active={active}, flags={flags:#x})"),
+                        }
+                    }
+                    other => other,
+                })
+            }
+            other => other,
+        }
+    }
+
+    fn open(ordinal: usize) -> Result<Gpu> {
         check_driver()?;
-        let count = result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
+        let count =
+            result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
         if ordinal >= count as usize {
             return Err(Error::NoDevice {
                 ordinal,
@@ -79,12 +141,13 @@ impl Gpu {
         let ctx = unsafe { result::primary_ctx::retain(device) }
             .map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
         // SAFETY: `ctx` was just retained and is valid.
-        unsafe { result::ctx::set_current(ctx) }.map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        unsafe { result::ctx::set_current(ctx) }
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         let name = result::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
         let default_stream = StreamHandle::create()?;
         let panic_record = MappedPanicRecord::new()?;
         tracing::debug!(ordinal, %name, "GPU context ready");
-        Ok(Gpu {
+        let gpu = Gpu {
             inner: Arc::new(Inner {
                 ordinal,
                 device,
@@ -96,7 +159,11 @@ impl Gpu {
                 panic_record,
                 fault: FaultState::default(),
             }),
-        })
+        };
+        let mut live = LIVE.lock().expect("poisoned");
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&gpu.inner));
+        Ok(gpu)
     }
 
     /// The device's name, e.g. "NVIDIA H200".
@@ -157,13 +224,9 @@ impl Gpu {
         }
         let ordinal = self.inner.ordinal;
         let device = self.inner.device;
+        mark_device_lost(device, "the primary context was reset by Gpu::recover");
         drop(self);
-        // SAFETY: resetting the primary context destroys all its resources. Every berth
-        // object of the old context checks its fault flag and skips its driver calls, so none
-        // of them touches a destroyed handle afterwards.
-        unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
-            .result()
-            .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))?;
+        reset_primary(device)?;
         tracing::info!(ordinal, "GPU context reset after a fault");
         Gpu::with_ordinal(ordinal)
     }
@@ -195,7 +258,14 @@ impl Inner {
         e: cudarc::driver::DriverError,
         kernel_hint: Option<&str>,
     ) -> Error {
-        self.fault.classify(call, e, &self.panic_record, kernel_hint)
+        let err = self
+            .fault
+            .classify(call, e, &self.panic_record, kernel_hint);
+        if self.fault.is_lost() {
+            // Every handle on this device shares the primary context, and with it the fault.
+            mark_device_lost(self.device, &err.to_string());
+        }
+        err
     }
 
     /// The function of `kernel`, loading its crate's module on first use.
@@ -207,8 +277,8 @@ impl Inner {
         let module = self.module(kernel)?;
         let cname = CString::new(kernel.name).expect("kernel names have no NUL");
         // SAFETY: `module` is a loaded module of this (current) context.
-        let f = unsafe { result::module::get_function(module, cname) }.map_err(|e| {
-            Error::Module {
+        let f =
+            unsafe { result::module::get_function(module, cname) }.map_err(|e| Error::Module {
                 kernel: kernel.name,
                 reason: format!(
                     "entry `{}` not found in the PTX of crate `{}` ({}); rebuild the crate",
@@ -216,8 +286,7 @@ impl Inner {
                     kernel.crate_name,
                     crate::error::describe(e).0
                 ),
-            }
-        })?;
+            })?;
         self.functions.lock().expect("poisoned").insert(key, f);
         Ok(f)
     }
@@ -249,6 +318,7 @@ impl Inner {
             }
         })?;
         self.panic_record.install(module)?;
+        self.fault.index_strings(module, kernel.ptx);
         tracing::debug!(krate = kernel.crate_name, "PTX module loaded");
         modules.insert(kernel.crate_name, module);
         Ok(module)

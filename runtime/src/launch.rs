@@ -90,7 +90,9 @@ impl Grid {
         let bad = |reason: String| Err(Error::InvalidLaunch { kernel, reason });
         let (b, t) = (self.blocks, self.threads);
         if [b.x, b.y, b.z, t.x, t.y, t.z].contains(&0) {
-            return bad(format!("every extent must be at least 1 (blocks {b:?}, threads {t:?})"));
+            return bad(format!(
+                "every extent must be at least 1 (blocks {b:?}, threads {t:?})"
+            ));
         }
         let per_block = u64::from(t.x) * u64::from(t.y) * u64::from(t.z);
         if t.x > 1024 || t.y > 1024 || t.z > 64 || per_block > 1024 {
@@ -232,7 +234,10 @@ impl<'l> Launch<'l> {
 
     fn put(&mut self, bytes: &[u8]) {
         let Some(p) = self.kernel.params.get(self.next) else {
-            self.fail(format!("more arguments than the kernel's {} parameters", self.kernel.params.len()));
+            self.fail(format!(
+                "more arguments than the kernel's {} parameters",
+                self.kernel.params.len()
+            ));
             return;
         };
         if p.size != bytes.len() {
@@ -272,7 +277,11 @@ impl<'l> Launch<'l> {
         let bytes = unsafe {
             std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
         };
-        tracing::trace!(kernel = self.kernel.name, bytes = bytes.len(), "scalar by value");
+        tracing::trace!(
+            kernel = self.kernel.name,
+            bytes = bytes.len(),
+            "scalar by value"
+        );
         self.put(bytes);
     }
 
@@ -377,7 +386,10 @@ impl<'l> Launch<'l> {
                 let (name, message) = crate::error::describe(e);
                 return Err(Error::InvalidLaunch {
                     kernel: k,
-                    reason: format!("the driver refused the configuration {:?}: {name} ({message})", self.grid),
+                    reason: format!(
+                        "the driver refused the configuration {:?}: {name} ({message})",
+                        self.grid
+                    ),
                 });
             }
             return Err(self.gpu.error("cuLaunchKernel", e, Some(k)));

@@ -27,5 +27,7 @@ pub use stream::{Queue, Stream};
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::launch::{Kernel, KernelRegistration, Launch, Param, ParamKind, registered_kernels};
+    pub use crate::launch::{
+        Kernel, KernelRegistration, Launch, Param, ParamKind, registered_kernels,
+    };
 }

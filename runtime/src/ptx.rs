@@ -88,6 +88,41 @@ pub fn entries(ptx: &str) -> Vec<PtxEntry> {
     out
 }
 
+/// Byte-array globals with initialisers (`.global .align 1 .b8 NAME[N] = {..};`): where
+/// constant strings (file names of panic locations) live. Returns (name, bytes).
+pub fn byte_globals(ptx: &str) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for line in ptx.lines() {
+        let line = line.trim();
+        if !(line.starts_with(".global")
+            || line.starts_with(".visible .global")
+            || line.starts_with(".const"))
+        {
+            continue;
+        }
+        let Some((decl, init)) = line.split_once(" = {") else {
+            continue;
+        };
+        let Some(pos) = decl.find(".b8 ") else {
+            continue;
+        };
+        let Some((name, count)) = decl[pos + 4..].trim().split_once('[') else {
+            continue;
+        };
+        let Ok(count) = count.trim_end_matches(']').parse::<usize>() else {
+            continue;
+        };
+        let mut bytes: Vec<u8> = init
+            .trim_end_matches("};")
+            .split(',')
+            .filter_map(|b| b.trim().parse().ok())
+            .collect();
+        bytes.resize(count, 0);
+        out.push((name.to_owned(), bytes));
+    }
+    out
+}
+
 /// Check that `kernel`'s PTX entry has exactly the parameters its launcher passes.
 pub fn check_kernel(kernel: &Kernel) -> Result<()> {
     let fail = |reason: String| {
@@ -124,6 +159,15 @@ pub fn check_kernel(kernel: &Kernel) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_byte_globals() {
+        let ptx = ".global .align 1 .b8 anon_$_1[4] = {97, 98, 99};\n.visible .global .align 8 .b8 __berth_panic_record[8];\n";
+        assert_eq!(
+            byte_globals(ptx),
+            vec![("anon_$_1".to_owned(), vec![97, 98, 99, 0])]
+        );
+    }
 
     #[test]
     fn parses_entries_and_params() {

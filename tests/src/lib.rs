@@ -7,10 +7,10 @@ use rand::Rng;
 pub fn random_f32(n: usize) -> Vec<f32> {
     let mut rng = rand::rng();
     let mut v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
-    if let Some(first) = v.first_mut() {
-        if *first == 0.0 {
-            *first = 0.5;
-        }
+    if let Some(first) = v.first_mut()
+        && *first == 0.0
+    {
+        *first = 0.5;
     }
     v
 }

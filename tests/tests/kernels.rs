@@ -15,7 +15,10 @@ fn kernels() -> Vec<&'static berth::__private::Kernel> {
 fn every_example_kernel_is_registered() {
     let names: BTreeSet<&str> = kernels().iter().map(|k| k.name).collect();
     for k in ["saxpy", "block_sum", "unchecked_copy"] {
-        assert!(names.contains(k), "kernel `{k}` not registered (have {names:?})");
+        assert!(
+            names.contains(k),
+            "kernel `{k}` not registered (have {names:?})"
+        );
     }
 }
 
@@ -64,19 +67,29 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     std::fs::create_dir_all(&dir).unwrap();
     for c in crates {
         let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
-        assert!(text.contains(".target sm_90"), "crate `{c}` PTX is not for sm_90");
+        assert!(
+            text.contains(".target sm_90"),
+            "crate `{c}` PTX is not for sm_90"
+        );
         let file = dir.join(format!("{c}.ptx"));
         std::fs::write(&file, text).unwrap();
-        let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+        let usage =
+            berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
         for k in ks.iter().filter(|k| k.crate_name == c) {
             let u = usage
                 .iter()
                 .find(|u| u.name == k.name)
                 .unwrap_or_else(|| panic!("ptxas reported nothing for `{}`", k.name));
             assert_eq!(u.spill_stores, 0, "`{}` spills registers", k.name);
-            eprintln!("{c}::{}: {} registers, {} B smem", k.name, u.registers, u.shared);
+            eprintln!(
+                "{c}::{}: {} registers, {} B smem",
+                k.name, u.registers, u.shared
+            );
         }
         let block_sum = usage.iter().find(|u| u.name == "block_sum").unwrap();
-        assert_eq!(block_sum.shared, 1024, "block_sum's shared tile must be real .shared memory");
+        assert_eq!(
+            block_sum.shared, 1024,
+            "block_sum's shared tile must be real .shared memory"
+        );
     }
 }

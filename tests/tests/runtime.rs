@@ -14,14 +14,25 @@ fn missing_driver_is_a_typed_error_not_a_panic() {
             assert!(msg.contains("no CUDA driver"), "{msg}");
         }
         Err(Error::NoDevice { .. }) => assert!(driver_present),
-        Ok(gpu) => assert!(driver_present, "got a GPU ({}) without a driver?", gpu.name()),
+        Ok(gpu) => assert!(
+            driver_present,
+            "got a GPU ({}) without a driver?",
+            gpu.name()
+        ),
         Err(e) => panic!("unexpected error: {e}"),
     }
 }
 
 #[test]
 fn cover_rounds_up_to_whole_blocks() {
-    for (n, blocks) in [(0, 1), (1, 1), (256, 1), (257, 2), (1 << 20, 4096), (1_000_001, 3907)] {
+    for (n, blocks) in [
+        (0, 1),
+        (1, 1),
+        (256, 1),
+        (257, 2),
+        (1 << 20, 4096),
+        (1_000_001, 3907),
+    ] {
         let g = Grid::cover(n);
         assert_eq!(g.blocks.x, blocks, "n = {n}");
         assert_eq!(g.threads.x, Grid::DEFAULT_BLOCK);

@@ -26,7 +26,15 @@ pub fn run(bench_only: bool) -> Result {
     }
     let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(&root)
-        .args(["build", "--profile", "gpu", "-p", "berth-tests", "-p", "berth-examples"])
+        .args([
+            "build",
+            "--profile",
+            "gpu",
+            "-p",
+            "berth-tests",
+            "-p",
+            "berth-examples",
+        ])
         .args(["--features", "berth-tests/gpu", "--tests", "--bins"])
         .arg("--message-format=json-render-diagnostics")
         .stdout(Stdio::piped())
@@ -40,12 +48,20 @@ pub fn run(bench_only: bool) -> Result {
         if msg["reason"] != "compiler-artifact" {
             continue;
         }
-        let Some(exe) = msg["executable"].as_str() else { continue };
-        let name = msg["target"]["name"].as_str().unwrap_or_default().to_owned();
+        let Some(exe) = msg["executable"].as_str() else {
+            continue;
+        };
+        let name = msg["target"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         let is_test = msg["profile"]["test"].as_bool().unwrap_or(false);
         let kinds = msg["target"]["kind"].to_string();
         let sub = if is_test {
-            if HOST_ONLY_TESTS.contains(&name.as_str()) || kinds.contains("lib") || kinds.contains("bin") {
+            if HOST_ONLY_TESTS.contains(&name.as_str())
+                || kinds.contains("lib")
+                || kinds.contains("bin")
+            {
                 continue;
             }
             "tests"
@@ -59,12 +75,24 @@ pub fn run(bench_only: bool) -> Result {
     if !child.wait()?.success() {
         return Err("building the GPU bundle failed (errors above)".into());
     }
-    std::fs::copy(root.join("bench/reference.cu"), gpu_dir.join("reference.cu"))?;
+    std::fs::copy(
+        root.join("bench/reference.cu"),
+        gpu_dir.join("reference.cu"),
+    )?;
     let run_sh = gpu_dir.join("run.sh");
     std::fs::write(&run_sh, RUN_SH)?;
     make_executable(&run_sh)?;
-    let bytes: u64 = staged.iter().filter_map(|p| p.metadata().ok()).map(|m| m.len()).sum();
-    eprintln!("staged {} binaries ({:.1} MiB) in {}", staged.len(), bytes as f64 / 1048576.0, gpu_dir.display());
+    let bytes: u64 = staged
+        .iter()
+        .filter_map(|p| p.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    eprintln!(
+        "staged {} binaries ({:.1} MiB) in {}",
+        staged.len(),
+        bytes as f64 / 1048576.0,
+        gpu_dir.display()
+    );
     for p in &staged {
         eprintln!("  {}", p.strip_prefix(&root).unwrap_or(p).display());
     }
@@ -87,4 +115,3 @@ fn make_executable(p: &Path) -> Result {
 fn make_executable(_: &Path) -> Result {
     Ok(())
 }
-

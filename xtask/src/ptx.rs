@@ -11,14 +11,20 @@ pub fn kernel_crates() -> Result<Vec<(String, PathBuf)>> {
         .current_dir(workspace_root())
         .output()?;
     if !out.status.success() {
-        return Err(format!("cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        return Err(format!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let mut crates = Vec::new();
     for p in meta["packages"].as_array().into_iter().flatten() {
-        let builds_kernels = p["dependencies"].as_array().into_iter().flatten().any(|d| {
-            d["name"] == "berth-build" && d["kind"] == "build"
-        });
+        let builds_kernels = p["dependencies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|d| d["name"] == "berth-build" && d["kind"] == "build");
         if builds_kernels {
             let manifest = PathBuf::from(p["manifest_path"].as_str().unwrap_or_default());
             let dir = manifest.parent().map(PathBuf::from).unwrap_or_default();
@@ -30,7 +36,8 @@ pub fn kernel_crates() -> Result<Vec<(String, PathBuf)>> {
 
 pub fn run(args: &[String]) -> Result {
     let mut only = None;
-    let mut arch = std::env::var(berth_build::ARCH_ENV).unwrap_or_else(|_| berth_build::DEFAULT_ARCH.into());
+    let mut arch =
+        std::env::var(berth_build::ARCH_ENV).unwrap_or_else(|_| berth_build::DEFAULT_ARCH.into());
     let mut out_dir = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -52,7 +59,9 @@ pub fn run(args: &[String]) -> Result {
     let ptxas = berth_build::find_ptxas();
     for (name, dir) in crates {
         eprintln!("building {name} for nvptx64 ({arch})");
-        let built = berth_build::Builder::new(&dir, &target_dir).arch(&arch).build()?;
+        let built = berth_build::Builder::new(&dir, &target_dir)
+            .arch(&arch)
+            .build()?;
         let dest = match &out_dir {
             Some(d) => {
                 std::fs::create_dir_all(d)?;
@@ -77,7 +86,9 @@ pub fn run(args: &[String]) -> Result {
                     );
                 }
             }
-            None => println!("  (ptxas not found: `pip install nvidia-cuda-nvcc==13.0.88` or set BERTH_PTXAS for a resource report)"),
+            None => println!(
+                "  (ptxas not found: `pip install nvidia-cuda-nvcc==13.0.88` or set BERTH_PTXAS for a resource report)"
+            ),
         }
     }
     Ok(())

@@ -34,7 +34,11 @@ pub fn run(dir: PathBuf) -> Result {
     let tests_log = read("tests.log");
     let bench = read("bench.jsonl");
     if machine.is_empty() {
-        return Err(format!("{} has no machine.txt: is it the output of .gpu/run.sh?", dir.display()).into());
+        return Err(format!(
+            "{} has no machine.txt: is it the output of .gpu/run.sh?",
+            dir.display()
+        )
+        .into());
     }
     let date = machine
         .lines()
@@ -67,9 +71,15 @@ pub fn run(dir: PathBuf) -> Result {
              warm-up; each implementation ran twice, interleaved, and the table shows the median \
              of the two rounds. Every result was checked against the host (`bad` = mismatches).\n"
         )?;
-        writeln!(md, "Run: {date}, by `cargo xtask bench` then the device run of `.gpu/run.sh bench`, recorded with `cargo xtask record`.\n")?;
+        writeln!(
+            md,
+            "Run: {date}, by `cargo xtask bench` then the device run of `.gpu/run.sh bench`, recorded with `cargo xtask record`.\n"
+        )?;
         writeln!(md, "```\n{}```\n", machine)?;
-        writeln!(md, "| kernel | n | berth GB/s | nvcc GB/s | berth ms | nvcc ms | ratio berth/nvcc | target | bad |")?;
+        writeln!(
+            md,
+            "| kernel | n | berth GB/s | nvcc GB/s | berth ms | nvcc ms | ratio berth/nvcc | target | bad |"
+        )?;
         writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---|---:|")?;
         let keys: Vec<(String, u64)> = cells.keys().map(|(k, n, _)| (k.clone(), *n)).collect();
         let mut seen = std::collections::BTreeSet::new();
@@ -77,11 +87,19 @@ pub fn run(dir: PathBuf) -> Result {
             if !seen.insert((k.clone(), n)) {
                 continue;
             }
-            let mut get = |i: &str| cells.remove(&(k.clone(), n, i.to_owned())).unwrap_or_default();
+            let mut get = |i: &str| {
+                cells
+                    .remove(&(k.clone(), n, i.to_owned()))
+                    .unwrap_or_default()
+            };
             let (mut b, mut c) = (get("berth"), get("nvcc"));
             let (bg, cg) = (median(&mut b.gbps), median(&mut c.gbps));
             let ratio = bg / cg;
-            let verdict = if ratio >= 0.97 { "≥ 0.97 ✓" } else { "≥ 0.97 ✗" };
+            let verdict = if ratio >= 0.97 {
+                "≥ 0.97 ✓"
+            } else {
+                "≥ 0.97 ✗"
+            };
             writeln!(
                 md,
                 "| {k} | {n} | {bg:.1} | {cg:.1} | {:.4} | {:.4} | **{ratio:.3}** | {verdict} | {} |",
@@ -90,7 +108,10 @@ pub fn run(dir: PathBuf) -> Result {
                 b.bad + c.bad
             )?;
         }
-        writeln!(md, "\nGB/s counts 12 bytes per element for saxpy (read x, read y, write y) and 4 for block_sum.")?;
+        writeln!(
+            md,
+            "\nGB/s counts 12 bytes per element for saxpy (read x, read y, write y) and 4 for block_sum."
+        )?;
         writeln!(md, "\nRaw lines (`bench.jsonl`):\n\n```\n{}```", bench)?;
         std::fs::write(root.join("BENCHMARKS.md"), md)?;
         eprintln!("wrote BENCHMARKS.md");
@@ -99,13 +120,20 @@ pub fn run(dir: PathBuf) -> Result {
     if !summary.is_empty() {
         let mut md = String::new();
         writeln!(md, "# GPU results\n")?;
-        writeln!(md, "The GPU tests and examples, run on the GPU machine with `.gpu/run.sh` (staged by `cargo xtask gpu`), recorded with `cargo xtask record`. Run: {date}.\n")?;
+        writeln!(
+            md,
+            "The GPU tests and examples, run on the GPU machine with `.gpu/run.sh` (staged by `cargo xtask gpu`), recorded with `cargo xtask record`. Run: {date}.\n"
+        )?;
         writeln!(md, "```\n{machine}```\n")?;
         writeln!(md, "## Summary\n\n```\n{summary}```\n")?;
         writeln!(md, "## Test output\n\n```")?;
         for line in tests_log.lines() {
-            if line.starts_with("===") || line.starts_with("test ") || line.starts_with("test result")
-                || line.starts_with("quickstart") || line.starts_with("reduction") || line.starts_with("reported")
+            if line.starts_with("===")
+                || line.starts_with("test ")
+                || line.starts_with("test result")
+                || line.starts_with("quickstart")
+                || line.starts_with("reduction")
+                || line.starts_with("reported")
                 || line.starts_with("running")
             {
                 writeln!(md, "{line}")?;

@@ -1,6 +1,6 @@
 //! quickstart: saxpy on device buffers, checked against the same computation on the host.
 
-use berth::{Grid, Gpu};
+use berth::{Gpu, Grid};
 use berth_examples::saxpy;
 use rand::Rng;
 

@@ -22,13 +22,22 @@ fn run() -> Result<(), berth::Error> {
     let blocks = 132 * 8;
     let dx = gpu.upload(&x)?;
     let mut partial = gpu.upload(&vec![f32::NAN; blocks])?;
-    block_sum(&gpu, Grid::new(blocks as u32, REDUCE_BLOCK), &dx, &mut partial)?.wait()?;
+    block_sum(
+        &gpu,
+        Grid::new(blocks as u32, REDUCE_BLOCK),
+        &dx,
+        &mut partial,
+    )?
+    .wait()?;
     let got: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
 
     let want: f64 = x.iter().map(|&v| f64::from(v)).sum();
     let scale: f64 = x.iter().map(|&v| f64::from(v.abs())).sum();
     let ok = (got - want).abs() <= 1e-5 * scale;
-    println!("reduction: sum of {n} elements = {got:.6} (host {want:.6}): {}", if ok { "ok" } else { "MISMATCH" });
+    println!(
+        "reduction: sum of {n} elements = {got:.6} (host {want:.6}): {}",
+        if ok { "ok" } else { "MISMATCH" }
+    );
     if !ok {
         std::process::exit(2);
     }

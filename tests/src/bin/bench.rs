@@ -33,14 +33,21 @@ impl Timer {
         })
     }
 
-    /// Milliseconds taken by the work `f` enqueues on the default stream.
-    fn time(&self, f: impl FnOnce() -> berth::Result<()>) -> Result<f32, Box<dyn std::error::Error>> {
+    /// Milliseconds the launch `f` enqueues on the default stream takes on the GPU. The stop
+    /// event is recorded right after the launch call returns, as the reference does, so the
+    /// time includes berth's host-side launch work but not the wait.
+    fn time<'a>(
+        &self,
+        f: impl FnOnce() -> berth::Result<berth::Pending<'a>>,
+    ) -> Result<f32, Box<dyn std::error::Error>> {
         // SAFETY: both events and the stream belong to the current context.
         unsafe { result::event::record(self.start, self.stream) }?;
-        f()?;
+        let pending = f()?;
+        // SAFETY: as above.
+        unsafe { result::event::record(self.stop, self.stream) }?;
+        pending.wait()?;
         // SAFETY: as above.
         unsafe {
-            result::event::record(self.stop, self.stream)?;
             result::event::synchronize(self.stop)?;
             Ok(result::event::elapsed(self.start, self.stop)?)
         }
@@ -54,7 +61,11 @@ fn median(mut v: Vec<f32>) -> f64 {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let n: usize = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(1 << 28);
+    let n: usize = args
+        .get(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(1 << 28);
     let reps: usize = args.get(2).map(|s| s.parse()).transpose()?.unwrap_or(20);
     let gpu = Gpu::new()?;
     let timer = Timer::new(&gpu)?;
@@ -69,13 +80,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     saxpy(&gpu, grid, a, &dx, &mut dy)?.wait()?;
     let mut times = Vec::new();
     for _ in 0..reps {
-        times.push(timer.time(|| saxpy(&gpu, grid, a, &dx, &mut dy)?.wait())?);
+        times.push(timer.time(|| saxpy(&gpu, grid, a, &dx, &mut dy))?);
     }
     dy.copy_from(&y)?;
     saxpy(&gpu, grid, a, &dx, &mut dy)?.wait()?;
     let got = dy.to_vec()?;
     let want = saxpy_host(a, &x, &y);
-    let bad = got.iter().zip(&want).filter(|(g, w)| (*g - *w).abs() > 1e-5).count();
+    let bad = got
+        .iter()
+        .zip(&want)
+        .filter(|(g, w)| (*g - *w).abs() > 1e-5)
+        .count();
     let ms = median(times);
     println!(
         "{{\"impl\":\"berth\",\"kernel\":\"saxpy\",\"n\":{n},\"median_ms\":{ms:.5},\"gbps\":{:.1},\"bad\":{bad}}}",
@@ -91,7 +106,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     block_sum(&gpu, grid, &dx, &mut partial)?.wait()?;
     let mut times = Vec::new();
     for _ in 0..reps {
-        times.push(timer.time(|| block_sum(&gpu, grid, &dx, &mut partial)?.wait())?);
+        times.push(timer.time(|| block_sum(&gpu, grid, &dx, &mut partial))?);
     }
     let got: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
     let want = sum_f64(&x);

@@ -1,0 +1,274 @@
+//! Snapshot tests of the `#[gpu_kernel]` expansion: one per argument kind and option, read
+//! through `prettyplease`, and the messages of misuse. The snapshots are in `snapshots/`;
+//! regenerate them with `INSTA_UPDATE=always cargo test -p berth-macros` and review the diff.
+
+use proc_macro2::{TokenStream, TokenTree};
+use quote::quote;
+
+/// The PTX path the snapshots embed (a build script would export the real one).
+const PTX: Option<&str> = Some("/path/k.ptx");
+
+/// Expand `#[gpu_kernel(args)] item` and pretty-print the result.
+fn expand_with(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> String {
+    let out = crate::expand::gpu_kernel(args, item, ptx);
+    let file: syn::File = syn::parse2(out.clone())
+        .unwrap_or_else(|e| panic!("the expansion is not a valid file ({e}):\n{out}"));
+    prettyplease::unparse(&file)
+}
+
+/// Expand `#[gpu_kernel] item` with a PTX path.
+fn expand(item: TokenStream) -> String {
+    expand_with(TokenStream::new(), item, PTX)
+}
+
+/// The message of every `compile_error!` in `tokens`, in order.
+fn compile_errors(tokens: TokenStream, out: &mut Vec<String>) {
+    let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+    for (i, tt) in tokens.iter().enumerate() {
+        match tt {
+            TokenTree::Ident(id) if id == "compile_error" => {
+                let Some(TokenTree::Group(g)) = tokens.get(i + 2) else {
+                    continue;
+                };
+                let msg: syn::LitStr = syn::parse2(g.stream())
+                    .unwrap_or_else(|e| panic!("compile_error! without a string ({e}): {g}"));
+                out.push(msg.value());
+            }
+            TokenTree::Group(g) => compile_errors(g.stream(), out),
+            _ => {}
+        }
+    }
+}
+
+/// The messages of `#[gpu_kernel(args)] item`, one per line; panics when there are none.
+fn errors_with(args: TokenStream, item: TokenStream) -> String {
+    let out = crate::expand::gpu_kernel(args, item, PTX);
+    // The expansion must stay valid Rust whatever the mistake, so that rustc reports only the
+    // macro's own errors.
+    syn::parse2::<syn::File>(out.clone())
+        .unwrap_or_else(|e| panic!("the error expansion is not a valid file ({e}):\n{out}"));
+    let mut msgs = Vec::new();
+    compile_errors(out, &mut msgs);
+    assert!(!msgs.is_empty(), "expected errors");
+    msgs.iter().map(|m| format!("error: {m}\n")).collect()
+}
+
+/// The messages of `#[gpu_kernel] item`.
+fn errors(item: TokenStream) -> String {
+    errors_with(TokenStream::new(), item)
+}
+
+#[test]
+fn scalar_primitive() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn scale(a: f32, n: u32, bits: u64) {}
+    }));
+}
+
+#[test]
+fn scalar_bool() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn flag(enabled: bool) {}
+    }));
+}
+
+#[test]
+fn scalar_struct_path() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn with_params(p: Params, q: crate::shapes::Quad) {}
+    }));
+}
+
+#[test]
+fn scalar_array() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn matrix(m: [f32; 4], rows: [[u32; 2]; 3]) {}
+    }));
+}
+
+#[test]
+fn slice_shared() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn sum(x: &[f32]) {
+            let _ = x.len();
+        }
+    }));
+}
+
+#[test]
+fn slice_mut() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn fill(out: &mut [u32], v: u32) {
+            out[0] = v;
+        }
+    }));
+}
+
+#[test]
+fn saxpy_with_docs() {
+    insta::assert_snapshot!(expand(quote! {
+        /// `y[i] = a * x[i] + y[i]`.
+        #[inline]
+        pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
+            let i = thread::global_x();
+            if i < y.len() {
+                y[i] = a * x[i] + y[i];
+            }
+        }
+    }));
+}
+
+#[test]
+fn mut_scalar_binding() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn countdown(mut n: u32, out: &mut [u32]) {
+            while n > 0 {
+                n -= 1;
+            }
+            out[0] = n;
+        }
+    }));
+}
+
+#[test]
+fn crate_option() {
+    insta::assert_snapshot!(expand_with(
+        quote!(crate = my::berth),
+        quote! {
+            pub fn k(a: f32, x: &[f32], y: &mut [f32]) {}
+        },
+        PTX,
+    ));
+}
+
+#[test]
+fn launcher_names_clash() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn clash(grid: u32, on: &[f32], out: &mut [f32]) {}
+    }));
+}
+
+#[test]
+fn no_ptx() {
+    insta::assert_snapshot!(expand_with(
+        TokenStream::new(),
+        quote! {
+            pub fn k(x: &[f32]) {}
+        },
+        None,
+    ));
+}
+
+#[test]
+fn no_ptx_message() {
+    let out = crate::expand::gpu_kernel(
+        TokenStream::new(),
+        quote!(
+            pub fn k(x: &[f32]) {}
+        ),
+        None,
+    );
+    let mut msgs = Vec::new();
+    compile_errors(out, &mut msgs);
+    insta::assert_snapshot!(msgs.join("\n"));
+}
+
+#[test]
+fn error_signature() {
+    // Every problem of the signature is reported at once.
+    insta::assert_snapshot!(errors(quote! {
+        pub async unsafe extern "C" fn k<T>(self, x: T) -> u32 {}
+    }));
+}
+
+#[test]
+fn error_lifetimes_and_where() {
+    insta::assert_snapshot!(errors(quote! {
+        pub fn k<'a>(x: &'a [f32]) {}
+    }));
+    insta::assert_snapshot!(
+        "error_where",
+        errors(quote! {
+            pub const fn k(x: &[f32]) where f32: Copy {}
+        })
+    );
+}
+
+#[test]
+fn error_arguments() {
+    insta::assert_snapshot!(errors(quote! {
+        pub fn k(
+            (a, b): (u32, u32),
+            r: &f32,
+            w: &mut f32,
+            p: *const f32,
+            q: *mut f32,
+            s: &[&u32],
+            t: &[str],
+            l: &'a [f32],
+            u: [f32],
+            i: impl Copy,
+            mut m: &mut [f32],
+        ) {}
+    }));
+}
+
+#[test]
+fn error_placements() {
+    insta::assert_snapshot!(errors(quote! {
+        pub fn k(
+            #[mapp] a: &[f32],
+            #[mapped] #[mapped] b: &[f32],
+            #[mapped] #[pinned_async] c: &[f32],
+            #[mapped] d: f32,
+            #[mapped(x)] e: &[f32],
+            #[pinned_async] f: &mut [f32],
+        ) {}
+    }));
+}
+
+#[test]
+fn error_options() {
+    insta::assert_snapshot!(errors_with(
+        quote!(foo),
+        quote!(
+            pub fn k() {}
+        )
+    ));
+    insta::assert_snapshot!(
+        "error_options_twice",
+        errors_with(
+            quote!(crate = a, crate = b),
+            quote!(
+                pub fn k() {}
+            )
+        )
+    );
+}
+
+#[test]
+fn error_not_a_function() {
+    insta::assert_snapshot!(errors(quote! {
+        pub struct S {
+            x: f32,
+        }
+    }));
+}
+
+#[test]
+fn error_keeps_item() {
+    // On error the function is still emitted, without its argument attributes, so that
+    // calls to it do not add "cannot find function" errors; a slice taken by value is emitted
+    // as `&[T]` so that rustc does not also report it as unsized.
+    let out = crate::expand::gpu_kernel(
+        TokenStream::new(),
+        quote!(
+            pub fn k(#[mapp] x: &[f32], y: [f32]) -> u32 {
+                0
+            }
+        ),
+        PTX,
+    );
+    let file: syn::File = syn::parse2(out).expect("valid file");
+    insta::assert_snapshot!(prettyplease::unparse(&file));
+}

@@ -1,0 +1,9 @@
+// An `async` kernel: launches are already asynchronous.
+use berth::prelude::*;
+
+#[gpu_kernel]
+pub async fn fill(out: &mut [f32]) {
+    out[0] = 1.0;
+}
+
+fn main() {}

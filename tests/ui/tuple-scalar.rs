@@ -1,0 +1,9 @@
+// A tuple scalar: tuples have no fixed layout; a `#[repr(C)]` struct does.
+use berth::prelude::*;
+
+#[gpu_kernel]
+pub fn fill(v: (f32, f32), out: &mut [f32]) {
+    out[0] = v.0 + v.1;
+}
+
+fn main() {}
