@@ -9,7 +9,7 @@ use berth::prelude::*;
 pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
     let i = thread::global_x();
     if i < y.len() {
-        y[i] = a * x[i] + y[i];
+        y[i] += a * x[i];
     }
 }
 

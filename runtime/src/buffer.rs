@@ -11,7 +11,7 @@ use std::sync::Arc;
 ///
 /// Made with [`Gpu::alloc_zeroed`] or [`Gpu::upload`]; read back with [`DeviceBuffer::to_vec`].
 /// Kernels take it for slice arguments without a placement attribute.
-pub struct DeviceBuffer<T: DeviceCopy> {
+pub struct DeviceBuffer<T> {
     pub(crate) ptr: sys::CUdeviceptr,
     len: usize,
     pub(crate) gpu: Arc<Inner>,
@@ -46,13 +46,13 @@ impl Gpu {
 
     fn alloc_uninit<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         self.inner.bind()?;
-        let bytes =
-            len.checked_mul(std::mem::size_of::<T>())
-                .ok_or_else(|| Error::OutOfMemory {
-                    bytes: usize::MAX,
-                    free: 0,
-                    total: 0,
-                })?;
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(Error::OutOfMemory {
+                bytes: usize::MAX,
+                free: 0,
+                total: 0,
+            })?;
         // A zero-length buffer owns no memory; its pointer is never dereferenced.
         let ptr = if bytes == 0 {
             0
@@ -126,18 +126,24 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     /// The buffer's contents as a `Vec` (synchronous).
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        let mut v = Vec::with_capacity(self.len);
-        // SAFETY: capacity is `len`; copy_to fills every element before `v` is read, and on
-        // error `v` is dropped with length reset to 0 below.
-        unsafe { v.set_len(self.len) };
-        match self.copy_to(&mut v) {
-            Ok(()) => Ok(v),
-            Err(e) => {
-                // SAFETY: forget the possibly-uninitialised elements (T is Copy, no drop glue).
-                unsafe { v.set_len(0) };
-                Err(e)
-            }
+        let mut v: Vec<T> = Vec::with_capacity(self.len);
+        if self.len == 0 {
+            return Ok(v);
         }
+        self.gpu.bind()?;
+        let stream = self.gpu.default_stream.0;
+        // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
+        // as raw bytes by the DMA, never read before `set_len`); the stream is synchronised
+        // before `v` is touched again.
+        let r = unsafe {
+            sys::cuMemcpyDtoHAsync_v2(v.as_mut_ptr().cast(), self.ptr, self.bytes(), stream)
+                .result()
+        };
+        self.gpu.check("cuMemcpyDtoHAsync", r, None)?;
+        crate::stream::sync(&self.gpu, stream, None)?;
+        // SAFETY: the copy above initialised all `len` elements with bytes of a `DeviceCopy` T.
+        unsafe { v.set_len(self.len) };
+        Ok(v)
     }
 
     /// The raw device address (for [`crate::raw`] interop).
@@ -166,7 +172,7 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
     }
 }
 
-impl<T: DeviceCopy> Drop for DeviceBuffer<T> {
+impl<T> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
         // A lost context is reset as a whole; freeing into it could free a new allocation
         // that reuses the address after `Gpu::recover`.
