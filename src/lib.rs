@@ -35,7 +35,8 @@ pub use berth_macros::gpu_kernel;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
-    DeviceBuffer, Dim3, Error, Gpu, Grid, PanicReport, Pending, Queue, Result, Stream, ptx, raw,
+    DeviceBuffer, Dim3, Error, Gpu, Grid, PanicReport, Pending, Queue, RESTART_ENV, Result, Stream,
+    ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.

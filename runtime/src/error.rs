@@ -69,6 +69,15 @@ pub enum Error {
         /// The driver's description.
         message: String,
     },
+    /// The driver refuses every new context in this process after a kernel fault, even after
+    /// a reset: only a new process can use the GPU again (see `berth::restart_process`).
+    #[error(
+        "the CUDA driver keeps this process unable to use the GPU after a kernel fault ({name}),          even after a context reset: restart the process (berth::restart_process() re-executes          it with the same arguments)"
+    )]
+    ProcessPoisoned {
+        /// The error the driver keeps returning.
+        name: String,
+    },
     /// An earlier fault poisoned this context; nothing more can run on it.
     #[error(
         "the GPU context was lost to an earlier fault ({0}); call `Gpu::recover()` to get a fresh one"
@@ -113,7 +122,10 @@ impl Error {
     pub fn is_context_lost(&self) -> bool {
         matches!(
             self,
-            Error::KernelPanic { .. } | Error::KernelFault { .. } | Error::ContextLost(_)
+            Error::KernelPanic { .. }
+                | Error::KernelFault { .. }
+                | Error::ContextLost(_)
+                | Error::ProcessPoisoned { .. }
         )
     }
 

@@ -58,6 +58,14 @@ fn mark_device_lost(device: sys::CUdevice, why: &str) {
     }
 }
 
+/// A driver that still refuses after a reset has poisoned the process, not just the context.
+fn unrecoverable(e: Error) -> Error {
+    match e {
+        Error::Driver { name, .. } if is_sticky_name(&name) => Error::ProcessPoisoned { name },
+        other => other,
+    }
+}
+
 /// Destroy the device's primary context (all its resources) so the next retain creates a
 /// fresh one.
 fn reset_primary(device: sys::CUdevice) -> Result<()> {
@@ -107,19 +115,7 @@ impl Gpu {
                 mark_device_lost(device, "the primary context was reset after a fault");
                 tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
                 reset_primary(device)?;
-                Gpu::open(ordinal).map_err(|e| match e {
-                    Error::Driver { call, name, message } => {
-                        let (mut flags, mut active) = (0u32, 0i32);
-                        // SAFETY: valid device; out-pointers to locals.
-                        let _ = unsafe { sys::cuDevicePrimaryCtxGetState(device, &mut flags, &mut active) };
-                        Error::Driver {
-                            call,
-                            name,
-                            message: format!("{message}; still failing after a primary-context reset (active={active}, flags={flags:#x})"),
-                        }
-                    }
-                    other => other,
-                })
+                Gpu::open(ordinal).map_err(unrecoverable)
             }
             other => other,
         }
@@ -214,6 +210,11 @@ impl Gpu {
     /// Every buffer, stream and module of the lost context becomes inert: dropping them
     /// frees nothing (the reset already released their memory). Calling this on a healthy
     /// context is refused, since it would destroy live allocations.
+    ///
+    /// Some drivers keep the whole process's CUDA state unusable after a kernel trap, reset or
+    /// not (NVIDIA 580 / CUDA 13 on the H200 does: measured, see GPU-RESULTS.md). Then this
+    /// returns [`Error::ProcessPoisoned`], and the recovery is a new process:
+    /// [`restart_process`](crate::restart_process) re-executes the program.
     pub fn recover(self) -> Result<Gpu> {
         if !self.inner.fault.is_lost() {
             return Err(Error::InvalidLaunch {
@@ -228,7 +229,7 @@ impl Gpu {
         drop(self);
         reset_primary(device)?;
         tracing::info!(ordinal, "GPU context reset after a fault");
-        Gpu::with_ordinal(ordinal)
+        Gpu::open(ordinal).map_err(unrecoverable)
     }
 }
 

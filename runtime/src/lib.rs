@@ -8,7 +8,8 @@
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,
 //! read from mapped host memory the panic handler fills before it traps). A trap poisons the
-//! CUDA context for good; [`Gpu::recover`] tears it down and makes a fresh one.
+//! CUDA context for good; [`Gpu::recover`] tears it down and makes a fresh one where the
+//! driver allows it, and [`restart_process`] is the recovery where it does not.
 
 mod buffer;
 mod error;
@@ -17,12 +18,14 @@ mod gpu;
 mod launch;
 pub mod ptx;
 pub mod raw;
+mod restart;
 mod stream;
 
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
 pub use gpu::Gpu;
 pub use launch::{Dim3, Grid, Pending};
+pub use restart::{RESTART_ENV, restart_process};
 pub use stream::{Queue, Stream};
 
 #[doc(hidden)]

@@ -91,8 +91,58 @@ fn block_sum_matches_host() {
     }
 }
 
+/// Set in a child process running one fault test. A kernel fault poisons the CUDA state of
+/// the whole process on this driver, so fault tests run in a child and the parent checks it.
+const CHILD_ENV: &str = "BERTH_TEST_CHILD";
+
+/// Run the test `name` of this binary in a child process; its output, and whether it passed.
+fn run_isolated(name: &str) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .env_remove(berth::RESTART_ENV)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("--- child `{name}` ---\n{text}--- end of child ---");
+    (out.status.success() && text.contains("1 passed"), text)
+}
+
+fn in_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+fn check_saxpy(gpu: &Gpu, n: usize) {
+    let xs = random_f32(n);
+    let ys = random_f32(n);
+    let dx = gpu.upload(&xs).unwrap();
+    let mut dy = gpu.upload(&ys).unwrap();
+    saxpy(gpu, Grid::cover(n), 3.0, &dx, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(dy.to_vec().unwrap(), saxpy_host(3.0, &xs, &ys));
+}
+
 #[test]
 fn kernel_panic_is_reported_and_context_recovers() {
+    if !in_child() {
+        let (ok, out) = run_isolated("kernel_panic_is_reported_and_context_recovers");
+        assert!(ok, "child failed:\n{out}");
+        assert!(out.contains("recovered: "), "{out}");
+        return;
+    }
+    if std::env::var(berth::RESTART_ENV).as_deref() == Ok("1") {
+        // Second life after restart_process(): a fresh process must have a working GPU.
+        let (_g, gpu) = gpu();
+        check_saxpy(&gpu, 5000);
+        println!("recovered: restart_process() gave a fresh process with a working GPU");
+        return;
+    }
     let (_g, gpu) = gpu();
     let n = 1000;
     let x = gpu.upload(&random_u32(n)).unwrap();
@@ -106,11 +156,12 @@ fn kernel_panic_is_reported_and_context_recovers() {
         panic!("expected KernelPanic, got {err}");
     };
     assert_eq!(kernel, "unchecked_copy");
-    assert!(report.file.ends_with("examples/src/lib.rs"), "{report}");
+    assert_eq!(report.file, "examples/src/lib.rs", "{report}");
+    assert_eq!(report.line, 53, "the line of `out[i] = x[i]`: {report}");
     assert!(
         report
             .message
-            .contains("index out of bounds: the len is 1000 but the index is 10"),
+            .starts_with("index out of bounds: the len is 1000 but the index is 10"),
         "{report}"
     );
     assert_eq!(
@@ -119,26 +170,62 @@ fn kernel_panic_is_reported_and_context_recovers() {
     );
     assert!(report.thread[0] >= 1000 - 768, "{report}");
     assert!(err.is_context_lost());
-    eprintln!("reported: {err}");
+    println!("reported: {err}");
 
     // The context is poisoned: further work is refused with a typed error, not a hang.
     assert!(gpu.is_lost());
     let again = gpu.alloc_zeroed::<u32>(4).unwrap_err();
     assert!(matches!(again, Error::ContextLost(_)), "{again}");
-    drop(out);
-    drop(x);
+    drop((out, x));
 
-    // Recovery gives a working context.
-    let gpu = gpu.recover().unwrap();
-    let xs = random_f32(5000);
-    let ys = random_f32(5000);
-    let dx = gpu.upload(&xs).unwrap();
-    let mut dy = gpu.upload(&ys).unwrap();
-    saxpy(&gpu, Grid::cover(5000), 3.0, &dx, &mut dy)
+    match gpu.recover() {
+        Ok(gpu) => {
+            check_saxpy(&gpu, 5000);
+            println!("recovered: Gpu::recover() gave a working context in this process");
+        }
+        Err(Error::ProcessPoisoned { name }) => {
+            println!(
+                "Gpu::recover(): the driver refuses new contexts in this process ({name}); restarting it"
+            );
+            drop(_g);
+            let e = berth::restart_process();
+            panic!("restart_process returned: {e}");
+        }
+        Err(e) => panic!("recover failed with an unexpected error: {e}"),
+    }
+}
+
+#[test]
+fn new_gpu_after_an_unrecovered_fault_is_fresh_or_a_typed_error() {
+    if !in_child() {
+        let (ok, out) =
+            run_isolated("new_gpu_after_an_unrecovered_fault_is_fresh_or_a_typed_error");
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    let (_g, gpu) = gpu();
+    let x = gpu.upload(&random_u32(300)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
+    let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
         .unwrap()
         .wait()
-        .unwrap();
-    assert_eq!(dy.to_vec().unwrap(), saxpy_host(3.0, &xs, &ys));
+        .unwrap_err();
+    assert!(matches!(err, Error::KernelPanic { .. }), "{err}");
+    // Keep the lost handles alive: a new Gpu resets the poisoned context (marking them lost)
+    // or says the process cannot use the GPU any more; it never panics or hangs.
+    match Gpu::new() {
+        Ok(fresh) => {
+            assert!(gpu.is_lost());
+            check_saxpy(&fresh, 1000);
+            println!("new Gpu after a fault: fresh context");
+        }
+        Err(e @ Error::ProcessPoisoned { .. }) => {
+            assert!(gpu.is_lost());
+            println!("new Gpu after a fault: {e}");
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    drop((x, out, gpu));
 }
 
 #[test]
@@ -195,29 +282,4 @@ fn device_buffer_round_trips_and_checks_lengths() {
     assert!(z.to_vec().unwrap().iter().all(|&e| e == 0));
     let empty = gpu.upload::<f32>(&[]).unwrap();
     assert!(empty.to_vec().unwrap().is_empty());
-}
-
-#[test]
-fn new_context_after_an_unrecovered_fault_works() {
-    let (_g, gpu) = gpu();
-    let x = gpu.upload(&random_u32(300)).unwrap();
-    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
-    let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
-        .unwrap()
-        .wait()
-        .unwrap_err();
-    assert!(matches!(err, Error::KernelPanic { .. }), "{err}");
-    // Keep the lost handles alive: a new Gpu must reset the poisoned context and mark them.
-    let fresh = Gpu::new().unwrap();
-    assert!(gpu.is_lost());
-    let xs = random_f32(1000);
-    let ys = random_f32(1000);
-    let dx = fresh.upload(&xs).unwrap();
-    let mut dy = fresh.upload(&ys).unwrap();
-    saxpy(&fresh, Grid::cover(1000), 0.5, &dx, &mut dy)
-        .unwrap()
-        .wait()
-        .unwrap();
-    assert_eq!(dy.to_vec().unwrap(), saxpy_host(0.5, &xs, &ys));
-    drop((x, out, gpu));
 }

@@ -24,7 +24,7 @@ if [[ $mode == all || $mode == tests ]]; then
   for t in "$here"/tests/*; do
     name=$(basename "$t")
     echo "=== test binary: $name" | tee -a "$out/tests.log"
-    if "$t" --test-threads=1 2>&1 | tee -a "$out/tests.log"; then
+    if "$t" --test-threads=1 --nocapture 2>&1 | tee -a "$out/tests.log"; then
       summary+=("PASS  tests/$name")
     else
       summary+=("FAIL  tests/$name"); fail=1
