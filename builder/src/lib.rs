@@ -137,9 +137,15 @@ impl Builder {
                 "-Aunused-features",
             ])
             .env("RUSTC_BOOTSTRAP", "1")
+            // immediate-abort: `core`'s formatted panics trap at once instead of linking
+            // `core::fmt`, which would cost every kernel that can panic up to 255 registers
+            // (see berth_device::panic).
             .env(
                 "CARGO_ENCODED_RUSTFLAGS",
-                format!("-Ctarget-cpu={}", self.arch),
+                format!(
+                    "-Ctarget-cpu={}\x1f-Zunstable-options\x1f-Cpanic=immediate-abort",
+                    self.arch
+                ),
             )
             .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
             .env("CARGO_PROFILE_RELEASE_STRIP", "false")

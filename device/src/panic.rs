@@ -13,8 +13,14 @@
 //! bounds checks use) costs ~56. That halves occupancy of simple kernels. So the bounds checks
 //! of berth's slice views ([`index_out_of_bounds`]) are fully inlined and call nothing: they
 //! record the index, the length and the *device addresses* of the location's file name; the
-//! host resolves the address to the string through the module's PTX. Other panics go through
-//! the `#[panic_handler]`, which copies the file name and constant messages.
+//! host resolves the address to the string through the module's PTX.
+//!
+//! Other panics (`core`'s: a failed `assert!`, `unwrap`, division by zero, `f32::clamp`'s
+//! check) build formatted messages; merely linking that formatting costs up to 255 registers
+//! (float `Debug`). berth's builder therefore compiles kernels with
+//! `-Cpanic=immediate-abort`: such panics trap at once, with no record, and the host reports
+//! a `KernelFault` naming the kernel. The `#[panic_handler]` below (file name and constant
+//! messages) serves builds made without that flag.
 
 /// Name of the module global holding the device address of the [`PanicRecord`].
 pub const RECORD_SYMBOL: &str = "__berth_panic_record";

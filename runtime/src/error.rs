@@ -58,8 +58,9 @@ pub enum Error {
     /// A kernel faulted without leaving a panic record (illegal address, trap from asm, …).
     /// The context is now unusable.
     #[error(
-        "kernel {kernels} failed on the GPU: {name} ({message}); the GPU context is now unusable \
-         (CUDA errors are sticky): call `Gpu::recover()` to get a fresh one"
+        "kernel {kernels} failed on the GPU: {name} ({message}){}; the GPU context is now \
+         unusable (CUDA errors are sticky): call `Gpu::recover()` to get a fresh one",
+        trap_hint(name)
     )]
     KernelFault {
         /// The kernel(s) in flight when the fault was seen.
@@ -72,7 +73,9 @@ pub enum Error {
     /// The driver refuses every new context in this process after a kernel fault, even after
     /// a reset: only a new process can use the GPU again (see `berth::restart_process`).
     #[error(
-        "the CUDA driver keeps this process unable to use the GPU after a kernel fault ({name}),          even after a context reset: restart the process (berth::restart_process() re-executes          it with the same arguments)"
+        "the CUDA driver keeps this process unable to use the GPU after a kernel fault ({name}), \
+         even after a context reset: restart the process (berth::restart_process() re-executes \
+         it with the same arguments)"
     )]
     ProcessPoisoned {
         /// The error the driver keeps returning.
@@ -142,6 +145,16 @@ impl Error {
             name,
             message,
         }
+    }
+}
+
+fn trap_hint(name: &str) -> &'static str {
+    if name == "CUDA_ERROR_LAUNCH_FAILED" {
+        " — a trap: most likely a panic inside the kernel (a failed assert!, unwrap, \
+         division by zero, a core slice method); on the GPU only berth's own indexing \
+         records where, other panics abort at once"
+    } else {
+        ""
     }
 }
 

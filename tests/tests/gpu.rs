@@ -283,3 +283,115 @@ fn device_buffer_round_trips_and_checks_lengths() {
     let empty = gpu.upload::<f32>(&[]).unwrap();
     assert!(empty.to_vec().unwrap().is_empty());
 }
+
+#[test]
+fn struct_and_bool_scalars_arrive_intact() {
+    use berth_examples::{Affine, affine_clamp};
+    let (_g, gpu) = gpu();
+    let n = 70_001;
+    let x: Vec<f32> = random_f32(n).iter().map(|v| v * 10.0).collect();
+    let p = Affine {
+        scale: 1.75,
+        offset: -0.5,
+        limit: 4.0,
+    };
+    let dx = gpu.upload(&x).unwrap();
+    for clamp in [false, true] {
+        let mut out = gpu.upload(&vec![f32::NAN; n]).unwrap();
+        affine_clamp(&gpu, Grid::cover(n), p, clamp, &dx, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want: Vec<f32> = x
+            .iter()
+            .map(|&v| {
+                let y = p.scale * v + p.offset;
+                if clamp { y.clamp(-p.limit, p.limit) } else { y }
+            })
+            .collect();
+        assert_eq!(out.to_vec().unwrap(), want, "clamp = {clamp}");
+    }
+}
+
+#[test]
+fn dynamic_shared_memory_is_per_block() {
+    use berth_examples::block_sum_dynamic;
+    let (_g, gpu) = gpu();
+    for (n, threads) in [
+        (1usize, 32u32),
+        (5000, 64),
+        (1 << 20, 512),
+        (3_000_017, 1024),
+    ] {
+        let x = random_f32(n);
+        let blocks = (n.div_ceil(threads as usize)).min(500) as u32;
+        let dx = gpu.upload(&x).unwrap();
+        let mut partial = gpu.upload(&vec![f32::NAN; blocks as usize]).unwrap();
+        let grid = Grid::new(blocks, threads).shared_bytes(threads * 4);
+        block_sum_dynamic(&gpu, grid, &dx, &mut partial)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let got: f64 = partial
+            .to_vec()
+            .unwrap()
+            .iter()
+            .map(|&p| f64::from(p))
+            .sum();
+        let scale: f64 = x.iter().map(|&v| f64::from(v.abs())).sum::<f64>().max(1.0);
+        assert!(
+            (got - sum_f64(&x)).abs() <= 1e-5 * scale,
+            "n = {n}, threads = {threads}: {got}"
+        );
+    }
+}
+
+#[test]
+fn two_dimensional_grid_indices() {
+    use berth_examples::add_coordinates;
+    let (_g, gpu) = gpu();
+    let (w, h) = (333usize, 77usize);
+    let a = random_f32(w * h);
+    let da = gpu.upload(&a).unwrap();
+    let mut out = gpu.upload(&vec![f32::NAN; w * h]).unwrap();
+    let grid = Grid::new((w.div_ceil(32) as u32, h.div_ceil(8) as u32), (32, 8));
+    add_coordinates(&gpu, grid, w as u32, &da, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<f32> = (0..w * h)
+        .map(|k| a[k] + ((k / w) * 1000 + k % w) as f32)
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+}
+
+#[test]
+fn core_panic_ends_the_launch_with_an_error_naming_the_kernel() {
+    if !in_child() {
+        let (ok, out) = run_isolated("core_panic_ends_the_launch_with_an_error_naming_the_kernel");
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    use berth_examples::divide;
+    let (_g, gpu) = gpu();
+    let x = gpu.upload(&random_u32(4096)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(4096).unwrap();
+    // A working launch first, then division by zero.
+    divide(&gpu, Grid::cover(4096), 7, &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let err = divide(&gpu, Grid::cover(4096), 0, &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    match &err {
+        Error::KernelFault { kernels, name, .. } => {
+            assert_eq!(kernels, "`divide`", "{err}");
+            assert_eq!(name, "CUDA_ERROR_LAUNCH_FAILED", "{err}");
+        }
+        other => panic!("expected KernelFault, got {other}"),
+    }
+    assert!(err.is_context_lost());
+    println!("reported: {err}");
+}
