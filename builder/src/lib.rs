@@ -42,9 +42,11 @@ pub enum Error {
     },
     /// The nested build failed; rustc's diagnostics were printed to stderr.
     #[error(
-        "building `{krate}` for {TARGET} failed (rustc's errors are above). If the error is \
-         about a missing `rust-src`/`llvm-bitcode-linker` component, run `rustup component add \
-         rust-src llvm-bitcode-linker llvm-tools`"
+        "building `{krate}` for the GPU ({TARGET}) failed: rustc's errors are above. The GPU \
+         build is `no_std`: host-only code in a kernel crate goes behind \
+         `#[cfg(not(target_arch = \"nvptx64\"))]`. A missing `rust-src` or \
+         `llvm-bitcode-linker` is fixed by `rustup component add rust-src llvm-bitcode-linker \
+         llvm-tools`"
     )]
     Build {
         /// The kernel crate.
@@ -86,6 +88,7 @@ pub struct Builder {
     target_dir: PathBuf,
     cargo: PathBuf,
     quiet: bool,
+    name: Option<String>,
 }
 
 impl Builder {
@@ -100,7 +103,14 @@ impl Builder {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| "cargo".into()),
             quiet: false,
+            name: None,
         }
+    }
+
+    /// The crate's name, for messages (default: its directory's name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
+        self
     }
 
     /// Build for `arch` (`sm_NN`).
@@ -162,7 +172,10 @@ impl Builder {
             } else {
                 Stdio::inherit()
             });
-        let krate = crate_name(&self.manifest_dir);
+        let krate = self
+            .name
+            .clone()
+            .unwrap_or_else(|| crate_name(&self.manifest_dir));
         let mut child = cmd.spawn().map_err(|source| Error::Spawn {
             cargo: self.cargo.clone(),
             source,
@@ -300,6 +313,7 @@ fn try_kernels() -> Result<(), Error> {
     let out_dir = PathBuf::from(env_or_die("OUT_DIR"));
     let arch = std::env::var(ARCH_ENV).unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
     let built = Builder::new(&manifest_dir, shared_target_dir(&out_dir))
+        .name(env_or_die("CARGO_PKG_NAME"))
         .arch(arch)
         .quiet(true)
         .build()?;

@@ -278,7 +278,9 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
     let name = &k.name;
     let vis = &k.vis;
     let desc = descriptor_ident(name);
-    let docs = k.attrs.iter().filter(|a| is_doc(a));
+    let docs: Vec<_> = k.attrs.iter().filter(|a| is_doc(a)).collect();
+    // A blank doc line separates the user's docs from ours, only when there are some.
+    let separator = (!docs.is_empty()).then(|| quote!(#[doc = ""]));
     let taken = |s: &str| k.args.iter().any(|a| a.name == s);
     let on = if taken("on") {
         format_ident!("__berth_on")
@@ -319,13 +321,14 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
     let doc = format!(
         " Launch the GPU kernel `{name}` on `{on}` (a `Gpu` or a `Stream`) over `{grid}`.\n\n \
          Asynchronous: the returned guard keeps every buffer borrowed until the work is done; \
-         `wait()` on it returns the kernel's outcome (a panic in the kernel comes back as \
-         `Error::KernelPanic`)."
+         `wait()` on it returns the kernel's outcome (an out-of-bounds index in the kernel comes \
+         back as `Error::KernelPanic` with its location, another panic as \
+         `Error::KernelFault`)."
     );
     quote! {
         #[cfg(not(target_arch = "nvptx64"))]
         #(#docs)*
-        #[doc = ""]
+        #separator
         #[doc = #doc]
         #[allow(clippy::too_many_arguments)]
         #vis fn #name<'__l>(

@@ -112,6 +112,9 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// An API used in a way it does not allow (the message says how to use it).
+    #[error("{0}")]
+    Usage(String),
     /// A buffer from one GPU context was passed to a launch on another.
     #[error("a buffer passed to `{kernel}` belongs to a different GPU context")]
     WrongContext {

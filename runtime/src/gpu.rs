@@ -217,11 +217,11 @@ impl Gpu {
     /// [`restart_process`](crate::restart_process) re-executes the program.
     pub fn recover(self) -> Result<Gpu> {
         if !self.inner.fault.is_lost() {
-            return Err(Error::InvalidLaunch {
-                kernel: "Gpu::recover",
-                reason: "the context is healthy; recover() only resets a context lost to a fault"
+            return Err(Error::Usage(
+                "Gpu::recover() resets a context lost to a fault; this one is healthy, and a \
+                 reset would destroy its live buffers"
                     .into(),
-            });
+            ));
         }
         let ordinal = self.inner.ordinal;
         let device = self.inner.device;

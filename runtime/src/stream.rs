@@ -29,6 +29,12 @@ pub struct Stream {
     pub(crate) handle: StreamHandle,
 }
 
+// SAFETY: a CUstream may be used from any thread once its context is current there, which
+// every berth entry point ensures (`Inner::bind`).
+unsafe impl Send for Stream {}
+// SAFETY: as above; the driver serialises work submitted to one stream from several threads.
+unsafe impl Sync for Stream {}
+
 impl Gpu {
     /// A new stream on this GPU.
     pub fn stream(&self) -> Result<Stream> {
