@@ -5,22 +5,33 @@
 //! and the macro generates a typed host launcher around the embedded PTX:
 //!
 //! ```ignore
+//! // A kernel crate's src/lib.rs (this very kernel is compiled, for both targets, in this
+//! // repository's `examples/src/lib.rs`; a doctest has no build script to make its PTX):
 //! use berth::prelude::*;
 //!
 //! #[gpu_kernel]
 //! pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
 //!     let i = thread::global_x();
 //!     if i < y.len() {
-//!         y[i] = a * x[i] + y[i];
+//!         y[i] += a * x[i];
 //!     }
 //! }
+//! ```
 //!
-//! // host
-//! let gpu = Gpu::new()?;                      // Err, never a panic, without a driver or GPU
-//! let x = gpu.upload(&host_x)?;
-//! let mut y = gpu.upload(&host_y)?;
-//! saxpy(&gpu, Grid::cover(n), 2.0, &x, &mut y)?.wait()?;
-//! let y = y.to_vec()?;
+//! ```no_run
+//! // Host code: a context, device buffers, a launch, the result back.
+//! use berth::{Gpu, Grid};
+//! use berth_examples::saxpy;
+//!
+//! fn main() -> Result<(), berth::Error> {
+//!     let (host_x, host_y) = (vec![1.0f32; 1000], vec![2.0f32; 1000]);
+//!     let gpu = Gpu::new()?; // Err, never a panic, without a driver or GPU
+//!     let x = gpu.upload(&host_x)?;
+//!     let mut y = gpu.upload(&host_y)?;
+//!     saxpy(&gpu, Grid::cover(host_y.len()), 2.0, &x, &mut y)?.wait()?;
+//!     assert_eq!(y.to_vec()?[0], 4.0);
+//!     Ok(())
+//! }
 //! ```
 //!
 //! Layers: [`berth_device`] (re-exported as [`device`] and in the [`prelude`]) is what kernel
