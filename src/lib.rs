@@ -41,7 +41,7 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 
 pub use berth_device as device;
-pub use berth_device::{DeviceCopy, Slice, SliceMut, shared_array};
+pub use berth_device::{DeviceCopy, Slice, SliceMut, gpu_assert, shared_array};
 pub use berth_macros::gpu_kernel;
 
 #[cfg(not(target_arch = "nvptx64"))]
@@ -53,7 +53,9 @@ pub use berth_runtime::{
 /// Everything a kernel crate and its host code usually need.
 pub mod prelude {
     pub use berth_device::{DeviceCopy, Shared, Slice, SliceMut};
-    pub use berth_device::{block, dynamic_shared, grid, shared_array, sync_threads, thread};
+    pub use berth_device::{
+        block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread,
+    };
     pub use berth_macros::gpu_kernel;
 
     #[cfg(not(target_arch = "nvptx64"))]

@@ -21,6 +21,7 @@ pub mod shared;
 pub mod slice;
 
 pub use dim::{block, grid, sync_threads, thread};
+pub use panic::fail;
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
 pub use shared::__host_shared;
@@ -53,3 +54,48 @@ device_copy!(
 
 // SAFETY: an array of DeviceCopy elements has the elements' layout repeated, no pointers.
 unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Slice, SliceMut, gpu_assert, shared_array, thread};
+
+    #[test]
+    fn views_index_and_report_out_of_bounds_like_slices() {
+        let data = [1u32, 2, 3];
+        // SAFETY: `data` outlives the view and is not written meanwhile.
+        let s = unsafe { Slice::from_raw(data.as_ptr(), data.len()) };
+        assert_eq!((s[2], s.len(), s.iter().sum::<u32>()), (3, 3, 6));
+        let err = std::panic::catch_unwind(|| s[3]).unwrap_err();
+        let msg = err.downcast_ref::<String>().unwrap();
+        assert_eq!(msg, "index out of bounds: the len is 3 but the index is 3");
+
+        let mut out = [0u32; 2];
+        // SAFETY: `out` outlives the view and nothing else touches it.
+        let mut m = unsafe { SliceMut::from_raw(out.as_mut_ptr(), out.len()) };
+        m[1] = 7;
+        assert!(m.get(2).is_none());
+        assert_eq!(out, [0, 7]);
+        // SAFETY: a zero-length view may dangle.
+        let empty = unsafe { Slice::<f32>::from_raw(std::ptr::null(), 0) };
+        assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn outside_an_executor_the_grid_is_one_thread_with_private_shared_memory() {
+        assert_eq!(
+            (thread::idx_x(), thread::global_x(), crate::block::dim_x()),
+            (0, 0, 1)
+        );
+        let tile = shared_array!(T: [u64; 4]);
+        tile.store(3, 9);
+        assert_eq!((tile.load(3), tile.len()), (9, 4));
+        crate::sync_threads();
+        assert!(crate::dynamic_shared::<f32>().is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "assertion failed: 1 + 1 == 3")]
+    fn gpu_assert_panics_on_the_host_with_its_condition() {
+        gpu_assert!(1 + 1 == 3);
+    }
+}

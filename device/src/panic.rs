@@ -41,6 +41,8 @@ pub mod kind {
     pub const PANIC: u32 = 0;
     /// An out-of-bounds index: `index` and `len` are set, `file_addr` points at the file name.
     pub const INDEX: u32 = 1;
+    /// [`fail`](super::fail) / `gpu_assert!`: `message_addr` points at a constant message.
+    pub const MESSAGE: u32 = 2;
 }
 
 /// Bytes kept of the panicking source file's path.
@@ -72,6 +74,10 @@ pub struct PanicRecord {
     pub index: u64,
     /// The length indexed (kind INDEX).
     pub len: u64,
+    /// Device address of a constant message (kind MESSAGE).
+    pub message_addr: u64,
+    /// Its length in bytes.
+    pub message_addr_len: u64,
     /// Bytes used in `message`.
     pub message_len: u32,
     /// Bytes used in `file` (kind PANIC).
@@ -95,6 +101,8 @@ impl PanicRecord {
         file_len: 0,
         index: 0,
         len: 0,
+        message_addr: 0,
+        message_addr_len: 0,
         message_len: 0,
         file_bytes: 0,
         file: [0; FILE_BYTES],
@@ -197,6 +205,21 @@ mod gpu {
         finish(claimed)
     }
 
+    /// Record a constant message, then trap. Calls nothing.
+    #[inline(always)]
+    pub(crate) fn message_failure(msg: &'static str, loc: &Location<'_>) -> ! {
+        let claimed = claim();
+        if let Ok(r) = claimed {
+            write_common(r, kind::MESSAGE, loc);
+            // SAFETY: claimed by this thread.
+            unsafe {
+                (*r).message_addr = msg.as_ptr() as u64;
+                (*r).message_addr_len = msg.len() as u64;
+            }
+        }
+        finish(claimed)
+    }
+
     /// Copy `src` into `dst` (cut to `cap`), a byte at a time: small code, few registers.
     #[inline(never)]
     fn copy_cut(dst: *mut u8, cap: usize, src: &[u8]) -> u32 {
@@ -254,4 +277,34 @@ pub fn index_out_of_bounds(i: usize, len: usize) -> ! {
     gpu::index_failure(i, len, core::panic::Location::caller());
     #[cfg(not(target_arch = "nvptx64"))]
     panic!("index out of bounds: the len is {len} but the index is {i}")
+}
+
+/// Stop the kernel with `msg`, reported with the caller's location (on the GPU: recorded for
+/// the host as `Error::KernelPanic` and trapped, without `core::fmt`; on the host: a panic).
+/// Prefer this, or [`gpu_assert!`](crate::gpu_assert), to `panic!`/`assert!` in kernels: on
+/// the GPU those abort without saying where.
+#[inline(always)]
+#[track_caller]
+pub fn fail(msg: &'static str) -> ! {
+    #[cfg(target_arch = "nvptx64")]
+    gpu::message_failure(msg, core::panic::Location::caller());
+    #[cfg(not(target_arch = "nvptx64"))]
+    panic!("{msg}")
+}
+
+/// `assert!` for kernels: on failure the host gets `Error::KernelPanic` with this file, line
+/// and message (a string literal; `core::fmt` is too costly on the GPU).
+/// `gpu_assert!(i < n)` or `gpu_assert!(i < n, "index past the tile")`.
+#[macro_export]
+macro_rules! gpu_assert {
+    ($cond:expr $(,)?) => {
+        if !$cond {
+            $crate::panic::fail(concat!("assertion failed: ", stringify!($cond)))
+        }
+    };
+    ($cond:expr, $msg:literal $(,)?) => {
+        if !$cond {
+            $crate::panic::fail($msg)
+        }
+    };
 }

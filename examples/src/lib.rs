@@ -127,3 +127,14 @@ pub fn divide(d: u32, x: &[u32], out: &mut [u32]) {
         out[i] = x[i] / d;
     }
 }
+
+/// Copies `x` into `out`, asserting (with `gpu_assert!`) that every value is below `limit`:
+/// a failing assertion comes back to the host with its file, line and message.
+#[gpu_kernel]
+pub fn copy_below(limit: u32, x: &[u32], out: &mut [u32]) {
+    let i = thread::global_x();
+    if i < x.len() && i < out.len() {
+        gpu_assert!(x[i] < limit, "value not below the limit");
+        out[i] = x[i];
+    }
+}

@@ -258,17 +258,25 @@ impl MappedPanicRecord {
         let text = |b: &[u8], n: u32| {
             String::from_utf8_lossy(&b[..(n as usize).min(b.len())]).into_owned()
         };
-        let (file, message) = if r.kind == kind::INDEX {
-            (
-                resolve(r.file_addr, r.file_len)
-                    .unwrap_or_else(|| format!("(file at device address {:#x})", r.file_addr)),
+        let file = || {
+            resolve(r.file_addr, r.file_len)
+                .unwrap_or_else(|| format!("(file at device address {:#x})", r.file_addr))
+        };
+        let (file, message) = match r.kind {
+            kind::INDEX => (
+                file(),
                 format!(
                     "index out of bounds: the len is {} but the index is {}",
                     r.len, r.index
                 ),
-            )
-        } else {
-            (text(&r.file, r.file_bytes), text(&r.message, r.message_len))
+            ),
+            kind::MESSAGE => (
+                file(),
+                resolve(r.message_addr, r.message_addr_len).unwrap_or_else(|| {
+                    format!("(message at device address {:#x})", r.message_addr)
+                }),
+            ),
+            _ => (text(&r.file, r.file_bytes), text(&r.message, r.message_len)),
         };
         Some(PanicReport {
             file,

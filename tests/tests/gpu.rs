@@ -395,3 +395,41 @@ fn core_panic_ends_the_launch_with_an_error_naming_the_kernel() {
     assert!(err.is_context_lost());
     println!("reported: {err}");
 }
+
+#[test]
+fn gpu_assert_reports_file_line_and_message() {
+    if !in_child() {
+        let (ok, out) = run_isolated("gpu_assert_reports_file_line_and_message");
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    use berth_examples::copy_below;
+    let (_g, gpu) = gpu();
+    let mut values: Vec<u32> = random_u32(5000).iter().map(|v| v % 100).collect();
+    let dx = gpu.upload(&values).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(5000).unwrap();
+    copy_below(&gpu, Grid::cover(5000), 100, &dx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), values);
+    values[4321] = 100;
+    let dx = gpu.upload(&values).unwrap();
+    let err = copy_below(&gpu, Grid::cover(5000), 100, &dx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::KernelPanic { kernel, report } = &err else {
+        panic!("expected KernelPanic, got {err}");
+    };
+    assert_eq!(kernel, "copy_below");
+    assert_eq!(report.file, "examples/src/lib.rs");
+    assert_eq!(report.message, "value not below the limit");
+    assert_eq!(report.line, 137, "the line of the gpu_assert!: {report}");
+    assert_eq!(
+        (report.block[0], report.thread[0]),
+        (4321 / 256, 4321 % 256),
+        "{report}"
+    );
+    println!("reported: {err}");
+}
