@@ -46,8 +46,9 @@ pub use berth_macros::gpu_kernel;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
-    DeviceBuffer, Dim3, Error, Gpu, Grid, PanicReport, Pending, Queue, RESTART_ENV, Result, Stream,
-    ptx, raw, restart_process,
+    DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, MappedArg,
+    MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer, PinnedOptions, PoolStats, Queue,
+    RESTART_ENV, Registered, Result, Stream, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.
@@ -59,7 +60,7 @@ pub mod prelude {
     pub use berth_macros::gpu_kernel;
 
     #[cfg(not(target_arch = "nvptx64"))]
-    pub use berth_runtime::{DeviceBuffer, Gpu, Grid, Stream};
+    pub use berth_runtime::{DeviceBuffer, Gpu, Grid, MappedBuffer, PinnedBuffer, Stream};
 }
 
 /// What `#[gpu_kernel]` expansions refer to. Not a public API: no stability promise.
@@ -70,7 +71,9 @@ pub mod __private {
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::__private::*;
     #[cfg(not(target_arch = "nvptx64"))]
-    pub use berth_runtime::{DeviceBuffer, Grid, Pending, Queue, Result};
+    pub use berth_runtime::{
+        DeviceArg, DeviceBuffer, Grid, MappedArg, Pending, PinnedArg, Queue, Result,
+    };
     #[cfg(not(target_arch = "nvptx64"))]
     pub use inventory;
 }

@@ -138,3 +138,92 @@ pub fn copy_below(limit: u32, x: &[u32], out: &mut [u32]) {
         out[i] = x[i];
     }
 }
+
+/// saxpy on pinned host memory: `x` is copied to the GPU before the kernel, `y` there and
+/// back, all asynchronously on the launch's stream from pooled staging buffers.
+#[gpu_kernel]
+pub fn saxpy_pinned(a: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [f32]) {
+    let i = thread::global_x();
+    if i < y.len() {
+        y[i] += a * x[i];
+    }
+}
+
+/// Four floats loaded as one 16-byte access (`ld.v4`): the unit of wide, coalesced reads.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct F4 {
+    /// Lane 0.
+    pub x: f32,
+    /// Lane 1.
+    pub y: f32,
+    /// Lane 2.
+    pub z: f32,
+    /// Lane 3.
+    pub w: f32,
+}
+
+// SAFETY: `#[repr(C, align(16))]`, four `f32`s, no padding, no pointers.
+unsafe impl DeviceCopy for F4 {}
+
+/// Threads per block of [`mapped_sum`].
+pub const MAPPED_SUM_BLOCK: u32 = 256;
+
+/// Sum of host memory read in place over the link (`#[mapped]`): a grid-stride loop of
+/// 16-byte loads, then a shared-memory reduction; one partial sum per block.
+#[gpu_kernel]
+pub fn mapped_sum(#[mapped] x: &[F4], partial: &mut [f32]) {
+    let tile = shared_array!(MAPPED_TILE: [f32; 256]);
+    let t = thread::idx_x();
+    let mut acc = 0.0f32;
+    let mut i = thread::global_x();
+    while i < x.len() {
+        let v = x[i];
+        acc += (v.x + v.y) + (v.z + v.w);
+        i += thread::grid_stride_x();
+    }
+    tile.store(t, acc);
+    sync_threads();
+    let mut half = block::dim_x() / 2;
+    while half > 0 {
+        if t < half {
+            tile.store(t, tile.load(t) + tile.load(t + half));
+        }
+        sync_threads();
+        half /= 2;
+    }
+    if t == 0 {
+        partial[block::idx_x()] = tile.load(0);
+    }
+}
+
+/// Writes `out[i] = base + i` straight into mapped host memory: the host sees it after the
+/// launch, with no copy.
+#[gpu_kernel]
+pub fn mapped_iota(base: u32, #[mapped] out: &mut [u32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        out[i] = base.wrapping_add(i as u32);
+    }
+}
+
+#[inline(always)]
+fn gather_into(table: &[f32], idx: &[u32], out: &mut SliceMut<'_, f32>) {
+    let i = thread::global_x();
+    if i < idx.len() && i < out.len() {
+        out[i] = table[idx[i] as usize];
+    }
+}
+
+/// `out[i] = table[idx[i]]` from a host table read in place (`#[mapped]`): only the touched
+/// elements cross the link.
+#[gpu_kernel]
+pub fn gather_mapped(#[mapped] table: &[f32], idx: &[u32], out: &mut [f32]) {
+    gather_into(&table, &idx, &mut out);
+}
+
+/// `out[i] = table[idx[i]]` from a table in device memory (the "copy it all first" strategy).
+#[gpu_kernel]
+pub fn gather_device(table: &[f32], idx: &[u32], out: &mut [f32]) {
+    gather_into(&table, &idx, &mut out);
+}

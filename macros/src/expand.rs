@@ -10,7 +10,7 @@
 //!
 //! Generated code names only `<berth>::__private::…`.
 
-use crate::parse::{self, Options};
+use crate::parse::{self, Options, Placement};
 use crate::validate::{self, Arg, ArgKind, Kernel};
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
@@ -219,7 +219,16 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
                 #krate::__private::Param::scalar::<#ty>(#n)
             }),
             ArgKind::Slice { elem, mutable } => {
-                params.push(quote!(#krate::__private::Param::slice_ptr::<#elem>(#n, #mutable)));
+                let placement = match a.placement {
+                    Placement::Device => quote!(Device),
+                    Placement::PinnedAsync(_) => quote!(PinnedAsync),
+                    Placement::Mapped(_) => quote!(Mapped),
+                };
+                params.push(quote! {
+                    #krate::__private::Param::slice_ptr::<#elem>(
+                        #n, #mutable, #krate::__private::Placement::#placement,
+                    )
+                });
                 params.push(quote!(#krate::__private::Param::slice_len(#n)));
             }
         }
@@ -245,18 +254,44 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
 /// The launcher parameter `name: &DeviceBuffer<elem>` (or `&mut`), its type at the element's
 /// span: when the element is not `DeviceCopy`, the error points at the user's type rather
 /// than at the attribute.
+/// The trait a slice argument's memory must implement, by placement: it says, when the
+/// wrong memory is passed, which kind the argument takes and how to make it.
+fn arg_trait(placement: Placement) -> syn::Ident {
+    let name = match placement {
+        Placement::Device => "DeviceArg",
+        Placement::PinnedAsync(_) => "PinnedArg",
+        Placement::Mapped(_) => "MappedArg",
+    };
+    syn::Ident::new(name, Span::call_site())
+}
+
+/// The launch method passing a slice argument, by placement and mutability.
+fn push_method(placement: Placement, mutable: bool) -> syn::Ident {
+    let name = match (placement, mutable) {
+        (Placement::Device, false) => "device",
+        (Placement::Device, true) => "device_mut",
+        (Placement::PinnedAsync(_), false) => "pinned_in",
+        (Placement::PinnedAsync(_), true) => "pinned_inout",
+        (Placement::Mapped(_), false) => "mapped",
+        (Placement::Mapped(_), true) => "mapped_mut",
+    };
+    syn::Ident::new(name, Span::call_site())
+}
+
 fn buffer_param(
     krate: &syn::Path,
     name: &syn::Ident,
     elem: &syn::Type,
     mutable: bool,
+    placement: Placement,
 ) -> TokenStream {
     let span = elem.span();
     // The crate path is respanned too: a type whose tokens come from two places is reported
     // at the attribute.
     let krate = respan(krate.to_token_stream(), span);
     let m = mutable.then(|| quote!(mut));
-    let ty = quote_spanned!(span=> &'__l #m #krate::__private::DeviceBuffer<#elem>);
+    let tr = arg_trait(placement);
+    let ty = quote_spanned!(span=> &'__l #m impl #krate::__private::#tr<#elem>);
     quote!(#name: #ty)
 }
 
@@ -302,19 +337,10 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
                 params.push(quote!(#n: #ty));
                 pushes.push(quote_spanned!(span=> __launch.scalar::<#ty>(&#n);));
             }
-            ArgKind::Slice {
-                elem,
-                mutable: false,
-            } => {
-                params.push(buffer_param(krate, n, elem, false));
-                pushes.push(quote_spanned!(span=> __launch.device::<#elem>(#n);));
-            }
-            ArgKind::Slice {
-                elem,
-                mutable: true,
-            } => {
-                params.push(buffer_param(krate, n, elem, true));
-                pushes.push(quote_spanned!(span=> __launch.device_mut::<#elem>(#n);));
+            ArgKind::Slice { elem, mutable } => {
+                params.push(buffer_param(krate, n, elem, *mutable, a.placement));
+                let method = push_method(a.placement, *mutable);
+                pushes.push(quote_spanned!(span=> __launch.#method::<#elem>(#n);));
             }
         }
     }

@@ -28,8 +28,7 @@ pub struct Arg {
     pub binding_mut: bool,
     /// What it is.
     pub kind: ArgKind,
-    /// Where its data lives (only `Device` passes validation until placements land).
-    #[allow(dead_code)]
+    /// Where its data lives.
     pub placement: Placement,
     /// The type as written, for spans.
     pub ty: syn::Type,
@@ -171,15 +170,6 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
             span,
             format!(
                 "`{}` applies to slices (`&[T]` / `&mut [T]`): a scalar is passed by value and has no placement; remove the attribute",
-                placement.name()
-            ),
-        ));
-    }
-    if let (Some(ArgKind::Slice { .. }), Some(span)) = (&kind, placement_span) {
-        errors.push(syn::Error::new(
-            span,
-            format!(
-                "`{}` placement is not available yet: this version of berth passes slices already in device memory; remove the attribute and pass a `DeviceBuffer` (`gpu.upload(..)`)",
                 placement.name()
             ),
         ));

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::fault::{FaultState, MappedPanicRecord};
 use crate::launch::Kernel;
+use crate::pool::{FreeLists, PoolStats};
 use crate::stream::StreamHandle;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
@@ -28,6 +29,10 @@ pub(crate) struct Inner {
     modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
     pub(crate) panic_record: MappedPanicRecord,
     pub(crate) fault: FaultState,
+    /// Device staging buffers of `#[pinned_async]` arguments.
+    pub(crate) staging: FreeLists<()>,
+    /// Pinned host allocations, by size class and flags.
+    pub(crate) pinned: FreeLists<u32>,
 }
 
 // SAFETY: the raw handles (context, device, modules, functions) are driver objects usable from
@@ -154,6 +159,8 @@ impl Gpu {
                 modules: Mutex::new(HashMap::new()),
                 panic_record,
                 fault: FaultState::default(),
+                staging: FreeLists::new(),
+                pinned: FreeLists::new(),
             }),
         };
         let mut live = LIVE.lock().expect("poisoned");
@@ -198,6 +205,27 @@ impl Gpu {
         self.inner.bind()?;
         let r = result::ctx::synchronize();
         self.inner.check("cuCtxSynchronize", r, None)
+    }
+
+    /// Allocation counters of the staging and pinned pools.
+    pub fn pool_stats(&self) -> PoolStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (s, p) = (&self.inner.staging, &self.inner.pinned);
+        PoolStats {
+            device_allocations: s.allocations.load(Relaxed),
+            device_bytes: s.bytes.load(Relaxed),
+            device_reuses: s.reuses.load(Relaxed),
+            pinned_allocations: p.allocations.load(Relaxed),
+            pinned_bytes: p.bytes.load(Relaxed),
+            pinned_reuses: p.reuses.load(Relaxed),
+        }
+    }
+
+    /// Free the memory cached by the pools (buffers in use are not affected).
+    pub fn trim_pools(&self) -> Result<()> {
+        self.inner.bind()?;
+        self.inner.free_pools();
+        Ok(())
     }
 
     /// Whether an earlier fault made this context unusable.
@@ -326,6 +354,20 @@ impl Inner {
     }
 }
 
+impl Inner {
+    fn free_pools(&self) {
+        for (_, _, p) in self.staging.drain() {
+            // SAFETY: a pooled staging allocation of this context, not in use (it is in the
+            // free list only after the launch using it completed).
+            let _ = unsafe { result::free_sync(p) };
+        }
+        for (_, _, p) in self.pinned.drain() {
+            // SAFETY: a pooled pinned allocation of this context, no longer referenced.
+            let _ = unsafe { result::free_host(p as *mut std::ffi::c_void) };
+        }
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         if self.fault.is_lost() {
@@ -340,6 +382,7 @@ impl Drop for Inner {
             let _ = unsafe { result::module::unload(m) };
         }
         self.default_stream.destroy();
+        self.free_pools();
         self.panic_record.free();
         // SAFETY: balances the retain in `with_ordinal`.
         let _ = unsafe { result::primary_ctx::release(self.device) };

@@ -1,7 +1,7 @@
 //! Launch configuration, kernel descriptors and the typed launch that generated launchers
 //! drive.
 
-use crate::buffer::DeviceBuffer;
+use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
 use crate::gpu::Inner;
 use crate::stream::Queue;
@@ -118,9 +118,22 @@ pub enum ParamKind {
     SlicePtr {
         /// Whether the kernel writes through it.
         mutable: bool,
+        /// Where the slice's data lives.
+        placement: Placement,
     },
     /// The length (elements, `usize`) of the slice argument just before.
     SliceLen,
+}
+
+/// Where a slice argument's data lives, from its attribute in the kernel's signature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// No attribute: device memory, passed in place.
+    Device,
+    /// `#[pinned_async]`: pinned host memory, copied to device staging around the launch.
+    PinnedAsync,
+    /// `#[mapped]`: host memory mapped into the GPU's address space, read in place.
+    Mapped,
 }
 
 /// One PTX parameter of a kernel, as the launcher will pass it.
@@ -148,10 +161,10 @@ impl Param {
     }
 
     /// The pointer half of a slice of `T`.
-    pub const fn slice_ptr<T>(name: &'static str, mutable: bool) -> Param {
+    pub const fn slice_ptr<T>(name: &'static str, mutable: bool, placement: Placement) -> Param {
         Param {
             name,
-            kind: ParamKind::SlicePtr { mutable },
+            kind: ParamKind::SlicePtr { mutable, placement },
             size: 8,
             align: 8,
         }
@@ -192,6 +205,13 @@ pub fn registered_kernels() -> impl Iterator<Item = &'static Kernel> {
     inventory::iter::<KernelRegistration>().map(|r| r.0)
 }
 
+/// A host↔device copy a launch makes around its kernel.
+struct Copy {
+    host: u64,
+    device: u64,
+    bytes: usize,
+}
+
 /// One launch being assembled by a generated launcher.
 pub struct Launch<'l> {
     gpu: &'l Arc<Inner>,
@@ -204,6 +224,10 @@ pub struct Launch<'l> {
     offsets: Vec<usize>,
     next: usize,
     error: Option<Error>,
+    /// Staging buffers taken from the pool: (size class, device address).
+    leases: Vec<(usize, u64)>,
+    h2d: Vec<Copy>,
+    d2h: Vec<Copy>,
 }
 
 impl<'l> Launch<'l> {
@@ -229,6 +253,9 @@ impl<'l> Launch<'l> {
             offsets,
             next: 0,
             error: None,
+            leases: Vec::new(),
+            h2d: Vec::new(),
+            d2h: Vec::new(),
         })
     }
 
@@ -270,6 +297,10 @@ impl<'l> Launch<'l> {
         }
     }
 
+    fn arg_name(&self) -> &'static str {
+        self.kernel.params.get(self.next).map_or("?", |p| p.name)
+    }
+
     /// Pass a scalar by value.
     pub fn scalar<T: DeviceCopy>(&mut self, v: &T) {
         // SAFETY: `T: DeviceCopy` is plain data; reading its bytes is defined (padding bytes
@@ -277,46 +308,150 @@ impl<'l> Launch<'l> {
         let bytes = unsafe {
             std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
         };
-        tracing::trace!(
-            kernel = self.kernel.name,
-            bytes = bytes.len(),
-            "scalar by value"
-        );
         self.put(bytes);
     }
 
-    fn slice<T: DeviceCopy>(&mut self, b: &DeviceBuffer<T>, mutable: bool) {
-        if !Arc::ptr_eq(&b.gpu, self.gpu) {
+    /// Push a (pointer, length) pair after checking the memory belongs to this context.
+    fn slice(&mut self, a: &ArgRef<'_>, device_addr: u64) -> bool {
+        if !Arc::ptr_eq(a.gpu, self.gpu) {
             if self.error.is_none() {
                 self.error = Some(Error::WrongContext {
                     kernel: self.kernel.name,
                 });
             }
+            return false;
+        }
+        self.put(&device_addr.to_ne_bytes());
+        self.put(&(a.len as u64).to_ne_bytes());
+        true
+    }
+
+    /// Pass device memory for a `&[T]` argument without placement.
+    pub fn device<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>) {
+        let a = b.__arg();
+        self.trace(&a, "device", "in place, no copy");
+        self.slice(&a, a.addr);
+    }
+
+    /// Pass device memory for a `&mut [T]` argument without placement.
+    pub fn device_mut<T: DeviceCopy>(&mut self, b: &'l mut impl DeviceArg<T>) {
+        let a = b.__arg();
+        self.trace(&a, "device", "in place, no copy");
+        self.slice(&a, a.addr);
+    }
+
+    /// Pass mapped host memory for a `#[mapped] &[T]` argument.
+    pub fn mapped<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
+        let a = b.__arg();
+        self.trace(&a, "mapped", "read in place over the link, no copy");
+        self.slice(&a, a.addr);
+    }
+
+    /// Pass mapped host memory for a `#[mapped] &mut [T]` argument.
+    pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
+        let a = b.__arg();
+        self.trace(
+            &a,
+            "mapped",
+            "read and written in place over the link, no copy",
+        );
+        self.slice(&a, a.addr);
+    }
+
+    /// Pass pinned host memory for a `#[pinned_async] &[T]` argument: copied host→device into
+    /// a pooled staging buffer before the kernel.
+    pub fn pinned_in<T: DeviceCopy>(&mut self, b: &'l impl PinnedArg<T>) {
+        self.pinned(b.__arg(), false);
+    }
+
+    /// Pass pinned host memory for a `#[pinned_async] &mut [T]` argument: copied host→device
+    /// before the kernel and device→host after it.
+    pub fn pinned_inout<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
+        self.pinned(b.__arg(), true);
+    }
+
+    fn pinned(&mut self, a: ArgRef<'_>, back: bool) {
+        let staging = if a.bytes == 0 {
+            Ok(0)
+        } else {
+            let class = crate::pool::size_class(a.bytes);
+            let gpu = self.gpu;
+            gpu.staging
+                .take(class, (), |c| {
+                    // SAFETY: plain allocation in the current context (bound in `new`).
+                    unsafe { result::malloc_sync(c) }
+                })
+                .inspect(|&p| self.leases.push((class, p)))
+                .map_err(|e| match e.0 {
+                    sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                        let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                        Error::OutOfMemory {
+                            bytes: class,
+                            free,
+                            total,
+                        }
+                    }
+                    _ => gpu.error("cuMemAlloc", e, None),
+                })
+        };
+        let device = match staging {
+            Ok(p) => p,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                return;
+            }
+        };
+        let direction = if back {
+            "copied in before and out after the kernel"
+        } else {
+            "copied in before the kernel"
+        };
+        self.trace(&a, "pinned_async", direction);
+        if !self.slice(&a, device) || a.bytes == 0 {
             return;
         }
-        tracing::trace!(
+        let c = Copy {
+            host: a.addr,
+            device,
+            bytes: a.bytes,
+        };
+        if back {
+            self.d2h.push(Copy { ..c });
+        }
+        self.h2d.push(c);
+    }
+
+    fn trace(&self, a: &ArgRef<'_>, placement: &'static str, what: &'static str) {
+        tracing::debug!(
             kernel = self.kernel.name,
-            placement = "device",
-            bytes = b.bytes(),
-            mutable,
-            "slice passed in place (no copy)"
+            arg = self.arg_name(),
+            placement,
+            bytes = a.bytes,
+            memory = %a.flags.map_or_else(|| "device".to_owned(), |f| f.to_string()),
+            stream = ?self.stream,
+            "{what}"
         );
-        self.put(&b.ptr.to_ne_bytes());
-        self.put(&(b.len() as u64).to_ne_bytes());
     }
 
-    /// Pass a device buffer for a `&[T]` argument.
-    pub fn device<T: DeviceCopy>(&mut self, b: &'l DeviceBuffer<T>) {
-        self.slice(b, false);
-    }
-
-    /// Pass a device buffer for a `&mut [T]` argument.
-    pub fn device_mut<T: DeviceCopy>(&mut self, b: &'l mut DeviceBuffer<T>) {
-        self.slice(b, true);
-    }
-
-    /// Enqueue the launch.
+    /// Enqueue the copies in, the kernel and the copies out.
     pub fn submit(mut self) -> Result<Pending<'l>> {
+        match self.enqueue() {
+            Ok(()) => {
+                self.gpu.fault.launched(self.stream, self.kernel);
+                Ok(Pending {
+                    gpu: self.gpu.clone(),
+                    stream: self.stream,
+                    kernel: self.kernel.name,
+                    done: false,
+                    leases: std::mem::take(&mut self.leases),
+                    _borrows: PhantomData,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn enqueue(&mut self) -> Result<()> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -347,6 +482,20 @@ impl<'l> Launch<'l> {
                 ),
             })?;
         }
+        for c in &self.h2d {
+            // SAFETY: `c.host` is pinned memory of `c.bytes` bytes borrowed by this launch
+            // until its guard completes; `c.device` a staging buffer of at least that size.
+            let r = unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    c.device,
+                    c.host as *const std::ffi::c_void,
+                    c.bytes,
+                    self.stream,
+                )
+            }
+            .result();
+            self.gpu.check("cuMemcpyHtoDAsync", r, Some(k))?;
+        }
         let base = self.storage.as_mut_ptr();
         let mut ptrs: Vec<*mut std::ffi::c_void> = self
             .offsets
@@ -360,13 +509,15 @@ impl<'l> Launch<'l> {
             blocks = ?(g.x, g.y, g.z),
             threads = ?(t.x, t.y, t.z),
             shared_bytes = self.grid.shared_bytes,
+            copies_in = self.h2d.len(),
+            copies_out = self.d2h.len(),
             stream = ?self.stream,
             "launch"
         );
         // SAFETY: `func` is an entry of this context whose parameter list was checked against
         // `kernel.params` when its module loaded; `ptrs` has one pointer per parameter, each
         // to a value of the checked size that outlives the call (the driver copies them).
-        // Device memory passed in stays borrowed by the returned guard until completion.
+        // Memory passed in stays borrowed by the returned guard until completion.
         let r = unsafe {
             result::launch_kernel(
                 self.func,
@@ -394,39 +545,86 @@ impl<'l> Launch<'l> {
             }
             return Err(self.gpu.error("cuLaunchKernel", e, Some(k)));
         }
-        self.gpu.fault.launched(self.stream, self.kernel);
-        Ok(Pending {
-            gpu: self.gpu.clone(),
-            stream: self.stream,
-            kernel: k,
-            done: false,
-            _borrows: PhantomData,
-        })
+        for c in &self.d2h {
+            // SAFETY: as for the copies in; the host memory is borrowed mutably by the launch.
+            let r = unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    c.host as *mut std::ffi::c_void,
+                    c.device,
+                    c.bytes,
+                    self.stream,
+                )
+            }
+            .result();
+            self.gpu.check("cuMemcpyDtoHAsync", r, Some(k))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Launch<'_> {
+    fn drop(&mut self) {
+        if self.leases.is_empty() {
+            return;
+        }
+        // Not submitted, or failed part-way: some copies may be queued. Give the staging
+        // buffers back only once the stream is past them.
+        if crate::stream::sync(self.gpu, self.stream, Some(self.kernel.name)).is_ok() {
+            for (class, p) in self.leases.drain(..) {
+                self.gpu.staging.put(class, (), p);
+            }
+        }
     }
 }
 
 /// A launch in flight. It keeps every buffer of the launch borrowed until the stream has
-/// finished it; [`Pending::wait`] returns the outcome. Dropping it without waiting also
-/// waits (a fault is then reported by the next call on the context).
+/// finished it (copies back included); [`Pending::wait`] returns the outcome. Dropping it
+/// without waiting also waits (a fault is then reported by the next call on the context).
 #[must_use = "a launch is asynchronous: call .wait() to get its outcome"]
 pub struct Pending<'l> {
     gpu: Arc<Inner>,
     stream: sys::CUstream,
     kernel: &'static str,
     done: bool,
+    leases: Vec<(usize, u64)>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
 impl Pending<'_> {
+    pub(crate) fn copy(gpu: Arc<Inner>, stream: sys::CUstream, what: &'static str) -> Self {
+        Pending {
+            gpu,
+            stream,
+            kernel: what,
+            done: false,
+            leases: Vec::new(),
+            _borrows: PhantomData,
+        }
+    }
+
     /// Wait for the launch (and earlier work on its stream) to finish.
     pub fn wait(mut self) -> Result<()> {
         self.done = true;
-        crate::stream::sync(&self.gpu, self.stream, Some(self.kernel))
+        let r = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
+        self.release();
+        r
     }
 
     /// The kernel launched.
     pub fn kernel(&self) -> &'static str {
         self.kernel
+    }
+
+    /// Return staging buffers to the pool; only after the stream passed them, and never into
+    /// a lost context (whose memory is gone).
+    fn release(&mut self) {
+        if self.gpu.fault.is_lost() {
+            self.leases.clear();
+            return;
+        }
+        for (class, p) in self.leases.drain(..) {
+            self.gpu.staging.put(class, (), p);
+        }
     }
 }
 
@@ -435,6 +633,7 @@ impl Drop for Pending<'_> {
         if !self.done {
             // Errors are recorded in the context's fault state and surface on the next call.
             let _ = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
+            self.release();
         }
     }
 }

@@ -11,26 +11,33 @@
 //! CUDA context for good; [`Gpu::recover`] tears it down and makes a fresh one where the
 //! driver allows it, and [`restart_process`] is the recovery where it does not.
 
+mod args;
 mod buffer;
+mod copy;
 mod error;
 mod fault;
 mod gpu;
+mod host_mem;
 mod launch;
+mod pool;
 pub mod ptx;
 pub mod raw;
 mod restart;
 mod stream;
 
+pub use args::{DeviceArg, MappedArg, PinnedArg};
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
 pub use gpu::Gpu;
+pub use host_mem::{HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, Registered};
 pub use launch::{Dim3, Grid, Pending};
+pub use pool::PoolStats;
 pub use restart::{RESTART_ENV, restart_process};
 pub use stream::{Queue, Stream};
 
 #[doc(hidden)]
 pub mod __private {
     pub use crate::launch::{
-        Kernel, KernelRegistration, Launch, Param, ParamKind, registered_kernels,
+        Kernel, KernelRegistration, Launch, Param, ParamKind, Placement, registered_kernels,
     };
 }

@@ -38,3 +38,61 @@ pub fn reduce_blocks(n: usize) -> u32 {
     let per_block = berth_examples::REDUCE_BLOCK as usize;
     n.div_ceil(per_block).clamp(1, 132 * 8) as u32
 }
+
+/// GPU timing for the benchmarks: CUDA events around work enqueued on the default stream.
+pub mod timing {
+    use berth::Gpu;
+    use berth::raw::{result, sys};
+
+    type BoxError = Box<dyn std::error::Error>;
+
+    /// A pair of timing events on a GPU's default stream.
+    pub struct Timer {
+        start: sys::CUevent,
+        stop: sys::CUevent,
+        stream: sys::CUstream,
+    }
+
+    impl Timer {
+        /// Events on `gpu`'s default stream.
+        pub fn new(gpu: &Gpu) -> Result<Self, BoxError> {
+            let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
+            Ok(Timer {
+                start: result::event::create(flags)?,
+                stop: result::event::create(flags)?,
+                stream: gpu.raw_default_stream(),
+            })
+        }
+
+        /// Milliseconds the GPU work `f` enqueues takes. The stop event is recorded right
+        /// after `f` returns its guard, as the CUDA C++ reference records it after its launch,
+        /// so the time includes berth's host-side launch work but not the wait.
+        pub fn time<'a>(
+            &self,
+            f: impl FnOnce() -> berth::Result<berth::Pending<'a>>,
+        ) -> Result<f32, BoxError> {
+            // SAFETY: both events and the stream belong to the current context.
+            unsafe { result::event::record(self.start, self.stream) }?;
+            let pending = f()?;
+            // SAFETY: as above.
+            unsafe { result::event::record(self.stop, self.stream) }?;
+            pending.wait()?;
+            // SAFETY: as above.
+            unsafe {
+                result::event::synchronize(self.stop)?;
+                Ok(result::event::elapsed(self.start, self.stop)?)
+            }
+        }
+    }
+
+    /// The median of `v` (the mean of the middle two for an even count).
+    pub fn median(mut v: Vec<f32>) -> f64 {
+        v.sort_by(f32::total_cmp);
+        let n = v.len();
+        match n {
+            0 => f64::NAN,
+            _ if n % 2 == 1 => f64::from(v[n / 2]),
+            _ => (f64::from(v[n / 2 - 1]) + f64::from(v[n / 2])) / 2.0,
+        }
+    }
+}

@@ -433,3 +433,219 @@ fn gpu_assert_reports_file_line_and_message() {
     );
     println!("reported: {err}");
 }
+
+// ---- placements -------------------------------------------------------------------------
+
+#[test]
+fn pinned_async_in_and_in_out_match_host() {
+    use berth_examples::saxpy_pinned;
+    let (_g, gpu) = gpu();
+    let stream = gpu.stream().unwrap();
+    for n in SIZES {
+        let x = random_f32(n);
+        let y = random_f32(n);
+        let px = gpu.pinned_from(&x).unwrap();
+        let mut py = gpu.pinned_from(&y).unwrap();
+        assert!(
+            !py.flags().write_combined(),
+            "read-back buffers must not be write-combined"
+        );
+        saxpy_pinned(&stream, Grid::cover(n), 0.25, &px, &mut py)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(&py[..], &saxpy_host(0.25, &x, &y)[..], "n = {n}");
+        assert_eq!(&px[..], &x[..], "n = {n}: an input must not change");
+    }
+}
+
+#[test]
+fn write_only_inputs_are_write_combined_and_still_correct() {
+    use berth::{HostAccess, PinnedOptions};
+    use berth_examples::saxpy_pinned;
+    let (_g, gpu) = gpu();
+    let n = 300_007;
+    let x = random_f32(n);
+    let y = random_f32(n);
+    let opts = PinnedOptions {
+        access: HostAccess::WriteOnly,
+        portable: false,
+    };
+    let mut px = gpu.pinned_with::<f32>(n, opts).unwrap();
+    px.copy_from_slice(&x);
+    println!("write-only input flags: {}", px.flags());
+    let mut py = gpu.pinned_from(&y).unwrap();
+    saxpy_pinned(&gpu, Grid::cover(n), 2.0, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&py[..], &saxpy_host(2.0, &x, &y)[..]);
+}
+
+#[test]
+fn steady_state_pinned_launches_allocate_nothing() {
+    use berth_examples::saxpy_pinned;
+    let (_g, gpu) = gpu();
+    let n = 1 << 20;
+    let x = random_f32(n);
+    let y = random_f32(n);
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_from(&y).unwrap();
+    // Warm-up: the first launch fills the staging pool.
+    saxpy_pinned(&gpu, Grid::cover(n), 1.0, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let before = gpu.pool_stats();
+    let mut want = saxpy_host(1.0, &x, &y);
+    for _ in 0..50 {
+        saxpy_pinned(&gpu, Grid::cover(n), 1.0, &px, &mut py)
+            .unwrap()
+            .wait()
+            .unwrap();
+        want = saxpy_host(1.0, &x, &want);
+    }
+    let after = gpu.pool_stats();
+    assert_eq!(
+        after.device_allocations, before.device_allocations,
+        "{before:?} -> {after:?}"
+    );
+    assert_eq!(
+        after.pinned_allocations, before.pinned_allocations,
+        "{before:?} -> {after:?}"
+    );
+    assert_eq!(
+        after.device_reuses - before.device_reuses,
+        100,
+        "two staging buffers per launch"
+    );
+    assert_eq!(&py[..], &want[..]);
+    // Pinned buffers go back to their pool and are reused.
+    drop(py);
+    let again = gpu.pinned_zeroed::<f32>(n).unwrap();
+    assert!(
+        again.iter().all(|&v| v == 0.0),
+        "a reused pinned buffer is zeroed again"
+    );
+    assert_eq!(
+        gpu.pool_stats().pinned_allocations,
+        after.pinned_allocations
+    );
+    println!("pool after 51 launches: {:?}", gpu.pool_stats());
+}
+
+#[test]
+fn mapped_read_sums_host_memory_in_place() {
+    use berth_examples::{F4, MAPPED_SUM_BLOCK, mapped_sum};
+    let (_g, gpu) = gpu();
+    for n4 in [1usize, 255, 1000, 1 << 20, (1 << 22) + 3] {
+        let vals = random_f32(4 * n4);
+        let host: Vec<F4> = vals
+            .chunks(4)
+            .map(|c| F4 {
+                x: c[0],
+                y: c[1],
+                z: c[2],
+                w: c[3],
+            })
+            .collect();
+        let mapped = gpu.mapped_from(&host).unwrap();
+        let blocks = (n4.div_ceil(MAPPED_SUM_BLOCK as usize)).min(132 * 4) as u32;
+        let mut partial = gpu.upload(&vec![f32::NAN; blocks as usize]).unwrap();
+        mapped_sum(
+            &gpu,
+            Grid::new(blocks, MAPPED_SUM_BLOCK),
+            &mapped,
+            &mut partial,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        let got: f64 = partial
+            .to_vec()
+            .unwrap()
+            .iter()
+            .map(|&p| f64::from(p))
+            .sum();
+        let scale: f64 = vals
+            .iter()
+            .map(|&v| f64::from(v.abs()))
+            .sum::<f64>()
+            .max(1.0);
+        assert!((got - sum_f64(&vals)).abs() <= 1e-5 * scale, "n4 = {n4}");
+    }
+}
+
+#[test]
+fn mapped_write_is_seen_by_the_host_after_the_launch() {
+    use berth_examples::mapped_iota;
+    let (_g, gpu) = gpu();
+    for n in [1usize, 257, 100_003] {
+        let mut out = gpu.mapped_from(&vec![u32::MAX; n]).unwrap();
+        let base = random_u32(1)[0];
+        mapped_iota(&gpu, Grid::cover(n), base, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want: Vec<u32> = (0..n as u32).map(|i| base.wrapping_add(i)).collect();
+        assert_eq!(&out[..], &want[..], "n = {n}");
+    }
+}
+
+#[test]
+fn registered_host_memory_is_read_and_written_in_place() {
+    use berth_examples::{gather_mapped, mapped_iota};
+    let (_g, gpu) = gpu();
+    let n = 50_000;
+    // Written by the kernel straight into a Vec's own pages.
+    let mut v = vec![0u32; n];
+    {
+        let mut reg = gpu.register(&mut v).unwrap();
+        mapped_iota(&gpu, Grid::cover(n), 7, &mut reg)
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    assert!(v.iter().enumerate().all(|(i, &x)| x == 7 + i as u32));
+    // Read by the kernel from a registered table.
+    let mut table = random_f32(n);
+    let idx: Vec<u32> = random_u32(4096).iter().map(|i| i % n as u32).collect();
+    let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
+    let reg = gpu.register(&mut table).unwrap();
+    let didx = gpu.upload(&idx).unwrap();
+    let mut out = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
+    gather_mapped(&gpu, Grid::cover(idx.len()), &reg, &didx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), want);
+    drop(reg);
+    // Nothing to register is a clear error, not a driver code.
+    let empty: &mut [f32] = &mut [];
+    assert!(matches!(gpu.register(empty), Err(Error::Usage(_))));
+}
+
+#[test]
+fn mapped_and_copied_gathers_agree() {
+    use berth_examples::{gather_device, gather_mapped};
+    let (_g, gpu) = gpu();
+    let n = 1 << 22;
+    let table = random_f32(n);
+    let idx: Vec<u32> = random_u32(100_000).iter().map(|i| i % n as u32).collect();
+    let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
+    let mapped = gpu.mapped_from(&table).unwrap();
+    let device = gpu.upload(&table).unwrap();
+    let didx = gpu.upload(&idx).unwrap();
+    let mut a = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
+    let mut b = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
+    gather_mapped(&gpu, Grid::cover(idx.len()), &mapped, &didx, &mut a)
+        .unwrap()
+        .wait()
+        .unwrap();
+    gather_device(&gpu, Grid::cover(idx.len()), &device, &didx, &mut b)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(a.to_vec().unwrap(), want);
+    assert_eq!(b.to_vec().unwrap(), want);
+}

@@ -113,6 +113,10 @@ pub fn run(dir: PathBuf) -> Result {
             "\nGB/s counts 12 bytes per element for saxpy (read x, read y, write y) and 4 for block_sum."
         )?;
         writeln!(md, "\nRaw lines (`bench.jsonl`):\n\n```\n{}```", bench)?;
+        let placement = read("placement.jsonl");
+        if !placement.trim().is_empty() {
+            crate::record_placement::write(&mut md, &placement)?;
+        }
         std::fs::write(root.join("BENCHMARKS.md"), md)?;
         eprintln!("wrote BENCHMARKS.md");
     }

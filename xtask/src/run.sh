@@ -50,15 +50,26 @@ if [[ $mode == all || $mode == bench ]]; then
         "$here/bin/bench" "$n" 20 | sed "s/}\$/,\"round\":$round}/" >> "$out/bench.jsonl" || fail=1
       done
     done
-    if grep -q '"bad":[1-9]' "$out/bench.jsonl"; then
-      summary+=("FAIL  benchmark result check"); fail=1
-    else
-      summary+=("PASS  benchmark result checks")
-    fi
     cat "$out/bench.jsonl"
   else
     cat "$out/nvcc.log"
     summary+=("FAIL  nvcc build of reference.cu"); fail=1
+  fi
+  : > "$out/placement.jsonl"
+  if nvcc -O3 -arch=sm_90 -o "$here/placement" "$here/placement.cu" 2>>"$out/nvcc.log"; then
+    for round in 1 2; do
+      "$here/placement" all 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
+      "$here/bin/bench_placement" all 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
+    done
+    cat "$out/placement.jsonl"
+  else
+    cat "$out/nvcc.log"
+    summary+=("FAIL  nvcc build of placement.cu"); fail=1
+  fi
+  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl"; then
+    summary+=("FAIL  benchmark result check"); fail=1
+  else
+    summary+=("PASS  benchmark result checks")
   fi
 fi
 

@@ -5,9 +5,9 @@
 //! (as the reference does), median reported; results checked against the host. Prints one
 //! JSON line per kernel: `{"impl":"berth","kernel":..,"n":..,"median_ms":..,"gbps":..,"bad":..}`.
 
-use berth::raw::{result, sys};
 use berth::{Gpu, Grid};
 use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
+use berth_tests::timing::{Timer, median};
 use berth_tests::{random_f32, saxpy_host, sum_f64};
 
 fn main() {
@@ -15,48 +15,6 @@ fn main() {
         eprintln!("bench: {e}");
         std::process::exit(1);
     }
-}
-
-struct Timer {
-    start: sys::CUevent,
-    stop: sys::CUevent,
-    stream: sys::CUstream,
-}
-
-impl Timer {
-    fn new(gpu: &Gpu) -> Result<Self, Box<dyn std::error::Error>> {
-        let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-        Ok(Timer {
-            start: result::event::create(flags)?,
-            stop: result::event::create(flags)?,
-            stream: gpu.raw_default_stream(),
-        })
-    }
-
-    /// Milliseconds the launch `f` enqueues on the default stream takes on the GPU. The stop
-    /// event is recorded right after the launch call returns, as the reference does, so the
-    /// time includes berth's host-side launch work but not the wait.
-    fn time<'a>(
-        &self,
-        f: impl FnOnce() -> berth::Result<berth::Pending<'a>>,
-    ) -> Result<f32, Box<dyn std::error::Error>> {
-        // SAFETY: both events and the stream belong to the current context.
-        unsafe { result::event::record(self.start, self.stream) }?;
-        let pending = f()?;
-        // SAFETY: as above.
-        unsafe { result::event::record(self.stop, self.stream) }?;
-        pending.wait()?;
-        // SAFETY: as above.
-        unsafe {
-            result::event::synchronize(self.stop)?;
-            Ok(result::event::elapsed(self.start, self.stop)?)
-        }
-    }
-}
-
-fn median(mut v: Vec<f32>) -> f64 {
-    v.sort_by(f32::total_cmp);
-    f64::from(v[v.len() / 2])
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {

@@ -1,0 +1,128 @@
+//! What each placement accepts. Generated launchers take `impl DeviceArg<T>`,
+//! `impl PinnedArg<T>` or `impl MappedArg<T>` for slice arguments, so passing the wrong kind of
+//! memory is a compile error that names the kind the argument needs and how to make it.
+
+use crate::buffer::DeviceBuffer;
+use crate::gpu::Inner;
+use crate::host_mem::{HostFlags, MappedBuffer, PinnedBuffer, Registered};
+use berth_device::DeviceCopy;
+use std::sync::Arc;
+
+/// What a launch needs to know about one slice argument.
+#[doc(hidden)]
+pub struct ArgRef<'a> {
+    /// Device address (device memory, mapped memory) or host address (pinned memory).
+    pub(crate) addr: u64,
+    pub(crate) len: usize,
+    pub(crate) bytes: usize,
+    pub(crate) gpu: &'a Arc<Inner>,
+    pub(crate) flags: Option<HostFlags>,
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Memory for a slice argument without a placement attribute: device memory.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not device memory: this kernel argument has no placement attribute, so it takes a `DeviceBuffer<{T}>`",
+    label = "expected a `DeviceBuffer<{T}>`",
+    note = "make one with `gpu.upload(&data)?` or `gpu.alloc_zeroed::<{T}>(n)?`",
+    note = "to pass host memory instead, mark the kernel's argument `#[pinned_async]` (copied asynchronously from a `PinnedBuffer`) or `#[mapped]` (read in place from a `MappedBuffer`)"
+)]
+pub trait DeviceArg<T>: sealed::Sealed {
+    #[doc(hidden)]
+    fn __arg(&self) -> ArgRef<'_>;
+}
+
+/// Memory for a `#[pinned_async]` slice argument: page-locked host memory.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not pinned host memory: this `#[pinned_async]` kernel argument takes a `PinnedBuffer<{T}>`",
+    label = "expected a `PinnedBuffer<{T}>`",
+    note = "make one with `gpu.pinned_from(&data)?` or `gpu.pinned_zeroed::<{T}>(n)?`; pageable memory such as a `Vec` would need a slow synchronous copy, which berth never makes silently",
+    note = "a `MappedBuffer<{T}>` is pinned too and also works; data already on the GPU goes to an argument without `#[pinned_async]`"
+)]
+pub trait PinnedArg<T>: sealed::Sealed {
+    #[doc(hidden)]
+    fn __arg(&self) -> ArgRef<'_>;
+}
+
+/// Memory for a `#[mapped]` slice argument: host memory mapped into the GPU's address space.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not mapped host memory: this `#[mapped]` kernel argument takes a `MappedBuffer<{T}>` or a `Registered<{T}>`",
+    label = "expected a `MappedBuffer<{T}>` or `Registered<{T}>`",
+    note = "make one with `gpu.mapped_from(&data)?`, or map existing memory in place with `gpu.register(&mut data)?`",
+    note = "a `PinnedBuffer` is page-locked but not mapped into the GPU's address space; a `DeviceBuffer` is not host memory"
+)]
+pub trait MappedArg<T>: sealed::Sealed {
+    #[doc(hidden)]
+    fn __arg(&self) -> ArgRef<'_>;
+}
+
+impl<T> sealed::Sealed for DeviceBuffer<T> {}
+impl<T> sealed::Sealed for PinnedBuffer<T> {}
+impl<T> sealed::Sealed for MappedBuffer<T> {}
+impl<T> sealed::Sealed for Registered<'_, T> {}
+
+impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.ptr,
+            len: self.len(),
+            bytes: self.bytes(),
+            gpu: &self.gpu,
+            flags: None,
+        }
+    }
+}
+
+impl<T: DeviceCopy> PinnedArg<T> for PinnedBuffer<T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.host_ptr() as u64,
+            len: self.len(),
+            bytes: self.bytes(),
+            gpu: self.gpu(),
+            flags: Some(self.flags()),
+        }
+    }
+}
+
+impl<T: DeviceCopy> PinnedArg<T> for MappedBuffer<T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.host_ptr() as u64,
+            len: self.len(),
+            bytes: self.bytes(),
+            gpu: self.gpu(),
+            flags: Some(self.flags()),
+        }
+    }
+}
+
+impl<T: DeviceCopy> MappedArg<T> for MappedBuffer<T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.device_ptr(),
+            len: self.len(),
+            bytes: self.bytes(),
+            gpu: self.gpu(),
+            flags: Some(self.flags()),
+        }
+    }
+}
+
+impl<T: DeviceCopy> MappedArg<T> for Registered<'_, T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.device_ptr(),
+            len: self.len(),
+            bytes: self.bytes(),
+            gpu: self.gpu(),
+            flags: Some(HostFlags(
+                cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP
+                    | cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE,
+            )),
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Explicit asynchronous copies between pinned host memory and device memory.
+//!
+//! Copies from pageable memory exist only as the synchronous, clearly named
+//! [`Gpu::upload`](crate::Gpu::upload) / [`DeviceBuffer::to_vec`]; the asynchronous ones take
+//! pinned memory by type, so a slow staged copy is never made silently.
+
+use crate::args::PinnedArg;
+use crate::buffer::DeviceBuffer;
+use crate::error::{Error, Result};
+use crate::launch::Pending;
+use crate::stream::Queue;
+use berth_device::DeviceCopy;
+use cudarc::driver::sys;
+use std::sync::Arc;
+
+impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// Copy all of `src` (pinned host memory) into this buffer, asynchronously on `on`. The
+    /// guard keeps both borrowed until the copy is done. Lengths must match.
+    pub fn copy_from_pinned<'l>(
+        &'l mut self,
+        on: &'l impl Queue,
+        src: &'l impl PinnedArg<T>,
+    ) -> Result<Pending<'l>> {
+        let crate::stream::QueueRef(gpu, stream) = on.__queue();
+        let a = src.__arg();
+        self.check_copy(gpu, a.gpu, a.len, "copy_from_pinned")?;
+        gpu.bind()?;
+        if a.bytes > 0 {
+            // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
+            // allocation of the same size; both stay borrowed by the guard until completion.
+            let r = unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    self.ptr,
+                    a.addr as *const std::ffi::c_void,
+                    a.bytes,
+                    stream,
+                )
+            }
+            .result();
+            gpu.check("cuMemcpyHtoDAsync", r, None)?;
+        }
+        tracing::debug!(bytes = a.bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
+        Ok(Pending::copy(gpu.clone(), stream, "copy host→device"))
+    }
+
+    /// Copy this buffer into `dst` (pinned host memory), asynchronously on `on`. The guard
+    /// keeps both borrowed until the copy is done. Lengths must match.
+    pub fn copy_to_pinned<'l>(
+        &'l self,
+        on: &'l impl Queue,
+        dst: &'l mut impl PinnedArg<T>,
+    ) -> Result<Pending<'l>> {
+        let crate::stream::QueueRef(gpu, stream) = on.__queue();
+        let a = dst.__arg();
+        self.check_copy(gpu, a.gpu, a.len, "copy_to_pinned")?;
+        gpu.bind()?;
+        if a.bytes > 0 {
+            // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
+            let r = unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    a.addr as *mut std::ffi::c_void,
+                    self.ptr,
+                    a.bytes,
+                    stream,
+                )
+            }
+            .result();
+            gpu.check("cuMemcpyDtoHAsync", r, None)?;
+        }
+        tracing::debug!(bytes = a.bytes, stream = ?stream, "copy device→host");
+        Ok(Pending::copy(gpu.clone(), stream, "copy device→host"))
+    }
+
+    fn check_copy(
+        &self,
+        queue_gpu: &Arc<crate::gpu::Inner>,
+        host_gpu: &Arc<crate::gpu::Inner>,
+        len: usize,
+        what: &str,
+    ) -> Result<()> {
+        if !Arc::ptr_eq(queue_gpu, &self.gpu) || !Arc::ptr_eq(host_gpu, &self.gpu) {
+            return Err(Error::Usage(format!(
+                "DeviceBuffer::{what}: the buffers and the stream belong to different GPU contexts"
+            )));
+        }
+        if len != self.len() {
+            return Err(Error::LengthMismatch {
+                what: format!("DeviceBuffer::{what}: pinned host buffer vs device buffer"),
+                expected: self.len(),
+                got: len,
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,399 @@
+//! Host memory the GPU can reach: [`PinnedBuffer`] (page-locked, copied asynchronously),
+//! [`MappedBuffer`] (page-locked and mapped into the GPU's address space: kernels read and
+//! write it in place) and [`Registered`] (existing host memory, page-locked and mapped for a
+//! while).
+//!
+//! Flags are chosen by policy, not inherited: cudarc's `alloc_pinned` is write-combined by
+//! default, which makes every CPU read of the buffer slow. Here write-combining is used only
+//! when asked for with [`HostAccess::WriteOnly`] (the host writes, the device reads), and an
+//! allocation refused with that flag falls back to plain pinned memory.
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Inner};
+use crate::pool::size_class;
+use berth_device::DeviceCopy;
+use cudarc::driver::sys;
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+
+/// How the host uses a pinned buffer; decides write-combining.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HostAccess {
+    /// The host reads and writes it (results read back): plain cached pinned memory.
+    #[default]
+    ReadWrite,
+    /// The host only writes it and the device only reads it: write-combined where the
+    /// platform allows (no CPU cache pollution, possibly faster PCIe writes; CPU reads of
+    /// such memory are very slow).
+    WriteOnly,
+}
+
+/// Options of a pinned allocation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PinnedOptions {
+    /// How the host uses the buffer.
+    pub access: HostAccess,
+    /// Usable by every CUDA context of the process, not only the allocating one (needed when
+    /// several GPUs share the buffer).
+    pub portable: bool,
+}
+
+/// The `cuMemHostAlloc` flags a buffer really got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostFlags(pub u32);
+
+impl HostFlags {
+    /// Write-combined.
+    pub fn write_combined(self) -> bool {
+        self.0 & sys::CU_MEMHOSTALLOC_WRITECOMBINED != 0
+    }
+    /// Mapped into the device's address space.
+    pub fn device_mapped(self) -> bool {
+        self.0 & sys::CU_MEMHOSTALLOC_DEVICEMAP != 0
+    }
+    /// Portable across contexts.
+    pub fn portable(self) -> bool {
+        self.0 & sys::CU_MEMHOSTALLOC_PORTABLE != 0
+    }
+}
+
+impl std::fmt::Display for HostFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut parts = vec!["pinned"];
+        if self.write_combined() {
+            parts.push("write-combined");
+        }
+        if self.device_mapped() {
+            parts.push("mapped");
+        }
+        if self.portable() {
+            parts.push("portable");
+        }
+        f.write_str(&parts.join("+"))
+    }
+}
+
+/// One page-locked allocation from the Gpu's pinned pool, returned to it on drop.
+struct PinnedAlloc {
+    ptr: *mut u8,
+    class: usize,
+    flags: u32,
+    gpu: Arc<Inner>,
+}
+
+impl PinnedAlloc {
+    fn new(gpu: &Arc<Inner>, bytes: usize, wanted: u32) -> Result<Self> {
+        gpu.bind()?;
+        let class = size_class(bytes.max(1));
+        let try_flags = |flags: u32| {
+            gpu.pinned
+                .take(class, flags, |c| {
+                    let mut p = std::ptr::null_mut();
+                    // SAFETY: plain allocation in the current context.
+                    unsafe { sys::cuMemHostAlloc(&mut p, c, flags) }
+                        .result()
+                        .map(|()| p as u64)
+                })
+                .map(|p| (p, flags))
+        };
+        let (p, flags) = match try_flags(wanted) {
+            Ok(v) => v,
+            // Write-combining is an optimisation: without it the buffer still works.
+            Err(_) if wanted & sys::CU_MEMHOSTALLOC_WRITECOMBINED != 0 => {
+                tracing::debug!(
+                    "write-combined pinned allocation refused; using plain pinned memory"
+                );
+                try_flags(wanted & !sys::CU_MEMHOSTALLOC_WRITECOMBINED)
+                    .map_err(|e| gpu.error("cuMemHostAlloc", e, None))?
+            }
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                return Err(Error::OutOfMemory {
+                    bytes: class,
+                    free: 0,
+                    total: 0,
+                });
+            }
+            Err(e) => return Err(gpu.error("cuMemHostAlloc", e, None)),
+        };
+        Ok(PinnedAlloc {
+            ptr: p as *mut u8,
+            class,
+            flags,
+            gpu: gpu.clone(),
+        })
+    }
+
+    fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
+        let mut d = 0;
+        // SAFETY: `ptr` is a live DEVICEMAP allocation of this context.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.cast(), 0) }
+            .result()
+            .map_err(|e| self.gpu.error("cuMemHostGetDevicePointer", e, None))?;
+        Ok(d)
+    }
+}
+
+impl Drop for PinnedAlloc {
+    fn drop(&mut self) {
+        if !self.gpu.fault.is_lost() {
+            self.gpu.pinned.put(self.class, self.flags, self.ptr as u64);
+        }
+    }
+}
+
+/// `len` elements of `T` in page-locked host memory: the fast path for bulk copies
+/// (`#[pinned_async]` kernel arguments). Derefs to `[T]` for the host.
+pub struct PinnedBuffer<T> {
+    alloc: PinnedAlloc,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: the buffer owns its host memory; `T: DeviceCopy` is plain data.
+unsafe impl<T: DeviceCopy + Send> Send for PinnedBuffer<T> {}
+// SAFETY: shared access is read-only through `Deref`.
+unsafe impl<T: DeviceCopy + Sync> Sync for PinnedBuffer<T> {}
+
+/// `len` elements of `T` in page-locked host memory mapped into the GPU's address space:
+/// kernels (`#[mapped]` arguments) read and write it in place, no copy. Derefs to `[T]`.
+pub struct MappedBuffer<T> {
+    alloc: PinnedAlloc,
+    device: sys::CUdeviceptr,
+    len: usize,
+    _t: PhantomData<T>,
+}
+
+// SAFETY: as for PinnedBuffer.
+unsafe impl<T: DeviceCopy + Send> Send for MappedBuffer<T> {}
+// SAFETY: as for PinnedBuffer.
+unsafe impl<T: DeviceCopy + Sync> Sync for MappedBuffer<T> {}
+
+fn checked_bytes<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .ok_or(Error::OutOfMemory {
+            bytes: usize::MAX,
+            free: 0,
+            total: 0,
+        })
+}
+
+fn zero_fill(p: *mut u8, bytes: usize) {
+    // SAFETY: `p` is an allocation of at least `bytes` bytes owned by the caller.
+    unsafe { std::ptr::write_bytes(p, 0, bytes) }
+}
+
+impl Gpu {
+    /// A pinned buffer of `len` zeroed elements, for data the host reads and writes.
+    pub fn pinned_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<PinnedBuffer<T>> {
+        self.pinned_with(len, PinnedOptions::default())
+    }
+
+    /// A pinned buffer holding a copy of `data`, for data the host reads and writes (inputs
+    /// that are also read back, outputs).
+    pub fn pinned_from<T: DeviceCopy>(&self, data: &[T]) -> Result<PinnedBuffer<T>> {
+        let mut b = self.pinned_with(data.len(), PinnedOptions::default())?;
+        b.copy_from_slice(data);
+        Ok(b)
+    }
+
+    /// A pinned buffer of `len` zeroed elements with explicit options (write-combining for
+    /// host-write-only inputs, portability).
+    pub fn pinned_with<T: DeviceCopy>(
+        &self,
+        len: usize,
+        opts: PinnedOptions,
+    ) -> Result<PinnedBuffer<T>> {
+        let bytes = checked_bytes::<T>(len)?;
+        let mut flags = 0;
+        if opts.access == HostAccess::WriteOnly {
+            flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        }
+        if opts.portable {
+            flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
+        }
+        let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
+        zero_fill(alloc.ptr, bytes);
+        Ok(PinnedBuffer {
+            alloc,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// A mapped buffer of `len` zeroed elements.
+    pub fn mapped_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<MappedBuffer<T>> {
+        let bytes = checked_bytes::<T>(len)?;
+        let alloc = PinnedAlloc::new(&self.inner, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP)?;
+        zero_fill(alloc.ptr, bytes);
+        let device = alloc.device_ptr()?;
+        Ok(MappedBuffer {
+            alloc,
+            device,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// A mapped buffer holding a copy of `data`.
+    pub fn mapped_from<T: DeviceCopy>(&self, data: &[T]) -> Result<MappedBuffer<T>> {
+        let mut b = self.mapped_zeroed(data.len())?;
+        b.copy_from_slice(data);
+        Ok(b)
+    }
+}
+
+macro_rules! host_slice {
+    ($ty:ident) => {
+        impl<T: DeviceCopy> $ty<T> {
+            /// The flags the allocation really got (write-combining may have been refused).
+            pub fn flags(&self) -> HostFlags {
+                HostFlags(self.alloc.flags)
+            }
+
+            /// Size in bytes.
+            pub fn bytes(&self) -> usize {
+                self.len * std::mem::size_of::<T>()
+            }
+
+            pub(crate) fn host_ptr(&self) -> *mut T {
+                self.alloc.ptr.cast()
+            }
+
+            pub(crate) fn gpu(&self) -> &Arc<Inner> {
+                &self.alloc.gpu
+            }
+        }
+
+        impl<T: DeviceCopy> Deref for $ty<T> {
+            type Target = [T];
+            fn deref(&self) -> &[T] {
+                // SAFETY: the allocation holds `len` initialised (zeroed or copied) elements of
+                // a DeviceCopy type; no launch writes it while `&self` is available (launches
+                // borrow the buffer until they complete).
+                unsafe { std::slice::from_raw_parts(self.host_ptr(), self.len) }
+            }
+        }
+
+        impl<T: DeviceCopy> DerefMut for $ty<T> {
+            fn deref_mut(&mut self) -> &mut [T] {
+                // SAFETY: as in `deref`, and `&mut self` makes this access exclusive.
+                unsafe { std::slice::from_raw_parts_mut(self.host_ptr(), self.len) }
+            }
+        }
+
+        impl<T: DeviceCopy> std::fmt::Debug for $ty<T> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("len", &self.len)
+                    .field("type", &std::any::type_name::<T>())
+                    .field("flags", &self.flags().to_string())
+                    .finish()
+            }
+        }
+    };
+}
+
+host_slice!(PinnedBuffer);
+host_slice!(MappedBuffer);
+
+impl<T: DeviceCopy> MappedBuffer<T> {
+    /// The address kernels use for this memory.
+    pub fn device_ptr(&self) -> u64 {
+        self.device
+    }
+}
+
+/// Existing host memory, page-locked and mapped into the GPU's address space until dropped
+/// (`cuMemHostRegister`). Kernels take it for `#[mapped]` arguments like a [`MappedBuffer`].
+/// Registration costs about as much as pinning (~0.44 s/GiB on the H200 machine): register
+/// long-lived data once.
+pub struct Registered<'a, T> {
+    data: &'a mut [T],
+    device: sys::CUdeviceptr,
+    gpu: Arc<Inner>,
+}
+
+impl Gpu {
+    /// Page-lock and map `data` for the lifetime of the returned guard.
+    pub fn register<'a, T: DeviceCopy>(&self, data: &'a mut [T]) -> Result<Registered<'a, T>> {
+        if data.is_empty() {
+            return Err(Error::Usage(
+                "cannot register an empty slice: there is no memory to map".into(),
+            ));
+        }
+        self.inner.bind()?;
+        let bytes = std::mem::size_of_val(data);
+        let p = data.as_mut_ptr().cast();
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: `p..p+bytes` is memory we hold exclusively for 'a; unregistered in Drop.
+        let r = unsafe { sys::cuMemHostRegister_v2(p, bytes, flags) }.result();
+        if let Err(e) = r {
+            use sys::CUresult::*;
+            return Err(match e.0 {
+                CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED => Error::Usage(
+                    "this memory (or a page of it) is already registered or pinned: register \
+                     each allocation once, or use a MappedBuffer"
+                        .into(),
+                ),
+                CUDA_ERROR_NOT_SUPPORTED => Error::Usage(
+                    "this platform does not support registering host memory: use a MappedBuffer"
+                        .into(),
+                ),
+                _ => self.inner.error("cuMemHostRegister", e, None),
+            });
+        }
+        let mut device = 0;
+        // SAFETY: `p` was just registered with DEVICEMAP in the current context.
+        if let Err(e) = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, p, 0) }.result() {
+            // SAFETY: undo the registration above.
+            let _ = unsafe { sys::cuMemHostUnregister(p) };
+            return Err(self.inner.error("cuMemHostGetDevicePointer", e, None));
+        }
+        Ok(Registered {
+            data,
+            device,
+            gpu: self.inner.clone(),
+        })
+    }
+}
+
+impl<T: DeviceCopy> Registered<'_, T> {
+    pub(crate) fn gpu(&self) -> &Arc<Inner> {
+        &self.gpu
+    }
+
+    /// The address kernels use for this memory.
+    pub fn device_ptr(&self) -> u64 {
+        self.device
+    }
+
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of_val(self.data)
+    }
+}
+
+impl<T> Deref for Registered<'_, T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.data
+    }
+}
+
+impl<T> DerefMut for Registered<'_, T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.data
+    }
+}
+
+impl<T> Drop for Registered<'_, T> {
+    fn drop(&mut self) {
+        if self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+            return;
+        }
+        // SAFETY: registered in `Gpu::register`, unregistered once. No launch uses it any more:
+        // launches borrow it until they complete.
+        let _ = unsafe { sys::cuMemHostUnregister(self.data.as_mut_ptr().cast()) };
+    }
+}

@@ -1,0 +1,293 @@
+//! Placement benchmark: berth's memory kinds and placements, the counterpart of
+//! `bench/placement.cu` (CUDA C++ compiled with nvcc on the same machine, same run).
+//!
+//! `bench_placement [copy|wc|mapped|gather|all] [reps=10]`. Same sizes, repetitions, checks and
+//! JSON fields as the reference, with `"impl":"berth"`:
+//! - `h2d`/`d2h`: `DeviceBuffer::copy_from_pinned` / `copy_to_pinned` with `PinnedBuffer`s,
+//!   4 KiB … 1 GiB;
+//! - `h2d_wc`/`h2d_plain`, `cpu_read_wc`/`cpu_read_plain`: write-combined vs plain pinned
+//!   memory (`HostAccess::WriteOnly` vs the default), 256 MiB;
+//! - `mapped_seq_read`: the `mapped_sum` kernel over a 1 GiB `MappedBuffer` (16-byte loads);
+//! - `gather_mapped`/`gather_copy`: gathers from a 1 GiB host table, in place (`#[mapped]`)
+//!   or after copying the whole table to the device, at 0.01% … 10% of it touched.
+
+use berth::{Gpu, Grid, HostAccess, PinnedOptions};
+use berth_examples::{F4, MAPPED_SUM_BLOCK, gather_device, gather_mapped, mapped_sum};
+use berth_tests::timing::{Timer, median};
+use std::time::Instant;
+
+type BoxError = Box<dyn std::error::Error>;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let section = args.get(1).map_or("all", String::as_str).to_owned();
+    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(10);
+    if let Err(e) = run(&section, reps) {
+        eprintln!("bench_placement: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// splitmix64, as the reference: fast, deterministic random data.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn f32(&mut self) -> f32 {
+        let v = ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+        if v == 0.0 { 0.5 } else { v }
+    }
+}
+
+fn run(section: &str, reps: usize) -> Result<(), BoxError> {
+    let gpu = Gpu::new()?;
+    eprintln!(
+        "device: {} (berth placement bench, reps={reps})",
+        gpu.name()
+    );
+    let timer = Timer::new(&gpu)?;
+    let all = section == "all";
+    if all || section == "copy" {
+        copies(&gpu, &timer, reps)?;
+    }
+    if all || section == "wc" {
+        write_combined(&gpu, &timer, reps)?;
+    }
+    if all || section == "mapped" {
+        mapped_read(&gpu, &timer, reps)?;
+    }
+    if all || section == "gather" {
+        gathers(&gpu, &timer, reps)?;
+    }
+    Ok(())
+}
+
+fn line(bench: &str, fields: &str) {
+    println!("{{\"impl\":\"berth\",\"bench\":\"{bench}\",{fields}}}");
+}
+
+fn gbps(bytes: usize, ms: f64) -> f64 {
+    bytes as f64 / (ms * 1e-3) / 1e9
+}
+
+fn copies(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+    let mut rng = Rng(1);
+    for bytes in [4096usize, 65536, 1 << 20, 16 << 20, 256 << 20, 1 << 30] {
+        let mut src = gpu.pinned_zeroed::<u8>(bytes)?;
+        for b in src.iter_mut() {
+            *b = rng.next() as u8;
+        }
+        let mut dev = gpu.alloc_zeroed::<u8>(bytes)?;
+        let mut back = gpu.pinned_zeroed::<u8>(bytes)?;
+        back.fill(0xAB);
+        dev.copy_from_pinned(gpu, &src)?.wait()?;
+        let mut t = Vec::new();
+        for _ in 0..reps {
+            t.push(timer.time(|| dev.copy_from_pinned(gpu, &src))?);
+        }
+        let ms = median(t);
+        // The check of H2D is the D2H round trip below (exact bytes).
+        dev.copy_to_pinned(gpu, &mut back)?.wait()?;
+        let bad_h2d = src.iter().zip(back.iter()).filter(|(a, b)| a != b).count();
+        line(
+            "h2d",
+            &format!(
+                "\"bytes\":{bytes},\"median_ms\":{ms:.5},\"gbps\":{:.2},\"reps\":{reps},\"bad\":{bad_h2d}",
+                gbps(bytes, ms)
+            ),
+        );
+        back.fill(0xAB);
+        let mut t = Vec::new();
+        for _ in 0..reps {
+            t.push(timer.time(|| dev.copy_to_pinned(gpu, &mut back))?);
+        }
+        let ms = median(t);
+        let bad = src.iter().zip(back.iter()).filter(|(a, b)| a != b).count();
+        line(
+            "d2h",
+            &format!(
+                "\"bytes\":{bytes},\"median_ms\":{ms:.5},\"gbps\":{:.2},\"reps\":{reps},\"bad\":{bad}",
+                gbps(bytes, ms)
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn write_combined(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+    let bytes = 256usize << 20;
+    let words = bytes / 8;
+    let mut rng = Rng(2);
+    let data: Vec<u64> = (0..words).map(|_| rng.next()).collect();
+    let want = data.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+    let wc_opts = PinnedOptions {
+        access: HostAccess::WriteOnly,
+        portable: false,
+    };
+    let mut wc = gpu.pinned_with::<u64>(words, wc_opts)?;
+    wc.copy_from_slice(&data);
+    let plain = gpu.pinned_from(&data)?;
+    eprintln!(
+        "write-only buffer flags: {}; plain: {}",
+        wc.flags(),
+        plain.flags()
+    );
+    let mut dev = gpu.alloc_zeroed::<u64>(words)?;
+    for (name, src) in [("h2d_wc", &wc), ("h2d_plain", &plain)] {
+        dev.copy_from_pinned(gpu, src)?.wait()?;
+        let mut t = Vec::new();
+        for _ in 0..reps {
+            t.push(timer.time(|| dev.copy_from_pinned(gpu, src))?);
+        }
+        let ms = median(t);
+        let bad = dev
+            .to_vec()?
+            .iter()
+            .zip(&data)
+            .filter(|(a, b)| a != b)
+            .count();
+        line(
+            name,
+            &format!(
+                "\"bytes\":{bytes},\"median_ms\":{ms:.5},\"gbps\":{:.2},\"reps\":{reps},\"bad\":{bad}",
+                gbps(bytes, ms)
+            ),
+        );
+    }
+    for (name, src, n) in [
+        ("cpu_read_wc", &wc, reps.min(5)),
+        ("cpu_read_plain", &plain, reps),
+    ] {
+        let mut t = Vec::new();
+        let mut bad = 0;
+        let mut sum = 0;
+        for _ in 0..=n {
+            let start = Instant::now();
+            sum = src.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+            sum = std::hint::black_box(sum);
+            t.push(start.elapsed().as_secs_f32() * 1e3);
+            bad += usize::from(sum != want);
+        }
+        t.remove(0); // warm-up
+        let ms = median(t);
+        line(
+            name,
+            &format!(
+                "\"bytes\":{bytes},\"median_ms\":{ms:.5},\"gbps\":{:.2},\"reps\":{n},\"sum\":\"0x{sum:016x}\",\"bad\":{bad}",
+                gbps(bytes, ms)
+            ),
+        );
+    }
+    Ok(())
+}
+
+fn mapped_read(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+    let n4 = 1usize << 26;
+    let bytes = n4 * 16;
+    let mut rng = Rng(3);
+    let mut table = gpu.mapped_zeroed::<F4>(n4)?;
+    let (mut want, mut scale) = (0f64, 0f64);
+    for v in table.iter_mut() {
+        *v = F4 {
+            x: rng.f32(),
+            y: rng.f32(),
+            z: rng.f32(),
+            w: rng.f32(),
+        };
+        for c in [v.x, v.y, v.z, v.w] {
+            want += f64::from(c);
+            scale += f64::from(c.abs());
+        }
+    }
+    let blocks = 132 * 4;
+    let mut partial = gpu.upload(&vec![f32::NAN; blocks])?;
+    let grid = Grid::new(blocks as u32, MAPPED_SUM_BLOCK);
+    mapped_sum(gpu, grid, &table, &mut partial)?.wait()?;
+    let mut t = Vec::new();
+    for _ in 0..reps {
+        t.push(timer.time(|| mapped_sum(gpu, grid, &table, &mut partial))?);
+    }
+    let ms = median(t);
+    let got: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
+    let within = (got - want).abs() <= 1e-5 * scale; // false for NaN (a block that wrote nothing)
+    let bad = usize::from(!within);
+    line(
+        "mapped_seq_read",
+        &format!(
+            "\"bytes\":{bytes},\"median_ms\":{ms:.5},\"gbps\":{:.2},\"reps\":{reps},\"bad\":{bad}",
+            gbps(bytes, ms)
+        ),
+    );
+    Ok(())
+}
+
+fn gathers(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+    let n = 1usize << 28;
+    let mut rng = Rng(4);
+    let mut table = gpu.mapped_zeroed::<f32>(n)?;
+    for v in table.iter_mut() {
+        *v = rng.f32();
+    }
+    let mut device_table = gpu.upload(&vec![f32::NAN; n])?;
+    for f in [0.0001f64, 0.001, 0.01, 0.1] {
+        let k = (f * n as f64) as usize;
+        let idx: Vec<u32> = (0..k).map(|_| (rng.next() >> 36) as u32).collect();
+        let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
+        let didx = gpu.upload(&idx)?;
+        let mut out = gpu.upload(&vec![f32::NAN; k])?;
+        let grid = Grid::cover(k);
+        gather_mapped(gpu, grid, &table, &didx, &mut out)?.wait()?;
+        let mut t = Vec::new();
+        for _ in 0..reps {
+            t.push(timer.time(|| gather_mapped(gpu, grid, &table, &didx, &mut out))?);
+        }
+        let ms = median(t);
+        let bad = out
+            .to_vec()?
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a != b)
+            .count();
+        line(
+            "gather_mapped",
+            &format!(
+                "\"fraction\":{f},\"k\":{k},\"median_ms\":{ms:.5},\"maccess_per_s\":{:.2},\"reps\":{reps},\"bad\":{bad}",
+                k as f64 / (ms * 1e-3) / 1e6
+            ),
+        );
+
+        let copy_reps = reps.min(5);
+        let mut out = gpu.upload(&vec![f32::NAN; k])?;
+        let mut run_once = |timer: &Timer| -> Result<f32, BoxError> {
+            timer.time(|| {
+                device_table.copy_from_pinned(gpu, &table)?.wait()?;
+                gather_device(gpu, grid, &device_table, &didx, &mut out)
+            })
+        };
+        run_once(timer)?;
+        let mut t = Vec::new();
+        for _ in 0..copy_reps {
+            t.push(run_once(timer)?);
+        }
+        let ms = median(t);
+        let bad = out
+            .to_vec()?
+            .iter()
+            .zip(&want)
+            .filter(|(a, b)| a != b)
+            .count();
+        line(
+            "gather_copy",
+            &format!(
+                "\"fraction\":{f},\"k\":{k},\"median_ms\":{ms:.5},\"maccess_per_s\":{:.2},\"reps\":{copy_reps},\"bad\":{bad}",
+                k as f64 / (ms * 1e-3) / 1e6
+            ),
+        );
+    }
+    Ok(())
+}
