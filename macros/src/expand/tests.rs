@@ -105,6 +105,20 @@ fn slice_mut() {
 }
 
 #[test]
+fn pinned_async_in_and_in_out() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn saxpy(a: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [f32]) {}
+    }));
+}
+
+#[test]
+fn mapped_read_and_write() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn lookup(#[mapped] table: &[f32], ids: &[u32], #[mapped] out: &mut [f32]) {}
+    }));
+}
+
+#[test]
 fn saxpy_with_docs() {
     insta::assert_snapshot!(expand(quote! {
         /// `y[i] = a * x[i] + y[i]`.
