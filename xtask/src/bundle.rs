@@ -75,10 +75,9 @@ pub fn run(bench_only: bool) -> Result {
     if !child.wait()?.success() {
         return Err("building the GPU bundle failed (errors above)".into());
     }
-    std::fs::copy(
-        root.join("bench/reference.cu"),
-        gpu_dir.join("reference.cu"),
-    )?;
+    for cu in ["reference.cu", "placement.cu"] {
+        std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
+    }
     let run_sh = gpu_dir.join("run.sh");
     std::fs::write(&run_sh, RUN_SH)?;
     make_executable(&run_sh)?;
