@@ -227,3 +227,20 @@ pub fn gather_mapped(#[mapped] table: &[f32], idx: &[u32], out: &mut [f32]) {
 pub fn gather_device(table: &[f32], idx: &[u32], out: &mut [f32]) {
     gather_into(&table, &idx, &mut out);
 }
+
+/// Compute-bound busy work: each thread runs `iters` dependent multiply-adds and writes the
+/// result. Launched with few blocks it leaves most of the GPU idle, so two launches on two
+/// streams can run side by side (the stream-overlap benchmark).
+#[gpu_kernel]
+pub fn busy(iters: u32, out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        let mut v = i as f32 * 1e-6;
+        let mut k = 0;
+        while k < iters {
+            v = v * 0.999_999 + 1e-7;
+            k += 1;
+        }
+        out[i] = v;
+    }
+}

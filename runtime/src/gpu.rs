@@ -24,6 +24,8 @@ pub(crate) struct Inner {
     pub(crate) device: sys::CUdevice,
     pub(crate) ctx: sys::CUcontext,
     pub(crate) name: String,
+    /// CUDA devices in the process: with more than one, pinned memory is made portable.
+    pub(crate) device_count: usize,
     pub(crate) default_stream: StreamHandle,
     functions: Mutex<HashMap<(&'static str, &'static str), sys::CUfunction>>,
     modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
@@ -154,6 +156,7 @@ impl Gpu {
                 device,
                 ctx,
                 name,
+                device_count: count as usize,
                 default_stream,
                 functions: Mutex::new(HashMap::new()),
                 modules: Mutex::new(HashMap::new()),

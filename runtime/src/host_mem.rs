@@ -35,7 +35,7 @@ pub struct PinnedOptions {
     /// How the host uses the buffer.
     pub access: HostAccess,
     /// Usable by every CUDA context of the process, not only the allocating one (needed when
-    /// several GPUs share the buffer).
+    /// several GPUs share the buffer). Always on where the machine has more than one GPU.
     pub portable: bool,
 }
 
@@ -209,7 +209,7 @@ impl Gpu {
         if opts.access == HostAccess::WriteOnly {
             flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
         }
-        if opts.portable {
+        if opts.portable || self.inner.device_count > 1 {
             flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
         }
         let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
@@ -224,7 +224,11 @@ impl Gpu {
     /// A mapped buffer of `len` zeroed elements.
     pub fn mapped_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<MappedBuffer<T>> {
         let bytes = checked_bytes::<T>(len)?;
-        let alloc = PinnedAlloc::new(&self.inner, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP)?;
+        let mut flags = sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        if self.inner.device_count > 1 {
+            flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
+        }
+        let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
         zero_fill(alloc.ptr, bytes);
         let device = alloc.device_ptr()?;
         Ok(MappedBuffer {

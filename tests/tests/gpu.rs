@@ -649,3 +649,90 @@ fn mapped_and_copied_gathers_agree() {
     assert_eq!(a.to_vec().unwrap(), want);
     assert_eq!(b.to_vec().unwrap(), want);
 }
+
+#[test]
+fn tracing_says_what_each_placement_did() {
+    use berth_examples::{gather_mapped, saxpy_pinned};
+    use std::sync::{Arc, Mutex};
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    #[derive(Clone, Default)]
+    struct Log(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Log {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let log = Log::default();
+    let sink = log.clone();
+    let _subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish()
+        .set_default();
+
+    let (_g, gpu) = gpu();
+    let n = 1000;
+    let x = gpu.pinned_from(&random_f32(n)).unwrap();
+    let mut y = gpu.pinned_from(&random_f32(n)).unwrap();
+    saxpy_pinned(&gpu, Grid::cover(n), 1.0, &x, &mut y)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let table = gpu.mapped_from(&random_f32(n)).unwrap();
+    let idx = gpu.upload(&vec![3u32; 10]).unwrap();
+    let mut out = gpu.alloc_zeroed::<f32>(10).unwrap();
+    gather_mapped(&gpu, Grid::cover(10), &table, &idx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    println!("{text}");
+    let has = |needles: &[&str]| text.lines().any(|l| needles.iter().all(|n| l.contains(n)));
+    assert!(
+        has(&[
+            "arg=\"x\"",
+            "placement=\"pinned_async\"",
+            "bytes=4000",
+            "memory=pinned",
+            "copied in before the kernel"
+        ]),
+        "{text}"
+    );
+    assert!(
+        has(&[
+            "arg=\"y\"",
+            "placement=\"pinned_async\"",
+            "copied in before and out after the kernel"
+        ]),
+        "{text}"
+    );
+    assert!(
+        has(&[
+            "kernel=\"saxpy_pinned\"",
+            "copies_in=2",
+            "copies_out=1",
+            "launch"
+        ]),
+        "{text}"
+    );
+    assert!(
+        has(&[
+            "arg=\"table\"",
+            "placement=\"mapped\"",
+            "memory=pinned+mapped",
+            "no copy"
+        ]),
+        "{text}"
+    );
+    assert!(
+        has(&["arg=\"idx\"", "placement=\"device\"", "bytes=40"]),
+        "{text}"
+    );
+}

@@ -216,6 +216,21 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?,
         None => writeln!(md, "\nNo crossover inside the measured range.")?,
     }
+    for line in text
+        .lines()
+        .filter(|l| l.contains("\"bench\":\"streams\""))
+        .take(1)
+    {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        writeln!(md, "\n### Independent launches on two streams\n")?;
+        writeln!(
+            md,
+            "Two launches of a compute-bound kernel that each fill half the SMs: {:.2} ms one after the other on one stream, {:.2} ms on two streams: **{:.2}×** (2× = full overlap; berth only, wall clock).",
+            v["serial_ms"].as_f64().unwrap_or(f64::NAN),
+            v["concurrent_ms"].as_f64().unwrap_or(f64::NAN),
+            v["overlap"].as_f64().unwrap_or(f64::NAN)
+        )?;
+    }
     writeln!(md, "\nRaw lines (`placement.jsonl`):\n\n```\n{text}```")?;
     Ok(())
 }

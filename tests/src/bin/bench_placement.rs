@@ -9,10 +9,11 @@
 //!   memory (`HostAccess::WriteOnly` vs the default), 256 MiB;
 //! - `mapped_seq_read`: the `mapped_sum` kernel over a 1 GiB `MappedBuffer` (16-byte loads);
 //! - `gather_mapped`/`gather_copy`: gathers from a 1 GiB host table, in place (`#[mapped]`)
-//!   or after copying the whole table to the device, at 0.01% … 10% of it touched.
+//!   or after copying the whole table to the device, at 0.01% … 10% of it touched;
+//! - `streams` (berth only): two half-GPU compute kernels on one stream vs on two streams.
 
 use berth::{Gpu, Grid, HostAccess, PinnedOptions};
-use berth_examples::{F4, MAPPED_SUM_BLOCK, gather_device, gather_mapped, mapped_sum};
+use berth_examples::{F4, MAPPED_SUM_BLOCK, busy, gather_device, gather_mapped, mapped_sum};
 use berth_tests::timing::{Timer, median};
 use std::time::Instant;
 
@@ -63,6 +64,9 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
     }
     if all || section == "gather" {
         gathers(&gpu, &timer, reps)?;
+    }
+    if all || section == "streams" {
+        streams(&gpu, reps)?;
     }
     Ok(())
 }
@@ -289,5 +293,46 @@ fn gathers(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
             ),
         );
     }
+    Ok(())
+}
+
+/// Two launches that each fill half the SMs: one after the other on one stream, then on two
+/// streams at once. Wall-clock around launch + wait of both.
+fn streams(gpu: &Gpu, reps: usize) -> Result<(), BoxError> {
+    let blocks = 66u32;
+    let n = blocks as usize * 256;
+    let iters = 1u32 << 21;
+    let grid = Grid::new(blocks, 256);
+    let (s1, s2) = (gpu.stream()?, gpu.stream()?);
+    let mut a = gpu.alloc_zeroed::<f32>(n)?;
+    let mut b = gpu.alloc_zeroed::<f32>(n)?;
+    let mut serial = Vec::new();
+    let mut concurrent = Vec::new();
+    for rep in 0..=reps {
+        let t = Instant::now();
+        busy(&s1, grid, iters, &mut a)?.wait()?;
+        busy(&s1, grid, iters, &mut b)?.wait()?;
+        let one = t.elapsed().as_secs_f32() * 1e3;
+        let t = Instant::now();
+        let pa = busy(&s1, grid, iters, &mut a)?;
+        let pb = busy(&s2, grid, iters, &mut b)?;
+        pa.wait()?;
+        pb.wait()?;
+        let two = t.elapsed().as_secs_f32() * 1e3;
+        if rep > 0 {
+            serial.push(one);
+            concurrent.push(two);
+        }
+    }
+    let (s, c) = (median(serial), median(concurrent));
+    let same = a.to_vec()? == b.to_vec()?;
+    line(
+        "streams",
+        &format!(
+            "\"serial_ms\":{s:.4},\"concurrent_ms\":{c:.4},\"overlap\":{:.3},\"reps\":{reps},\"bad\":{}",
+            s / c,
+            usize::from(!same)
+        ),
+    );
     Ok(())
 }
