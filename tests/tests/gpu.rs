@@ -685,7 +685,7 @@ fn tracing_says_what_each_placement_did() {
         .wait()
         .unwrap();
     let table = gpu.mapped_from(&random_f32(n)).unwrap();
-    let idx = gpu.upload(&vec![3u32; 10]).unwrap();
+    let idx = gpu.upload(&[3u32; 10]).unwrap();
     let mut out = gpu.alloc_zeroed::<f32>(10).unwrap();
     gather_mapped(&gpu, Grid::cover(10), &table, &idx, &mut out)
         .unwrap()
