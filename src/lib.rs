@@ -46,9 +46,10 @@ pub use berth_macros::gpu_kernel;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
-    DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, MappedArg,
-    MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer, PinnedOptions, PoolStats, Queue,
-    RESTART_ENV, Registered, Result, Stream, ptx, raw, restart_process,
+    DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, LinkProfile, MappedArg,
+    MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer, PinnedOptions, PipelineOptions,
+    PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV, Registered, Result, Stream,
+    auto_plan, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.
@@ -72,7 +73,8 @@ pub mod __private {
     pub use berth_runtime::__private::*;
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{
-        DeviceArg, DeviceBuffer, Grid, MappedArg, Pending, PinnedArg, Queue, Result,
+        DeviceArg, DeviceBuffer, Gpu, Grid, MappedArg, Pending, PinnedArg, PipelineOptions,
+        PipelineRun, Queue, Result,
     };
     #[cfg(not(target_arch = "nvptx64"))]
     pub use inventory;

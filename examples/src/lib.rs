@@ -244,3 +244,41 @@ pub fn busy(iters: u32, out: &mut [f32]) {
         out[i] = v;
     }
 }
+
+/// `y[i] = a * x[i] + 1`: the streaming transform. `elementwise`: element `i` of `y` depends
+/// only on element `i` of `x`, so `affine_one_pipelined` can cut both into chunks and overlap
+/// copies in, compute and copies out over several streams.
+#[gpu_kernel(elementwise)]
+pub fn affine_one(a: f32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mut [f32]) {
+    let i = thread::global_x();
+    if i < y.len() {
+        y[i] = a * x[i] + 1.0;
+    }
+}
+
+/// A compute-heavy elementwise transform: `steps` dependent multiply-adds per element
+/// (`v = v * 0.9999 + 0.0001`, from `v = x[i]`), to balance compute against transfers.
+#[gpu_kernel(elementwise)]
+pub fn relax(steps: u32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mut [f32]) {
+    let i = thread::global_x();
+    if i < y.len() {
+        let mut v = x[i];
+        let mut k = 0;
+        while k < steps {
+            v = v * 0.9999 + 0.0001;
+            k += 1;
+        }
+        y[i] = v;
+    }
+}
+
+/// `y[i] = x[i] * scale`, asserting every input is finite: a NaN makes the launch fail with
+/// its location (used to test how a pipelined launch reports the failing chunk).
+#[gpu_kernel(elementwise)]
+pub fn scale_finite(scale: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [f32]) {
+    let i = thread::global_x();
+    if i < y.len() {
+        gpu_assert!(x[i].is_finite(), "input is not finite");
+        y[i] = x[i] * scale;
+    }
+}

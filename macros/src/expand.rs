@@ -27,7 +27,7 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> To
         Ok(f) => f,
         Err(_) => return with_item(vec![not_a_function(&item)], item),
     };
-    match validate::kernel(&f) {
+    match validate::kernel(&f).and_then(|k| validate::elementwise(&opts, &k).map(|()| k)) {
         Ok(k) => kernel(&opts, &k, ptx),
         Err(errors) => with_item(errors, quote!(#f)),
     }
@@ -102,11 +102,13 @@ pub fn kernel(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     let entry = entry(opts, k);
     let descriptor = descriptor(opts, k, ptx);
     let launcher = launcher(opts, k);
+    let pipelined = opts.elementwise.map(|_| pipelined(opts, k));
     quote! {
         #body_fn
         #entry
         #descriptor
         #launcher
+        #pipelined
     }
 }
 
@@ -222,6 +224,7 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
                 let placement = match a.placement {
                     Placement::Device => quote!(Device),
                     Placement::PinnedAsync(_) => quote!(PinnedAsync),
+                    Placement::PinnedOut(_) => quote!(PinnedOut),
                     Placement::Mapped(_) => quote!(Mapped),
                 };
                 params.push(quote! {
@@ -259,7 +262,7 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
 fn arg_trait(placement: Placement) -> syn::Ident {
     let name = match placement {
         Placement::Device => "DeviceArg",
-        Placement::PinnedAsync(_) => "PinnedArg",
+        Placement::PinnedAsync(_) | Placement::PinnedOut(_) => "PinnedArg",
         Placement::Mapped(_) => "MappedArg",
     };
     syn::Ident::new(name, Span::call_site())
@@ -272,6 +275,7 @@ fn push_method(placement: Placement, mutable: bool) -> syn::Ident {
         (Placement::Device, true) => "device_mut",
         (Placement::PinnedAsync(_), false) => "pinned_in",
         (Placement::PinnedAsync(_), true) => "pinned_inout",
+        (Placement::PinnedOut(_), _) => "pinned_out",
         (Placement::Mapped(_), false) => "mapped",
         (Placement::Mapped(_), true) => "mapped_mut",
     };
@@ -365,6 +369,76 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
             let mut __launch = #krate::__private::Launch::new(#on, &#desc, #grid)?;
             #(#pushes)*
             __launch.submit()
+        }
+    }
+}
+
+/// The launch method of a pipelined launch, by placement and mutability.
+fn pipelined_method(placement: Placement, mutable: bool) -> syn::Ident {
+    let name = match (placement, mutable) {
+        (Placement::PinnedAsync(_), false) => "bulk_in",
+        (Placement::PinnedAsync(_), true) => "bulk_inout",
+        (Placement::PinnedOut(_), _) => "bulk_out",
+        (p, m) => return push_method(p, m),
+    };
+    syn::Ident::new(name, Span::call_site())
+}
+
+/// `<kernel>_pipelined`: the `#[pinned_async]` arguments cut into chunks over several streams.
+fn pipelined(opts: &Options, k: &Kernel) -> TokenStream {
+    let krate = &opts.krate;
+    let vis = &k.vis;
+    let name = format_ident!("{}_pipelined", k.name);
+    let desc = descriptor_ident(&k.name);
+    let taken = |s: &str| k.args.iter().any(|a| a.name == s);
+    let gpu = if taken("gpu") {
+        format_ident!("__berth_gpu")
+    } else {
+        format_ident!("gpu")
+    };
+    let options = if taken("options") {
+        format_ident!("__berth_options")
+    } else {
+        format_ident!("options")
+    };
+    let mut params = Vec::new();
+    let mut pushes = Vec::new();
+    for a in &k.args {
+        let n = &a.name;
+        let span = a.ty.span();
+        match &a.kind {
+            ArgKind::Scalar(ty) => {
+                params.push(quote!(#n: #ty));
+                pushes.push(quote_spanned!(span=> __pipeline.scalar::<#ty>(&#n);));
+            }
+            ArgKind::Slice { elem, mutable } => {
+                params.push(buffer_param(krate, n, elem, *mutable, a.placement));
+                let method = pipelined_method(a.placement, *mutable);
+                pushes.push(quote_spanned!(span=> __pipeline.#method::<#elem>(#n);));
+            }
+        }
+    }
+    let doc = format!(
+        " Pipelined launch of the elementwise kernel `{}`: its `#[pinned_async]` arguments (one \
+         shared length) are cut into chunks over several streams, so that copies in, the \
+         kernel and copies out of different chunks overlap; every other argument is passed \
+         whole to each chunk, and thread indices are relative to the chunk. Chunk size and \
+         stream count come from `{options}` or the measured link. The device footprint is the \
+         ring of staging buffers (`PipelineStats::staging_bytes`).",
+        k.name
+    );
+    quote! {
+        #[cfg(not(target_arch = "nvptx64"))]
+        #[doc = #doc]
+        #[allow(clippy::too_many_arguments)]
+        #vis fn #name<'__l>(
+            #gpu: &'__l #krate::__private::Gpu,
+            #options: #krate::__private::PipelineOptions,
+            #(#params),*
+        ) -> #krate::__private::Result<#krate::__private::PipelineRun<'__l>> {
+            let mut __pipeline = #krate::__private::Pipelined::new(#gpu, &#desc, #options)?;
+            #(#pushes)*
+            __pipeline.submit()
         }
     }
 }

@@ -8,22 +8,26 @@ use syn::parse::{Parse, ParseStream};
 pub mod kw {
     syn::custom_keyword!(mapped);
     syn::custom_keyword!(pinned_async);
+    syn::custom_keyword!(out);
 }
 
 /// Placement keywords an argument may carry, for messages.
 pub const PLACEMENTS: &str = "`#[mapped]` or `#[pinned_async]`";
 
-/// `#[gpu_kernel(crate = path)]`: the options of the attribute itself.
+/// `#[gpu_kernel(elementwise, crate = path)]`: the options of the attribute itself.
 pub struct Options {
     /// Path of the berth facade crate as seen from the kernel crate (`::berth` unless
     /// re-exported).
     pub krate: syn::Path,
+    /// `elementwise`: the kernel may be cut into chunks (a pipelined launcher is generated).
+    pub elementwise: Option<Span>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             krate: syn::parse_quote!(::berth),
+            elementwise: None,
         }
     }
 }
@@ -33,14 +37,24 @@ impl Parse for Options {
         let mut opts = Options::default();
         let mut seen_crate = false;
         while !input.is_empty() {
-            let key: syn::Ident = input
-                .call(syn::ext::IdentExt::parse_any)
-                .map_err(|e| syn::Error::new(e.span(), "expected `crate = path`"))?;
+            let key: syn::Ident = input.call(syn::ext::IdentExt::parse_any).map_err(|e| {
+                syn::Error::new(e.span(), "expected `elementwise` or `crate = path`")
+            })?;
+            if key == "elementwise" {
+                if opts.elementwise.is_some() {
+                    return Err(syn::Error::new(key.span(), "`elementwise` is given twice"));
+                }
+                opts.elementwise = Some(key.span());
+                if !input.is_empty() {
+                    input.parse::<syn::Token![,]>()?;
+                }
+                continue;
+            }
             if key != "crate" {
                 return Err(syn::Error::new(
                     key.span(),
                     format!(
-                        "unknown option `{key}`: the only option is `crate = path` (the path of the berth crate when it is re-exported)"
+                        "unknown option `{key}`: expected `elementwise` (the kernel can be cut into chunks and pipelined) or `crate = path` (the path of the berth crate when it is re-exported)"
                     ),
                 ));
             }
@@ -72,6 +86,8 @@ pub enum Placement {
     Mapped(Span),
     /// `#[pinned_async]`: page-locked host memory copied asynchronously.
     PinnedAsync(Span),
+    /// `#[pinned_async(out)]`: an output in page-locked host memory, copied back only.
+    PinnedOut(Span),
 }
 
 impl Placement {
@@ -81,6 +97,7 @@ impl Placement {
             Placement::Device => "device",
             Placement::Mapped(_) => "#[mapped]",
             Placement::PinnedAsync(_) => "#[pinned_async]",
+            Placement::PinnedOut(_) => "#[pinned_async(out)]",
         }
     }
 
@@ -88,7 +105,7 @@ impl Placement {
     pub fn span(self) -> Option<Span> {
         match self {
             Placement::Device => None,
-            Placement::Mapped(s) | Placement::PinnedAsync(s) => Some(s),
+            Placement::Mapped(s) | Placement::PinnedAsync(s) | Placement::PinnedOut(s) => Some(s),
         }
     }
 }
@@ -110,19 +127,43 @@ pub fn placement(attrs: &[syn::Attribute], errors: &mut Vec<syn::Error>) -> Plac
             ));
             continue;
         };
-        if !matches!(attr.meta, syn::Meta::Path(_)) {
-            errors.push(syn::Error::new_spanned(
-                &attr.meta,
-                format!(
-                    "`{}` takes no arguments; write `{}`",
-                    this.name(),
-                    this.name()
-                ),
-            ));
-        }
+        let this = match (&attr.meta, this) {
+            (syn::Meta::Path(_), this) => this,
+            (syn::Meta::List(list), Placement::PinnedAsync(span))
+                if syn::parse2::<kw::out>(list.tokens.clone()).is_ok() =>
+            {
+                Placement::PinnedOut(span)
+            }
+            (meta, Placement::PinnedAsync(span)) => {
+                errors.push(syn::Error::new_spanned(
+                    meta,
+                    "`#[pinned_async]` takes one optional argument: `#[pinned_async(out)]` for an \
+                     output the kernel only writes (copied back, not copied in)",
+                ));
+                Placement::PinnedAsync(span)
+            }
+            (meta, this) => {
+                errors.push(syn::Error::new_spanned(
+                    meta,
+                    format!(
+                        "`{}` takes no arguments; write `{}`",
+                        this.name(),
+                        this.name()
+                    ),
+                ));
+                this
+            }
+        };
+        let same = |a: Placement, b: Placement| {
+            let id = |p| match p {
+                Placement::PinnedOut(s) => Placement::PinnedAsync(s),
+                p => p,
+            };
+            std::mem::discriminant(&id(a)) == std::mem::discriminant(&id(b))
+        };
         match found {
             Placement::Device => found = this,
-            prev if std::mem::discriminant(&prev) == std::mem::discriminant(&this) => {
+            prev if same(prev, this) => {
                 errors.push(syn::Error::new_spanned(
                     path,
                     format!("duplicate `{}`: write it once", this.name()),

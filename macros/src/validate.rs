@@ -174,6 +174,14 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
             ),
         ));
     }
+    if let (Some(ArgKind::Slice { mutable: false, .. }), Placement::PinnedOut(span)) =
+        (&kind, placement)
+    {
+        errors.push(syn::Error::new(
+            span,
+            "`#[pinned_async(out)]` is for outputs the kernel writes: the argument must be `&mut [T]`; for an input write `#[pinned_async]`",
+        ));
+    }
     if binding_mut && matches!(kind, Some(ArgKind::Slice { .. })) {
         errors.push(syn::Error::new(
             pt.pat.span(),
@@ -286,5 +294,29 @@ fn element(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<syn::Type> {
             None
         }
         other => scalar(other, errors),
+    }
+}
+
+/// `#[gpu_kernel(elementwise)]`: the kernel must have bulk data to cut into chunks.
+pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<syn::Error>> {
+    let Some(span) = opts.elementwise else {
+        return Ok(());
+    };
+    let bulk = k.args.iter().any(|a| {
+        matches!(a.kind, ArgKind::Slice { .. })
+            && matches!(
+                a.placement,
+                Placement::PinnedAsync(_) | Placement::PinnedOut(_)
+            )
+    });
+    if bulk {
+        Ok(())
+    } else {
+        Err(vec![syn::Error::new(
+            span,
+            "an `elementwise` kernel is cut into chunks along its `#[pinned_async]` slices, and this one has none: \
+             mark the bulk inputs `#[pinned_async]` and outputs `#[pinned_async]` / `#[pinned_async(out)]` (all of one length), \
+             or remove `elementwise`",
+        )])
     }
 }

@@ -115,6 +115,24 @@ pub enum Error {
     /// An API used in a way it does not allow (the message says how to use it).
     #[error("{0}")]
     Usage(String),
+    /// A chunk of a pipelined launch failed. Chunks before `chunk` completed; of the chunks
+    /// after it, those in `completed_after` also wrote their outputs back (they ran on other
+    /// streams); the others wrote nothing.
+    #[error(
+        "pipelined `{kernel}` failed in chunk {chunk} (elements {elements:?}); later chunks whose outputs were written back anyway: {completed_after:?}: {source}"
+    )]
+    PipelineChunk {
+        /// The kernel.
+        kernel: &'static str,
+        /// The first chunk that did not complete.
+        chunk: usize,
+        /// Its element range.
+        elements: std::ops::Range<usize>,
+        /// Later chunks that completed.
+        completed_after: Vec<usize>,
+        /// The error itself.
+        source: Box<Error>,
+    },
     /// A buffer from one GPU context was passed to a launch on another.
     #[error("a buffer passed to `{kernel}` belongs to a different GPU context")]
     WrongContext {
@@ -132,7 +150,7 @@ impl Error {
                 | Error::KernelFault { .. }
                 | Error::ContextLost(_)
                 | Error::ProcessPoisoned { .. }
-        )
+        ) || matches!(self, Error::PipelineChunk { source, .. } if source.is_context_lost())
     }
 
     pub(crate) fn driver(call: &'static str, e: cudarc::driver::DriverError) -> Error {

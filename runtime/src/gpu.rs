@@ -35,6 +35,10 @@ pub(crate) struct Inner {
     pub(crate) staging: FreeLists<()>,
     /// Pinned host allocations, by size class and flags.
     pub(crate) pinned: FreeLists<u32>,
+    /// The link, measured on first use by a pipelined launch.
+    pub(crate) link: std::sync::OnceLock<crate::pipeline::LinkProfile>,
+    /// Streams of pipelined launches, kept for reuse.
+    streams: Mutex<Vec<StreamHandle>>,
 }
 
 // SAFETY: the raw handles (context, device, modules, functions) are driver objects usable from
@@ -164,6 +168,8 @@ impl Gpu {
                 fault: FaultState::default(),
                 staging: FreeLists::new(),
                 pinned: FreeLists::new(),
+                link: std::sync::OnceLock::new(),
+                streams: Mutex::new(Vec::new()),
             }),
         };
         let mut live = LIVE.lock().expect("poisoned");
@@ -358,6 +364,19 @@ impl Inner {
 }
 
 impl Inner {
+    /// A stream for a pipelined launch, from the pool or new.
+    pub(crate) fn take_stream(&self) -> Result<StreamHandle> {
+        if let Some(s) = self.streams.lock().expect("poisoned").pop() {
+            return Ok(s);
+        }
+        StreamHandle::create()
+    }
+
+    /// Give back a stream whose work is complete.
+    pub(crate) fn put_stream(&self, s: StreamHandle) {
+        self.streams.lock().expect("poisoned").push(s);
+    }
+
     fn free_pools(&self) {
         for (_, _, p) in self.staging.drain() {
             // SAFETY: a pooled staging allocation of this context, not in use (it is in the
@@ -385,6 +404,9 @@ impl Drop for Inner {
             let _ = unsafe { result::module::unload(m) };
         }
         self.default_stream.destroy();
+        for s in self.streams.get_mut().expect("poisoned").drain(..) {
+            s.destroy();
+        }
         self.free_pools();
         self.panic_record.free();
         // SAFETY: balances the retain in `with_ordinal`.

@@ -302,6 +302,20 @@ host_slice!(PinnedBuffer);
 host_slice!(MappedBuffer);
 
 impl<T: DeviceCopy> MappedBuffer<T> {
+    /// A zeroed mapped buffer of the context `gpu` (for the runtime's own use).
+    pub(crate) fn zeroed_in(gpu: &Arc<Inner>, len: usize) -> Result<Self> {
+        let bytes = checked_bytes::<T>(len)?;
+        let alloc = PinnedAlloc::new(gpu, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP)?;
+        zero_fill(alloc.ptr, bytes);
+        let device = alloc.device_ptr()?;
+        Ok(MappedBuffer {
+            alloc,
+            device,
+            len,
+            _t: PhantomData,
+        })
+    }
+
     /// The address kernels use for this memory.
     pub fn device_ptr(&self) -> u64 {
         self.device

@@ -132,6 +132,8 @@ pub enum Placement {
     Device,
     /// `#[pinned_async]`: pinned host memory, copied to device staging around the launch.
     PinnedAsync,
+    /// `#[pinned_async(out)]`: pinned host memory the kernel only writes: copied back only.
+    PinnedOut,
     /// `#[mapped]`: host memory mapped into the GPU's address space, read in place.
     Mapped,
 }
@@ -205,6 +207,160 @@ pub fn registered_kernels() -> impl Iterator<Item = &'static Kernel> {
     inventory::iter::<KernelRegistration>().map(|r| r.0)
 }
 
+/// A kernel's parameter values, each in a 16-byte-aligned slot, as `cuLaunchKernel` takes
+/// them (an array of pointers to the values).
+pub(crate) struct ParamBlock {
+    storage: Vec<u128>,
+    offsets: Vec<usize>,
+}
+
+impl ParamBlock {
+    pub(crate) fn new(params: &[Param]) -> Self {
+        let mut offsets = Vec::with_capacity(params.len());
+        let mut words = 0;
+        for p in params {
+            offsets.push(words);
+            words += p.size.div_ceil(16).max(1);
+        }
+        ParamBlock {
+            storage: vec![0; words],
+            offsets,
+        }
+    }
+
+    /// Write parameter `i` (its size was checked by the caller against the kernel's layout).
+    pub(crate) fn set(&mut self, i: usize, bytes: &[u8]) {
+        let off = self.offsets[i];
+        let end = self
+            .offsets
+            .get(i + 1)
+            .copied()
+            .unwrap_or(self.storage.len());
+        assert!(bytes.len() <= (end - off) * 16, "parameter slot too small");
+        // SAFETY: the slot at `off` spans `end - off` u128 words, at least `bytes.len()` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.storage.as_mut_ptr().add(off).cast::<u8>(),
+                bytes.len(),
+            );
+        }
+    }
+
+    /// One pointer per parameter, valid while `self` is neither moved nor written.
+    pub(crate) fn pointers(&mut self) -> Vec<*mut std::ffi::c_void> {
+        let base = self.storage.as_mut_ptr();
+        self.offsets
+            .iter()
+            // SAFETY: each offset is inside `storage`.
+            .map(|&o| unsafe { base.add(o) }.cast())
+            .collect()
+    }
+}
+
+/// Enqueue a copy of `bytes` from pinned host memory to device memory on `stream`.
+///
+/// # Safety
+/// `host` is pinned memory and `device` a device allocation, both at least `bytes` long and
+/// kept alive (and unaliased by writers) until the stream has passed the copy.
+pub(crate) unsafe fn copy_h2d(
+    gpu: &Inner,
+    stream: sys::CUstream,
+    device: u64,
+    host: u64,
+    bytes: usize,
+    kernel: &str,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let r = unsafe {
+        sys::cuMemcpyHtoDAsync_v2(device, host as *const std::ffi::c_void, bytes, stream)
+    }
+    .result();
+    gpu.check("cuMemcpyHtoDAsync", r, Some(kernel))
+}
+
+/// Enqueue a copy of `bytes` from device memory to pinned host memory on `stream`.
+///
+/// # Safety
+/// As for [`copy_h2d`], with the host memory borrowed exclusively.
+pub(crate) unsafe fn copy_d2h(
+    gpu: &Inner,
+    stream: sys::CUstream,
+    host: u64,
+    device: u64,
+    bytes: usize,
+    kernel: &str,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    let r =
+        unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut std::ffi::c_void, device, bytes, stream) }
+            .result();
+    gpu.check("cuMemcpyDtoHAsync", r, Some(kernel))
+}
+
+/// Enqueue `func` over `grid` on `stream` with the parameters `ptrs` point to.
+///
+/// # Safety
+/// `func` is an entry of `gpu`'s (current) context whose parameter list matches `ptrs` (one
+/// pointer per parameter, to a value of the PTX parameter's size), and all memory the values
+/// address stays alive until the stream has passed the kernel.
+pub(crate) unsafe fn launch_raw(
+    gpu: &Inner,
+    kernel: &'static str,
+    func: sys::CUfunction,
+    grid: &Grid,
+    stream: sys::CUstream,
+    ptrs: &mut [*mut std::ffi::c_void],
+) -> Result<()> {
+    if grid.shared_bytes > 48 * 1024 {
+        // SAFETY: valid function of the current context; the attribute takes bytes.
+        let r = unsafe {
+            result::function::set_function_attribute(
+                func,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                grid.shared_bytes as i32,
+            )
+        };
+        r.map_err(|e| Error::InvalidLaunch {
+            kernel,
+            reason: format!(
+                "{} bytes of dynamic shared memory refused: {}",
+                grid.shared_bytes,
+                crate::error::describe(e).1
+            ),
+        })?;
+    }
+    let (g, t) = (grid.blocks, grid.threads);
+    // SAFETY: the caller's contract.
+    let r = unsafe {
+        result::launch_kernel(
+            func,
+            (g.x, g.y, g.z),
+            (t.x, t.y, t.z),
+            grid.shared_bytes,
+            stream,
+            ptrs,
+        )
+    };
+    if let Err(e) = r {
+        use sys::CUresult::*;
+        if matches!(
+            e.0,
+            CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+        ) {
+            let (name, message) = crate::error::describe(e);
+            return Err(Error::InvalidLaunch {
+                kernel,
+                reason: format!(
+                    "the driver refused the configuration {grid:?}: {name} ({message})"
+                ),
+            });
+        }
+        return Err(gpu.error("cuLaunchKernel", e, Some(kernel)));
+    }
+    Ok(())
+}
+
 /// A host↔device copy a launch makes around its kernel.
 struct Copy {
     host: u64,
@@ -219,9 +375,7 @@ pub struct Launch<'l> {
     kernel: &'static Kernel,
     grid: Grid,
     func: sys::CUfunction,
-    /// Parameter values, each at a 16-byte-aligned slot.
-    storage: Vec<u128>,
-    offsets: Vec<usize>,
+    params: ParamBlock,
     next: usize,
     error: Option<Error>,
     /// Staging buffers taken from the pool: (size class, device address).
@@ -237,20 +391,13 @@ impl<'l> Launch<'l> {
         grid.validate(kernel.name)?;
         gpu.bind()?;
         let func = gpu.function(kernel)?;
-        let mut offsets = Vec::with_capacity(kernel.params.len());
-        let mut words = 0;
-        for p in kernel.params {
-            offsets.push(words);
-            words += p.size.div_ceil(16).max(1);
-        }
         Ok(Launch {
             gpu,
             stream,
             kernel,
             grid,
             func,
-            storage: vec![0; words],
-            offsets,
+            params: ParamBlock::new(kernel.params),
             next: 0,
             error: None,
             leases: Vec::new(),
@@ -276,15 +423,7 @@ impl<'l> Launch<'l> {
             ));
             return;
         }
-        let off = self.offsets[self.next];
-        // SAFETY: the slot at `off` spans ceil(size/16) u128 words, at least `bytes.len()`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.storage.as_mut_ptr().add(off).cast::<u8>(),
-                bytes.len(),
-            );
-        }
+        self.params.set(self.next, bytes);
         self.next += 1;
     }
 
@@ -370,7 +509,18 @@ impl<'l> Launch<'l> {
         self.pinned(b.__arg(), true);
     }
 
+    /// Pass pinned host memory for a `#[pinned_async(out)] &mut [T]` argument: copied
+    /// device→host after the kernel only. The device staging the kernel writes holds
+    /// unspecified (stale, initialised) values until the kernel writes them.
+    pub fn pinned_out<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
+        self.pinned_with(b.__arg(), false, true);
+    }
+
     fn pinned(&mut self, a: ArgRef<'_>, back: bool) {
+        self.pinned_with(a, true, back);
+    }
+
+    fn pinned_with(&mut self, a: ArgRef<'_>, copy_in: bool, back: bool) {
         let staging = if a.bytes == 0 {
             Ok(0)
         } else {
@@ -418,7 +568,9 @@ impl<'l> Launch<'l> {
         if back {
             self.d2h.push(Copy { ..c });
         }
-        self.h2d.push(c);
+        if copy_in {
+            self.h2d.push(c);
+        }
     }
 
     fn trace(&self, a: &ArgRef<'_>, placement: &'static str, what: &'static str) {
@@ -464,45 +616,12 @@ impl<'l> Launch<'l> {
             return Err(self.error.take().expect("just set"));
         }
         let k = self.kernel.name;
-        if self.grid.shared_bytes > 48 * 1024 {
-            // SAFETY: valid function of the current context; the attribute takes bytes.
-            let r = unsafe {
-                result::function::set_function_attribute(
-                    self.func,
-                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    self.grid.shared_bytes as i32,
-                )
-            };
-            r.map_err(|e| Error::InvalidLaunch {
-                kernel: k,
-                reason: format!(
-                    "{} bytes of dynamic shared memory refused: {}",
-                    self.grid.shared_bytes,
-                    crate::error::describe(e).1
-                ),
-            })?;
-        }
         for c in &self.h2d {
             // SAFETY: `c.host` is pinned memory of `c.bytes` bytes borrowed by this launch
             // until its guard completes; `c.device` a staging buffer of at least that size.
-            let r = unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    c.device,
-                    c.host as *const std::ffi::c_void,
-                    c.bytes,
-                    self.stream,
-                )
-            }
-            .result();
-            self.gpu.check("cuMemcpyHtoDAsync", r, Some(k))?;
+            unsafe { copy_h2d(self.gpu, self.stream, c.device, c.host, c.bytes, k) }?;
         }
-        let base = self.storage.as_mut_ptr();
-        let mut ptrs: Vec<*mut std::ffi::c_void> = self
-            .offsets
-            .iter()
-            // SAFETY: each offset is inside `storage`.
-            .map(|&o| unsafe { base.add(o) }.cast())
-            .collect();
+        let mut ptrs = self.params.pointers();
         let (g, t) = (self.grid.blocks, self.grid.threads);
         tracing::debug!(
             kernel = k,
@@ -518,45 +637,10 @@ impl<'l> Launch<'l> {
         // `kernel.params` when its module loaded; `ptrs` has one pointer per parameter, each
         // to a value of the checked size that outlives the call (the driver copies them).
         // Memory passed in stays borrowed by the returned guard until completion.
-        let r = unsafe {
-            result::launch_kernel(
-                self.func,
-                (g.x, g.y, g.z),
-                (t.x, t.y, t.z),
-                self.grid.shared_bytes,
-                self.stream,
-                &mut ptrs,
-            )
-        };
-        if let Err(e) = r {
-            use sys::CUresult::*;
-            if matches!(
-                e.0,
-                CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
-            ) {
-                let (name, message) = crate::error::describe(e);
-                return Err(Error::InvalidLaunch {
-                    kernel: k,
-                    reason: format!(
-                        "the driver refused the configuration {:?}: {name} ({message})",
-                        self.grid
-                    ),
-                });
-            }
-            return Err(self.gpu.error("cuLaunchKernel", e, Some(k)));
-        }
+        unsafe { launch_raw(self.gpu, k, self.func, &self.grid, self.stream, &mut ptrs) }?;
         for c in &self.d2h {
             // SAFETY: as for the copies in; the host memory is borrowed mutably by the launch.
-            let r = unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    c.host as *mut std::ffi::c_void,
-                    c.device,
-                    c.bytes,
-                    self.stream,
-                )
-            }
-            .result();
-            self.gpu.check("cuMemcpyDtoHAsync", r, Some(k))?;
+            unsafe { copy_d2h(self.gpu, self.stream, c.host, c.device, c.bytes, k) }?;
         }
         Ok(())
     }

@@ -19,6 +19,7 @@ mod fault;
 mod gpu;
 mod host_mem;
 mod launch;
+mod pipeline;
 mod pool;
 pub mod ptx;
 pub mod raw;
@@ -31,6 +32,7 @@ pub use error::{Error, PanicReport, Result};
 pub use gpu::Gpu;
 pub use host_mem::{HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, Registered};
 pub use launch::{Dim3, Grid, Pending};
+pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use restart::{RESTART_ENV, restart_process};
 pub use stream::{Queue, Stream};
@@ -40,4 +42,5 @@ pub mod __private {
     pub use crate::launch::{
         Kernel, KernelRegistration, Launch, Param, ParamKind, Placement, registered_kernels,
     };
+    pub use crate::pipeline::Pipelined;
 }

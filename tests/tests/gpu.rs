@@ -736,3 +736,178 @@ fn tracing_says_what_each_placement_did() {
         "{text}"
     );
 }
+
+// ---- pipelined launches -----------------------------------------------------------------
+
+fn affine_host(a: f32, x: &[f32]) -> Vec<f32> {
+    x.iter().map(|&v| a * v + 1.0).collect()
+}
+
+#[test]
+fn pipelined_results_equal_the_unpipelined_launch() {
+    use berth::PipelineOptions;
+    use berth_examples::{affine_one, affine_one_pipelined};
+    let (_g, gpu) = gpu();
+    for (n, chunk_elems, streams) in [
+        (1usize, 1024usize, 3usize),
+        (1000, 1024, 2),
+        (100_003, 4096, 3),
+        (1 << 20, 65_536, 4),
+        ((1 << 22) + 17, 1 << 20, 3),
+    ] {
+        let x = random_f32(n);
+        let px = gpu.pinned_from(&x).unwrap();
+        let mut whole = gpu.pinned_from(&vec![f32::NAN; n]).unwrap();
+        affine_one(&gpu, Grid::cover(n), 1.25, &px, &mut whole)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let mut piped = gpu.pinned_from(&vec![f32::NAN; n]).unwrap();
+        let opts = PipelineOptions {
+            chunk_bytes: Some(chunk_elems * 4),
+            streams: Some(streams),
+            ..Default::default()
+        };
+        let run = affine_one_pipelined(&gpu, opts, 1.25, &px, &mut piped).unwrap();
+        let chunks = run.chunks();
+        let stats = run.wait().unwrap();
+        assert_eq!(stats.chunks, chunks);
+        assert_eq!(chunks, n.div_ceil(chunk_elems), "n = {n}");
+        assert_eq!(
+            &piped[..],
+            &whole[..],
+            "n = {n}: pipelined differs from one launch"
+        );
+        assert_eq!(&piped[..], &affine_host(1.25, &x)[..], "n = {n}");
+    }
+}
+
+#[test]
+fn pipelined_in_out_and_automatic_plan() {
+    use berth::PipelineOptions;
+    use berth_examples::scale_finite_pipelined;
+    let (_g, gpu) = gpu();
+    let n = (64 << 20) / 4 + 12_345;
+    let x = random_f32(n);
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_from(&random_f32(n)).unwrap();
+    let run = scale_finite_pipelined(&gpu, PipelineOptions::default(), 3.0, &px, &mut py).unwrap();
+    let link = run.link();
+    let stats = run.wait().unwrap();
+    println!("automatic plan for {n} floats: {stats:?} from {link:?}");
+    assert!(stats.chunks > 1, "{stats:?}");
+    assert!(link.h2d_gbps > 1.0 && link.d2h_gbps > 1.0, "{link:?}");
+    let want: Vec<f32> = x.iter().map(|&v| v * 3.0).collect();
+    assert_eq!(&py[..], &want[..]);
+}
+
+#[test]
+fn device_budget_bounds_the_staging_ring() {
+    use berth::PipelineOptions;
+    use berth_examples::affine_one_pipelined;
+    let (_g, gpu) = gpu();
+    let n = 10_000_000; // 40 MB in, 40 MB out
+    let x = random_f32(n);
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_zeroed::<f32>(n).unwrap();
+    let budget = 4 << 20;
+    let opts = PipelineOptions {
+        device_budget: Some(budget),
+        ..Default::default()
+    };
+    let stats = affine_one_pipelined(&gpu, opts, -2.0, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    println!("4 MiB budget: {stats:?}");
+    assert!(
+        stats.staging_bytes <= budget + budget / 4,
+        "size classes round up at most 25%: {stats:?}"
+    );
+    assert!(stats.chunks * stats.chunk_elems >= n);
+    assert_eq!(&py[..], &affine_host(-2.0, &x)[..]);
+    // Bulk arguments must share a length.
+    let short = gpu.pinned_zeroed::<f32>(n - 1).unwrap();
+    let mut out = gpu.pinned_zeroed::<f32>(n).unwrap();
+    let e = affine_one_pipelined(&gpu, PipelineOptions::default(), 1.0, &short, &mut out)
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+    // A budget too small for anything is a clear error.
+    let tiny = PipelineOptions {
+        device_budget: Some(4),
+        ..Default::default()
+    };
+    let e = affine_one_pipelined(&gpu, tiny, 1.0, &px, &mut py)
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::Usage(_)), "{e}");
+}
+
+#[test]
+fn a_failing_chunk_is_reported_once_with_its_index() {
+    if !in_child() {
+        let (ok, out) = run_isolated("a_failing_chunk_is_reported_once_with_its_index");
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    use berth::PipelineOptions;
+    use berth_examples::scale_finite_pipelined;
+    let (_g, gpu) = gpu();
+    let chunk = 8192;
+    let n = chunk * 40 + 77;
+    let mut x = random_f32(n);
+    let bad = chunk * 17 + 123;
+    x[bad] = f32::NAN;
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_from(&vec![0.5f32; n]).unwrap();
+    let opts = PipelineOptions {
+        chunk_bytes: Some(chunk * 4),
+        streams: Some(3),
+        ..Default::default()
+    };
+    let err = scale_finite_pipelined(&gpu, opts, 2.0, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    println!("reported: {err}");
+    let Error::PipelineChunk {
+        chunk: c,
+        elements,
+        completed_after,
+        source,
+        ..
+    } = &err
+    else {
+        panic!("expected PipelineChunk, got {err}");
+    };
+    assert_eq!(*c, 17, "{err}");
+    assert_eq!(elements.clone(), 17 * chunk..18 * chunk);
+    assert!(
+        completed_after.iter().all(|&k| k > 17 && k < 41),
+        "{completed_after:?}"
+    );
+    let Error::KernelPanic { kernel, report } = source.as_ref() else {
+        panic!("expected the kernel's panic inside, got {source}");
+    };
+    assert_eq!(kernel, "scale_finite");
+    assert_eq!(report.message, "input is not finite");
+    // Thread indices are chunk-relative: block and thread locate the element in its chunk.
+    assert_eq!(
+        report.block[0] as usize * 256 + report.thread[0] as usize,
+        123,
+        "{report}"
+    );
+    // Chunks before the failing one, and those reported complete after it, hold results;
+    // the others were not written (still 0.5).
+    for k in 0..41usize {
+        let r = k * chunk..((k + 1) * chunk).min(n);
+        let written = k < 17 || completed_after.contains(&k);
+        let sample = r.start;
+        if written {
+            assert_eq!(py[sample], x[sample] * 2.0, "chunk {k}");
+        } else if k != 17 {
+            assert_eq!(py[sample], 0.5, "chunk {k} was written but not reported");
+        }
+    }
+}

@@ -75,7 +75,7 @@ pub fn run(bench_only: bool) -> Result {
     if !child.wait()?.success() {
         return Err("building the GPU bundle failed (errors above)".into());
     }
-    for cu in ["reference.cu", "placement.cu"] {
+    for cu in ["reference.cu", "placement.cu", "pipeline.cu"] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }
     let run_sh = gpu_dir.join("run.sh");

@@ -13,6 +13,7 @@
 mod bundle;
 mod ptx;
 mod record;
+mod record_pipeline;
 mod record_placement;
 
 use std::path::PathBuf;

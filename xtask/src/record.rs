@@ -117,6 +117,10 @@ pub fn run(dir: PathBuf) -> Result {
         if !placement.trim().is_empty() {
             crate::record_placement::write(&mut md, &placement)?;
         }
+        let pipeline = read("pipeline.jsonl");
+        if !pipeline.trim().is_empty() {
+            crate::record_pipeline::write(&mut md, &pipeline, &root)?;
+        }
         std::fs::write(root.join("BENCHMARKS.md"), md)?;
         eprintln!("wrote BENCHMARKS.md");
     }
@@ -132,14 +136,24 @@ pub fn run(dir: PathBuf) -> Result {
         writeln!(md, "## Summary\n\n```\n{summary}```\n")?;
         writeln!(md, "## Test output\n\n```")?;
         for line in tests_log.lines() {
-            if line.starts_with("===")
-                || line.starts_with("test ")
-                || line.starts_with("test result")
-                || line.starts_with("quickstart")
-                || line.starts_with("reduction")
-                || line.starts_with("reported")
-                || line.starts_with("running")
-            {
+            let keep = [
+                "===",
+                "test ",
+                "running",
+                "quickstart",
+                "reduction",
+                "stream:",
+                "reported:",
+                "recovered:",
+                "Gpu::recover",
+                "new Gpu after",
+                "--- child",
+                "automatic plan",
+                "4 MiB budget",
+                "pool after",
+                "write-only",
+            ];
+            if keep.iter().any(|k| line.starts_with(k)) {
                 writeln!(md, "{line}")?;
             }
         }

@@ -30,9 +30,9 @@ if [[ $mode == all || $mode == tests ]]; then
       summary+=("FAIL  tests/$name"); fail=1
     fi
   done
-  for ex in quickstart reduction; do
+  for ex in quickstart reduction "stream --gib 16 --device-budget 1G"; do
     echo "=== example: $ex" | tee -a "$out/tests.log"
-    if "$here/bin/$ex" 2>&1 | tee -a "$out/tests.log"; then
+    if "$here/bin/"$ex 2>&1 | tee -a "$out/tests.log"; then
       summary+=("PASS  example $ex")
     else
       summary+=("FAIL  example $ex"); fail=1
@@ -66,7 +66,16 @@ if [[ $mode == all || $mode == bench ]]; then
     cat "$out/nvcc.log"
     summary+=("FAIL  nvcc build of placement.cu"); fail=1
   fi
-  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl"; then
+  : > "$out/pipeline.jsonl"
+  if nvcc -O3 -arch=sm_90 -o "$here/pipeline" "$here/pipeline.cu" 2>>"$out/nvcc.log"; then
+    "$here/pipeline" all 3 >> "$out/pipeline.jsonl" || fail=1
+    "$here/bin/bench_pipeline" all 3 >> "$out/pipeline.jsonl" || fail=1
+    cat "$out/pipeline.jsonl"
+  else
+    cat "$out/nvcc.log"
+    summary+=("FAIL  nvcc build of pipeline.cu"); fail=1
+  fi
+  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl"; then
     summary+=("FAIL  benchmark result check"); fail=1
   else
     summary+=("PASS  benchmark result checks")

@@ -119,6 +119,31 @@ fn mapped_read_and_write() {
 }
 
 #[test]
+fn elementwise_pipelined_launcher() {
+    insta::assert_snapshot!(expand_with(
+        quote!(elementwise),
+        quote! {
+            pub fn affine(a: f32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mut [f32], lut: &[f32]) {}
+        },
+        Some("/path/k.ptx"),
+    ));
+}
+
+#[test]
+fn error_elementwise_and_out() {
+    insta::assert_snapshot!(errors_with(
+        quote!(elementwise),
+        quote! {
+            pub fn k(#[pinned_async(out)] x: &[f32], #[pinned_async(in)] y: &mut [f32], z: &mut [f32]) {}
+        },
+    ));
+    insta::assert_snapshot!(
+        "elementwise_without_bulk",
+        errors_with(quote!(elementwise), quote! { pub fn k(x: &[f32], y: &mut [f32]) {} })
+    );
+}
+
+#[test]
 fn saxpy_with_docs() {
     insta::assert_snapshot!(expand(quote! {
         /// `y[i] = a * x[i] + y[i]`.

@@ -1,0 +1,597 @@
+//! Pipelined launches of elementwise kernels: bulk `#[pinned_async]` data cut into chunks
+//! over several streams, so that the copy in of chunk k+1, the kernel on chunk k and the copy
+//! out of chunk k−1 run at once, through a bounded ring of device staging buffers.
+//!
+//! Chunk size and stream count come from the link measured once per context
+//! ([`Gpu::link_profile`]) and the device's copy engines, unless the caller sets them
+//! ([`PipelineOptions`]). The device footprint is `streams × chunk × (bytes per element of
+//! the bulk arguments)`, bounded by [`PipelineOptions::device_budget`], so host data larger
+//! than the GPU's memory streams through.
+//!
+//! Each chunk, once copied back, sets a flag in mapped host memory from its stream
+//! (`cuStreamWriteValue32`): progress is read without a driver call, and after a fault the
+//! host knows exactly which chunks reached their outputs.
+
+use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Inner};
+use crate::host_mem::MappedBuffer;
+use crate::launch::{Grid, Kernel, ParamBlock, copy_d2h, copy_h2d, launch_raw};
+use crate::stream::StreamHandle;
+use berth_device::DeviceCopy;
+use cudarc::driver::{result, sys};
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// How to pipeline; `None` fields are chosen from the measured link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineOptions {
+    /// Bytes of the widest bulk argument per chunk.
+    pub chunk_bytes: Option<usize>,
+    /// Streams (and staging sets) in the ring.
+    pub streams: Option<usize>,
+    /// Most device memory the staging ring may take.
+    pub device_budget: Option<usize>,
+    /// Threads per block of each chunk's launch.
+    pub threads_per_block: u32,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions {
+            chunk_bytes: None,
+            streams: None,
+            device_budget: None,
+            threads_per_block: Grid::DEFAULT_BLOCK,
+        }
+    }
+}
+
+/// The host↔device link, measured once per context.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkProfile {
+    /// Host→device rate of large pinned copies, GB/s.
+    pub h2d_gbps: f64,
+    /// Device→host rate of large pinned copies, GB/s.
+    pub d2h_gbps: f64,
+    /// The smallest copy that reaches 90% of the large-copy rate both ways, bytes.
+    pub efficient_copy_bytes: usize,
+    /// Asynchronous copy engines of the device.
+    pub copy_engines: u32,
+}
+
+/// What a pipelined run did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineStats {
+    /// Chunks.
+    pub chunks: usize,
+    /// Elements per chunk (the last may have fewer).
+    pub chunk_elems: usize,
+    /// Streams used.
+    pub streams: usize,
+    /// Device memory of the staging ring (the run's whole device footprint for bulk data).
+    pub staging_bytes: usize,
+}
+
+const PROFILE_SIZES: [usize; 6] = [256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20];
+
+impl Gpu {
+    /// The host↔device link of this GPU, measured on first use (a few milliseconds of pinned
+    /// copies) and cached for the context's life.
+    pub fn link_profile(&self) -> Result<LinkProfile> {
+        if let Some(p) = self.inner.link.get() {
+            return Ok(*p);
+        }
+        let p = measure_link(self)?;
+        tracing::info!(?p, "link measured");
+        Ok(*self.inner.link.get_or_init(|| p))
+    }
+}
+
+fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
+    let max = *PROFILE_SIZES.last().expect("sizes");
+    let host = gpu.pinned_zeroed::<u8>(max)?;
+    let mut back = gpu.pinned_zeroed::<u8>(max)?;
+    let dev = gpu.alloc_zeroed::<u8>(max)?;
+    let stream = gpu.inner.default_stream.0;
+    let ev = |f| result::event::create(f).map_err(|e| Error::driver("cuEventCreate", e));
+    let (start, stop) = (
+        ev(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
+        ev(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
+    );
+    let mut time = |h2d: bool, bytes: usize| -> Result<f64> {
+        let mut t = Vec::new();
+        for _ in 0..4 {
+            // SAFETY: events, stream, and buffers of at least `bytes` belong to this context;
+            // every copy is synchronised before the buffers are touched again.
+            unsafe {
+                result::event::record(start, stream)
+                    .map_err(|e| Error::driver("cuEventRecord", e))?;
+                if h2d {
+                    copy_h2d(
+                        &gpu.inner,
+                        stream,
+                        dev.ptr,
+                        host.as_ptr() as u64,
+                        bytes,
+                        "link profile",
+                    )?;
+                } else {
+                    copy_d2h(
+                        &gpu.inner,
+                        stream,
+                        back.as_mut_ptr() as u64,
+                        dev.ptr,
+                        bytes,
+                        "link profile",
+                    )?;
+                }
+                result::event::record(stop, stream)
+                    .map_err(|e| Error::driver("cuEventRecord", e))?;
+                result::event::synchronize(stop)
+                    .map_err(|e| Error::driver("cuEventSynchronize", e))?;
+                t.push(f64::from(
+                    result::event::elapsed(start, stop)
+                        .map_err(|e| Error::driver("cuEventElapsedTime", e))?,
+                ));
+            }
+        }
+        t.sort_by(f64::total_cmp);
+        Ok(bytes as f64 / (t[1] * 1e-3) / 1e9)
+    };
+    let mut rates = Vec::new();
+    for &b in &PROFILE_SIZES {
+        rates.push((b, time(true, b)?, time(false, b)?));
+    }
+    // SAFETY: events created above, not in use any more.
+    unsafe {
+        let _ = result::event::destroy(start);
+        let _ = result::event::destroy(stop);
+    }
+    let &(_, h2d, d2h) = rates.last().expect("sizes");
+    let efficient = rates
+        .iter()
+        .find(|(_, h, d)| *h >= 0.9 * h2d && *d >= 0.9 * d2h)
+        .map_or(max, |r| r.0);
+    let engines = gpu.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?;
+    Ok(LinkProfile {
+        h2d_gbps: h2d,
+        d2h_gbps: d2h,
+        efficient_copy_bytes: efficient,
+        copy_engines: engines.max(0) as u32,
+    })
+}
+
+/// The automatic plan: streams from the copy engines, chunk from the link and the data size.
+pub fn auto_plan(link: &LinkProfile, widest_total_bytes: usize) -> (usize, usize) {
+    // One stream copying in, one computing, one copying out needs three; with a single copy
+    // engine the two directions serialise anyway.
+    let streams = if link.copy_engines >= 2 { 3 } else { 2 };
+    // Big enough to run copies at full rate (4× the efficient size), small enough that
+    // filling and draining the pipeline (about two chunks' transfer) stays a small part of
+    // the whole (≥ 32 chunks), and at most 64 MiB.
+    let lo = 4 * link.efficient_copy_bytes;
+    let chunk = (widest_total_bytes / 32).clamp(lo.min(64 << 20), 64 << 20);
+    (streams, chunk)
+}
+
+struct Bulk {
+    slot: usize,
+    name: &'static str,
+    host: u64,
+    elem: usize,
+    len: usize,
+    copy_in: bool,
+    copy_out: bool,
+}
+
+/// A pipelined launch being assembled by a generated `<kernel>_pipelined` launcher.
+pub struct Pipelined<'l> {
+    gpu: &'l Arc<Inner>,
+    gpu_handle: &'l Gpu,
+    kernel: &'static Kernel,
+    func: sys::CUfunction,
+    opts: PipelineOptions,
+    params: ParamBlock,
+    next: usize,
+    bulk: Vec<Bulk>,
+    error: Option<Error>,
+}
+
+impl<'l> Pipelined<'l> {
+    /// Start a pipelined launch of `kernel`.
+    pub fn new(gpu: &'l Gpu, kernel: &'static Kernel, opts: PipelineOptions) -> Result<Self> {
+        gpu.inner.bind()?;
+        let func = gpu.inner.function(kernel)?;
+        Ok(Pipelined {
+            gpu: &gpu.inner,
+            gpu_handle: gpu,
+            kernel,
+            func,
+            opts,
+            params: ParamBlock::new(kernel.params),
+            next: 0,
+            bulk: Vec::new(),
+            error: None,
+        })
+    }
+
+    fn put(&mut self, bytes: &[u8]) {
+        match self.kernel.params.get(self.next) {
+            Some(p) if p.size == bytes.len() => {
+                self.params.set(self.next, bytes);
+                self.next += 1;
+            }
+            _ => {
+                self.error.get_or_insert(Error::Module {
+                    kernel: self.kernel.name,
+                    reason:
+                        "launcher and kernel disagree on the parameters; rebuild the kernel crate"
+                            .into(),
+                });
+            }
+        }
+    }
+
+    /// A scalar, passed to every chunk.
+    pub fn scalar<T: DeviceCopy>(&mut self, v: &T) {
+        // SAFETY: `T: DeviceCopy` is plain data (see `Launch::scalar`).
+        let bytes = unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        };
+        self.put(bytes);
+    }
+
+    fn whole(&mut self, a: ArgRef<'_>) {
+        if !Arc::ptr_eq(a.gpu, self.gpu) {
+            self.error.get_or_insert(Error::WrongContext {
+                kernel: self.kernel.name,
+            });
+            return;
+        }
+        self.put(&a.addr.to_ne_bytes());
+        self.put(&(a.len as u64).to_ne_bytes());
+    }
+
+    /// Device memory, passed whole to every chunk.
+    pub fn device<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>) {
+        self.whole(b.__arg());
+    }
+    /// Device memory, passed whole to every chunk (written by the kernel).
+    pub fn device_mut<T: DeviceCopy>(&mut self, b: &'l mut impl DeviceArg<T>) {
+        self.whole(b.__arg());
+    }
+    /// Mapped memory, passed whole to every chunk.
+    pub fn mapped<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
+        self.whole(b.__arg());
+    }
+    /// Mapped memory, passed whole to every chunk (written by the kernel).
+    pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
+        self.whole(b.__arg());
+    }
+
+    fn bulk(&mut self, a: ArgRef<'_>, elem: usize, copy_in: bool, copy_out: bool) {
+        if !Arc::ptr_eq(a.gpu, self.gpu) {
+            self.error.get_or_insert(Error::WrongContext {
+                kernel: self.kernel.name,
+            });
+            return;
+        }
+        let name = self.kernel.params.get(self.next).map_or("?", |p| p.name);
+        self.bulk.push(Bulk {
+            slot: self.next,
+            name,
+            host: a.addr,
+            elem,
+            len: a.len,
+            copy_in,
+            copy_out,
+        });
+        // Filled per chunk with the staging address and the chunk's length.
+        self.put(&0u64.to_ne_bytes());
+        self.put(&0u64.to_ne_bytes());
+    }
+
+    /// A `#[pinned_async] &[T]` bulk input: chunk k copied in before the kernel on chunk k.
+    pub fn bulk_in<T: DeviceCopy>(&mut self, b: &'l impl PinnedArg<T>) {
+        self.bulk(b.__arg(), std::mem::size_of::<T>(), true, false);
+    }
+    /// A `#[pinned_async] &mut [T]` bulk in/out argument.
+    pub fn bulk_inout<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
+        self.bulk(b.__arg(), std::mem::size_of::<T>(), true, true);
+    }
+    /// A `#[pinned_async(out)] &mut [T]` bulk output.
+    pub fn bulk_out<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
+        self.bulk(b.__arg(), std::mem::size_of::<T>(), false, true);
+    }
+
+    /// Plan the chunks and enqueue every one of them.
+    pub fn submit(mut self) -> Result<PipelineRun<'l>> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let k = self.kernel.name;
+        let Some(first) = self.bulk.first() else {
+            return Err(Error::Usage(format!(
+                "`{k}` has no #[pinned_async] argument to pipeline"
+            )));
+        };
+        let n = first.len;
+        if let Some(b) = self.bulk.iter().find(|b| b.len != n) {
+            return Err(Error::LengthMismatch {
+                what: format!(
+                    "elementwise kernel `{k}`: bulk argument `{}` vs `{}` (all #[pinned_async] arguments share one length)",
+                    b.name, first.name
+                ),
+                expected: n,
+                got: b.len,
+            });
+        }
+        let per_elem: usize = self.bulk.iter().map(|b| b.elem).sum();
+        let widest = self.bulk.iter().map(|b| b.elem).max().unwrap_or(1);
+        let link = self.gpu_handle.link_profile()?;
+        let (auto_streams, auto_chunk) = auto_plan(&link, n * widest);
+        let streams = self.opts.streams.unwrap_or(auto_streams).max(1);
+        let chunk_bytes = self.opts.chunk_bytes.unwrap_or(auto_chunk).max(widest);
+        // Whole blocks of 1024 elements keep every chunk's start aligned for wide accesses.
+        let mut chunk = (chunk_bytes / widest)
+            .max(1)
+            .next_multiple_of(1024)
+            .min(n.max(1));
+        if let Some(budget) = self.opts.device_budget {
+            let fit = budget / (streams * per_elem);
+            if fit == 0 {
+                return Err(Error::Usage(format!(
+                    "a device budget of {budget} bytes cannot hold one element per stream ({streams} streams × {per_elem} bytes)"
+                )));
+            }
+            chunk = chunk.min(fit);
+        }
+        let chunks = n.div_ceil(chunk);
+        let streams = streams.min(chunks.max(1));
+        self.enqueue(n, chunk, chunks, streams, per_elem, link)
+    }
+
+    fn enqueue(
+        mut self,
+        n: usize,
+        chunk: usize,
+        chunks: usize,
+        streams: usize,
+        per_elem: usize,
+        link: LinkProfile,
+    ) -> Result<PipelineRun<'l>> {
+        let k = self.kernel.name;
+        let gpu = self.gpu;
+        let progress = MappedBuffer::<u32>::zeroed_in(gpu, chunks.max(1))?;
+        let mut run = PipelineRun {
+            gpu: gpu.clone(),
+            kernel: k,
+            streams: Vec::new(),
+            leases: Vec::new(),
+            progress,
+            chunks,
+            chunk,
+            n,
+            stats: PipelineStats {
+                chunks,
+                chunk_elems: chunk,
+                streams,
+                staging_bytes: 0,
+            },
+            link,
+            done: false,
+            _borrows: PhantomData,
+        };
+        for _ in 0..streams {
+            run.streams.push(gpu.take_stream()?);
+        }
+        // staging[s][b]: the device buffer of bulk argument b for stream s.
+        let mut staging = vec![Vec::with_capacity(self.bulk.len()); streams];
+        for set in staging.iter_mut() {
+            for b in &self.bulk {
+                let class = crate::pool::size_class(chunk * b.elem);
+                // SAFETY: plain allocation in the current context (bound in `new`).
+                let p = gpu
+                    .staging
+                    .take(class, (), |c| unsafe { result::malloc_sync(c) })
+                    .map_err(|e| match e.0 {
+                        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                            let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                            Error::OutOfMemory {
+                                bytes: class,
+                                free,
+                                total,
+                            }
+                        }
+                        _ => gpu.error("cuMemAlloc", e, Some(k)),
+                    })?;
+                run.leases.push((class, p));
+                run.stats.staging_bytes += class;
+                set.push(p);
+            }
+        }
+        tracing::debug!(
+            kernel = k,
+            elements = n,
+            chunk,
+            chunks,
+            streams,
+            staging_bytes = run.stats.staging_bytes,
+            bytes_per_element = per_elem,
+            "pipelined launch"
+        );
+        let mut use_flags = true;
+        for c in 0..chunks {
+            let s = c % streams;
+            let stream = run.streams[s].0;
+            let range = c * chunk..((c + 1) * chunk).min(n);
+            let len = range.len();
+            for (b, &dev) in self.bulk.iter().zip(&staging[s]) {
+                if b.copy_in {
+                    // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the
+                    // run; `dev` a staging buffer of at least `chunk` elements, reused on this
+                    // stream only after the stream passed its previous chunk.
+                    unsafe {
+                        copy_h2d(
+                            gpu,
+                            stream,
+                            dev,
+                            b.host + (range.start * b.elem) as u64,
+                            len * b.elem,
+                            k,
+                        )
+                    }?;
+                }
+                self.params.set(b.slot, &dev.to_ne_bytes());
+                self.params.set(b.slot + 1, &(len as u64).to_ne_bytes());
+            }
+            let grid = Grid::cover_with_block(len, self.opts.threads_per_block);
+            let mut ptrs = self.params.pointers();
+            // SAFETY: `func` is this kernel's entry (checked against its parameters at load);
+            // every bulk slot now holds a staging buffer of this stream and the chunk length,
+            // the other slots the caller's memory, borrowed by the run.
+            unsafe { launch_raw(gpu, k, self.func, &grid, stream, &mut ptrs) }?;
+            for (b, &dev) in self.bulk.iter().zip(&staging[s]) {
+                if b.copy_out {
+                    // SAFETY: as for the copy in, with the host memory borrowed mutably.
+                    unsafe {
+                        copy_d2h(
+                            gpu,
+                            stream,
+                            b.host + (range.start * b.elem) as u64,
+                            dev,
+                            len * b.elem,
+                            k,
+                        )
+                    }?;
+                }
+            }
+            if use_flags {
+                // SAFETY: the flag is a u32 of the run's mapped progress buffer, alive until
+                // the run's streams are synchronised.
+                let r = unsafe {
+                    sys::cuStreamWriteValue32_v2(
+                        stream,
+                        run.progress.device_ptr() + 4 * c as u64,
+                        1,
+                        0,
+                    )
+                }
+                .result();
+                if r.is_err() {
+                    tracing::debug!("stream memory operations unavailable: no per-chunk progress");
+                    use_flags = false;
+                }
+            }
+        }
+        gpu.fault.launched(run.streams[0].0, self.kernel);
+        Ok(run)
+    }
+}
+
+/// A pipelined launch in flight: it keeps every buffer borrowed until all chunks are done.
+#[must_use = "a pipelined launch is asynchronous: call .wait() to get its outcome"]
+pub struct PipelineRun<'l> {
+    gpu: Arc<Inner>,
+    kernel: &'static str,
+    streams: Vec<StreamHandle>,
+    leases: Vec<(usize, u64)>,
+    progress: MappedBuffer<u32>,
+    chunks: usize,
+    chunk: usize,
+    n: usize,
+    stats: PipelineStats,
+    link: LinkProfile,
+    done: bool,
+    _borrows: PhantomData<&'l mut ()>,
+}
+
+impl PipelineRun<'_> {
+    /// Chunks in the run.
+    pub fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    /// Chunks whose outputs are back in host memory (read from mapped memory: no driver call).
+    pub fn chunks_done(&self) -> usize {
+        (0..self.chunks).filter(|&c| self.flag(c)).count()
+    }
+
+    /// The plan.
+    pub fn stats(&self) -> PipelineStats {
+        self.stats
+    }
+
+    /// The link measurement the plan came from.
+    pub fn link(&self) -> LinkProfile {
+        self.link
+    }
+
+    fn flag(&self, c: usize) -> bool {
+        let p = self.progress.as_ptr().wrapping_add(c).cast_mut();
+        // SAFETY: `p` is the c-th u32 of the live progress buffer (c < chunks), written by the
+        // GPU's stream memory operation; read atomically.
+        unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire) == 1
+    }
+
+    fn chunk_range(&self, c: usize) -> Range<usize> {
+        c * self.chunk..((c + 1) * self.chunk).min(self.n)
+    }
+
+    /// Wait for every chunk. A failure is reported once, with the first chunk that did not
+    /// complete and every later chunk that did (its outputs were written back).
+    pub fn wait(mut self) -> Result<PipelineStats> {
+        self.done = true;
+        let mut failure = None;
+        for s in &self.streams {
+            if let Err(e) = crate::stream::sync(&self.gpu, s.0, Some(self.kernel)) {
+                failure.get_or_insert(e);
+            }
+        }
+        let result = match failure {
+            None => Ok(self.stats),
+            Some(source) => {
+                let chunk = (0..self.chunks).find(|&c| !self.flag(c)).unwrap_or(0);
+                let completed_after: Vec<usize> =
+                    (chunk + 1..self.chunks).filter(|&c| self.flag(c)).collect();
+                Err(Error::PipelineChunk {
+                    kernel: self.kernel,
+                    chunk,
+                    elements: self.chunk_range(chunk),
+                    completed_after,
+                    source: Box::new(source),
+                })
+            }
+        };
+        self.release();
+        result
+    }
+
+    fn release(&mut self) {
+        if self.gpu.fault.is_lost() {
+            self.leases.clear();
+            self.streams.clear();
+            return;
+        }
+        for (class, p) in self.leases.drain(..) {
+            self.gpu.staging.put(class, (), p);
+        }
+        for s in self.streams.drain(..) {
+            self.gpu.put_stream(s);
+        }
+    }
+}
+
+impl Drop for PipelineRun<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            for s in &self.streams {
+                let _ = crate::stream::sync(&self.gpu, s.0, Some(self.kernel));
+            }
+            self.release();
+        }
+    }
+}
