@@ -36,6 +36,9 @@ pub struct PipelineOptions {
     pub device_budget: Option<usize>,
     /// Threads per block of each chunk's launch.
     pub threads_per_block: u32,
+    /// Per-chunk completion flags in mapped memory (progress, and which chunks completed
+    /// after a failure). One small stream memory operation per chunk.
+    pub progress: bool,
 }
 
 impl Default for PipelineOptions {
@@ -45,6 +48,7 @@ impl Default for PipelineOptions {
             streams: None,
             device_budget: None,
             threads_per_block: Grid::DEFAULT_BLOCK,
+            progress: true,
         }
     }
 }
@@ -423,7 +427,7 @@ impl<'l> Pipelined<'l> {
             bytes_per_element = per_elem,
             "pipelined launch"
         );
-        let mut use_flags = true;
+        let mut use_flags = self.opts.progress;
         for c in 0..chunks {
             let s = c % streams;
             let stream = run.streams[s].0;

@@ -170,6 +170,32 @@ pub fn write(md: &mut String, text: &str, root: &Path) -> Result {
         writeln!(md, "| {s} | {} MiB | {b:.1} | {n:.1} |", c >> 20)?;
     }
 
+    let ablation: Vec<&Point> = pts
+        .iter()
+        .filter(|p| p.bench == "pipeline_ablation")
+        .collect();
+    if !ablation.is_empty() {
+        writeln!(md, "\n### Cost of the per-chunk progress flags\n")?;
+        writeln!(md, "| streams | chunk | flags | input GB/s |")?;
+        writeln!(md, "|---:|---:|---|---:|")?;
+        for (p, line) in ablation
+            .iter()
+            .zip(text.lines().filter(|l| l.contains("pipeline_ablation")))
+        {
+            let flags = if line.contains("\"progress\":true") {
+                "on"
+            } else {
+                "off"
+            };
+            writeln!(
+                md,
+                "| {} | {} MiB | {flags} | {:.1} |",
+                p.streams,
+                p.chunk >> 20,
+                p.gbps
+            )?;
+        }
+    }
     let heavy = |imp: &str, b: &str| g(find(&pts, imp, b));
     writeln!(
         md,

@@ -139,7 +139,10 @@ fn error_elementwise_and_out() {
     ));
     insta::assert_snapshot!(
         "elementwise_without_bulk",
-        errors_with(quote!(elementwise), quote! { pub fn k(x: &[f32], y: &mut [f32]) {} })
+        errors_with(
+            quote!(elementwise),
+            quote! { pub fn k(x: &[f32], y: &mut [f32]) {} }
+        )
     );
 }
 

@@ -154,6 +154,49 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
         );
         emit("pipeline_auto", &extra, ms, reps, bad(&y, affine));
     }
+    if all || section == "bidir" {
+        // The link's ceiling for this workload: 4 GiB in and 4 GiB out at the same time, no
+        // kernel, on two streams.
+        let (s_in, s_out) = (gpu.stream()?, gpu.stream()?);
+        let mut dx = gpu.alloc_zeroed::<f32>(N)?;
+        let dy = gpu.alloc_zeroed::<f32>(N)?;
+        let ms = time(reps, || {
+            let a = dx.copy_from_pinned(&s_in, &x)?;
+            let b = dy.copy_to_pinned(&s_out, &mut y)?;
+            a.wait()?;
+            b.wait()?;
+            Ok(())
+        })?;
+        emit("bidirectional_copies", "", ms, reps, 0);
+        drop((dx, dy));
+    }
+    if all || section == "ablation" {
+        // What the per-chunk progress flags cost, and how long enqueueing takes.
+        for (streams, mib) in [(2usize, 4usize), (3, 4), (3, 64)] {
+            for progress in [true, false] {
+                let opts = PipelineOptions {
+                    chunk_bytes: Some(mib << 20),
+                    streams: Some(streams),
+                    progress,
+                    ..Default::default()
+                };
+                let mut enqueue = Vec::new();
+                let ms = time(reps, || {
+                    let t = Instant::now();
+                    let run = affine_one_pipelined(&gpu, opts, A, &x, &mut y)?;
+                    enqueue.push(t.elapsed().as_secs_f64() * 1e3);
+                    run.wait()?;
+                    Ok(())
+                })?;
+                let extra = format!(
+                    "\"streams\":{streams},\"chunk_bytes\":{},\"progress\":{progress},\"enqueue_ms\":{:.3},",
+                    mib << 20,
+                    median(enqueue)
+                );
+                emit("pipeline_ablation", &extra, ms, reps, bad(&y, affine));
+            }
+        }
+    }
     if all || section == "heavy" {
         let k = format!("\"k\":{K},");
         y.fill(f32::NAN);
