@@ -117,6 +117,7 @@ pub mod grid {
 /// Block-wide barrier (`__syncthreads()`, PTX `bar.sync 0`): every thread of the block must
 /// reach it; shared-memory writes before it are visible to the block after it.
 #[inline(always)]
+#[track_caller]
 pub fn sync_threads() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: bar.sync has no memory-safety preconditions; a barrier reached by only part of
@@ -125,5 +126,5 @@ pub fn sync_threads() {
         core::arch::nvptx::_syncthreads()
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    crate::host::barrier();
+    crate::host::barrier(core::panic::Location::caller());
 }

@@ -34,8 +34,13 @@ impl Coords {
 
 /// What a block shares among its threads: the barrier and the shared-memory arena.
 pub trait BlockServices {
-    /// Wait until every thread of the block has called `barrier`.
-    fn barrier(&self);
+    /// Wait until every thread of the block has called `barrier`; `at` is the call site.
+    fn barrier(&self, at: &'static core::panic::Location<'static>);
+    /// A shared-memory access by the current thread (for race detection): `addr` of `bytes`
+    /// bytes, a write or a read. The default ignores it.
+    fn shared_access(&self, addr: usize, bytes: usize, write: bool) {
+        let _ = (addr, bytes, write);
+    }
     /// The block's static shared array named `key` (`bytes` long, `align`-aligned, zeroed on
     /// first use by the block).
     fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8;
@@ -82,10 +87,18 @@ fn services() -> Option<Rc<dyn BlockServices>> {
     SERVICES.with(|s| s.borrow().clone())
 }
 
-pub(crate) fn barrier() {
+pub(crate) fn barrier(at: &'static core::panic::Location<'static>) {
     if let Some(s) = services() {
-        s.barrier();
+        s.barrier(at);
     }
+}
+
+pub(crate) fn shared_access(addr: usize, bytes: usize, write: bool) {
+    SERVICES.with(|s| {
+        if let Some(s) = s.borrow().as_ref() {
+            s.shared_access(addr, bytes, write);
+        }
+    });
 }
 
 pub(crate) fn shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {

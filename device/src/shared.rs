@@ -52,6 +52,12 @@ impl<T: Copy> Shared<T> {
     #[track_caller]
     pub fn load(&self, i: usize) -> T {
         self.check(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::shared_access(
+            self.ptr.wrapping_add(i) as usize,
+            core::mem::size_of::<T>(),
+            false,
+        );
         // SAFETY: in bounds; shared memory is valid for the kernel's lifetime. Plain reads of
         // memory other threads may write are ordered by the barrier, not by the type system.
         unsafe { self.ptr.add(i).read() }
@@ -62,6 +68,12 @@ impl<T: Copy> Shared<T> {
     #[track_caller]
     pub fn store(&self, i: usize, v: T) {
         self.check(i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::shared_access(
+            self.ptr.wrapping_add(i) as usize,
+            core::mem::size_of::<T>(),
+            true,
+        );
         // SAFETY: in bounds, see `load`.
         unsafe { self.ptr.add(i).write(v) }
     }

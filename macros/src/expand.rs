@@ -100,12 +100,14 @@ fn descriptor_ident(name: &syn::Ident) -> syn::Ident {
 pub fn kernel(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     let body_fn = body_fn(opts, k);
     let entry = entry(opts, k);
+    let sim = sim_entry(opts, k);
     let descriptor = descriptor(opts, k, ptx);
     let launcher = launcher(opts, k);
     let pipelined = opts.elementwise.map(|_| pipelined(opts, k));
     quote! {
         #body_fn
         #entry
+        #sim
         #descriptor
         #launcher
         #pipelined
@@ -197,6 +199,62 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
     }
 }
 
+fn sim_ident(name: &syn::Ident) -> syn::Ident {
+    format_ident!("__berth_sim_{}", name)
+}
+
+/// The host entry the CPU simulator calls once per simulated thread: the same body, its
+/// arguments rebuilt from the launch's parameter values as the PTX entry rebuilds them.
+fn sim_entry(opts: &Options, k: &Kernel) -> TokenStream {
+    let krate = &opts.krate;
+    let name = sim_ident(&k.name);
+    let body = body_ident(&k.name);
+    let mut values = Vec::new();
+    let mut i = 0usize;
+    for a in &k.args {
+        match &a.kind {
+            ArgKind::Scalar(ty) => {
+                values.push(quote!(*(__p[#i] as *const #ty)));
+                i += 1;
+            }
+            ArgKind::Slice { elem, mutable } => {
+                let j = i + 1;
+                if *mutable {
+                    values.push(quote! {
+                        #krate::__private::SliceMut::from_raw(*(__p[#i] as *const *mut #elem), *(__p[#j] as *const usize))
+                    });
+                } else {
+                    values.push(quote! {
+                        #krate::__private::Slice::from_raw(*(__p[#i] as *const *const #elem), *(__p[#j] as *const usize))
+                    });
+                }
+                i += 2;
+            }
+        }
+    }
+    quote! {
+        #[cfg(not(target_arch = "nvptx64"))]
+        #[doc(hidden)]
+        #[allow(non_snake_case)]
+        unsafe fn #name(__p: &[*mut ::core::ffi::c_void]) {
+            // SAFETY: the simulator passes one pointer per parameter of this kernel's layout
+            // (checked against the launcher like the PTX entry's), each to a value of that
+            // parameter's type; slices are host memory it keeps alive for the launch.
+            unsafe { #body(#(#values),*) }
+        }
+    }
+}
+
+/// Whether `tokens` name `ident` anywhere (the simulator runs kernels whose body calls
+/// `sync_threads` as coroutines, the others as plain calls).
+fn mentions(tokens: TokenStream, ident: &str) -> bool {
+    tokens.into_iter().any(|tt| match tt {
+        proc_macro2::TokenTree::Ident(i) => i == ident,
+        proc_macro2::TokenTree::Group(g) => mentions(g.stream(), ident),
+        _ => false,
+    })
+}
+
 fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     let krate = &opts.krate;
     let name = &k.name;
@@ -213,6 +271,8 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
             quote_spanned!(name.span()=> { compile_error!(#msg); "" })
         }
     };
+    let sim = sim_ident(name);
+    let uses_barrier = mentions(k.body.to_token_stream(), "sync_threads");
     let mut params = Vec::new();
     for a in &k.args {
         let n = a.name.to_string();
@@ -246,6 +306,8 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
             ptx: #ptx_expr,
             params: &[#(#params),*],
             location: concat!(file!(), ":", line!()),
+            sim: #sim,
+            uses_barrier: #uses_barrier,
         };
         #[cfg(not(target_arch = "nvptx64"))]
         #krate::__private::inventory::submit! {

@@ -27,7 +27,8 @@ impl Gpu {
     /// A buffer of `len` zeroed elements.
     pub fn alloc_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let buf = self.alloc_uninit::<T>(len)?;
-        if buf.bytes() > 0 {
+        // The simulator's allocations are zeroed already.
+        if buf.bytes() > 0 && !self.inner.sim {
             let stream = self.inner.default_stream.0;
             // SAFETY: `buf.ptr` is a fresh allocation of `bytes()` bytes in this context.
             let r = unsafe { result::memset_d8_async(buf.ptr, 0, buf.bytes(), stream) };
@@ -56,6 +57,12 @@ impl Gpu {
         // A zero-length buffer owns no memory; its pointer is never dereferenced.
         let ptr = if bytes == 0 {
             0
+        } else if self.inner.sim {
+            crate::backend::alloc(bytes).ok_or(Error::OutOfMemory {
+                bytes,
+                free: 0,
+                total: 0,
+            })?
         } else {
             // SAFETY: plain allocation in the current context.
             match unsafe { result::malloc_sync(bytes) } {
@@ -99,6 +106,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(());
         }
         self.gpu.bind()?;
+        if self.gpu.sim {
+            // SAFETY: `self.ptr` is a host allocation of `len` elements, `data` has `len`.
+            unsafe { crate::backend::copy(self.ptr, data.as_ptr() as u64, self.bytes()) };
+            return Ok(());
+        }
         let stream = self.gpu.default_stream.0;
         // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
         // outlives the copy because we synchronise the stream before returning. (Copies go
@@ -116,6 +128,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(());
         }
         self.gpu.bind()?;
+        if self.gpu.sim {
+            // SAFETY: as above, the other way.
+            unsafe { crate::backend::copy(out.as_mut_ptr() as u64, self.ptr, self.bytes()) };
+            return Ok(());
+        }
         let stream = self.gpu.default_stream.0;
         // SAFETY: as in copy_from; the device holds `len` initialised elements of a
         // `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
@@ -131,6 +148,14 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(v);
         }
         self.gpu.bind()?;
+        if self.gpu.sim {
+            // SAFETY: `v` has capacity for `len` elements; the source holds `len` elements.
+            unsafe {
+                crate::backend::copy(v.as_mut_ptr() as u64, self.ptr, self.bytes());
+                v.set_len(self.len);
+            }
+            return Ok(v);
+        }
         let stream = self.gpu.default_stream.0;
         // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
         // as raw bytes by the DMA, never read before `set_len`); the stream is synchronised
@@ -174,6 +199,13 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
 
 impl<T> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        if self.gpu.sim {
+            if self.ptr != 0 {
+                // SAFETY: allocated by `backend::alloc` with this size, freed once.
+                unsafe { crate::backend::free(self.ptr, self.len * std::mem::size_of::<T>()) };
+            }
+            return;
+        }
         // A lost context is reset as a whole; freeing into it could free a new allocation
         // that reuses the address after `Gpu::recover`.
         if self.ptr == 0 || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {

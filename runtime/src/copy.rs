@@ -7,10 +7,9 @@
 use crate::args::PinnedArg;
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
-use crate::launch::Pending;
+use crate::launch::{Pending, copy_d2h, copy_h2d};
 use crate::stream::Queue;
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 use std::sync::Arc;
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
@@ -28,16 +27,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if a.bytes > 0 {
             // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
             // allocation of the same size; both stay borrowed by the guard until completion.
-            let r = unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    self.ptr,
-                    a.addr as *const std::ffi::c_void,
-                    a.bytes,
-                    stream,
-                )
-            }
-            .result();
-            gpu.check("cuMemcpyHtoDAsync", r, None)?;
+            unsafe { copy_h2d(gpu, stream, self.ptr, a.addr, a.bytes, "copy host→device") }?;
         }
         tracing::debug!(bytes = a.bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
         Ok(Pending::copy(gpu.clone(), stream, "copy host→device"))
@@ -56,16 +46,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         gpu.bind()?;
         if a.bytes > 0 {
             // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
-            let r = unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    a.addr as *mut std::ffi::c_void,
-                    self.ptr,
-                    a.bytes,
-                    stream,
-                )
-            }
-            .result();
-            gpu.check("cuMemcpyDtoHAsync", r, None)?;
+            unsafe { copy_d2h(gpu, stream, a.addr, self.ptr, a.bytes, "copy device→host") }?;
         }
         tracing::debug!(bytes = a.bytes, stream = ?stream, "copy device→host");
         Ok(Pending::copy(gpu.clone(), stream, "copy device→host"))

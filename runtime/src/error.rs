@@ -112,6 +112,19 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A problem the CPU simulator found in a kernel: a shared-memory data race, a barrier
+    /// reached by only part of a block, a barrier it cannot honour.
+    #[error("simulated kernel `{kernel}`, block {block:?}, thread {thread:?}: {problem}")]
+    Simulator {
+        /// The kernel.
+        kernel: &'static str,
+        /// The block.
+        block: [u32; 3],
+        /// A thread involved.
+        thread: [u32; 3],
+        /// What went wrong.
+        problem: String,
+    },
     /// An API used in a way it does not allow (the message says how to use it).
     #[error("{0}")]
     Usage(String),
@@ -151,6 +164,14 @@ impl Error {
                 | Error::ContextLost(_)
                 | Error::ProcessPoisoned { .. }
         ) || matches!(self, Error::PipelineChunk { source, .. } if source.is_context_lost())
+    }
+
+    /// A failure inside a kernel (a panic, or a problem the simulator found).
+    pub fn is_kernel_failure(&self) -> bool {
+        matches!(
+            self,
+            Error::KernelPanic { .. } | Error::KernelFault { .. } | Error::Simulator { .. }
+        )
     }
 
     pub(crate) fn driver(call: &'static str, e: cudarc::driver::DriverError) -> Error {

@@ -20,6 +20,8 @@ pub struct Gpu {
 }
 
 pub(crate) struct Inner {
+    /// The CPU simulator rather than CUDA: no handle below is a driver object.
+    pub(crate) sim: bool,
     pub(crate) ordinal: usize,
     pub(crate) device: sys::CUdevice,
     pub(crate) ctx: sys::CUcontext,
@@ -29,7 +31,7 @@ pub(crate) struct Inner {
     pub(crate) default_stream: StreamHandle,
     functions: Mutex<HashMap<(&'static str, &'static str), sys::CUfunction>>,
     modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
-    pub(crate) panic_record: MappedPanicRecord,
+    pub(crate) panic_record: Option<MappedPanicRecord>,
     pub(crate) fault: FaultState,
     /// Device staging buffers of `#[pinned_async]` arguments.
     pub(crate) staging: FreeLists<()>,
@@ -54,6 +56,27 @@ impl std::fmt::Debug for Gpu {
             .field("name", &self.inner.name)
             .finish()
     }
+}
+
+/// Which backend runs a context's kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A CUDA GPU.
+    Cuda,
+    /// The CPU simulator.
+    Simulator,
+}
+
+/// (available, total) host memory, for the simulator's `memory_info`.
+fn host_memory() -> (usize, usize) {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("MemAvailable:"), field("MemTotal:"))
 }
 
 /// Every live context handle of the process: a fault, or a reset, concerns all handles on
@@ -152,10 +175,11 @@ impl Gpu {
             .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         let name = result::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
         let default_stream = StreamHandle::create()?;
-        let panic_record = MappedPanicRecord::new()?;
+        let panic_record = Some(MappedPanicRecord::new()?);
         tracing::debug!(ordinal, %name, "GPU context ready");
         let gpu = Gpu {
             inner: Arc::new(Inner {
+                sim: false,
                 ordinal,
                 device,
                 ctx,
@@ -178,6 +202,60 @@ impl Gpu {
         Ok(gpu)
     }
 
+    /// The CPU simulator: kernels run on the host with GPU semantics (grid, blocks, barriers,
+    /// shared memory) and checks the GPU cannot make. Always available.
+    pub fn simulator() -> Gpu {
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        tracing::info!(workers, "using the CPU simulator");
+        Gpu {
+            inner: Arc::new(Inner {
+                sim: true,
+                ordinal: 0,
+                device: 0,
+                ctx: std::ptr::null_mut(),
+                name: format!("CPU simulator ({workers} worker threads)"),
+                device_count: 1,
+                default_stream: StreamHandle(std::ptr::null_mut()),
+                functions: Mutex::new(HashMap::new()),
+                modules: Mutex::new(HashMap::new()),
+                panic_record: None,
+                fault: FaultState::default(),
+                staging: FreeLists::new(),
+                pinned: FreeLists::new(),
+                link: std::sync::OnceLock::new(),
+                streams: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// The first GPU, or the CPU simulator when there is none (no driver or no device); the
+    /// reason is logged. `BERTH_BACKEND=simulator` asks for the simulator, `cuda` insists on
+    /// the GPU. Which one you got: [`Gpu::backend`].
+    pub fn new_or_simulator() -> Result<Gpu> {
+        match std::env::var("BERTH_BACKEND").as_deref() {
+            Ok("simulator" | "sim") => return Ok(Gpu::simulator()),
+            Ok("cuda" | "gpu") => return Gpu::new(),
+            _ => {}
+        }
+        match Gpu::new() {
+            Ok(g) => Ok(g),
+            Err(e @ (Error::NoDriver(_) | Error::NoDevice { .. })) => {
+                tracing::info!(reason = %e, "no GPU: falling back to the CPU simulator");
+                Ok(Gpu::simulator())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Which backend runs this context's kernels.
+    pub fn backend(&self) -> Backend {
+        if self.inner.sim {
+            Backend::Simulator
+        } else {
+            Backend::Cuda
+        }
+    }
+
     /// The device's name, e.g. "NVIDIA H200".
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -191,6 +269,11 @@ impl Gpu {
     /// Compute capability (major, minor).
     pub fn compute_capability(&self) -> Result<(i32, i32)> {
         use sys::CUdevice_attribute::*;
+        if self.inner.sim {
+            return Err(Error::Usage(
+                "the CPU simulator has no compute capability".into(),
+            ));
+        }
         let major = self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
         let minor = self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
         Ok((major, minor))
@@ -198,6 +281,11 @@ impl Gpu {
 
     /// A raw device attribute.
     pub fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32> {
+        if self.inner.sim {
+            return Err(Error::Usage(
+                "the CPU simulator has no CUDA device attributes".into(),
+            ));
+        }
         // SAFETY: valid device handle; the attribute enum is the driver's own.
         unsafe { result::device::get_attribute(self.inner.device, attr) }
             .map_err(|e| Error::driver("cuDeviceGetAttribute", e))
@@ -205,12 +293,18 @@ impl Gpu {
 
     /// (free, total) device memory in bytes.
     pub fn memory_info(&self) -> Result<(usize, usize)> {
+        if self.inner.sim {
+            return Ok(host_memory());
+        }
         self.inner.bind()?;
         result::mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))
     }
 
     /// Wait for all work on every stream of this context.
     pub fn synchronize(&self) -> Result<()> {
+        if self.inner.sim {
+            return Ok(());
+        }
         self.inner.bind()?;
         let r = result::ctx::synchronize();
         self.inner.check("cuCtxSynchronize", r, None)
@@ -253,6 +347,11 @@ impl Gpu {
     /// returns [`Error::ProcessPoisoned`], and the recovery is a new process:
     /// [`restart_process`](crate::restart_process) re-executes the program.
     pub fn recover(self) -> Result<Gpu> {
+        if self.inner.sim {
+            return Err(Error::Usage(
+                "the CPU simulator is never lost: nothing to recover".into(),
+            ));
+        }
         if !self.inner.fault.is_lost() {
             return Err(Error::Usage(
                 "Gpu::recover() resets a context lost to a fault; this one is healthy, and a \
@@ -274,6 +373,9 @@ impl Inner {
     /// Make this context current on the calling thread; refuse if it was lost.
     pub(crate) fn bind(&self) -> Result<()> {
         self.fault.ensure_alive()?;
+        if self.sim {
+            return Ok(());
+        }
         // SAFETY: `ctx` is the retained primary context, alive while `self` is.
         unsafe { result::ctx::set_current(self.ctx) }
             .map_err(|e| Error::driver("cuCtxSetCurrent", e))
@@ -296,9 +398,10 @@ impl Inner {
         e: cudarc::driver::DriverError,
         kernel_hint: Option<&str>,
     ) -> Error {
-        let err = self
-            .fault
-            .classify(call, e, &self.panic_record, kernel_hint);
+        let Some(record) = &self.panic_record else {
+            return Error::driver(call, e);
+        };
+        let err = self.fault.classify(call, e, record, kernel_hint);
         if self.fault.is_lost() {
             // Every handle on this device shares the primary context, and with it the fault.
             mark_device_lost(self.device, &err.to_string());
@@ -306,11 +409,21 @@ impl Inner {
         err
     }
 
-    /// The function of `kernel`, loading its crate's module on first use.
+    /// The function of `kernel`, loading its crate's module on first use. On the simulator
+    /// there is no function (null), but the launcher is checked against its PTX entry once,
+    /// as a module load would.
     pub(crate) fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction> {
         let key = (kernel.crate_name, kernel.name);
         if let Some(f) = self.functions.lock().expect("poisoned").get(&key) {
             return Ok(*f);
+        }
+        if self.sim {
+            crate::ptx::check_kernel(kernel)?;
+            self.functions
+                .lock()
+                .expect("poisoned")
+                .insert(key, std::ptr::null_mut());
+            return Ok(std::ptr::null_mut());
         }
         let module = self.module(kernel)?;
         let cname = CString::new(kernel.name).expect("kernel names have no NUL");
@@ -355,7 +468,9 @@ impl Inner {
                 ),
             }
         })?;
-        self.panic_record.install(module)?;
+        if let Some(r) = &self.panic_record {
+            r.install(module)?;
+        }
         self.fault.index_strings(module, kernel.ptx);
         tracing::debug!(krate = kernel.crate_name, "PTX module loaded");
         modules.insert(kernel.crate_name, module);
@@ -366,6 +481,9 @@ impl Inner {
 impl Inner {
     /// A stream for a pipelined launch, from the pool or new.
     pub(crate) fn take_stream(&self) -> Result<StreamHandle> {
+        if self.sim {
+            return Ok(StreamHandle(std::ptr::null_mut()));
+        }
         if let Some(s) = self.streams.lock().expect("poisoned").pop() {
             return Ok(s);
         }
@@ -378,6 +496,17 @@ impl Inner {
     }
 
     fn free_pools(&self) {
+        if self.sim {
+            for (class, _, p) in self.staging.drain() {
+                // SAFETY: a pooled simulator allocation of `class` bytes, not in use.
+                unsafe { crate::backend::free(p, class) };
+            }
+            for (class, _, p) in self.pinned.drain() {
+                // SAFETY: as above.
+                unsafe { crate::backend::free(p, class) };
+            }
+            return;
+        }
         for (_, _, p) in self.staging.drain() {
             // SAFETY: a pooled staging allocation of this context, not in use (it is in the
             // free list only after the launch using it completed).
@@ -392,6 +521,10 @@ impl Inner {
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        if self.sim {
+            self.free_pools();
+            return;
+        }
         if self.fault.is_lost() {
             // The context is dead (and will be reset): its handles must not be touched.
             return;
@@ -408,7 +541,9 @@ impl Drop for Inner {
             s.destroy();
         }
         self.free_pools();
-        self.panic_record.free();
+        if let Some(r) = &self.panic_record {
+            r.free();
+        }
         // SAFETY: balances the retain in `with_ordinal`.
         let _ = unsafe { result::primary_ctx::release(self.device) };
     }

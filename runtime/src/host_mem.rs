@@ -86,6 +86,22 @@ impl PinnedAlloc {
     fn new(gpu: &Arc<Inner>, bytes: usize, wanted: u32) -> Result<Self> {
         gpu.bind()?;
         let class = size_class(bytes.max(1));
+        if gpu.sim {
+            let p = gpu
+                .pinned
+                .take(class, wanted, |c| crate::backend::alloc(c).ok_or(()))
+                .map_err(|()| Error::OutOfMemory {
+                    bytes: class,
+                    free: 0,
+                    total: 0,
+                })?;
+            return Ok(PinnedAlloc {
+                ptr: p as *mut u8,
+                class,
+                flags: wanted,
+                gpu: gpu.clone(),
+            });
+        }
         let try_flags = |flags: u32| {
             gpu.pinned
                 .take(class, flags, |c| {
@@ -125,6 +141,9 @@ impl PinnedAlloc {
     }
 
     fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
+        if self.gpu.sim {
+            return Ok(self.ptr as u64);
+        }
         let mut d = 0;
         // SAFETY: `ptr` is a live DEVICEMAP allocation of this context.
         unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.cast(), 0) }
@@ -341,6 +360,14 @@ impl Gpu {
             ));
         }
         self.inner.bind()?;
+        if self.inner.sim {
+            let device = data.as_mut_ptr() as u64;
+            return Ok(Registered {
+                data,
+                device,
+                gpu: self.inner.clone(),
+            });
+        }
         let bytes = std::mem::size_of_val(data);
         let p = data.as_mut_ptr().cast();
         let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
@@ -407,7 +434,7 @@ impl<T> DerefMut for Registered<'_, T> {
 
 impl<T> Drop for Registered<'_, T> {
     fn drop(&mut self) {
-        if self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+        if self.gpu.sim || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
         // SAFETY: registered in `Gpu::register`, unregistered once. No launch uses it any more:

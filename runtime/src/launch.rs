@@ -196,6 +196,11 @@ pub struct Kernel {
     pub params: &'static [Param],
     /// `file:line` of the kernel's definition.
     pub location: &'static str,
+    /// The host entry of the CPU simulator: one call runs one simulated thread, with one
+    /// pointer per parameter value.
+    pub sim: unsafe fn(&[*mut std::ffi::c_void]),
+    /// Whether the body calls `sync_threads` (the simulator then runs threads as coroutines).
+    pub uses_barrier: bool,
 }
 
 /// Registration of a kernel descriptor, collected across the program.
@@ -271,6 +276,11 @@ pub(crate) unsafe fn copy_h2d(
     bytes: usize,
     kernel: &str,
 ) -> Result<()> {
+    if gpu.sim {
+        // SAFETY: the caller's contract; on the simulator both are host memory.
+        unsafe { crate::backend::copy(device, host, bytes) };
+        return Ok(());
+    }
     // SAFETY: the caller's contract.
     let r = unsafe {
         sys::cuMemcpyHtoDAsync_v2(device, host as *const std::ffi::c_void, bytes, stream)
@@ -291,6 +301,11 @@ pub(crate) unsafe fn copy_d2h(
     bytes: usize,
     kernel: &str,
 ) -> Result<()> {
+    if gpu.sim {
+        // SAFETY: the caller's contract; on the simulator both are host memory.
+        unsafe { crate::backend::copy(host, device, bytes) };
+        return Ok(());
+    }
     // SAFETY: the caller's contract.
     let r =
         unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut std::ffi::c_void, device, bytes, stream) }
@@ -306,12 +321,17 @@ pub(crate) unsafe fn copy_d2h(
 /// address stays alive until the stream has passed the kernel.
 pub(crate) unsafe fn launch_raw(
     gpu: &Inner,
-    kernel: &'static str,
+    k: &'static Kernel,
     func: sys::CUfunction,
     grid: &Grid,
     stream: sys::CUstream,
     ptrs: &mut [*mut std::ffi::c_void],
 ) -> Result<()> {
+    if gpu.sim {
+        // SAFETY: forwarded: one pointer per parameter of `k`, to live values.
+        return unsafe { crate::sim::run(k, grid, ptrs) };
+    }
+    let kernel = k.name;
     if grid.shared_bytes > 48 * 1024 {
         // SAFETY: valid function of the current context; the attribute takes bytes.
         let r = unsafe {
@@ -528,6 +548,11 @@ impl<'l> Launch<'l> {
             let gpu = self.gpu;
             gpu.staging
                 .take(class, (), |c| {
+                    if gpu.sim {
+                        return crate::backend::alloc(c).ok_or(cudarc::driver::DriverError(
+                            sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+                        ));
+                    }
                     // SAFETY: plain allocation in the current context (bound in `new`).
                     unsafe { result::malloc_sync(c) }
                 })
@@ -588,6 +613,17 @@ impl<'l> Launch<'l> {
     /// Enqueue the copies in, the kernel and the copies out.
     pub fn submit(mut self) -> Result<Pending<'l>> {
         match self.enqueue() {
+            // The simulator runs the kernel during `enqueue`; a failure inside it is reported
+            // by `wait`, where the GPU reports it, not by the launcher.
+            Err(e) if self.gpu.sim && e.is_kernel_failure() => Ok(Pending {
+                gpu: self.gpu.clone(),
+                stream: self.stream,
+                kernel: self.kernel.name,
+                done: false,
+                leases: std::mem::take(&mut self.leases),
+                deferred: Some(e),
+                _borrows: PhantomData,
+            }),
             Ok(()) => {
                 self.gpu.fault.launched(self.stream, self.kernel);
                 Ok(Pending {
@@ -596,6 +632,7 @@ impl<'l> Launch<'l> {
                     kernel: self.kernel.name,
                     done: false,
                     leases: std::mem::take(&mut self.leases),
+                    deferred: None,
                     _borrows: PhantomData,
                 })
             }
@@ -637,7 +674,16 @@ impl<'l> Launch<'l> {
         // `kernel.params` when its module loaded; `ptrs` has one pointer per parameter, each
         // to a value of the checked size that outlives the call (the driver copies them).
         // Memory passed in stays borrowed by the returned guard until completion.
-        unsafe { launch_raw(self.gpu, k, self.func, &self.grid, self.stream, &mut ptrs) }?;
+        unsafe {
+            launch_raw(
+                self.gpu,
+                self.kernel,
+                self.func,
+                &self.grid,
+                self.stream,
+                &mut ptrs,
+            )
+        }?;
         for c in &self.d2h {
             // SAFETY: as for the copies in; the host memory is borrowed mutably by the launch.
             unsafe { copy_d2h(self.gpu, self.stream, c.host, c.device, c.bytes, k) }?;
@@ -671,6 +717,8 @@ pub struct Pending<'l> {
     kernel: &'static str,
     done: bool,
     leases: Vec<(usize, u64)>,
+    /// A failure the simulator met while running the launch, reported by `wait`.
+    deferred: Option<Error>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
@@ -682,6 +730,7 @@ impl Pending<'_> {
             kernel: what,
             done: false,
             leases: Vec::new(),
+            deferred: None,
             _borrows: PhantomData,
         }
     }
@@ -691,7 +740,10 @@ impl Pending<'_> {
         self.done = true;
         let r = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
         self.release();
-        r
+        match self.deferred.take() {
+            Some(e) => Err(e),
+            None => r,
+        }
     }
 
     /// The kernel launched.

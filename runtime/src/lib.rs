@@ -12,6 +12,7 @@
 //! driver allows it, and [`restart_process`] is the recovery where it does not.
 
 mod args;
+mod backend;
 mod buffer;
 mod copy;
 mod error;
@@ -24,12 +25,13 @@ mod pool;
 pub mod ptx;
 pub mod raw;
 mod restart;
+mod sim;
 mod stream;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
-pub use gpu::Gpu;
+pub use gpu::{Backend, Gpu};
 pub use host_mem::{HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, Registered};
 pub use launch::{Dim3, Grid, Pending};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};

@@ -95,6 +95,15 @@ impl Gpu {
 }
 
 fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
+    if gpu.inner.sim {
+        // The simulator's "link" is memcpy; only the plan's shape matters there.
+        return Ok(LinkProfile {
+            h2d_gbps: 10.0,
+            d2h_gbps: 10.0,
+            efficient_copy_bytes: 1 << 20,
+            copy_engines: 2,
+        });
+    }
     let max = *PROFILE_SIZES.last().expect("sizes");
     let host = gpu.pinned_zeroed::<u8>(max)?;
     let mut back = gpu.pinned_zeroed::<u8>(max)?;
@@ -387,6 +396,7 @@ impl<'l> Pipelined<'l> {
             },
             link,
             done: false,
+            deferred: None,
             _borrows: PhantomData,
         };
         for _ in 0..streams {
@@ -400,7 +410,15 @@ impl<'l> Pipelined<'l> {
                 // SAFETY: plain allocation in the current context (bound in `new`).
                 let p = gpu
                     .staging
-                    .take(class, (), |c| unsafe { result::malloc_sync(c) })
+                    .take(class, (), |c| {
+                        if gpu.sim {
+                            return crate::backend::alloc(c).ok_or(cudarc::driver::DriverError(
+                                sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+                            ));
+                        }
+                        // SAFETY: plain allocation in the current context (bound in `new`).
+                        unsafe { result::malloc_sync(c) }
+                    })
                     .map_err(|e| match e.0 {
                         sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
                             let (free, total) = result::mem_get_info().unwrap_or((0, 0));
@@ -454,10 +472,50 @@ impl<'l> Pipelined<'l> {
             }
             let grid = Grid::cover_with_block(len, self.opts.threads_per_block);
             let mut ptrs = self.params.pointers();
+            if gpu.sim {
+                // SAFETY: as below; the simulator runs the chunk now.
+                if let Err(e) =
+                    unsafe { launch_raw(gpu, self.kernel, self.func, &grid, stream, &mut ptrs) }
+                {
+                    if !e.is_kernel_failure() {
+                        return Err(e);
+                    }
+                    // Reported by `wait`, as on the GPU; later chunks do not run.
+                    run.deferred = Some(Error::PipelineChunk {
+                        kernel: k,
+                        chunk: c,
+                        elements: range.clone(),
+                        completed_after: Vec::new(),
+                        source: Box::new(e),
+                    });
+                    break;
+                }
+                for (b, &dev) in self.bulk.iter().zip(&staging[s]) {
+                    if b.copy_out {
+                        // SAFETY: as for the copy in, with the host memory borrowed mutably.
+                        unsafe {
+                            copy_d2h(
+                                gpu,
+                                stream,
+                                b.host + (range.start * b.elem) as u64,
+                                dev,
+                                len * b.elem,
+                                k,
+                            )
+                        }?;
+                    }
+                }
+                if use_flags {
+                    let p = run.progress.as_ptr().wrapping_add(c).cast_mut();
+                    // SAFETY: the c-th flag of the live progress buffer (c < chunks).
+                    unsafe { AtomicU32::from_ptr(p) }.store(1, Ordering::Release);
+                }
+                continue;
+            }
             // SAFETY: `func` is this kernel's entry (checked against its parameters at load);
             // every bulk slot now holds a staging buffer of this stream and the chunk length,
             // the other slots the caller's memory, borrowed by the run.
-            unsafe { launch_raw(gpu, k, self.func, &grid, stream, &mut ptrs) }?;
+            unsafe { launch_raw(gpu, self.kernel, self.func, &grid, stream, &mut ptrs) }?;
             for (b, &dev) in self.bulk.iter().zip(&staging[s]) {
                 if b.copy_out {
                     // SAFETY: as for the copy in, with the host memory borrowed mutably.
@@ -510,6 +568,8 @@ pub struct PipelineRun<'l> {
     stats: PipelineStats,
     link: LinkProfile,
     done: bool,
+    /// A chunk failure the simulator met while enqueueing, reported by `wait`.
+    deferred: Option<Error>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
@@ -554,6 +614,10 @@ impl PipelineRun<'_> {
             if let Err(e) = crate::stream::sync(&self.gpu, s.0, Some(self.kernel)) {
                 failure.get_or_insert(e);
             }
+        }
+        if let Some(e) = self.deferred.take() {
+            self.release();
+            return Err(e);
         }
         let result = match failure {
             None => Ok(self.stats),

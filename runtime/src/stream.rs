@@ -17,6 +17,9 @@ impl StreamHandle {
     }
 
     pub(crate) fn destroy(&self) {
+        if self.0.is_null() {
+            return;
+        }
         // SAFETY: created by `create` in this context, destroyed once by its owner's Drop.
         let _ = unsafe { result::stream::destroy(self.0) };
     }
@@ -39,6 +42,13 @@ impl Gpu {
     /// A new stream on this GPU.
     pub fn stream(&self) -> Result<Stream> {
         self.inner.bind()?;
+        if self.inner.sim {
+            // The simulator runs work as it is enqueued: every stream is already complete.
+            return Ok(Stream {
+                gpu: self.inner.clone(),
+                handle: StreamHandle(std::ptr::null_mut()),
+            });
+        }
         Ok(Stream {
             gpu: self.inner.clone(),
             handle: StreamHandle::create()?,
@@ -55,7 +65,7 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+        if self.gpu.sim || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
         // SAFETY: our stream handle, in our context.
@@ -66,6 +76,9 @@ impl Drop for Stream {
 
 pub(crate) fn sync(gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
     gpu.bind()?;
+    if gpu.sim {
+        return Ok(());
+    }
     // SAFETY: `stream` belongs to `gpu`'s context, which is current.
     let r = unsafe { result::stream::synchronize(stream) };
     gpu.check("cuStreamSynchronize", r, kernel)?;

@@ -1,13 +1,15 @@
-//! GPU tests: the example kernels on the real device, against host references on fresh
-//! random data, at sizes that are and are not multiples of the block; the panic path with its
-//! report and the recovery of the context; typed errors for bad launches.
+//! The example kernels against host references on fresh random data, at sizes that are and
+//! are not multiples of the block: placements, pipelines, panics and typed errors.
 //!
-//! Built only with `--features gpu` (CI has no GPU): `cargo xtask gpu` stages them for the GPU
-//! machine.
-#![cfg(feature = "gpu")]
+//! One test body, two backends: with `--features gpu` (staged by `cargo xtask gpu` for the
+//! GPU machine) every test runs on the GPU; without it (CI, `cargo test`) the same tests run
+//! on the CPU simulator, except the few marked `#[cfg(feature = "gpu")]` that test what only a
+//! GPU does (sticky faults and recovery, traps without a record).
 
 use berth::{Error, Gpu, Grid};
-use berth_examples::{REDUCE_BLOCK, block_sum, saxpy, unchecked_copy};
+#[cfg(feature = "gpu")]
+use berth_examples::unchecked_copy;
+use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
 use berth_tests::{random_f32, random_u32, reduce_blocks, saxpy_host, sum_f64};
 use std::sync::Mutex;
 
@@ -16,18 +18,29 @@ static DEVICE: Mutex<()> = Mutex::new(());
 
 fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
     let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
-    (
-        guard,
-        Gpu::new().expect("a GPU is required for --features gpu"),
-    )
+    (guard, backend())
 }
 
-const SIZES: [usize; 8] = [1, 255, 256, 257, 1000, 4099, (1 << 20) + 3, 10_000_019];
+/// The backend under test: the GPU with `--features gpu`, else the simulator.
+fn backend() -> Gpu {
+    if cfg!(feature = "gpu") {
+        Gpu::new().expect("a GPU is required for --features gpu")
+    } else {
+        Gpu::simulator()
+    }
+}
+
+/// Sizes that are and are not multiples of the block; the largest only on the GPU.
+const SIZES: &[usize] = if cfg!(feature = "gpu") {
+    &[1, 255, 256, 257, 1000, 4099, (1 << 20) + 3, 10_000_019]
+} else {
+    &[1, 255, 256, 257, 1000, 4099, (1 << 20) + 3]
+};
 
 #[test]
 fn saxpy_matches_host_bit_for_bit() {
     let (_g, gpu) = gpu();
-    for n in SIZES {
+    for &n in SIZES {
         let x = random_f32(n);
         let y = random_f32(n);
         let a = 1.0 + random_f32(1)[0];
@@ -67,7 +80,7 @@ fn saxpy_on_a_stream_with_odd_blocks() {
 #[test]
 fn block_sum_matches_host() {
     let (_g, gpu) = gpu();
-    for n in SIZES {
+    for &n in SIZES {
         let x = random_f32(n);
         let blocks = reduce_blocks(n);
         let dx = gpu.upload(&x).unwrap();
@@ -116,6 +129,7 @@ fn in_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
 }
 
+#[cfg(feature = "gpu")]
 fn check_saxpy(gpu: &Gpu, n: usize) {
     let xs = random_f32(n);
     let ys = random_f32(n);
@@ -129,6 +143,7 @@ fn check_saxpy(gpu: &Gpu, n: usize) {
 }
 
 #[test]
+#[cfg(feature = "gpu")]
 fn kernel_panic_is_reported_and_context_recovers() {
     if !in_child() {
         let (ok, out) = run_isolated("kernel_panic_is_reported_and_context_recovers");
@@ -196,6 +211,7 @@ fn kernel_panic_is_reported_and_context_recovers() {
 }
 
 #[test]
+#[cfg(feature = "gpu")]
 fn new_gpu_after_an_unrecovered_fault_is_fresh_or_a_typed_error() {
     if !in_child() {
         let (ok, out) =
@@ -251,7 +267,7 @@ fn bad_launches_are_typed_errors() {
         .expect("grid y > 65535");
     assert!(matches!(e, Error::InvalidLaunch { .. }), "{e}");
     // A buffer of another context is refused before anything runs.
-    let other = Gpu::new().unwrap();
+    let other = backend();
     let foreign = other.upload(&random_f32(10)).unwrap();
     let e = saxpy(&gpu, Grid::cover(10), 1.0, &foreign, &mut y)
         .err()
@@ -366,6 +382,7 @@ fn two_dimensional_grid_indices() {
 }
 
 #[test]
+#[cfg(feature = "gpu")]
 fn core_panic_ends_the_launch_with_an_error_naming_the_kernel() {
     if !in_child() {
         let (ok, out) = run_isolated("core_panic_ends_the_launch_with_an_error_naming_the_kernel");
@@ -398,7 +415,7 @@ fn core_panic_ends_the_launch_with_an_error_naming_the_kernel() {
 
 #[test]
 fn gpu_assert_reports_file_line_and_message() {
-    if !in_child() {
+    if cfg!(feature = "gpu") && !in_child() {
         let (ok, out) = run_isolated("gpu_assert_reports_file_line_and_message");
         assert!(ok, "child failed:\n{out}");
         return;
@@ -441,7 +458,7 @@ fn pinned_async_in_and_in_out_match_host() {
     use berth_examples::saxpy_pinned;
     let (_g, gpu) = gpu();
     let stream = gpu.stream().unwrap();
-    for n in SIZES {
+    for &n in SIZES {
         let x = random_f32(n);
         let y = random_f32(n);
         let px = gpu.pinned_from(&x).unwrap();
@@ -654,7 +671,7 @@ fn mapped_and_copied_gathers_agree() {
 fn tracing_says_what_each_placement_did() {
     use berth_examples::{gather_mapped, saxpy_pinned};
     use std::sync::{Arc, Mutex};
-    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::util::SubscriberInitExt as _;
 
     #[derive(Clone, Default)]
     struct Log(Arc<Mutex<Vec<u8>>>);
@@ -669,12 +686,15 @@ fn tracing_says_what_each_placement_did() {
     }
     let log = Log::default();
     let sink = log.clone();
-    let _subscriber = tracing_subscriber::fmt()
+    // Global, not thread-scoped: a scoped subscriber set while other threads of the test
+    // binary have already cached "no interest" in these callsites may see no events.
+    tracing_subscriber::fmt()
         .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
         .with_ansi(false)
         .with_writer(move || sink.clone())
         .finish()
-        .set_default();
+        .try_init()
+        .expect("no other test installs a global subscriber");
 
     let (_g, gpu) = gpu();
     let n = 1000;
@@ -846,7 +866,7 @@ fn device_budget_bounds_the_staging_ring() {
 
 #[test]
 fn a_failing_chunk_is_reported_once_with_its_index() {
-    if !in_child() {
+    if cfg!(feature = "gpu") && !in_child() {
         let (ok, out) = run_isolated("a_failing_chunk_is_reported_once_with_its_index");
         assert!(ok, "child failed:\n{out}");
         return;
