@@ -46,10 +46,10 @@ pub use berth_macros::gpu_kernel;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
-    DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, LinkProfile, MappedArg,
-    MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer, PinnedOptions, PipelineOptions,
-    PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV, Registered, Result, Stream,
-    auto_plan, ptx, raw, restart_process,
+    Backend, DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, LinkProfile,
+    MappedArg, MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer, PinnedOptions,
+    PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV, Registered, Result,
+    Stream, auto_plan, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.

@@ -1,6 +1,6 @@
 //! quickstart: saxpy on device buffers, checked against the same computation on the host.
 
-use berth::{Gpu, Grid};
+use berth::{Backend, Gpu, Grid};
 use berth_examples::saxpy;
 use rand::Rng;
 
@@ -18,8 +18,13 @@ fn run() -> Result<(), berth::Error> {
     let y: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
     let a = 2.5f32;
 
-    let gpu = Gpu::new()?;
-    println!("quickstart: running on the GPU ({})", gpu.name());
+    // The GPU when there is one, else the CPU simulator (BERTH_BACKEND=simulator forces it).
+    let gpu = Gpu::new_or_simulator()?;
+    match gpu.backend() {
+        Backend::Cuda => println!("quickstart: running on the GPU ({})", gpu.name()),
+        Backend::Simulator => println!("quickstart: no GPU here: running on the {}", gpu.name()),
+    }
+    let start = std::time::Instant::now();
     let dx = gpu.upload(&x)?;
     let mut dy = gpu.upload(&y)?;
     saxpy(&gpu, Grid::cover(n), a, &dx, &mut dy)?.wait()?;
@@ -28,7 +33,10 @@ fn run() -> Result<(), berth::Error> {
     let bad = (0..n)
         .filter(|&i| (got[i] - a.mul_add(x[i], y[i])).abs() > 1e-5)
         .count();
-    println!("quickstart: saxpy over {n} elements, {bad} mismatches against the host");
+    println!(
+        "quickstart: saxpy over {n} elements in {:.3} s, {bad} mismatches against the host",
+        start.elapsed().as_secs_f64()
+    );
     if bad > 0 {
         eprintln!("quickstart: FAILED");
         std::process::exit(2);

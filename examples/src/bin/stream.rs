@@ -53,10 +53,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let n = (gib * (1u64 << 30) as f64 / 4.0) as usize;
-    let gpu = Gpu::new()?;
+    let gpu = Gpu::new_or_simulator()?;
     let (free0, total) = gpu.memory_info()?;
     println!(
-        "stream: {} — {:.1} GiB in + {:.1} GiB out through y = a·x + 1, device budget {:.2} GiB ({:.0} GiB free of {:.0})",
+        "stream: on the {} — {:.1} GiB in + {:.1} GiB out through y = a·x + 1, device budget {:.2} GiB ({:.0} GiB free of {:.0})",
         gpu.name(),
         gib,
         gib,
@@ -129,10 +129,14 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         (stats.chunk_elems * 4) as f64 / (1 << 20) as f64,
         stats.streams
     );
+    let peak = if gpu.backend() == berth::Backend::Cuda {
+        format!("{:.0} MiB", peak as f64 / (1 << 20) as f64)
+    } else {
+        "(not measured on the simulator)".to_owned()
+    };
     println!(
-        "stream: staging ring {:.0} MiB; peak device memory used during the run {:.0} MiB (budget {:.0} MiB, data {:.0} MiB)",
+        "stream: staging ring {:.0} MiB; peak device memory used during the run {peak} (budget {:.0} MiB, data {:.0} MiB)",
         stats.staging_bytes as f64 / (1 << 20) as f64,
-        peak as f64 / (1 << 20) as f64,
         budget as f64 / (1 << 20) as f64,
         (2 * n * 4) as f64 / (1 << 20) as f64
     );
