@@ -13,6 +13,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 #![warn(missing_docs)]
 
+pub mod atomic;
 pub mod dim;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;

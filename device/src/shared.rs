@@ -78,6 +78,11 @@ impl<T: Copy> Shared<T> {
         unsafe { self.ptr.add(i).write(v) }
     }
 
+    #[inline(always)]
+    pub(crate) fn raw_ptr(&self) -> *mut T {
+        self.ptr
+    }
+
     /// The generic-address-space pointer to element 0.
     #[inline(always)]
     #[must_use]

@@ -63,6 +63,12 @@ impl<'a, T> SliceMut<'a, T> {
         (i < self.len).then(|| unsafe { &mut *self.ptr.add(i) })
     }
 
+    /// The element pointer for atomics (which only need `&self`).
+    #[inline(always)]
+    pub(crate) fn raw_ptr(&self) -> *mut T {
+        self.ptr
+    }
+
     /// Raw pointer to the first element, for intrinsics (atomics, vector loads).
     #[inline(always)]
     #[must_use]

@@ -282,3 +282,81 @@ pub fn scale_finite(scale: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &m
         y[i] = x[i] * scale;
     }
 }
+
+/// `bins[x[i] % bins.len()] += 1` for every element, with atomic adds: first into a
+/// per-block histogram in shared memory (up to 64 bins), then one global atomic add per
+/// bin and block.
+#[gpu_kernel]
+pub fn histogram(x: &[u32], bins: &mut [u32]) {
+    let local = shared_array!(HIST: [u32; 64]);
+    let t = thread::idx_x();
+    let nbins = bins.len().min(64);
+    if t < nbins {
+        local.store(t, 0);
+    }
+    sync_threads();
+    let mut i = thread::global_x();
+    while i < x.len() {
+        local.atomic_add(x[i] as usize % nbins, 1);
+        i += thread::grid_stride_x();
+    }
+    sync_threads();
+    if t < nbins {
+        bins.atomic_add(t, local.load(t));
+    }
+}
+
+/// Every thread takes a ticket: `out[i]` = the value of `counter[0]` it incremented (so
+/// `out` is a permutation of `0..n`), and `sum[0]` accumulates `x[i]` with float atomics.
+#[gpu_kernel]
+pub fn tickets(x: &[f32], counter: &mut [u32], sum: &mut [f32], out: &mut [u32]) {
+    let i = thread::global_x();
+    if i < out.len() && i < x.len() {
+        out[i] = counter.atomic_add(0, 1);
+        sum.atomic_add(0, x[i]);
+    }
+}
+
+/// Kernels that are wrong on purpose, for the simulator's checks (tests). Never launch them
+/// on a GPU: `half_barrier` would hang there.
+pub mod broken {
+    use berth::prelude::*;
+
+    /// Every thread of a block writes the same shared element between two barriers: a race.
+    #[gpu_kernel]
+    pub fn shared_race(out: &mut [u32]) {
+        let tile = shared_array!(RACE_TILE: [u32; 32]);
+        tile.store(0, thread::idx_x() as u32);
+        sync_threads();
+        if thread::idx_x() == 0 && block::idx_x() < out.len() {
+            out[block::idx_x()] = tile.load(0);
+        }
+    }
+
+    /// Only the first 16 threads of each block reach the barrier.
+    #[gpu_kernel]
+    pub fn half_barrier(out: &mut [u32]) {
+        if thread::idx_x() < 16 {
+            sync_threads();
+        }
+        let i = thread::global_x();
+        if i < out.len() {
+            out[i] = 1;
+        }
+    }
+
+    #[inline(never)]
+    fn wait_for_block() {
+        sync_threads();
+    }
+
+    /// Calls `sync_threads` only through a helper the macro cannot see.
+    #[gpu_kernel]
+    pub fn hidden_barrier(out: &mut [u32]) {
+        wait_for_block();
+        let i = thread::global_x();
+        if i < out.len() {
+            out[i] = 2;
+        }
+    }
+}

@@ -46,14 +46,20 @@ pub enum Error {
     },
     /// A kernel panicked (bounds check, `panic!`, …) and trapped. The context is now unusable.
     #[error(
-        "kernel `{kernel}` panicked at {report}; the GPU context is now unusable (CUDA errors are \
-         sticky): call `Gpu::recover()` to get a fresh one"
+        "kernel `{kernel}` panicked at {report}{}",
+        if *context_lost {
+            "; the GPU context is now unusable (CUDA errors are sticky): call `Gpu::recover()` to get a fresh one"
+        } else {
+            " (on the CPU simulator, which stays usable)"
+        }
     )]
     KernelPanic {
         /// The kernel that panicked.
         kernel: String,
         /// Where and why.
         report: PanicReport,
+        /// Whether the context is lost (on a GPU; the simulator stays usable).
+        context_lost: bool,
     },
     /// A kernel faulted without leaving a panic record (illegal address, trap from asm, …).
     /// The context is now unusable.
@@ -159,10 +165,13 @@ impl Error {
     pub fn is_context_lost(&self) -> bool {
         matches!(
             self,
-            Error::KernelPanic { .. }
-                | Error::KernelFault { .. }
-                | Error::ContextLost(_)
-                | Error::ProcessPoisoned { .. }
+            Error::KernelPanic {
+                context_lost: true,
+                ..
+            }
+        ) || matches!(
+            self,
+            Error::KernelFault { .. } | Error::ContextLost(_) | Error::ProcessPoisoned { .. }
         ) || matches!(self, Error::PipelineChunk { source, .. } if source.is_context_lost())
     }
 

@@ -167,7 +167,11 @@ impl FaultState {
                     .map(|k| k.name.to_owned())
                     .or_else(|| kernel_hint.map(str::to_owned))
                     .unwrap_or_else(|| names(&candidates));
-                Error::KernelPanic { kernel, report }
+                Error::KernelPanic {
+                    kernel,
+                    report,
+                    context_lost: true,
+                }
             }
             None => Error::KernelFault {
                 kernels: if candidates.is_empty() {

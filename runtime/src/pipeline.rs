@@ -363,7 +363,12 @@ impl<'l> Pipelined<'l> {
             chunk = chunk.min(fit);
             // Staging comes in size classes (up to 25% larger): shrink until the ring fits.
             let ring = |c: usize| -> usize {
-                streams * self.bulk.iter().map(|b| crate::pool::size_class(c * b.elem)).sum::<usize>()
+                streams
+                    * self
+                        .bulk
+                        .iter()
+                        .map(|b| crate::pool::size_class(c * b.elem))
+                        .sum::<usize>()
             };
             while chunk > 1 && ring(chunk) > budget {
                 chunk -= (chunk / 8).max(1);

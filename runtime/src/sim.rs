@@ -83,7 +83,7 @@ pub(crate) unsafe fn run(k: &'static Kernel, grid: &Grid, ptrs: &mut [*mut c_voi
     } else {
         std::thread::scope(|s| {
             for _ in 0..workers {
-                s.spawn(&work);
+                s.spawn(work);
             }
         });
     }
@@ -448,5 +448,6 @@ fn panic_error(k: &'static Kernel, block: [u32; 3], thread: [u32; 3], c: Capture
             block,
             thread,
         },
+        context_lost: false,
     }
 }

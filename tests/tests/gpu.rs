@@ -167,7 +167,7 @@ fn kernel_panic_is_reported_and_context_recovers() {
         .unwrap()
         .wait()
         .unwrap_err();
-    let Error::KernelPanic { kernel, report } = &err else {
+    let Error::KernelPanic { kernel, report, .. } = &err else {
         panic!("expected KernelPanic, got {err}");
     };
     assert_eq!(kernel, "unchecked_copy");
@@ -436,7 +436,7 @@ fn gpu_assert_reports_file_line_and_message() {
         .unwrap()
         .wait()
         .unwrap_err();
-    let Error::KernelPanic { kernel, report } = &err else {
+    let Error::KernelPanic { kernel, report, .. } = &err else {
         panic!("expected KernelPanic, got {err}");
     };
     assert_eq!(kernel, "copy_below");
@@ -840,7 +840,10 @@ fn device_budget_bounds_the_staging_ring() {
         .wait()
         .unwrap();
     println!("4 MiB budget: {stats:?}");
-    assert!(stats.staging_bytes <= budget, "the ring must fit the budget: {stats:?}");
+    assert!(
+        stats.staging_bytes <= budget,
+        "the ring must fit the budget: {stats:?}"
+    );
     assert!(stats.chunks * stats.chunk_elems >= n);
     assert_eq!(&py[..], &affine_host(-2.0, &x)[..]);
     // Bulk arguments must share a length.
@@ -904,7 +907,7 @@ fn a_failing_chunk_is_reported_once_with_its_index() {
         completed_after.iter().all(|&k| k > 17 && k < 41),
         "{completed_after:?}"
     );
-    let Error::KernelPanic { kernel, report } = source.as_ref() else {
+    let Error::KernelPanic { kernel, report, .. } = source.as_ref() else {
         panic!("expected the kernel's panic inside, got {source}");
     };
     assert_eq!(kernel, "scale_finite");
@@ -927,4 +930,46 @@ fn a_failing_chunk_is_reported_once_with_its_index() {
             assert_eq!(py[sample], 0.5, "chunk {k} was written but not reported");
         }
     }
+}
+
+// ---- atomics ------------------------------------------------------------------------------
+
+#[test]
+fn atomics_count_and_return_previous_values() {
+    use berth_examples::{histogram, tickets};
+    let (_g, gpu) = gpu();
+    let n = 300_007;
+    let x = random_u32(n);
+    for nbins in [1usize, 7, 64] {
+        let dx = gpu.upload(&x).unwrap();
+        let mut bins = gpu.alloc_zeroed::<u32>(nbins).unwrap();
+        histogram(&gpu, Grid::new(200, 256), &dx, &mut bins)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let mut want = vec![0u32; nbins];
+        for &v in &x {
+            want[v as usize % nbins] += 1;
+        }
+        assert_eq!(bins.to_vec().unwrap(), want, "{nbins} bins");
+    }
+    let vals: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
+    let dv = gpu.upload(&vals).unwrap();
+    let mut counter = gpu.alloc_zeroed::<u32>(1).unwrap();
+    let mut sum = gpu.alloc_zeroed::<f32>(1).unwrap();
+    let mut out = gpu.upload(&vec![u32::MAX; n]).unwrap();
+    tickets(&gpu, Grid::cover(n), &dv, &mut counter, &mut sum, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let mut got = out.to_vec().unwrap();
+    got.sort_unstable();
+    assert!(
+        got.iter().enumerate().all(|(i, &t)| t == i as u32),
+        "tickets are a permutation of 0..n"
+    );
+    assert_eq!(counter.to_vec().unwrap()[0], n as u32);
+    // Small integers: the float sum is exact in any order.
+    let want: f32 = vals.iter().sum();
+    assert_eq!(sum.to_vec().unwrap()[0], want);
 }

@@ -1,0 +1,164 @@
+//! What only the CPU simulator does: picking it, and the checks it makes that a GPU cannot —
+//! a located report of a panicking thread, shared-memory races, a barrier reached by part of
+//! a block — on deliberately broken kernels. (The example kernels' results on the simulator
+//! are checked by `tests/gpu.rs`, the same tests the GPU runs.)
+
+use berth::{Backend, Error, Gpu, Grid};
+use berth_examples::broken::{half_barrier, hidden_barrier, shared_race};
+use berth_examples::{divide, saxpy, unchecked_copy};
+use berth_tests::{random_f32, random_u32, saxpy_host};
+
+fn sim() -> Gpu {
+    let gpu = Gpu::simulator();
+    assert_eq!(gpu.backend(), Backend::Simulator);
+    assert!(gpu.name().contains("CPU simulator"), "{}", gpu.name());
+    gpu
+}
+
+/// The simulator stays usable after a failed launch.
+fn still_works(gpu: &Gpu) {
+    let (x, y) = (random_f32(3000), random_f32(3000));
+    let dx = gpu.upload(&x).unwrap();
+    let mut dy = gpu.upload(&y).unwrap();
+    saxpy(gpu, Grid::cover(3000), 2.0, &dx, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(dy.to_vec().unwrap(), saxpy_host(2.0, &x, &y));
+}
+
+#[test]
+fn the_backend_is_chosen_and_visible() {
+    // SAFETY: the only test in this binary that touches the environment, before any thread
+    // of its own; other tests do not read BERTH_BACKEND.
+    unsafe { std::env::set_var("BERTH_BACKEND", "simulator") };
+    let gpu = Gpu::new_or_simulator().unwrap();
+    assert_eq!(gpu.backend(), Backend::Simulator);
+    // SAFETY: as above.
+    unsafe { std::env::remove_var("BERTH_BACKEND") };
+    // Without a driver, the fallback is the simulator as well; with one, the GPU.
+    // SAFETY: only checks whether libcuda can be opened.
+    let driver = unsafe { berth::raw::sys::is_culib_present() };
+    let gpu = Gpu::new_or_simulator().unwrap();
+    assert_eq!(gpu.backend() == Backend::Cuda, driver && Gpu::new().is_ok());
+}
+
+#[test]
+fn out_of_bounds_names_kernel_block_thread_and_location() {
+    let gpu = sim();
+    let n = 1000;
+    let x = gpu.upload(&random_u32(n)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let err = unchecked_copy(&gpu, Grid::cover(n), &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected KernelPanic, got {err}");
+    };
+    assert_eq!(kernel, "unchecked_copy");
+    assert_eq!(
+        (report.file.as_str(), report.line),
+        ("examples/src/lib.rs", 53),
+        "{report}"
+    );
+    assert_eq!(
+        report.message,
+        "index out of bounds: the len is 1000 but the index is 1000"
+    );
+    assert_eq!(
+        (report.block, report.thread),
+        ([3, 0, 0], [232, 0, 0]),
+        "{report}"
+    );
+    println!("reported: {err}");
+    still_works(&gpu);
+}
+
+#[test]
+fn a_core_panic_is_located_too() {
+    let gpu = sim();
+    let x = gpu.upload(&random_u32(500)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(500).unwrap();
+    let err = divide(&gpu, Grid::cover(500), 0, &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected KernelPanic, got {err}");
+    };
+    assert_eq!(kernel, "divide");
+    assert!(report.message.contains("divide by zero"), "{report}");
+    assert_eq!(report.file, "examples/src/lib.rs");
+    assert_eq!(report.thread, [0, 0, 0]);
+    still_works(&gpu);
+}
+
+#[test]
+fn shared_memory_races_are_reported() {
+    let gpu = sim();
+    let mut out = gpu.alloc_zeroed::<u32>(4).unwrap();
+    let err = shared_race(&gpu, Grid::new(4, 32), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::Simulator {
+        kernel, problem, ..
+    } = &err
+    else {
+        panic!("expected a simulator report, got {err}");
+    };
+    assert_eq!(*kernel, "shared_race");
+    assert!(
+        problem.contains("data race on shared memory") && problem.contains("both wrote"),
+        "{err}"
+    );
+    println!("reported: {err}");
+    still_works(&gpu);
+}
+
+#[test]
+fn a_barrier_reached_by_part_of_a_block_is_reported_not_hung() {
+    let gpu = sim();
+    let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
+    let err = half_barrier(&gpu, Grid::new(2, 32), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::Simulator {
+        kernel,
+        problem,
+        thread,
+        ..
+    } = &err
+    else {
+        panic!("expected a simulator report, got {err}");
+    };
+    assert_eq!(*kernel, "half_barrier");
+    assert!(
+        problem.contains("only part of the block") && problem.contains("16 threads wait"),
+        "{err}"
+    );
+    assert!(
+        problem.contains("examples/src/lib.rs"),
+        "names the barrier: {err}"
+    );
+    assert!(thread[0] < 16, "{err}");
+    println!("reported: {err}");
+    still_works(&gpu);
+}
+
+#[test]
+fn a_barrier_hidden_in_a_helper_is_explained() {
+    let gpu = sim();
+    let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
+    let err = hidden_barrier(&gpu, Grid::new(2, 32), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::Simulator { problem, .. } = &err else {
+        panic!("expected a simulator report, got {err}");
+    };
+    assert!(problem.contains("called from a helper function"), "{err}");
+    still_works(&gpu);
+}
