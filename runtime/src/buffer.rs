@@ -211,6 +211,7 @@ impl<T> Drop for DeviceBuffer<T> {
         if self.ptr == 0 || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
+        self.gpu.settle();
         // SAFETY: allocated by cuMemAlloc in this context, freed once. No launch can still
         // use it: launches borrow their buffers until their guard has synchronised.
         let _ = unsafe { result::free_sync(self.ptr) };

@@ -41,6 +41,30 @@ pub(crate) struct Inner {
     pub(crate) link: std::sync::OnceLock<crate::pipeline::LinkProfile>,
     /// Streams of pipelined launches, kept for reuse.
     streams: Mutex<Vec<StreamHandle>>,
+    /// Launch and copy guards not yet completed (see [`Outstanding`]).
+    outstanding: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a guard (launch, copy, pipeline) from creation to completion. A guard leaked with
+/// `mem::forget` never completes, so its buffers' borrows end while the GPU may still use
+/// them: buffers therefore synchronise the context before their memory is freed or reused
+/// whenever any guard is outstanding ([`Inner::settle`]). Cheap when nothing is in flight.
+pub(crate) struct Outstanding(Arc<Inner>);
+
+impl Outstanding {
+    pub(crate) fn new(gpu: &Arc<Inner>) -> Self {
+        gpu.outstanding
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Outstanding(gpu.clone())
+    }
+}
+
+impl Drop for Outstanding {
+    fn drop(&mut self) {
+        self.0
+            .outstanding
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
 }
 
 // SAFETY: the raw handles (context, device, modules, functions) are driver objects usable from
@@ -194,6 +218,7 @@ impl Gpu {
                 pinned: FreeLists::new(),
                 link: std::sync::OnceLock::new(),
                 streams: Mutex::new(Vec::new()),
+                outstanding: std::sync::atomic::AtomicUsize::new(0),
             }),
         };
         let mut live = LIVE.lock().expect("poisoned");
@@ -224,6 +249,7 @@ impl Gpu {
                 pinned: FreeLists::new(),
                 link: std::sync::OnceLock::new(),
                 streams: Mutex::new(Vec::new()),
+                outstanding: std::sync::atomic::AtomicUsize::new(0),
             }),
         }
     }
@@ -479,6 +505,17 @@ impl Inner {
 }
 
 impl Inner {
+    /// Before memory is freed or reused: if any guard is outstanding (possibly leaked),
+    /// wait for all work of the context, so the GPU cannot touch memory that changes hands.
+    pub(crate) fn settle(&self) {
+        if self.sim || self.outstanding.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            return;
+        }
+        if self.bind().is_ok() {
+            let _ = result::ctx::synchronize();
+        }
+    }
+
     /// A stream for a pipelined launch, from the pool or new.
     pub(crate) fn take_stream(&self) -> Result<StreamHandle> {
         if self.sim {

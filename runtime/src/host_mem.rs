@@ -156,6 +156,8 @@ impl PinnedAlloc {
 impl Drop for PinnedAlloc {
     fn drop(&mut self) {
         if !self.gpu.fault.is_lost() {
+            // Back in the pool it may be handed out again: nothing may still copy into it.
+            self.gpu.settle();
             self.gpu.pinned.put(self.class, self.flags, self.ptr as u64);
         }
     }
@@ -437,6 +439,7 @@ impl<T> Drop for Registered<'_, T> {
         if self.gpu.sim || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
+        self.gpu.settle();
         // SAFETY: registered in `Gpu::register`, unregistered once. No launch uses it any more:
         // launches borrow it until they complete.
         let _ = unsafe { sys::cuMemHostUnregister(self.data.as_mut_ptr().cast()) };

@@ -622,6 +622,7 @@ impl<'l> Launch<'l> {
                 done: false,
                 leases: std::mem::take(&mut self.leases),
                 deferred: Some(e),
+                _outstanding: None,
                 _borrows: PhantomData,
             }),
             Ok(()) => {
@@ -633,6 +634,7 @@ impl<'l> Launch<'l> {
                     done: false,
                     leases: std::mem::take(&mut self.leases),
                     deferred: None,
+                    _outstanding: Some(crate::gpu::Outstanding::new(self.gpu)),
                     _borrows: PhantomData,
                 })
             }
@@ -719,18 +721,20 @@ pub struct Pending<'l> {
     leases: Vec<(usize, u64)>,
     /// A failure the simulator met while running the launch, reported by `wait`.
     deferred: Option<Error>,
+    _outstanding: Option<crate::gpu::Outstanding>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
 impl Pending<'_> {
     pub(crate) fn copy(gpu: Arc<Inner>, stream: sys::CUstream, what: &'static str) -> Self {
         Pending {
-            gpu,
             stream,
             kernel: what,
             done: false,
             leases: Vec::new(),
             deferred: None,
+            _outstanding: Some(crate::gpu::Outstanding::new(&gpu)),
+            gpu,
             _borrows: PhantomData,
         }
     }

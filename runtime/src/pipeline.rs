@@ -409,6 +409,7 @@ impl<'l> Pipelined<'l> {
             link,
             done: false,
             deferred: None,
+            _outstanding: crate::gpu::Outstanding::new(gpu),
             _borrows: PhantomData,
         };
         for _ in 0..streams {
@@ -582,6 +583,7 @@ pub struct PipelineRun<'l> {
     done: bool,
     /// A chunk failure the simulator met while enqueueing, reported by `wait`.
     deferred: Option<Error>,
+    _outstanding: crate::gpu::Outstanding,
     _borrows: PhantomData<&'l mut ()>,
 }
 

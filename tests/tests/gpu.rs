@@ -973,3 +973,55 @@ fn atomics_count_and_return_previous_values() {
     let want: f32 = vals.iter().sum();
     assert_eq!(sum.to_vec().unwrap()[0], want);
 }
+
+#[test]
+fn compute_kernels_match_host() {
+    use berth::PipelineOptions;
+    use berth_examples::{busy, relax, relax_pipelined};
+    let (_g, gpu) = gpu();
+    // relax: `steps` dependent multiply-adds from x[i], unfused on both sides.
+    let n = 50_003;
+    let steps = 37;
+    let x = random_f32(n);
+    let host = |mut v: f32| {
+        for _ in 0..steps {
+            v = v * 0.9999 + 0.0001;
+        }
+        v
+    };
+    let want: Vec<f32> = x.iter().map(|&v| host(v)).collect();
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_zeroed::<f32>(n).unwrap();
+    relax(&gpu, Grid::cover(n), steps, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&py[..], &want[..]);
+    py.fill(f32::NAN);
+    let opts = PipelineOptions {
+        chunk_bytes: Some(4096 * 4),
+        ..Default::default()
+    };
+    relax_pipelined(&gpu, opts, steps, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&py[..], &want[..]);
+    // busy: the same kind of chain from i * 1e-6.
+    let m = 2 * 256 + 17;
+    let mut out = gpu.upload(&vec![f32::NAN; m]).unwrap();
+    busy(&gpu, Grid::cover(m), 100, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<f32> = (0..m)
+        .map(|i| {
+            let mut v = i as f32 * 1e-6;
+            for _ in 0..100 {
+                v = v * 0.999_999 + 1e-7;
+            }
+            v
+        })
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+}
