@@ -350,7 +350,8 @@ pub mod broken {
         sync_threads();
     }
 
-    /// Calls `sync_threads` only through a helper the macro cannot see.
+    /// Calls `sync_threads` only through a helper the macro cannot see (not broken: the
+    /// simulator finds the barrier in the PTX).
     #[gpu_kernel]
     pub fn hidden_barrier(out: &mut [u32]) {
         wait_for_block();

@@ -196,3 +196,137 @@ mod tests {
         assert!(e[1].params.is_empty());
     }
 }
+
+/// The bodies of every `.entry` and `.func` in `ptx`, by name.
+fn function_bodies(ptx: &str) -> std::collections::HashMap<String, &str> {
+    let mut out = std::collections::HashMap::new();
+    let mut rest = ptx;
+    loop {
+        let next = [".entry ", ".func "]
+            .iter()
+            .filter_map(|k| rest.find(k).map(|p| (p, k.len())))
+            .min();
+        let Some((pos, klen)) = next else { break };
+        let header = &rest[pos + klen..];
+        // `.func (.param .b32 func_retval0) name(` — skip a return-value group.
+        let header = header.trim_start();
+        let header = if header.starts_with('(') {
+            header
+                .split_once(')')
+                .map_or(header, |(_, h)| h.trim_start())
+        } else {
+            header
+        };
+        let name_end = header
+            .find(|c: char| c == '(' || c.is_whitespace())
+            .unwrap_or(header.len());
+        let name = header[..name_end].to_owned();
+        let Some(open) = header.find('{') else { break };
+        let body_start = &header[open..];
+        let mut depth = 0usize;
+        let mut end = body_start.len();
+        for (i, ch) in body_start.char_indices() {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // A declaration (`.func name(...);`) has no body before the next function: skip it.
+        let semicolon = header.find(';').unwrap_or(usize::MAX);
+        if semicolon > open {
+            out.insert(name, &body_start[..end]);
+        }
+        let consumed = header.as_ptr() as usize - rest.as_ptr() as usize + open + end;
+        rest = &rest[consumed.min(rest.len())..];
+    }
+    out
+}
+
+/// Whether the entry `name`, or any function it calls, executes a block barrier
+/// (`bar.sync` / `barrier.sync`): the simulator must then run its threads as coroutines.
+pub fn entry_uses_barrier(ptx: &str, name: &str) -> bool {
+    let bodies = function_bodies(ptx);
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec![name.to_owned()];
+    while let Some(f) = todo.pop() {
+        if !seen.insert(f.clone()) {
+            continue;
+        }
+        let Some(body) = bodies.get(&f) else { continue };
+        if body.contains("bar.sync")
+            || body.contains("barrier.sync")
+            || body.contains("bar.warp.sync")
+        {
+            return true;
+        }
+        for line in body.lines().filter(|l| l.contains("call")) {
+            // `call.uni (retval0), name, (params);` or `call.uni name, (params);`
+            let after = line.split_once("call").map_or("", |(_, a)| a);
+            for tok in after.split([',', ' ', '\t', ';']) {
+                let t = tok.trim();
+                if !t.is_empty()
+                    && !t.starts_with('(')
+                    && !t.starts_with('.')
+                    && bodies.contains_key(t)
+                {
+                    todo.push(t.to_owned());
+                }
+            }
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod barrier_tests {
+    use super::*;
+
+    #[test]
+    fn barriers_are_found_through_calls() {
+        let ptx = r#"
+.func  (.param .b32 func_retval0) helper(
+	.param .b64 helper_param_0
+)
+{
+	bar.sync 	0;
+	ret;
+}
+.func leaf()
+{
+	ret;
+}
+.visible .entry direct(
+	.param .u64 direct_param_0
+)
+{
+	{ // callseq 0
+	bar.sync 	0;
+	}
+	ret;
+}
+.visible .entry indirect()
+{
+	{ // callseq 1
+	call.uni (retval0), helper, (param0);
+	}
+	ret;
+}
+.visible .entry none()
+{
+	call.uni leaf, ();
+	ret;
+}
+"#;
+        assert!(entry_uses_barrier(ptx, "direct"));
+        assert!(entry_uses_barrier(ptx, "indirect"));
+        assert!(!entry_uses_barrier(ptx, "none"));
+        assert!(!entry_uses_barrier(ptx, "missing"));
+    }
+}

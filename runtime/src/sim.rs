@@ -222,6 +222,18 @@ impl BlockServices for Block {
     }
 }
 
+/// Whether `k` needs coroutines: its body names `sync_threads` (the macro's hint), or its PTX
+/// entry reaches a barrier through any function it calls (helpers included). Cached.
+fn uses_barrier(k: &'static Kernel) -> bool {
+    static CACHE: Mutex<Option<HashMap<usize, bool>>> = Mutex::new(None);
+    let key = k as *const Kernel as usize;
+    let mut cache = CACHE.lock().expect("poisoned");
+    *cache
+        .get_or_insert_with(HashMap::new)
+        .entry(key)
+        .or_insert_with(|| k.uses_barrier || crate::ptx::entry_uses_barrier(k.ptx, k.name))
+}
+
 const STRAY_BARRIER: &str = "berth simulator: sync_threads() outside the kernel body";
 
 fn run_block(
@@ -232,14 +244,15 @@ fn run_block(
     stacks: &mut Vec<DefaultStack>,
 ) -> Result<()> {
     let n = dims.threads();
-    let services = Rc::new(Block::new(dims, k.uses_barrier));
+    let coroutines = uses_barrier(k);
+    let services = Rc::new(Block::new(dims, coroutines));
     let fail = |t: usize, problem: String| Error::Simulator {
         kernel: k.name,
         block,
         thread: dims.coords(block, t).thread,
         problem,
     };
-    if !k.uses_barrier {
+    if !coroutines {
         for t in 0..n {
             services.current.set(t);
             let _in = host::enter(dims.coords(block, t), services.clone());
@@ -250,7 +263,7 @@ fn run_block(
                     return Err(fail(
                         t,
                         format!(
-                            "sync_threads() at {}:{} is called from a helper function: the simulator runs a kernel's threads as coroutines only when its body names sync_threads; call it in the kernel body",
+                            "sync_threads() at {}:{} was reached, but neither the kernel body nor its PTX shows a barrier (was the PTX built from other sources?); rebuild the kernel crate",
                             at.file(),
                             at.line()
                         ),

@@ -149,16 +149,13 @@ fn a_barrier_reached_by_part_of_a_block_is_reported_not_hung() {
 }
 
 #[test]
-fn a_barrier_hidden_in_a_helper_is_explained() {
+fn a_barrier_in_a_helper_function_is_honoured() {
+    // The body does not name sync_threads; its PTX shows the barrier through the helper.
     let gpu = sim();
     let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
-    let err = hidden_barrier(&gpu, Grid::new(2, 32), &mut out)
+    hidden_barrier(&gpu, Grid::new(2, 32), &mut out)
         .unwrap()
         .wait()
-        .unwrap_err();
-    let Error::Simulator { problem, .. } = &err else {
-        panic!("expected a simulator report, got {err}");
-    };
-    assert!(problem.contains("called from a helper function"), "{err}");
-    still_works(&gpu);
+        .unwrap();
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 2));
 }
