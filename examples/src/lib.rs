@@ -16,6 +16,24 @@ pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
 /// Threads per block of [`block_sum`]; the shared array below holds one partial sum each.
 pub const REDUCE_BLOCK: u32 = 256;
 
+/// The sum of the block's values in `tile` (one per thread, a power-of-two block size):
+/// a tree reduction in shared memory, with a barrier between levels. Every thread of the
+/// block must call it; all get the total.
+#[inline(always)]
+pub fn block_tree_sum(tile: Shared<f32>) -> f32 {
+    let t = thread::idx_x();
+    sync_threads();
+    let mut half = block::dim_x() / 2;
+    while half > 0 {
+        if t < half {
+            tile.store(t, tile.load(t) + tile.load(t + half));
+        }
+        sync_threads();
+        half /= 2;
+    }
+    tile.load(0)
+}
+
 /// Sum of `x`, one partial sum per block into `partial[block]`: a grid-stride loop
 /// accumulates, then a tree reduction in shared memory combines the block's threads.
 /// Launch with `REDUCE_BLOCK` threads per block and `partial.len()` blocks.
@@ -31,17 +49,9 @@ pub fn block_sum(x: &[f32], partial: &mut [f32]) {
         i += stride;
     }
     tile.store(t, acc);
-    sync_threads();
-    let mut half = block::dim_x() / 2;
-    while half > 0 {
-        if t < half {
-            tile.store(t, tile.load(t) + tile.load(t + half));
-        }
-        sync_threads();
-        half /= 2;
-    }
+    let total = block_tree_sum(tile);
     if t == 0 {
-        partial[block::idx_x()] = tile.load(0);
+        partial[block::idx_x()] = total;
     }
 }
 
@@ -92,17 +102,9 @@ pub fn block_sum_dynamic(x: &[f32], partial: &mut [f32]) {
         i += thread::grid_stride_x();
     }
     tile.store(t, acc);
-    sync_threads();
-    let mut half = block::dim_x() / 2;
-    while half > 0 {
-        if t < half {
-            tile.store(t, tile.load(t) + tile.load(t + half));
-        }
-        sync_threads();
-        half /= 2;
-    }
+    let total = block_tree_sum(tile);
     if t == 0 {
-        partial[block::idx_x()] = tile.load(0);
+        partial[block::idx_x()] = total;
     }
 }
 
@@ -183,17 +185,9 @@ pub fn mapped_sum(#[mapped] x: &[F4], partial: &mut [f32]) {
         i += thread::grid_stride_x();
     }
     tile.store(t, acc);
-    sync_threads();
-    let mut half = block::dim_x() / 2;
-    while half > 0 {
-        if t < half {
-            tile.store(t, tile.load(t) + tile.load(t + half));
-        }
-        sync_threads();
-        half /= 2;
-    }
+    let total = block_tree_sum(tile);
     if t == 0 {
-        partial[block::idx_x()] = tile.load(0);
+        partial[block::idx_x()] = total;
     }
 }
 
