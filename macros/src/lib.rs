@@ -1,7 +1,7 @@
 //! `#[gpu_kernel]`: the proc-macro entry. It only forwards; the work is in plain modules that
-//! take and return `proc_macro2` tokens so they can be unit-tested: [`parse`] reads the
-//! function and its argument attributes, [`validate`] checks what a kernel may be and collects
-//! every error at once, [`expand`] writes the device entry and the host launcher.
+//! take and return `proc_macro2` tokens so they can be unit-tested: `parse` reads the
+//! function and its argument attributes, `validate` checks what a kernel may be and collects
+//! every error at once, `expand` writes the device entry and the host launcher.
 
 mod expand;
 mod parse;
