@@ -59,7 +59,10 @@ fn out_of_bounds_names_kernel_block_thread_and_location() {
     assert_eq!(kernel, "unchecked_copy");
     assert_eq!(
         (report.file.as_str(), report.line),
-        ("examples/src/lib.rs", 53),
+        (
+            "examples/src/lib.rs",
+            berth_tests::example_line("out[i] = x[i];")
+        ),
         "{report}"
     );
     assert_eq!(
