@@ -78,6 +78,16 @@ pub fn run(bench_only: bool) -> Result {
     for cu in ["reference.cu", "placement.cu", "pipeline.cu"] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }
+    // Which commit the bundle was built from, for the record of the run.
+    let commit = std::process::Command::new("git")
+        .args(["describe", "--always", "--dirty"])
+        .current_dir(&root)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    std::fs::write(gpu_dir.join("commit.txt"), format!("{commit}\n"))?;
     let run_sh = gpu_dir.join("run.sh");
     std::fs::write(&run_sh, RUN_SH)?;
     make_executable(&run_sh)?;

@@ -13,6 +13,7 @@ summary=()
 
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit: $(cat "$here/commit.txt" 2>/dev/null || echo unknown)"
   nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
   echo "host: $(uname -srm), $(nproc) cores"
   echo "nvcc: $(nvcc --version 2>/dev/null | tail -1)"
