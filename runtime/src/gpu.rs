@@ -43,6 +43,8 @@ pub(crate) struct Inner {
     streams: Mutex<Vec<StreamHandle>>,
     /// Launch and copy guards not yet completed (see [`Outstanding`]).
     outstanding: std::sync::atomic::AtomicUsize,
+    /// The simulator's streams (worker threads running queued work in order).
+    pub(crate) sim_streams: crate::sim_stream::SimStreams,
 }
 
 /// Counts a guard (launch, copy, pipeline) from creation to completion. A guard leaked with
@@ -219,6 +221,7 @@ impl Gpu {
                 link: std::sync::OnceLock::new(),
                 streams: Mutex::new(Vec::new()),
                 outstanding: std::sync::atomic::AtomicUsize::new(0),
+                sim_streams: Default::default(),
             }),
         };
         let mut live = LIVE.lock().expect("poisoned");
@@ -240,7 +243,7 @@ impl Gpu {
                 ctx: std::ptr::null_mut(),
                 name: format!("CPU simulator ({workers} worker threads)"),
                 device_count: 1,
-                default_stream: StreamHandle(std::ptr::null_mut()),
+                default_stream: StreamHandle(crate::sim_stream::new_handle()),
                 functions: Mutex::new(HashMap::new()),
                 modules: Mutex::new(HashMap::new()),
                 panic_record: None,
@@ -250,6 +253,7 @@ impl Gpu {
                 link: std::sync::OnceLock::new(),
                 streams: Mutex::new(Vec::new()),
                 outstanding: std::sync::atomic::AtomicUsize::new(0),
+                sim_streams: Default::default(),
             }),
         }
     }
@@ -329,6 +333,7 @@ impl Gpu {
     /// Wait for all work on every stream of this context.
     pub fn synchronize(&self) -> Result<()> {
         if self.inner.sim {
+            self.inner.sim_streams.settle();
             return Ok(());
         }
         self.inner.bind()?;
@@ -508,7 +513,11 @@ impl Inner {
     /// Before memory is freed or reused: if any guard is outstanding (possibly leaked),
     /// wait for all work of the context, so the GPU cannot touch memory that changes hands.
     pub(crate) fn settle(&self) {
-        if self.sim || self.outstanding.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        if self.outstanding.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            return;
+        }
+        if self.sim {
+            self.sim_streams.settle();
             return;
         }
         if self.bind().is_ok() {
@@ -519,7 +528,7 @@ impl Inner {
     /// A stream for a pipelined launch, from the pool or new.
     pub(crate) fn take_stream(&self) -> Result<StreamHandle> {
         if self.sim {
-            return Ok(StreamHandle(std::ptr::null_mut()));
+            return Ok(StreamHandle(crate::sim_stream::new_handle()));
         }
         if let Some(s) = self.streams.lock().expect("poisoned").pop() {
             return Ok(s);

@@ -277,8 +277,13 @@ pub(crate) unsafe fn copy_h2d(
     kernel: &str,
 ) -> Result<()> {
     if gpu.sim {
-        // SAFETY: the caller's contract; on the simulator both are host memory.
-        unsafe { crate::backend::copy(device, host, bytes) };
+        // SAFETY (of the job): the caller's contract; on the simulator both are host memory,
+        // alive until the stream has passed the copy.
+        let job = move || {
+            unsafe { crate::backend::copy(device, host, bytes) };
+            Ok(())
+        };
+        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
         return Ok(());
     }
     // SAFETY: the caller's contract.
@@ -302,8 +307,12 @@ pub(crate) unsafe fn copy_d2h(
     kernel: &str,
 ) -> Result<()> {
     if gpu.sim {
-        // SAFETY: the caller's contract; on the simulator both are host memory.
-        unsafe { crate::backend::copy(host, device, bytes) };
+        // SAFETY (of the job): as in `copy_h2d`.
+        let job = move || {
+            unsafe { crate::backend::copy(host, device, bytes) };
+            Ok(())
+        };
+        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
         return Ok(());
     }
     // SAFETY: the caller's contract.
@@ -328,8 +337,24 @@ pub(crate) unsafe fn launch_raw(
     ptrs: &mut [*mut std::ffi::c_void],
 ) -> Result<()> {
     if gpu.sim {
-        // SAFETY: forwarded: one pointer per parameter of `k`, to live values.
-        return unsafe { crate::sim::run(k, grid, ptrs) };
+        // The job runs later, on the stream's thread: it takes its own copy of the values
+        // (as `cuLaunchKernel` does); what they address stays borrowed by the launch's guard.
+        let mut params = ParamBlock::new(k.params);
+        for (i, (p, &ptr)) in k.params.iter().zip(ptrs.iter()).enumerate() {
+            // SAFETY: `ptrs[i]` points to a value of parameter i's size (caller's contract).
+            params.set(i, unsafe {
+                std::slice::from_raw_parts(ptr.cast::<u8>(), p.size)
+            });
+        }
+        let grid = *grid;
+        let job = move || {
+            let mut params = params;
+            let mut ptrs = params.pointers();
+            // SAFETY: forwarded: one pointer per parameter of `k`, to live values.
+            unsafe { crate::sim::run(k, &grid, &mut ptrs) }
+        };
+        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
+        return Ok(());
     }
     let kernel = k.name;
     if grid.shared_bytes > 48 * 1024 {
@@ -613,18 +638,6 @@ impl<'l> Launch<'l> {
     /// Enqueue the copies in, the kernel and the copies out.
     pub fn submit(mut self) -> Result<Pending<'l>> {
         match self.enqueue() {
-            // The simulator runs the kernel during `enqueue`; a failure inside it is reported
-            // by `wait`, where the GPU reports it, not by the launcher.
-            Err(e) if self.gpu.sim && e.is_kernel_failure() => Ok(Pending {
-                gpu: self.gpu.clone(),
-                stream: self.stream,
-                kernel: self.kernel.name,
-                done: false,
-                leases: std::mem::take(&mut self.leases),
-                deferred: Some(e),
-                _outstanding: None,
-                _borrows: PhantomData,
-            }),
             Ok(()) => {
                 self.gpu.fault.launched(self.stream, self.kernel);
                 Ok(Pending {
@@ -633,7 +646,6 @@ impl<'l> Launch<'l> {
                     kernel: self.kernel.name,
                     done: false,
                     leases: std::mem::take(&mut self.leases),
-                    deferred: None,
                     _outstanding: Some(crate::gpu::Outstanding::new(self.gpu)),
                     _borrows: PhantomData,
                 })
@@ -719,8 +731,6 @@ pub struct Pending<'l> {
     kernel: &'static str,
     done: bool,
     leases: Vec<(usize, u64)>,
-    /// A failure the simulator met while running the launch, reported by `wait`.
-    deferred: Option<Error>,
     _outstanding: Option<crate::gpu::Outstanding>,
     _borrows: PhantomData<&'l mut ()>,
 }
@@ -732,7 +742,6 @@ impl Pending<'_> {
             kernel: what,
             done: false,
             leases: Vec::new(),
-            deferred: None,
             _outstanding: Some(crate::gpu::Outstanding::new(&gpu)),
             gpu,
             _borrows: PhantomData,
@@ -744,10 +753,7 @@ impl Pending<'_> {
         self.done = true;
         let r = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
         self.release();
-        match self.deferred.take() {
-            Some(e) => Err(e),
-            None => r,
-        }
+        r
     }
 
     /// The kernel launched.

@@ -26,6 +26,7 @@ pub mod ptx;
 pub mod raw;
 mod restart;
 mod sim;
+mod sim_stream;
 mod stream;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};

@@ -408,7 +408,6 @@ impl<'l> Pipelined<'l> {
             },
             link,
             done: false,
-            deferred: None,
             _outstanding: crate::gpu::Outstanding::new(gpu),
             _borrows: PhantomData,
         };
@@ -485,46 +484,6 @@ impl<'l> Pipelined<'l> {
             }
             let grid = Grid::cover_with_block(len, self.opts.threads_per_block);
             let mut ptrs = self.params.pointers();
-            if gpu.sim {
-                // SAFETY: as below; the simulator runs the chunk now.
-                if let Err(e) =
-                    unsafe { launch_raw(gpu, self.kernel, self.func, &grid, stream, &mut ptrs) }
-                {
-                    if !e.is_kernel_failure() {
-                        return Err(e);
-                    }
-                    // Reported by `wait`, as on the GPU; later chunks do not run.
-                    run.deferred = Some(Error::PipelineChunk {
-                        kernel: k,
-                        chunk: c,
-                        elements: range.clone(),
-                        completed_after: Vec::new(),
-                        source: Box::new(e),
-                    });
-                    break;
-                }
-                for (b, &dev) in self.bulk.iter().zip(&staging[s]) {
-                    if b.copy_out {
-                        // SAFETY: as for the copy in, with the host memory borrowed mutably.
-                        unsafe {
-                            copy_d2h(
-                                gpu,
-                                stream,
-                                b.host + (range.start * b.elem) as u64,
-                                dev,
-                                len * b.elem,
-                                k,
-                            )
-                        }?;
-                    }
-                }
-                if use_flags {
-                    let p = run.progress.as_ptr().wrapping_add(c).cast_mut();
-                    // SAFETY: the c-th flag of the live progress buffer (c < chunks).
-                    unsafe { AtomicU32::from_ptr(p) }.store(1, Ordering::Release);
-                }
-                continue;
-            }
             // SAFETY: `func` is this kernel's entry (checked against its parameters at load);
             // every bulk slot now holds a staging buffer of this stream and the chunk length,
             // the other slots the caller's memory, borrowed by the run.
@@ -544,7 +503,16 @@ impl<'l> Pipelined<'l> {
                     }?;
                 }
             }
-            if use_flags {
+            if use_flags && gpu.sim {
+                let flag = run.progress.as_ptr().wrapping_add(c) as usize;
+                let job = move || {
+                    // SAFETY: the c-th flag of the run's progress buffer, alive until the
+                    // run's streams are synchronised (the run waits for them).
+                    unsafe { AtomicU32::from_ptr(flag as *mut u32) }.store(1, Ordering::Release);
+                    Ok(())
+                };
+                gpu.sim_streams.enqueue(stream as usize, Box::new(job));
+            } else if use_flags {
                 // SAFETY: the flag is a u32 of the run's mapped progress buffer, alive until
                 // the run's streams are synchronised.
                 let r = unsafe {
@@ -581,8 +549,6 @@ pub struct PipelineRun<'l> {
     stats: PipelineStats,
     link: LinkProfile,
     done: bool,
-    /// A chunk failure the simulator met while enqueueing, reported by `wait`.
-    deferred: Option<Error>,
     _outstanding: crate::gpu::Outstanding,
     _borrows: PhantomData<&'l mut ()>,
 }
@@ -628,10 +594,6 @@ impl PipelineRun<'_> {
             if let Err(e) = crate::stream::sync(&self.gpu, s.0, Some(self.kernel)) {
                 failure.get_or_insert(e);
             }
-        }
-        if let Some(e) = self.deferred.take() {
-            self.release();
-            return Err(e);
         }
         let result = match failure {
             None => Ok(self.stats),

@@ -20,6 +20,8 @@ impl StreamHandle {
         if self.0.is_null() {
             return;
         }
+        // A simulated stream's handle is only a number (see `sim_stream::new_handle`).
+        // Its owner removes it from the simulator (`SimStreams::remove`) instead.
         // SAFETY: created by `create` in this context, destroyed once by its owner's Drop.
         let _ = unsafe { result::stream::destroy(self.0) };
     }
@@ -43,10 +45,9 @@ impl Gpu {
     pub fn stream(&self) -> Result<Stream> {
         self.inner.bind()?;
         if self.inner.sim {
-            // The simulator runs work as it is enqueued: every stream is already complete.
             return Ok(Stream {
                 gpu: self.inner.clone(),
-                handle: StreamHandle(std::ptr::null_mut()),
+                handle: StreamHandle(crate::sim_stream::new_handle()),
             });
         }
         Ok(Stream {
@@ -65,7 +66,12 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        if self.gpu.sim || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+        if self.gpu.sim {
+            self.gpu.sim_streams.settle();
+            self.gpu.sim_streams.remove(self.handle.0 as usize);
+            return;
+        }
+        if self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
         // SAFETY: our stream handle, in our context.
@@ -77,7 +83,7 @@ impl Drop for Stream {
 pub(crate) fn sync(gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
     gpu.bind()?;
     if gpu.sim {
-        return Ok(());
+        return gpu.sim_streams.sync(stream as usize);
     }
     // SAFETY: `stream` belongs to `gpu`'s context, which is current.
     let r = unsafe { result::stream::synchronize(stream) };

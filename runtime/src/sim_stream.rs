@@ -1,0 +1,138 @@
+//! The simulator's streams: each is a worker thread running its queued work in order, so a
+//! simulated kernel runs while the host goes on — as on a GPU, where launches and copies are
+//! asynchronous. Host code that talks to a running kernel (signals in mapped memory) needs
+//! exactly that.
+//!
+//! A job that fails (a panicking kernel, a simulator check) makes the stream skip the rest of
+//! its queue, as a fault stops a GPU stream; the first failure is returned by the next
+//! synchronise of the stream.
+
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+
+/// Work for a simulated stream.
+pub(crate) type Job = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
+
+#[derive(Default)]
+struct Progress {
+    submitted: u64,
+    done: u64,
+    failure: Option<Error>,
+    failed: bool,
+}
+
+/// One simulated stream: a queue and the thread draining it.
+pub(crate) struct SimStream {
+    tx: Mutex<mpsc::Sender<Job>>,
+    progress: Arc<(Mutex<Progress>, Condvar)>,
+}
+
+impl SimStream {
+    fn start() -> Arc<SimStream> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let progress: Arc<(Mutex<Progress>, Condvar)> = Arc::default();
+        let p = progress.clone();
+        std::thread::Builder::new()
+            .name("berth-sim-stream".into())
+            .spawn(move || {
+                for job in rx {
+                    let skip = p.0.lock().expect("poisoned").failed;
+                    let r = if skip { Ok(()) } else { job() };
+                    let mut g = p.0.lock().expect("poisoned");
+                    if let Err(e) = r {
+                        g.failed = true;
+                        g.failure.get_or_insert(e);
+                    }
+                    g.done += 1;
+                    p.1.notify_all();
+                }
+            })
+            .expect("spawning a simulator stream thread");
+        Arc::new(SimStream {
+            tx: Mutex::new(tx),
+            progress,
+        })
+    }
+
+    fn push(&self, job: Job) {
+        self.progress.0.lock().expect("poisoned").submitted += 1;
+        let _ = self.tx.lock().expect("poisoned").send(job);
+    }
+
+    /// Wait until everything queued so far has run; `take` returns (and clears) the first
+    /// failure.
+    fn drain(&self, take: bool) -> Result<()> {
+        let (m, cv) = &*self.progress;
+        let mut g = m.lock().expect("poisoned");
+        let target = g.submitted;
+        while g.done < target {
+            g = cv.wait(g).expect("poisoned");
+        }
+        if !take {
+            return Ok(());
+        }
+        g.failed = false;
+        match g.failure.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The simulated streams of one context, by stream handle value.
+#[derive(Default)]
+pub(crate) struct SimStreams {
+    streams: Mutex<HashMap<usize, Arc<SimStream>>>,
+}
+
+/// A fresh, never-dereferenced handle value for a simulated stream.
+pub(crate) fn new_handle() -> *mut cudarc::driver::sys::CUstream_st {
+    static NEXT: AtomicUsize = AtomicUsize::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed) as *mut _
+}
+
+impl SimStreams {
+    fn get(&self, handle: usize) -> Arc<SimStream> {
+        self.streams
+            .lock()
+            .expect("poisoned")
+            .entry(handle)
+            .or_insert_with(SimStream::start)
+            .clone()
+    }
+
+    /// Queue `job` on the stream `handle`.
+    pub(crate) fn enqueue(&self, handle: usize, job: Job) {
+        self.get(handle).push(job);
+    }
+
+    /// Wait for the stream `handle`; its first failure, if any.
+    pub(crate) fn sync(&self, handle: usize) -> Result<()> {
+        let s = self.streams.lock().expect("poisoned").get(&handle).cloned();
+        match s {
+            Some(s) => s.drain(true),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait for every stream, keeping their failures for their own synchronise.
+    pub(crate) fn settle(&self) {
+        let all: Vec<Arc<SimStream>> = self
+            .streams
+            .lock()
+            .expect("poisoned")
+            .values()
+            .cloned()
+            .collect();
+        for s in all {
+            let _ = s.drain(false);
+        }
+    }
+
+    /// Forget a stream (its thread ends once its queue is empty).
+    pub(crate) fn remove(&self, handle: usize) {
+        self.streams.lock().expect("poisoned").remove(&handle);
+    }
+}
