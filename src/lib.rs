@@ -42,7 +42,7 @@
 
 pub use berth_device as device;
 pub use berth_device::{DeviceCopy, Slice, SliceMut, gpu_assert, shared_array};
-pub use berth_macros::gpu_kernel;
+pub use berth_macros::{DeviceCopy, gpu_kernel};
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
@@ -58,7 +58,7 @@ pub mod prelude {
     pub use berth_device::{
         block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread,
     };
-    pub use berth_macros::gpu_kernel;
+    pub use berth_macros::{DeviceCopy, gpu_kernel};
 
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{DeviceBuffer, Gpu, Grid, MappedBuffer, PinnedBuffer, Stream};

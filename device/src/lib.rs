@@ -38,7 +38,7 @@ pub use slice::{Slice, SliceMut};
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot cross to the GPU: it does not implement `DeviceCopy`",
     label = "not plain device data",
-    note = "kernel scalars and slice elements are numbers, `bool`, arrays of them, or `#[repr(C)]` `Copy` structs of those that declare it: `unsafe impl berth::DeviceCopy for MyParams {{}}`",
+    note = "kernel scalars and slice elements are numbers, `bool`, arrays of them, or `#[repr(C)]` `Copy` structs of those: add `#[derive(DeviceCopy)]` (or `unsafe impl berth::DeviceCopy`)",
     note = "heap types (`String`, `Vec`, `Box`) and references hold host pointers that mean nothing on the GPU"
 )]
 pub unsafe trait DeviceCopy: Copy + 'static {}

@@ -65,7 +65,7 @@ pub fn unchecked_copy(x: &[u32], out: &mut [u32]) {
 
 /// Parameters of [`affine_clamp`], passed by value: a user `#[repr(C)]` struct.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, DeviceCopy)]
 pub struct Affine {
     /// Multiplier.
     pub scale: f32,
@@ -74,9 +74,6 @@ pub struct Affine {
     /// Results are clamped to `[-limit, limit]` when clamping is on.
     pub limit: f32,
 }
-
-// SAFETY: `#[repr(C)]`, three `f32`s, no padding, no pointers.
-unsafe impl DeviceCopy for Affine {}
 
 /// `out[i] = scale * x[i] + offset`, clamped to `±limit` when `clamp` is set: a struct and a
 /// `bool` by value.
@@ -153,7 +150,7 @@ pub fn saxpy_pinned(a: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [
 
 /// Four floats loaded as one 16-byte access (`ld.v4`): the unit of wide, coalesced reads.
 #[repr(C, align(16))]
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, DeviceCopy)]
 pub struct F4 {
     /// Lane 0.
     pub x: f32,
@@ -164,9 +161,6 @@ pub struct F4 {
     /// Lane 3.
     pub w: f32,
 }
-
-// SAFETY: `#[repr(C, align(16))]`, four `f32`s, no padding, no pointers.
-unsafe impl DeviceCopy for F4 {}
 
 /// Threads per block of [`mapped_sum`].
 pub const MAPPED_SUM_BLOCK: u32 = 256;

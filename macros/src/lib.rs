@@ -3,6 +3,7 @@
 //! function and its argument attributes, `validate` checks what a kernel may be and collects
 //! every error at once, `expand` writes the device entry and the host launcher.
 
+mod derive;
 mod expand;
 mod parse;
 mod validate;
@@ -14,4 +15,11 @@ use proc_macro::TokenStream;
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let ptx = std::env::var("BERTH_PTX").ok();
     expand::gpu_kernel(args.into(), item.into(), ptx.as_deref()).into()
+}
+
+/// Let a `#[repr(C)]` struct of plain data cross to the GPU (kernel scalar or slice element):
+/// checks the layout and every field, and implements `berth::DeviceCopy`.
+#[proc_macro_derive(DeviceCopy)]
+pub fn derive_device_copy(item: TokenStream) -> TokenStream {
+    derive::device_copy(item.into()).into()
 }

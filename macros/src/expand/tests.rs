@@ -314,3 +314,13 @@ fn error_keeps_item() {
     let file: syn::File = syn::parse2(out).expect("valid file");
     insta::assert_snapshot!(prettyplease::unparse(&file));
 }
+
+#[test]
+fn derive_device_copy() {
+    let out = crate::derive::device_copy(quote! {
+        #[repr(C, align(16))]
+        pub struct Affine<T> { scale: T, offset: [f32; 3] }
+    });
+    let file: syn::File = syn::parse2(out).expect("the derive's output parses");
+    insta::assert_snapshot!(prettyplease::unparse(&file));
+}

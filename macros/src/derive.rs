@@ -1,0 +1,106 @@
+//! `#[derive(DeviceCopy)]`: the checked way to let a struct cross to the GPU by value or as a
+//! slice element. It requires a fixed layout (`#[repr(C)]` or `#[repr(transparent)]`), checks
+//! every field is `DeviceCopy` (errors point at the field's type), and writes the
+//! `unsafe impl` the user would otherwise write by hand.
+
+use proc_macro2::{Span, TokenStream};
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+/// Expand the derive on `input`.
+pub fn device_copy(input: TokenStream) -> TokenStream {
+    let item: syn::DeriveInput = match syn::parse2(input) {
+        Ok(i) => i,
+        Err(e) => return e.to_compile_error(),
+    };
+    match expand(&item) {
+        Ok(ts) => ts,
+        Err(e) => e.to_compile_error(),
+    }
+}
+
+fn has_fixed_layout(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().filter(|a| a.path().is_ident("repr")).any(|a| {
+        let mut fixed = false;
+        let _ = a.parse_nested_meta(|m| {
+            if m.path.is_ident("C") || m.path.is_ident("transparent") {
+                fixed = true;
+            }
+            // Skip the arguments of `align(N)` / `packed(N)`.
+            if m.input.peek(syn::token::Paren) {
+                let content;
+                syn::parenthesized!(content in m.input);
+                let _: TokenStream = content.parse()?;
+            }
+            Ok(())
+        });
+        fixed
+    })
+}
+
+fn expand(item: &syn::DeriveInput) -> syn::Result<TokenStream> {
+    let name = &item.ident;
+    let fields = match &item.data {
+        syn::Data::Struct(s) => &s.fields,
+        syn::Data::Enum(e) => {
+            return Err(syn::Error::new(
+                e.enum_token.span(),
+                "DeviceCopy cannot be derived for an enum: not every bit pattern is a valid value; \
+                 pass a `#[repr(u32)]`-style integer field and convert on each side",
+            ));
+        }
+        syn::Data::Union(u) => {
+            return Err(syn::Error::new(
+                u.union_token.span(),
+                "DeviceCopy cannot be derived for a union; implement it by hand (`unsafe impl`) if its every field is plain data",
+            ));
+        }
+    };
+    if !has_fixed_layout(&item.attrs) {
+        return Err(syn::Error::new(
+            name.span(),
+            format!(
+                "`{name}` needs a fixed layout to cross to the GPU: add `#[repr(C)]` (Rust's default layout may reorder fields differently on host and device)"
+            ),
+        ));
+    }
+    if let Some(p) = item.generics.lifetimes().next() {
+        return Err(syn::Error::new(
+            p.span(),
+            "DeviceCopy types hold no references: remove the lifetime parameter",
+        ));
+    }
+    let (impl_g, ty_g, where_g) = item.generics.split_for_impl();
+    let checks = fields.iter().map(|f| {
+        let ty = &f.ty;
+        quote_spanned!(ty.span()=> __berth_assert_device_copy::<#ty>();)
+    });
+    let params = item.generics.type_params().map(|p| {
+        let id = &p.ident;
+        quote!(#id: ::berth::DeviceCopy)
+    });
+    let extra_where = if item.generics.type_params().next().is_some() {
+        let preds: Vec<TokenStream> = params.collect();
+        match where_g {
+            Some(w) => quote!(#w, #(#preds),*),
+            None => quote!(where #(#preds),*),
+        }
+    } else {
+        quote!(#where_g)
+    };
+    let check_fn = syn::Ident::new("__berth_assert_device_copy", Span::call_site());
+    Ok(quote! {
+        // SAFETY: `#[repr(C)]`/`#[repr(transparent)]` (checked by the derive) gives host and
+        // device one layout; every field is `DeviceCopy` (checked below), so the value is
+        // plain data without pointers.
+        unsafe impl #impl_g ::berth::DeviceCopy for #name #ty_g #extra_where {}
+
+        const _: () = {
+            fn #check_fn<T: ::berth::DeviceCopy>() {}
+            #[allow(dead_code)]
+            fn __berth_check #impl_g () #extra_where {
+                #(#checks)*
+            }
+        };
+    })
+}
