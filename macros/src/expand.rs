@@ -374,25 +374,23 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         .collect()
 }
 
-fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
-    let krate = &opts.krate;
-    let name = &k.name;
-    let vis = &k.vis;
-    let desc = descriptor_ident(name);
-    let docs: Vec<_> = k.attrs.iter().filter(|a| is_doc(a)).collect();
-    // A blank doc line separates the user's docs from ours, only when there are some.
-    let separator = (!docs.is_empty()).then(|| quote!(#[doc = ""]));
-    let taken = |s: &str| k.args.iter().any(|a| a.name == s);
-    let on = if taken("on") {
-        format_ident!("__berth_on")
+/// A name for one of the launcher's own parameters that no kernel argument uses.
+fn free_name(k: &Kernel, name: &str) -> syn::Ident {
+    if k.args.iter().any(|a| a.name == name) {
+        format_ident!("__berth_{}", name)
     } else {
-        format_ident!("on")
-    };
-    let grid = if taken("grid") {
-        format_ident!("__berth_grid")
-    } else {
-        format_ident!("grid")
-    };
+        format_ident!("{}", name)
+    }
+}
+
+/// The kernel's arguments as launcher parameters, and the calls passing each to the launch
+/// builder `builder` (the slice method chosen by `method` from placement and mutability).
+fn args_and_pushes(
+    opts: &Options,
+    k: &Kernel,
+    builder: &syn::Ident,
+    method: fn(Placement, bool) -> syn::Ident,
+) -> (Vec<TokenStream>, Vec<TokenStream>) {
     let mut params = Vec::new();
     let mut pushes = Vec::new();
     for a in &k.args {
@@ -401,15 +399,29 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
         match &a.kind {
             ArgKind::Scalar(ty) => {
                 params.push(quote!(#n: #ty));
-                pushes.push(quote_spanned!(span=> __launch.scalar::<#ty>(&#n);));
+                pushes.push(quote_spanned!(span=> #builder.scalar::<#ty>(&#n);));
             }
             ArgKind::Slice { elem, mutable } => {
-                params.push(buffer_param(krate, n, elem, *mutable, a.placement));
-                let method = push_method(a.placement, *mutable);
-                pushes.push(quote_spanned!(span=> __launch.#method::<#elem>(#n);));
+                params.push(buffer_param(&opts.krate, n, elem, *mutable, a.placement));
+                let m = method(a.placement, *mutable);
+                pushes.push(quote_spanned!(span=> #builder.#m::<#elem>(#n);));
             }
         }
     }
+    (params, pushes)
+}
+
+fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
+    let krate = &opts.krate;
+    let name = &k.name;
+    let vis = &k.vis;
+    let desc = descriptor_ident(name);
+    let docs: Vec<_> = k.attrs.iter().filter(|a| is_doc(a)).collect();
+    // A blank doc line separates the user's docs from ours, only when there are some.
+    let separator = (!docs.is_empty()).then(|| quote!(#[doc = ""]));
+    let on = free_name(k, "on");
+    let grid = free_name(k, "grid");
+    let (params, pushes) = args_and_pushes(opts, k, &format_ident!("__launch"), push_method);
     let doc = format!(
         " Launch the GPU kernel `{name}` on `{on}` (a `Gpu` or a `Stream`) over `{grid}`.\n\n \
          Asynchronous: the returned guard keeps every buffer borrowed until the work is done; \
@@ -452,34 +464,9 @@ fn pipelined(opts: &Options, k: &Kernel) -> TokenStream {
     let vis = &k.vis;
     let name = format_ident!("{}_pipelined", k.name);
     let desc = descriptor_ident(&k.name);
-    let taken = |s: &str| k.args.iter().any(|a| a.name == s);
-    let gpu = if taken("gpu") {
-        format_ident!("__berth_gpu")
-    } else {
-        format_ident!("gpu")
-    };
-    let options = if taken("options") {
-        format_ident!("__berth_options")
-    } else {
-        format_ident!("options")
-    };
-    let mut params = Vec::new();
-    let mut pushes = Vec::new();
-    for a in &k.args {
-        let n = &a.name;
-        let span = a.ty.span();
-        match &a.kind {
-            ArgKind::Scalar(ty) => {
-                params.push(quote!(#n: #ty));
-                pushes.push(quote_spanned!(span=> __pipeline.scalar::<#ty>(&#n);));
-            }
-            ArgKind::Slice { elem, mutable } => {
-                params.push(buffer_param(krate, n, elem, *mutable, a.placement));
-                let method = pipelined_method(a.placement, *mutable);
-                pushes.push(quote_spanned!(span=> __pipeline.#method::<#elem>(#n);));
-            }
-        }
-    }
+    let gpu = free_name(k, "gpu");
+    let options = free_name(k, "options");
+    let (params, pushes) = args_and_pushes(opts, k, &format_ident!("__pipeline"), pipelined_method);
     let doc = format!(
         " Pipelined launch of the elementwise kernel `{}`: its `#[pinned_async]` arguments (one \
          shared length) are cut into chunks over several streams, so that copies in, the \
