@@ -41,40 +41,45 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 
 pub use berth_device as device;
-pub use berth_device::{DeviceCopy, Slice, SliceMut, gpu_assert, shared_array};
+pub use berth_device::{
+    DeviceCopy, Mailbox, Signals, Slice, SliceMut, Slot, gpu_assert, shared_array,
+};
 pub use berth_macros::{DeviceCopy, gpu_kernel};
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
     Backend, DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, LinkProfile,
-    MappedArg, MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer, PinnedOptions,
-    PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV, Registered, Result,
-    Stream, auto_plan, ptx, raw, restart_process,
+    MailboxBuffer, MappedArg, MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer,
+    PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV,
+    Registered, Result, SignalBuffer, Stream, auto_plan, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.
 pub mod prelude {
-    pub use berth_device::{DeviceCopy, Shared, Slice, SliceMut};
+    pub use berth_device::signal::now_ns;
+    pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot};
     pub use berth_device::{
         block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread,
     };
     pub use berth_macros::{DeviceCopy, gpu_kernel};
 
     #[cfg(not(target_arch = "nvptx64"))]
-    pub use berth_runtime::{DeviceBuffer, Gpu, Grid, MappedBuffer, PinnedBuffer, Stream};
+    pub use berth_runtime::{
+        DeviceBuffer, Gpu, Grid, MailboxBuffer, MappedBuffer, PinnedBuffer, SignalBuffer, Stream,
+    };
 }
 
 /// What `#[gpu_kernel]` expansions refer to. Not a public API: no stability promise.
 #[doc(hidden)]
 pub mod __private {
-    pub use berth_device::{Slice, SliceMut};
+    pub use berth_device::{Mailbox, Signals, Slice, SliceMut, Slot};
 
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::__private::*;
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{
-        DeviceArg, DeviceBuffer, Gpu, Grid, MappedArg, Pending, PinnedArg, PipelineOptions,
-        PipelineRun, Queue, Result,
+        DeviceArg, DeviceBuffer, Gpu, Grid, MailboxBuffer, MappedArg, Pending, PinnedArg,
+        PipelineOptions, PipelineRun, Queue, Result, SignalBuffer,
     };
     #[cfg(not(target_arch = "nvptx64"))]
     pub use inventory;

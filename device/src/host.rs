@@ -122,3 +122,13 @@ pub(crate) fn dynamic_shared() -> (*mut u8, usize) {
         None => (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0),
     }
 }
+
+/// Nanoseconds since the first call in this process (the simulator's `%globaltimer`).
+pub(crate) fn now_ns() -> u64 {
+    use std::sync::OnceLock;
+    static START: OnceLock<std::time::Instant> = OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_nanos() as u64
+}

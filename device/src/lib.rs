@@ -19,6 +19,7 @@ pub mod dim;
 pub mod host;
 pub mod panic;
 pub mod shared;
+pub mod signal;
 pub mod slice;
 
 pub use dim::{block, grid, sync_threads, thread};
@@ -27,6 +28,7 @@ pub use panic::fail;
 #[cfg(not(target_arch = "nvptx64"))]
 pub use shared::__host_shared;
 pub use shared::{Shared, dynamic as dynamic_shared};
+pub use signal::{Mailbox, Signals, Slot};
 pub use slice::{Slice, SliceMut};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.

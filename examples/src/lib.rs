@@ -349,3 +349,108 @@ pub mod broken {
         }
     }
 }
+
+/// A job for [`square_worker`]: `stop != 0` tells the worker to exit.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, DeviceCopy)]
+pub struct Job {
+    /// The caller's id, echoed in the reply.
+    pub id: u32,
+    /// Non-zero: stop.
+    pub stop: u32,
+    /// The input.
+    pub value: f32,
+}
+
+/// A reply of [`square_worker`]: `value * value + 1` of the job with the same `id`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, DeviceCopy)]
+pub struct Reply {
+    /// The job's id.
+    pub id: u32,
+    /// The result.
+    pub value: f32,
+}
+
+/// Cells of the worker's control signals.
+pub mod worker_ctl {
+    /// Cell 0: the worker's state (one of the constants below).
+    pub const STATE: usize = 0;
+    /// Cell 1: jobs answered so far.
+    pub const ANSWERED: usize = 1;
+    /// The worker is running.
+    pub const RUNNING: u32 = 1;
+    /// The worker received a stop job and exited.
+    pub const STOPPED: u32 = 2;
+    /// The host stopped answering; the worker gave up.
+    pub const HOST_GONE: u32 = 3;
+}
+
+/// A persistent worker: one GPU thread stays resident, takes jobs from `inbox`, answers each
+/// with `value * value + 1` in `outbox`, and exits on a stop job. If the host posts no job (or
+/// takes no reply) for `patience_ms`, it records `HOST_GONE` and fails, so a lost partner ends
+/// the launch with an error instead of a hang.
+#[gpu_kernel]
+pub fn square_worker(
+    patience_ms: u32,
+    #[mapped] inbox: &Mailbox<Job>,
+    #[mapped] outbox: &Mailbox<Reply>,
+    #[mapped] ctl: &Signals,
+) {
+    if thread::global_x() != 0 {
+        return;
+    }
+    let patience = patience_ms as u64 * 1_000_000;
+    ctl.store(worker_ctl::STATE, worker_ctl::RUNNING);
+    let mut n = 0u32;
+    loop {
+        let Some(job) = inbox.recv(n, patience) else {
+            ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
+            fail("the host posted no job in time")
+        };
+        if job.stop != 0 {
+            ctl.store(worker_ctl::STATE, worker_ctl::STOPPED);
+            return;
+        }
+        let reply = Reply {
+            id: job.id,
+            value: job.value * job.value + 1.0,
+        };
+        if !outbox.send(n, reply, patience) {
+            ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
+            fail("the host took no reply in time");
+        }
+        n = n.wrapping_add(1);
+        ctl.store(worker_ctl::ANSWERED, n);
+    }
+}
+
+/// A long-running sum that reports live progress: `rounds` passes over `x` per block (the
+/// result is `rounds × sum(x)`), one partial sum per block, and each block, once done, adds 1
+/// to `progress[0]` for the host to watch.
+#[gpu_kernel]
+pub fn sum_with_progress(
+    rounds: u32,
+    x: &[f32],
+    partial: &mut [f32],
+    #[mapped] progress: &Signals,
+) {
+    let tile = shared_array!(PROGRESS_TILE: [f32; 256]);
+    let t = thread::idx_x();
+    let mut acc = 0.0f32;
+    let mut r = 0;
+    while r < rounds {
+        let mut i = thread::global_x();
+        while i < x.len() {
+            acc += x[i];
+            i += thread::grid_stride_x();
+        }
+        r += 1;
+    }
+    tile.store(t, acc);
+    let total = block_tree_sum(tile);
+    if t == 0 {
+        partial[block::idx_x()] = total;
+        progress.add(0, 1);
+    }
+}

@@ -141,6 +141,10 @@ fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
             } => {
                 quote!(mut #n: #krate::__private::SliceMut<'_, #elem>)
             }
+            ArgKind::Signal { mailbox } => {
+                let view = signal_view(krate, mailbox);
+                quote!(#n: &#view)
+            }
         }
     });
     let body = &k.body;
@@ -150,6 +154,22 @@ fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
         #[allow(non_snake_case, unused_mut, dead_code, clippy::too_many_arguments)]
         #(#attrs)*
         fn #name(#(#params),*) #body
+    }
+}
+
+/// The kernel-side view type of a signal argument.
+fn signal_view(krate: &syn::Path, mailbox: &Option<syn::Type>) -> TokenStream {
+    match mailbox {
+        None => quote!(#krate::__private::Signals),
+        Some(t) => quote!(#krate::__private::Mailbox<#t>),
+    }
+}
+
+/// The element type of a signal argument's memory.
+fn signal_cell(krate: &syn::Path, mailbox: &Option<syn::Type>) -> TokenStream {
+    match mailbox {
+        None => quote!(u32),
+        Some(t) => quote!(#krate::__private::Slot<#t>),
     }
 }
 
@@ -182,6 +202,12 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
                     params.push(quote!(#p: *const #elem, #l: usize));
                     values.push(quote!(#krate::__private::Slice::from_raw(#p, #l)));
                 }
+            }
+            ArgKind::Signal { mailbox } => {
+                let (p, l) = lowered(a);
+                let (view, cell) = (signal_view(krate, mailbox), signal_cell(krate, mailbox));
+                params.push(quote!(#p: *mut #cell, #l: usize));
+                values.push(quote!(&<#view>::from_raw(#p, #l)));
             }
         }
     }
@@ -228,6 +254,14 @@ fn sim_entry(opts: &Options, k: &Kernel) -> TokenStream {
                         #krate::__private::Slice::from_raw(*(__p[#i] as *const *const #elem), *(__p[#j] as *const usize))
                     });
                 }
+                i += 2;
+            }
+            ArgKind::Signal { mailbox } => {
+                let j = i + 1;
+                let (view, cell) = (signal_view(krate, mailbox), signal_cell(krate, mailbox));
+                values.push(quote! {
+                    &<#view>::from_raw(*(__p[#i] as *const *mut #cell), *(__p[#j] as *const usize))
+                });
                 i += 2;
             }
         }
@@ -290,6 +324,15 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
                 params.push(quote! {
                     #krate::__private::Param::slice_ptr::<#elem>(
                         #n, #mutable, #krate::__private::Placement::#placement,
+                    )
+                });
+                params.push(quote!(#krate::__private::Param::slice_len(#n)));
+            }
+            ArgKind::Signal { mailbox } => {
+                let cell = signal_cell(krate, mailbox);
+                params.push(quote! {
+                    #krate::__private::Param::slice_ptr::<#cell>(
+                        #n, true, #krate::__private::Placement::Mapped,
                     )
                 });
                 params.push(quote!(#krate::__private::Param::slice_len(#n)));
@@ -405,6 +448,16 @@ fn args_and_pushes(
                 params.push(buffer_param(&opts.krate, n, elem, *mutable, a.placement));
                 let m = method(a.placement, *mutable);
                 pushes.push(quote_spanned!(span=> #builder.#m::<#elem>(#n);));
+            }
+            ArgKind::Signal { mailbox: None } => {
+                let krate = &opts.krate;
+                params.push(quote!(#n: &'__l #krate::__private::SignalBuffer));
+                pushes.push(quote_spanned!(span=> #builder.signals(#n);));
+            }
+            ArgKind::Signal { mailbox: Some(t) } => {
+                let krate = &opts.krate;
+                params.push(quote!(#n: &'__l #krate::__private::MailboxBuffer<#t>));
+                pushes.push(quote_spanned!(span=> #builder.mailbox::<#t>(#n);));
             }
         }
     }

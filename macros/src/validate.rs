@@ -10,6 +10,12 @@ use syn::spanned::Spanned;
 pub enum ArgKind {
     /// By value; the type must implement `DeviceCopy` (checked by the generated code).
     Scalar(syn::Type),
+    /// Signal memory shared with the host while the kernel runs: `&Signals` (`mailbox` =
+    /// `None`) or `&Mailbox<T>` (`Some(T)`); only with `#[mapped]`.
+    Signal {
+        /// The mailbox item type, or `None` for `Signals`.
+        mailbox: Option<syn::Type>,
+    },
     /// A slice; the element must implement `DeviceCopy`.
     Slice {
         /// Element type.
@@ -182,6 +188,15 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
             "`#[pinned_async(out)]` is for outputs the kernel writes: the argument must be `&mut [T]`; for an input write `#[pinned_async]`",
         ));
     }
+    if let Some(ArgKind::Signal { .. }) = &kind
+        && !matches!(placement, Placement::Mapped(_))
+        && placement_ok
+    {
+        errors.push(syn::Error::new_spanned(
+            &pt.ty,
+            "signals live in mapped host memory, read and written in place while the kernel runs: write `#[mapped]` before the argument",
+        ));
+    }
     if binding_mut && matches!(kind, Some(ArgKind::Slice { .. })) {
         errors.push(syn::Error::new(
             pt.pat.span(),
@@ -209,6 +224,16 @@ fn arg_kind(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ArgKind> {
                     "kernel arguments take no explicit lifetime: write `&[T]` / `&mut [T]`",
                 ));
                 return None;
+            }
+            if let Some(kind) = signal_kind(&r.elem) {
+                if let Some(m) = &r.mutability {
+                    errors.push(syn::Error::new(
+                        m.span(),
+                        "signals are shared by the host and the kernel and only accessed atomically: take them by shared reference (`&Signals`, `&Mailbox<T>`)",
+                    ));
+                    return None;
+                }
+                return Some(kind);
             }
             let syn::Type::Slice(s) = &*r.elem else {
                 let what = if r.mutability.is_some() {
@@ -319,4 +344,22 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
              or remove `elementwise`",
         )])
     }
+}
+
+/// `Signals` or `Mailbox<T>` (by the last path segment), as a signal argument.
+fn signal_kind(ty: &syn::Type) -> Option<ArgKind> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident == "Signals" && last.arguments.is_none() {
+        return Some(ArgKind::Signal { mailbox: None });
+    }
+    if last.ident == "Mailbox"
+        && let syn::PathArguments::AngleBracketed(a) = &last.arguments
+        && let [syn::GenericArgument::Type(t)] = a.args.iter().collect::<Vec<_>>().as_slice()
+    {
+        return Some(ArgKind::Signal {
+            mailbox: Some(t.clone()),
+        });
+    }
+    None
 }

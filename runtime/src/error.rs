@@ -131,6 +131,14 @@ pub enum Error {
         /// What went wrong.
         problem: String,
     },
+    /// A wait for the other side of a signal or mailbox ran out of time.
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// The timeout.
+        after: std::time::Duration,
+    },
     /// An API used in a way it does not allow (the message says how to use it).
     #[error("{0}")]
     Usage(String),

@@ -542,6 +542,28 @@ impl<'l> Launch<'l> {
         self.slice(&a, a.addr);
     }
 
+    /// Pass signal cells (`#[mapped] s: &Signals`): shared with the host while the kernel runs.
+    pub fn signals(&mut self, s: &'l crate::signal::SignalBuffer) {
+        let a = s.arg();
+        self.trace(
+            &a,
+            "mapped",
+            "signal cells shared with the host while the kernel runs",
+        );
+        self.slice(&a, a.addr);
+    }
+
+    /// Pass a mailbox (`#[mapped] m: &Mailbox<T>`): shared with the host while the kernel runs.
+    pub fn mailbox<T: DeviceCopy>(&mut self, m: &'l crate::signal::MailboxBuffer<T>) {
+        let a = m.arg();
+        self.trace(
+            &a,
+            "mapped",
+            "mailbox shared with the host while the kernel runs",
+        );
+        self.slice(&a, a.addr);
+    }
+
     /// Pass pinned host memory for a `#[pinned_async] &[T]` argument: copied host→device into
     /// a pooled staging buffer before the kernel.
     pub fn pinned_in<T: DeviceCopy>(&mut self, b: &'l impl PinnedArg<T>) {

@@ -25,6 +25,7 @@ mod pool;
 pub mod ptx;
 pub mod raw;
 mod restart;
+mod signal;
 mod sim;
 mod sim_stream;
 mod stream;
@@ -38,6 +39,7 @@ pub use launch::{Dim3, Grid, Pending};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use restart::{RESTART_ENV, restart_process};
+pub use signal::{MailboxBuffer, SignalBuffer};
 pub use stream::{Queue, Stream};
 
 #[doc(hidden)]

@@ -307,6 +307,15 @@ impl<'l> Pipelined<'l> {
         self.put(&0u64.to_ne_bytes());
     }
 
+    /// Signal cells, passed whole to every chunk.
+    pub fn signals(&mut self, s: &'l crate::signal::SignalBuffer) {
+        self.whole(s.arg());
+    }
+    /// A mailbox, passed whole to every chunk.
+    pub fn mailbox<T: DeviceCopy>(&mut self, m: &'l crate::signal::MailboxBuffer<T>) {
+        self.whole(m.arg());
+    }
+
     /// A `#[pinned_async] &[T]` bulk input: chunk k copied in before the kernel on chunk k.
     pub fn bulk_in<T: DeviceCopy>(&mut self, b: &'l impl PinnedArg<T>) {
         self.bulk(b.__arg(), std::mem::size_of::<T>(), true, false);

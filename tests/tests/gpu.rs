@@ -1033,3 +1033,101 @@ fn compute_kernels_match_host() {
         .collect();
     assert_eq!(out.to_vec().unwrap(), want);
 }
+
+// ---- signals ----------------------------------------------------------------------------
+
+fn job(id: u32) -> berth_examples::Job {
+    berth_examples::Job {
+        id,
+        stop: 0,
+        value: (id % 1000) as f32 * 0.25,
+    }
+}
+
+#[test]
+fn mailboxes_carry_ten_thousand_rounds_each_way_without_loss() {
+    use berth_examples::{Job, square_worker, worker_ctl};
+    use std::time::Duration;
+    let t = Duration::from_secs(20);
+    let (_g, gpu) = gpu();
+    let inbox = gpu.mailbox::<Job>(64).unwrap();
+    let outbox = gpu.mailbox::<berth_examples::Reply>(64).unwrap();
+    let ctl = gpu.signals(2).unwrap();
+    let stream = gpu.stream().unwrap();
+    let pending = square_worker(&stream, Grid::new(1, 1), 20_000, &inbox, &outbox, &ctl).unwrap();
+    let check = |id: u32, r: berth_examples::Reply| {
+        let j = job(id);
+        assert_eq!((r.id, r.value), (id, j.value * j.value + 1.0), "reply {id}");
+    };
+    // 10 000 strict round trips, then 10 000 with the ring kept full.
+    for id in 0..10_000 {
+        inbox.send(job(id), t).unwrap();
+        check(id, outbox.recv(t).unwrap());
+    }
+    let mut next = 10_000;
+    for id in 10_000..20_000u32 {
+        while id - next >= 63 {
+            check(next, outbox.recv(t).unwrap());
+            next += 1;
+        }
+        inbox.send(job(id), t).unwrap();
+    }
+    while next < 20_000 {
+        check(next, outbox.recv(t).unwrap());
+        next += 1;
+    }
+    inbox
+        .send(
+            Job {
+                id: 0,
+                stop: 1,
+                value: 0.0,
+            },
+            t,
+        )
+        .unwrap();
+    pending.wait().unwrap();
+    assert_eq!(ctl.load(worker_ctl::STATE), worker_ctl::STOPPED);
+    assert_eq!(
+        ctl.load(worker_ctl::ANSWERED),
+        20_000,
+        "no job lost or duplicated"
+    );
+    // Nothing more arrives.
+    assert!(matches!(
+        outbox.recv(Duration::from_millis(20)),
+        Err(Error::Timeout { .. })
+    ));
+}
+
+#[test]
+fn a_kernel_whose_host_never_answers_ends_with_an_error() {
+    if cfg!(feature = "gpu") && !in_child() {
+        let (ok, out) = run_isolated("a_kernel_whose_host_never_answers_ends_with_an_error");
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    use berth_examples::{Job, Reply, square_worker, worker_ctl};
+    let (_g, gpu) = gpu();
+    let inbox = gpu.mailbox::<Job>(4).unwrap();
+    let outbox = gpu.mailbox::<Reply>(4).unwrap();
+    let ctl = gpu.signals(2).unwrap();
+    let stream = gpu.stream().unwrap();
+    let started = std::time::Instant::now();
+    // 50 ms of patience, and the host posts nothing.
+    let err = square_worker(&stream, Grid::new(1, 1), 50, &inbox, &outbox, &ctl)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected the worker's failure, got {err}");
+    };
+    assert_eq!(kernel, "square_worker");
+    assert_eq!(report.message, "the host posted no job in time");
+    assert_eq!(ctl.load(worker_ctl::STATE), worker_ctl::HOST_GONE);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "gave up in time"
+    );
+    println!("reported: {err}");
+}

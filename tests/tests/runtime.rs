@@ -41,3 +41,31 @@ fn cover_rounds_up_to_whole_blocks() {
     assert_eq!(Grid::cover_with_block(1000, 128).blocks.x, 8);
     assert_eq!(Grid::new((2, 3), (32, 4, 2)).threads.z, 2);
 }
+
+#[test]
+fn host_side_signal_waits_time_out_with_a_typed_error() {
+    use std::time::Duration;
+    let gpu = Gpu::simulator();
+    let s = gpu.signals(3).unwrap();
+    s.store(1, 7);
+    assert_eq!(s.load(1), 7);
+    assert_eq!(s.add(1, 5), 7);
+    assert_eq!(
+        s.wait(1, |v| v == 12, Duration::from_millis(10)).unwrap(),
+        12
+    );
+    let e = s.wait(2, |v| v > 0, Duration::from_millis(20)).unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("signal 2"), "{e}");
+    let m = gpu.mailbox::<u64>(2).unwrap();
+    let e = m.recv(Duration::from_millis(20)).unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    // Host to host through the ring: two sends fill it, a third times out.
+    m.send(1, Duration::ZERO).unwrap();
+    m.send(2, Duration::ZERO).unwrap();
+    assert!(matches!(
+        m.send(3, Duration::from_millis(10)),
+        Err(Error::Timeout { .. })
+    ));
+    assert!(matches!(gpu.mailbox::<u32>(0), Err(Error::Usage(_))));
+}

@@ -75,7 +75,7 @@ pub fn run(bench_only: bool) -> Result {
     if !child.wait()?.success() {
         return Err("building the GPU bundle failed (errors above)".into());
     }
-    for cu in ["reference.cu", "placement.cu", "pipeline.cu"] {
+    for cu in ["reference.cu", "placement.cu", "pipeline.cu", "signals.cu"] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }
     // Which commit the bundle was built from, for the record of the run.

@@ -15,6 +15,7 @@ mod ptx;
 mod record;
 mod record_pipeline;
 mod record_placement;
+mod record_signals;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

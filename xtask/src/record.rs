@@ -117,6 +117,10 @@ pub fn run(dir: PathBuf) -> Result {
         if !placement.trim().is_empty() {
             crate::record_placement::write(&mut md, &placement)?;
         }
+        let signals = read("signals.jsonl");
+        if !signals.trim().is_empty() {
+            crate::record_signals::write(&mut md, &signals)?;
+        }
         let pipeline = read("pipeline.jsonl");
         if !pipeline.trim().is_empty() {
             crate::record_pipeline::write(&mut md, &pipeline, &root)?;

@@ -31,7 +31,7 @@ if [[ $mode == all || $mode == tests ]]; then
       summary+=("FAIL  tests/$name"); fail=1
     fi
   done
-  for ex in quickstart reduction "stream --gib 16 --device-budget 1G"; do
+  for ex in quickstart reduction "stream --gib 16 --device-budget 1G" worker progress; do
     echo "=== example: $ex" | tee -a "$out/tests.log"
     if "$here/bin/"$ex 2>&1 | tee -a "$out/tests.log"; then
       summary+=("PASS  example $ex")
@@ -76,7 +76,18 @@ if [[ $mode == all || $mode == bench ]]; then
     cat "$out/nvcc.log"
     summary+=("FAIL  nvcc build of pipeline.cu"); fail=1
   fi
-  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl"; then
+  : > "$out/signals.jsonl"
+  if nvcc -O3 -arch=sm_90 -std=c++20 -o "$here/signals" "$here/signals.cu" 2>>"$out/nvcc.log"; then
+    for round in 1 2; do
+      "$here/signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
+      "$here/bin/bench_signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
+    done
+    cat "$out/signals.jsonl"
+  else
+    cat "$out/nvcc.log"
+    summary+=("FAIL  nvcc build of signals.cu"); fail=1
+  fi
+  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl" "$out/signals.jsonl"; then
     summary+=("FAIL  benchmark result check"); fail=1
   else
     summary+=("PASS  benchmark result checks")

@@ -147,6 +147,13 @@ fn error_elementwise_and_out() {
 }
 
 #[test]
+fn signals_and_mailboxes() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn worker(#[mapped] inbox: &Mailbox<Job>, #[mapped] ctl: &Signals, out: &mut [u32]) {}
+    }));
+}
+
+#[test]
 fn saxpy_with_docs() {
     insta::assert_snapshot!(expand(quote! {
         /// `y[i] = a * x[i] + y[i]`.

@@ -1,0 +1,228 @@
+//! Signals between a running kernel and the host, in mapped (zero-copy) host memory.
+//!
+//! A kernel takes them as `#[mapped] s: &Signals` or `#[mapped] m: &Mailbox<T>`; the host
+//! holds the matching `berth::SignalBuffer` / `berth::MailboxBuffer<T>` and uses it while the
+//! kernel runs. Neither side ever holds a Rust reference to the shared cells: every access is
+//! an atomic at system scope (`ld.acquire.sys` / `st.release.sys` on the GPU), so a spin loop
+//! cannot be optimised into reading a stale value, and what a release store publishes (a
+//! mailbox item) is visible to the acquiring side. Waits are bounded by a timeout in
+//! nanoseconds (`%globaltimer` on the GPU, a monotonic clock on the host): a lost partner
+//! ends the wait, never hangs it.
+
+use crate::DeviceCopy;
+use core::sync::atomic::{AtomicU32, Ordering};
+
+/// Nanoseconds from a monotonic clock: `%globaltimer` on the GPU (nanoseconds, updated about
+/// every microsecond), process time on the host.
+#[inline(always)]
+#[must_use]
+pub fn now_ns() -> u64 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let t: u64;
+        // SAFETY: reads a special register; no memory access.
+        unsafe {
+            core::arch::asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack));
+        }
+        t
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        crate::host::now_ns()
+    }
+}
+
+/// A kernel's view of `u32` signal cells in mapped host memory.
+pub struct Signals {
+    ptr: *mut u32,
+    len: usize,
+}
+
+impl Signals {
+    /// The view of a kernel argument.
+    ///
+    /// # Safety
+    /// `ptr` addresses `len` `u32` cells, 4-aligned, valid for the kernel, accessed by every
+    /// party only atomically.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut u32, len: usize) -> Self {
+        Signals { ptr, len }
+    }
+
+    /// Number of cells.
+    #[inline(always)]
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no cells.
+    #[inline(always)]
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    #[track_caller]
+    fn cell(&self, i: usize) -> &AtomicU32 {
+        if i >= self.len {
+            crate::panic::index_out_of_bounds(i, self.len)
+        }
+        // SAFETY: in bounds; `from_raw`'s contract makes the cell an atomic-only u32.
+        unsafe { AtomicU32::from_ptr(self.ptr.add(i)) }
+    }
+
+    /// Read cell `i` (acquire, system scope).
+    #[inline(always)]
+    #[track_caller]
+    pub fn load(&self, i: usize) -> u32 {
+        self.cell(i).load(Ordering::Acquire)
+    }
+
+    /// Write cell `i` (release, system scope): everything written before is visible to the
+    /// side that reads `v`.
+    #[inline(always)]
+    #[track_caller]
+    pub fn store(&self, i: usize, v: u32) {
+        self.cell(i).store(v, Ordering::Release)
+    }
+
+    /// Add to cell `i`, returning the previous value, ordered like a release store followed
+    /// by an acquire load. (On this target `fetch_add` alone drops its ordering, so the fences
+    /// are explicit.)
+    #[inline(always)]
+    #[track_caller]
+    pub fn add(&self, i: usize, v: u32) -> u32 {
+        let c = self.cell(i);
+        core::sync::atomic::fence(Ordering::Release);
+        let old = c.fetch_add(v, Ordering::Relaxed);
+        core::sync::atomic::fence(Ordering::Acquire);
+        old
+    }
+
+    /// Wait until `ready(cell i)` holds, for at most `timeout_ns`; the value, or `None` when
+    /// the time ran out.
+    #[inline(always)]
+    #[track_caller]
+    pub fn wait(&self, i: usize, ready: impl Fn(u32) -> bool, timeout_ns: u64) -> Option<u32> {
+        let c = self.cell(i);
+        let start = now_ns();
+        loop {
+            let v = c.load(Ordering::Acquire);
+            if ready(v) {
+                return Some(v);
+            }
+            if now_ns().wrapping_sub(start) > timeout_ns {
+                return None;
+            }
+            core::hint::spin_loop();
+        }
+    }
+}
+
+/// One slot of a mailbox ring: a sequence number and an item. Shared layout of host and
+/// device.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Slot<T> {
+    /// Whose turn: message `n` may be written when `seq == n` and read when `seq == n + 1`.
+    pub seq: u32,
+    /// The item.
+    pub item: T,
+}
+
+// SAFETY: `#[repr(C)]` of a u32 and a DeviceCopy item: plain data (padding is never read).
+unsafe impl<T: DeviceCopy> DeviceCopy for Slot<T> {}
+
+impl<T> Slot<T> {
+    /// Slots of a fresh ring: slot `k` ready for message `k`.
+    pub fn initial_seq(k: usize) -> u32 {
+        k as u32
+    }
+}
+
+/// A kernel's view of a single-producer, single-consumer ring of `T` in mapped host memory.
+///
+/// Messages are numbered 0, 1, 2, … by each side itself (the producer counts what it sent,
+/// the consumer what it received): message `n` lives in slot `n % capacity`. The producer of
+/// `n` waits for `seq == n`, writes the item and publishes `seq = n + 1` (release); the
+/// consumer waits for `seq == n + 1` (acquire), reads the item and frees the slot for message
+/// `n + capacity`.
+pub struct Mailbox<T> {
+    ptr: *mut Slot<T>,
+    len: usize,
+}
+
+impl<T: DeviceCopy> Mailbox<T> {
+    /// The view of a kernel argument.
+    ///
+    /// # Safety
+    /// `ptr` addresses `len` slots laid out by the host's `MailboxBuffer`, valid for the
+    /// kernel; `seq` is accessed only atomically, `item` only under the protocol above.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut Slot<T>, len: usize) -> Self {
+        Mailbox { ptr, len }
+    }
+
+    /// Slots in the ring.
+    #[inline(always)]
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.len
+    }
+
+    #[inline(always)]
+    fn slot(&self, n: u32) -> *mut Slot<T> {
+        // SAFETY (of the pointer arithmetic): `n % len < len` (len > 0 is checked by callers).
+        unsafe { self.ptr.add(n as usize % self.len) }
+    }
+
+    #[inline(always)]
+    fn seq(&self, n: u32) -> &AtomicU32 {
+        // SAFETY: a live slot of the ring; `seq` is atomic-only by `from_raw`'s contract.
+        unsafe { AtomicU32::from_ptr(&raw mut (*self.slot(n)).seq) }
+    }
+
+    fn wait_seq(&self, n: u32, want: u32, timeout_ns: u64) -> bool {
+        let s = self.seq(n);
+        let start = now_ns();
+        loop {
+            if s.load(Ordering::Acquire) == want {
+                return true;
+            }
+            if now_ns().wrapping_sub(start) > timeout_ns {
+                return false;
+            }
+            core::hint::spin_loop();
+        }
+    }
+
+    /// Receive message `n` (the consumer's own count), waiting at most `timeout_ns`.
+    #[track_caller]
+    pub fn recv(&self, n: u32, timeout_ns: u64) -> Option<T> {
+        if self.len == 0 || !self.wait_seq(n, n.wrapping_add(1), timeout_ns) {
+            return None;
+        }
+        // SAFETY: the producer published this slot for message n (acquired above); until we
+        // free it, only we touch the item.
+        let item = unsafe { (&raw const (*self.slot(n)).item).read_volatile() };
+        self.seq(n)
+            .store(n.wrapping_add(self.len as u32), Ordering::Release);
+        Some(item)
+    }
+
+    /// Send message `n` (the producer's own count), waiting at most `timeout_ns` for the
+    /// slot to be free; `false` if it did not free up in time.
+    #[track_caller]
+    pub fn send(&self, n: u32, item: T, timeout_ns: u64) -> bool {
+        if self.len == 0 || !self.wait_seq(n, n, timeout_ns) {
+            return false;
+        }
+        // SAFETY: the consumer freed this slot for message n (acquired above); until we
+        // publish it, only we touch the item.
+        unsafe { (&raw mut (*self.slot(n)).item).write_volatile(item) };
+        self.seq(n).store(n.wrapping_add(1), Ordering::Release);
+        true
+    }
+}

@@ -1,0 +1,136 @@
+//! worker: a persistent kernel fed through mailboxes in mapped host memory. One GPU thread
+//! stays resident; the host posts jobs, the kernel answers each, no launch or copy in between.
+//! Measures round-trip latency (one job in flight) and throughput (the ring kept full), and
+//! checks every reply.
+//!
+//! `worker [jobs]` (default 20 000).
+
+use berth::{Backend, Gpu, Grid};
+use berth_examples::{Job, Reply, square_worker, worker_ctl};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("worker: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn expect(job: &Job, r: &Reply) -> Result<(), String> {
+    let want = job.value * job.value + 1.0;
+    if r.id != job.id || r.value != want {
+        return Err(format!(
+            "job {} answered {r:?}, expected value {want}",
+            job.id
+        ));
+    }
+    Ok(())
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let jobs: u32 = std::env::args()
+        .nth(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(20_000);
+    let gpu = Gpu::new_or_simulator()?;
+    let on = match gpu.backend() {
+        Backend::Cuda => format!("the GPU ({})", gpu.name()),
+        Backend::Simulator => format!("the {} (no GPU here)", gpu.name()),
+    };
+    println!("worker: persistent kernel on {on}, {jobs} jobs each way");
+    let inbox = gpu.mailbox::<Job>(256)?;
+    let outbox = gpu.mailbox::<Reply>(256)?;
+    let ctl = gpu.signals(2)?;
+    let stream = gpu.stream()?;
+    let pending = square_worker(&stream, Grid::new(1, 1), 10_000, &inbox, &outbox, &ctl)?;
+    ctl.wait(worker_ctl::STATE, |s| s == worker_ctl::RUNNING, TIMEOUT)?;
+
+    // Latency: one job in flight at a time.
+    let mut lat = Vec::with_capacity(jobs as usize / 2);
+    for id in 0..jobs / 2 {
+        let job = Job {
+            id,
+            stop: 0,
+            value: id as f32 * 0.5,
+        };
+        let t = Instant::now();
+        inbox.send(job, TIMEOUT)?;
+        let r = outbox.recv(TIMEOUT)?;
+        lat.push(t.elapsed());
+        expect(&job, &r)?;
+    }
+    lat.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let p = |q: f64| lat[((lat.len() - 1) as f64 * q) as usize];
+
+    // Throughput: keep the ring full; replies come back in order.
+    let start = Instant::now();
+    let first = jobs / 2;
+    let mut next_reply = first;
+    for id in first..jobs {
+        let job = Job {
+            id,
+            stop: 0,
+            value: id as f32 * 0.5,
+        };
+        while id - next_reply >= inbox.capacity() as u32 - 1 {
+            let r = outbox.recv(TIMEOUT)?;
+            expect(
+                &Job {
+                    id: next_reply,
+                    stop: 0,
+                    value: next_reply as f32 * 0.5,
+                },
+                &r,
+            )?;
+            next_reply += 1;
+        }
+        inbox.send(job, TIMEOUT)?;
+    }
+    while next_reply < jobs {
+        let r = outbox.recv(TIMEOUT)?;
+        expect(
+            &Job {
+                id: next_reply,
+                stop: 0,
+                value: next_reply as f32 * 0.5,
+            },
+            &r,
+        )?;
+        next_reply += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    inbox.send(
+        Job {
+            id: u32::MAX,
+            stop: 1,
+            value: 0.0,
+        },
+        TIMEOUT,
+    )?;
+    pending.wait()?;
+    let state = ctl.load(worker_ctl::STATE);
+    let answered = ctl.load(worker_ctl::ANSWERED);
+    if state != worker_ctl::STOPPED || answered != jobs {
+        return Err(format!(
+            "worker ended in state {state} after {answered} jobs (expected {jobs})"
+        )
+        .into());
+    }
+    println!(
+        "worker: round trip median {:.1} µs, p99 {:.1} µs, max {:.1} µs ({} round trips)",
+        us(p(0.5)),
+        us(p(0.99)),
+        us(*lat.last().expect("some")),
+        lat.len()
+    );
+    println!(
+        "worker: throughput {:.0} jobs/s with the ring kept full ({} jobs); all {jobs} replies checked",
+        (jobs - first) as f64 / secs,
+        jobs - first
+    );
+    Ok(())
+}

@@ -1,0 +1,188 @@
+//! The host side of signals: [`SignalBuffer`] (`u32` cells) and [`MailboxBuffer`] (a
+//! single-producer, single-consumer ring of `T`) in mapped host memory, used while a kernel
+//! that takes them (`#[mapped] s: &Signals`, `#[mapped] m: &Mailbox<T>`) runs.
+//!
+//! A launch borrows them shared, so the host keeps using them meanwhile — through atomics
+//! only: neither type hands out references to the cells. Waits take a timeout and return
+//! [`Error::Timeout`] when the kernel does not answer.
+
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::host_mem::MappedBuffer;
+use berth_device::DeviceCopy;
+use berth_device::signal::Slot;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// `u32` cells in mapped host memory, shared with running kernels (`#[mapped] s: &Signals`).
+pub struct SignalBuffer {
+    mem: MappedBuffer<u32>,
+}
+
+/// A single-producer, single-consumer ring of `T` in mapped host memory, shared with a
+/// running kernel (`#[mapped] m: &Mailbox<T>`). The host is either its producer
+/// ([`MailboxBuffer::send`]) or its consumer ([`MailboxBuffer::recv`]), never both.
+pub struct MailboxBuffer<T: DeviceCopy> {
+    mem: MappedBuffer<Slot<T>>,
+    sent: AtomicU32,
+    received: AtomicU32,
+}
+
+impl Gpu {
+    /// `n` signal cells, zeroed.
+    pub fn signals(&self, n: usize) -> Result<SignalBuffer> {
+        Ok(SignalBuffer {
+            mem: self.mapped_zeroed(n)?,
+        })
+    }
+
+    /// A mailbox of `capacity` slots.
+    pub fn mailbox<T: DeviceCopy>(&self, capacity: usize) -> Result<MailboxBuffer<T>> {
+        if capacity == 0 || capacity > u32::MAX as usize / 2 {
+            return Err(Error::Usage(format!(
+                "a mailbox needs between 1 and {} slots, not {capacity}",
+                u32::MAX / 2
+            )));
+        }
+        let mut mem = self.mapped_zeroed::<Slot<T>>(capacity)?;
+        for (k, slot) in mem.iter_mut().enumerate() {
+            slot.seq = Slot::<T>::initial_seq(k);
+        }
+        Ok(MailboxBuffer {
+            mem,
+            sent: AtomicU32::new(0),
+            received: AtomicU32::new(0),
+        })
+    }
+}
+
+fn spin_until(deadline: Instant, mut ready: impl FnMut() -> bool) -> bool {
+    loop {
+        if ready() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::hint::spin_loop();
+    }
+}
+
+impl SignalBuffer {
+    fn cell(&self, i: usize) -> &AtomicU32 {
+        assert!(i < self.mem.len(), "signal {i} of {}", self.mem.len());
+        // SAFETY: in bounds of the live mapped allocation; the cells are only ever accessed
+        // atomically (by this type and by kernels), never through references to `u32`.
+        unsafe { AtomicU32::from_ptr(self.mem.host_ptr().add(i)) }
+    }
+
+    /// Number of cells.
+    pub fn len(&self) -> usize {
+        self.mem.len()
+    }
+
+    /// Whether there are no cells.
+    pub fn is_empty(&self) -> bool {
+        self.mem.is_empty()
+    }
+
+    /// Read cell `i` (acquire).
+    pub fn load(&self, i: usize) -> u32 {
+        self.cell(i).load(Ordering::Acquire)
+    }
+
+    /// Write cell `i` (release).
+    pub fn store(&self, i: usize, v: u32) {
+        self.cell(i).store(v, Ordering::Release)
+    }
+
+    /// Add to cell `i`; the previous value.
+    pub fn add(&self, i: usize, v: u32) -> u32 {
+        self.cell(i).fetch_add(v, Ordering::AcqRel)
+    }
+
+    /// Wait until `ready(cell i)`, at most `timeout`; the value.
+    pub fn wait(&self, i: usize, ready: impl Fn(u32) -> bool, timeout: Duration) -> Result<u32> {
+        let c = self.cell(i);
+        let mut v = 0;
+        if spin_until(Instant::now() + timeout, || {
+            v = c.load(Ordering::Acquire);
+            ready(v)
+        }) {
+            Ok(v)
+        } else {
+            Err(Error::Timeout {
+                what: format!("signal {i} (last value {v})"),
+                after: timeout,
+            })
+        }
+    }
+
+    pub(crate) fn arg(&self) -> crate::args::ArgRef<'_> {
+        crate::args::MappedArg::<u32>::__arg(&self.mem)
+    }
+}
+
+impl<T: DeviceCopy> MailboxBuffer<T> {
+    /// Slots in the ring.
+    pub fn capacity(&self) -> usize {
+        self.mem.len()
+    }
+
+    fn seq(&self, n: u32) -> &AtomicU32 {
+        let k = n as usize % self.mem.len();
+        // SAFETY: slot k of the live mapped ring; `seq` is only accessed atomically.
+        unsafe { AtomicU32::from_ptr(&raw mut (*self.mem.host_ptr().add(k)).seq) }
+    }
+
+    fn item(&self, n: u32) -> *mut T {
+        let k = n as usize % self.mem.len();
+        // SAFETY: slot k of the live mapped ring.
+        unsafe { &raw mut (*self.mem.host_ptr().add(k)).item }
+    }
+
+    /// Send the next item to the kernel, waiting at most `timeout` for a free slot.
+    pub fn send(&self, item: T, timeout: Duration) -> Result<()> {
+        let n = self.sent.load(Ordering::Relaxed);
+        let s = self.seq(n);
+        if !spin_until(Instant::now() + timeout, || s.load(Ordering::Acquire) == n) {
+            return Err(Error::Timeout {
+                what: format!(
+                    "a free mailbox slot for message {n} (the kernel has not taken message {})",
+                    n.wrapping_sub(self.capacity() as u32)
+                ),
+                after: timeout,
+            });
+        }
+        // SAFETY: the consumer freed the slot for message n (acquired above); only the
+        // producer writes it until it is published.
+        unsafe { self.item(n).write_volatile(item) };
+        s.store(n.wrapping_add(1), Ordering::Release);
+        self.sent.store(n.wrapping_add(1), Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Receive the next item from the kernel, waiting at most `timeout`.
+    pub fn recv(&self, timeout: Duration) -> Result<T> {
+        let n = self.received.load(Ordering::Relaxed);
+        let s = self.seq(n);
+        if !spin_until(Instant::now() + timeout, || {
+            s.load(Ordering::Acquire) == n.wrapping_add(1)
+        }) {
+            return Err(Error::Timeout {
+                what: format!("mailbox message {n} from the kernel"),
+                after: timeout,
+            });
+        }
+        // SAFETY: the producer published message n (acquired above); only the consumer reads
+        // it until it frees the slot.
+        let item = unsafe { self.item(n).read_volatile() };
+        s.store(n.wrapping_add(self.capacity() as u32), Ordering::Release);
+        self.received.store(n.wrapping_add(1), Ordering::Relaxed);
+        Ok(item)
+    }
+
+    pub(crate) fn arg(&self) -> crate::args::ArgRef<'_> {
+        crate::args::MappedArg::<Slot<T>>::__arg(&self.mem)
+    }
+}

@@ -1,0 +1,74 @@
+//! The signals section of `BENCHMARKS.md`, from `signals.jsonl` (`bench/signals.cu` and the
+//! `bench_signals` binary: the same mailbox protocol, same run, two rounds each).
+
+use std::fmt::Write as _;
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
+}
+
+pub fn write(md: &mut String, text: &str) -> Result {
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(line)?);
+    }
+    let pick = |imp: &str, bench: &str, field: &str| {
+        median(
+            rows.iter()
+                .filter(|r| r["impl"] == imp && r["bench"] == bench)
+                .filter_map(|r| r[field].as_f64())
+                .collect(),
+        )
+    };
+    let bad: u64 = rows.iter().filter_map(|r| r["bad"].as_u64()).sum();
+    writeln!(
+        md,
+        "\n## Signals: host ↔ persistent kernel through mapped memory\n"
+    )?;
+    writeln!(
+        md,
+        "berth (`tests/src/bin/bench_signals.rs`, mailboxes of 256 slots, the `square_worker` kernel) against the same protocol in CUDA C++ (`bench/signals.cu`), same run, medians of two rounds.\n"
+    )?;
+    writeln!(md, "| measure | berth | nvcc | ratio berth/nvcc | target |")?;
+    writeln!(md, "|---|---:|---:|---:|---|")?;
+    let (bm, nm) = (
+        pick("berth", "round_trip", "median_us"),
+        pick("nvcc", "round_trip", "median_us"),
+    );
+    writeln!(
+        md,
+        "| round trip, median (µs) | {bm:.2} | {nm:.2} | **{:.2}** | ≤ 1.1 {} |",
+        bm / nm,
+        if bm / nm <= 1.1 { "✓" } else { "✗" }
+    )?;
+    let (bp, np) = (
+        pick("berth", "round_trip", "p99_us"),
+        pick("nvcc", "round_trip", "p99_us"),
+    );
+    writeln!(
+        md,
+        "| round trip, p99 (µs) | {bp:.2} | {np:.2} | {:.2} | |",
+        bp / np
+    )?;
+    let (bt, nt) = (
+        pick("berth", "mailbox_throughput", "jobs_per_s"),
+        pick("nvcc", "mailbox_throughput", "jobs_per_s"),
+    );
+    writeln!(
+        md,
+        "| mailbox throughput (jobs/s, ring full) | {bt:.0} | {nt:.0} | {:.2} | |",
+        bt / nt
+    )?;
+    writeln!(
+        md,
+        "\nReplies checked: {bad} wrong.\n\nRaw lines (`signals.jsonl`):\n\n```\n{text}```"
+    )?;
+    Ok(())
+}
