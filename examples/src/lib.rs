@@ -454,3 +454,20 @@ pub fn sum_with_progress(
         progress.add(0, 1);
     }
 }
+
+/// Sparse embedding lookup: `out[b] = table[ids[b]]` for rows of `dim4` × 4 floats, reading
+/// the table in place from host memory (`#[mapped]`). One thread per 16 bytes of output:
+/// consecutive threads read consecutive parts of one row, so each row is fetched with wide,
+/// coalesced reads, and only the rows asked for cross the link.
+#[gpu_kernel]
+pub fn embedding_gather(dim4: u32, #[mapped] table: &[F4], ids: &[u32], out: &mut [F4]) {
+    let g = thread::global_x();
+    let d = dim4 as usize;
+    if d == 0 || g >= out.len() {
+        return;
+    }
+    let (b, j) = (g / d, g % d);
+    if b < ids.len() {
+        out[g] = table[ids[b] as usize * d + j];
+    }
+}

@@ -1131,3 +1131,57 @@ fn a_kernel_whose_host_never_answers_ends_with_an_error() {
     );
     println!("reported: {err}");
 }
+
+#[test]
+fn embedding_rows_are_gathered_from_a_mapped_table() {
+    use berth_examples::{F4, embedding_gather};
+    let (_g, gpu) = gpu();
+    for (rows, dim4) in [(1000usize, 16usize), (3001, 64)] {
+        let vals = random_f32(rows * dim4 * 4);
+        let host: Vec<F4> = vals
+            .chunks(4)
+            .map(|c| F4 {
+                x: c[0],
+                y: c[1],
+                z: c[2],
+                w: c[3],
+            })
+            .collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let ids: Vec<u32> = random_u32(777).iter().map(|i| i % rows as u32).collect();
+        let dids = gpu.upload(&ids).unwrap();
+        let mut out = gpu
+            .upload(&vec![
+                F4 {
+                    x: f32::NAN,
+                    ..Default::default()
+                };
+                ids.len() * dim4
+            ])
+            .unwrap();
+        embedding_gather(
+            &gpu,
+            Grid::cover(ids.len() * dim4),
+            dim4 as u32,
+            &table,
+            &dids,
+            &mut out,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        let want: Vec<F4> = ids
+            .iter()
+            .flat_map(|&id| {
+                host[id as usize * dim4..(id as usize + 1) * dim4]
+                    .iter()
+                    .copied()
+            })
+            .collect();
+        assert_eq!(
+            out.to_vec().unwrap(),
+            want,
+            "{rows} rows of {dim4} × 4 floats"
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! embedding: rows gathered from an embedding table that stays in host memory, read in place
+//! by the kernel (`#[mapped]`): random batches of ids, each row fetched with coalesced 16-byte
+//! reads, every batch checked against the host.
+//!
+//! `embedding [--gib G] [--dim D] [--batch B] [--batches N]` (defaults: 4 GiB on a GPU,
+//! 64 MiB on the simulator; D = 128 floats per row; B = 4096 ids; N = 50 batches).
+
+use berth::{Backend, Gpu, Grid};
+use berth_examples::{F4, embedding_gather};
+use rand::Rng;
+use std::time::Instant;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("embedding: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Row r, lane c of the table: exact in f32 for the sizes used, so checks are exact.
+fn value(r: usize, c: usize) -> f32 {
+    (r % 65_536) as f32 + (c % 512) as f32 / 512.0
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let gpu = Gpu::new_or_simulator()?;
+    let mut gib = if gpu.backend() == Backend::Cuda {
+        4.0
+    } else {
+        1.0 / 16.0
+    };
+    let (mut dim, mut batch, mut batches) = (128usize, 4096usize, 50usize);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut val = || args.next().ok_or(format!("{a} needs a value"));
+        match a.as_str() {
+            "--gib" => gib = val()?.parse()?,
+            "--dim" => dim = val()?.parse()?,
+            "--batch" => batch = val()?.parse()?,
+            "--batches" => batches = val()?.parse()?,
+            other => return Err(format!("unknown argument `{other}`").into()),
+        }
+    }
+    if dim == 0 || dim % 4 != 0 {
+        return Err("--dim must be a positive multiple of 4".into());
+    }
+    let d4 = dim / 4;
+    let rows = ((gib * (1u64 << 30) as f64) as usize / (dim * 4)).max(1);
+    println!(
+        "embedding: {rows} rows × {dim} floats ({:.2} GiB) in host memory on {}, batches of {batch}",
+        (rows * dim * 4) as f64 / (1u64 << 30) as f64,
+        gpu.name()
+    );
+    let t = Instant::now();
+    let mut table = gpu.mapped_zeroed::<F4>(rows * d4)?;
+    let workers = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let per = rows.div_ceil(workers);
+    std::thread::scope(|s| {
+        for (w, part) in table.chunks_mut(per * d4).enumerate() {
+            s.spawn(move || {
+                for (k, v) in part.iter_mut().enumerate() {
+                    let (r, c) = (w * per + k / d4, (k % d4) * 4);
+                    *v = F4 {
+                        x: value(r, c),
+                        y: value(r, c + 1),
+                        z: value(r, c + 2),
+                        w: value(r, c + 3),
+                    };
+                }
+            });
+        }
+    });
+    println!(
+        "embedding: table pinned, mapped and filled in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let mut rng = rand::rng();
+    let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
+    let (mut secs, mut bad) = (0.0, 0usize);
+    for _ in 0..batches {
+        let ids: Vec<u32> = (0..batch)
+            .map(|_| rng.random_range(0..rows as u32))
+            .collect();
+        let dids = gpu.upload(&ids)?;
+        let t = Instant::now();
+        embedding_gather(
+            &gpu,
+            Grid::cover(batch * d4),
+            d4 as u32,
+            &table,
+            &dids,
+            &mut out,
+        )?
+        .wait()?;
+        secs += t.elapsed().as_secs_f64();
+        let got = out.to_vec()?;
+        for (b, &id) in ids.iter().enumerate() {
+            for j in 0..d4 {
+                let v = got[b * d4 + j];
+                let c = j * 4;
+                let r = id as usize;
+                if [v.x, v.y, v.z, v.w]
+                    != [
+                        value(r, c),
+                        value(r, c + 1),
+                        value(r, c + 2),
+                        value(r, c + 3),
+                    ]
+                {
+                    bad += 1;
+                }
+            }
+        }
+    }
+    let n = (batch * batches) as f64;
+    println!(
+        "embedding: {:.2} M rows/s, {:.2} GB/s of rows gathered ({} batches, launch + wait each); {bad} mismatches",
+        n / secs / 1e6,
+        n * (dim * 4) as f64 / secs / 1e9,
+        batches
+    );
+    if bad > 0 {
+        std::process::exit(2);
+    }
+    Ok(())
+}
