@@ -21,6 +21,7 @@ mod gpu;
 mod host_mem;
 mod launch;
 mod pipeline;
+pub mod placement;
 mod pool;
 pub mod ptx;
 pub mod raw;

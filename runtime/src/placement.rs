@@ -1,0 +1,279 @@
+//! The placement cost model: given what a launch will touch of a host-resident argument,
+//! predict the time of reading it in place (mapped), of copying all of it first, and of
+//! copying only the touched range, and pick the cheapest — or direct access, on a coherent
+//! system where the GPU reads pageable host memory through the host's page tables.
+//!
+//! The constants ([`LinkCosts`]) are the link's: copy bandwidth, mapped sequential bandwidth,
+//! mapped random-access rate. [`LinkCosts::conservative`] are safe defaults for an
+//! uncalibrated machine (and say so); a calibration measures the real ones once per machine.
+//! Every decision and its predictions are logged (`tracing`, target
+//! `berth_runtime::placement`).
+
+use crate::gpu::Gpu;
+use cudarc::driver::sys;
+
+/// What the link costs, per machine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkCosts {
+    /// Host→device copy bandwidth, bytes/s.
+    pub copy_bytes_per_s: f64,
+    /// A kernel reading mapped memory sequentially (wide coalesced loads), bytes/s.
+    pub mapped_seq_bytes_per_s: f64,
+    /// Independent random reads of mapped memory, accesses/s (latency-bound).
+    pub mapped_random_per_s: f64,
+    /// Fixed cost of a copy or launch, seconds.
+    pub fixed_s: f64,
+    /// Whether these were measured on this machine.
+    pub calibrated: bool,
+}
+
+impl LinkCosts {
+    /// Safe defaults for an uncalibrated machine: a PCIe Gen4-class link, below what the H200
+    /// machine measures (54 GB/s copies, 51 GB/s mapped sequential, ~105 M random reads/s),
+    /// so they err towards copying, which is never catastrophic.
+    pub fn conservative() -> Self {
+        LinkCosts {
+            copy_bytes_per_s: 25e9,
+            mapped_seq_bytes_per_s: 20e9,
+            mapped_random_per_s: 40e6,
+            fixed_s: 10e-6,
+            calibrated: false,
+        }
+    }
+
+    /// The H200 machine's figures (`shared/H200-REFERENCE.md`), for tests and documentation.
+    pub fn h200_reference() -> Self {
+        LinkCosts {
+            copy_bytes_per_s: 54.4e9,
+            mapped_seq_bytes_per_s: 51.1e9,
+            mapped_random_per_s: 105e6,
+            fixed_s: 10e-6,
+            calibrated: true,
+        }
+    }
+}
+
+/// Whether the GPU reads pageable host memory coherently (Grace Hopper and similar).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceProfile {
+    /// `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS`.
+    pub pageable_memory_access: bool,
+    /// `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES`.
+    pub uses_host_page_tables: bool,
+}
+
+impl DeviceProfile {
+    /// Host memory is read in place at full speed: no copy is ever worth it.
+    pub fn coherent(&self) -> bool {
+        self.pageable_memory_access && self.uses_host_page_tables
+    }
+}
+
+impl Gpu {
+    /// The device's coherence attributes (all false on the simulator).
+    pub fn device_profile(&self) -> crate::Result<DeviceProfile> {
+        if self.backend() == crate::Backend::Simulator {
+            return Ok(DeviceProfile::default());
+        }
+        use sys::CUdevice_attribute::*;
+        Ok(DeviceProfile {
+            pageable_memory_access: self.attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)?
+                != 0,
+            uses_host_page_tables: self
+                .attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)?
+                != 0,
+        })
+    }
+}
+
+/// What a launch will do with a host-resident argument.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Access {
+    /// Size of the whole argument, bytes.
+    pub total_bytes: usize,
+    /// Bytes of one access unit (a 4-byte float, a 512-byte row).
+    pub unit_bytes: usize,
+    /// Units touched (expected).
+    pub touched: usize,
+    /// When the touched units form one contiguous range: its size in bytes.
+    pub contiguous_bytes: Option<usize>,
+}
+
+/// How to place the argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// Read it in place through mapped memory.
+    Mapped,
+    /// Copy all of it to the device first.
+    CopyWhole,
+    /// Copy only the touched contiguous range.
+    CopyRange,
+    /// A coherent system: read it directly, no mapping, no copy.
+    Direct,
+}
+
+/// A decision and the predictions behind it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    /// The cheapest choice.
+    pub choice: Choice,
+    /// Predicted seconds reading in place.
+    pub mapped_s: f64,
+    /// Predicted seconds copying everything first.
+    pub copy_whole_s: f64,
+    /// Predicted seconds copying the contiguous range, when there is one.
+    pub copy_range_s: Option<f64>,
+    /// Whether the constants were measured on this machine.
+    pub calibrated: bool,
+}
+
+/// Predict and choose. The mapped cost of a unit is the larger of its random-access latency
+/// share and its bytes at the sequential rate (wide rows approach the sequential rate,
+/// 4-byte gathers are latency-bound); copies cost their bytes at the copy rate.
+pub fn decide(costs: &LinkCosts, profile: &DeviceProfile, a: &Access) -> Decision {
+    let touched_bytes = (a.touched * a.unit_bytes) as f64;
+    let per_unit =
+        (1.0 / costs.mapped_random_per_s).max(a.unit_bytes as f64 / costs.mapped_seq_bytes_per_s);
+    let mapped_s = costs.fixed_s
+        + (a.touched as f64 * per_unit).max(touched_bytes / costs.mapped_seq_bytes_per_s);
+    let copy_whole_s = 2.0 * costs.fixed_s + a.total_bytes as f64 / costs.copy_bytes_per_s;
+    let copy_range_s = a
+        .contiguous_bytes
+        .map(|b| 2.0 * costs.fixed_s + b as f64 / costs.copy_bytes_per_s);
+    let choice = if profile.coherent() {
+        Choice::Direct
+    } else {
+        let mut best = (Choice::Mapped, mapped_s);
+        if copy_whole_s < best.1 {
+            best = (Choice::CopyWhole, copy_whole_s);
+        }
+        if let Some(r) = copy_range_s
+            && r < best.1
+        {
+            best = (Choice::CopyRange, r);
+        }
+        best.0
+    };
+    let d = Decision {
+        choice,
+        mapped_s,
+        copy_whole_s,
+        copy_range_s,
+        calibrated: costs.calibrated,
+    };
+    tracing::debug!(
+        ?choice,
+        mapped_s,
+        copy_whole_s,
+        ?copy_range_s,
+        calibrated = costs.calibrated,
+        coherent = profile.coherent(),
+        total_bytes = a.total_bytes,
+        touched = a.touched,
+        "placement decision{}",
+        if costs.calibrated {
+            ""
+        } else {
+            " (uncalibrated: conservative constants)"
+        }
+    );
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: usize = 1 << 30;
+
+    fn gather(fraction: f64, unit: usize) -> Access {
+        let units = GIB / unit;
+        Access {
+            total_bytes: GIB,
+            unit_bytes: unit,
+            touched: (units as f64 * fraction) as usize,
+            contiguous_bytes: None,
+        }
+    }
+
+    /// Where mapped stops winning, by bisection on the touched fraction.
+    fn crossover(costs: &LinkCosts, unit: usize) -> f64 {
+        let (mut lo, mut hi) = (1e-7f64, 1.0f64);
+        for _ in 0..60 {
+            let mid = (lo * hi).sqrt();
+            if decide(costs, &DeviceProfile::default(), &gather(mid, unit)).choice == Choice::Mapped
+            {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
+    #[test]
+    fn the_h200_crossover_for_4_byte_gathers_matches_the_measurement() {
+        // Measured on the H200 (BENCHMARKS.md): mapped wins below ~0.78–0.80% of a 1 GiB
+        // table of floats touched at random.
+        let f = crossover(&LinkCosts::h200_reference(), 4);
+        assert!(
+            (0.006..0.010).contains(&f),
+            "crossover at {:.3}%",
+            f * 100.0
+        );
+    }
+
+    #[test]
+    fn wide_rows_stay_mapped_longer_and_ranges_copy_only_what_is_touched() {
+        let costs = LinkCosts::h200_reference();
+        let rows = crossover(&costs, 512);
+        assert!(
+            rows > 5.0 * crossover(&costs, 4),
+            "512-byte rows cross at {:.2}%",
+            rows * 100.0
+        );
+        let mut a = gather(0.5, 4);
+        a.contiguous_bytes = Some(GIB / 2);
+        assert_eq!(
+            decide(&costs, &DeviceProfile::default(), &a).choice,
+            Choice::CopyRange
+        );
+        assert_eq!(
+            decide(&costs, &DeviceProfile::default(), &gather(1e-5, 4)).choice,
+            Choice::Mapped
+        );
+        assert_eq!(
+            decide(&costs, &DeviceProfile::default(), &gather(0.2, 4)).choice,
+            Choice::CopyWhole
+        );
+    }
+
+    #[test]
+    fn a_coherent_profile_reads_directly() {
+        // What a Grace Hopper system reports; the GPU machine reports both false.
+        let gh = DeviceProfile {
+            pageable_memory_access: true,
+            uses_host_page_tables: true,
+        };
+        let d = decide(&LinkCosts::h200_reference(), &gh, &gather(0.5, 4));
+        assert_eq!(d.choice, Choice::Direct);
+        let half = DeviceProfile {
+            pageable_memory_access: true,
+            uses_host_page_tables: false,
+        };
+        assert_ne!(
+            decide(&LinkCosts::h200_reference(), &half, &gather(0.5, 4)).choice,
+            Choice::Direct
+        );
+    }
+
+    #[test]
+    fn uncalibrated_constants_are_conservative_and_say_so() {
+        let c = LinkCosts::conservative();
+        assert!(!c.calibrated);
+        let d = decide(&c, &DeviceProfile::default(), &gather(0.001, 4));
+        assert!(!d.calibrated);
+        // They favour copying earlier than the measured machine does.
+        assert!(crossover(&c, 4) < crossover(&LinkCosts::h200_reference(), 4));
+    }
+}
