@@ -68,6 +68,95 @@ fn human_bytes(b: &str) -> String {
     }
 }
 
+/// `docs/placement-crossover.svg`: gather time against fraction touched, mapped vs copy,
+/// log–log, from (fraction, mapped ms, copy ms).
+fn write_crossover_svg(points: &[(f64, f64, f64)]) -> Result {
+    if points.is_empty() {
+        return Ok(());
+    }
+    let (w, h, l, r, t, b) = (700.0, 400.0, 70.0, 190.0, 30.0, 50.0);
+    let lx = |f: f64| f.log10();
+    let (x0, x1) = (lx(points[0].0), lx(points[points.len() - 1].0));
+    let ys: Vec<f64> = points
+        .iter()
+        .flat_map(|p| [p.1, p.2])
+        .map(f64::log10)
+        .collect();
+    let (y0, y1) = (
+        ys.iter().cloned().fold(f64::INFINITY, f64::min).floor(),
+        ys.iter().cloned().fold(f64::NEG_INFINITY, f64::max).ceil(),
+    );
+    let px = |f: f64| l + (lx(f) - x0) / (x1 - x0).max(1e-9) * (w - l - r);
+    let py = |ms: f64| h - b - (ms.log10() - y0) / (y1 - y0).max(1e-9) * (h - t - b);
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12"><rect width="{w}" height="{h}" fill="white"/>"#
+    );
+    s += &format!(
+        r#"<text x="{l}" y="18" font-size="14">Gather from a 1 GiB host table: time vs fraction touched (H200)</text>"#
+    );
+    s += &format!(
+        r#"<line x1="{l}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{l}" y1="{t}" x2="{l}" y2="{}" stroke="black"/>"#,
+        h - b,
+        w - r,
+        h - b,
+        h - b
+    );
+    let mut e = y0 as i32;
+    while e <= y1 as i32 {
+        let ms = 10f64.powi(e);
+        s += &format!(
+            r##"<text x="{}" y="{}" text-anchor="end">{ms} ms</text><line x1="{l}" y1="{y}" x2="{}" y2="{y}" stroke="#ddd"/>"##,
+            l - 6.0,
+            py(ms) + 4.0,
+            w - r,
+            y = py(ms)
+        );
+        e += 1;
+    }
+    for p in points {
+        s += &format!(
+            r#"<text x="{}" y="{}" text-anchor="middle">{}%</text>"#,
+            px(p.0),
+            h - b + 18.0,
+            p.0 * 100.0
+        );
+    }
+    s += &format!(
+        r#"<text x="{}" y="{}" text-anchor="middle">elements touched (log scale)</text>"#,
+        (l + w - r) / 2.0,
+        h - 10.0
+    );
+    for (i, (name, color)) in [
+        ("mapped (in place)", "#1f77b4"),
+        ("copy all, then gather", "#d62728"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let d: Vec<String> = points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", px(p.0), py(if i == 0 { p.1 } else { p.2 })))
+            .collect();
+        s += &format!(
+            r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
+            d.join(" ")
+        );
+        let ly = t + 20.0 + 18.0 * i as f64;
+        s += &format!(
+            r#"<line x1="{}" y1="{ly}" x2="{}" y2="{ly}" stroke="{color}" stroke-width="2"/><text x="{}" y="{}">{name}</text>"#,
+            w - r + 8.0,
+            w - r + 30.0,
+            w - r + 34.0,
+            ly + 4.0
+        );
+    }
+    s += "</svg>\n";
+    let root = crate::workspace_root();
+    std::fs::create_dir_all(root.join("docs"))?;
+    std::fs::write(root.join("docs/placement-crossover.svg"), s)?;
+    Ok(())
+}
+
 pub fn write(md: &mut String, text: &str) -> Result {
     let cells = parse(text)?;
     writeln!(md, "\n## Placement: memory kinds, copies, mapped access\n")?;
@@ -198,6 +287,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             bm.bad + bc.bad + nm.bad + nc.bad
         )?;
     }
+    write_crossover_svg(&points)?;
     // Where the two strategies cross: interpolate log(time) between the bracketing points.
     let cross = points.windows(2).find_map(|w| {
         let (f0, m0, c0) = w[0];
