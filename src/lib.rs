@@ -51,7 +51,8 @@ pub use berth_runtime::{
     Backend, DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, LinkProfile,
     MailboxBuffer, MappedArg, MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer,
     PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV,
-    Registered, Result, SignalBuffer, Stream, auto_plan, placement, ptx, raw, restart_process,
+    Registered, Result, SignalBuffer, Stream, auto_plan, placement, placement::Touch, ptx, raw,
+    restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.
@@ -63,6 +64,8 @@ pub mod prelude {
     };
     pub use berth_macros::{DeviceCopy, gpu_kernel};
 
+    #[cfg(not(target_arch = "nvptx64"))]
+    pub use berth_runtime::placement::Touch;
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{
         DeviceBuffer, Gpu, Grid, MailboxBuffer, MappedBuffer, PinnedBuffer, SignalBuffer, Stream,
@@ -79,7 +82,7 @@ pub mod __private {
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{
         DeviceArg, DeviceBuffer, Gpu, Grid, MailboxBuffer, MappedArg, Pending, PinnedArg,
-        PipelineOptions, PipelineRun, Queue, Result, SignalBuffer,
+        PipelineOptions, PipelineRun, Queue, Result, SignalBuffer, placement::Touch,
     };
     #[cfg(not(target_arch = "nvptx64"))]
     pub use inventory;

@@ -471,3 +471,10 @@ pub fn embedding_gather(dim4: u32, #[mapped] table: &[F4], ids: &[u32], out: &mu
         out[g] = table[ids[b] as usize * d + j];
     }
 }
+
+/// `out[i] = table[idx[i]]` from a host table placed by the cost model (`#[auto]`): each
+/// launch reads it in place or copies it in whole, from the launch's access hint.
+#[gpu_kernel]
+pub fn gather_auto(#[auto] table: &[f32], idx: &[u32], out: &mut [f32]) {
+    gather_into(&table, &idx, &mut out);
+}

@@ -320,6 +320,7 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
                     Placement::PinnedAsync(_) => quote!(PinnedAsync),
                     Placement::PinnedOut(_) => quote!(PinnedOut),
                     Placement::Mapped(_) => quote!(Mapped),
+                    Placement::Auto(_) => quote!(Auto),
                 };
                 params.push(quote! {
                     #krate::__private::Param::slice_ptr::<#elem>(
@@ -368,7 +369,7 @@ fn arg_trait(placement: Placement) -> syn::Ident {
     let name = match placement {
         Placement::Device => "DeviceArg",
         Placement::PinnedAsync(_) | Placement::PinnedOut(_) => "PinnedArg",
-        Placement::Mapped(_) => "MappedArg",
+        Placement::Mapped(_) | Placement::Auto(_) => "MappedArg",
     };
     syn::Ident::new(name, Span::call_site())
 }
@@ -383,6 +384,7 @@ fn push_method(placement: Placement, mutable: bool) -> syn::Ident {
         (Placement::PinnedOut(_), _) => "pinned_out",
         (Placement::Mapped(_), false) => "mapped",
         (Placement::Mapped(_), true) => "mapped_mut",
+        (Placement::Auto(_), _) => "auto",
     };
     syn::Ident::new(name, Span::call_site())
 }
@@ -474,7 +476,17 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
     let separator = (!docs.is_empty()).then(|| quote!(#[doc = ""]));
     let on = free_name(k, "on");
     let grid = free_name(k, "grid");
-    let (params, pushes) = args_and_pushes(opts, k, &format_ident!("__launch"), push_method);
+    let (mut params, mut pushes) =
+        args_and_pushes(opts, k, &format_ident!("__launch"), push_method);
+    // Kernels with `#[auto]` arguments take an access hint for the cost model.
+    if k.args
+        .iter()
+        .any(|a| matches!(a.placement, Placement::Auto(_)))
+    {
+        let touch = free_name(k, "touch");
+        params.insert(0, quote!(#touch: #krate::__private::Touch));
+        pushes.insert(0, quote!(__launch.touch(#touch);));
+    }
     let doc = format!(
         " Launch the GPU kernel `{name}` on `{on}` (a `Gpu` or a `Stream`) over `{grid}`.\n\n \
          Asynchronous: the returned guard keeps every buffer borrowed until the work is done; \

@@ -9,10 +9,11 @@ pub mod kw {
     syn::custom_keyword!(mapped);
     syn::custom_keyword!(pinned_async);
     syn::custom_keyword!(out);
+    syn::custom_keyword!(auto);
 }
 
 /// Placement keywords an argument may carry, for messages.
-pub const PLACEMENTS: &str = "`#[mapped]` or `#[pinned_async]`";
+pub const PLACEMENTS: &str = "`#[mapped]`, `#[pinned_async]` or `#[auto]`";
 
 /// `#[gpu_kernel(elementwise, crate = path)]`: the options of the attribute itself.
 pub struct Options {
@@ -88,6 +89,8 @@ pub enum Placement {
     PinnedAsync(Span),
     /// `#[pinned_async(out)]`: an output in page-locked host memory, copied back only.
     PinnedOut(Span),
+    /// `#[auto]`: host memory read in place or copied in, chosen per launch by the cost model.
+    Auto(Span),
 }
 
 impl Placement {
@@ -98,6 +101,7 @@ impl Placement {
             Placement::Mapped(_) => "#[mapped]",
             Placement::PinnedAsync(_) => "#[pinned_async]",
             Placement::PinnedOut(_) => "#[pinned_async(out)]",
+            Placement::Auto(_) => "#[auto]",
         }
     }
 
@@ -105,7 +109,10 @@ impl Placement {
     pub fn span(self) -> Option<Span> {
         match self {
             Placement::Device => None,
-            Placement::Mapped(s) | Placement::PinnedAsync(s) | Placement::PinnedOut(s) => Some(s),
+            Placement::Mapped(s)
+            | Placement::PinnedAsync(s)
+            | Placement::PinnedOut(s)
+            | Placement::Auto(s) => Some(s),
         }
     }
 }
@@ -117,6 +124,8 @@ pub fn placement(attrs: &[syn::Attribute], errors: &mut Vec<syn::Error>) -> Plac
         let path = attr.path();
         let this = if let Ok(kw) = syn::parse2::<kw::mapped>(attr.path().to_token_stream()) {
             Placement::Mapped(kw.span)
+        } else if let Ok(kw) = syn::parse2::<kw::auto>(attr.path().to_token_stream()) {
+            Placement::Auto(kw.span)
         } else if let Ok(kw) = syn::parse2::<kw::pinned_async>(attr.path().to_token_stream()) {
             Placement::PinnedAsync(kw.span)
         } else {

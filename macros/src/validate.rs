@@ -197,6 +197,13 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
             "signals live in mapped host memory, read and written in place while the kernel runs: write `#[mapped]` before the argument",
         ));
     }
+    if let (Some(ArgKind::Slice { mutable: true, .. }), Placement::Auto(span)) = (&kind, placement)
+    {
+        errors.push(syn::Error::new(
+            span,
+            "`#[auto]` chooses, per launch, between reading an input in place and copying it in: it applies to `&[T]`; for an output choose `#[mapped]` or `#[pinned_async]`",
+        ));
+    }
     if binding_mut && matches!(kind, Some(ArgKind::Slice { .. })) {
         errors.push(syn::Error::new(
             pt.pat.span(),

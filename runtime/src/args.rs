@@ -17,6 +17,8 @@ pub struct ArgRef<'a> {
     pub(crate) bytes: usize,
     pub(crate) gpu: &'a Arc<Inner>,
     pub(crate) flags: Option<HostFlags>,
+    /// Host address of host memory (pinned or mapped); 0 for device memory.
+    pub(crate) host: u64,
 }
 
 mod sealed {
@@ -72,6 +74,7 @@ impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
             bytes: self.bytes(),
             gpu: &self.gpu,
             flags: None,
+            host: 0,
         }
     }
 }
@@ -84,6 +87,7 @@ impl<T: DeviceCopy> PinnedArg<T> for PinnedBuffer<T> {
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(self.flags()),
+            host: self.host_ptr() as u64,
         }
     }
 }
@@ -96,6 +100,7 @@ impl<T: DeviceCopy> PinnedArg<T> for MappedBuffer<T> {
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(self.flags()),
+            host: self.host_ptr() as u64,
         }
     }
 }
@@ -108,6 +113,7 @@ impl<T: DeviceCopy> MappedArg<T> for MappedBuffer<T> {
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(self.flags()),
+            host: self.host_ptr() as u64,
         }
     }
 }
@@ -123,6 +129,7 @@ impl<T: DeviceCopy> MappedArg<T> for Registered<'_, T> {
                 cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP
                     | cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE,
             )),
+            host: self.as_ptr() as u64,
         }
     }
 }

@@ -45,6 +45,8 @@ pub(crate) struct Inner {
     outstanding: std::sync::atomic::AtomicUsize,
     /// The simulator's streams (worker threads running queued work in order).
     pub(crate) sim_streams: crate::sim_stream::SimStreams,
+    /// The placement model's constants, loaded on first use.
+    pub(crate) costs: std::sync::OnceLock<crate::placement::LinkCosts>,
 }
 
 /// Counts a guard (launch, copy, pipeline) from creation to completion. A guard leaked with
@@ -222,6 +224,7 @@ impl Gpu {
                 streams: Mutex::new(Vec::new()),
                 outstanding: std::sync::atomic::AtomicUsize::new(0),
                 sim_streams: Default::default(),
+                costs: std::sync::OnceLock::new(),
             }),
         };
         let mut live = LIVE.lock().expect("poisoned");
@@ -254,6 +257,7 @@ impl Gpu {
                 streams: Mutex::new(Vec::new()),
                 outstanding: std::sync::atomic::AtomicUsize::new(0),
                 sim_streams: Default::default(),
+                costs: std::sync::OnceLock::new(),
             }),
         }
     }

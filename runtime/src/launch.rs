@@ -136,6 +136,8 @@ pub enum Placement {
     PinnedOut,
     /// `#[mapped]`: host memory mapped into the GPU's address space, read in place.
     Mapped,
+    /// `#[auto]`: mapped host memory, read in place or copied in, chosen per launch.
+    Auto,
 }
 
 /// One PTX parameter of a kernel, as the launcher will pass it.
@@ -427,6 +429,8 @@ pub struct Launch<'l> {
     leases: Vec<(usize, u64)>,
     h2d: Vec<Copy>,
     d2h: Vec<Copy>,
+    /// The access hint for `#[auto]` arguments.
+    touch: Option<crate::placement::Touch>,
 }
 
 impl<'l> Launch<'l> {
@@ -448,6 +452,7 @@ impl<'l> Launch<'l> {
             leases: Vec::new(),
             h2d: Vec::new(),
             d2h: Vec::new(),
+            touch: None,
         })
     }
 
@@ -540,6 +545,51 @@ impl<'l> Launch<'l> {
             "read and written in place over the link, no copy",
         );
         self.slice(&a, a.addr);
+    }
+
+    /// The access hint of the launch's `#[auto]` arguments.
+    pub fn touch(&mut self, t: crate::placement::Touch) {
+        self.touch = Some(t);
+    }
+
+    /// Pass an `#[auto] &[T]` argument: read in place (mapped) or copied in whole to pooled
+    /// staging, whichever the cost model predicts is faster for this launch's hint.
+    pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
+        use crate::placement::{Choice, Touch, decide};
+        let a = b.__arg();
+        let gpu = crate::Gpu {
+            inner: self.gpu.clone(),
+        };
+        let profile = gpu.device_profile().unwrap_or_default();
+        let access = self
+            .touch
+            .unwrap_or(Touch::All)
+            .access(a.len, std::mem::size_of::<T>());
+        let d = decide(&gpu.link_costs(), &profile, &access);
+        tracing::debug!(
+            kernel = self.kernel.name,
+            arg = self.arg_name(),
+            choice = ?d.choice,
+            mapped_s = d.mapped_s,
+            copy_s = d.copy_whole_s,
+            "auto placement"
+        );
+        match d.choice {
+            Choice::CopyWhole => {
+                // The memory is pinned (mapped buffers and registered memory are), so the
+                // copy in is the same as a `#[pinned_async]` input's.
+                let pinned = ArgRef { addr: a.host, ..a };
+                self.pinned(pinned, false);
+            }
+            _ => {
+                self.trace(
+                    &a,
+                    "auto",
+                    "read in place over the link (chosen by the cost model)",
+                );
+                self.slice(&a, a.addr);
+            }
+        }
     }
 
     /// Pass signal cells (`#[mapped] s: &Signals`): shared with the host while the kernel runs.

@@ -49,4 +49,5 @@ pub mod __private {
         Kernel, KernelRegistration, Launch, Param, ParamKind, Placement, registered_kernels,
     };
     pub use crate::pipeline::Pipelined;
+    pub use crate::placement::Touch;
 }

@@ -307,6 +307,11 @@ impl<'l> Pipelined<'l> {
         self.put(&0u64.to_ne_bytes());
     }
 
+    /// An `#[auto]` argument, read in place by every chunk.
+    pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
+        self.whole(b.__arg());
+    }
+
     /// Signal cells, passed whole to every chunk.
     pub fn signals(&mut self, s: &'l crate::signal::SignalBuffer) {
         self.whole(s.arg());

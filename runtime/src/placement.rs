@@ -69,7 +69,74 @@ impl DeviceProfile {
     }
 }
 
+impl LinkCosts {
+    /// The constants as JSON (the calibration file's format).
+    pub fn to_json(&self, device: &str) -> String {
+        format!(
+            "{{\"device\":{:?},\"copy_bytes_per_s\":{},\"mapped_seq_bytes_per_s\":{},\"mapped_random_per_s\":{},\"fixed_s\":{}}}",
+            device,
+            self.copy_bytes_per_s,
+            self.mapped_seq_bytes_per_s,
+            self.mapped_random_per_s,
+            self.fixed_s
+        )
+    }
+
+    /// Read a calibration file for `device`; `None` if absent, unreadable or for another
+    /// device.
+    pub fn from_json(text: &str, device: &str) -> Option<LinkCosts> {
+        let v: serde_json::Value = serde_json::from_str(text).ok()?;
+        if v["device"].as_str()? != device {
+            return None;
+        }
+        Some(LinkCosts {
+            copy_bytes_per_s: v["copy_bytes_per_s"].as_f64()?,
+            mapped_seq_bytes_per_s: v["mapped_seq_bytes_per_s"].as_f64()?,
+            mapped_random_per_s: v["mapped_random_per_s"].as_f64()?,
+            fixed_s: v["fixed_s"].as_f64()?,
+            calibrated: true,
+        })
+    }
+
+    /// Where calibrations are cached: `$BERTH_LINK_COSTS`, else
+    /// `$XDG_CACHE_HOME/berth/link-costs.json`, else `~/.cache/berth/link-costs.json`.
+    pub fn cache_path() -> Option<std::path::PathBuf> {
+        if let Some(p) = std::env::var_os("BERTH_LINK_COSTS") {
+            return Some(p.into());
+        }
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".cache"))
+            })?;
+        Some(base.join("berth").join("link-costs.json"))
+    }
+}
+
 impl Gpu {
+    /// The cost model's constants for this GPU: the cached calibration if there is one for
+    /// this device ([`LinkCosts::cache_path`]), else [`LinkCosts::conservative`] (logged).
+    pub fn link_costs(&self) -> LinkCosts {
+        *self.inner.costs.get_or_init(|| {
+            let name = self.name().to_owned();
+            let cached = LinkCosts::cache_path()
+                .and_then(|p| std::fs::read_to_string(p).ok())
+                .and_then(|t| LinkCosts::from_json(&t, &name));
+            match cached {
+                Some(c) => c,
+                None => {
+                    tracing::info!(device = %name, "no link calibration: the placement model uses conservative constants");
+                    LinkCosts::conservative()
+                }
+            }
+        })
+    }
+
+    /// Use `costs` for this context's placement decisions (for example a fresh calibration).
+    pub fn set_link_costs(&self, costs: LinkCosts) -> bool {
+        self.inner.costs.set(costs).is_ok()
+    }
+
     /// The device's coherence attributes (all false on the simulator).
     pub fn device_profile(&self) -> crate::Result<DeviceProfile> {
         if self.backend() == crate::Backend::Simulator {
@@ -83,6 +150,46 @@ impl Gpu {
                 .attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)?
                 != 0,
         })
+    }
+}
+
+/// A launch's access hint for its `#[auto]` arguments: how much of each it will read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Touch {
+    /// About this many elements, at random.
+    Elements(usize),
+    /// About this many rows of `row_elems` elements each, at random (each row read whole).
+    Rows {
+        /// Rows read.
+        rows: usize,
+        /// Elements per row.
+        row_elems: usize,
+    },
+    /// This fraction of the elements, at random.
+    Fraction(f64),
+    /// All of it, in order.
+    All,
+}
+
+impl Touch {
+    /// The access of this hint on an argument of `len` elements of `elem_bytes` bytes.
+    pub fn access(&self, len: usize, elem_bytes: usize) -> Access {
+        let total_bytes = len * elem_bytes;
+        let (unit_bytes, touched) = match *self {
+            Touch::Elements(n) => (elem_bytes, n.min(len)),
+            Touch::Rows { rows, row_elems } => (
+                row_elems.max(1) * elem_bytes,
+                rows.min(len / row_elems.max(1)),
+            ),
+            Touch::Fraction(f) => (elem_bytes, (len as f64 * f.clamp(0.0, 1.0)) as usize),
+            Touch::All => (total_bytes.max(1), 1),
+        };
+        Access {
+            total_bytes,
+            unit_bytes,
+            touched,
+            contiguous_bytes: None,
+        }
     }
 }
 

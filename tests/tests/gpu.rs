@@ -1185,3 +1185,35 @@ fn embedding_rows_are_gathered_from_a_mapped_table() {
         );
     }
 }
+
+#[test]
+fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
+    use berth::Touch;
+    use berth::placement::{Choice, DeviceProfile, decide};
+    use berth_examples::gather_auto;
+    let (_g, gpu) = gpu();
+    let n = 1 << 22;
+    let table = random_f32(n);
+    let mapped = gpu.mapped_from(&table).unwrap();
+    let costs = gpu.link_costs();
+    let profile = gpu.device_profile().unwrap();
+    for (hint, expect) in [
+        (Touch::Elements(100), Choice::Mapped),
+        (Touch::All, Choice::CopyWhole),
+    ] {
+        let d = decide(&costs, &profile, &hint.access(n, 4));
+        assert_eq!(d.choice, expect, "{hint:?}: {d:?}");
+        let idx: Vec<u32> = random_u32(5000).iter().map(|i| i % n as u32).collect();
+        let didx = gpu.upload(&idx).unwrap();
+        let mut out = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
+        gather_auto(&gpu, Grid::cover(idx.len()), hint, &mapped, &didx, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
+        assert_eq!(out.to_vec().unwrap(), want, "{hint:?}");
+    }
+    // The copy path used pooled staging.
+    assert!(gpu.pool_stats().device_allocations + gpu.pool_stats().device_reuses > 0);
+    let _ = DeviceProfile::default();
+}

@@ -46,6 +46,14 @@ pub fn run(dir: PathBuf) -> Result {
         .unwrap_or("unknown date")
         .to_owned();
     let root = workspace_root();
+    let costs = read("link-costs.json");
+    if !costs.trim().is_empty() {
+        std::fs::create_dir_all(root.join("docs"))?;
+        std::fs::write(root.join("docs/link-costs-h200.json"), &costs)?;
+        eprintln!(
+            "wrote docs/link-costs-h200.json (use it with BERTH_LINK_COSTS=docs/link-costs-h200.json)"
+        );
+    }
 
     if !bench.trim().is_empty() {
         let mut cells: BTreeMap<(String, u64, String), Cell> = BTreeMap::new();

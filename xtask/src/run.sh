@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
-# Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here). Usage: .gpu/run.sh [all|tests|bench]
+# Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here). Usage: .gpu/run.sh [all|tests|bench|calibrate]
 # Writes machine.txt, tests.log, bench.jsonl and summary.txt to $OUT (or .gpu/out); exits
 # non-zero if any test, example or result check fails.
 set -uo pipefail
@@ -41,9 +41,17 @@ if [[ $mode == all || $mode == tests ]]; then
   done
 fi
 
+if [[ $mode == all || $mode == bench || $mode == calibrate ]]; then
+  if "$here/bin/calibrate" "$out/link-costs.json"; then
+    summary+=("PASS  calibration (link-costs.json)")
+  else
+    summary+=("FAIL  calibration"); fail=1
+  fi
+fi
+
 if [[ $mode == all || $mode == bench ]]; then
   : > "$out/bench.jsonl"
-  if nvcc -O3 -arch=sm_90 -o "$here/reference" "$here/reference.cu" 2>"$out/nvcc.log"; then
+  if nvcc -O3 -arch=sm_90 -o "$here/reference" "$here/reference.cu" 2>&1; then
     for n in 16777216 268435456; do
       # Interleave the two implementations so drift on a shared machine hits both alike.
       for round in 1 2; do
@@ -53,38 +61,34 @@ if [[ $mode == all || $mode == bench ]]; then
     done
     cat "$out/bench.jsonl"
   else
-    cat "$out/nvcc.log"
     summary+=("FAIL  nvcc build of reference.cu"); fail=1
   fi
   : > "$out/placement.jsonl"
-  if nvcc -O3 -arch=sm_90 -o "$here/placement" "$here/placement.cu" 2>>"$out/nvcc.log"; then
+  if nvcc -O3 -arch=sm_90 -o "$here/placement" "$here/placement.cu" 2>&1; then
     for round in 1 2; do
       "$here/placement" all 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
       "$here/bin/bench_placement" all 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
     done
     cat "$out/placement.jsonl"
   else
-    cat "$out/nvcc.log"
     summary+=("FAIL  nvcc build of placement.cu"); fail=1
   fi
   : > "$out/pipeline.jsonl"
-  if nvcc -O3 -arch=sm_90 -o "$here/pipeline" "$here/pipeline.cu" 2>>"$out/nvcc.log"; then
+  if nvcc -O3 -arch=sm_90 -o "$here/pipeline" "$here/pipeline.cu" 2>&1; then
     "$here/pipeline" all 3 >> "$out/pipeline.jsonl" || fail=1
     "$here/bin/bench_pipeline" all 3 >> "$out/pipeline.jsonl" || fail=1
     cat "$out/pipeline.jsonl"
   else
-    cat "$out/nvcc.log"
     summary+=("FAIL  nvcc build of pipeline.cu"); fail=1
   fi
   : > "$out/signals.jsonl"
-  if nvcc -O3 -arch=sm_90 -std=c++20 -o "$here/signals" "$here/signals.cu" 2>>"$out/nvcc.log"; then
+  if nvcc -O3 -arch=sm_90 -std=c++20 -o "$here/signals" "$here/signals.cu" 2>&1; then
     for round in 1 2; do
       "$here/signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
       "$here/bin/bench_signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
     done
     cat "$out/signals.jsonl"
   else
-    cat "$out/nvcc.log"
     summary+=("FAIL  nvcc build of signals.cu"); fail=1
   fi
   if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl" "$out/signals.jsonl"; then

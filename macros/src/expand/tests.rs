@@ -154,6 +154,13 @@ fn signals_and_mailboxes() {
 }
 
 #[test]
+fn auto_placement_takes_a_hint() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn lookup(#[auto] table: &[f32], ids: &[u32], out: &mut [f32]) {}
+    }));
+}
+
+#[test]
 fn saxpy_with_docs() {
     insta::assert_snapshot!(expand(quote! {
         /// `y[i] = a * x[i] + y[i]`.
