@@ -47,6 +47,7 @@ pub(crate) struct Inner {
     pub(crate) sim_streams: crate::sim_stream::SimStreams,
     /// The placement model's constants, loaded on first use.
     pub(crate) costs: std::sync::OnceLock<crate::placement::LinkCosts>,
+    pub(crate) profile: std::sync::OnceLock<crate::placement::DeviceProfile>,
 }
 
 /// Counts a guard (launch, copy, pipeline) from creation to completion. A guard leaked with
@@ -225,6 +226,7 @@ impl Gpu {
                 outstanding: std::sync::atomic::AtomicUsize::new(0),
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
+                profile: std::sync::OnceLock::new(),
             }),
         };
         let mut live = LIVE.lock().expect("poisoned");
@@ -258,6 +260,7 @@ impl Gpu {
                 outstanding: std::sync::atomic::AtomicUsize::new(0),
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
+                profile: std::sync::OnceLock::new(),
             }),
         }
     }

@@ -139,17 +139,21 @@ impl Gpu {
 
     /// The device's coherence attributes (all false on the simulator).
     pub fn device_profile(&self) -> crate::Result<DeviceProfile> {
+        if let Some(p) = self.inner.profile.get() {
+            return Ok(*p);
+        }
         if self.backend() == crate::Backend::Simulator {
             return Ok(DeviceProfile::default());
         }
         use sys::CUdevice_attribute::*;
-        Ok(DeviceProfile {
+        let p = DeviceProfile {
             pageable_memory_access: self.attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)?
                 != 0,
             uses_host_page_tables: self
                 .attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)?
                 != 0,
-        })
+        };
+        Ok(*self.inner.profile.get_or_init(|| p))
     }
 }
 
