@@ -9,7 +9,7 @@
 // ratios, so the ratios show berth's overhead, not the machine's.
 //
 // Build (on the GPU machine):  nvcc -O3 -arch=sm_90 -o placement placement.cu
-// Run:                         ./placement [copy|wc|mapped|gather|all] [reps=10]
+// Run:                         ./placement [copy|wc|mapped|gather|embedding|all] [reps=10]
 //
 // Every measurement: one warm-up, then `reps` timed repetitions, median reported.
 // Two measurements cap reps at 5 (see kSlowRepCap). Output: one JSON line per
@@ -79,6 +79,17 @@ __global__ void gather(const float* table, const uint32_t* idx, size_t k, float*
 // ---------------------------------------------------------------- host helpers
 
 // splitmix64: deterministic and fast enough to fill 1 GiB in well under a second.
+// Sparse embedding lookup: out[b*dim4 + j] = table[ids[b]*dim4 + j], one thread
+// per float4 of output, so consecutive threads read consecutive parts of a row.
+__global__ void embedding_gather(unsigned dim4, const float4* table, const uint32_t* ids,
+                                 size_t batch, float4* out) {
+    size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t d = dim4;
+    if (d == 0 || g >= batch * d) return;
+    size_t b = g / d, j = g % d;
+    out[g] = table[(size_t)ids[b] * d + j];
+}
+
 static uint64_t g_rng = 0x243F6A8885A308D3ull;
 static uint64_t next_u64() {
     uint64_t z = (g_rng += 0x9E3779B97F4A7C15ull);
@@ -348,15 +359,59 @@ static void bench_gather(cudaStream_t s, int reps) {
     CUDA_CHECK(cudaFreeHost(table));
 }
 
+// 5. Sparse embedding lookup: 65536 random rows of 128 floats (512 B) from a
+// 2 GiB mapped host table, read in place. GB/s counts the useful bytes gathered.
+static void bench_embedding(cudaStream_t s, int reps) {
+    const unsigned dim4 = 32;
+    const size_t rows = 2 * GiB / (dim4 * sizeof(float4)), batch = 65536;
+    const size_t n4 = rows * dim4, out4 = batch * dim4;
+    float4* table;
+    CUDA_CHECK(cudaHostAlloc(&table, n4 * sizeof(float4), cudaHostAllocMapped));
+    fill_random_floats((float*)table, n4 * 4);
+    float4* table_mapped;
+    CUDA_CHECK(cudaHostGetDevicePointer((void**)&table_mapped, table, 0));
+    std::vector<uint32_t> ids(batch);
+    for (auto& v : ids) v = (uint32_t)(next_u64() % rows);
+    uint32_t* dids;
+    float4* dout;
+    CUDA_CHECK(cudaMalloc(&dids, batch * sizeof(uint32_t)));
+    CUDA_CHECK(cudaMalloc(&dout, out4 * sizeof(float4)));
+    copy_sync(s, dids, ids.data(), batch * sizeof(uint32_t));
+    CUDA_CHECK(cudaMemsetAsync(dout, 0xFF, out4 * sizeof(float4), s));  // NaN poison
+    const unsigned grid = (unsigned)((out4 + kBlock - 1) / kBlock);
+    double ms = gpu_median_ms(s, reps, [&] {
+        embedding_gather<<<grid, kBlock, 0, s>>>(dim4, table_mapped, dids, batch, dout);
+        CUDA_CHECK_LAUNCH();
+    });
+    std::vector<float4> got(out4);
+    copy_sync(s, got.data(), dout, out4 * sizeof(float4));
+    size_t bad = 0;
+    for (size_t b = 0; b < batch; ++b)
+        for (size_t j = 0; j < dim4; ++j) {
+            const float4 w = table[(size_t)ids[b] * dim4 + j], g = got[b * dim4 + j];
+            bad += !(g.x == w.x && g.y == w.y && g.z == w.z && g.w == w.w);
+        }
+    const double useful = (double)(out4 * sizeof(float4));
+    std::printf("{\"impl\":\"nvcc\",\"bench\":\"embedding\",\"rows\":%zu,\"dim\":%u,"
+                "\"table_bytes\":%zu,\"median_ms\":%.6f,\"gbps\":%.4f,\"mrows_per_s\":%.4f,"
+                "\"reps\":%d,\"bad\":%zu}\n",
+                batch, dim4 * 4, n4 * sizeof(float4), ms, useful / (ms * 1e-3) / 1e9,
+                (double)batch / (ms * 1e-3) / 1e6, reps, bad);
+    std::fflush(stdout);
+    CUDA_CHECK(cudaFree(dout));
+    CUDA_CHECK(cudaFree(dids));
+    CUDA_CHECK(cudaFreeHost(table));
+}
+
 int main(int argc, char** argv) {
     const char* section = argc > 1 ? argv[1] : "all";
     bool all = !std::strcmp(section, "all");
     bool known = all;
-    for (const char* s : {"copy", "wc", "mapped", "gather"}) known |= !std::strcmp(section, s);
+    for (const char* s : {"copy", "wc", "mapped", "gather", "embedding"}) known |= !std::strcmp(section, s);
     char* end = nullptr;
     long reps = argc > 2 ? std::strtol(argv[2], &end, 10) : 10;
     if (argc > 3 || !known || (argc > 2 && (*end || reps < 1 || reps > 100000))) {
-        std::fprintf(stderr, "usage: %s [copy|wc|mapped|gather|all] [reps=10]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [copy|wc|mapped|gather|embedding|all] [reps=10]\n", argv[0]);
         return 2;
     }
 
@@ -377,6 +432,7 @@ int main(int argc, char** argv) {
     if (all || !std::strcmp(section, "wc")) bench_wc(s, r);
     if (all || !std::strcmp(section, "mapped")) bench_mapped(s, r);
     if (all || !std::strcmp(section, "gather")) bench_gather(s, r);
+    if (all || !std::strcmp(section, "embedding")) bench_embedding(s, r);
     CUDA_CHECK(cudaStreamDestroy(s));
     return 0;
 }

@@ -461,6 +461,25 @@ pub fn sum_with_progress(
 /// coalesced reads, and only the rows asked for cross the link.
 #[gpu_kernel]
 pub fn embedding_gather(dim4: u32, #[mapped] table: &[F4], ids: &[u32], out: &mut [F4]) {
+    gather_rows(dim4, &table, &ids, &mut out);
+}
+
+/// [`embedding_gather`] from a table in device memory (the "copy it all first" strategy).
+#[gpu_kernel]
+pub fn embedding_gather_device(dim4: u32, table: &[F4], ids: &[u32], out: &mut [F4]) {
+    gather_rows(dim4, &table, &ids, &mut out);
+}
+
+/// [`embedding_gather`] from a host table placed by the cost model (`#[auto]`), from the
+/// launch's access hint (`Touch::Rows`).
+#[gpu_kernel]
+pub fn embedding_gather_auto(dim4: u32, #[auto] table: &[F4], ids: &[u32], out: &mut [F4]) {
+    gather_rows(dim4, &table, &ids, &mut out);
+}
+
+/// One thread per 16 bytes of output: `out[b * d + j] = table[ids[b] * d + j]`.
+#[inline(always)]
+fn gather_rows(dim4: u32, table: &[F4], ids: &[u32], out: &mut SliceMut<'_, F4>) {
     let g = thread::global_x();
     let d = dim4 as usize;
     if d == 0 || g >= out.len() {

@@ -1215,4 +1215,52 @@ fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
     }
     // The copy path used pooled staging.
     assert!(gpu.pool_stats().device_allocations + gpu.pool_stats().device_reuses > 0);
+
+    // Whole rows (`Touch::Rows`): a few rows are read in place, all of them copied first.
+    use berth_examples::{F4, embedding_gather_auto};
+    let (rows, dim4) = (4096usize, 32usize);
+    let vals = random_f32(rows * dim4 * 4);
+    let host: Vec<F4> = vals
+        .chunks(4)
+        .map(|c| F4 {
+            x: c[0],
+            y: c[1],
+            z: c[2],
+            w: c[3],
+        })
+        .collect();
+    let table = gpu.mapped_from(&host).unwrap();
+    for (hint, expect) in [
+        (
+            Touch::Rows {
+                rows: 3,
+                row_elems: dim4,
+            },
+            Choice::Mapped,
+        ),
+        (Touch::All, Choice::CopyWhole),
+    ] {
+        let d = decide(&costs, &profile, &hint.access(rows * dim4, 16));
+        assert_eq!(d.choice, expect, "{hint:?}: {d:?}");
+        let ids: Vec<u32> = random_u32(37).iter().map(|i| i % rows as u32).collect();
+        let dids = gpu.upload(&ids).unwrap();
+        let nan = F4 {
+            x: f32::NAN,
+            y: f32::NAN,
+            z: f32::NAN,
+            w: f32::NAN,
+        };
+        let mut out = gpu.upload(&vec![nan; ids.len() * dim4]).unwrap();
+        let grid = Grid::cover(ids.len() * dim4);
+        embedding_gather_auto(&gpu, grid, hint, dim4 as u32, &table, &dids, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want: Vec<F4> = ids
+            .iter()
+            .flat_map(|&r| &host[r as usize * dim4..(r as usize + 1) * dim4])
+            .copied()
+            .collect();
+        assert!(out.to_vec().unwrap() == want, "{hint:?}: rows differ");
+    }
 }

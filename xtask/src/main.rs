@@ -7,12 +7,15 @@
 //! - `gpu`: stage release-built, stripped GPU tests, examples, the benchmark and the CUDA C++
 //!   reference with a run script in `.gpu/`, for the GPU machine (which has no Rust).
 //! - `bench`: the same bundle; prints the command that runs only the benchmarks.
+//! - `calibrate [OUT.json]`: measure this machine's link (copies, mapped sequential and random
+//!   reads) for `#[auto]` placement and cache it (`LinkCosts::cache_path()`); needs a GPU.
 //! - `record DIR`: turn what a GPU run wrote (`DIR/bench.jsonl`, `DIR/tests.log`,
 //!   `DIR/machine.txt`) into `BENCHMARKS.md` and `GPU-RESULTS.md`.
 
 mod bundle;
 mod ptx;
 mod record;
+mod record_auto;
 mod record_pipeline;
 mod record_placement;
 mod record_signals;
@@ -33,6 +36,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   ptx [-p CRATE] [--arch sm_XX] [--out DIR]   build kernel PTX, report ptxas resource usage
   gpu                                         stage GPU tests + benchmarks in .gpu/
   bench                                       stage the same bundle, print the benchmark command
+  calibrate [OUT.json]                        measure this machine's link for #[auto] placement (GPU)
   record DIR                                  write BENCHMARKS.md and GPU-RESULTS.md from a run's output";
 
 fn main() -> ExitCode {
@@ -41,6 +45,7 @@ fn main() -> ExitCode {
         Some("ptx") => ptx::run(&args[1..]),
         Some("gpu") => bundle::run(false),
         Some("bench") => bundle::run(true),
+        Some("calibrate") => calibrate(&args[1..]),
         Some("record") => match args.get(1) {
             Some(dir) => record::run(PathBuf::from(dir)),
             None => Err("record needs the folder a GPU run wrote".into()),
@@ -57,5 +62,30 @@ fn main() -> ExitCode {
             eprintln!("xtask: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `cargo run --release -p berth-tests --bin calibrate [OUT.json]`: the calibration binary,
+/// built and run here.
+fn calibrate(args: &[String]) -> Result {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = std::process::Command::new(cargo)
+        .current_dir(workspace_root())
+        .args([
+            "run",
+            "--release",
+            "-q",
+            "-p",
+            "berth-tests",
+            "--bin",
+            "calibrate",
+            "--",
+        ])
+        .args(args)
+        .status()?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("calibration failed ({status})").into())
     }
 }

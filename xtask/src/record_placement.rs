@@ -321,6 +321,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             v["overlap"].as_f64().unwrap_or(f64::NAN)
         )?;
     }
+    crate::record_auto::write(md, text)?;
     writeln!(md, "\nRaw lines (`placement.jsonl`):\n\n```\n{text}```")?;
     Ok(())
 }

@@ -67,7 +67,7 @@ if [[ $mode == all || $mode == bench ]]; then
   if nvcc -O3 -arch=sm_90 -o "$here/placement" "$here/placement.cu" 2>&1; then
     for round in 1 2; do
       "$here/placement" all 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
-      "$here/bin/bench_placement" all 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
+      BERTH_LINK_COSTS="$out/link-costs.json" "$here/bin/bench_placement" all 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
     done
     cat "$out/placement.jsonl"
   else

@@ -10,10 +10,19 @@
 //! - `mapped_seq_read`: the `mapped_sum` kernel over a 1 GiB `MappedBuffer` (16-byte loads);
 //! - `gather_mapped`/`gather_copy`: gathers from a 1 GiB host table, in place (`#[mapped]`)
 //!   or after copying the whole table to the device, at 0.01% … 10% of it touched;
+//! - `embedding`: 65 536 random rows of 128 floats gathered from a 2 GiB mapped host table
+//!   (`embedding_gather`), useful GB/s;
+//! - `auto_sweep` (berth only): `#[auto]` against both fixed placements (mapped, copy all
+//!   first) at 0.001% … 20% touched, for 256 MiB and 1 GiB tables of 4-byte elements and of
+//!   512-byte rows; the decision uses `Gpu::link_costs()` (`$BERTH_LINK_COSTS`);
 //! - `streams` (berth only): two half-GPU compute kernels on one stream vs on two streams.
 
+use berth::Touch;
 use berth::{Gpu, Grid, HostAccess, PinnedOptions};
-use berth_examples::{F4, MAPPED_SUM_BLOCK, busy, gather_device, gather_mapped, mapped_sum};
+use berth_examples::{
+    F4, MAPPED_SUM_BLOCK, busy, embedding_gather, embedding_gather_auto, embedding_gather_device,
+    gather_auto, gather_device, gather_mapped, mapped_sum,
+};
 use berth_tests::timing::{Timer, median};
 use std::time::Instant;
 
@@ -64,6 +73,12 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
     }
     if all || section == "gather" {
         gathers(&gpu, &timer, reps)?;
+    }
+    if all || section == "embedding" {
+        embedding(&gpu, &timer, reps)?;
+    }
+    if all || section == "auto" {
+        auto_sweep(&gpu, &timer, reps.min(3))?;
     }
     if all || section == "streams" {
         streams(&gpu, reps)?;
@@ -294,6 +309,194 @@ fn gathers(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
         );
     }
     Ok(())
+}
+
+/// Rows of 128 floats (32 × `F4`): 512 bytes, an embedding row.
+const DIM4: usize = 32;
+
+fn random_table(
+    gpu: &Gpu,
+    rows: usize,
+    rng: &mut Rng,
+) -> Result<berth::MappedBuffer<F4>, BoxError> {
+    let mut table = gpu.mapped_zeroed::<F4>(rows * DIM4)?;
+    for v in table.iter_mut() {
+        *v = F4 {
+            x: rng.f32(),
+            y: rng.f32(),
+            z: rng.f32(),
+            w: rng.f32(),
+        };
+    }
+    Ok(table)
+}
+
+fn row_ids(rows: usize, batch: usize, rng: &mut Rng) -> Vec<u32> {
+    (0..batch)
+        .map(|_| (rng.next() % rows as u64) as u32)
+        .collect()
+}
+
+fn gathered_rows(table: &[F4], ids: &[u32]) -> Vec<F4> {
+    ids.iter()
+        .flat_map(|&r| &table[r as usize * DIM4..(r as usize + 1) * DIM4])
+        .copied()
+        .collect()
+}
+
+fn mismatches<T: PartialEq>(got: &[T], want: &[T]) -> usize {
+    got.iter().zip(want).filter(|(a, b)| a != b).count() + got.len().abs_diff(want.len())
+}
+
+const NAN4: F4 = F4 {
+    x: f32::NAN,
+    y: f32::NAN,
+    z: f32::NAN,
+    w: f32::NAN,
+};
+
+/// Sparse embedding lookup: a batch of random rows from a 2 GiB mapped host table.
+fn embedding(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+    let rows = (2usize << 30) / (DIM4 * 16);
+    let batch = 65536;
+    let mut rng = Rng(5);
+    let table = random_table(gpu, rows, &mut rng)?;
+    let ids = row_ids(rows, batch, &mut rng);
+    let want = gathered_rows(&table, &ids);
+    let dids = gpu.upload(&ids)?;
+    let mut out = gpu.upload(&vec![NAN4; batch * DIM4])?;
+    let grid = Grid::cover(batch * DIM4);
+    embedding_gather(gpu, grid, DIM4 as u32, &table, &dids, &mut out)?.wait()?;
+    let mut t = Vec::new();
+    for _ in 0..reps {
+        t.push(timer.time(|| embedding_gather(gpu, grid, DIM4 as u32, &table, &dids, &mut out))?);
+    }
+    let ms = median(t);
+    let bad = mismatches(&out.to_vec()?, &want);
+    line(
+        "embedding",
+        &format!(
+            "\"rows\":{batch},\"dim\":{},\"table_bytes\":{},\"median_ms\":{ms:.5},\"gbps\":{:.3},\"mrows_per_s\":{:.3},\"reps\":{reps},\"bad\":{bad}",
+            DIM4 * 4,
+            rows * DIM4 * 16,
+            gbps(batch * DIM4 * 16, ms),
+            batch as f64 / (ms * 1e-3) / 1e6
+        ),
+    );
+    Ok(())
+}
+
+/// `#[auto]` against the two fixed placements, across touched fractions, table sizes and
+/// access units. Each point: the three medians, the model's choice, and result checks.
+fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+    let costs = gpu.link_costs();
+    let profile = gpu.device_profile()?;
+    eprintln!("auto sweep: link costs {costs:?}");
+    let fractions = [0.00001f64, 0.0001, 0.001, 0.01, 0.05, 0.2];
+    let mut rng = Rng(6);
+    for table_bytes in [256usize << 20, 1 << 30] {
+        // 4-byte elements.
+        let n = table_bytes / 4;
+        let mut table = gpu.mapped_zeroed::<f32>(n)?;
+        for v in table.iter_mut() {
+            *v = rng.f32();
+        }
+        let mut device_table = gpu.alloc_zeroed::<f32>(n)?;
+        for f in fractions {
+            let k = ((f * n as f64) as usize).max(1);
+            let idx: Vec<u32> = (0..k).map(|_| (rng.next() % n as u64) as u32).collect();
+            let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
+            let didx = gpu.upload(&idx)?;
+            let grid = Grid::cover(k);
+            let hint = Touch::Elements(k);
+            let choice = berth::placement::decide(&costs, &profile, &hint.access(n, 4)).choice;
+            let mut ms = [0f64; 3];
+            let mut bad = 0;
+            for (s, m) in ms.iter_mut().enumerate() {
+                let mut out = gpu.upload(&vec![f32::NAN; k])?;
+                let mut once = |timer: &Timer| -> Result<f32, BoxError> {
+                    timer.time(|| match s {
+                        0 => gather_mapped(gpu, grid, &table, &didx, &mut out),
+                        1 => {
+                            device_table.copy_from_pinned(gpu, &table)?.wait()?;
+                            gather_device(gpu, grid, &device_table, &didx, &mut out)
+                        }
+                        _ => gather_auto(gpu, grid, hint, &table, &didx, &mut out),
+                    })
+                };
+                once(timer)?;
+                let mut t = Vec::new();
+                for _ in 0..reps {
+                    t.push(once(timer)?);
+                }
+                *m = median(t);
+                bad += mismatches(&out.to_vec()?, &want);
+            }
+            auto_line(table_bytes, 4, f, k, ms, choice, bad);
+        }
+        drop((table, device_table));
+
+        // 512-byte rows.
+        let rows = table_bytes / (DIM4 * 16);
+        let table = random_table(gpu, rows, &mut rng)?;
+        let mut device_table = gpu.alloc_zeroed::<F4>(rows * DIM4)?;
+        for f in fractions {
+            let k = ((f * rows as f64) as usize).max(1);
+            let ids = row_ids(rows, k, &mut rng);
+            let want = gathered_rows(&table, &ids);
+            let dids = gpu.upload(&ids)?;
+            let grid = Grid::cover(k * DIM4);
+            let hint = Touch::Rows {
+                rows: k,
+                row_elems: DIM4,
+            };
+            let choice =
+                berth::placement::decide(&costs, &profile, &hint.access(rows * DIM4, 16)).choice;
+            let d = DIM4 as u32;
+            let mut ms = [0f64; 3];
+            let mut bad = 0;
+            for (s, m) in ms.iter_mut().enumerate() {
+                let mut out = gpu.upload(&vec![NAN4; k * DIM4])?;
+                let mut once = |timer: &Timer| -> Result<f32, BoxError> {
+                    timer.time(|| match s {
+                        0 => embedding_gather(gpu, grid, d, &table, &dids, &mut out),
+                        1 => {
+                            device_table.copy_from_pinned(gpu, &table)?.wait()?;
+                            embedding_gather_device(gpu, grid, d, &device_table, &dids, &mut out)
+                        }
+                        _ => embedding_gather_auto(gpu, grid, hint, d, &table, &dids, &mut out),
+                    })
+                };
+                once(timer)?;
+                let mut t = Vec::new();
+                for _ in 0..reps {
+                    t.push(once(timer)?);
+                }
+                *m = median(t);
+                bad += mismatches(&out.to_vec()?, &want);
+            }
+            auto_line(table_bytes, DIM4 * 16, f, k, ms, choice, bad);
+        }
+    }
+    Ok(())
+}
+
+fn auto_line(
+    table_bytes: usize,
+    unit_bytes: usize,
+    f: f64,
+    k: usize,
+    [mapped, copy, auto]: [f64; 3],
+    choice: berth::placement::Choice,
+    bad: usize,
+) {
+    line(
+        "auto_sweep",
+        &format!(
+            "\"table_bytes\":{table_bytes},\"unit_bytes\":{unit_bytes},\"touched_fraction\":{f},\"k\":{k},\"mapped_ms\":{mapped:.5},\"copy_ms\":{copy:.5},\"auto_ms\":{auto:.5},\"choice\":\"{choice:?}\",\"vs_best\":{:.4},\"bad\":{bad}",
+            auto / mapped.min(copy)
+        ),
+    );
 }
 
 /// Two launches that each fill half the SMs: one after the other on one stream, then on two
