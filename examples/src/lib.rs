@@ -491,6 +491,23 @@ fn gather_rows(dim4: u32, table: &[F4], ids: &[u32], out: &mut SliceMut<'_, F4>)
     }
 }
 
+/// Latency probe: one thread follows `steps` links of `next` (a random cycle) in mapped host
+/// memory, each read depending on the last, and writes where it ended. Time / `steps` is one
+/// round trip over the link (the calibration's `mapped_latency_s`).
+#[gpu_kernel]
+pub fn mapped_chase(#[mapped] next: &[u32], steps: u32, out: &mut [u32]) {
+    if thread::global_x() != 0 || next.is_empty() || out.is_empty() {
+        return;
+    }
+    let mut i = 0usize;
+    let mut s = 0;
+    while s < steps {
+        i = next[i] as usize;
+        s += 1;
+    }
+    out[0] = i as u32;
+}
+
 /// `out[i] = table[idx[i]]` from a host table placed by the cost model (`#[auto]`): each
 /// launch reads it in place or copies it in whole, from the launch's access hint.
 #[gpu_kernel]

@@ -15,12 +15,19 @@ use cudarc::driver::sys;
 /// What the link costs, per machine.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkCosts {
-    /// Host→device copy bandwidth, bytes/s.
+    /// Host→device copy bandwidth (pinned), bytes/s.
     pub copy_bytes_per_s: f64,
+    /// Device→host copy bandwidth (pinned), bytes/s.
+    pub copy_d2h_bytes_per_s: f64,
     /// A kernel reading mapped memory sequentially (wide coalesced loads), bytes/s.
     pub mapped_seq_bytes_per_s: f64,
     /// Independent random reads of mapped memory, accesses/s (latency-bound).
     pub mapped_random_per_s: f64,
+    /// One dependent read of mapped memory (a round trip over the link), seconds.
+    pub mapped_latency_s: f64,
+    /// Pinning (page-locking) host memory, seconds per byte: what making pageable memory
+    /// mappable or copyable at full speed costs once ([`LinkCosts::pin_s`]).
+    pub pin_s_per_byte: f64,
     /// Fixed cost of a copy or launch, seconds.
     pub fixed_s: f64,
     /// Whether these were measured on this machine.
@@ -34,8 +41,11 @@ impl LinkCosts {
     pub fn conservative() -> Self {
         LinkCosts {
             copy_bytes_per_s: 25e9,
+            copy_d2h_bytes_per_s: 25e9,
             mapped_seq_bytes_per_s: 20e9,
             mapped_random_per_s: 40e6,
+            mapped_latency_s: 2e-6,
+            pin_s_per_byte: 1.0 / 1e9,
             fixed_s: 10e-6,
             calibrated: false,
         }
@@ -45,11 +55,22 @@ impl LinkCosts {
     pub fn h200_reference() -> Self {
         LinkCosts {
             copy_bytes_per_s: 54.4e9,
+            copy_d2h_bytes_per_s: 55.2e9,
             mapped_seq_bytes_per_s: 51.1e9,
             mapped_random_per_s: 105e6,
+            // Half the 2.8 µs signal round trip.
+            mapped_latency_s: 1.4e-6,
+            // 438 ms per GiB (`cudaHostAlloc` of 1 GiB).
+            pin_s_per_byte: 0.438 / (1u64 << 30) as f64,
             fixed_s: 10e-6,
             calibrated: true,
         }
+    }
+
+    /// What pinning `bytes` of host memory costs, seconds: worth paying once for memory
+    /// used by many launches, never per launch.
+    pub fn pin_s(&self, bytes: usize) -> f64 {
+        bytes as f64 * self.pin_s_per_byte
     }
 }
 
@@ -72,14 +93,17 @@ impl DeviceProfile {
 impl LinkCosts {
     /// The constants as JSON (the calibration file's format).
     pub fn to_json(&self, device: &str) -> String {
-        format!(
-            "{{\"device\":{:?},\"copy_bytes_per_s\":{},\"mapped_seq_bytes_per_s\":{},\"mapped_random_per_s\":{},\"fixed_s\":{}}}",
-            device,
-            self.copy_bytes_per_s,
-            self.mapped_seq_bytes_per_s,
-            self.mapped_random_per_s,
-            self.fixed_s
-        )
+        serde_json::json!({
+            "device": device,
+            "copy_bytes_per_s": self.copy_bytes_per_s,
+            "copy_d2h_bytes_per_s": self.copy_d2h_bytes_per_s,
+            "mapped_seq_bytes_per_s": self.mapped_seq_bytes_per_s,
+            "mapped_random_per_s": self.mapped_random_per_s,
+            "mapped_latency_s": self.mapped_latency_s,
+            "pin_s_per_byte": self.pin_s_per_byte,
+            "fixed_s": self.fixed_s,
+        })
+        .to_string()
     }
 
     /// Read a calibration file for `device`; `None` if absent, unreadable or for another
@@ -91,8 +115,11 @@ impl LinkCosts {
         }
         Some(LinkCosts {
             copy_bytes_per_s: v["copy_bytes_per_s"].as_f64()?,
+            copy_d2h_bytes_per_s: v["copy_d2h_bytes_per_s"].as_f64()?,
             mapped_seq_bytes_per_s: v["mapped_seq_bytes_per_s"].as_f64()?,
             mapped_random_per_s: v["mapped_random_per_s"].as_f64()?,
+            mapped_latency_s: v["mapped_latency_s"].as_f64()?,
+            pin_s_per_byte: v["pin_s_per_byte"].as_f64()?,
             fixed_s: v["fixed_s"].as_f64()?,
             calibrated: true,
         })
@@ -240,13 +267,21 @@ pub struct Decision {
 
 /// Predict and choose. The mapped cost of a unit is the larger of its random-access latency
 /// share and its bytes at the sequential rate (wide rows approach the sequential rate,
-/// 4-byte gathers are latency-bound); copies cost their bytes at the copy rate.
+/// 4-byte gathers are latency-bound), and reading anything costs at least one round trip;
+/// copies cost their bytes at the copy rate.
 pub fn decide(costs: &LinkCosts, profile: &DeviceProfile, a: &Access) -> Decision {
     let touched_bytes = (a.touched * a.unit_bytes) as f64;
     let per_unit =
         (1.0 / costs.mapped_random_per_s).max(a.unit_bytes as f64 / costs.mapped_seq_bytes_per_s);
+    // At least one round trip over the link, however little is read.
     let mapped_s = costs.fixed_s
-        + (a.touched as f64 * per_unit).max(touched_bytes / costs.mapped_seq_bytes_per_s);
+        + (a.touched as f64 * per_unit)
+            .max(touched_bytes / costs.mapped_seq_bytes_per_s)
+            .max(if a.touched > 0 {
+                costs.mapped_latency_s
+            } else {
+                0.0
+            });
     let copy_whole_s = 2.0 * costs.fixed_s + a.total_bytes as f64 / costs.copy_bytes_per_s;
     let copy_range_s = a
         .contiguous_bytes
@@ -386,5 +421,39 @@ mod tests {
         assert!(!d.calibrated);
         // They favour copying earlier than the measured machine does.
         assert!(crossover(&c, 4) < crossover(&LinkCosts::h200_reference(), 4));
+    }
+
+    #[test]
+    fn a_calibration_file_round_trips_for_its_device_only() {
+        let c = LinkCosts {
+            copy_bytes_per_s: 53.9e9,
+            copy_d2h_bytes_per_s: 55.1e9,
+            mapped_seq_bytes_per_s: 50.7e9,
+            mapped_random_per_s: 1.04e8,
+            mapped_latency_s: 1.31e-6,
+            pin_s_per_byte: 4.1e-10,
+            fixed_s: 1e-5,
+            calibrated: true,
+        };
+        let json = c.to_json("NVIDIA H200");
+        assert_eq!(LinkCosts::from_json(&json, "NVIDIA H200"), Some(c));
+        assert_eq!(LinkCosts::from_json(&json, "NVIDIA H100"), None);
+        let partial = json.replace("\"pin_s_per_byte\"", "\"other\"");
+        assert_eq!(LinkCosts::from_json(&partial, "NVIDIA H200"), None);
+        assert_eq!(LinkCosts::from_json("not json", "NVIDIA H200"), None);
+        assert!((c.pin_s(1 << 30) - 0.44).abs() < 0.01);
+    }
+
+    #[test]
+    fn reading_anything_in_place_costs_a_round_trip() {
+        let c = LinkCosts::h200_reference();
+        let one = Access {
+            total_bytes: 4096,
+            unit_bytes: 4,
+            touched: 1,
+            contiguous_bytes: None,
+        };
+        let d = decide(&c, &DeviceProfile::default(), &one);
+        assert!(d.mapped_s >= c.fixed_s + c.mapped_latency_s);
     }
 }

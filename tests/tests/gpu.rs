@@ -1264,3 +1264,27 @@ fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
         assert!(out.to_vec().unwrap() == want, "{hint:?}: rows differ");
     }
 }
+
+#[test]
+fn mapped_chase_follows_dependent_links_in_host_memory() {
+    use berth_examples::mapped_chase;
+    let (_g, gpu) = gpu();
+    let slots = 4096usize;
+    let mut next: Vec<u32> = (0..slots as u32).collect();
+    let r = random_u32(slots);
+    for i in (1..slots).rev() {
+        next.swap(i, r[i] as usize % i);
+    }
+    let table = gpu.mapped_from(&next).unwrap();
+    let steps = 1000u32;
+    let mut want = 0usize;
+    for _ in 0..steps {
+        want = next[want] as usize;
+    }
+    let mut end = gpu.upload(&[u32::MAX]).unwrap();
+    mapped_chase(&gpu, Grid::new(2, 32), &table, steps, &mut end)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(end.to_vec().unwrap(), vec![want as u32]);
+}

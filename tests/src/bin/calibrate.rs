@@ -2,12 +2,14 @@
 //! them where `Gpu::link_costs()` finds them (`LinkCosts::cache_path()`, or the path given).
 //!
 //! `calibrate [OUT.json]`: copy bandwidth (pinned 64 MiB copies), mapped sequential reads
-//! (the `mapped_sum` kernel over 256 MiB), and independent random reads of mapped memory
-//! (the `gather_mapped` kernel, 4 M random 4-byte reads from a 1 GiB table).
+//! (the `mapped_sum` kernel over 256 MiB), independent random reads of mapped memory
+//! (the `gather_mapped` kernel, 4 M random 4-byte reads from a 1 GiB table), the latency of
+//! one dependent mapped read (`mapped_chase`, a random cycle through 64 MiB), and the cost
+//! of pinning (registering 256 MiB of pageable memory).
 
 use berth::placement::LinkCosts;
 use berth::{Gpu, Grid};
-use berth_examples::{F4, MAPPED_SUM_BLOCK, gather_mapped, mapped_sum};
+use berth_examples::{F4, MAPPED_SUM_BLOCK, gather_mapped, mapped_chase, mapped_sum};
 use berth_tests::random_u32;
 use berth_tests::timing::{Timer, median};
 
@@ -56,8 +58,43 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     let random = k as f64 / (median(t) * 1e-3);
 
+    drop((table, didx, out));
+
+    // A random single cycle through 16 M slots (Sattolo's algorithm): every read misses.
+    let slots = 1usize << 24;
+    let mut next: Vec<u32> = (0..slots as u32).collect();
+    let r = random_u32(slots);
+    for i in (1..slots).rev() {
+        let j = r[i] as usize % i;
+        next.swap(i, j);
+    }
+    let next = gpu.mapped_from(&next)?;
+    let mut end = gpu.alloc_zeroed::<u32>(1)?;
+    let steps = 4000u32;
+    mapped_chase(&gpu, Grid::new(1, 32), &next, 100, &mut end)?.wait()?;
+    let mut t = Vec::new();
+    for _ in 0..5 {
+        t.push(timer.time(|| mapped_chase(&gpu, Grid::new(1, 32), &next, steps, &mut end))?);
+    }
+    let latency = median(t) * 1e-3 / f64::from(steps);
+    drop(next);
+
+    // Pinning: register 256 MiB of touched pageable memory, then unregister.
+    let mut pageable = vec![1u8; 256 << 20];
+    let mut pins = Vec::new();
+    for _ in 0..3 {
+        let t0 = std::time::Instant::now();
+        let reg = gpu.register(&mut pageable)?;
+        pins.push(t0.elapsed().as_secs_f32());
+        drop(reg);
+    }
+    let pin_s_per_byte = median(pins) / pageable.len() as f64;
+
     let costs = LinkCosts {
         copy_bytes_per_s: link.h2d_gbps * 1e9,
+        copy_d2h_bytes_per_s: link.d2h_gbps * 1e9,
+        mapped_latency_s: latency,
+        pin_s_per_byte,
         mapped_seq_bytes_per_s: seq,
         mapped_random_per_s: random,
         fixed_s: 10e-6,
@@ -73,10 +110,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::write(&path, format!("{json}\n"))?;
     println!(
-        "calibrate: copies {:.1} GB/s, mapped sequential {:.1} GB/s, mapped random {:.0} M reads/s -> {}",
+        "calibrate: copies {:.1}/{:.1} GB/s (in/out), mapped sequential {:.1} GB/s, mapped random {:.0} M reads/s, mapped latency {:.2} µs, pinning {:.0} ms/GiB -> {}",
         costs.copy_bytes_per_s / 1e9,
+        costs.copy_d2h_bytes_per_s / 1e9,
         seq / 1e9,
         random / 1e6,
+        latency * 1e6,
+        pin_s_per_byte * (1u64 << 30) as f64 * 1e3,
         path.display()
     );
     Ok(())
