@@ -1137,16 +1137,7 @@ fn embedding_rows_are_gathered_from_a_mapped_table() {
     use berth_examples::{F4, embedding_gather};
     let (_g, gpu) = gpu();
     for (rows, dim4) in [(1000usize, 16usize), (3001, 64)] {
-        let vals = random_f32(rows * dim4 * 4);
-        let host: Vec<F4> = vals
-            .chunks(4)
-            .map(|c| F4 {
-                x: c[0],
-                y: c[1],
-                z: c[2],
-                w: c[3],
-            })
-            .collect();
+        let host = random_f4(rows * dim4);
         let table = gpu.mapped_from(&host).unwrap();
         let ids: Vec<u32> = random_u32(777).iter().map(|i| i % rows as u32).collect();
         let dids = gpu.upload(&ids).unwrap();
@@ -1219,16 +1210,7 @@ fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
     // Whole rows (`Touch::Rows`): a few rows are read in place, all of them copied first.
     use berth_examples::{F4, embedding_gather_auto};
     let (rows, dim4) = (4096usize, 32usize);
-    let vals = random_f32(rows * dim4 * 4);
-    let host: Vec<F4> = vals
-        .chunks(4)
-        .map(|c| F4 {
-            x: c[0],
-            y: c[1],
-            z: c[2],
-            w: c[3],
-        })
-        .collect();
+    let host = random_f4(rows * dim4);
     let table = gpu.mapped_from(&host).unwrap();
     for (hint, expect) in [
         (
@@ -1287,4 +1269,17 @@ fn mapped_chase_follows_dependent_links_in_host_memory() {
         .wait()
         .unwrap();
     assert_eq!(end.to_vec().unwrap(), vec![want as u32]);
+}
+
+/// `n` random `F4`s (embedding rows are `dim4` of them).
+fn random_f4(n: usize) -> Vec<berth_examples::F4> {
+    random_f32(n * 4)
+        .chunks(4)
+        .map(|c| berth_examples::F4 {
+            x: c[0],
+            y: c[1],
+            z: c[2],
+            w: c[3],
+        })
+        .collect()
 }

@@ -18,7 +18,9 @@ struct Cell {
     bad: u64,
 }
 
-fn median(v: &mut [f64]) -> f64 {
+/// The median (the mean of the middle two for an even count; NaN for none).
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => f64::NAN,
@@ -100,8 +102,8 @@ pub fn run(dir: PathBuf) -> Result {
                     .remove(&(k.clone(), n, i.to_owned()))
                     .unwrap_or_default()
             };
-            let (mut b, mut c) = (get("berth"), get("nvcc"));
-            let (bg, cg) = (median(&mut b.gbps), median(&mut c.gbps));
+            let (b, c) = (get("berth"), get("nvcc"));
+            let (bg, cg) = (median(&b.gbps), median(&c.gbps));
             let ratio = bg / cg;
             let verdict = if ratio >= 0.97 {
                 "≥ 0.97 ✓"
@@ -111,8 +113,8 @@ pub fn run(dir: PathBuf) -> Result {
             writeln!(
                 md,
                 "| {k} | {n} | {bg:.1} | {cg:.1} | {:.4} | {:.4} | **{ratio:.3}** | {verdict} | {} |",
-                median(&mut b.ms),
-                median(&mut c.ms),
+                median(&b.ms),
+                median(&c.ms),
                 b.bad + c.bad
             )?;
         }

@@ -5,14 +5,7 @@ use std::fmt::Write as _;
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[v.len() / 2]
-    }
-}
+use crate::record::median;
 
 /// One point of the sweep: (fraction, mapped ms, copy ms, auto ms).
 type Point = (f64, f64, f64, f64);
@@ -35,10 +28,11 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
         .collect::<std::result::Result<_, _>>()?;
     let emb = |imp: &str, field: &str| {
         median(
-            rows.iter()
+            &rows
+                .iter()
                 .filter(|r| r["bench"] == "embedding" && r["impl"] == imp)
                 .filter_map(|r| r[field].as_f64())
-                .collect(),
+                .collect::<Vec<_>>(),
         )
     };
     if rows.iter().any(|r| r["bench"] == "embedding") {

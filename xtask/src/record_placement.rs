@@ -14,15 +14,7 @@ struct Cell {
     bad: u64,
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
+use crate::record::median;
 
 type Key = (String, String, String); // bench, size (bytes or fraction), impl
 

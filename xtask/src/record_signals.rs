@@ -5,14 +5,7 @@ use std::fmt::Write as _;
 
 type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[v.len() / 2]
-    }
-}
+use crate::record::median;
 
 pub fn write(md: &mut String, text: &str) -> Result {
     let mut rows: Vec<serde_json::Value> = Vec::new();
@@ -21,10 +14,11 @@ pub fn write(md: &mut String, text: &str) -> Result {
     }
     let pick = |imp: &str, bench: &str, field: &str| {
         median(
-            rows.iter()
+            &rows
+                .iter()
                 .filter(|r| r["impl"] == imp && r["bench"] == bench)
                 .filter_map(|r| r[field].as_f64())
-                .collect(),
+                .collect::<Vec<_>>(),
         )
     };
     let bad: u64 = rows.iter().filter_map(|r| r["bad"].as_u64()).sum();
