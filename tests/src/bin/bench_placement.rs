@@ -424,12 +424,7 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
                         _ => gather_auto(gpu, grid, hint, &table, &didx, &mut out),
                     })
                 };
-                once(timer)?;
-                let mut t = Vec::new();
-                for _ in 0..reps {
-                    t.push(once(timer)?);
-                }
-                *m = median(t);
+                *m = warm_median(timer, reps, &mut once)?;
                 bad += mismatches(&out.to_vec()?, &want);
             }
             auto_line(table_bytes, 4, f, k, ms, choice, bad);
@@ -467,18 +462,27 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
                         _ => embedding_gather_auto(gpu, grid, hint, d, &table, &dids, &mut out),
                     })
                 };
-                once(timer)?;
-                let mut t = Vec::new();
-                for _ in 0..reps {
-                    t.push(once(timer)?);
-                }
-                *m = median(t);
+                *m = warm_median(timer, reps, &mut once)?;
                 bad += mismatches(&out.to_vec()?, &want);
             }
             auto_line(table_bytes, DIM4 * 16, f, k, ms, choice, bad);
         }
     }
     Ok(())
+}
+
+/// One warm-up run of `once`, then the median of `reps` timed runs, ms.
+fn warm_median(
+    timer: &Timer,
+    reps: usize,
+    once: &mut dyn FnMut(&Timer) -> Result<f32, BoxError>,
+) -> Result<f64, BoxError> {
+    once(timer)?;
+    let mut t = Vec::new();
+    for _ in 0..reps {
+        t.push(once(timer)?);
+    }
+    Ok(median(t))
 }
 
 fn auto_line(
