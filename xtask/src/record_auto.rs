@@ -76,27 +76,54 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
     writeln!(md, "|---:|---:|---:|---:|---:|---:|---|---:|---:|")?;
     let mut panels: Vec<(String, Vec<Point>)> = Vec::new();
     let (mut worst, mut bad) = (0f64, 0u64);
+    // Group the rounds of each point (table, unit, fraction), in first-seen order; medians.
+    let mut keys: Vec<(u64, u64, String)> = Vec::new();
     for r in &sweep {
-        let tb = r["table_bytes"].as_f64().unwrap_or(0.0);
-        let ub = r["unit_bytes"].as_u64().unwrap_or(0);
-        let f = r["touched_fraction"].as_f64().unwrap_or(f64::NAN);
-        let (m, c, a) = (
-            r["mapped_ms"].as_f64().unwrap_or(f64::NAN),
-            r["copy_ms"].as_f64().unwrap_or(f64::NAN),
-            r["auto_ms"].as_f64().unwrap_or(f64::NAN),
+        let key = (
+            r["table_bytes"].as_u64().unwrap_or(0),
+            r["unit_bytes"].as_u64().unwrap_or(0),
+            r["touched_fraction"].to_string(),
         );
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    for (tb, ub, fs) in &keys {
+        let same: Vec<&&serde_json::Value> = sweep
+            .iter()
+            .filter(|r| {
+                r["table_bytes"].as_u64() == Some(*tb)
+                    && r["unit_bytes"].as_u64() == Some(*ub)
+                    && r["touched_fraction"].to_string() == *fs
+            })
+            .collect();
+        let med = |field: &str| {
+            median(
+                &same
+                    .iter()
+                    .map(|r| r[field].as_f64().unwrap_or(f64::NAN))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let f: f64 = fs.parse().unwrap_or(f64::NAN);
+        let (m, c, a) = (med("mapped_ms"), med("copy_ms"), med("auto_ms"));
         let vs = a / m.min(c);
         worst = worst.max(vs);
-        bad += r["bad"].as_u64().unwrap_or(1);
-        let table = format!("{} MiB", tb / (1024.0 * 1024.0));
+        let point_bad: u64 = same.iter().map(|r| r["bad"].as_u64().unwrap_or(1)).sum();
+        bad += point_bad;
+        let mut choices: Vec<&str> = same
+            .iter()
+            .map(|r| r["choice"].as_str().unwrap_or("?"))
+            .collect();
+        choices.dedup();
+        let table = format!("{} MiB", *tb as f64 / (1024.0 * 1024.0));
         let unit = format!("{ub} B");
         writeln!(
             md,
-            "| {table} | {unit} | {}% | {m:.3} | {c:.3} | {a:.3} | {} | **{vs:.3}** {} | {} |",
+            "| {table} | {unit} | {}% | {m:.3} | {c:.3} | {a:.3} | {} | **{vs:.3}** {} | {point_bad} |",
             f * 100.0,
-            r["choice"].as_str().unwrap_or("?"),
+            choices.join(" / "),
             if vs <= 1.05 { "✓" } else { "✗" },
-            r["bad"]
         )?;
         let name = format!("{table} table, {unit} units");
         match panels.iter_mut().find(|p| p.0 == name) {
@@ -207,6 +234,7 @@ mod tests {
         let text = r#"{"impl":"berth","bench":"embedding","gbps":40.0,"mrows_per_s":78.1,"bad":0}
 {"impl":"nvcc","bench":"embedding","gbps":41.0,"bad":0}
 {"impl":"berth","bench":"auto_sweep","table_bytes":268435456,"unit_bytes":4,"touched_fraction":0.001,"k":67108,"mapped_ms":0.7,"copy_ms":5.0,"auto_ms":0.71,"choice":"Mapped","vs_best":1.01,"bad":0}
+{"impl":"berth","bench":"auto_sweep","table_bytes":268435456,"unit_bytes":4,"touched_fraction":0.001,"k":67108,"mapped_ms":0.9,"copy_ms":5.0,"auto_ms":0.91,"choice":"Mapped","vs_best":1.01,"bad":0}
 {"impl":"berth","bench":"auto_sweep","table_bytes":268435456,"unit_bytes":4,"touched_fraction":0.2,"k":13421772,"mapped_ms":130.0,"copy_ms":5.2,"auto_ms":5.9,"choice":"CopyWhole","vs_best":1.13,"bad":0}
 "#;
         let mut md = String::new();
@@ -216,5 +244,8 @@ mod tests {
         assert!(md.contains("target missed"), "{md}");
         assert!(svg.starts_with("<svg") && svg.matches("<polyline").count() == 3);
         assert!(svg.contains("256 MiB table, 4 B units"));
+        // Two rounds of the first point make one row, with the medians (0.8, 0.81).
+        assert_eq!(md.matches("| 256 MiB | 4 B | 0.1% |").count(), 1, "{md}");
+        assert!(md.contains("| 0.800 | 5.000 | 0.810 | Mapped |"), "{md}");
     }
 }
