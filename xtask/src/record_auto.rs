@@ -77,12 +77,12 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
     let mut panels: Vec<(String, Vec<Point>)> = Vec::new();
     let (mut worst, mut bad) = (0f64, 0u64);
     // Group the rounds of each point (table, unit, fraction), in first-seen order; medians.
-    let mut keys: Vec<(u64, u64, String)> = Vec::new();
+    let mut keys: Vec<(u64, u64, u64)> = Vec::new();
     for r in &sweep {
         let key = (
             r["table_bytes"].as_u64().unwrap_or(0),
             r["unit_bytes"].as_u64().unwrap_or(0),
-            r["touched_fraction"].to_string(),
+            r["touched_fraction"].as_f64().unwrap_or(f64::NAN).to_bits(),
         );
         if !keys.contains(&key) {
             keys.push(key);
@@ -94,7 +94,7 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
             .filter(|r| {
                 r["table_bytes"].as_u64() == Some(*tb)
                     && r["unit_bytes"].as_u64() == Some(*ub)
-                    && r["touched_fraction"].to_string() == *fs
+                    && r["touched_fraction"].as_f64().map(f64::to_bits) == Some(*fs)
             })
             .collect();
         let med = |field: &str| {
@@ -105,7 +105,7 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
                     .collect::<Vec<_>>(),
             )
         };
-        let f: f64 = fs.parse().unwrap_or(f64::NAN);
+        let f = f64::from_bits(*fs);
         let (m, c, a) = (med("mapped_ms"), med("copy_ms"), med("auto_ms"));
         let vs = a / m.min(c);
         worst = worst.max(vs);
