@@ -125,6 +125,18 @@ fn run_isolated(name: &str) -> (bool, String) {
     (out.status.success() && text.contains("1 passed"), text)
 }
 
+/// On the GPU, run the rest of the calling test `$name` in a child process (a trap poisons
+/// the whole process) and pass or fail with it; on the simulator, just go on.
+macro_rules! in_child_on_the_gpu {
+    ($name:literal) => {
+        if cfg!(feature = "gpu") && !in_child() {
+            let (ok, out) = run_isolated($name);
+            assert!(ok, "child failed:\n{out}");
+            return;
+        }
+    };
+}
+
 fn in_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
 }
@@ -419,11 +431,7 @@ fn core_panic_ends_the_launch_with_an_error_naming_the_kernel() {
 
 #[test]
 fn gpu_assert_reports_file_line_and_message() {
-    if cfg!(feature = "gpu") && !in_child() {
-        let (ok, out) = run_isolated("gpu_assert_reports_file_line_and_message");
-        assert!(ok, "child failed:\n{out}");
-        return;
-    }
+    in_child_on_the_gpu!("gpu_assert_reports_file_line_and_message");
     use berth_examples::copy_below;
     let (_g, gpu) = gpu();
     let mut values: Vec<u32> = random_u32(5000).iter().map(|v| v % 100).collect();
@@ -874,11 +882,7 @@ fn device_budget_bounds_the_staging_ring() {
 
 #[test]
 fn a_failing_chunk_is_reported_once_with_its_index() {
-    if cfg!(feature = "gpu") && !in_child() {
-        let (ok, out) = run_isolated("a_failing_chunk_is_reported_once_with_its_index");
-        assert!(ok, "child failed:\n{out}");
-        return;
-    }
+    in_child_on_the_gpu!("a_failing_chunk_is_reported_once_with_its_index");
     use berth::PipelineOptions;
     use berth_examples::scale_finite_pipelined;
     let (_g, gpu) = gpu();
@@ -1102,11 +1106,7 @@ fn mailboxes_carry_ten_thousand_rounds_each_way_without_loss() {
 
 #[test]
 fn a_kernel_whose_host_never_answers_ends_with_an_error() {
-    if cfg!(feature = "gpu") && !in_child() {
-        let (ok, out) = run_isolated("a_kernel_whose_host_never_answers_ends_with_an_error");
-        assert!(ok, "child failed:\n{out}");
-        return;
-    }
+    in_child_on_the_gpu!("a_kernel_whose_host_never_answers_ends_with_an_error");
     use berth_examples::{Job, Reply, square_worker, worker_ctl};
     let (_g, gpu) = gpu();
     let inbox = gpu.mailbox::<Job>(4).unwrap();
