@@ -166,6 +166,9 @@ pub fn run(dir: PathBuf) -> Result {
                 "4 MiB budget",
                 "pool after",
                 "write-only",
+                "embedding:",
+                "worker:",
+                "progress:",
             ];
             if keep.iter().any(|k| line.starts_with(k)) {
                 writeln!(md, "{line}")?;

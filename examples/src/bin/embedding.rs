@@ -2,11 +2,15 @@
 //! by the kernel (`#[mapped]`): random batches of ids, each row fetched with coalesced 16-byte
 //! reads, every batch checked against the host.
 //!
-//! `embedding [--gib G] [--dim D] [--batch B] [--batches N]` (defaults: 4 GiB on a GPU,
-//! 64 MiB on the simulator; D = 128 floats per row; B = 4096 ids; N = 50 batches).
+//! `embedding [--gib G] [--dim D] [--batch B] [--batches N] [--auto]` (defaults: 4 GiB on a
+//! GPU, 64 MiB on the simulator; D = 128 floats per row; B = 4096 ids; N = 50 batches).
+//! `--auto` launches `embedding_gather_auto` instead: the table is `#[auto]`, and each batch
+//! is read in place or copied in whole, as the cost model predicts from the batch size
+//! (`Touch::Rows`) and this machine's calibration.
 
-use berth::{Backend, Gpu, Grid};
-use berth_examples::{F4, embedding_gather};
+use berth::placement::decide;
+use berth::{Backend, Gpu, Grid, Touch};
+use berth_examples::{F4, embedding_gather, embedding_gather_auto};
 use rand::Rng;
 use std::time::Instant;
 
@@ -29,7 +33,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         1.0 / 16.0
     };
-    let (mut dim, mut batch, mut batches) = (128usize, 4096usize, 50usize);
+    let (mut dim, mut batch, mut batches, mut auto) = (128usize, 4096usize, 50usize, false);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -38,6 +42,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             "--dim" => dim = val()?.parse()?,
             "--batch" => batch = val()?.parse()?,
             "--batches" => batches = val()?.parse()?,
+            "--auto" => auto = true,
             other => return Err(format!("unknown argument `{other}`").into()),
         }
     }
@@ -74,6 +79,25 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "embedding: table pinned, mapped and filled in {:.1} s",
         t.elapsed().as_secs_f64()
     );
+    let hint = Touch::Rows {
+        rows: batch,
+        row_elems: d4,
+    };
+    if auto {
+        let costs = gpu.link_costs();
+        let d = decide(&costs, &gpu.device_profile()?, &hint.access(rows * d4, 16));
+        println!(
+            "embedding: #[auto] chooses {:?} for batches of {batch} rows (predicted: in place {:.3} ms, copy the table {:.3} ms; {})",
+            d.choice,
+            d.mapped_s * 1e3,
+            d.copy_whole_s * 1e3,
+            if costs.calibrated {
+                "calibrated"
+            } else {
+                "uncalibrated: conservative constants; run `cargo xtask calibrate`"
+            }
+        );
+    }
     let mut rng = rand::rng();
     let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
     let (mut secs, mut bad) = (0.0, 0usize);
@@ -83,15 +107,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         let dids = gpu.upload(&ids)?;
         let t = Instant::now();
-        embedding_gather(
-            &gpu,
-            Grid::cover(batch * d4),
-            d4 as u32,
-            &table,
-            &dids,
-            &mut out,
-        )?
-        .wait()?;
+        let grid = Grid::cover(batch * d4);
+        if auto {
+            embedding_gather_auto(&gpu, grid, hint, d4 as u32, &table, &dids, &mut out)?.wait()?;
+        } else {
+            embedding_gather(&gpu, grid, d4 as u32, &table, &dids, &mut out)?.wait()?;
+        }
         secs += t.elapsed().as_secs_f64();
         let got = out.to_vec()?;
         for (b, &id) in ids.iter().enumerate() {
