@@ -94,7 +94,7 @@ fn block_sum_matches_host() {
             parts.iter().all(|p| p.is_finite()),
             "n = {n}: a block wrote nothing"
         );
-        let got: f64 = parts.iter().map(|&p| f64::from(p)).sum();
+        let got = sum_f64(&parts);
         let want = sum_f64(&x);
         let scale: f64 = x.iter().map(|&v| f64::from(v.abs())).sum::<f64>().max(1.0);
         assert!(
@@ -364,12 +364,7 @@ fn dynamic_shared_memory_is_per_block() {
             .unwrap()
             .wait()
             .unwrap();
-        let got: f64 = partial
-            .to_vec()
-            .unwrap()
-            .iter()
-            .map(|&p| f64::from(p))
-            .sum();
+        let got = sum_f64(&partial.to_vec().unwrap());
         let scale: f64 = x.iter().map(|&v| f64::from(v.abs())).sum::<f64>().max(1.0);
         assert!(
             (got - sum_f64(&x)).abs() <= 1e-5 * scale,
@@ -594,12 +589,7 @@ fn mapped_read_sums_host_memory_in_place() {
         .unwrap()
         .wait()
         .unwrap();
-        let got: f64 = partial
-            .to_vec()
-            .unwrap()
-            .iter()
-            .map(|&p| f64::from(p))
-            .sum();
+        let got = sum_f64(&partial.to_vec().unwrap());
         let scale: f64 = vals
             .iter()
             .map(|&v| f64::from(v.abs()))
