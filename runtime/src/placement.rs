@@ -4,13 +4,50 @@
 //! system where the GPU reads pageable host memory through the host's page tables.
 //!
 //! The constants ([`LinkCosts`]) are the link's: copy bandwidth, mapped sequential bandwidth,
-//! mapped random-access rate. [`LinkCosts::conservative`] are safe defaults for an
+//! mapped random-access rate by the size of the region the reads fall in. [`LinkCosts::conservative`] are safe defaults for an
 //! uncalibrated machine (and say so); a calibration measures the real ones once per machine.
 //! Every decision and its predictions are logged (`tracing`, target
 //! `berth_runtime::placement`).
 
 use crate::gpu::Gpu;
 use cudarc::driver::sys;
+
+/// The region sizes (bytes) at which the random-read rate of mapped memory is calibrated:
+/// 64 MiB to 4 GiB, doubling. On the H200 machine 4-byte reads spread at random over 256 MiB
+/// run at ~740 M/s but over 1 GiB at ~110 M/s (`BENCHMARKS.md`, run 15) — consistent with
+/// the reach of the GPU's address translation — so one rate cannot price both.
+pub const RANDOM_FOOTPRINTS: [usize; 7] = [
+    64 << 20,
+    128 << 20,
+    256 << 20,
+    512 << 20,
+    1 << 30,
+    2 << 30,
+    4 << 30,
+];
+
+/// The H200 machine's random-read rates at [`RANDOM_FOOTPRINTS`] (`cargo xtask calibrate`, run 16).
+const H200_RANDOM_PER_S: [f64; RANDOM_FOOTPRINTS.len()] =
+    [747e6, 742e6, 750e6, 683e6, 115e6, 62e6, 48e6];
+
+/// Interpolate a rate measured at region sizes `points` (bytes, rate; sorted by size) at
+/// `bytes`: linear in log(size), clamped to the first and last points.
+fn interpolate(points: &[(f64, f64)], bytes: f64) -> f64 {
+    let Some(&(first_x, first_y)) = points.first() else {
+        return f64::NAN;
+    };
+    if bytes <= first_x {
+        return first_y;
+    }
+    for w in points.windows(2) {
+        let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+        if bytes <= x1 {
+            let t = (bytes.ln() - x0.ln()) / (x1.ln() - x0.ln());
+            return y0 + t * (y1 - y0);
+        }
+    }
+    points[points.len() - 1].1
+}
 
 /// What the link costs, per machine.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -21,8 +58,9 @@ pub struct LinkCosts {
     pub copy_d2h_bytes_per_s: f64,
     /// A kernel reading mapped memory sequentially (wide coalesced loads), bytes/s.
     pub mapped_seq_bytes_per_s: f64,
-    /// Independent random reads of mapped memory, accesses/s (latency-bound).
-    pub mapped_random_per_s: f64,
+    /// Independent random reads of mapped memory, accesses/s, when the reads fall at random
+    /// in a region of `RANDOM_FOOTPRINTS[i]` bytes ([`LinkCosts::random_per_s`] interpolates).
+    pub mapped_random_per_s: [f64; RANDOM_FOOTPRINTS.len()],
     /// One dependent read of mapped memory (a round trip over the link), seconds.
     pub mapped_latency_s: f64,
     /// Pinning (page-locking) host memory, seconds per byte: what making pageable memory
@@ -43,7 +81,7 @@ impl LinkCosts {
             copy_bytes_per_s: 25e9,
             copy_d2h_bytes_per_s: 25e9,
             mapped_seq_bytes_per_s: 20e9,
-            mapped_random_per_s: 40e6,
+            mapped_random_per_s: [40e6; RANDOM_FOOTPRINTS.len()],
             mapped_latency_s: 2e-6,
             pin_s_per_byte: 1.0 / 1e9,
             fixed_s: 10e-6,
@@ -57,7 +95,8 @@ impl LinkCosts {
             copy_bytes_per_s: 54.4e9,
             copy_d2h_bytes_per_s: 55.2e9,
             mapped_seq_bytes_per_s: 51.1e9,
-            mapped_random_per_s: 105e6,
+            // Calibrated on the H200 machine (`docs/link-costs-h200.json`).
+            mapped_random_per_s: H200_RANDOM_PER_S,
             // Half the 2.8 µs signal round trip.
             mapped_latency_s: 1.4e-6,
             // 438 ms per GiB (`cudaHostAlloc` of 1 GiB).
@@ -65,6 +104,15 @@ impl LinkCosts {
             fixed_s: 10e-6,
             calibrated: true,
         }
+    }
+
+    /// Independent random reads per second of mapped memory spread over `region_bytes`.
+    pub fn random_per_s(&self, region_bytes: usize) -> f64 {
+        interpolate(&self.random_points(), region_bytes as f64)
+    }
+
+    fn random_points(&self) -> [(f64, f64); RANDOM_FOOTPRINTS.len()] {
+        std::array::from_fn(|i| (RANDOM_FOOTPRINTS[i] as f64, self.mapped_random_per_s[i]))
     }
 
     /// What pinning `bytes` of host memory costs, seconds: worth paying once for memory
@@ -98,7 +146,7 @@ impl LinkCosts {
             "copy_bytes_per_s": self.copy_bytes_per_s,
             "copy_d2h_bytes_per_s": self.copy_d2h_bytes_per_s,
             "mapped_seq_bytes_per_s": self.mapped_seq_bytes_per_s,
-            "mapped_random_per_s": self.mapped_random_per_s,
+            "mapped_random_per_s": self.random_points(),
             "mapped_latency_s": self.mapped_latency_s,
             "pin_s_per_byte": self.pin_s_per_byte,
             "fixed_s": self.fixed_s,
@@ -117,7 +165,7 @@ impl LinkCosts {
             copy_bytes_per_s: v["copy_bytes_per_s"].as_f64()?,
             copy_d2h_bytes_per_s: v["copy_d2h_bytes_per_s"].as_f64()?,
             mapped_seq_bytes_per_s: v["mapped_seq_bytes_per_s"].as_f64()?,
-            mapped_random_per_s: v["mapped_random_per_s"].as_f64()?,
+            mapped_random_per_s: random_rates(&v["mapped_random_per_s"])?,
             mapped_latency_s: v["mapped_latency_s"].as_f64()?,
             pin_s_per_byte: v["pin_s_per_byte"].as_f64()?,
             fixed_s: v["fixed_s"].as_f64()?,
@@ -138,6 +186,27 @@ impl LinkCosts {
             })?;
         Some(base.join("berth").join("link-costs.json"))
     }
+}
+
+/// The random-read rates of a calibration file at [`RANDOM_FOOTPRINTS`]: from `[bytes, rate]`
+/// pairs (interpolated where the file measured other sizes), or one number for every size
+/// (files written before the rate depended on the region).
+fn random_rates(v: &serde_json::Value) -> Option<[f64; RANDOM_FOOTPRINTS.len()]> {
+    if let Some(flat) = v.as_f64() {
+        return Some([flat; RANDOM_FOOTPRINTS.len()]);
+    }
+    let mut points = v
+        .as_array()?
+        .iter()
+        .map(|p| Some((p.get(0)?.as_f64()?, p.get(1)?.as_f64()?)))
+        .collect::<Option<Vec<_>>>()?;
+    if points.is_empty() || points.iter().any(|&(x, y)| !(x > 0.0 && y > 0.0)) {
+        return None;
+    }
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Some(std::array::from_fn(|i| {
+        interpolate(&points, RANDOM_FOOTPRINTS[i] as f64)
+    }))
 }
 
 impl Gpu {
@@ -265,14 +334,14 @@ pub struct Decision {
     pub calibrated: bool,
 }
 
-/// Predict and choose. The mapped cost of a unit is the larger of its random-access latency
-/// share and its bytes at the sequential rate (wide rows approach the sequential rate,
+/// Predict and choose. The mapped cost of a unit is the larger of its random-access share
+/// (at the rate measured for a region the size of the whole argument) and its bytes at the sequential rate (wide rows approach the sequential rate,
 /// 4-byte gathers are latency-bound), and reading anything costs at least one round trip;
 /// copies cost their bytes at the copy rate.
 pub fn decide(costs: &LinkCosts, profile: &DeviceProfile, a: &Access) -> Decision {
     let touched_bytes = (a.touched * a.unit_bytes) as f64;
-    let per_unit =
-        (1.0 / costs.mapped_random_per_s).max(a.unit_bytes as f64 / costs.mapped_seq_bytes_per_s);
+    let per_unit = (1.0 / costs.random_per_s(a.total_bytes))
+        .max(a.unit_bytes as f64 / costs.mapped_seq_bytes_per_s);
     // At least one round trip over the link, however little is read.
     let mapped_s = costs.fixed_s
         + (a.touched as f64 * per_unit)
@@ -429,7 +498,7 @@ mod tests {
             copy_bytes_per_s: 53.9e9,
             copy_d2h_bytes_per_s: 55.1e9,
             mapped_seq_bytes_per_s: 50.7e9,
-            mapped_random_per_s: 1.04e8,
+            mapped_random_per_s: [7.9e8, 7.6e8, 7.1e8, 3.3e8, 1.1e8, 1.0e8, 0.9e8],
             mapped_latency_s: 1.31e-6,
             pin_s_per_byte: 4.1e-10,
             fixed_s: 1e-5,
@@ -442,6 +511,60 @@ mod tests {
         assert_eq!(LinkCosts::from_json(&partial, "NVIDIA H200"), None);
         assert_eq!(LinkCosts::from_json("not json", "NVIDIA H200"), None);
         assert!((c.pin_s(1 << 30) - 0.44).abs() < 0.01);
+    }
+
+    #[test]
+    fn the_random_rate_follows_the_region_and_is_clamped_outside_the_calibrated_sizes() {
+        let c = LinkCosts::h200_reference();
+        for (i, &region) in RANDOM_FOOTPRINTS.iter().enumerate() {
+            assert_eq!(c.random_per_s(region), c.mapped_random_per_s[i]);
+        }
+        let (a, b) = (c.random_per_s(256 << 20), c.random_per_s(512 << 20));
+        let mid = c.random_per_s(362 << 20);
+        assert!(
+            mid < a.max(b) && mid > a.min(b),
+            "{mid} not between {a} and {b}"
+        );
+        assert_eq!(c.random_per_s(1 << 20), c.mapped_random_per_s[0]);
+        assert_eq!(c.random_per_s(64 << 30), c.mapped_random_per_s[6]);
+    }
+
+    #[test]
+    fn the_crossover_moves_with_the_table_size_as_measured() {
+        // Run 15 on the H200: 1% of a 256 MiB table of floats read in place took 0.94 ms
+        // against 4.9 ms copying it; 1% of a 1 GiB table, 24.6 ms against 19.6 ms.
+        let c = LinkCosts::h200_reference();
+        let one_percent = |bytes: usize| Access {
+            total_bytes: bytes,
+            unit_bytes: 4,
+            touched: bytes / 4 / 100,
+            contiguous_bytes: None,
+        };
+        let small = decide(&c, &DeviceProfile::default(), &one_percent(256 << 20));
+        let large = decide(&c, &DeviceProfile::default(), &one_percent(GIB));
+        assert_eq!(small.choice, Choice::Mapped, "{small:?}");
+        assert_eq!(large.choice, Choice::CopyWhole, "{large:?}");
+    }
+
+    #[test]
+    fn older_and_coarser_calibration_files_still_read() {
+        let c = LinkCosts::h200_reference();
+        let json = c.to_json("NVIDIA H200");
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        // A file from before the rate depended on the region: one number for all sizes.
+        v["mapped_random_per_s"] = serde_json::json!(1.05e8);
+        let flat = LinkCosts::from_json(&v.to_string(), "NVIDIA H200").unwrap();
+        assert_eq!(flat.mapped_random_per_s, [1.05e8; RANDOM_FOOTPRINTS.len()]);
+        // Measured at other sizes: interpolated onto the model's sizes.
+        v["mapped_random_per_s"] = serde_json::json!([[1u64 << 30, 1e8], [128u64 << 20, 8e8]]);
+        let coarse = LinkCosts::from_json(&v.to_string(), "NVIDIA H200").unwrap();
+        assert_eq!(coarse.random_per_s(128 << 20), 8e8);
+        assert_eq!(coarse.random_per_s(GIB), 1e8);
+        let r = coarse.random_per_s(512 << 20);
+        assert!((1e8..8e8).contains(&r));
+        // Nonsense is refused.
+        v["mapped_random_per_s"] = serde_json::json!([[0, 1e8]]);
+        assert_eq!(LinkCosts::from_json(&v.to_string(), "NVIDIA H200"), None);
     }
 
     #[test]

@@ -410,21 +410,25 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
             let grid = Grid::cover(k);
             let hint = Touch::Elements(k);
             let choice = berth::placement::decide(&costs, &profile, &hint.access(n, 4)).choice;
-            let mut ms = [0f64; 3];
+            let poisoned = vec![f32::NAN; k];
+            let mut outs = [
+                gpu.upload(&poisoned)?,
+                gpu.upload(&poisoned)?,
+                gpu.upload(&poisoned)?,
+            ];
+            let [o0, o1, o2] = &mut outs;
+            let ms = interleaved_medians(timer, reps, &mut |s, timer| {
+                timer.time(|| match s {
+                    0 => gather_mapped(gpu, grid, &table, &didx, o0),
+                    1 => {
+                        device_table.copy_from_pinned(gpu, &table)?.wait()?;
+                        gather_device(gpu, grid, &device_table, &didx, o1)
+                    }
+                    _ => gather_auto(gpu, grid, hint, &table, &didx, o2),
+                })
+            })?;
             let mut bad = 0;
-            for (s, m) in ms.iter_mut().enumerate() {
-                let mut out = gpu.upload(&vec![f32::NAN; k])?;
-                let mut once = |timer: &Timer| -> Result<f32, BoxError> {
-                    timer.time(|| match s {
-                        0 => gather_mapped(gpu, grid, &table, &didx, &mut out),
-                        1 => {
-                            device_table.copy_from_pinned(gpu, &table)?.wait()?;
-                            gather_device(gpu, grid, &device_table, &didx, &mut out)
-                        }
-                        _ => gather_auto(gpu, grid, hint, &table, &didx, &mut out),
-                    })
-                };
-                *m = warm_median(timer, reps, &mut once)?;
+            for out in outs {
                 bad += mismatches(&out.to_vec()?, &want);
             }
             auto_line(table_bytes, 4, f, k, ms, choice, bad);
@@ -448,21 +452,25 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
             let choice =
                 berth::placement::decide(&costs, &profile, &hint.access(rows * DIM4, 16)).choice;
             let d = DIM4 as u32;
-            let mut ms = [0f64; 3];
+            let poisoned = vec![NAN4; k * DIM4];
+            let mut outs = [
+                gpu.upload(&poisoned)?,
+                gpu.upload(&poisoned)?,
+                gpu.upload(&poisoned)?,
+            ];
+            let [o0, o1, o2] = &mut outs;
+            let ms = interleaved_medians(timer, reps, &mut |s, timer| {
+                timer.time(|| match s {
+                    0 => embedding_gather(gpu, grid, d, &table, &dids, o0),
+                    1 => {
+                        device_table.copy_from_pinned(gpu, &table)?.wait()?;
+                        embedding_gather_device(gpu, grid, d, &device_table, &dids, o1)
+                    }
+                    _ => embedding_gather_auto(gpu, grid, hint, d, &table, &dids, o2),
+                })
+            })?;
             let mut bad = 0;
-            for (s, m) in ms.iter_mut().enumerate() {
-                let mut out = gpu.upload(&vec![NAN4; k * DIM4])?;
-                let mut once = |timer: &Timer| -> Result<f32, BoxError> {
-                    timer.time(|| match s {
-                        0 => embedding_gather(gpu, grid, d, &table, &dids, &mut out),
-                        1 => {
-                            device_table.copy_from_pinned(gpu, &table)?.wait()?;
-                            embedding_gather_device(gpu, grid, d, &device_table, &dids, &mut out)
-                        }
-                        _ => embedding_gather_auto(gpu, grid, hint, d, &table, &dids, &mut out),
-                    })
-                };
-                *m = warm_median(timer, reps, &mut once)?;
+            for out in outs {
                 bad += mismatches(&out.to_vec()?, &want);
             }
             auto_line(table_bytes, DIM4 * 16, f, k, ms, choice, bad);
@@ -471,18 +479,29 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// One warm-up run of `once`, then the median of `reps` timed runs, ms.
-fn warm_median(
+/// The medians of three ways of doing one thing (`run(0..3, timer)`), measured in turns so
+/// that drift on a shared machine hits all three alike. Each gets one warm-up, then at least
+/// `reps` timed runs and more when it is short (up to 201, about 50 ms of runs), since a
+/// 10 µs launch varies by more than the 5% the comparison needs.
+fn interleaved_medians(
     timer: &Timer,
     reps: usize,
-    once: &mut dyn FnMut(&Timer) -> Result<f32, BoxError>,
-) -> Result<f64, BoxError> {
-    once(timer)?;
-    let mut t = Vec::new();
-    for _ in 0..reps {
-        t.push(once(timer)?);
+    run: &mut dyn FnMut(usize, &Timer) -> Result<f32, BoxError>,
+) -> Result<[f64; 3], BoxError> {
+    let mut want = [0usize; 3];
+    for (s, w) in want.iter_mut().enumerate() {
+        let warm = run(s, timer)?;
+        *w = ((50.0 / warm.max(1e-3)).ceil() as usize).clamp(reps, 201);
     }
-    Ok(median(t))
+    let mut times: [Vec<f32>; 3] = Default::default();
+    for r in 0..want.iter().copied().max().unwrap_or(0) {
+        for s in 0..3 {
+            if r < want[s] {
+                times[s].push(run(s, timer)?);
+            }
+        }
+    }
+    Ok(times.map(median))
 }
 
 fn auto_line(
