@@ -12,6 +12,7 @@
 // Output: one JSON line per measurement on stdout, e.g.
 //   {"impl":"nvcc","bench":"round_trip","rounds":20000,"median_us":2.1,"p99_us":3.0,"bad":0}
 //   {"impl":"nvcc","bench":"mailbox_throughput","jobs":200000,"jobs_per_s":1.5e6,"bad":0}
+//   {"impl":"nvcc","bench":"flag_round_trip","rounds":20000,"median_us":2.8,"p99_us":3.0,"bad":0}
 // Diagnostics go to stderr so stdout stays machine-readable.
 //
 // Protocol (identical on the Rust side): each mailbox is a ring of CAP slots
@@ -45,6 +46,11 @@
 
 constexpr uint32_t CAP = 256;
 constexpr int kWarmup = 1000;
+
+// Bare flag round trips, no mailbox (the protocol of H200-REFERENCE.md's 2.8 us):
+// the host raises cells[0] to n (release); this thread, spinning on it
+// (acquire), answers by storing n in cells[1] (release). Launched <<<1,1>>>.
+__global__ void ping_pong(uint32_t* cells, uint32_t rounds);
 
 // Natural C layout, matching Rust's #[repr(C)] struct Slot<T> { seq: u32, item: T }.
 struct Job { uint32_t id; uint32_t stop; float value; };
@@ -139,6 +145,14 @@ struct Host {
         return out;
     }
 };
+
+__global__ void ping_pong(uint32_t* cells, uint32_t rounds) {
+    for (uint32_t n = 1; n <= rounds; ++n) {
+        while (d_acquire(&cells[0]) != n) {
+        }
+        d_release(&cells[1], n);
+    }
+}
 
 // Job n carries id n and value (n % 1000) * 0.25, as on the Rust side:
 // v*v + 1 = (k*k + 16) / 16 with k*k + 16 < 2^24 is then exact in float, so
@@ -244,6 +258,33 @@ int main(int argc, char** argv) {
     std::printf("{\"impl\":\"nvcc\",\"bench\":\"mailbox_throughput\",\"jobs\":%ld,"
                 "\"jobs_per_s\":%.1f,\"bad\":%zu}\n", jobs, (double)jobs / secs, bad_tp);
     std::fflush(stdout);
+
+    // 3. Bare flag round trips (two adjacent u32 cells, as berth's Signals).
+    uint32_t* h_cells; uint32_t* d_cells;
+    CUDA_CHECK(cudaHostAlloc((void**)&h_cells, 2 * sizeof(uint32_t), cudaHostAllocMapped));
+    h_cells[0] = h_cells[1] = 0;
+    CUDA_CHECK(cudaHostGetDevicePointer((void**)&d_cells, h_cells, 0));
+    uint32_t flag_total = (uint32_t)(kWarmup + rounds);
+    ping_pong<<<1, 1>>>(d_cells, flag_total);
+    CUDA_CHECK(cudaGetLastError());
+    q = cudaStreamQuery(0);
+    if (q != cudaSuccess && q != cudaErrorNotReady) CUDA_CHECK(q);
+    us.clear();
+    for (uint32_t n = 1; n <= flag_total; ++n) {
+        auto f0 = Clock::now();
+        h_release(&h_cells[0], n);
+        while (h_acquire(&h_cells[1]) != n) {
+        }
+        auto f1 = Clock::now();
+        if (n > (uint32_t)kWarmup) us.push_back(std::chrono::duration<double, std::micro>(f1 - f0).count());
+    }
+    CUDA_CHECK(cudaDeviceSynchronize());
+    size_t bad_flag = h_cells[1] != flag_total;
+    std::sort(us.begin(), us.end());
+    std::printf("{\"impl\":\"nvcc\",\"bench\":\"flag_round_trip\",\"rounds\":%ld,\"median_us\":%.3f,"
+                "\"p99_us\":%.3f,\"bad\":%zu}\n", rounds, at(50), at(99), bad_flag);
+    std::fflush(stdout);
+    CUDA_CHECK(cudaFreeHost(h_cells));
 
     CUDA_CHECK(cudaFreeHost(h_in));
     CUDA_CHECK(cudaFreeHost(h_out));

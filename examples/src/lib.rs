@@ -425,6 +425,25 @@ pub fn square_worker(
     }
 }
 
+/// Bare flag round trips with the host, no mailbox: for `n` in `1..=rounds` one GPU thread
+/// waits until the host raises `s[0]` to `n`, then answers by setting `s[1] = n`. Fails if the
+/// host raises nothing for `patience_ms`.
+#[gpu_kernel]
+pub fn ping_pong(rounds: u32, patience_ms: u32, #[mapped] s: &Signals) {
+    if thread::global_x() != 0 {
+        return;
+    }
+    let patience = patience_ms as u64 * 1_000_000;
+    let mut n = 1;
+    while n <= rounds {
+        if s.wait(0, |v| v == n, patience).is_none() {
+            fail("the host raised no ping in time");
+        }
+        s.store(1, n);
+        n += 1;
+    }
+}
+
 /// A long-running sum that reports live progress: `rounds` passes over `x` per block (the
 /// result is `rounds × sum(x)`), one partial sum per block, and each block, once done, adds 1
 /// to `progress[0]` for the host to watch.

@@ -1039,6 +1039,30 @@ fn job(id: u32) -> berth_examples::Job {
 }
 
 #[test]
+fn flag_round_trips_answer_every_ping_in_order() {
+    use berth_examples::ping_pong;
+    use std::time::Duration;
+    let t = Duration::from_secs(20);
+    let (_g, gpu) = gpu();
+    let cells = gpu.signals(2).unwrap();
+    let stream = gpu.stream().unwrap();
+    let rounds = 2000;
+    let pending = ping_pong(&stream, Grid::new(1, 1), rounds, 20_000, &cells).unwrap();
+    for n in 1..=rounds {
+        // The kernel has answered the previous ping and nothing else.
+        assert_eq!(cells.load(1), n - 1);
+        cells.store(0, n);
+        assert_eq!(
+            cells.wait(1, |v| v >= n, t).unwrap(),
+            n,
+            "answer to ping {n}"
+        );
+    }
+    pending.wait().unwrap();
+    assert_eq!(cells.load(1), rounds);
+}
+
+#[test]
 fn mailboxes_carry_ten_thousand_rounds_each_way_without_loss() {
     use berth_examples::{Job, square_worker, worker_ctl};
     use std::time::Duration;

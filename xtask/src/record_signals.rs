@@ -38,17 +38,36 @@ pub fn write(md: &mut String, text: &str) -> Result {
     );
     writeln!(
         md,
-        "| round trip, median (µs) | {bm:.2} | {nm:.2} | **{:.2}** | ≤ 1.1 {} |",
+        "| mailbox round trip, median (µs) | {bm:.2} | {nm:.2} | **{:.2}** | ≤ 1.1 {} |",
         bm / nm,
         if bm / nm <= 1.1 { "✓" } else { "✗" }
     )?;
+    let (bf, nf) = (
+        pick("berth", "flag_round_trip", "median_us"),
+        pick("nvcc", "flag_round_trip", "median_us"),
+    );
+    if !(bf.is_nan() && nf.is_nan()) {
+        writeln!(
+            md,
+            "| bare flag round trip (`Signals`, `ping_pong`), median (µs) | {bf:.2} | {nf:.2} | **{:.2}** | ≤ 1.1 {} |",
+            bf / nf,
+            if bf / nf <= 1.1 { "✓" } else { "✗" }
+        )?;
+        writeln!(
+            md,
+            "| bare flag round trip, p99 (µs) | {:.2} | {:.2} | {:.2} | |",
+            pick("berth", "flag_round_trip", "p99_us"),
+            pick("nvcc", "flag_round_trip", "p99_us"),
+            pick("berth", "flag_round_trip", "p99_us") / pick("nvcc", "flag_round_trip", "p99_us")
+        )?;
+    }
     let (bp, np) = (
         pick("berth", "round_trip", "p99_us"),
         pick("nvcc", "round_trip", "p99_us"),
     );
     writeln!(
         md,
-        "| round trip, p99 (µs) | {bp:.2} | {np:.2} | {:.2} | |",
+        "| mailbox round trip, p99 (µs) | {bp:.2} | {np:.2} | {:.2} | |",
         bp / np
     )?;
     let (bt, nt) = (

@@ -2,12 +2,13 @@
 //! kernel through mapped memory — the counterpart of `bench/signals.cu` (same protocol,
 //! slot layout and counts, CUDA C++, same run).
 //!
-//! JSON lines with `"impl":"berth"`: `round_trip` (20 000 strict round trips after 1 000 of
-//! warm-up: median and p99 in µs) and `mailbox_throughput` (200 000 jobs with the ring kept
+//! JSON lines with `"impl":"berth"`: `round_trip` (20 000 strict mailbox round trips after
+//! 1 000 of warm-up: median and p99 in µs), `flag_round_trip` (the same for a bare flag:
+//! the host raises one `Signals` cell, the `ping_pong` kernel answers in another) and `mailbox_throughput` (200 000 jobs with the ring kept
 //! full: jobs per second). Every reply is checked.
 
 use berth::{Gpu, Grid};
-use berth_examples::{Job, Reply, square_worker, worker_ctl};
+use berth_examples::{Job, Reply, ping_pong, square_worker, worker_ctl};
 use std::time::{Duration, Instant};
 
 const CAP: usize = 256;
@@ -97,6 +98,34 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{{\"impl\":\"berth\",\"bench\":\"mailbox_throughput\",\"jobs\":{jobs},\"jobs_per_s\":{:.0},\"bad\":{wrong}}}",
         f64::from(jobs) / secs
+    );
+    flag_round_trips(&gpu, rounds as u32)
+}
+
+/// Bare flag round trips: the host stores `n` in cell 0 (release) and spins on cell 1
+/// (acquire) until the `ping_pong` kernel answers with `n`.
+fn flag_round_trips(gpu: &Gpu, rounds: u32) -> Result<(), Box<dyn std::error::Error>> {
+    let warmup = 1000;
+    let cells = gpu.signals(2)?;
+    let stream = gpu.stream()?;
+    let pending = ping_pong(&stream, Grid::new(1, 1), warmup + rounds, 30_000, &cells)?;
+    let mut lat = Vec::with_capacity(rounds as usize);
+    for n in 1..=warmup + rounds {
+        let t = Instant::now();
+        cells.store(0, n);
+        cells.wait(1, |v| v == n, T)?;
+        if n > warmup {
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    pending.wait()?;
+    let wrong = usize::from(cells.load(1) != warmup + rounds);
+    lat.sort_by(f64::total_cmp);
+    let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize];
+    println!(
+        "{{\"impl\":\"berth\",\"bench\":\"flag_round_trip\",\"rounds\":{rounds},\"median_us\":{:.3},\"p99_us\":{:.3},\"bad\":{wrong}}}",
+        q(0.5),
+        q(0.99)
     );
     Ok(())
 }
