@@ -10,7 +10,7 @@
 //
 // Build (on the GPU machine):  nvcc -O3 -arch=sm_90 -o pipeline pipeline.cu
 //                              (-DHEAVY_K=<k> changes the heavy kernel's step count)
-// Run:                         ./pipeline [serial|pageable|streams|heavy|all] [reps=3]
+// Run:                         ./pipeline [serial|pageable|streams|heavy|ceiling|all] [reps=3]
 //
 // Every measurement: y poisoned (0xFF bytes = NaN), one warm-up, then `reps`
 // repetitions, each timed with std::chrono::steady_clock around the whole
@@ -83,6 +83,16 @@ __global__ void heavy(const float* x, float* y, size_t n) {
         float v = x[i];
         for (int k = 0; k < HEAVY_K; ++k) v = __fadd_rn(__fmul_rn(v, 0.9999f), 0.0001f);
         y[i] = v;
+    }
+}
+
+// y = a*x + 1 on 16-byte vectors, grid-stride: the zero-copy ceiling's kernel, reading x
+// from and writing y to mapped host memory directly (no copy engine involved).
+__global__ void affine4(const float4* x, float4* y, size_t n4, float a) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+         i += (size_t)gridDim.x * blockDim.x) {
+        float4 v = x[i];
+        y[i] = make_float4(a * v.x + 1.0f, a * v.y + 1.0f, a * v.z + 1.0f, a * v.w + 1.0f);
     }
 }
 
@@ -318,6 +328,47 @@ static void bench_streams(const float* hx, float* hy, const Samples& smp, int re
     free_staging(g);
 }
 
+// 5. The link's ceilings for this workload, no pipeline: (a) 4 GiB in and 4 GiB out copied
+// at once on two streams, no kernel; (b) zero-copy: one kernel reads x from and writes y to
+// the pinned host arrays in place (mapped; 64-bit UVA maps cudaHostAlloc memory), so the
+// SMs, not the copy engines, move the data both ways.
+static void bench_ceiling(const float* hx, float* hy, const Samples& smp, int reps) {
+    cudaStream_t a, b;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    float *dx, *dy;
+    CUDA_CHECK(cudaMalloc(&dx, kBytes));
+    CUDA_CHECK(cudaMalloc(&dy, kBytes));
+    double ms = wall_median_ms(reps, [&] {
+        CUDA_CHECK(cudaMemcpyAsync(dx, hx, kBytes, cudaMemcpyHostToDevice, a));
+        CUDA_CHECK(cudaMemcpyAsync(hy, dy, kBytes, cudaMemcpyDeviceToHost, b));
+        CUDA_CHECK(cudaStreamSynchronize(a));
+        CUDA_CHECK(cudaStreamSynchronize(b));
+    });
+    emit("bidirectional_copies", "", ms, reps, 0);
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dy));
+
+    const float4* mx; float4* my;
+    CUDA_CHECK(cudaHostGetDevicePointer((void**)&mx, (void*)hx, 0));
+    CUDA_CHECK(cudaHostGetDevicePointer((void**)&my, (void*)hy, 0));
+    int sms = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    for (int per_sm : {4, 8, 16}) {
+        poison(hy, kBytes);
+        double zc = wall_median_ms(reps, [&] {
+            affine4<<<sms * per_sm, kBlock, 0, a>>>(mx, my, kN / 4, kA);
+            CUDA_CHECK_LAUNCH();
+            CUDA_CHECK(cudaStreamSynchronize(a));
+        });
+        char extra[64];
+        std::snprintf(extra, sizeof extra, "\"blocks\":%d,", sms * per_sm);
+        emit("zero_copy", extra, zc, reps, count_bad(hy, smp, Kern::Affine));
+    }
+    CUDA_CHECK(cudaStreamDestroy(a));
+    CUDA_CHECK(cudaStreamDestroy(b));
+}
+
 // 4. Compute-heavy kernel: kernel only, serial, and 3 streams x 64 MiB.
 static void bench_heavy(const float* hx, float* hy, const Samples& smp, int reps) {
     char kfield[32];
@@ -367,17 +418,18 @@ int main(int argc, char** argv) {
     const char* section = argc > 1 ? argv[1] : "all";
     bool all = !std::strcmp(section, "all");
     bool known = all;
-    for (const char* s : {"serial", "pageable", "streams", "heavy"}) known |= !std::strcmp(section, s);
+    for (const char* s : {"serial", "pageable", "streams", "heavy", "ceiling"}) known |= !std::strcmp(section, s);
     char* end = nullptr;
     long reps = argc > 2 ? std::strtol(argv[2], &end, 10) : 3;
     if (argc > 3 || !known || (argc > 2 && (*end || reps < 1 || reps > 100000))) {
-        std::fprintf(stderr, "usage: %s [serial|pageable|streams|heavy|all] [reps=3]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [serial|pageable|streams|heavy|ceiling|all] [reps=3]\n", argv[0]);
         return 2;
     }
     const bool do_serial = all || !std::strcmp(section, "serial");
     const bool do_pageable = all || !std::strcmp(section, "pageable");
     const bool do_streams = all || !std::strcmp(section, "streams");
     const bool do_heavy = all || !std::strcmp(section, "heavy");
+    const bool do_ceiling = all || !std::strcmp(section, "ceiling");
 
     int dev = 0;
     cudaDeviceProp prop;
@@ -389,7 +441,7 @@ int main(int argc, char** argv) {
     const Samples smp = make_samples(kN, do_heavy);
     const int r = (int)reps;
 
-    if (do_serial || do_streams || do_heavy) {
+    if (do_serial || do_streams || do_heavy || do_ceiling) {
         float *hx, *hy;  // plain pinned memory: default flags, not write-combined
         CUDA_CHECK(cudaHostAlloc(&hx, kBytes, cudaHostAllocDefault));
         CUDA_CHECK(cudaHostAlloc(&hy, kBytes, cudaHostAllocDefault));
@@ -398,6 +450,7 @@ int main(int argc, char** argv) {
         if (do_pageable) bench_pageable(smp, r);  // keeps the "all" output in section order
         if (do_streams) bench_streams(hx, hy, smp, r);
         if (do_heavy) bench_heavy(hx, hy, smp, r);
+        if (do_ceiling) bench_ceiling(hx, hy, smp, r);
         CUDA_CHECK(cudaFreeHost(hx));
         CUDA_CHECK(cudaFreeHost(hy));
     } else if (do_pageable) {

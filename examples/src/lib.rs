@@ -376,7 +376,7 @@ pub struct Reply {
 pub mod worker_ctl {
     /// Cell 0: the worker's state (one of the constants below).
     pub const STATE: usize = 0;
-    /// Cell 1: jobs answered so far.
+    /// Cell 1: jobs answered, published when the worker ends.
     pub const ANSWERED: usize = 1;
     /// The worker is running.
     pub const RUNNING: u32 = 1;
@@ -405,10 +405,12 @@ pub fn square_worker(
     let mut n = 0u32;
     loop {
         let Some(job) = inbox.recv(n, patience) else {
+            ctl.store(worker_ctl::ANSWERED, n);
             ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
             fail("the host posted no job in time")
         };
         if job.stop != 0 {
+            ctl.store(worker_ctl::ANSWERED, n);
             ctl.store(worker_ctl::STATE, worker_ctl::STOPPED);
             return;
         }
@@ -417,11 +419,13 @@ pub fn square_worker(
             value: job.value * job.value + 1.0,
         };
         if !outbox.send(n, reply, patience) {
+            ctl.store(worker_ctl::ANSWERED, n);
             ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
             fail("the host took no reply in time");
         }
+        // The count is published when the worker ends, not per job: a system-scope release
+        // store per job would wait for the reply to reach the host first and cost throughput.
         n = n.wrapping_add(1);
-        ctl.store(worker_ctl::ANSWERED, n);
     }
 }
 
