@@ -9,10 +9,8 @@
 //! than the GPU's memory streams through.
 //!
 //! Each chunk, once copied back, sets a flag in mapped host memory from its stream
-//! (`cuStreamWriteValue32`, after the chunk's copy out in stream order, without the optional
-//! memory barrier, which cost up to a quarter of the throughput): progress is read without a
-//! driver call, and after a fault, once every stream has stopped, the host knows which chunks
-//! reached their outputs.
+//! (`cuStreamWriteValue32`): progress is read without a driver call, and after a fault the
+//! host knows exactly which chunks reached their outputs.
 
 use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
@@ -529,13 +527,6 @@ impl<'l> Pipelined<'l> {
                 };
                 gpu.sim_streams.enqueue(stream as usize, Box::new(job));
             } else if use_flags {
-                // Without the memory barrier the write still executes after the chunk's copy
-                // out (stream order); the barrier would also fence the stream's earlier
-                // writes and measured 5-25% of the pipeline's throughput (BENCHMARKS.md,
-                // "Cost of the per-chunk progress flags"). The flags are read as progress
-                // while the run goes and as outcomes only once every stream has stopped.
-                let no_barrier =
-                    sys::CUstreamWriteValue_flags::CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER as u32;
                 // SAFETY: the flag is a u32 of the run's mapped progress buffer, alive until
                 // the run's streams are synchronised.
                 let r = unsafe {
@@ -543,7 +534,7 @@ impl<'l> Pipelined<'l> {
                         stream,
                         run.progress.device_ptr() + 4 * c as u64,
                         1,
-                        no_barrier,
+                        0,
                     )
                 }
                 .result();
