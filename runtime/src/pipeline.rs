@@ -574,8 +574,18 @@ impl PipelineRun<'_> {
     }
 
     /// Chunks whose outputs are back in host memory (read from mapped memory: no driver call).
+    /// A failed chunk never counts, so a progress loop should also stop on
+    /// [`PipelineRun::is_finished`].
     pub fn chunks_done(&self) -> usize {
         (0..self.chunks).filter(|&c| self.flag(c)).count()
+    }
+
+    /// Whether every stream of the run has stopped: all chunks done, or a failure that
+    /// [`PipelineRun::wait`] will report. Never blocks.
+    pub fn is_finished(&self) -> bool {
+        self.streams
+            .iter()
+            .all(|s| crate::stream::idle(&self.gpu, s.0))
     }
 
     /// The plan.

@@ -61,6 +61,12 @@ impl SimStream {
         let _ = self.tx.lock().expect("poisoned").send(job);
     }
 
+    /// Whether everything queued so far has run (or been skipped after a failure).
+    fn idle(&self) -> bool {
+        let g = self.progress.0.lock().expect("poisoned");
+        g.done >= g.submitted
+    }
+
     /// Wait until everything queued so far has run; `take` returns (and clears) the first
     /// failure.
     fn drain(&self, take: bool) -> Result<()> {
@@ -115,6 +121,12 @@ impl SimStreams {
             Some(s) => s.drain(true),
             None => Ok(()),
         }
+    }
+
+    /// Whether the stream `handle` has run everything queued on it.
+    pub(crate) fn idle(&self, handle: usize) -> bool {
+        let s = self.streams.lock().expect("poisoned").get(&handle).cloned();
+        s.is_none_or(|s| s.idle())
     }
 
     /// Wait for every stream, keeping their failures for their own synchronise.

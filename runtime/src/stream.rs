@@ -80,6 +80,20 @@ impl Drop for Stream {
     }
 }
 
+/// Whether `stream` has nothing left to do: all its work ran, or it stopped on an error (the
+/// next synchronise reports it). Never blocks.
+pub(crate) fn idle(gpu: &Inner, stream: sys::CUstream) -> bool {
+    if gpu.sim {
+        return gpu.sim_streams.idle(stream as usize);
+    }
+    if gpu.bind().is_err() {
+        return true;
+    }
+    // SAFETY: `stream` belongs to `gpu`'s context, which is current.
+    let r = unsafe { sys::cuStreamQuery(stream) };
+    r != sys::CUresult::CUDA_ERROR_NOT_READY
+}
+
 pub(crate) fn sync(gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
     gpu.bind()?;
     if gpu.sim {

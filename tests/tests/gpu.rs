@@ -888,10 +888,18 @@ fn a_failing_chunk_is_reported_once_with_its_index() {
         streams: Some(3),
         ..Default::default()
     };
-    let err = scale_finite_pipelined(&gpu, opts, 2.0, &px, &mut py)
-        .unwrap()
-        .wait()
-        .unwrap_err();
+    let run = scale_finite_pipelined(&gpu, opts, 2.0, &px, &mut py).unwrap();
+    // A progress loop ends: the failed chunk never counts as done, but the run finishes.
+    let start = std::time::Instant::now();
+    while !run.is_finished() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "run never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert!(run.chunks_done() < run.chunks());
+    let err = run.wait().unwrap_err();
     println!("reported: {err}");
     let Error::PipelineChunk {
         chunk: c,

@@ -111,7 +111,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             );
             let _ = std::io::stdout().flush();
         }
-        if done == run.chunks() {
+        // A failed chunk never completes: stop on the run finishing too; `wait` says why.
+        if done == run.chunks() || run.is_finished() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
