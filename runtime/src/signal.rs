@@ -68,7 +68,7 @@ fn spin_until(deadline: Instant, mut ready: impl FnMut() -> bool) -> bool {
             return true;
         }
         polls = polls.wrapping_add(1);
-        if polls % 64 == 0 {
+        if polls.is_multiple_of(64) {
             let now = Instant::now();
             if now >= deadline {
                 return false;
