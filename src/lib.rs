@@ -42,7 +42,7 @@
 
 pub use berth_device as device;
 pub use berth_device::{
-    DeviceCopy, Mailbox, Signals, Slice, SliceMut, Slot, gpu_assert, shared_array,
+    DeviceCopy, Mailbox, Signals, Slice, SliceMut, Slot, Window, gpu_assert, shared_array,
 };
 pub use berth_macros::{DeviceCopy, gpu_kernel};
 
@@ -58,7 +58,7 @@ pub use berth_runtime::{
 /// Everything a kernel crate and its host code usually need.
 pub mod prelude {
     pub use berth_device::signal::now_ns;
-    pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot};
+    pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot, Window};
     pub use berth_device::{
         block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread,
     };
@@ -75,7 +75,7 @@ pub mod prelude {
 /// What `#[gpu_kernel]` expansions refer to. Not a public API: no stability promise.
 #[doc(hidden)]
 pub mod __private {
-    pub use berth_device::{Mailbox, Signals, Slice, SliceMut, Slot};
+    pub use berth_device::{Mailbox, Signals, Slice, SliceMut, Slot, Window};
 
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::__private::*;

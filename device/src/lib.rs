@@ -29,7 +29,7 @@ pub use panic::fail;
 pub use shared::__host_shared;
 pub use shared::{Shared, dynamic as dynamic_shared};
 pub use signal::{Mailbox, Signals, Slot};
-pub use slice::{Slice, SliceMut};
+pub use slice::{Slice, SliceMut, Window};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.
 ///
@@ -60,7 +60,7 @@ unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
 
 #[cfg(test)]
 mod tests {
-    use crate::{Slice, SliceMut, gpu_assert, shared_array, thread};
+    use crate::{Slice, SliceMut, Window, gpu_assert, shared_array, thread};
 
     #[test]
     fn views_index_and_report_out_of_bounds_like_slices() {
@@ -81,6 +81,34 @@ mod tests {
         // SAFETY: a zero-length view may dangle.
         let empty = unsafe { Slice::<f32>::from_raw(std::ptr::null(), 0) };
         assert!(empty.is_empty());
+    }
+
+    #[test]
+    fn a_window_reads_only_its_available_range() {
+        let staged = [30u32, 40, 50];
+        // SAFETY: `staged` holds elements 3..6 of a 10-element argument, and outlives the view.
+        let w = unsafe { Window::from_raw(staged.as_ptr(), 10, 3, 6) };
+        assert_eq!(
+            (w.len(), w.available(), w[4], w.get(5)),
+            (10, 3..6, 40, Some(&50))
+        );
+        assert_eq!((w.get(2), w.get(6)), (None, None));
+        assert_eq!(w.available_slice(), &staged);
+        assert!(w.as_slice().is_none());
+        let err = std::panic::catch_unwind(|| w[7]).unwrap_err();
+        assert!(
+            err.downcast_ref::<String>()
+                .unwrap()
+                .contains("outside the range")
+        );
+        let err = std::panic::catch_unwind(|| w[10]).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<String>().unwrap(),
+            "index out of bounds: the len is 10 but the index is 10"
+        );
+        // SAFETY: all of `staged` is available.
+        let whole = unsafe { Window::from_raw(staged.as_ptr(), 3, 0, 3) };
+        assert_eq!(whole.as_slice(), Some(&staged[..]));
     }
 
     #[test]

@@ -178,3 +178,99 @@ pub unsafe fn slice_from_raw<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
     // SAFETY: the caller's contract above.
     unsafe { core::slice::from_raw_parts(ptr, len) }
 }
+
+/// A kernel's view of an `#[auto] &[T]` argument: indexed over the argument's whole length,
+/// but a launch may have made only a range of it available — when its access hint is
+/// `Touch::Range` and the cost model chose to copy just that range to the device. An index
+/// outside the available range stops the kernel with its location (like an index out of
+/// bounds), whatever the model chose, so a wrong hint fails the same way on every machine
+/// instead of reading memory that was never copied.
+///
+/// Not a `&[T]`: a whole-length slice would claim memory that may not be there. Use
+/// [`Window::get`], indexing, [`Window::as_slice`] (the whole argument, when available) or
+/// [`Window::available_slice`].
+pub struct Window<'a, T> {
+    /// Element `lo` of the argument.
+    ptr: *const T,
+    len: usize,
+    lo: usize,
+    hi: usize,
+    _life: PhantomData<&'a [T]>,
+}
+
+impl<'a, T> Window<'a, T> {
+    /// Build the view of a kernel argument.
+    ///
+    /// # Safety
+    /// `lo <= hi <= len`; `ptr` (element `lo` of the argument) is valid for reads of
+    /// `hi - lo` elements for `'a`, aligned, and nothing writes them during `'a`.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *const T, len: usize, lo: usize, hi: usize) -> Self {
+        Window {
+            ptr,
+            len,
+            lo,
+            hi,
+            _life: PhantomData,
+        }
+    }
+
+    /// Number of elements of the whole argument.
+    #[inline(always)]
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the argument has no elements.
+    #[inline(always)]
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The indices this launch can read: all of them, unless its hint named a range.
+    #[inline(always)]
+    #[must_use]
+    pub fn available(&self) -> core::ops::Range<usize> {
+        self.lo..self.hi
+    }
+
+    /// The element at `i`, or `None` outside [`Window::available`].
+    #[inline(always)]
+    pub fn get(&self, i: usize) -> Option<&'a T> {
+        // SAFETY: `lo <= i < hi`, and `ptr` is element `lo`, valid for `hi - lo` elements
+        // (from_raw's contract).
+        (i >= self.lo && i < self.hi).then(|| unsafe { &*self.ptr.add(i - self.lo) })
+    }
+
+    /// The available elements as a slice (element `k` of it is `available().start + k`).
+    #[inline(always)]
+    #[must_use]
+    pub fn available_slice(&self) -> &'a [T] {
+        // SAFETY: from_raw's contract: `hi - lo` readable elements from `ptr`.
+        unsafe { slice_from_raw(self.ptr, self.hi - self.lo) }
+    }
+
+    /// The whole argument as a slice, when all of it is available.
+    #[inline(always)]
+    #[must_use]
+    pub fn as_slice(&self) -> Option<&'a [T]> {
+        (self.lo == 0 && self.hi == self.len).then(|| self.available_slice())
+    }
+}
+
+impl<T> Index<usize> for Window<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, i: usize) -> &T {
+        match self.get(i) {
+            Some(v) => v,
+            None if i >= self.len => out_of_bounds(i, self.len),
+            None => crate::panic::fail(
+                "index outside the range this launch made available (its `Touch::Range` hint)",
+            ),
+        }
+    }
+}

@@ -196,7 +196,11 @@ pub fn mapped_iota(base: u32, #[mapped] out: &mut [u32]) {
 }
 
 #[inline(always)]
-fn gather_into(table: &[f32], idx: &[u32], out: &mut SliceMut<'_, f32>) {
+fn gather_into<T: core::ops::Index<usize, Output = f32> + ?Sized>(
+    table: &T,
+    idx: &[u32],
+    out: &mut SliceMut<'_, f32>,
+) {
     let i = thread::global_x();
     if i < idx.len() && i < out.len() {
         out[i] = table[idx[i] as usize];
@@ -502,7 +506,12 @@ pub fn embedding_gather_auto(dim4: u32, #[auto] table: &[F4], ids: &[u32], out: 
 
 /// One thread per 16 bytes of output: `out[b * d + j] = table[ids[b] * d + j]`.
 #[inline(always)]
-fn gather_rows(dim4: u32, table: &[F4], ids: &[u32], out: &mut SliceMut<'_, F4>) {
+fn gather_rows<T: core::ops::Index<usize, Output = F4> + ?Sized>(
+    dim4: u32,
+    table: &T,
+    ids: &[u32],
+    out: &mut SliceMut<'_, F4>,
+) {
     let g = thread::global_x();
     let d = dim4 as usize;
     if d == 0 || g >= out.len() {

@@ -132,6 +132,12 @@ fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
             ArgKind::Slice {
                 elem,
                 mutable: false,
+            } if matches!(a.placement, Placement::Auto(_)) => {
+                quote!(#n: #krate::__private::Window<'_, #elem>)
+            }
+            ArgKind::Slice {
+                elem,
+                mutable: false,
             } => {
                 quote!(#n: #krate::__private::Slice<'_, #elem>)
             }
@@ -180,6 +186,14 @@ fn lowered(a: &Arg) -> (syn::Ident, syn::Ident) {
     )
 }
 
+/// The extra parameters of an `#[auto]` argument: the range of it the launch made available.
+fn window_bounds(a: &Arg) -> (syn::Ident, syn::Ident) {
+    (
+        format_ident!("__berth_{}_lo", a.name),
+        format_ident!("__berth_{}_hi", a.name),
+    )
+}
+
 fn entry(opts: &Options, k: &Kernel) -> TokenStream {
     let krate = &opts.krate;
     let name = &k.name;
@@ -192,6 +206,12 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
             ArgKind::Scalar(ty) => {
                 params.push(quote!(#n: #ty));
                 values.push(quote!(#n));
+            }
+            ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
+                let (p, l) = lowered(a);
+                let (lo, hi) = window_bounds(a);
+                params.push(quote!(#p: *const #elem, #l: usize, #lo: usize, #hi: usize));
+                values.push(quote!(#krate::__private::Window::from_raw(#p, #l, #lo, #hi)));
             }
             ArgKind::Slice { elem, mutable } => {
                 let (p, l) = lowered(a);
@@ -219,7 +239,8 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
         pub unsafe extern "ptx-kernel" fn #name(#(#params),*) {
             // SAFETY: the host launcher is the only caller. It passes, for each slice, the
             // pointer and length of a live device allocation that it keeps borrowed (shared
-            // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed.
+            // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed; for an
+            // `#[auto]` slice, the range it made available and a pointer to its first element.
             unsafe { #body(#(#values),*) }
         }
     }
@@ -242,6 +263,18 @@ fn sim_entry(opts: &Options, k: &Kernel) -> TokenStream {
             ArgKind::Scalar(ty) => {
                 values.push(quote!(*(__p[#i] as *const #ty)));
                 i += 1;
+            }
+            ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
+                let (j, lo, hi) = (i + 1, i + 2, i + 3);
+                values.push(quote! {
+                    #krate::__private::Window::from_raw(
+                        *(__p[#i] as *const *const #elem),
+                        *(__p[#j] as *const usize),
+                        *(__p[#lo] as *const usize),
+                        *(__p[#hi] as *const usize),
+                    )
+                });
+                i += 4;
             }
             ArgKind::Slice { elem, mutable } => {
                 let j = i + 1;
@@ -328,6 +361,10 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
                     )
                 });
                 params.push(quote!(#krate::__private::Param::slice_len(#n)));
+                if matches!(a.placement, Placement::Auto(_)) {
+                    params.push(quote!(#krate::__private::Param::scalar::<usize>(#n)));
+                    params.push(quote!(#krate::__private::Param::scalar::<usize>(#n)));
+                }
             }
             ArgKind::Signal { mailbox } => {
                 let cell = signal_cell(krate, mailbox);

@@ -552,8 +552,10 @@ impl<'l> Launch<'l> {
         self.touch = Some(t);
     }
 
-    /// Pass an `#[auto] &[T]` argument: read in place (mapped) or copied in whole to pooled
-    /// staging, whichever the cost model predicts is faster for this launch's hint.
+    /// Pass an `#[auto] &[T]` argument: read in place (mapped), copied in whole, or — for a
+    /// [`Touch::Range`](crate::placement::Touch::Range) hint — only the range copied in,
+    /// whichever the cost model predicts is fastest for this launch's hint. The kernel's
+    /// view makes only the hinted range available, whatever the choice.
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         use crate::placement::{Choice, Touch, decide};
         let a = b.__arg();
@@ -561,10 +563,10 @@ impl<'l> Launch<'l> {
             inner: self.gpu.clone(),
         };
         let profile = gpu.device_profile().unwrap_or_default();
-        let access = self
-            .touch
-            .unwrap_or(Touch::All)
-            .access(a.len, std::mem::size_of::<T>());
+        let touch = self.touch.unwrap_or(Touch::All);
+        let size = std::mem::size_of::<T>();
+        let access = touch.access(a.len, size);
+        let window = touch.window(a.len);
         let d = decide(&gpu.link_costs(), &profile, &access);
         tracing::debug!(
             kernel = self.kernel.name,
@@ -572,14 +574,27 @@ impl<'l> Launch<'l> {
             choice = ?d.choice,
             mapped_s = d.mapped_s,
             copy_s = d.copy_whole_s,
+            copy_range_s = ?d.copy_range_s,
+            available = ?window,
             "auto placement"
         );
+        // Element `window.start` of the argument, wherever the choice puts it.
+        let offset = (window.start * size) as u64;
         match d.choice {
             Choice::CopyWhole => {
                 // The memory is pinned (mapped buffers and registered memory are), so the
                 // copy in is the same as a `#[pinned_async]` input's.
                 let pinned = ArgRef { addr: a.host, ..a };
-                self.pinned(pinned, false);
+                self.pinned_at(pinned, offset);
+            }
+            Choice::CopyRange => {
+                let range = ArgRef {
+                    addr: a.host + offset,
+                    host: a.host + offset,
+                    bytes: window.len() * size,
+                    ..a
+                };
+                self.staged_range(range, a.len);
             }
             _ => {
                 self.trace(
@@ -587,9 +602,11 @@ impl<'l> Launch<'l> {
                     "auto",
                     "read in place over the link (chosen by the cost model)",
                 );
-                self.slice(&a, a.addr);
+                self.slice(&a, a.addr + offset);
             }
         }
+        self.put(&(window.start as u64).to_ne_bytes());
+        self.put(&(window.end as u64).to_ne_bytes());
     }
 
     /// Pass signal cells (`#[mapped] s: &Signals`): shared with the host while the kernel runs.
@@ -637,41 +654,89 @@ impl<'l> Launch<'l> {
         self.pinned_with(a, true, back);
     }
 
-    fn pinned_with(&mut self, a: ArgRef<'_>, copy_in: bool, back: bool) {
-        let staging = if a.bytes == 0 {
-            Ok(0)
-        } else {
-            let class = crate::pool::size_class(a.bytes);
-            let gpu = self.gpu;
-            gpu.staging
-                .take(class, (), |c| {
-                    if gpu.sim {
-                        return crate::backend::alloc(c).ok_or(cudarc::driver::DriverError(
-                            sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
-                        ));
-                    }
-                    // SAFETY: plain allocation in the current context (bound in `new`).
-                    unsafe { result::malloc_sync(c) }
-                })
-                .inspect(|&p| self.leases.push((class, p)))
-                .map_err(|e| match e.0 {
-                    sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                        let (free, total) = result::mem_get_info().unwrap_or((0, 0));
-                        Error::OutOfMemory {
-                            bytes: class,
-                            free,
-                            total,
-                        }
-                    }
-                    _ => gpu.error("cuMemAlloc", e, None),
-                })
+    /// An `#[auto]` argument copied in whole; the kernel gets the address of the element
+    /// `offset` bytes in (the start of the range it may read).
+    fn pinned_at(&mut self, a: ArgRef<'_>, offset: u64) {
+        let Some(device) = self.stage(a.bytes) else {
+            return;
         };
-        let device = match staging {
-            Ok(p) => p,
+        self.trace(
+            &a,
+            "auto",
+            "copied in whole before the kernel (chosen by the cost model)",
+        );
+        if self.slice(&a, device + offset) && a.bytes > 0 {
+            self.h2d.push(Copy {
+                host: a.addr,
+                device,
+                bytes: a.bytes,
+            });
+        }
+    }
+
+    /// An `#[auto]` argument of which only a range (`a`: its host address and bytes) is
+    /// copied in; the kernel sees the argument's full length `len` and the staged range.
+    fn staged_range(&mut self, a: ArgRef<'_>, len: usize) {
+        let Some(device) = self.stage(a.bytes) else {
+            return;
+        };
+        self.trace(
+            &a,
+            "auto",
+            "only the hinted range copied in before the kernel (chosen by the cost model)",
+        );
+        if self.slice(&ArgRef { len, ..a }, device) && a.bytes > 0 {
+            self.h2d.push(Copy {
+                host: a.addr,
+                device,
+                bytes: a.bytes,
+            });
+        }
+    }
+
+    /// A pooled device staging buffer of at least `bytes` (0 for none), or `None` after
+    /// recording the failure.
+    fn stage(&mut self, bytes: usize) -> Option<u64> {
+        if bytes == 0 {
+            return Some(0);
+        }
+        let class = crate::pool::size_class(bytes);
+        let gpu = self.gpu;
+        let staging = gpu
+            .staging
+            .take(class, (), |c| {
+                if gpu.sim {
+                    return crate::backend::alloc(c).ok_or(cudarc::driver::DriverError(
+                        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+                    ));
+                }
+                // SAFETY: plain allocation in the current context (bound in `new`).
+                unsafe { result::malloc_sync(c) }
+            })
+            .inspect(|&p| self.leases.push((class, p)))
+            .map_err(|e| match e.0 {
+                sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                    let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                    Error::OutOfMemory {
+                        bytes: class,
+                        free,
+                        total,
+                    }
+                }
+                _ => gpu.error("cuMemAlloc", e, None),
+            });
+        match staging {
+            Ok(p) => Some(p),
             Err(e) => {
                 self.error.get_or_insert(e);
-                return;
+                None
             }
+        }
+    }
+
+    fn pinned_with(&mut self, a: ArgRef<'_>, copy_in: bool, back: bool) {
+        let Some(device) = self.stage(a.bytes) else {
+            return;
         };
         let direction = if back {
             "copied in before and out after the kernel"

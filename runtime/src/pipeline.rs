@@ -307,9 +307,13 @@ impl<'l> Pipelined<'l> {
         self.put(&0u64.to_ne_bytes());
     }
 
-    /// An `#[auto]` argument, read in place by every chunk.
+    /// An `#[auto]` argument, read in place by every chunk (all of it available).
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
-        self.whole(b.__arg());
+        let a = b.__arg();
+        let len = a.len as u64;
+        self.whole(a);
+        self.put(&0u64.to_ne_bytes());
+        self.put(&len.to_ne_bytes());
     }
 
     /// Signal cells, passed whole to every chunk.

@@ -267,6 +267,15 @@ pub enum Touch {
     },
     /// This fraction of the elements, at random.
     Fraction(f64),
+    /// Only the elements `start..end`, each read about once. The launch makes only this range
+    /// available to the kernel (an index outside it stops the kernel with its location), so
+    /// the cost model may copy just the range to the device.
+    Range {
+        /// First element read.
+        start: usize,
+        /// One past the last element read.
+        end: usize,
+    },
     /// All of it, in order.
     All,
 }
@@ -283,12 +292,32 @@ impl Touch {
             ),
             Touch::Fraction(f) => (elem_bytes, (len as f64 * f.clamp(0.0, 1.0)) as usize),
             Touch::All => (total_bytes.max(1), 1),
+            Touch::Range { start, end } => {
+                // Read once, in order: one unit of the range's bytes.
+                let r = self.window(len);
+                let bytes = r.len() * elem_bytes;
+                return Access {
+                    total_bytes,
+                    unit_bytes: bytes.max(1),
+                    touched: usize::from(end > start && !r.is_empty()),
+                    contiguous_bytes: Some(bytes),
+                };
+            }
         };
         Access {
             total_bytes,
             unit_bytes,
             touched,
             contiguous_bytes: None,
+        }
+    }
+
+    /// The elements a launch makes available to the kernel for an argument of `len`
+    /// elements: `start..end` (clamped to the argument) for [`Touch::Range`], else all.
+    pub fn window(&self, len: usize) -> std::ops::Range<usize> {
+        match *self {
+            Touch::Range { start, end } => start.min(len)..end.clamp(start.min(len), len),
+            _ => 0..len,
         }
     }
 }
@@ -565,6 +594,35 @@ mod tests {
         // Nonsense is refused.
         v["mapped_random_per_s"] = serde_json::json!([[0, 1e8]]);
         assert_eq!(LinkCosts::from_json(&v.to_string(), "NVIDIA H200"), None);
+    }
+
+    #[test]
+    fn a_range_hint_prices_one_sequential_read_and_copies_only_the_range() {
+        let c = LinkCosts::h200_reference();
+        let range = 64usize << 20;
+        let t = Touch::Range {
+            start: 100,
+            end: 100 + range / 4,
+        };
+        let a = t.access(GIB / 4, 4);
+        assert_eq!(a.contiguous_bytes, Some(range));
+        let d = decide(&c, &DeviceProfile::default(), &a);
+        assert!(d.copy_range_s.unwrap() < d.copy_whole_s / 10.0, "{d:?}");
+        let seq = c.fixed_s + range as f64 / c.mapped_seq_bytes_per_s;
+        assert!((d.mapped_s - seq).abs() < 1e-9, "{d:?}");
+        // 55 GB/s copies against 51 GB/s reading in place, for data read once.
+        assert_eq!(d.choice, Choice::CopyRange);
+        // A few bytes: one round trip in place beats a copy.
+        let tiny = Touch::Range { start: 7, end: 9 }.access(GIB / 4, 4);
+        assert_eq!(
+            decide(&c, &DeviceProfile::default(), &tiny).choice,
+            Choice::Mapped
+        );
+        assert_eq!(Touch::Range { start: 10, end: 50 }.window(30), 10..30);
+        assert_eq!(Touch::Range { start: 40, end: 50 }.window(30), 30..30);
+        assert_eq!(Touch::Range { start: 20, end: 10 }.window(30), 20..20);
+        assert_eq!(Touch::All.window(30), 0..30);
+        assert_eq!(Touch::Elements(3).window(30), 0..30);
     }
 
     #[test]

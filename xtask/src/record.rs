@@ -139,6 +139,14 @@ pub fn run(dir: PathBuf) -> Result {
         eprintln!("wrote BENCHMARKS.md");
     }
 
+    if bench.trim().is_empty() {
+        let signals = read("signals.jsonl");
+        let pipeline = read("pipeline.jsonl");
+        if !signals.trim().is_empty() || !pipeline.trim().is_empty() {
+            targeted(&root, &date, &machine, &signals, &pipeline)?;
+        }
+    }
+
     // A bench-only run (`.gpu/run.sh bench`) has a summary but no test log: keep the recorded tests.
     if !summary.is_empty() && !tests_log.trim().is_empty() {
         let mut md = String::new();
@@ -179,5 +187,67 @@ pub fn run(dir: PathBuf) -> Result {
         std::fs::write(root.join("GPU-RESULTS.md"), md)?;
         eprintln!("wrote GPU-RESULTS.md");
     }
+    Ok(())
+}
+
+/// The heading of the targeted-run section of `BENCHMARKS.md`.
+const TARGETED: &str = "## Targeted run";
+
+/// A run of some benchmarks only (no `bench.jsonl`): its figures go into their own section at
+/// the end of `BENCHMARKS.md`, replacing an earlier targeted run's, so the full run's tables
+/// stay as measured.
+fn targeted(
+    root: &std::path::Path,
+    date: &str,
+    machine: &str,
+    signals: &str,
+    pipeline: &str,
+) -> Result {
+    let path = root.join("BENCHMARKS.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    let mut md = match old.find(TARGETED) {
+        Some(i) => old[..i].trim_end().to_owned(),
+        None => old.trim_end().to_owned(),
+    };
+    writeln!(
+        md,
+        "\n\n{TARGETED}: {date}\n\nA shorter device run after the full one above (benchmarks added or changed since), same \
+         conventions: berth and CUDA C++ in the same run.\n\n```\n{machine}```"
+    )?;
+    if !signals.trim().is_empty() {
+        let mut part = String::new();
+        crate::record_signals::write(&mut part, signals)?;
+        md.push_str(&part.replacen("\n## ", "\n### ", 1));
+    }
+    if !pipeline.trim().is_empty() {
+        writeln!(
+            md,
+            "\n### Ceilings of the overlap workload (4 GiB in + 4 GiB out)\n\n| run | input GB/s |\n|---|---:|"
+        )?;
+        for line in pipeline.lines().filter(|l| l.starts_with('{')) {
+            let v: serde_json::Value = serde_json::from_str(line)?;
+            let what = match (v["impl"].as_str(), v["bench"].as_str()) {
+                (Some("berth"), Some("bidirectional_copies")) => {
+                    "berth: copies only, both directions at once on two streams".to_owned()
+                }
+                (Some("nvcc"), Some("bidirectional_copies")) => {
+                    "CUDA C++: the same copies (`cudaMemcpyAsync`)".to_owned()
+                }
+                (Some("nvcc"), Some("zero_copy")) => format!(
+                    "CUDA C++: zero-copy kernel, x and y in mapped host memory ({} blocks)",
+                    v["blocks"]
+                ),
+                (i, b) => format!("{} {}", i.unwrap_or("?"), b.unwrap_or("?")),
+            };
+            writeln!(
+                md,
+                "| {what} | {:.1} |",
+                v["gbps_in"].as_f64().unwrap_or(f64::NAN)
+            )?;
+        }
+        writeln!(md, "\nRaw lines:\n\n```\n{pipeline}```")?;
+    }
+    std::fs::write(path, md)?;
+    eprintln!("wrote the targeted run into BENCHMARKS.md");
     Ok(())
 }

@@ -15,6 +15,8 @@
 //! - `auto_sweep` (berth only): `#[auto]` against both fixed placements (mapped, copy all
 //!   first) at 0.001% … 20% touched, for 256 MiB and 1 GiB tables of 4-byte elements and of
 //!   512-byte rows; the decision uses `Gpu::link_costs()` (`$BERTH_LINK_COSTS`);
+//! - `auto_range` (berth only, with `auto`): a contiguous range of a 1 GiB table read once
+//!   with a `Touch::Range` hint, against mapped, copy-all and copy-the-range-by-hand;
 //! - `streams` (berth only): two half-GPU compute kernels on one stream vs on two streams.
 
 use berth::Touch;
@@ -79,6 +81,7 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
     }
     if all || section == "auto" {
         auto_sweep(&gpu, &timer, reps.min(3))?;
+        auto_range(&gpu, &timer, reps.min(3))?;
     }
     if all || section == "streams" {
         streams(&gpu, reps)?;
@@ -479,29 +482,94 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// The medians of three ways of doing one thing (`run(0..3, timer)`), measured in turns so
-/// that drift on a shared machine hits all three alike. Each gets one warm-up, then at least
+/// The medians of `N` ways of doing one thing (`run(0..N, timer)`), measured in turns so
+/// that drift on a shared machine hits all alike. Each gets one warm-up, then at least
 /// `reps` timed runs and more when it is short (up to 201, about 50 ms of runs), since a
 /// 10 µs launch varies by more than the 5% the comparison needs.
-fn interleaved_medians(
+fn interleaved_medians<const N: usize>(
     timer: &Timer,
     reps: usize,
     run: &mut dyn FnMut(usize, &Timer) -> Result<f32, BoxError>,
-) -> Result<[f64; 3], BoxError> {
-    let mut want = [0usize; 3];
+) -> Result<[f64; N], BoxError> {
+    let mut want = [0usize; N];
     for (s, w) in want.iter_mut().enumerate() {
         let warm = run(s, timer)?;
         *w = ((50.0 / warm.max(1e-3)).ceil() as usize).clamp(reps, 201);
     }
-    let mut times: [Vec<f32>; 3] = Default::default();
+    let mut times: [Vec<f32>; N] = std::array::from_fn(|_| Vec::new());
     for r in 0..want.iter().copied().max().unwrap_or(0) {
-        for s in 0..3 {
+        for s in 0..N {
             if r < want[s] {
                 times[s].push(run(s, timer)?);
             }
         }
     }
     Ok(times.map(median))
+}
+
+/// `#[auto]` with a `Touch::Range` hint: a gather reading a contiguous range of a 1 GiB
+/// table once, launched mapped, after copying the whole table, after copying just the range
+/// (by hand), and through `#[auto]`, which may copy only the range.
+fn auto_range(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+    let costs = gpu.link_costs();
+    let profile = gpu.device_profile()?;
+    let n = (1usize << 30) / 4;
+    let mut rng = Rng(7);
+    let mut table = gpu.mapped_zeroed::<f32>(n)?;
+    for v in table.iter_mut() {
+        *v = rng.f32();
+    }
+    let mut device_table = gpu.alloc_zeroed::<f32>(n)?;
+    for f in [0.00001f64, 0.0001, 0.001, 0.01, 0.1, 0.5] {
+        let k = ((f * n as f64) as usize).max(1);
+        let start = (rng.next() as usize) % (n - k + 1);
+        let idx: Vec<u32> = (start..start + k).map(|i| i as u32).collect();
+        let rel: Vec<u32> = (0..k as u32).collect();
+        let want = table[start..start + k].to_vec();
+        let (didx, drel) = (gpu.upload(&idx)?, gpu.upload(&rel)?);
+        let mut range_buf = gpu.alloc_zeroed::<f32>(k)?;
+        let range_src = gpu.pinned_from(&want)?;
+        let grid = Grid::cover(k);
+        let hint = Touch::Range {
+            start,
+            end: start + k,
+        };
+        let choice = berth::placement::decide(&costs, &profile, &hint.access(n, 4)).choice;
+        let poisoned = vec![f32::NAN; k];
+        let mut o0 = gpu.upload(&poisoned)?;
+        let mut o1 = gpu.upload(&poisoned)?;
+        let mut o2 = gpu.upload(&poisoned)?;
+        let mut o3 = gpu.upload(&poisoned)?;
+        let ms: [f64; 4] = interleaved_medians(timer, reps, &mut |s, timer| {
+            timer.time(|| match s {
+                0 => gather_mapped(gpu, grid, &table, &didx, &mut o0),
+                1 => {
+                    device_table.copy_from_pinned(gpu, &table)?.wait()?;
+                    gather_device(gpu, grid, &device_table, &didx, &mut o1)
+                }
+                2 => {
+                    // The range copied by hand from pinned memory of its own.
+                    range_buf.copy_from_pinned(gpu, &range_src)?.wait()?;
+                    gather_device(gpu, grid, &range_buf, &drel, &mut o2)
+                }
+                _ => gather_auto(gpu, grid, hint, &table, &didx, &mut o3),
+            })
+        })?;
+        let mut bad = 0;
+        for out in [o0, o1, o2, o3] {
+            bad += mismatches(&out.to_vec()?, &want);
+        }
+        let [mapped, copy, range, auto] = ms;
+        line(
+            "auto_range",
+            &format!(
+                "\"table_bytes\":{},\"touched_fraction\":{f},\"k\":{k},\"mapped_ms\":{mapped:.5},\"copy_ms\":{copy:.5},\"range_ms\":{range:.5},\"auto_ms\":{auto:.5},\"choice\":\"{choice:?}\",\"vs_best\":{:.4},\"bad\":{bad}",
+                n * 4,
+                auto / mapped.min(copy).min(range)
+            ),
+        );
+    }
+    Ok(())
 }
 
 fn auto_line(
