@@ -36,8 +36,11 @@ pub struct PipelineOptions {
     pub device_budget: Option<usize>,
     /// Threads per block of each chunk's launch.
     pub threads_per_block: u32,
-    /// Per-chunk completion flags in mapped memory (progress, and which chunks completed
-    /// after a failure). One small stream memory operation per chunk.
+    /// Per-chunk completion flags in mapped memory: progress ([`PipelineRun::chunks_done`])
+    /// and, after a failure, which chunk failed and which completed
+    /// ([`Error::PipelineChunk`]). One stream memory operation with a memory barrier per
+    /// chunk: on the H200 that cost 3–25% of the throughput (docs/design-notes.md). Without
+    /// flags, `chunks_done()` stays 0 and a failure comes back as the kernel's own error.
     pub progress: bool,
 }
 
@@ -426,6 +429,7 @@ impl<'l> Pipelined<'l> {
             },
             link,
             done: false,
+            flags: self.opts.progress,
             _outstanding: crate::gpu::Outstanding::new(gpu),
             _borrows: PhantomData,
         };
@@ -545,6 +549,7 @@ impl<'l> Pipelined<'l> {
                 if r.is_err() {
                     tracing::debug!("stream memory operations unavailable: no per-chunk progress");
                     use_flags = false;
+                    run.flags = false;
                 }
             }
         }
@@ -567,6 +572,8 @@ pub struct PipelineRun<'l> {
     stats: PipelineStats,
     link: LinkProfile,
     done: bool,
+    /// Whether every chunk sets its flag (else failures cannot be located to a chunk).
+    flags: bool,
     _outstanding: crate::gpu::Outstanding,
     _borrows: PhantomData<&'l mut ()>,
 }
@@ -625,6 +632,8 @@ impl PipelineRun<'_> {
         }
         let result = match failure {
             None => Ok(self.stats),
+            // Without flags the failing chunk is unknown: the kernel's own report, unwrapped.
+            Some(source) if !self.flags => Err(source),
             Some(source) => {
                 let chunk = (0..self.chunks).find(|&c| !self.flag(c)).unwrap_or(0);
                 let completed_after: Vec<usize> =

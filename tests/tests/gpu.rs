@@ -871,6 +871,36 @@ fn device_budget_bounds_the_staging_ring() {
 }
 
 #[test]
+fn without_progress_flags_a_failure_is_the_kernels_own_error() {
+    in_child_on_the_gpu!("without_progress_flags_a_failure_is_the_kernels_own_error");
+    use berth::PipelineOptions;
+    use berth_examples::scale_finite_pipelined;
+    let (_g, gpu) = gpu();
+    let chunk = 8192;
+    let n = chunk * 10 + 5;
+    let mut x = random_f32(n);
+    x[chunk * 4 + 9] = f32::NAN;
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_zeroed::<f32>(n).unwrap();
+    let opts = PipelineOptions {
+        chunk_bytes: Some(chunk * 4),
+        streams: Some(2),
+        progress: false,
+        ..Default::default()
+    };
+    let run = scale_finite_pipelined(&gpu, opts, 2.0, &px, &mut py).unwrap();
+    assert_eq!(run.chunks_done(), 0, "no flags, no progress");
+    let err = run.wait().unwrap_err();
+    println!("reported: {err}");
+    // Not a PipelineChunk naming a chunk it cannot know: the kernel's report itself.
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected the kernel's KernelPanic, got {err}");
+    };
+    assert_eq!(kernel, "scale_finite");
+    assert_eq!(report.message, "input is not finite");
+}
+
+#[test]
 fn a_failing_chunk_is_reported_once_with_its_index() {
     in_child_on_the_gpu!("a_failing_chunk_is_reported_once_with_its_index");
     use berth::PipelineOptions;
