@@ -584,8 +584,9 @@ impl<'l> Launch<'l> {
             Choice::CopyWhole => {
                 // The memory is pinned (mapped buffers and registered memory are), so the
                 // copy in is the same as a `#[pinned_async]` input's.
-                let pinned = ArgRef { addr: a.host, ..a };
-                self.pinned_at(pinned, offset);
+                let whole = ArgRef { addr: a.host, ..a };
+                let what = "copied in whole before the kernel (chosen by the cost model)";
+                self.auto_copy(whole, a.len, offset, what);
             }
             Choice::CopyRange => {
                 let range = ArgRef {
@@ -594,7 +595,9 @@ impl<'l> Launch<'l> {
                     bytes: window.len() * size,
                     ..a
                 };
-                self.staged_range(range, a.len);
+                let what =
+                    "only the hinted range copied in before the kernel (chosen by the cost model)";
+                self.auto_copy(range, a.len, 0, what);
             }
             _ => {
                 self.trace(
@@ -654,42 +657,19 @@ impl<'l> Launch<'l> {
         self.pinned_with(a, true, back);
     }
 
-    /// An `#[auto]` argument copied in whole; the kernel gets the address of the element
-    /// `offset` bytes in (the start of the range it may read).
-    fn pinned_at(&mut self, a: ArgRef<'_>, offset: u64) {
-        let Some(device) = self.stage(a.bytes) else {
+    /// An `#[auto]` argument copied in before the kernel: the host bytes `src` (the whole
+    /// argument, or the hinted range) go to pooled staging; the kernel gets the argument's
+    /// full length `len` and the staged address plus `offset` (element `lo` of its window).
+    fn auto_copy(&mut self, src: ArgRef<'_>, len: usize, offset: u64, what: &'static str) {
+        let Some(device) = self.stage(src.bytes) else {
             return;
         };
-        self.trace(
-            &a,
-            "auto",
-            "copied in whole before the kernel (chosen by the cost model)",
-        );
-        if self.slice(&a, device + offset) && a.bytes > 0 {
+        self.trace(&src, "auto", what);
+        if self.slice(&ArgRef { len, ..src }, device + offset) && src.bytes > 0 {
             self.h2d.push(Copy {
-                host: a.addr,
+                host: src.addr,
                 device,
-                bytes: a.bytes,
-            });
-        }
-    }
-
-    /// An `#[auto]` argument of which only a range (`a`: its host address and bytes) is
-    /// copied in; the kernel sees the argument's full length `len` and the staged range.
-    fn staged_range(&mut self, a: ArgRef<'_>, len: usize) {
-        let Some(device) = self.stage(a.bytes) else {
-            return;
-        };
-        self.trace(
-            &a,
-            "auto",
-            "only the hinted range copied in before the kernel (chosen by the cost model)",
-        );
-        if self.slice(&ArgRef { len, ..a }, device) && a.bytes > 0 {
-            self.h2d.push(Copy {
-                host: a.addr,
-                device,
-                bytes: a.bytes,
+                bytes: src.bytes,
             });
         }
     }
@@ -700,33 +680,11 @@ impl<'l> Launch<'l> {
         if bytes == 0 {
             return Some(0);
         }
-        let class = crate::pool::size_class(bytes);
-        let gpu = self.gpu;
-        let staging = gpu
-            .staging
-            .take(class, (), |c| {
-                if gpu.sim {
-                    return crate::backend::alloc(c).ok_or(cudarc::driver::DriverError(
-                        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
-                    ));
-                }
-                // SAFETY: plain allocation in the current context (bound in `new`).
-                unsafe { result::malloc_sync(c) }
-            })
-            .inspect(|&p| self.leases.push((class, p)))
-            .map_err(|e| match e.0 {
-                sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                    let (free, total) = result::mem_get_info().unwrap_or((0, 0));
-                    Error::OutOfMemory {
-                        bytes: class,
-                        free,
-                        total,
-                    }
-                }
-                _ => gpu.error("cuMemAlloc", e, None),
-            });
-        match staging {
-            Ok(p) => Some(p),
+        match crate::pool::take_staging(self.gpu, bytes, Some(self.kernel.name)) {
+            Ok((class, p)) => {
+                self.leases.push((class, p));
+                Some(p)
+            }
             Err(e) => {
                 self.error.get_or_insert(e);
                 None

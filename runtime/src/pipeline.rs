@@ -440,30 +440,7 @@ impl<'l> Pipelined<'l> {
         let mut staging = vec![Vec::with_capacity(self.bulk.len()); streams];
         for set in staging.iter_mut() {
             for b in &self.bulk {
-                let class = crate::pool::size_class(chunk * b.elem);
-                // SAFETY: plain allocation in the current context (bound in `new`).
-                let p = gpu
-                    .staging
-                    .take(class, (), |c| {
-                        if gpu.sim {
-                            return crate::backend::alloc(c).ok_or(cudarc::driver::DriverError(
-                                sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
-                            ));
-                        }
-                        // SAFETY: plain allocation in the current context (bound in `new`).
-                        unsafe { result::malloc_sync(c) }
-                    })
-                    .map_err(|e| match e.0 {
-                        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                            let (free, total) = result::mem_get_info().unwrap_or((0, 0));
-                            Error::OutOfMemory {
-                                bytes: class,
-                                free,
-                                total,
-                            }
-                        }
-                        _ => gpu.error("cuMemAlloc", e, Some(k)),
-                    })?;
+                let (class, p) = crate::pool::take_staging(gpu, chunk * b.elem, Some(k))?;
                 run.leases.push((class, p));
                 run.stats.staging_bytes += class;
                 set.push(p);

@@ -97,14 +97,7 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
                     && r["touched_fraction"].as_f64().map(f64::to_bits) == Some(*fs)
             })
             .collect();
-        let med = |field: &str| {
-            median(
-                &same
-                    .iter()
-                    .map(|r| r[field].as_f64().unwrap_or(f64::NAN))
-                    .collect::<Vec<_>>(),
-            )
-        };
+        let med = |field: &str| field_median(&same, field);
         let f = f64::from_bits(*fs);
         let (m, c, a) = (med("mapped_ms"), med("copy_ms"), med("auto_ms"));
         let vs = a / m.min(c);
@@ -144,6 +137,16 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
     Ok(Some(svg(&panels)))
 }
 
+/// The median of one numeric field over the rounds of a point.
+fn field_median(rounds: &[&&serde_json::Value], field: &str) -> f64 {
+    median(
+        &rounds
+            .iter()
+            .map(|r| r[field].as_f64().unwrap_or(f64::NAN))
+            .collect::<Vec<_>>(),
+    )
+}
+
 /// The `auto_range` points: a contiguous range read once, with a `Touch::Range` hint.
 fn range_table(md: &mut String, rows: &[serde_json::Value]) -> Result {
     let pts: Vec<&serde_json::Value> = rows.iter().filter(|r| r["bench"] == "auto_range").collect();
@@ -172,14 +175,7 @@ fn range_table(md: &mut String, rows: &[serde_json::Value]) -> Result {
             .iter()
             .filter(|r| r["touched_fraction"].as_f64().map(f64::to_bits) == Some(f))
             .collect();
-        let med = |field: &str| {
-            median(
-                &same
-                    .iter()
-                    .map(|r| r[field].as_f64().unwrap_or(f64::NAN))
-                    .collect::<Vec<_>>(),
-            )
-        };
+        let med = |field: &str| field_median(&same, field);
         let (m, c, g, a) = (
             med("mapped_ms"),
             med("copy_ms"),

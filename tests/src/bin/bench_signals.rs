@@ -59,13 +59,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         wrong += bad(id, &r);
         id += 1;
     }
-    lat.sort_by(f64::total_cmp);
-    let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize];
-    println!(
-        "{{\"impl\":\"berth\",\"bench\":\"round_trip\",\"rounds\":{rounds},\"median_us\":{:.3},\"p99_us\":{:.3},\"bad\":{wrong}}}",
-        q(0.5),
-        q(0.99)
-    );
+    latency_line("round_trip", lat, wrong);
 
     let jobs = 200_000u32;
     let mut wrong = 0;
@@ -120,12 +114,19 @@ fn flag_round_trips(gpu: &Gpu, rounds: u32) -> Result<(), Box<dyn std::error::Er
     }
     pending.wait()?;
     let wrong = usize::from(cells.load(1) != warmup + rounds);
+    latency_line("flag_round_trip", lat, wrong);
+    Ok(())
+}
+
+/// One JSON line of round-trip latencies (µs): median and p99 by the reference's rule,
+/// `sorted[floor((N - 1) * p)]`.
+fn latency_line(bench: &str, mut lat: Vec<f64>, wrong: usize) {
     lat.sort_by(f64::total_cmp);
     let q = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize];
     println!(
-        "{{\"impl\":\"berth\",\"bench\":\"flag_round_trip\",\"rounds\":{rounds},\"median_us\":{:.3},\"p99_us\":{:.3},\"bad\":{wrong}}}",
+        "{{\"impl\":\"berth\",\"bench\":\"{bench}\",\"rounds\":{},\"median_us\":{:.3},\"p99_us\":{:.3},\"bad\":{wrong}}}",
+        lat.len(),
         q(0.5),
         q(0.99)
     );
-    Ok(())
 }
