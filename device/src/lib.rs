@@ -96,10 +96,9 @@ mod tests {
         assert_eq!(w.available_slice(), &staged);
         assert!(w.as_slice().is_none());
         let err = std::panic::catch_unwind(|| w[7]).unwrap_err();
-        assert!(
-            err.downcast_ref::<String>()
-                .unwrap()
-                .contains("outside the range")
+        assert_eq!(
+            err.downcast_ref::<String>().unwrap(),
+            "index 7 is outside 3..6, the part of this `#[auto]` argument (len 10) the launch made available (its `Touch::Range` hint)"
         );
         let err = std::panic::catch_unwind(|| w[10]).unwrap_err();
         assert_eq!(

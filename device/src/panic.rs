@@ -43,6 +43,18 @@ pub mod kind {
     pub const INDEX: u32 = 1;
     /// [`fail`](super::fail) / `gpu_assert!`: `message_addr` points at a constant message.
     pub const MESSAGE: u32 = 2;
+    /// An index outside the range of an `#[auto]` argument the launch made available:
+    /// `index`, `len`, `lo` and `hi` are set, `file_addr` points at the file name.
+    pub const WINDOW: u32 = 3;
+}
+
+/// The message of a [`kind::WINDOW`] failure (the host's report and the simulator's panic).
+#[cfg(not(target_arch = "nvptx64"))]
+#[must_use]
+pub fn window_message(i: u64, len: u64, lo: u64, hi: u64) -> String {
+    format!(
+        "index {i} is outside {lo}..{hi}, the part of this `#[auto]` argument (len {len}) the launch made available (its `Touch::Range` hint)"
+    )
 }
 
 /// Bytes kept of the panicking source file's path.
@@ -72,8 +84,12 @@ pub struct PanicRecord {
     pub file_len: u64,
     /// The index (kind INDEX).
     pub index: u64,
-    /// The length indexed (kind INDEX).
+    /// The length indexed (kinds INDEX and WINDOW).
     pub len: u64,
+    /// First available index (kind WINDOW).
+    pub lo: u64,
+    /// One past the last available index (kind WINDOW).
+    pub hi: u64,
     /// Device address of a constant message (kind MESSAGE).
     pub message_addr: u64,
     /// Its length in bytes.
@@ -101,6 +117,8 @@ impl PanicRecord {
         file_len: 0,
         index: 0,
         len: 0,
+        lo: 0,
+        hi: 0,
         message_addr: 0,
         message_addr_len: 0,
         message_len: 0,
@@ -205,6 +223,29 @@ mod gpu {
         finish(claimed)
     }
 
+    /// Record an index outside an `#[auto]` argument's available range, then trap.
+    #[inline(always)]
+    pub(crate) fn window_failure(
+        i: usize,
+        len: usize,
+        lo: usize,
+        hi: usize,
+        loc: &Location<'_>,
+    ) -> ! {
+        let claimed = claim();
+        if let Ok(r) = claimed {
+            write_common(r, kind::WINDOW, loc);
+            // SAFETY: claimed by this thread.
+            unsafe {
+                (*r).index = i as u64;
+                (*r).len = len as u64;
+                (*r).lo = lo as u64;
+                (*r).hi = hi as u64;
+            }
+        }
+        finish(claimed)
+    }
+
     /// Record a constant message, then trap. Calls nothing.
     #[inline(always)]
     pub(crate) fn message_failure(msg: &'static str, loc: &Location<'_>) -> ! {
@@ -277,6 +318,20 @@ pub fn index_out_of_bounds(i: usize, len: usize) -> ! {
     gpu::index_failure(i, len, core::panic::Location::caller());
     #[cfg(not(target_arch = "nvptx64"))]
     panic!("index out of bounds: the len is {len} but the index is {i}")
+}
+
+/// Report an index outside the available range `lo..hi` of an `#[auto]` argument of `len`
+/// elements at the caller's location, and stop the kernel.
+#[inline(always)]
+#[track_caller]
+pub fn outside_window(i: usize, len: usize, lo: usize, hi: usize) -> ! {
+    #[cfg(target_arch = "nvptx64")]
+    gpu::window_failure(i, len, lo, hi, core::panic::Location::caller());
+    #[cfg(not(target_arch = "nvptx64"))]
+    panic!(
+        "{}",
+        window_message(i as u64, len as u64, lo as u64, hi as u64)
+    )
 }
 
 /// Stop the kernel with `msg`, reported with the caller's location (on the GPU: recorded for

@@ -268,9 +268,7 @@ impl<T> Index<usize> for Window<'_, T> {
         match self.get(i) {
             Some(v) => v,
             None if i >= self.len => out_of_bounds(i, self.len),
-            None => crate::panic::fail(
-                "index outside the range this launch made available (its `Touch::Range` hint)",
-            ),
+            None => crate::panic::outside_window(i, self.len, self.lo, self.hi),
         }
     }
 }

@@ -274,6 +274,10 @@ impl MappedPanicRecord {
                     r.len, r.index
                 ),
             ),
+            kind::WINDOW => (
+                file(),
+                berth_device::panic::window_message(r.index, r.len, r.lo, r.hi),
+            ),
             kind::MESSAGE => (
                 file(),
                 resolve(r.message_addr, r.message_addr_len).unwrap_or_else(|| {
