@@ -105,6 +105,20 @@ mod tests {
             err.downcast_ref::<String>().unwrap(),
             "index out of bounds: the len is 10 but the index is 10"
         );
+        assert_eq!(&w[3..5], &[30, 40]);
+        assert_eq!(&w[6..6], &[] as &[u32]);
+        for (r, msg) in [
+            (2..4, "index 2 is outside 3..6"),
+            (4..7, "index 6 is outside 3..6"),
+            (
+                5..11,
+                "index out of bounds: the len is 10 but the index is 11",
+            ),
+        ] {
+            let err = std::panic::catch_unwind(|| w[r.clone()].len()).unwrap_err();
+            let got = err.downcast_ref::<String>().unwrap();
+            assert!(got.starts_with(msg), "{r:?}: {got}");
+        }
         // SAFETY: all of `staged` is available.
         let whole = unsafe { Window::from_raw(staged.as_ptr(), 3, 0, 3) };
         assert_eq!(whole.as_slice(), Some(&staged[..]));

@@ -272,3 +272,31 @@ impl<T> Index<usize> for Window<'_, T> {
         }
     }
 }
+
+impl<T> Index<core::ops::Range<usize>> for Window<'_, T> {
+    type Output = [T];
+    /// A sub-slice inside the available range (`&table[row * d..(row + 1) * d]`); a range
+    /// reaching outside it stops the kernel like a single index would.
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, r: core::ops::Range<usize>) -> &[T] {
+        if r.start <= r.end && r.start >= self.lo && r.end <= self.hi {
+            // SAFETY: `lo <= start <= end <= hi`: inside the `hi - lo` readable elements
+            // from `ptr` (element `lo`).
+            return unsafe { slice_from_raw(self.ptr.add(r.start - self.lo), r.end - r.start) };
+        }
+        if r.end > self.len {
+            out_of_bounds(r.end, self.len)
+        }
+        if r.start > r.end {
+            crate::panic::fail("a range of an `#[auto]` argument starts after it ends")
+        }
+        // The first index of the range that is not available.
+        let first = if r.start < self.lo {
+            r.start
+        } else {
+            r.start.max(self.hi)
+        };
+        crate::panic::outside_window(first, self.len, self.lo, self.hi)
+    }
+}
