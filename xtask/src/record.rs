@@ -140,10 +140,13 @@ pub fn run(dir: PathBuf) -> Result {
     }
 
     if bench.trim().is_empty() {
-        let signals = read("signals.jsonl");
-        let pipeline = read("pipeline.jsonl");
-        if !signals.trim().is_empty() || !pipeline.trim().is_empty() {
-            targeted(&root, &date, &machine, &signals, &pipeline)?;
+        let parts = [
+            read("signals.jsonl"),
+            read("pipeline.jsonl"),
+            read("placement.jsonl"),
+        ];
+        if parts.iter().any(|p| !p.trim().is_empty()) {
+            targeted(&root, &date, &machine, &parts)?;
         }
     }
 
@@ -200,8 +203,7 @@ fn targeted(
     root: &std::path::Path,
     date: &str,
     machine: &str,
-    signals: &str,
-    pipeline: &str,
+    [signals, pipeline, placement]: &[String; 3],
 ) -> Result {
     let path = root.join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
@@ -246,6 +248,14 @@ fn targeted(
             )?;
         }
         writeln!(md, "\nRaw lines:\n\n```\n{pipeline}```")?;
+    }
+    if !placement.trim().is_empty() {
+        // The `#[auto]` tables (and a new docs/auto-placement.svg when there is a sweep).
+        crate::record_auto::write(&mut md, placement)?;
+        writeln!(
+            md,
+            "\nRaw lines (`placement.jsonl`):\n\n```\n{placement}```"
+        )?;
     }
     std::fs::write(path, md)?;
     eprintln!("wrote the targeted run into BENCHMARKS.md");

@@ -63,6 +63,7 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
     let sweep: Vec<&serde_json::Value> =
         rows.iter().filter(|r| r["bench"] == "auto_sweep").collect();
     if sweep.is_empty() {
+        range_table(md, &rows)?;
         return Ok(None);
     }
     writeln!(

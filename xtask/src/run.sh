@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
-# Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here). Usage: .gpu/run.sh [all|tests|bench|calibrate]
+# Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto]
+#   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
+#   auto: calibration, then only the #[auto] benchmarks (two rounds) — short targeted runs.
 # Writes machine.txt, tests.log, bench.jsonl and summary.txt to $OUT (or .gpu/out); exits
 # non-zero if any test, example or result check fails.
 set -uo pipefail
@@ -41,7 +44,7 @@ if [[ $mode == all || $mode == tests ]]; then
   done
 fi
 
-if [[ $mode == all || $mode == bench || $mode == calibrate ]]; then
+if [[ $mode == all || $mode == bench || $mode == calibrate || $mode == auto ]]; then
   if "$here/bin/calibrate" "$out/link-costs.json"; then
     summary+=("PASS  calibration (link-costs.json)")
   else
@@ -92,6 +95,35 @@ if [[ $mode == all || $mode == bench ]]; then
     summary+=("FAIL  nvcc build of signals.cu"); fail=1
   fi
   if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl" "$out/signals.jsonl"; then
+    summary+=("FAIL  benchmark result check"); fail=1
+  else
+    summary+=("PASS  benchmark result checks")
+  fi
+fi
+
+if [[ $mode == signals ]]; then
+  : > "$out/signals.jsonl"
+  if nvcc -O3 -arch=sm_90 -std=c++20 -o "$here/signals" "$here/signals.cu" 2>&1; then
+    for round in 1 2; do
+      "$here/signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
+      "$here/bin/bench_signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
+    done
+    cat "$out/signals.jsonl"
+  else
+    summary+=("FAIL  nvcc build of signals.cu"); fail=1
+  fi
+fi
+
+if [[ $mode == auto ]]; then
+  : > "$out/placement.jsonl"
+  for round in 1 2; do
+    BERTH_LINK_COSTS="$out/link-costs.json" "$here/bin/bench_placement" auto 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/placement.jsonl" || fail=1
+  done
+  cat "$out/placement.jsonl"
+fi
+
+if [[ $mode == signals || $mode == auto ]]; then
+  if grep -q '"bad":[1-9]' "$out"/*.jsonl; then
     summary+=("FAIL  benchmark result check"); fail=1
   else
     summary+=("PASS  benchmark result checks")
