@@ -20,7 +20,8 @@
 // The producer of n waits for seq == n (acquire), writes the item, stores
 // seq = n + 1 (release); the consumer of n waits for seq == n + 1 (acquire),
 // reads the item, stores seq = n + CAP (release). Each side counts its own n
-// from 0. Both sides spin without sleeping.
+// from 0. Both sides spin without sleeping. The server holds the reply slot of
+// message n (waits for it to be free) before waiting for request n.
 
 #include <cuda_runtime.h>
 #include <cuda/atomic>
@@ -73,6 +74,10 @@ __device__ __forceinline__ void d_release(uint32_t* p, uint32_t v) {
 // volatile accesses; the acquire/release on seq orders them.
 __global__ void echo_server(Slot<Job>* inbox, Slot<Reply>* outbox, uint32_t* served) {
     for (uint32_t n = 0;; ++n) {
+        // Hold the reply's slot before waiting for the job (as berth's worker does with
+        // Mailbox::reserve): that round trip overlaps the host's turnaround.
+        Slot<Reply>* out = &outbox[n % CAP];
+        while (d_acquire(&out->seq) != n) {}
         Slot<Job>* in = &inbox[n % CAP];
         while (d_acquire(&in->seq) != n + 1) {}
         volatile Job* j = &in->item;
@@ -83,8 +88,6 @@ __global__ void echo_server(Slot<Job>* inbox, Slot<Reply>* outbox, uint32_t* ser
             *(volatile uint32_t*)served = n;  // visible to the host after the kernel ends
             return;
         }
-        Slot<Reply>* out = &outbox[n % CAP];
-        while (d_acquire(&out->seq) != n) {}
         volatile Reply* r = &out->item;
         r->id = id;
         // Unfused on purpose: Rust does not contract into an FMA, so both sides
@@ -96,7 +99,7 @@ __global__ void echo_server(Slot<Job>* inbox, Slot<Reply>* outbox, uint32_t* ser
 
 // ---- host side -------------------------------------------------------------
 // On x86 both compile to plain movs plus a compiler barrier. The loops spin
-// without a pause instruction (the Rust side calls core::hint::spin_loop()).
+// without a pause instruction (the Rust side too, for its first 50 us of a wait).
 #if __cplusplus >= 202002L
 static inline uint32_t h_acquire(uint32_t* p) { return std::atomic_ref<uint32_t>(*p).load(std::memory_order_acquire); }
 static inline void h_release(uint32_t* p, uint32_t v) { std::atomic_ref<uint32_t>(*p).store(v, std::memory_order_release); }

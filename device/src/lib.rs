@@ -28,7 +28,7 @@ pub use panic::fail;
 #[cfg(not(target_arch = "nvptx64"))]
 pub use shared::__host_shared;
 pub use shared::{Shared, dynamic as dynamic_shared};
-pub use signal::{Mailbox, Signals, Slot};
+pub use signal::{Mailbox, Reserved, Signals, Slot};
 pub use slice::{Slice, SliceMut, Window};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.

@@ -216,13 +216,40 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// slot to be free; `false` if it did not free up in time.
     #[track_caller]
     pub fn send(&self, n: u32, item: T, timeout_ns: u64) -> bool {
-        if self.len == 0 || !self.wait_seq(n, n, timeout_ns) {
-            return false;
+        match self.reserve(n, timeout_ns) {
+            Some(slot) => {
+                slot.publish(item);
+                true
+            }
+            None => false,
         }
-        // SAFETY: the consumer freed this slot for message n (acquired above); until we
+    }
+
+    /// Wait (at most `timeout_ns`) until the slot of message `n` is free, and hold it: the
+    /// later [`Reserved::publish`] then writes without waiting. Reserving the reply slot
+    /// before waiting for the request takes a link round trip off every request–reply
+    /// exchange (the slot was usually freed long before).
+    #[track_caller]
+    pub fn reserve(&self, n: u32, timeout_ns: u64) -> Option<Reserved<'_, T>> {
+        (self.len > 0 && self.wait_seq(n, n, timeout_ns)).then_some(Reserved { mailbox: self, n })
+    }
+}
+
+/// The slot of message `n` of a [`Mailbox`], free and held by this producer until it
+/// publishes (the consumer does not touch a slot before it is published).
+pub struct Reserved<'m, T> {
+    mailbox: &'m Mailbox<T>,
+    n: u32,
+}
+
+impl<T: DeviceCopy> Reserved<'_, T> {
+    /// Write the item and publish it to the consumer (release).
+    #[inline(always)]
+    pub fn publish(self, item: T) {
+        let (m, n) = (self.mailbox, self.n);
+        // SAFETY: the consumer freed this slot for message n (acquired by `reserve`); until we
         // publish it, only we touch the item.
-        unsafe { (&raw mut (*self.slot(n)).item).write_volatile(item) };
-        self.seq(n).store(n.wrapping_add(1), Ordering::Release);
-        true
+        unsafe { (&raw mut (*m.slot(n)).item).write_volatile(item) };
+        m.seq(n).store(n.wrapping_add(1), Ordering::Release);
     }
 }

@@ -408,6 +408,13 @@ pub fn square_worker(
     ctl.store(worker_ctl::STATE, worker_ctl::RUNNING);
     let mut n = 0u32;
     loop {
+        // Hold the reply's slot before waiting for the job: the wait for it (a link round
+        // trip) overlaps the host's turnaround instead of delaying the reply.
+        let Some(reply_slot) = outbox.reserve(n, patience) else {
+            ctl.store(worker_ctl::ANSWERED, n);
+            ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
+            fail("the host took no reply in time");
+        };
         let Some(job) = inbox.recv(n, patience) else {
             ctl.store(worker_ctl::ANSWERED, n);
             ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
@@ -418,15 +425,10 @@ pub fn square_worker(
             ctl.store(worker_ctl::STATE, worker_ctl::STOPPED);
             return;
         }
-        let reply = Reply {
+        reply_slot.publish(Reply {
             id: job.id,
             value: job.value * job.value + 1.0,
-        };
-        if !outbox.send(n, reply, patience) {
-            ctl.store(worker_ctl::ANSWERED, n);
-            ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
-            fail("the host took no reply in time");
-        }
+        });
         // The count is published when the worker ends, not per job: a system-scope release
         // store per job would wait for the reply to reach the host first and cost throughput.
         n = n.wrapping_add(1);
