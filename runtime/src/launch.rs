@@ -599,7 +599,11 @@ impl<'l> Launch<'l> {
                     "only the hinted range copied in before the kernel (chosen by the cost model)";
                 self.auto_copy(range, a.len, 0, what);
             }
-            _ => {
+            Choice::Direct => {
+                self.trace(&a, "auto", "read directly: coherent system, no copy");
+                self.slice(&a, a.addr + offset);
+            }
+            Choice::Mapped => {
                 self.trace(
                     &a,
                     "auto",
@@ -693,13 +697,27 @@ impl<'l> Launch<'l> {
     }
 
     fn pinned_with(&mut self, a: ArgRef<'_>, copy_in: bool, back: bool) {
+        let gpu = crate::Gpu {
+            inner: self.gpu.clone(),
+        };
+        if gpu.coherent() {
+            // The GPU reads and writes host memory through the host's page tables: no
+            // staging, no copies; the kernel gets the host address.
+            self.trace(
+                &a,
+                "pinned_async",
+                "read and written in place: coherent system, no copy",
+            );
+            self.slice(&a, a.addr);
+            return;
+        }
         let Some(device) = self.stage(a.bytes) else {
             return;
         };
-        let direction = if back {
-            "copied in before and out after the kernel"
-        } else {
-            "copied in before the kernel"
+        let direction = match (copy_in, back) {
+            (true, true) => "copied in before and out after the kernel",
+            (true, false) => "copied in before the kernel",
+            _ => "copied out after the kernel",
         };
         self.trace(&a, "pinned_async", direction);
         if !self.slice(&a, device) || a.bytes == 0 {

@@ -436,10 +436,17 @@ impl<'l> Pipelined<'l> {
         for _ in 0..streams {
             run.streams.push(gpu.take_stream()?);
         }
+        // On a coherent system the kernel reads and writes the host arrays in place: no
+        // staging and no copies, each chunk's launch gets its part of the host memory.
+        let direct = self.gpu_handle.coherent();
         // staging[s][b]: the device buffer of bulk argument b for stream s.
         let mut staging = vec![Vec::with_capacity(self.bulk.len()); streams];
         for set in staging.iter_mut() {
             for b in &self.bulk {
+                if direct {
+                    set.push(0);
+                    continue;
+                }
                 let (class, p) = crate::pool::take_staging(gpu, chunk * b.elem, Some(k))?;
                 run.leases.push((class, p));
                 run.stats.staging_bytes += class;
@@ -454,6 +461,7 @@ impl<'l> Pipelined<'l> {
             streams,
             staging_bytes = run.stats.staging_bytes,
             bytes_per_element = per_elem,
+            direct,
             "pipelined launch"
         );
         let mut use_flags = self.opts.progress;
@@ -463,6 +471,12 @@ impl<'l> Pipelined<'l> {
             let range = c * chunk..((c + 1) * chunk).min(n);
             let len = range.len();
             for (b, &dev) in self.bulk.iter().zip(&staging[s]) {
+                if direct {
+                    let host = b.host + (range.start * b.elem) as u64;
+                    self.params.set(b.slot, &host.to_ne_bytes());
+                    self.params.set(b.slot + 1, &(len as u64).to_ne_bytes());
+                    continue;
+                }
                 if b.copy_in {
                     // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the
                     // run; `dev` a staging buffer of at least `chunk` elements, reused on this
@@ -484,11 +498,12 @@ impl<'l> Pipelined<'l> {
             let grid = Grid::cover_with_block(len, self.opts.threads_per_block);
             let mut ptrs = self.params.pointers();
             // SAFETY: `func` is this kernel's entry (checked against its parameters at load);
-            // every bulk slot now holds a staging buffer of this stream and the chunk length,
-            // the other slots the caller's memory, borrowed by the run.
+            // every bulk slot now holds a staging buffer of this stream (or, on a coherent
+            // system, the chunk's part of the host memory) and the chunk length, the other
+            // slots the caller's memory, borrowed by the run.
             unsafe { launch_raw(gpu, self.kernel, self.func, &grid, stream, &mut ptrs) }?;
             for (b, &dev) in self.bulk.iter().zip(&staging[s]) {
-                if b.copy_out {
+                if b.copy_out && !direct {
                     // SAFETY: as for the copy in, with the host memory borrowed mutably.
                     unsafe {
                         copy_d2h(

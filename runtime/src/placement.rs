@@ -233,7 +233,21 @@ impl Gpu {
         self.inner.costs.set(costs).is_ok()
     }
 
-    /// The device's coherence attributes (all false on the simulator).
+    /// Use `profile` as this context's coherence attributes instead of the device's: to run,
+    /// on any machine (the simulator included), the paths a coherent system takes. `false`
+    /// if the context already read or was given a profile.
+    pub fn set_device_profile(&self, profile: DeviceProfile) -> bool {
+        self.inner.profile.set(profile).is_ok()
+    }
+
+    /// Whether this context's GPU reads host memory coherently ([`DeviceProfile::coherent`]);
+    /// `false` when the attributes cannot be read.
+    pub(crate) fn coherent(&self) -> bool {
+        self.device_profile().is_ok_and(|p| p.coherent())
+    }
+
+    /// The device's coherence attributes (all false on the simulator unless set with
+    /// [`Gpu::set_device_profile`]).
     pub fn device_profile(&self) -> crate::Result<DeviceProfile> {
         if let Some(p) = self.inner.profile.get() {
             return Ok(*p);

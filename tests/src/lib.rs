@@ -27,6 +27,11 @@ pub fn saxpy_host(a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
     x.iter().zip(y).map(|(x, y)| a * x + y).collect()
 }
 
+/// `a * x + 1` per element (the `affine_one` kernel's result).
+pub fn affine_host(a: f32, x: &[f32]) -> Vec<f32> {
+    x.iter().map(|&v| a * v + 1.0).collect()
+}
+
 /// Sum in `f64`.
 pub fn sum_f64(x: &[f32]) -> f64 {
     x.iter().map(|&v| f64::from(v)).sum()

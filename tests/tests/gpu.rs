@@ -10,7 +10,7 @@ use berth::{Error, Gpu, Grid};
 #[cfg(feature = "gpu")]
 use berth_examples::unchecked_copy;
 use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
-use berth_tests::{random_f32, random_u32, reduce_blocks, saxpy_host, sum_f64};
+use berth_tests::{affine_host, random_f32, random_u32, reduce_blocks, saxpy_host, sum_f64};
 use std::sync::Mutex;
 
 /// Tests share the device; the fault test resets the primary context, so run one at a time.
@@ -764,10 +764,6 @@ fn tracing_says_what_each_placement_did() {
 }
 
 // ---- pipelined launches -----------------------------------------------------------------
-
-fn affine_host(a: f32, x: &[f32]) -> Vec<f32> {
-    x.iter().map(|&v| a * v + 1.0).collect()
-}
 
 #[test]
 fn pipelined_results_equal_the_unpipelined_launch() {

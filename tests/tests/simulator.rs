@@ -162,3 +162,77 @@ fn a_barrier_in_a_helper_function_is_honoured() {
         .unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 2));
 }
+
+/// A coherent system (Grace Hopper: pageable memory read through the host's page tables),
+/// simulated by its attribute profile: `#[pinned_async]` arguments, pipelined launches and
+/// `#[auto]` arguments are all passed as host memory directly — no staging, no copies — and
+/// give the same results.
+#[test]
+fn a_coherent_profile_passes_host_memory_directly() {
+    use berth::PipelineOptions;
+    use berth::placement::{Choice, DeviceProfile, decide};
+    use berth_examples::{affine_one_pipelined, gather_auto, saxpy_pinned};
+    use berth_tests::affine_host;
+    let gpu = sim();
+    let coherent = DeviceProfile {
+        pageable_memory_access: true,
+        uses_host_page_tables: true,
+    };
+    assert!(gpu.set_device_profile(coherent));
+    assert!(
+        !gpu.set_device_profile(DeviceProfile::default()),
+        "set once"
+    );
+    assert_eq!(gpu.device_profile().unwrap(), coherent);
+
+    let n = 10_001;
+    let (x, y) = (random_f32(n), random_f32(n));
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_from(&y).unwrap();
+    saxpy_pinned(&gpu, Grid::cover(n), 2.0, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&py[..], &saxpy_host(2.0, &x, &y)[..]);
+
+    let mut out = gpu.pinned_from(&vec![f32::NAN; n]).unwrap();
+    let opts = PipelineOptions {
+        chunk_bytes: Some(4096 * 4),
+        streams: Some(2),
+        ..Default::default()
+    };
+    let stats = affine_one_pipelined(&gpu, opts, -1.5, &px, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&out[..], &affine_host(-1.5, &x)[..]);
+    assert!(stats.chunks > 1 && stats.staging_bytes == 0, "{stats:?}");
+
+    let table = gpu.mapped_from(&x).unwrap();
+    let idx: Vec<u32> = random_u32(777).iter().map(|i| i % n as u32).collect();
+    let didx = gpu.upload(&idx).unwrap();
+    let mut got = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
+    let d = decide(
+        &gpu.link_costs(),
+        &coherent,
+        &berth::Touch::All.access(n, 4),
+    );
+    assert_eq!(d.choice, Choice::Direct);
+    gather_auto(
+        &gpu,
+        Grid::cover(idx.len()),
+        berth::Touch::All,
+        &table,
+        &didx,
+        &mut got,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let want: Vec<f32> = idx.iter().map(|&i| x[i as usize]).collect();
+    assert_eq!(got.to_vec().unwrap(), want);
+
+    // Nothing was staged: every launch used the host memory itself.
+    let pool = gpu.pool_stats();
+    assert_eq!(pool.device_allocations + pool.device_reuses, 0, "{pool:?}");
+}
