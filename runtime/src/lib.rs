@@ -48,6 +48,6 @@ pub mod __private {
     pub use crate::launch::{
         Kernel, KernelRegistration, Launch, Param, ParamKind, Placement, registered_kernels,
     };
-    pub use crate::pipeline::Pipelined;
+    pub use crate::pipeline::{CHUNK_DONE, Pipelined};
     pub use crate::placement::Touch;
 }

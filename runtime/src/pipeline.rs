@@ -25,6 +25,58 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
+/// A one-thread kernel that marks a chunk done: `*flag = 1` with a system-scope release
+/// store. Launched after a chunk's copy out on its stream, it is the alternative to
+/// `cuStreamWriteValue32` for the progress flags (`BERTH_PIPELINE_FLAGS=kernel`): the store's
+/// release orders only this thread's writes, where the stream memory operation's barrier
+/// stalled the pipeline (docs/design-notes.md). Hand-written PTX, JIT-compiled at first use.
+pub static CHUNK_DONE: Kernel = Kernel {
+    name: "berth_chunk_done",
+    crate_name: "berth_runtime",
+    ptx: CHUNK_DONE_PTX,
+    params: &[crate::launch::Param::scalar::<u64>("flag")],
+    location: concat!(file!(), ":", line!()),
+    sim: chunk_done_sim,
+    uses_barrier: false,
+};
+
+const CHUNK_DONE_PTX: &str = "\
+.version 6.0
+.target sm_70
+.address_size 64
+
+.visible .entry berth_chunk_done(
+\t.param .u64 berth_chunk_done_param_0
+)
+{
+\t.reg .b32 \t%r<2>;
+\t.reg .b64 \t%rd<3>;
+
+\tld.param.u64 \t%rd1, [berth_chunk_done_param_0];
+\tcvta.to.global.u64 \t%rd2, %rd1;
+\tmov.u32 \t%r1, 1;
+\tst.release.sys.global.u32 \t[%rd2], %r1;
+\tret;
+}
+";
+
+/// [`CHUNK_DONE`] on the simulator (whose pipelines set flags from their streams directly).
+///
+/// # Safety
+/// `p[0]` points at the flag's address, a live, 4-aligned `u32`.
+unsafe fn chunk_done_sim(p: &[*mut std::ffi::c_void]) {
+    // SAFETY: the caller's contract.
+    unsafe { AtomicU32::from_ptr(*(p[0] as *const *mut u32)) }.store(1, Ordering::Release);
+}
+
+/// How the progress flags are written on the GPU: `cuStreamWriteValue32` (the default) or
+/// the [`CHUNK_DONE`] kernel, chosen by `BERTH_PIPELINE_FLAGS=kernel` — a switch for
+/// measuring the two, read once per process.
+fn flags_by_kernel() -> bool {
+    static BY_KERNEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *BY_KERNEL.get_or_init(|| std::env::var("BERTH_PIPELINE_FLAGS").is_ok_and(|v| v == "kernel"))
+}
+
 /// How to pipeline; `None` fields are chosen from the measured link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PipelineOptions {
@@ -465,6 +517,12 @@ impl<'l> Pipelined<'l> {
             "pipelined launch"
         );
         let mut use_flags = self.opts.progress;
+        let by_kernel = use_flags && flags_by_kernel();
+        let done_fn = if by_kernel {
+            gpu.function(&CHUNK_DONE)?
+        } else {
+            std::ptr::null_mut()
+        };
         for c in 0..chunks {
             let s = c % streams;
             let stream = run.streams[s].0;
@@ -517,7 +575,23 @@ impl<'l> Pipelined<'l> {
                     }?;
                 }
             }
-            if use_flags && gpu.sim {
+            if by_kernel {
+                let mut flag = run.progress.device_ptr() + 4 * c as u64;
+                let mut ptrs = [(&raw mut flag).cast::<std::ffi::c_void>()];
+                // SAFETY: CHUNK_DONE's one parameter is a u64 (checked at load), and it is the
+                // address of the c-th u32 of the run's mapped progress buffer, alive until the
+                // run's streams are synchronised.
+                unsafe {
+                    launch_raw(
+                        gpu,
+                        &CHUNK_DONE,
+                        done_fn,
+                        &Grid::new(1, 1),
+                        stream,
+                        &mut ptrs,
+                    )
+                }?;
+            } else if use_flags && gpu.sim {
                 let flag = run.progress.as_ptr().wrapping_add(c) as usize;
                 let job = move || {
                     // SAFETY: the c-th flag of the run's progress buffer, alive until the

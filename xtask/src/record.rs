@@ -224,7 +224,7 @@ fn targeted(
     if !pipeline.trim().is_empty() {
         writeln!(
             md,
-            "\n### Ceilings of the overlap workload (4 GiB in + 4 GiB out)\n\n| run | input GB/s |\n|---|---:|"
+            "\n### Overlap workload (4 GiB in + 4 GiB out)\n\n| run | input GB/s |\n|---|---:|"
         )?;
         for line in pipeline.lines().filter(|l| l.starts_with('{')) {
             let v: serde_json::Value = serde_json::from_str(line)?;
@@ -239,7 +239,16 @@ fn targeted(
                     "CUDA C++: zero-copy kernel, x and y in mapped host memory ({} blocks)",
                     v["blocks"]
                 ),
-                (i, b) => format!("{} {}", i.unwrap_or("?"), b.unwrap_or("?")),
+                (i, b) => {
+                    // Any other line: its name and the fields that tell its variant apart.
+                    let mut label = format!("{} {}", i.unwrap_or("?"), b.unwrap_or("?"));
+                    for f in ["streams", "chunk_bytes", "progress", "flags"] {
+                        if !v[f].is_null() {
+                            label += &format!(", {f} {}", v[f]);
+                        }
+                    }
+                    label
+                }
             };
             writeln!(
                 md,

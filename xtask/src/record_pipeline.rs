@@ -219,10 +219,13 @@ pub fn write(md: &mut String, text: &str, root: &Path) -> Result {
             .iter()
             .zip(text.lines().filter(|l| l.contains("pipeline_ablation")))
         {
-            let flags = if line.contains("\"progress\":true") {
-                "on"
-            } else {
-                "off"
+            let flags = match (
+                line.contains("\"progress\":true"),
+                line.contains("\"flags\":\"kernel\""),
+            ) {
+                (false, _) => "off",
+                (true, false) => "on (stream memory operation)",
+                (true, true) => "on (`CHUNK_DONE` kernel)",
             };
             writeln!(
                 md,

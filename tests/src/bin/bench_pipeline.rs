@@ -188,8 +188,13 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
                     run.wait()?;
                     Ok(())
                 })?;
+                // Which way the flags were written (`BERTH_PIPELINE_FLAGS`, read by the runtime).
+                let by = match std::env::var("BERTH_PIPELINE_FLAGS").as_deref() {
+                    Ok("kernel") => "kernel",
+                    _ => "memop",
+                };
                 let extra = format!(
-                    "\"streams\":{streams},\"chunk_bytes\":{},\"progress\":{progress},\"enqueue_ms\":{:.3},",
+                    "\"streams\":{streams},\"chunk_bytes\":{},\"progress\":{progress},\"flags\":\"{by}\",\"enqueue_ms\":{:.3},",
                     mib << 20,
                     median(enqueue)
                 );

@@ -1,0 +1,66 @@
+//! Pipelined launches with their progress flags written by the runtime's `CHUNK_DONE` kernel
+//! (`BERTH_PIPELINE_FLAGS=kernel`) instead of stream memory operations: progress, results and
+//! the located failing chunk are the same. Its own test binary: the switch is read once per
+//! process. On the GPU with `--features gpu`, else on the simulator.
+
+use berth::{Error, Gpu, PipelineOptions};
+use berth_examples::{affine_one_pipelined, scale_finite_pipelined};
+use berth_tests::{affine_host, random_f32};
+use std::time::{Duration, Instant};
+
+#[test]
+fn flags_written_by_a_kernel_track_progress_and_locate_a_failure() {
+    // SAFETY: the only test of this binary, and nothing has started a thread that reads the
+    // environment yet.
+    unsafe { std::env::set_var("BERTH_PIPELINE_FLAGS", "kernel") };
+    let gpu = if cfg!(feature = "gpu") {
+        Gpu::new().expect("a GPU is required for --features gpu")
+    } else {
+        Gpu::simulator()
+    };
+    let chunk = 8192;
+    let n = chunk * 23 + 101;
+    let x = random_f32(n);
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_from(&vec![f32::NAN; n]).unwrap();
+    let opts = PipelineOptions {
+        chunk_bytes: Some(chunk * 4),
+        streams: Some(3),
+        ..Default::default()
+    };
+    let run = affine_one_pipelined(&gpu, opts, 0.75, &px, &mut py).unwrap();
+    let start = Instant::now();
+    while !run.is_finished() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "run never finished"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Every flag is visible once the streams are done.
+    assert_eq!(run.chunks_done(), run.chunks());
+    assert_eq!(run.chunks(), 24);
+    run.wait().unwrap();
+    assert_eq!(&py[..], &affine_host(0.75, &x)[..]);
+
+    // A failing chunk is located by the same flags (last: on the GPU a trap ends the
+    // process's use of the device).
+    let mut bad = x.clone();
+    bad[chunk * 9 + 17] = f32::INFINITY;
+    let pbad = gpu.pinned_from(&bad).unwrap();
+    let err = scale_finite_pipelined(&gpu, opts, 2.0, &pbad, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    println!("reported: {err}");
+    let Error::PipelineChunk {
+        chunk: c,
+        completed_after,
+        ..
+    } = &err
+    else {
+        panic!("expected PipelineChunk, got {err}");
+    };
+    assert_eq!(*c, 9, "{err}");
+    assert!(completed_after.iter().all(|&k| k > 9 && k < 24), "{err}");
+}
