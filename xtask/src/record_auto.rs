@@ -103,13 +103,8 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
         let (m, c, a) = (med("mapped_ms"), med("copy_ms"), med("auto_ms"));
         let vs = a / m.min(c);
         worst = worst.max(vs);
-        let point_bad: u64 = same.iter().map(|r| r["bad"].as_u64().unwrap_or(1)).sum();
+        let (point_bad, choices) = bad_and_choices(&same);
         bad += point_bad;
-        let mut choices: Vec<&str> = same
-            .iter()
-            .map(|r| r["choice"].as_str().unwrap_or("?"))
-            .collect();
-        choices.dedup();
         let table = format!("{} MiB", *tb as f64 / (1024.0 * 1024.0));
         let unit = format!("{ub} B");
         writeln!(
@@ -136,6 +131,17 @@ fn render(md: &mut String, text: &str) -> Result<Option<String>> {
     )?;
     range_table(md, &rows)?;
     Ok(Some(svg(&panels)))
+}
+
+/// Over the rounds of a point: wrong results, and the distinct choices in order.
+fn bad_and_choices<'a>(rounds: &[&&'a serde_json::Value]) -> (u64, Vec<&'a str>) {
+    let bad = rounds.iter().map(|r| r["bad"].as_u64().unwrap_or(1)).sum();
+    let mut choices: Vec<&str> = rounds
+        .iter()
+        .map(|r| r["choice"].as_str().unwrap_or("?"))
+        .collect();
+    choices.dedup();
+    (bad, choices)
 }
 
 /// The median of one numeric field over the rounds of a point.
@@ -185,13 +191,8 @@ fn range_table(md: &mut String, rows: &[serde_json::Value]) -> Result {
         );
         let vs = a / m.min(c).min(g);
         worst = worst.max(vs);
-        let point_bad: u64 = same.iter().map(|r| r["bad"].as_u64().unwrap_or(1)).sum();
+        let (point_bad, choices) = bad_and_choices(&same);
         bad += point_bad;
-        let mut choices: Vec<&str> = same
-            .iter()
-            .map(|r| r["choice"].as_str().unwrap_or("?"))
-            .collect();
-        choices.dedup();
         writeln!(
             md,
             "| {}% | {m:.3} | {c:.3} | {g:.3} | {a:.3} | {} | **{vs:.3}** {} | {point_bad} |",

@@ -16,6 +16,20 @@ mode=${1:-all}
 fail=0
 summary=()
 
+# The signal benchmarks: CUDA C++ and berth, interleaved, two rounds -> signals.jsonl.
+run_signals() {
+  : > "$out/signals.jsonl"
+  if nvcc -O3 -arch=sm_90 -std=c++20 -o "$here/signals" "$here/signals.cu" 2>&1; then
+    for round in 1 2; do
+      "$here/signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
+      "$here/bin/bench_signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
+    done
+    cat "$out/signals.jsonl"
+  else
+    summary+=("FAIL  nvcc build of signals.cu"); fail=1
+  fi
+}
+
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$here/commit.txt" 2>/dev/null || echo unknown)"
@@ -88,16 +102,7 @@ if [[ $mode == all || $mode == bench ]]; then
   else
     summary+=("FAIL  nvcc build of pipeline.cu"); fail=1
   fi
-  : > "$out/signals.jsonl"
-  if nvcc -O3 -arch=sm_90 -std=c++20 -o "$here/signals" "$here/signals.cu" 2>&1; then
-    for round in 1 2; do
-      "$here/signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
-      "$here/bin/bench_signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
-    done
-    cat "$out/signals.jsonl"
-  else
-    summary+=("FAIL  nvcc build of signals.cu"); fail=1
-  fi
+  run_signals
   if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl" "$out/signals.jsonl"; then
     summary+=("FAIL  benchmark result check"); fail=1
   else
@@ -106,16 +111,7 @@ if [[ $mode == all || $mode == bench ]]; then
 fi
 
 if [[ $mode == signals ]]; then
-  : > "$out/signals.jsonl"
-  if nvcc -O3 -arch=sm_90 -std=c++20 -o "$here/signals" "$here/signals.cu" 2>&1; then
-    for round in 1 2; do
-      "$here/signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
-      "$here/bin/bench_signals" | sed "s/}\$/,\"round\":$round}/" >> "$out/signals.jsonl" || fail=1
-    done
-    cat "$out/signals.jsonl"
-  else
-    summary+=("FAIL  nvcc build of signals.cu"); fail=1
-  fi
+  run_signals
 fi
 
 if [[ $mode == auto ]]; then
