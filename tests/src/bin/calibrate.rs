@@ -65,7 +65,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             gather_mapped(&gpu, Grid::cover(k), &table, &didx, &mut out)?.wait()?;
             let mut t = Vec::new();
             for _ in 0..5 {
-                t.push(timer.time(|| gather_mapped(&gpu, Grid::cover(k), &table, &didx, &mut out))?);
+                t.push(
+                    timer.time(|| gather_mapped(&gpu, Grid::cover(k), &table, &didx, &mut out))?,
+                );
             }
             let rate = k as f64 / (median(t) * 1e-3);
             eprintln!(
