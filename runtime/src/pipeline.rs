@@ -8,9 +8,9 @@
 //! the bulk arguments)`, bounded by [`PipelineOptions::device_budget`], so host data larger
 //! than the GPU's memory streams through.
 //!
-//! Each chunk, once copied back, sets a flag in mapped host memory from its stream
-//! (`cuStreamWriteValue32`): progress is read without a driver call, and after a fault the
-//! host knows exactly which chunks reached their outputs.
+//! Each chunk, once copied back, sets a flag in mapped host memory from its stream (a
+//! one-thread [`CHUNK_DONE`] kernel's system-scope release store): progress is read without a
+//! driver call, and after a fault the host knows exactly which chunks reached their outputs.
 
 use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
@@ -26,10 +26,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A one-thread kernel that marks a chunk done: `*flag = 1` with a system-scope release
-/// store. Launched after a chunk's copy out on its stream, it is the alternative to
-/// `cuStreamWriteValue32` for the progress flags (`BERTH_PIPELINE_FLAGS=kernel`): the store's
+/// store. Launched after a chunk's copy out on its stream, it writes the progress flags (the
+/// default; `BERTH_PIPELINE_FLAGS=memop` uses `cuStreamWriteValue32` instead): the store's
 /// release orders only this thread's writes, where the stream memory operation's barrier
-/// stalled the pipeline (docs/design-notes.md). Hand-written PTX, JIT-compiled at first use.
+/// stalled the pipeline by 6–18% on the H200 (docs/design-notes.md). Hand-written PTX,
+/// JIT-compiled at first use.
 pub static CHUNK_DONE: Kernel = Kernel {
     name: "berth_chunk_done",
     crate_name: "berth_runtime",
@@ -69,12 +70,12 @@ unsafe fn chunk_done_sim(p: &[*mut std::ffi::c_void]) {
     unsafe { AtomicU32::from_ptr(*(p[0] as *const *mut u32)) }.store(1, Ordering::Release);
 }
 
-/// How the progress flags are written on the GPU: `cuStreamWriteValue32` (the default) or
-/// the [`CHUNK_DONE`] kernel, chosen by `BERTH_PIPELINE_FLAGS=kernel` — a switch for
+/// How the progress flags are written on the GPU: by the [`CHUNK_DONE`] kernel (the default)
+/// or by `cuStreamWriteValue32` with `BERTH_PIPELINE_FLAGS=memop` — a switch kept for
 /// measuring the two, read once per process.
 fn flags_by_kernel() -> bool {
     static BY_KERNEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *BY_KERNEL.get_or_init(|| std::env::var("BERTH_PIPELINE_FLAGS").is_ok_and(|v| v == "kernel"))
+    *BY_KERNEL.get_or_init(|| std::env::var("BERTH_PIPELINE_FLAGS").map_or(true, |v| v != "memop"))
 }
 
 /// How to pipeline; `None` fields are chosen from the measured link.
@@ -90,8 +91,8 @@ pub struct PipelineOptions {
     pub threads_per_block: u32,
     /// Per-chunk completion flags in mapped memory: progress ([`PipelineRun::chunks_done`])
     /// and, after a failure, which chunk failed and which completed
-    /// ([`Error::PipelineChunk`]). One stream memory operation with a memory barrier per
-    /// chunk: on the H200 that cost 3–25% of the throughput (docs/design-notes.md). Without
+    /// ([`Error::PipelineChunk`]). One one-thread kernel launch per chunk: on the H200 that
+    /// costs 0–6% of the throughput (docs/design-notes.md). Without
     /// flags, `chunks_done()` stays 0 and a failure comes back as the kernel's own error.
     pub progress: bool,
 }
@@ -678,7 +679,7 @@ impl PipelineRun<'_> {
     fn flag(&self, c: usize) -> bool {
         let p = self.progress.as_ptr().wrapping_add(c).cast_mut();
         // SAFETY: `p` is the c-th u32 of the live progress buffer (c < chunks), written by the
-        // GPU's stream memory operation; read atomically.
+        // GPU's CHUNK_DONE kernel (or stream memory operation); read atomically.
         unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire) == 1
     }
 

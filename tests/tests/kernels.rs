@@ -94,7 +94,7 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     }
 }
 
-/// The runtime's own kernel (pipelined launches' progress flags, `BERTH_PIPELINE_FLAGS=kernel`):
+/// The runtime's own kernel (pipelined launches' progress flags, written by it by default):
 /// hand-written PTX whose entry matches its descriptor and which ptxas accepts for sm_90.
 #[test]
 fn the_runtime_chunk_done_kernel_is_valid_ptx() {

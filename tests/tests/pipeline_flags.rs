@@ -1,6 +1,6 @@
-//! Pipelined launches with their progress flags written by the runtime's `CHUNK_DONE` kernel
-//! (`BERTH_PIPELINE_FLAGS=kernel`) instead of stream memory operations: progress, results and
-//! the located failing chunk are the same. Its own test binary: the switch is read once per
+//! Pipelined launches with their progress flags written by stream memory operations
+//! (`BERTH_PIPELINE_FLAGS=memop`) instead of the runtime's `CHUNK_DONE` kernel (the default,
+//! tested in `gpu.rs`): progress, results and the located failing chunk are the same. Its own test binary: the switch is read once per
 //! process. On the GPU with `--features gpu`, else on the simulator.
 
 use berth::{Error, Gpu, PipelineOptions};
@@ -9,10 +9,10 @@ use berth_tests::{affine_host, random_f32};
 use std::time::{Duration, Instant};
 
 #[test]
-fn flags_written_by_a_kernel_track_progress_and_locate_a_failure() {
+fn flags_written_by_stream_memory_operations_track_progress_and_locate_a_failure() {
     // SAFETY: the only test of this binary, and nothing has started a thread that reads the
     // environment yet.
-    unsafe { std::env::set_var("BERTH_PIPELINE_FLAGS", "kernel") };
+    unsafe { std::env::set_var("BERTH_PIPELINE_FLAGS", "memop") };
     let gpu = if cfg!(feature = "gpu") {
         Gpu::new().expect("a GPU is required for --features gpu")
     } else {
