@@ -48,6 +48,9 @@ pub(crate) struct Inner {
     /// The placement model's constants, loaded on first use.
     pub(crate) costs: std::sync::OnceLock<crate::placement::LinkCosts>,
     pub(crate) profile: std::sync::OnceLock<crate::placement::DeviceProfile>,
+    /// Random reads per second measured on one mapped allocation ([`Gpu::measure_random_reads`]),
+    /// by (host address, bytes): the rate depends on the allocation's physical layout.
+    pub(crate) random_rates: Mutex<HashMap<(u64, usize), f64>>,
 }
 
 /// Counts a guard (launch, copy, pipeline) from creation to completion. A guard leaked with
@@ -227,6 +230,7 @@ impl Gpu {
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
                 profile: std::sync::OnceLock::new(),
+                random_rates: Mutex::new(HashMap::new()),
             }),
         };
         let mut live = LIVE.lock().expect("poisoned");
@@ -261,6 +265,7 @@ impl Gpu {
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
                 profile: std::sync::OnceLock::new(),
+                random_rates: Mutex::new(HashMap::new()),
             }),
         }
     }

@@ -436,6 +436,12 @@ impl<T> DerefMut for Registered<'_, T> {
 
 impl<T> Drop for Registered<'_, T> {
     fn drop(&mut self) {
+        // A later registration here may be other pages: its rate is measured afresh.
+        let key = (
+            self.data.as_ptr() as u64,
+            std::mem::size_of_val(&*self.data),
+        );
+        self.gpu.random_rates.lock().expect("poisoned").remove(&key);
         if self.gpu.sim || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }

@@ -554,20 +554,21 @@ impl<'l> Launch<'l> {
 
     /// Pass an `#[auto] &[T]` argument: read in place (mapped), copied in whole, or — for a
     /// [`Touch::Range`](crate::placement::Touch::Range) hint — only the range copied in,
-    /// whichever the cost model predicts is fastest for this launch's hint. The kernel's
-    /// view makes only the hinted range available, whatever the choice.
+    /// whichever the cost model predicts is fastest for this launch's hint. A close call
+    /// between random reads in place and a copy ([`worth_probing`](crate::placement::worth_probing))
+    /// is settled by the random-read rate of this allocation, measured at its first such
+    /// launch and cached ([`Gpu::measure_random_reads`](crate::Gpu::measure_random_reads)).
+    /// The kernel's view makes only the hinted range available, whatever the choice.
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
-        use crate::placement::{Choice, Touch, decide};
+        use crate::placement::{Choice, Touch};
         let a = b.__arg();
         let gpu = crate::Gpu {
             inner: self.gpu.clone(),
         };
-        let profile = gpu.device_profile().unwrap_or_default();
         let touch = self.touch.unwrap_or(Touch::All);
         let size = std::mem::size_of::<T>();
-        let access = touch.access(a.len, size);
         let window = touch.window(a.len);
-        let d = decide(&gpu.link_costs(), &profile, &access);
+        let d = gpu.decide_for(&a, size, touch, self.stream);
         tracing::debug!(
             kernel = self.kernel.name,
             arg = self.arg_name(),
@@ -575,6 +576,7 @@ impl<'l> Launch<'l> {
             mapped_s = d.mapped_s,
             copy_s = d.copy_whole_s,
             copy_range_s = ?d.copy_range_s,
+            measured_random_per_s = ?d.measured_random_per_s,
             available = ?window,
             "auto placement"
         );

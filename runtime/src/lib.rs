@@ -20,6 +20,7 @@ mod fault;
 mod gpu;
 mod host_mem;
 mod launch;
+mod own_kernels;
 mod pipeline;
 pub mod placement;
 mod pool;
@@ -48,6 +49,7 @@ pub mod __private {
     pub use crate::launch::{
         Kernel, KernelRegistration, Launch, Param, ParamKind, Placement, registered_kernels,
     };
-    pub use crate::pipeline::{CHUNK_DONE, Pipelined};
+    pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};
+    pub use crate::pipeline::Pipelined;
     pub use crate::placement::Touch;
 }

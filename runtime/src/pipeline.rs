@@ -17,58 +17,14 @@ use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Inner};
 use crate::host_mem::MappedBuffer;
 use crate::launch::{Grid, Kernel, ParamBlock, copy_d2h, copy_h2d, launch_raw};
+use crate::own_kernels::CHUNK_DONE;
 use crate::stream::StreamHandle;
 use berth_device::DeviceCopy;
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-
-/// A one-thread kernel that marks a chunk done: `*flag = 1` with a system-scope release
-/// store. Launched after a chunk's copy out on its stream, it writes the progress flags (the
-/// default; `BERTH_PIPELINE_FLAGS=memop` uses `cuStreamWriteValue32` instead): the store's
-/// release orders only this thread's writes, where the stream memory operation's barrier
-/// stalled the pipeline by 6–18% on the H200 (docs/design-notes.md). Hand-written PTX,
-/// JIT-compiled at first use.
-pub static CHUNK_DONE: Kernel = Kernel {
-    name: "berth_chunk_done",
-    crate_name: "berth_runtime",
-    ptx: CHUNK_DONE_PTX,
-    params: &[crate::launch::Param::scalar::<u64>("flag")],
-    location: concat!(file!(), ":", line!()),
-    sim: chunk_done_sim,
-    uses_barrier: false,
-};
-
-const CHUNK_DONE_PTX: &str = "\
-.version 6.0
-.target sm_70
-.address_size 64
-
-.visible .entry berth_chunk_done(
-\t.param .u64 berth_chunk_done_param_0
-)
-{
-\t.reg .b32 \t%r<2>;
-\t.reg .b64 \t%rd<3>;
-
-\tld.param.u64 \t%rd1, [berth_chunk_done_param_0];
-\tcvta.to.global.u64 \t%rd2, %rd1;
-\tmov.u32 \t%r1, 1;
-\tst.release.sys.global.u32 \t[%rd2], %r1;
-\tret;
-}
-";
-
-/// [`CHUNK_DONE`] on the simulator (whose pipelines set flags from their streams directly).
-///
-/// # Safety
-/// `p[0]` points at the flag's address, a live, 4-aligned `u32`.
-unsafe fn chunk_done_sim(p: &[*mut std::ffi::c_void]) {
-    // SAFETY: the caller's contract.
-    unsafe { AtomicU32::from_ptr(*(p[0] as *const *mut u32)) }.store(1, Ordering::Release);
-}
 
 /// How the progress flags are written on the GPU: by the [`CHUNK_DONE`] kernel (the default)
 /// or by `cuStreamWriteValue32` with `BERTH_PIPELINE_FLAGS=memop` — a switch kept for
@@ -165,47 +121,35 @@ fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
     let mut back = gpu.pinned_zeroed::<u8>(max)?;
     let dev = gpu.alloc_zeroed::<u8>(max)?;
     let stream = gpu.inner.default_stream.0;
-    let ev = |f| result::event::create(f).map_err(|e| Error::driver("cuEventCreate", e));
-    let (start, stop) = (
-        ev(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
-        ev(sys::CUevent_flags::CU_EVENT_DEFAULT)?,
-    );
+    let timing = crate::stream::Timing::new()?;
     let mut time = |h2d: bool, bytes: usize| -> Result<f64> {
         let mut t = Vec::new();
         for _ in 0..4 {
-            // SAFETY: events, stream, and buffers of at least `bytes` belong to this context;
-            // every copy is synchronised before the buffers are touched again.
-            unsafe {
-                result::event::record(start, stream)
-                    .map_err(|e| Error::driver("cuEventRecord", e))?;
-                if h2d {
-                    copy_h2d(
-                        &gpu.inner,
-                        stream,
-                        dev.ptr,
-                        host.as_ptr() as u64,
-                        bytes,
-                        "link profile",
-                    )?;
-                } else {
-                    copy_d2h(
-                        &gpu.inner,
-                        stream,
-                        back.as_mut_ptr() as u64,
-                        dev.ptr,
-                        bytes,
-                        "link profile",
-                    )?;
+            t.push(timing.time(&gpu.inner, stream, || {
+                // SAFETY: stream and buffers of at least `bytes` belong to this context; every
+                // copy is waited for (by `time`) before the buffers are touched again.
+                unsafe {
+                    if h2d {
+                        copy_h2d(
+                            &gpu.inner,
+                            stream,
+                            dev.ptr,
+                            host.as_ptr() as u64,
+                            bytes,
+                            "link profile",
+                        )
+                    } else {
+                        copy_d2h(
+                            &gpu.inner,
+                            stream,
+                            back.as_mut_ptr() as u64,
+                            dev.ptr,
+                            bytes,
+                            "link profile",
+                        )
+                    }
                 }
-                result::event::record(stop, stream)
-                    .map_err(|e| Error::driver("cuEventRecord", e))?;
-                result::event::synchronize(stop)
-                    .map_err(|e| Error::driver("cuEventSynchronize", e))?;
-                t.push(f64::from(
-                    result::event::elapsed(start, stop)
-                        .map_err(|e| Error::driver("cuEventElapsedTime", e))?,
-                ));
-            }
+            })?);
         }
         t.sort_by(f64::total_cmp);
         Ok(bytes as f64 / (t[1] * 1e-3) / 1e9)
@@ -213,11 +157,6 @@ fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
     let mut rates = Vec::new();
     for &b in &PROFILE_SIZES {
         rates.push((b, time(true, b)?, time(false, b)?));
-    }
-    // SAFETY: events created above, not in use any more.
-    unsafe {
-        let _ = result::event::destroy(start);
-        let _ = result::event::destroy(stop);
     }
     let &(_, h2d, d2h) = rates.last().expect("sizes");
     let efficient = rates

@@ -375,6 +375,9 @@ pub struct Decision {
     pub copy_range_s: Option<f64>,
     /// Whether the constants were measured on this machine.
     pub calibrated: bool,
+    /// The random-read rate of the memory itself, when a close call was settled by it
+    /// ([`Gpu::auto_decision`]); `None` when the machine's rate for its size decided.
+    pub measured_random_per_s: Option<f64>,
 }
 
 /// Predict and choose. The mapped cost of a unit is the larger of its random-access share
@@ -382,9 +385,19 @@ pub struct Decision {
 /// 4-byte gathers are latency-bound), and reading anything costs at least one round trip;
 /// copies cost their bytes at the copy rate.
 pub fn decide(costs: &LinkCosts, profile: &DeviceProfile, a: &Access) -> Decision {
+    decide_with_random_rate(costs, profile, a, costs.random_per_s(a.total_bytes))
+}
+
+/// [`decide`] with the random-read rate of this very memory (reads per second, measured by
+/// [`Gpu::measure_random_reads`]) in place of the machine's rate for its size.
+pub fn decide_with_random_rate(
+    costs: &LinkCosts,
+    profile: &DeviceProfile,
+    a: &Access,
+    random_per_s: f64,
+) -> Decision {
     let touched_bytes = (a.touched * a.unit_bytes) as f64;
-    let per_unit = (1.0 / costs.random_per_s(a.total_bytes))
-        .max(a.unit_bytes as f64 / costs.mapped_seq_bytes_per_s);
+    let per_unit = (1.0 / random_per_s).max(a.unit_bytes as f64 / costs.mapped_seq_bytes_per_s);
     // At least one round trip over the link, however little is read.
     let mapped_s = costs.fixed_s
         + (a.touched as f64 * per_unit)
@@ -418,6 +431,7 @@ pub fn decide(costs: &LinkCosts, profile: &DeviceProfile, a: &Access) -> Decisio
         copy_whole_s,
         copy_range_s,
         calibrated: costs.calibrated,
+        measured_random_per_s: None,
     };
     tracing::debug!(
         ?choice,
@@ -428,6 +442,7 @@ pub fn decide(costs: &LinkCosts, profile: &DeviceProfile, a: &Access) -> Decisio
         coherent = profile.coherent(),
         total_bytes = a.total_bytes,
         touched = a.touched,
+        random_per_s,
         "placement decision{}",
         if costs.calibrated {
             ""
@@ -436,6 +451,159 @@ pub fn decide(costs: &LinkCosts, profile: &DeviceProfile, a: &Access) -> Decisio
         }
     );
     d
+}
+
+/// How far apart the predictions of reading in place and of copying may be for the choice
+/// to hang on the random-read rate of the memory itself: the rate of one allocation differs
+/// from the machine's calibrated rate for its size by up to a third on the H200 (its
+/// physical layout), so closer calls than this are measured ([`Gpu::measure_random_reads`]).
+pub const PROBE_WITHIN: f64 = 2.0;
+
+/// Whether `d`, taken with the machine's constants, is a close call between reading `a` in
+/// place at random and copying it: then the random-read rate of the memory itself decides.
+/// Never on a coherent system, for a range or when little is read (one round trip).
+pub fn worth_probing(costs: &LinkCosts, profile: &DeviceProfile, a: &Access, d: &Decision) -> bool {
+    if profile.coherent() || a.contiguous_bytes.is_some() || a.touched == 0 {
+        return false;
+    }
+    let random = costs.random_per_s(a.total_bytes);
+    // Reading in place is priced by its random reads (not its bytes or one round trip).
+    let random_s = a.touched as f64 / random;
+    let bound = random_s >= (a.touched * a.unit_bytes) as f64 / costs.mapped_seq_bytes_per_s
+        && random_s >= costs.mapped_latency_s;
+    let (lo, hi) = if d.mapped_s < d.copy_whole_s {
+        (d.mapped_s, d.copy_whole_s)
+    } else {
+        (d.copy_whole_s, d.mapped_s)
+    };
+    bound && hi < PROBE_WITHIN * lo
+}
+
+/// Random reads for a probe of memory whose whole copy is predicted to take `copy_s`: about
+/// a quarter of what the copy's time would read at `random_per_s`, 16 Ki to 256 Ki.
+pub(crate) fn probe_reads(copy_s: f64, random_per_s: f64) -> usize {
+    ((copy_s * random_per_s / 4.0) as usize).clamp(1 << 14, 1 << 18)
+}
+
+impl Gpu {
+    /// What an `#[auto]` launch with `hint` decides for `memory` (its log line, as a value):
+    /// [`decide`] with this GPU's constants and profile, a close call ([`worth_probing`])
+    /// settled by the memory's own random-read rate ([`Gpu::measure_random_reads`], measured
+    /// now if not yet; not on the simulator).
+    pub fn auto_decision<T: berth_device::DeviceCopy>(
+        &self,
+        memory: &impl crate::MappedArg<T>,
+        hint: Touch,
+    ) -> Decision {
+        let a = memory.__arg();
+        self.decide_for(
+            &a,
+            std::mem::size_of::<T>(),
+            hint,
+            self.inner.default_stream.0,
+        )
+    }
+
+    /// [`Gpu::auto_decision`] for the argument `a` of `elem`-byte elements, probing on `stream`.
+    pub(crate) fn decide_for(
+        &self,
+        a: &crate::args::ArgRef<'_>,
+        elem: usize,
+        hint: Touch,
+        stream: sys::CUstream,
+    ) -> Decision {
+        let profile = self.device_profile().unwrap_or_default();
+        let costs = self.link_costs();
+        let access = hint.access(a.len, elem);
+        let d = decide(&costs, &profile, &access);
+        // The simulator has no link whose rate could settle anything.
+        if self.inner.sim || !worth_probing(&costs, &profile, &access, &d) {
+            return d;
+        }
+        // A close call: it hangs on how fast this allocation answers random reads.
+        let reads = probe_reads(d.copy_whole_s, costs.random_per_s(a.bytes));
+        match self.random_read_rate(a, stream, reads) {
+            Ok(rate) => Decision {
+                measured_random_per_s: Some(rate),
+                ..decide_with_random_rate(&costs, &profile, &access, rate)
+            },
+            // The machine's constants decide; if the context is broken, the launch says so.
+            Err(e) => {
+                tracing::warn!(error = %e, "random-read probe failed");
+                d
+            }
+        }
+    }
+
+    /// Random 4-byte reads per second of this mapped memory, measured once per allocation
+    /// (two runs of the runtime's probe kernel, the faster kept) and cached: the
+    /// rate of one allocation depends on its physical layout, not only its size. `#[auto]`
+    /// launches use it for close calls ([`worth_probing`]). On the simulator (no link) it is
+    /// the model's rate for the size. Waits for the GPU's default stream.
+    pub fn measure_random_reads<T: berth_device::DeviceCopy>(
+        &self,
+        memory: &impl crate::MappedArg<T>,
+    ) -> crate::Result<f64> {
+        let a = memory.__arg();
+        let costs = self.link_costs();
+        let reads = probe_reads(
+            a.bytes as f64 / costs.copy_bytes_per_s,
+            costs.random_per_s(a.bytes),
+        );
+        self.random_read_rate(&a, self.inner.default_stream.0, reads)
+    }
+
+    /// [`Gpu::measure_random_reads`] of the argument `a` on `stream`, `reads` reads a run.
+    pub(crate) fn random_read_rate(
+        &self,
+        a: &crate::args::ArgRef<'_>,
+        stream: sys::CUstream,
+        reads: usize,
+    ) -> crate::Result<f64> {
+        let key = (a.host, a.bytes);
+        if let Some(&r) = self.inner.random_rates.lock().expect("poisoned").get(&key) {
+            return Ok(r);
+        }
+        let words = a.bytes / 4;
+        if self.inner.sim || words == 0 {
+            return Ok(self.link_costs().random_per_s(a.bytes));
+        }
+        self.inner.bind()?;
+        let probe = &crate::own_kernels::RANDOM_PROBE;
+        let func = self.inner.function(probe)?;
+        let sink = self.alloc_zeroed::<u32>(1)?;
+        let timing = crate::stream::Timing::new()?;
+        let grid = crate::Grid::cover(reads);
+        let mut best = f64::INFINITY;
+        for _ in 0..2 {
+            let mut values = [a.addr, words as u64, reads as u64, sink.ptr];
+            let mut ptrs = values.each_mut().map(|v| std::ptr::from_mut(v).cast());
+            let ms = timing.time(&self.inner, stream, || {
+                // SAFETY: RANDOM_PROBE takes four u64s (checked at load): the device address
+                // of `words` live u32s of mapped memory (borrowed by the caller), the counts,
+                // and a device u32 alive until after the wait in `time`. It only reads the
+                // memory.
+                unsafe {
+                    crate::launch::launch_raw(&self.inner, probe, func, &grid, stream, &mut ptrs)
+                }
+            })?;
+            best = best.min(ms);
+        }
+        let rate = reads as f64 / (best.max(1e-6) * 1e-3);
+        tracing::debug!(
+            bytes = a.bytes,
+            reads,
+            rate_per_s = rate,
+            model_per_s = self.link_costs().random_per_s(a.bytes),
+            "random-read rate of one mapped allocation measured"
+        );
+        self.inner
+            .random_rates
+            .lock()
+            .expect("poisoned")
+            .insert(key, rate);
+        Ok(rate)
+    }
 }
 
 #[cfg(test)]
@@ -587,6 +755,66 @@ mod tests {
         let large = decide(&c, &DeviceProfile::default(), &one_percent(GIB));
         assert_eq!(small.choice, Choice::Mapped, "{small:?}");
         assert_eq!(large.choice, Choice::CopyWhole, "{large:?}");
+    }
+
+    #[test]
+    fn close_calls_are_settled_by_the_rate_of_the_memory_itself() {
+        // Full run of 2026-11-30 on the H200: 5% of a 256 MiB table of floats, mapped
+        // 4.5–4.7 ms against 4.96 ms copying. That machine's calibration read 560 M/s for
+        // 256 MiB tables; the sweep's own table answered at ~730 M/s.
+        let mut c = LinkCosts::h200_reference();
+        c.mapped_random_per_s[2] = 560e6;
+        let p = DeviceProfile::default();
+        let five_percent = Access {
+            total_bytes: 256 << 20,
+            unit_bytes: 4,
+            touched: (256 << 20) / 4 / 20,
+            contiguous_bytes: None,
+        };
+        let d = decide(&c, &p, &five_percent);
+        assert_eq!(d.choice, Choice::CopyWhole, "{d:?}");
+        assert!(worth_probing(&c, &p, &five_percent, &d), "{d:?}");
+        let measured = decide_with_random_rate(&c, &p, &five_percent, 730e6);
+        assert_eq!(measured.choice, Choice::Mapped, "{measured:?}");
+        assert!(measured.mapped_s < d.mapped_s);
+        assert_eq!(measured.copy_whole_s, d.copy_whole_s);
+
+        // Clear calls are not measured: a few reads, or most of a big table.
+        for fraction in [1e-5, 0.2] {
+            let a = Access {
+                touched: ((256 << 20) as f64 / 4.0 * fraction) as usize,
+                ..five_percent
+            };
+            let d = decide(&c, &p, &a);
+            assert!(!worth_probing(&c, &p, &a, &d), "{fraction}: {d:?}");
+        }
+        // Nor wide rows (priced by their bytes), ranges, or coherent systems.
+        let rows = Access {
+            unit_bytes: 512,
+            touched: (256 << 20) / 512 / 20,
+            ..five_percent
+        };
+        assert!(!worth_probing(&c, &p, &rows, &decide(&c, &p, &rows)));
+        let range = Access {
+            contiguous_bytes: Some(64 << 20),
+            ..five_percent
+        };
+        assert!(!worth_probing(&c, &p, &range, &decide(&c, &p, &range)));
+        let coherent = DeviceProfile {
+            pageable_memory_access: true,
+            uses_host_page_tables: true,
+        };
+        let d = decide(&c, &coherent, &five_percent);
+        assert!(!worth_probing(&c, &coherent, &five_percent, &d));
+    }
+
+    #[test]
+    fn a_probe_reads_a_quarter_of_what_the_copy_would_cost_within_bounds() {
+        // 256 MiB at 55 GB/s, ~730 M/s: the upper bound.
+        assert_eq!(probe_reads(4.9e-3, 730e6), 1 << 18);
+        // 4 MiB: the lower bound.
+        assert_eq!(probe_reads(80e-6, 730e6), 1 << 14);
+        assert_eq!(probe_reads(1e-3, 400e6), 100_000);
     }
 
     #[test]

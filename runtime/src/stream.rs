@@ -27,6 +27,74 @@ impl StreamHandle {
     }
 }
 
+/// Two CUDA events that time work queued on one stream; destroyed when dropped. Not for the
+/// simulator.
+pub(crate) struct Timing {
+    start: sys::CUevent,
+    stop: sys::CUevent,
+}
+
+impl Timing {
+    pub(crate) fn new() -> Result<Self> {
+        let ev = || {
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(|e| Error::driver("cuEventCreate", e))
+        };
+        let start = ev()?;
+        match ev() {
+            Ok(stop) => Ok(Timing { start, stop }),
+            Err(e) => {
+                // SAFETY: created just above, never recorded.
+                let _ = unsafe { result::event::destroy(start) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Milliseconds the GPU spent on what `enqueue` queues on `stream`, waiting for it.
+    pub(crate) fn time(
+        &self,
+        gpu: &Inner,
+        stream: sys::CUstream,
+        enqueue: impl FnOnce() -> Result<()>,
+    ) -> Result<f64> {
+        // SAFETY: both events and `stream` belong to `gpu`'s context, which the caller made
+        // current; the events outlive these calls (dropped with `self`).
+        unsafe {
+            gpu.check(
+                "cuEventRecord",
+                result::event::record(self.start, stream),
+                None,
+            )?;
+            enqueue()?;
+            gpu.check(
+                "cuEventRecord",
+                result::event::record(self.stop, stream),
+                None,
+            )?;
+            gpu.check(
+                "cuEventSynchronize",
+                result::event::synchronize(self.stop),
+                None,
+            )?;
+            let ms = result::event::elapsed(self.start, self.stop)
+                .map_err(|e| Error::driver("cuEventElapsedTime", e))?;
+            Ok(f64::from(ms))
+        }
+    }
+}
+
+impl Drop for Timing {
+    fn drop(&mut self) {
+        // SAFETY: created by `new`, destroyed once; the driver defers the release of an
+        // event still pending on a stream.
+        unsafe {
+            let _ = result::event::destroy(self.start);
+            let _ = result::event::destroy(self.stop);
+        }
+    }
+}
+
 /// A stream of the GPU: work queued on one stream runs in order; work on different streams
 /// may overlap.
 pub struct Stream {

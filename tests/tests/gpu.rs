@@ -1304,6 +1304,59 @@ fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
 }
 
 #[test]
+fn a_close_call_measures_the_table_once_and_reads_right_either_way() {
+    use berth::Touch;
+    use berth::placement::{decide, worth_probing};
+    use berth_examples::gather_auto;
+    let (_g, gpu) = gpu();
+    let n = 16 << 20;
+    let table = random_f32(n);
+    let mapped = gpu.mapped_from(&table).unwrap();
+    let costs = gpu.link_costs();
+    let profile = gpu.device_profile().unwrap();
+    // As many random reads as the model says a whole copy costs: the closest call there is.
+    let bytes = n * 4;
+    let close = (costs.random_per_s(bytes) * bytes as f64 / costs.copy_bytes_per_s) as usize;
+    let hint = Touch::Elements(close);
+    let d = decide(&costs, &profile, &hint.access(n, 4));
+    assert!(
+        worth_probing(&costs, &profile, &hint.access(n, 4), &d),
+        "{d:?}"
+    );
+
+    let idx: Vec<u32> = random_u32(5000).iter().map(|&i| i % n as u32).collect();
+    let didx = gpu.upload(&idx).unwrap();
+    let mut out = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
+    gather_auto(&gpu, Grid::cover(idx.len()), hint, &mapped, &didx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+    // The probe only read the table, and its rate is kept for the next close call.
+    assert!(mapped[..] == table[..], "the probe changed the table");
+    let rate = gpu.measure_random_reads(&mapped).unwrap();
+    println!(
+        "random reads of this 64 MiB table: {:.0} M/s (model: {:.0} M/s)",
+        rate / 1e6,
+        costs.random_per_s(bytes) / 1e6
+    );
+    assert_eq!(gpu.measure_random_reads(&mapped).unwrap(), rate);
+    let decided = gpu.auto_decision(&mapped, hint);
+    if cfg!(feature = "gpu") {
+        assert!((1e6..1e11).contains(&rate), "{rate}");
+        assert_eq!(decided.measured_random_per_s, Some(rate), "{decided:?}");
+    } else {
+        assert_eq!(
+            decided, d,
+            "the simulator decides with the model's constants"
+        );
+        // The simulator has no link to measure: the model's rate.
+        assert_eq!(rate, costs.random_per_s(bytes));
+    }
+}
+
+#[test]
 fn an_index_outside_the_hinted_range_is_reported_not_read() {
     in_child_on_the_gpu!("an_index_outside_the_hinted_range_is_reported_not_read");
     use berth::Touch;

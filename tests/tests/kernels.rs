@@ -94,12 +94,17 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     }
 }
 
-/// The runtime's own kernel (pipelined launches' progress flags, written by it by default):
-/// hand-written PTX whose entry matches its descriptor and which ptxas accepts for sm_90.
+/// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
+/// `#[auto]`'s close calls): hand-written PTX whose entries match their descriptors and which
+/// ptxas accepts for sm_90.
 #[test]
-fn the_runtime_chunk_done_kernel_is_valid_ptx() {
+fn the_runtime_kernels_are_valid_ptx() {
     let k = &berth::__private::CHUNK_DONE;
-    ptx::check_kernel(k).unwrap_or_else(|e| panic!("{e}"));
+    let probe = &berth::__private::RANDOM_PROBE;
+    assert_eq!(k.ptx, probe.ptx, "one module for the runtime's crate name");
+    for k in [k, probe] {
+        ptx::check_kernel(k).unwrap_or_else(|e| panic!("{e}"));
+    }
     let Some(ptxas) = berth_build::find_ptxas() else {
         assert!(
             std::env::var("CI").is_err(),
@@ -108,12 +113,14 @@ fn the_runtime_chunk_done_kernel_is_valid_ptx() {
         eprintln!("ptxas not found: skipping");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("berth-chunk-done-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("berth-runtime-ptx-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("chunk_done.ptx");
+    let file = dir.join("runtime.ptx");
     std::fs::write(&file, k.ptx).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
-    assert!(usage.iter().any(|u| u.name == k.name), "{usage:?}");
+    for k in [k, probe] {
+        assert!(usage.iter().any(|u| u.name == k.name), "{usage:?}");
+    }
     // The kernel stores with system-scope release semantics, nothing else.
     assert!(k.ptx.contains("st.release.sys.global.u32"));
 }

@@ -8,7 +8,6 @@
 //! is read in place or copied in whole, as the cost model predicts from the batch size
 //! (`Touch::Rows`) and this machine's calibration.
 
-use berth::placement::decide;
 use berth::{Backend, Gpu, Grid, Touch};
 use berth_examples::{F4, embedding_gather, embedding_gather_auto};
 use rand::Rng;
@@ -85,7 +84,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     };
     if auto {
         let costs = gpu.link_costs();
-        let d = decide(&costs, &gpu.device_profile()?, &hint.access(rows * d4, 16));
+        let d = gpu.auto_decision(&table, hint);
         println!(
             "embedding: #[auto] chooses {:?} for batches of {batch} rows (predicted: in place {:.3} ms, copy the table {:.3} ms; {})",
             d.choice,

@@ -393,7 +393,6 @@ fn embedding(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
 /// access units. Each point: the three medians, the model's choice, and result checks.
 fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
     let costs = gpu.link_costs();
-    let profile = gpu.device_profile()?;
     eprintln!("auto sweep: link costs {costs:?}");
     let fractions = [0.00001f64, 0.0001, 0.001, 0.01, 0.05, 0.2];
     let mut rng = Rng(6);
@@ -412,7 +411,8 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
             let didx = gpu.upload(&idx)?;
             let grid = Grid::cover(k);
             let hint = Touch::Elements(k);
-            let choice = berth::placement::decide(&costs, &profile, &hint.access(n, 4)).choice;
+            // The launch's own decision: a close call is settled by this table's measured rate.
+            let choice = gpu.auto_decision(&table, hint).choice;
             let poisoned = vec![f32::NAN; k];
             let mut outs = [
                 gpu.upload(&poisoned)?,
@@ -452,8 +452,7 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
                 rows: k,
                 row_elems: DIM4,
             };
-            let choice =
-                berth::placement::decide(&costs, &profile, &hint.access(rows * DIM4, 16)).choice;
+            let choice = gpu.auto_decision(&table, hint).choice;
             let d = DIM4 as u32;
             let poisoned = vec![NAN4; k * DIM4];
             let mut outs = [
