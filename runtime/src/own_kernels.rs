@@ -7,10 +7,9 @@ use crate::launch::{Kernel, Param};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A one-thread kernel that marks a chunk done: `*flag = 1` with a system-scope release
-/// store. Launched after a chunk's copy out on its stream, it writes the progress flags (the
-/// default; `BERTH_PIPELINE_FLAGS=memop` uses `cuStreamWriteValue32` instead): the store's
-/// release orders only this thread's writes, where the stream memory operation's barrier
-/// stalled the pipeline by 6–18% on the H200 (docs/design-notes.md).
+/// store, launched after a chunk's copy out on its stream with `BERTH_PIPELINE_FLAGS=kernel`
+/// (not the default: after a fault no kernel runs while queued copies may, so a chunk can be
+/// written and not flagged; docs/design-notes.md).
 pub static CHUNK_DONE: Kernel = Kernel {
     name: "berth_chunk_done",
     crate_name: "berth_runtime",

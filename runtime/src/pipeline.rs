@@ -8,9 +8,9 @@
 //! the bulk arguments)`, bounded by [`PipelineOptions::device_budget`], so host data larger
 //! than the GPU's memory streams through.
 //!
-//! Each chunk, once copied back, sets a flag in mapped host memory from its stream (a
-//! one-thread [`CHUNK_DONE`] kernel's system-scope release store): progress is read without a
-//! driver call, and after a fault the host knows exactly which chunks reached their outputs.
+//! Each chunk, once copied back, sets a flag in mapped host memory from its stream (a 4-byte
+//! copy behind its outputs' copy): progress is read without a driver call, and after a fault
+//! the host knows exactly which chunks reached their outputs.
 
 use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
@@ -26,12 +26,29 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// How the progress flags are written on the GPU: by the [`CHUNK_DONE`] kernel (the default)
-/// or by `cuStreamWriteValue32` with `BERTH_PIPELINE_FLAGS=memop` — a switch kept for
-/// measuring the two, read once per process.
-fn flags_by_kernel() -> bool {
-    static BY_KERNEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *BY_KERNEL.get_or_init(|| std::env::var("BERTH_PIPELINE_FLAGS").map_or(true, |v| v != "memop"))
+/// How a chunk's progress flag is written on the GPU, after its copy out on its stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlagWriter {
+    /// A 4-byte copy of a device word holding 1 into the flag: the copy engine that wrote
+    /// the chunk's outputs writes its flag next, so a flag set means the outputs are in host
+    /// memory, and copies queued before a fault keep data and flag together (the default).
+    Copy,
+    /// The [`CHUNK_DONE`] kernel (`BERTH_PIPELINE_FLAGS=kernel`): cheap, but no kernel runs
+    /// after a fault while queued copies may, so a chunk can be written and not flagged.
+    Kernel,
+    /// `cuStreamWriteValue32` (`BERTH_PIPELINE_FLAGS=memop`): its memory barrier cost 6–18%.
+    MemOp,
+}
+
+/// The flag writer, from `BERTH_PIPELINE_FLAGS` (`copy`, `kernel`, `memop`; a switch kept for
+/// measuring them), read once per process.
+fn flag_writer() -> FlagWriter {
+    static WRITER: std::sync::OnceLock<FlagWriter> = std::sync::OnceLock::new();
+    *WRITER.get_or_init(|| match std::env::var("BERTH_PIPELINE_FLAGS").as_deref() {
+        Ok("kernel") => FlagWriter::Kernel,
+        Ok("memop") => FlagWriter::MemOp,
+        _ => FlagWriter::Copy,
+    })
 }
 
 /// How to pipeline; `None` fields are chosen from the measured link.
@@ -47,8 +64,8 @@ pub struct PipelineOptions {
     pub threads_per_block: u32,
     /// Per-chunk completion flags in mapped memory: progress ([`PipelineRun::chunks_done`])
     /// and, after a failure, which chunk failed and which completed
-    /// ([`Error::PipelineChunk`]). One one-thread kernel launch per chunk: on the H200 that
-    /// costs 0–6% of the throughput (docs/design-notes.md). Without
+    /// ([`Error::PipelineChunk`]). One 4-byte copy per chunk, behind its outputs' copy
+    /// (docs/design-notes.md has its cost on the H200). Without
     /// flags, `chunks_done()` stays 0 and a failure comes back as the kernel's own error.
     pub progress: bool,
 }
@@ -457,11 +474,28 @@ impl<'l> Pipelined<'l> {
             "pipelined launch"
         );
         let mut use_flags = self.opts.progress;
-        let by_kernel = use_flags && flags_by_kernel();
+        let writer = flag_writer();
+        let by_kernel = use_flags && writer == FlagWriter::Kernel;
         let done_fn = if by_kernel {
             gpu.function(&CHUNK_DONE)?
         } else {
             std::ptr::null_mut()
+        };
+        // Copied flags: one device word holding 1 per stream, set on that stream first.
+        let by_copy = use_flags && writer == FlagWriter::Copy && !gpu.sim;
+        let ones = if by_copy {
+            let (class, p) = crate::pool::take_staging(gpu, 4 * streams, Some(k))?;
+            run.leases.push((class, p));
+            for (s, stream) in run.streams.iter().enumerate() {
+                // SAFETY: word s of a staging lease of at least 4 × streams bytes, owned by
+                // the run until its streams are synchronised; queued on stream s before any
+                // of its chunks.
+                let r = unsafe { sys::cuMemsetD32Async(p + 4 * s as u64, 1, 1, stream.0) };
+                gpu.check("cuMemsetD32Async", r.result(), Some(k))?;
+            }
+            p
+        } else {
+            0
         };
         for c in 0..chunks {
             let s = c % streams;
@@ -531,6 +565,12 @@ impl<'l> Pipelined<'l> {
                         &mut ptrs,
                     )
                 }?;
+            } else if by_copy {
+                let flag = run.progress.as_ptr().wrapping_add(c) as u64;
+                // SAFETY: 4 bytes from this stream's word of 1 (set on this stream above)
+                // into the c-th u32 of the run's mapped progress buffer, alive until the run's
+                // streams are synchronised.
+                unsafe { copy_d2h(gpu, stream, flag, ones + 4 * s as u64, 4, k) }?;
             } else if use_flags && gpu.sim {
                 let flag = run.progress.as_ptr().wrapping_add(c) as usize;
                 let job = move || {
@@ -618,7 +658,7 @@ impl PipelineRun<'_> {
     fn flag(&self, c: usize) -> bool {
         let p = self.progress.as_ptr().wrapping_add(c).cast_mut();
         // SAFETY: `p` is the c-th u32 of the live progress buffer (c < chunks), written by the
-        // GPU's CHUNK_DONE kernel (or stream memory operation); read atomically.
+        // run's streams (see `FlagWriter`); read atomically.
         unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire) == 1
     }
 

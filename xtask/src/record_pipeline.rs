@@ -219,13 +219,14 @@ pub fn write(md: &mut String, text: &str, root: &Path) -> Result {
             .iter()
             .zip(text.lines().filter(|l| l.contains("pipeline_ablation")))
         {
-            let flags = match (
-                line.contains("\"progress\":true"),
-                line.contains("\"flags\":\"kernel\""),
-            ) {
-                (false, _) => "off",
-                (true, false) => "on (stream memory operation)",
-                (true, true) => "on (`CHUNK_DONE` kernel)",
+            let flags = if !line.contains("\"progress\":true") {
+                "off"
+            } else if line.contains("\"flags\":\"kernel\"") {
+                "on (`CHUNK_DONE` kernel)"
+            } else if line.contains("\"flags\":\"copy\"") {
+                "on (4-byte copy: the default)"
+            } else {
+                "on (stream memory operation)"
             };
             writeln!(
                 md,

@@ -3,8 +3,8 @@
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
 # Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags]
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
-#   flags: the pipeline's progress-flag ablation, the CHUNK_DONE kernel (default)
-#   vs stream memory operations, two rounds each;
+#   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
+#   memory operations vs the CHUNK_DONE kernel, two rounds each;
 #   auto: calibration, then only the #[auto] benchmarks (two rounds) — short targeted runs.
 # Writes machine.txt, tests.log, bench.jsonl and summary.txt to $OUT (or .gpu/out); exits
 # non-zero if any test, example or result check fails.
@@ -96,8 +96,9 @@ if [[ $mode == all || $mode == bench ]]; then
   if nvcc -O3 -arch=sm_90 -o "$here/pipeline" "$here/pipeline.cu" 2>&1; then
     "$here/pipeline" all 3 >> "$out/pipeline.jsonl" || fail=1
     "$here/bin/bench_pipeline" all 3 >> "$out/pipeline.jsonl" || fail=1
-    # The progress flags written by a stream memory operation instead (the old way).
+    # The progress flags written by a stream memory operation or a kernel instead.
     BERTH_PIPELINE_FLAGS=memop "$here/bin/bench_pipeline" ablation 3 >> "$out/pipeline.jsonl" || fail=1
+    BERTH_PIPELINE_FLAGS=kernel "$here/bin/bench_pipeline" ablation 3 >> "$out/pipeline.jsonl" || fail=1
     cat "$out/pipeline.jsonl"
   else
     summary+=("FAIL  nvcc build of pipeline.cu"); fail=1
@@ -127,6 +128,7 @@ if [[ $mode == flags ]]; then
   for round in 1 2; do
     "$here/bin/bench_pipeline" ablation 3 >> "$out/pipeline.jsonl" || fail=1
     BERTH_PIPELINE_FLAGS=memop "$here/bin/bench_pipeline" ablation 3 >> "$out/pipeline.jsonl" || fail=1
+    BERTH_PIPELINE_FLAGS=kernel "$here/bin/bench_pipeline" ablation 3 >> "$out/pipeline.jsonl" || fail=1
   done
   cat "$out/pipeline.jsonl"
 fi

@@ -191,7 +191,8 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
                 // Which way the flags were written (`BERTH_PIPELINE_FLAGS`, read by the runtime).
                 let by = match std::env::var("BERTH_PIPELINE_FLAGS").as_deref() {
                     Ok("memop") => "memop",
-                    _ => "kernel",
+                    Ok("kernel") => "kernel",
+                    _ => "copy",
                 };
                 let extra = format!(
                     "\"streams\":{streams},\"chunk_bytes\":{},\"progress\":{progress},\"flags\":\"{by}\",\"enqueue_ms\":{:.3},",
