@@ -36,7 +36,7 @@ enum FlagWriter {
     /// The [`CHUNK_DONE`] kernel (`BERTH_PIPELINE_FLAGS=kernel`): cheap, but no kernel runs
     /// after a fault while queued copies may, so a chunk can be written and not flagged.
     Kernel,
-    /// `cuStreamWriteValue32` (`BERTH_PIPELINE_FLAGS=memop`): its memory barrier cost 6–18%.
+    /// `cuStreamWriteValue32` (`BERTH_PIPELINE_FLAGS=memop`): its memory barrier cost 6–25%.
     MemOp,
 }
 
