@@ -1225,11 +1225,29 @@ fn embedding_rows_are_gathered_from_a_mapped_table() {
     }
 }
 
+/// `gather_auto` of `idx` with `hint` from `mapped` (holding `table`) into a poisoned output,
+/// checked against the host.
+fn gather_auto_matches_host(
+    gpu: &Gpu,
+    hint: berth::Touch,
+    mapped: &berth::MappedBuffer<f32>,
+    table: &[f32],
+    idx: &[u32],
+) {
+    let didx = gpu.upload(idx).unwrap();
+    let mut out = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
+    berth_examples::gather_auto(gpu, Grid::cover(idx.len()), hint, mapped, &didx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
+    assert_eq!(out.to_vec().unwrap(), want, "{hint:?}");
+}
+
 #[test]
 fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
     use berth::Touch;
     use berth::placement::{Choice, decide};
-    use berth_examples::gather_auto;
     let (_g, gpu) = gpu();
     let n = 1 << 22;
     let table = random_f32(n);
@@ -1251,14 +1269,7 @@ fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
             .iter()
             .map(|&i| (window.start + i as usize % window.len()) as u32)
             .collect();
-        let didx = gpu.upload(&idx).unwrap();
-        let mut out = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
-        gather_auto(&gpu, Grid::cover(idx.len()), hint, &mapped, &didx, &mut out)
-            .unwrap()
-            .wait()
-            .unwrap();
-        let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
-        assert_eq!(out.to_vec().unwrap(), want, "{hint:?}");
+        gather_auto_matches_host(&gpu, hint, &mapped, &table, &idx);
     }
     // The copy path used pooled staging.
     assert!(gpu.pool_stats().device_allocations + gpu.pool_stats().device_reuses > 0);
@@ -1307,7 +1318,6 @@ fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
 fn a_close_call_measures_the_table_once_and_reads_right_either_way() {
     use berth::Touch;
     use berth::placement::{decide, worth_probing};
-    use berth_examples::gather_auto;
     let (_g, gpu) = gpu();
     let n = 16 << 20;
     let table = random_f32(n);
@@ -1325,14 +1335,7 @@ fn a_close_call_measures_the_table_once_and_reads_right_either_way() {
     );
 
     let idx: Vec<u32> = random_u32(5000).iter().map(|&i| i % n as u32).collect();
-    let didx = gpu.upload(&idx).unwrap();
-    let mut out = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
-    gather_auto(&gpu, Grid::cover(idx.len()), hint, &mapped, &didx, &mut out)
-        .unwrap()
-        .wait()
-        .unwrap();
-    let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
-    assert_eq!(out.to_vec().unwrap(), want);
+    gather_auto_matches_host(&gpu, hint, &mapped, &table, &idx);
     // The probe only read the table, and its rate is kept for the next close call.
     assert!(mapped[..] == table[..], "the probe changed the table");
     let rate = gpu.measure_random_reads(&mapped).unwrap();
