@@ -557,8 +557,8 @@ impl<'l> Launch<'l> {
     /// whichever the cost model predicts is fastest for this launch's hint. A close call
     /// between random reads in place and a copy ([`worth_probing`](crate::placement::worth_probing))
     /// is settled by the random-read rate of this allocation, measured at its first such
-    /// launch and cached ([`Gpu::measure_random_reads`](crate::Gpu::measure_random_reads)).
-    /// The kernel's view makes only the hinted range available, whatever the choice.
+    /// launch and cached ([`Gpu::measure_random_reads`](crate::Gpu::measure_random_reads));
+    /// that launch waits for the work already queued on its stream, once. The kernel's view makes only the hinted range available, whatever the choice.
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         use crate::placement::{Choice, Touch};
         let a = b.__arg();
