@@ -127,7 +127,8 @@ fn probe_word(i: u64, words: u64) -> u64 {
     ((u128::from(z) * u128::from(words)) >> 64) as u64
 }
 
-/// [`RANDOM_PROBE`] on the simulator: one simulated thread's read.
+/// [`RANDOM_PROBE`] on the simulator: one simulated thread's read. (The simulator's `#[auto]`
+/// decisions do not probe — it has no link to measure — but the descriptor stays launchable.)
 ///
 /// # Safety
 /// `p` points at the four parameter values: a table of `words` live `u32`s, the counts, and
