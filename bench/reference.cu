@@ -12,6 +12,7 @@
 //
 // Output: one JSON line per kernel on stdout, e.g.
 //   {"impl":"nvcc","kernel":"saxpy","n":268435456,"median_ms":0.9,"gbps":3580.0,"bad":0}
+// then the launch overhead ("bench":"launch_wait" and "launch_enqueue", microseconds).
 // Diagnostics go to stderr so stdout stays machine-readable.
 //
 // Note on FMA: nvcc contracts a*x+y into an FMA by default (--fmad=true); the
@@ -22,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -195,6 +197,70 @@ static void bench_block_sum(size_t n, int reps, unsigned blocks, const std::vect
     emit("block_sum", n, ms, 4.0 * (double)n, bad);
 }
 
+// Launch overhead: saxpy over 256 elements (one block) on a non-blocking stream, as berth's
+// launches on a `Gpu` run. "launch_wait": host time of one launch plus the stream wait,
+// median and p99 of `rounds`; "launch_enqueue": host time per launch of `rounds` launches
+// queued back to back without waiting (then one wait). The result is checked after one more
+// launch from fresh inputs.
+static void bench_launch(int rounds) {
+    const size_t n = 256;
+    std::vector<float> hx(n), hy(n);
+    for (auto& v : hx) v = uniform_nonzero();
+    for (auto& v : hy) v = uniform_nonzero();
+    float *dx = nullptr, *dy = nullptr;
+    CUDA_CHECK(cudaMalloc(&dx, n * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&dy, n * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(dx, hx.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dy, hy.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const float a = 1e-6f;
+    using clock = std::chrono::steady_clock;
+    for (int i = 0; i < 100; ++i) {
+        saxpy<<<1, kBlock, 0, s>>>(a, dx, dy, n);
+        CUDA_CHECK_LAUNCH();
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    std::vector<float> us(rounds);
+    for (int r = 0; r < rounds; ++r) {
+        auto t0 = clock::now();
+        saxpy<<<1, kBlock, 0, s>>>(a, dx, dy, n);
+        CUDA_CHECK_LAUNCH();
+        CUDA_CHECK(cudaStreamSynchronize(s));
+        us[r] = std::chrono::duration<float, std::micro>(clock::now() - t0).count();
+    }
+    auto t0 = clock::now();
+    for (int r = 0; r < rounds; ++r) {
+        saxpy<<<1, kBlock, 0, s>>>(a, dx, dy, n);
+    }
+    double enqueue_us = std::chrono::duration<double, std::micro>(clock::now() - t0).count() / rounds;
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    // The check: one launch from fresh inputs.
+    CUDA_CHECK(cudaMemcpy(dy, hy.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    saxpy<<<1, kBlock, 0, s>>>(a, dx, dy, n);
+    CUDA_CHECK_LAUNCH();
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    std::vector<float> got(n);
+    CUDA_CHECK(cudaMemcpy(got.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (std::fabs(got[i] - (a * hx[i] + hy[i])) > 1e-5f) ++bad;
+    std::vector<float> sorted = us;
+    std::sort(sorted.begin(), sorted.end());
+    double p99 = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+    std::printf("{\"impl\":\"nvcc\",\"bench\":\"launch_wait\",\"n\":%zu,\"rounds\":%d,"
+                "\"median_us\":%.3f,\"p99_us\":%.3f,\"bad\":%zu}\n",
+                n, rounds, median(us), p99, bad);
+    std::printf("{\"impl\":\"nvcc\",\"bench\":\"launch_enqueue\",\"n\":%zu,\"rounds\":%d,"
+                "\"median_us\":%.3f,\"bad\":%zu}\n",
+                n, rounds, enqueue_us, bad);
+    std::fflush(stdout);
+    CUDA_CHECK(cudaStreamDestroy(s));
+    CUDA_CHECK(cudaFree(dx));
+    CUDA_CHECK(cudaFree(dy));
+}
+
 int main(int argc, char** argv) {
     if (argc < 2 || argc > 4) {
         std::fprintf(stderr, "usage: %s <n_elements> [repetitions=20] [blocks=1056]\n", argv[0]);
@@ -223,5 +289,6 @@ int main(int argc, char** argv) {
 
     bench_saxpy(n, (int)reps, hx);
     bench_block_sum(n, (int)reps, (unsigned)blocks, hx);
+    bench_launch(2000);
     return 0;
 }

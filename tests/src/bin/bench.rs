@@ -3,7 +3,9 @@
 //!
 //! `bench <n> [repetitions]`: one warm-up, then each launch timed alone with CUDA events
 //! (as the reference does), median reported; results checked against the host. Prints one
-//! JSON line per kernel: `{"impl":"berth","kernel":..,"n":..,"median_ms":..,"gbps":..,"bad":..}`.
+//! JSON line per kernel: `{"impl":"berth","kernel":..,"n":..,"median_ms":..,"gbps":..,"bad":..}`,
+//! then the launch overhead (`"bench":"launch_wait"`: one small launch and its wait, host
+//! time, as the reference measures it).
 
 use berth::{Gpu, Grid};
 use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
@@ -74,6 +76,47 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "{{\"impl\":\"berth\",\"kernel\":\"block_sum\",\"n\":{n},\"median_ms\":{ms:.5},\"gbps\":{:.1},\"bad\":{bad}}}",
         4.0 * n as f64 / (ms * 1e-3) / 1e9
+    );
+    drop((dx, partial));
+    launch_wait(&gpu, 2000)
+}
+
+/// Launch overhead: saxpy over 256 elements (one block) on the `Gpu`'s stream, launch plus
+/// wait timed on the host, `rounds` times after 100 warm-ups; median and p99 in µs. (Queueing
+/// launches without waiting, the reference's `launch_enqueue`, has no counterpart: a berth
+/// launch's guard waits when dropped, so launches writing one buffer cannot pile up.) The
+/// result is checked after one more launch from fresh inputs.
+fn launch_wait(gpu: &Gpu, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let n = 256;
+    let (x, y) = (random_f32(n), random_f32(n));
+    let a = 1e-6f32;
+    let dx = gpu.upload(&x)?;
+    let mut dy = gpu.upload(&y)?;
+    let grid = Grid::cover(n);
+    for _ in 0..100 {
+        saxpy(gpu, grid, a, &dx, &mut dy)?.wait()?;
+    }
+    let mut us = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = std::time::Instant::now();
+        saxpy(gpu, grid, a, &dx, &mut dy)?.wait()?;
+        us.push(t.elapsed().as_secs_f32() * 1e6);
+    }
+    dy.copy_from(&y)?;
+    saxpy(gpu, grid, a, &dx, &mut dy)?.wait()?;
+    let want = saxpy_host(a, &x, &y);
+    let bad = dy
+        .to_vec()?
+        .iter()
+        .zip(&want)
+        .filter(|(g, w)| (*g - *w).abs() > 1e-5)
+        .count();
+    let mut sorted = us.clone();
+    sorted.sort_by(f32::total_cmp);
+    let p99 = sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)];
+    println!(
+        "{{\"impl\":\"berth\",\"bench\":\"launch_wait\",\"n\":{n},\"rounds\":{rounds},\"median_us\":{:.3},\"p99_us\":{p99:.3},\"bad\":{bad}}}",
+        median(us)
     );
     Ok(())
 }
