@@ -12,8 +12,11 @@
 //! kernel crates share one nested dir so `core` is built once; the artifact's path is read from
 //! cargo's JSON messages.
 
+pub mod ir;
+pub mod link;
 mod ptxas;
 
+pub use link::{LinkError, find_libdevice};
 pub use ptxas::{EntryUsage, PtxasError, find_ptxas, ptxas_usage};
 
 use std::io::{BufRead, BufReader};
@@ -24,6 +27,10 @@ use std::process::{Command, Stdio};
 pub const DEFAULT_ARCH: &str = "sm_90";
 /// Environment variable selecting the architecture (`sm_80`, `sm_90`, …).
 pub const ARCH_ENV: &str = "BERTH_ARCH";
+/// Environment variable turning float contraction off for the whole build (`off`).
+pub const FP_CONTRACT_ENV: &str = "BERTH_FP_CONTRACT";
+/// Environment variable naming libdevice (`off` for none); see [`find_libdevice`].
+pub const LIBDEVICE_ENV: &str = "BERTH_LIBDEVICE";
 /// The environment variable the host build reads the PTX path from.
 pub const PTX_ENV: &str = "BERTH_PTX";
 const TARGET: &str = "nvptx64-nvidia-cuda";
@@ -61,6 +68,14 @@ pub enum Error {
     /// The architecture string is not of the form `sm_NN`.
     #[error("`{0}` is not a GPU architecture: expected something like `sm_90`")]
     BadArch(String),
+    /// The last step (rewrites, libdevice, opt, llc) failed.
+    #[error("finishing the PTX of `{krate}` failed: {source}")]
+    Link {
+        /// The kernel crate.
+        krate: String,
+        /// What failed.
+        source: LinkError,
+    },
     /// Filesystem error.
     #[error("{path}: {source}")]
     Io {
@@ -78,6 +93,10 @@ pub struct Built {
     pub ptx: PathBuf,
     /// Source files the PTX depends on (from rustc's dep-info), excluding the standard library.
     pub sources: Vec<PathBuf>,
+    /// What the IR rewrites did (shared arrays, block shapes, contraction).
+    pub report: ir::Report,
+    /// The libdevice linked for device math, if any.
+    pub libdevice: Option<PathBuf>,
 }
 
 /// A nested nvptx64 build of one kernel crate.
@@ -89,6 +108,8 @@ pub struct Builder {
     cargo: PathBuf,
     quiet: bool,
     name: Option<String>,
+    contract: bool,
+    libdevice: Option<PathBuf>,
 }
 
 impl Builder {
@@ -104,7 +125,24 @@ impl Builder {
                 .unwrap_or_else(|| "cargo".into()),
             quiet: false,
             name: None,
+            contract: std::env::var(FP_CONTRACT_ENV).map_or(true, |v| v != "off"),
+            libdevice: find_libdevice(),
         }
+    }
+
+    /// Fuse float multiplies and adds into FMAs (default: on, as nvcc's `-fmad=true`; off
+    /// with `BERTH_FP_CONTRACT=off`). A kernel can opt out alone with
+    /// `#[gpu_kernel(fp_contract = false)]`.
+    pub fn fp_contract(mut self, on: bool) -> Self {
+        self.contract = on;
+        self
+    }
+
+    /// Use this libdevice for device math (default: [`find_libdevice`]); `None` builds
+    /// berth's math from its portable Rust implementation instead.
+    pub fn libdevice(mut self, path: Option<PathBuf>) -> Self {
+        self.libdevice = path;
+        self
     }
 
     /// The crate's name, for messages (default: its directory's name).
@@ -153,8 +191,14 @@ impl Builder {
             .env(
                 "CARGO_ENCODED_RUSTFLAGS",
                 format!(
-                    "-Ctarget-cpu={}\x1f-Zunstable-options\x1f-Cpanic=immediate-abort",
-                    self.arch
+                    "-Ctarget-cpu={}\x1f-Zunstable-options\x1f-Cpanic=immediate-abort{}",
+                    self.arch,
+                    // berth's device math calls libdevice when the last step can link it.
+                    if self.libdevice.is_some() {
+                        "\x1f--cfg=berth_libdevice"
+                    } else {
+                        ""
+                    }
                 ),
             )
             .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
@@ -209,9 +253,28 @@ impl Builder {
             eprint!("{captured}");
             return Err(Error::Build { krate });
         }
-        let ptx = ptx.ok_or(Error::NoPtx { krate })?;
-        let sources = dep_info_sources(&ptx.with_extension("d"));
-        Ok(Built { ptx, sources })
+        let linked_ptx = ptx.ok_or(Error::NoPtx {
+            krate: krate.clone(),
+        })?;
+        let sources = dep_info_sources(&linked_ptx.with_extension("d"));
+        let link_err = |source| Error::Link {
+            krate: krate.clone(),
+            source,
+        };
+        let (bc, symbols) = link::linker_leftovers(&linked_ptx).map_err(link_err)?;
+        let ptx = bc.with_extension("berth.ptx");
+        let opts = link::LinkOptions {
+            arch: self.arch.clone(),
+            contract: self.contract,
+            libdevice: self.libdevice.clone(),
+        };
+        let report = link::relink(&bc, &symbols, &ptx, &opts).map_err(link_err)?;
+        Ok(Built {
+            ptx,
+            sources,
+            report,
+            libdevice: self.libdevice.clone(),
+        })
     }
 }
 
@@ -305,6 +368,8 @@ pub fn kernels() {
 
 fn try_kernels() -> Result<(), Error> {
     println!("cargo:rerun-if-env-changed={ARCH_ENV}");
+    println!("cargo:rerun-if-env-changed={FP_CONTRACT_ENV}");
+    println!("cargo:rerun-if-env-changed={LIBDEVICE_ENV}");
     // The nested build runs this script again for the nvptx64 target: nothing to do there.
     if std::env::var("TARGET").is_ok_and(|t| t.starts_with("nvptx64")) {
         return Ok(());

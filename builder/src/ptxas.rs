@@ -57,20 +57,31 @@ pub fn find_ptxas() -> Option<PathBuf> {
             return Some(cuda.into());
         }
     }
-    let out = Command::new("python3")
+    python_dirs()
+        .into_iter()
+        .flat_map(|d| {
+            ["cu13", "cuda_nvcc", "cu12"].map(|v| d.join("nvidia").join(v).join("bin/ptxas"))
+        })
+        .find(|p| p.is_file())
+}
+
+/// Python's package directories (site-packages and `sys.path`), where pip puts NVIDIA's
+/// wheels; empty without `python3`.
+pub(crate) fn python_dirs() -> Vec<PathBuf> {
+    let Ok(out) = Command::new("python3")
         .args([
             "-c",
             "import site,sys; print('\\n'.join(site.getsitepackages()+[site.getusersitepackages()]+sys.path))",
         ])
         .output()
-        .ok()?;
+    else {
+        return Vec::new();
+    };
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .flat_map(|d| {
-            ["cu13", "cuda_nvcc", "cu12"]
-                .map(|v| Path::new(d).join("nvidia").join(v).join("bin/ptxas"))
-        })
-        .find(|p| p.is_file())
+        .filter(|l| !l.is_empty())
+        .map(PathBuf::from)
+        .collect()
 }
 
 /// Assemble `ptx` for `arch` with `ptxas -v` and return each entry's resource usage.

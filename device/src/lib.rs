@@ -17,17 +17,21 @@ pub mod atomic;
 pub mod dim;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
+pub mod math;
 pub mod panic;
 pub mod shared;
 pub mod signal;
 pub mod slice;
 
 pub use dim::{block, grid, sync_threads, thread};
+pub use math::{FastMath, GpuFloat};
 pub use panic::fail;
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
 pub use shared::__host_shared;
-pub use shared::{Shared, dynamic as dynamic_shared};
+#[doc(hidden)]
+pub use shared::__private_shared;
+pub use shared::{Shared, SharedCell, dynamic as dynamic_shared};
 pub use signal::{Mailbox, Reserved, Signals, Slot};
 pub use slice::{Slice, SliceMut, Window};
 

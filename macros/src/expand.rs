@@ -231,9 +231,22 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
             }
         }
     }
+    // What the builder's last step turns into LLVM attributes (see berth_build::ir).
+    let mut attrs = Vec::new();
+    if let Some(([x, y, z], _)) = opts.block {
+        attrs.push(format!("reqntid={x},{y},{z}"));
+    }
+    if opts.exact_fp {
+        attrs.push("nocontract".to_owned());
+    }
+    let section = (!attrs.is_empty()).then(|| {
+        let s = format!("berth:{}", attrs.join(";"));
+        quote!(#[unsafe(link_section = #s)])
+    });
     quote! {
         #[cfg(target_arch = "nvptx64")]
         #[unsafe(no_mangle)]
+        #section
         #[allow(non_snake_case, clippy::too_many_arguments)]
         #[doc(hidden)]
         pub unsafe extern "ptx-kernel" fn #name(#(#params),*) {
@@ -340,6 +353,10 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     };
     let sim = sim_ident(name);
     let uses_barrier = mentions(k.body.to_token_stream(), "sync_threads");
+    let block = match opts.block {
+        Some(([x, y, z], _)) => quote!(::core::option::Option::Some([#x, #y, #z])),
+        None => quote!(::core::option::Option::None),
+    };
     let mut params = Vec::new();
     for a in &k.args {
         let n = a.name.to_string();
@@ -389,6 +406,7 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
             location: concat!(file!(), ":", line!()),
             sim: #sim,
             uses_barrier: #uses_barrier,
+            block: #block,
         };
         #[cfg(not(target_arch = "nvptx64"))]
         #krate::__private::inventory::submit! {

@@ -15,13 +15,18 @@ pub mod kw {
 /// Placement keywords an argument may carry, for messages.
 pub const PLACEMENTS: &str = "`#[mapped]`, `#[pinned_async]` or `#[auto]`";
 
-/// `#[gpu_kernel(elementwise, crate = path)]`: the options of the attribute itself.
+/// `#[gpu_kernel(elementwise, block = (16, 16), fp_contract = false, crate = path)]`: the
+/// options of the attribute itself.
 pub struct Options {
     /// Path of the berth facade crate as seen from the kernel crate (`::berth` unless
     /// re-exported).
     pub krate: syn::Path,
     /// `elementwise`: the kernel may be cut into chunks (a pipelined launcher is generated).
     pub elementwise: Option<Span>,
+    /// `block = (x, y, z)`: the only block shape the kernel runs with (PTX `.reqntid`).
+    pub block: Option<([u32; 3], Span)>,
+    /// `fp_contract = false`: keep this kernel's float multiplies and adds unfused.
+    pub exact_fp: bool,
 }
 
 impl Default for Options {
@@ -29,48 +34,136 @@ impl Default for Options {
         Options {
             krate: syn::parse_quote!(::berth),
             elementwise: None,
+            block: None,
+            exact_fp: false,
         }
     }
 }
 
+const OPTIONS: &str = "`elementwise` (the kernel can be cut into chunks and pipelined), \
+    `block = (x, y, z)` (the block shape it always runs with), `fp_contract = false` (no fused \
+    multiply-adds in this kernel) or `crate = path` (the path of the berth crate when it is \
+    re-exported)";
+
+/// Threads a block may have.
+const MAX_BLOCK: u64 = 1024;
+
 impl Parse for Options {
     fn parse(input: ParseStream) -> syn::Result<Self> {
         let mut opts = Options::default();
-        let mut seen_crate = false;
+        let mut seen: Vec<String> = Vec::new();
         while !input.is_empty() {
-            let key: syn::Ident = input.call(syn::ext::IdentExt::parse_any).map_err(|e| {
-                syn::Error::new(e.span(), "expected `elementwise` or `crate = path`")
-            })?;
-            if key == "elementwise" {
-                if opts.elementwise.is_some() {
-                    return Err(syn::Error::new(key.span(), "`elementwise` is given twice"));
-                }
-                opts.elementwise = Some(key.span());
-                if !input.is_empty() {
-                    input.parse::<syn::Token![,]>()?;
-                }
-                continue;
-            }
-            if key != "crate" {
+            let key: syn::Ident = input
+                .call(syn::ext::IdentExt::parse_any)
+                .map_err(|e| syn::Error::new(e.span(), format!("expected one of {OPTIONS}")))?;
+            let name = key.to_string();
+            if !matches!(
+                name.as_str(),
+                "elementwise" | "block" | "fp_contract" | "crate"
+            ) {
                 return Err(syn::Error::new(
                     key.span(),
-                    format!(
-                        "unknown option `{key}`: expected `elementwise` (the kernel can be cut into chunks and pipelined) or `crate = path` (the path of the berth crate when it is re-exported)"
-                    ),
+                    format!("unknown option `{key}`: expected {OPTIONS}"),
                 ));
             }
-            if seen_crate {
-                return Err(syn::Error::new(key.span(), "`crate` is given twice"));
+            if seen.contains(&name) {
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!("`{key}` is given twice"),
+                ));
             }
-            seen_crate = true;
-            input.parse::<syn::Token![=]>()?;
-            opts.krate = input.parse()?;
+            seen.push(name.clone());
+            match name.as_str() {
+                "elementwise" => opts.elementwise = Some(key.span()),
+                "block" => {
+                    input.parse::<syn::Token![=]>().map_err(|e| {
+                        syn::Error::new(e.span(), "write the block shape as `block = (x, y, z)`, `block = (x, y)` or `block = x`")
+                    })?;
+                    opts.block = Some(block_shape(input)?);
+                }
+                "fp_contract" => {
+                    input.parse::<syn::Token![=]>().map_err(|e| {
+                        syn::Error::new(
+                            e.span(),
+                            "write `fp_contract = false` (or `true`, the default)",
+                        )
+                    })?;
+                    let v: syn::LitBool = input.parse().map_err(|e| {
+                        syn::Error::new(e.span(), "`fp_contract` is `true` or `false`")
+                    })?;
+                    opts.exact_fp = !v.value;
+                }
+                _ => {
+                    input.parse::<syn::Token![=]>()?;
+                    opts.krate = input.parse()?;
+                }
+            }
             if !input.is_empty() {
                 input.parse::<syn::Token![,]>()?;
             }
         }
         Ok(opts)
     }
+}
+
+/// `(x, y, z)`, `(x, y)` or `x`: positive integer literals, at most 1024 threads in all.
+fn block_shape(input: ParseStream) -> syn::Result<([u32; 3], Span)> {
+    let bad = |span: Span| {
+        syn::Error::new(
+            span,
+            "a block shape is one to three positive integer literals: `block = (16, 16)`, `block = 256`",
+        )
+    };
+    let dims: Vec<syn::LitInt> = if input.peek(syn::token::Paren) {
+        let content;
+        let paren = syn::parenthesized!(content in input);
+        let list =
+            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated(&content)?;
+        if list.is_empty() || list.len() > 3 {
+            return Err(bad(paren.span.join()));
+        }
+        list.into_iter()
+            .map(|e| match e {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Int(i),
+                    ..
+                }) => Ok(i),
+                other => Err(bad(syn::spanned::Spanned::span(&other))),
+            })
+            .collect::<syn::Result<_>>()?
+    } else {
+        let e: syn::Expr = input.parse()?;
+        match e {
+            syn::Expr::Lit(syn::ExprLit {
+                lit: syn::Lit::Int(i),
+                ..
+            }) => vec![i],
+            other => return Err(bad(syn::spanned::Spanned::span(&other))),
+        }
+    };
+    let mut shape = [1u32; 3];
+    let mut span = dims[0].span();
+    for (d, lit) in dims.iter().enumerate() {
+        let v: u32 = lit.base10_parse().map_err(|_| bad(lit.span()))?;
+        if v == 0 {
+            return Err(syn::Error::new(
+                lit.span(),
+                "a block dimension is at least 1",
+            ));
+        }
+        shape[d] = v;
+        span = span.join(lit.span()).unwrap_or(span);
+    }
+    let total: u64 = shape.iter().map(|&v| u64::from(v)).product();
+    if total > MAX_BLOCK || shape[2] > 64 {
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "a block has at most {MAX_BLOCK} threads (and z at most 64); this shape has {total}"
+            ),
+        ));
+    }
+    Ok((shape, span))
 }
 
 /// Parse the attribute's arguments.

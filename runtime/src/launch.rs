@@ -86,9 +86,41 @@ impl Grid {
         u64::from(self.blocks.x) * u64::from(self.threads.x)
     }
 
-    fn validate(&self, kernel: &'static str) -> Result<()> {
-        let bad = |reason: String| Err(Error::InvalidLaunch { kernel, reason });
+    /// `n` × `m` elements (x fastest) covered by 2D blocks of `block` threads:
+    /// `thread::global_x()` ranges over `0..n` and `global_y()` over `0..m` (a little past
+    /// them in the last blocks: guard both).
+    pub fn cover_2d(n: usize, m: usize, block: (u32, u32)) -> Grid {
+        let (bx, by) = (block.0.max(1), block.1.max(1));
+        Grid::new((blocks_for(n, bx), blocks_for(m, by), 1), (bx, by, 1))
+    }
+
+    /// As [`Grid::cover_2d`] in three dimensions.
+    pub fn cover_3d(n: usize, m: usize, l: usize, block: (u32, u32, u32)) -> Grid {
+        let (bx, by, bz) = (block.0.max(1), block.1.max(1), block.2.max(1));
+        Grid::new(
+            (blocks_for(n, bx), blocks_for(m, by), blocks_for(l, bz)),
+            (bx, by, bz),
+        )
+    }
+
+    pub(crate) fn validate(&self, kernel: &'static Kernel) -> Result<()> {
+        let name = kernel.name;
+        let bad = |reason: String| {
+            Err(Error::InvalidLaunch {
+                kernel: name,
+                reason,
+            })
+        };
         let (b, t) = (self.blocks, self.threads);
+        if let Some([x, y, z]) = kernel.block
+            && [t.x, t.y, t.z] != [x, y, z]
+        {
+            return bad(format!(
+                "the kernel declares blocks of ({x}, {y}, {z}) threads (`#[gpu_kernel(block = ..)]`), \
+                 the launch asks for ({}, {}, {}): launch it with `Grid::new(blocks, ({x}, {y}, {z}))`",
+                t.x, t.y, t.z
+            ));
+        }
         if [b.x, b.y, b.z, t.x, t.y, t.z].contains(&0) {
             return bad(format!(
                 "every extent must be at least 1 (blocks {b:?}, threads {t:?})"
@@ -107,6 +139,11 @@ impl Grid {
         }
         Ok(())
     }
+}
+
+/// Blocks of `block` threads covering `n` elements along one axis.
+fn blocks_for(n: usize, block: u32) -> u32 {
+    u32::try_from((n as u64).div_ceil(u64::from(block)).max(1)).unwrap_or(u32::MAX)
 }
 
 /// What one PTX parameter of a kernel is.
@@ -203,6 +240,10 @@ pub struct Kernel {
     pub sim: unsafe fn(&[*mut std::ffi::c_void]),
     /// Whether the body calls `sync_threads` (the simulator then runs threads as coroutines).
     pub uses_barrier: bool,
+    /// The block shape the kernel declared (`#[gpu_kernel(block = (x, y, z))]`): its PTX
+    /// requires exactly this many threads per block (`.reqntid`), and launches with another
+    /// shape are refused.
+    pub block: Option<[u32; 3]>,
 }
 
 /// Registration of a kernel descriptor, collected across the program.
@@ -437,7 +478,7 @@ impl<'l> Launch<'l> {
     /// Start a launch of `kernel` on `queue`.
     pub fn new(queue: &'l impl Queue, kernel: &'static Kernel, grid: Grid) -> Result<Self> {
         let crate::stream::QueueRef(gpu, stream) = queue.__queue();
-        grid.validate(kernel.name)?;
+        grid.validate(kernel)?;
         gpu.bind()?;
         let func = gpu.function(kernel)?;
         Ok(Launch {

@@ -18,6 +18,7 @@ pub static CHUNK_DONE: Kernel = Kernel {
     location: concat!(file!(), ":", line!()),
     sim: chunk_done_sim,
     uses_barrier: false,
+    block: None,
 };
 
 /// Random 4-byte reads of one mapped table: thread `i` of the first `reads` reads word
@@ -38,6 +39,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
     location: concat!(file!(), ":", line!()),
     sim: random_probe_sim,
     uses_barrier: false,
+    block: None,
 };
 
 /// The word whose reading makes [`RANDOM_PROBE`] write its sink.

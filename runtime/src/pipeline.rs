@@ -227,7 +227,14 @@ pub struct Pipelined<'l> {
 
 impl<'l> Pipelined<'l> {
     /// Start a pipelined launch of `kernel`.
-    pub fn new(gpu: &'l Gpu, kernel: &'static Kernel, opts: PipelineOptions) -> Result<Self> {
+    pub fn new(gpu: &'l Gpu, kernel: &'static Kernel, mut opts: PipelineOptions) -> Result<Self> {
+        // A kernel that declares a 1D block shape runs chunks in blocks of it by default.
+        if let Some([x, 1, 1]) = kernel.block
+            && opts.threads_per_block == Grid::DEFAULT_BLOCK
+        {
+            opts.threads_per_block = x;
+        }
+        Grid::new(1, opts.threads_per_block).validate(kernel)?;
         gpu.inner.bind()?;
         let func = gpu.inner.function(kernel)?;
         Ok(Pipelined {

@@ -303,6 +303,42 @@ fn error_options() {
 }
 
 #[test]
+fn block_shape_and_exact_arithmetic() {
+    // The entry carries the attributes for the builder's last step; the descriptor the shape
+    // for the launch check.
+    insta::assert_snapshot!(expand_with(
+        quote!(block = (16, 16), fp_contract = false),
+        quote!(
+            pub fn tile(x: &[f32], y: &mut [f32]) {}
+        ),
+        Some("/k.ptx")
+    ));
+}
+
+#[test]
+fn error_block_shapes() {
+    for (args, name) in [
+        (quote!(block = (0, 16)), "error_block_zero"),
+        (quote!(block = (32, 32, 2)), "error_block_too_large"),
+        (quote!(block = (16, n)), "error_block_not_literal"),
+        (quote!(block = (1, 2, 3, 4)), "error_block_four"),
+        (quote!(block), "error_block_no_value"),
+        (quote!(fp_contract = off), "error_fp_contract_value"),
+        (quote!(block = 32, block = 64), "error_block_twice"),
+    ] {
+        insta::assert_snapshot!(
+            name,
+            errors_with(
+                args,
+                quote!(
+                    pub fn k() {}
+                )
+            )
+        );
+    }
+}
+
+#[test]
 fn error_not_a_function() {
     insta::assert_snapshot!(errors(quote! {
         pub struct S {

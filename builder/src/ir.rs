@@ -1,0 +1,411 @@
+//! Rewrites of the whole kernel program's LLVM IR (text form) before it is optimised and
+//! compiled to PTX: what rustc cannot express but nvcc's front end does.
+//!
+//! - **Contraction.** `a * b + c` on floats fuses into one FMA in nvcc (`-fmad=true`);
+//!   rustc marks no float operation as contractible, and the NVPTX backend then keeps
+//!   `mul.rn` + `add.rn`. Every `fmul`/`fadd`/`fsub` gets the `contract` flag, except in
+//!   kernels that opted out and when the crate turned it off.
+//! - **Shared memory in its address space.** A Rust static cannot live in PTX `.shared`, so
+//!   `shared_array!` declares an ordinary static placed in the section `berth:shared`; here it
+//!   moves to address space 3 (with no initialiser) and every use goes through an
+//!   `addrspacecast`, as clang writes `__shared__` variables. LLVM's address-space inference
+//!   then emits `ld.shared`/`st.shared`/`atom.shared` for the accesses. The dynamic array
+//!   `__berth_dynamic_shared` becomes an `.extern .shared` array likewise.
+//! - **Per-kernel attributes.** `#[gpu_kernel(..)]` writes what the entry needs into the
+//!   entry's section name (`berth:reqntid=16,16,1;nocontract`); it becomes the function
+//!   attribute `"nvvm.reqntid"` (PTX `.reqntid`, and thread-index ranges the optimiser uses to
+//!   drop bounds checks) and the opt-out of contraction.
+
+use std::collections::HashSet;
+
+/// The section that marks a static as block-shared memory.
+pub const SHARED_SECTION: &str = "berth:shared";
+/// The name of the dynamic shared-memory array.
+pub const DYNAMIC_SHARED: &str = "__berth_dynamic_shared";
+/// Prefix of a kernel entry's section carrying its attributes.
+pub const KERNEL_SECTION_PREFIX: &str = "berth:";
+
+/// What to change in the module.
+#[derive(Debug, Clone, Copy)]
+pub struct Rewrite {
+    /// Mark float multiplies and adds contractible (outside kernels that opted out).
+    pub contract: bool,
+}
+
+/// What a rewrite found, for messages and tests.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// Statics moved to shared memory.
+    pub shared: Vec<String>,
+    /// Kernels given a required block shape, with it.
+    pub reqntid: Vec<(String, [u32; 3])>,
+    /// Kernels whose arithmetic was left uncontracted.
+    pub exact: Vec<String>,
+    /// Float operations marked contractible.
+    pub contracted: usize,
+}
+
+/// Why a module could not be rewritten.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RewriteError {
+    /// A kernel section names an attribute this builder does not know.
+    #[error(
+        "kernel `{kernel}` carries the attribute `{attr}`, unknown to this berth-build (are berth and berth-build the same version?)"
+    )]
+    UnknownAttribute {
+        /// The kernel.
+        kernel: String,
+        /// The attribute text.
+        attr: String,
+    },
+}
+
+/// Apply the rewrites to a module in LLVM's text form.
+pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError> {
+    let mut report = Report::default();
+    // First pass: the shared statics, so their uses can be rewritten wherever they appear.
+    let mut shared: HashSet<String> = HashSet::new();
+    for line in ir.lines() {
+        if let Some(name) = global_name(line)
+            && (line.contains(&format!("section \"{SHARED_SECTION}\"")) || name == DYNAMIC_SHARED)
+        {
+            shared.insert(name.to_owned());
+        }
+    }
+    let mut out = String::with_capacity(ir.len() + ir.len() / 8);
+    let mut exact_fn = false;
+    for line in ir.lines() {
+        if let Some(name) = global_name(line)
+            && shared.contains(name)
+        {
+            out.push_str(&shared_definition(line));
+            out.push('\n');
+            report.shared.push(name.to_owned());
+            continue;
+        }
+        let mut line = if shared.is_empty() {
+            line.to_owned()
+        } else {
+            cast_shared_uses(line, &shared)
+        };
+        if line.starts_with("define ") {
+            let (l, attrs) = kernel_attributes(&line)?;
+            line = l;
+            exact_fn = false;
+            if let Some((name, attrs)) = attrs {
+                if let Some(r) = attrs.reqntid {
+                    report.reqntid.push((name.clone(), r));
+                }
+                if attrs.exact {
+                    exact_fn = true;
+                    report.exact.push(name);
+                }
+            }
+        } else if opts.contract && !exact_fn {
+            let (l, n) = contract(&line);
+            line = l;
+            report.contracted += n;
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    Ok((out, report))
+}
+
+/// The name of the global a line defines or declares (`@name = ...`), if it does.
+fn global_name(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix('@')?;
+    let end = rest.find(" = ")?;
+    let name = &rest[..end];
+    (!name.is_empty() && name.bytes().all(is_ident_byte)).then_some(name)
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'$')
+}
+
+/// A shared static's definition in address space 3: no initialiser (shared memory has none),
+/// no section, at least 16-byte alignment kept from the static.
+fn shared_definition(line: &str) -> String {
+    let (head, tail) = line.split_once(" = ").expect("a global definition");
+    // `@x = [linkage] [unnamed_addr] global <ty> <init>, section "…", align N`
+    let mut words: Vec<&str> = Vec::new();
+    let mut rest = tail;
+    let Some((i, kw)) = ["global", "constant"]
+        .into_iter()
+        .find_map(|kw| find_word(rest, kw).map(|i| (i, kw)))
+    else {
+        return line.to_owned();
+    };
+    for w in rest[..i].split_whitespace() {
+        if w != "addrspace(3)" {
+            words.push(w);
+        }
+    }
+    rest = &rest[i + kw.len()..];
+    let external = words.contains(&"external");
+    // The type: up to the initialiser (defined) or the first comma (declared).
+    let after: Vec<&str> = rest.split(", ").collect();
+    let first = after[0].trim();
+    let ty = if external {
+        first.to_owned()
+    } else {
+        type_prefix(first)
+    };
+    let align = after
+        .iter()
+        .find_map(|p| p.trim().strip_prefix("align "))
+        .and_then(|a| a.trim().parse::<u32>().ok())
+        .unwrap_or(1)
+        .max(16);
+    let linkage = words.join(" ");
+    let init = if external { "" } else { " undef" };
+    format!("{head} = {linkage} addrspace(3) global {ty}{init}, align {align}")
+        .replace("=  addrspace", "= addrspace")
+}
+
+/// The byte offset of `word` as a whole word in `s`.
+fn find_word(s: &str, word: &str) -> Option<usize> {
+    let bytes = s.as_bytes();
+    let mut from = 0;
+    while let Some(i) = s[from..].find(word).map(|i| i + from) {
+        let before = i == 0 || bytes[i - 1] == b' ';
+        let after = bytes.get(i + word.len()).is_none_or(|&b| b == b' ');
+        if before && after {
+            return Some(i);
+        }
+        from = i + word.len();
+    }
+    None
+}
+
+/// The type at the start of `s` (`[1024 x i8] undef` → `[1024 x i8]`), brackets balanced.
+fn type_prefix(s: &str) -> String {
+    let mut depth = 0i32;
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' | '{' | '<' | '(' => depth += 1,
+            ']' | '}' | '>' | ')' => depth -= 1,
+            ' ' if depth == 0 => return s[..i].to_owned(),
+            _ => {}
+        }
+    }
+    s.to_owned()
+}
+
+/// Every `ptr @name` use of a shared global becomes a generic pointer cast from shared space.
+fn cast_shared_uses(line: &str, shared: &HashSet<String>) -> String {
+    if !line.contains("ptr @") {
+        return line.to_owned();
+    }
+    let mut out = String::with_capacity(line.len() + 64);
+    let mut rest = line;
+    while let Some(i) = rest.find("ptr @") {
+        let name_start = i + "ptr @".len();
+        let name_len = rest[name_start..]
+            .bytes()
+            .take_while(|&b| is_ident_byte(b))
+            .count();
+        let name = &rest[name_start..name_start + name_len];
+        out.push_str(&rest[..i]);
+        if shared.contains(name) {
+            out.push_str(&format!(
+                "ptr addrspacecast (ptr addrspace(3) @{name} to ptr)"
+            ));
+        } else {
+            out.push_str(&rest[i..name_start + name_len]);
+        }
+        rest = &rest[name_start + name_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Attributes a kernel entry carries in its section.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct KernelAttrs {
+    reqntid: Option<[u32; 3]>,
+    exact: bool,
+}
+
+/// A `define` line with its berth section replaced by LLVM attributes, and what it said.
+#[allow(clippy::type_complexity)]
+fn kernel_attributes(line: &str) -> Result<(String, Option<(String, KernelAttrs)>), RewriteError> {
+    let marker = format!(" section \"{KERNEL_SECTION_PREFIX}");
+    let Some(start) = line.find(&marker) else {
+        return Ok((line.to_owned(), None));
+    };
+    let body_start = start + marker.len();
+    let Some(len) = line[body_start..].find('"') else {
+        return Ok((line.to_owned(), None));
+    };
+    let spec = &line[body_start..body_start + len];
+    let name = line
+        .split_once('@')
+        .map(|(_, r)| r.split('(').next().unwrap_or_default().to_owned())
+        .unwrap_or_default();
+    let mut attrs = KernelAttrs::default();
+    for part in spec.split(';').filter(|p| !p.is_empty()) {
+        if let Some(dims) = part.strip_prefix("reqntid=") {
+            let v: Vec<u32> = dims.split(',').filter_map(|d| d.parse().ok()).collect();
+            if v.len() != 3 {
+                return Err(RewriteError::UnknownAttribute {
+                    kernel: name,
+                    attr: part.to_owned(),
+                });
+            }
+            attrs.reqntid = Some([v[0], v[1], v[2]]);
+        } else if part == "nocontract" {
+            attrs.exact = true;
+        } else {
+            return Err(RewriteError::UnknownAttribute {
+                kernel: name,
+                attr: part.to_owned(),
+            });
+        }
+    }
+    let replacement = match attrs.reqntid {
+        Some([x, y, z]) => format!(" \"nvvm.reqntid\"=\"{x},{y},{z}\""),
+        None => String::new(),
+    };
+    let mut l = String::with_capacity(line.len());
+    l.push_str(&line[..start]);
+    l.push_str(&replacement);
+    l.push_str(&line[body_start + len + 1..]);
+    Ok((l, Some((name, attrs))))
+}
+
+/// `%x = fmul float %a, %b` → `%x = fmul contract float %a, %b` (also `fadd`, `fsub`, vectors,
+/// instructions that already carry flags).
+fn contract(line: &str) -> (String, usize) {
+    for op in ["fmul", "fadd", "fsub"] {
+        let pat = format!("= {op} ");
+        if let Some(i) = line.find(&pat) {
+            let after = &line[i + pat.len()..];
+            if after.starts_with("contract ") || after.starts_with("fast ") {
+                return (line.to_owned(), 0);
+            }
+            let mut l = String::with_capacity(line.len() + 9);
+            l.push_str(&line[..i + pat.len()]);
+            l.push_str("contract ");
+            l.push_str(after);
+            return (l, 1);
+        }
+    }
+    (line.to_owned(), 0)
+}
+
+/// Names of functions the module declares but does not define (`declare … @name(`).
+pub fn declared_functions(ir: &str) -> Vec<String> {
+    ir.lines()
+        .filter(|l| l.starts_with("declare "))
+        .filter_map(|l| {
+            let at = l.find('@')?;
+            let rest = &l[at + 1..];
+            let end = rest.find('(')?;
+            Some(rest[..end].trim_matches('"').to_owned())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MODULE: &str = r#"@_RNvTILE = internal unnamed_addr global [1024 x i8] undef, section "berth:shared", align 4
+@__berth_dynamic_shared = external global [0 x i8], align 1
+@other = internal global [4 x i8] zeroinitializer, align 4
+
+define ptx_kernel void @sgemm(ptr noundef %0, i64 %1) unnamed_addr #2 section "berth:reqntid=16,16,1" {
+start:
+  %2 = getelementptr inbounds nuw float, ptr @_RNvTILE, i64 %1
+  %3 = load float, ptr %2, align 4
+  %4 = fmul float %3, %3
+  %5 = fadd float %4, %3
+  store float %5, ptr @__berth_dynamic_shared, align 4
+  store float %5, ptr @other, align 4
+  ret void
+}
+
+define ptx_kernel void @exact(ptr %0) unnamed_addr #2 section "berth:nocontract" {
+  %2 = fmul float 1.0, 2.0
+  %3 = fsub fast float %2, 1.0
+  ret void
+}
+
+define internal float @helper(float %a) {
+  %b = fmul <2 x float> %a, %a
+  ret float %a
+}
+"#;
+
+    #[test]
+    fn shared_statics_move_to_address_space_3() {
+        let (out, report) = rewrite(MODULE, Rewrite { contract: true }).unwrap();
+        assert!(out.contains(
+            "@_RNvTILE = internal unnamed_addr addrspace(3) global [1024 x i8] undef, align 16\n"
+        ));
+        assert!(
+            out.contains(
+                "@__berth_dynamic_shared = external addrspace(3) global [0 x i8], align 16\n"
+            ),
+            "{out}"
+        );
+        assert!(out.contains(
+            "getelementptr inbounds nuw float, ptr addrspacecast (ptr addrspace(3) @_RNvTILE to ptr), i64 %1"
+        ));
+        assert!(out.contains(
+            "store float %5, ptr addrspacecast (ptr addrspace(3) @__berth_dynamic_shared to ptr), align 4"
+        ));
+        assert!(out.contains("store float %5, ptr @other, align 4"));
+        assert_eq!(report.shared.len(), 2);
+    }
+
+    #[test]
+    fn kernel_sections_become_attributes() {
+        let (out, report) = rewrite(MODULE, Rewrite { contract: true }).unwrap();
+        assert!(out.contains(
+            "define ptx_kernel void @sgemm(ptr noundef %0, i64 %1) unnamed_addr #2 \"nvvm.reqntid\"=\"16,16,1\" {"
+        ));
+        assert!(out.contains("define ptx_kernel void @exact(ptr %0) unnamed_addr #2 {"));
+        assert!(!out.contains("section \"berth:"));
+        assert_eq!(report.reqntid, vec![("sgemm".to_owned(), [16, 16, 1])]);
+        assert_eq!(report.exact, vec!["exact".to_owned()]);
+    }
+
+    #[test]
+    fn float_arithmetic_is_contracted_outside_exact_kernels() {
+        let (out, report) = rewrite(MODULE, Rewrite { contract: true }).unwrap();
+        assert!(out.contains("%4 = fmul contract float %3, %3"));
+        assert!(out.contains("%5 = fadd contract float %4, %3"));
+        assert!(
+            out.contains("%2 = fmul float 1.0, 2.0"),
+            "exact kernel untouched"
+        );
+        assert!(out.contains("%b = fmul contract <2 x float> %a, %a"));
+        assert_eq!(report.contracted, 3);
+        let (off, report) = rewrite(MODULE, Rewrite { contract: false }).unwrap();
+        assert!(off.contains("%4 = fmul float %3, %3"));
+        assert_eq!(report.contracted, 0);
+    }
+
+    #[test]
+    fn unknown_kernel_attributes_are_errors() {
+        let m = "define ptx_kernel void @k() section \"berth:warp=3\" {\n}\n";
+        assert_eq!(
+            rewrite(m, Rewrite { contract: true }).unwrap_err(),
+            RewriteError::UnknownAttribute {
+                kernel: "k".into(),
+                attr: "warp=3".into()
+            }
+        );
+    }
+
+    #[test]
+    fn declared_functions_are_listed() {
+        let m =
+            "declare float @__nv_expf(float)\ndeclare void @llvm.trap()\ndefine void @f() {\n}\n";
+        assert_eq!(declared_functions(m), vec!["__nv_expf", "llvm.trap"]);
+    }
+}

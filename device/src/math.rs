@@ -1,0 +1,467 @@
+//! Device math for `f32` and `f64`: the functions of `std`'s float types, in kernels.
+//!
+//! Kernels are `no_std` on the GPU, where `f32::sqrt`, `exp`, `sin`… do not exist. With
+//! [`GpuFloat`] in scope (it is in the prelude) the same calls compile in kernels:
+//! `x.sqrt()`, `x.exp()`, `x.sin_cos()`, `x.powf(y)`, `x.mul_add(a, b)`, plus `x.rsqrt()`.
+//! On the host (the CPU simulator) the calls are `std`'s own.
+//!
+//! ## How each function is computed on the GPU
+//! - `sqrt`, `mul_add`, `floor`, `ceil`, `trunc`, `round`, `abs`, `min`, `max`, `copysign`:
+//!   single PTX instructions (`sqrt.rn`, `fma.rn`, `cvt.rmi`, …), exact (correctly rounded).
+//! - The transcendental functions: NVIDIA's **libdevice** (`__nv_expf`, …, the functions
+//!   behind CUDA's `expf`), linked by the builder when it finds libdevice
+//!   (`pip install nvidia-cuda-nvcc`, a CUDA toolkit, or `BERTH_LIBDEVICE`). Their error is
+//!   CUDA's documented bound, in ulp (units in the last place), for f32 / f64:
+//!
+//!   | function | f32 | f64 | | function | f32 | f64 |
+//!   |---|---|---|---|---|---|---|
+//!   | `rsqrt` | 2 | 1 | | `sin`, `cos`, `tan` | 2 / 2 / 4 | 2 |
+//!   | `cbrt` | 1 | 1 | | `asin`, `acos`, `atan` | 2 | 2 |
+//!   | `exp`, `exp2`, `exp10` | 2 | 1 | | `sinh`, `cosh`, `tanh` | 3 / 2 / 2 | 2 / 1 / 1 |
+//!   | `exp_m1` | 1 | 1 | | `atan2` | 3 | 2 |
+//!   | `ln`, `log2`, `log10` | 1 / 1 / 2 | 1 | | `hypot` | 3 | 2 |
+//!   | `ln_1p` | 1 | 1 | | `powf` | 4 | 2 |
+//!
+//!   Without libdevice the builder compiles the `libm` crate's portable Rust versions
+//!   instead (musl's algorithms, within 1 ulp for these functions), slower on a GPU.
+//! - [`FastMath`] (f32): the hardware approximations nvcc's `-use_fast_math` uses
+//!   (`ex2.approx`, `lg2.approx`, `sin.approx`, `rsqrt.approx`, `tanh.approx`…), with PTX's
+//!   documented error, for code that prefers speed.
+
+/// `std`'s float functions in kernels, for `f32` and `f64`. In the prelude.
+///
+/// ```
+/// use berth_device::math::GpuFloat;
+/// let (s, c) = GpuFloat::sin_cos(0.5f32);
+/// assert!((s * s + c * c - 1.0).abs() < 1e-6);
+/// assert_eq!(GpuFloat::rsqrt(4.0f64), 0.5);
+/// ```
+pub trait GpuFloat: Copy {
+    /// Square root, correctly rounded.
+    fn sqrt(self) -> Self;
+    /// `1 / sqrt(self)`.
+    fn rsqrt(self) -> Self;
+    /// Cube root.
+    fn cbrt(self) -> Self;
+    /// `e^self`.
+    fn exp(self) -> Self;
+    /// `2^self`.
+    fn exp2(self) -> Self;
+    /// `10^self`.
+    fn exp10(self) -> Self;
+    /// `e^self - 1`, accurate near zero.
+    fn exp_m1(self) -> Self;
+    /// Natural logarithm.
+    fn ln(self) -> Self;
+    /// Base-2 logarithm.
+    fn log2(self) -> Self;
+    /// Base-10 logarithm.
+    fn log10(self) -> Self;
+    /// `ln(1 + self)`, accurate near zero.
+    fn ln_1p(self) -> Self;
+    /// Sine (radians).
+    fn sin(self) -> Self;
+    /// Cosine (radians).
+    fn cos(self) -> Self;
+    /// Sine and cosine at once.
+    fn sin_cos(self) -> (Self, Self);
+    /// Tangent.
+    fn tan(self) -> Self;
+    /// Arcsine.
+    fn asin(self) -> Self;
+    /// Arccosine.
+    fn acos(self) -> Self;
+    /// Arctangent.
+    fn atan(self) -> Self;
+    /// Four-quadrant arctangent of `self / other`.
+    fn atan2(self, other: Self) -> Self;
+    /// Hyperbolic sine.
+    fn sinh(self) -> Self;
+    /// Hyperbolic cosine.
+    fn cosh(self) -> Self;
+    /// Hyperbolic tangent.
+    fn tanh(self) -> Self;
+    /// `self^n`.
+    fn powf(self, n: Self) -> Self;
+    /// `self^n` for an integer power.
+    fn powi(self, n: i32) -> Self;
+    /// `sqrt(self² + other²)` without undue overflow.
+    fn hypot(self, other: Self) -> Self;
+    /// `self * a + b` with one rounding.
+    fn mul_add(self, a: Self, b: Self) -> Self;
+    /// Largest integer not above `self`.
+    fn floor(self) -> Self;
+    /// Smallest integer not below `self`.
+    fn ceil(self) -> Self;
+    /// Nearest integer, halves away from zero.
+    fn round(self) -> Self;
+    /// Integer part.
+    fn trunc(self) -> Self;
+    /// Absolute value.
+    fn abs(self) -> Self;
+    /// Minimum (a NaN argument yields the other).
+    fn min(self, other: Self) -> Self;
+    /// Maximum (a NaN argument yields the other).
+    fn max(self, other: Self) -> Self;
+    /// `self`'s magnitude with `sign`'s sign.
+    fn copysign(self, sign: Self) -> Self;
+}
+
+/// Hardware approximations for `f32` (what nvcc's `-use_fast_math` substitutes), with
+/// PTX's documented error; denormal inputs and results flush to zero. In the prelude. On the
+/// host they compute the accurate functions.
+///
+/// | method | PTX | error (PTX ISA) |
+/// |---|---|---|
+/// | `exp2_approx` | `ex2.approx.ftz.f32` | 2 ulp (full range) |
+/// | `exp_approx` | `ex2.approx` of `x·log2 e` | 2 + 1.5·\|x\| ulp |
+/// | `log2_approx` | `lg2.approx.ftz.f32` | 2⁻²² absolute in [0.5, 2], else 4 ulp |
+/// | `ln_approx` | `lg2.approx` · ln 2 | as `log2_approx`, plus one rounding |
+/// | `sin_approx`, `cos_approx` | `sin/cos.approx.ftz.f32` | 2⁻²⁰·⁵ absolute in [-π, π] |
+/// | `rsqrt_approx` | `rsqrt.approx.ftz.f32` | 2 ulp |
+/// | `sqrt_approx` | `sqrt.approx.ftz.f32` | 2 ulp |
+/// | `recip_approx` | `rcp.approx.ftz.f32` | 1 ulp |
+/// | `tanh_approx` | `tanh.approx.f32` | 2⁻¹⁰·⁹⁸⁷ relative |
+///
+/// ```
+/// use berth_device::math::FastMath;
+/// assert!((2.0f32.exp2_approx() - 4.0).abs() < 1e-5);
+/// ```
+pub trait FastMath: Copy {
+    /// `2^self`, approximate.
+    fn exp2_approx(self) -> Self;
+    /// `e^self`, approximate.
+    fn exp_approx(self) -> Self;
+    /// Base-2 logarithm, approximate.
+    fn log2_approx(self) -> Self;
+    /// Natural logarithm, approximate.
+    fn ln_approx(self) -> Self;
+    /// Sine, approximate (accurate in [-π, π]).
+    fn sin_approx(self) -> Self;
+    /// Cosine, approximate (accurate in [-π, π]).
+    fn cos_approx(self) -> Self;
+    /// `1 / sqrt(self)`, approximate.
+    fn rsqrt_approx(self) -> Self;
+    /// Square root, approximate.
+    fn sqrt_approx(self) -> Self;
+    /// `1 / self`, approximate.
+    fn recip_approx(self) -> Self;
+    /// Hyperbolic tangent, approximate.
+    fn tanh_approx(self) -> Self;
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+mod imp {
+    use super::{FastMath, GpuFloat};
+
+    macro_rules! host_float {
+        ($t:ident) => {
+            impl GpuFloat for $t {
+                #[inline(always)]
+                fn rsqrt(self) -> Self {
+                    1.0 / $t::sqrt(self)
+                }
+                #[inline(always)]
+                fn exp10(self) -> Self {
+                    $t::powf(10.0, self)
+                }
+                #[inline(always)]
+                fn sin_cos(self) -> (Self, Self) {
+                    $t::sin_cos(self)
+                }
+                host_float!(@unary $t: sqrt cbrt exp exp2 exp_m1 ln log2 log10 ln_1p sin cos tan
+                    asin acos atan sinh cosh tanh floor ceil round trunc abs);
+                host_float!(@binary $t: atan2 powf hypot min max copysign);
+                #[inline(always)]
+                fn powi(self, n: i32) -> Self {
+                    $t::powi(self, n)
+                }
+                #[inline(always)]
+                fn mul_add(self, a: Self, b: Self) -> Self {
+                    $t::mul_add(self, a, b)
+                }
+            }
+        };
+        (@unary $t:ident: $($f:ident)*) => { $(
+            #[inline(always)]
+            fn $f(self) -> Self {
+                $t::$f(self)
+            }
+        )* };
+        (@binary $t:ident: $($f:ident)*) => { $(
+            #[inline(always)]
+            fn $f(self, other: Self) -> Self {
+                $t::$f(self, other)
+            }
+        )* };
+    }
+    host_float!(f32);
+    host_float!(f64);
+
+    impl FastMath for f32 {
+        fn exp2_approx(self) -> Self {
+            self.exp2()
+        }
+        fn exp_approx(self) -> Self {
+            self.exp()
+        }
+        fn log2_approx(self) -> Self {
+            self.log2()
+        }
+        fn ln_approx(self) -> Self {
+            self.ln()
+        }
+        fn sin_approx(self) -> Self {
+            self.sin()
+        }
+        fn cos_approx(self) -> Self {
+            self.cos()
+        }
+        fn rsqrt_approx(self) -> Self {
+            1.0 / self.sqrt()
+        }
+        fn sqrt_approx(self) -> Self {
+            self.sqrt()
+        }
+        fn recip_approx(self) -> Self {
+            1.0 / self
+        }
+        fn tanh_approx(self) -> Self {
+            self.tanh()
+        }
+    }
+}
+
+#[cfg(target_arch = "nvptx64")]
+mod imp {
+    use super::{FastMath, GpuFloat};
+    use core::intrinsics as i;
+
+    /// libdevice's functions, linked by the builder (`--cfg berth_libdevice`).
+    #[cfg(berth_libdevice)]
+    mod lib {
+        unsafe extern "C" {
+            pub fn __nv_rsqrtf(x: f32) -> f32;
+            pub fn __nv_cbrtf(x: f32) -> f32;
+            pub fn __nv_expf(x: f32) -> f32;
+            pub fn __nv_exp2f(x: f32) -> f32;
+            pub fn __nv_exp10f(x: f32) -> f32;
+            pub fn __nv_expm1f(x: f32) -> f32;
+            pub fn __nv_logf(x: f32) -> f32;
+            pub fn __nv_log2f(x: f32) -> f32;
+            pub fn __nv_log10f(x: f32) -> f32;
+            pub fn __nv_log1pf(x: f32) -> f32;
+            pub fn __nv_sinf(x: f32) -> f32;
+            pub fn __nv_cosf(x: f32) -> f32;
+            pub fn __nv_sincosf(x: f32, s: *mut f32, c: *mut f32);
+            pub fn __nv_tanf(x: f32) -> f32;
+            pub fn __nv_asinf(x: f32) -> f32;
+            pub fn __nv_acosf(x: f32) -> f32;
+            pub fn __nv_atanf(x: f32) -> f32;
+            pub fn __nv_atan2f(y: f32, x: f32) -> f32;
+            pub fn __nv_sinhf(x: f32) -> f32;
+            pub fn __nv_coshf(x: f32) -> f32;
+            pub fn __nv_tanhf(x: f32) -> f32;
+            pub fn __nv_powf(x: f32, y: f32) -> f32;
+            pub fn __nv_powif(x: f32, n: i32) -> f32;
+            pub fn __nv_hypotf(x: f32, y: f32) -> f32;
+            pub fn __nv_roundf(x: f32) -> f32;
+
+            pub fn __nv_rsqrt(x: f64) -> f64;
+            pub fn __nv_cbrt(x: f64) -> f64;
+            pub fn __nv_exp(x: f64) -> f64;
+            pub fn __nv_exp2(x: f64) -> f64;
+            pub fn __nv_exp10(x: f64) -> f64;
+            pub fn __nv_expm1(x: f64) -> f64;
+            pub fn __nv_log(x: f64) -> f64;
+            pub fn __nv_log2(x: f64) -> f64;
+            pub fn __nv_log10(x: f64) -> f64;
+            pub fn __nv_log1p(x: f64) -> f64;
+            pub fn __nv_sin(x: f64) -> f64;
+            pub fn __nv_cos(x: f64) -> f64;
+            pub fn __nv_sincos(x: f64, s: *mut f64, c: *mut f64);
+            pub fn __nv_tan(x: f64) -> f64;
+            pub fn __nv_asin(x: f64) -> f64;
+            pub fn __nv_acos(x: f64) -> f64;
+            pub fn __nv_atan(x: f64) -> f64;
+            pub fn __nv_atan2(y: f64, x: f64) -> f64;
+            pub fn __nv_sinh(x: f64) -> f64;
+            pub fn __nv_cosh(x: f64) -> f64;
+            pub fn __nv_tanh(x: f64) -> f64;
+            pub fn __nv_pow(x: f64, y: f64) -> f64;
+            pub fn __nv_powi(x: f64, n: i32) -> f64;
+            pub fn __nv_hypot(x: f64, y: f64) -> f64;
+            pub fn __nv_round(x: f64) -> f64;
+        }
+    }
+
+    /// One function body per build: libdevice's when linked, else the `libm` crate's.
+    macro_rules! pick {
+        ($nv:ident, $libm:path, $($a:expr),*) => {{
+            #[cfg(berth_libdevice)]
+            // SAFETY: libdevice's functions are pure math on their arguments.
+            let r = unsafe { lib::$nv($($a),*) };
+            #[cfg(not(berth_libdevice))]
+            let r = $libm($($a),*);
+            r
+        }};
+    }
+
+    macro_rules! device_float {
+        ($t:ident, $sqrt:ident, $fma:ident, $floor:ident, $ceil:ident, $trunc:ident,
+         rsqrt = $rsqrt:ident, sincos = $sincos:ident, round = $round:ident, powi = $powi:ident,
+         $(($f:ident, $nv:ident, $libm:ident),)* ; $(($f2:ident, $nv2:ident, $libm2:ident),)*) => {
+            impl GpuFloat for $t {
+                #[inline(always)]
+                fn sqrt(self) -> Self {
+                    // SAFETY: llvm.sqrt has no preconditions (sqrt.rn).
+                    unsafe { i::$sqrt(self) }
+                }
+                #[inline(always)]
+                fn rsqrt(self) -> Self {
+                    #[cfg(berth_libdevice)]
+                    // SAFETY: pure math.
+                    let r = unsafe { lib::$rsqrt(self) };
+                    #[cfg(not(berth_libdevice))]
+                    let r = 1.0 / self.sqrt();
+                    r
+                }
+                #[inline(always)]
+                fn sin_cos(self) -> (Self, Self) {
+                    #[cfg(berth_libdevice)]
+                    {
+                        let (mut s, mut c) = (0.0, 0.0);
+                        // SAFETY: writes one value through each valid pointer.
+                        unsafe { lib::$sincos(self, &mut s, &mut c) };
+                        (s, c)
+                    }
+                    #[cfg(not(berth_libdevice))]
+                    {
+                        (self.sin(), self.cos())
+                    }
+                }
+                #[inline(always)]
+                fn round(self) -> Self {
+                    pick!($round, libm::Libm::<$t>::round, self)
+                }
+                #[inline(always)]
+                fn powi(self, n: i32) -> Self {
+                    #[cfg(berth_libdevice)]
+                    // SAFETY: pure math.
+                    let r = unsafe { lib::$powi(self, n) };
+                    #[cfg(not(berth_libdevice))]
+                    let r = libm::Libm::<$t>::pow(self, n as $t);
+                    r
+                }
+                #[inline(always)]
+                fn mul_add(self, a: Self, b: Self) -> Self {
+                    // SAFETY: llvm.fma has no preconditions (fma.rn).
+                    unsafe { i::$fma(self, a, b) }
+                }
+                #[inline(always)]
+                fn floor(self) -> Self {
+                    // SAFETY: no preconditions.
+                    unsafe { i::$floor(self) }
+                }
+                #[inline(always)]
+                fn ceil(self) -> Self {
+                    // SAFETY: no preconditions.
+                    unsafe { i::$ceil(self) }
+                }
+                #[inline(always)]
+                fn trunc(self) -> Self {
+                    // SAFETY: no preconditions.
+                    unsafe { i::$trunc(self) }
+                }
+                #[inline(always)]
+                fn abs(self) -> Self {
+                    $t::abs(self)
+                }
+                #[inline(always)]
+                fn min(self, other: Self) -> Self {
+                    $t::min(self, other)
+                }
+                #[inline(always)]
+                fn max(self, other: Self) -> Self {
+                    $t::max(self, other)
+                }
+                #[inline(always)]
+                fn copysign(self, sign: Self) -> Self {
+                    $t::copysign(self, sign)
+                }
+                $(
+                    #[inline(always)]
+                    fn $f(self) -> Self {
+                        pick!($nv, libm::Libm::<$t>::$libm, self)
+                    }
+                )*
+                $(
+                    #[inline(always)]
+                    fn $f2(self, other: Self) -> Self {
+                        pick!($nv2, libm::Libm::<$t>::$libm2, self, other)
+                    }
+                )*
+            }
+        };
+    }
+
+    device_float!(f32, sqrtf32, fmaf32, floorf32, ceilf32, truncf32,
+        rsqrt = __nv_rsqrtf, sincos = __nv_sincosf, round = __nv_roundf, powi = __nv_powif,
+        (cbrt, __nv_cbrtf, cbrt), (exp, __nv_expf, exp), (exp2, __nv_exp2f, exp2),
+        (exp10, __nv_exp10f, exp10), (exp_m1, __nv_expm1f, expm1), (ln, __nv_logf, log),
+        (log2, __nv_log2f, log2), (log10, __nv_log10f, log10), (ln_1p, __nv_log1pf, log1p),
+        (sin, __nv_sinf, sin), (cos, __nv_cosf, cos), (tan, __nv_tanf, tan),
+        (asin, __nv_asinf, asin), (acos, __nv_acosf, acos), (atan, __nv_atanf, atan),
+        (sinh, __nv_sinhf, sinh), (cosh, __nv_coshf, cosh), (tanh, __nv_tanhf, tanh), ;
+        (atan2, __nv_atan2f, atan2), (powf, __nv_powf, pow), (hypot, __nv_hypotf, hypot),);
+    device_float!(f64, sqrtf64, fmaf64, floorf64, ceilf64, truncf64,
+        rsqrt = __nv_rsqrt, sincos = __nv_sincos, round = __nv_round, powi = __nv_powi,
+        (cbrt, __nv_cbrt, cbrt), (exp, __nv_exp, exp), (exp2, __nv_exp2, exp2),
+        (exp10, __nv_exp10, exp10), (exp_m1, __nv_expm1, expm1), (ln, __nv_log, log),
+        (log2, __nv_log2, log2), (log10, __nv_log10, log10), (ln_1p, __nv_log1p, log1p),
+        (sin, __nv_sin, sin), (cos, __nv_cos, cos), (tan, __nv_tan, tan),
+        (asin, __nv_asin, asin), (acos, __nv_acos, acos), (atan, __nv_atan, atan),
+        (sinh, __nv_sinh, sinh), (cosh, __nv_cosh, cosh), (tanh, __nv_tanh, tanh), ;
+        (atan2, __nv_atan2, atan2), (powf, __nv_pow, pow), (hypot, __nv_hypot, hypot),);
+
+    /// One PTX instruction on an f32.
+    macro_rules! approx {
+        ($($f:ident => $ins:literal,)*) => { $(
+            #[inline(always)]
+            fn $f(self) -> Self {
+                let r: f32;
+                // SAFETY: an arithmetic instruction on registers; touches no memory.
+                unsafe {
+                    core::arch::asm!(
+                        concat!($ins, " {r}, {x};"),
+                        r = out(reg32) r,
+                        x = in(reg32) self,
+                        options(pure, nomem, nostack),
+                    );
+                }
+                r
+            }
+        )* };
+    }
+
+    impl FastMath for f32 {
+        approx! {
+            exp2_approx => "ex2.approx.ftz.f32",
+            log2_approx => "lg2.approx.ftz.f32",
+            sin_approx => "sin.approx.ftz.f32",
+            cos_approx => "cos.approx.ftz.f32",
+            rsqrt_approx => "rsqrt.approx.ftz.f32",
+            sqrt_approx => "sqrt.approx.ftz.f32",
+            recip_approx => "rcp.approx.ftz.f32",
+            tanh_approx => "tanh.approx.f32",
+        }
+        #[inline(always)]
+        fn exp_approx(self) -> Self {
+            (self * core::f32::consts::LOG2_E).exp2_approx()
+        }
+        #[inline(always)]
+        fn ln_approx(self) -> Self {
+            self.log2_approx() * core::f32::consts::LN_2
+        }
+    }
+}
