@@ -42,9 +42,10 @@
 
 pub use berth_device as device;
 pub use berth_device::{
-    DeviceCopy, Mailbox, Signals, Slice, SliceMut, Slot, Window, gpu_assert, shared_array,
+    DeviceCopy, FastMath, GpuFloat, Mailbox, Shared, SharedCell, Signals, Slice, SliceMut, Slot,
+    Window, gpu_assert, math, shared_array,
 };
-pub use berth_macros::{DeviceCopy, gpu_kernel};
+pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
@@ -59,10 +60,11 @@ pub use berth_runtime::{
 pub mod prelude {
     pub use berth_device::signal::now_ns;
     pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot, Window};
+    pub use berth_device::{FastMath, GpuFloat};
     pub use berth_device::{
         block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread,
     };
-    pub use berth_macros::{DeviceCopy, gpu_kernel};
+    pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::placement::Touch;

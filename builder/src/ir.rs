@@ -75,6 +75,7 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
     }
     let mut out = String::with_capacity(ir.len() + ir.len() / 8);
     let mut exact_fn = false;
+    let mut block: Option<[u32; 3]> = None;
     for line in ir.lines() {
         if let Some(name) = global_name(line)
             && shared.contains(name)
@@ -82,6 +83,15 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
             out.push_str(&shared_definition(line));
             out.push('\n');
             report.shared.push(name.to_owned());
+            continue;
+        }
+        if let Some(layout) = line.strip_prefix("target datalayout = \"") {
+            // 32-bit pointers for the shared, constant and local spaces (`-nvptx-short-ptr`,
+            // nvcc's default): shared addresses fit one register, not two.
+            let layout = layout.trim_end_matches('"');
+            out.push_str(&format!(
+                "target datalayout = \"{layout}-p3:32:32-p4:32:32-p5:32:32\"\n"
+            ));
             continue;
         }
         let mut line = if shared.is_empty() {
@@ -93,7 +103,9 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
             let (l, attrs) = kernel_attributes(&line)?;
             line = l;
             exact_fn = false;
+            block = None;
             if let Some((name, attrs)) = attrs {
+                block = attrs.reqntid;
                 if let Some(r) = attrs.reqntid {
                     report.reqntid.push((name.clone(), r));
                 }
@@ -102,10 +114,15 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
                     report.exact.push(name);
                 }
             }
-        } else if opts.contract && !exact_fn {
-            let (l, n) = contract(&line);
-            line = l;
-            report.contracted += n;
+        } else {
+            if opts.contract && !exact_fn {
+                let (l, n) = contract(&line);
+                line = l;
+                report.contracted += n;
+            }
+            if let Some(b) = block {
+                line = thread_ranges(&line, b);
+            }
         }
         out.push_str(&line);
         out.push('\n');
@@ -296,6 +313,36 @@ fn contract(line: &str) -> (String, usize) {
     (line.to_owned(), 0)
 }
 
+/// In a kernel with a required block shape, reads of the thread index and block size get
+/// their exact ranges (`tid.x` in `0..x`, `ntid.x` = x), so the optimiser can prove indices
+/// derived from them in bounds. (LLVM's own range pass bounds each axis only by the total.)
+fn thread_ranges(line: &str, [x, y, z]: [u32; 3]) -> String {
+    const SREG: &str = "i32 @llvm.nvvm.read.ptx.sreg.";
+    let Some(at) = line.find(SREG) else {
+        return line.to_owned();
+    };
+    let reg = &line[at + SREG.len()..];
+    let dim = |axis: &str| match axis {
+        "x" => Some(x),
+        "y" => Some(y),
+        "z" => Some(z),
+        _ => None,
+    };
+    let range = if let Some(axis) = reg.strip_prefix("tid.") {
+        dim(&axis[..1]).map(|n| (0, n))
+    } else if let Some(axis) = reg.strip_prefix("ntid.") {
+        dim(&axis[..1]).map(|n| (n, n + 1))
+    } else {
+        None
+    };
+    match range {
+        Some((lo, hi)) if line[..at].trim_end().ends_with("call") => {
+            format!("{}range(i32 {lo}, {hi}) {}", &line[..at], &line[at..])
+        }
+        _ => line.to_owned(),
+    }
+}
+
 /// Names of functions the module declares but does not define (`declare … @name(`).
 pub fn declared_functions(ir: &str) -> Vec<String> {
     ir.lines()
@@ -321,6 +368,8 @@ define ptx_kernel void @sgemm(ptr noundef %0, i64 %1) unnamed_addr #2 section "b
 start:
   %2 = getelementptr inbounds nuw float, ptr @_RNvTILE, i64 %1
   %3 = load float, ptr %2, align 4
+  %t = tail call i32 @llvm.nvvm.read.ptx.sreg.tid.y()
+  %d = call i32 @llvm.nvvm.read.ptx.sreg.ntid.x()
   %4 = fmul float %3, %3
   %5 = fadd float %4, %3
   store float %5, ptr @__berth_dynamic_shared, align 4
@@ -371,6 +420,10 @@ define internal float @helper(float %a) {
         assert!(out.contains("define ptx_kernel void @exact(ptr %0) unnamed_addr #2 {"));
         assert!(!out.contains("section \"berth:"));
         assert_eq!(report.reqntid, vec![("sgemm".to_owned(), [16, 16, 1])]);
+        assert!(
+            out.contains("%t = tail call range(i32 0, 16) i32 @llvm.nvvm.read.ptx.sreg.tid.y()")
+        );
+        assert!(out.contains("%d = call range(i32 16, 17) i32 @llvm.nvvm.read.ptx.sreg.ntid.x()"));
         assert_eq!(report.exact, vec!["exact".to_owned()]);
     }
 

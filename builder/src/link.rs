@@ -149,6 +149,7 @@ pub fn relink(
     run(tools, "opt", &linked, |c| {
         c.arg(&linked)
             .arg(format!("-mcpu={}", opts.arch))
+            .arg("-nvptx-short-ptr")
             .arg(format!(
                 "--internalize-public-api-file={}",
                 exports.display()
@@ -159,6 +160,7 @@ pub fn relink(
     })?;
     run(tools, "llc", &optimized, |c| {
         c.arg(format!("-mcpu={}", opts.arch))
+            .arg("-nvptx-short-ptr")
             .arg(&optimized)
             .arg("-o")
             .arg(out)

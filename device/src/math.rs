@@ -314,8 +314,7 @@ mod imp {
             impl GpuFloat for $t {
                 #[inline(always)]
                 fn sqrt(self) -> Self {
-                    // SAFETY: llvm.sqrt has no preconditions (sqrt.rn).
-                    unsafe { i::$sqrt(self) }
+                    i::$sqrt(self)
                 }
                 #[inline(always)]
                 fn rsqrt(self) -> Self {
@@ -355,23 +354,19 @@ mod imp {
                 }
                 #[inline(always)]
                 fn mul_add(self, a: Self, b: Self) -> Self {
-                    // SAFETY: llvm.fma has no preconditions (fma.rn).
-                    unsafe { i::$fma(self, a, b) }
+                    i::$fma(self, a, b)
                 }
                 #[inline(always)]
                 fn floor(self) -> Self {
-                    // SAFETY: no preconditions.
-                    unsafe { i::$floor(self) }
+                    i::$floor(self)
                 }
                 #[inline(always)]
                 fn ceil(self) -> Self {
-                    // SAFETY: no preconditions.
-                    unsafe { i::$ceil(self) }
+                    i::$ceil(self)
                 }
                 #[inline(always)]
                 fn trunc(self) -> Self {
-                    // SAFETY: no preconditions.
-                    unsafe { i::$trunc(self) }
+                    i::$trunc(self)
                 }
                 #[inline(always)]
                 fn abs(self) -> Self {

@@ -209,7 +209,8 @@ mod gpu {
     }
 
     /// Record an out-of-bounds index with its numbers, then trap. Calls nothing.
-    #[inline(always)]
+    #[inline(never)]
+    #[cold]
     pub(crate) fn index_failure(i: usize, len: usize, loc: &Location<'_>) -> ! {
         let claimed = claim();
         if let Ok(r) = claimed {

@@ -63,6 +63,26 @@ impl<'a, T> SliceMut<'a, T> {
         (i < self.len).then(|| unsafe { &mut *self.ptr.add(i) })
     }
 
+    /// The element at `i` without a bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    pub unsafe fn get_unchecked(&self, i: usize) -> &T {
+        // SAFETY: in bounds by the caller's contract; valid per from_raw's contract.
+        unsafe { &*self.ptr.add(i) }
+    }
+
+    /// The element at `i` for writing, without a bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`.
+    #[inline(always)]
+    pub unsafe fn get_unchecked_mut(&mut self, i: usize) -> &mut T {
+        // SAFETY: as in `get_unchecked`; `&mut self` keeps this thread's references unique.
+        unsafe { &mut *self.ptr.add(i) }
+    }
+
     /// The element pointer for atomics (which only need `&self`).
     #[inline(always)]
     pub(crate) fn raw_ptr(&self) -> *mut T {

@@ -4,6 +4,9 @@
 
 use berth::prelude::*;
 
+pub mod compute;
+pub mod language;
+
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]
 pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {

@@ -6,6 +6,7 @@
 mod derive;
 mod expand;
 mod parse;
+mod unroll;
 mod validate;
 
 use proc_macro::TokenStream;
@@ -22,4 +23,13 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_derive(DeviceCopy)]
 pub fn derive_device_copy(item: TokenStream) -> TokenStream {
     derive::device_copy(item.into()).into()
+}
+
+/// Write a `for` loop over a literal range out once per iteration, so indices into small
+/// arrays become constants and the arrays live in registers:
+/// `unroll! { for i in 0..8 { acc[i] += a * b[i]; } }` (also `0..=7`, `(0..16).step_by(4)`).
+/// See the `berth` crate.
+#[proc_macro]
+pub fn unroll(input: TokenStream) -> TokenStream {
+    unroll::unroll(input.into()).into()
 }

@@ -75,9 +75,24 @@ pub fn run(bench_only: bool) -> Result {
     if !child.wait()?.success() {
         return Err("building the GPU bundle failed (errors above)".into());
     }
-    for cu in ["reference.cu", "placement.cu", "pipeline.cu", "signals.cu"] {
+    for cu in [
+        "reference.cu",
+        "placement.cu",
+        "pipeline.cu",
+        "signals.cu",
+        "compute.cu",
+    ] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }
+    // The example kernels' PTX, for the resource report next to nvcc's (same ptxas there).
+    let ptx =
+        root.join("target/berth-nvptx/nvptx64-nvidia-cuda/release/deps/berth_examples.berth.ptx");
+    std::fs::copy(&ptx, gpu_dir.join("berth_examples.ptx")).map_err(|e| {
+        format!(
+            "{}: {e} (the examples' PTX should have been built just now)",
+            ptx.display()
+        )
+    })?;
     // Which commit the bundle was built from, for the record of the run.
     let commit = std::process::Command::new("git")
         .args(["describe", "--always", "--dirty"])

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels]
+#   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc;
+#   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
 #   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
@@ -68,7 +70,42 @@ if [[ $mode == all || $mode == bench || $mode == calibrate || $mode == auto ]]; 
   fi
 fi
 
-if [[ $mode == all || $mode == bench ]]; then
+# ptxas -v output -> one JSON line per entry: {"ptxas":IMPL,"kernel":..,"registers":..}.
+ptxas_json() {
+  awk -v impl="$1" '
+    /Compiling entry function/ { n = $0; sub(/.*function .\x27?/, "", n); sub(/\x27.*/, "", n);
+      if (n ~ /^_Z[0-9]+/) { len = n; sub(/^_Z/, "", len); len = len + 0; sub(/^_Z[0-9]+/, "", n); n = substr(n, 1, len) }
+      name = n; stack = 0; st = 0; ld = 0 }
+    /bytes stack frame/ { stack = $1; st = $5; ld = $9 }
+    /Used [0-9]+ registers/ { r = $0; sub(/.*Used /, "", r); sub(/ registers.*/, "", r);
+      sm = 0; if ($0 ~ /bytes smem/) { sm = $0; sub(/ bytes smem.*/, "", sm); sub(/.* /, "", sm) }
+      printf "{\"ptxas\":\"%s\",\"kernel\":\"%s\",\"registers\":%d,\"stack\":%d,\"spill_stores\":%d,\"spill_loads\":%d,\"smem\":%d}\n", impl, name, r, stack, st, ld, sm }'
+}
+
+# Compute-bound kernels, berth and CUDA C++ interleaved, two rounds -> compute.jsonl, with
+# both sides' ptxas resource reports (the same ptxas) first.
+run_compute() {
+  : > "$out/compute.jsonl"
+  if nvcc -O3 -arch=sm_90 -Xptxas -v -o "$here/compute" "$here/compute.cu" > "$here/nvcc-ptxas.txt" 2>&1; then
+    ptxas_json nvcc < "$here/nvcc-ptxas.txt" >> "$out/compute.jsonl"
+    ptxas -arch=sm_90 -v "$here/berth_examples.ptx" -o /dev/null 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
+    for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \
+                "sgemm_reg8 2048" "sgemm_reg8 4096" "nbody 65536" "nbody_fast 65536" \
+                "black_scholes 67108864"; do
+      for round in 1 2; do
+        "$here/compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
+        "$here/bin/bench_compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
+      done
+    done
+    cat "$out/compute.jsonl"
+  else
+    cat "$here/nvcc-ptxas.txt"
+    summary+=("FAIL  nvcc build of compute.cu"); fail=1
+  fi
+}
+
+# The saxpy / block_sum kernel benchmark against reference.cu -> bench.jsonl.
+run_reference() {
   : > "$out/bench.jsonl"
   if nvcc -O3 -arch=sm_90 -o "$here/reference" "$here/reference.cu" 2>&1; then
     for n in 16777216 268435456; do
@@ -82,6 +119,11 @@ if [[ $mode == all || $mode == bench ]]; then
   else
     summary+=("FAIL  nvcc build of reference.cu"); fail=1
   fi
+}
+
+if [[ $mode == all || $mode == bench ]]; then
+  run_reference
+  run_compute
   : > "$out/placement.jsonl"
   if nvcc -O3 -arch=sm_90 -o "$here/placement" "$here/placement.cu" 2>&1; then
     for round in 1 2; do
@@ -104,7 +146,7 @@ if [[ $mode == all || $mode == bench ]]; then
     summary+=("FAIL  nvcc build of pipeline.cu"); fail=1
   fi
   run_signals
-  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl" "$out/signals.jsonl"; then
+  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/compute.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl" "$out/signals.jsonl"; then
     summary+=("FAIL  benchmark result check"); fail=1
   else
     summary+=("PASS  benchmark result checks")
@@ -133,7 +175,16 @@ if [[ $mode == flags ]]; then
   cat "$out/pipeline.jsonl"
 fi
 
-if [[ $mode == signals || $mode == auto || $mode == flags ]]; then
+if [[ $mode == compute ]]; then
+  run_compute
+fi
+
+if [[ $mode == kernels ]]; then
+  run_reference
+  run_compute
+fi
+
+if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels ]]; then
   if grep -q '"bad":[1-9]' "$out"/*.jsonl; then
     summary+=("FAIL  benchmark result check"); fail=1
   else

@@ -1,0 +1,264 @@
+//! Compute-bound kernels, written as a CUDA C++ programmer writes them: tiled and
+//! register-blocked SGEMM, all-pairs n-body, Black-Scholes. `bench/compute.cu` has the same
+//! algorithms in CUDA C++ (same tiling, same block shapes); the `bench_compute` benchmark
+//! runs both on the GPU and compares.
+
+use berth::prelude::*;
+
+/// Side of the square tiles of [`sgemm_tiled`]; its block is `TILE × TILE` threads.
+pub const TILE: usize = 16;
+
+/// `c = a · b` for row-major `n × n` matrices, `n` a multiple of 16: each 16×16 block
+/// computes a 16×16 tile of `c`, stepping through `a`'s rows and `b`'s columns in 16×16
+/// shared-memory tiles. Launch with `Grid::new((n / 16, n / 16), (16, 16))`.
+#[gpu_kernel(block = (16, 16))]
+pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let ta = shared_array!(TA: [[f32; TILE]; TILE]);
+    let tb = shared_array!(TB: [[f32; TILE]; TILE]);
+    let (tx, ty) = (thread::idx_x(), thread::idx_y());
+    let n = n as usize;
+    let row = block::idx_y() * TILE + ty;
+    let col = block::idx_x() * TILE + tx;
+    let mut acc = 0.0f32;
+    let mut t = 0;
+    while t < n {
+        ta[ty][tx].set(a[row * n + t + tx]);
+        tb[ty][tx].set(b[(t + ty) * n + col]);
+        sync_threads();
+        unroll! { for k in 0..16 {
+            acc += ta[ty][k].get() * tb[k][tx].get();
+        } }
+        sync_threads();
+        t += TILE;
+    }
+    c[row * n + col] = acc;
+}
+
+/// Rows (and columns) of `c` one [`sgemm_reg4`] block computes.
+pub const REG4_TILE: usize = 64;
+
+/// `c = a · b` (row-major, `n` a multiple of 64), register-blocked: a 16×16 block computes a
+/// 64×64 tile of `c`, each thread a 4×4 patch held in registers; `a` and `b` pass through
+/// shared memory in 64×16 / 16×64 slices. Launch with
+/// `Grid::new((n / 64, n / 64), (16, 16))`.
+#[gpu_kernel(block = (16, 16))]
+pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
+    const BK: usize = 16;
+    // `sa[k][r]`: column k of the slice of `a`, rows of the tile; `sb[k][c]`: row k of `b`'s.
+    let sa = shared_array!(SA4: [[f32; REG4_TILE]; BK]);
+    let sb = shared_array!(SB4: [[f32; REG4_TILE]; BK]);
+    let (tx, ty) = (thread::idx_x(), thread::idx_y());
+    let tid = ty * 16 + tx;
+    let n = n as usize;
+    let (row0, col0) = (block::idx_y() * REG4_TILE, block::idx_x() * REG4_TILE);
+    let mut acc = [[0.0f32; 4]; 4];
+    let mut t = 0;
+    while t < n {
+        unroll! { for l in 0..4 {
+            let e = tid + l * 256;
+            let (r, k) = (e / BK, e % BK);
+            sa[k][r].set(a[(row0 + r) * n + t + k]);
+            let (k, cc) = (e / REG4_TILE, e % REG4_TILE);
+            sb[k][cc].set(b[(t + k) * n + col0 + cc]);
+        } }
+        sync_threads();
+        unroll! { for k in 0..16 {
+            let mut fa = [0.0f32; 4];
+            let mut fb = [0.0f32; 4];
+            unroll! { for i in 0..4 {
+                fa[i] = sa[k][ty * 4 + i].get();
+                fb[i] = sb[k][tx * 4 + i].get();
+            } }
+            unroll! { for i in 0..4 {
+                unroll! { for j in 0..4 {
+                    acc[i][j] += fa[i] * fb[j];
+                } }
+            } }
+        } }
+        sync_threads();
+        t += BK;
+    }
+    unroll! { for i in 0..4 {
+        unroll! { for j in 0..4 {
+            c[(row0 + ty * 4 + i) * n + col0 + tx * 4 + j] = acc[i][j];
+        } }
+    } }
+}
+
+/// Rows (and columns) of `c` one [`sgemm_reg8`] block computes.
+pub const REG8_TILE: usize = 128;
+
+/// As [`sgemm_reg4`] with 8×8 patches per thread: a 16×16 block computes a 128×128 tile
+/// (`n` a multiple of 128), `a` and `b` through shared memory in 128×8 / 8×128 slices.
+/// Launch with `Grid::new((n / 128, n / 128), (16, 16))`.
+#[gpu_kernel(block = (16, 16))]
+pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
+    const BK: usize = 8;
+    let sa = shared_array!(SA8: [[f32; REG8_TILE]; BK]);
+    let sb = shared_array!(SB8: [[f32; REG8_TILE]; BK]);
+    let (tx, ty) = (thread::idx_x(), thread::idx_y());
+    let tid = ty * 16 + tx;
+    let n = n as usize;
+    let (row0, col0) = (block::idx_y() * REG8_TILE, block::idx_x() * REG8_TILE);
+    let mut acc = [[0.0f32; 8]; 8];
+    let mut t = 0;
+    while t < n {
+        unroll! { for l in 0..4 {
+            let e = tid + l * 256;
+            let (r, k) = (e / BK, e % BK);
+            sa[k][r].set(a[(row0 + r) * n + t + k]);
+            let (k, cc) = (e / REG8_TILE, e % REG8_TILE);
+            sb[k][cc].set(b[(t + k) * n + col0 + cc]);
+        } }
+        sync_threads();
+        unroll! { for k in 0..8 {
+            let mut fa = [0.0f32; 8];
+            let mut fb = [0.0f32; 8];
+            unroll! { for i in 0..8 {
+                fa[i] = sa[k][ty * 8 + i].get();
+                fb[i] = sb[k][tx * 8 + i].get();
+            } }
+            unroll! { for i in 0..8 {
+                unroll! { for j in 0..8 {
+                    acc[i][j] += fa[i] * fb[j];
+                } }
+            } }
+        } }
+        sync_threads();
+        t += BK;
+    }
+    unroll! { for i in 0..8 {
+        unroll! { for j in 0..8 {
+            c[(row0 + ty * 8 + i) * n + col0 + tx * 8 + j] = acc[i][j];
+        } }
+    } }
+}
+
+/// A body of [`nbody`]: position and mass, 16 bytes (CUDA's `float4`).
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, DeviceCopy)]
+pub struct Body {
+    /// Position x.
+    pub x: f32,
+    /// Position y.
+    pub y: f32,
+    /// Position z.
+    pub z: f32,
+    /// Mass.
+    pub m: f32,
+}
+
+/// Bodies per shared tile and threads per block of [`nbody`].
+pub const NBODY_BLOCK: usize = 256;
+
+/// Softening² of [`nbody`]'s force.
+pub const SOFTENING2: f32 = 1e-3;
+
+/// The acceleration `m_j · d / (|d|² + ε²)^{3/2}` that `bodies[j]` at distance `d` adds.
+#[inline(always)]
+fn pull(me: Body, other: Body, acc: &mut [f32; 3], fast: bool) {
+    let (dx, dy, dz) = (other.x - me.x, other.y - me.y, other.z - me.z);
+    let r2 = dx * dx + dy * dy + dz * dz + SOFTENING2;
+    let inv = if fast {
+        r2.rsqrt_approx()
+    } else {
+        1.0 / r2.sqrt()
+    };
+    let s = other.m * inv * inv * inv;
+    acc[0] += dx * s;
+    acc[1] += dy * s;
+    acc[2] += dz * s;
+}
+
+/// All-pairs gravity: `accel[i]` (x, y, z; w unused) from every body, the bodies passing
+/// through shared memory in tiles of 256; `1 / sqrt(r²)` correctly rounded. `bodies.len()`
+/// a multiple of 256; launch with `Grid::new(n / 256, 256)`.
+#[gpu_kernel(block = 256)]
+pub fn nbody(bodies: &[Body], accel: &mut [Body]) {
+    nbody_tiles(bodies, &mut accel, false);
+}
+
+/// As [`nbody`], with the hardware's approximate `rsqrt` (what `rsqrtf` compiles to).
+#[gpu_kernel(block = 256)]
+pub fn nbody_fast(bodies: &[Body], accel: &mut [Body]) {
+    nbody_tiles(bodies, &mut accel, true);
+}
+
+#[inline(always)]
+fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, fast: bool) {
+    let tile = shared_array!(BODIES: [Body; NBODY_BLOCK]);
+    let t = thread::idx_x();
+    let i = block::idx_x() * NBODY_BLOCK + t;
+    let me = bodies[i];
+    let mut acc = [0.0f32; 3];
+    let mut base = 0;
+    while base < bodies.len() {
+        tile[t].set(bodies[base + t]);
+        sync_threads();
+        let mut k = 0;
+        while k < NBODY_BLOCK {
+            unroll! { for u in 0..4 {
+                pull(me, tile[k + u].get(), &mut acc, fast);
+            } }
+            k += 4;
+        }
+        sync_threads();
+        base += NBODY_BLOCK;
+    }
+    accel[i] = Body {
+        x: acc[0],
+        y: acc[1],
+        z: acc[2],
+        m: 0.0,
+    };
+}
+
+/// Black-Scholes prices of European options: for each option (spot `s`, strike `x`, years
+/// `t`), the call and put under rate `r` and volatility `v`, with the cumulative normal by
+/// the Abramowitz–Stegun polynomial (as in CUDA's samples). One thread per option.
+#[gpu_kernel]
+pub fn black_scholes(
+    r: f32,
+    v: f32,
+    s: &[f32],
+    x: &[f32],
+    t: &[f32],
+    call: &mut [f32],
+    put: &mut [f32],
+) {
+    let i = thread::global_x();
+    if i < call.len() {
+        let (c, p) = black_scholes_one(s[i], x[i], t[i], r, v);
+        call[i] = c;
+        put[i] = p;
+    }
+}
+
+/// One option's call and put prices (see [`black_scholes`]); the host reference uses it too.
+#[inline(always)]
+pub fn black_scholes_one(s: f32, x: f32, t: f32, r: f32, v: f32) -> (f32, f32) {
+    let sqrt_t = t.sqrt();
+    let d1 = ((s / x).ln() + (r + 0.5 * v * v) * t) / (v * sqrt_t);
+    let d2 = d1 - v * sqrt_t;
+    let (cnd1, cnd2) = (cnd(d1), cnd(d2));
+    let exp_rt = (-r * t).exp();
+    (
+        s * cnd1 - x * exp_rt * cnd2,
+        x * exp_rt * (1.0 - cnd2) - s * (1.0 - cnd1),
+    )
+}
+
+/// The standard normal distribution's cumulative function (5th-order polynomial, error
+/// below 7.5e-8).
+#[inline(always)]
+fn cnd(d: f32) -> f32 {
+    const A1: f32 = 0.319_381_54;
+    const A2: f32 = -0.356_563_78;
+    const A3: f32 = 1.781_477_9;
+    const A4: f32 = -1.821_256;
+    const A5: f32 = 1.330_274_5;
+    const RSQRT2PI: f32 = 0.398_942_3;
+    let k = 1.0 / (1.0 + 0.231_641_9 * d.abs());
+    let c = RSQRT2PI * (-0.5 * d * d).exp() * (k * (A1 + k * (A2 + k * (A3 + k * (A4 + k * A5)))));
+    if d > 0.0 { 1.0 - c } else { c }
+}

@@ -1,0 +1,172 @@
+//! Small kernels that exercise the kernel language — device math, shared tiles, declared
+//! block shapes, contraction — for the tests (`tests/tests/language.rs`) on both backends.
+
+use berth::prelude::*;
+
+/// The f32 functions [`math_f32`] evaluates, in output order.
+pub const MATH_F32: &[&str] = &[
+    "sqrt",
+    "rsqrt",
+    "cbrt",
+    "exp",
+    "exp2",
+    "exp10",
+    "exp_m1",
+    "ln",
+    "log2",
+    "log10",
+    "ln_1p",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "powf",
+    "hypot",
+    "atan2",
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sin_cos.0",
+    "sin_cos.1",
+    "powi",
+];
+
+/// One input through every function of [`MATH_F32`] (the generic form serves f32 and f64).
+#[inline(always)]
+pub fn math_row<T: GpuFloat + core::ops::Sub<Output = T>>(x: T, y: T) -> [T; 30] {
+    let (s, c) = x.sin_cos();
+    // asin/acos take |x| ≤ 1: the fractional part (exact in floating point).
+    let unit = x - x.trunc();
+    [
+        x.abs().sqrt(),
+        x.abs().rsqrt(),
+        x.cbrt(),
+        x.exp(),
+        x.exp2(),
+        x.exp10(),
+        x.exp_m1(),
+        x.abs().ln(),
+        x.abs().log2(),
+        x.abs().log10(),
+        x.abs().ln_1p(),
+        x.sin(),
+        x.cos(),
+        x.tan(),
+        unit.asin(),
+        unit.acos(),
+        x.atan(),
+        x.sinh(),
+        x.cosh(),
+        x.tanh(),
+        x.abs().powf(y),
+        x.hypot(y),
+        x.atan2(y),
+        x.floor(),
+        x.ceil(),
+        x.round(),
+        x.trunc(),
+        s,
+        c,
+        x.powi(3),
+    ]
+}
+
+/// `out[i * 30 + f]` = function `f` of [`MATH_F32`] at `x[i]` (`y[i]` the second argument).
+#[gpu_kernel]
+pub fn math_f32(x: &[f32], y: &[f32], out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < x.len() {
+        let row = math_row(x[i], y[i]);
+        for (f, v) in row.iter().enumerate() {
+            out[i * 30 + f] = *v;
+        }
+    }
+}
+
+/// As [`math_f32`] in f64.
+#[gpu_kernel]
+pub fn math_f64(x: &[f64], y: &[f64], out: &mut [f64]) {
+    let i = thread::global_x();
+    if i < x.len() {
+        let row = math_row(x[i], y[i]);
+        for (f, v) in row.iter().enumerate() {
+            out[i * 30 + f] = *v;
+        }
+    }
+}
+
+/// The [`FastMath`] approximations of `x[i]` in `out[i * 8 ..]`: exp2, exp, log2, ln, sin,
+/// cos, rsqrt, tanh.
+#[gpu_kernel]
+pub fn fast_math_f32(x: &[f32], out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < x.len() {
+        let v = x[i];
+        let row = [
+            v.exp2_approx(),
+            v.exp_approx(),
+            v.abs().log2_approx(),
+            v.abs().ln_approx(),
+            v.sin_approx(),
+            v.cos_approx(),
+            v.abs().rsqrt_approx(),
+            v.tanh_approx(),
+        ];
+        for (f, r) in row.iter().enumerate() {
+            out[i * 8 + f] = *r;
+        }
+    }
+}
+
+/// `out[i] = a[i] * b[i] + c[i]`: contracted to one FMA on the GPU (nvcc's default).
+#[gpu_kernel]
+pub fn mul_add_contracted(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        out[i] = a[i] * b[i] + c[i];
+    }
+}
+
+/// As [`mul_add_contracted`], kept as a multiply and an add, each rounded.
+#[gpu_kernel(fp_contract = false)]
+pub fn mul_add_exact(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        out[i] = a[i] * b[i] + c[i];
+    }
+}
+
+/// Transpose a row-major `rows × cols` matrix (both multiples of 16) through a 16×16 shared
+/// tile: read rows, write columns. Launch with
+/// `Grid::new((cols / 16, rows / 16), (16, 16))`.
+#[gpu_kernel(block = (16, 16))]
+pub fn transpose(rows: u32, cols: u32, m: &[f32], out: &mut [f32]) {
+    let tile = shared_array!(T: [[f32; 16]; 16]);
+    let (tx, ty) = (thread::idx_x(), thread::idx_y());
+    let (rows, cols) = (rows as usize, cols as usize);
+    let (r, c) = (block::idx_y() * 16 + ty, block::idx_x() * 16 + tx);
+    tile[ty][tx].set(m[r * cols + c]);
+    sync_threads();
+    // Element (c', r') of the output: this block's tile, transposed.
+    let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
+    out[or * rows + oc] = tile[tx][ty].get();
+}
+
+/// `out[i] = Σ_k x[i*8 + k] * w[k]` with the 8-term sum written out by [`unroll!`].
+#[gpu_kernel]
+pub fn dot8(x: &[f32], w: &[f32], out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        let mut acc = [0.0f32; 2];
+        unroll! { for k in 0..8 {
+            acc[k % 2] += x[i * 8 + k] * w[k];
+        } }
+        out[i] = acc[0] + acc[1];
+    }
+}

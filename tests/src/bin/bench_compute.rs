@@ -1,0 +1,245 @@
+//! Compute-bound kernels against nvcc: the berth side of `bench/compute.cu` (same kernels,
+//! same tiling and block shapes, same measurement and checks).
+//!
+//! `bench_compute <kernel> <size> [repetitions=10]` — kernel: `sgemm_tiled`, `sgemm_reg4`,
+//! `sgemm_reg8` (size = n), `nbody`, `nbody_fast` (size = bodies), `black_scholes` (size =
+//! options). One warm-up, then each launch timed alone with CUDA events, median reported as
+//! one JSON line; outputs poisoned (NaN) first, results checked against a host computation in
+//! `f64` on fresh random inputs (`bad` counts mismatches; `max_rel_err` the worst error).
+
+use berth::{Gpu, Grid};
+use berth_examples::compute::{
+    Body, NBODY_BLOCK, SOFTENING2, black_scholes, nbody, nbody_fast, sgemm_reg4, sgemm_reg8,
+    sgemm_tiled,
+};
+use berth_tests::timing::{Timer, median};
+use rand::{Rng, SeedableRng};
+
+type Res<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("bench_compute: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Res {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(kernel), Some(size)) = (args.get(1), args.get(2)) else {
+        return Err("usage: bench_compute <kernel> <size> [repetitions]".into());
+    };
+    let size: usize = size.parse()?;
+    let reps: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(10);
+    let gpu = Gpu::new()?;
+    match kernel.as_str() {
+        "sgemm_tiled" | "sgemm_reg4" | "sgemm_reg8" => sgemm(&gpu, kernel, size, reps),
+        "nbody" | "nbody_fast" => nbody_run(&gpu, kernel, size, reps),
+        "black_scholes" => bs_run(&gpu, size, reps),
+        other => Err(format!("unknown kernel {other}").into()),
+    }
+}
+
+fn uniform(n: usize, lo: f32, hi: f32, rng: &mut impl Rng) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(lo..hi)).collect()
+}
+
+fn rng() -> rand::rngs::StdRng {
+    rand::rngs::StdRng::seed_from_u64(rand::random())
+}
+
+/// Launch once to warm up, then `reps` times, each timed alone; the median in ms.
+macro_rules! time_median {
+    ($timer:expr, $reps:expr, $launch:expr) => {{
+        $launch?.wait()?;
+        let mut ms = Vec::with_capacity($reps);
+        for _ in 0..$reps {
+            ms.push($timer.time(|| $launch)?);
+        }
+        median(ms)
+    }};
+}
+
+fn report(kernel: &str, n: usize, ms: f64, work: f64, unit: &str, bad: usize, max_rel: f64) {
+    println!(
+        "{{\"impl\":\"berth\",\"kernel\":\"{kernel}\",\"n\":{n},\"median_ms\":{ms:.5},\"{unit}\":{:.2},\"bad\":{bad},\"max_rel_err\":{max_rel:.3e}}}",
+        work / (ms * 1e-3) / 1e9
+    );
+}
+
+fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
+    let tile = match name {
+        "sgemm_tiled" => 16,
+        "sgemm_reg4" => 64,
+        _ => 128,
+    };
+    if n % tile != 0 {
+        return Err(format!("{name} needs n a multiple of {tile}").into());
+    }
+    let mut r = rng();
+    let (a, b) = (
+        uniform(n * n, -1.0, 1.0, &mut r),
+        uniform(n * n, -1.0, 1.0, &mut r),
+    );
+    let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
+    let mut dc = gpu.upload(&vec![f32::NAN; n * n])?;
+    let timer = Timer::new(gpu)?;
+    let blocks = (n / tile) as u32;
+    let grid = Grid::new((blocks, blocks), (16, 16));
+    let nn = n as u32;
+    let ms = match name {
+        "sgemm_tiled" => time_median!(timer, reps, sgemm_tiled(gpu, grid, nn, &da, &db, &mut dc)),
+        "sgemm_reg4" => time_median!(timer, reps, sgemm_reg4(gpu, grid, nn, &da, &db, &mut dc)),
+        _ => time_median!(timer, reps, sgemm_reg8(gpu, grid, nn, &da, &db, &mut dc)),
+    };
+    let c = dc.to_vec()?;
+    let (mut bad, mut max_rel) = (0, 0.0f64);
+    for _ in 0..64 {
+        let (i, j) = (r.random_range(0..n), r.random_range(0..n));
+        let (mut want, mut scale) = (0.0f64, 0.0f64);
+        for k in 0..n {
+            let p = f64::from(a[i * n + k]) * f64::from(b[k * n + j]);
+            want += p;
+            scale += p.abs();
+        }
+        let err = (f64::from(c[i * n + j]) - want).abs() / scale.max(1e-30);
+        max_rel = max_rel.max(err);
+        bad += usize::from(!(err < 1e-5));
+    }
+    report(
+        name,
+        n,
+        ms,
+        2.0 * (n as f64).powi(3),
+        "gflops",
+        bad,
+        max_rel,
+    );
+    Ok(())
+}
+
+fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
+    if n % NBODY_BLOCK != 0 {
+        return Err(format!("{name} needs a multiple of {NBODY_BLOCK} bodies").into());
+    }
+    let mut r = rng();
+    let bodies: Vec<Body> = (0..n)
+        .map(|_| Body {
+            x: r.random_range(-1.0..1.0),
+            y: r.random_range(-1.0..1.0),
+            z: r.random_range(-1.0..1.0),
+            m: r.random_range(0.1..1.1),
+        })
+        .collect();
+    let db = gpu.upload(&bodies)?;
+    let poison = Body {
+        x: f32::NAN,
+        y: f32::NAN,
+        z: f32::NAN,
+        m: f32::NAN,
+    };
+    let mut da = gpu.upload(&vec![poison; n])?;
+    let timer = Timer::new(gpu)?;
+    let grid = Grid::new((n / NBODY_BLOCK) as u32, NBODY_BLOCK as u32);
+    let fast = name == "nbody_fast";
+    let ms = if fast {
+        time_median!(timer, reps, nbody_fast(gpu, grid, &db, &mut da))
+    } else {
+        time_median!(timer, reps, nbody(gpu, grid, &db, &mut da))
+    };
+    let acc = da.to_vec()?;
+    let (mut bad, mut max_rel) = (0, 0.0f64);
+    for _ in 0..64 {
+        let i = r.random_range(0..n);
+        let me = bodies[i];
+        let (mut w, mut scale) = ([0.0f64; 3], 0.0f64);
+        for o in &bodies {
+            let d = [
+                f64::from(o.x) - f64::from(me.x),
+                f64::from(o.y) - f64::from(me.y),
+                f64::from(o.z) - f64::from(me.z),
+            ];
+            let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + f64::from(SOFTENING2);
+            let s = f64::from(o.m) / (r2 * r2.sqrt());
+            for k in 0..3 {
+                w[k] += d[k] * s;
+                scale += (d[k] * s).abs();
+            }
+        }
+        let got = [acc[i].x, acc[i].y, acc[i].z];
+        for k in 0..3 {
+            let err = (f64::from(got[k]) - w[k]).abs() / scale.max(1e-30);
+            max_rel = max_rel.max(err);
+            bad += usize::from(!(err < 1e-4));
+        }
+    }
+    report(
+        name,
+        n,
+        ms,
+        20.0 * (n as f64).powi(2),
+        "gflops",
+        bad,
+        max_rel,
+    );
+    Ok(())
+}
+
+/// The standard normal CDF in f64: Φ(d) = erfc(-d/√2)/2, with Numerical Recipes' erfc
+/// (relative error below 1.2e-7: ample against the kernel's polynomial, within 7.5e-8).
+fn cnd_f64(d: f64) -> f64 {
+    let x = -d / std::f64::consts::SQRT_2;
+    let z = x.abs();
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
+    let erfc = if x >= 0.0 { r } else { 2.0 - r };
+    0.5 * erfc
+}
+
+fn bs_run(gpu: &Gpu, n: usize, reps: usize) -> Res {
+    let (rate, vol) = (0.02f32, 0.30f32);
+    let mut r = rng();
+    let s = uniform(n, 5.0, 30.0, &mut r);
+    let x = uniform(n, 1.0, 100.0, &mut r);
+    let t = uniform(n, 0.25, 10.0, &mut r);
+    let (ds, dx, dt) = (gpu.upload(&s)?, gpu.upload(&x)?, gpu.upload(&t)?);
+    let mut dcall = gpu.upload(&vec![f32::NAN; n])?;
+    let mut dput = gpu.upload(&vec![f32::NAN; n])?;
+    let timer = Timer::new(gpu)?;
+    let grid = Grid::cover_with_block(n, 256);
+    let ms = time_median!(
+        timer,
+        reps,
+        black_scholes(gpu, grid, rate, vol, &ds, &dx, &dt, &mut dcall, &mut dput)
+    );
+    let (call, put) = (dcall.to_vec()?, dput.to_vec()?);
+    let (mut bad, mut max_err) = (0, 0.0f64);
+    let (rr, v) = (f64::from(rate), f64::from(vol));
+    for i in 0..n {
+        let (sp, k, tt) = (f64::from(s[i]), f64::from(x[i]), f64::from(t[i]));
+        let sq = tt.sqrt();
+        let d1 = ((sp / k).ln() + (rr + 0.5 * v * v) * tt) / (v * sq);
+        let d2 = d1 - v * sq;
+        let (c1, c2) = (cnd_f64(d1), cnd_f64(d2));
+        let e = (-rr * tt).exp();
+        let (wc, wp) = (sp * c1 - k * e * c2, k * e * (1.0 - c2) - sp * (1.0 - c1));
+        let err = (f64::from(call[i]) - wc)
+            .abs()
+            .max((f64::from(put[i]) - wp).abs())
+            / sp;
+        max_err = max_err.max(err);
+        bad += usize::from(!(err < 1e-5));
+    }
+    report("black_scholes", n, ms, n as f64, "goptions", bad, max_err);
+    Ok(())
+}

@@ -1,0 +1,440 @@
+//! The kernel language against host references on fresh random data: device math within its
+//! stated error, shared tiles, declared block shapes, unrolled loops, contraction, and the
+//! compute kernels of the benchmarks.
+//!
+//! Like `gpu.rs`, one source for two backends: the simulator in `cargo test`, the GPU with
+//! `--features gpu` (the bundle). The measured errors are printed, so the GPU run records them.
+
+use berth::{Error, Gpu, Grid};
+use berth_examples::compute::{
+    Body, NBODY_BLOCK, SOFTENING2, black_scholes, black_scholes_one, nbody, nbody_fast, sgemm_reg4,
+    sgemm_reg8, sgemm_tiled,
+};
+use berth_examples::language::{
+    MATH_F32, dot8, fast_math_f32, math_f32, math_f64, mul_add_contracted, mul_add_exact, transpose,
+};
+use rand::{Rng, SeedableRng};
+use std::sync::Mutex;
+
+static DEVICE: Mutex<()> = Mutex::new(());
+
+fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
+    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
+    let gpu = if cfg!(feature = "gpu") {
+        Gpu::new().expect("a GPU is required for --features gpu")
+    } else {
+        Gpu::simulator()
+    };
+    (guard, gpu)
+}
+
+fn rng() -> rand::rngs::StdRng {
+    rand::rngs::StdRng::seed_from_u64(rand::random())
+}
+
+fn uniform32(n: usize, lo: f32, hi: f32, r: &mut impl Rng) -> Vec<f32> {
+    (0..n).map(|_| r.random_range(lo..hi)).collect()
+}
+
+/// CUDA's documented maximum error (ulp) of each function of `MATH_F32`, for f32 and f64.
+/// Exact operations (sqrt, floor, …) are allowed half an ulp of the f64 reference's rounding.
+fn bound(f: &str) -> (f64, f64) {
+    match f {
+        "sqrt" | "floor" | "ceil" | "round" | "trunc" => (0.5, 0.5),
+        "cbrt" | "exp_m1" | "ln" | "log2" | "ln_1p" => (1.0, 1.0),
+        "rsqrt" => (2.0, 1.0),
+        "exp" | "exp2" | "exp10" | "log10" => (2.0, 1.0),
+        "sin" | "cos" | "sin_cos.0" | "sin_cos.1" | "asin" | "acos" | "atan" => (2.0, 2.0),
+        "cosh" | "tanh" => (2.0, 1.0),
+        "tan" => (4.0, 2.0),
+        "sinh" | "hypot" | "atan2" => (3.0, 2.0),
+        "powf" | "powi" => (4.0, 2.0),
+        other => panic!("no bound for {other}"),
+    }
+}
+
+/// The f64 reference of function `f` (std's f64, within 1 ulp of f64: far below f32's).
+fn reference(f: &str, x: f64, y: f64) -> f64 {
+    match f {
+        "sqrt" => x.abs().sqrt(),
+        "rsqrt" => 1.0 / x.abs().sqrt(),
+        "cbrt" => x.cbrt(),
+        "exp" => x.exp(),
+        "exp2" => x.exp2(),
+        "exp10" => 10f64.powf(x),
+        "exp_m1" => x.exp_m1(),
+        "ln" => x.abs().ln(),
+        "log2" => x.abs().log2(),
+        "log10" => x.abs().log10(),
+        "ln_1p" => x.abs().ln_1p(),
+        "sin" | "sin_cos.0" => x.sin(),
+        "cos" | "sin_cos.1" => x.cos(),
+        "tan" => x.tan(),
+        "asin" => (x - x.trunc()).asin(),
+        "acos" => (x - x.trunc()).acos(),
+        "atan" => x.atan(),
+        "sinh" => x.sinh(),
+        "cosh" => x.cosh(),
+        "tanh" => x.tanh(),
+        "powf" => x.abs().powf(y),
+        "hypot" => x.hypot(y),
+        "atan2" => x.atan2(y),
+        "floor" => x.floor(),
+        "ceil" => x.ceil(),
+        "round" => x.round(),
+        "trunc" => x.trunc(),
+        "powi" => x.powi(3),
+        other => panic!("no reference for {other}"),
+    }
+}
+
+/// Error of `got` against `want` in units of the last place of `got`'s type at `want`.
+fn ulps(got: f64, want: f64, mantissa_bits: i32) -> f64 {
+    if got == want || (got.is_nan() && want.is_nan()) {
+        return 0.0;
+    }
+    if !got.is_finite() || !want.is_finite() {
+        return f64::INFINITY;
+    }
+    let exp = if want == 0.0 {
+        -1022
+    } else {
+        want.abs().log2().floor() as i32
+    };
+    let ulp = 2f64.powi((exp - mantissa_bits).max(-1074));
+    (got - want).abs() / ulp
+}
+
+#[test]
+fn device_math_is_within_its_stated_error() {
+    let (_g, gpu) = gpu();
+    let n = 4099;
+    let mut r = rng();
+    let x = uniform32(n, -4.0, 4.0, &mut r);
+    let y = uniform32(n, 0.5, 2.0, &mut r);
+    let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y).unwrap());
+    let mut out = gpu.upload(&vec![f32::NAN; n * 30]).unwrap();
+    math_f32(&gpu, Grid::cover(n), &dx, &dy, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    // The same in f64.
+    let x64: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+    let y64: Vec<f64> = y.iter().map(|&v| f64::from(v)).collect();
+    let (dx, dy) = (gpu.upload(&x64).unwrap(), gpu.upload(&y64).unwrap());
+    let mut out = gpu.upload(&vec![f64::NAN; n * 30]).unwrap();
+    math_f64(&gpu, Grid::cover(n), &dx, &dy, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got64 = out.to_vec().unwrap();
+    let mut failures = Vec::new();
+    for (f, name) in MATH_F32.iter().enumerate() {
+        let (b32, b64) = bound(name);
+        let (mut worst32, mut worst64) = (0.0f64, 0.0f64);
+        for i in 0..n {
+            let want = reference(name, x64[i], y64[i]);
+            // The f32 reference is the f64 one rounded; its own rounding is half an ulp.
+            worst32 = worst32.max(ulps(f64::from(got[i * 30 + f]), want, 23));
+            worst64 = worst64.max(ulps(got64[i * 30 + f], want, 52));
+        }
+        println!(
+            "{name:>10}: max error {worst32:.2} ulp (f32, bound {b32}), {worst64:.2} ulp (f64, bound {b64})"
+        );
+        // f32: CUDA's bound plus the reference's rounding; f64: plus the host's own error.
+        if worst32 > b32 + 0.5 || worst64 > b64 + 1.0 {
+            failures.push(format!("{name}: {worst32:.2} / {worst64:.2} ulp"));
+        }
+    }
+    assert!(failures.is_empty(), "beyond the stated error: {failures:?}");
+}
+
+#[test]
+fn fast_math_is_within_the_hardware_error() {
+    let (_g, gpu) = gpu();
+    let n = 1000;
+    let mut r = rng();
+    let x = uniform32(n, -3.0, 3.0, &mut r);
+    let dx = gpu.upload(&x).unwrap();
+    let mut out = gpu.upload(&vec![f32::NAN; n * 8]).unwrap();
+    fast_math_f32(&gpu, Grid::cover(n), &dx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    let names = ["exp2", "exp", "log2", "ln", "sin", "cos", "rsqrt", "tanh"];
+    // PTX's stated error, loosely: relative for the exponentials, rsqrt and tanh, absolute
+    // for the logarithms near 1 and for sine and cosine.
+    let tol = [1e-6, 1e-5, 2e-6, 2e-6, 2e-6, 2e-6, 1e-6, 1e-3];
+    for (f, name) in names.iter().enumerate() {
+        let mut worst = 0.0f64;
+        for (i, &v) in x.iter().enumerate() {
+            let v = f64::from(v);
+            let want = match *name {
+                "exp2" => v.exp2(),
+                "exp" => v.exp(),
+                "log2" => v.abs().log2(),
+                "ln" => v.abs().ln(),
+                "sin" => v.sin(),
+                "cos" => v.cos(),
+                "rsqrt" => 1.0 / v.abs().sqrt(),
+                _ => v.tanh(),
+            };
+            let g = f64::from(got[i * 8 + f]);
+            let err = (g - want).abs() / want.abs().max(1.0);
+            worst = worst.max(err);
+        }
+        println!("{name:>6}_approx: max error {worst:.2e}");
+        assert!(worst <= tol[f], "{name}_approx: {worst:e} > {}", tol[f]);
+    }
+}
+
+#[test]
+fn multiply_adds_fuse_unless_the_kernel_opts_out() {
+    let (_g, gpu) = gpu();
+    let n = 10_007;
+    let mut r = rng();
+    let (a, b, c) = (
+        uniform32(n, -1.0, 1.0, &mut r),
+        uniform32(n, -1.0, 1.0, &mut r),
+        uniform32(n, -1.0, 1.0, &mut r),
+    );
+    let (da, db, dc) = (
+        gpu.upload(&a).unwrap(),
+        gpu.upload(&b).unwrap(),
+        gpu.upload(&c).unwrap(),
+    );
+    let mut out = gpu.upload(&vec![f32::NAN; n]).unwrap();
+    mul_add_exact(&gpu, Grid::cover(n), &da, &db, &dc, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let exact = out.to_vec().unwrap();
+    let unfused: Vec<f32> = (0..n).map(|i| a[i] * b[i] + c[i]).collect();
+    assert_eq!(exact, unfused, "fp_contract = false keeps two roundings");
+    mul_add_contracted(&gpu, Grid::cover(n), &da, &db, &dc, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let contracted = out.to_vec().unwrap();
+    // The simulator runs the body as host Rust (no contraction); the GPU fuses, as nvcc.
+    let want: Vec<f32> = if cfg!(feature = "gpu") {
+        (0..n).map(|i| a[i].mul_add(b[i], c[i])).collect()
+    } else {
+        unfused.clone()
+    };
+    assert_eq!(contracted, want);
+    if cfg!(feature = "gpu") {
+        let differ = contracted
+            .iter()
+            .zip(&unfused)
+            .filter(|(x, y)| x != y)
+            .count();
+        println!("fused results that differ from the unfused ones: {differ} of {n}");
+        assert!(differ > 0, "no element shows a single rounding");
+    }
+}
+
+#[test]
+fn shared_tiles_transpose_a_matrix() {
+    let (_g, gpu) = gpu();
+    let (rows, cols) = (48, 80);
+    let m = uniform32(rows * cols, -1.0, 1.0, &mut rng());
+    let dm = gpu.upload(&m).unwrap();
+    let mut out = gpu.upload(&vec![f32::NAN; rows * cols]).unwrap();
+    let grid = Grid::new(((cols / 16) as u32, (rows / 16) as u32), (16, 16));
+    transpose(&gpu, grid, rows as u32, cols as u32, &dm, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for r in 0..rows {
+        for c in 0..cols {
+            assert_eq!(got[c * rows + r], m[r * cols + c], "element ({r}, {c})");
+        }
+    }
+}
+
+#[test]
+fn a_declared_block_shape_is_checked_at_launch() {
+    let (_g, gpu) = gpu();
+    let m = gpu.upload(&vec![0.0f32; 256]).unwrap();
+    let mut out = gpu.upload(&vec![0.0f32; 256]).unwrap();
+    let Err(err) = transpose(&gpu, Grid::new(1, 256), 16, 16, &m, &mut out) else {
+        panic!("a launch with the wrong block shape was accepted");
+    };
+    match &err {
+        Error::InvalidLaunch { kernel, reason } => {
+            assert_eq!(*kernel, "transpose");
+            assert!(reason.contains("(16, 16, 1)"), "{reason}");
+        }
+        other => panic!("expected InvalidLaunch, got {other:?}"),
+    }
+    assert!(err.to_string().contains("`transpose`"), "{err}");
+}
+
+#[test]
+fn unrolled_loops_compute_what_the_loop_would() {
+    let (_g, gpu) = gpu();
+    let n = 1001;
+    let mut r = rng();
+    let (x, w) = (
+        uniform32(n * 8, -1.0, 1.0, &mut r),
+        uniform32(8, -1.0, 1.0, &mut r),
+    );
+    let (dx, dw) = (gpu.upload(&x).unwrap(), gpu.upload(&w).unwrap());
+    let mut out = gpu.upload(&vec![f32::NAN; n]).unwrap();
+    dot8(&gpu, Grid::cover(n), &dx, &dw, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for i in 0..n {
+        let want: f64 = (0..8)
+            .map(|k| f64::from(x[i * 8 + k]) * f64::from(w[k]))
+            .sum();
+        assert!((f64::from(got[i]) - want).abs() < 1e-5, "element {i}");
+    }
+}
+
+/// Relative error of sampled entries of `c = a · b` against f64.
+fn sgemm_error(n: usize, a: &[f32], b: &[f32], c: &[f32], r: &mut impl Rng) -> f64 {
+    let mut worst = 0.0f64;
+    for _ in 0..200 {
+        let (i, j) = (r.random_range(0..n), r.random_range(0..n));
+        let (mut want, mut scale) = (0.0f64, 0.0f64);
+        for k in 0..n {
+            let p = f64::from(a[i * n + k]) * f64::from(b[k * n + j]);
+            want += p;
+            scale += p.abs();
+        }
+        worst = worst.max((f64::from(c[i * n + j]) - want).abs() / scale);
+    }
+    worst
+}
+
+#[test]
+fn the_sgemm_kernels_match_the_host() {
+    let (_g, gpu) = gpu();
+    let mut r = rng();
+    for (name, tile, n) in [
+        ("sgemm_tiled", 16, 80),
+        ("sgemm_reg4", 64, 128),
+        ("sgemm_reg8", 128, 256),
+    ] {
+        let (a, b) = (
+            uniform32(n * n, -1.0, 1.0, &mut r),
+            uniform32(n * n, -1.0, 1.0, &mut r),
+        );
+        let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+        let mut dc = gpu.upload(&vec![f32::NAN; n * n]).unwrap();
+        let blocks = (n / tile) as u32;
+        let grid = Grid::new((blocks, blocks), (16, 16));
+        let nn = n as u32;
+        match name {
+            "sgemm_tiled" => sgemm_tiled(&gpu, grid, nn, &da, &db, &mut dc),
+            "sgemm_reg4" => sgemm_reg4(&gpu, grid, nn, &da, &db, &mut dc),
+            _ => sgemm_reg8(&gpu, grid, nn, &da, &db, &mut dc),
+        }
+        .unwrap()
+        .wait()
+        .unwrap();
+        let c = dc.to_vec().unwrap();
+        assert!(
+            c.iter().all(|v| v.is_finite()),
+            "{name}: unwritten elements"
+        );
+        let err = sgemm_error(n, &a, &b, &c, &mut r);
+        assert!(err < 1e-5, "{name}: relative error {err:e}");
+    }
+}
+
+#[test]
+fn the_nbody_kernels_match_the_host() {
+    let (_g, gpu) = gpu();
+    let n = 2 * NBODY_BLOCK;
+    let mut r = rng();
+    let bodies: Vec<Body> = (0..n)
+        .map(|_| Body {
+            x: r.random_range(-1.0..1.0),
+            y: r.random_range(-1.0..1.0),
+            z: r.random_range(-1.0..1.0),
+            m: r.random_range(0.1..1.1),
+        })
+        .collect();
+    let db = gpu.upload(&bodies).unwrap();
+    for fast in [false, true] {
+        let mut da = gpu.upload(&vec![Body::default(); n]).unwrap();
+        let grid = Grid::new((n / NBODY_BLOCK) as u32, NBODY_BLOCK as u32);
+        if fast {
+            nbody_fast(&gpu, grid, &db, &mut da)
+        } else {
+            nbody(&gpu, grid, &db, &mut da)
+        }
+        .unwrap()
+        .wait()
+        .unwrap();
+        let acc = da.to_vec().unwrap();
+        for (i, me) in bodies.iter().enumerate() {
+            let (mut w, mut scale) = ([0.0f64; 3], 0.0f64);
+            for o in &bodies {
+                let d = [
+                    f64::from(o.x - me.x),
+                    f64::from(o.y - me.y),
+                    f64::from(o.z - me.z),
+                ];
+                let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + f64::from(SOFTENING2);
+                let s = f64::from(o.m) / (r2 * r2.sqrt());
+                for k in 0..3 {
+                    w[k] += d[k] * s;
+                    scale += (d[k] * s).abs();
+                }
+            }
+            let got = [acc[i].x, acc[i].y, acc[i].z];
+            for k in 0..3 {
+                let err = (f64::from(got[k]) - w[k]).abs() / scale;
+                assert!(err < 1e-4, "fast = {fast}: body {i}: error {err:e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn black_scholes_matches_the_host() {
+    let (_g, gpu) = gpu();
+    let n = 10_007;
+    let mut r = rng();
+    let s = uniform32(n, 5.0, 30.0, &mut r);
+    let x = uniform32(n, 1.0, 100.0, &mut r);
+    let t = uniform32(n, 0.25, 10.0, &mut r);
+    let (ds, dx, dt) = (
+        gpu.upload(&s).unwrap(),
+        gpu.upload(&x).unwrap(),
+        gpu.upload(&t).unwrap(),
+    );
+    let mut call = gpu.upload(&vec![f32::NAN; n]).unwrap();
+    let mut put = gpu.upload(&vec![f32::NAN; n]).unwrap();
+    black_scholes(
+        &gpu,
+        Grid::cover(n),
+        0.02,
+        0.3,
+        &ds,
+        &dx,
+        &dt,
+        &mut call,
+        &mut put,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let (call, put) = (call.to_vec().unwrap(), put.to_vec().unwrap());
+    let mut worst = 0.0f32;
+    for i in 0..n {
+        let (c, p) = black_scholes_one(s[i], x[i], t[i], 0.02, 0.3);
+        worst = worst.max((call[i] - c).abs().max((put[i] - p).abs()) / s[i]);
+    }
+    println!("black_scholes: worst difference from the host's f32 evaluation {worst:e} (of spot)");
+    assert!(worst < 1e-5, "{worst}");
+}
