@@ -37,8 +37,9 @@ __global__ void __launch_bounds__(256) sgemm_tiled(unsigned n, const float* a, c
     size_t row = blockIdx.y * TILE + ty, col = blockIdx.x * TILE + tx;
     float acc = 0.0f;
     for (size_t t = 0; t < n; t += TILE) {
-        ta[ty][tx] = a[row * n + t + tx];
-        tb[ty][tx] = b[(t + ty) * n + col];
+        float va = a[row * n + t + tx], vb = b[(t + ty) * n + col];
+        ta[ty][tx] = va;
+        tb[ty][tx] = vb;
         __syncthreads();
 #pragma unroll
         for (int k = 0; k < TILE; k++) acc += ta[ty][k] * tb[k][tx];
@@ -56,13 +57,18 @@ __global__ void __launch_bounds__(256) sgemm_reg4(unsigned n, const float* a, co
     size_t row0 = blockIdx.y * REG4_TILE, col0 = blockIdx.x * REG4_TILE;
     float acc[4][4] = {};
     for (size_t t = 0; t < n; t += BK) {
+        float va[4], vb[4];
 #pragma unroll
         for (int l = 0; l < 4; l++) {
             unsigned e = tid + l * 256;
-            unsigned r = e / BK, k = e % BK;
-            sa[k][r] = a[(row0 + r) * n + t + k];
-            unsigned k2 = e / REG4_TILE, cc = e % REG4_TILE;
-            sb[k2][cc] = b[(t + k2) * n + col0 + cc];
+            va[l] = a[(row0 + e / BK) * n + t + e % BK];
+            vb[l] = b[(t + e / REG4_TILE) * n + col0 + e % REG4_TILE];
+        }
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            unsigned e = tid + l * 256;
+            sa[e % BK][e / BK] = va[l];
+            sb[e / REG4_TILE][e % REG4_TILE] = vb[l];
         }
         __syncthreads();
 #pragma unroll
@@ -95,13 +101,18 @@ __global__ void __launch_bounds__(256) sgemm_reg8(unsigned n, const float* a, co
     size_t row0 = blockIdx.y * REG8_TILE, col0 = blockIdx.x * REG8_TILE;
     float acc[8][8] = {};
     for (size_t t = 0; t < n; t += BK) {
+        float va[4], vb[4];
 #pragma unroll
         for (int l = 0; l < 4; l++) {
             unsigned e = tid + l * 256;
-            unsigned r = e / BK, k = e % BK;
-            sa[k][r] = a[(row0 + r) * n + t + k];
-            unsigned k2 = e / REG8_TILE, cc = e % REG8_TILE;
-            sb[k2][cc] = b[(t + k2) * n + col0 + cc];
+            va[l] = a[(row0 + e / BK) * n + t + e % BK];
+            vb[l] = b[(t + e / REG8_TILE) * n + col0 + e % REG8_TILE];
+        }
+#pragma unroll
+        for (int l = 0; l < 4; l++) {
+            unsigned e = tid + l * 256;
+            sa[e % BK][e / BK] = va[l];
+            sb[e / REG8_TILE][e % REG8_TILE] = vb[l];
         }
         __syncthreads();
 #pragma unroll
@@ -265,7 +276,7 @@ static void sgemm(const char* name, size_t n, int reps) {
         max_rel = std::max(max_rel, err);
         if (!(err < 1e-5)) bad++;
     }
-    report(name, n, ms, 2.0 * n * n * n / 1e3, "gflops", bad, max_rel);
+    report(name, n, ms, 2.0 * n * n * n, "gflops", bad, max_rel);
     cudaFree(da), cudaFree(db), cudaFree(dc);
 }
 

@@ -22,8 +22,10 @@ pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let mut acc = 0.0f32;
     let mut t = 0;
     while t < n {
-        ta[ty][tx].set(a[row * n + t + tx]);
-        tb[ty][tx].set(b[(t + ty) * n + col]);
+        // Both loads before the stores (see sgemm_reg4).
+        let (va, vb) = (a[row * n + t + tx], b[(t + ty) * n + col]);
+        ta[ty][tx].set(va);
+        tb[ty][tx].set(vb);
         sync_threads();
         unroll! { for k in 0..16 {
             acc += ta[ty][k].get() * tb[k][tx].get();
@@ -54,12 +56,19 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let mut acc = [[0.0f32; 4]; 4];
     let mut t = 0;
     while t < n {
+        // Every load of the slice first, then the stores: each checked load is its own
+        // basic block, and a store right behind a load would wait for it before the next
+        // load could start.
+        let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
-            let (r, k) = (e / BK, e % BK);
-            sa[k][r].set(a[(row0 + r) * n + t + k]);
-            let (k, cc) = (e / REG4_TILE, e % REG4_TILE);
-            sb[k][cc].set(b[(t + k) * n + col0 + cc]);
+            va[l] = a[(row0 + e / BK) * n + t + e % BK];
+            vb[l] = b[(t + e / REG4_TILE) * n + col0 + e % REG4_TILE];
+        } }
+        unroll! { for l in 0..4 {
+            let e = tid + l * 256;
+            sa[e % BK][e / BK].set(va[l]);
+            sb[e / REG4_TILE][e % REG4_TILE].set(vb[l]);
         } }
         sync_threads();
         unroll! { for k in 0..16 {
@@ -103,12 +112,19 @@ pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let mut acc = [[0.0f32; 8]; 8];
     let mut t = 0;
     while t < n {
+        // Every load of the slice first, then the stores: each checked load is its own
+        // basic block, and a store right behind a load would wait for it before the next
+        // load could start.
+        let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
-            let (r, k) = (e / BK, e % BK);
-            sa[k][r].set(a[(row0 + r) * n + t + k]);
-            let (k, cc) = (e / REG8_TILE, e % REG8_TILE);
-            sb[k][cc].set(b[(t + k) * n + col0 + cc]);
+            va[l] = a[(row0 + e / BK) * n + t + e % BK];
+            vb[l] = b[(t + e / REG8_TILE) * n + col0 + e % REG8_TILE];
+        } }
+        unroll! { for l in 0..4 {
+            let e = tid + l * 256;
+            sa[e % BK][e / BK].set(va[l]);
+            sb[e / REG8_TILE][e % REG8_TILE].set(vb[l]);
         } }
         sync_threads();
         unroll! { for k in 0..8 {

@@ -21,15 +21,43 @@ pub fn random_u32(n: usize) -> Vec<u32> {
     (0..n).map(|_| rng.random_range(1..u32::MAX)).collect()
 }
 
-/// Host saxpy exactly as the GPU computes it: a multiply then an add, each rounded (Rust does
-/// not contract `a * x + y` into a fused multiply-add on either side).
+/// Host saxpy as the simulator computes it: a multiply then an add, each rounded (host Rust
+/// does not contract `a * x + y`).
 pub fn saxpy_host(a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
     x.iter().zip(y).map(|(x, y)| a * x + y).collect()
 }
 
-/// `a * x + 1` per element (the `affine_one` kernel's result).
+/// `a * x + 1` per element (the `affine_one` kernel's result on the simulator).
 pub fn affine_host(a: f32, x: &[f32]) -> Vec<f32> {
     x.iter().map(|&v| a * v + 1.0).collect()
+}
+
+/// Whether `gpu` fuses a kernel's `a * b + c` into one rounding: a GPU does (berth contracts
+/// multiply-adds, as nvcc's default `-fmad=true`), the simulator does not (host Rust).
+pub fn fuses(gpu: &berth::Gpu) -> bool {
+    gpu.backend() == berth::Backend::Cuda
+}
+
+/// `a * b + c` as a kernel computes it on `gpu` (see [`fuses`]).
+pub fn mul_add_on(gpu: &berth::Gpu, a: f32, b: f32, c: f32) -> f32 {
+    if fuses(gpu) {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// [`saxpy_host`] as `gpu` computes it, bit for bit.
+pub fn saxpy_on(gpu: &berth::Gpu, a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
+    x.iter()
+        .zip(y)
+        .map(|(&x, &y)| mul_add_on(gpu, a, x, y))
+        .collect()
+}
+
+/// [`affine_host`] as `gpu` computes it, bit for bit.
+pub fn affine_on(gpu: &berth::Gpu, a: f32, x: &[f32]) -> Vec<f32> {
+    x.iter().map(|&v| mul_add_on(gpu, a, v, 1.0)).collect()
 }
 
 /// Sum in `f64`.

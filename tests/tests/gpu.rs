@@ -10,7 +10,9 @@ use berth::{Error, Gpu, Grid};
 #[cfg(feature = "gpu")]
 use berth_examples::unchecked_copy;
 use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
-use berth_tests::{affine_host, random_f32, random_u32, reduce_blocks, saxpy_host, sum_f64};
+use berth_tests::{
+    affine_on, mul_add_on, random_f32, random_u32, reduce_blocks, saxpy_on, sum_f64,
+};
 use std::sync::Mutex;
 
 /// Tests share the device; the fault test resets the primary context, so run one at a time.
@@ -51,7 +53,7 @@ fn saxpy_matches_host_bit_for_bit() {
             .wait()
             .unwrap();
         let got = dy.to_vec().unwrap();
-        let want = saxpy_host(a, &x, &y);
+        let want = saxpy_on(&gpu, a, &x, &y);
         let bad = got
             .iter()
             .zip(&want)
@@ -74,7 +76,7 @@ fn saxpy_on_a_stream_with_odd_blocks() {
         .unwrap()
         .wait()
         .unwrap();
-    assert_eq!(dy.to_vec().unwrap(), saxpy_host(-0.75, &x, &y));
+    assert_eq!(dy.to_vec().unwrap(), saxpy_on(&gpu, -0.75, &x, &y));
 }
 
 #[test]
@@ -151,7 +153,7 @@ fn check_saxpy(gpu: &Gpu, n: usize) {
         .unwrap()
         .wait()
         .unwrap();
-    assert_eq!(dy.to_vec().unwrap(), saxpy_host(3.0, &xs, &ys));
+    assert_eq!(dy.to_vec().unwrap(), saxpy_on(gpu, 3.0, &xs, &ys));
 }
 
 #[test]
@@ -337,7 +339,7 @@ fn struct_and_bool_scalars_arrive_intact() {
         let want: Vec<f32> = x
             .iter()
             .map(|&v| {
-                let y = p.scale * v + p.offset;
+                let y = mul_add_on(&gpu, p.scale, v, p.offset);
                 if clamp { y.clamp(-p.limit, p.limit) } else { y }
             })
             .collect();
@@ -482,7 +484,7 @@ fn pinned_async_in_and_in_out_match_host() {
             .unwrap()
             .wait()
             .unwrap();
-        assert_eq!(&py[..], &saxpy_host(0.25, &x, &y)[..], "n = {n}");
+        assert_eq!(&py[..], &saxpy_on(&gpu, 0.25, &x, &y)[..], "n = {n}");
         assert_eq!(&px[..], &x[..], "n = {n}: an input must not change");
     }
 }
@@ -507,7 +509,7 @@ fn write_only_inputs_are_write_combined_and_still_correct() {
         .unwrap()
         .wait()
         .unwrap();
-    assert_eq!(&py[..], &saxpy_host(2.0, &x, &y)[..]);
+    assert_eq!(&py[..], &saxpy_on(&gpu, 2.0, &x, &y)[..]);
 }
 
 #[test]
@@ -525,13 +527,13 @@ fn steady_state_pinned_launches_allocate_nothing() {
         .wait()
         .unwrap();
     let before = gpu.pool_stats();
-    let mut want = saxpy_host(1.0, &x, &y);
+    let mut want = saxpy_on(&gpu, 1.0, &x, &y);
     for _ in 0..50 {
         saxpy_pinned(&gpu, Grid::cover(n), 1.0, &px, &mut py)
             .unwrap()
             .wait()
             .unwrap();
-        want = saxpy_host(1.0, &x, &want);
+        want = saxpy_on(&gpu, 1.0, &x, &want);
     }
     let after = gpu.pool_stats();
     assert_eq!(
@@ -800,7 +802,7 @@ fn pipelined_results_equal_the_unpipelined_launch() {
             &whole[..],
             "n = {n}: pipelined differs from one launch"
         );
-        assert_eq!(&piped[..], &affine_host(1.25, &x)[..], "n = {n}");
+        assert_eq!(&piped[..], &affine_on(&gpu, 1.25, &x)[..], "n = {n}");
     }
 }
 
@@ -847,7 +849,7 @@ fn device_budget_bounds_the_staging_ring() {
         "the ring must fit the budget: {stats:?}"
     );
     assert!(stats.chunks * stats.chunk_elems >= n);
-    assert_eq!(&py[..], &affine_host(-2.0, &x)[..]);
+    assert_eq!(&py[..], &affine_on(&gpu, -2.0, &x)[..]);
     // Bulk arguments must share a length.
     let short = gpu.pinned_zeroed::<f32>(n - 1).unwrap();
     let mut out = gpu.pinned_zeroed::<f32>(n).unwrap();
@@ -1015,13 +1017,13 @@ fn compute_kernels_match_host() {
     use berth::PipelineOptions;
     use berth_examples::{busy, relax, relax_pipelined};
     let (_g, gpu) = gpu();
-    // relax: `steps` dependent multiply-adds from x[i], unfused on both sides.
+    // relax: `steps` dependent multiply-adds from x[i], each as the backend computes it.
     let n = 50_003;
     let steps = 37;
     let x = random_f32(n);
     let host = |mut v: f32| {
         for _ in 0..steps {
-            v = v * 0.9999 + 0.0001;
+            v = mul_add_on(&gpu, v, 0.9999, 0.0001);
         }
         v
     };
@@ -1054,7 +1056,7 @@ fn compute_kernels_match_host() {
         .map(|i| {
             let mut v = i as f32 * 1e-6;
             for _ in 0..100 {
-                v = v * 0.999_999 + 1e-7;
+                v = mul_add_on(&gpu, v, 0.999_999, 1e-7);
             }
             v
         })

@@ -5,7 +5,7 @@
 
 use berth::{Error, Gpu, PipelineOptions};
 use berth_examples::{affine_one_pipelined, scale_finite_pipelined};
-use berth_tests::{affine_host, random_f32};
+use berth_tests::{affine_on, random_f32};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -41,7 +41,7 @@ fn flags_written_by_stream_memory_operations_track_progress_and_locate_a_failure
     assert_eq!(run.chunks_done(), run.chunks());
     assert_eq!(run.chunks(), 24);
     run.wait().unwrap();
-    assert_eq!(&py[..], &affine_host(0.75, &x)[..]);
+    assert_eq!(&py[..], &affine_on(&gpu, 0.75, &x)[..]);
 
     // A failing chunk is located by the same flags (last: on the GPU a trap ends the
     // process's use of the device).
