@@ -41,6 +41,7 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 
 pub use berth_device as device;
+pub use berth_device::warp;
 pub use berth_device::{
     DeviceCopy, Mailbox, Signals, Slice, SliceMut, Slot, Window, gpu_assert, shared_array,
 };
@@ -60,7 +61,7 @@ pub mod prelude {
     pub use berth_device::signal::now_ns;
     pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot, Window};
     pub use berth_device::{
-        block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread,
+        block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread, warp,
     };
     pub use berth_macros::{DeviceCopy, gpu_kernel};
 

@@ -8,7 +8,12 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",
-    feature(stdarch_nvptx, asm_experimental_arch, core_intrinsics)
+    feature(
+        stdarch_nvptx,
+        asm_experimental_arch,
+        core_intrinsics,
+        link_llvm_intrinsics
+    )
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 #![warn(missing_docs)]
@@ -21,6 +26,7 @@ pub mod panic;
 pub mod shared;
 pub mod signal;
 pub mod slice;
+pub mod warp;
 
 pub use dim::{block, grid, sync_threads, thread};
 pub use panic::fail;

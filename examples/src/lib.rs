@@ -4,6 +4,8 @@
 
 use berth::prelude::*;
 
+pub mod warp_ops;
+
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]
 pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
