@@ -244,7 +244,9 @@ pub mod model {
         let lanes = || (0..32usize).filter(move |l| group & (1 << l) != 0);
         let value = |l: usize| calls[l].map_or(0, |c| c.value);
         let first = calls[lanes().next().unwrap_or(0)].expect("a group has lanes");
-        let truth = lanes().filter(|&l| value(l) != 0).fold(0u32, |m, l| m | 1 << l);
+        let truth = lanes()
+            .filter(|&l| value(l) != 0)
+            .fold(0u32, |m, l| m | 1 << l);
         for l in lanes() {
             let c = calls[l].expect("every lane of the group has a call");
             out[l] = match c.op {
@@ -291,8 +293,12 @@ pub mod model {
                 Op::SumU32 => u64::from(lanes().fold(0u32, |s, o| s.wrapping_add(value(o) as u32))),
                 Op::MinU32 => u64::from(lanes().map(|o| value(o) as u32).min().unwrap_or(0)),
                 Op::MaxU32 => u64::from(lanes().map(|o| value(o) as u32).max().unwrap_or(0)),
-                Op::MinI32 => lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64,
-                Op::MaxI32 => lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64,
+                Op::MinI32 => {
+                    lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64
+                }
+                Op::MaxI32 => {
+                    lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64
+                }
                 Op::Sync => 0,
             };
         }
@@ -678,7 +684,9 @@ macro_rules! redux {
         }
     };
 }
-redux!(u32, redux_add, redux_umin, redux_umax, SumU32, MinU32, MaxU32);
+redux!(
+    u32, redux_add, redux_umin, redux_umax, SumU32, MinU32, MaxU32
+);
 redux!(i32, redux_add, redux_min, redux_max, SumU32, MinI32, MaxI32);
 
 /// The sum of `value` over the lanes of `mask`, in every lane (wrapping for integers).

@@ -337,7 +337,8 @@ mod barrier_tests {
         assert!(entry_uses_barrier(ptx, "indirect"));
         assert!(!entry_uses_barrier(ptx, "none"));
         assert!(!entry_uses_barrier(ptx, "missing"));
-        let warp = ".visible .entry w()\n{\n\tshfl.sync.bfly.b32 \t%r2, %r1, 16, 31, -1;\n\tret;\n}\n";
+        let warp =
+            ".visible .entry w()\n{\n\tshfl.sync.bfly.b32 \t%r2, %r1, 16, 31, -1;\n\tret;\n}\n";
         assert!(entry_uses_barrier(warp, "w"));
     }
 }

@@ -145,6 +145,7 @@ struct Block {
     /// Each thread's pending warp call, and the result it gets when its warp meets.
     warp_calls: RefCell<Vec<sim_warp::Pending>>,
     warp_results: RefCell<Vec<u64>>,
+    /// Threads that had returned when the current round began.
     returned: RefCell<Vec<bool>>,
     accesses: RefCell<HashMap<usize, Access>>,
     race: RefCell<Option<(usize, String)>>,
@@ -295,7 +296,6 @@ fn run_block(
             let _in = host::enter(dims.coords(block, t), services.clone());
             // SAFETY: `run`'s contract: the pointers match the kernel's parameters.
             let r = in_kernel(|| unsafe { (k.sim)(params.0) });
-            services.returned.borrow_mut()[t] = true;
             if let Err(report) = r {
                 if let Some((what, at)) = services.stray_barrier.get() {
                     return Err(fail(
@@ -361,13 +361,17 @@ fn run_block(
                 CoroutineResult::Return(r) => {
                     stacks.push(threads[t].take().expect("present").into_stack());
                     wait[t] = Wait::Done;
-                    services.returned.borrow_mut()[t] = true;
                     if let Err(report) = r {
                         result = Err(panic_error(k, block, dims.coords(block, t).thread, report));
                         break 'rounds;
                     }
                 }
             }
+        }
+        // A thread that returned in this round was active for the others in it (`active_mask`
+        // does not depend on the order the round ran its threads in).
+        for (r, w) in services.returned.borrow_mut().iter_mut().zip(&wait) {
+            *r = *w == Wait::Done;
         }
         // No thread can run: let the warps that can meet exchange values and go on.
         let released = sim_warp::release(

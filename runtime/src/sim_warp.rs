@@ -172,7 +172,10 @@ mod tests {
         let mut results = vec![0; n];
         assert_eq!(release(&mut wait, &mut calls, &mut results), Ok(true));
         assert!(wait.iter().all(|&w| w == Wait::No));
-        assert_eq!((results[0], results[1], results[33], results[39]), (1, 0, 32, 38));
+        assert_eq!(
+            (results[0], results[1], results[33], results[39]),
+            (1, 0, 32, 38)
+        );
         assert_eq!(release(&mut wait, &mut calls, &mut results), Ok(false));
     }
 
@@ -188,6 +191,10 @@ mod tests {
         let mut calls = vec![Some((call, here())), None];
         let err = release(&mut wait, &mut calls, &mut [0, 0]).unwrap_err();
         assert_eq!(err.0, 0);
-        assert!(err.1.contains("names lane 1, which has returned"), "{}", err.1);
+        assert!(
+            err.1.contains("names lane 1, which has returned"),
+            "{}",
+            err.1
+        );
     }
 }
