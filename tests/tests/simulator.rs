@@ -264,17 +264,15 @@ fn a_warp_call_naming_a_lane_that_returned_is_reported() {
     let (gpu, err) = warp_report(|gpu, out| shfl_after_return(gpu, Grid::new(2, 64), out)?.wait());
     let Error::Simulator {
         kernel,
-        block,
         thread,
         problem,
+        ..
     } = &err
     else {
         unreachable!()
     };
-    assert_eq!(
-        (*kernel, *block, *thread),
-        ("shfl_after_return", [0, 0, 0], [0, 0, 0])
-    );
+    // Both blocks fail alike; whichever worker reports first, lane 0 names lane 16.
+    assert_eq!((*kernel, *thread), ("shfl_after_return", [0, 0, 0]));
     let at = format!(
         "warp::shfl_xor() at examples/src/warp_ops.rs:{}",
         warp_line("let v = warp::shfl_xor(FULL_MASK, i as u32, 1);")
