@@ -43,7 +43,8 @@
 pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
-    DeviceCopy, Mailbox, Signals, Slice, SliceMut, Slot, Window, gpu_assert, shared_array,
+    DeviceCopy, Mailbox, Signals, Slice, SliceMut, Slot, Window, bf16, f16, gpu_assert,
+    shared_array,
 };
 pub use berth_macros::{DeviceCopy, gpu_kernel};
 
@@ -58,8 +59,10 @@ pub use berth_runtime::{
 
 /// Everything a kernel crate and its host code usually need.
 pub mod prelude {
+    pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
     pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot, Window};
+    pub use berth_device::{bf16, f16};
     pub use berth_device::{
         block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread, warp,
     };

@@ -20,6 +20,7 @@
 
 pub mod atomic;
 pub mod dim;
+pub mod half;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 pub mod panic;
@@ -28,6 +29,7 @@ pub mod signal;
 pub mod slice;
 pub mod warp;
 
+pub use ::half::{bf16, f16};
 pub use dim::{block, grid, sync_threads, thread};
 pub use panic::fail;
 #[doc(hidden)]

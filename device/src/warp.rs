@@ -7,8 +7,9 @@
 //! an explicit member mask: the lanes that take part. Each lane named in the mask must reach
 //! the same kind of call with the same mask; the calling lane must be in it. [`FULL_MASK`]
 //! names the whole warp. In a block whose size is not a multiple of 32 the last warp is
-//! partial: its missing lanes are inactive, as on the GPU (votes ignore them, a ballot has
-//! no bits for them, reading one returns the reader's own value — undefined on the GPU).
+//! partial: its missing lanes are inactive, as on the GPU (votes, ballots, matches and
+//! integer reductions ignore them; a shuffle reading one is an error in the simulator, an
+//! undefined value on the GPU). [`active_mask`] names the lanes that exist.
 //!
 //! On the GPU each call is one instruction (`shfl.sync`, `vote.sync`, `match.any.sync`,
 //! `bar.warp.sync`, `redux.sync`). The simulator runs the lanes of a warp in lock-step at each
@@ -19,7 +20,7 @@
 //! use berth_device::warp::{self, FULL_MASK};
 //! // Outside a simulated launch the warp has one lane: lane 0 reads its own value.
 //! assert_eq!(warp::shfl_xor(FULL_MASK, 7u32, 0), 7);
-//! assert_eq!(warp::reduce_sum(FULL_MASK, 2.5f32), 2.5);
+//! assert_eq!(warp::reduce_sum(warp::active_mask(), 5u32), 5);
 //! ```
 
 /// The mask naming all 32 lanes of a warp.
@@ -270,8 +271,15 @@ pub mod model {
                                 ),
                             ));
                         }
-                        // A lane past the end of a partial warp: undefined on the GPU.
-                        Some(s) if exists & (1 << s) == 0 => c.value,
+                        Some(s) if exists & (1 << s) == 0 => {
+                            return Err((
+                                l,
+                                format!(
+                                    "{}() in lane {l} reads lane {s}, which is past the end of the block (a partial warp; on the GPU the value is undefined): build the mask with warp::active_mask()",
+                                    c.op.name()
+                                ),
+                            ));
+                        }
                         Some(s) => value(s),
                     }
                 }
@@ -425,7 +433,7 @@ shuffle_fn! {
     ///
     /// ```
     /// use berth_device::warp::{shfl_down, FULL_MASK};
-    /// assert_eq!(shfl_down(FULL_MASK, 9u32, 16), 9); // lane 0 of a one-lane warp
+    /// assert_eq!(shfl_down(FULL_MASK, 9u32, 32), 9); // lane 32 is past the warp: keeps its own
     /// ```
     shfl_down, shfl_down, CLAMP, Down, delta
 }
@@ -720,7 +728,7 @@ pub fn reduce_min<T: Reduce>(mask: u32, value: T) -> T {
 ///
 /// ```
 /// use berth_device::warp::{reduce_max, FULL_MASK};
-/// assert_eq!(reduce_max(FULL_MASK, 0.5f32), 0.5);
+/// assert_eq!(reduce_max(FULL_MASK, 7u32), 7);
 /// ```
 #[inline(always)]
 #[track_caller]
