@@ -4,6 +4,7 @@
 
 use berth::prelude::*;
 
+pub mod half_precision;
 pub mod warp_ops;
 
 /// `y[i] = a * x[i] + y[i]`.
