@@ -4,6 +4,7 @@
 
 use berth::prelude::*;
 
+pub mod atomics;
 pub mod half_precision;
 pub mod warp_ops;
 
