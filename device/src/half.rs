@@ -299,36 +299,6 @@ macro_rules! packed {
                 (self.lo.to_f32_fast(), self.hi.to_f32_fast())
             }
 
-            /// Element-wise `self + rhs`, rounded once (`add.rn` on the pair).
-            #[inline(always)]
-            #[must_use]
-            pub fn add(self, rhs: Self) -> Self {
-                #[cfg(target_arch = "nvptx64")]
-                {
-                    let (a, b) = (self.to_bits(), rhs.to_bits());
-                    Self::from_bits(asm1!(concat!("add.rn.", $suffix), u32, reg32, a => reg32, b => reg32))
-                }
-                #[cfg(not(target_arch = "nvptx64"))]
-                {
-                    Self::new(self.lo.add_rn(rhs.lo), self.hi.add_rn(rhs.hi))
-                }
-            }
-
-            /// Element-wise `self * rhs`, rounded once (`mul.rn` on the pair).
-            #[inline(always)]
-            #[must_use]
-            pub fn mul(self, rhs: Self) -> Self {
-                #[cfg(target_arch = "nvptx64")]
-                {
-                    let (a, b) = (self.to_bits(), rhs.to_bits());
-                    Self::from_bits(asm1!(concat!("mul.rn.", $suffix), u32, reg32, a => reg32, b => reg32))
-                }
-                #[cfg(not(target_arch = "nvptx64"))]
-                {
-                    Self::new(self.lo.mul_rn(rhs.lo), self.hi.mul_rn(rhs.hi))
-                }
-            }
-
             /// Element-wise `self * b + c`, rounded once (`fma.rn` on the pair).
             #[inline(always)]
             #[must_use]
@@ -347,26 +317,42 @@ macro_rules! packed {
 
         impl core::ops::Add for $name {
             type Output = Self;
-            /// See [`add`](Self::add).
+            /// Element-wise `self + rhs`, rounded once (`add.rn` on the pair).
             #[inline(always)]
             fn add(self, rhs: Self) -> Self {
-                $name::add(self, rhs)
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    let (a, b) = (self.to_bits(), rhs.to_bits());
+                    Self::from_bits(asm1!(concat!("add.rn.", $suffix), u32, reg32, a => reg32, b => reg32))
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    Self::new(self.lo.add_rn(rhs.lo), self.hi.add_rn(rhs.hi))
+                }
             }
         }
 
         impl core::ops::Mul for $name {
             type Output = Self;
-            /// See [`mul`](Self::mul).
+            /// Element-wise `self * rhs`, rounded once (`mul.rn` on the pair).
             #[inline(always)]
             fn mul(self, rhs: Self) -> Self {
-                $name::mul(self, rhs)
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    let (a, b) = (self.to_bits(), rhs.to_bits());
+                    Self::from_bits(asm1!(concat!("mul.rn.", $suffix), u32, reg32, a => reg32, b => reg32))
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    Self::new(self.lo.mul_rn(rhs.lo), self.hi.mul_rn(rhs.hi))
+                }
             }
         }
     };
 }
 
 packed! {
-    /// Two [`f16`] in one 32-bit register: `add`, `mul` and `fma` work on both at once
+    /// Two [`f16`] in one 32-bit register: `+`, `*` and `fma` work on both at once
     /// (`add.rn.f16x2`, `mul.rn.f16x2`, `fma.rn.f16x2`). In memory: `lo` then `hi`, 4-aligned,
     /// so a `&[f16x2]` reads an even-length `f16` array two at a time.
     ///
@@ -380,7 +366,7 @@ packed! {
 }
 
 packed! {
-    /// Two [`bf16`] in one 32-bit register: `add`, `mul` (sm_90) and `fma` (sm_80) on both at
+    /// Two [`bf16`] in one 32-bit register: `+`, `*` (sm_90) and `fma` (sm_80) on both at
     /// once (`add.rn.bf16x2`, `mul.rn.bf16x2`, `fma.rn.bf16x2`). Layout as [`f16x2`].
     ///
     /// ```

@@ -73,11 +73,10 @@ pub fn half_ops(
     let (h, b, f) = (x[i], y[i], z[i]);
     let fh = f16::from_f32_fast(f);
     let fb = bf16::from_f32_fast(f);
-    let p = f16x2::from_f32s(f, -f)
-        .mul(f16x2::splat(h))
-        .add(f16x2::from_f32s(b.to_f32_fast(), b.to_f32_fast()));
+    let p = f16x2::from_f32s(f, -f) * f16x2::splat(h)
+        + f16x2::from_f32s(b.to_f32_fast(), b.to_f32_fast());
     let q = bf16x2::from_f32s(f, h.to_f32_fast()).fma(bf16x2::splat(b), bf16x2::new(fb, fb));
-    let r = bf16x2::splat(b).add(q).mul(q);
+    let r = (bf16x2::splat(b) + q) * q;
     let k = HALF_OPS_OUT * i;
     if k + 3 < wide.len() && k + 3 < halves.len() && k + 3 < brains.len() {
         let (p0, p1) = p.to_f32s();

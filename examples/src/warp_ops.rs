@@ -131,7 +131,7 @@ pub mod broken {
     #[gpu_kernel]
     pub fn divergent_warp_calls(out: &mut [u32]) {
         let i = thread::global_x();
-        let v = if warp::lane_id() % 2 == 0 {
+        let v = if warp::lane_id().is_multiple_of(2) {
             warp::shfl_xor(FULL_MASK, i as u32, 2)
         } else {
             warp::ballot(FULL_MASK, true)

@@ -1660,7 +1660,7 @@ fn half_operations_match_their_host_definitions() {
             f16::from_f32(p.hi.to_f32() + f16::from_f32(b.to_f32()).to_f32()),
         );
         let q = bf16x2::from_f32s(f, h.to_f32()).fma(bf16x2::splat(b), bf16x2::splat(fb));
-        let r = bf16x2::splat(b).add(q).mul(q);
+        let r = (bf16x2::splat(b) + q) * q;
         let want_wide = [
             h.to_f32(),
             b.to_f32(),
