@@ -432,13 +432,64 @@ mod tests {
             }
         }
         assert!(checked > 10_000, "{checked}");
-        // A case where rounding the f32 fma again would be off: exactly halfway in f32.
+        // a * b + c = (1 + 2^-10 + 2^-11) - 2^-31: just below the midpoint of two f16 values.
+        // An f32 fma rounds it onto the midpoint, and the tie then goes the wrong way.
         let (a, b, c) = (
-            f16::from_f32(1.0 + 1.0 / 1024.0),
-            f16::from_f32(1.0 + 1.0 / 1024.0),
-            f16::from_f32(-1.0 / 2048.0),
+            f16::from_f32(2f32.powi(-6) * (1.0 + 2f32.powi(-10))),
+            f16::from_f32(2f32.powi(-5) * (1.0 - 2f32.powi(-10))),
+            f16::from_f32(1.0 + 2f32.powi(-10)),
         );
-        assert_eq!(a.fma_rn(b, c).to_bits(), exact_fma_f16(a, b, c).to_bits());
+        let twice = f16::from_f32(a.to_f32().mul_add(b.to_f32(), c.to_f32()));
+        assert_eq!(a.fma_rn(b, c), c);
+        assert_eq!(exact_fma_f16(a, b, c), c);
+        assert_ne!(twice, c, "the f32 fma rounded twice is off here");
+    }
+
+    /// The correctly rounded `a * b + c` in bf16 for values that are multiples of 2^-40 below
+    /// 2^20 (exact integers after scaling by 2^40), by the nearest of the neighbours.
+    fn exact_fma_bf16(a: bf16, b: bf16, c: bf16) -> bf16 {
+        let scale = |v: bf16| (f64::from(v.to_f32()) * 2f64.powi(40)) as i128;
+        let num = scale(a) * scale(b) + (scale(c) << 40);
+        let approx = bf16::from_f32((num as f64 / 2f64.powi(80)) as f32);
+        let dist = |h: bf16| ((scale(h) << 40) - num).abs();
+        let mut best = approx;
+        for d in [-2i32, -1, 1, 2] {
+            let cand = bf16::from_bits((i32::from(approx.to_bits()) + d) as u16);
+            let scaled = f64::from(cand.to_f32()) * 2f64.powi(40);
+            if !cand.is_finite() || scaled.fract() != 0.0 {
+                continue; // not a multiple of 2^-40: far from any result in range
+            }
+            let (dc, db) = (dist(cand), dist(best));
+            if dc < db || (dc == db && cand.to_bits() % 2 == 0) {
+                best = cand;
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn bf16_fma_rounds_once() {
+        // bf16 values with exponents in [-12, 12]: every product and sum is an exact integer
+        // times 2^-80 well inside i128.
+        let vals: Vec<bf16> = (0..=0xffffu16)
+            .step_by(29)
+            .map(bf16::from_bits)
+            .filter(|v| {
+                let a = v.to_f32().abs();
+                a == 0.0 || (2f32.powi(-12)..4096.0).contains(&a)
+            })
+            .collect();
+        let mut checked = 0;
+        for &a in &vals {
+            for &b in vals.iter().step_by(7) {
+                for &c in vals.iter().step_by(11) {
+                    let want = exact_fma_bf16(a, b, c);
+                    assert_eq!(a.fma_rn(b, c).to_bits(), want.to_bits(), "{a} * {b} + {c}");
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
     }
 
     #[test]

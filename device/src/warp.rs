@@ -147,9 +147,12 @@ shuffle64! {
     f64 => f64::to_bits, f64::from_bits;
 }
 
-/// Which collective a lane reached. Exposed for executors (the simulator), through
-/// [`model`].
-#[doc(hidden)]
+/// Which collective a lane reached: what an executor (the simulator) is told through
+/// [`BlockServices::warp`](crate::host::BlockServices::warp). Kernels do not name it.
+///
+/// ```
+/// assert_eq!(berth_device::warp::Op::Xor.name(), "warp::shfl_xor");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
     /// `shfl.sync.idx`: read lane `arg`.
@@ -186,6 +189,10 @@ pub enum Op {
 
 impl Op {
     /// The user-facing name of the call, for reports.
+    ///
+    /// ```
+    /// assert_eq!(berth_device::warp::Op::Sync.name(), "warp::sync_warp");
+    /// ```
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
@@ -205,8 +212,13 @@ impl Op {
 }
 
 /// One lane's warp call: what, with which mask, its value and its argument (source lane,
-/// delta or xor mask).
-#[doc(hidden)]
+/// delta or xor mask). Kernels do not name it.
+///
+/// ```
+/// use berth_device::warp::{Call, Op};
+/// let c = Call { op: Op::Ballot, mask: u32::MAX, value: 1, arg: 0 };
+/// assert_eq!(c.op.name(), "warp::ballot");
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Call {
     /// The collective.

@@ -50,15 +50,14 @@ pub(crate) fn release(
     for w in 0..n.div_ceil(32) {
         let base = w * 32;
         let exists = existing_lanes(w, n);
-        let mut handled = 0u32;
         for lane in 0..32 {
             let t = base + lane;
-            if t >= n || wait[t] != Wait::Warp || handled & (1 << lane) != 0 {
+            // A lane released by an earlier group this pass no longer waits.
+            if t >= n || wait[t] != Wait::Warp {
                 continue;
             }
             let (call, at) = calls[t].expect("a thread waiting at a warp call has one");
             let group = call.mask & exists;
-            handled |= group | 1 << lane;
             match meet(wait, calls, base, lane, call, at, group) {
                 Err(p) => {
                     problem.get_or_insert((t, p));
@@ -177,6 +176,52 @@ mod tests {
             (1, 0, 32, 38)
         );
         assert_eq!(release(&mut wait, &mut calls, &mut results), Ok(false));
+    }
+
+    fn call(op: Op, mask: u32, value: u64, arg: u32) -> Pending {
+        Some((
+            Call {
+                op,
+                mask,
+                value,
+                arg,
+            },
+            here(),
+        ))
+    }
+
+    #[test]
+    fn a_partial_warp_votes_with_its_lanes_and_cannot_read_past_them() {
+        // A block of 40 threads: warp 1 has lanes 0..8.
+        let n = 40;
+        let mut wait = vec![Wait::Warp; n];
+        let mut calls: Vec<Pending> = (0..n)
+            .map(|t| call(Op::Ballot, u32::MAX, u64::from(t % 2 == 0), 0))
+            .collect();
+        let mut results = vec![0; n];
+        assert_eq!(release(&mut wait, &mut calls, &mut results), Ok(true));
+        assert_eq!((results[0], results[39]), (0x5555_5555, 0x55));
+
+        let mut wait = vec![Wait::Warp; n];
+        let mut calls: Vec<Pending> = (0..n).map(|_| call(Op::Down, u32::MAX, 7, 4)).collect();
+        let err = release(&mut wait, &mut calls, &mut results).unwrap_err();
+        assert_eq!(err.0, 36, "lane 4 of warp 1 reads lane 8: {}", err.1);
+        assert!(err.1.contains("past the end of the block"), "{}", err.1);
+    }
+
+    #[test]
+    fn a_mask_without_the_caller_is_reported() {
+        let mut wait = vec![Wait::Warp; 2];
+        let mut calls = vec![call(Op::Sync, 0b10, 0, 0), call(Op::Sync, 0b10, 0, 0)];
+        // Lane 1's own group meets; lane 0 names only lane 1 and never can.
+        assert_eq!(release(&mut wait, &mut calls, &mut [0, 0]), Ok(true));
+        let err = release(&mut wait, &mut calls, &mut [0, 0]).unwrap_err();
+        assert_eq!(err.0, 0);
+        assert!(
+            err.1.contains("does not name the calling lane"),
+            "{}",
+            err.1
+        );
     }
 
     #[test]
