@@ -1,4 +1,4 @@
-//! Half precision: the `half` crate's [`f16`] and [`bf16`] as kernel data, their arithmetic
+//! Half precision: the `half` crate's [`f16`](struct@f16) and [`bf16`] as kernel data, their arithmetic
 //! in GPU instructions, and packed pairs ([`f16x2`], [`bf16x2`]) that do two operations in
 //! one instruction.
 //!
@@ -352,7 +352,7 @@ macro_rules! packed {
 }
 
 packed! {
-    /// Two [`f16`] in one 32-bit register: `+`, `*` and `fma` work on both at once
+    /// Two [`f16`](struct@f16) in one 32-bit register: `+`, `*` and `fma` work on both at once
     /// (`add.rn.f16x2`, `mul.rn.f16x2`, `fma.rn.f16x2`). In memory: `lo` then `hi`, 4-aligned,
     /// so a `&[f16x2]` reads an even-length `f16` array two at a time.
     ///
@@ -403,7 +403,7 @@ mod tests {
                 continue;
             }
             let (d, db) = (dist(cand), dist(best));
-            if d < db || (d == db && cand.to_bits() % 2 == 0) {
+            if d < db || (d == db && cand.to_bits().is_multiple_of(2)) {
                 best = cand;
             }
         }
@@ -460,7 +460,7 @@ mod tests {
                 continue; // not a multiple of 2^-40: far from any result in range
             }
             let (dc, db) = (dist(cand), dist(best));
-            if dc < db || (dc == db && cand.to_bits() % 2 == 0) {
+            if dc < db || (dc == db && cand.to_bits().is_multiple_of(2)) {
                 best = cand;
             }
         }
