@@ -41,9 +41,10 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 
 pub use berth_device as device;
+pub use berth_device::warp;
 pub use berth_device::{
     DeviceCopy, FastMath, GpuFloat, Mailbox, Shared, SharedCell, Signals, Slice, SliceMut, Slot,
-    Window, gpu_assert, math, shared_array,
+    Window, bf16, f16, gpu_assert, math, shared_array,
 };
 pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 
@@ -58,11 +59,12 @@ pub use berth_runtime::{
 
 /// Everything a kernel crate and its host code usually need.
 pub mod prelude {
+    pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
     pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot, Window};
-    pub use berth_device::{FastMath, GpuFloat};
+    pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
-        block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread,
+        block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread, warp,
     };
     pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 

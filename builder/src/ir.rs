@@ -211,15 +211,16 @@ fn type_prefix(s: &str) -> String {
     s.to_owned()
 }
 
-/// Every `ptr @name` use of a shared global becomes a generic pointer cast from shared space.
+/// Every use of a shared global (`ptr @name`, `ptr nonnull @name`, inside constant
+/// expressions) becomes a generic pointer cast from the shared space.
 fn cast_shared_uses(line: &str, shared: &HashSet<String>) -> String {
-    if !line.contains("ptr @") {
+    if !line.contains('@') {
         return line.to_owned();
     }
     let mut out = String::with_capacity(line.len() + 64);
     let mut rest = line;
-    while let Some(i) = rest.find("ptr @") {
-        let name_start = i + "ptr @".len();
+    while let Some(i) = rest.find('@') {
+        let name_start = i + 1;
         let name_len = rest[name_start..]
             .bytes()
             .take_while(|&b| is_ident_byte(b))
@@ -227,9 +228,7 @@ fn cast_shared_uses(line: &str, shared: &HashSet<String>) -> String {
         let name = &rest[name_start..name_start + name_len];
         out.push_str(&rest[..i]);
         if shared.contains(name) {
-            out.push_str(&format!(
-                "ptr addrspacecast (ptr addrspace(3) @{name} to ptr)"
-            ));
+            out.push_str(&format!("addrspacecast (ptr addrspace(3) @{name} to ptr)"));
         } else {
             out.push_str(&rest[i..name_start + name_len]);
         }
@@ -374,6 +373,7 @@ start:
   %5 = fadd float %4, %3
   store float %5, ptr @__berth_dynamic_shared, align 4
   store float %5, ptr @other, align 4
+  %6 = call float asm "ld $0, [$1];", "=r,l"(ptr nonnull @_RNvTILE)
   ret void
 }
 
@@ -408,6 +408,7 @@ define internal float @helper(float %a) {
             "store float %5, ptr addrspacecast (ptr addrspace(3) @__berth_dynamic_shared to ptr), align 4"
         ));
         assert!(out.contains("store float %5, ptr @other, align 4"));
+        assert!(out.contains("(ptr nonnull addrspacecast (ptr addrspace(3) @_RNvTILE to ptr))"));
         assert_eq!(report.shared.len(), 2);
     }
 

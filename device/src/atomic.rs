@@ -2,21 +2,87 @@
 //! ([`SliceMut`]) and of shared arrays ([`Shared`]). Each returns the previous value, as
 //! CUDA's `atomicAdd` and friends do, on the GPU and in the simulator alike.
 //!
+//! | operation | `u32` `i32` `u64` `i64` | `f32` `f64` |
+//! |---|---|---|
+//! | `atomic_add` | wrapping | `atom.add.f32` / `.f64` |
+//! | `atomic_min`, `atomic_max` | yes | yes (see below) |
+//! | `atomic_exchange`, `atomic_cas` | yes | — |
+//!
 //! Ordering is relaxed at device scope (CUDA's default): the operations are atomic with
-//! respect to each other, and order nothing else. Floats add through `atom.add.f32` on the
-//! GPU (`core` has no float atomics) and a compare-and-swap loop on the host.
+//! respect to each other, and order nothing else. Floats add through `atom.add.f32`/`.f64`
+//! on the GPU (`core` has no float atomics) and a compare-and-swap loop on the host; on
+//! shared arrays the float add is `atom.shared.add`. Float `atomic_min`/`atomic_max` are one
+//! integer atomic on the value's bits (signed max for a non-negative `v`, unsigned min for a
+//! negative one, and the mirror for min), which orders floats correctly, `-0.0` below `0.0`;
+//! with a NaN in memory or in `v` the result is unspecified.
+//!
+//! **Scope.** The `_scoped` family on `&mut [T]` takes a [`Scope`]: who else may touch the
+//! element. [`Scope::Block`] (`atom.cta`) is cheaper when only the block contends (e.g. a
+//! per-block slot in global memory), [`Scope::System`] (`atom.sys`) is needed when the host
+//! or another GPU does (mapped memory); [`Scope::Device`] is what the plain methods do. A
+//! parameter rather than one method per scope keeps one family of five names, and lets a
+//! helper pass its caller's scope through; the value is a constant at the call site, so it
+//! costs nothing. Shared arrays have no scoped variants: only their block can reach them.
+//!
+//! ```
+//! use berth_device::{SliceMut, atomic::Scope};
+//! let mut data = [1.5f64, 0.0];
+//! // SAFETY: `data` outlives the view, nothing else touches it.
+//! let v = unsafe { SliceMut::from_raw(data.as_mut_ptr(), 2) };
+//! assert_eq!(v.atomic_add(0, 2.0), 1.5);
+//! assert_eq!(v.atomic_max(1, -3.0), 0.0);
+//! assert_eq!(v.atomic_add_scoped(1, 1.0, Scope::System), 0.0);
+//! assert_eq!(data, [3.5, 1.0]);
+//! ```
 
 use crate::panic::index_out_of_bounds;
 use crate::shared::Shared;
 use crate::slice::SliceMut;
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed};
+use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// A doc example of an atomic on a one-element view (`slice` or `shared`) of `$t` holding
+/// `$init`; `v` is the view.
+macro_rules! example {
+    (slice, $t:ty, $init:literal, $body:literal) => {
+        concat!(
+            "```\n",
+            "# #[allow(unused_imports)] use berth_device::atomic::Scope;\n",
+            "# trait Load<T> { fn load(&self, i: usize) -> T; }\n",
+            "# impl<T: Copy> Load<T> for berth_device::SliceMut<'_, T> {\n",
+            "#     fn load(&self, i: usize) -> T { self[i] }\n",
+            "# }\n",
+            "let mut d = [",
+            $init,
+            stringify!($t),
+            "];\n",
+            "// SAFETY: `d` outlives the view and nothing else touches it.\n",
+            "let v = unsafe { berth_device::SliceMut::from_raw(d.as_mut_ptr(), 1) };\n",
+            $body,
+            "\n```"
+        )
+    };
+    (shared, $t:ty, $init:literal, $body:literal) => {
+        concat!(
+            "```\n",
+            "let v = berth_device::shared_array!(A: [",
+            stringify!($t),
+            "; 1]);\n",
+            "v.store(0, ",
+            $init,
+            stringify!($t),
+            ");\n",
+            $body,
+            "\n```"
+        )
+    };
+}
 
 macro_rules! int_atomics {
     ($t:ty, $atomic:ty) => {
-        int_atomics!(@impl SliceMut<'_, $t>, $t, $atomic);
-        int_atomics!(@impl Shared<$t>, $t, $atomic);
+        int_atomics!(@impl SliceMut<'_, $t>, $t, $atomic, slice);
+        int_atomics!(@impl Shared<$t>, $t, $atomic, shared);
     };
-    (@impl $view:ty, $t:ty, $atomic:ty) => {
+    (@impl $view:ty, $t:ty, $atomic:ty, $kind:ident) => {
         impl $view {
             #[inline(always)]
             #[track_caller]
@@ -30,7 +96,9 @@ macro_rules! int_atomics {
                 unsafe { <$atomic>::from_ptr(self.raw_ptr().add(i)) }
             }
 
-            /// `self[i] += v` atomically; returns the previous value (wrapping).
+            /// `self[i] += v` atomically (wrapping); returns the previous value.
+            ///
+            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_add(0, 2), v.load(0)), (5, 7));")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_add(&self, i: usize, v: $t) -> $t {
@@ -38,6 +106,8 @@ macro_rules! int_atomics {
             }
 
             /// `self[i] = max(self[i], v)` atomically; returns the previous value.
+            ///
+            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_max(0, 9), v.load(0)), (5, 9));")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_max(&self, i: usize, v: $t) -> $t {
@@ -45,6 +115,8 @@ macro_rules! int_atomics {
             }
 
             /// `self[i] = min(self[i], v)` atomically; returns the previous value.
+            ///
+            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_min(0, 1), v.load(0)), (5, 1));")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_min(&self, i: usize, v: $t) -> $t {
@@ -52,6 +124,8 @@ macro_rules! int_atomics {
             }
 
             /// `self[i] = v` atomically; returns the previous value.
+            ///
+            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_exchange(0, 3), v.load(0)), (5, 3));")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_exchange(&self, i: usize, v: $t) -> $t {
@@ -59,6 +133,8 @@ macro_rules! int_atomics {
             }
 
             /// If `self[i] == current`, set it to `new`; returns the previous value either way.
+            ///
+            #[doc = example!($kind, $t, "5", "assert_eq!(v.atomic_cas(0, 5, 7), 5);\nassert_eq!((v.atomic_cas(0, 5, 9), v.load(0)), (7, 7));")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_cas(&self, i: usize, current: $t, new: $t) -> $t {
@@ -73,14 +149,32 @@ macro_rules! int_atomics {
 int_atomics!(u32, AtomicU32);
 int_atomics!(i32, AtomicI32);
 int_atomics!(u64, AtomicU64);
+int_atomics!(i64, AtomicI64);
 
-macro_rules! float_add {
-    ($view:ty) => {
+macro_rules! float_atomics {
+    ($t:ty, $bits:ty, $atomic:ty, $reg:ident, $add:literal, $shared_add:literal,
+     $signed:ty, $signed_atomic:ty) => {
+        float_atomics!(@minmax SliceMut<'_, $t>, $t, $bits, $atomic, $signed, $signed_atomic, slice);
+        float_atomics!(@minmax Shared<$t>, $t, $bits, $atomic, $signed, $signed_atomic, shared);
+        float_atomics!(@add SliceMut<'_, $t>, $t, $bits, $atomic, $reg, slice,
+            concat!($add, " {old}, [{p}], {v};"));
+        // The element's shared-space address, 32 bits, from its generic one: the add is in
+        // the shared state space whatever LLVM knows of the pointer.
+        float_atomics!(@add Shared<$t>, $t, $bits, $atomic, $reg, shared, concat!(
+            "{{ .reg .b64 %berth_s64; .reg .b32 %berth_s32;\n",
+            "cvta.to.shared.u64 %berth_s64, {p};\n",
+            "cvt.u32.u64 %berth_s32, %berth_s64;\n",
+            $shared_add, " {old}, [%berth_s32], {v};\n}}"
+        ));
+    };
+    (@add $view:ty, $t:ty, $bits:ty, $atomic:ty, $reg:ident, $kind:ident, $tmpl:expr) => {
         impl $view {
             /// `self[i] += v` atomically; returns the previous value.
+            ///
+            #[doc = example!($kind, $t, "0.5", "assert_eq!((v.atomic_add(0, 2.0), v.load(0)), (0.5, 2.5));")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_add(&self, i: usize, v: f32) -> f32 {
+            pub fn atomic_add(&self, i: usize, v: $t) -> $t {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
@@ -88,14 +182,15 @@ macro_rules! float_add {
                 let p = unsafe { self.raw_ptr().add(i) };
                 #[cfg(target_arch = "nvptx64")]
                 {
-                    let old: f32;
-                    // SAFETY: `p` is a valid, aligned generic address of an f32.
+                    let old: $t;
+                    // SAFETY: `p` is a valid, aligned generic address of the element (for a
+                    // shared array, converted to its shared-space address first).
                     unsafe {
                         core::arch::asm!(
-                            "atom.add.f32 {old}, [{p}], {v};",
-                            old = out(reg32) old,
+                            $tmpl,
+                            old = out($reg) old,
                             p = in(reg64) p,
-                            v = in(reg32) v,
+                            v = in($reg) v,
                             options(nostack),
                         );
                     }
@@ -103,13 +198,14 @@ macro_rules! float_add {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    // SAFETY: as above; f32 and u32 have one size and alignment.
-                    let a = unsafe { AtomicU32::from_ptr(p.cast::<u32>()) };
+                    // SAFETY: as above; the float and its bits type have one size and
+                    // alignment.
+                    let a = unsafe { <$atomic>::from_ptr(p.cast::<$bits>()) };
                     let mut cur = a.load(Relaxed);
                     loop {
-                        let next = (f32::from_bits(cur) + v).to_bits();
+                        let next = (<$t>::from_bits(cur) + v).to_bits();
                         match a.compare_exchange_weak(cur, next, Relaxed, Relaxed) {
-                            Ok(prev) => return f32::from_bits(prev),
+                            Ok(prev) => return <$t>::from_bits(prev),
                             Err(seen) => cur = seen,
                         }
                     }
@@ -117,7 +213,271 @@ macro_rules! float_add {
             }
         }
     };
+    (@minmax $view:ty, $t:ty, $bits:ty, $atomic:ty, $signed:ty, $signed_atomic:ty, $kind:ident) => {
+        impl $view {
+            #[inline(always)]
+            #[track_caller]
+            fn float_bits_at(&self, i: usize) -> (&$atomic, &$signed_atomic) {
+                if i >= self.len() {
+                    index_out_of_bounds(i, self.len())
+                }
+                // SAFETY: in bounds and aligned; the float, its bits and their atomics have
+                // one size and alignment; racing accesses go through these atomics.
+                unsafe {
+                    let p = self.raw_ptr().add(i);
+                    (<$atomic>::from_ptr(p.cast()), <$signed_atomic>::from_ptr(p.cast()))
+                }
+            }
+
+            /// `self[i] = max(self[i], v)` atomically (one integer atomic on the bits; NaNs
+            /// unspecified); returns the previous value.
+            ///
+            #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_max(0, -2.0), 0.5);\nassert_eq!((v.atomic_max(0, 3.0), v.load(0)), (0.5, 3.0));")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_max(&self, i: usize, v: $t) -> $t {
+                let (u, s) = self.float_bits_at(i);
+                let b = v.to_bits();
+                <$t>::from_bits(if v.is_sign_positive() {
+                    s.fetch_max(b as $signed, Relaxed) as $bits
+                } else {
+                    u.fetch_min(b, Relaxed)
+                })
+            }
+
+            /// `self[i] = min(self[i], v)` atomically (one integer atomic on the bits; NaNs
+            /// unspecified); returns the previous value.
+            ///
+            #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_min(0, 3.0), 0.5);\nassert_eq!((v.atomic_min(0, -2.0), v.load(0)), (0.5, -2.0));")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_min(&self, i: usize, v: $t) -> $t {
+                let (u, s) = self.float_bits_at(i);
+                let b = v.to_bits();
+                <$t>::from_bits(if v.is_sign_positive() {
+                    s.fetch_min(b as $signed, Relaxed) as $bits
+                } else {
+                    u.fetch_max(b, Relaxed)
+                })
+            }
+        }
+    };
 }
 
-float_add!(SliceMut<'_, f32>);
-float_add!(Shared<f32>);
+float_atomics!(
+    f32,
+    u32,
+    AtomicU32,
+    reg32,
+    "atom.add.f32",
+    "atom.shared.add.f32",
+    i32,
+    AtomicI32
+);
+float_atomics!(
+    f64,
+    u64,
+    AtomicU64,
+    reg64,
+    "atom.add.f64",
+    "atom.shared.add.f64",
+    i64,
+    AtomicI64
+);
+
+/// Which threads an atomic must be atomic with respect to (PTX's `.cta`, `.gpu`, `.sys`).
+/// See the [module docs](self) for when to choose which.
+///
+/// ```
+/// use berth_device::atomic::Scope;
+/// assert_ne!(Scope::Block, Scope::System);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// The threads of the calling block (`atom.cta`).
+    Block,
+    /// All threads of the GPU (`atom.gpu`): what the unscoped methods do.
+    Device,
+    /// The GPU, the host and other GPUs (`atom.sys`): for mapped or managed memory that
+    /// others touch during the kernel.
+    System,
+}
+
+/// `atom.relaxed.{scope}.{op}` on a generic address, its previous value.
+#[cfg(target_arch = "nvptx64")]
+macro_rules! atom_scoped {
+    ($scope:expr, $op:literal, $reg:ident, $t:ty, $p:expr, $($v:expr),+) => {
+        match $scope {
+            Scope::Block => atom_scoped!(@one ".cta", $op, $reg, $t, $p, $($v),+),
+            Scope::Device => atom_scoped!(@one ".gpu", $op, $reg, $t, $p, $($v),+),
+            Scope::System => atom_scoped!(@one ".sys", $op, $reg, $t, $p, $($v),+),
+        }
+    };
+    (@one $scope:literal, $op:literal, $reg:ident, $t:ty, $p:expr, $($v:expr),+) => {{
+        let old: $t;
+        // SAFETY: `$p` is a valid, aligned generic address of an element of the view (the
+        // caller checked the index); the memory is only raced on through atomics.
+        unsafe {
+            core::arch::asm!(
+                concat!("atom.relaxed", $scope, ".", $op, " {old}, [{p}]",
+                    $(atom_scoped!(@comma $v),)+ ";"),
+                $(in($reg) $v,)+
+                p = in(reg64) $p,
+                old = out($reg) old,
+                options(nostack),
+            );
+        }
+        old
+    }};
+    (@comma $v:expr) => { ", {}" };
+}
+
+macro_rules! scoped_int {
+    ($t:ty, $reg:ident, $add:literal, $max:literal, $min:literal, $exch:literal, $cas:literal) => {
+        impl SliceMut<'_, $t> {
+            #[inline(always)]
+            #[track_caller]
+            fn scoped_ptr(&self, i: usize) -> *mut $t {
+                if i >= self.len() {
+                    index_out_of_bounds(i, self.len())
+                }
+                // SAFETY: in bounds (checked above).
+                unsafe { self.raw_ptr().add(i) }
+            }
+
+            /// [`atomic_add`](Self::atomic_add) at `scope`.
+            ///
+            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_add_scoped(0, 2, Scope::Block), 5);")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_add_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+                let p = self.scoped_ptr(i);
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    atom_scoped!(scope, $add, $reg, $t, p, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = (p, scope);
+                    self.atomic_add(i, v)
+                }
+            }
+
+            /// [`atomic_max`](Self::atomic_max) at `scope`.
+            ///
+            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_max_scoped(0, 9, Scope::System), 5);")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_max_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+                let p = self.scoped_ptr(i);
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    atom_scoped!(scope, $max, $reg, $t, p, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = (p, scope);
+                    self.atomic_max(i, v)
+                }
+            }
+
+            /// [`atomic_min`](Self::atomic_min) at `scope`.
+            ///
+            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_min_scoped(0, 1, Scope::Block), 5);")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_min_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+                let p = self.scoped_ptr(i);
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    atom_scoped!(scope, $min, $reg, $t, p, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = (p, scope);
+                    self.atomic_min(i, v)
+                }
+            }
+
+            /// [`atomic_exchange`](Self::atomic_exchange) at `scope`.
+            ///
+            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_exchange_scoped(0, 1, Scope::Device), 5);")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_exchange_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+                let p = self.scoped_ptr(i);
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    atom_scoped!(scope, $exch, $reg, $t, p, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = (p, scope);
+                    self.atomic_exchange(i, v)
+                }
+            }
+
+            /// [`atomic_cas`](Self::atomic_cas) at `scope`.
+            ///
+            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_cas_scoped(0, 5, 7, Scope::System), 5);\nassert_eq!(v.atomic_cas_scoped(0, 5, 9, Scope::System), 7);")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_cas_scoped(&self, i: usize, current: $t, new: $t, scope: Scope) -> $t {
+                let p = self.scoped_ptr(i);
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    atom_scoped!(scope, $cas, $reg, $t, p, current, new)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = (p, scope);
+                    self.atomic_cas(i, current, new)
+                }
+            }
+        }
+    };
+}
+
+scoped_int!(
+    u32, reg32, "add.u32", "max.u32", "min.u32", "exch.b32", "cas.b32"
+);
+scoped_int!(
+    i32, reg32, "add.s32", "max.s32", "min.s32", "exch.b32", "cas.b32"
+);
+scoped_int!(
+    u64, reg64, "add.u64", "max.u64", "min.u64", "exch.b64", "cas.b64"
+);
+scoped_int!(
+    i64, reg64, "add.u64", "max.s64", "min.s64", "exch.b64", "cas.b64"
+);
+
+macro_rules! scoped_float {
+    ($t:ty, $reg:ident, $add:literal) => {
+        impl SliceMut<'_, $t> {
+            /// [`atomic_add`](Self::atomic_add) at `scope`.
+            ///
+            #[doc = example!(slice, $t, "0.5", "assert_eq!(v.atomic_add_scoped(0, 2.0, Scope::Block), 0.5);")]
+            #[inline(always)]
+            #[track_caller]
+            pub fn atomic_add_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+                #[cfg(target_arch = "nvptx64")]
+                {
+                    if i >= self.len() {
+                        index_out_of_bounds(i, self.len())
+                    }
+                    // SAFETY: in bounds (checked above).
+                    let p = unsafe { self.raw_ptr().add(i) };
+                    atom_scoped!(scope, $add, $reg, $t, p, v)
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    let _ = scope;
+                    self.atomic_add(i, v)
+                }
+            }
+        }
+    };
+}
+
+scoped_float!(f32, reg32, "add.f32");
+scoped_float!(f64, reg64, "add.f64");

@@ -46,6 +46,39 @@ pub trait BlockServices {
     fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8;
     /// The block's dynamic shared memory: pointer and size in bytes.
     fn dynamic_shared(&self) -> (*mut u8, usize);
+    /// A warp collective by the current thread, reached at `at`: meet the lanes its mask
+    /// names, return this lane's result ([`crate::warp::model::exchange`]). The default is a
+    /// warp whose only live lane is the calling thread.
+    fn warp(&self, call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
+        lone_lane(call, at)
+    }
+    /// The lanes of the current thread's warp that are inside the block and have not
+    /// returned. The default: the calling lane.
+    fn warp_active_mask(&self) -> u32 {
+        1 << crate::warp::lane_id()
+    }
+}
+
+/// A warp call in a warp whose only live lane is the caller (no executor, or one without
+/// warps): it must name itself, and reads of other lanes return its own value.
+fn lone_lane(call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
+    let lane = crate::warp::lane_id();
+    let me = 1u32 << lane;
+    if call.mask & me == 0 {
+        panic!(
+            "{}() at {}:{}: the mask {:#010x} does not name the calling lane {lane}",
+            call.op.name(),
+            at.file(),
+            at.line(),
+            call.mask
+        );
+    }
+    let mut calls = [None; 32];
+    calls[lane] = Some(call);
+    match crate::warp::model::exchange(&calls, me, me) {
+        Ok(r) => r[lane],
+        Err((_, problem)) => panic!("{problem} at {}:{}", at.file(), at.line()),
+    }
 }
 
 thread_local! {
@@ -91,6 +124,17 @@ pub(crate) fn barrier(at: &'static core::panic::Location<'static>) {
     if let Some(s) = services() {
         s.barrier(at);
     }
+}
+
+pub(crate) fn warp(call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
+    match services() {
+        Some(s) => s.warp(call, at),
+        None => lone_lane(call, at),
+    }
+}
+
+pub(crate) fn warp_active_mask() -> u32 {
+    services().map_or(1 << crate::warp::lane_id(), |s| s.warp_active_mask())
 }
 
 pub(crate) fn shared_access(addr: usize, bytes: usize, write: bool) {

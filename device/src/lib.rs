@@ -8,13 +8,19 @@
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 #![cfg_attr(
     target_arch = "nvptx64",
-    feature(stdarch_nvptx, asm_experimental_arch, core_intrinsics)
+    feature(
+        stdarch_nvptx,
+        asm_experimental_arch,
+        core_intrinsics,
+        link_llvm_intrinsics
+    )
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 #![warn(missing_docs)]
 
 pub mod atomic;
 pub mod dim;
+pub mod half;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 pub mod math;
@@ -22,7 +28,9 @@ pub mod panic;
 pub mod shared;
 pub mod signal;
 pub mod slice;
+pub mod warp;
 
+pub use ::half::{bf16, f16};
 pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
 pub use panic::fail;

@@ -4,8 +4,11 @@
 
 use berth::prelude::*;
 
+pub mod atomics;
 pub mod compute;
+pub mod half_precision;
 pub mod language;
+pub mod warp_ops;
 
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]

@@ -325,15 +325,34 @@ fn sim_entry(opts: &Options, k: &Kernel) -> TokenStream {
     }
 }
 
-/// Whether `tokens` name `ident` anywhere (the simulator runs kernels whose body calls
-/// `sync_threads` as coroutines, the others as plain calls).
-fn mentions(tokens: TokenStream, ident: &str) -> bool {
+/// Whether `tokens` name any of `idents` anywhere (the simulator runs kernels whose body
+/// calls `sync_threads` or a warp operation as coroutines, the others as plain calls).
+fn mentions(tokens: TokenStream, idents: &[&str]) -> bool {
     tokens.into_iter().any(|tt| match tt {
-        proc_macro2::TokenTree::Ident(i) => i == ident,
-        proc_macro2::TokenTree::Group(g) => mentions(g.stream(), ident),
+        proc_macro2::TokenTree::Ident(i) => idents.iter().any(|id| i == id),
+        proc_macro2::TokenTree::Group(g) => mentions(g.stream(), idents),
         _ => false,
     })
 }
+
+/// Names whose mention makes the simulator run a kernel's threads as coroutines: the block
+/// barrier, the `warp` module and its collectives (imported bare or not; `all`/`any` are too
+/// common to count, the PTX fallback finds them).
+const COROUTINE_NAMES: &[&str] = &[
+    "sync_threads",
+    "warp",
+    "sync_warp",
+    "shfl_idx",
+    "shfl_up",
+    "shfl_down",
+    "shfl_xor",
+    "ballot",
+    "match_any",
+    "match_all",
+    "reduce_sum",
+    "reduce_min",
+    "reduce_max",
+];
 
 fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     let krate = &opts.krate;
@@ -352,7 +371,7 @@ fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
         }
     };
     let sim = sim_ident(name);
-    let uses_barrier = mentions(k.body.to_token_stream(), "sync_threads");
+    let uses_barrier = mentions(k.body.to_token_stream(), COROUTINE_NAMES);
     let block = match opts.block {
         Some(([x, y, z], _)) => quote!(::core::option::Option::Some([#x, #y, #z])),
         None => quote!(::core::option::Option::None),

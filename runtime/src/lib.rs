@@ -30,6 +30,7 @@ mod restart;
 mod signal;
 mod sim;
 mod sim_stream;
+mod sim_warp;
 mod stream;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};

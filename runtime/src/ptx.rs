@@ -250,7 +250,9 @@ fn function_bodies(ptx: &str) -> std::collections::HashMap<String, &str> {
 }
 
 /// Whether the entry `name`, or any function it calls, executes a block barrier
-/// (`bar.sync` / `barrier.sync`): the simulator must then run its threads as coroutines.
+/// (`bar.sync` / `barrier.sync`) or a warp collective (`bar.warp.sync`, `shfl.sync`,
+/// `vote.sync`, `match.*.sync`, `redux.sync`): the simulator must then run its threads as
+/// coroutines.
 pub fn entry_uses_barrier(ptx: &str, name: &str) -> bool {
     let bodies = function_bodies(ptx);
     let mut seen = std::collections::HashSet::new();
@@ -260,10 +262,17 @@ pub fn entry_uses_barrier(ptx: &str, name: &str) -> bool {
             continue;
         }
         let Some(body) = bodies.get(&f) else { continue };
-        if body.contains("bar.sync")
-            || body.contains("barrier.sync")
-            || body.contains("bar.warp.sync")
-        {
+        let collectives = [
+            "bar.sync",
+            "barrier.sync",
+            "bar.warp.sync",
+            "shfl.sync",
+            "vote.sync",
+            "match.any.sync",
+            "match.all.sync",
+            "redux.sync",
+        ];
+        if collectives.iter().any(|c| body.contains(c)) {
             return true;
         }
         for line in body.lines().filter(|l| l.contains("call")) {
@@ -328,5 +337,8 @@ mod barrier_tests {
         assert!(entry_uses_barrier(ptx, "indirect"));
         assert!(!entry_uses_barrier(ptx, "none"));
         assert!(!entry_uses_barrier(ptx, "missing"));
+        let warp =
+            ".visible .entry w()\n{\n\tshfl.sync.bfly.b32 \t%r2, %r1, 16, 31, -1;\n\tret;\n}\n";
+        assert!(entry_uses_barrier(warp, "w"));
     }
 }

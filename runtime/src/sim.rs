@@ -6,18 +6,21 @@
 //! - Within a block, a kernel whose body calls `sync_threads` runs each GPU thread as a
 //!   stackful coroutine (corosensei) on the worker: a thread reaching the barrier yields, and
 //!   the block resumes all of them once every thread is there, so the barrier is real and
-//!   costs a context switch, not an OS thread per GPU thread. Other kernels run their threads
-//!   one after another as plain calls.
+//!   costs a context switch, not an OS thread per GPU thread. Warp operations use the same
+//!   machinery: the lanes of a warp meet at each warp call (`sim_warp`). Other kernels run
+//!   their threads one after another as plain calls.
 //! - Static and dynamic shared memory are per-block arenas (zeroed); slices are host memory
 //!   (the simulator's "device" memory), so `#[pinned_async]` data is copied in and out and
 //!   `#[mapped]` memory is shared with the host, as on the GPU.
 //! - Checks: a panic (out-of-bounds index, `gpu_assert!`, any `panic!`) is reported with the
 //!   kernel, block, thread, file, line and message; two threads of a block touching one
 //!   shared-memory element between two barriers, at least one writing, is a race report; a
-//!   barrier reached by only part of a block is reported instead of hanging.
+//!   barrier reached by only part of a block is reported instead of hanging, and so is a warp
+//!   call whose mask names a lane that never meets it.
 
 use crate::error::{Error, PanicReport, Result};
 use crate::launch::{Grid, Kernel};
+use crate::sim_warp::{self, Wait};
 use berth_device::host::{self, BlockServices, Coords};
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
@@ -137,7 +140,13 @@ struct Block {
     current: Cell<usize>,
     coroutines: bool,
     barrier_at: Cell<Option<&'static Location<'static>>>,
-    stray_barrier: Cell<Option<&'static Location<'static>>>,
+    /// A barrier or warp call (its name) reached outside coroutine mode.
+    stray_barrier: Cell<Option<(&'static str, &'static Location<'static>)>>,
+    /// Each thread's pending warp call, and the result it gets when its warp meets.
+    warp_calls: RefCell<Vec<sim_warp::Pending>>,
+    warp_results: RefCell<Vec<u64>>,
+    /// Threads that had returned when the current round began.
+    returned: RefCell<Vec<bool>>,
     accesses: RefCell<HashMap<usize, Access>>,
     race: RefCell<Option<(usize, String)>>,
 }
@@ -153,9 +162,22 @@ impl Block {
             coroutines,
             barrier_at: Cell::new(None),
             stray_barrier: Cell::new(None),
+            warp_calls: RefCell::new(vec![None; dims.threads()]),
+            warp_results: RefCell::new(vec![0; dims.threads()]),
+            returned: RefCell::new(vec![false; dims.threads()]),
             accesses: RefCell::new(HashMap::new()),
             race: RefCell::new(None),
         }
+    }
+}
+
+impl Block {
+    /// Yield the running thread's coroutine (at a barrier or a warp call).
+    fn suspend(&self) {
+        let y = self.yielders.borrow()[self.current.get()];
+        // SAFETY: the yielder of the running coroutine, set when it started; it lives as
+        // long as the coroutine, which is the one executing this call.
+        unsafe { (*y).suspend(()) };
     }
 }
 
@@ -164,14 +186,30 @@ impl BlockServices for Block {
         if !self.coroutines {
             // The body does not name sync_threads, so the threads run one after another: a
             // barrier reached from a helper cannot be honoured.
-            self.stray_barrier.set(Some(at));
+            self.stray_barrier.set(Some(("sync_threads", at)));
             panic!("{STRAY_BARRIER}");
         }
         self.barrier_at.set(Some(at));
-        let y = self.yielders.borrow()[self.current.get()];
-        // SAFETY: the yielder of the running coroutine, set when it started; it lives as
-        // long as the coroutine, which is the one executing this call.
-        unsafe { (*y).suspend(()) };
+        self.suspend();
+    }
+
+    fn warp(&self, call: berth_device::warp::Call, at: &'static Location<'static>) -> u64 {
+        if !self.coroutines {
+            self.stray_barrier.set(Some((call.op.name(), at)));
+            panic!("{STRAY_BARRIER}");
+        }
+        let t = self.current.get();
+        self.warp_calls.borrow_mut()[t] = Some((call, at));
+        self.suspend();
+        self.warp_results.borrow()[t]
+    }
+
+    fn warp_active_mask(&self) -> u32 {
+        let t = self.current.get();
+        let (w, returned) = (t / 32, self.returned.borrow());
+        (0..32)
+            .filter(|l| returned.get(w * 32 + l) == Some(&false))
+            .fold(0, |m, l| m | 1 << l)
     }
 
     fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8 {
@@ -259,11 +297,11 @@ fn run_block(
             // SAFETY: `run`'s contract: the pointers match the kernel's parameters.
             let r = in_kernel(|| unsafe { (k.sim)(params.0) });
             if let Err(report) = r {
-                if let Some(at) = services.stray_barrier.get() {
+                if let Some((what, at)) = services.stray_barrier.get() {
                     return Err(fail(
                         t,
                         format!(
-                            "sync_threads() at {}:{} was reached, but neither the kernel body nor its PTX shows a barrier (was the PTX built from other sources?); rebuild the kernel crate",
+                            "{what}() at {}:{} was reached, but neither the kernel body nor its PTX shows a barrier or warp operation (was the PTX built from other sources?); rebuild the kernel crate",
                             at.file(),
                             at.line()
                         ),
@@ -300,17 +338,14 @@ fn run_block(
         };
         threads.push(Some(co));
     }
-    let mut waiting = vec![false; n];
+    let mut wait = vec![Wait::No; n];
     let mut result = Ok(());
     'rounds: loop {
-        let (mut done, mut at_barrier) = (0, 0);
         for t in 0..n {
             let Some(co) = threads[t].as_mut() else {
-                done += 1;
                 continue;
             };
-            if waiting[t] {
-                at_barrier += 1;
+            if wait[t] != Wait::No {
                 continue;
             }
             services.current.set(t);
@@ -320,12 +355,12 @@ fn run_block(
             };
             match step {
                 CoroutineResult::Yield(()) => {
-                    waiting[t] = true;
-                    at_barrier += 1;
+                    let at_warp = services.warp_calls.borrow()[t].is_some();
+                    wait[t] = if at_warp { Wait::Warp } else { Wait::Barrier };
                 }
                 CoroutineResult::Return(r) => {
                     stacks.push(threads[t].take().expect("present").into_stack());
-                    done += 1;
+                    wait[t] = Wait::Done;
                     if let Err(report) = r {
                         result = Err(panic_error(k, block, dims.coords(block, t).thread, report));
                         break 'rounds;
@@ -333,6 +368,27 @@ fn run_block(
                 }
             }
         }
+        // A thread that returned in this round was active for the others in it (`active_mask`
+        // does not depend on the order the round ran its threads in).
+        for (r, w) in services.returned.borrow_mut().iter_mut().zip(&wait) {
+            *r = *w == Wait::Done;
+        }
+        // No thread can run: let the warps that can meet exchange values and go on.
+        let released = sim_warp::release(
+            &mut wait,
+            &mut services.warp_calls.borrow_mut(),
+            &mut services.warp_results.borrow_mut(),
+        );
+        match released {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err((t, problem)) => {
+                result = Err(fail(t, problem));
+                break;
+            }
+        }
+        let done = wait.iter().filter(|&&w| w == Wait::Done).count();
+        let at_barrier = n - done;
         if done == n {
             break;
         }
@@ -341,7 +397,7 @@ fn run_block(
                 .barrier_at
                 .get()
                 .map_or(String::new(), |l| format!(" at {}:{}", l.file(), l.line()));
-            let t = waiting.iter().position(|&w| w).unwrap_or(0);
+            let t = wait.iter().position(|&w| w == Wait::Barrier).unwrap_or(0);
             result = Err(fail(
                 t,
                 format!(
@@ -356,10 +412,10 @@ fn run_block(
             break;
         }
         services.accesses.borrow_mut().clear();
-        waiting.iter_mut().for_each(|w| *w = false);
+        wait.iter_mut().for_each(|w| *w = Wait::No);
     }
     for co in threads.iter_mut().filter_map(Option::as_mut) {
-        // SAFETY: an unfinished coroutine is suspended in `sync_threads` inside the kernel
+        // SAFETY: an unfinished coroutine is suspended in `sync_threads` or a warp call inside the kernel
         // body; kernel frames hold plain data (views, DeviceCopy values), nothing to drop.
         unsafe { co.force_reset() };
     }

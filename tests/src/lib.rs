@@ -139,3 +139,4 @@ pub fn example_line(needle: &str) -> u32 {
         .map(|i| i as u32 + 1)
         .unwrap_or_else(|| panic!("`{needle}` not found in examples/src/lib.rs"))
 }
+pub mod warp_ref;

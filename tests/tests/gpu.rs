@@ -1440,3 +1440,387 @@ fn random_f4(n: usize) -> Vec<berth_examples::F4> {
         })
         .collect()
 }
+
+// ---- warp operations ----------------------------------------------------------------------
+
+#[test]
+fn warp_collectives_match_their_definitions() {
+    use berth_examples::warp_ops::{WARP_LANES_OUT, warp_lanes};
+    use berth_tests::warp_ref;
+    let (_g, gpu) = gpu();
+    for (n, block) in [(1, 32), (255, 256), (1000, 64), (4099, 256), (70_001, 128)] {
+        // Small values make the votes and matches go both ways.
+        let x: Vec<u32> = random_u32(n)
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i % 3 == 0 { v % 97 } else { v })
+            .collect();
+        let dx = gpu.upload(&x).unwrap();
+        let mut out = gpu.upload(&vec![0xdead_beef; n * WARP_LANES_OUT]).unwrap();
+        warp_lanes(&gpu, Grid::cover_with_block(n, block), &dx, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let got = out.to_vec().unwrap();
+        let want = warp_ref::warp_lanes(&x, block as usize);
+        if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+            panic!(
+                "n = {n}: thread {}, result {}: got {:#x}, want {:#x}",
+                i / WARP_LANES_OUT,
+                i % WARP_LANES_OUT,
+                got[i],
+                want[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn warp_shuffles_move_64_bit_values_and_reduce_floats() {
+    use berth_examples::warp_ops::warp_wide;
+    use berth_tests::warp_ref;
+    let (_g, gpu) = gpu();
+    for n in [1, 33, 256, 10_007] {
+        let x: Vec<f64> = random_f32(n).iter().map(|&v| f64::from(v) / 3.0).collect();
+        let y: Vec<i64> = random_u32(n)
+            .iter()
+            .map(|&v| (i64::from(v) << 31) - (1 << 62))
+            .collect();
+        let z = random_f32(n);
+        let warps = n.div_ceil(32);
+        let (dx, dy, dz) = (
+            gpu.upload(&x).unwrap(),
+            gpu.upload(&y).unwrap(),
+            gpu.upload(&z).unwrap(),
+        );
+        let mut wide = gpu.upload(&vec![f64::NAN; n]).unwrap();
+        let mut ints = gpu.upload(&vec![i64::MIN; n]).unwrap();
+        let mut stats = gpu.upload(&vec![f32::NAN; 3 * warps]).unwrap();
+        warp_wide(
+            &gpu,
+            Grid::cover(n),
+            &dx,
+            &dy,
+            &dz,
+            &mut wide,
+            &mut ints,
+            &mut stats,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        let (w, i, s) = warp_ref::warp_wide(&x, &y, &z);
+        assert_eq!(wide.to_vec().unwrap(), w, "n = {n}");
+        assert_eq!(ints.to_vec().unwrap(), i, "n = {n}");
+        let got = stats.to_vec().unwrap();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&got), bits(&s), "n = {n}: warp sums bit for bit");
+    }
+}
+
+#[test]
+fn partial_warps_have_only_the_lanes_inside_the_block() {
+    use berth_examples::warp_ops::warp_active;
+    use berth_tests::warp_ref;
+    let (_g, gpu) = gpu();
+    for block in [32usize, 48, 100, 256] {
+        let mut out = gpu.upload(&vec![0xdead_beef; 2 * block]).unwrap();
+        warp_active(&gpu, Grid::new(3, block as u32), &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(
+            out.to_vec().unwrap(),
+            warp_ref::warp_active(block),
+            "block {block}"
+        );
+    }
+}
+
+// ---- half precision -----------------------------------------------------------------------
+
+#[test]
+fn haxpy2_rounds_each_fma_once() {
+    use berth::device::half::{HalfExt, f16x2};
+    use berth::f16;
+    use berth_examples::half_precision::haxpy2;
+    let (_g, gpu) = gpu();
+    let pairs = |v: Vec<f32>| -> Vec<f16x2> {
+        v.chunks(2)
+            .map(|c| f16x2::new(f16::from_f32(c[0] * 50.0), f16::from_f32(c[1] * 50.0)))
+            .collect()
+    };
+    for n in [1, 255, 256, 257, 100_003] {
+        let (x, y) = (pairs(random_f32(2 * n)), pairs(random_f32(2 * n)));
+        let a = f16x2::new(f16::from_f32(1.5), f16::from_f32(-0.3));
+        let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y).unwrap());
+        let nan = f16x2::splat(f16::NAN);
+        let mut out = gpu.upload(&vec![nan; n]).unwrap();
+        haxpy2(&gpu, Grid::cover(n), a, &dx, &dy, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let got = out.to_vec().unwrap();
+        for i in 0..n {
+            // The correctly rounded a * x + y, element by element.
+            let want = f16x2::new(a.lo.fma_rn(x[i].lo, y[i].lo), a.hi.fma_rn(x[i].hi, y[i].hi));
+            assert_eq!(got[i].to_bits(), want.to_bits(), "n = {n}, pair {i}");
+        }
+    }
+}
+
+#[test]
+fn hdot_accumulates_halves_in_f32() {
+    use berth::device::half::f16x2;
+    use berth::f16;
+    use berth_examples::half_precision::{HDOT_BLOCK, hdot};
+    let (_g, gpu) = gpu();
+    for n in [1, 255, 4099, (1 << 20) + 3] {
+        let v = |s: Vec<f32>| -> Vec<f16x2> {
+            s.chunks(2)
+                .map(|c| f16x2::new(f16::from_f32(c[0]), f16::from_f32(c[1])))
+                .collect()
+        };
+        let (x, y) = (v(random_f32(2 * n)), v(random_f32(2 * n)));
+        let blocks = n.div_ceil(HDOT_BLOCK as usize).clamp(1, 132 * 8) as u32;
+        let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y).unwrap());
+        let mut partial = gpu.upload(&vec![f32::NAN; blocks as usize]).unwrap();
+        hdot(&gpu, Grid::new(blocks, HDOT_BLOCK), &dx, &dy, &mut partial)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let parts = partial.to_vec().unwrap();
+        assert!(parts.iter().all(|p| p.is_finite()), "n = {n}");
+        let got = sum_f64(&parts);
+        let terms = x.iter().zip(&y).flat_map(|(a, b)| {
+            [
+                f64::from(a.lo.to_f32()) * f64::from(b.lo.to_f32()),
+                f64::from(a.hi.to_f32()) * f64::from(b.hi.to_f32()),
+            ]
+        });
+        let (want, scale) = terms.fold((0.0, 0.0), |(s, m), t| (s + t, m + t.abs()));
+        assert!(
+            (got - want).abs() <= 1e-5 * f64::max(scale, 1.0),
+            "n = {n}: got {got}, want {want}"
+        );
+    }
+}
+
+#[test]
+fn half_operations_match_their_host_definitions() {
+    use berth::device::half::{HalfExt, bf16x2, f16x2};
+    use berth::{bf16, f16};
+    use berth_examples::half_precision::{HALF_OPS_OUT, half_ops};
+    let (_g, gpu) = gpu();
+    let n = 50_001;
+    let x: Vec<f16> = random_f32(n)
+        .iter()
+        .map(|&v| f16::from_f32(v * 100.0))
+        .collect();
+    let y: Vec<bf16> = random_f32(n)
+        .iter()
+        .map(|&v| bf16::from_f32(v * 1e4))
+        .collect();
+    let z: Vec<f32> = random_f32(n).iter().map(|&v| v * 300.0).collect();
+    let (dx, dy, dz) = (
+        gpu.upload(&x).unwrap(),
+        gpu.upload(&y).unwrap(),
+        gpu.upload(&z).unwrap(),
+    );
+    let k = HALF_OPS_OUT * n;
+    let mut wide = gpu.upload(&vec![f32::NAN; k]).unwrap();
+    let mut halves = gpu.upload(&vec![f16::NAN; k]).unwrap();
+    let mut brains = gpu.upload(&vec![bf16::NAN; k]).unwrap();
+    let mut pairs = gpu.upload(&vec![f16x2::splat(f16::NAN); n]).unwrap();
+    half_ops(
+        &gpu,
+        Grid::cover(n),
+        &dx,
+        &dy,
+        &dz,
+        &mut wide,
+        &mut halves,
+        &mut brains,
+        &mut pairs,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let (wide, halves) = (wide.to_vec().unwrap(), halves.to_vec().unwrap());
+    let (brains, pairs) = (brains.to_vec().unwrap(), pairs.to_vec().unwrap());
+    for i in 0..n {
+        let (h, b, f) = (x[i], y[i], z[i]);
+        // Conversions and single operations: the `half` crate's own (software) conversions
+        // around one f32 operation, which rounds once.
+        let (fh, fb) = (f16::from_f32(f), bf16::from_f32(f));
+        let p = f16x2::new(
+            f16::from_f32(f16::from_f32(f * 1.0).to_f32() * h.to_f32()),
+            f16::from_f32(f16::from_f32(-f).to_f32() * h.to_f32()),
+        );
+        let p = f16x2::new(
+            f16::from_f32(p.lo.to_f32() + f16::from_f32(b.to_f32()).to_f32()),
+            f16::from_f32(p.hi.to_f32() + f16::from_f32(b.to_f32()).to_f32()),
+        );
+        let q = bf16x2::from_f32s(f, h.to_f32()).fma(bf16x2::splat(b), bf16x2::splat(fb));
+        let r = (bf16x2::splat(b) + q) * q;
+        let want_wide = [
+            h.to_f32(),
+            b.to_f32(),
+            p.lo.to_f32() + p.hi.to_f32(),
+            r.lo.to_f32() + r.hi.to_f32(),
+        ];
+        let want_halves = [
+            fh,
+            f16::from_f32(h.to_f32() + fh.to_f32()),
+            f16::from_f32(h.to_f32() * fh.to_f32()),
+            h.fma_rn(h, fh),
+        ];
+        let want_brains = [
+            fb,
+            bf16::from_f32(b.to_f32() + fb.to_f32()),
+            bf16::from_f32(b.to_f32() * fb.to_f32()),
+            b.fma_rn(b, fb),
+        ];
+        let s = HALF_OPS_OUT * i..HALF_OPS_OUT * (i + 1);
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&wide[s.clone()]), bits(&want_wide), "element {i}");
+        let hb = |v: &[f16]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(hb(&halves[s.clone()]), hb(&want_halves), "element {i}");
+        let bb = |v: &[bf16]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bb(&brains[s]), bb(&want_brains), "element {i}");
+        let want_pair = f16x2::new(p.lo, f16::from_f32(q.hi.to_f32()));
+        assert_eq!(pairs[i].to_bits(), want_pair.to_bits(), "element {i}");
+    }
+}
+
+#[test]
+fn wide_and_float_atomics_fold_every_element() {
+    use berth_examples::atomics::atomics_wide;
+    let (_g, gpu) = gpu();
+    for n in [1, 257, 100_003] {
+        let x: Vec<u64> = random_u32(n)
+            .iter()
+            .zip(random_u32(n))
+            .map(|(&a, b)| u64::from(a) << 32 | u64::from(b))
+            .collect();
+        let y: Vec<i64> = x.iter().map(|&v| (v as i64).rotate_left(7)).collect();
+        // Multiples of 1/64 below 2^10: every partial sum is exact, in any order.
+        let z: Vec<f64> = random_f32(n)
+            .iter()
+            .map(|&v| (f64::from(v) * 65536.0).round() / 64.0)
+            .collect();
+        let w = random_f32(n);
+        let (dx, dy, dz, dw) = (
+            gpu.upload(&x).unwrap(),
+            gpu.upload(&y).unwrap(),
+            gpu.upload(&z).unwrap(),
+            gpu.upload(&w).unwrap(),
+        );
+        let mut ints = gpu.upload(&[0, 0, u64::MAX]).unwrap();
+        let mut signed = gpu.upload(&[0, i64::MIN, i64::MAX]).unwrap();
+        let mut floats = gpu
+            .upload(&[0.0, f64::NEG_INFINITY, f64::INFINITY])
+            .unwrap();
+        let mut singles = gpu.upload(&[f32::NEG_INFINITY, f32::INFINITY]).unwrap();
+        atomics_wide(
+            &gpu,
+            Grid::cover(n),
+            &dx,
+            &dy,
+            &dz,
+            &dw,
+            &mut ints,
+            &mut signed,
+            &mut floats,
+            &mut singles,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        let sum_u = x.iter().fold(0u64, |s, &v| s.wrapping_add(v));
+        let (max_u, min_u) = (*x.iter().max().unwrap(), *x.iter().min().unwrap());
+        assert_eq!(ints.to_vec().unwrap(), [sum_u, max_u, min_u], "n = {n}");
+        let sum_i = y.iter().fold(0i64, |s, &v| s.wrapping_add(v));
+        let (max_i, min_i) = (*y.iter().max().unwrap(), *y.iter().min().unwrap());
+        assert_eq!(signed.to_vec().unwrap(), [sum_i, max_i, min_i], "n = {n}");
+        let fmax = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let fmin = z.iter().copied().fold(f64::INFINITY, f64::min);
+        assert_eq!(
+            floats.to_vec().unwrap(),
+            [z.iter().sum::<f64>(), fmax, fmin],
+            "n = {n}"
+        );
+        let smax = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let smin = w.iter().copied().fold(f32::INFINITY, f32::min);
+        assert_eq!(singles.to_vec().unwrap(), [smax, smin], "n = {n}");
+    }
+}
+
+#[test]
+fn scoped_atomics_count_per_block_and_across_the_grid() {
+    use berth_examples::atomics::atomics_scoped;
+    let (_g, gpu) = gpu();
+    let (n, block) = (50_001usize, 128u32);
+    let blocks = n.div_ceil(block as usize);
+    let x = random_u32(n);
+    let dx = gpu.upload(&x).unwrap();
+    let mut per_block = gpu.alloc_zeroed::<u32>(blocks).unwrap();
+    let mut last = gpu.upload(&vec![-1i32; blocks]).unwrap();
+    let mut total = gpu.upload(&[0, 0, u64::MAX]).unwrap();
+    let mut owner = gpu.alloc_zeroed::<i64>(61).unwrap();
+    let mut fsum = gpu.alloc_zeroed::<f32>(1).unwrap();
+    let mut dsum = gpu.alloc_zeroed::<f64>(1 + blocks).unwrap();
+    atomics_scoped(
+        &gpu,
+        Grid::new(blocks as u32, block),
+        &dx,
+        &mut per_block,
+        &mut last,
+        &mut total,
+        &mut owner,
+        &mut fsum,
+        &mut dsum,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let b = block as usize;
+    let counts: Vec<u32> = (0..blocks).map(|k| (n - k * b).min(b) as u32).collect();
+    assert_eq!(per_block.to_vec().unwrap(), counts);
+    for (k, &l) in last.to_vec().unwrap().iter().enumerate() {
+        assert!(
+            (k * b..(k * b + b).min(n)).contains(&(l as usize)),
+            "block {k}: {l}"
+        );
+    }
+    let sum: u64 = x.iter().map(|&v| u64::from(v)).sum();
+    let (max, min) = (*x.iter().max().unwrap(), *x.iter().min().unwrap());
+    assert_eq!(
+        total.to_vec().unwrap(),
+        [sum, u64::from(max), u64::from(min)]
+    );
+    for (k, &o) in owner.to_vec().unwrap().iter().enumerate() {
+        let has_key = x.iter().any(|&v| v as usize % 61 == k);
+        if has_key {
+            assert!(
+                o >= 1 && x[o as usize - 1] as usize % 61 == k,
+                "slot {k}: {o}"
+            );
+        } else {
+            assert_eq!(o, 0, "slot {k}");
+        }
+    }
+    // Small integers: the float sums are exact in any order.
+    let eighths: Vec<u32> = x.iter().map(|&v| v % 8).collect();
+    let want = eighths.iter().map(|&v| f64::from(v)).sum::<f64>();
+    assert_eq!(f64::from(fsum.to_vec().unwrap()[0]), want);
+    let d = dsum.to_vec().unwrap();
+    assert_eq!(d[0], want);
+    for k in 0..blocks {
+        let part: f64 = eighths[k * b..(k * b + b).min(n)]
+            .iter()
+            .map(|&v| f64::from(v))
+            .sum();
+        assert_eq!(d[1 + k], part, "block {k}");
+    }
+}

@@ -236,3 +236,103 @@ fn a_coherent_profile_passes_host_memory_directly() {
     let pool = gpu.pool_stats();
     assert_eq!(pool.device_allocations + pool.device_reuses, 0, "{pool:?}");
 }
+
+/// Runs a broken warp kernel over two blocks of 64 threads; its simulator report.
+fn warp_report(
+    launch: impl FnOnce(&Gpu, &mut berth::DeviceBuffer<u32>) -> berth::Result<()>,
+) -> (Gpu, Error) {
+    let gpu = sim();
+    let mut out = gpu.alloc_zeroed::<u32>(128).unwrap();
+    let err = launch(&gpu, &mut out).unwrap_err();
+    assert!(matches!(err, Error::Simulator { .. }), "{err}");
+    println!("reported: {err}");
+    (gpu, err)
+}
+
+/// The 1-based line of `needle` in `examples/src/warp_ops.rs`.
+fn warp_line(needle: &str) -> usize {
+    include_str!("../../examples/src/warp_ops.rs")
+        .lines()
+        .position(|l| l.contains(needle))
+        .expect("in warp_ops.rs")
+        + 1
+}
+
+#[test]
+fn a_warp_call_naming_a_lane_that_returned_is_reported() {
+    use berth_examples::warp_ops::broken::shfl_after_return;
+    let (gpu, err) = warp_report(|gpu, out| shfl_after_return(gpu, Grid::new(2, 64), out)?.wait());
+    let Error::Simulator {
+        kernel,
+        thread,
+        problem,
+        ..
+    } = &err
+    else {
+        unreachable!()
+    };
+    // Both blocks fail alike; whichever worker reports first, lane 0 names lane 16.
+    assert_eq!((*kernel, *thread), ("shfl_after_return", [0, 0, 0]));
+    let at = format!(
+        "warp::shfl_xor() at examples/src/warp_ops.rs:{}",
+        warp_line("let v = warp::shfl_xor(FULL_MASK, i as u32, 1);")
+    );
+    assert!(problem.contains(&at), "{err}");
+    assert!(
+        problem.contains("names lane 16, which has returned"),
+        "{err}"
+    );
+    still_works(&gpu);
+}
+
+#[test]
+fn a_shuffle_reading_a_lane_outside_its_mask_is_reported() {
+    use berth_examples::warp_ops::broken::shfl_outside_mask;
+    let (gpu, err) = warp_report(|gpu, out| shfl_outside_mask(gpu, Grid::new(2, 64), out)?.wait());
+    let Error::Simulator {
+        thread, problem, ..
+    } = &err
+    else {
+        unreachable!()
+    };
+    assert_eq!(thread[0], 0, "{err}");
+    assert!(
+        problem.contains("lane 0 reads lane 16, which is not in its mask 0x0000ffff"),
+        "{err}"
+    );
+    let line = warp_line("warp::shfl_xor(0x0000_ffff, i as u32, 16)");
+    assert!(
+        problem.contains(&format!("examples/src/warp_ops.rs:{line}")),
+        "{err}"
+    );
+    still_works(&gpu);
+}
+
+#[test]
+fn lanes_at_different_warp_calls_are_reported() {
+    use berth_examples::warp_ops::broken::divergent_warp_calls;
+    let (gpu, err) =
+        warp_report(|gpu, out| divergent_warp_calls(gpu, Grid::new(2, 64), out)?.wait());
+    let Error::Simulator { problem, .. } = &err else {
+        unreachable!()
+    };
+    assert!(
+        problem.contains("warp::shfl_xor()") && problem.contains("waits at warp::ballot()"),
+        "{err}"
+    );
+    still_works(&gpu);
+}
+
+#[test]
+fn a_shuffle_in_a_helper_function_is_honoured() {
+    // The body names no warp operation; its PTX shows `shfl.sync` through the helper.
+    use berth_examples::warp_ops::broken::hidden_shuffle;
+    let gpu = sim();
+    let mut out = gpu.alloc_zeroed::<u32>(100).unwrap();
+    hidden_shuffle(&gpu, Grid::new(2, 64), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<u32> = (0..100).map(|i| i ^ 1).collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+}

@@ -1,0 +1,750 @@
+//! Warp-level operations: lane ids, shuffles, votes, matches, the warp barrier and warp
+//! reductions (CUDA's `__shfl_*_sync`, `__all_sync`, `__ballot_sync`, `__match_*_sync`,
+//! `__syncwarp`).
+//!
+//! A warp is 32 consecutive threads of a block, numbered x-fastest
+//! ([`thread::linear_in_block`](crate::thread::linear_in_block)` / 32`). Every collective takes
+//! an explicit member mask: the lanes that take part. Each lane named in the mask must reach
+//! the same kind of call with the same mask; the calling lane must be in it. [`FULL_MASK`]
+//! names the whole warp. In a block whose size is not a multiple of 32 the last warp is
+//! partial: its missing lanes are inactive, as on the GPU (votes, ballots, matches and
+//! integer reductions ignore them; a shuffle reading one is an error in the simulator, an
+//! undefined value on the GPU). [`active_mask`] names the lanes that exist.
+//!
+//! On the GPU each call is one instruction (`shfl.sync`, `vote.sync`, `match.any.sync`,
+//! `bar.warp.sync`, `redux.sync`). The simulator runs the lanes of a warp in lock-step at each
+//! call: they meet, exchange values and continue; a mask naming a lane that has returned or
+//! waits elsewhere, or a shuffle reading a lane outside the mask, is a located error.
+//!
+//! ```
+//! use berth_device::warp::{self, FULL_MASK};
+//! // Outside a simulated launch the warp has one lane: lane 0 reads its own value.
+//! assert_eq!(warp::shfl_xor(FULL_MASK, 7u32, 0), 7);
+//! assert_eq!(warp::reduce_sum(warp::active_mask(), 5u32), 5);
+//! ```
+
+/// The mask naming all 32 lanes of a warp.
+pub const FULL_MASK: u32 = u32::MAX;
+
+/// Threads per warp (32 on every NVIDIA GPU).
+///
+/// ```
+/// assert_eq!(berth_device::warp::warp_size(), 32);
+/// ```
+#[inline(always)]
+#[must_use]
+pub const fn warp_size() -> usize {
+    32
+}
+
+/// The calling thread's lane in its warp, `0..32` (PTX `%laneid`).
+///
+/// ```
+/// assert_eq!(berth_device::warp::lane_id(), 0);
+/// ```
+#[inline(always)]
+#[must_use]
+pub fn lane_id() -> usize {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        // SAFETY: reading a special register has no preconditions.
+        (unsafe { nv::laneid() }) as usize
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        crate::thread::linear_in_block() % 32
+    }
+}
+
+/// The calling thread's warp within its block: `linear_in_block() / 32`.
+///
+/// ```
+/// assert_eq!(berth_device::warp::warp_id(), 0);
+/// ```
+#[inline(always)]
+#[must_use]
+pub fn warp_id() -> usize {
+    crate::thread::linear_in_block() / 32
+}
+
+/// The mask of lanes executing this call together (CUDA's `__activemask()`, PTX
+/// `activemask.b32`). It synchronises nothing; use it to build a mask for a collective that
+/// only the lanes of the current branch reach. The simulator, which does not model branch
+/// divergence, returns every lane of the warp that exists and has not returned.
+///
+/// ```
+/// assert_eq!(berth_device::warp::active_mask(), 1);
+/// ```
+#[inline(always)]
+#[must_use]
+pub fn active_mask() -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        // SAFETY: activemask has no preconditions.
+        unsafe { nv::activemask() }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        crate::host::warp_active_mask()
+    }
+}
+
+/// Values a shuffle moves: 32-bit ones in one `shfl.sync`, 64-bit ones in two.
+pub trait Shuffle: Copy + sealed::Sealed {
+    #[doc(hidden)]
+    fn to_bits64(self) -> u64;
+    #[doc(hidden)]
+    fn from_bits64(b: u64) -> Self;
+    #[doc(hidden)]
+    const WIDE: bool;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! shuffle32 {
+    ($($t:ty => $to:expr, $from:expr;)*) => { $(
+        impl sealed::Sealed for $t {}
+        impl Shuffle for $t {
+            #[inline(always)]
+            fn to_bits64(self) -> u64 {
+                u64::from($to(self))
+            }
+            #[inline(always)]
+            fn from_bits64(b: u64) -> Self {
+                $from(b as u32)
+            }
+            const WIDE: bool = false;
+        }
+    )* };
+}
+shuffle32! {
+    u32 => |v| v, |b| b;
+    i32 => |v: i32| v as u32, |b: u32| b as i32;
+    f32 => f32::to_bits, f32::from_bits;
+}
+
+macro_rules! shuffle64 {
+    ($($t:ty => $to:expr, $from:expr;)*) => { $(
+        impl sealed::Sealed for $t {}
+        impl Shuffle for $t {
+            #[inline(always)]
+            fn to_bits64(self) -> u64 {
+                $to(self)
+            }
+            #[inline(always)]
+            fn from_bits64(b: u64) -> Self {
+                $from(b)
+            }
+            const WIDE: bool = true;
+        }
+    )* };
+}
+shuffle64! {
+    u64 => |v| v, |b| b;
+    i64 => |v: i64| v as u64, |b: u64| b as i64;
+    f64 => f64::to_bits, f64::from_bits;
+}
+
+/// Which collective a lane reached: what an executor (the simulator) is told through
+/// [`BlockServices::warp`](crate::host::BlockServices::warp). Kernels do not name it.
+///
+/// ```
+/// assert_eq!(berth_device::warp::Op::Xor.name(), "warp::shfl_xor");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `shfl.sync.idx`: read lane `arg`.
+    Idx,
+    /// `shfl.sync.up`: read lane `lane - arg`.
+    Up,
+    /// `shfl.sync.down`: read lane `lane + arg`.
+    Down,
+    /// `shfl.sync.bfly`: read lane `lane ^ arg`.
+    Xor,
+    /// `vote.sync.all`.
+    All,
+    /// `vote.sync.any`.
+    Any,
+    /// `vote.sync.ballot`.
+    Ballot,
+    /// `match.any.sync`.
+    MatchAny,
+    /// `match.all.sync`.
+    MatchAll,
+    /// `redux.sync.add` (wrapping).
+    SumU32,
+    /// `redux.sync.min.u32`.
+    MinU32,
+    /// `redux.sync.max.u32`.
+    MaxU32,
+    /// `redux.sync.min.s32`.
+    MinI32,
+    /// `redux.sync.max.s32`.
+    MaxI32,
+    /// `bar.warp.sync`.
+    Sync,
+}
+
+impl Op {
+    /// The user-facing name of the call, for reports.
+    ///
+    /// ```
+    /// assert_eq!(berth_device::warp::Op::Sync.name(), "warp::sync_warp");
+    /// ```
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Idx => "warp::shfl_idx",
+            Op::Up => "warp::shfl_up",
+            Op::Down => "warp::shfl_down",
+            Op::Xor => "warp::shfl_xor",
+            Op::All => "warp::all",
+            Op::Any => "warp::any",
+            Op::Ballot => "warp::ballot",
+            Op::MatchAny => "warp::match_any",
+            Op::MatchAll => "warp::match_all",
+            Op::SumU32 | Op::MinU32 | Op::MaxU32 | Op::MinI32 | Op::MaxI32 => "warp::reduce",
+            Op::Sync => "warp::sync_warp",
+        }
+    }
+}
+
+/// One lane's warp call: what, with which mask, its value and its argument (source lane,
+/// delta or xor mask). Kernels do not name it.
+///
+/// ```
+/// use berth_device::warp::{Call, Op};
+/// let c = Call { op: Op::Ballot, mask: u32::MAX, value: 1, arg: 0 };
+/// assert_eq!(c.op.name(), "warp::ballot");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// The collective.
+    pub op: Op,
+    /// Member mask.
+    pub mask: u32,
+    /// The lane's value (a predicate is 0 or 1).
+    pub value: u64,
+    /// Source lane, delta or xor mask for shuffles; unused otherwise.
+    pub arg: u32,
+}
+
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod model {
+    //! What a warp call computes, given every participating lane's call: the semantics the
+    //! simulator applies once the lanes have met. Not needed by kernels.
+
+    use super::{Call, Op};
+
+    /// The results of the lanes in `group` (each with `calls[lane]` set, one op, one mask),
+    /// with `exists` the warp's lanes that are inside the block. An error names the lane at
+    /// fault and the problem.
+    ///
+    /// ```
+    /// use berth_device::warp::{Call, Op, model};
+    /// let mut calls = [None; 32];
+    /// calls[0] = Some(Call { op: Op::Xor, mask: 1, value: 5, arg: 0 });
+    /// assert_eq!(model::exchange(&calls, 1, 1).unwrap()[0], 5);
+    /// ```
+    pub fn exchange(
+        calls: &[Option<Call>; 32],
+        group: u32,
+        exists: u32,
+    ) -> Result<[u64; 32], (usize, String)> {
+        let mut out = [0u64; 32];
+        let lanes = || (0..32usize).filter(move |l| group & (1 << l) != 0);
+        let value = |l: usize| calls[l].map_or(0, |c| c.value);
+        let first = calls[lanes().next().unwrap_or(0)].expect("a group has lanes");
+        let truth = lanes()
+            .filter(|&l| value(l) != 0)
+            .fold(0u32, |m, l| m | 1 << l);
+        for l in lanes() {
+            let c = calls[l].expect("every lane of the group has a call");
+            out[l] = match c.op {
+                Op::Idx | Op::Up | Op::Down | Op::Xor => {
+                    let src = match c.op {
+                        Op::Idx => Some((c.arg & 31) as usize),
+                        Op::Up => l.checked_sub(c.arg as usize),
+                        Op::Down => Some(l + c.arg as usize).filter(|&s| s < 32),
+                        _ => Some(l ^ (c.arg & 31) as usize),
+                    };
+                    match src {
+                        // Out of range: the lane keeps its own value (PTX semantics).
+                        None => c.value,
+                        Some(s) if c.mask & (1 << s) == 0 => {
+                            return Err((
+                                l,
+                                format!(
+                                    "{}() in lane {l} reads lane {s}, which is not in its mask {:#010x} (on the GPU the value is undefined)",
+                                    c.op.name(),
+                                    c.mask
+                                ),
+                            ));
+                        }
+                        Some(s) if exists & (1 << s) == 0 => {
+                            return Err((
+                                l,
+                                format!(
+                                    "{}() in lane {l} reads lane {s}, which is past the end of the block (a partial warp; on the GPU the value is undefined): build the mask with warp::active_mask()",
+                                    c.op.name()
+                                ),
+                            ));
+                        }
+                        Some(s) => value(s),
+                    }
+                }
+                Op::All => u64::from(truth == group),
+                Op::Any => u64::from(truth != 0),
+                Op::Ballot => u64::from(truth),
+                Op::MatchAny => u64::from(
+                    lanes()
+                        .filter(|&o| value(o) == c.value)
+                        .fold(0u32, |m, o| m | 1 << o),
+                ),
+                Op::MatchAll => {
+                    if lanes().all(|o| value(o) == first.value) {
+                        u64::from(group)
+                    } else {
+                        0
+                    }
+                }
+                Op::SumU32 => u64::from(lanes().fold(0u32, |s, o| s.wrapping_add(value(o) as u32))),
+                Op::MinU32 => u64::from(lanes().map(|o| value(o) as u32).min().unwrap_or(0)),
+                Op::MaxU32 => u64::from(lanes().map(|o| value(o) as u32).max().unwrap_or(0)),
+                Op::MinI32 => {
+                    lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64
+                }
+                Op::MaxI32 => {
+                    lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64
+                }
+                Op::Sync => 0,
+            };
+        }
+        Ok(out)
+    }
+}
+
+/// Run one lane's call: an instruction on the GPU, a rendezvous in the simulator.
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline(always)]
+#[track_caller]
+fn host_call(op: Op, mask: u32, value: u64, arg: u32) -> u64 {
+    crate::host::warp(
+        Call {
+            op,
+            mask,
+            value,
+            arg,
+        },
+        core::panic::Location::caller(),
+    )
+}
+
+#[cfg(target_arch = "nvptx64")]
+mod nv {
+    // LLVM's NVPTX intrinsics: the declarations pick up the intrinsics' own attributes
+    // (`convergent` among them), which keeps the optimiser from moving a warp call across
+    // divergent control flow.
+    unsafe extern "C" {
+        #[link_name = "llvm.nvvm.read.ptx.sreg.laneid"]
+        pub fn laneid() -> u32;
+        #[link_name = "llvm.nvvm.activemask"]
+        pub fn activemask() -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.idx.i32"]
+        pub fn shfl_idx(mask: u32, v: u32, lane: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.up.i32"]
+        pub fn shfl_up(mask: u32, v: u32, delta: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.down.i32"]
+        pub fn shfl_down(mask: u32, v: u32, delta: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.bfly.i32"]
+        pub fn shfl_bfly(mask: u32, v: u32, lanes: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.vote.all.sync"]
+        pub fn vote_all(mask: u32, p: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.any.sync"]
+        pub fn vote_any(mask: u32, p: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.ballot.sync"]
+        pub fn vote_ballot(mask: u32, p: bool) -> u32;
+        #[link_name = "llvm.nvvm.match.any.sync.i32"]
+        pub fn match_any(mask: u32, v: u32) -> u32;
+        #[link_name = "llvm.nvvm.bar.warp.sync"]
+        pub fn bar_warp_sync(mask: u32);
+        #[link_name = "llvm.nvvm.redux.sync.add"]
+        pub fn redux_add(v: u32, mask: u32) -> u32;
+        #[link_name = "llvm.nvvm.redux.sync.umin"]
+        pub fn redux_umin(v: u32, mask: u32) -> u32;
+        #[link_name = "llvm.nvvm.redux.sync.umax"]
+        pub fn redux_umax(v: u32, mask: u32) -> u32;
+        #[link_name = "llvm.nvvm.redux.sync.min"]
+        pub fn redux_min(v: i32, mask: u32) -> i32;
+        #[link_name = "llvm.nvvm.redux.sync.max"]
+        pub fn redux_max(v: i32, mask: u32) -> i32;
+    }
+
+    /// The `c` operand of `shfl.sync`: clamp at lane 31, one segment of 32 lanes (idx, down,
+    /// bfly); `up` clamps at lane 0.
+    pub const CLAMP: u32 = 0x1f;
+    pub const CLAMP_UP: u32 = 0;
+}
+
+macro_rules! shuffle_fn {
+    ($(#[$doc:meta])* $name:ident, $intr:ident, $clamp:ident, $op:ident, $arg:ident) => {
+        $(#[$doc])*
+        #[inline(always)]
+        #[track_caller]
+        #[must_use]
+        pub fn $name<T: Shuffle>(mask: u32, value: T, $arg: u32) -> T {
+            #[cfg(target_arch = "nvptx64")]
+            {
+                let b = value.to_bits64();
+                // SAFETY: shfl.sync has no memory effects; a mask that omits the caller or
+                // lanes that never arrive is a logic error (undefined value or deadlock),
+                // which the simulator reports.
+                unsafe {
+                    let lo = nv::$intr(mask, b as u32, $arg, nv::$clamp);
+                    let hi = if T::WIDE {
+                        nv::$intr(mask, (b >> 32) as u32, $arg, nv::$clamp)
+                    } else {
+                        0
+                    };
+                    T::from_bits64(u64::from(lo) | u64::from(hi) << 32)
+                }
+            }
+            #[cfg(not(target_arch = "nvptx64"))]
+            {
+                T::from_bits64(host_call(Op::$op, mask, value.to_bits64(), $arg))
+            }
+        }
+    };
+}
+
+shuffle_fn! {
+    /// `value` of lane `src_lane % 32` (CUDA's `__shfl_sync`, PTX `shfl.sync.idx`): a
+    /// broadcast when every lane names one source.
+    ///
+    /// ```
+    /// use berth_device::warp::{shfl_idx, FULL_MASK};
+    /// assert_eq!(shfl_idx(FULL_MASK, -3i64, 0), -3);
+    /// ```
+    shfl_idx, shfl_idx, CLAMP, Idx, src_lane
+}
+shuffle_fn! {
+    /// `value` of lane `lane_id() - delta`; lanes below `delta` keep their own (CUDA's
+    /// `__shfl_up_sync`, PTX `shfl.sync.up`): the step of a warp prefix sum.
+    ///
+    /// ```
+    /// use berth_device::warp::{shfl_up, FULL_MASK};
+    /// assert_eq!(shfl_up(FULL_MASK, 1.5f32, 1), 1.5); // lane 0 keeps its value
+    /// ```
+    shfl_up, shfl_up, CLAMP_UP, Up, delta
+}
+shuffle_fn! {
+    /// `value` of lane `lane_id() + delta`; lanes whose source is past lane 31 keep their own
+    /// (CUDA's `__shfl_down_sync`, PTX `shfl.sync.down`).
+    ///
+    /// ```
+    /// use berth_device::warp::{shfl_down, FULL_MASK};
+    /// assert_eq!(shfl_down(FULL_MASK, 9u32, 32), 9); // lane 32 is past the warp: keeps its own
+    /// ```
+    shfl_down, shfl_down, CLAMP, Down, delta
+}
+shuffle_fn! {
+    /// `value` of lane `lane_id() ^ lane_mask` (CUDA's `__shfl_xor_sync`, PTX
+    /// `shfl.sync.bfly`): the butterfly step of a warp reduction.
+    ///
+    /// ```
+    /// use berth_device::warp::{shfl_xor, FULL_MASK};
+    /// assert_eq!(shfl_xor(FULL_MASK, 2.0f64, 0), 2.0);
+    /// ```
+    shfl_xor, shfl_bfly, CLAMP, Xor, lane_mask
+}
+
+/// Whether `pred` holds in every lane of `mask` (CUDA's `__all_sync`, PTX `vote.sync.all`).
+///
+/// ```
+/// assert!(berth_device::warp::all(berth_device::warp::FULL_MASK, true));
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn all(mask: u32, pred: bool) -> bool {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: see `shfl_idx`.
+    unsafe {
+        nv::vote_all(mask, pred)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host_call(Op::All, mask, u64::from(pred), 0) != 0
+    }
+}
+
+/// Whether `pred` holds in any lane of `mask` (CUDA's `__any_sync`, PTX `vote.sync.any`).
+///
+/// ```
+/// assert!(!berth_device::warp::any(berth_device::warp::FULL_MASK, false));
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn any(mask: u32, pred: bool) -> bool {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: see `shfl_idx`.
+    unsafe {
+        nv::vote_any(mask, pred)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host_call(Op::Any, mask, u64::from(pred), 0) != 0
+    }
+}
+
+/// The lanes of `mask` whose `pred` holds, as a bit mask (CUDA's `__ballot_sync`, PTX
+/// `vote.sync.ballot`).
+///
+/// ```
+/// assert_eq!(berth_device::warp::ballot(berth_device::warp::FULL_MASK, true), 1);
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn ballot(mask: u32, pred: bool) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: see `shfl_idx`.
+    unsafe {
+        nv::vote_ballot(mask, pred)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host_call(Op::Ballot, mask, u64::from(pred), 0) as u32
+    }
+}
+
+/// 32-bit values [`match_any`] and [`match_all`] compare.
+pub trait Match: Copy + sealed::Sealed {
+    #[doc(hidden)]
+    fn bits(self) -> u32;
+}
+impl Match for u32 {
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self
+    }
+}
+impl Match for i32 {
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self as u32
+    }
+}
+impl Match for f32 {
+    #[inline(always)]
+    fn bits(self) -> u32 {
+        self.to_bits()
+    }
+}
+
+/// The lanes of `mask` holding the same `value` as the caller (bitwise for `f32`; CUDA's
+/// `__match_any_sync`, PTX `match.any.sync.b32`, sm_70+): groups lanes by key.
+///
+/// ```
+/// assert_eq!(berth_device::warp::match_any(berth_device::warp::FULL_MASK, 42u32), 1);
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn match_any<T: Match>(mask: u32, value: T) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: see `shfl_idx`.
+    unsafe {
+        nv::match_any(mask, value.bits())
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host_call(Op::MatchAny, mask, u64::from(value.bits()), 0) as u32
+    }
+}
+
+/// `mask` if every lane of `mask` holds the same `value` (bitwise for `f32`), else 0
+/// (CUDA's `__match_all_sync`, PTX `match.all.sync.b32`, sm_70+).
+///
+/// ```
+/// assert_eq!(berth_device::warp::match_all(1, 7i32), 1);
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn match_all<T: Match>(mask: u32, value: T) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let d: u32;
+        // SAFETY: match.all.sync reads registers only; see `shfl_idx` for the mask.
+        unsafe {
+            core::arch::asm!(
+                "match.all.sync.b32 {d}, {v}, {m};",
+                d = out(reg32) d,
+                v = in(reg32) value.bits(),
+                m = in(reg32) mask,
+                options(nomem, nostack),
+            );
+        }
+        d
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host_call(Op::MatchAll, mask, u64::from(value.bits()), 0) as u32
+    }
+}
+
+/// Warp barrier (CUDA's `__syncwarp(mask)`, PTX `bar.warp.sync`): the lanes of `mask` wait
+/// for each other, and memory they wrote before it is visible to them after it.
+///
+/// ```
+/// berth_device::warp::sync_warp(berth_device::warp::FULL_MASK);
+/// ```
+#[inline(always)]
+#[track_caller]
+pub fn sync_warp(mask: u32) {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: see `shfl_idx`.
+    unsafe {
+        nv::bar_warp_sync(mask)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        host_call(Op::Sync, mask, 0, 0);
+    }
+}
+
+/// Values a warp reduction combines. Floats reduce with butterfly shuffles (five
+/// `shfl.sync.bfly` steps: every lane gets the same result, combined in the same order);
+/// `u32`/`i32` use one `redux.sync` instruction (sm_80+). The mask must be [`FULL_MASK`] or
+/// name whole aligned groups of 2, 4, 8 or 16 lanes for floats.
+pub trait Reduce: Copy + sealed::Sealed {
+    #[doc(hidden)]
+    fn warp_sum(mask: u32, v: Self) -> Self;
+    #[doc(hidden)]
+    fn warp_min(mask: u32, v: Self) -> Self;
+    #[doc(hidden)]
+    fn warp_max(mask: u32, v: Self) -> Self;
+}
+
+#[inline(always)]
+#[track_caller]
+fn butterfly(mask: u32, mut v: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
+    let mut lanes = 16;
+    while lanes > 0 {
+        v = f(v, shfl_xor(mask, v, lanes));
+        lanes /= 2;
+    }
+    v
+}
+
+impl Reduce for f32 {
+    #[inline(always)]
+    #[track_caller]
+    fn warp_sum(mask: u32, v: f32) -> f32 {
+        butterfly(mask, v, |a, b| a + b)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn warp_min(mask: u32, v: f32) -> f32 {
+        butterfly(mask, v, f32::min)
+    }
+    #[inline(always)]
+    #[track_caller]
+    fn warp_max(mask: u32, v: f32) -> f32 {
+        butterfly(mask, v, f32::max)
+    }
+}
+
+macro_rules! redux {
+    ($t:ty, $sum:ident, $min:ident, $max:ident, $osum:ident, $omin:ident, $omax:ident) => {
+        impl Reduce for $t {
+            #[inline(always)]
+            #[track_caller]
+            fn warp_sum(mask: u32, v: $t) -> $t {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: see `shfl_idx`.
+                unsafe {
+                    nv::$sum(v as u32, mask) as $t
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    host_call(Op::$osum, mask, u64::from(v as u32), 0) as u32 as $t
+                }
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn warp_min(mask: u32, v: $t) -> $t {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: see `shfl_idx`.
+                unsafe {
+                    nv::$min(v as _, mask) as $t
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    host_call(Op::$omin, mask, u64::from(v as u32), 0) as u32 as $t
+                }
+            }
+            #[inline(always)]
+            #[track_caller]
+            fn warp_max(mask: u32, v: $t) -> $t {
+                #[cfg(target_arch = "nvptx64")]
+                // SAFETY: see `shfl_idx`.
+                unsafe {
+                    nv::$max(v as _, mask) as $t
+                }
+                #[cfg(not(target_arch = "nvptx64"))]
+                {
+                    host_call(Op::$omax, mask, u64::from(v as u32), 0) as u32 as $t
+                }
+            }
+        }
+    };
+}
+redux!(
+    u32, redux_add, redux_umin, redux_umax, SumU32, MinU32, MaxU32
+);
+redux!(i32, redux_add, redux_min, redux_max, SumU32, MinI32, MaxI32);
+
+/// The sum of `value` over the lanes of `mask`, in every lane (wrapping for integers).
+///
+/// ```
+/// use berth_device::warp::{reduce_sum, FULL_MASK};
+/// assert_eq!(reduce_sum(FULL_MASK, 3u32), 3);
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn reduce_sum<T: Reduce>(mask: u32, value: T) -> T {
+    T::warp_sum(mask, value)
+}
+
+/// The minimum of `value` over the lanes of `mask`, in every lane (`f32::min` for floats:
+/// a NaN loses to a number).
+///
+/// ```
+/// use berth_device::warp::{reduce_min, FULL_MASK};
+/// assert_eq!(reduce_min(FULL_MASK, -3i32), -3);
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn reduce_min<T: Reduce>(mask: u32, value: T) -> T {
+    T::warp_min(mask, value)
+}
+
+/// The maximum of `value` over the lanes of `mask`, in every lane (`f32::max` for floats).
+///
+/// ```
+/// use berth_device::warp::{reduce_max, FULL_MASK};
+/// assert_eq!(reduce_max(FULL_MASK, 7u32), 7);
+/// ```
+#[inline(always)]
+#[track_caller]
+#[must_use]
+pub fn reduce_max<T: Reduce>(mask: u32, value: T) -> T {
+    T::warp_max(mask, value)
+}

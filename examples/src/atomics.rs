@@ -1,0 +1,86 @@
+//! Example kernels of atomics: 64-bit integers, floats (add, min, max) in global and shared
+//! memory, and the scoped family.
+
+use berth::device::atomic::Scope;
+use berth::prelude::*;
+
+/// Every thread folds its element of each input into slots with atomics: `ints[0..3]` the
+/// wrapping sum, max and min of `x` (`u64`), `signed[0..3]` those of `y` (`i64`),
+/// `floats[0..3]` the sum, max and min of `z` (`f64`; the sum through a per-block shared
+/// `f64` first), `singles[0..2]` the max and min of `w` (`f32`, through per-block shared
+/// slots). Initialise min slots high and max slots low.
+#[gpu_kernel]
+pub fn atomics_wide(
+    x: &[u64],
+    y: &[i64],
+    z: &[f64],
+    w: &[f32],
+    ints: &mut [u64],
+    signed: &mut [i64],
+    floats: &mut [f64],
+    singles: &mut [f32],
+) {
+    let block_f64 = shared_array!(ATOM_BLOCK_F64: [f64; 1]);
+    let block_f32 = shared_array!(ATOM_BLOCK_F32: [f32; 2]);
+    let t = thread::idx_x();
+    if t == 0 {
+        block_f64.store(0, 0.0);
+        block_f32.store(0, f32::NEG_INFINITY);
+        block_f32.store(1, f32::INFINITY);
+    }
+    sync_threads();
+    let i = thread::global_x();
+    if i < x.len() && i < y.len() && i < z.len() && i < w.len() {
+        ints.atomic_add(0, x[i]);
+        ints.atomic_max(1, x[i]);
+        ints.atomic_min(2, x[i]);
+        signed.atomic_add(0, y[i]);
+        signed.atomic_max(1, y[i]);
+        signed.atomic_min(2, y[i]);
+        block_f64.atomic_add(0, z[i]);
+        floats.atomic_max(1, z[i]);
+        floats.atomic_min(2, z[i]);
+        block_f32.atomic_max(0, w[i]);
+        block_f32.atomic_min(1, w[i]);
+    }
+    sync_threads();
+    if t == 0 {
+        floats.atomic_add(0, block_f64.load(0));
+        singles.atomic_max(0, block_f32.load(0));
+        singles.atomic_min(1, block_f32.load(1));
+    }
+}
+
+/// The scoped family: `per_block[b]` counts block `b`'s threads with block-scope adds and
+/// `last[b]` gets the index of one of them by block-scope exchange; `total[0..3]` is the sum
+/// (system scope), max (device scope) and min (system scope) of `x`; `owner[k]` is claimed
+/// by compare-and-swap (system scope) by a thread with `x[i] % owner.len() == k`, which
+/// writes `i + 1`; `fsum[0]` sums `x[i] % 8` in `f32` (device scope), `dsum[0]` in `f64`
+/// (system scope) and `dsum[1 + b]` per block (block scope).
+#[gpu_kernel]
+pub fn atomics_scoped(
+    x: &[u32],
+    per_block: &mut [u32],
+    last: &mut [i32],
+    total: &mut [u64],
+    owner: &mut [i64],
+    fsum: &mut [f32],
+    dsum: &mut [f64],
+) {
+    let (i, b) = (thread::global_x(), block::idx_x());
+    if i < x.len() && b < per_block.len() && b < last.len() && !owner.is_empty() {
+        per_block.atomic_add_scoped(b, 1, Scope::Block);
+        last.atomic_exchange_scoped(b, i as i32, Scope::Block);
+        total.atomic_add_scoped(0, u64::from(x[i]), Scope::System);
+        total.atomic_max_scoped(1, u64::from(x[i]), Scope::Device);
+        total.atomic_min_scoped(2, u64::from(x[i]), Scope::System);
+        let k = x[i] as usize % owner.len();
+        owner.atomic_cas_scoped(k, 0, i as i64 + 1, Scope::System);
+        let v = x[i] % 8;
+        fsum.atomic_add_scoped(0, v as f32, Scope::Device);
+        dsum.atomic_add_scoped(0, f64::from(v), Scope::System);
+        if 1 + b < dsum.len() {
+            dsum.atomic_add_scoped(1 + b, f64::from(v), Scope::Block);
+        }
+    }
+}
