@@ -51,8 +51,8 @@ pub use berth_runtime::{
     Backend, DeviceArg, DeviceBuffer, Dim3, Error, Gpu, Grid, HostAccess, HostFlags, LinkProfile,
     MailboxBuffer, MappedArg, MappedBuffer, PanicReport, Pending, PinnedArg, PinnedBuffer,
     PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV,
-    Registered, Result, SignalBuffer, Stream, auto_plan, placement, placement::Touch, ptx, raw,
-    restart_process,
+    RegisterError, Registered, Result, SignalBuffer, Stream, auto_plan, placement,
+    placement::Touch, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Inner};
+use crate::track::Uses;
 use berth_device::DeviceCopy;
 use cudarc::driver::{result, sys};
 use std::marker::PhantomData;
@@ -15,6 +16,8 @@ pub struct DeviceBuffer<T> {
     pub(crate) ptr: sys::CUdeviceptr,
     len: usize,
     pub(crate) gpu: Arc<Inner>,
+    /// What the GPU may still do with the memory.
+    pub(crate) uses: Uses,
     _t: PhantomData<T>,
 }
 
@@ -78,6 +81,7 @@ impl Gpu {
             ptr,
             len,
             gpu: self.inner.clone(),
+            uses: Uses::default(),
             _t: PhantomData,
         })
     }
@@ -106,6 +110,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(());
         }
         self.gpu.bind()?;
+        self.uses.before_host_write();
         if self.gpu.sim {
             // SAFETY: `self.ptr` is a host allocation of `len` elements, `data` has `len`.
             unsafe { crate::backend::copy(self.ptr, data.as_ptr() as u64, self.bytes()) };
@@ -128,6 +133,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(());
         }
         self.gpu.bind()?;
+        self.uses.before_host_read();
         if self.gpu.sim {
             // SAFETY: as above, the other way.
             unsafe { crate::backend::copy(out.as_mut_ptr() as u64, self.ptr, self.bytes()) };
@@ -148,6 +154,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(v);
         }
         self.gpu.bind()?;
+        self.uses.before_host_read();
         if self.gpu.sim {
             // SAFETY: `v` has capacity for `len` elements; the source holds `len` elements.
             unsafe {
@@ -199,9 +206,13 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
 
 impl<T> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
+        // Freed memory may be allocated again at once: nothing may still use it, even work
+        // whose guard was leaked.
+        self.uses.before_host_write();
         if self.gpu.sim {
             if self.ptr != 0 {
-                // SAFETY: allocated by `backend::alloc` with this size, freed once.
+                // SAFETY: allocated by `backend::alloc` with this size, freed once; no queued
+                // work uses it any more (waited for above).
                 unsafe { crate::backend::free(self.ptr, self.len * std::mem::size_of::<T>()) };
             }
             return;
@@ -211,9 +222,8 @@ impl<T> Drop for DeviceBuffer<T> {
         if self.ptr == 0 || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
-        self.gpu.settle();
-        // SAFETY: allocated by cuMemAlloc in this context, freed once. No launch can still
-        // use it: launches borrow their buffers until their guard has synchronised.
+        // SAFETY: allocated by cuMemAlloc in this context, freed once. No GPU work uses it any
+        // more: live launches borrow it, and leaked ones were waited for above.
         let _ = unsafe { result::free_sync(self.ptr) };
     }
 }

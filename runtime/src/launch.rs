@@ -5,6 +5,7 @@ use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
 use crate::gpu::Inner;
 use crate::stream::Queue;
+use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
 use cudarc::driver::{result, sys};
 use std::marker::PhantomData;
@@ -431,6 +432,8 @@ pub struct Launch<'l> {
     d2h: Vec<Copy>,
     /// The access hint for `#[auto]` arguments.
     touch: Option<crate::placement::Touch>,
+    /// The memory of every argument and how it is borrowed, to note the launch's use on.
+    uses: Vec<(&'l Uses, Access)>,
 }
 
 impl<'l> Launch<'l> {
@@ -453,6 +456,7 @@ impl<'l> Launch<'l> {
             h2d: Vec::new(),
             d2h: Vec::new(),
             touch: None,
+            uses: Vec::new(),
         })
     }
 
@@ -500,6 +504,13 @@ impl<'l> Launch<'l> {
         self.put(bytes);
     }
 
+    /// Note that the launch uses `a`'s memory with `access`, after any conflicting work whose
+    /// guard was leaked (see [`crate::track`]).
+    fn track(&mut self, a: &ArgRef<'l>, access: Access) {
+        a.uses.before_gpu(access);
+        self.uses.push((a.uses, access));
+    }
+
     /// Push a (pointer, length) pair after checking the memory belongs to this context.
     fn slice(&mut self, a: &ArgRef<'_>, device_addr: u64) -> bool {
         if !Arc::ptr_eq(a.gpu, self.gpu) {
@@ -518,6 +529,7 @@ impl<'l> Launch<'l> {
     /// Pass device memory for a `&[T]` argument without placement.
     pub fn device<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Shared);
         self.trace(&a, "device", "in place, no copy");
         self.slice(&a, a.addr);
     }
@@ -525,6 +537,7 @@ impl<'l> Launch<'l> {
     /// Pass device memory for a `&mut [T]` argument without placement.
     pub fn device_mut<T: DeviceCopy>(&mut self, b: &'l mut impl DeviceArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Exclusive);
         self.trace(&a, "device", "in place, no copy");
         self.slice(&a, a.addr);
     }
@@ -532,6 +545,7 @@ impl<'l> Launch<'l> {
     /// Pass mapped host memory for a `#[mapped] &[T]` argument.
     pub fn mapped<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Shared);
         self.trace(&a, "mapped", "read in place over the link, no copy");
         self.slice(&a, a.addr);
     }
@@ -539,6 +553,7 @@ impl<'l> Launch<'l> {
     /// Pass mapped host memory for a `#[mapped] &mut [T]` argument.
     pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Exclusive);
         self.trace(
             &a,
             "mapped",
@@ -562,6 +577,7 @@ impl<'l> Launch<'l> {
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         use crate::placement::{Choice, Touch};
         let a = b.__arg();
+        self.track(&a, Access::Shared);
         let gpu = crate::Gpu {
             inner: self.gpu.clone(),
         };
@@ -621,6 +637,9 @@ impl<'l> Launch<'l> {
     /// Pass signal cells (`#[mapped] s: &Signals`): shared with the host while the kernel runs.
     pub fn signals(&mut self, s: &'l crate::signal::SignalBuffer) {
         let a = s.arg();
+        // Shared: the kernel writes the cells only atomically, and the host reads them only
+        // atomically, while the launch runs.
+        self.track(&a, Access::Shared);
         self.trace(
             &a,
             "mapped",
@@ -632,6 +651,7 @@ impl<'l> Launch<'l> {
     /// Pass a mailbox (`#[mapped] m: &Mailbox<T>`): shared with the host while the kernel runs.
     pub fn mailbox<T: DeviceCopy>(&mut self, m: &'l crate::signal::MailboxBuffer<T>) {
         let a = m.arg();
+        self.track(&a, Access::Shared);
         self.trace(
             &a,
             "mapped",
@@ -643,23 +663,29 @@ impl<'l> Launch<'l> {
     /// Pass pinned host memory for a `#[pinned_async] &[T]` argument: copied host→device into
     /// a pooled staging buffer before the kernel.
     pub fn pinned_in<T: DeviceCopy>(&mut self, b: &'l impl PinnedArg<T>) {
-        self.pinned(b.__arg(), false);
+        let a = b.__arg();
+        self.track(&a, Access::Shared);
+        self.pinned(a, false);
     }
 
     /// Pass pinned host memory for a `#[pinned_async] &mut [T]` argument: copied host→device
     /// before the kernel and device→host after it.
     pub fn pinned_inout<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
-        self.pinned(b.__arg(), true);
+        let a = b.__arg();
+        self.track(&a, Access::Exclusive);
+        self.pinned(a, true);
     }
 
     /// Pass pinned host memory for a `#[pinned_async(out)] &mut [T]` argument: copied
     /// device→host after the kernel only. The device staging the kernel writes holds
     /// unspecified (stale, initialised) values until the kernel writes them.
     pub fn pinned_out<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
-        self.pinned_with(b.__arg(), false, true);
+        let a = b.__arg();
+        self.track(&a, Access::Exclusive);
+        self.pinned_with(a, false, true);
     }
 
-    fn pinned(&mut self, a: ArgRef<'_>, back: bool) {
+    fn pinned(&mut self, a: ArgRef<'l>, back: bool) {
         self.pinned_with(a, true, back);
     }
 
@@ -752,21 +778,21 @@ impl<'l> Launch<'l> {
 
     /// Enqueue the copies in, the kernel and the copies out.
     pub fn submit(mut self) -> Result<Pending<'l>> {
-        match self.enqueue() {
-            Ok(()) => {
-                self.gpu.fault.launched(self.stream, self.kernel);
-                Ok(Pending {
-                    gpu: self.gpu.clone(),
-                    stream: self.stream,
-                    kernel: self.kernel.name,
-                    done: false,
-                    leases: std::mem::take(&mut self.leases),
-                    _outstanding: Some(crate::gpu::Outstanding::new(self.gpu)),
-                    _borrows: PhantomData,
-                })
-            }
-            Err(e) => Err(e),
+        self.enqueue()?;
+        self.gpu.fault.launched(self.stream, self.kernel);
+        let completion = Completion::record(self.gpu, &[self.stream])?;
+        for (uses, access) in &self.uses {
+            uses.add(&completion, *access);
         }
+        Ok(Pending {
+            gpu: self.gpu.clone(),
+            stream: self.stream,
+            kernel: self.kernel.name,
+            done: false,
+            leases: std::mem::take(&mut self.leases),
+            completion,
+            _borrows: PhantomData,
+        })
     }
 
     fn enqueue(&mut self) -> Result<()> {
@@ -846,21 +872,32 @@ pub struct Pending<'l> {
     kernel: &'static str,
     done: bool,
     leases: Vec<(usize, u64)>,
-    _outstanding: Option<crate::gpu::Outstanding>,
+    /// Where the streams will be once the launch is done; noted on every buffer it uses.
+    completion: Arc<Completion>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
 impl Pending<'_> {
-    pub(crate) fn copy(gpu: Arc<Inner>, stream: sys::CUstream, what: &'static str) -> Self {
-        Pending {
+    /// The guard of a copy just queued on `stream` that uses `uses`.
+    pub(crate) fn copy(
+        gpu: &Arc<Inner>,
+        stream: sys::CUstream,
+        what: &'static str,
+        uses: &[(&Uses, Access)],
+    ) -> Result<Self> {
+        let completion = Completion::record(gpu, &[stream])?;
+        for (u, access) in uses {
+            u.add(&completion, *access);
+        }
+        Ok(Pending {
             stream,
             kernel: what,
             done: false,
             leases: Vec::new(),
-            _outstanding: Some(crate::gpu::Outstanding::new(&gpu)),
-            gpu,
+            completion,
+            gpu: gpu.clone(),
             _borrows: PhantomData,
-        }
+        })
     }
 
     /// Wait for the launch (and earlier work on its stream) to finish.
@@ -879,6 +916,8 @@ impl Pending<'_> {
     /// Return staging buffers to the pool; only after the stream passed them, and never into
     /// a lost context (whose memory is gone).
     fn release(&mut self) {
+        // The stream was synchronised (or stopped for good on a fault): the work is over.
+        self.completion.finished();
         if self.gpu.fault.is_lost() {
             self.leases.clear();
             return;

@@ -31,12 +31,15 @@ mod signal;
 mod sim;
 mod sim_stream;
 mod stream;
+mod track;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
 pub use gpu::{Backend, Gpu};
-pub use host_mem::{HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, Registered};
+pub use host_mem::{
+    HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
+};
 pub use launch::{Dim3, Grid, Pending};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;

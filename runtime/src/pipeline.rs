@@ -19,6 +19,7 @@ use crate::host_mem::MappedBuffer;
 use crate::launch::{Grid, Kernel, ParamBlock, copy_d2h, copy_h2d, launch_raw};
 use crate::own_kernels::CHUNK_DONE;
 use crate::stream::StreamHandle;
+use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
 use std::marker::PhantomData;
@@ -223,6 +224,8 @@ pub struct Pipelined<'l> {
     next: usize,
     bulk: Vec<Bulk>,
     error: Option<Error>,
+    /// The memory of every argument and how it is borrowed, to note the run's use on.
+    uses: Vec<(&'l Uses, Access)>,
 }
 
 impl<'l> Pipelined<'l> {
@@ -240,6 +243,7 @@ impl<'l> Pipelined<'l> {
             next: 0,
             bulk: Vec::new(),
             error: None,
+            uses: Vec::new(),
         })
     }
 
@@ -269,7 +273,15 @@ impl<'l> Pipelined<'l> {
         self.put(bytes);
     }
 
-    fn whole(&mut self, a: ArgRef<'_>) {
+    /// Note that the run uses `a`'s memory with `access`, after any conflicting work whose
+    /// guard was leaked (see [`crate::track`]).
+    fn track(&mut self, a: &ArgRef<'l>, access: Access) {
+        a.uses.before_gpu(access);
+        self.uses.push((a.uses, access));
+    }
+
+    fn whole(&mut self, a: ArgRef<'l>, access: Access) {
+        self.track(&a, access);
         if !Arc::ptr_eq(a.gpu, self.gpu) {
             self.error.get_or_insert(Error::WrongContext {
                 kernel: self.kernel.name,
@@ -282,22 +294,28 @@ impl<'l> Pipelined<'l> {
 
     /// Device memory, passed whole to every chunk.
     pub fn device<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Shared);
     }
     /// Device memory, passed whole to every chunk (written by the kernel).
     pub fn device_mut<T: DeviceCopy>(&mut self, b: &'l mut impl DeviceArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Exclusive);
     }
     /// Mapped memory, passed whole to every chunk.
     pub fn mapped<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Shared);
     }
     /// Mapped memory, passed whole to every chunk (written by the kernel).
     pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Exclusive);
     }
 
-    fn bulk(&mut self, a: ArgRef<'_>, elem: usize, copy_in: bool, copy_out: bool) {
+    fn bulk(&mut self, a: ArgRef<'l>, elem: usize, copy_in: bool, copy_out: bool) {
+        let access = if copy_out {
+            Access::Exclusive
+        } else {
+            Access::Shared
+        };
+        self.track(&a, access);
         if !Arc::ptr_eq(a.gpu, self.gpu) {
             self.error.get_or_insert(Error::WrongContext {
                 kernel: self.kernel.name,
@@ -323,18 +341,18 @@ impl<'l> Pipelined<'l> {
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         let a = b.__arg();
         let len = a.len as u64;
-        self.whole(a);
+        self.whole(a, Access::Shared);
         self.put(&0u64.to_ne_bytes());
         self.put(&len.to_ne_bytes());
     }
 
     /// Signal cells, passed whole to every chunk.
     pub fn signals(&mut self, s: &'l crate::signal::SignalBuffer) {
-        self.whole(s.arg());
+        self.whole(s.arg(), Access::Shared);
     }
     /// A mailbox, passed whole to every chunk.
     pub fn mailbox<T: DeviceCopy>(&mut self, m: &'l crate::signal::MailboxBuffer<T>) {
-        self.whole(m.arg());
+        self.whole(m.arg(), Access::Shared);
     }
 
     /// A `#[pinned_async] &[T]` bulk input: chunk k copied in before the kernel on chunk k.
@@ -439,7 +457,7 @@ impl<'l> Pipelined<'l> {
             link,
             done: false,
             flags: self.opts.progress,
-            _outstanding: crate::gpu::Outstanding::new(gpu),
+            completion: None,
             _borrows: PhantomData,
         };
         for _ in 0..streams {
@@ -600,6 +618,12 @@ impl<'l> Pipelined<'l> {
             }
         }
         gpu.fault.launched(run.streams[0].0, self.kernel);
+        let streams: Vec<sys::CUstream> = run.streams.iter().map(|s| s.0).collect();
+        let completion = Completion::record(gpu, &streams)?;
+        for (uses, access) in &self.uses {
+            uses.add(&completion, *access);
+        }
+        run.completion = Some(completion);
         Ok(run)
     }
 }
@@ -620,7 +644,8 @@ pub struct PipelineRun<'l> {
     done: bool,
     /// Whether every chunk sets its flag (else failures cannot be located to a chunk).
     flags: bool,
-    _outstanding: crate::gpu::Outstanding,
+    /// Where the streams will be once the run is done; noted on every buffer it uses.
+    completion: Option<Arc<Completion>>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
@@ -698,6 +723,10 @@ impl PipelineRun<'_> {
     }
 
     fn release(&mut self) {
+        // Every stream was synchronised (or stopped for good on a fault): the run is over.
+        if let Some(c) = &self.completion {
+            c.finished();
+        }
         if self.gpu.fault.is_lost() {
             self.leases.clear();
             self.streams.clear();
