@@ -277,3 +277,97 @@ fn registered_memory_after_a_leaked_launch_is_read_freed_and_returned_safely() {
         drop(reg);
     });
 }
+
+// ---- host threads sharing one object ---------------------------------------------------------
+
+#[test]
+fn a_mailbox_shared_by_two_senders_and_two_receivers_loses_nothing() {
+    use berth_examples::{Job, Reply, square_worker};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (_g, gpu) = gpu();
+    let t = Duration::from_secs(10);
+    let per_sender = 3000u32;
+    let total = 2 * per_sender as usize;
+    let inbox = gpu.mailbox::<Job>(16).unwrap();
+    let outbox = gpu.mailbox::<Reply>(16).unwrap();
+    let ctl = gpu.signals(2).unwrap();
+    let stream = gpu.stream().unwrap();
+    let worker = square_worker(&stream, Grid::new(1, 1), 20_000, &inbox, &outbox, &ctl).unwrap();
+    let job = |id: u32| Job {
+        id,
+        stop: 0,
+        value: (id % 1000) as f32,
+    };
+    let taken = AtomicUsize::new(0);
+    let mut replies: Vec<Reply> = std::thread::scope(|s| {
+        for first in [0, per_sender] {
+            let inbox = &inbox;
+            s.spawn(move || {
+                for id in first..first + per_sender {
+                    inbox.send(job(id), t).unwrap();
+                }
+            });
+        }
+        let receivers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut got = Vec::new();
+                    while taken.fetch_add(1, Ordering::Relaxed) < total {
+                        got.push(outbox.recv(t).unwrap());
+                    }
+                    got
+                })
+            })
+            .collect();
+        receivers
+            .into_iter()
+            .flat_map(|r| r.join().unwrap())
+            .collect()
+    });
+    inbox
+        .send(
+            Job {
+                id: 0,
+                stop: 1,
+                value: 0.0,
+            },
+            t,
+        )
+        .unwrap();
+    worker.wait().unwrap();
+    replies.sort_by_key(|r| r.id);
+    assert_eq!(replies.len(), total);
+    for (want_id, r) in (0..).zip(&replies) {
+        let v = (want_id % 1000) as f32;
+        assert_eq!((r.id, r.value), (want_id, v * v + 1.0), "reply {want_id}");
+    }
+}
+
+#[test]
+fn launches_from_several_threads_on_one_context_and_one_stream_are_independent() {
+    use berth_examples::saxpy;
+    let (_g, gpu) = gpu();
+    let stream = gpu.stream().unwrap();
+    let n = 10_007;
+    std::thread::scope(|s| {
+        for k in 0..4u32 {
+            let (gpu, stream) = (&gpu, &stream);
+            s.spawn(move || {
+                let x: Vec<f32> = (0..n).map(|i| (i as u32 ^ k) as f32).collect();
+                let dx = gpu.upload(&x).unwrap();
+                let mut dy = gpu.alloc_zeroed::<f32>(n).unwrap();
+                for round in 1..=20 {
+                    // Two threads on the context's default stream, two on one shared stream.
+                    let launch = if k % 2 == 0 {
+                        saxpy(gpu, Grid::cover(n), 1.0, &dx, &mut dy).unwrap()
+                    } else {
+                        saxpy(stream, Grid::cover(n), 1.0, &dx, &mut dy).unwrap()
+                    };
+                    launch.wait().unwrap();
+                    let want: Vec<f32> = x.iter().map(|&v| v * round as f32).collect();
+                    assert_eq!(dy.to_vec().unwrap(), want, "thread {k}, round {round}");
+                }
+            });
+        }
+    });
+}
