@@ -93,3 +93,13 @@ pub fn set_some(every: u32, #[pinned_async(out)] out: &mut [bool]) {
         out[i] = true;
     }
 }
+
+/// `out[i] = true` where `mask[i] != 0`; elsewhere nothing is written. Elementwise, so
+/// `mark_pipelined` leaves unwritten elements in every chunk's staging.
+#[gpu_kernel(elementwise)]
+pub fn mark(#[pinned_async] mask: &[u8], #[pinned_async(out)] out: &mut [bool]) {
+    let i = thread::global_x();
+    if i < out.len() && i < mask.len() && mask[i] != 0 {
+        out[i] = true;
+    }
+}

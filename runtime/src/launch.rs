@@ -325,6 +325,35 @@ pub(crate) unsafe fn copy_d2h(
     gpu.check("cuMemcpyDtoHAsync", r, Some(kernel))
 }
 
+/// Enqueue zeroing `bytes` of device memory at `device` on `stream`: output staging, so that
+/// elements a kernel does not write come back as zero bytes, never as what an earlier launch
+/// (perhaps of another element type) left there.
+///
+/// # Safety
+/// `device` is a device allocation of at least `bytes`, alive until the stream has passed the
+/// memset, and nothing else uses it meanwhile.
+pub(crate) unsafe fn zero_device(
+    gpu: &Inner,
+    stream: sys::CUstream,
+    device: u64,
+    bytes: usize,
+    kernel: &str,
+) -> Result<()> {
+    if gpu.sim {
+        // SAFETY (of the job): the caller's contract; on the simulator device memory is host
+        // memory.
+        let job = move || {
+            unsafe { std::ptr::write_bytes(device as *mut u8, 0, bytes) };
+            Ok(())
+        };
+        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
+        return Ok(());
+    }
+    // SAFETY: the caller's contract.
+    let r = unsafe { result::memset_d8_async(device, 0, bytes, stream) };
+    gpu.check("cuMemsetD8Async", r, Some(kernel))
+}
+
 /// Enqueue `func` over `grid` on `stream` with the parameters `ptrs` point to.
 ///
 /// # Safety
@@ -430,6 +459,8 @@ pub struct Launch<'l> {
     leases: Vec<(usize, u64)>,
     h2d: Vec<Copy>,
     d2h: Vec<Copy>,
+    /// Output staging zeroed before the kernel: (device address, bytes).
+    zero: Vec<(u64, usize)>,
     /// The access hint for `#[auto]` arguments.
     touch: Option<crate::placement::Touch>,
     /// The memory of every argument and how it is borrowed, to note the launch's use on.
@@ -455,6 +486,7 @@ impl<'l> Launch<'l> {
             leases: Vec::new(),
             h2d: Vec::new(),
             d2h: Vec::new(),
+            zero: Vec::new(),
             touch: None,
             uses: Vec::new(),
         })
@@ -677,8 +709,9 @@ impl<'l> Launch<'l> {
     }
 
     /// Pass pinned host memory for a `#[pinned_async(out)] &mut [T]` argument: copied
-    /// device→host after the kernel only. The device staging the kernel writes holds
-    /// unspecified (stale, initialised) values until the kernel writes them.
+    /// device→host after the kernel only. The staging the kernel writes is zeroed first, so
+    /// elements the kernel does not write come back as zero bytes (`0`, `false`), whatever
+    /// earlier launches left in the pooled staging: never an invalid value of `T`.
     pub fn pinned_out<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
         let a = b.__arg();
         self.track(&a, Access::Exclusive);
@@ -736,7 +769,12 @@ impl<'l> Launch<'l> {
                 "pinned_async",
                 "read and written in place: coherent system, no copy",
             );
-            self.slice(&a, a.addr);
+            if self.slice(&a, a.addr) && !copy_in {
+                // Elements the kernel does not write come back zeroed, as with staging.
+                // SAFETY: `a` is host memory of `a.bytes` bytes that this launch borrows
+                // exclusively (an output), and no GPU work uses it (tracked above).
+                unsafe { std::ptr::write_bytes(a.addr as *mut u8, 0, a.bytes) };
+            }
             return;
         }
         let Some(device) = self.stage(a.bytes) else {
@@ -761,6 +799,8 @@ impl<'l> Launch<'l> {
         }
         if copy_in {
             self.h2d.push(c);
+        } else {
+            self.zero.push((device, a.bytes));
         }
     }
 
@@ -808,6 +848,11 @@ impl<'l> Launch<'l> {
             return Err(self.error.take().expect("just set"));
         }
         let k = self.kernel.name;
+        for &(device, bytes) in &self.zero {
+            // SAFETY: a staging lease of this launch of at least `bytes`, held until its guard
+            // completes.
+            unsafe { zero_device(self.gpu, self.stream, device, bytes, k) }?;
+        }
         for c in &self.h2d {
             // SAFETY: `c.host` is pinned memory of `c.bytes` bytes borrowed by this launch
             // until its guard completes; `c.device` a staging buffer of at least that size.

@@ -466,6 +466,14 @@ impl<'l> Pipelined<'l> {
         // On a coherent system the kernel reads and writes the host arrays in place: no
         // staging and no copies, each chunk's launch gets its part of the host memory.
         let direct = self.gpu_handle.coherent();
+        if direct {
+            for b in self.bulk.iter().filter(|b| !b.copy_in) {
+                // Elements the kernel does not write come back zeroed, as with staging.
+                // SAFETY: `b.host` is host memory of `b.len` elements that the run borrows
+                // exclusively (an output), and no GPU work uses it (tracked when passed).
+                unsafe { std::ptr::write_bytes(b.host as *mut u8, 0, b.len * b.elem) };
+            }
+        }
         // staging[s][b]: the device buffer of bulk argument b for stream s.
         let mut staging = vec![Vec::with_capacity(self.bulk.len()); streams];
         for set in staging.iter_mut() {
@@ -526,6 +534,13 @@ impl<'l> Pipelined<'l> {
                     self.params.set(b.slot, &host.to_ne_bytes());
                     self.params.set(b.slot + 1, &(len as u64).to_ne_bytes());
                     continue;
+                }
+                if !b.copy_in {
+                    // Elements the kernel does not write come back zeroed (see
+                    // `Launch::pinned_out`).
+                    // SAFETY: `dev` is a staging buffer of at least `chunk` elements, reused
+                    // on this stream only (stream order).
+                    unsafe { crate::launch::zero_device(gpu, stream, dev, len * b.elem, k) }?;
                 }
                 if b.copy_in {
                     // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the

@@ -9,8 +9,8 @@
 
 use berth::{Gpu, Grid, PipelineOptions, SignalBuffer};
 use berth_examples::gated::{
-    gated_add, gated_add_pipelined, gated_copy_mapped, gated_fill, gated_fill_mapped,
-    gated_fill_pinned,
+    fill_bytes, gated_add, gated_add_pipelined, gated_copy_mapped, gated_fill, gated_fill_mapped,
+    gated_fill_pinned, set_some,
 };
 use std::sync::Mutex;
 use std::time::Duration;
@@ -370,4 +370,95 @@ fn launches_from_several_threads_on_one_context_and_one_stream_are_independent()
             });
         }
     });
+}
+
+// ---- what output staging holds ---------------------------------------------------------------
+
+#[test]
+fn a_bool_output_the_kernel_does_not_write_comes_back_false_not_stale_bytes() {
+    let (_g, gpu) = gpu();
+    let n = 100_000;
+    // A u8 launch leaves 0xab in the pooled staging...
+    let mut bytes = gpu.pinned_zeroed::<u8>(n).unwrap();
+    fill_bytes(&gpu, Grid::cover(n), 0xab, &mut bytes)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(bytes.iter().all(|&b| b == 0xab));
+    // ...which the next launch of the same size class reuses for a bool output it does not
+    // write: the elements come back zeroed (`false`), not 0xab (an invalid bool) and not the
+    // host's old values (that would need a copy in).
+    let before = gpu.pool_stats().device_reuses;
+    let mut flags = gpu.pinned_from(&vec![true; n]).unwrap();
+    set_some(&gpu, Grid::cover(n), 0, &mut flags)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(
+        gpu.pool_stats().device_reuses > before,
+        "staging was reused"
+    );
+    // Read as bytes: reading an invalid bool as `bool` would itself be undefined behaviour.
+    let raw: &[u8] = bytemuck_bools(&flags);
+    assert!(
+        raw.iter().all(|&b| b == 0),
+        "unwritten elements: {:?}",
+        &raw[..8]
+    );
+    // Elements it does write are `true`, the rest `false`.
+    fill_bytes(&gpu, Grid::cover(n), 0xab, &mut bytes)
+        .unwrap()
+        .wait()
+        .unwrap();
+    set_some(&gpu, Grid::cover(n), 3, &mut flags)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let raw: &[u8] = bytemuck_bools(&flags);
+    assert!(
+        raw.iter()
+            .enumerate()
+            .all(|(i, &b)| b == u8::from(i % 3 == 0))
+    );
+}
+
+/// The bytes of a `bool` slice.
+fn bytemuck_bools(v: &[bool]) -> &[u8] {
+    // SAFETY: `bool` is one byte with alignment 1; any byte may be read as `u8`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
+}
+
+#[test]
+fn pipelined_outputs_the_kernel_does_not_write_come_back_zeroed() {
+    use berth_examples::gated::mark_pipelined;
+    let (_g, gpu) = gpu();
+    let n = 1 << 16;
+    let opts = PipelineOptions {
+        chunk_bytes: Some(n / 4),
+        streams: Some(2),
+        ..Default::default()
+    };
+    // A first run writes `true` everywhere: every chunk's output staging holds it.
+    let ones = gpu.pinned_from(&vec![1u8; n]).unwrap();
+    let mut out = gpu.pinned_zeroed::<bool>(n).unwrap();
+    mark_pipelined(&gpu, opts, &ones, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(out.iter().all(|&b| b));
+    // Then a run that marks every seventh element and writes nothing else: the rest must come
+    // back `false`, not the `true` the staging still held.
+    let mask: Vec<u8> = (0..n).map(|i| u8::from(i % 7 == 0)).collect();
+    let mask = gpu.pinned_from(&mask).unwrap();
+    mark_pipelined(&gpu, opts, &mask, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let raw = bytemuck_bools(&out);
+    assert!(
+        raw.iter()
+            .enumerate()
+            .all(|(i, &b)| b == u8::from(i % 7 == 0)),
+        "unwritten elements kept stale staging bytes"
+    );
 }
