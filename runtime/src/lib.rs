@@ -16,6 +16,7 @@ mod backend;
 mod buffer;
 mod copy;
 mod error;
+mod event;
 mod fault;
 mod gpu;
 mod host_mem;
@@ -36,6 +37,7 @@ mod track;
 pub use args::{DeviceArg, MappedArg, PinnedArg};
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
+pub use event::Event;
 pub use gpu::{Backend, Gpu};
 pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,

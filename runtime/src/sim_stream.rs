@@ -76,6 +76,11 @@ impl SimStream {
         }
     }
 
+    /// Whether the first `position` jobs have run (or been skipped).
+    pub(crate) fn reached(&self, position: u64) -> bool {
+        self.progress.0.lock().expect("poisoned").done >= position
+    }
+
     /// Whether everything queued so far has run (or been skipped after a failure).
     fn idle(&self) -> bool {
         let g = self.progress.0.lock().expect("poisoned");
