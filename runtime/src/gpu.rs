@@ -531,25 +531,16 @@ impl Inner {
     }
 
     fn free_pools(&self) {
-        if self.sim {
-            for (class, _, p) in self.staging.drain() {
-                // SAFETY: a pooled simulator allocation of `class` bytes, not in use.
-                unsafe { crate::backend::free(p, class) };
-            }
-            for (class, _, p) in self.pinned.drain() {
-                // SAFETY: as above.
-                unsafe { crate::backend::free(p, class) };
-            }
-            return;
+        let ops = self.ops();
+        for (class, _, p) in self.staging.drain() {
+            // SAFETY: a pooled staging allocation of `class` bytes of this context, not in use
+            // (it is in the free list only after the launch using it completed).
+            unsafe { ops.free(p, class) };
         }
-        for (_, _, p) in self.staging.drain() {
-            // SAFETY: a pooled staging allocation of this context, not in use (it is in the
-            // free list only after the launch using it completed).
-            let _ = unsafe { result::free_sync(p) };
-        }
-        for (_, _, p) in self.pinned.drain() {
-            // SAFETY: a pooled pinned allocation of this context, no longer referenced.
-            let _ = unsafe { result::free_host(p as *mut std::ffi::c_void) };
+        for (class, _, p) in self.pinned.drain() {
+            // SAFETY: a pooled pinned allocation of `class` bytes of this context, no longer
+            // referenced (it returns to the pool only after its uses completed).
+            unsafe { ops.free_host(p, class) };
         }
     }
 }

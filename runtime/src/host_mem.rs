@@ -88,32 +88,9 @@ impl PinnedAlloc {
     fn new(gpu: &Arc<Inner>, bytes: usize, wanted: u32) -> Result<Self> {
         gpu.bind()?;
         let class = size_class(bytes.max(1));
-        if gpu.sim {
-            let p = gpu
-                .pinned
-                .take(class, wanted, |c| crate::backend::alloc(c).ok_or(()))
-                .map_err(|()| Error::OutOfMemory {
-                    bytes: class,
-                    free: 0,
-                    total: 0,
-                })?;
-            return Ok(PinnedAlloc {
-                ptr: p as *mut u8,
-                class,
-                flags: wanted,
-                gpu: gpu.clone(),
-                uses: Uses::default(),
-            });
-        }
         let try_flags = |flags: u32| {
             gpu.pinned
-                .take(class, flags, |c| {
-                    let mut p = std::ptr::null_mut();
-                    // SAFETY: plain allocation in the current context.
-                    unsafe { sys::cuMemHostAlloc(&mut p, c, flags) }
-                        .result()
-                        .map(|()| p as u64)
-                })
+                .take(class, flags, |c| gpu.ops().alloc_host(c, flags))
                 .map(|p| (p, flags))
         };
         let (p, flags) = match try_flags(wanted) {
@@ -145,15 +122,7 @@ impl PinnedAlloc {
     }
 
     fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
-        if self.gpu.sim {
-            return Ok(self.ptr as u64);
-        }
-        let mut d = 0;
-        // SAFETY: `ptr` is a live DEVICEMAP allocation of this context.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.cast(), 0) }
-            .result()
-            .map_err(|e| self.gpu.error("cuMemHostGetDevicePointer", e, None))?;
-        Ok(d)
+        self.gpu.ops().mapped_address(&self.gpu, self.ptr as u64)
     }
 }
 

@@ -266,94 +266,6 @@ impl ParamBlock {
     }
 }
 
-/// Enqueue a copy of `bytes` from pinned host memory to device memory on `stream`.
-///
-/// # Safety
-/// `host` is pinned memory and `device` a device allocation, both at least `bytes` long and
-/// kept alive (and unaliased by writers) until the stream has passed the copy.
-pub(crate) unsafe fn copy_h2d(
-    gpu: &Inner,
-    stream: sys::CUstream,
-    device: u64,
-    host: u64,
-    bytes: usize,
-    kernel: &str,
-) -> Result<()> {
-    if gpu.sim {
-        // SAFETY (of the job): the caller's contract; on the simulator both are host memory,
-        // alive until the stream has passed the copy.
-        let job = move || {
-            unsafe { crate::backend::copy(device, host, bytes) };
-            Ok(())
-        };
-        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
-        return Ok(());
-    }
-    // SAFETY: the caller's contract.
-    let r = unsafe {
-        sys::cuMemcpyHtoDAsync_v2(device, host as *const std::ffi::c_void, bytes, stream)
-    }
-    .result();
-    gpu.check("cuMemcpyHtoDAsync", r, Some(kernel))
-}
-
-/// Enqueue a copy of `bytes` from device memory to pinned host memory on `stream`.
-///
-/// # Safety
-/// As for [`copy_h2d`], with the host memory borrowed exclusively.
-pub(crate) unsafe fn copy_d2h(
-    gpu: &Inner,
-    stream: sys::CUstream,
-    host: u64,
-    device: u64,
-    bytes: usize,
-    kernel: &str,
-) -> Result<()> {
-    if gpu.sim {
-        // SAFETY (of the job): as in `copy_h2d`.
-        let job = move || {
-            unsafe { crate::backend::copy(host, device, bytes) };
-            Ok(())
-        };
-        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
-        return Ok(());
-    }
-    // SAFETY: the caller's contract.
-    let r =
-        unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut std::ffi::c_void, device, bytes, stream) }
-            .result();
-    gpu.check("cuMemcpyDtoHAsync", r, Some(kernel))
-}
-
-/// Enqueue zeroing `bytes` of device memory at `device` on `stream`: output staging, so that
-/// elements a kernel does not write come back as zero bytes, never as what an earlier launch
-/// (perhaps of another element type) left there.
-///
-/// # Safety
-/// `device` is a device allocation of at least `bytes`, alive until the stream has passed the
-/// memset, and nothing else uses it meanwhile.
-pub(crate) unsafe fn zero_device(
-    gpu: &Inner,
-    stream: sys::CUstream,
-    device: u64,
-    bytes: usize,
-    kernel: &str,
-) -> Result<()> {
-    if gpu.sim {
-        // SAFETY (of the job): the caller's contract; on the simulator device memory is host
-        // memory.
-        let job = move || {
-            unsafe { std::ptr::write_bytes(device as *mut u8, 0, bytes) };
-            Ok(())
-        };
-        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
-        return Ok(());
-    }
-    // SAFETY: the caller's contract.
-    let r = unsafe { result::memset_d8_async(device, 0, bytes, stream) };
-    gpu.check("cuMemsetD8Async", r, Some(kernel))
-}
-
 /// Enqueue `func` over `grid` on `stream` with the parameters `ptrs` point to.
 ///
 /// # Safety
@@ -745,7 +657,7 @@ impl<'l> Launch<'l> {
         if bytes == 0 {
             return Some(0);
         }
-        match crate::pool::take_staging(self.gpu, bytes, Some(self.kernel.name)) {
+        match crate::pool::take_staging(self.gpu, bytes) {
             Ok((class, p)) => {
                 self.leases.push((class, p));
                 Some(p)
@@ -848,15 +760,16 @@ impl<'l> Launch<'l> {
             return Err(self.error.take().expect("just set"));
         }
         let k = self.kernel.name;
+        let ops = self.gpu.ops();
         for &(device, bytes) in &self.zero {
             // SAFETY: a staging lease of this launch of at least `bytes`, held until its guard
             // completes.
-            unsafe { zero_device(self.gpu, self.stream, device, bytes, k) }?;
+            unsafe { ops.zero(self.gpu, self.stream, device, bytes, k) }?;
         }
         for c in &self.h2d {
             // SAFETY: `c.host` is pinned memory of `c.bytes` bytes borrowed by this launch
             // until its guard completes; `c.device` a staging buffer of at least that size.
-            unsafe { copy_h2d(self.gpu, self.stream, c.device, c.host, c.bytes, k) }?;
+            unsafe { ops.copy_h2d(self.gpu, self.stream, c.device, c.host, c.bytes, k) }?;
         }
         let mut ptrs = self.params.pointers();
         let (g, t) = (self.grid.blocks, self.grid.threads);
@@ -886,7 +799,7 @@ impl<'l> Launch<'l> {
         }?;
         for c in &self.d2h {
             // SAFETY: as for the copies in; the host memory is borrowed mutably by the launch.
-            unsafe { copy_d2h(self.gpu, self.stream, c.host, c.device, c.bytes, k) }?;
+            unsafe { ops.copy_d2h(self.gpu, self.stream, c.host, c.device, c.bytes, k) }?;
         }
         Ok(())
     }

@@ -16,7 +16,7 @@ use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Inner};
 use crate::host_mem::MappedBuffer;
-use crate::launch::{Grid, Kernel, ParamBlock, copy_d2h, copy_h2d, launch_raw};
+use crate::launch::{Grid, Kernel, ParamBlock, launch_raw};
 use crate::own_kernels::CHUNK_DONE;
 use crate::stream::StreamHandle;
 use crate::track::{Access, Completion, Uses};
@@ -148,7 +148,7 @@ fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
                 // copy is waited for (by `time`) before the buffers are touched again.
                 unsafe {
                     if h2d {
-                        copy_h2d(
+                        gpu.inner.ops().copy_h2d(
                             &gpu.inner,
                             stream,
                             dev.ptr,
@@ -157,7 +157,7 @@ fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
                             "link profile",
                         )
                     } else {
-                        copy_d2h(
+                        gpu.inner.ops().copy_d2h(
                             &gpu.inner,
                             stream,
                             back.as_mut_ptr() as u64,
@@ -482,7 +482,7 @@ impl<'l> Pipelined<'l> {
                     set.push(0);
                     continue;
                 }
-                let (class, p) = crate::pool::take_staging(gpu, chunk * b.elem, Some(k))?;
+                let (class, p) = crate::pool::take_staging(gpu, chunk * b.elem)?;
                 run.leases.push((class, p));
                 run.stats.staging_bytes += class;
                 set.push(p);
@@ -510,7 +510,7 @@ impl<'l> Pipelined<'l> {
         // Copied flags: one device word holding 1 per stream, set on that stream first.
         let by_copy = use_flags && writer == FlagWriter::Copy && !gpu.sim;
         let ones = if by_copy {
-            let (class, p) = crate::pool::take_staging(gpu, 4 * streams, Some(k))?;
+            let (class, p) = crate::pool::take_staging(gpu, 4 * streams)?;
             run.leases.push((class, p));
             for (s, stream) in run.streams.iter().enumerate() {
                 // SAFETY: word s of a staging lease of at least 4 × streams bytes, owned by
@@ -540,14 +540,14 @@ impl<'l> Pipelined<'l> {
                     // `Launch::pinned_out`).
                     // SAFETY: `dev` is a staging buffer of at least `chunk` elements, reused
                     // on this stream only (stream order).
-                    unsafe { crate::launch::zero_device(gpu, stream, dev, len * b.elem, k) }?;
+                    unsafe { gpu.ops().zero(gpu, stream, dev, len * b.elem, k) }?;
                 }
                 if b.copy_in {
                     // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the
                     // run; `dev` a staging buffer of at least `chunk` elements, reused on this
                     // stream only after the stream passed its previous chunk.
                     unsafe {
-                        copy_h2d(
+                        gpu.ops().copy_h2d(
                             gpu,
                             stream,
                             dev,
@@ -571,7 +571,7 @@ impl<'l> Pipelined<'l> {
                 if b.copy_out && !direct {
                     // SAFETY: as for the copy in, with the host memory borrowed mutably.
                     unsafe {
-                        copy_d2h(
+                        gpu.ops().copy_d2h(
                             gpu,
                             stream,
                             b.host + (range.start * b.elem) as u64,
@@ -603,7 +603,10 @@ impl<'l> Pipelined<'l> {
                 // SAFETY: 4 bytes from this stream's word of 1 (set on this stream above)
                 // into the c-th u32 of the run's mapped progress buffer, alive until the run's
                 // streams are synchronised.
-                unsafe { copy_d2h(gpu, stream, flag, ones + 4 * s as u64, 4, k) }?;
+                unsafe {
+                    gpu.ops()
+                        .copy_d2h(gpu, stream, flag, ones + 4 * s as u64, 4, k)
+                }?;
             } else if use_flags && gpu.sim {
                 let flag = run.progress.as_ptr().wrapping_add(c) as usize;
                 let job = move || {

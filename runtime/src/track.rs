@@ -10,25 +10,11 @@
 //! then the use is still pending, and the host access waits for the GPU instead of racing it.
 //! The reasoning is in `docs/design-notes.md` ("Soundness when guards are leaked").
 
+use crate::backend::Point;
 use crate::gpu::Inner;
-use crate::sim_stream::SimStream;
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// A place in one stream's queue: everything queued on it before this point.
-enum Point {
-    /// A CUDA event recorded on the stream (timing disabled; from the context's pool).
-    Event(sys::CUevent),
-    /// A simulated stream and its position.
-    Sim(Arc<SimStream>, u64),
-}
-
-// SAFETY: a CUevent is a driver handle usable from any thread once its context is current there
-// (`Completion::wait` binds it); a `SimStream` is shared through an `Arc` of thread-safe parts.
-unsafe impl Send for Point {}
-// SAFETY: as above; the driver serialises calls on one event.
-unsafe impl Sync for Point {}
 
 /// The end of one launch, copy or pipelined run: a point on each stream it used.
 pub(crate) struct Completion {
@@ -48,7 +34,7 @@ impl Completion {
     ) -> crate::Result<Arc<Completion>> {
         let mut points = Vec::with_capacity(streams.len());
         for &s in streams {
-            match Point::record(gpu, s) {
+            match gpu.ops().record_point(gpu, s) {
                 Ok(p) => points.push(p),
                 Err(e) => {
                     let done = Completion {
@@ -88,16 +74,7 @@ impl Completion {
         }
         tracing::debug!("waiting for GPU work whose guard was leaked");
         for p in &self.points {
-            match p {
-                Point::Sim(stream, position) => stream.wait_until(*position),
-                Point::Event(ev) => {
-                    if self.gpu.bind().is_ok() {
-                        // SAFETY: `ev` is an event of this (current) context, alive until
-                        // `self` drops.
-                        let _ = unsafe { result::event::synchronize(*ev) };
-                    }
-                }
-            }
+            self.gpu.ops().wait_point(&self.gpu, p);
         }
         self.finished();
     }
@@ -105,32 +82,9 @@ impl Completion {
 
 impl Drop for Completion {
     fn drop(&mut self) {
-        let lost = self.gpu.fault.is_lost();
         for p in self.points.drain(..) {
-            if let Point::Event(ev) = p
-                && !lost
-            {
-                self.gpu.put_event(ev);
-            }
+            self.gpu.ops().release_point(&self.gpu, p);
         }
-    }
-}
-
-impl Point {
-    fn record(gpu: &Arc<Inner>, stream: sys::CUstream) -> crate::Result<Point> {
-        if gpu.sim {
-            let (s, position) = gpu.sim_streams.position(stream as usize);
-            return Ok(Point::Sim(s, position));
-        }
-        let ev = gpu.take_event()?;
-        // SAFETY: `ev` and `stream` belong to `gpu`'s context, current since the caller's
-        // launch or copy bound it.
-        let r = unsafe { result::event::record(ev, stream) };
-        if let Err(e) = r {
-            gpu.put_event(ev);
-            return Err(gpu.error("cuEventRecord", e, None));
-        }
-        Ok(Point::Event(ev))
     }
 }
 
