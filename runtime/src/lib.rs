@@ -1,6 +1,10 @@
-//! Host runtime of berth: the GPU context ([`Gpu`]), streams ([`Stream`]), device memory
-//! ([`DeviceBuffer`]), the per-context module cache, and typed launches that return a
-//! [`Pending`] guard.
+//! Host runtime of berth: the GPU context ([`Gpu`]), streams ([`Stream`]) and events
+//! ([`Event`]), device memory ([`DeviceBuffer`]), the per-context module cache, and typed
+//! launches that return a [`Pending`] guard.
+//!
+//! No guard is needed for soundness: every allocation records the GPU work that may still use
+//! it, and host reads, writes, frees and reuse wait for that work, so a guard leaked with
+//! `mem::forget` costs a wait, never a data race.
 //!
 //! Layering, as in cudarc: cudarc's `sys`/`result` layers do the driver calls; this crate's
 //! public types own every handle and hide cudarc; [`raw`] is the escape hatch for experts.
