@@ -315,6 +315,8 @@ pub fn tickets(x: &[f32], counter: &mut [u32], sum: &mut [f32], out: &mut [u32])
     }
 }
 
+pub mod gated;
+
 /// Kernels that are wrong on purpose, for the simulator's checks (tests). Never launch them
 /// on a GPU: `half_barrier` would hang there.
 pub mod broken {

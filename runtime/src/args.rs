@@ -5,6 +5,7 @@
 use crate::buffer::DeviceBuffer;
 use crate::gpu::Inner;
 use crate::host_mem::{HostFlags, MappedBuffer, PinnedBuffer, Registered};
+use crate::track::Uses;
 use berth_device::DeviceCopy;
 use std::sync::Arc;
 
@@ -19,6 +20,8 @@ pub struct ArgRef<'a> {
     pub(crate) flags: Option<HostFlags>,
     /// Host address of host memory (pinned or mapped); 0 for device memory.
     pub(crate) host: u64,
+    /// What the GPU may still do with the memory.
+    pub(crate) uses: &'a Uses,
 }
 
 mod sealed {
@@ -53,7 +56,7 @@ pub trait PinnedArg<T>: sealed::Sealed {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not mapped host memory: this `#[mapped]` kernel argument takes a `MappedBuffer<{T}>` or a `Registered<{T}>`",
     label = "expected a `MappedBuffer<{T}>` or `Registered<{T}>`",
-    note = "make one with `gpu.mapped_from(&data)?`, or map existing memory in place with `gpu.register(&mut data)?`",
+    note = "make one with `gpu.mapped_from(&data)?`, or map an existing `Vec` in place with `gpu.register(data)?`",
     note = "a `PinnedBuffer` is page-locked but not mapped into the GPU's address space; a `DeviceBuffer` is not host memory"
 )]
 pub trait MappedArg<T>: sealed::Sealed {
@@ -64,7 +67,7 @@ pub trait MappedArg<T>: sealed::Sealed {
 impl<T> sealed::Sealed for DeviceBuffer<T> {}
 impl<T> sealed::Sealed for PinnedBuffer<T> {}
 impl<T> sealed::Sealed for MappedBuffer<T> {}
-impl<T> sealed::Sealed for Registered<'_, T> {}
+impl<T> sealed::Sealed for Registered<T> {}
 
 impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {
@@ -75,6 +78,7 @@ impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
             gpu: &self.gpu,
             flags: None,
             host: 0,
+            uses: &self.uses,
         }
     }
 }
@@ -88,6 +92,7 @@ impl<T: DeviceCopy> PinnedArg<T> for PinnedBuffer<T> {
             gpu: self.gpu(),
             flags: Some(self.flags()),
             host: self.host_ptr() as u64,
+            uses: self.uses(),
         }
     }
 }
@@ -101,6 +106,7 @@ impl<T: DeviceCopy> PinnedArg<T> for MappedBuffer<T> {
             gpu: self.gpu(),
             flags: Some(self.flags()),
             host: self.host_ptr() as u64,
+            uses: self.uses(),
         }
     }
 }
@@ -114,11 +120,12 @@ impl<T: DeviceCopy> MappedArg<T> for MappedBuffer<T> {
             gpu: self.gpu(),
             flags: Some(self.flags()),
             host: self.host_ptr() as u64,
+            uses: self.uses(),
         }
     }
 }
 
-impl<T: DeviceCopy> MappedArg<T> for Registered<'_, T> {
+impl<T: DeviceCopy> MappedArg<T> for Registered<T> {
     fn __arg(&self) -> ArgRef<'_> {
         ArgRef {
             addr: self.device_ptr(),
@@ -129,7 +136,8 @@ impl<T: DeviceCopy> MappedArg<T> for Registered<'_, T> {
                 cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP
                     | cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE,
             )),
-            host: self.as_ptr() as u64,
+            host: self.host_ptr() as u64,
+            uses: &self.uses,
         }
     }
 }

@@ -2,8 +2,9 @@
 
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Inner};
+use crate::track::Uses;
 use berth_device::DeviceCopy;
-use cudarc::driver::{result, sys};
+use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -15,6 +16,8 @@ pub struct DeviceBuffer<T> {
     pub(crate) ptr: sys::CUdeviceptr,
     len: usize,
     pub(crate) gpu: Arc<Inner>,
+    /// What the GPU may still do with the memory.
+    pub(crate) uses: Uses,
     _t: PhantomData<T>,
 }
 
@@ -27,12 +30,13 @@ impl Gpu {
     /// A buffer of `len` zeroed elements.
     pub fn alloc_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let buf = self.alloc_uninit::<T>(len)?;
-        // The simulator's allocations are zeroed already.
-        if buf.bytes() > 0 && !self.inner.sim {
+        if buf.bytes() > 0 {
             let stream = self.inner.default_stream.0;
-            // SAFETY: `buf.ptr` is a fresh allocation of `bytes()` bytes in this context.
-            let r = unsafe { result::memset_d8_async(buf.ptr, 0, buf.bytes(), stream) };
-            self.inner.check("cuMemsetD8Async", r, None)?;
+            // SAFETY: `buf.ptr` is a fresh allocation of `bytes()` bytes in this context, used
+            // by nothing else until the stream is synchronised below.
+            unsafe {
+                (self.inner.ops()).zero(&self.inner, stream, buf.ptr, buf.bytes(), "alloc_zeroed")
+            }?;
             crate::stream::sync(&self.inner, stream, None)?;
         }
         Ok(buf)
@@ -57,27 +61,14 @@ impl Gpu {
         // A zero-length buffer owns no memory; its pointer is never dereferenced.
         let ptr = if bytes == 0 {
             0
-        } else if self.inner.sim {
-            crate::backend::alloc(bytes).ok_or(Error::OutOfMemory {
-                bytes,
-                free: 0,
-                total: 0,
-            })?
         } else {
-            // SAFETY: plain allocation in the current context.
-            match unsafe { result::malloc_sync(bytes) } {
-                Ok(p) => p,
-                Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                    let (free, total) = result::mem_get_info().unwrap_or((0, 0));
-                    return Err(Error::OutOfMemory { bytes, free, total });
-                }
-                Err(e) => return Err(self.inner.error("cuMemAlloc", e, None)),
-            }
+            self.inner.ops().alloc(&self.inner, bytes)?
         };
         Ok(DeviceBuffer {
             ptr,
             len,
             gpu: self.inner.clone(),
+            uses: Uses::default(),
             _t: PhantomData,
         })
     }
@@ -106,18 +97,16 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(());
         }
         self.gpu.bind()?;
-        if self.gpu.sim {
-            // SAFETY: `self.ptr` is a host allocation of `len` elements, `data` has `len`.
-            unsafe { crate::backend::copy(self.ptr, data.as_ptr() as u64, self.bytes()) };
-            return Ok(());
-        }
+        self.uses.before_host_write();
         let stream = self.gpu.default_stream.0;
         // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
         // outlives the copy because we synchronise the stream before returning. (Copies go
         // through a stream and a stream sync rather than cuMemcpyHtoD: for pageable memory
         // the latter may return before the DMA lands, unordered with non-blocking streams.)
-        let r = unsafe { result::memcpy_htod_async(self.ptr, data, stream) };
-        self.gpu.check("cuMemcpyHtoDAsync", r, None)?;
+        let host = data.as_ptr() as u64;
+        unsafe {
+            (self.gpu.ops()).copy_h2d(&self.gpu, stream, self.ptr, host, self.bytes(), "copy_from")
+        }?;
         crate::stream::sync(&self.gpu, stream, None)
     }
 
@@ -128,16 +117,14 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(());
         }
         self.gpu.bind()?;
-        if self.gpu.sim {
-            // SAFETY: as above, the other way.
-            unsafe { crate::backend::copy(out.as_mut_ptr() as u64, self.ptr, self.bytes()) };
-            return Ok(());
-        }
+        self.uses.before_host_read();
         let stream = self.gpu.default_stream.0;
-        // SAFETY: as in copy_from; the device holds `len` initialised elements of a
-        // `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
-        let r = unsafe { result::memcpy_dtoh_async(out, self.ptr, stream) };
-        self.gpu.check("cuMemcpyDtoHAsync", r, None)?;
+        // SAFETY: as in copy_from, the other way; the device holds `len` initialised elements
+        // of a `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
+        let host = out.as_mut_ptr() as u64;
+        unsafe {
+            (self.gpu.ops()).copy_d2h(&self.gpu, stream, host, self.ptr, self.bytes(), "copy_to")
+        }?;
         crate::stream::sync(&self.gpu, stream, None)
     }
 
@@ -148,23 +135,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(v);
         }
         self.gpu.bind()?;
-        if self.gpu.sim {
-            // SAFETY: `v` has capacity for `len` elements; the source holds `len` elements.
-            unsafe {
-                crate::backend::copy(v.as_mut_ptr() as u64, self.ptr, self.bytes());
-                v.set_len(self.len);
-            }
-            return Ok(v);
-        }
+        self.uses.before_host_read();
         let stream = self.gpu.default_stream.0;
         // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
-        // as raw bytes by the DMA, never read before `set_len`); the stream is synchronised
+        // as raw bytes by the copy, never read before `set_len`); the stream is synchronised
         // before `v` is touched again.
-        let r = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(v.as_mut_ptr().cast(), self.ptr, self.bytes(), stream)
-                .result()
-        };
-        self.gpu.check("cuMemcpyDtoHAsync", r, None)?;
+        let host = v.as_mut_ptr() as u64;
+        unsafe {
+            (self.gpu.ops()).copy_d2h(&self.gpu, stream, host, self.ptr, self.bytes(), "to_vec")
+        }?;
         crate::stream::sync(&self.gpu, stream, None)?;
         // SAFETY: the copy above initialised all `len` elements with bytes of a `DeviceCopy` T.
         unsafe { v.set_len(self.len) };
@@ -197,23 +176,25 @@ impl<T: DeviceCopy> std::fmt::Debug for DeviceBuffer<T> {
     }
 }
 
+impl<T> DeviceBuffer<T> {
+    fn bytes_of_len(&self) -> usize {
+        self.len * std::mem::size_of::<T>()
+    }
+}
+
 impl<T> Drop for DeviceBuffer<T> {
     fn drop(&mut self) {
-        if self.gpu.sim {
-            if self.ptr != 0 {
-                // SAFETY: allocated by `backend::alloc` with this size, freed once.
-                unsafe { crate::backend::free(self.ptr, self.len * std::mem::size_of::<T>()) };
-            }
-            return;
-        }
+        // Freed memory may be allocated again at once: nothing may still use it, even work
+        // whose guard was leaked.
+        self.uses.before_host_write();
         // A lost context is reset as a whole; freeing into it could free a new allocation
         // that reuses the address after `Gpu::recover`.
         if self.ptr == 0 || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
-        self.gpu.settle();
-        // SAFETY: allocated by cuMemAlloc in this context, freed once. No launch can still
-        // use it: launches borrow their buffers until their guard has synchronised.
-        let _ = unsafe { result::free_sync(self.ptr) };
+        // SAFETY: allocated by `Ops::alloc` in this context with this size, freed once. No GPU
+        // work uses it any more: live launches borrow it, and leaked ones were waited for
+        // above.
+        unsafe { (self.gpu.ops()).free(self.ptr, self.bytes_of_len()) };
     }
 }

@@ -7,8 +7,9 @@
 use crate::args::PinnedArg;
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
-use crate::launch::{Pending, copy_d2h, copy_h2d};
+use crate::launch::Pending;
 use crate::stream::Queue;
+use crate::track::Access;
 use berth_device::DeviceCopy;
 use std::sync::Arc;
 
@@ -24,13 +25,18 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let a = src.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_from_pinned")?;
         gpu.bind()?;
+        a.uses.before_gpu(Access::Shared);
+        self.uses.before_gpu(Access::Exclusive);
         if a.bytes > 0 {
             // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
             // allocation of the same size; both stay borrowed by the guard until completion.
-            unsafe { copy_h2d(gpu, stream, self.ptr, a.addr, a.bytes, "copy host→device") }?;
+            unsafe {
+                (gpu.ops()).copy_h2d(gpu, stream, self.ptr, a.addr, a.bytes, "copy host→device")
+            }?;
         }
         tracing::debug!(bytes = a.bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
-        Ok(Pending::copy(gpu.clone(), stream, "copy host→device"))
+        let uses = [(a.uses, Access::Shared), (&self.uses, Access::Exclusive)];
+        Pending::copy(gpu, stream, "copy host→device", &uses)
     }
 
     /// Copy this buffer into `dst` (pinned host memory), asynchronously on `on`. The guard
@@ -44,12 +50,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let a = dst.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_to_pinned")?;
         gpu.bind()?;
+        a.uses.before_gpu(Access::Exclusive);
+        self.uses.before_gpu(Access::Shared);
         if a.bytes > 0 {
             // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
-            unsafe { copy_d2h(gpu, stream, a.addr, self.ptr, a.bytes, "copy device→host") }?;
+            unsafe {
+                (gpu.ops()).copy_d2h(gpu, stream, a.addr, self.ptr, a.bytes, "copy device→host")
+            }?;
         }
         tracing::debug!(bytes = a.bytes, stream = ?stream, "copy device→host");
-        Ok(Pending::copy(gpu.clone(), stream, "copy device→host"))
+        let uses = [(a.uses, Access::Exclusive), (&self.uses, Access::Shared)];
+        Pending::copy(gpu, stream, "copy device→host", &uses)
     }
 
     fn check_copy(

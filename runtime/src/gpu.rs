@@ -41,8 +41,8 @@ pub(crate) struct Inner {
     pub(crate) link: std::sync::OnceLock<crate::pipeline::LinkProfile>,
     /// Streams of pipelined launches, kept for reuse.
     streams: Mutex<Vec<StreamHandle>>,
-    /// Launch and copy guards not yet completed (see [`Outstanding`]).
-    outstanding: std::sync::atomic::AtomicUsize,
+    /// Events (timing disabled) that mark where launches end ([`crate::track`]), for reuse.
+    events: Mutex<Vec<sys::CUevent>>,
     /// The simulator's streams (worker threads running queued work in order).
     pub(crate) sim_streams: crate::sim_stream::SimStreams,
     /// The placement model's constants, loaded on first use.
@@ -51,28 +51,6 @@ pub(crate) struct Inner {
     /// Random reads per second measured on one mapped allocation ([`Gpu::measure_random_reads`]),
     /// by (host address, bytes): the rate depends on the allocation's physical layout.
     pub(crate) random_rates: Mutex<HashMap<(u64, usize), f64>>,
-}
-
-/// Counts a guard (launch, copy, pipeline) from creation to completion. A guard leaked with
-/// `mem::forget` never completes, so its buffers' borrows end while the GPU may still use
-/// them: buffers therefore synchronise the context before their memory is freed or reused
-/// whenever any guard is outstanding ([`Inner::settle`]). Cheap when nothing is in flight.
-pub(crate) struct Outstanding(Arc<Inner>);
-
-impl Outstanding {
-    pub(crate) fn new(gpu: &Arc<Inner>) -> Self {
-        gpu.outstanding
-            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Outstanding(gpu.clone())
-    }
-}
-
-impl Drop for Outstanding {
-    fn drop(&mut self) {
-        self.0
-            .outstanding
-            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
 }
 
 // SAFETY: the raw handles (context, device, modules, functions) are driver objects usable from
@@ -226,7 +204,7 @@ impl Gpu {
                 pinned: FreeLists::new(),
                 link: std::sync::OnceLock::new(),
                 streams: Mutex::new(Vec::new()),
-                outstanding: std::sync::atomic::AtomicUsize::new(0),
+                events: Mutex::new(Vec::new()),
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
                 profile: std::sync::OnceLock::new(),
@@ -261,7 +239,7 @@ impl Gpu {
                 pinned: FreeLists::new(),
                 link: std::sync::OnceLock::new(),
                 streams: Mutex::new(Vec::new()),
-                outstanding: std::sync::atomic::AtomicUsize::new(0),
+                events: Mutex::new(Vec::new()),
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
                 profile: std::sync::OnceLock::new(),
@@ -522,19 +500,18 @@ impl Inner {
 }
 
 impl Inner {
-    /// Before memory is freed or reused: if any guard is outstanding (possibly leaked),
-    /// wait for all work of the context, so the GPU cannot touch memory that changes hands.
-    pub(crate) fn settle(&self) {
-        if self.outstanding.load(std::sync::atomic::Ordering::Acquire) == 0 {
-            return;
+    /// An event with timing disabled, from the pool or new (the context is current).
+    pub(crate) fn take_event(&self) -> Result<sys::CUevent> {
+        if let Some(ev) = self.events.lock().expect("poisoned").pop() {
+            return Ok(ev);
         }
-        if self.sim {
-            self.sim_streams.settle();
-            return;
-        }
-        if self.bind().is_ok() {
-            let _ = result::ctx::synchronize();
-        }
+        result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(|e| self.error("cuEventCreate", e, None))
+    }
+
+    /// Give back an event for reuse (recording it again later is allowed even if pending).
+    pub(crate) fn put_event(&self, ev: sys::CUevent) {
+        self.events.lock().expect("poisoned").push(ev);
     }
 
     /// A stream for a pipelined launch, from the pool or new.
@@ -554,25 +531,16 @@ impl Inner {
     }
 
     fn free_pools(&self) {
-        if self.sim {
-            for (class, _, p) in self.staging.drain() {
-                // SAFETY: a pooled simulator allocation of `class` bytes, not in use.
-                unsafe { crate::backend::free(p, class) };
-            }
-            for (class, _, p) in self.pinned.drain() {
-                // SAFETY: as above.
-                unsafe { crate::backend::free(p, class) };
-            }
-            return;
+        let ops = self.ops();
+        for (class, _, p) in self.staging.drain() {
+            // SAFETY: a pooled staging allocation of `class` bytes of this context, not in use
+            // (it is in the free list only after the launch using it completed).
+            unsafe { ops.free(p, class) };
         }
-        for (_, _, p) in self.staging.drain() {
-            // SAFETY: a pooled staging allocation of this context, not in use (it is in the
-            // free list only after the launch using it completed).
-            let _ = unsafe { result::free_sync(p) };
-        }
-        for (_, _, p) in self.pinned.drain() {
-            // SAFETY: a pooled pinned allocation of this context, no longer referenced.
-            let _ = unsafe { result::free_host(p as *mut std::ffi::c_void) };
+        for (class, _, p) in self.pinned.drain() {
+            // SAFETY: a pooled pinned allocation of `class` bytes of this context, no longer
+            // referenced (it returns to the pool only after its uses completed).
+            unsafe { ops.free_host(p, class) };
         }
     }
 }
@@ -595,6 +563,10 @@ impl Drop for Inner {
             let _ = unsafe { result::module::unload(m) };
         }
         self.default_stream.destroy();
+        for ev in self.events.get_mut().expect("poisoned").drain(..) {
+            // SAFETY: pooled events of this context, no longer referenced; destroyed once.
+            let _ = unsafe { result::event::destroy(ev) };
+        }
         for s in self.streams.get_mut().expect("poisoned").drain(..) {
             s.destroy();
         }

@@ -11,6 +11,7 @@
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Inner};
 use crate::pool::size_class;
+use crate::track::Uses;
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
 use std::marker::PhantomData;
@@ -80,37 +81,16 @@ struct PinnedAlloc {
     class: usize,
     flags: u32,
     gpu: Arc<Inner>,
+    uses: Uses,
 }
 
 impl PinnedAlloc {
     fn new(gpu: &Arc<Inner>, bytes: usize, wanted: u32) -> Result<Self> {
         gpu.bind()?;
         let class = size_class(bytes.max(1));
-        if gpu.sim {
-            let p = gpu
-                .pinned
-                .take(class, wanted, |c| crate::backend::alloc(c).ok_or(()))
-                .map_err(|()| Error::OutOfMemory {
-                    bytes: class,
-                    free: 0,
-                    total: 0,
-                })?;
-            return Ok(PinnedAlloc {
-                ptr: p as *mut u8,
-                class,
-                flags: wanted,
-                gpu: gpu.clone(),
-            });
-        }
         let try_flags = |flags: u32| {
             gpu.pinned
-                .take(class, flags, |c| {
-                    let mut p = std::ptr::null_mut();
-                    // SAFETY: plain allocation in the current context.
-                    unsafe { sys::cuMemHostAlloc(&mut p, c, flags) }
-                        .result()
-                        .map(|()| p as u64)
-                })
+                .take(class, flags, |c| gpu.ops().alloc_host(c, flags))
                 .map(|p| (p, flags))
         };
         let (p, flags) = match try_flags(wanted) {
@@ -137,27 +117,21 @@ impl PinnedAlloc {
             class,
             flags,
             gpu: gpu.clone(),
+            uses: Uses::default(),
         })
     }
 
     fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
-        if self.gpu.sim {
-            return Ok(self.ptr as u64);
-        }
-        let mut d = 0;
-        // SAFETY: `ptr` is a live DEVICEMAP allocation of this context.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.ptr.cast(), 0) }
-            .result()
-            .map_err(|e| self.gpu.error("cuMemHostGetDevicePointer", e, None))?;
-        Ok(d)
+        self.gpu.ops().mapped_address(&self.gpu, self.ptr as u64)
     }
 }
 
 impl Drop for PinnedAlloc {
     fn drop(&mut self) {
+        // Back in the pool it may be handed out again: nothing may still copy into it, even
+        // work whose guard was leaked.
+        self.uses.before_host_write();
         if !self.gpu.fault.is_lost() {
-            // Back in the pool it may be handed out again: nothing may still copy into it.
-            self.gpu.settle();
             self.gpu.pinned.put(self.class, self.flags, self.ptr as u64);
         }
     }
@@ -288,21 +262,30 @@ macro_rules! host_slice {
             pub(crate) fn gpu(&self) -> &Arc<Inner> {
                 &self.alloc.gpu
             }
+
+            pub(crate) fn uses(&self) -> &Uses {
+                &self.alloc.uses
+            }
         }
 
         impl<T: DeviceCopy> Deref for $ty<T> {
             type Target = [T];
             fn deref(&self) -> &[T] {
+                self.alloc.uses.before_host_read();
                 // SAFETY: the allocation holds `len` initialised (zeroed or copied) elements of
-                // a DeviceCopy type; no launch writes it while `&self` is available (launches
-                // borrow the buffer until they complete).
+                // a DeviceCopy type. No GPU work writes it while the slice lives: a live launch
+                // that writes it borrows the buffer exclusively, and the work of a leaked one
+                // was waited for just above. Work queued later needs `&mut self`, which this
+                // shared borrow excludes.
                 unsafe { std::slice::from_raw_parts(self.host_ptr(), self.len) }
             }
         }
 
         impl<T: DeviceCopy> DerefMut for $ty<T> {
             fn deref_mut(&mut self) -> &mut [T] {
-                // SAFETY: as in `deref`, and `&mut self` makes this access exclusive.
+                self.alloc.uses.before_host_write();
+                // SAFETY: as in `deref`, and no GPU work reads it either: `&mut self` excludes
+                // live launches, and leaked ones were waited for just above.
                 unsafe { std::slice::from_raw_parts_mut(self.host_ptr(), self.len) }
             }
         }
@@ -343,37 +326,94 @@ impl<T: DeviceCopy> MappedBuffer<T> {
     }
 }
 
-/// Existing host memory, page-locked and mapped into the GPU's address space until dropped
-/// (`cuMemHostRegister`). Kernels take it for `#[mapped]` arguments like a [`MappedBuffer`].
-/// Registration costs about as much as pinning (~0.44 s/GiB on the H200 machine): register
-/// long-lived data once.
-pub struct Registered<'a, T> {
-    data: &'a mut [T],
+/// Host memory that already exists (a `Vec`), page-locked and mapped into the GPU's address
+/// space while this value owns it (`cuMemHostRegister`). Kernels take it for `#[mapped]`
+/// arguments like a [`MappedBuffer`]; it derefs to `[T]`, and [`Registered::into_inner`]
+/// unregisters it and gives the `Vec` back. Registration costs about as much as pinning
+/// (~0.44 s/GiB on the H200 machine): register long-lived data once.
+///
+/// It owns the `Vec` instead of borrowing it: a borrow would end if this value were leaked
+/// (`mem::forget`) and leave the memory to the host while GPU work of a leaked launch guard
+/// still wrote into it. Leaking an owner only leaks the memory.
+pub struct Registered<T> {
+    data: Vec<T>,
     device: sys::CUdeviceptr,
     gpu: Arc<Inner>,
+    pub(crate) uses: Uses,
+    /// Whether the driver registration is still in place (until `into_inner` or drop).
+    registered: bool,
+}
+
+/// A refused [`Gpu::register`]: why, and the `Vec` given back unchanged.
+pub struct RegisterError<T> {
+    /// Why the memory could not be registered.
+    pub error: Box<Error>,
+    /// The memory, unchanged.
+    pub data: Vec<T>,
+}
+
+impl<T> std::fmt::Debug for RegisterError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegisterError")
+            .field("error", &self.error)
+            .field("len", &self.data.len())
+            .finish()
+    }
+}
+
+impl<T> std::fmt::Display for RegisterError<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl<T> std::error::Error for RegisterError<T> {}
+
+impl<T> From<RegisterError<T>> for Error {
+    fn from(e: RegisterError<T>) -> Error {
+        *e.error
+    }
 }
 
 impl Gpu {
-    /// Page-lock and map `data` for the lifetime of the returned guard.
-    pub fn register<'a, T: DeviceCopy>(&self, data: &'a mut [T]) -> Result<Registered<'a, T>> {
-        if data.is_empty() {
+    /// Page-lock and map `data` until the returned value is dropped or
+    /// [`into_inner`](Registered::into_inner)ed. On failure the `Vec` comes back in the error.
+    pub fn register<T: DeviceCopy>(
+        &self,
+        data: Vec<T>,
+    ) -> std::result::Result<Registered<T>, RegisterError<T>> {
+        match self.register_ptr(&data) {
+            Ok(device) => Ok(Registered {
+                data,
+                device,
+                gpu: self.inner.clone(),
+                uses: Uses::default(),
+                registered: true,
+            }),
+            Err(error) => Err(RegisterError {
+                error: Box::new(error),
+                data,
+            }),
+        }
+    }
+
+    /// Register the memory of `data` with the driver; its device address.
+    fn register_ptr<T: DeviceCopy>(&self, data: &[T]) -> Result<sys::CUdeviceptr> {
+        if data.is_empty() || std::mem::size_of::<T>() == 0 {
             return Err(Error::Usage(
                 "cannot register an empty slice: there is no memory to map".into(),
             ));
         }
         self.inner.bind()?;
         if self.inner.sim {
-            let device = data.as_mut_ptr() as u64;
-            return Ok(Registered {
-                data,
-                device,
-                gpu: self.inner.clone(),
-            });
+            return Ok(data.as_ptr() as u64);
         }
         let bytes = std::mem::size_of_val(data);
-        let p = data.as_mut_ptr().cast();
+        let p = data.as_ptr().cast_mut().cast();
         let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
-        // SAFETY: `p..p+bytes` is memory we hold exclusively for 'a; unregistered in Drop.
+        // SAFETY: `p..p+bytes` is the heap memory of a `Vec` that the `Registered` made from it
+        // owns (it never reallocates: only slices of it are handed out); unregistered before
+        // the `Vec` is given back or freed.
         let r = unsafe { sys::cuMemHostRegister_v2(p, bytes, flags) }.result();
         if let Err(e) = r {
             use sys::CUresult::*;
@@ -397,17 +437,17 @@ impl Gpu {
             let _ = unsafe { sys::cuMemHostUnregister(p) };
             return Err(self.inner.error("cuMemHostGetDevicePointer", e, None));
         }
-        Ok(Registered {
-            data,
-            device,
-            gpu: self.inner.clone(),
-        })
+        Ok(device)
     }
 }
 
-impl<T: DeviceCopy> Registered<'_, T> {
+impl<T: DeviceCopy> Registered<T> {
     pub(crate) fn gpu(&self) -> &Arc<Inner> {
         &self.gpu
+    }
+
+    pub(crate) fn host_ptr(&self) -> *const T {
+        self.data.as_ptr()
     }
 
     /// The address kernels use for this memory.
@@ -417,37 +457,66 @@ impl<T: DeviceCopy> Registered<'_, T> {
 
     /// Size in bytes.
     pub fn bytes(&self) -> usize {
-        std::mem::size_of_val(self.data)
+        std::mem::size_of_val(&self.data[..])
+    }
+
+    /// Unregister the memory (after any GPU work still using it) and give the `Vec` back.
+    pub fn into_inner(mut self) -> Vec<T> {
+        self.unregister();
+        std::mem::take(&mut self.data)
     }
 }
 
-impl<T> Deref for Registered<'_, T> {
-    type Target = [T];
-    fn deref(&self) -> &[T] {
-        self.data
-    }
-}
-
-impl<T> DerefMut for Registered<'_, T> {
-    fn deref_mut(&mut self) -> &mut [T] {
-        self.data
-    }
-}
-
-impl<T> Drop for Registered<'_, T> {
-    fn drop(&mut self) {
+impl<T> Registered<T> {
+    fn unregister(&mut self) {
+        // Nothing may still reach the memory once it changes hands, even work whose guard
+        // was leaked.
+        self.uses.before_host_write();
+        if !std::mem::replace(&mut self.registered, false) {
+            return;
+        }
         // A later registration here may be other pages: its rate is measured afresh.
         let key = (
             self.data.as_ptr() as u64,
-            std::mem::size_of_val(&*self.data),
+            std::mem::size_of_val(&self.data[..]),
         );
         self.gpu.random_rates.lock().expect("poisoned").remove(&key);
         if self.gpu.sim || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
             return;
         }
-        self.gpu.settle();
-        // SAFETY: registered in `Gpu::register`, unregistered once. No launch uses it any more:
-        // launches borrow it until they complete.
+        // SAFETY: registered in `Gpu::register`, unregistered once (the flag above); no GPU
+        // work uses it any more (waited for above).
         let _ = unsafe { sys::cuMemHostUnregister(self.data.as_mut_ptr().cast()) };
+    }
+}
+
+impl<T> Deref for Registered<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // No GPU work writes the memory while the slice lives (see `PinnedBuffer`'s `Deref`).
+        self.uses.before_host_read();
+        &self.data
+    }
+}
+
+impl<T> DerefMut for Registered<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.uses.before_host_write();
+        &mut self.data
+    }
+}
+
+impl<T: DeviceCopy> std::fmt::Debug for Registered<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registered")
+            .field("len", &self.data.len())
+            .field("type", &std::any::type_name::<T>())
+            .finish()
+    }
+}
+
+impl<T> Drop for Registered<T> {
+    fn drop(&mut self) {
+        self.unregister();
     }
 }

@@ -5,6 +5,7 @@ use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
 use crate::gpu::Inner;
 use crate::stream::Queue;
+use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
 use cudarc::driver::{result, sys};
 use std::marker::PhantomData;
@@ -306,65 +307,6 @@ impl ParamBlock {
     }
 }
 
-/// Enqueue a copy of `bytes` from pinned host memory to device memory on `stream`.
-///
-/// # Safety
-/// `host` is pinned memory and `device` a device allocation, both at least `bytes` long and
-/// kept alive (and unaliased by writers) until the stream has passed the copy.
-pub(crate) unsafe fn copy_h2d(
-    gpu: &Inner,
-    stream: sys::CUstream,
-    device: u64,
-    host: u64,
-    bytes: usize,
-    kernel: &str,
-) -> Result<()> {
-    if gpu.sim {
-        // SAFETY (of the job): the caller's contract; on the simulator both are host memory,
-        // alive until the stream has passed the copy.
-        let job = move || {
-            unsafe { crate::backend::copy(device, host, bytes) };
-            Ok(())
-        };
-        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
-        return Ok(());
-    }
-    // SAFETY: the caller's contract.
-    let r = unsafe {
-        sys::cuMemcpyHtoDAsync_v2(device, host as *const std::ffi::c_void, bytes, stream)
-    }
-    .result();
-    gpu.check("cuMemcpyHtoDAsync", r, Some(kernel))
-}
-
-/// Enqueue a copy of `bytes` from device memory to pinned host memory on `stream`.
-///
-/// # Safety
-/// As for [`copy_h2d`], with the host memory borrowed exclusively.
-pub(crate) unsafe fn copy_d2h(
-    gpu: &Inner,
-    stream: sys::CUstream,
-    host: u64,
-    device: u64,
-    bytes: usize,
-    kernel: &str,
-) -> Result<()> {
-    if gpu.sim {
-        // SAFETY (of the job): as in `copy_h2d`.
-        let job = move || {
-            unsafe { crate::backend::copy(host, device, bytes) };
-            Ok(())
-        };
-        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
-        return Ok(());
-    }
-    // SAFETY: the caller's contract.
-    let r =
-        unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut std::ffi::c_void, device, bytes, stream) }
-            .result();
-    gpu.check("cuMemcpyDtoHAsync", r, Some(kernel))
-}
-
 /// Enqueue `func` over `grid` on `stream` with the parameters `ptrs` point to.
 ///
 /// # Safety
@@ -470,8 +412,12 @@ pub struct Launch<'l> {
     leases: Vec<(usize, u64)>,
     h2d: Vec<Copy>,
     d2h: Vec<Copy>,
+    /// Output staging zeroed before the kernel: (device address, bytes).
+    zero: Vec<(u64, usize)>,
     /// The access hint for `#[auto]` arguments.
     touch: Option<crate::placement::Touch>,
+    /// The memory of every argument and how it is borrowed, to note the launch's use on.
+    uses: Vec<(&'l Uses, Access)>,
 }
 
 impl<'l> Launch<'l> {
@@ -493,7 +439,9 @@ impl<'l> Launch<'l> {
             leases: Vec::new(),
             h2d: Vec::new(),
             d2h: Vec::new(),
+            zero: Vec::new(),
             touch: None,
+            uses: Vec::new(),
         })
     }
 
@@ -541,6 +489,13 @@ impl<'l> Launch<'l> {
         self.put(bytes);
     }
 
+    /// Note that the launch uses `a`'s memory with `access`, after any conflicting work whose
+    /// guard was leaked (see [`crate::track`]).
+    fn track(&mut self, a: &ArgRef<'l>, access: Access) {
+        a.uses.before_gpu(access);
+        self.uses.push((a.uses, access));
+    }
+
     /// Push a (pointer, length) pair after checking the memory belongs to this context.
     fn slice(&mut self, a: &ArgRef<'_>, device_addr: u64) -> bool {
         if !Arc::ptr_eq(a.gpu, self.gpu) {
@@ -559,6 +514,7 @@ impl<'l> Launch<'l> {
     /// Pass device memory for a `&[T]` argument without placement.
     pub fn device<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Shared);
         self.trace(&a, "device", "in place, no copy");
         self.slice(&a, a.addr);
     }
@@ -566,6 +522,7 @@ impl<'l> Launch<'l> {
     /// Pass device memory for a `&mut [T]` argument without placement.
     pub fn device_mut<T: DeviceCopy>(&mut self, b: &'l mut impl DeviceArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Exclusive);
         self.trace(&a, "device", "in place, no copy");
         self.slice(&a, a.addr);
     }
@@ -573,6 +530,7 @@ impl<'l> Launch<'l> {
     /// Pass mapped host memory for a `#[mapped] &[T]` argument.
     pub fn mapped<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Shared);
         self.trace(&a, "mapped", "read in place over the link, no copy");
         self.slice(&a, a.addr);
     }
@@ -580,6 +538,7 @@ impl<'l> Launch<'l> {
     /// Pass mapped host memory for a `#[mapped] &mut [T]` argument.
     pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
         let a = b.__arg();
+        self.track(&a, Access::Exclusive);
         self.trace(
             &a,
             "mapped",
@@ -603,6 +562,7 @@ impl<'l> Launch<'l> {
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         use crate::placement::{Choice, Touch};
         let a = b.__arg();
+        self.track(&a, Access::Shared);
         let gpu = crate::Gpu {
             inner: self.gpu.clone(),
         };
@@ -662,6 +622,9 @@ impl<'l> Launch<'l> {
     /// Pass signal cells (`#[mapped] s: &Signals`): shared with the host while the kernel runs.
     pub fn signals(&mut self, s: &'l crate::signal::SignalBuffer) {
         let a = s.arg();
+        // Shared: the kernel writes the cells only atomically, and the host reads them only
+        // atomically, while the launch runs.
+        self.track(&a, Access::Shared);
         self.trace(
             &a,
             "mapped",
@@ -673,6 +636,7 @@ impl<'l> Launch<'l> {
     /// Pass a mailbox (`#[mapped] m: &Mailbox<T>`): shared with the host while the kernel runs.
     pub fn mailbox<T: DeviceCopy>(&mut self, m: &'l crate::signal::MailboxBuffer<T>) {
         let a = m.arg();
+        self.track(&a, Access::Shared);
         self.trace(
             &a,
             "mapped",
@@ -684,23 +648,30 @@ impl<'l> Launch<'l> {
     /// Pass pinned host memory for a `#[pinned_async] &[T]` argument: copied host→device into
     /// a pooled staging buffer before the kernel.
     pub fn pinned_in<T: DeviceCopy>(&mut self, b: &'l impl PinnedArg<T>) {
-        self.pinned(b.__arg(), false);
+        let a = b.__arg();
+        self.track(&a, Access::Shared);
+        self.pinned(a, false);
     }
 
     /// Pass pinned host memory for a `#[pinned_async] &mut [T]` argument: copied host→device
     /// before the kernel and device→host after it.
     pub fn pinned_inout<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
-        self.pinned(b.__arg(), true);
+        let a = b.__arg();
+        self.track(&a, Access::Exclusive);
+        self.pinned(a, true);
     }
 
     /// Pass pinned host memory for a `#[pinned_async(out)] &mut [T]` argument: copied
-    /// device→host after the kernel only. The device staging the kernel writes holds
-    /// unspecified (stale, initialised) values until the kernel writes them.
+    /// device→host after the kernel only. The staging the kernel writes is zeroed first, so
+    /// elements the kernel does not write come back as zero bytes (`0`, `false`), whatever
+    /// earlier launches left in the pooled staging: never an invalid value of `T`.
     pub fn pinned_out<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
-        self.pinned_with(b.__arg(), false, true);
+        let a = b.__arg();
+        self.track(&a, Access::Exclusive);
+        self.pinned_with(a, false, true);
     }
 
-    fn pinned(&mut self, a: ArgRef<'_>, back: bool) {
+    fn pinned(&mut self, a: ArgRef<'l>, back: bool) {
         self.pinned_with(a, true, back);
     }
 
@@ -727,7 +698,7 @@ impl<'l> Launch<'l> {
         if bytes == 0 {
             return Some(0);
         }
-        match crate::pool::take_staging(self.gpu, bytes, Some(self.kernel.name)) {
+        match crate::pool::take_staging(self.gpu, bytes) {
             Ok((class, p)) => {
                 self.leases.push((class, p));
                 Some(p)
@@ -751,7 +722,12 @@ impl<'l> Launch<'l> {
                 "pinned_async",
                 "read and written in place: coherent system, no copy",
             );
-            self.slice(&a, a.addr);
+            if self.slice(&a, a.addr) && !copy_in {
+                // Elements the kernel does not write come back zeroed, as with staging.
+                // SAFETY: `a` is host memory of `a.bytes` bytes that this launch borrows
+                // exclusively (an output), and no GPU work uses it (tracked above).
+                unsafe { std::ptr::write_bytes(a.addr as *mut u8, 0, a.bytes) };
+            }
             return;
         }
         let Some(device) = self.stage(a.bytes) else {
@@ -776,6 +752,8 @@ impl<'l> Launch<'l> {
         }
         if copy_in {
             self.h2d.push(c);
+        } else {
+            self.zero.push((device, a.bytes));
         }
     }
 
@@ -793,21 +771,21 @@ impl<'l> Launch<'l> {
 
     /// Enqueue the copies in, the kernel and the copies out.
     pub fn submit(mut self) -> Result<Pending<'l>> {
-        match self.enqueue() {
-            Ok(()) => {
-                self.gpu.fault.launched(self.stream, self.kernel);
-                Ok(Pending {
-                    gpu: self.gpu.clone(),
-                    stream: self.stream,
-                    kernel: self.kernel.name,
-                    done: false,
-                    leases: std::mem::take(&mut self.leases),
-                    _outstanding: Some(crate::gpu::Outstanding::new(self.gpu)),
-                    _borrows: PhantomData,
-                })
-            }
-            Err(e) => Err(e),
+        self.enqueue()?;
+        self.gpu.fault.launched(self.stream, self.kernel);
+        let completion = Completion::record(self.gpu, &[self.stream])?;
+        for (uses, access) in &self.uses {
+            uses.add(&completion, *access);
         }
+        Ok(Pending {
+            gpu: self.gpu.clone(),
+            stream: self.stream,
+            kernel: self.kernel.name,
+            done: false,
+            leases: std::mem::take(&mut self.leases),
+            completion,
+            _borrows: PhantomData,
+        })
     }
 
     fn enqueue(&mut self) -> Result<()> {
@@ -823,10 +801,16 @@ impl<'l> Launch<'l> {
             return Err(self.error.take().expect("just set"));
         }
         let k = self.kernel.name;
+        let ops = self.gpu.ops();
+        for &(device, bytes) in &self.zero {
+            // SAFETY: a staging lease of this launch of at least `bytes`, held until its guard
+            // completes.
+            unsafe { ops.zero(self.gpu, self.stream, device, bytes, k) }?;
+        }
         for c in &self.h2d {
             // SAFETY: `c.host` is pinned memory of `c.bytes` bytes borrowed by this launch
             // until its guard completes; `c.device` a staging buffer of at least that size.
-            unsafe { copy_h2d(self.gpu, self.stream, c.device, c.host, c.bytes, k) }?;
+            unsafe { ops.copy_h2d(self.gpu, self.stream, c.device, c.host, c.bytes, k) }?;
         }
         let mut ptrs = self.params.pointers();
         let (g, t) = (self.grid.blocks, self.grid.threads);
@@ -856,7 +840,7 @@ impl<'l> Launch<'l> {
         }?;
         for c in &self.d2h {
             // SAFETY: as for the copies in; the host memory is borrowed mutably by the launch.
-            unsafe { copy_d2h(self.gpu, self.stream, c.host, c.device, c.bytes, k) }?;
+            unsafe { ops.copy_d2h(self.gpu, self.stream, c.host, c.device, c.bytes, k) }?;
         }
         Ok(())
     }
@@ -887,21 +871,32 @@ pub struct Pending<'l> {
     kernel: &'static str,
     done: bool,
     leases: Vec<(usize, u64)>,
-    _outstanding: Option<crate::gpu::Outstanding>,
+    /// Where the streams will be once the launch is done; noted on every buffer it uses.
+    completion: Arc<Completion>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
 impl Pending<'_> {
-    pub(crate) fn copy(gpu: Arc<Inner>, stream: sys::CUstream, what: &'static str) -> Self {
-        Pending {
+    /// The guard of a copy just queued on `stream` that uses `uses`.
+    pub(crate) fn copy(
+        gpu: &Arc<Inner>,
+        stream: sys::CUstream,
+        what: &'static str,
+        uses: &[(&Uses, Access)],
+    ) -> Result<Self> {
+        let completion = Completion::record(gpu, &[stream])?;
+        for (u, access) in uses {
+            u.add(&completion, *access);
+        }
+        Ok(Pending {
             stream,
             kernel: what,
             done: false,
             leases: Vec::new(),
-            _outstanding: Some(crate::gpu::Outstanding::new(&gpu)),
-            gpu,
+            completion,
+            gpu: gpu.clone(),
             _borrows: PhantomData,
-        }
+        })
     }
 
     /// Wait for the launch (and earlier work on its stream) to finish.
@@ -920,6 +915,8 @@ impl Pending<'_> {
     /// Return staging buffers to the pool; only after the stream passed them, and never into
     /// a lost context (whose memory is gone).
     fn release(&mut self) {
+        // The stream was synchronised (or stopped for good on a fault): the work is over.
+        self.completion.finished();
         if self.gpu.fault.is_lost() {
             self.leases.clear();
             return;

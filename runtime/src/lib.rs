@@ -1,6 +1,10 @@
-//! Host runtime of berth: the GPU context ([`Gpu`]), streams ([`Stream`]), device memory
-//! ([`DeviceBuffer`]), the per-context module cache, and typed launches that return a
-//! [`Pending`] guard.
+//! Host runtime of berth: the GPU context ([`Gpu`]), streams ([`Stream`]) and events
+//! ([`Event`]), device memory ([`DeviceBuffer`]), the per-context module cache, and typed
+//! launches that return a [`Pending`] guard.
+//!
+//! No guard is needed for soundness: every allocation records the GPU work that may still use
+//! it, and host reads, writes, frees and reuse wait for that work, so a guard leaked with
+//! `mem::forget` costs a wait, never a data race.
 //!
 //! Layering, as in cudarc: cudarc's `sys`/`result` layers do the driver calls; this crate's
 //! public types own every handle and hide cudarc; [`raw`] is the escape hatch for experts.
@@ -16,6 +20,7 @@ mod backend;
 mod buffer;
 mod copy;
 mod error;
+mod event;
 mod fault;
 mod gpu;
 mod host_mem;
@@ -32,12 +37,16 @@ mod sim;
 mod sim_stream;
 mod sim_warp;
 mod stream;
+mod track;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
+pub use event::Event;
 pub use gpu::{Backend, Gpu};
-pub use host_mem::{HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, Registered};
+pub use host_mem::{
+    HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
+};
 pub use launch::{Dim3, Grid, Pending};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;

@@ -16,9 +16,10 @@ use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, Inner};
 use crate::host_mem::MappedBuffer;
-use crate::launch::{Grid, Kernel, ParamBlock, copy_d2h, copy_h2d, launch_raw};
+use crate::launch::{Grid, Kernel, ParamBlock, launch_raw};
 use crate::own_kernels::CHUNK_DONE;
 use crate::stream::StreamHandle;
+use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
 use std::marker::PhantomData;
@@ -147,7 +148,7 @@ fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
                 // copy is waited for (by `time`) before the buffers are touched again.
                 unsafe {
                     if h2d {
-                        copy_h2d(
+                        gpu.inner.ops().copy_h2d(
                             &gpu.inner,
                             stream,
                             dev.ptr,
@@ -156,7 +157,7 @@ fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
                             "link profile",
                         )
                     } else {
-                        copy_d2h(
+                        gpu.inner.ops().copy_d2h(
                             &gpu.inner,
                             stream,
                             back.as_mut_ptr() as u64,
@@ -223,6 +224,8 @@ pub struct Pipelined<'l> {
     next: usize,
     bulk: Vec<Bulk>,
     error: Option<Error>,
+    /// The memory of every argument and how it is borrowed, to note the run's use on.
+    uses: Vec<(&'l Uses, Access)>,
 }
 
 impl<'l> Pipelined<'l> {
@@ -247,6 +250,7 @@ impl<'l> Pipelined<'l> {
             next: 0,
             bulk: Vec::new(),
             error: None,
+            uses: Vec::new(),
         })
     }
 
@@ -276,7 +280,15 @@ impl<'l> Pipelined<'l> {
         self.put(bytes);
     }
 
-    fn whole(&mut self, a: ArgRef<'_>) {
+    /// Note that the run uses `a`'s memory with `access`, after any conflicting work whose
+    /// guard was leaked (see [`crate::track`]).
+    fn track(&mut self, a: &ArgRef<'l>, access: Access) {
+        a.uses.before_gpu(access);
+        self.uses.push((a.uses, access));
+    }
+
+    fn whole(&mut self, a: ArgRef<'l>, access: Access) {
+        self.track(&a, access);
         if !Arc::ptr_eq(a.gpu, self.gpu) {
             self.error.get_or_insert(Error::WrongContext {
                 kernel: self.kernel.name,
@@ -289,22 +301,28 @@ impl<'l> Pipelined<'l> {
 
     /// Device memory, passed whole to every chunk.
     pub fn device<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Shared);
     }
     /// Device memory, passed whole to every chunk (written by the kernel).
     pub fn device_mut<T: DeviceCopy>(&mut self, b: &'l mut impl DeviceArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Exclusive);
     }
     /// Mapped memory, passed whole to every chunk.
     pub fn mapped<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Shared);
     }
     /// Mapped memory, passed whole to every chunk (written by the kernel).
     pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
-        self.whole(b.__arg());
+        self.whole(b.__arg(), Access::Exclusive);
     }
 
-    fn bulk(&mut self, a: ArgRef<'_>, elem: usize, copy_in: bool, copy_out: bool) {
+    fn bulk(&mut self, a: ArgRef<'l>, elem: usize, copy_in: bool, copy_out: bool) {
+        let access = if copy_out {
+            Access::Exclusive
+        } else {
+            Access::Shared
+        };
+        self.track(&a, access);
         if !Arc::ptr_eq(a.gpu, self.gpu) {
             self.error.get_or_insert(Error::WrongContext {
                 kernel: self.kernel.name,
@@ -330,18 +348,18 @@ impl<'l> Pipelined<'l> {
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         let a = b.__arg();
         let len = a.len as u64;
-        self.whole(a);
+        self.whole(a, Access::Shared);
         self.put(&0u64.to_ne_bytes());
         self.put(&len.to_ne_bytes());
     }
 
     /// Signal cells, passed whole to every chunk.
     pub fn signals(&mut self, s: &'l crate::signal::SignalBuffer) {
-        self.whole(s.arg());
+        self.whole(s.arg(), Access::Shared);
     }
     /// A mailbox, passed whole to every chunk.
     pub fn mailbox<T: DeviceCopy>(&mut self, m: &'l crate::signal::MailboxBuffer<T>) {
-        self.whole(m.arg());
+        self.whole(m.arg(), Access::Shared);
     }
 
     /// A `#[pinned_async] &[T]` bulk input: chunk k copied in before the kernel on chunk k.
@@ -446,7 +464,7 @@ impl<'l> Pipelined<'l> {
             link,
             done: false,
             flags: self.opts.progress,
-            _outstanding: crate::gpu::Outstanding::new(gpu),
+            completion: None,
             _borrows: PhantomData,
         };
         for _ in 0..streams {
@@ -455,6 +473,14 @@ impl<'l> Pipelined<'l> {
         // On a coherent system the kernel reads and writes the host arrays in place: no
         // staging and no copies, each chunk's launch gets its part of the host memory.
         let direct = self.gpu_handle.coherent();
+        if direct {
+            for b in self.bulk.iter().filter(|b| !b.copy_in) {
+                // Elements the kernel does not write come back zeroed, as with staging.
+                // SAFETY: `b.host` is host memory of `b.len` elements that the run borrows
+                // exclusively (an output), and no GPU work uses it (tracked when passed).
+                unsafe { std::ptr::write_bytes(b.host as *mut u8, 0, b.len * b.elem) };
+            }
+        }
         // staging[s][b]: the device buffer of bulk argument b for stream s.
         let mut staging = vec![Vec::with_capacity(self.bulk.len()); streams];
         for set in staging.iter_mut() {
@@ -463,7 +489,7 @@ impl<'l> Pipelined<'l> {
                     set.push(0);
                     continue;
                 }
-                let (class, p) = crate::pool::take_staging(gpu, chunk * b.elem, Some(k))?;
+                let (class, p) = crate::pool::take_staging(gpu, chunk * b.elem)?;
                 run.leases.push((class, p));
                 run.stats.staging_bytes += class;
                 set.push(p);
@@ -491,7 +517,7 @@ impl<'l> Pipelined<'l> {
         // Copied flags: one device word holding 1 per stream, set on that stream first.
         let by_copy = use_flags && writer == FlagWriter::Copy && !gpu.sim;
         let ones = if by_copy {
-            let (class, p) = crate::pool::take_staging(gpu, 4 * streams, Some(k))?;
+            let (class, p) = crate::pool::take_staging(gpu, 4 * streams)?;
             run.leases.push((class, p));
             for (s, stream) in run.streams.iter().enumerate() {
                 // SAFETY: word s of a staging lease of at least 4 × streams bytes, owned by
@@ -516,12 +542,19 @@ impl<'l> Pipelined<'l> {
                     self.params.set(b.slot + 1, &(len as u64).to_ne_bytes());
                     continue;
                 }
+                if !b.copy_in {
+                    // Elements the kernel does not write come back zeroed (see
+                    // `Launch::pinned_out`).
+                    // SAFETY: `dev` is a staging buffer of at least `chunk` elements, reused
+                    // on this stream only (stream order).
+                    unsafe { gpu.ops().zero(gpu, stream, dev, len * b.elem, k) }?;
+                }
                 if b.copy_in {
                     // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the
                     // run; `dev` a staging buffer of at least `chunk` elements, reused on this
                     // stream only after the stream passed its previous chunk.
                     unsafe {
-                        copy_h2d(
+                        gpu.ops().copy_h2d(
                             gpu,
                             stream,
                             dev,
@@ -545,7 +578,7 @@ impl<'l> Pipelined<'l> {
                 if b.copy_out && !direct {
                     // SAFETY: as for the copy in, with the host memory borrowed mutably.
                     unsafe {
-                        copy_d2h(
+                        gpu.ops().copy_d2h(
                             gpu,
                             stream,
                             b.host + (range.start * b.elem) as u64,
@@ -577,7 +610,10 @@ impl<'l> Pipelined<'l> {
                 // SAFETY: 4 bytes from this stream's word of 1 (set on this stream above)
                 // into the c-th u32 of the run's mapped progress buffer, alive until the run's
                 // streams are synchronised.
-                unsafe { copy_d2h(gpu, stream, flag, ones + 4 * s as u64, 4, k) }?;
+                unsafe {
+                    gpu.ops()
+                        .copy_d2h(gpu, stream, flag, ones + 4 * s as u64, 4, k)
+                }?;
             } else if use_flags && gpu.sim {
                 let flag = run.progress.as_ptr().wrapping_add(c) as usize;
                 let job = move || {
@@ -607,6 +643,12 @@ impl<'l> Pipelined<'l> {
             }
         }
         gpu.fault.launched(run.streams[0].0, self.kernel);
+        let streams: Vec<sys::CUstream> = run.streams.iter().map(|s| s.0).collect();
+        let completion = Completion::record(gpu, &streams)?;
+        for (uses, access) in &self.uses {
+            uses.add(&completion, *access);
+        }
+        run.completion = Some(completion);
         Ok(run)
     }
 }
@@ -627,7 +669,8 @@ pub struct PipelineRun<'l> {
     done: bool,
     /// Whether every chunk sets its flag (else failures cannot be located to a chunk).
     flags: bool,
-    _outstanding: crate::gpu::Outstanding,
+    /// Where the streams will be once the run is done; noted on every buffer it uses.
+    completion: Option<Arc<Completion>>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
@@ -705,6 +748,10 @@ impl PipelineRun<'_> {
     }
 
     fn release(&mut self) {
+        // Every stream was synchronised (or stopped for good on a fault): the run is over.
+        if let Some(c) = &self.completion {
+            c.finished();
+        }
         if self.gpu.fault.is_lost() {
             self.leases.clear();
             self.streams.clear();

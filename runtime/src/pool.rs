@@ -105,36 +105,12 @@ impl<K: std::hash::Hash + Eq + Copy> FreeLists<K> {
 
 /// Take a pooled device staging buffer of `bytes`' size class from `gpu`'s pool (allocating
 /// one when none is free): `(class, address)`. Out of memory is `Error::OutOfMemory` with the
-/// device's free and total memory; `kernel` names the launch in other errors.
-pub(crate) fn take_staging(
-    gpu: &crate::gpu::Inner,
-    bytes: usize,
-    kernel: Option<&str>,
-) -> crate::Result<(usize, u64)> {
-    use cudarc::driver::{result, sys};
+/// device's free and total memory.
+pub(crate) fn take_staging(gpu: &crate::gpu::Inner, bytes: usize) -> crate::Result<(usize, u64)> {
     let class = size_class(bytes);
     gpu.staging
-        .take(class, (), |c| {
-            if gpu.sim {
-                return crate::backend::alloc(c).ok_or(cudarc::driver::DriverError(
-                    sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
-                ));
-            }
-            // SAFETY: plain allocation in the current context (the caller bound it).
-            unsafe { result::malloc_sync(c) }
-        })
+        .take(class, (), |c| gpu.ops().alloc(gpu, c))
         .map(|p| (class, p))
-        .map_err(|e| match e.0 {
-            sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                let (free, total) = result::mem_get_info().unwrap_or((0, 0));
-                crate::Error::OutOfMemory {
-                    bytes: class,
-                    free,
-                    total,
-                }
-            }
-            _ => gpu.error("cuMemAlloc", e, kernel),
-        })
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
-//! The host side of signals: [`SignalBuffer`] (`u32` cells) and [`MailboxBuffer`] (a
-//! single-producer, single-consumer ring of `T`) in mapped host memory, used while a kernel
-//! that takes them (`#[mapped] s: &Signals`, `#[mapped] m: &Mailbox<T>`) runs.
+//! The host side of signals: [`SignalBuffer`] (`u32` cells) and [`MailboxBuffer`] (a ring of
+//! `T` between the host and one kernel) in mapped host memory, used while a kernel that takes
+//! them (`#[mapped] s: &Signals`, `#[mapped] m: &Mailbox<T>`) runs.
 //!
 //! A launch borrows them shared, so the host keeps using them meanwhile — through atomics
 //! only: neither type hands out references to the cells. Waits take a timeout and return
@@ -19,12 +19,18 @@ pub struct SignalBuffer {
     mem: MappedBuffer<u32>,
 }
 
-/// A single-producer, single-consumer ring of `T` in mapped host memory, shared with a
-/// running kernel (`#[mapped] m: &Mailbox<T>`). The host is either its producer
-/// ([`MailboxBuffer::send`]) or its consumer ([`MailboxBuffer::recv`]), never both.
+/// A ring of `T` in mapped host memory, shared with a running kernel
+/// (`#[mapped] m: &Mailbox<T>`). The host is either its producer ([`MailboxBuffer::send`]) or
+/// its consumer ([`MailboxBuffer::recv`]), never both; the kernel is the other side.
+///
+/// Several host threads may send (or receive) on one mailbox at once: each message is claimed
+/// with an atomic compare-and-swap of the host's counter, so no two threads write (or read) one
+/// message, none is lost, and messages keep the order of their claims.
 pub struct MailboxBuffer<T: DeviceCopy> {
     mem: MappedBuffer<Slot<T>>,
+    /// Messages claimed by host senders.
     sent: AtomicU32,
+    /// Messages claimed by host receivers.
     received: AtomicU32,
 }
 
@@ -162,11 +168,33 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         unsafe { &raw mut (*self.mem.host_ptr().add(k)).item }
     }
 
+    /// Claim the next message of `counter` once its slot shows `seq(n) == want(n)`: the
+    /// claimed `n`, or the last `n` tried when `timeout` passes first.
+    fn claim(
+        &self,
+        counter: &AtomicU32,
+        want: impl Fn(u32) -> u32,
+        timeout: Duration,
+    ) -> std::result::Result<u32, u32> {
+        let mut n = counter.load(Ordering::Relaxed);
+        let claimed = spin_until(Instant::now() + timeout, || {
+            n = counter.load(Ordering::Relaxed);
+            // Another host thread may claim `n` between the check and the swap: then the swap
+            // fails and the next poll tries the message after it.
+            self.seq(n).load(Ordering::Acquire) == want(n)
+                && counter
+                    .compare_exchange(n, n.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+        });
+        if claimed { Ok(n) } else { Err(n) }
+    }
+
     /// Send the next item to the kernel, waiting at most `timeout` for a free slot.
     pub fn send(&self, item: T, timeout: Duration) -> Result<()> {
-        let n = self.sent.load(Ordering::Relaxed);
+        let claimed = self.claim(&self.sent, |n| n, timeout);
+        let (Ok(n) | Err(n)) = claimed;
         let s = self.seq(n);
-        if !spin_until(Instant::now() + timeout, || s.load(Ordering::Acquire) == n) {
+        if claimed.is_err() {
             return Err(Error::Timeout {
                 what: format!(
                     "a free mailbox slot for message {n} (the kernel has not taken message {})",
@@ -175,31 +203,29 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
                 after: timeout,
             });
         }
-        // SAFETY: the consumer freed the slot for message n (acquired above); only the
-        // producer writes it until it is published.
+        // SAFETY: the consumer freed the slot for message n (acquired above), and this thread
+        // alone claimed message n: nobody else writes the slot until it is published.
         unsafe { self.item(n).write_volatile(item) };
         s.store(n.wrapping_add(1), Ordering::Release);
-        self.sent.store(n.wrapping_add(1), Ordering::Relaxed);
         Ok(())
     }
 
     /// Receive the next item from the kernel, waiting at most `timeout`.
     pub fn recv(&self, timeout: Duration) -> Result<T> {
-        let n = self.received.load(Ordering::Relaxed);
+        let claimed = self.claim(&self.received, |n| n.wrapping_add(1), timeout);
+        let (Ok(n) | Err(n)) = claimed;
         let s = self.seq(n);
-        if !spin_until(Instant::now() + timeout, || {
-            s.load(Ordering::Acquire) == n.wrapping_add(1)
-        }) {
+        if claimed.is_err() {
             return Err(Error::Timeout {
                 what: format!("mailbox message {n} from the kernel"),
                 after: timeout,
             });
         }
-        // SAFETY: the producer published message n (acquired above); only the consumer reads
-        // it until it frees the slot.
+        // SAFETY: the producer published message n (acquired above), and this thread alone
+        // claimed it: nobody else reads the slot, and the producer does not write it, until it
+        // is freed here.
         let item = unsafe { self.item(n).read_volatile() };
         s.store(n.wrapping_add(self.capacity() as u32), Ordering::Release);
-        self.received.store(n.wrapping_add(1), Ordering::Relaxed);
         Ok(item)
     }
 

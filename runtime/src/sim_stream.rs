@@ -61,6 +61,26 @@ impl SimStream {
         let _ = self.tx.lock().expect("poisoned").send(job);
     }
 
+    /// How many jobs were queued so far: the position of the last one, which
+    /// [`SimStream::wait_until`] waits for.
+    pub(crate) fn position(&self) -> u64 {
+        self.progress.0.lock().expect("poisoned").submitted
+    }
+
+    /// Wait until the first `position` jobs have run (or been skipped after a failure).
+    pub(crate) fn wait_until(&self, position: u64) {
+        let (m, cv) = &*self.progress;
+        let mut g = m.lock().expect("poisoned");
+        while g.done < position {
+            g = cv.wait(g).expect("poisoned");
+        }
+    }
+
+    /// Whether the first `position` jobs have run (or been skipped).
+    pub(crate) fn reached(&self, position: u64) -> bool {
+        self.progress.0.lock().expect("poisoned").done >= position
+    }
+
     /// Whether everything queued so far has run (or been skipped after a failure).
     fn idle(&self) -> bool {
         let g = self.progress.0.lock().expect("poisoned");
@@ -112,6 +132,13 @@ impl SimStreams {
     /// Queue `job` on the stream `handle`.
     pub(crate) fn enqueue(&self, handle: usize, job: Job) {
         self.get(handle).push(job);
+    }
+
+    /// The stream `handle` and its current position (everything queued on it so far).
+    pub(crate) fn position(&self, handle: usize) -> (Arc<SimStream>, u64) {
+        let s = self.get(handle);
+        let p = s.position();
+        (s, p)
     }
 
     /// Wait for the stream `handle`; its first failure, if any.

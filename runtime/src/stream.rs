@@ -151,27 +151,14 @@ impl Drop for Stream {
 /// Whether `stream` has nothing left to do: all its work ran, or it stopped on an error (the
 /// next synchronise reports it). Never blocks.
 pub(crate) fn idle(gpu: &Inner, stream: sys::CUstream) -> bool {
-    if gpu.sim {
-        return gpu.sim_streams.idle(stream as usize);
-    }
-    if gpu.bind().is_err() {
-        return true;
-    }
-    // SAFETY: `stream` belongs to `gpu`'s context, which is current.
-    let r = unsafe { sys::cuStreamQuery(stream) };
-    r != sys::CUresult::CUDA_ERROR_NOT_READY
+    gpu.ops().idle(gpu, stream)
 }
 
+/// Wait for everything queued on `stream`; the first failure of its work (`kernel` names the
+/// launch in a fault report).
 pub(crate) fn sync(gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
     gpu.bind()?;
-    if gpu.sim {
-        return gpu.sim_streams.sync(stream as usize);
-    }
-    // SAFETY: `stream` belongs to `gpu`'s context, which is current.
-    let r = unsafe { result::stream::synchronize(stream) };
-    gpu.check("cuStreamSynchronize", r, kernel)?;
-    gpu.fault.stream_idle(stream);
-    Ok(())
+    gpu.ops().sync(gpu, stream, kernel)
 }
 
 mod sealed {

@@ -623,20 +623,18 @@ fn registered_host_memory_is_read_and_written_in_place() {
     let (_g, gpu) = gpu();
     let n = 50_000;
     // Written by the kernel straight into a Vec's own pages.
-    let mut v = vec![0u32; n];
-    {
-        let mut reg = gpu.register(&mut v).unwrap();
-        mapped_iota(&gpu, Grid::cover(n), 7, &mut reg)
-            .unwrap()
-            .wait()
-            .unwrap();
-    }
+    let mut reg = gpu.register(vec![0u32; n]).unwrap();
+    mapped_iota(&gpu, Grid::cover(n), 7, &mut reg)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let v = reg.into_inner();
     assert!(v.iter().enumerate().all(|(i, &x)| x == 7 + i as u32));
     // Read by the kernel from a registered table.
-    let mut table = random_f32(n);
+    let table = random_f32(n);
     let idx: Vec<u32> = random_u32(4096).iter().map(|i| i % n as u32).collect();
     let want: Vec<f32> = idx.iter().map(|&i| table[i as usize]).collect();
-    let reg = gpu.register(&mut table).unwrap();
+    let reg = gpu.register(table).unwrap();
     let didx = gpu.upload(&idx).unwrap();
     let mut out = gpu.upload(&vec![f32::NAN; idx.len()]).unwrap();
     gather_mapped(&gpu, Grid::cover(idx.len()), &reg, &didx, &mut out)
@@ -645,9 +643,10 @@ fn registered_host_memory_is_read_and_written_in_place() {
         .unwrap();
     assert_eq!(out.to_vec().unwrap(), want);
     drop(reg);
-    // Nothing to register is a clear error, not a driver code.
-    let empty: &mut [f32] = &mut [];
-    assert!(matches!(gpu.register(empty), Err(Error::Usage(_))));
+    // Nothing to register is a clear error, not a driver code, and gives the Vec back.
+    let refused = gpu.register(Vec::<f32>::with_capacity(8)).unwrap_err();
+    assert!(matches!(*refused.error, Error::Usage(_)));
+    assert_eq!(refused.data.capacity(), 8);
 }
 
 #[test]

@@ -1,5 +1,5 @@
 // A `#[mapped]` argument given a plain `Vec`: its pages are not mapped for the GPU; register
-// it (`gpu.register(&mut v)`) or allocate a `MappedBuffer`.
+// it (`gpu.register(v)`) or allocate a `MappedBuffer`.
 use berth::prelude::*;
 
 #[gpu_kernel]

@@ -1,5 +1,5 @@
 // A `#[mapped]` argument given a `PinnedBuffer`: page-locked, but not mapped into the GPU's
-// address space; it needs a `MappedBuffer` (`gpu.mapped_from(&v)`) or `gpu.register(&mut v)`.
+// address space; it needs a `MappedBuffer` (`gpu.mapped_from(&v)`) or `gpu.register(v)`.
 use berth::prelude::*;
 
 #[gpu_kernel]

@@ -109,9 +109,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut pins = Vec::new();
     for _ in 0..3 {
         let t0 = std::time::Instant::now();
-        let reg = gpu.register(&mut pageable)?;
+        let reg = gpu.register(pageable)?;
         pins.push(t0.elapsed().as_secs_f32());
-        drop(reg);
+        pageable = reg.into_inner();
     }
     let pin_s_per_byte = median(pins) / pageable.len() as f64;
 

@@ -1,0 +1,464 @@
+//! What safe code cannot do to memory the GPU uses, on both backends: leaked guards
+//! (`mem::forget`) followed by a read, write, free or reuse of every memory kind; host threads
+//! sharing one mailbox or one context; output staging that a kernel does not write.
+//!
+//! One test body, two backends, as in `gpu.rs`: the simulator by default, the GPU with
+//! `--features gpu`. The leak tests launch kernels that wait for a gate (a signal cell) that
+//! another thread opens after [`OPEN_AFTER`]: until then the leaked launch is certainly in
+//! flight, so a host access that does not wait for it sees the memory change under it.
+
+use berth::{Gpu, Grid, PipelineOptions, SignalBuffer};
+use berth_examples::gated::{
+    fill_bytes, gated_add, gated_add_pipelined, gated_copy_mapped, gated_fill, gated_fill_mapped,
+    gated_fill_pinned, set_some,
+};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Tests share the device, and a gate held closed by one test would stall another's waits.
+static DEVICE: Mutex<()> = Mutex::new(());
+
+fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
+    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
+    let gpu = if cfg!(feature = "gpu") {
+        Gpu::new().expect("a GPU is required for --features gpu")
+    } else {
+        Gpu::simulator()
+    };
+    (guard, gpu)
+}
+
+/// Elements of the leak tests' buffers: 256 KiB of `u32`, above glibc's mmap threshold, so on
+/// the simulator memory freed too early is unmapped and a late write faults.
+const N: usize = 1 << 16;
+
+/// When the gate opens.
+const OPEN_AFTER: Duration = Duration::from_millis(150);
+
+/// Run `body` with a closed gate that another thread opens after [`OPEN_AFTER`]; then wait
+/// for the whole context, so nothing of the test is left in flight.
+fn with_gate<R>(gpu: &Gpu, body: impl FnOnce(&SignalBuffer) -> R) -> R {
+    let gate = gpu.signals(1).unwrap();
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(OPEN_AFTER);
+            gate.store(0, 1);
+        });
+        body(&gate)
+    });
+    gpu.synchronize().unwrap();
+    r
+}
+
+/// `view` (a shared borrow taken after a guard was leaked) already holds what the leaked
+/// launch writes, and still holds it once everything is done: a shared borrow never changes.
+fn assert_settled(gpu: &Gpu, view: &[u32], want: u32, what: &str) {
+    let first = view.to_vec();
+    gpu.synchronize().unwrap();
+    assert_eq!(view, &first[..], "{what}: changed behind a shared borrow");
+    assert!(
+        first.iter().all(|&v| v == want),
+        "{what}: read before the leaked launch finished (first element {})",
+        first[0]
+    );
+}
+
+// ---- leaked guards: reads -------------------------------------------------------------------
+
+#[test]
+fn reading_a_pinned_output_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut out = gpu.pinned_zeroed::<u32>(N).unwrap();
+    with_gate(&gpu, |gate| {
+        let launch = gated_fill_pinned(&gpu, Grid::cover(N), 7, gate, &mut out).unwrap();
+        std::mem::forget(launch);
+        assert_settled(&gpu, &out, 7, "pinned output");
+    });
+}
+
+#[test]
+fn reading_a_mapped_output_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut out = gpu.mapped_zeroed::<u32>(N).unwrap();
+    with_gate(&gpu, |gate| {
+        let launch = gated_fill_mapped(&gpu, Grid::cover(N), 8, gate, &mut out).unwrap();
+        std::mem::forget(launch);
+        assert_settled(&gpu, &out, 8, "mapped output");
+    });
+}
+
+#[test]
+fn reading_a_device_output_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut out = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let stream = gpu.stream().unwrap();
+    with_gate(&gpu, |gate| {
+        let launch = gated_fill(&stream, Grid::cover(N), 9, gate, &mut out).unwrap();
+        std::mem::forget(launch);
+        // A synchronous read goes through another stream than the leaked launch's.
+        let got = out.to_vec().unwrap();
+        assert!(got.iter().all(|&v| v == 9), "read before the launch ended");
+    });
+}
+
+#[test]
+fn reading_after_a_leaked_copy_back_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut dev = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let mut back = gpu.pinned_zeroed::<u32>(N).unwrap();
+    let stream = gpu.stream().unwrap();
+    with_gate(&gpu, |gate| {
+        // The copy back queues behind the gated kernel on the same stream.
+        std::mem::forget(gated_fill(&stream, Grid::cover(N), 10, gate, &mut dev).unwrap());
+        std::mem::forget(dev.copy_to_pinned(&stream, &mut back).unwrap());
+        assert_settled(&gpu, &back, 10, "pinned copy destination");
+    });
+}
+
+#[test]
+fn reading_the_outputs_of_a_leaked_pipelined_run_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let x = gpu.pinned_from(&vec![5u32; N]).unwrap();
+    let mut y = gpu.pinned_zeroed::<u32>(N).unwrap();
+    let opts = PipelineOptions {
+        chunk_bytes: Some(N), // four chunks
+        streams: Some(2),
+        ..Default::default()
+    };
+    with_gate(&gpu, |gate| {
+        let run = gated_add_pipelined(&gpu, opts, 6, gate, &x, &mut y).unwrap();
+        assert_eq!(run.chunks(), 4);
+        std::mem::forget(run);
+        assert_settled(&gpu, &y, 11, "pipelined output");
+    });
+}
+
+// ---- leaked guards: writes ------------------------------------------------------------------
+
+#[test]
+fn writing_a_mapped_input_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut x = gpu.mapped_from(&vec![3u32; N]).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(N).unwrap();
+    with_gate(&gpu, |gate| {
+        std::mem::forget(gated_copy_mapped(&gpu, Grid::cover(N), gate, &x, &mut out).unwrap());
+        // The kernel reads `x` once the gate opens: the write must wait until it has.
+        x.fill(4);
+    });
+    assert!(
+        out.to_vec().unwrap().iter().all(|&v| v == 3),
+        "the kernel saw a host write made after its launch"
+    );
+}
+
+#[test]
+fn writing_a_pinned_input_after_a_leaked_launch_waits_for_its_copy() {
+    let (_g, gpu) = gpu();
+    let stream = gpu.stream().unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let mut x = gpu.pinned_from(&vec![3u32; N]).unwrap();
+    let mut y = gpu.pinned_zeroed::<u32>(N).unwrap();
+    with_gate(&gpu, |gate| {
+        // The copy of `x` queues behind the gated kernel on the same stream.
+        std::mem::forget(gated_fill(&stream, Grid::cover(N), 1, gate, &mut blocker).unwrap());
+        std::mem::forget(gated_add(&stream, Grid::cover(N), 0, gate, &x, &mut y).unwrap());
+        x.fill(4);
+    });
+    assert!(
+        y.iter().all(|&v| v == 3),
+        "the copy in took a host write made after its launch"
+    );
+}
+
+#[test]
+fn writing_the_source_of_a_leaked_copy_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let stream = gpu.stream().unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let mut dev = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let mut src = gpu.pinned_from(&vec![3u32; N]).unwrap();
+    with_gate(&gpu, |gate| {
+        std::mem::forget(gated_fill(&stream, Grid::cover(N), 1, gate, &mut blocker).unwrap());
+        std::mem::forget(dev.copy_from_pinned(&stream, &src).unwrap());
+        src.fill(4);
+    });
+    assert!(dev.to_vec().unwrap().iter().all(|&v| v == 3));
+}
+
+// ---- leaked guards: free and reuse ----------------------------------------------------------
+
+#[test]
+fn dropping_a_device_buffer_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let stream = gpu.stream().unwrap();
+    with_gate(&gpu, |gate| {
+        let mut out = gpu.alloc_zeroed::<u32>(N).unwrap();
+        std::mem::forget(gated_fill(&stream, Grid::cover(N), 12, gate, &mut out).unwrap());
+        drop(out);
+        // Memory allocated now may reuse the freed addresses: the leaked launch must not
+        // write it.
+        let fresh = gpu.alloc_zeroed::<u32>(N).unwrap();
+        stream.synchronize().unwrap();
+        assert!(fresh.to_vec().unwrap().iter().all(|&v| v == 0));
+    });
+}
+
+#[test]
+fn dropping_a_pinned_buffer_after_a_leaked_launch_keeps_its_reuse_clean() {
+    let (_g, gpu) = gpu();
+    with_gate(&gpu, |gate| {
+        let mut out = gpu.pinned_zeroed::<u32>(N).unwrap();
+        std::mem::forget(gated_fill_pinned(&gpu, Grid::cover(N), 13, gate, &mut out).unwrap());
+        drop(out);
+        // The pool hands the same allocation out again.
+        let reused = gpu.pinned_zeroed::<u32>(N).unwrap();
+        assert!(gpu.pool_stats().pinned_reuses >= 1);
+        assert_settled(&gpu, &reused, 0, "reused pinned memory");
+    });
+}
+
+#[test]
+fn dropping_a_mapped_buffer_after_a_leaked_launch_keeps_its_reuse_clean() {
+    let (_g, gpu) = gpu();
+    with_gate(&gpu, |gate| {
+        let mut out = gpu.mapped_zeroed::<u32>(N).unwrap();
+        std::mem::forget(gated_fill_mapped(&gpu, Grid::cover(N), 14, gate, &mut out).unwrap());
+        drop(out);
+        let reused = gpu.mapped_zeroed::<u32>(N).unwrap();
+        assert_settled(&gpu, &reused, 0, "reused mapped memory");
+    });
+}
+
+#[test]
+fn a_guard_leaked_through_an_rc_cycle_is_waited_for_too() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    struct Node<'a> {
+        _launch: Option<berth::Pending<'a>>,
+        next: Option<Rc<RefCell<Node<'a>>>>,
+    }
+    let (_g, gpu) = gpu();
+    let mut out = gpu.pinned_zeroed::<u32>(N).unwrap();
+    with_gate(&gpu, |gate| {
+        {
+            let launch = gated_fill_pinned(&gpu, Grid::cover(N), 15, gate, &mut out).unwrap();
+            let node = Rc::new(RefCell::new(Node {
+                _launch: Some(launch),
+                next: None,
+            }));
+            node.borrow_mut().next = Some(node.clone());
+        }
+        assert_settled(&gpu, &out, 15, "pinned output of a guard in an Rc cycle");
+    });
+}
+
+#[test]
+fn registered_memory_after_a_leaked_launch_is_read_freed_and_returned_safely() {
+    let (_g, gpu) = gpu();
+    // Read through the registration.
+    let mut reg = gpu.register(vec![0u32; N]).unwrap();
+    with_gate(&gpu, |gate| {
+        std::mem::forget(gated_fill_mapped(&gpu, Grid::cover(N), 16, gate, &mut reg).unwrap());
+        assert_settled(&gpu, &reg, 16, "registered output");
+    });
+    // Given back: the Vec holds what the leaked launch wrote, and nothing writes it later.
+    with_gate(&gpu, |gate| {
+        std::mem::forget(gated_fill_mapped(&gpu, Grid::cover(N), 17, gate, &mut reg).unwrap());
+        let v = std::mem::replace(&mut reg, gpu.register(vec![0u32; 1]).unwrap()).into_inner();
+        let first = v.clone();
+        gpu.synchronize().unwrap();
+        assert_eq!(v, first, "changed after it was given back");
+        assert!(v.iter().all(|&x| x == 17));
+    });
+    // Dropped: freed only once the leaked launch is done (a late write would hit freed pages).
+    with_gate(&gpu, |gate| {
+        let mut reg = gpu.register(vec![0u32; N]).unwrap();
+        std::mem::forget(gated_fill_mapped(&gpu, Grid::cover(N), 18, gate, &mut reg).unwrap());
+        drop(reg);
+    });
+}
+
+// ---- host threads sharing one object ---------------------------------------------------------
+
+#[test]
+fn a_mailbox_shared_by_two_senders_and_two_receivers_loses_nothing() {
+    use berth_examples::{Job, Reply, square_worker};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (_g, gpu) = gpu();
+    let t = Duration::from_secs(10);
+    let per_sender = 3000u32;
+    let total = 2 * per_sender as usize;
+    let inbox = gpu.mailbox::<Job>(16).unwrap();
+    let outbox = gpu.mailbox::<Reply>(16).unwrap();
+    let ctl = gpu.signals(2).unwrap();
+    let stream = gpu.stream().unwrap();
+    let worker = square_worker(&stream, Grid::new(1, 1), 20_000, &inbox, &outbox, &ctl).unwrap();
+    let job = |id: u32| Job {
+        id,
+        stop: 0,
+        value: (id % 1000) as f32,
+    };
+    let taken = AtomicUsize::new(0);
+    let mut replies: Vec<Reply> = std::thread::scope(|s| {
+        for first in [0, per_sender] {
+            let inbox = &inbox;
+            s.spawn(move || {
+                for id in first..first + per_sender {
+                    inbox.send(job(id), t).unwrap();
+                }
+            });
+        }
+        let receivers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut got = Vec::new();
+                    while taken.fetch_add(1, Ordering::Relaxed) < total {
+                        got.push(outbox.recv(t).unwrap());
+                    }
+                    got
+                })
+            })
+            .collect();
+        receivers
+            .into_iter()
+            .flat_map(|r| r.join().unwrap())
+            .collect()
+    });
+    inbox
+        .send(
+            Job {
+                id: 0,
+                stop: 1,
+                value: 0.0,
+            },
+            t,
+        )
+        .unwrap();
+    worker.wait().unwrap();
+    replies.sort_by_key(|r| r.id);
+    assert_eq!(replies.len(), total);
+    for (want_id, r) in (0..).zip(&replies) {
+        let v = (want_id % 1000) as f32;
+        assert_eq!((r.id, r.value), (want_id, v * v + 1.0), "reply {want_id}");
+    }
+}
+
+#[test]
+fn launches_from_several_threads_on_one_context_and_one_stream_are_independent() {
+    use berth_examples::saxpy;
+    let (_g, gpu) = gpu();
+    let stream = gpu.stream().unwrap();
+    let n = 10_007;
+    std::thread::scope(|s| {
+        for k in 0..4u32 {
+            let (gpu, stream) = (&gpu, &stream);
+            s.spawn(move || {
+                let x: Vec<f32> = (0..n).map(|i| (i as u32 ^ k) as f32).collect();
+                let dx = gpu.upload(&x).unwrap();
+                let mut dy = gpu.alloc_zeroed::<f32>(n).unwrap();
+                for round in 1..=20 {
+                    // Two threads on the context's default stream, two on one shared stream.
+                    let launch = if k % 2 == 0 {
+                        saxpy(gpu, Grid::cover(n), 1.0, &dx, &mut dy).unwrap()
+                    } else {
+                        saxpy(stream, Grid::cover(n), 1.0, &dx, &mut dy).unwrap()
+                    };
+                    launch.wait().unwrap();
+                    let want: Vec<f32> = x.iter().map(|&v| v * round as f32).collect();
+                    assert_eq!(dy.to_vec().unwrap(), want, "thread {k}, round {round}");
+                }
+            });
+        }
+    });
+}
+
+// ---- what output staging holds ---------------------------------------------------------------
+
+#[test]
+fn a_bool_output_the_kernel_does_not_write_comes_back_false_not_stale_bytes() {
+    let (_g, gpu) = gpu();
+    let n = 100_000;
+    // A u8 launch leaves 0xab in the pooled staging...
+    let mut bytes = gpu.pinned_zeroed::<u8>(n).unwrap();
+    fill_bytes(&gpu, Grid::cover(n), 0xab, &mut bytes)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(bytes.iter().all(|&b| b == 0xab));
+    // ...which the next launch of the same size class reuses for a bool output it does not
+    // write: the elements come back zeroed (`false`), not 0xab (an invalid bool) and not the
+    // host's old values (that would need a copy in).
+    let before = gpu.pool_stats().device_reuses;
+    let mut flags = gpu.pinned_from(&vec![true; n]).unwrap();
+    set_some(&gpu, Grid::cover(n), 0, &mut flags)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(
+        gpu.pool_stats().device_reuses > before,
+        "staging was reused"
+    );
+    // Read as bytes: reading an invalid bool as `bool` would itself be undefined behaviour.
+    let raw: &[u8] = bytemuck_bools(&flags);
+    assert!(
+        raw.iter().all(|&b| b == 0),
+        "unwritten elements: {:?}",
+        &raw[..8]
+    );
+    // Elements it does write are `true`, the rest `false`.
+    fill_bytes(&gpu, Grid::cover(n), 0xab, &mut bytes)
+        .unwrap()
+        .wait()
+        .unwrap();
+    set_some(&gpu, Grid::cover(n), 3, &mut flags)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let raw: &[u8] = bytemuck_bools(&flags);
+    assert!(
+        raw.iter()
+            .enumerate()
+            .all(|(i, &b)| b == u8::from(i % 3 == 0))
+    );
+}
+
+/// The bytes of a `bool` slice.
+fn bytemuck_bools(v: &[bool]) -> &[u8] {
+    // SAFETY: `bool` is one byte with alignment 1; any byte may be read as `u8`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
+}
+
+#[test]
+fn pipelined_outputs_the_kernel_does_not_write_come_back_zeroed() {
+    use berth_examples::gated::mark_pipelined;
+    let (_g, gpu) = gpu();
+    let n = 1 << 16;
+    let opts = PipelineOptions {
+        chunk_bytes: Some(n / 4),
+        streams: Some(2),
+        ..Default::default()
+    };
+    // A first run writes `true` everywhere: every chunk's output staging holds it.
+    let ones = gpu.pinned_from(&vec![1u8; n]).unwrap();
+    let mut out = gpu.pinned_zeroed::<bool>(n).unwrap();
+    mark_pipelined(&gpu, opts, &ones, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(out.iter().all(|&b| b));
+    // Then a run that marks every seventh element and writes nothing else: the rest must come
+    // back `false`, not the `true` the staging still held.
+    let mask: Vec<u8> = (0..n).map(|i| u8::from(i % 7 == 0)).collect();
+    let mask = gpu.pinned_from(&mask).unwrap();
+    mark_pipelined(&gpu, opts, &mask, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let raw = bytemuck_bools(&out);
+    assert!(
+        raw.iter()
+            .enumerate()
+            .all(|(i, &b)| b == u8::from(i % 7 == 0)),
+        "unwritten elements kept stale staging bytes"
+    );
+}
