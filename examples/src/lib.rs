@@ -5,6 +5,7 @@
 use berth::prelude::*;
 
 pub mod atomics;
+pub mod chain;
 pub mod compute;
 pub mod half_precision;
 pub mod language;

@@ -22,6 +22,8 @@ pub struct ArgRef<'a> {
     pub(crate) host: u64,
     /// What the GPU may still do with the memory.
     pub(crate) uses: &'a Uses,
+    /// The graph that holds the memory for its whole life ([`crate::Held`]); 0 for none.
+    pub(crate) held: u64,
 }
 
 mod sealed {
@@ -68,6 +70,13 @@ impl<T> sealed::Sealed for DeviceBuffer<T> {}
 impl<T> sealed::Sealed for PinnedBuffer<T> {}
 impl<T> sealed::Sealed for MappedBuffer<T> {}
 impl<T> sealed::Sealed for Registered<T> {}
+impl<T> sealed::Sealed for crate::graph::Held<'_, T> {}
+
+impl<T: DeviceCopy> DeviceArg<T> for crate::graph::Held<'_, T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        self.arg()
+    }
+}
 
 impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {
@@ -79,6 +88,7 @@ impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
             flags: None,
             host: 0,
             uses: &self.uses,
+            held: 0,
         }
     }
 }
@@ -93,6 +103,7 @@ impl<T: DeviceCopy> PinnedArg<T> for PinnedBuffer<T> {
             flags: Some(self.flags()),
             host: self.host_ptr() as u64,
             uses: self.uses(),
+            held: 0,
         }
     }
 }
@@ -107,6 +118,7 @@ impl<T: DeviceCopy> PinnedArg<T> for MappedBuffer<T> {
             flags: Some(self.flags()),
             host: self.host_ptr() as u64,
             uses: self.uses(),
+            held: 0,
         }
     }
 }
@@ -121,6 +133,7 @@ impl<T: DeviceCopy> MappedArg<T> for MappedBuffer<T> {
             flags: Some(self.flags()),
             host: self.host_ptr() as u64,
             uses: self.uses(),
+            held: 0,
         }
     }
 }
@@ -138,6 +151,7 @@ impl<T: DeviceCopy> MappedArg<T> for Registered<T> {
             )),
             host: self.host_ptr() as u64,
             uses: &self.uses,
+            held: 0,
         }
     }
 }

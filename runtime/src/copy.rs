@@ -21,12 +21,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         on: &'l impl Queue,
         src: &'l impl PinnedArg<T>,
     ) -> Result<Pending<'l>> {
-        let crate::stream::QueueRef(gpu, stream) = on.__queue();
+        let crate::stream::QueueRef(gpu, stream, mode) = on.__queue();
+        mode.not_recording("a copy")?;
         let a = src.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_from_pinned")?;
         gpu.bind()?;
-        a.uses.before_gpu(Access::Shared);
-        self.uses.before_gpu(Access::Exclusive);
+        a.uses.before_gpu(Access::Shared, None);
+        self.uses.before_gpu(Access::Exclusive, None);
         if a.bytes > 0 {
             // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
             // allocation of the same size; both stay borrowed by the guard until completion.
@@ -46,12 +47,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         on: &'l impl Queue,
         dst: &'l mut impl PinnedArg<T>,
     ) -> Result<Pending<'l>> {
-        let crate::stream::QueueRef(gpu, stream) = on.__queue();
+        let crate::stream::QueueRef(gpu, stream, mode) = on.__queue();
+        mode.not_recording("a copy")?;
         let a = dst.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_to_pinned")?;
         gpu.bind()?;
-        a.uses.before_gpu(Access::Exclusive);
-        self.uses.before_gpu(Access::Shared);
+        a.uses.before_gpu(Access::Exclusive, None);
+        self.uses.before_gpu(Access::Shared, None);
         if a.bytes > 0 {
             // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
             unsafe {

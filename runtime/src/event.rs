@@ -84,7 +84,8 @@ impl Event {
     /// Record the event at the end of the work queued so far on `on` (a [`Gpu`]'s default
     /// stream or a [`Stream`] of the same context).
     pub fn record(&self, on: &impl Queue) -> Result<()> {
-        let QueueRef(gpu, stream) = on.__queue();
+        let QueueRef(gpu, stream, mode) = on.__queue();
+        mode.not_recording("an event record")?;
         self.same_context(gpu, "record")?;
         self.gpu.bind()?;
         match &self.kind {
@@ -212,7 +213,8 @@ impl Event {
 
     /// Make `queue`'s later work wait for this event.
     fn hold(&self, queue: QueueRef<'_>) -> Result<()> {
-        let QueueRef(gpu, stream) = queue;
+        let QueueRef(gpu, stream, mode) = queue;
+        mode.not_recording("a wait for an event")?;
         self.same_context(gpu, "wait_event")?;
         self.gpu.bind()?;
         match &self.kind {

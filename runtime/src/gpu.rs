@@ -500,6 +500,15 @@ impl Inner {
 }
 
 impl Inner {
+    /// Keep `e`, a failure of `stream` that a synchronise took but nobody received, for the
+    /// stream's next synchronise. On a GPU the failures that happen after a launch was queued
+    /// are faults, which lose the context: every later call reports them already.
+    pub(crate) fn keep_failure(&self, stream: sys::CUstream, e: Error) {
+        if self.sim {
+            self.sim_streams.keep_failure(stream as usize, e);
+        }
+    }
+
     /// An event with timing disabled, from the pool or new (the context is current).
     pub(crate) fn take_event(&self) -> Result<sys::CUevent> {
         if let Some(ev) = self.events.lock().expect("poisoned").pop() {

@@ -4,7 +4,7 @@
 use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::error::{Error, Result};
 use crate::gpu::Inner;
-use crate::stream::Queue;
+use crate::stream::{Mode, Queue};
 use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
 use cudarc::driver::{result, sys};
@@ -258,6 +258,7 @@ pub fn registered_kernels() -> impl Iterator<Item = &'static Kernel> {
 
 /// A kernel's parameter values, each in a 16-byte-aligned slot, as `cuLaunchKernel` takes
 /// them (an array of pointers to the values).
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct ParamBlock {
     storage: Vec<u128>,
     offsets: Vec<usize>,
@@ -341,25 +342,8 @@ pub(crate) unsafe fn launch_raw(
         gpu.sim_streams.enqueue(stream as usize, Box::new(job));
         return Ok(());
     }
+    prepare(gpu, k, func, grid)?;
     let kernel = k.name;
-    if grid.shared_bytes > 48 * 1024 {
-        // SAFETY: valid function of the current context; the attribute takes bytes.
-        let r = unsafe {
-            result::function::set_function_attribute(
-                func,
-                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                grid.shared_bytes as i32,
-            )
-        };
-        r.map_err(|e| Error::InvalidLaunch {
-            kernel,
-            reason: format!(
-                "{} bytes of dynamic shared memory refused: {}",
-                grid.shared_bytes,
-                crate::error::describe(e).1
-            ),
-        })?;
-    }
     let (g, t) = (grid.blocks, grid.threads);
     // SAFETY: the caller's contract.
     let r = unsafe {
@@ -391,6 +375,36 @@ pub(crate) unsafe fn launch_raw(
     Ok(())
 }
 
+/// Let `func` use the dynamic shared memory `grid` asks for (above 48 KiB it must opt in).
+pub(crate) fn prepare(
+    gpu: &Inner,
+    k: &'static Kernel,
+    func: sys::CUfunction,
+    grid: &Grid,
+) -> Result<()> {
+    let _ = gpu;
+    let kernel = k.name;
+    if grid.shared_bytes > 48 * 1024 {
+        // SAFETY: valid function of the current context; the attribute takes bytes.
+        let r = unsafe {
+            result::function::set_function_attribute(
+                func,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                grid.shared_bytes as i32,
+            )
+        };
+        r.map_err(|e| Error::InvalidLaunch {
+            kernel,
+            reason: format!(
+                "{} bytes of dynamic shared memory refused: {}",
+                grid.shared_bytes,
+                crate::error::describe(e).1
+            ),
+        })?;
+    }
+    Ok(())
+}
+
 /// A host↔device copy a launch makes around its kernel.
 struct Copy {
     host: u64,
@@ -418,12 +432,14 @@ pub struct Launch<'l> {
     touch: Option<crate::placement::Touch>,
     /// The memory of every argument and how it is borrowed, to note the launch's use on.
     uses: Vec<(&'l Uses, Access)>,
+    /// Queued with a waiting guard, queued in a scope, or recorded into a graph.
+    mode: Mode<'l>,
 }
 
 impl<'l> Launch<'l> {
     /// Start a launch of `kernel` on `queue`.
     pub fn new(queue: &'l impl Queue, kernel: &'static Kernel, grid: Grid) -> Result<Self> {
-        let crate::stream::QueueRef(gpu, stream) = queue.__queue();
+        let crate::stream::QueueRef(gpu, stream, mode) = queue.__queue();
         grid.validate(kernel)?;
         gpu.bind()?;
         let func = gpu.function(kernel)?;
@@ -442,6 +458,7 @@ impl<'l> Launch<'l> {
             zero: Vec::new(),
             touch: None,
             uses: Vec::new(),
+            mode,
         })
     }
 
@@ -491,9 +508,44 @@ impl<'l> Launch<'l> {
 
     /// Note that the launch uses `a`'s memory with `access`, after any conflicting work whose
     /// guard was leaked (see [`crate::track`]).
+    ///
+    /// One allocation passed twice with one of them `&mut` would give the kernel body a
+    /// `&[T]` and a writable view of the same memory at once: refused (ordinary borrows cannot
+    /// do it; copies of a graph's [`Held`](crate::Held) handles could). A launch recorded into
+    /// a graph takes only memory that graph holds for its whole life.
     fn track(&mut self, a: &ArgRef<'l>, access: Access) {
-        a.uses.before_gpu(access);
+        let aliased = self.uses.iter().any(|(u, acc)| {
+            std::ptr::eq(*u, a.uses) && (access == Access::Exclusive || *acc == Access::Exclusive)
+        });
+        if aliased {
+            let reason = format!(
+                "argument `{}` is memory the launch already takes, and one of them is `&mut`",
+                self.arg_name()
+            );
+            self.invalid(reason);
+        }
+        match self.mode {
+            Mode::Record(rec) => {
+                if a.held != rec.graph {
+                    let reason = format!(
+                        "argument `{}` is not held by the graph being recorded: pass the handle from `graph.hold(&mut buffer)` (device memory only; host memory and staged arguments cannot be recorded)",
+                        self.arg_name()
+                    );
+                    self.invalid(reason);
+                }
+            }
+            _ => a.uses.before_gpu(access, Some(self.stream)),
+        }
         self.uses.push((a.uses, access));
+    }
+
+    fn invalid(&mut self, reason: String) {
+        if self.error.is_none() {
+            self.error = Some(Error::InvalidLaunch {
+                kernel: self.kernel.name,
+                reason,
+            });
+        }
     }
 
     /// Push a (pointer, length) pair after checking the memory belongs to this context.
@@ -563,6 +615,11 @@ impl<'l> Launch<'l> {
         use crate::placement::{Choice, Touch};
         let a = b.__arg();
         self.track(&a, Access::Shared);
+        if let Mode::Record(_) = self.mode {
+            // Refused by `track` (mapped memory is never held by a graph); the cost model
+            // would measure on a stream here.
+            return;
+        }
         let gpu = crate::Gpu {
             inner: self.gpu.clone(),
         };
@@ -698,6 +755,19 @@ impl<'l> Launch<'l> {
         if bytes == 0 {
             return Some(0);
         }
+        match self.mode {
+            Mode::Record(_) => {
+                self.invalid("staged arguments cannot be recorded into a graph".into());
+                return None;
+            }
+            Mode::Scope(scope) => {
+                if let Some(lease) = scope.reuse_staging(bytes) {
+                    self.leases.push(lease);
+                    return Some(lease.1);
+                }
+            }
+            Mode::Wait => {}
+        }
         match crate::pool::take_staging(self.gpu, bytes) {
             Ok((class, p)) => {
                 self.leases.push((class, p));
@@ -714,6 +784,10 @@ impl<'l> Launch<'l> {
         let gpu = crate::Gpu {
             inner: self.gpu.clone(),
         };
+        if let Mode::Record(_) = self.mode {
+            self.invalid("staged arguments cannot be recorded into a graph".into());
+            return;
+        }
         if gpu.coherent() {
             // The GPU reads and writes host memory through the host's page tables: no
             // staging, no copies; the kernel gets the host address.
@@ -723,6 +797,9 @@ impl<'l> Launch<'l> {
                 "read and written in place: coherent system, no copy",
             );
             if self.slice(&a, a.addr) && !copy_in {
+                // Not ordered on the stream like the rest of the launch: earlier work on the
+                // memory, even on this stream, must be over.
+                a.uses.before_host_write();
                 // Elements the kernel does not write come back zeroed, as with staging.
                 // SAFETY: `a` is host memory of `a.bytes` bytes that this launch borrows
                 // exclusively (an output), and no GPU work uses it (tracked above).
@@ -771,24 +848,55 @@ impl<'l> Launch<'l> {
 
     /// Enqueue the copies in, the kernel and the copies out.
     pub fn submit(mut self) -> Result<Pending<'l>> {
+        if let Mode::Record(rec) = self.mode {
+            self.complete()?;
+            let params = std::mem::replace(&mut self.params, ParamBlock::new(&[]));
+            rec.push(crate::graph::Node {
+                kernel: self.kernel,
+                func: self.func,
+                grid: self.grid,
+                params,
+            });
+            return Ok(Pending {
+                gpu: self.gpu.clone(),
+                stream: self.stream,
+                kernel: self.kernel.name,
+                done: true,
+                scoped: false,
+                leases: Vec::new(),
+                completion: None,
+                _borrows: PhantomData,
+            });
+        }
         self.enqueue()?;
         self.gpu.fault.launched(self.stream, self.kernel);
         let completion = Completion::record(self.gpu, &[self.stream])?;
         for (uses, access) in &self.uses {
             uses.add(&completion, *access);
         }
+        let mut leases = std::mem::take(&mut self.leases);
+        let scoped = if let Mode::Scope(scope) = self.mode {
+            // The scope waits for the launch: its staging is reusable by later launches of
+            // the scope (stream order puts them after this one's copies).
+            scope.queued(&completion, leases.drain(..));
+            true
+        } else {
+            false
+        };
         Ok(Pending {
             gpu: self.gpu.clone(),
             stream: self.stream,
             kernel: self.kernel.name,
             done: false,
-            leases: std::mem::take(&mut self.leases),
-            completion,
+            scoped,
+            leases,
+            completion: Some(completion),
             _borrows: PhantomData,
         })
     }
 
-    fn enqueue(&mut self) -> Result<()> {
+    /// Every parameter was passed and every argument accepted.
+    fn complete(&mut self) -> Result<()> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
@@ -800,6 +908,11 @@ impl<'l> Launch<'l> {
             ));
             return Err(self.error.take().expect("just set"));
         }
+        Ok(())
+    }
+
+    fn enqueue(&mut self) -> Result<()> {
+        self.complete()?;
         let k = self.kernel.name;
         let ops = self.gpu.ops();
         for &(device, bytes) in &self.zero {
@@ -851,6 +964,14 @@ impl Drop for Launch<'_> {
         if self.leases.is_empty() {
             return;
         }
+        if let Mode::Scope(scope) = self.mode {
+            // Copies of this launch may be queued, reading or writing memory whose borrow
+            // ends now: wait for them (keeping any failure for the scope to report). Later
+            // launches of the scope may then reuse the staging.
+            crate::stream::drain(self.gpu, self.stream);
+            scope.give_back(self.leases.drain(..));
+            return;
+        }
         // Not submitted, or failed part-way: some copies may be queued. Give the staging
         // buffers back only once the stream is past them.
         if crate::stream::sync(self.gpu, self.stream, Some(self.kernel.name)).is_ok() {
@@ -863,16 +984,25 @@ impl Drop for Launch<'_> {
 
 /// A launch in flight. It keeps every buffer of the launch borrowed until the stream has
 /// finished it (copies back included); [`Pending::wait`] returns the outcome. Dropping it
-/// without waiting also waits (a fault is then reported by the next call on the context).
-#[must_use = "a launch is asynchronous: call .wait() to get its outcome"]
+/// without waiting also waits (a failure is then reported by the next synchronise of the
+/// stream).
+///
+/// A launch queued in a [`Scope`](crate::Scope) is the exception: dropping its guard leaves it
+/// queued (the scope waits for it at its end and reports its outcome), and so does
+/// [`Pending::detach`]. A launch recorded into a [`Graph`](crate::Graph) has not run: its
+/// guard holds nothing and `wait` returns at once.
+#[must_use = "a launch is asynchronous: call .wait() to get its outcome (in a scope, .detach() leaves it queued)"]
 pub struct Pending<'l> {
     gpu: Arc<Inner>,
     stream: sys::CUstream,
     kernel: &'static str,
     done: bool,
+    /// Queued in a scope: the scope waits for it and reports its outcome.
+    scoped: bool,
     leases: Vec<(usize, u64)>,
     /// Where the streams will be once the launch is done; noted on every buffer it uses.
-    completion: Arc<Completion>,
+    /// `None` for a launch recorded into a graph.
+    completion: Option<Arc<Completion>>,
     _borrows: PhantomData<&'l mut ()>,
 }
 
@@ -888,24 +1018,46 @@ impl Pending<'_> {
         for (u, access) in uses {
             u.add(&completion, *access);
         }
-        Ok(Pending {
+        Ok(Pending::queued(gpu, stream, what, completion, false))
+    }
+
+    /// The guard of work just queued on `stream` that ends at `completion`.
+    pub(crate) fn queued(
+        gpu: &Arc<Inner>,
+        stream: sys::CUstream,
+        what: &'static str,
+        completion: Arc<Completion>,
+        scoped: bool,
+    ) -> Self {
+        Pending {
             stream,
             kernel: what,
             done: false,
+            scoped,
             leases: Vec::new(),
-            completion,
+            completion: Some(completion),
             gpu: gpu.clone(),
             _borrows: PhantomData,
-        })
+        }
     }
 
-    /// Wait for the launch (and earlier work on its stream) to finish.
+    /// Wait for the launch (and earlier work on its stream) to finish. In a scope, a failure
+    /// this returns is not reported again by the scope.
     pub fn wait(mut self) -> Result<()> {
+        if self.completion.is_none() {
+            return Ok(());
+        }
         self.done = true;
         let r = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
         self.release();
         r
     }
+
+    /// Leave the work queued without waiting. In a [`Scope`](crate::Scope), the scope waits
+    /// for it at its end and reports its outcome; the buffers' borrows end now, and host
+    /// access to them waits for the work first. Elsewhere the same as dropping the guard,
+    /// which waits.
+    pub fn detach(self) {}
 
     /// The kernel launched.
     pub fn kernel(&self) -> &'static str {
@@ -916,7 +1068,9 @@ impl Pending<'_> {
     /// a lost context (whose memory is gone).
     fn release(&mut self) {
         // The stream was synchronised (or stopped for good on a fault): the work is over.
-        self.completion.finished();
+        if let Some(c) = &self.completion {
+            c.finished();
+        }
         if self.gpu.fault.is_lost() {
             self.leases.clear();
             return;
@@ -929,10 +1083,15 @@ impl Pending<'_> {
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        if !self.done {
-            // Errors are recorded in the context's fault state and surface on the next call.
-            let _ = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
-            self.release();
+        if self.done || self.scoped {
+            return;
         }
+        if let Err(e) = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel)) {
+            // Nobody asked for the outcome: keep the failure for the next synchronise of the
+            // stream (a GPU fault also loses the context, which every later call reports).
+            tracing::warn!(error = %e, "a dropped launch guard found its stream failed");
+            self.gpu.keep_failure(self.stream, e);
+        }
+        self.release();
     }
 }

@@ -1,6 +1,7 @@
 //! Host runtime of berth: the GPU context ([`Gpu`]), streams ([`Stream`]) and events
 //! ([`Event`]), device memory ([`DeviceBuffer`]), the per-context module cache, and typed
-//! launches that return a [`Pending`] guard.
+//! launches that return a [`Pending`] guard, [`Scope`]s that queue dependent launches without
+//! waiting and wait once, and [`Graph`]s that record launches once and replay them.
 //!
 //! No guard is needed for soundness: every allocation records the GPU work that may still use
 //! it, and host reads, writes, frees and reuse wait for that work, so a guard leaked with
@@ -23,6 +24,7 @@ mod error;
 mod event;
 mod fault;
 mod gpu;
+mod graph;
 mod host_mem;
 mod launch;
 mod own_kernels;
@@ -32,6 +34,7 @@ mod pool;
 pub mod ptx;
 pub mod raw;
 mod restart;
+mod scope;
 mod signal;
 mod sim;
 mod sim_stream;
@@ -44,6 +47,7 @@ pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
 pub use event::Event;
 pub use gpu::{Backend, Gpu};
+pub use graph::{Graph, Held, Recorder};
 pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
 };
@@ -51,6 +55,7 @@ pub use launch::{Dim3, Grid, Pending};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use restart::{RESTART_ENV, restart_process};
+pub use scope::Scope;
 pub use signal::{MailboxBuffer, SignalBuffer};
 pub use stream::{Queue, Stream};
 

@@ -283,7 +283,7 @@ impl<'l> Pipelined<'l> {
     /// Note that the run uses `a`'s memory with `access`, after any conflicting work whose
     /// guard was leaked (see [`crate::track`]).
     fn track(&mut self, a: &ArgRef<'l>, access: Access) {
-        a.uses.before_gpu(access);
+        a.uses.before_gpu(access, None);
         self.uses.push((a.uses, access));
     }
 

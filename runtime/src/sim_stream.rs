@@ -156,6 +156,16 @@ impl SimStreams {
         s.is_none_or(|s| s.idle())
     }
 
+    /// Put back a failure taken from the stream `handle` that nobody received: the next
+    /// synchronise of the stream reports it (later work is skipped until then, as after the
+    /// failure itself).
+    pub(crate) fn keep_failure(&self, handle: usize, e: Error) {
+        let s = self.get(handle);
+        let mut g = s.progress.0.lock().expect("poisoned");
+        g.failed = true;
+        g.failure.get_or_insert(e);
+    }
+
     /// Wait for every stream, keeping their failures for their own synchronise.
     pub(crate) fn settle(&self) {
         let all: Vec<Arc<SimStream>> = self

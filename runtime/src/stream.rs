@@ -161,13 +161,32 @@ pub(crate) fn sync(gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> 
     gpu.ops().sync(gpu, stream, kernel)
 }
 
+/// Wait for everything queued on `stream` so far without taking its failure (the next
+/// synchronise still reports it). A lost context runs nothing more: returns at once.
+pub(crate) fn drain(gpu: &Inner, stream: sys::CUstream) {
+    let ops = gpu.ops();
+    if let Ok(p) = ops.record_point(gpu, stream) {
+        ops.wait_point(gpu, &p);
+        ops.release_point(gpu, p);
+    } else {
+        let _ = sync(gpu, stream, None);
+    }
+}
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for crate::Gpu {}
     impl Sealed for crate::Stream {}
+    impl Sealed for crate::Scope<'_> {}
+    impl Sealed for crate::Recorder<'_> {}
 }
 
-/// Where a launch is queued: a [`Gpu`] (its default stream) or a [`Stream`].
+/// Where a launch is queued: a [`Gpu`] (its default stream), a [`Stream`], a [`Scope`]
+/// (queued without waiting; the scope waits once at its end) or a [`Recorder`] (recorded
+/// into a [`Graph`](crate::Graph), run later).
+///
+/// [`Scope`]: crate::Scope
+/// [`Recorder`]: crate::Recorder
 pub trait Queue: sealed::Sealed {
     #[doc(hidden)]
     fn __queue(&self) -> QueueRef<'_>;
@@ -175,16 +194,43 @@ pub trait Queue: sealed::Sealed {
 
 /// The context and stream behind a [`Queue`] (opaque).
 #[doc(hidden)]
-pub struct QueueRef<'a>(pub(crate) &'a Arc<Inner>, pub(crate) sys::CUstream);
+pub struct QueueRef<'a>(
+    pub(crate) &'a Arc<Inner>,
+    pub(crate) sys::CUstream,
+    pub(crate) Mode<'a>,
+);
+
+/// How work given to a queue is handled.
+#[derive(Clone, Copy)]
+pub(crate) enum Mode<'a> {
+    /// Queued now; its guard waits when dropped.
+    Wait,
+    /// Queued now in a scope, which waits for it and reports its outcome.
+    Scope(&'a crate::scope::ScopeState),
+    /// Recorded into a graph, not run.
+    Record(&'a crate::graph::Recording),
+}
+
+impl Mode<'_> {
+    /// Only launches can be recorded into a graph: copies and events need a stream.
+    pub(crate) fn not_recording(&self, what: &str) -> Result<()> {
+        match self {
+            Mode::Record(_) => Err(Error::Usage(format!(
+                "{what} cannot be recorded into a graph: only kernel launches can; queue it on a Gpu, Stream or Scope"
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
 
 impl Queue for Gpu {
     fn __queue(&self) -> QueueRef<'_> {
-        QueueRef(&self.inner, self.inner.default_stream.0)
+        QueueRef(&self.inner, self.inner.default_stream.0, Mode::Wait)
     }
 }
 
 impl Queue for Stream {
     fn __queue(&self) -> QueueRef<'_> {
-        QueueRef(&self.gpu, self.handle.0)
+        QueueRef(&self.gpu, self.handle.0, Mode::Wait)
     }
 }

@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex};
 pub(crate) struct Completion {
     gpu: Arc<Inner>,
     points: Vec<Point>,
+    /// The stream of each point.
+    streams: Vec<sys::CUstream>,
     /// Known complete: its guard waited for it, or a host access did.
     done: AtomicBool,
 }
@@ -40,6 +42,7 @@ impl Completion {
                     let done = Completion {
                         gpu: gpu.clone(),
                         points,
+                        streams: Vec::new(),
                         done: AtomicBool::new(true),
                     };
                     for &s in streams {
@@ -53,6 +56,7 @@ impl Completion {
         Ok(Arc::new(Completion {
             gpu: gpu.clone(),
             points,
+            streams: streams.to_vec(),
             done: AtomicBool::new(false),
         }))
     }
@@ -64,6 +68,12 @@ impl Completion {
 
     fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
+    }
+
+    /// Whether all of the work is on `stream` alone: work queued on `stream` later runs after
+    /// it, with no wait needed.
+    fn only_on(&self, stream: sys::CUstream) -> bool {
+        self.streams.len() == 1 && self.streams[0] == stream
     }
 
     /// Wait until the work is complete. A context lost to a fault runs nothing any more, so a
@@ -79,6 +89,12 @@ impl Completion {
         self.finished();
     }
 }
+
+// SAFETY: the stream handles are only compared, never dereferenced or used in a driver call;
+// the rest (`Arc<Inner>`, `Point`, an atomic) is thread-safe.
+unsafe impl Send for Completion {}
+// SAFETY: as above.
+unsafe impl Sync for Completion {}
 
 impl Drop for Completion {
     fn drop(&mut self) {
@@ -112,7 +128,7 @@ impl Uses {
     /// One atomic load when there are none.
     pub(crate) fn before_host_read(&self) {
         if self.exclusive.load(Ordering::Acquire) {
-            self.settle(false);
+            self.settle(false, None);
         }
     }
 
@@ -120,24 +136,45 @@ impl Uses {
     /// One atomic load when there are none.
     pub(crate) fn before_host_write(&self) {
         if self.any.load(Ordering::Acquire) {
-            self.settle(true);
+            self.settle(true, None);
         }
     }
 
-    /// Before GPU work with `access` is queued on the memory: work that would race it must be
-    /// complete. A pending use that conflicts can only be leaked (a live guard's borrow would
-    /// forbid this one), so waiting for it never waits for work still wanted concurrently.
-    pub(crate) fn before_gpu(&self, access: Access) {
-        match access {
-            Access::Shared => self.before_host_read(),
-            Access::Exclusive => self.before_host_write(),
+    /// Before GPU work with `access` is queued on `stream`: work that would race it must be
+    /// complete, or queued earlier on the same stream (which runs it first). A pending use that
+    /// conflicts belongs to a guard that was leaked or to a launch queued in a scope (whose
+    /// borrow ended with its statement), so waiting for it never waits for work still wanted
+    /// concurrently; work of the same stream needs no wait at all, which is what lets a scope
+    /// queue dependent launches back to back.
+    pub(crate) fn before_gpu(&self, access: Access, stream: Option<sys::CUstream>) {
+        let flag = match access {
+            Access::Shared => &self.exclusive,
+            Access::Exclusive => &self.any,
+        };
+        if flag.load(Ordering::Acquire) {
+            self.settle(access == Access::Exclusive, stream);
         }
     }
 
-    /// Note a use by queued work that ends at `done`.
+    /// Note a use by queued work that ends at `done`. Earlier uses by work on the same single
+    /// stream are folded into it (the new point comes later in that stream), keeping the
+    /// strongest access, so a queue of launches on one buffer keeps one entry.
     pub(crate) fn add(&self, done: &Arc<Completion>, access: Access) {
         let mut list = self.list.lock().expect("poisoned");
-        list.retain(|(c, _)| !c.is_done());
+        let mut access = access;
+        let single = (done.streams.len() == 1).then(|| done.streams[0]);
+        list.retain(|(c, a)| {
+            if c.is_done() {
+                return false;
+            }
+            if single.is_some_and(|s| c.only_on(s)) {
+                if *a == Access::Exclusive {
+                    access = Access::Exclusive;
+                }
+                return false;
+            }
+            true
+        });
         list.push((done.clone(), access));
         self.any.store(true, Ordering::Release);
         if access == Access::Exclusive {
@@ -145,17 +182,22 @@ impl Uses {
         }
     }
 
-    /// Wait for the pending uses that conflict (exclusive ones, or all), forget the finished
-    /// ones, and recompute the flags.
-    fn settle(&self, all: bool) {
+    /// Wait for the pending uses that conflict (exclusive ones, or all; none of those queued on
+    /// `ordered_on`, which stream order completes first), forget the finished ones, and
+    /// recompute the flags.
+    fn settle(&self, all: bool, ordered_on: Option<sys::CUstream>) {
         let waits: Vec<Arc<Completion>> = self
             .list
             .lock()
             .expect("poisoned")
             .iter()
             .filter(|(c, a)| (all || *a == Access::Exclusive) && !c.is_done())
+            .filter(|(c, _)| !ordered_on.is_some_and(|s| c.only_on(s)))
             .map(|(c, _)| c.clone())
             .collect();
+        if waits.is_empty() {
+            return;
+        }
         for c in &waits {
             c.wait();
         }

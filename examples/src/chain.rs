@@ -1,0 +1,91 @@
+//! Small relaxation kernels for chains of dependent launches: each step reads one buffer and
+//! writes the other, so step k+1 depends on step k. The launch-queue tests and the launch
+//! benchmark queue a thousand of them.
+
+use berth::prelude::*;
+
+/// One Jacobi step of the 1D Laplace equation with fixed ends:
+/// `b[i] = 0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])`, `b[0] = a[0]`, `b[n-1] = a[n-1]`.
+/// The products by powers of two are exact, so a fused multiply-add gives the same bits.
+#[gpu_kernel]
+pub fn jacobi(a: &[f32], b: &mut [f32]) {
+    let i = thread::global_x();
+    let n = b.len();
+    if i < n {
+        b[i] = if i == 0 || i + 1 == n {
+            a[i]
+        } else {
+            0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])
+        };
+    }
+}
+
+/// A weighted Jacobi step: `b[i] = a[i] + w * (0.5 * (a[i - 1] + a[i + 1]) - a[i])` inside,
+/// ends copied. The weight is the scalar a replayed graph changes.
+#[gpu_kernel]
+pub fn relax_weighted(w: f32, a: &[f32], b: &mut [f32]) {
+    let i = thread::global_x();
+    let n = b.len();
+    if i < n {
+        b[i] = if i == 0 || i + 1 == n {
+            a[i]
+        } else {
+            a[i] + w * (0.5 * (a[i - 1] + a[i + 1]) - a[i])
+        };
+    }
+}
+
+/// [`relax_weighted`] that panics (index out of bounds) when `w` is negative: a fault in the middle of
+/// a queue.
+#[gpu_kernel]
+pub fn relax_weighted_or_fail(w: f32, a: &[f32], b: &mut [f32]) {
+    let i = thread::global_x();
+    let n = b.len();
+    if i < n {
+        let j = if w < 0.0 { n + i } else { i };
+        b[i] = if i == 0 || i + 1 == n {
+            a[j]
+        } else {
+            a[j] + w * (0.5 * (a[i - 1] + a[i + 1]) - a[j])
+        };
+    }
+}
+
+/// The host's [`jacobi`] step.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn jacobi_host(a: &[f32], b: &mut [f32]) {
+    let n = b.len();
+    for i in 0..n {
+        b[i] = if i == 0 || i + 1 == n {
+            a[i]
+        } else {
+            0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])
+        };
+    }
+}
+
+/// The host's [`relax_weighted`] step.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn relax_weighted_host(w: f32, a: &[f32], b: &mut [f32]) {
+    let n = b.len();
+    for i in 0..n {
+        b[i] = if i == 0 || i + 1 == n {
+            a[i]
+        } else {
+            a[i] + w * (0.5 * (a[i - 1] + a[i + 1]) - a[i])
+        };
+    }
+}
+
+/// `steps` steps of `step` from `a` (alternating between two buffers, as the GPU chain does);
+/// the final values.
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn chain_host(a: &[f32], steps: usize, mut step: impl FnMut(usize, &[f32], &mut [f32])) -> Vec<f32> {
+    let mut x = a.to_vec();
+    let mut y = vec![0.0; a.len()];
+    for k in 0..steps {
+        step(k, &x, &mut y);
+        std::mem::swap(&mut x, &mut y);
+    }
+    x
+}

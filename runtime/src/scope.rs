@@ -1,0 +1,218 @@
+//! Scopes: launches queued back to back without waiting, and one wait at the end.
+//!
+//! `gpu.scope(|s| { … })` (or `stream.scope`) runs the closure with a [`Scope`], a queue on
+//! the GPU's default stream (or that stream). Launches on it return guards that do not wait
+//! when dropped: dependent launches on the same buffers go to the stream one after the other
+//! with no host wait in between, and the scope waits once, when the closure returns — also
+//! when it returns early with an error or panics. The scope's result carries the first
+//! failure of its work, reported once.
+//!
+//! Soundness needs nothing from the borrow checker beyond what plain launches have: each
+//! launch records its use on every allocation it touches ([`crate::track`]), and host access,
+//! free and reuse wait for uses whose guards are gone. Work on the scope's own stream needs no
+//! wait before a later launch of the scope (stream order runs it first). The reasoning is in
+//! `docs/design-notes.md` ("Queued launches: scopes").
+
+use crate::error::{Error, Result};
+use crate::gpu::{Gpu, Inner};
+use crate::stream::{Mode, Queue, QueueRef, Stream};
+use crate::track::Completion;
+use cudarc::driver::sys;
+use std::sync::{Arc, Mutex};
+
+/// A queue whose launches do not wait when their guards drop; see [`Gpu::scope`].
+///
+/// Only a shared reference to it exists, inside the closure: it cannot outlive the scope, and
+/// several host threads may queue on it at once (`std::thread::scope` inside the closure).
+pub struct Scope<'q> {
+    gpu: &'q Arc<Inner>,
+    stream: sys::CUstream,
+    state: ScopeState,
+}
+
+// SAFETY: the stream handle is a driver object usable from any thread once the context is
+// current there (every launch binds it); the rest is behind a mutex or shared immutably.
+unsafe impl Send for Scope<'_> {}
+// SAFETY: as above; the driver serialises work queued on one stream from several threads.
+unsafe impl Sync for Scope<'_> {}
+
+/// What a scope keeps for its end.
+#[derive(Default)]
+pub(crate) struct ScopeState {
+    inner: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    /// Where each queued launch ends: marked done once the scope has waited.
+    completions: Vec<Arc<Completion>>,
+    /// Staging of launches already queued, by (size class, address): later launches of the
+    /// scope may reuse it in stream order; back to the pool at the end.
+    staging: Vec<(usize, u64)>,
+    launches: u64,
+}
+
+impl ScopeState {
+    /// A launch was queued, ending at `done`, with `leases` as its staging.
+    pub(crate) fn queued(
+        &self,
+        done: &Arc<Completion>,
+        leases: impl Iterator<Item = (usize, u64)>,
+    ) {
+        let mut k = self.inner.lock().expect("poisoned");
+        // The last completion covers every earlier one of the stream: keep a few, not all.
+        if k.completions.len() >= 64 {
+            k.completions.clear();
+        }
+        k.completions.push(done.clone());
+        k.staging.extend(leases);
+        k.launches += 1;
+    }
+
+    /// Staging that a launch gave up part-way (already waited for).
+    pub(crate) fn give_back(&self, leases: impl Iterator<Item = (usize, u64)>) {
+        self.inner.lock().expect("poisoned").staging.extend(leases);
+    }
+
+    /// Staging of an earlier launch of the scope that holds `bytes`. Reusing it is ordered
+    /// on the scope's stream: the copies that fill it come after every copy and kernel of
+    /// the launch that had it.
+    pub(crate) fn reuse_staging(&self, bytes: usize) -> Option<(usize, u64)> {
+        let class = crate::pool::size_class(bytes);
+        let mut k = self.inner.lock().expect("poisoned");
+        let i = k.staging.iter().position(|&(c, _)| c == class)?;
+        Some(k.staging.swap_remove(i))
+    }
+}
+
+impl Queue for Scope<'_> {
+    fn __queue(&self) -> QueueRef<'_> {
+        QueueRef(self.gpu, self.stream, Mode::Scope(&self.state))
+    }
+}
+
+impl Scope<'_> {
+    /// Launches queued in the scope so far.
+    pub fn launches(&self) -> u64 {
+        self.state.inner.lock().expect("poisoned").launches
+    }
+
+    /// Wait for everything queued so far (the scope goes on); the first failure since the
+    /// last wait, which the scope then does not report again.
+    pub fn wait(&self) -> Result<()> {
+        let r = crate::stream::sync(self.gpu, self.stream, None);
+        self.settled();
+        r
+    }
+
+    /// The stream was synchronised: every queued launch is done, its staging free.
+    fn settled(&self) {
+        let kept = std::mem::take(&mut *self.state.inner.lock().expect("poisoned"));
+        for c in &kept.completions {
+            c.finished();
+        }
+        if self.gpu.fault.is_lost() {
+            return;
+        }
+        for (class, p) in kept.staging {
+            self.gpu.staging.put(class, (), p);
+        }
+        self.state.inner.lock().expect("poisoned").launches = kept.launches;
+    }
+
+    /// The end of the scope: wait once and settle.
+    fn end(&self) -> Result<()> {
+        self.wait()
+    }
+}
+
+/// Waits at the end of the scope whatever way the closure leaves it (a panic included).
+struct End<'a, 'q>(&'a Scope<'q>, bool);
+
+impl Drop for End<'_, '_> {
+    fn drop(&mut self) {
+        if !self.1
+            && let Err(e) = self.0.end()
+        {
+            // The closure is panicking: the panic is what the caller sees; log the failure.
+            tracing::error!(error = %e, "GPU work of a scope that panicked failed");
+        }
+    }
+}
+
+fn run_scope<R>(
+    gpu: &Arc<Inner>,
+    stream: sys::CUstream,
+    f: impl FnOnce(&Scope<'_>) -> Result<R>,
+) -> Result<R> {
+    gpu.bind()?;
+    let scope = Scope {
+        gpu,
+        stream,
+        state: ScopeState::default(),
+    };
+    let mut end = End(&scope, false);
+    let r = f(end.0);
+    end.1 = true;
+    let waited = scope.end();
+    drop(end);
+    combine(r, waited)
+}
+
+/// The scope's outcome: the closure's, unless its work failed on the GPU. A fault of the
+/// work is the cause of whatever the closure saw afterwards (on a GPU its own calls then
+/// fail with the fault or a lost context), so it wins; the other is logged.
+fn combine<R>(r: Result<R>, waited: Result<()>) -> Result<R> {
+    match (r, waited) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Ok(_), Err(e)) => Err(e),
+        (Err(e), Ok(())) => Err(e),
+        (Err(closure), Err(work)) => {
+            let work_is_cause = matches!(
+                work,
+                Error::KernelPanic { .. } | Error::KernelFault { .. } | Error::Simulator { .. }
+            ) && !matches!(
+                closure,
+                Error::KernelPanic { .. } | Error::KernelFault { .. }
+            );
+            let (keep, log) = if work_is_cause {
+                (work, closure)
+            } else {
+                (closure, work)
+            };
+            tracing::warn!(error = %log, "a scope ended with a second error");
+            Err(keep)
+        }
+    }
+}
+
+impl Gpu {
+    /// Run `f` with a [`Scope`] on this GPU's default stream: launches queued on the scope
+    /// (`kernel(s, grid, …)?.detach()`, or just dropping the guard) do not wait for each
+    /// other; the scope waits once when `f` returns, returns early or panics, and returns the
+    /// first failure of its work (once) or else `f`'s result.
+    ///
+    /// ```ignore
+    /// gpu.scope(|s| {
+    ///     for _ in 0..500 {
+    ///         jacobi(s, grid, &a, &mut b)?.detach();
+    ///         jacobi(s, grid, &b, &mut a)?.detach();
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let result = a.to_vec()?;
+    /// ```
+    ///
+    /// The buffers' borrows end with each launch statement; touching a buffer on the host
+    /// inside the scope is allowed and waits for the launches queued on it so far.
+    pub fn scope<R>(&self, f: impl FnOnce(&Scope<'_>) -> Result<R>) -> Result<R> {
+        run_scope(&self.inner, self.inner.default_stream.0, f)
+    }
+}
+
+impl Stream {
+    /// As [`Gpu::scope`], on this stream.
+    pub fn scope<R>(&self, f: impl FnOnce(&Scope<'_>) -> Result<R>) -> Result<R> {
+        run_scope(&self.gpu, self.handle.0, f)
+    }
+}
