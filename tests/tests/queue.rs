@@ -1,0 +1,486 @@
+//! Queued launches and graphs, on both backends: dependent launches queued in a scope without
+//! waiting give the host's result; a scope that returns early, panics or meets a kernel fault in
+//! the middle of its queue ends with every buffer idle and its error reported once; graphs
+//! replay their launches, with changed scalars too; leaked guards of either stay sound; and the
+//! invariants that keep them sound (only held buffers in a graph, no `&` and `&mut` of one
+//! buffer in one launch) are typed errors when broken.
+//!
+//! One test body, two backends, as in `gpu.rs`: the simulator by default, the GPU with
+//! `--features gpu`. The fault test runs in a child process on the GPU (a trap poisons the
+//! process's CUDA state on this driver).
+
+use berth::{DeviceBuffer, Error, Gpu, Grid};
+use berth_examples::chain::{
+    chain_host, jacobi, jacobi_host, relax_weighted, relax_weighted_host, relax_weighted_or_fail,
+};
+use berth_examples::gated::gated_fill_pinned;
+use berth_tests::random_f32;
+use std::sync::Mutex;
+use std::time::Duration;
+
+static DEVICE: Mutex<()> = Mutex::new(());
+
+fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
+    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
+    let gpu = if cfg!(feature = "gpu") {
+        Gpu::new().expect("a GPU is required for --features gpu")
+    } else {
+        Gpu::simulator()
+    };
+    (guard, gpu)
+}
+
+/// Elements of the chains: small on the simulator (it runs every thread on the host).
+const N: usize = if cfg!(feature = "gpu") { 1 << 16 } else { 1000 };
+/// Launches of the long chain.
+const STEPS: usize = 1000;
+
+const CHILD_ENV: &str = "BERTH_TEST_CHILD";
+
+fn in_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Run the test `name` of this binary in a child process; its output, and whether it passed.
+fn run_isolated(name: &str) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .env_remove(berth::RESTART_ENV)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("--- child `{name}` ---\n{text}--- end of child ---");
+    (out.status.success() && text.contains("1 passed"), text)
+}
+
+/// Two buffers holding `x`: the chain's ping and pong.
+fn pair(gpu: &Gpu, x: &[f32]) -> (DeviceBuffer<f32>, DeviceBuffer<f32>) {
+    (gpu.upload(x).unwrap(), gpu.upload(x).unwrap())
+}
+
+fn assert_bits(got: &[f32], want: &[f32], what: &str) {
+    let bad = got
+        .iter()
+        .zip(want)
+        .filter(|(g, w)| g.to_bits() != w.to_bits())
+        .count();
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    assert_eq!(bad, 0, "{what}: {bad} elements differ from the host");
+}
+
+fn jacobi_steps(x: &[f32], steps: usize) -> Vec<f32> {
+    chain_host(x, steps, |_, a, b| jacobi_host(a, b))
+}
+
+// ---- scopes ---------------------------------------------------------------------------------
+
+#[test]
+fn a_scope_queues_a_thousand_dependent_launches_and_gets_the_host_result() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let launched = gpu
+        .scope(|s| {
+            for _ in 0..STEPS / 2 {
+                jacobi(s, g, &a, &mut b)?.detach();
+                jacobi(s, g, &b, &mut a)?.detach();
+            }
+            Ok(s.launches())
+        })
+        .unwrap();
+    assert_eq!(launched, STEPS as u64);
+    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, STEPS), "a after the scope");
+}
+
+#[test]
+fn dropped_guards_in_a_scope_leave_their_launches_queued() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let stream = gpu.stream().unwrap();
+    stream
+        .scope(|s| {
+            for _ in 0..50 {
+                // Guards dropped at the end of each statement, without `detach`.
+                let _ = jacobi(s, g, &a, &mut b)?;
+                let _ = jacobi(s, g, &b, &mut a)?;
+            }
+            // Host access inside the scope waits for the launches queued on the buffer.
+            assert_bits(&a.to_vec()?, &jacobi_steps(&x, 100), "a inside the scope");
+            jacobi(s, g, &a, &mut b)?.detach();
+            Ok(())
+        })
+        .unwrap();
+    assert_bits(&b.to_vec().unwrap(), &jacobi_steps(&x, 101), "b after the scope");
+}
+
+#[test]
+fn host_reads_inside_a_scope_wait_for_a_launch_still_running() {
+    let (_g, gpu) = gpu();
+    let n = 1 << 12;
+    let mut out = gpu.pinned_zeroed::<u32>(n).unwrap();
+    let gate = gpu.signals(1).unwrap();
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            std::thread::sleep(Duration::from_millis(150));
+            gate.store(0, 1);
+        });
+        gpu.scope(|s| {
+            gated_fill_pinned(s, Grid::cover(n), 7, &gate, &mut out)?.detach();
+            // The launch waits for the gate; this read must wait for the launch.
+            let first = out.to_vec();
+            assert!(first.iter().all(|&v| v == 7), "read before the launch ended");
+            Ok(())
+        })
+        .unwrap();
+    });
+}
+
+#[test]
+fn pinned_launches_in_a_scope_reuse_their_staging() {
+    let (_g, gpu) = gpu();
+    let n = 3000;
+    let x = gpu.pinned_from(&random_f32(n)).unwrap();
+    let mut y = gpu.pinned_zeroed::<f32>(n).unwrap();
+    // Warm the pool, then count what a queue of 100 launches allocates.
+    berth_examples::affine_one(&gpu, Grid::cover(n), 2.0, &x, &mut y)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let before = gpu.pool_stats();
+    gpu.scope(|s| {
+        for _ in 0..100 {
+            berth_examples::affine_one(s, Grid::cover(n), 2.0, &x, &mut y)?.detach();
+        }
+        Ok(())
+    })
+    .unwrap();
+    let after = gpu.pool_stats();
+    assert!(
+        after.device_allocations - before.device_allocations <= 2,
+        "staging was not reused in the scope: {before:?} → {after:?}"
+    );
+    let want: Vec<f32> = x.iter().map(|&v| 2.0 * v + 1.0).collect();
+    assert_bits(&y, &want, "y");
+}
+
+#[test]
+fn an_early_return_from_a_scope_waits_and_reports_the_closures_error() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let r: berth::Result<()> = gpu.scope(|s| {
+        for _ in 0..20 {
+            jacobi(s, g, &a, &mut b)?.detach();
+            jacobi(s, g, &b, &mut a)?.detach();
+        }
+        Err(Error::Usage("stop here".into()))
+    });
+    assert!(matches!(&r, Err(Error::Usage(m)) if m == "stop here"), "{r:?}");
+    // Every queued launch ran; nothing is left for the next wait to report.
+    gpu.synchronize().unwrap();
+    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, 40), "a");
+    assert_bits(&b.to_vec().unwrap(), &jacobi_steps(&x, 39), "b");
+}
+
+#[test]
+fn a_panic_in_a_scope_waits_for_the_queued_work() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        gpu.scope(|s| -> berth::Result<()> {
+            for _ in 0..20 {
+                jacobi(s, g, &a, &mut b)?.detach();
+                jacobi(s, g, &b, &mut a)?.detach();
+            }
+            panic!("the closure panics with 40 launches queued");
+        })
+    }));
+    assert!(r.is_err(), "the panic goes on to the caller");
+    gpu.synchronize().unwrap();
+    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, 40), "a");
+    // The buffers are free to go: dropping them must not wait forever or fault.
+    drop((a, b));
+}
+
+#[test]
+fn a_fault_in_the_middle_of_a_queue_is_reported_once() {
+    if cfg!(feature = "gpu") && !in_child() {
+        let (ok, out) = run_isolated("a_fault_in_the_middle_of_a_queue_is_reported_once");
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let r = gpu.scope(|s| {
+        for k in 0..40 {
+            let w = if k == 20 { -1.0 } else { 0.5 };
+            relax_weighted_or_fail(s, g, w, &a, &mut b)?.detach();
+            relax_weighted(s, g, 0.5, &b, &mut a)?.detach();
+        }
+        Ok(())
+    });
+    let err = r.expect_err("the fault must be reported by the scope");
+    assert!(
+        matches!(err, Error::KernelPanic { .. } | Error::KernelFault { .. }),
+        "expected the kernel's failure, got {err}"
+    );
+    assert!(err.to_string().contains("relax_weighted"), "{err}");
+    // Reported once: the simulator goes on; a GPU context is lost and says so.
+    let again = gpu.synchronize();
+    if cfg!(feature = "gpu") {
+        assert!(matches!(again, Err(Error::ContextLost(_))), "{again:?}");
+        assert!(a.to_vec().is_err());
+    } else {
+        again.unwrap();
+        // The stream skipped the work queued after the fault, as a GPU stops.
+        let now = a.to_vec().unwrap();
+        assert_eq!(now.len(), N);
+        let after = relax_weighted(&gpu, g, 0.5, &a, &mut b).unwrap().wait();
+        after.unwrap();
+    }
+    drop((a, b));
+}
+
+#[test]
+fn leaked_guards_of_a_scope_stay_sound() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    gpu.scope(|s| {
+        for _ in 0..10 {
+            std::mem::forget(jacobi(s, g, &a, &mut b)?);
+            std::mem::forget(jacobi(s, g, &b, &mut a)?);
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, 20), "a");
+    // Leaked guards of plain launches on the same buffers: later work and host access wait.
+    std::mem::forget(jacobi(&gpu, g, &a, &mut b).unwrap());
+    std::mem::forget(jacobi(&gpu, g, &b, &mut a).unwrap());
+    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, 22), "a after leaked launches");
+}
+
+#[test]
+fn several_host_threads_queue_on_one_scope() {
+    let (_g, gpu) = gpu();
+    let xs: Vec<Vec<f32>> = (0..2).map(|_| random_f32(N)).collect();
+    let mut bufs: Vec<(DeviceBuffer<f32>, DeviceBuffer<f32>)> =
+        xs.iter().map(|x| pair(&gpu, x)).collect();
+    let g = Grid::cover(N);
+    gpu.scope(|s| {
+        std::thread::scope(|t| {
+            for (a, b) in bufs.iter_mut() {
+                t.spawn(move || -> berth::Result<()> {
+                    for _ in 0..25 {
+                        jacobi(s, g, a, b)?.detach();
+                        jacobi(s, g, b, a)?.detach();
+                    }
+                    Ok(())
+                });
+            }
+        });
+        Ok(())
+    })
+    .unwrap();
+    for (x, (a, _)) in xs.iter().zip(&bufs) {
+        assert_bits(&a.to_vec().unwrap(), &jacobi_steps(x, 50), "a of one thread");
+    }
+}
+
+#[test]
+fn waiting_for_one_launch_in_a_scope_takes_its_failure() {
+    let (_g, gpu) = gpu();
+    if cfg!(feature = "gpu") {
+        return; // a fault loses the context on a GPU: covered by the child-process test
+    }
+    let x = random_f32(N);
+    let (a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let r = gpu.scope(|s| {
+        let failed = relax_weighted_or_fail(s, g, -1.0, &a, &mut b)?.wait();
+        assert!(failed.is_err(), "the guard's wait reports the failure");
+        jacobi(s, g, &a, &mut b)?.detach();
+        Ok(())
+    });
+    r.unwrap();
+    assert_bits(&b.to_vec().unwrap(), &jacobi_steps(&x, 1), "b");
+}
+
+// ---- graphs ---------------------------------------------------------------------------------
+
+#[test]
+fn a_graph_replays_a_thousand_launches_and_changed_scalars() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a_buf, mut b_buf) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    {
+        let mut graph = gpu.graph();
+        let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+        let mut record = |graph: &mut berth::Graph<'_>, w: f32| {
+            graph.record(|r| {
+                for _ in 0..STEPS / 2 {
+                    relax_weighted(r, g, w, &a, &mut b)?.detach();
+                    relax_weighted(r, g, w, &b, &mut a)?.detach();
+                }
+                Ok(())
+            })
+        };
+        record(&mut graph, 0.5).unwrap();
+        assert_eq!(graph.launches(), STEPS);
+        graph.run(&gpu).unwrap().wait().unwrap();
+        graph.run(&gpu).unwrap().wait().unwrap();
+        record(&mut graph, 0.25).unwrap();
+        graph.run(&gpu).unwrap().wait().unwrap();
+    }
+    let want = chain_host(&x, 3 * STEPS, |k, a, b| {
+        relax_weighted_host(if k < 2 * STEPS { 0.5 } else { 0.25 }, a, b)
+    });
+    assert_bits(&a_buf.to_vec().unwrap(), &want, "a after three replays");
+}
+
+#[test]
+fn a_graph_replays_inside_a_scope_and_on_a_stream() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a_buf, mut b_buf) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    {
+        let mut graph = gpu.graph();
+        let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+        graph
+            .record(|r| {
+                jacobi(r, g, &a, &mut b)?.detach();
+                jacobi(r, g, &b, &mut a)?.detach();
+                Ok(())
+            })
+            .unwrap();
+        gpu.scope(|s| {
+            for _ in 0..10 {
+                graph.run(s)?.detach();
+            }
+            Ok(())
+        })
+        .unwrap();
+        let stream = gpu.stream().unwrap();
+        graph.run(&stream).unwrap().wait().unwrap();
+        // Dropped without waiting (not in a scope): the guard waits.
+        let _ = graph.run(&gpu).unwrap();
+    }
+    assert_bits(&a_buf.to_vec().unwrap(), &jacobi_steps(&x, 24), "a");
+}
+
+#[test]
+fn leaked_graph_replays_stay_sound() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a_buf, mut b_buf) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    {
+        let mut graph = gpu.graph();
+        let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+        graph
+            .record(|r| {
+                for _ in 0..50 {
+                    jacobi(r, g, &a, &mut b)?.detach();
+                    jacobi(r, g, &b, &mut a)?.detach();
+                }
+                Ok(())
+            })
+            .unwrap();
+        std::mem::forget(graph.run(&gpu).unwrap());
+        std::mem::forget(graph.run(&gpu).unwrap());
+        // The graph is dropped with its replays possibly in flight.
+    }
+    // Host access waits for them; the buffers are then dropped safely.
+    assert_bits(&a_buf.to_vec().unwrap(), &jacobi_steps(&x, 200), "a");
+    // A leaked graph: its borrows end without any code running.
+    let mut graph = gpu.graph();
+    let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+    graph
+        .record(|r| {
+            jacobi(r, g, &a, &mut b)?.detach();
+            jacobi(r, g, &b, &mut a)?.detach();
+            Ok(())
+        })
+        .unwrap();
+    std::mem::forget(graph.run(&gpu).unwrap());
+    std::mem::forget(graph);
+    assert_bits(&a_buf.to_vec().unwrap(), &jacobi_steps(&x, 202), "a after a leaked graph");
+    drop((a_buf, b_buf));
+}
+
+#[test]
+fn a_recording_takes_only_buffers_its_graph_holds() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a_buf, mut b_buf) = pair(&gpu, &x);
+    let (mut c_buf, mut d_buf) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let other = gpu.graph();
+    let foreign = other.hold(&mut c_buf).unwrap();
+    let mut graph = gpu.graph();
+    let mut a = graph.hold(&mut a_buf).unwrap();
+    let b = graph.hold(&mut b_buf).unwrap();
+    let invalid = |r: berth::Result<()>, what: &str| match r {
+        Err(Error::InvalidLaunch { reason, .. }) => eprintln!("{what}: {reason}"),
+        other => panic!("{what}: expected InvalidLaunch, got {other:?}"),
+    };
+    // A plain buffer: its borrow would end before the graph does.
+    invalid(
+        graph.record(|r| jacobi(r, g, &b, &mut d_buf)?.wait()),
+        "plain buffer",
+    );
+    // Another graph's handle.
+    invalid(
+        graph.record(|r| jacobi(r, g, &foreign, &mut a)?.wait()),
+        "handle of another graph",
+    );
+    // One buffer as `&` and `&mut` of one launch (handles are `Copy`).
+    let mut alias = b;
+    invalid(
+        graph.record(|r| jacobi(r, g, &b, &mut alias)?.wait()),
+        "aliased handles",
+    );
+    // The same aliasing on a plain queue.
+    let r = jacobi(&gpu, g, &b, &mut alias).map(|p| p.detach());
+    assert!(matches!(r, Err(Error::InvalidLaunch { .. })), "{r:?}");
+    // Copies and events cannot be recorded; graphs do not nest.
+    let ev = gpu.event().unwrap();
+    let r = graph.record(|r| ev.record(r));
+    assert!(matches!(r, Err(Error::Usage(_))), "{r:?}");
+    assert_eq!(graph.launches(), 0, "failed recordings leave the graph as it was");
+    drop(graph);
+    drop(other);
+}
+
+#[test]
+fn a_dropped_guards_failure_is_reported_by_the_next_wait_on_its_stream() {
+    let (_g, gpu) = gpu();
+    if cfg!(feature = "gpu") {
+        return; // on a GPU the fault loses the context: every later call reports it
+    }
+    let x = random_f32(N);
+    let (a, mut b) = pair(&gpu, &x);
+    drop(relax_weighted_or_fail(&gpu, Grid::cover(N), -1.0, &a, &mut b).unwrap());
+    // The next wait on the stream reports it, once.
+    let r = jacobi(&gpu, Grid::cover(N), &a, &mut b).unwrap().wait();
+    assert!(matches!(r, Err(Error::KernelPanic { .. })), "{r:?}");
+    jacobi(&gpu, Grid::cover(N), &a, &mut b).unwrap().wait().unwrap();
+    assert_bits(&b.to_vec().unwrap(), &jacobi_steps(&x, 1), "b");
+}
