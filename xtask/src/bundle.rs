@@ -81,6 +81,7 @@ pub fn run(bench_only: bool) -> Result {
         "pipeline.cu",
         "signals.cu",
         "compute.cu",
+        "launch.cu",
     ] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }

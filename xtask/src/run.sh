@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches]
+#   launches: 1,000 dependent launches queued (berth scope vs one CUDA stream) and replayed
+#   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, two rounds -> launch.jsonl;
 #   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc;
 #   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
@@ -17,6 +19,20 @@ mkdir -p "$out"
 mode=${1:-all}
 fail=0
 summary=()
+
+# The launch-queue benchmarks: CUDA C++ and berth, interleaved, two rounds -> launch.jsonl.
+run_launches() {
+  : > "$out/launch.jsonl"
+  if nvcc -O3 -arch=sm_90 -o "$here/launch" "$here/launch.cu" 2>&1; then
+    for round in 1 2; do
+      "$here/launch" 65536 4194304 | sed "s/}\$/,\"round\":$round}/" >> "$out/launch.jsonl" || fail=1
+      "$here/bin/bench_launch" 65536 4194304 | sed "s/}\$/,\"round\":$round}/" >> "$out/launch.jsonl" || fail=1
+    done
+    cat "$out/launch.jsonl"
+  else
+    summary+=("FAIL  nvcc build of launch.cu"); fail=1
+  fi
+}
 
 # The signal benchmarks: CUDA C++ and berth, interleaved, two rounds -> signals.jsonl.
 run_signals() {
@@ -184,7 +200,11 @@ if [[ $mode == kernels ]]; then
   run_compute
 fi
 
-if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels ]]; then
+if [[ $mode == launches ]]; then
+  run_launches
+fi
+
+if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels || $mode == launches ]]; then
   if grep -q '"bad":[1-9]' "$out"/*.jsonl; then
     summary+=("FAIL  benchmark result check"); fail=1
   else

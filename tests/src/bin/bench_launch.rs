@@ -1,0 +1,149 @@
+//! Launch-queue benchmark, the counterpart of `bench/launch.cu` (CUDA C++ compiled with nvcc
+//! on the same machine, same run).
+//!
+//! `bench_launch [n ...] [--reps R]`: for each `n` (default 2^16 and 2^22), a chain of 1,000
+//! dependent launches of the `jacobi` example kernel (`jacobi(a, b)` then `jacobi(b, a)`, …):
+//! - `launch_chain`: queued through a `Gpu::scope` (no host wait between launches), one wait
+//!   at the end;
+//! - `graph_chain`: recorded once into a `Graph`, replayed (one wait).
+//!
+//! Host time from the first launch to the end of the wait, median over the repetitions,
+//! divided by 1,000. The result of the last repetition is checked against the host on three
+//! windows (start, middle, end) of the array: after k steps an element depends only on its k
+//! neighbours each side, so a window computed alone is exact away from its cut edges.
+//! One JSON line per (bench, n):
+//! `{"impl":"berth","bench":"launch_chain"|"graph_chain","n":..,"launches":1000,"per_launch_us":..,"total_ms":..,"bad":..}`.
+
+use berth::{DeviceBuffer, Gpu, Grid};
+use berth_examples::chain::{jacobi, jacobi_host};
+use berth_tests::random_f32;
+use std::time::Instant;
+
+const LAUNCHES: usize = 1000;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("bench_launch: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let mut sizes = Vec::new();
+    let mut reps = 10;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        if a == "--reps" {
+            reps = args.next().ok_or("--reps needs a value")?.parse()?;
+        } else {
+            sizes.push(a.parse::<usize>()?);
+        }
+    }
+    if sizes.is_empty() {
+        sizes = vec![1 << 16, 1 << 22];
+    }
+    let gpu = Gpu::new()?;
+    for n in sizes {
+        let x = random_f32(n);
+        let mut a = gpu.upload(&x)?;
+        let mut b = gpu.upload(&x)?;
+        let grid = Grid::cover(n);
+
+        // Queued in a scope.
+        let mut times = Vec::with_capacity(reps);
+        for rep in 0..=reps {
+            a.copy_from(&x)?;
+            b.copy_from(&x)?;
+            let t = Instant::now();
+            gpu.scope(|s| {
+                for _ in 0..LAUNCHES / 2 {
+                    jacobi(s, grid, &a, &mut b)?.detach();
+                    jacobi(s, grid, &b, &mut a)?.detach();
+                }
+                Ok(())
+            })?;
+            if rep > 0 {
+                times.push(t.elapsed().as_secs_f64());
+            }
+        }
+        let bad = check(&x, &a.to_vec()?);
+        report("launch_chain", n, median_f64(times), bad);
+
+        // Recorded once, replayed.
+        a.copy_from(&x)?;
+        b.copy_from(&x)?;
+        let mut times = Vec::with_capacity(reps);
+        {
+            let mut graph = gpu.graph();
+            let mut ha = graph.hold(&mut a)?;
+            let mut hb = graph.hold(&mut b)?;
+            graph.record(|r| {
+                for _ in 0..LAUNCHES / 2 {
+                    jacobi(r, grid, &ha, &mut hb)?.detach();
+                    jacobi(r, grid, &hb, &mut ha)?.detach();
+                }
+                Ok(())
+            })?;
+            graph.run(&gpu)?.wait()?; // warm-up (uploads the graph)
+            for _ in 0..reps {
+                let t = Instant::now();
+                graph.run(&gpu)?.wait()?;
+                times.push(t.elapsed().as_secs_f64());
+            }
+        }
+        // 1 + reps replays from x.
+        let bad = check_steps(&x, &a, LAUNCHES * (reps + 1))?;
+        report("graph_chain", n, median_f64(times), bad);
+    }
+    Ok(())
+}
+
+fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn report(bench: &str, n: usize, seconds: f64, bad: usize) {
+    println!(
+        "{{\"impl\":\"berth\",\"bench\":\"{bench}\",\"n\":{n},\"launches\":{LAUNCHES},\"per_launch_us\":{:.3},\"total_ms\":{:.4},\"bad\":{bad}}}",
+        seconds * 1e6 / LAUNCHES as f64,
+        seconds * 1e3
+    );
+}
+
+/// Elements of `got` (after `LAUNCHES` steps from `x`) that differ from the host's on the
+/// three windows.
+fn check(x: &[f32], got: &[f32]) -> usize {
+    windows_bad(x, got, LAUNCHES)
+}
+
+fn check_steps(x: &[f32], a: &DeviceBuffer<f32>, steps: usize) -> berth::Result<usize> {
+    Ok(windows_bad(x, &a.to_vec()?, steps))
+}
+
+/// Compare `got` with `steps` host steps from `x` on a window at the start, the middle and
+/// the end of the array (each computed alone; exact `steps` elements away from a cut edge).
+fn windows_bad(x: &[f32], got: &[f32], steps: usize) -> usize {
+    let n = x.len();
+    let w = 1024.min(n);
+    let mut bad = 0;
+    for centre in [0, n / 2, n - w] {
+        let lo = centre.saturating_sub(steps);
+        let hi = (centre + w + steps).min(n);
+        let mut p = x[lo..hi].to_vec();
+        let mut q = p.clone();
+        for _ in 0..steps {
+            jacobi_host(&p, &mut q);
+            std::mem::swap(&mut p, &mut q);
+        }
+        // Exact where no cut edge is within `steps`: real ends of the array are not cuts.
+        let from = if lo == 0 { 0 } else { steps };
+        let to = if hi == n { hi - lo } else { hi - lo - steps };
+        for i in from..to {
+            if (p[i] - got[lo + i]).abs() > 1e-6 {
+                bad += 1;
+            }
+        }
+    }
+    bad
+}
