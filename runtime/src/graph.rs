@@ -372,7 +372,7 @@ fn build(gpu: &Inner, nodes: &[Node]) -> Result<Exec> {
         e
     };
     for n in nodes {
-        if let Err(e) = crate::launch::prepare(gpu, n.kernel, n.func, &n.grid) {
+        if let Err(e) = crate::launch::prepare(n.kernel, n.func, &n.grid) {
             return Err(fail(&exec, e));
         }
         let mut block = n.params.clone();

@@ -342,7 +342,7 @@ pub(crate) unsafe fn launch_raw(
         gpu.sim_streams.enqueue(stream as usize, Box::new(job));
         return Ok(());
     }
-    prepare(gpu, k, func, grid)?;
+    prepare(k, func, grid)?;
     let kernel = k.name;
     let (g, t) = (grid.blocks, grid.threads);
     // SAFETY: the caller's contract.
@@ -376,13 +376,7 @@ pub(crate) unsafe fn launch_raw(
 }
 
 /// Let `func` use the dynamic shared memory `grid` asks for (above 48 KiB it must opt in).
-pub(crate) fn prepare(
-    gpu: &Inner,
-    k: &'static Kernel,
-    func: sys::CUfunction,
-    grid: &Grid,
-) -> Result<()> {
-    let _ = gpu;
+pub(crate) fn prepare(k: &'static Kernel, func: sys::CUfunction, grid: &Grid) -> Result<()> {
     let kernel = k.name;
     if grid.shared_bytes > 48 * 1024 {
         // SAFETY: valid function of the current context; the attribute takes bytes.

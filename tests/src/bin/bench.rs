@@ -82,10 +82,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// Launch overhead: saxpy over 256 elements (one block) on the `Gpu`'s stream, launch plus
-/// wait timed on the host, `rounds` times after 100 warm-ups; median and p99 in µs. (Queueing
-/// launches without waiting, the reference's `launch_enqueue`, has no counterpart: a berth
-/// launch's guard waits when dropped, so launches writing one buffer cannot pile up.) The
-/// result is checked after one more launch from fresh inputs.
+/// wait timed on the host, `rounds` times after 100 warm-ups; median and p99 in µs. Queueing
+/// launches without waiting (the reference's `launch_enqueue`) is measured by `bench_launch`:
+/// dependent launches queued in a `Gpu::scope`, against `bench/launch.cu`. The result is
+/// checked after one more launch from fresh inputs.
 fn launch_wait(gpu: &Gpu, rounds: usize) -> Result<(), Box<dyn std::error::Error>> {
     let n = 256;
     let (x, y) = (random_f32(n), random_f32(n));
