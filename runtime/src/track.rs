@@ -195,7 +195,9 @@ impl Uses {
             .filter(|(c, _)| !ordered_on.is_some_and(|s| c.only_on(s)))
             .map(|(c, _)| c.clone())
             .collect();
-        if waits.is_empty() {
+        if waits.is_empty() && ordered_on.is_some() {
+            // Only work ordered before the new work by its stream is pending (a queue in a
+            // scope): nothing to wait for or clean up.
             return;
         }
         for c in &waits {

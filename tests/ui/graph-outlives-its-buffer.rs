@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 fn main() {
     let gpu = Gpu::new().unwrap();
-    let mut graph = gpu.graph();
+    let graph = gpu.graph();
     {
         let mut a = gpu.upload(&[1.0f32; 16]).unwrap();
         let _held = graph.hold(&mut a).unwrap();
