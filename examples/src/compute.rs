@@ -278,3 +278,35 @@ fn cnd(d: f32) -> f32 {
     let c = RSQRT2PI * (-0.5 * d * d).exp() * (k * (A1 + k * (A2 + k * (A3 + k * (A4 + k * A5)))));
     if d > 0.0 { 1.0 - c } else { c }
 }
+
+/// Threads per block of [`block_sum_warp`].
+pub const WARP_SUM_BLOCK: u32 = 256;
+
+/// Sum of `x`, one partial sum per block into `partial[block]`, reduced with warp shuffles:
+/// a grid-stride loop accumulates, each warp folds its 32 values with butterfly shuffles,
+/// the warps' sums meet in shared memory and the first warp folds them. Launch with
+/// [`WARP_SUM_BLOCK`] threads per block and `partial.len()` blocks.
+#[gpu_kernel(block = 256)]
+pub fn block_sum_warp(x: &[f32], partial: &mut [f32]) {
+    let sums = shared_array!(WARP_SUMS: [f32; 8]);
+    let mut acc = 0.0f32;
+    let mut i = thread::global_x();
+    let stride = thread::grid_stride_x();
+    while i < x.len() {
+        acc += x[i];
+        i += stride;
+    }
+    let total = warp::reduce_sum(warp::FULL_MASK, acc);
+    let (lane, w) = (warp::lane_id(), warp::warp_id());
+    if lane == 0 {
+        sums[w].set(total);
+    }
+    sync_threads();
+    if w == 0 {
+        let v = if lane < 8 { sums[lane].get() } else { 0.0 };
+        let total = warp::reduce_sum(warp::FULL_MASK, v);
+        if lane == 0 {
+            partial[block::idx_x()] = total;
+        }
+    }
+}

@@ -91,7 +91,8 @@ run_compute() {
     ptxas -arch=sm_90 -v "$here/berth_examples.ptx" -o /dev/null 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
     for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \
                 "sgemm_reg8 2048" "sgemm_reg8 4096" "nbody 65536" "nbody_fast 65536" \
-                "black_scholes 67108864"; do
+                "black_scholes 67108864" "block_sum_warp 268435456" "haxpy2 134217728" \
+                "hdot 134217728"; do
       for round in 1 2; do
         "$here/compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
         "$here/bin/bench_compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
