@@ -306,7 +306,7 @@ static void sgemm(const char* name, size_t n, int reps) {
         ms = time_median(reps, [&] { sgemm_tiled<<<dim3(n / 16, n / 16), threads>>>(n, da, db, dc); });
     else if (!strcmp(name, "sgemm_reg4"))
         ms = time_median(reps, [&] { sgemm_reg4<<<dim3(n / 64, n / 64), threads>>>(n, da, db, dc); });
-    else
+    else  // sgemm_reg8 and sgemm_reg8_unchecked (berth's variant without per-access checks)
         ms = time_median(reps, [&] { sgemm_reg8<<<dim3(n / 128, n / 128), threads>>>(n, da, db, dc); });
     auto c = download(dc, n * n);
     int bad = 0;

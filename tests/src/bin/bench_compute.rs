@@ -11,7 +11,7 @@ use berth::device::half::f16x2;
 use berth::{Gpu, Grid, f16};
 use berth_examples::compute::{
     Body, NBODY_BLOCK, SOFTENING2, WARP_SUM_BLOCK, black_scholes, block_sum_warp, nbody,
-    nbody_fast, sgemm_reg4, sgemm_reg8, sgemm_tiled,
+    nbody_fast, sgemm_reg4, sgemm_reg8, sgemm_reg8_unchecked, sgemm_tiled,
 };
 use berth_examples::half_precision::{HDOT_BLOCK, haxpy2, hdot};
 use berth_tests::timing::{Timer, median};
@@ -35,7 +35,9 @@ fn run() -> Res {
     let reps: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(10);
     let gpu = Gpu::new()?;
     match kernel.as_str() {
-        "sgemm_tiled" | "sgemm_reg4" | "sgemm_reg8" => sgemm(&gpu, kernel, size, reps),
+        "sgemm_tiled" | "sgemm_reg4" | "sgemm_reg8" | "sgemm_reg8_unchecked" => {
+            sgemm(&gpu, kernel, size, reps)
+        }
         "nbody" | "nbody_fast" => nbody_run(&gpu, kernel, size, reps),
         "black_scholes" => bs_run(&gpu, size, reps),
         "block_sum_warp" => warp_sum_run(&gpu, size, reps),
@@ -94,7 +96,12 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
     let ms = match name {
         "sgemm_tiled" => time_median!(timer, reps, sgemm_tiled(gpu, grid, nn, &da, &db, &mut dc)),
         "sgemm_reg4" => time_median!(timer, reps, sgemm_reg4(gpu, grid, nn, &da, &db, &mut dc)),
-        _ => time_median!(timer, reps, sgemm_reg8(gpu, grid, nn, &da, &db, &mut dc)),
+        "sgemm_reg8" => time_median!(timer, reps, sgemm_reg8(gpu, grid, nn, &da, &db, &mut dc)),
+        _ => time_median!(
+            timer,
+            reps,
+            sgemm_reg8_unchecked(gpu, grid, nn, &da, &db, &mut dc)
+        ),
     };
     let c = dc.to_vec()?;
     let (mut bad, mut max_rel) = (0, 0.0f64);
