@@ -38,11 +38,17 @@ pub fn write(md: &mut String, compute: &str) -> Result {
     let mut units: BTreeMap<String, String> = BTreeMap::new();
     let mut order: Vec<(String, u64)> = Vec::new();
     let mut regs: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
+    let mut sass: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
     for line in compute.lines().filter(|l| l.starts_with('{')) {
         let v: serde_json::Value = serde_json::from_str(line)?;
         if let Some(side) = v["ptxas"].as_str() {
             let k = v["kernel"].as_str().unwrap_or("?").to_owned();
             regs.insert((side.to_owned(), k), v);
+            continue;
+        }
+        if let Some(side) = v["sass"].as_str() {
+            let k = v["kernel"].as_str().unwrap_or("?").to_owned();
+            sass.insert((side.to_owned(), k), v);
             continue;
         }
         let kernel = v["kernel"].as_str().unwrap_or("?").to_owned();
@@ -73,14 +79,20 @@ pub fn write(md: &mut String, compute: &str) -> Result {
          the rounds shown. Outputs were poisoned first and checked against the host in f64 \
          (`bad` = mismatches; `error` = the worst relative error, SGEMM and n-body of sampled \
          outputs, Black-Scholes relative to the spot price). Registers, stack and spills are \
-         both sides' `ptxas -v` (the same ptxas, sm_90).\n"
+         both sides' `ptxas -v` (the same ptxas, sm_90); SASS is the number of machine \
+         instructions `cuobjdump -sass` lists for the kernel (static, all paths).\n"
     )?;
     writeln!(
         md,
-        "| kernel | size | unit | berth | nvcc | **berth / nvcc** | target | registers berth / nvcc | spills berth / nvcc | error berth / nvcc | bad |"
+        "| kernel | size | unit | berth | nvcc | **berth / nvcc** | target | registers berth / nvcc | spills berth / nvcc | SASS berth / nvcc | error berth / nvcc | bad |"
     )?;
-    writeln!(md, "|---|---:|---|---:|---:|---:|---|---|---|---|---:|")?;
+    writeln!(md, "|---|---:|---|---:|---:|---:|---|---|---|---|---|---:|")?;
     let spill = |side: &str, k: &str| {
+        let k = if side == "nvcc" {
+            k.trim_end_matches("_unchecked")
+        } else {
+            k
+        };
         regs.get(&(side.to_owned(), k.to_owned()))
             .map(|v| {
                 let st = v["spill_stores"].as_u64().unwrap_or(0);
@@ -95,8 +107,18 @@ pub fn write(md: &mut String, compute: &str) -> Result {
             .unwrap_or_else(|| "?".into())
     };
     let reg = |side: &str, k: &str| {
+        let k = if side == "nvcc" {
+            k.trim_end_matches("_unchecked")
+        } else {
+            k
+        };
         regs.get(&(side.to_owned(), k.to_owned()))
             .and_then(|v| v["registers"].as_u64())
+            .map_or("?".to_owned(), |r| r.to_string())
+    };
+    let instructions = |side: &str, k: &str| {
+        sass.get(&(side.to_owned(), k.to_owned()))
+            .and_then(|v| v["instructions"].as_u64())
             .map_or("?".to_owned(), |r| r.to_string())
     };
     for (k, n) in &order {
@@ -110,12 +132,21 @@ pub fn write(md: &mut String, compute: &str) -> Result {
         let mark = if ratio >= t { "✓" } else { "✗" };
         writeln!(
             md,
-            "| {k} | {n} | {} | {bm:.1} | {cm:.1} | **{ratio:.3}** | ≥ {t:.2} {mark} | {} / {} | {} / {} | {:.1e} / {:.1e} | {} |",
+            "| {k} | {n} | {} | {bm:.1} | {cm:.1} | **{ratio:.3}** | ≥ {t:.2} {mark} | {} / {} | {} / {} | {} / {} | {:.1e} / {:.1e} | {} |",
             unit_name(&units[k]),
             reg("berth", k),
             reg("nvcc", k),
             spill("berth", k),
             spill("nvcc", k),
+            instructions("berth", k),
+            instructions(
+                "nvcc",
+                if k.ends_with("_unchecked") {
+                    k.trim_end_matches("_unchecked")
+                } else {
+                    k
+                }
+            ),
             b.err,
             c.err,
             b.bad + c.bad
