@@ -115,7 +115,7 @@ pub fn sgemm_reg8_unchecked(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         (block::idx_y() + 1) * REG8_TILE,
         (block::idx_x() + 1) * REG8_TILE,
     );
-    if n % REG8_TILE != 0 || a.len() < n * n || b.len() < n * n || c.len() < n * n {
+    if !n.is_multiple_of(REG8_TILE) || a.len() < n * n || b.len() < n * n || c.len() < n * n {
         fail("sgemm_reg8_unchecked: n must be a multiple of 128 and every matrix n² long");
     }
     if rows > n || cols > n {

@@ -66,6 +66,11 @@ macro_rules! time_median {
     }};
 }
 
+/// 1 when `err` is not below `tol` (NaN included), else 0.
+fn off(err: f64, tol: f64) -> usize {
+    usize::from(err.is_nan() || err >= tol)
+}
+
 fn report(kernel: &str, n: usize, ms: f64, work: f64, unit: &str, bad: usize, max_rel: f64) {
     println!(
         "{{\"impl\":\"berth\",\"kernel\":\"{kernel}\",\"n\":{n},\"median_ms\":{ms:.5},\"{unit}\":{:.2},\"bad\":{bad},\"max_rel_err\":{max_rel:.3e}}}",
@@ -79,7 +84,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         "sgemm_reg4" => 64,
         _ => 128,
     };
-    if n % tile != 0 {
+    if !n.is_multiple_of(tile) {
         return Err(format!("{name} needs n a multiple of {tile}").into());
     }
     let mut r = rng();
@@ -115,7 +120,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         }
         let err = (f64::from(c[i * n + j]) - want).abs() / scale.max(1e-30);
         max_rel = max_rel.max(err);
-        bad += usize::from(!(err < 1e-5));
+        bad += off(err, 1e-5);
     }
     report(
         name,
@@ -130,7 +135,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
 }
 
 fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
-    if n % NBODY_BLOCK != 0 {
+    if !n.is_multiple_of(NBODY_BLOCK) {
         return Err(format!("{name} needs a multiple of {NBODY_BLOCK} bodies").into());
     }
     let mut r = rng();
@@ -181,7 +186,7 @@ fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         for k in 0..3 {
             let err = (f64::from(got[k]) - w[k]).abs() / scale.max(1e-30);
             max_rel = max_rel.max(err);
-            bad += usize::from(!(err < 1e-4));
+            bad += off(err, 1e-4);
         }
     }
     report(
@@ -249,7 +254,7 @@ fn bs_run(gpu: &Gpu, n: usize, reps: usize) -> Res {
             .max((f64::from(put[i]) - wp).abs())
             / sp;
         max_err = max_err.max(err);
-        bad += usize::from(!(err < 1e-5));
+        bad += off(err, 1e-5);
     }
     report("black_scholes", n, ms, n as f64, "goptions", bad, max_err);
     Ok(())
@@ -275,7 +280,7 @@ fn warp_sum_run(gpu: &Gpu, n: usize, reps: usize) -> Res {
         ms,
         4.0 * n as f64,
         "gbps",
-        usize::from(!(err < 1e-5)),
+        off(err, 1e-5),
         err,
     );
     Ok(())
@@ -312,7 +317,7 @@ fn half_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
             let e = ((f64::from(got[i].lo.to_f32()) - w0).abs() / w0.abs().max(6.1e-5))
                 .max((f64::from(got[i].hi.to_f32()) - w1).abs() / w1.abs().max(6.1e-5));
             worst = worst.max(e);
-            bad += usize::from(!(e <= 1.0 / 2048.0));
+            bad += off(e, 1.0 / 2048.0 + f64::EPSILON);
         }
         report(name, n, ms, 12.0 * n as f64, "gbps", bad, worst);
     } else {
@@ -329,15 +334,7 @@ fn half_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
             }
         }
         let err = (got - want).abs() / scale.max(1.0);
-        report(
-            name,
-            n,
-            ms,
-            8.0 * n as f64,
-            "gbps",
-            usize::from(!(err < 1e-5)),
-            err,
-        );
+        report(name, n, ms, 8.0 * n as f64, "gbps", off(err, 1e-5), err);
     }
     Ok(())
 }
