@@ -6,11 +6,13 @@
 //   ./compute <kernel> <size> [repetitions=10]
 //
 // kernel: sgemm_tiled | sgemm_reg4 | sgemm_reg8 (size = n) · nbody | nbody_fast (size =
-// bodies) · black_scholes (size = options). One warm-up, then each launch timed alone with
+// bodies) · black_scholes (size = options) · block_sum_warp (size = floats) · haxpy2 | hdot
+// (size = f16 pairs). One warm-up, then each launch timed alone with
 // CUDA events; the median is reported as one JSON line. Results are checked against a host
 // computation on the same random inputs (sgemm: 64 sampled entries in double; n-body: 64
 // sampled bodies in double; Black-Scholes: every option in double) and the mismatches
 // counted in "bad"; the maximum relative error is reported too.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -196,6 +198,51 @@ __global__ void black_scholes(float r, float v, const float* s, const float* x, 
     }
 }
 
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void __launch_bounds__(256) block_sum_warp(const float* x, size_t n, float* partial) {
+    __shared__ float sums[8];
+    float acc = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc += x[i];
+    float total = warp_sum(acc);
+    unsigned lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    if (lane == 0) sums[w] = total;
+    __syncthreads();
+    if (w == 0) {
+        float v = lane < 8 ? sums[lane] : 0.0f;
+        total = warp_sum(v);
+        if (lane == 0) partial[blockIdx.x] = total;
+    }
+}
+
+__global__ void haxpy2(__half2 a, const __half2* x, const __half2* y, __half2* out, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __hfma2(a, x[i], y[i]);
+}
+
+__global__ void hdot(const __half2* x, const __half2* y, size_t n, float* partial) {
+    __shared__ float warps[32];
+    float acc = 0.0f;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float2 a = __half22float2(x[i]), b = __half22float2(y[i]);
+        acc += a.x * b.x + a.y * b.y;
+    }
+    float sum = warp_sum(acc);
+    unsigned lane = threadIdx.x % 32, w = threadIdx.x / 32;
+    if (lane == 0) warps[w] = sum;
+    __syncthreads();
+    if (w == 0) {
+        float v = lane < blockDim.x / 32 ? warps[lane] : 0.0f;
+        float total = warp_sum(v);
+        if (lane == 0) partial[blockIdx.x] = total;
+    }
+}
+
 static std::vector<float> random_vec(size_t n, float lo, float hi, unsigned seed) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(lo, hi);
@@ -259,7 +306,7 @@ static void sgemm(const char* name, size_t n, int reps) {
         ms = time_median(reps, [&] { sgemm_tiled<<<dim3(n / 16, n / 16), threads>>>(n, da, db, dc); });
     else if (!strcmp(name, "sgemm_reg4"))
         ms = time_median(reps, [&] { sgemm_reg4<<<dim3(n / 64, n / 64), threads>>>(n, da, db, dc); });
-    else
+    else  // sgemm_reg8 and sgemm_reg8_unchecked (berth's variant without per-access checks)
         ms = time_median(reps, [&] { sgemm_reg8<<<dim3(n / 128, n / 128), threads>>>(n, da, db, dc); });
     auto c = download(dc, n * n);
     int bad = 0;
@@ -346,6 +393,74 @@ static void bs_run(size_t n, int reps) {
     cudaFree(ds), cudaFree(dx), cudaFree(dt), cudaFree(dcall), cudaFree(dput);
 }
 
+// Sum of floats, 1056 blocks of 256 (as block_sum in reference.cu): GB/s of input.
+static void warp_sum_run(size_t n, int reps) {
+    auto x = random_vec(n, -1.f, 1.f, 9);
+    const unsigned blocks = 132 * 8;
+    float *dx = upload(x), *dp = poisoned(blocks);
+    double ms = time_median(reps, [&] { block_sum_warp<<<blocks, 256>>>(dx, n, dp); });
+    auto p = download(dp, blocks);
+    double got = 0, want = 0, scale = 0;
+    for (float v : p) got += v;
+    for (float v : x) want += v, scale += fabs(v);
+    double err = fabs(got - want) / std::max(scale, 1.0);
+    report("block_sum_warp", n, ms, 4.0 * n, "gbps", !(err < 1e-5), err);
+    cudaFree(dx), cudaFree(dp);
+}
+
+static std::vector<__half2> random_half2(size_t n, unsigned seed) {
+    auto f = random_vec(2 * n, -1.f, 1.f, seed);
+    std::vector<__half2> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = __floats2half2_rn(f[2 * i], f[2 * i + 1]);
+    return v;
+}
+
+// out = a·x + y on f16 pairs (12 bytes per pair moved); hdot: Σ x·y in f32 (8 bytes a pair).
+static void half_run(const char* name, size_t n, int reps) {
+    auto x = random_half2(n, 10), y = random_half2(n, 11);
+    __half2 *dx, *dy, *dout;
+    CHECK(cudaMalloc(&dx, n * 4));
+    CHECK(cudaMalloc(&dy, n * 4));
+    CHECK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(dy, y.data(), n * 4, cudaMemcpyHostToDevice));
+    if (!strcmp(name, "haxpy2")) {
+        CHECK(cudaMalloc(&dout, n * 4));
+        CHECK(cudaMemset(dout, 0xff, n * 4));
+        __half2 a = __floats2half2_rn(0.75f, -1.25f);
+        double ms = time_median(reps, [&] { haxpy2<<<(n + 255) / 256, 256>>>(a, dx, dy, dout, n); });
+        std::vector<__half2> out(n);
+        CHECK(cudaMemcpy(out.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+        int bad = 0;
+        double worst = 0;
+        for (size_t i = 0; i < n; i++) {
+            float2 o = __half22float2(out[i]), xx = __half22float2(x[i]), yy = __half22float2(y[i]);
+            // One rounding to f16 of the exact a*x + y: within half an f16 ulp (2^-11 relative).
+            double w0 = 0.75 * xx.x + yy.x, w1 = -1.25 * xx.y + yy.y;
+            double e = std::max(fabs(o.x - w0) / std::max(fabs(w0), 6.1e-5), fabs(o.y - w1) / std::max(fabs(w1), 6.1e-5));
+            worst = std::max(worst, e);
+            if (!(e <= 1.0 / 2048)) bad++;
+        }
+        report(name, n, ms, 12.0 * n, "gbps", bad, worst);
+        cudaFree(dout);
+    } else {
+        const unsigned blocks = 132 * 8;
+        float* dp = poisoned(blocks);
+        double ms = time_median(reps, [&] { hdot<<<blocks, 256>>>(dx, dy, n, dp); });
+        auto p = download(dp, blocks);
+        double got = 0, want = 0, scale = 0;
+        for (float v : p) got += v;
+        for (size_t i = 0; i < n; i++) {
+            float2 a = __half22float2(x[i]), b = __half22float2(y[i]);
+            want += (double)a.x * b.x + (double)a.y * b.y;
+            scale += fabs((double)a.x * b.x) + fabs((double)a.y * b.y);
+        }
+        double err = fabs(got - want) / std::max(scale, 1.0);
+        report(name, n, ms, 8.0 * n, "gbps", !(err < 1e-5), err);
+        cudaFree(dp);
+    }
+    cudaFree(dx), cudaFree(dy);
+}
+
 int main(int argc, char** argv) {
     if (argc < 3) {
         fprintf(stderr, "usage: %s <kernel> <size> [repetitions]\n", argv[0]);
@@ -360,6 +475,10 @@ int main(int argc, char** argv) {
         nbody_run(k, size, reps);
     else if (!strcmp(k, "black_scholes"))
         bs_run(size, reps);
+    else if (!strcmp(k, "block_sum_warp"))
+        warp_sum_run(size, reps);
+    else if (!strcmp(k, "haxpy2") || !strcmp(k, "hdot"))
+        half_run(k, size, reps);
     else {
         fprintf(stderr, "unknown kernel %s\n", k);
         return 2;

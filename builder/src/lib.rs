@@ -29,6 +29,8 @@ pub const DEFAULT_ARCH: &str = "sm_90";
 pub const ARCH_ENV: &str = "BERTH_ARCH";
 /// Environment variable turning float contraction off for the whole build (`off`).
 pub const FP_CONTRACT_ENV: &str = "BERTH_FP_CONTRACT";
+/// Environment variable turning LLVM's loop strength reduction back on (`on`).
+pub const LSR_ENV: &str = "BERTH_LSR";
 /// Environment variable naming libdevice (`off` for none); see [`find_libdevice`].
 pub const LIBDEVICE_ENV: &str = "BERTH_LIBDEVICE";
 /// The environment variable the host build reads the PTX path from.
@@ -267,6 +269,7 @@ impl Builder {
             arch: self.arch.clone(),
             contract: self.contract,
             libdevice: self.libdevice.clone(),
+            lsr: std::env::var(LSR_ENV).is_ok_and(|v| v == "on"),
         };
         let report = link::relink(&bc, &symbols, &ptx, &opts).map_err(link_err)?;
         Ok(Built {
@@ -370,6 +373,7 @@ fn try_kernels() -> Result<(), Error> {
     println!("cargo:rerun-if-env-changed={ARCH_ENV}");
     println!("cargo:rerun-if-env-changed={FP_CONTRACT_ENV}");
     println!("cargo:rerun-if-env-changed={LIBDEVICE_ENV}");
+    println!("cargo:rerun-if-env-changed={LSR_ENV}");
     // The nested build runs this script again for the nvptx64 target: nothing to do there.
     if std::env::var("TARGET").is_ok_and(|t| t.starts_with("nvptx64")) {
         return Ok(());

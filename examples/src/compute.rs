@@ -102,12 +102,53 @@ pub const REG8_TILE: usize = 128;
 /// Launch with `Grid::new((n / 128, n / 128), (16, 16))`.
 #[gpu_kernel(block = (16, 16))]
 pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
+    reg8_tiles::<true>(n as usize, a, b, &mut c);
+}
+
+/// [`sgemm_reg8`] with its global accesses unchecked, after checking once that they are all
+/// in bounds: the cost of per-access bounds checks, measured. Stops with a message when `n`
+/// is not a multiple of 128, a slice is shorter than `n²` or the grid reaches past `n`.
+#[gpu_kernel(block = (16, 16))]
+pub fn sgemm_reg8_unchecked(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
+    let n = n as usize;
+    let (rows, cols) = (
+        (block::idx_y() + 1) * REG8_TILE,
+        (block::idx_x() + 1) * REG8_TILE,
+    );
+    if !n.is_multiple_of(REG8_TILE) || a.len() < n * n || b.len() < n * n || c.len() < n * n {
+        fail("sgemm_reg8_unchecked: n must be a multiple of 128 and every matrix n² long");
+    }
+    if rows > n || cols > n {
+        fail("sgemm_reg8_unchecked: the grid reaches past the matrix");
+    }
+    reg8_tiles::<false>(n, a, b, &mut c);
+}
+
+/// Element `i` of `s`, checked or — when the caller has proved every index in bounds —
+/// unchecked.
+#[inline(always)]
+fn load<const CHECKED: bool>(s: Slice<'_, f32>, i: usize) -> f32 {
+    if CHECKED {
+        s[i]
+    } else {
+        // SAFETY: the unchecked kernels check up front that every index they form is
+        // below the slice's length (see `sgemm_reg8_unchecked`).
+        unsafe { *s.get_unchecked(i) }
+    }
+}
+
+#[inline(always)]
+fn reg8_tiles<const CHECKED: bool>(
+    n: usize,
+    a: Slice<'_, f32>,
+    b: Slice<'_, f32>,
+    c: &mut SliceMut<'_, f32>,
+) {
     const BK: usize = 8;
     let sa = shared_array!(SA8: [[f32; REG8_TILE]; BK]);
     let sb = shared_array!(SB8: [[f32; REG8_TILE]; BK]);
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
     let tid = ty * 16 + tx;
-    let n = n as usize;
     let (row0, col0) = (block::idx_y() * REG8_TILE, block::idx_x() * REG8_TILE);
     let mut acc = [[0.0f32; 8]; 8];
     let mut t = 0;
@@ -118,8 +159,8 @@ pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
-            va[l] = a[(row0 + e / BK) * n + t + e % BK];
-            vb[l] = b[(t + e / REG8_TILE) * n + col0 + e % REG8_TILE];
+            va[l] = load::<CHECKED>(a, (row0 + e / BK) * n + t + e % BK);
+            vb[l] = load::<CHECKED>(b, (t + e / REG8_TILE) * n + col0 + e % REG8_TILE);
         } }
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
@@ -145,7 +186,13 @@ pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     }
     unroll! { for i in 0..8 {
         unroll! { for j in 0..8 {
-            c[(row0 + ty * 8 + i) * n + col0 + tx * 8 + j] = acc[i][j];
+            let at = (row0 + ty * 8 + i) * n + col0 + tx * 8 + j;
+            if CHECKED {
+                c[at] = acc[i][j];
+            } else {
+                // SAFETY: as in `load`.
+                unsafe { *c.get_unchecked_mut(at) = acc[i][j] };
+            }
         } }
     } }
 }
@@ -277,4 +324,36 @@ fn cnd(d: f32) -> f32 {
     let k = 1.0 / (1.0 + 0.231_641_9 * d.abs());
     let c = RSQRT2PI * (-0.5 * d * d).exp() * (k * (A1 + k * (A2 + k * (A3 + k * (A4 + k * A5)))));
     if d > 0.0 { 1.0 - c } else { c }
+}
+
+/// Threads per block of [`block_sum_warp`].
+pub const WARP_SUM_BLOCK: u32 = 256;
+
+/// Sum of `x`, one partial sum per block into `partial[block]`, reduced with warp shuffles:
+/// a grid-stride loop accumulates, each warp folds its 32 values with butterfly shuffles,
+/// the warps' sums meet in shared memory and the first warp folds them. Launch with
+/// [`WARP_SUM_BLOCK`] threads per block and `partial.len()` blocks.
+#[gpu_kernel(block = 256)]
+pub fn block_sum_warp(x: &[f32], partial: &mut [f32]) {
+    let sums = shared_array!(WARP_SUMS: [f32; 8]);
+    let mut acc = 0.0f32;
+    let mut i = thread::global_x();
+    let stride = thread::grid_stride_x();
+    while i < x.len() {
+        acc += x[i];
+        i += stride;
+    }
+    let total = warp::reduce_sum(warp::FULL_MASK, acc);
+    let (lane, w) = (warp::lane_id(), warp::warp_id());
+    if lane == 0 {
+        sums[w].set(total);
+    }
+    sync_threads();
+    if w == 0 {
+        let v = if lane < 8 { sums[lane].get() } else { 0.0 };
+        let total = warp::reduce_sum(warp::FULL_MASK, v);
+        if lane == 0 {
+            partial[block::idx_x()] = total;
+        }
+    }
 }

@@ -70,8 +70,8 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     let iterations = (0..count).map(|k| {
         let v = start + k * step;
         let lit = match &ty {
-            Some(suffix) => syn::LitInt::new(&format!("{v}{suffix}"), range.span()),
-            None => syn::LitInt::new(&v.to_string(), range.span()),
+            Some(suffix) => syn::LitInt::new(&format!("{v}{suffix}"), Span::call_site()),
+            None => syn::LitInt::new(&v.to_string(), Span::call_site()),
         };
         quote_spanned! {range.span()=>
             {
@@ -155,9 +155,8 @@ fn int_literal(e: &syn::Expr) -> syn::Result<(u64, Option<String>)> {
 /// closure, whose own `break`/`continue` are fine.
 fn find_break_or_continue(tokens: impl Iterator<Item = TokenStream>) -> Option<Span> {
     for ts in tokens {
-        let mut it = ts.into_iter().peekable();
         let mut skip_next_group = false;
-        while let Some(tt) = it.next() {
+        for tt in ts {
             match &tt {
                 TokenTree::Ident(i) if i == "break" || i == "continue" => {
                     // A labelled `break 'outer` still leaves this loop.

@@ -8,7 +8,7 @@
 use berth::{Error, Gpu, Grid};
 use berth_examples::compute::{
     Body, NBODY_BLOCK, SOFTENING2, black_scholes, black_scholes_one, nbody, nbody_fast, sgemm_reg4,
-    sgemm_reg8, sgemm_tiled,
+    sgemm_reg8, sgemm_reg8_unchecked, sgemm_tiled,
 };
 use berth_examples::language::{
     MATH_F32, dot8, fast_math_f32, math_f32, math_f64, mul_add_contracted, mul_add_exact, transpose,
@@ -322,6 +322,7 @@ fn the_sgemm_kernels_match_the_host() {
         ("sgemm_tiled", 16, 80),
         ("sgemm_reg4", 64, 128),
         ("sgemm_reg8", 128, 256),
+        ("sgemm_reg8_unchecked", 128, 256),
     ] {
         let (a, b) = (
             uniform32(n * n, -1.0, 1.0, &mut r),
@@ -335,7 +336,8 @@ fn the_sgemm_kernels_match_the_host() {
         match name {
             "sgemm_tiled" => sgemm_tiled(&gpu, grid, nn, &da, &db, &mut dc),
             "sgemm_reg4" => sgemm_reg4(&gpu, grid, nn, &da, &db, &mut dc),
-            _ => sgemm_reg8(&gpu, grid, nn, &da, &db, &mut dc),
+            "sgemm_reg8" => sgemm_reg8(&gpu, grid, nn, &da, &db, &mut dc),
+            _ => sgemm_reg8_unchecked(&gpu, grid, nn, &da, &db, &mut dc),
         }
         .unwrap()
         .wait()
@@ -437,4 +439,25 @@ fn black_scholes_matches_the_host() {
     }
     println!("black_scholes: worst difference from the host's f32 evaluation {worst:e} (of spot)");
     assert!(worst < 1e-5, "{worst}");
+}
+
+#[test]
+fn the_unchecked_sgemm_refuses_what_would_read_out_of_bounds() {
+    let (_g, gpu) = gpu();
+    // Checked once, up front: a matrix shorter than n² stops the kernel with its message
+    // before any unchecked access (run in the simulator only: on a GPU the stop is a trap,
+    // which ends the process's CUDA state).
+    if cfg!(feature = "gpu") {
+        return;
+    }
+    let n = 128;
+    let a = gpu.upload(&vec![1.0f32; n * n - 1]).unwrap();
+    let b = gpu.upload(&vec![1.0f32; n * n]).unwrap();
+    let mut c = gpu.upload(&vec![0.0f32; n * n]).unwrap();
+    let grid = Grid::new((1, 1), (16, 16));
+    let err = sgemm_reg8_unchecked(&gpu, grid, n as u32, &a, &b, &mut c)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(err.to_string().contains("every matrix n² long"), "{err}");
 }

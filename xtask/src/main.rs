@@ -16,6 +16,7 @@ mod bundle;
 mod ptx;
 mod record;
 mod record_auto;
+mod record_compute;
 mod record_pipeline;
 mod record_placement;
 mod record_signals;

@@ -136,6 +136,10 @@ pub fn run(dir: PathBuf) -> Result {
             write_launches(&mut md, &launches)?;
         }
         writeln!(md, "\nRaw lines (`bench.jsonl`):\n\n```\n{}```", bench)?;
+        let compute = read("compute.jsonl");
+        if !compute.trim().is_empty() {
+            crate::record_compute::write(&mut md, &compute)?;
+        }
         let placement = read("placement.jsonl");
         if !placement.trim().is_empty() {
             crate::record_placement::write(&mut md, &placement)?;
@@ -157,6 +161,7 @@ pub fn run(dir: PathBuf) -> Result {
             read("signals.jsonl"),
             read("pipeline.jsonl"),
             read("placement.jsonl"),
+            read("compute.jsonl"),
         ];
         if parts.iter().any(|p| !p.trim().is_empty()) {
             targeted(&root, &date, &machine, &parts)?;
@@ -257,7 +262,7 @@ fn targeted(
     root: &std::path::Path,
     date: &str,
     machine: &str,
-    [signals, pipeline, placement]: &[String; 3],
+    [signals, pipeline, placement, compute]: &[String; 4],
 ) -> Result {
     let path = root.join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
@@ -311,6 +316,11 @@ fn targeted(
             )?;
         }
         writeln!(md, "\nRaw lines:\n\n```\n{pipeline}```")?;
+    }
+    if !compute.trim().is_empty() {
+        let mut part = String::new();
+        crate::record_compute::write(&mut part, compute)?;
+        md.push_str(&part.replacen("\n## ", "\n### ", 1));
     }
     if !placement.trim().is_empty() {
         // The `#[auto]` tables (and a new docs/auto-placement.svg when there is a sweep).

@@ -17,6 +17,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
 mkdir -p "$out"
 mode=${1:-all}
+# The binaries travel packed (cargo xtask gpu).
+if [[ -f "$here/binaries.tar.gz" ]]; then
+  tar -xzf "$here/binaries.tar.gz" -C "$here" || { echo "unpacking the binaries failed"; exit 1; }
+fi
 fail=0
 summary=()
 
@@ -98,16 +102,29 @@ ptxas_json() {
       printf "{\"ptxas\":\"%s\",\"kernel\":\"%s\",\"registers\":%d,\"stack\":%d,\"spill_stores\":%d,\"spill_loads\":%d,\"smem\":%d}\n", impl, name, r, stack, st, ld, sm }'
 }
 
+# cuobjdump -sass output -> one JSON line per function: {"sass":IMPL,"kernel":..,
+# "instructions":..,"ffma":..,"branches":..} (static counts: what each side compiled to).
+sass_json() {
+  awk -v impl="$1" '
+    function flush() { if (name != "") printf "{\"sass\":\"%s\",\"kernel\":\"%s\",\"instructions\":%d,\"ffma\":%d,\"branches\":%d}\n", impl, name, n, f, b }
+    /Function : / { flush(); name = $NF; if (name ~ /^_Z[0-9]+/) { len = name; sub(/^_Z/, "", len); len = len + 0; sub(/^_Z[0-9]+/, "", name); name = substr(name, 1, len) } n = 0; f = 0; b = 0 }
+    /\/\*[0-9a-f]+\*\/ / { n++; if ($0 ~ / FFMA /) f++; if ($0 ~ / BRA /) b++ }
+    END { flush() }'
+}
+
 # Compute-bound kernels, berth and CUDA C++ interleaved, two rounds -> compute.jsonl, with
 # both sides' ptxas resource reports (the same ptxas) first.
 run_compute() {
   : > "$out/compute.jsonl"
   if nvcc -O3 -arch=sm_90 -Xptxas -v -o "$here/compute" "$here/compute.cu" > "$here/nvcc-ptxas.txt" 2>&1; then
     ptxas_json nvcc < "$here/nvcc-ptxas.txt" >> "$out/compute.jsonl"
-    ptxas -arch=sm_90 -v "$here/berth_examples.ptx" -o /dev/null 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
+    ptxas -arch=sm_90 -v "$here/berth_examples.ptx" -o "$here/berth_examples.cubin" 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
+    cuobjdump -sass "$here/compute" | sass_json nvcc >> "$out/compute.jsonl"
+    cuobjdump -sass "$here/berth_examples.cubin" | sass_json berth >> "$out/compute.jsonl"
     for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \
-                "sgemm_reg8 2048" "sgemm_reg8 4096" "nbody 65536" "nbody_fast 65536" \
-                "black_scholes 67108864"; do
+                "sgemm_reg8 2048" "sgemm_reg8 4096" "sgemm_reg8_unchecked 4096" "nbody 65536" "nbody_fast 65536" \
+                "black_scholes 67108864" "block_sum_warp 268435456" "haxpy2 134217728" \
+                "hdot 134217728"; do
       for round in 1 2; do
         "$here/compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
         "$here/bin/bench_compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1

@@ -3,15 +3,17 @@
 //!
 //! `bench_compute <kernel> <size> [repetitions=10]` — kernel: `sgemm_tiled`, `sgemm_reg4`,
 //! `sgemm_reg8` (size = n), `nbody`, `nbody_fast` (size = bodies), `black_scholes` (size =
-//! options). One warm-up, then each launch timed alone with CUDA events, median reported as
+//! options), `block_sum_warp` (size = floats), `haxpy2`, `hdot` (size = f16 pairs). One warm-up, then each launch timed alone with CUDA events, median reported as
 //! one JSON line; outputs poisoned (NaN) first, results checked against a host computation in
 //! `f64` on fresh random inputs (`bad` counts mismatches; `max_rel_err` the worst error).
 
-use berth::{Gpu, Grid};
+use berth::device::half::f16x2;
+use berth::{Gpu, Grid, f16};
 use berth_examples::compute::{
-    Body, NBODY_BLOCK, SOFTENING2, black_scholes, nbody, nbody_fast, sgemm_reg4, sgemm_reg8,
-    sgemm_tiled,
+    Body, NBODY_BLOCK, SOFTENING2, WARP_SUM_BLOCK, black_scholes, block_sum_warp, nbody,
+    nbody_fast, sgemm_reg4, sgemm_reg8, sgemm_reg8_unchecked, sgemm_tiled,
 };
+use berth_examples::half_precision::{HDOT_BLOCK, haxpy2, hdot};
 use berth_tests::timing::{Timer, median};
 use rand::{Rng, SeedableRng};
 
@@ -33,9 +35,13 @@ fn run() -> Res {
     let reps: usize = args.get(3).map(|s| s.parse()).transpose()?.unwrap_or(10);
     let gpu = Gpu::new()?;
     match kernel.as_str() {
-        "sgemm_tiled" | "sgemm_reg4" | "sgemm_reg8" => sgemm(&gpu, kernel, size, reps),
+        "sgemm_tiled" | "sgemm_reg4" | "sgemm_reg8" | "sgemm_reg8_unchecked" => {
+            sgemm(&gpu, kernel, size, reps)
+        }
         "nbody" | "nbody_fast" => nbody_run(&gpu, kernel, size, reps),
         "black_scholes" => bs_run(&gpu, size, reps),
+        "block_sum_warp" => warp_sum_run(&gpu, size, reps),
+        "haxpy2" | "hdot" => half_run(&gpu, kernel, size, reps),
         other => Err(format!("unknown kernel {other}").into()),
     }
 }
@@ -60,6 +66,11 @@ macro_rules! time_median {
     }};
 }
 
+/// 1 when `err` is not below `tol` (NaN included), else 0.
+fn off(err: f64, tol: f64) -> usize {
+    usize::from(err.is_nan() || err >= tol)
+}
+
 fn report(kernel: &str, n: usize, ms: f64, work: f64, unit: &str, bad: usize, max_rel: f64) {
     println!(
         "{{\"impl\":\"berth\",\"kernel\":\"{kernel}\",\"n\":{n},\"median_ms\":{ms:.5},\"{unit}\":{:.2},\"bad\":{bad},\"max_rel_err\":{max_rel:.3e}}}",
@@ -73,7 +84,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         "sgemm_reg4" => 64,
         _ => 128,
     };
-    if n % tile != 0 {
+    if !n.is_multiple_of(tile) {
         return Err(format!("{name} needs n a multiple of {tile}").into());
     }
     let mut r = rng();
@@ -90,7 +101,12 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
     let ms = match name {
         "sgemm_tiled" => time_median!(timer, reps, sgemm_tiled(gpu, grid, nn, &da, &db, &mut dc)),
         "sgemm_reg4" => time_median!(timer, reps, sgemm_reg4(gpu, grid, nn, &da, &db, &mut dc)),
-        _ => time_median!(timer, reps, sgemm_reg8(gpu, grid, nn, &da, &db, &mut dc)),
+        "sgemm_reg8" => time_median!(timer, reps, sgemm_reg8(gpu, grid, nn, &da, &db, &mut dc)),
+        _ => time_median!(
+            timer,
+            reps,
+            sgemm_reg8_unchecked(gpu, grid, nn, &da, &db, &mut dc)
+        ),
     };
     let c = dc.to_vec()?;
     let (mut bad, mut max_rel) = (0, 0.0f64);
@@ -104,7 +120,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         }
         let err = (f64::from(c[i * n + j]) - want).abs() / scale.max(1e-30);
         max_rel = max_rel.max(err);
-        bad += usize::from(!(err < 1e-5));
+        bad += off(err, 1e-5);
     }
     report(
         name,
@@ -119,7 +135,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
 }
 
 fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
-    if n % NBODY_BLOCK != 0 {
+    if !n.is_multiple_of(NBODY_BLOCK) {
         return Err(format!("{name} needs a multiple of {NBODY_BLOCK} bodies").into());
     }
     let mut r = rng();
@@ -170,7 +186,7 @@ fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         for k in 0..3 {
             let err = (f64::from(got[k]) - w[k]).abs() / scale.max(1e-30);
             max_rel = max_rel.max(err);
-            bad += usize::from(!(err < 1e-4));
+            bad += off(err, 1e-4);
         }
     }
     report(
@@ -238,8 +254,87 @@ fn bs_run(gpu: &Gpu, n: usize, reps: usize) -> Res {
             .max((f64::from(put[i]) - wp).abs())
             / sp;
         max_err = max_err.max(err);
-        bad += usize::from(!(err < 1e-5));
+        bad += off(err, 1e-5);
     }
     report("black_scholes", n, ms, n as f64, "goptions", bad, max_err);
+    Ok(())
+}
+
+/// Blocks of the reductions: enough to fill an H200 (132 SMs × 8), as `block_sum`.
+const REDUCE_BLOCKS: u32 = 132 * 8;
+
+fn warp_sum_run(gpu: &Gpu, n: usize, reps: usize) -> Res {
+    let x = uniform(n, -1.0, 1.0, &mut rng());
+    let dx = gpu.upload(&x)?;
+    let mut partial = gpu.upload(&vec![f32::NAN; REDUCE_BLOCKS as usize])?;
+    let timer = Timer::new(gpu)?;
+    let grid = Grid::new(REDUCE_BLOCKS, WARP_SUM_BLOCK);
+    let ms = time_median!(timer, reps, block_sum_warp(gpu, grid, &dx, &mut partial));
+    let got: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
+    let want: f64 = x.iter().map(|&v| f64::from(v)).sum();
+    let scale: f64 = x.iter().map(|&v| f64::from(v.abs())).sum::<f64>().max(1.0);
+    let err = (got - want).abs() / scale;
+    report(
+        "block_sum_warp",
+        n,
+        ms,
+        4.0 * n as f64,
+        "gbps",
+        off(err, 1e-5),
+        err,
+    );
+    Ok(())
+}
+
+fn half_pairs(n: usize, r: &mut impl Rng) -> Vec<f16x2> {
+    (0..n)
+        .map(|_| {
+            f16x2::new(
+                f16::from_f32(r.random_range(-1.0..1.0)),
+                f16::from_f32(r.random_range(-1.0..1.0)),
+            )
+        })
+        .collect()
+}
+
+fn half_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
+    let mut r = rng();
+    let (x, y) = (half_pairs(n, &mut r), half_pairs(n, &mut r));
+    let (dx, dy) = (gpu.upload(&x)?, gpu.upload(&y)?);
+    let timer = Timer::new(gpu)?;
+    if name == "haxpy2" {
+        let a = f16x2::new(f16::from_f32(0.75), f16::from_f32(-1.25));
+        let nan = f16x2::new(f16::NAN, f16::NAN);
+        let mut out = gpu.upload(&vec![nan; n])?;
+        let grid = Grid::cover_with_block(n, 256);
+        let ms = time_median!(timer, reps, haxpy2(gpu, grid, a, &dx, &dy, &mut out));
+        let got = out.to_vec()?;
+        let (mut bad, mut worst) = (0, 0.0f64);
+        for i in 0..n {
+            // One rounding to f16 of the exact a·x + y: within half an f16 ulp (2^-11).
+            let w0 = 0.75 * f64::from(x[i].lo.to_f32()) + f64::from(y[i].lo.to_f32());
+            let w1 = -1.25 * f64::from(x[i].hi.to_f32()) + f64::from(y[i].hi.to_f32());
+            let e = ((f64::from(got[i].lo.to_f32()) - w0).abs() / w0.abs().max(6.1e-5))
+                .max((f64::from(got[i].hi.to_f32()) - w1).abs() / w1.abs().max(6.1e-5));
+            worst = worst.max(e);
+            bad += off(e, 1.0 / 2048.0 + f64::EPSILON);
+        }
+        report(name, n, ms, 12.0 * n as f64, "gbps", bad, worst);
+    } else {
+        let mut partial = gpu.upload(&vec![f32::NAN; REDUCE_BLOCKS as usize])?;
+        let grid = Grid::new(REDUCE_BLOCKS, HDOT_BLOCK);
+        let ms = time_median!(timer, reps, hdot(gpu, grid, &dx, &dy, &mut partial));
+        let got: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
+        let (mut want, mut scale) = (0.0f64, 0.0f64);
+        for (a, b) in x.iter().zip(&y) {
+            for (p, q) in [(a.lo, b.lo), (a.hi, b.hi)] {
+                let v = f64::from(p.to_f32()) * f64::from(q.to_f32());
+                want += v;
+                scale += v.abs();
+            }
+        }
+        let err = (got - want).abs() / scale.max(1.0);
+        report(name, n, ms, 8.0 * n as f64, "gbps", off(err, 1e-5), err);
+    }
     Ok(())
 }
