@@ -80,7 +80,11 @@ pub fn relax_weighted_host(w: f32, a: &[f32], b: &mut [f32]) {
 /// `steps` steps of `step` from `a` (alternating between two buffers, as the GPU chain does);
 /// the final values.
 #[cfg(not(target_arch = "nvptx64"))]
-pub fn chain_host(a: &[f32], steps: usize, mut step: impl FnMut(usize, &[f32], &mut [f32])) -> Vec<f32> {
+pub fn chain_host(
+    a: &[f32],
+    steps: usize,
+    mut step: impl FnMut(usize, &[f32], &mut [f32]),
+) -> Vec<f32> {
     let mut x = a.to_vec();
     let mut y = vec![0.0; a.len()];
     for k in 0..steps {

@@ -126,11 +126,7 @@ impl Recording {
 
 impl Queue for Recorder<'_> {
     fn __queue(&self) -> QueueRef<'_> {
-        QueueRef(
-            self.gpu,
-            self.gpu.default_stream.0,
-            Mode::Record(&self.rec),
-        )
+        QueueRef(self.gpu, self.gpu.default_stream.0, Mode::Record(&self.rec))
     }
 }
 
@@ -295,7 +291,9 @@ impl<'b> Graph<'b> {
                 // recorded; slices address memory this graph holds for its whole life, which
                 // the returned guard borrows until the replay is done (and host access waits
                 // for it if the guard is leaked).
-                unsafe { crate::launch::launch_raw(gpu, n.kernel, n.func, &n.grid, stream, &mut ptrs) }?;
+                unsafe {
+                    crate::launch::launch_raw(gpu, n.kernel, n.func, &n.grid, stream, &mut ptrs)
+                }?;
             }
         } else if let Some(e) = self.exec.lock().expect("poisoned").as_ref() {
             // SAFETY: `e.exec` was instantiated in this (current) context; what its nodes
@@ -334,10 +332,7 @@ impl Drop for Graph<'_> {
 
 /// The driver's description of kernel node `n` (its parameter values are copied by the call
 /// that takes it).
-fn node_params(
-    n: &Node,
-    ptrs: &mut [*mut std::ffi::c_void],
-) -> sys::CUDA_KERNEL_NODE_PARAMS {
+fn node_params(n: &Node, ptrs: &mut [*mut std::ffi::c_void]) -> sys::CUDA_KERNEL_NODE_PARAMS {
     let (g, t) = (n.grid.blocks, n.grid.threads);
     sys::CUDA_KERNEL_NODE_PARAMS {
         func: n.func,
@@ -395,9 +390,7 @@ fn build(gpu: &Inner, nodes: &[Node]) -> Result<Exec> {
         exec.nodes.push(node);
     }
     // SAFETY: a complete graph of this context.
-    let r = unsafe {
-        result::graph::instantiate(exec.graph, sys::CUgraphInstantiate_flags(0))
-    };
+    let r = unsafe { result::graph::instantiate(exec.graph, sys::CUgraphInstantiate_flags(0)) };
     match r {
         Ok(x) => {
             exec.exec = x;
@@ -427,13 +420,24 @@ fn update(gpu: &Inner, exec: &Exec, new: &[Node], old: &[Node]) -> Result<()> {
     Ok(())
 }
 
-fn launch_error(gpu: &Inner, n: &Node, call: &'static str, e: cudarc::driver::DriverError) -> Error {
+fn launch_error(
+    gpu: &Inner,
+    n: &Node,
+    call: &'static str,
+    e: cudarc::driver::DriverError,
+) -> Error {
     use sys::CUresult::*;
-    if matches!(e.0, CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) {
+    if matches!(
+        e.0,
+        CUDA_ERROR_INVALID_VALUE | CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+    ) {
         let (name, message) = crate::error::describe(e);
         return Error::InvalidLaunch {
             kernel: n.kernel.name,
-            reason: format!("the driver refused the configuration {:?}: {name} ({message})", n.grid),
+            reason: format!(
+                "the driver refused the configuration {:?}: {name} ({message})",
+                n.grid
+            ),
         };
     }
     gpu.error(call, e, Some(n.kernel.name))

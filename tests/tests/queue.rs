@@ -95,7 +95,11 @@ fn a_scope_queues_a_thousand_dependent_launches_and_gets_the_host_result() {
         })
         .unwrap();
     assert_eq!(launched, STEPS as u64);
-    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, STEPS), "a after the scope");
+    assert_bits(
+        &a.to_vec().unwrap(),
+        &jacobi_steps(&x, STEPS),
+        "a after the scope",
+    );
 }
 
 #[test]
@@ -118,7 +122,11 @@ fn dropped_guards_in_a_scope_leave_their_launches_queued() {
             Ok(())
         })
         .unwrap();
-    assert_bits(&b.to_vec().unwrap(), &jacobi_steps(&x, 101), "b after the scope");
+    assert_bits(
+        &b.to_vec().unwrap(),
+        &jacobi_steps(&x, 101),
+        "b after the scope",
+    );
 }
 
 #[test]
@@ -136,7 +144,10 @@ fn host_reads_inside_a_scope_wait_for_a_launch_still_running() {
             gated_fill_pinned(s, Grid::cover(n), 7, &gate, &mut out)?.detach();
             // The launch waits for the gate; this read must wait for the launch.
             let first = out.to_vec();
-            assert!(first.iter().all(|&v| v == 7), "read before the launch ended");
+            assert!(
+                first.iter().all(|&v| v == 7),
+                "read before the launch ended"
+            );
             Ok(())
         })
         .unwrap();
@@ -184,7 +195,10 @@ fn an_early_return_from_a_scope_waits_and_reports_the_closures_error() {
         }
         Err(Error::Usage("stop here".into()))
     });
-    assert!(matches!(&r, Err(Error::Usage(m)) if m == "stop here"), "{r:?}");
+    assert!(
+        matches!(&r, Err(Error::Usage(m)) if m == "stop here"),
+        "{r:?}"
+    );
     // Every queued launch ran; nothing is left for the next wait to report.
     gpu.synchronize().unwrap();
     assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, 40), "a");
@@ -272,7 +286,11 @@ fn leaked_guards_of_a_scope_stay_sound() {
     // Leaked guards of plain launches on the same buffers: later work and host access wait.
     std::mem::forget(jacobi(&gpu, g, &a, &mut b).unwrap());
     std::mem::forget(jacobi(&gpu, g, &b, &mut a).unwrap());
-    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, 22), "a after leaked launches");
+    assert_bits(
+        &a.to_vec().unwrap(),
+        &jacobi_steps(&x, 22),
+        "a after leaked launches",
+    );
 }
 
 #[test]
@@ -298,7 +316,11 @@ fn several_host_threads_queue_on_one_scope() {
     })
     .unwrap();
     for (x, (a, _)) in xs.iter().zip(&bufs) {
-        assert_bits(&a.to_vec().unwrap(), &jacobi_steps(x, 50), "a of one thread");
+        assert_bits(
+            &a.to_vec().unwrap(),
+            &jacobi_steps(x, 50),
+            "a of one thread",
+        );
     }
 }
 
@@ -331,7 +353,10 @@ fn a_graph_replays_a_thousand_launches_and_changed_scalars() {
     let g = Grid::cover(N);
     {
         let mut graph = gpu.graph();
-        let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+        let (mut a, mut b) = (
+            graph.hold(&mut a_buf).unwrap(),
+            graph.hold(&mut b_buf).unwrap(),
+        );
         let mut record = |graph: &mut berth::Graph<'_>, w: f32| {
             graph.record(|r| {
                 for _ in 0..STEPS / 2 {
@@ -362,7 +387,10 @@ fn a_graph_replays_inside_a_scope_and_on_a_stream() {
     let g = Grid::cover(N);
     {
         let mut graph = gpu.graph();
-        let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+        let (mut a, mut b) = (
+            graph.hold(&mut a_buf).unwrap(),
+            graph.hold(&mut b_buf).unwrap(),
+        );
         graph
             .record(|r| {
                 jacobi(r, g, &a, &mut b)?.detach();
@@ -393,7 +421,10 @@ fn leaked_graph_replays_stay_sound() {
     let g = Grid::cover(N);
     {
         let mut graph = gpu.graph();
-        let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+        let (mut a, mut b) = (
+            graph.hold(&mut a_buf).unwrap(),
+            graph.hold(&mut b_buf).unwrap(),
+        );
         graph
             .record(|r| {
                 for _ in 0..50 {
@@ -411,7 +442,10 @@ fn leaked_graph_replays_stay_sound() {
     assert_bits(&a_buf.to_vec().unwrap(), &jacobi_steps(&x, 200), "a");
     // A leaked graph: its borrows end without any code running.
     let mut graph = gpu.graph();
-    let (mut a, mut b) = (graph.hold(&mut a_buf).unwrap(), graph.hold(&mut b_buf).unwrap());
+    let (mut a, mut b) = (
+        graph.hold(&mut a_buf).unwrap(),
+        graph.hold(&mut b_buf).unwrap(),
+    );
     graph
         .record(|r| {
             jacobi(r, g, &a, &mut b)?.detach();
@@ -421,7 +455,11 @@ fn leaked_graph_replays_stay_sound() {
         .unwrap();
     std::mem::forget(graph.run(&gpu).unwrap());
     std::mem::forget(graph);
-    assert_bits(&a_buf.to_vec().unwrap(), &jacobi_steps(&x, 202), "a after a leaked graph");
+    assert_bits(
+        &a_buf.to_vec().unwrap(),
+        &jacobi_steps(&x, 202),
+        "a after a leaked graph",
+    );
     drop((a_buf, b_buf));
 }
 
@@ -464,7 +502,11 @@ fn a_recording_takes_only_buffers_its_graph_holds() {
     let ev = gpu.event().unwrap();
     let r = graph.record(|r| ev.record(r));
     assert!(matches!(r, Err(Error::Usage(_))), "{r:?}");
-    assert_eq!(graph.launches(), 0, "failed recordings leave the graph as it was");
+    assert_eq!(
+        graph.launches(),
+        0,
+        "failed recordings leave the graph as it was"
+    );
     drop(graph);
     drop(other);
 }
@@ -481,6 +523,9 @@ fn a_dropped_guards_failure_is_reported_by_the_next_wait_on_its_stream() {
     // The next wait on the stream reports it, once.
     let r = jacobi(&gpu, Grid::cover(N), &a, &mut b).unwrap().wait();
     assert!(matches!(r, Err(Error::KernelPanic { .. })), "{r:?}");
-    jacobi(&gpu, Grid::cover(N), &a, &mut b).unwrap().wait().unwrap();
+    jacobi(&gpu, Grid::cover(N), &a, &mut b)
+        .unwrap()
+        .wait()
+        .unwrap();
     assert_bits(&b.to_vec().unwrap(), &jacobi_steps(&x, 1), "b");
 }
