@@ -57,7 +57,8 @@ pub(crate) struct Node {
 
 /// A device buffer held by a [`Graph`] for the graph's whole life: pass it to launches
 /// recorded into that graph (as `&h` or `&mut h`; it is `Copy`). The host cannot reach the
-/// buffer while it is held.
+/// buffer while it is held, and launches elsewhere refuse it (`Error::InvalidLaunch`): the
+/// graph's replays, which it serialises, are the only GPU work on it.
 pub struct Held<'b, T> {
     addr: u64,
     len: usize,
@@ -279,6 +280,8 @@ impl<'b> Graph<'b> {
         }
         gpu.bind()?;
         gpu.fault.ensure_alive()?;
+        // Held until the replay's uses are noted: replays from several threads are serialised
+        // here, so each one sees the previous one's uses.
         let held = self.held.lock().expect("poisoned");
         for u in held.iter() {
             u.before_gpu(Access::Exclusive, Some(stream));

@@ -506,7 +506,8 @@ impl<'l> Launch<'l> {
     /// One allocation passed twice with one of them `&mut` would give the kernel body a
     /// `&[T]` and a writable view of the same memory at once: refused (ordinary borrows cannot
     /// do it; copies of a graph's [`Held`](crate::Held) handles could). A launch recorded into
-    /// a graph takes only memory that graph holds for its whole life.
+    /// a graph takes only memory that graph holds for its whole life, and held memory is
+    /// taken only by launches recorded into its graph.
     fn track(&mut self, a: &ArgRef<'l>, access: Access) {
         let aliased = self.uses.iter().any(|(u, acc)| {
             std::ptr::eq(*u, a.uses) && (access == Access::Exclusive || *acc == Access::Exclusive)
@@ -527,6 +528,16 @@ impl<'l> Launch<'l> {
                     );
                     self.invalid(reason);
                 }
+            }
+            _ if a.held != 0 => {
+                // Handles are `Copy`: launched directly from several threads, two launches
+                // could both pass the check below before either notes its use. The graph's
+                // replays are the only GPU work on held memory, serialised by the graph.
+                let reason = format!(
+                    "argument `{}` is a graph's held buffer: it is used only by launches recorded into that graph",
+                    self.arg_name()
+                );
+                self.invalid(reason);
             }
             _ => a.uses.before_gpu(access, Some(self.stream)),
         }

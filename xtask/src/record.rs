@@ -1,6 +1,7 @@
 //! `cargo xtask record DIR`: write what a GPU run produced into the repository.
 //!
-//! Reads `machine.txt`, `summary.txt`, `tests.log` and `bench.jsonl` from `DIR` (the files
+//! Reads `machine.txt`, `summary.txt`, `tests.log` and `bench.jsonl` (and the other parts'
+//! `*.jsonl`, `launch.jsonl` among them) from `DIR` (the files
 //! `.gpu/run.sh` wrote to `$OUT`) and writes `BENCHMARKS.md` (ratios berth / nvcc, same run)
 //! and `GPU-RESULTS.md` (what the GPU tests reported). A GPU result that is not recorded did
 //! not happen.
@@ -152,6 +153,10 @@ pub fn run(dir: PathBuf) -> Result {
         if !pipeline.trim().is_empty() {
             crate::record_pipeline::write(&mut md, &pipeline, &root)?;
         }
+        let launch = read("launch.jsonl");
+        if !launch.trim().is_empty() {
+            crate::record_launch::write(&mut md, &launch)?;
+        }
         std::fs::write(root.join("BENCHMARKS.md"), md)?;
         eprintln!("wrote BENCHMARKS.md");
     }
@@ -162,6 +167,7 @@ pub fn run(dir: PathBuf) -> Result {
             read("pipeline.jsonl"),
             read("placement.jsonl"),
             read("compute.jsonl"),
+            read("launch.jsonl"),
         ];
         if parts.iter().any(|p| !p.trim().is_empty()) {
             targeted(&root, &date, &machine, &parts)?;
@@ -262,7 +268,7 @@ fn targeted(
     root: &std::path::Path,
     date: &str,
     machine: &str,
-    [signals, pipeline, placement, compute]: &[String; 4],
+    [signals, pipeline, placement, compute, launch]: &[String; 5],
 ) -> Result {
     let path = root.join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
@@ -320,6 +326,11 @@ fn targeted(
     if !compute.trim().is_empty() {
         let mut part = String::new();
         crate::record_compute::write(&mut part, compute)?;
+        md.push_str(&part.replacen("\n## ", "\n### ", 1));
+    }
+    if !launch.trim().is_empty() {
+        let mut part = String::new();
+        crate::record_launch::write(&mut part, launch)?;
         md.push_str(&part.replacen("\n## ", "\n### ", 1));
     }
     if !placement.trim().is_empty() {

@@ -1,7 +1,7 @@
 //! Launch-queue benchmark, the counterpart of `bench/launch.cu` (CUDA C++ compiled with nvcc
 //! on the same machine, same run).
 //!
-//! `bench_launch [n ...] [--reps R]`: for each `n` (default 2^16 and 2^22), a chain of 1,000
+//! `bench_launch [n ...] [--reps R] [--simulator]`: for each `n` (default 2^16 and 2^22), a chain of 1,000
 //! dependent launches of the `jacobi` example kernel (`jacobi(a, b)` then `jacobi(b, a)`, …):
 //! - `launch_chain`: queued through a `Gpu::scope` (no host wait between launches), one wait
 //!   at the end;
@@ -33,7 +33,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut reps = 10;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        if a == "--reps" {
+        if a == "--simulator" {
+            continue;
+        } else if a == "--reps" {
             reps = args.next().ok_or("--reps needs a value")?.parse()?;
         } else {
             sizes.push(a.parse::<usize>()?);
@@ -42,7 +44,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if sizes.is_empty() {
         sizes = vec![1 << 16, 1 << 22];
     }
-    let gpu = Gpu::new()?;
+    // `--simulator`: the same run on the CPU simulator (checks the harness, not the speed).
+    let gpu = if std::env::args().any(|a| a == "--simulator") {
+        Gpu::simulator()
+    } else {
+        Gpu::new()?
+    };
     for n in sizes {
         let x = random_f32(n);
         let mut a = gpu.upload(&x)?;

@@ -1,0 +1,55 @@
+//! The launch-queue section of `BENCHMARKS.md`, from `launch.jsonl` (`bench/launch.cu` and the
+//! `bench_launch` binary: 1,000 dependent launches of the same Jacobi step, same run, two
+//! rounds each).
+
+use std::fmt::Write as _;
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+use crate::record::median;
+
+pub fn write(md: &mut String, text: &str) -> Result {
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(line)?);
+    }
+    let pick = |imp: &str, bench: &str, n: u64| {
+        median(
+            &rows
+                .iter()
+                .filter(|r| r["impl"] == imp && r["bench"] == bench && r["n"] == n)
+                .filter_map(|r| r["per_launch_us"].as_f64())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let mut sizes: Vec<u64> = rows.iter().filter_map(|r| r["n"].as_u64()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    writeln!(md, "\n## Launch queue: 1,000 dependent launches\n")?;
+    writeln!(
+        md,
+        "`jacobi(a, b)`, `jacobi(b, a)`, … (`examples/src/chain.rs`): berth queued in a `Gpu::scope` and replayed as a `Graph` (`tests/src/bin/bench_launch.rs`) against CUDA C++ queueing the same launches on one stream and replaying a captured CUDA graph (`bench/launch.cu`), same run; host time per launch including the one wait at the end, medians of two rounds.\n"
+    )?;
+    writeln!(
+        md,
+        "| bench | n | berth µs/launch | nvcc µs/launch | ratio berth/nvcc | bad |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|")?;
+    for bench in ["launch_chain", "graph_chain"] {
+        for &n in &sizes {
+            let (b, c) = (pick("berth", bench, n), pick("nvcc", bench, n));
+            let bad: u64 = rows
+                .iter()
+                .filter(|r| r["bench"] == bench && r["n"] == n)
+                .map(|r| r["bad"].as_u64().unwrap_or(1))
+                .sum();
+            writeln!(
+                md,
+                "| {bench} | {n} | {b:.2} | {c:.2} | **{:.2}** | {bad} |",
+                b / c
+            )?;
+        }
+    }
+    writeln!(md, "\nRaw lines (`launch.jsonl`):\n\n```\n{text}```")?;
+    Ok(())
+}
