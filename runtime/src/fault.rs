@@ -95,13 +95,14 @@ impl FaultState {
         })
     }
 
+    /// `k` was queued on `stream`. Each kernel is listed once per stream: a queue of a
+    /// thousand launches of two kernels names two candidates, and the list stays short.
     pub(crate) fn launched(&self, stream: sys::CUstream, k: &'static Kernel) {
-        self.in_flight
-            .lock()
-            .expect("poisoned")
-            .entry(stream as usize)
-            .or_default()
-            .push(k);
+        let mut in_flight = self.in_flight.lock().expect("poisoned");
+        let v = in_flight.entry(stream as usize).or_default();
+        if !v.iter().any(|&x| std::ptr::eq(x, k)) {
+            v.push(k);
+        }
     }
 
     pub(crate) fn stream_idle(&self, stream: sys::CUstream) {

@@ -100,14 +100,24 @@ impl Scope<'_> {
     /// Wait for everything queued so far (the scope goes on); the first failure since the
     /// last wait, which the scope then does not report again.
     pub fn wait(&self) -> Result<()> {
+        // What was queued before this point, taken first: launches another thread queues
+        // during the wait belong to the next one.
+        let kept = {
+            let mut k = self.state.inner.lock().expect("poisoned");
+            Kept {
+                completions: std::mem::take(&mut k.completions),
+                staging: std::mem::take(&mut k.staging),
+                launches: k.launches,
+            }
+        };
         let r = crate::stream::sync(self.gpu, self.stream, None);
-        self.settled();
+        self.settled(kept);
         r
     }
 
-    /// The stream was synchronised: every queued launch is done, its staging free.
-    fn settled(&self) {
-        let kept = std::mem::take(&mut *self.state.inner.lock().expect("poisoned"));
+    /// The stream was synchronised after `kept` was taken: its launches are done, their
+    /// staging free.
+    fn settled(&self, kept: Kept) {
         for c in &kept.completions {
             c.finished();
         }
@@ -117,7 +127,6 @@ impl Scope<'_> {
         for (class, p) in kept.staging {
             self.gpu.staging.put(class, (), p);
         }
-        self.state.inner.lock().expect("poisoned").launches = kept.launches;
     }
 
     /// The end of the scope: wait once and settle.
