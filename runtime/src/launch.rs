@@ -875,7 +875,11 @@ impl<'l> Launch<'l> {
         }
         self.enqueue()?;
         self.gpu.fault.launched(self.stream, self.kernel);
-        let completion = Completion::record(self.gpu, &[self.stream])?;
+        let completion = match self.mode {
+            // The scope waits for its stream at its end: no event per launch.
+            Mode::Scope(_) => Completion::in_scope(self.gpu, self.stream),
+            _ => Completion::record(self.gpu, &[self.stream])?,
+        };
         for (uses, access) in &self.uses {
             uses.add(&completion, *access);
         }

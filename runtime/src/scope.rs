@@ -44,7 +44,8 @@ pub(crate) struct ScopeState {
 
 #[derive(Default)]
 struct Kept {
-    /// Where each queued launch ends: marked done once the scope has waited.
+    /// Where each queued launch ends ([`Completion::in_scope`]): marked done once the scope has
+    /// waited.
     completions: Vec<Arc<Completion>>,
     /// Staging of launches already queued, by (size class, address): later launches of the
     /// scope may reuse it in stream order; back to the pool at the end.
@@ -60,10 +61,8 @@ impl ScopeState {
         leases: impl Iterator<Item = (usize, u64)>,
     ) {
         let mut k = self.inner.lock().expect("poisoned");
-        // The last completion covers every earlier one of the stream: keep a few, not all.
-        if k.completions.len() >= 64 {
-            k.completions.clear();
-        }
+        // Every one, to mark it done at the end: a launch queued in a scope records no point of
+        // its own, and after the scope nothing may record one on its stream for it.
         k.completions.push(done.clone());
         k.staging.extend(leases);
         k.launches += 1;

@@ -22,6 +22,10 @@ pub(crate) struct Completion {
     points: Vec<Point>,
     /// The stream of each point.
     streams: Vec<sys::CUstream>,
+    /// Work queued in a scope: no point is recorded when it is queued (the scope waits for its
+    /// stream at its end and marks it done); a wait before then records one on its stream,
+    /// which covers it and anything queued after it.
+    lazy: bool,
     /// Known complete: its guard waited for it, or a host access did.
     done: AtomicBool,
 }
@@ -43,6 +47,7 @@ impl Completion {
                         gpu: gpu.clone(),
                         points,
                         streams: Vec::new(),
+                        lazy: false,
                         done: AtomicBool::new(true),
                     };
                     for &s in streams {
@@ -57,8 +62,22 @@ impl Completion {
             gpu: gpu.clone(),
             points,
             streams: streams.to_vec(),
+            lazy: false,
             done: AtomicBool::new(false),
         }))
+    }
+
+    /// The end of work just queued on `stream` in a scope, without recording a point: the
+    /// scope marks it done once it has waited for the stream, which outlives the scope, so
+    /// every wait on it before then finds the stream alive.
+    pub(crate) fn in_scope(gpu: &Arc<Inner>, stream: sys::CUstream) -> Arc<Completion> {
+        Arc::new(Completion {
+            gpu: gpu.clone(),
+            points: Vec::new(),
+            streams: vec![stream],
+            lazy: true,
+            done: AtomicBool::new(false),
+        })
     }
 
     /// The guard waited for its streams: the work is complete.
@@ -82,7 +101,14 @@ impl Completion {
         if self.is_done() {
             return;
         }
-        tracing::debug!("waiting for GPU work whose guard was leaked");
+        tracing::debug!("waiting for GPU work whose guard was dropped or leaked");
+        if self.lazy {
+            // Everything queued on the stream so far, this work included. A lost context
+            // runs nothing more.
+            if self.gpu.bind().is_ok() {
+                crate::stream::drain(&self.gpu, self.streams[0]);
+            }
+        }
         for p in &self.points {
             self.gpu.ops().wait_point(&self.gpu, p);
         }
