@@ -6,7 +6,8 @@ use berth::prelude::*;
 
 /// One Jacobi step of the 1D Laplace equation with fixed ends:
 /// `b[i] = 0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])`, `b[0] = a[0]`, `b[n-1] = a[n-1]`.
-/// The products by powers of two are exact, so a fused multiply-add gives the same bits.
+/// The products by powers of two are exact, so a fused multiply-add (the GPU build's default,
+/// as nvcc's) gives the same bits as the host's two roundings.
 #[gpu_kernel]
 pub fn jacobi(a: &[f32], b: &mut [f32]) {
     let i = thread::global_x();
@@ -21,8 +22,9 @@ pub fn jacobi(a: &[f32], b: &mut [f32]) {
 }
 
 /// A weighted Jacobi step: `b[i] = a[i] + w * (0.5 * (a[i - 1] + a[i + 1]) - a[i])` inside,
-/// ends copied. The weight is the scalar a replayed graph changes.
-#[gpu_kernel]
+/// ends copied. The weight is the scalar a replayed graph changes. Not contracted into fused
+/// multiply-adds, so the GPU's bits are the host's ([`relax_weighted_host`]).
+#[gpu_kernel(fp_contract = false)]
 pub fn relax_weighted(w: f32, a: &[f32], b: &mut [f32]) {
     let i = thread::global_x();
     let n = b.len();
@@ -37,7 +39,7 @@ pub fn relax_weighted(w: f32, a: &[f32], b: &mut [f32]) {
 
 /// [`relax_weighted`] that panics (index out of bounds) when `w` is negative: a fault in the middle of
 /// a queue.
-#[gpu_kernel]
+#[gpu_kernel(fp_contract = false)]
 pub fn relax_weighted_or_fail(w: f32, a: &[f32], b: &mut [f32]) {
     let i = thread::global_x();
     let n = b.len();
