@@ -549,6 +549,11 @@ fn a_recording_takes_only_buffers_its_graph_holds() {
     let ev = gpu.event().unwrap();
     let r = graph.record(|r| ev.record(r));
     assert!(matches!(r, Err(Error::Usage(_))), "{r:?}");
+    let r = graph.record(|r| other.run(r).map(|p| p.detach()));
+    assert!(matches!(r, Err(Error::Usage(_))), "{r:?}");
+    let mut host = gpu.pinned_zeroed::<f32>(N).unwrap();
+    let r = graph.record(|r| a_plain(&gpu).copy_to_pinned(r, &mut host)?.wait());
+    assert!(matches!(r, Err(Error::Usage(_))), "{r:?}");
     assert_eq!(
         graph.launches(),
         0,
