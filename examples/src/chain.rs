@@ -95,3 +95,21 @@ pub fn chain_host(
     }
     x
 }
+
+/// [`jacobi`] that first waits until the host sets `gate[0]` (failing after 10 s): a launch
+/// at the head of a queue that cannot finish before the host has queued everything after it.
+#[gpu_kernel]
+pub fn gated_jacobi(#[mapped] gate: &Signals, a: &[f32], b: &mut [f32]) {
+    let i = thread::global_x();
+    let n = b.len();
+    if i < n {
+        if gate.wait(0, |v| v != 0, 10_000_000_000).is_none() {
+            fail("the host never opened the gate");
+        }
+        b[i] = if i == 0 || i + 1 == n {
+            a[i]
+        } else {
+            0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])
+        };
+    }
+}

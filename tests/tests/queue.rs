@@ -11,7 +11,8 @@
 
 use berth::{DeviceBuffer, Error, Gpu, Grid};
 use berth_examples::chain::{
-    chain_host, jacobi, jacobi_host, relax_weighted, relax_weighted_host, relax_weighted_or_fail,
+    chain_host, gated_jacobi, jacobi, jacobi_host, relax_weighted, relax_weighted_host,
+    relax_weighted_or_fail,
 };
 use berth_examples::gated::gated_fill_pinned;
 use berth_tests::random_f32;
@@ -104,6 +105,30 @@ fn a_scope_queues_a_thousand_dependent_launches_and_gets_the_host_result() {
         &jacobi_steps(&x, STEPS),
         "a after the scope",
     );
+}
+
+#[test]
+fn queueing_in_a_scope_never_waits_on_the_host() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let gate = gpu.signals(1).unwrap();
+    // The first launch cannot finish before the closure opens its gate, after queueing the
+    // rest: any host wait for it on the way would stall until the kernel gives up (10 s) and
+    // the scope would fail.
+    gpu.scope(|s| {
+        gated_jacobi(s, g, &gate, &a, &mut b)?.detach();
+        jacobi(s, g, &b, &mut a)?.detach();
+        for _ in 0..49 {
+            jacobi(s, g, &a, &mut b)?.detach();
+            jacobi(s, g, &b, &mut a)?.detach();
+        }
+        gate.store(0, 1);
+        Ok(())
+    })
+    .unwrap();
+    assert_bits(&a.to_vec().unwrap(), &jacobi_steps(&x, 100), "a");
 }
 
 #[test]
