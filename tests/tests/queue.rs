@@ -409,6 +409,56 @@ fn a_graph_replays_a_thousand_launches_and_changed_scalars() {
 }
 
 #[test]
+fn recording_another_chain_rebuilds_the_graph() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a_buf, mut b_buf) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    {
+        let mut graph = gpu.graph();
+        let (mut a, mut b) = (
+            graph.hold(&mut a_buf).unwrap(),
+            graph.hold(&mut b_buf).unwrap(),
+        );
+        let mut record = |graph: &mut berth::Graph<'_>, pairs: usize, w: Option<f32>| {
+            graph.record(|r| {
+                for _ in 0..pairs {
+                    match w {
+                        Some(w) => {
+                            relax_weighted(r, g, w, &a, &mut b)?.detach();
+                            relax_weighted(r, g, w, &b, &mut a)?.detach();
+                        }
+                        None => {
+                            jacobi(r, g, &a, &mut b)?.detach();
+                            jacobi(r, g, &b, &mut a)?.detach();
+                        }
+                    }
+                }
+                Ok(())
+            })
+        };
+        record(&mut graph, 1, None).unwrap();
+        graph.run(&gpu).unwrap().wait().unwrap();
+        // More launches, then other kernels: rebuilt, not updated.
+        record(&mut graph, 3, None).unwrap();
+        graph.run(&gpu).unwrap().wait().unwrap();
+        record(&mut graph, 3, Some(0.75)).unwrap();
+        graph.run(&gpu).unwrap().wait().unwrap();
+        // An empty recording replays nothing.
+        record(&mut graph, 0, None).unwrap();
+        graph.run(&gpu).unwrap().wait().unwrap();
+    }
+    let want = chain_host(&x, 14, |k, a, b| {
+        if k < 8 {
+            jacobi_host(a, b)
+        } else {
+            relax_weighted_host(0.75, a, b)
+        }
+    });
+    assert_bits(&a_buf.to_vec().unwrap(), &want, "a");
+}
+
+#[test]
 fn a_graph_replays_inside_a_scope_and_on_a_stream() {
     let (_g, gpu) = gpu();
     let x = random_f32(N);
