@@ -170,3 +170,30 @@ pub fn dot8(x: &[f32], w: &[f32], out: &mut [f32]) {
         out[i] = acc[0] + acc[1];
     }
 }
+
+/// `y[i] = a * x[i] + y[i]` in any float type listed in `instances`: one PTX entry per type
+/// (`axpy_f32`, `axpy_f64`), launched as `axpy::<f32>(..)` or with the type inferred.
+#[gpu_kernel(instances(T = f32, f64))]
+pub fn axpy<T>(a: T, x: &[T], y: &mut [T])
+where
+    T: DeviceCopy + core::ops::Mul<Output = T> + core::ops::Add<Output = T>,
+{
+    let i = thread::global_x();
+    if i < y.len() {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+/// `out[i] = Σ_k x[i * N + k]` for a group size fixed at compile time (`sum_groups_4`,
+/// `sum_groups_8`): the loop has a constant trip count, so LLVM writes it out.
+#[gpu_kernel(instances(N = 4, 8))]
+pub fn sum_groups<const N: usize>(x: &[f32], out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        let mut acc = 0.0f32;
+        for k in 0..N {
+            acc += x[i * N + k];
+        }
+        out[i] = acc;
+    }
+}
