@@ -102,7 +102,11 @@ impl Parse for Options {
                         )
                     })?;
                     let v: syn::LitBool = input.parse().map_err(|e| {
-                        syn::Error::new(e.span(), "`fp_contract` is `true` or `false`")
+                        syn::Error::new(
+                            e.span(),
+                            "`fp_contract` is `true` (the default: `a * b + c` may fuse into one FMA) \
+                             or `false` (every multiply and add rounded separately): write `fp_contract = false`",
+                        )
                     })?;
                     opts.exact_fp = !v.value;
                 }
@@ -128,9 +132,11 @@ fn block_shape(input: ParseStream) -> syn::Result<([u32; 3], Span)> {
             "a block shape is one to three positive integer literals: `block = (16, 16)`, `block = 256`",
         )
     };
+    let mut whole = None;
     let dims: Vec<syn::LitInt> = if input.peek(syn::token::Paren) {
         let content;
         let paren = syn::parenthesized!(content in input);
+        whole = Some(paren.span.join());
         let list =
             syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated(&content)?;
         if list.is_empty() || list.len() > 3 {
@@ -168,6 +174,8 @@ fn block_shape(input: ParseStream) -> syn::Result<([u32; 3], Span)> {
         shape[d] = v;
         span = span.join(lit.span()).unwrap_or(span);
     }
+    // The whole `(x, y, z)`: joining the literals' spans works on nightly compilers only.
+    let span = whole.unwrap_or(span);
     let total: u64 = shape.iter().map(|&v| u64::from(v)).product();
     if total > MAX_BLOCK || shape[2] > 64 {
         return Err(syn::Error::new(
