@@ -197,3 +197,37 @@ pub fn sum_groups<const N: usize>(x: &[f32], out: &mut [f32]) {
         out[i] = acc;
     }
 }
+
+/// `out[i]` = the bitwise majority of `x[i]`, `y[i]`, `z[i]` with its bytes reversed: one
+/// `lop3.b32` and one `prmt.b32` of inline PTX on the GPU, the same in plain Rust in the
+/// simulator ([`gpu_or_host!`]).
+#[gpu_kernel]
+pub fn majority_swapped(x: &[u32], y: &[u32], z: &[u32], out: &mut [u32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        let (a, b, c) = (x[i], y[i], z[i]);
+        out[i] = gpu_or_host! {
+            gpu => {
+                let (m, s): (u32, u32);
+                // SAFETY: register-only bit operations: `lop3` with the truth table 0xE8
+                // (a&b | a&c | b&c), `prmt` with the selector 0x0123 (bytes 3,2,1,0 of `m`);
+                // no memory is read or written.
+                unsafe {
+                    core::arch::asm!(
+                        "lop3.b32 {m}, {a}, {b}, {c}, 0xE8;",
+                        "prmt.b32 {s}, {m}, {zero}, 0x0123;",
+                        m = out(reg32) m,
+                        s = out(reg32) s,
+                        a = in(reg32) a,
+                        b = in(reg32) b,
+                        c = in(reg32) c,
+                        zero = in(reg32) 0u32,
+                        options(pure, nomem, nostack),
+                    );
+                }
+                s
+            },
+            host => ((a & b) | (a & c) | (b & c)).swap_bytes(),
+        };
+    }
+}

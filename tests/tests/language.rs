@@ -12,7 +12,7 @@ use berth_examples::compute::{
 };
 use berth_examples::language::{
     MATH_F32, axpy, dot8, fast_math_f32, math_f32, math_f64, mul_add_contracted, mul_add_exact,
-    sum_groups, transpose,
+    majority_swapped, sum_groups, transpose,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Mutex;
@@ -345,6 +345,30 @@ fn a_const_generic_kernel_runs_each_instance() {
                 got[i]
             );
         }
+    }
+}
+
+#[test]
+fn inline_ptx_and_its_host_fallback_agree() {
+    let (_g, gpu) = gpu();
+    let n = 2049;
+    let mut r = rng();
+    let mut words = || (0..n).map(|_| r.random::<u32>()).collect::<Vec<u32>>();
+    let (x, y, z) = (words(), words(), words());
+    let (dx, dy, dz) = (
+        gpu.upload(&x).unwrap(),
+        gpu.upload(&y).unwrap(),
+        gpu.upload(&z).unwrap(),
+    );
+    let mut out = gpu.upload(&vec![0xDEAD_BEEFu32; n]).unwrap();
+    majority_swapped(&gpu, Grid::cover(n), &dx, &dy, &dz, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for i in 0..n {
+        let want = ((x[i] & y[i]) | (x[i] & z[i]) | (y[i] & z[i])).swap_bytes();
+        assert_eq!(got[i], want, "element {i}");
     }
 }
 
