@@ -82,6 +82,13 @@ pub mod prelude {
 pub mod __private {
     pub use berth_device::{Mailbox, Signals, Slice, SliceMut, Slot, Window};
 
+    /// The alignment a kernel entry declares for a pointer parameter to `T`: `T`'s, at most
+    /// 128 (it travels as one byte to the builder, which writes it into the PTX `.param`).
+    pub const fn param_align<T>() -> u8 {
+        let a = core::mem::align_of::<T>();
+        if a > 128 { 128 } else { a as u8 }
+    }
+
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::__private::*;
     #[cfg(not(target_arch = "nvptx64"))]

@@ -207,21 +207,28 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
     let name = &k.name;
     let mut params = Vec::new();
     let mut values = Vec::new();
+    // Per parameter of the entry: the alignment of what a pointer points to, 0 otherwise.
+    let mut aligns = Vec::new();
+    let align = |t: &dyn ToTokens| quote!(#krate::__private::param_align::<#t>());
+    let zero = quote!(0);
     for a in &k.args {
         let n = &a.name;
         match &a.kind {
             ArgKind::Scalar(ty) => {
                 params.push(quote!(#n: #ty));
                 values.push(quote!(#n));
+                aligns.push(zero.clone());
             }
             ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
                 let (p, l) = lowered(a);
                 let (lo, hi) = window_bounds(a);
                 params.push(quote!(#p: *const #elem, #l: usize, #lo: usize, #hi: usize));
+                aligns.extend([align(elem), zero.clone(), zero.clone(), zero.clone()]);
                 values.push(quote!(#krate::__private::Window::from_raw(#p, #l, #lo, #hi)));
             }
             ArgKind::Slice { elem, mutable } => {
                 let (p, l) = lowered(a);
+                aligns.extend([align(elem), zero.clone()]);
                 if *mutable {
                     params.push(quote!(#p: *mut #elem, #l: usize));
                     values.push(quote!(#krate::__private::SliceMut::from_raw(#p, #l)));
@@ -234,6 +241,7 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
                 let (p, l) = lowered(a);
                 let (view, cell) = (signal_view(krate, mailbox), signal_cell(krate, mailbox));
                 params.push(quote!(#p: *mut #cell, #l: usize));
+                aligns.extend([align(&cell), zero.clone()]);
                 values.push(quote!(&<#view>::from_raw(#p, #l)));
             }
         }
@@ -250,6 +258,8 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
         let s = format!("berth:{}", attrs.join(";"));
         quote!(#[unsafe(link_section = #s)])
     });
+    let palign_section = format!("berth:palign:{name}");
+    let count = aligns.len();
     quote! {
         #[cfg(target_arch = "nvptx64")]
         #[unsafe(no_mangle)]
@@ -257,6 +267,11 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
         #[allow(non_snake_case, clippy::too_many_arguments)]
         #[doc(hidden)]
         pub unsafe extern "ptx-kernel" fn #name(#(#params),*) {
+            // The alignment of each pointer parameter's target, which the builder declares on
+            // the PTX parameter (and then drops this static).
+            #[used]
+            #[unsafe(link_section = #palign_section)]
+            static __BERTH_PARAM_ALIGN: [u8; #count] = [#(#aligns),*];
             // SAFETY: the host launcher is the only caller. It passes, for each slice, the
             // pointer and length of a live device allocation that it keeps borrowed (shared
             // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed; for an
