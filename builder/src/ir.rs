@@ -261,8 +261,13 @@ fn defines(line: &str, name: &str) -> bool {
 
 /// The `define` line of `entry` with `align N` on each `ptr` parameter whose byte is N > 1.
 fn param_aligns(line: &str, entry: &str, bytes: &[u8]) -> Result<String, RewriteError> {
-    let open = line.find(&format!("@{entry}(")).map(|i| i + entry.len() + 2);
-    let open = open.or_else(|| line.find(&format!("@\"{entry}\"(")).map(|i| i + entry.len() + 4));
+    let open = line
+        .find(&format!("@{entry}("))
+        .map(|i| i + entry.len() + 2);
+    let open = open.or_else(|| {
+        line.find(&format!("@\"{entry}\"("))
+            .map(|i| i + entry.len() + 4)
+    });
     let Some(open) = open else {
         return Ok(line.to_owned());
     };
@@ -692,7 +697,9 @@ define ptx_kernel void @odd(ptr %0, i64 %1) unnamed_addr #0 {
         assert!(out.contains(
             "define ptx_kernel void @scalars(float %0, ptr byval({ [4 x float] }) align 4 %1) unnamed_addr #0 {"
         ));
-        assert!(out.contains("define ptx_kernel void @odd(ptr align 8 %0, i64 %1) unnamed_addr #0 {"));
+        assert!(
+            out.contains("define ptx_kernel void @odd(ptr align 8 %0, i64 %1) unnamed_addr #0 {")
+        );
         assert!(!out.contains("berth:palign"), "{out}");
         assert!(out.contains(
             "@llvm.used = appending global [1 x ptr] [ptr @__berth_panic_record], section \"llvm.metadata\"\n"

@@ -181,7 +181,8 @@ fn block_shape(input: ParseStream) -> syn::Result<([u32; 3], Span)> {
         return Err(syn::Error::new(
             span,
             format!(
-                "a block has at most {MAX_BLOCK} threads (and z at most 64); this shape has {total}"
+                "a block has at most {MAX_BLOCK} threads (and z at most 64); this shape has {total}: \
+                 make the product of the dimensions at most {MAX_BLOCK}"
             ),
         ));
     }
@@ -229,7 +230,9 @@ fn instances(input: ParseStream) -> syn::Result<Vec<InstanceParam>> {
         if values.is_empty() {
             return Err(syn::Error::new(
                 name.span(),
-                format!("`{name}` has no values: write `{name} = f32, f64` (types) or `{name} = 4, 8` (constants)"),
+                format!(
+                    "`{name}` has no values: write `{name} = f32, f64` (types) or `{name} = 4, 8` (constants)"
+                ),
             ));
         }
         params.push(InstanceParam { name, values });

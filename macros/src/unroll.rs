@@ -67,11 +67,15 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     }
     let pat = &f.pat;
     let body = &f.body;
+    // The values are written at the range, but as the macro's own tokens: lints that read
+    // the source text under a literal (clippy's `zero_prefixed_literal` sees the `0` of `0..8`
+    // under a generated `10`) leave them alone.
+    let at = Span::mixed_site().located_at(range.span());
     let iterations = (0..count).map(|k| {
         let v = start + k * step;
         let lit = match &ty {
-            Some(suffix) => syn::LitInt::new(&format!("{v}{suffix}"), range.span()),
-            None => syn::LitInt::new(&v.to_string(), range.span()),
+            Some(suffix) => syn::LitInt::new(&format!("{v}{suffix}"), at),
+            None => syn::LitInt::new(&v.to_string(), at),
         };
         quote_spanned! {range.span()=>
             {
@@ -155,9 +159,8 @@ fn int_literal(e: &syn::Expr) -> syn::Result<(u64, Option<String>)> {
 /// closure, whose own `break`/`continue` are fine.
 fn find_break_or_continue(tokens: impl Iterator<Item = TokenStream>) -> Option<Span> {
     for ts in tokens {
-        let mut it = ts.into_iter().peekable();
         let mut skip_next_group = false;
-        while let Some(tt) = it.next() {
+        for tt in ts {
             match &tt {
                 TokenTree::Ident(i) if i == "break" || i == "continue" => {
                     // A labelled `break 'outer` still leaves this loop.

@@ -391,7 +391,10 @@ pub fn instances(opts: &parse::Options, k: &Kernel) -> Result<Vec<Instance>, Vec
         syn::GenericParam::Const(c) => c.ident.clone(),
         syn::GenericParam::Lifetime(l) => l.lifetime.ident.clone(),
     };
-    let names: Vec<String> = params.iter().map(|p| format!("`{}`", param_name(p))).collect();
+    let names: Vec<String> = params
+        .iter()
+        .map(|p| format!("`{}`", param_name(p)))
+        .collect();
     let Some((listed, keyword)) = &opts.instances else {
         if params.is_empty() {
             return Ok(Vec::new());
@@ -467,7 +470,9 @@ pub fn instances(opts: &parse::Options, k: &Kernel) -> Result<Vec<Instance>, Vec
                         "`{name}` is a const parameter (`{}`): its instances are constants, `{name} = 4, 8`",
                         c.ty.to_token_stream()
                     ),
-                    _ => format!("`{name}` is a type parameter: its instances are types, `{name} = f32, f64`"),
+                    _ => format!(
+                        "`{name}` is a type parameter: its instances are types, `{name} = f32, f64`"
+                    ),
                 };
                 errors.push(syn::Error::new_spanned(v, msg));
                 continue;
@@ -510,7 +515,11 @@ pub fn instances(opts: &parse::Options, k: &Kernel) -> Result<Vec<Instance>, Vec
             values: combo.into_iter().map(|(n, v, _)| (n, v)).collect(),
         });
     }
-    if errors.is_empty() { Ok(out) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
 }
 
 /// The part of an instance's name that a value gives: a type's last path segment (`f32`,

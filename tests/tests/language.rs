@@ -11,8 +11,8 @@ use berth_examples::compute::{
     sgemm_reg8, sgemm_tiled,
 };
 use berth_examples::language::{
-    MATH_F32, axpy, dot8, fast_math_f32, math_f32, math_f64, mul_add_contracted, mul_add_exact,
-    majority_swapped, sum_groups, transpose,
+    MATH_F32, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64, mul_add_contracted,
+    mul_add_exact, sum_groups, transpose,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Mutex;

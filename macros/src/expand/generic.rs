@@ -18,7 +18,12 @@ use proc_macro2::{Delimiter, Group, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 
 /// The full expansion of a valid generic kernel with its instances.
-pub fn kernel(opts: &Options, k: &Kernel, instances: &[Instance], ptx: Option<&str>) -> TokenStream {
+pub fn kernel(
+    opts: &Options,
+    k: &Kernel,
+    instances: &[Instance],
+    ptx: Option<&str>,
+) -> TokenStream {
     let body_fn = body_fn(opts, k);
     let tr = trait_ident(k);
     let mut items = Vec::new();
@@ -160,11 +165,8 @@ fn launcher(opts: &Options, k: &Kernel, instances: &[Instance], tr: &syn::Ident)
         instances
             .iter()
             .map(|i| {
-                let vals: Vec<String> = i
-                    .values
-                    .iter()
-                    .map(|(p, v)| format!("{p} = {v}"))
-                    .collect();
+                let vals: Vec<String> =
+                    i.values.iter().map(|(p, v)| format!("{p} = {v}")).collect();
                 format!("`{}`", vals.join(", "))
             })
             .collect::<Vec<_>>()

@@ -417,26 +417,38 @@ fn error_generics() {
     );
     insta::assert_snapshot!(
         "error_instances_not_generic",
-        errors_with(quote!(instances(T = f32)), quote! {
-            pub fn scale(x: &mut [f32]) {}
-        })
+        errors_with(
+            quote!(instances(T = f32)),
+            quote! {
+                pub fn scale(x: &mut [f32]) {}
+            }
+        )
     );
     insta::assert_snapshot!(
         "error_instances_names",
-        errors_with(quote!(instances(U = f32, N = [u8; 2])), quote! {
-            pub fn scale<T: Copy, const N: usize, const M: u32>(x: &mut [T]) {}
-        })
+        errors_with(
+            quote!(instances(U = f32, N = [u8; 2])),
+            quote! {
+                pub fn scale<T: Copy, const N: usize, const M: u32>(x: &mut [T]) {}
+            }
+        )
     );
     insta::assert_snapshot!(
         "error_instances_form",
-        errors_with(quote!(instances(T)), quote! {
-            pub fn scale<T: Copy>(x: &mut [T]) {}
-        })
+        errors_with(
+            quote!(instances(T)),
+            quote! {
+                pub fn scale<T: Copy>(x: &mut [T]) {}
+            }
+        )
     );
     insta::assert_snapshot!(
         "error_instances_same_name",
-        errors_with(quote!(instances(T = f32, crate::f32)), quote! {
-            pub fn scale<T: Copy>(x: &mut [T]) {}
-        })
+        errors_with(
+            quote!(instances(T = f32, crate::f32)),
+            quote! {
+                pub fn scale<T: Copy>(x: &mut [T]) {}
+            }
+        )
     );
 }

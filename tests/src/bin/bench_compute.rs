@@ -73,7 +73,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         "sgemm_reg4" => 64,
         _ => 128,
     };
-    if n % tile != 0 {
+    if !n.is_multiple_of(tile) {
         return Err(format!("{name} needs n a multiple of {tile}").into());
     }
     let mut r = rng();
@@ -104,7 +104,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         }
         let err = (f64::from(c[i * n + j]) - want).abs() / scale.max(1e-30);
         max_rel = max_rel.max(err);
-        bad += usize::from(!(err < 1e-5));
+        bad += usize::from(err.is_nan() || err >= 1e-5);
     }
     report(
         name,
@@ -119,7 +119,7 @@ fn sgemm(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
 }
 
 fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
-    if n % NBODY_BLOCK != 0 {
+    if !n.is_multiple_of(NBODY_BLOCK) {
         return Err(format!("{name} needs a multiple of {NBODY_BLOCK} bodies").into());
     }
     let mut r = rng();
@@ -170,7 +170,7 @@ fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
         for k in 0..3 {
             let err = (f64::from(got[k]) - w[k]).abs() / scale.max(1e-30);
             max_rel = max_rel.max(err);
-            bad += usize::from(!(err < 1e-4));
+            bad += usize::from(err.is_nan() || err >= 1e-4);
         }
     }
     report(
@@ -238,7 +238,7 @@ fn bs_run(gpu: &Gpu, n: usize, reps: usize) -> Res {
             .max((f64::from(put[i]) - wp).abs())
             / sp;
         max_err = max_err.max(err);
-        bad += usize::from(!(err < 1e-5));
+        bad += usize::from(err.is_nan() || err >= 1e-5);
     }
     report("black_scholes", n, ms, n as f64, "goptions", bad, max_err);
     Ok(())
