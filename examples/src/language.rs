@@ -231,3 +231,16 @@ pub fn majority_swapped(x: &[u32], y: &[u32], z: &[u32], out: &mut [u32]) {
         };
     }
 }
+
+/// `y[i] = a * x[i]` on host memory, pipelined (`scale_pinned_pipelined::<f32>(..)`): a
+/// generic `elementwise` kernel.
+#[gpu_kernel(elementwise, instances(T = f32, f64))]
+pub fn scale_pinned<T>(a: T, #[pinned_async] x: &[T], #[pinned_async(out)] y: &mut [T])
+where
+    T: DeviceCopy + core::ops::Mul<Output = T>,
+{
+    let i = thread::global_x();
+    if i < y.len() {
+        y[i] = a * x[i];
+    }
+}

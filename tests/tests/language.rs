@@ -12,7 +12,7 @@ use berth_examples::compute::{
 };
 use berth_examples::language::{
     MATH_F32, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64, mul_add_contracted,
-    mul_add_exact, sum_groups, transpose,
+    mul_add_exact, scale_pinned, scale_pinned_pipelined, sum_groups, transpose,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Mutex;
@@ -345,6 +345,41 @@ fn a_const_generic_kernel_runs_each_instance() {
                 got[i]
             );
         }
+    }
+}
+
+#[test]
+fn a_generic_elementwise_kernel_pipelines_each_instance() {
+    let (_g, gpu) = gpu();
+    let n = 100_003;
+    let mut r = rng();
+    let a = r.random_range(-2.0f64..2.0);
+    let x: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_from(&vec![f64::NAN; n]).unwrap();
+    let opts = berth::PipelineOptions {
+        chunk_bytes: Some(8 * 4096),
+        streams: Some(3),
+        ..Default::default()
+    };
+    let stats = scale_pinned_pipelined::<f64>(&gpu, opts, a, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(stats.chunks, n.div_ceil(4096));
+    for i in 0..n {
+        assert_eq!(py[i], a * x[i], "f64 element {i}");
+    }
+    // The f32 instance, launched whole.
+    let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+    let px = gpu.pinned_from(&x32).unwrap();
+    let mut py = gpu.pinned_from(&vec![f32::NAN; n]).unwrap();
+    scale_pinned(&gpu, Grid::cover(n), a as f32, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    for i in 0..n {
+        assert_eq!(py[i], a as f32 * x32[i], "f32 element {i}");
     }
 }
 
