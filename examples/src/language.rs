@@ -208,15 +208,15 @@ pub fn majority_swapped(x: &[u32], y: &[u32], z: &[u32], out: &mut [u32]) {
         let (a, b, c) = (x[i], y[i], z[i]);
         out[i] = gpu_or_host! {
             gpu => {
-                let (m, s): (u32, u32);
+                let s: u32;
                 // SAFETY: register-only bit operations: `lop3` with the truth table 0xE8
                 // (a&b | a&c | b&c), `prmt` with the selector 0x0123 (bytes 3,2,1,0 of `m`);
                 // no memory is read or written.
                 unsafe {
                     core::arch::asm!(
-                        "lop3.b32 {m}, {a}, {b}, {c}, 0xE8;",
-                        "prmt.b32 {s}, {m}, {zero}, 0x0123;",
-                        m = out(reg32) m,
+                        "{{ .reg .b32 m;",
+                        "lop3.b32 m, {a}, {b}, {c}, 0xE8;",
+                        "prmt.b32 {s}, m, {zero}, 0x0123; }}",
                         s = out(reg32) s,
                         a = in(reg32) a,
                         b = in(reg32) b,
