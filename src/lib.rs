@@ -44,7 +44,7 @@ pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
     DeviceCopy, FastMath, GpuFloat, Mailbox, Shared, SharedCell, Signals, Slice, SliceMut, Slot,
-    Window, bf16, f16, gpu_assert, math, shared_array,
+    Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
 pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 
@@ -64,7 +64,8 @@ pub mod prelude {
     pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot, Window};
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
-        block, dynamic_shared, fail, gpu_assert, grid, shared_array, sync_threads, thread, warp,
+        block, dynamic_shared, fail, gpu_assert, gpu_or_host, grid, shared_array, sync_threads,
+        thread, warp,
     };
     pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 
@@ -80,6 +81,13 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use berth_device::{Mailbox, Signals, Slice, SliceMut, Slot, Window};
+
+    /// The alignment a kernel entry declares for a pointer parameter to `T`: `T`'s, at most
+    /// 128 (it travels as one byte to the builder, which writes it into the PTX `.param`).
+    pub const fn param_align<T>() -> u8 {
+        let a = core::mem::align_of::<T>();
+        if a > 128 { 128 } else { a as u8 }
+    }
 
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::__private::*;

@@ -15,6 +15,12 @@
 //!   entry's section name (`berth:reqntid=16,16,1;nocontract`); it becomes the function
 //!   attribute `"nvvm.reqntid"` (PTX `.reqntid`, and thread-index ranges the optimiser uses to
 //!   drop bounds checks) and the opt-out of contraction.
+//! - **Pointer parameters declared with their target's alignment.** rustc gives a kernel's
+//!   raw-pointer parameters no `align` attribute, so PTX declares them `.ptr .align 1` and a
+//!   16-byte element is read in pieces. Each entry carries a static in the section
+//!   `berth:palign:<entry>` whose bytes are, per parameter, the alignment of what it points to
+//!   (0 for other parameters); the matching `ptr` parameters get `align N` (PTX
+//!   `.ptr .align N`, and LLVM may then use vector loads), and the static is dropped.
 
 use std::collections::HashSet;
 
@@ -24,6 +30,8 @@ pub const SHARED_SECTION: &str = "berth:shared";
 pub const DYNAMIC_SHARED: &str = "__berth_dynamic_shared";
 /// Prefix of a kernel entry's section carrying its attributes.
 pub const KERNEL_SECTION_PREFIX: &str = "berth:";
+/// Prefix of the section of the static listing an entry's parameter alignments.
+pub const PARAM_ALIGN_SECTION_PREFIX: &str = "berth:palign:";
 
 /// What to change in the module.
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +51,9 @@ pub struct Report {
     pub exact: Vec<String>,
     /// Float operations marked contractible.
     pub contracted: usize,
+    /// Kernels whose pointer parameters were given an alignment, with the alignment of each
+    /// parameter (0: not a pointer to data).
+    pub param_align: Vec<(String, Vec<u8>)>,
 }
 
 /// Why a module could not be rewritten.
@@ -59,6 +70,19 @@ pub enum RewriteError {
         /// The attribute text.
         attr: String,
     },
+    /// A kernel's list of parameter alignments does not match its parameters.
+    #[error(
+        "kernel `{kernel}` has {found} parameters in LLVM IR but its alignment list names {expected} \
+         (are berth and berth-build the same version?)"
+    )]
+    ParamAlignMismatch {
+        /// The kernel.
+        kernel: String,
+        /// Parameters the list names.
+        expected: usize,
+        /// Parameters the entry has.
+        found: usize,
+    },
 }
 
 /// Apply the rewrites to a module in LLVM's text form.
@@ -73,6 +97,17 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
             shared.insert(name.to_owned());
         }
     }
+    // The parameter-alignment statics: by entry, and their own names (to drop them).
+    let mut aligns: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut align_statics: HashSet<String> = HashSet::new();
+    for line in ir.lines() {
+        if let Some(name) = global_name(line)
+            && let Some((entry, bytes)) = param_align_static(line)
+        {
+            align_statics.insert(name.to_owned());
+            aligns.push((entry, bytes));
+        }
+    }
     let mut out = String::with_capacity(ir.len() + ir.len() / 8);
     let mut exact_fn = false;
     let mut block: Option<[u32; 3]> = None;
@@ -84,6 +119,18 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
             out.push('\n');
             report.shared.push(name.to_owned());
             continue;
+        }
+        if let Some(name) = global_name(line) {
+            if align_statics.contains(name) {
+                continue;
+            }
+            if (name == "llvm.used" || name == "llvm.compiler.used") && !align_statics.is_empty() {
+                if let Some(l) = without_used(line, &align_statics) {
+                    out.push_str(&l);
+                    out.push('\n');
+                }
+                continue;
+            }
         }
         if let Some(layout) = line.strip_prefix("target datalayout = \"") {
             // 32-bit pointers for the shared, constant and local spaces (`-nvptx-short-ptr`,
@@ -100,6 +147,10 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
             cast_shared_uses(line, &shared)
         };
         if line.starts_with("define ") {
+            if let Some((entry, bytes)) = aligns.iter().find(|(e, _)| defines(&line, e)) {
+                line = param_aligns(&line, entry, bytes)?;
+                report.param_align.push((entry.clone(), bytes.clone()));
+            }
             let (l, attrs) = kernel_attributes(&line)?;
             line = l;
             exact_fn = false;
@@ -128,6 +179,160 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
         out.push('\n');
     }
     Ok((out, report))
+}
+
+/// `@x = internal constant [3 x i8] c"\10\00\04", section "berth:palign:k", align 1`: the
+/// entry `k` and the bytes.
+fn param_align_static(line: &str) -> Option<(String, Vec<u8>)> {
+    let marker = format!("section \"{PARAM_ALIGN_SECTION_PREFIX}");
+    let at = line.find(&marker)?;
+    let rest = &line[at + marker.len()..];
+    let entry = rest[..rest.find('"')?].to_owned();
+    // The initialiser follows the type `[N x i8]`.
+    let ty_at = line.find(" x i8] ")?;
+    let count: usize = line[..ty_at].rsplit('[').next()?.trim().parse().ok()?;
+    let init = &line[ty_at + " x i8] ".len()..];
+    let bytes = if init.starts_with("zeroinitializer") {
+        vec![0; count]
+    } else if let Some(c) = init.strip_prefix("c\"") {
+        c_string(&c[..c.find('"')?])?
+    } else if let Some(list) = init.strip_prefix('[') {
+        list[..list.find(']')?]
+            .split(',')
+            .map(|e| e.trim().strip_prefix("i8 ")?.trim().parse::<i16>().ok())
+            .map(|v| v.map(|v| v as u8))
+            .collect::<Option<Vec<u8>>>()?
+    } else {
+        return None;
+    };
+    (bytes.len() == count).then_some((entry, bytes))
+}
+
+/// The bytes of an LLVM `c"…"` string: printable characters as themselves, others as `\XX`.
+fn c_string(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' {
+            if b.get(i + 1) == Some(&b'\\') {
+                out.push(b'\\');
+                i += 2;
+                continue;
+            }
+            out.push(u8::from_str_radix(s.get(i + 1..i + 3)?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// `@llvm.used` without the listed globals (`None` when nothing is left).
+fn without_used(line: &str, drop: &HashSet<String>) -> Option<String> {
+    let (Some(open), Some(close)) = (line.find("] [").map(|i| i + 3), line.rfind(']')) else {
+        return Some(line.to_owned());
+    };
+    let kept: Vec<&str> = line[open..close]
+        .split(", ")
+        .filter(|e| {
+            let name = e.trim().trim_start_matches("ptr ").trim_start_matches('@');
+            !drop.contains(name)
+        })
+        .collect();
+    if kept.is_empty() {
+        return None;
+    }
+    let head = &line[..line.find('[')?];
+    Some(format!(
+        "{head}[{} x ptr] [{}]{}",
+        kept.len(),
+        kept.join(", "),
+        &line[close + 1..]
+    ))
+}
+
+/// Whether a `define` line defines `@name`.
+fn defines(line: &str, name: &str) -> bool {
+    line.contains(&format!(" @{name}(")) || line.contains(&format!(" @\"{name}\"("))
+}
+
+/// The `define` line of `entry` with `align N` on each `ptr` parameter whose byte is N > 1.
+fn param_aligns(line: &str, entry: &str, bytes: &[u8]) -> Result<String, RewriteError> {
+    let open = line
+        .find(&format!("@{entry}("))
+        .map(|i| i + entry.len() + 2);
+    let open = open.or_else(|| {
+        line.find(&format!("@\"{entry}\"("))
+            .map(|i| i + entry.len() + 4)
+    });
+    let Some(open) = open else {
+        return Ok(line.to_owned());
+    };
+    // The parameter list, split at top-level commas.
+    let mut depth = 0i32;
+    let mut params: Vec<(usize, usize)> = Vec::new();
+    let mut start = open;
+    let mut close = line.len();
+    for (i, c) in line[open..].char_indices().map(|(i, c)| (i + open, c)) {
+        match c {
+            '(' | '[' | '{' | '<' => depth += 1,
+            ')' if depth == 0 => {
+                close = i;
+                break;
+            }
+            ')' | ']' | '}' | '>' => depth -= 1,
+            ',' if depth == 0 => {
+                params.push((start, i));
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if !line[start..close].trim().is_empty() {
+        params.push((start, close));
+    }
+    if params.len() != bytes.len() {
+        return Err(RewriteError::ParamAlignMismatch {
+            kernel: entry.to_owned(),
+            expected: bytes.len(),
+            found: params.len(),
+        });
+    }
+    let mut out = String::with_capacity(line.len() + 16 * bytes.len());
+    out.push_str(&line[..open]);
+    for (k, (&(s, e), &a)) in params.iter().zip(bytes).enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        let p = &line[s..e];
+        let body = p.trim_start();
+        if a > 1 && body.starts_with("ptr ") && !body.contains("byval") {
+            let lead = &p[..p.len() - body.len()];
+            let rest = &body["ptr ".len()..];
+            let existing = rest
+                .split(' ')
+                .collect::<Vec<_>>()
+                .windows(2)
+                .find(|w| w[0] == "align")
+                .and_then(|w| w[1].parse::<u32>().ok());
+            match existing {
+                Some(n) if n >= u32::from(a) => out.push_str(p),
+                Some(n) => {
+                    out.push_str(lead);
+                    out.push_str("ptr ");
+                    out.push_str(&rest.replacen(&format!("align {n}"), &format!("align {a}"), 1));
+                }
+                None => out.push_str(&format!("{lead}ptr align {a} {rest}")),
+            }
+        } else {
+            out.push_str(p);
+        }
+    }
+    out.push_str(&line[close..]);
+    Ok(out)
 }
 
 /// The name of the global a line defines or declares (`@name = ...`), if it does.
@@ -454,6 +659,63 @@ define internal float @helper(float %a) {
                 attr: "warp=3".into()
             }
         );
+    }
+
+    #[test]
+    fn pointer_parameters_get_their_alignment() {
+        let m = r#"@llvm.used = appending global [3 x ptr] [ptr @_RNvA, ptr @__berth_panic_record, ptr @_RNvB], section "llvm.metadata"
+@_RNvA = internal constant [4 x i8] c"\10\00\04\00", section "berth:palign:nbody", align 1
+@_RNvB = internal constant [2 x i8] zeroinitializer, section "berth:palign:scalars", align 1
+@_RNvC = internal constant [3 x i8] [i8 8, i8 0, i8 0], section "berth:palign:odd", align 1
+
+define ptx_kernel void @nbody(ptr noundef readonly captures(none) %0, i64 noundef %1, ptr noundef align 2 %2, i64 %3) unnamed_addr #0 section "berth:reqntid=256,1,1" {
+  ret void
+}
+
+define ptx_kernel void @scalars(float %0, ptr byval({ [4 x float] }) align 4 %1) unnamed_addr #0 {
+  ret void
+}
+
+define ptx_kernel void @odd(ptr %0, i64 %1) unnamed_addr #0 {
+  ret void
+}
+"#;
+        let err = rewrite(m, Rewrite { contract: false }).unwrap_err();
+        assert_eq!(
+            err,
+            RewriteError::ParamAlignMismatch {
+                kernel: "odd".into(),
+                expected: 3,
+                found: 2
+            }
+        );
+        let m = m.replace("[3 x i8] [i8 8, i8 0, i8 0]", "[2 x i8] [i8 8, i8 0]");
+        let (out, report) = rewrite(&m, Rewrite { contract: false }).unwrap();
+        assert!(out.contains(
+            "define ptx_kernel void @nbody(ptr align 16 noundef readonly captures(none) %0, i64 noundef %1, ptr noundef align 4 %2, i64 %3) unnamed_addr #0 \"nvvm.reqntid\"=\"256,1,1\" {"
+        ), "{out}");
+        assert!(out.contains(
+            "define ptx_kernel void @scalars(float %0, ptr byval({ [4 x float] }) align 4 %1) unnamed_addr #0 {"
+        ));
+        assert!(
+            out.contains("define ptx_kernel void @odd(ptr align 8 %0, i64 %1) unnamed_addr #0 {")
+        );
+        assert!(!out.contains("berth:palign"), "{out}");
+        assert!(out.contains(
+            "@llvm.used = appending global [1 x ptr] [ptr @__berth_panic_record], section \"llvm.metadata\"\n"
+        ), "{out}");
+        assert_eq!(
+            report.param_align,
+            vec![
+                ("nbody".to_owned(), vec![16, 0, 4, 0]),
+                ("scalars".to_owned(), vec![0, 0]),
+                ("odd".to_owned(), vec![8, 0]),
+            ]
+        );
+        // Nothing left in `@llvm.used`: the line goes.
+        let only = "@llvm.used = appending global [1 x ptr] [ptr @_RNvB], section \"llvm.metadata\"\n@_RNvB = internal constant [0 x i8] zeroinitializer, section \"berth:palign:k\", align 1\ndefine ptx_kernel void @k() {\n}\n";
+        let (out, _) = rewrite(only, Rewrite { contract: false }).unwrap();
+        assert_eq!(out, "define ptx_kernel void @k() {\n}\n");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 #![warn(missing_docs)]
 
+mod asm;
 pub mod atomic;
 pub mod dim;
 pub mod half;

@@ -170,3 +170,77 @@ pub fn dot8(x: &[f32], w: &[f32], out: &mut [f32]) {
         out[i] = acc[0] + acc[1];
     }
 }
+
+/// `y[i] = a * x[i] + y[i]` in any float type listed in `instances`: one PTX entry per type
+/// (`axpy_f32`, `axpy_f64`), launched as `axpy::<f32>(..)` or with the type inferred.
+#[gpu_kernel(instances(T = f32, f64))]
+pub fn axpy<T>(a: T, x: &[T], y: &mut [T])
+where
+    T: DeviceCopy + core::ops::Mul<Output = T> + core::ops::Add<Output = T>,
+{
+    let i = thread::global_x();
+    if i < y.len() {
+        y[i] = a * x[i] + y[i];
+    }
+}
+
+/// `out[i] = Σ_k x[i * N + k]` for a group size fixed at compile time (`sum_groups_4`,
+/// `sum_groups_8`): the loop has a constant trip count, so LLVM writes it out.
+#[gpu_kernel(instances(N = 4, 8))]
+pub fn sum_groups<const N: usize>(x: &[f32], out: &mut [f32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        let mut acc = 0.0f32;
+        for k in 0..N {
+            acc += x[i * N + k];
+        }
+        out[i] = acc;
+    }
+}
+
+/// `out[i]` = the bitwise majority of `x[i]`, `y[i]`, `z[i]` with its bytes reversed: one
+/// `lop3.b32` and one `prmt.b32` of inline PTX on the GPU, the same in plain Rust in the
+/// simulator ([`gpu_or_host!`]).
+#[gpu_kernel]
+pub fn majority_swapped(x: &[u32], y: &[u32], z: &[u32], out: &mut [u32]) {
+    let i = thread::global_x();
+    if i < out.len() {
+        let (a, b, c) = (x[i], y[i], z[i]);
+        out[i] = gpu_or_host! {
+            gpu => {
+                let s: u32;
+                // SAFETY: register-only bit operations: `lop3` with the truth table 0xE8
+                // (a&b | a&c | b&c), `prmt` with the selector 0x0123 (bytes 3,2,1,0 of `m`);
+                // no memory is read or written.
+                unsafe {
+                    core::arch::asm!(
+                        "{{ .reg .b32 m;",
+                        "lop3.b32 m, {a}, {b}, {c}, 0xE8;",
+                        "prmt.b32 {s}, m, {zero}, 0x0123; }}",
+                        s = out(reg32) s,
+                        a = in(reg32) a,
+                        b = in(reg32) b,
+                        c = in(reg32) c,
+                        zero = in(reg32) 0u32,
+                        options(pure, nomem, nostack),
+                    );
+                }
+                s
+            },
+            host => ((a & b) | (a & c) | (b & c)).swap_bytes(),
+        };
+    }
+}
+
+/// `y[i] = a * x[i]` on host memory, pipelined (`scale_pinned_pipelined::<f32>(..)`): a
+/// generic `elementwise` kernel.
+#[gpu_kernel(elementwise, instances(T = f32, f64))]
+pub fn scale_pinned<T>(a: T, #[pinned_async] x: &[T], #[pinned_async(out)] y: &mut [T])
+where
+    T: DeviceCopy + core::ops::Mul<Output = T>,
+{
+    let i = thread::global_x();
+    if i < y.len() {
+        y[i] = a * x[i];
+    }
+}

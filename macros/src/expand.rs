@@ -27,8 +27,12 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> To
         Ok(f) => f,
         Err(_) => return with_item(vec![not_a_function(&item)], item),
     };
-    match validate::kernel(&f).and_then(|k| validate::elementwise(&opts, &k).map(|()| k)) {
-        Ok(k) => kernel(&opts, &k, ptx),
+    let valid = validate::kernel(&f)
+        .and_then(|k| validate::elementwise(&opts, &k).map(|()| k))
+        .and_then(|k| validate::instances(&opts, &k).map(|i| (k, i)));
+    match valid {
+        Ok((k, instances)) if instances.is_empty() => kernel(&opts, &k, ptx),
+        Ok((k, instances)) => generic::kernel(&opts, &k, &instances, ptx),
         Err(errors) => with_item(errors, quote!(#f)),
     }
 }
@@ -88,19 +92,20 @@ fn with_item(errors: Vec<syn::Error>, item: TokenStream) -> TokenStream {
     quote! { #(#errs)* #item }
 }
 
-fn body_ident(name: &syn::Ident) -> syn::Ident {
+pub(crate) fn body_ident(name: &syn::Ident) -> syn::Ident {
     format_ident!("__berth_body_{}", name)
 }
 
-fn descriptor_ident(name: &syn::Ident) -> syn::Ident {
+pub(crate) fn descriptor_ident(name: &syn::Ident) -> syn::Ident {
     format_ident!("__BERTH_KERNEL_{}", name)
 }
 
 /// The full expansion of a valid kernel.
 pub fn kernel(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     let body_fn = body_fn(opts, k);
-    let entry = entry(opts, k);
-    let sim = sim_entry(opts, k);
+    let callee = body_ident(&k.name).to_token_stream();
+    let entry = entry(opts, k, &callee);
+    let sim = sim_entry(opts, k, &callee);
     let descriptor = descriptor(opts, k, ptx);
     let launcher = launcher(opts, k);
     let pipelined = opts.elementwise.map(|_| pipelined(opts, k));
@@ -118,7 +123,7 @@ fn is_doc(a: &syn::Attribute) -> bool {
     a.path().is_ident("doc")
 }
 
-fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
+pub(crate) fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
     let krate = &opts.krate;
     let name = body_ident(&k.name);
     let attrs = k.attrs.iter().filter(|a| !is_doc(a));
@@ -154,12 +159,13 @@ fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
         }
     });
     let body = &k.body;
+    let (generics, _, where_clause) = k.generics.split_for_impl();
     quote! {
         #[doc(hidden)]
         #[inline(always)]
         #[allow(non_snake_case, unused_mut, dead_code, clippy::too_many_arguments)]
         #(#attrs)*
-        fn #name(#(#params),*) #body
+        fn #name #generics(#(#params),*) #where_clause #body
     }
 }
 
@@ -194,27 +200,35 @@ fn window_bounds(a: &Arg) -> (syn::Ident, syn::Ident) {
     )
 }
 
-fn entry(opts: &Options, k: &Kernel) -> TokenStream {
+/// The PTX entry of `k`, calling the body function through `body` (its name, with the
+/// instance's arguments for a generic kernel).
+pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStream {
     let krate = &opts.krate;
     let name = &k.name;
-    let body = body_ident(name);
     let mut params = Vec::new();
     let mut values = Vec::new();
+    // Per parameter of the entry: the alignment of what a pointer points to, 0 otherwise.
+    let mut aligns = Vec::new();
+    let align = |t: &dyn ToTokens| quote!(#krate::__private::param_align::<#t>());
+    let zero = quote!(0);
     for a in &k.args {
         let n = &a.name;
         match &a.kind {
             ArgKind::Scalar(ty) => {
                 params.push(quote!(#n: #ty));
                 values.push(quote!(#n));
+                aligns.push(zero.clone());
             }
             ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
                 let (p, l) = lowered(a);
                 let (lo, hi) = window_bounds(a);
                 params.push(quote!(#p: *const #elem, #l: usize, #lo: usize, #hi: usize));
+                aligns.extend([align(elem), zero.clone(), zero.clone(), zero.clone()]);
                 values.push(quote!(#krate::__private::Window::from_raw(#p, #l, #lo, #hi)));
             }
             ArgKind::Slice { elem, mutable } => {
                 let (p, l) = lowered(a);
+                aligns.extend([align(elem), zero.clone()]);
                 if *mutable {
                     params.push(quote!(#p: *mut #elem, #l: usize));
                     values.push(quote!(#krate::__private::SliceMut::from_raw(#p, #l)));
@@ -227,6 +241,7 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
                 let (p, l) = lowered(a);
                 let (view, cell) = (signal_view(krate, mailbox), signal_cell(krate, mailbox));
                 params.push(quote!(#p: *mut #cell, #l: usize));
+                aligns.extend([align(&cell), zero.clone()]);
                 values.push(quote!(&<#view>::from_raw(#p, #l)));
             }
         }
@@ -243,6 +258,8 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
         let s = format!("berth:{}", attrs.join(";"));
         quote!(#[unsafe(link_section = #s)])
     });
+    let palign_section = format!("berth:palign:{name}");
+    let count = aligns.len();
     quote! {
         #[cfg(target_arch = "nvptx64")]
         #[unsafe(no_mangle)]
@@ -250,6 +267,11 @@ fn entry(opts: &Options, k: &Kernel) -> TokenStream {
         #[allow(non_snake_case, clippy::too_many_arguments)]
         #[doc(hidden)]
         pub unsafe extern "ptx-kernel" fn #name(#(#params),*) {
+            // The alignment of each pointer parameter's target, which the builder declares on
+            // the PTX parameter (and then drops this static).
+            #[used]
+            #[unsafe(link_section = #palign_section)]
+            static __BERTH_PARAM_ALIGN: [u8; #count] = [#(#aligns),*];
             // SAFETY: the host launcher is the only caller. It passes, for each slice, the
             // pointer and length of a live device allocation that it keeps borrowed (shared
             // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed; for an
@@ -265,10 +287,9 @@ fn sim_ident(name: &syn::Ident) -> syn::Ident {
 
 /// The host entry the CPU simulator calls once per simulated thread: the same body, its
 /// arguments rebuilt from the launch's parameter values as the PTX entry rebuilds them.
-fn sim_entry(opts: &Options, k: &Kernel) -> TokenStream {
+pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStream {
     let krate = &opts.krate;
     let name = sim_ident(&k.name);
-    let body = body_ident(&k.name);
     let mut values = Vec::new();
     let mut i = 0usize;
     for a in &k.args {
@@ -354,7 +375,7 @@ const COROUTINE_NAMES: &[&str] = &[
     "reduce_max",
 ];
 
-fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
+pub(crate) fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
     let krate = &opts.krate;
     let name = &k.name;
     let vis = &k.vis;
@@ -540,18 +561,62 @@ fn args_and_pushes(
     (params, pushes)
 }
 
-fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
-    let krate = &opts.krate;
-    let name = &k.name;
-    let vis = &k.vis;
-    let desc = descriptor_ident(name);
+/// A launcher without its name and generics: what a plain kernel's launcher function and a
+/// generic kernel's per-instance trait method share.
+pub(crate) struct LaunchFn {
+    /// Docs for the function.
+    pub doc: String,
+    /// Its parameters, in order (all borrowing for `'__l`).
+    pub params: Vec<TokenStream>,
+    /// The parameters' names, to forward them.
+    pub names: Vec<syn::Ident>,
+    /// Its return type.
+    pub ret: TokenStream,
+    /// Its body.
+    pub body: TokenStream,
+}
+
+impl LaunchFn {
+    /// `vis fn name<'__l>(params) -> ret { body }` with the kernel's docs.
+    fn item(&self, k: &Kernel, name: &syn::Ident, docs: TokenStream) -> TokenStream {
+        let LaunchFn {
+            doc,
+            params,
+            ret,
+            body,
+            ..
+        } = self;
+        let vis = &k.vis;
+        quote! {
+            #[cfg(not(target_arch = "nvptx64"))]
+            #docs
+            #[doc = #doc]
+            #[allow(clippy::too_many_arguments)]
+            #vis fn #name<'__l>(#(#params),*) -> #ret #body
+        }
+    }
+}
+
+/// The launcher's first doc lines: the user's docs and a blank line when there are some.
+pub(crate) fn launcher_docs(k: &Kernel) -> TokenStream {
     let docs: Vec<_> = k.attrs.iter().filter(|a| is_doc(a)).collect();
-    // A blank doc line separates the user's docs from ours, only when there are some.
     let separator = (!docs.is_empty()).then(|| quote!(#[doc = ""]));
+    quote!(#(#docs)* #separator)
+}
+
+fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
+    launch_fn(opts, k, &k.name.to_string()).item(k, &k.name, launcher_docs(k))
+}
+
+/// The plain launcher of kernel `k` (`title` names it in the docs).
+pub(crate) fn launch_fn(opts: &Options, k: &Kernel, title: &str) -> LaunchFn {
+    let krate = &opts.krate;
+    let desc = descriptor_ident(&k.name);
     let on = free_name(k, "on");
     let grid = free_name(k, "grid");
     let (mut params, mut pushes) =
         args_and_pushes(opts, k, &format_ident!("__launch"), push_method);
+    let mut names: Vec<syn::Ident> = k.args.iter().map(|a| a.name.clone()).collect();
     // Kernels with `#[auto]` arguments take an access hint for the cost model.
     if k.args
         .iter()
@@ -560,29 +625,29 @@ fn launcher(opts: &Options, k: &Kernel) -> TokenStream {
         let touch = free_name(k, "touch");
         params.insert(0, quote!(#touch: #krate::__private::Touch));
         pushes.insert(0, quote!(__launch.touch(#touch);));
+        names.insert(0, touch);
     }
+    params.insert(0, quote!(#grid: #krate::__private::Grid));
+    params.insert(0, quote!(#on: &'__l impl #krate::__private::Queue));
+    names.insert(0, grid.clone());
+    names.insert(0, on.clone());
     let doc = format!(
-        " Launch the GPU kernel `{name}` on `{on}` (a `Gpu` or a `Stream`) over `{grid}`.\n\n \
+        " Launch the GPU kernel `{title}` on `{on}` (a `Gpu` or a `Stream`) over `{grid}`.\n\n \
          Asynchronous: the returned guard keeps every buffer borrowed until the work is done; \
          `wait()` on it returns the kernel's outcome (an out-of-bounds index in the kernel comes \
          back as `Error::KernelPanic` with its location, another panic as \
          `Error::KernelFault`)."
     );
-    quote! {
-        #[cfg(not(target_arch = "nvptx64"))]
-        #(#docs)*
-        #separator
-        #[doc = #doc]
-        #[allow(clippy::too_many_arguments)]
-        #vis fn #name<'__l>(
-            #on: &'__l impl #krate::__private::Queue,
-            #grid: #krate::__private::Grid,
-            #(#params),*
-        ) -> #krate::__private::Result<#krate::__private::Pending<'__l>> {
+    LaunchFn {
+        doc,
+        params,
+        names,
+        ret: quote!(#krate::__private::Result<#krate::__private::Pending<'__l>>),
+        body: quote!({
             let mut __launch = #krate::__private::Launch::new(#on, &#desc, #grid)?;
             #(#pushes)*
             __launch.submit()
-        }
+        }),
     }
 }
 
@@ -599,37 +664,45 @@ fn pipelined_method(placement: Placement, mutable: bool) -> syn::Ident {
 
 /// `<kernel>_pipelined`: the `#[pinned_async]` arguments cut into chunks over several streams.
 fn pipelined(opts: &Options, k: &Kernel) -> TokenStream {
-    let krate = &opts.krate;
-    let vis = &k.vis;
     let name = format_ident!("{}_pipelined", k.name);
+    pipelined_fn(opts, k, &k.name.to_string()).item(k, &name, TokenStream::new())
+}
+
+/// The pipelined launcher of kernel `k` (`title` names it in the docs).
+pub(crate) fn pipelined_fn(opts: &Options, k: &Kernel, title: &str) -> LaunchFn {
+    let krate = &opts.krate;
     let desc = descriptor_ident(&k.name);
     let gpu = free_name(k, "gpu");
     let options = free_name(k, "options");
-    let (params, pushes) = args_and_pushes(opts, k, &format_ident!("__pipeline"), pipelined_method);
+    let (mut params, pushes) =
+        args_and_pushes(opts, k, &format_ident!("__pipeline"), pipelined_method);
+    let mut names: Vec<syn::Ident> = k.args.iter().map(|a| a.name.clone()).collect();
+    params.insert(0, quote!(#options: #krate::__private::PipelineOptions));
+    params.insert(0, quote!(#gpu: &'__l #krate::__private::Gpu));
+    names.insert(0, options.clone());
+    names.insert(0, gpu.clone());
     let doc = format!(
-        " Pipelined launch of the elementwise kernel `{}`: its `#[pinned_async]` arguments (one \
+        " Pipelined launch of the elementwise kernel `{title}`: its `#[pinned_async]` arguments (one \
          shared length) are cut into chunks over several streams, so that copies in, the \
          kernel and copies out of different chunks overlap; every other argument is passed \
          whole to each chunk, and thread indices are relative to the chunk. Chunk size and \
          stream count come from `{options}` or the measured link. The device footprint is the \
-         ring of staging buffers (`PipelineStats::staging_bytes`).",
-        k.name
+         ring of staging buffers (`PipelineStats::staging_bytes`)."
     );
-    quote! {
-        #[cfg(not(target_arch = "nvptx64"))]
-        #[doc = #doc]
-        #[allow(clippy::too_many_arguments)]
-        #vis fn #name<'__l>(
-            #gpu: &'__l #krate::__private::Gpu,
-            #options: #krate::__private::PipelineOptions,
-            #(#params),*
-        ) -> #krate::__private::Result<#krate::__private::PipelineRun<'__l>> {
+    LaunchFn {
+        doc,
+        params,
+        names,
+        ret: quote!(#krate::__private::Result<#krate::__private::PipelineRun<'__l>>),
+        body: quote!({
             let mut __pipeline = #krate::__private::Pipelined::new(#gpu, &#desc, #options)?;
             #(#pushes)*
             __pipeline.submit()
-        }
+        }),
     }
 }
+
+mod generic;
 
 #[cfg(test)]
 mod tests;

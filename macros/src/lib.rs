@@ -11,7 +11,9 @@ mod validate;
 
 use proc_macro::TokenStream;
 
-/// Turn a Rust function into a GPU kernel with a typed host launcher. See the `berth` crate.
+/// Turn a Rust function into a GPU kernel with a typed host launcher. A generic kernel lists
+/// its instances, `#[gpu_kernel(instances(T = f32, f64))]`, and gets one PTX entry per
+/// instance and one generic launcher. See the `berth` crate and `docs/kernel-language.md`.
 #[proc_macro_attribute]
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let ptx = std::env::var("BERTH_PTX").ok();

@@ -27,6 +27,17 @@ pub struct Options {
     pub block: Option<([u32; 3], Span)>,
     /// `fp_contract = false`: keep this kernel's float multiplies and adds unfused.
     pub exact_fp: bool,
+    /// `instances(T = f32, f64, N = 4)`: the instances of a generic kernel (every combination
+    /// of the listed values), with the span of the keyword.
+    pub instances: Option<(Vec<InstanceParam>, Span)>,
+}
+
+/// One generic parameter's values in `instances(..)`.
+pub struct InstanceParam {
+    /// The parameter's name as written.
+    pub name: syn::Ident,
+    /// Its values: types for a type parameter, constants for a const parameter.
+    pub values: Vec<syn::GenericArgument>,
 }
 
 impl Default for Options {
@@ -36,13 +47,15 @@ impl Default for Options {
             elementwise: None,
             block: None,
             exact_fp: false,
+            instances: None,
         }
     }
 }
 
 const OPTIONS: &str = "`elementwise` (the kernel can be cut into chunks and pipelined), \
     `block = (x, y, z)` (the block shape it always runs with), `fp_contract = false` (no fused \
-    multiply-adds in this kernel) or `crate = path` (the path of the berth crate when it is \
+    multiply-adds in this kernel), `instances(T = f32, f64)` (the types and constants a generic \
+    kernel is built for) or `crate = path` (the path of the berth crate when it is \
     re-exported)";
 
 /// Threads a block may have.
@@ -59,7 +72,7 @@ impl Parse for Options {
             let name = key.to_string();
             if !matches!(
                 name.as_str(),
-                "elementwise" | "block" | "fp_contract" | "crate"
+                "elementwise" | "block" | "fp_contract" | "instances" | "crate"
             ) {
                 return Err(syn::Error::new(
                     key.span(),
@@ -89,10 +102,15 @@ impl Parse for Options {
                         )
                     })?;
                     let v: syn::LitBool = input.parse().map_err(|e| {
-                        syn::Error::new(e.span(), "`fp_contract` is `true` or `false`")
+                        syn::Error::new(
+                            e.span(),
+                            "`fp_contract` is `true` (the default: `a * b + c` may fuse into one FMA) \
+                             or `false` (every multiply and add rounded separately): write `fp_contract = false`",
+                        )
                     })?;
                     opts.exact_fp = !v.value;
                 }
+                "instances" => opts.instances = Some((instances(input)?, key.span())),
                 _ => {
                     input.parse::<syn::Token![=]>()?;
                     opts.krate = input.parse()?;
@@ -114,9 +132,11 @@ fn block_shape(input: ParseStream) -> syn::Result<([u32; 3], Span)> {
             "a block shape is one to three positive integer literals: `block = (16, 16)`, `block = 256`",
         )
     };
+    let mut whole = None;
     let dims: Vec<syn::LitInt> = if input.peek(syn::token::Paren) {
         let content;
         let paren = syn::parenthesized!(content in input);
+        whole = Some(paren.span.join());
         let list =
             syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated(&content)?;
         if list.is_empty() || list.len() > 3 {
@@ -154,16 +174,70 @@ fn block_shape(input: ParseStream) -> syn::Result<([u32; 3], Span)> {
         shape[d] = v;
         span = span.join(lit.span()).unwrap_or(span);
     }
+    // The whole `(x, y, z)`: joining the literals' spans works on nightly compilers only.
+    let span = whole.unwrap_or(span);
     let total: u64 = shape.iter().map(|&v| u64::from(v)).product();
     if total > MAX_BLOCK || shape[2] > 64 {
         return Err(syn::Error::new(
             span,
             format!(
-                "a block has at most {MAX_BLOCK} threads (and z at most 64); this shape has {total}"
+                "a block has at most {MAX_BLOCK} threads (and z at most 64); this shape has {total}: \
+                 make the product of the dimensions at most {MAX_BLOCK}"
             ),
         ));
     }
     Ok((shape, span))
+}
+
+/// `(T = f32, f64, N = 4, 8)`: each parameter's name, `=`, and its values up to the next
+/// `name =`.
+fn instances(input: ParseStream) -> syn::Result<Vec<InstanceParam>> {
+    const FORM: &str = "write the instances of a generic kernel as `instances(T = f32, f64)`; \
+        with several parameters, `instances(T = f32, f64, N = 4, 8)` builds every combination";
+    let content;
+    let paren = syn::parenthesized!(content in input);
+    let mut params: Vec<InstanceParam> = Vec::new();
+    if content.is_empty() {
+        return Err(syn::Error::new(paren.span.join(), FORM));
+    }
+    while !content.is_empty() {
+        let name: syn::Ident = content
+            .parse()
+            .map_err(|e| syn::Error::new(e.span(), FORM))?;
+        content
+            .parse::<syn::Token![=]>()
+            .map_err(|e| syn::Error::new(e.span(), FORM))?;
+        if let Some(prev) = params.iter().find(|p| p.name == name) {
+            return Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "`{}` is given twice in `instances`: list all its values once, `{} = a, b`",
+                    prev.name, prev.name
+                ),
+            ));
+        }
+        let mut values = Vec::new();
+        loop {
+            if content.is_empty() || (content.peek(syn::Ident) && content.peek2(syn::Token![=])) {
+                break;
+            }
+            values.push(content.parse::<syn::GenericArgument>()?);
+            if content.is_empty() {
+                break;
+            }
+            content.parse::<syn::Token![,]>()?;
+        }
+        if values.is_empty() {
+            return Err(syn::Error::new(
+                name.span(),
+                format!(
+                    "`{name}` has no values: write `{name} = f32, f64` (types) or `{name} = 4, 8` (constants)"
+                ),
+            ));
+        }
+        params.push(InstanceParam { name, values });
+    }
+    Ok(params)
 }
 
 /// Parse the attribute's arguments.

@@ -67,11 +67,15 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
     }
     let pat = &f.pat;
     let body = &f.body;
+    // The values are written at the range, but as the macro's own tokens: lints that read
+    // the source text under a literal (clippy's `zero_prefixed_literal` sees the `0` of `0..8`
+    // under a generated `10`) leave them alone.
+    let at = Span::mixed_site().located_at(range.span());
     let iterations = (0..count).map(|k| {
         let v = start + k * step;
         let lit = match &ty {
-            Some(suffix) => syn::LitInt::new(&format!("{v}{suffix}"), Span::call_site()),
-            None => syn::LitInt::new(&v.to_string(), Span::call_site()),
+            Some(suffix) => syn::LitInt::new(&format!("{v}{suffix}"), at),
+            None => syn::LitInt::new(&v.to_string(), at),
         };
         quote_spanned! {range.span()=>
             {

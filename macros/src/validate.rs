@@ -46,8 +46,10 @@ pub struct Kernel {
     pub attrs: Vec<syn::Attribute>,
     /// Visibility of the launcher.
     pub vis: syn::Visibility,
-    /// Kernel name (also the PTX entry's name).
+    /// Kernel name (also the PTX entry's name, or its prefix for a generic kernel).
     pub name: syn::Ident,
+    /// Type and const parameters (no lifetimes), with bounds and `where` clause.
+    pub generics: syn::Generics,
     /// Arguments in order.
     pub args: Vec<Arg>,
     /// The body.
@@ -95,18 +97,16 @@ pub fn kernel(f: &syn::ItemFn) -> Result<Kernel, Vec<syn::Error>> {
         );
     }
     let generics = &sig.generics;
-    if !generics.params.is_empty() {
-        let lifetimes_only = generics
-            .params
-            .iter()
-            .all(|p| matches!(p, syn::GenericParam::Lifetime(_)));
-        let msg = if lifetimes_only {
-            "a kernel takes no lifetime parameters: the launcher holds the borrows for the launch; remove them and write `&[T]` / `&mut [T]`"
-        } else {
-            "a kernel cannot be generic: the PTX holds one entry per kernel; write one kernel per type (a `macro_rules!` can stamp them out)"
-        };
-        err_at(&mut errors, &generics.params, msg);
-    } else if let Some(w) = &generics.where_clause {
+    let lifetimes: Vec<_> = generics.lifetimes().collect();
+    if !lifetimes.is_empty() {
+        err_at(
+            &mut errors,
+            &quote::quote!(#(#lifetimes),*),
+            "a kernel takes no lifetime parameters: the launcher holds the borrows for the launch; remove them and write `&[T]` / `&mut [T]`",
+        );
+    } else if generics.params.is_empty()
+        && let Some(w) = &generics.where_clause
+    {
         err_at(
             &mut errors,
             w,
@@ -143,6 +143,7 @@ pub fn kernel(f: &syn::ItemFn) -> Result<Kernel, Vec<syn::Error>> {
             attrs: f.attrs.clone(),
             vis: f.vis.clone(),
             name: sig.ident.clone(),
+            generics: generics.clone(),
             args,
             body: f.block.clone(),
         })
@@ -369,4 +370,173 @@ fn signal_kind(ty: &syn::Type) -> Option<ArgKind> {
         });
     }
     None
+}
+
+/// One instance of a generic kernel: its PTX entry's name and each generic parameter's value,
+/// in the order the parameters are declared.
+pub struct Instance {
+    /// `<kernel>_<value>_<value>`: the PTX entry, descriptor and simulator entry name.
+    pub name: syn::Ident,
+    /// Parameter name and the value it takes (as written, with its span).
+    pub values: Vec<(syn::Ident, proc_macro2::TokenStream)>,
+}
+
+/// Check `instances(..)` against the kernel's generic parameters and list every instance
+/// (the combinations of the listed values). A kernel that is not generic has none.
+pub fn instances(opts: &parse::Options, k: &Kernel) -> Result<Vec<Instance>, Vec<syn::Error>> {
+    let mut errors = Vec::new();
+    let params: Vec<&syn::GenericParam> = k.generics.params.iter().collect();
+    let param_name = |p: &syn::GenericParam| match p {
+        syn::GenericParam::Type(t) => t.ident.clone(),
+        syn::GenericParam::Const(c) => c.ident.clone(),
+        syn::GenericParam::Lifetime(l) => l.lifetime.ident.clone(),
+    };
+    let names: Vec<String> = params
+        .iter()
+        .map(|p| format!("`{}`", param_name(p)))
+        .collect();
+    let Some((listed, keyword)) = &opts.instances else {
+        if params.is_empty() {
+            return Ok(Vec::new());
+        }
+        let example: Vec<String> = params
+            .iter()
+            .map(|p| match p {
+                syn::GenericParam::Const(c) => format!("{} = 4, 8", c.ident),
+                other => format!("{} = f32, f64", param_name(other)),
+            })
+            .collect();
+        return Err(vec![syn::Error::new_spanned(
+            &k.generics.params,
+            format!(
+                "a generic kernel is built once per instance, and the PTX holds one entry per instance: \
+                 list them in the attribute, `#[gpu_kernel(instances({}))]`",
+                example.join(", ")
+            ),
+        )]);
+    };
+    if params.is_empty() {
+        return Err(vec![syn::Error::new(
+            *keyword,
+            format!(
+                "`instances` lists the instances of a generic kernel, and `{}` has no generic parameters; remove it",
+                k.name
+            ),
+        )]);
+    }
+    for p in listed {
+        if !params.iter().any(|q| param_name(q) == p.name) {
+            errors.push(syn::Error::new(
+                p.name.span(),
+                format!(
+                    "`{}` is not a generic parameter of `{}`: its parameters are {}",
+                    p.name,
+                    k.name,
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    // Each declared parameter's values, checked against its kind.
+    let mut columns: Vec<Vec<(syn::Ident, proc_macro2::TokenStream, String)>> = Vec::new();
+    for q in &params {
+        let name = param_name(q);
+        let Some(p) = listed.iter().find(|p| p.name == name) else {
+            let hint = match q {
+                syn::GenericParam::Const(_) => format!("{name} = 4, 8"),
+                _ => format!("{name} = f32, f64"),
+            };
+            errors.push(syn::Error::new(
+                name.span(),
+                format!("`{name}` has no instances: add `{hint}` to `instances(..)`"),
+            ));
+            continue;
+        };
+        let mut column = Vec::new();
+        for v in &p.values {
+            let ok = match (q, v) {
+                (syn::GenericParam::Type(_), syn::GenericArgument::Type(_)) => true,
+                (syn::GenericParam::Const(_), syn::GenericArgument::Const(_)) => true,
+                // A bare name is parsed as a type; as a const parameter's value it names a
+                // constant, as in `f::<SIZE>()`.
+                (syn::GenericParam::Const(_), syn::GenericArgument::Type(syn::Type::Path(tp))) => {
+                    tp.qself.is_none() && tp.path.segments.iter().all(|s| s.arguments.is_none())
+                }
+                _ => false,
+            };
+            if !ok {
+                let msg = match q {
+                    syn::GenericParam::Const(c) => format!(
+                        "`{name}` is a const parameter (`{}`): its instances are constants, `{name} = 4, 8`",
+                        c.ty.to_token_stream()
+                    ),
+                    _ => format!(
+                        "`{name}` is a type parameter: its instances are types, `{name} = f32, f64`"
+                    ),
+                };
+                errors.push(syn::Error::new_spanned(v, msg));
+                continue;
+            }
+            column.push((name.clone(), v.to_token_stream(), suffix(v)));
+        }
+        columns.push(column);
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // Every combination, the first parameter varying slowest.
+    let mut combos: Vec<Vec<(syn::Ident, proc_macro2::TokenStream, String)>> = vec![Vec::new()];
+    for column in &columns {
+        combos = combos
+            .into_iter()
+            .flat_map(|c| {
+                column.iter().map(move |v| {
+                    let mut c = c.clone();
+                    c.push(v.clone());
+                    c
+                })
+            })
+            .collect();
+    }
+    let mut out: Vec<Instance> = Vec::new();
+    for combo in combos {
+        let suffix: Vec<&str> = combo.iter().map(|(_, _, s)| s.as_str()).collect();
+        let name = format!("{}_{}", k.name, suffix.join("_"));
+        let at = combo.last().map(|(_, v, _)| v.clone()).unwrap_or_default();
+        if out.iter().any(|i| i.name == name) {
+            errors.push(syn::Error::new_spanned(
+                at,
+                format!("two instances would both be named `{name}` (the PTX entry's name): list each value once"),
+            ));
+            continue;
+        }
+        out.push(Instance {
+            name: syn::Ident::new(&name, k.name.span()),
+            values: combo.into_iter().map(|(n, v, _)| (n, v)).collect(),
+        });
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The part of an instance's name that a value gives: a type's last path segment (`f32`,
+/// `Vec3` for `crate::Vec3`, `Pair_f32` for `Pair<f32>`), a constant's digits and letters.
+fn suffix(v: &syn::GenericArgument) -> String {
+    let text = match v {
+        syn::GenericArgument::Type(syn::Type::Path(tp)) if tp.qself.is_none() => tp
+            .path
+            .segments
+            .last()
+            .map(|s| s.to_token_stream().to_string())
+            .unwrap_or_default(),
+        other => other.to_token_stream().to_string(),
+    };
+    let text = text.replace('-', " neg ");
+    text.split(|c: char| !c.is_ascii_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join("_")
 }

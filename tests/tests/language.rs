@@ -11,7 +11,8 @@ use berth_examples::compute::{
     sgemm_reg8, sgemm_reg8_unchecked, sgemm_tiled,
 };
 use berth_examples::language::{
-    MATH_F32, dot8, fast_math_f32, math_f32, math_f64, mul_add_contracted, mul_add_exact, transpose,
+    MATH_F32, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64, mul_add_contracted,
+    mul_add_exact, scale_pinned, scale_pinned_pipelined, sum_groups, transpose,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Mutex;
@@ -272,6 +273,138 @@ fn a_declared_block_shape_is_checked_at_launch() {
         other => panic!("expected InvalidLaunch, got {other:?}"),
     }
     assert!(err.to_string().contains("`transpose`"), "{err}");
+}
+
+#[test]
+fn a_generic_kernel_runs_each_instance() {
+    let (_g, gpu) = gpu();
+    let n = 3001;
+    let mut r = rng();
+    let (a, x, y) = (
+        r.random_range(-2.0f32..2.0),
+        uniform32(n, -1.0, 1.0, &mut r),
+        uniform32(n, -1.0, 1.0, &mut r),
+    );
+    let dx = gpu.upload(&x).unwrap();
+    let mut dy = gpu.upload(&y).unwrap();
+    axpy::<f32>(&gpu, Grid::cover(n), a, &dx, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = dy.to_vec().unwrap();
+    for i in 0..n {
+        // One rounding (fused on the GPU) or two: within an ulp of the exact value.
+        let want = f64::from(a) * f64::from(x[i]) + f64::from(y[i]);
+        assert!((f64::from(got[i]) - want).abs() < 1e-6, "f32 element {i}");
+    }
+    // The f64 instance, its type inferred from the arguments.
+    let (a64, x64, y64): (f64, Vec<f64>, Vec<f64>) = (
+        f64::from(a) / 3.0,
+        x.iter().map(|&v| f64::from(v) / 3.0).collect(),
+        y.iter().map(|&v| f64::from(v) / 7.0).collect(),
+    );
+    let dx = gpu.upload(&x64).unwrap();
+    let mut dy = gpu.upload(&y64).unwrap();
+    axpy(&gpu, Grid::cover(n), a64, &dx, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = dy.to_vec().unwrap();
+    for i in 0..n {
+        // Fused or not: the product's rounding and the sum's, each half an ulp of its size.
+        let want = a64.mul_add(x64[i], y64[i]);
+        let tolerance = f64::EPSILON * ((a64 * x64[i]).abs() + y64[i].abs());
+        assert!(
+            (got[i] - want).abs() <= tolerance,
+            "f64 element {i}: {} vs {want}",
+            got[i]
+        );
+    }
+}
+
+#[test]
+fn a_const_generic_kernel_runs_each_instance() {
+    let (_g, gpu) = gpu();
+    let n = 1003;
+    let mut r = rng();
+    let x = uniform32(n * 8, -1.0, 1.0, &mut r);
+    let dx = gpu.upload(&x).unwrap();
+    for group in [4usize, 8] {
+        let mut out = gpu.upload(&vec![f32::NAN; n]).unwrap();
+        let launch = match group {
+            4 => sum_groups::<4>(&gpu, Grid::cover(n), &dx, &mut out),
+            _ => sum_groups::<8>(&gpu, Grid::cover(n), &dx, &mut out),
+        };
+        launch.unwrap().wait().unwrap();
+        let got = out.to_vec().unwrap();
+        for i in 0..n {
+            let want: f64 = (0..group).map(|k| f64::from(x[i * group + k])).sum();
+            assert!(
+                (f64::from(got[i]) - want).abs() < 1e-5,
+                "N = {group}, element {i}: {} vs {want}",
+                got[i]
+            );
+        }
+    }
+}
+
+#[test]
+fn a_generic_elementwise_kernel_pipelines_each_instance() {
+    let (_g, gpu) = gpu();
+    let n = 100_003;
+    let mut r = rng();
+    let a = r.random_range(-2.0f64..2.0);
+    let x: Vec<f64> = (0..n).map(|_| r.random_range(-1.0..1.0)).collect();
+    let px = gpu.pinned_from(&x).unwrap();
+    let mut py = gpu.pinned_from(&vec![f64::NAN; n]).unwrap();
+    let opts = berth::PipelineOptions {
+        chunk_bytes: Some(8 * 4096),
+        streams: Some(3),
+        ..Default::default()
+    };
+    let stats = scale_pinned_pipelined::<f64>(&gpu, opts, a, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(stats.chunks, n.div_ceil(4096));
+    for i in 0..n {
+        assert_eq!(py[i], a * x[i], "f64 element {i}");
+    }
+    // The f32 instance, launched whole.
+    let x32: Vec<f32> = x.iter().map(|&v| v as f32).collect();
+    let px = gpu.pinned_from(&x32).unwrap();
+    let mut py = gpu.pinned_from(&vec![f32::NAN; n]).unwrap();
+    scale_pinned(&gpu, Grid::cover(n), a as f32, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    for i in 0..n {
+        assert_eq!(py[i], a as f32 * x32[i], "f32 element {i}");
+    }
+}
+
+#[test]
+fn inline_ptx_and_its_host_fallback_agree() {
+    let (_g, gpu) = gpu();
+    let n = 2049;
+    let mut r = rng();
+    let mut words = || (0..n).map(|_| r.random::<u32>()).collect::<Vec<u32>>();
+    let (x, y, z) = (words(), words(), words());
+    let (dx, dy, dz) = (
+        gpu.upload(&x).unwrap(),
+        gpu.upload(&y).unwrap(),
+        gpu.upload(&z).unwrap(),
+    );
+    let mut out = gpu.upload(&vec![0xDEAD_BEEFu32; n]).unwrap();
+    majority_swapped(&gpu, Grid::cover(n), &dx, &dy, &dz, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for i in 0..n {
+        let want = ((x[i] & y[i]) | (x[i] & z[i]) | (y[i] & z[i])).swap_bytes();
+        assert_eq!(got[i], want, "element {i}");
+    }
 }
 
 #[test]

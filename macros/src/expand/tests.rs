@@ -374,3 +374,81 @@ fn derive_device_copy() {
     let file: syn::File = syn::parse2(out).expect("the derive's output parses");
     insta::assert_snapshot!(prettyplease::unparse(&file));
 }
+
+#[test]
+fn generic_instances() {
+    insta::assert_snapshot!(expand_with(
+        quote!(instances(T = f32, f64)),
+        quote! {
+            /// `y = a * x + y`.
+            pub fn axpy<T: Copy + core::ops::Mul<Output = T> + core::ops::Add<Output = T>>(
+                a: T,
+                x: &[T],
+                y: &mut [T],
+            ) {
+                let i = thread::global_x();
+                if i < y.len() {
+                    y[i] = a * x[i] + y[i];
+                }
+            }
+        },
+        PTX,
+    ));
+}
+
+#[test]
+fn const_generic_instances() {
+    insta::assert_snapshot!(expand_with(
+        quote!(instances(T = f32, N = 2, 4), block = 64),
+        quote! {
+            pub fn sum_rows<T, const N: usize>(x: &[[T; N]], out: &mut [T]) where T: Copy {}
+        },
+        PTX,
+    ));
+}
+
+#[test]
+fn error_generics() {
+    insta::assert_snapshot!(
+        "error_generic_without_instances",
+        errors(quote! {
+            pub fn scale<T: Copy, const N: usize>(x: &mut [T]) {}
+        })
+    );
+    insta::assert_snapshot!(
+        "error_instances_not_generic",
+        errors_with(
+            quote!(instances(T = f32)),
+            quote! {
+                pub fn scale(x: &mut [f32]) {}
+            }
+        )
+    );
+    insta::assert_snapshot!(
+        "error_instances_names",
+        errors_with(
+            quote!(instances(U = f32, N = [u8; 2])),
+            quote! {
+                pub fn scale<T: Copy, const N: usize, const M: u32>(x: &mut [T]) {}
+            }
+        )
+    );
+    insta::assert_snapshot!(
+        "error_instances_form",
+        errors_with(
+            quote!(instances(T)),
+            quote! {
+                pub fn scale<T: Copy>(x: &mut [T]) {}
+            }
+        )
+    );
+    insta::assert_snapshot!(
+        "error_instances_same_name",
+        errors_with(
+            quote!(instances(T = f32, crate::f32)),
+            quote! {
+                pub fn scale<T: Copy>(x: &mut [T]) {}
+            }
+        )
+    );
+}

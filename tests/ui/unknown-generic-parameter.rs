@@ -1,7 +1,7 @@
-// A generic kernel: the PTX holds one entry per kernel, so type parameters are rejected.
+// `instances` names a parameter the kernel does not have.
 use berth::prelude::*;
 
-#[gpu_kernel]
+#[gpu_kernel(instances(T = f32, U = f64))]
 pub fn fill<T: DeviceCopy>(out: &mut [T], v: T) {
     out[0] = v;
 }
