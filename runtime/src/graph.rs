@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex};
 
 static NEXT_GRAPH: AtomicU64 = AtomicU64::new(1);
 
-/// A recorded sequence of launches, replayed with [`Graph::run`]. See the module docs of
-/// [`Gpu::graph`].
+/// A recorded sequence of launches, replayed with [`Graph::run`]; made by [`Gpu::graph`]. It
+/// holds every buffer its launches use ([`Graph::hold`]) for its whole life `'b`.
 pub struct Graph<'b> {
     gpu: Arc<Inner>,
     id: u64,
@@ -166,11 +166,11 @@ impl Gpu {
     ///
     /// ```ignore
     /// let mut graph = gpu.graph();
-    /// let (a, b) = (graph.hold(&mut a_buf)?, graph.hold(&mut b_buf)?);
+    /// let (mut a, mut b) = (graph.hold(&mut a_buf)?, graph.hold(&mut b_buf)?);
     /// graph.record(|r| {
     ///     for _ in 0..500 {
-    ///         jacobi(r, grid, &a, &mut { b })?.detach();
-    ///         jacobi(r, grid, &b, &mut { a })?.detach();
+    ///         jacobi(r, grid, &a, &mut b)?.detach();
+    ///         jacobi(r, grid, &b, &mut a)?.detach();
     ///     }
     ///     Ok(())
     /// })?;
