@@ -251,9 +251,9 @@ fn write_launches(md: &mut String, launches: &Launches) -> Result {
     )?;
     writeln!(
         md,
-        "\nA berth launch's guard waits for the launch when dropped (it holds the borrows of the \
-         buffers), so launches writing one buffer are not queued back to back; the last row is \
-         what CUDA C++ gets by queueing them. Results checked: {bad} wrong."
+        "\nA berth launch on its own returns a guard that waits when dropped; the last row is what \
+         CUDA C++ gets by queueing launches without waiting, which berth does inside a scope \
+         (`gpu.scope(|s| ..)`, measured under \"Launch queue\"). Results checked: {bad} wrong."
     )?;
     Ok(())
 }
