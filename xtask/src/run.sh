@@ -123,7 +123,7 @@ run_compute() {
     cuobjdump -sass "$here/berth_examples.cubin" | sass_json berth >> "$out/compute.jsonl"
     for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \
                 "sgemm_reg8 2048" "sgemm_reg8 4096" "sgemm_reg8_unchecked 4096" "nbody 65536" "nbody_fast 65536" \
-                "black_scholes 67108864" "block_sum_warp 268435456" "haxpy2 134217728" \
+                "black_scholes 67108864" "black_scholes_unchecked 67108864" "block_sum_warp 268435456" "haxpy2 134217728" \
                 "hdot 134217728"; do
       for round in 1 2; do
         "$here/compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
