@@ -23,7 +23,10 @@
 //!   | `ln_1p` | 1 | 1 | | `powf` | 4 | 2 |
 //!
 //!   Without libdevice the builder compiles the `libm` crate's portable Rust versions
-//!   instead (musl's algorithms, within 1 ulp for these functions), slower on a GPU.
+//!   instead (musl's algorithms; `exp10` through `pow`): within 1.7 ulp for these functions
+//!   on the H200, and slower — Black-Scholes ran at 0.59× its libdevice build, the code
+//!   using f64 arithmetic, tables in local memory and more registers
+//!   (`bench/results/libm-vs-libdevice.md`).
 //! - [`FastMath`] (f32): the hardware approximations nvcc's `-use_fast_math` uses
 //!   (`ex2.approx`, `lg2.approx`, `sin.approx`, `rsqrt.approx`, `tanh.approx`…), with PTX's
 //!   documented error, for code that prefers speed.
@@ -295,6 +298,24 @@ mod imp {
         }
     }
 
+    #[cfg(not(berth_libdevice))]
+    type L32 = libm::Libm<f32>;
+    #[cfg(not(berth_libdevice))]
+    type L64 = libm::Libm<f64>;
+
+    /// Portable versions where the `libm` crate's own is less accurate than 1 ulp.
+    #[cfg(not(berth_libdevice))]
+    mod portable {
+        /// `10^x` as `pow` (musl's `exp10f` measured 3.3 ulp on the H200; this one 1).
+        pub fn exp10_f32(x: f32) -> f32 {
+            libm::pow(10.0, f64::from(x)) as f32
+        }
+        /// `10^x` as `pow` (musl's `exp10` measured 3 ulp).
+        pub fn exp10_f64(x: f64) -> f64 {
+            libm::pow(10.0, x)
+        }
+    }
+
     /// One function body per build: libdevice's when linked, else the `libm` crate's.
     macro_rules! pick {
         ($nv:ident, $libm:path, $($a:expr),*) => {{
@@ -310,7 +331,7 @@ mod imp {
     macro_rules! device_float {
         ($t:ident, $sqrt:ident, $fma:ident, $floor:ident, $ceil:ident, $trunc:ident,
          rsqrt = $rsqrt:ident, sincos = $sincos:ident, round = $round:ident, powi = $powi:ident,
-         $(($f:ident, $nv:ident, $libm:ident),)* ; $(($f2:ident, $nv2:ident, $libm2:ident),)*) => {
+         $(($f:ident, $nv:ident, $libm:path),)* ; $(($f2:ident, $nv2:ident, $libm2:path),)*) => {
             impl GpuFloat for $t {
                 #[inline(always)]
                 fn sqrt(self) -> Self {
@@ -387,13 +408,13 @@ mod imp {
                 $(
                     #[inline(always)]
                     fn $f(self) -> Self {
-                        pick!($nv, libm::Libm::<$t>::$libm, self)
+                        pick!($nv, $libm, self)
                     }
                 )*
                 $(
                     #[inline(always)]
                     fn $f2(self, other: Self) -> Self {
-                        pick!($nv2, libm::Libm::<$t>::$libm2, self, other)
+                        pick!($nv2, $libm2, self, other)
                     }
                 )*
             }
@@ -402,22 +423,22 @@ mod imp {
 
     device_float!(f32, sqrtf32, fmaf32, floorf32, ceilf32, truncf32,
         rsqrt = __nv_rsqrtf, sincos = __nv_sincosf, round = __nv_roundf, powi = __nv_powif,
-        (cbrt, __nv_cbrtf, cbrt), (exp, __nv_expf, exp), (exp2, __nv_exp2f, exp2),
-        (exp10, __nv_exp10f, exp10), (exp_m1, __nv_expm1f, expm1), (ln, __nv_logf, log),
-        (log2, __nv_log2f, log2), (log10, __nv_log10f, log10), (ln_1p, __nv_log1pf, log1p),
-        (sin, __nv_sinf, sin), (cos, __nv_cosf, cos), (tan, __nv_tanf, tan),
-        (asin, __nv_asinf, asin), (acos, __nv_acosf, acos), (atan, __nv_atanf, atan),
-        (sinh, __nv_sinhf, sinh), (cosh, __nv_coshf, cosh), (tanh, __nv_tanhf, tanh), ;
-        (atan2, __nv_atan2f, atan2), (powf, __nv_powf, pow), (hypot, __nv_hypotf, hypot),);
+        (cbrt, __nv_cbrtf, L32::cbrt), (exp, __nv_expf, L32::exp), (exp2, __nv_exp2f, L32::exp2),
+        (exp10, __nv_exp10f, portable::exp10_f32), (exp_m1, __nv_expm1f, L32::expm1), (ln, __nv_logf, L32::log),
+        (log2, __nv_log2f, L32::log2), (log10, __nv_log10f, L32::log10), (ln_1p, __nv_log1pf, L32::log1p),
+        (sin, __nv_sinf, L32::sin), (cos, __nv_cosf, L32::cos), (tan, __nv_tanf, L32::tan),
+        (asin, __nv_asinf, L32::asin), (acos, __nv_acosf, L32::acos), (atan, __nv_atanf, L32::atan),
+        (sinh, __nv_sinhf, L32::sinh), (cosh, __nv_coshf, L32::cosh), (tanh, __nv_tanhf, L32::tanh), ;
+        (atan2, __nv_atan2f, L32::atan2), (powf, __nv_powf, L32::pow), (hypot, __nv_hypotf, L32::hypot),);
     device_float!(f64, sqrtf64, fmaf64, floorf64, ceilf64, truncf64,
         rsqrt = __nv_rsqrt, sincos = __nv_sincos, round = __nv_round, powi = __nv_powi,
-        (cbrt, __nv_cbrt, cbrt), (exp, __nv_exp, exp), (exp2, __nv_exp2, exp2),
-        (exp10, __nv_exp10, exp10), (exp_m1, __nv_expm1, expm1), (ln, __nv_log, log),
-        (log2, __nv_log2, log2), (log10, __nv_log10, log10), (ln_1p, __nv_log1p, log1p),
-        (sin, __nv_sin, sin), (cos, __nv_cos, cos), (tan, __nv_tan, tan),
-        (asin, __nv_asin, asin), (acos, __nv_acos, acos), (atan, __nv_atan, atan),
-        (sinh, __nv_sinh, sinh), (cosh, __nv_cosh, cosh), (tanh, __nv_tanh, tanh), ;
-        (atan2, __nv_atan2, atan2), (powf, __nv_pow, pow), (hypot, __nv_hypot, hypot),);
+        (cbrt, __nv_cbrt, L64::cbrt), (exp, __nv_exp, L64::exp), (exp2, __nv_exp2, L64::exp2),
+        (exp10, __nv_exp10, portable::exp10_f64), (exp_m1, __nv_expm1, L64::expm1), (ln, __nv_log, L64::log),
+        (log2, __nv_log2, L64::log2), (log10, __nv_log10, L64::log10), (ln_1p, __nv_log1p, L64::log1p),
+        (sin, __nv_sin, L64::sin), (cos, __nv_cos, L64::cos), (tan, __nv_tan, L64::tan),
+        (asin, __nv_asin, L64::asin), (acos, __nv_acos, L64::acos), (atan, __nv_atan, L64::atan),
+        (sinh, __nv_sinh, L64::sinh), (cosh, __nv_cosh, L64::cosh), (tanh, __nv_tanh, L64::tanh), ;
+        (atan2, __nv_atan2, L64::atan2), (powf, __nv_pow, L64::pow), (hypot, __nv_hypot, L64::hypot),);
 
     /// One PTX instruction on an f32.
     macro_rules! approx {
