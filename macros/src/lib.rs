@@ -11,9 +11,46 @@ mod validate;
 
 use proc_macro::TokenStream;
 
-/// Turn a Rust function into a GPU kernel with a typed host launcher. A generic kernel lists
-/// its instances, `#[gpu_kernel(instances(T = f32, f64))]`, and gets one PTX entry per
-/// instance and one generic launcher. See the `berth` crate and `docs/kernel-language.md`.
+/// Turn a Rust function into a GPU kernel with a typed host launcher. See the `berth` crate
+/// for argument placements and `docs/kernel-language.md` for the kernel language.
+///
+/// Options, all optional, in any order:
+///
+/// | option | effect |
+/// |---|---|
+/// | `elementwise` | the kernel may be cut into chunks: a `<name>_pipelined` launcher is generated |
+/// | `block = (16, 16)` (or `(x, y, z)`, or `256`) | the only block shape it runs with: PTX `.reqntid`, exact thread-index ranges for the optimiser, and a launch with another shape is `Err(InvalidLaunch)` |
+/// | `fp_contract = false` | keep this kernel's `a * b + c` as two roundings (by default they fuse into one FMA, as nvcc's `-fmad=true`) |
+/// | `instances(T = f32, f64, N = 4, 8)` | a generic kernel's instances: one PTX entry each (`name_f32_4`, …) and one generic launcher, `name::<f32, 4>(..)` |
+/// | `crate = path` | the path of the `berth` crate when it is re-exported |
+///
+/// ```ignore
+/// // In a kernel crate (its build script builds it for the GPU: `berth_build::kernels()`):
+/// use berth::prelude::*;
+///
+/// #[gpu_kernel(block = (16, 16))]
+/// pub fn transpose(rows: u32, cols: u32, m: &[f32], out: &mut [f32]) {
+///     let tile = shared_array!(T: [[f32; 16]; 16]);
+///     let (tx, ty) = (thread::idx_x(), thread::idx_y());
+///     let (r, c) = (block::idx_y() * 16 + ty, block::idx_x() * 16 + tx);
+///     tile[ty][tx].set(m[r * cols as usize + c]);
+///     sync_threads();
+///     let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
+///     out[or * rows as usize + oc] = tile[tx][ty].get();
+/// }
+///
+/// #[gpu_kernel(instances(T = f32, f64))]
+/// pub fn scale<T: DeviceCopy + core::ops::Mul<Output = T>>(a: T, x: &[T], y: &mut [T]) {
+///     let i = thread::global_x();
+///     if i < y.len() {
+///         y[i] = a * x[i];
+///     }
+/// }
+///
+/// // Host: transpose(&gpu, Grid::new((cols / 16, rows / 16), (16, 16)), rows, cols, &m, &mut out)?;
+/// //       scale::<f64>(&gpu, Grid::cover(n), 2.0, &x, &mut y)?;
+/// ```
+/// (`examples/src/language.rs` has these kernels, built and tested.)
 #[proc_macro_attribute]
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let ptx = std::env::var("BERTH_PTX").ok();
@@ -28,9 +65,23 @@ pub fn derive_device_copy(item: TokenStream) -> TokenStream {
 }
 
 /// Write a `for` loop over a literal range out once per iteration, so indices into small
-/// arrays become constants and the arrays live in registers:
-/// `unroll! { for i in 0..8 { acc[i] += a * b[i]; } }` (also `0..=7`, `(0..16).step_by(4)`).
-/// See the `berth` crate.
+/// arrays become constants and the arrays live in registers (rustc has no unroll pragma, and
+/// LLVM leaves small loops over local arrays rolled, in local memory). Also `0..=7` and
+/// `(0..16).step_by(4)`; the bounds are integer literals, and the body cannot `break` or
+/// `continue` the loop. It works in any function, on the host too:
+///
+/// ```
+/// use berth_macros::unroll;
+/// let (a, b) = (2.0f32, [1.0f32, 2.0, 3.0, 4.0]);
+/// let mut acc = [0.0f32; 4];
+/// unroll! { for i in 0..4 {
+///     acc[i] += a * b[i];
+/// } }
+/// assert_eq!(acc, [2.0, 4.0, 6.0, 8.0]);
+/// let mut odd = 0;
+/// unroll! { for k in (1..8).step_by(2) { odd += k; } }
+/// assert_eq!(odd, 1 + 3 + 5 + 7);
+/// ```
 #[proc_macro]
 pub fn unroll(input: TokenStream) -> TokenStream {
     unroll::unroll(input.into()).into()

@@ -90,6 +90,12 @@ impl Grid {
     /// `n` × `m` elements (x fastest) covered by 2D blocks of `block` threads:
     /// `thread::global_x()` ranges over `0..n` and `global_y()` over `0..m` (a little past
     /// them in the last blocks: guard both).
+    ///
+    /// ```
+    /// use berth_runtime::{Dim3, Grid};
+    /// let g = Grid::cover_2d(1000, 30, (16, 16));
+    /// assert_eq!((g.blocks, g.threads), (Dim3::from((63, 2, 1)), Dim3::from((16, 16, 1))));
+    /// ```
     pub fn cover_2d(n: usize, m: usize, block: (u32, u32)) -> Grid {
         let (bx, by) = (block.0.max(1), block.1.max(1));
         Grid::new((blocks_for(n, bx), blocks_for(m, by), 1), (bx, by, 1))
