@@ -244,3 +244,37 @@ where
         y[i] = a * x[i];
     }
 }
+
+/// Fill a 4-element shared array named `BUF` with `v` and sum it.
+#[inline(always)]
+fn small_buf_sum(v: u32) -> u32 {
+    let buf = shared_array!(BUF: [u32; 4]);
+    let t = thread::idx_x();
+    if t < 4 {
+        buf[t].set(v);
+    }
+    sync_threads();
+    (0..4).map(|k| buf[k].get()).sum()
+}
+
+/// Fill a 64-element shared array also named `BUF` with `v` and sum it.
+#[inline(always)]
+fn large_buf_sum(v: u32) -> u32 {
+    let buf = shared_array!(BUF: [u32; 64]);
+    let t = thread::idx_x();
+    buf[t].set(v);
+    sync_threads();
+    (0..64).map(|k| buf[k].get()).sum()
+}
+
+/// Two shared arrays of one name and different sizes in one module: each use of
+/// `shared_array!` is its own array, so neither overruns the other. Launch with blocks of 64
+/// threads; `out[block] = 4·a + 64·b`.
+#[gpu_kernel(block = 64)]
+pub fn same_name_arrays(a: u32, b: u32, out: &mut [u32]) {
+    let small = small_buf_sum(a);
+    let large = large_buf_sum(b);
+    if thread::idx_x() == 0 {
+        out[block::idx_x()] = small + large;
+    }
+}

@@ -594,3 +594,18 @@ fn the_unchecked_sgemm_refuses_what_would_read_out_of_bounds() {
         .unwrap_err();
     assert!(err.to_string().contains("every matrix n² long"), "{err}");
 }
+
+#[test]
+fn shared_arrays_of_one_name_are_separate_arrays() {
+    let (_g, gpu) = gpu();
+    let (a, b) = (
+        rng().random_range(1..1000u32),
+        rng().random_range(1..1000u32),
+    );
+    let mut out = gpu.upload(&[u32::MAX; 3]).unwrap();
+    berth_examples::language::same_name_arrays(&gpu, Grid::new(3, 64), a, b, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), vec![4 * a + 64 * b; 3]);
+}
