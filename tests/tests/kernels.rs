@@ -124,3 +124,55 @@ fn the_runtime_kernels_are_valid_ptx() {
     // The kernel stores with system-scope release semantics, nothing else.
     assert!(k.ptx.contains("st.release.sys.global.u32"));
 }
+
+/// The default build links libdevice into every module that calls device math (no
+/// unresolved `__nv_` function is left for the driver), and a build without libdevice — the
+/// portable `libm` math, `BERTH_LIBDEVICE=off` — compiles the same kernels and passes ptxas.
+#[test]
+fn device_math_builds_with_and_without_libdevice() {
+    let ks = kernels();
+    let examples = ks
+        .iter()
+        .find(|k| k.crate_name == "berth_examples")
+        .unwrap()
+        .ptx;
+    assert!(
+        !examples.contains(".extern .func"),
+        "the examples' PTX calls functions it does not define"
+    );
+    let Some(ptxas) = berth_build::find_ptxas() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "ptxas not found and CI is set"
+        );
+        eprintln!("ptxas not found: skipping");
+        return;
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let built = berth_build::Builder::new(
+        root.join("examples"),
+        root.join("target").join("berth-nvptx-portable"),
+    )
+    .libdevice(None)
+    .quiet(true)
+    .build()
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(built.libdevice.is_none());
+    let text = std::fs::read_to_string(&built.ptx).unwrap();
+    assert!(
+        !text.contains("__nv_"),
+        "libdevice called in the portable build"
+    );
+    let usage =
+        berth_build::ptxas_usage(&ptxas, &built.ptx, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+    for k in ["math_f32", "math_f64", "black_scholes"] {
+        let u = usage
+            .iter()
+            .find(|u| u.name == k)
+            .unwrap_or_else(|| panic!("no `{k}`"));
+        eprintln!(
+            "portable {k}: {} registers, {} B stack",
+            u.registers, u.stack
+        );
+    }
+}
