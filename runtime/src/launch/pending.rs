@@ -1,0 +1,122 @@
+//! The guard of a launch in flight.
+
+use crate::error::Result;
+use crate::gpu::Inner;
+use crate::track::{Access, Completion, Uses};
+use cudarc::driver::sys;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// A launch in flight. It keeps every buffer of the launch borrowed until the stream has
+/// finished it (copies back included); [`Pending::wait`] returns the outcome. Dropping it
+/// without waiting also waits (a failure is then reported by the next synchronise of the
+/// stream).
+///
+/// A launch queued in a [`Scope`](crate::Scope) is the exception: dropping its guard leaves it
+/// queued (the scope waits for it at its end and reports its outcome), and so does
+/// [`Pending::detach`]. A launch recorded into a [`Graph`](crate::Graph) has not run: its
+/// guard holds nothing and `wait` returns at once.
+#[must_use = "a launch is asynchronous: call .wait() to get its outcome (in a scope, .detach() leaves it queued)"]
+pub struct Pending<'l> {
+    pub(super) gpu: Arc<Inner>,
+    pub(super) stream: sys::CUstream,
+    pub(super) kernel: &'static str,
+    pub(super) done: bool,
+    /// Queued in a scope: the scope waits for it and reports its outcome.
+    pub(super) scoped: bool,
+    pub(super) leases: Vec<(usize, u64)>,
+    /// Where the streams will be once the launch is done; noted on every buffer it uses.
+    /// `None` for a launch recorded into a graph.
+    pub(super) completion: Option<Arc<Completion>>,
+    pub(super) _borrows: PhantomData<&'l mut ()>,
+}
+
+impl Pending<'_> {
+    /// The guard of a copy just queued on `stream` that uses `uses`.
+    pub(crate) fn copy(
+        gpu: &Arc<Inner>,
+        stream: sys::CUstream,
+        what: &'static str,
+        uses: &[(&Uses, Access)],
+    ) -> Result<Self> {
+        let completion = Completion::record(gpu, &[stream])?;
+        for (u, access) in uses {
+            u.add(&completion, *access);
+        }
+        Ok(Pending::queued(gpu, stream, what, completion, false))
+    }
+
+    /// The guard of work just queued on `stream` that ends at `completion`.
+    pub(crate) fn queued(
+        gpu: &Arc<Inner>,
+        stream: sys::CUstream,
+        what: &'static str,
+        completion: Arc<Completion>,
+        scoped: bool,
+    ) -> Self {
+        Pending {
+            stream,
+            kernel: what,
+            done: false,
+            scoped,
+            leases: Vec::new(),
+            completion: Some(completion),
+            gpu: gpu.clone(),
+            _borrows: PhantomData,
+        }
+    }
+
+    /// Wait for the launch (and earlier work on its stream) to finish. In a scope, a failure
+    /// this returns is not reported again by the scope.
+    pub fn wait(mut self) -> Result<()> {
+        if self.completion.is_none() {
+            return Ok(());
+        }
+        self.done = true;
+        let r = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
+        self.release();
+        r
+    }
+
+    /// Leave the work queued without waiting. In a [`Scope`](crate::Scope), the scope waits
+    /// for it at its end and reports its outcome; the buffers' borrows end now, and host
+    /// access to them waits for the work first. Elsewhere the same as dropping the guard,
+    /// which waits.
+    pub fn detach(self) {}
+
+    /// The kernel launched.
+    pub fn kernel(&self) -> &'static str {
+        self.kernel
+    }
+
+    /// Return staging buffers to the pool; only after the stream passed them, and never into
+    /// a lost context (whose memory is gone).
+    fn release(&mut self) {
+        // The stream was synchronised (or stopped for good on a fault): the work is over.
+        if let Some(c) = &self.completion {
+            c.finished();
+        }
+        if self.gpu.fault.is_lost() {
+            self.leases.clear();
+            return;
+        }
+        for (class, p) in self.leases.drain(..) {
+            self.gpu.staging.put(class, (), p);
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.done || self.scoped {
+            return;
+        }
+        if let Err(e) = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel)) {
+            // Nobody asked for the outcome: keep the failure for the next synchronise of the
+            // stream (a GPU fault also loses the context, which every later call reports).
+            tracing::warn!(error = %e, "a dropped launch guard found its stream failed");
+            self.gpu.keep_failure(self.stream, e);
+        }
+        self.release();
+    }
+}
