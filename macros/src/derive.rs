@@ -1,7 +1,8 @@
 //! `#[derive(DeviceCopy)]`: the checked way to let a struct cross to the GPU by value or as a
 //! slice element. It requires a fixed layout (`#[repr(C)]` or `#[repr(transparent)]`), checks
-//! every field is `DeviceCopy` (errors point at the field's type), and writes the
-//! `unsafe impl` the user would otherwise write by hand.
+//! every field is `DeviceCopy` (errors point at the field's type) and that a non-generic
+//! struct has no padding (the launcher copies a value's bytes, and padding bytes are
+//! uninitialised), and writes the `unsafe impl` the user would otherwise write by hand.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
@@ -88,12 +89,32 @@ fn expand(item: &syn::DeriveInput) -> syn::Result<TokenStream> {
     } else {
         quote!(#where_g)
     };
+    // Padding bytes are uninitialised: the launcher copies a value's bytes, so a type with
+    // padding would expose them. The size must be the fields' sizes added up (checked at
+    // compile time; generic structs are checked per instance by the launcher's own bytes).
+    let padding_check = item.generics.params.is_empty().then(|| {
+        let tys = fields.iter().map(|f| &f.ty);
+        let msg = format!(
+            "`{name}` has padding bytes (its size is more than its fields' sizes added up): \
+             padding is uninitialised memory, which must not be copied to the GPU; make it \
+             explicit with a field such as `_pad: [u8; N]` (or reorder the fields)"
+        );
+        quote_spanned! {name.span()=>
+            const _: () = ::core::assert!(
+                ::core::mem::size_of::<#name>() == 0 #(+ ::core::mem::size_of::<#tys>())*,
+                #msg
+            );
+        }
+    });
     let check_fn = syn::Ident::new("__berth_assert_device_copy", Span::call_site());
     Ok(quote! {
         // SAFETY: `#[repr(C)]`/`#[repr(transparent)]` (checked by the derive) gives host and
         // device one layout; every field is `DeviceCopy` (checked below), so the value is
-        // plain data without pointers.
+        // plain data without pointers; a non-generic struct has no padding (checked at compile
+        // time below), so all its bytes are initialised.
         unsafe impl #impl_g ::berth::DeviceCopy for #name #ty_g #extra_where {}
+
+        #padding_check
 
         const _: () = {
             fn #check_fn<T: ::berth::DeviceCopy>() {}
