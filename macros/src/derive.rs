@@ -99,11 +99,10 @@ fn expand(item: &syn::DeriveInput) -> syn::Result<TokenStream> {
              padding is uninitialised memory, which must not be copied to the GPU; make it \
              explicit with a field such as `_pad: [u8; N]` (or reorder the fields)"
         );
+        let sizes = tys.map(|t| quote!(::core::mem::size_of::<#t>()));
+        let total = quote!(0usize #(.wrapping_add(#sizes))*);
         quote_spanned! {name.span()=>
-            const _: () = ::core::assert!(
-                ::core::mem::size_of::<#name>() == 0 #(+ ::core::mem::size_of::<#tys>())*,
-                #msg
-            );
+            const _: () = ::core::assert!(::core::mem::size_of::<#name>() == #total, #msg);
         }
     });
     let check_fn = syn::Ident::new("__berth_assert_device_copy", Span::call_site());
