@@ -250,11 +250,19 @@ impl Gpu {
 
     /// The first GPU, or the CPU simulator when there is none (no driver or no device); the
     /// reason is logged. `BERTH_BACKEND=simulator` asks for the simulator, `cuda` insists on
-    /// the GPU. Which one you got: [`Gpu::backend`].
+    /// the GPU; any other value is an [`Error::Usage`] naming the valid ones. Which one you
+    /// got: [`Gpu::backend`].
     pub fn new_or_simulator() -> Result<Gpu> {
-        match std::env::var("BERTH_BACKEND").as_deref() {
-            Ok("simulator" | "sim") => return Ok(Gpu::simulator()),
-            Ok("cuda" | "gpu") => return Gpu::new(),
+        match std::env::var("BERTH_BACKEND") {
+            Ok(v) if v == "simulator" || v == "sim" => return Ok(Gpu::simulator()),
+            Ok(v) if v == "cuda" || v == "gpu" => return Gpu::new(),
+            Ok(v) if !v.is_empty() => {
+                return Err(Error::Usage(format!(
+                    "BERTH_BACKEND={v:?} is not a backend: use `simulator` (or `sim`) for the CPU \
+                     simulator, `cuda` (or `gpu`) to insist on a GPU, or leave it unset for a \
+                     GPU when there is one and the simulator otherwise"
+                )));
+            }
             _ => {}
         }
         match Gpu::new() {

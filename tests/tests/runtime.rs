@@ -69,3 +69,44 @@ fn host_side_signal_waits_time_out_with_a_typed_error() {
     ));
     assert!(matches!(gpu.mailbox::<u32>(0), Err(Error::Usage(_))));
 }
+
+/// Run the ignored test `name` of this binary in a child process with `BERTH_BACKEND=value`
+/// (the environment is per process); whether it passed, and its output.
+fn run_with_backend(name: &str, value: &str) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", name, "--nocapture"])
+        .env("BERTH_BACKEND", value)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success() && text.contains("1 passed"), text)
+}
+
+#[test]
+fn an_unknown_backend_is_an_error_naming_the_valid_ones() {
+    let (ok, text) = run_with_backend("child_backend_bogus", "bogus");
+    assert!(ok, "child failed:\n{text}");
+    let (ok, text) = run_with_backend("child_backend_simulator", "simulator");
+    assert!(ok, "child failed:\n{text}");
+}
+
+#[test]
+#[ignore = "run in a child process with BERTH_BACKEND=bogus"]
+fn child_backend_bogus() {
+    match Gpu::new_or_simulator() {
+        Err(Error::Usage(msg)) => {
+            assert!(msg.contains("\"bogus\""), "{msg}");
+            assert!(msg.contains("simulator") && msg.contains("cuda"), "{msg}");
+        }
+        Err(e) => panic!("expected Error::Usage, got {e}"),
+        Ok(gpu) => panic!("BERTH_BACKEND=bogus gave a context ({:?})", gpu.backend()),
+    }
+}
+
+#[test]
+#[ignore = "run in a child process with BERTH_BACKEND=simulator"]
+fn child_backend_simulator() {
+    let gpu = Gpu::new_or_simulator().unwrap();
+    assert_eq!(gpu.backend(), berth::Backend::Simulator);
+}
