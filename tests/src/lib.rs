@@ -140,3 +140,54 @@ pub fn example_line(needle: &str) -> u32 {
         .unwrap_or_else(|| panic!("`{needle}` not found in examples/src/lib.rs"))
 }
 pub mod warp_ref;
+
+/// Set in a child process running one test of its binary (see [`run_isolated`]).
+pub const CHILD_ENV: &str = "BERTH_TEST_CHILD";
+
+/// Whether this process is such a child.
+pub fn in_child() -> bool {
+    std::env::var_os(CHILD_ENV).is_some()
+}
+
+/// Run the test `name` of the current test binary in a child process (a kernel fault poisons
+/// the CUDA state of the whole process on the GPU machine's driver); its output, and whether
+/// it passed.
+pub fn run_isolated(name: &str) -> (bool, String) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, "1")
+        .env_remove(berth::RESTART_ENV)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("--- child `{name}` ---\n{text}--- end of child ---");
+    (out.status.success() && text.contains("1 passed"), text)
+}
+
+/// The acceleration the `compute::nbody` kernels compute for body `i`, in f64, and the sum of
+/// the magnitudes of its terms (the scale a relative error is measured against).
+pub fn nbody_host(bodies: &[berth_examples::compute::Body], i: usize) -> ([f64; 3], f64) {
+    let me = bodies[i];
+    let (mut w, mut scale) = ([0.0f64; 3], 0.0f64);
+    for o in bodies {
+        let d = [
+            f64::from(o.x) - f64::from(me.x),
+            f64::from(o.y) - f64::from(me.y),
+            f64::from(o.z) - f64::from(me.z),
+        ];
+        let r2 = d[0] * d[0]
+            + d[1] * d[1]
+            + d[2] * d[2]
+            + f64::from(berth_examples::compute::SOFTENING2);
+        let s = f64::from(o.m) / (r2 * r2.sqrt());
+        for k in 0..3 {
+            w[k] += d[k] * s;
+            scale += (d[k] * s).abs();
+        }
+    }
+    (w, scale)
+}

@@ -11,7 +11,8 @@ use berth::{Error, Gpu, Grid};
 use berth_examples::unchecked_copy;
 use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
 use berth_tests::{
-    affine_on, mul_add_on, random_f32, random_u32, reduce_blocks, saxpy_on, sum_f64,
+    affine_on, in_child, mul_add_on, random_f32, random_u32, reduce_blocks, run_isolated, saxpy_on,
+    sum_f64,
 };
 use std::sync::Mutex;
 
@@ -106,27 +107,6 @@ fn block_sum_matches_host() {
     }
 }
 
-/// Set in a child process running one fault test. A kernel fault poisons the CUDA state of
-/// the whole process on this driver, so fault tests run in a child and the parent checks it.
-const CHILD_ENV: &str = "BERTH_TEST_CHILD";
-
-/// Run the test `name` of this binary in a child process; its output, and whether it passed.
-fn run_isolated(name: &str) -> (bool, String) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .env_remove(berth::RESTART_ENV)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("--- child `{name}` ---\n{text}--- end of child ---");
-    (out.status.success() && text.contains("1 passed"), text)
-}
-
 /// On the GPU, run the rest of the calling test `$name` in a child process (a trap poisons
 /// the whole process) and pass or fail with it; on the simulator, just go on.
 macro_rules! in_child_on_the_gpu {
@@ -137,10 +117,6 @@ macro_rules! in_child_on_the_gpu {
             return;
         }
     };
-}
-
-fn in_child() -> bool {
-    std::env::var_os(CHILD_ENV).is_some()
 }
 
 #[cfg(feature = "gpu")]

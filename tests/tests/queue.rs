@@ -15,7 +15,7 @@ use berth_examples::chain::{
     relax_weighted_or_fail,
 };
 use berth_examples::gated::gated_fill_pinned;
-use berth_tests::random_f32;
+use berth_tests::{in_child, random_f32, run_isolated};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -35,29 +35,6 @@ fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
 const N: usize = if cfg!(feature = "gpu") { 1 << 16 } else { 1000 };
 /// Launches of the long chain.
 const STEPS: usize = 1000;
-
-const CHILD_ENV: &str = "BERTH_TEST_CHILD";
-
-fn in_child() -> bool {
-    std::env::var_os(CHILD_ENV).is_some()
-}
-
-/// Run the test `name` of this binary in a child process; its output, and whether it passed.
-fn run_isolated(name: &str) -> (bool, String) {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([name, "--exact", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, "1")
-        .env_remove(berth::RESTART_ENV)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("--- child `{name}` ---\n{text}--- end of child ---");
-    (out.status.success() && text.contains("1 passed"), text)
-}
 
 /// Two buffers holding `x`: the chain's ping and pong.
 fn pair(gpu: &Gpu, x: &[f32]) -> (DeviceBuffer<f32>, DeviceBuffer<f32>) {

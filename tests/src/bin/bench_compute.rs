@@ -10,8 +10,8 @@
 use berth::device::half::f16x2;
 use berth::{Gpu, Grid, f16};
 use berth_examples::compute::{
-    Body, NBODY_BLOCK, SOFTENING2, WARP_SUM_BLOCK, black_scholes, black_scholes_unchecked,
-    block_sum_warp, nbody, nbody_fast, sgemm_reg4, sgemm_reg8, sgemm_reg8_unchecked, sgemm_tiled,
+    Body, NBODY_BLOCK, WARP_SUM_BLOCK, black_scholes, black_scholes_unchecked, block_sum_warp,
+    nbody, nbody_fast, sgemm_reg4, sgemm_reg8, sgemm_reg8_unchecked, sgemm_tiled,
 };
 use berth_examples::half_precision::{HDOT_BLOCK, haxpy2, hdot};
 use berth_tests::timing::{Timer, median};
@@ -167,21 +167,7 @@ fn nbody_run(gpu: &Gpu, name: &str, n: usize, reps: usize) -> Res {
     let (mut bad, mut max_rel) = (0, 0.0f64);
     for _ in 0..64 {
         let i = r.random_range(0..n);
-        let me = bodies[i];
-        let (mut w, mut scale) = ([0.0f64; 3], 0.0f64);
-        for o in &bodies {
-            let d = [
-                f64::from(o.x) - f64::from(me.x),
-                f64::from(o.y) - f64::from(me.y),
-                f64::from(o.z) - f64::from(me.z),
-            ];
-            let r2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2] + f64::from(SOFTENING2);
-            let s = f64::from(o.m) / (r2 * r2.sqrt());
-            for k in 0..3 {
-                w[k] += d[k] * s;
-                scale += (d[k] * s).abs();
-            }
-        }
+        let (w, scale) = berth_tests::nbody_host(&bodies, i);
         let got = [acc[i].x, acc[i].y, acc[i].z];
         for k in 0..3 {
             let err = (f64::from(got[k]) - w[k]).abs() / scale.max(1e-30);
