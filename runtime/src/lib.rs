@@ -19,6 +19,7 @@
 mod args;
 mod backend;
 mod buffer;
+mod context;
 mod copy;
 mod error;
 mod event;
@@ -32,6 +33,7 @@ mod pipeline;
 pub mod placement;
 mod pool;
 pub mod ptx;
+mod queue;
 pub mod raw;
 mod restart;
 mod scope;
@@ -43,26 +45,30 @@ mod stream;
 mod track;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};
+pub use backend::Backend;
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
 pub use event::Event;
-pub use gpu::{Backend, Gpu};
+pub use gpu::Gpu;
 pub use graph::{Graph, Held, Recorder};
 pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
 };
-pub use launch::{Dim3, Grid, Pending};
+pub use launch::pending::Pending;
+pub use launch::{Dim3, Grid};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
+pub use queue::Queue;
 pub use restart::{RESTART_ENV, restart_process};
 pub use scope::Scope;
 pub use signal::{MailboxBuffer, SignalBuffer};
-pub use stream::{Queue, Stream};
+pub use stream::Stream;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::launch::builder::Launch;
     pub use crate::launch::{
-        Kernel, KernelRegistration, Launch, Param, ParamKind, Placement, registered_kernels,
+        Kernel, KernelRegistration, Param, ParamKind, Placement, registered_kernels,
     };
     pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};
     pub use crate::pipeline::Pipelined;
