@@ -28,6 +28,8 @@ mod gpu;
 mod graph;
 mod host_mem;
 mod launch;
+#[cfg(test)]
+mod layers;
 mod own_kernels;
 mod pipeline;
 pub mod placement;
