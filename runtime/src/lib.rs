@@ -9,6 +9,11 @@
 //!
 //! Layering, as in cudarc: cudarc's `sys`/`result` layers do the driver calls; this crate's
 //! public types own every handle and hide cudarc; [`raw`] is the escape hatch for experts.
+//! Inside, dependencies point one way: one backend interface with two implementations (the
+//! CUDA driver and the CPU simulator) at the bottom, then the context and its pools, memory
+//! kinds, streams and events, placement, launches, and pipelines on top; nothing above the
+//! backend asks which backend it is (`docs/runtime-layers.md` has the map, and a test keeps
+//! the modules from naming each other in a circle).
 //!
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,
