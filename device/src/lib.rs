@@ -25,6 +25,7 @@ pub mod half;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 pub mod math;
+pub mod own;
 pub mod panic;
 pub mod shared;
 pub mod signal;
@@ -34,6 +35,7 @@ pub mod warp;
 pub use ::half::{bf16, f16};
 pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
+pub use own::Own;
 pub use panic::fail;
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
@@ -42,7 +44,8 @@ pub use shared::__host_shared;
 pub use shared::__private_shared;
 pub use shared::{Shared, SharedCell, dynamic as dynamic_shared};
 pub use signal::{Mailbox, Reserved, Signals, Slot};
-pub use slice::{Slice, SliceMut, Window};
+pub use atomic::AtomicSlice;
+pub use slice::{PerBlock, Slice, SliceMut, Window};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.
 ///
@@ -88,9 +91,21 @@ mod tests {
         let mut out = [0u32; 2];
         // SAFETY: `out` outlives the view and nothing else touches it.
         let mut m = unsafe { SliceMut::from_raw(out.as_mut_ptr(), out.len()) };
-        m[1] = 7;
-        assert!(m.get(2).is_none());
-        assert_eq!(out, [0, 7]);
+        // Outside an executor the grid is one thread, whose own index is 0.
+        m[thread::index()] = 5;
+        // SAFETY: one thread: nobody else touches element 1.
+        unsafe { m.write(1, 7) };
+        assert_eq!(m[thread::index()], 5);
+        let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            // SAFETY: as above (and out of bounds, which `write` reports).
+            m.write(2, 1)
+        }))
+        .unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<String>().unwrap(),
+            "index out of bounds: the len is 2 but the index is 2"
+        );
+        assert_eq!(out, [5, 7]);
         // SAFETY: a zero-length view may dangle.
         let empty = unsafe { Slice::<f32>::from_raw(std::ptr::null(), 0) };
         assert!(empty.is_empty());

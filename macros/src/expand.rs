@@ -149,6 +149,13 @@ pub(crate) fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
             ArgKind::Slice {
                 elem,
                 mutable: true,
+            } if a.access.is_some() => {
+                let view = mut_view(a);
+                quote!(mut #n: #krate::__private::#view<'_, #elem>)
+            }
+            ArgKind::Slice {
+                elem,
+                mutable: true,
             } => {
                 quote!(mut #n: #krate::__private::SliceMut<'_, #elem>)
             }
@@ -170,6 +177,16 @@ pub(crate) fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
 }
 
 /// The kernel-side view type of a signal argument.
+/// The body's view type of a `&mut [T]` argument: `SliceMut`, `AtomicSlice` for
+/// `#[atomic]`, `PerBlock` for `#[per_block]`.
+fn mut_view(a: &Arg) -> TokenStream {
+    match a.access {
+        None => quote!(SliceMut),
+        Some(parse::Access::Atomic(_)) => quote!(AtomicSlice),
+        Some(parse::Access::PerBlock(_)) => quote!(PerBlock),
+    }
+}
+
 fn signal_view(krate: &syn::Path, mailbox: &Option<syn::Type>) -> TokenStream {
     match mailbox {
         None => quote!(#krate::__private::Signals),
@@ -231,7 +248,8 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
                 aligns.extend([align(elem), zero.clone()]);
                 if *mutable {
                     params.push(quote!(#p: *mut #elem, #l: usize));
-                    values.push(quote!(#krate::__private::SliceMut::from_raw(#p, #l)));
+                    let view = mut_view(a);
+                    values.push(quote!(#krate::__private::#view::from_raw(#p, #l)));
                 } else {
                     params.push(quote!(#p: *const #elem, #l: usize));
                     values.push(quote!(#krate::__private::Slice::from_raw(#p, #l)));
@@ -313,8 +331,9 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
             ArgKind::Slice { elem, mutable } => {
                 let j = i + 1;
                 if *mutable {
+                    let view = mut_view(a);
                     values.push(quote! {
-                        #krate::__private::SliceMut::from_raw(*(__p[#i] as *const *mut #elem), *(__p[#j] as *const usize))
+                        #krate::__private::#view::from_raw(*(__p[#i] as *const *mut #elem), *(__p[#j] as *const usize))
                     });
                 } else {
                     values.push(quote! {
