@@ -44,8 +44,7 @@ pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
     AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Own, PerBlock, Shared, SharedCell,
-    Signals, Slice, SliceMut, Slot, Window, bf16, f16, gpu_assert, gpu_or_host, math,
-    shared_array,
+    Signals, Slice, SliceMut, Slot, Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
 pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 
@@ -84,7 +83,9 @@ pub mod prelude {
 /// What `#[gpu_kernel]` expansions refer to. Not a public API: no stability promise.
 #[doc(hidden)]
 pub mod __private {
-    pub use berth_device::{AtomicSlice, Mailbox, PerBlock, Signals, Slice, SliceMut, Slot, Window};
+    pub use berth_device::{
+        AtomicSlice, Mailbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
+    };
 
     /// The alignment a kernel entry declares for a pointer parameter to `T`: `T`'s, at most
     /// 128 (it travels as one byte to the builder, which writes it into the PTX `.param`).

@@ -33,6 +33,7 @@ pub mod slice;
 pub mod warp;
 
 pub use ::half::{bf16, f16};
+pub use atomic::AtomicSlice;
 pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
 pub use own::Own;
@@ -44,7 +45,6 @@ pub use shared::__host_shared;
 pub use shared::__private_shared;
 pub use shared::{Shared, SharedCell, dynamic as dynamic_shared};
 pub use signal::{Mailbox, Reserved, Signals, Slot};
-pub use atomic::AtomicSlice;
 pub use slice::{PerBlock, Slice, SliceMut, Window};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.

@@ -161,7 +161,10 @@ mod tests {
     fn arithmetic_gives_plain_numbers() {
         let i = Own::new(3);
         let n: usize = 4;
-        assert_eq!((i + 1, i - 1, i * 2, i / 2, i % 2, n + i), (4, 2, 6, 1, 1, 7));
+        assert_eq!(
+            (i + 1, i - 1, i * 2, i / 2, i % 2, n + i),
+            (4, 2, 6, 1, 1, 7)
+        );
         assert!(i < n && i == 3 && i + 1 == n);
     }
 }

@@ -366,6 +366,14 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
                 Placement::PinnedAsync(_) | Placement::PinnedOut(_)
             )
     });
+    if !bulk {
+        return Err(vec![syn::Error::new(
+            span,
+            "an `elementwise` kernel is cut into chunks along its `#[pinned_async]` slices, and this one has none: \
+             mark the bulk inputs `#[pinned_async]` and outputs `#[pinned_async]` / `#[pinned_async(out)]` (all of one length), \
+             or remove `elementwise`",
+        )]);
+    }
     let whole_outputs: Vec<syn::Error> = k
         .args
         .iter()
@@ -392,16 +400,7 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
     if !whole_outputs.is_empty() {
         return Err(whole_outputs);
     }
-    if bulk {
-        Ok(())
-    } else {
-        Err(vec![syn::Error::new(
-            span,
-            "an `elementwise` kernel is cut into chunks along its `#[pinned_async]` slices, and this one has none: \
-             mark the bulk inputs `#[pinned_async]` and outputs `#[pinned_async]` / `#[pinned_async(out)]` (all of one length), \
-             or remove `elementwise`",
-        )])
-    }
+    Ok(())
 }
 
 /// `Signals` or `Mailbox<T>` (by the last path segment), as a signal argument.
