@@ -34,6 +34,33 @@
 //! }
 //! ```
 //!
+//! Structs cross to the GPU with `#[derive(DeviceCopy)]`, which rejects padding: a launch
+//! reads a scalar's bytes, and padding bytes are uninitialised. A generic struct is checked
+//! for each instance a launch passes, at compile time:
+//!
+//! ```compile_fail,E0080
+//! use berth::DeviceCopy;
+//!
+//! #[repr(C)]
+//! #[derive(Clone, Copy, DeviceCopy)]
+//! pub struct Pair<T> {
+//!     pub tag: u8,
+//!     pub value: T,
+//! }
+//!
+//! // What a launch of a kernel taking `Pair<u32>` evaluates: three bytes of padding.
+//! let () = <Pair<u32> as DeviceCopy>::__BERTH_NO_PADDING;
+//! ```
+//!
+//! ```
+//! # use berth::DeviceCopy;
+//! # #[repr(C)]
+//! # #[derive(Clone, Copy, DeviceCopy)]
+//! # pub struct Pair<T> { pub tag: u8, pub value: T }
+//! // `Pair<u8>` has none.
+//! let () = <Pair<u8> as DeviceCopy>::__BERTH_NO_PADDING;
+//! ```
+//!
 //! Layers: [`berth_device`] (re-exported as [`device`] and in the [`prelude`]) is what kernel
 //! bodies call, on both targets; [`berth_runtime`] (host only) owns the context, memory,
 //! streams and launches; `berth_macros` writes the glue between them. Generated code names

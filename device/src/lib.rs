@@ -51,15 +51,22 @@ pub use slice::{PerBlock, Slice, SliceMut, Window};
 ///
 /// # Safety
 /// Implement only for `Copy` types with a fixed C layout (`#[repr(C)]` or `#[repr(transparent)]`,
-/// or primitives), no pointers or references, and no padding whose bytes the kernel reads:
-/// the launcher copies the value's bytes verbatim into the kernel's parameter space.
+/// or primitives), no pointers or references, no padding (the launcher reads the value's
+/// bytes, and padding bytes are uninitialised), and all-zero bytes a valid value (fresh
+/// buffers are zeroed before the host can read them as `T`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot cross to the GPU: it does not implement `DeviceCopy`",
     label = "not plain device data",
     note = "kernel scalars and slice elements are numbers, `bool`, arrays of them, or `#[repr(C)]` `Copy` structs of those: add `#[derive(DeviceCopy)]` (or `unsafe impl berth::DeviceCopy`)",
     note = "heap types (`String`, `Vec`, `Box`) and references hold host pointers that mean nothing on the GPU"
 )]
-pub unsafe trait DeviceCopy: Copy + 'static {}
+pub unsafe trait DeviceCopy: Copy + 'static {
+    /// Evaluated wherever a value's bytes are read as bytes (a launch's scalar parameters):
+    /// `#[derive(DeviceCopy)]` on a generic struct sets it to a compile-time assertion that the
+    /// instance has no padding, which a non-generic struct gets at its definition.
+    #[doc(hidden)]
+    const __BERTH_NO_PADDING: () = ();
+}
 
 macro_rules! device_copy {
     ($($t:ty),*) => { $(

@@ -289,3 +289,37 @@ pub fn same_name_arrays(a: u32, b: u32, #[per_block] out: &mut [u32]) {
         *slot = small + large;
     }
 }
+
+/// `out[i] = seed ^ i` for every index `i` a thread owns in its grid-stride loop, and
+/// `visits[i] += 1`: with any grid shape (3D blocks and grids included) each element is visited
+/// by exactly one thread, once.
+#[gpu_kernel]
+pub fn own_every_index(seed: u32, out: &mut [u32], visits: &mut [u32]) {
+    for i in thread::grid_stride(out.len()) {
+        out[i] = seed ^ i.get() as u32;
+        if let Some(v) = visits.get_mut(i) {
+            *v += 1;
+        }
+    }
+}
+
+/// One value per block of any grid shape: `sums[b]` = the sum of `x` over the threads of
+/// block `b` (blocks numbered x-fastest), through shared-memory atomics and a `#[per_block]`
+/// output; `count[0]` counts the launch's threads through an `#[atomic]` output.
+#[gpu_kernel]
+pub fn per_block_sums(x: &[u32], #[per_block] sums: &mut [u32], #[atomic] count: &mut [u32]) {
+    let acc = shared_array!(BLOCK_ACC: [u32; 1]);
+    if thread::linear_in_block() == 0 {
+        acc.store(0, 0);
+    }
+    sync_threads();
+    let i = thread::index();
+    if i < x.len() {
+        acc.atomic_add(0, x[i]);
+    }
+    count.atomic_add(0, 1);
+    sync_threads();
+    if let Some(slot) = sums.mine() {
+        *slot = acc.load(0);
+    }
+}

@@ -273,7 +273,9 @@ impl<'l> Pipelined<'l> {
 
     /// A scalar, passed to every chunk.
     pub fn scalar<T: DeviceCopy>(&mut self, v: &T) {
-        // SAFETY: `T: DeviceCopy` is plain data (see `Launch::scalar`).
+        #[allow(clippy::let_unit_value)]
+        let () = T::__BERTH_NO_PADDING;
+        // SAFETY: `T: DeviceCopy` is plain data without padding (see `Launch::scalar`).
         let bytes = unsafe {
             std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
         };
