@@ -73,8 +73,11 @@ impl<'l> ArgSink<'l> {
 
     /// A scalar, by value.
     pub(crate) fn scalar<T: DeviceCopy>(&mut self, v: &T) {
-        // SAFETY: `T: DeviceCopy` is plain data; reading its bytes is defined (padding bytes
-        // are copied as they are and never interpreted by the host).
+        // A generic derived struct's padding check, per instance (compile time).
+        #[allow(clippy::let_unit_value)]
+        let () = T::__BERTH_NO_PADDING;
+        // SAFETY: `T: DeviceCopy` is plain data without padding (the trait's contract; the
+        // derive checks it at compile time), so every byte is initialised.
         let bytes = unsafe {
             std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
         };
