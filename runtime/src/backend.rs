@@ -76,7 +76,6 @@ unsafe impl Send for EventHandle {}
 unsafe impl Sync for EventHandle {}
 
 /// One launch of a recorded sequence, as a graph replays it.
-#[derive(Clone)]
 pub(crate) struct GraphNode {
     pub(crate) kernel: &'static Kernel,
     pub(crate) func: sys::CUfunction,

@@ -458,7 +458,8 @@ fn the_runtime_modules_name_each_other_one_way_and_only_the_driver_backend_calls
 }
 
 #[test]
-fn the_checker_reads_use_trees_inline_modules_and_skips_comments_strings_and_tests() {
+fn the_checker_reads_use_trees_and_inline_modules_skips_comments_strings_and_tests_and_finds_circles()
+ {
     let src = r##"
         use crate::a::{b::{C, D}, e as f};
         use super::g::*;
@@ -501,6 +502,20 @@ fn the_checker_reads_use_trees_inline_modules_and_skips_comments_strings_and_tes
     )
     .unwrap();
     assert_eq!(m, ["x", "y"]);
+    let m = |s: &str| -> Module { s.split("::").map(str::to_owned).collect() };
+    let mut g: Graph = BTreeMap::new();
+    g.entry(m("a")).or_default().insert(m("b"), "a.rs:1".into());
+    g.entry(m("b"))
+        .or_default()
+        .insert(m("a::c"), "b.rs:2".into());
+    assert_eq!(cycle(&g), None);
+    g.entry(m("a::c"))
+        .or_default()
+        .insert(m("a"), "a/c.rs:3".into());
+    assert_eq!(
+        cycle(&g).unwrap(),
+        ["a → b (a.rs:1)", "b → a::c (b.rs:2)", "a::c → a (a/c.rs:3)"]
+    );
     assert!(driver_call(&["result".into(), "malloc_sync".into()]));
     assert!(!driver_call(&[
         "std".into(),
