@@ -23,7 +23,9 @@ pub(crate) struct Driver {
     device_count: usize,
     pub(super) default_stream: sys::CUstream,
     pub(super) faults: Faults,
-    pub(super) functions: Mutex<HashMap<(&'static str, &'static str), sys::CUfunction>>,
+    /// Loaded entries, by the address of their (static) descriptor: hashing a pointer, not two
+    /// names, on every launch.
+    pub(super) functions: Mutex<HashMap<usize, sys::CUfunction>>,
     pub(super) modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
     pub(super) events: Mutex<Vec<sys::CUevent>>,
