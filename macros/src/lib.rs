@@ -57,7 +57,13 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let ptx = std::env::var("BERTH_PTX").ok();
-    expand::gpu_kernel(args.into(), item.into(), ptx.as_deref()).into()
+    let cubin = std::env::var("BERTH_CUBIN").ok();
+    let cubin_arch = std::env::var("BERTH_CUBIN_ARCH").ok();
+    let files = expand::Embedded {
+        ptx: ptx.as_deref(),
+        cubin: cubin.as_deref().zip(cubin_arch.as_deref()),
+    };
+    expand::gpu_kernel(args.into(), item.into(), files).into()
 }
 
 /// Let a `#[repr(C)]` struct of plain data cross to the GPU (kernel scalar or slice element):
