@@ -17,6 +17,7 @@ mod ptx;
 mod record;
 mod record_auto;
 mod record_compute;
+mod record_first_launch;
 mod record_launch;
 mod record_pipeline;
 mod record_placement;

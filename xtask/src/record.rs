@@ -1,7 +1,7 @@
 //! `cargo xtask record DIR`: write what a GPU run produced into the repository.
 //!
 //! Reads `machine.txt`, `summary.txt`, `tests.log` and `bench.jsonl` (and the other parts'
-//! `*.jsonl`, `launch.jsonl` among them) from `DIR` (the files
+//! `*.jsonl`, `launch.jsonl` and `firstlaunch.jsonl` among them) from `DIR` (the files
 //! `.gpu/run.sh` wrote to `$OUT`) and writes `BENCHMARKS.md` (ratios berth / nvcc, same run)
 //! and `GPU-RESULTS.md` (what the GPU tests reported). A GPU result that is not recorded did
 //! not happen.
@@ -157,6 +157,10 @@ pub fn run(dir: PathBuf) -> Result {
         if !launch.trim().is_empty() {
             crate::record_launch::write(&mut md, &launch)?;
         }
+        let first_launch = read("firstlaunch.jsonl");
+        if !first_launch.trim().is_empty() {
+            crate::record_first_launch::write(&mut md, &first_launch)?;
+        }
         std::fs::write(root.join("BENCHMARKS.md"), md)?;
         eprintln!("wrote BENCHMARKS.md");
     }
@@ -168,6 +172,7 @@ pub fn run(dir: PathBuf) -> Result {
             read("placement.jsonl"),
             read("compute.jsonl"),
             read("launch.jsonl"),
+            read("firstlaunch.jsonl"),
         ];
         if parts.iter().any(|p| !p.trim().is_empty()) {
             targeted(&root, &date, &machine, &parts)?;
@@ -268,7 +273,7 @@ fn targeted(
     root: &std::path::Path,
     date: &str,
     machine: &str,
-    [signals, pipeline, placement, compute, launch]: &[String; 5],
+    [signals, pipeline, placement, compute, launch, first_launch]: &[String; 6],
 ) -> Result {
     let path = root.join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
@@ -331,6 +336,11 @@ fn targeted(
     if !launch.trim().is_empty() {
         let mut part = String::new();
         crate::record_launch::write(&mut part, launch)?;
+        md.push_str(&part.replacen("\n## ", "\n### ", 1));
+    }
+    if !first_launch.trim().is_empty() {
+        let mut part = String::new();
+        crate::record_first_launch::write(&mut part, first_launch)?;
         md.push_str(&part.replacen("\n## ", "\n### ", 1));
     }
     if !placement.trim().is_empty() {
