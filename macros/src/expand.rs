@@ -25,6 +25,7 @@ pub struct Embedded<'a> {
     pub cubin: Option<(&'a str, &'a str)>,
 }
 
+#[cfg(test)]
 impl<'a> Embedded<'a> {
     /// The PTX alone.
     pub fn ptx(ptx: Option<&'a str>) -> Self {
