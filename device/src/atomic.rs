@@ -40,6 +40,22 @@ use crate::shared::Shared;
 use crate::slice::SliceMut;
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
+/// Report atomic access to element `$i` of the view `$v` to the simulator's checks (race and,
+/// for shared memory, initialisation); located at the caller through `#[track_caller]`.
+macro_rules! note_atomic {
+    (slice, $v:expr, $i:expr) => {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::note_element($v.raw_ptr().wrapping_add($i), crate::host::Access::Atomic);
+    };
+    (shared, $v:expr, $i:expr) => {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::note_shared_element(
+            $v.raw_ptr().wrapping_add($i),
+            crate::host::Access::Atomic,
+        );
+    };
+}
+
 /// A doc example of an atomic on a one-element view (`slice` or `shared`) of `$t` holding
 /// `$init`; `v` is the view.
 macro_rules! example {
@@ -90,6 +106,7 @@ macro_rules! int_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
+                note_atomic!($kind, self, i);
                 // SAFETY: in bounds; the element is aligned for its type, which has the
                 // atomic's size and alignment; every access to it in the kernel that may race
                 // goes through these atomics.
@@ -178,6 +195,7 @@ macro_rules! float_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
+                note_atomic!($kind, self, i);
                 // SAFETY: in bounds (checked above) and aligned.
                 let p = unsafe { self.raw_ptr().add(i) };
                 #[cfg(target_arch = "nvptx64")]
@@ -221,6 +239,7 @@ macro_rules! float_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
+                note_atomic!($kind, self, i);
                 // SAFETY: in bounds and aligned; the float, its bits and their atomics have
                 // one size and alignment; racing accesses go through these atomics.
                 unsafe {

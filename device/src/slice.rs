@@ -51,14 +51,24 @@ impl<'a, T> SliceMut<'a, T> {
 
     /// The element at `i`, or `None` past the end.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn get(&self, i: usize) -> Option<&T> {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check (also for `Index`)
+        if i < self.len {
+            crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Read);
+        }
         // SAFETY: bounds checked; the pointer is valid for `len` elements (from_raw's contract).
         (i < self.len).then(|| unsafe { &*self.ptr.add(i) })
     }
 
     /// The element at `i` for writing, or `None` past the end.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check (also for `IndexMut`)
+        if i < self.len {
+            crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Write);
+        }
         // SAFETY: as in `get`; `&mut self` keeps this thread's own references unique.
         (i < self.len).then(|| unsafe { &mut *self.ptr.add(i) })
     }
@@ -68,7 +78,10 @@ impl<'a, T> SliceMut<'a, T> {
     /// # Safety
     /// `i < self.len()`.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn get_unchecked(&self, i: usize) -> &T {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Read);
         // SAFETY: in bounds by the caller's contract; valid per from_raw's contract.
         unsafe { &*self.ptr.add(i) }
     }
@@ -78,7 +91,10 @@ impl<'a, T> SliceMut<'a, T> {
     /// # Safety
     /// `i < self.len()`.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn get_unchecked_mut(&mut self, i: usize) -> &mut T {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Write);
         // SAFETY: as in `get_unchecked`; `&mut self` keeps this thread's references unique.
         unsafe { &mut *self.ptr.add(i) }
     }
