@@ -48,6 +48,8 @@ pub(crate) struct Inner {
     /// The placement model's constants, loaded on first use.
     pub(crate) costs: std::sync::OnceLock<crate::placement::LinkCosts>,
     pub(crate) profile: std::sync::OnceLock<crate::placement::DeviceProfile>,
+    /// The launch limits: the device's, or those the simulator enforces.
+    pub(crate) limits: std::sync::OnceLock<crate::limits::DeviceLimits>,
     /// Random reads per second measured on one mapped allocation ([`Gpu::measure_random_reads`]),
     /// by (host address, bytes): the rate depends on the allocation's physical layout.
     pub(crate) random_rates: Mutex<HashMap<(u64, usize), f64>>,
@@ -208,6 +210,7 @@ impl Gpu {
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
                 profile: std::sync::OnceLock::new(),
+                limits: std::sync::OnceLock::new(),
                 random_rates: Mutex::new(HashMap::new()),
             }),
         };
@@ -243,6 +246,7 @@ impl Gpu {
                 sim_streams: Default::default(),
                 costs: std::sync::OnceLock::new(),
                 profile: std::sync::OnceLock::new(),
+                limits: std::sync::OnceLock::new(),
                 random_rates: Mutex::new(HashMap::new()),
             }),
         }

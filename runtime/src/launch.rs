@@ -38,6 +38,8 @@ pub(crate) unsafe fn launch_raw(
     ptrs: &mut [*mut std::ffi::c_void],
 ) -> Result<()> {
     if gpu.sim {
+        // Refused now, as the driver would refuse it.
+        crate::limits::check_simulated(gpu, k, grid)?;
         // The job runs later, on the stream's thread: it takes its own copy of the values
         // (as `cuLaunchKernel` does); what they address stays borrowed by the launch's guard.
         let mut params = ParamBlock::new(k.params);
@@ -90,10 +92,11 @@ pub(crate) unsafe fn launch_raw(
     Ok(())
 }
 
-/// Let `func` use the dynamic shared memory `grid` asks for (above 48 KiB it must opt in).
+/// Let `func` use the dynamic shared memory `grid` asks for (above 48 KiB of shared memory
+/// in all, static and dynamic, it must opt in).
 pub(crate) fn prepare(k: &'static Kernel, func: sys::CUfunction, grid: &Grid) -> Result<()> {
     let kernel = k.name;
-    if grid.shared_bytes > 48 * 1024 {
+    if crate::limits::needs_opt_in(k, grid) {
         // SAFETY: valid function of the current context; the attribute takes bytes.
         let r = unsafe {
             result::function::set_function_attribute(

@@ -27,6 +27,7 @@ mod gpu;
 mod graph;
 mod host_mem;
 mod launch;
+mod limits;
 mod own_kernels;
 mod pipeline;
 pub mod placement;
@@ -57,6 +58,7 @@ pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
 };
 pub use launch::{Dim3, Grid, Pending};
+pub use limits::DeviceLimits;
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use restart::{RESTART_ENV, restart_process};
