@@ -203,8 +203,9 @@ use crate::panic::index_out_of_bounds as out_of_bounds;
 /// Declare a static block-shared array and get its [`Shared`] handle:
 /// `let tile = shared_array!(TILE: [f32; 256]);`, or a 2D tile
 /// `let tile = shared_array!(TILE: [[f32; 16]; 16]);` (a `Shared<[f32; 16]>` of 16 rows,
-/// read as `tile[r][c].get()`). Each use of the macro is its own array (two uses in one scope
-/// need two names); its contents are undefined until written, as on the GPU.
+/// read as `tile[r][c].get()`). Each use of the macro is its own array, even two of one name
+/// in one scope; its contents are undefined until written, as on the GPU (the simulator
+/// fills them with `0xff` bytes and reports a read of an element no thread wrote).
 ///
 /// On the GPU the array is a static that the builder places in PTX `.shared` memory, so
 /// accesses compile to `ld.shared`/`st.shared`/`atom.shared`.

@@ -151,3 +151,21 @@ pub fn dynamic_read_back(skip: u32, out: &mut [u32]) {
         out[b] = tile.load(k);
     }
 }
+
+/// Two shared arrays of one name in one scope are two arrays (as two `static`s of one name in
+/// two blocks are in Rust): `out[i] = 1 + 2`. Not broken — the simulator must keep them apart.
+#[gpu_kernel]
+pub fn twin_arrays_in_one_scope(out: &mut [u32]) {
+    let a = shared_array!(TWIN: [u32; 4]);
+    let b = shared_array!(TWIN: [u32; 64]);
+    let t = thread::idx_x();
+    if t < 4 {
+        a.store(t, 1);
+    }
+    b.store(t, 2);
+    sync_threads();
+    let i = thread::global_x();
+    if i < out.len() {
+        out[i] = a.load(t % 4) + b.load(t);
+    }
+}

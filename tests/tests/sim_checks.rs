@@ -328,3 +328,14 @@ fn the_simulator_enforces_the_limits_it_is_given() {
         .wait()
         .unwrap();
 }
+
+#[test]
+fn two_shared_arrays_of_one_name_in_one_scope_are_two_arrays() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(100).unwrap();
+    twin_arrays_in_one_scope(&gpu, Grid::new(2, 64), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 3));
+}
