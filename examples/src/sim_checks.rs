@@ -1,7 +1,8 @@
-//! Kernels that break the rules only the simulator checks — two threads on one element of
-//! global, mapped or shared memory, an atomic meeting a plain access, a read of shared memory
-//! nobody wrote — each beside its correct version. `tests/tests/sim_checks.rs` runs them:
-//! the broken ones must be reported with their source lines, the correct ones must pass.
+//! Kernels that break the contracts only the simulator checks — two threads on one element
+//! of global, mapped or shared memory through `unsafe` accessors, an atomic meeting a plain
+//! access in shared memory, a read of shared memory nobody wrote — each beside its correct
+//! version. `tests/tests/sim_checks.rs` runs them: the broken ones must be reported with
+//! their source lines, the correct ones must pass.
 
 use berth::prelude::*;
 
@@ -18,22 +19,23 @@ pub fn all_write_first(out: &mut [u32]) {
 /// The correct version: each thread writes its own element.
 #[gpu_kernel]
 pub fn each_writes_own(out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
-        out[i] = i as u32;
+        out[i] = i.get() as u32;
     }
 }
 
-/// Thread `i` writes element `i`, then reads its neighbour's element `i ^ 1` with no barrier
-/// between: a write and a read of one element by two threads.
+/// Thread `i` writes its own element `i` (safely), then reads its neighbour's element
+/// `i ^ 1` with no barrier between: a write and a read of one element by two threads.
 #[gpu_kernel]
 pub fn read_neighbour_unsynced(out: &mut [u32], seen: &mut [u32]) {
-    let i = thread::global_x();
-    if (i | 1) < out.len() && i < seen.len() {
-        // SAFETY: `i < out.len()`; the write is this thread's own element.
-        unsafe { *out.get_unchecked_mut(i) = i as u32 + 1 };
-        // SAFETY: `i ^ 1 < out.len()` (checked above); a deliberate race with its writer.
-        seen[i] = unsafe { *out.get_unchecked(i ^ 1) };
+    let o = thread::index();
+    let i = o.get();
+    if (i | 1) < out.len() && o < seen.len() {
+        out[o] = i as u32 + 1;
+        // SAFETY: none — `i ^ 1 < out.len()` (checked above), but its owner writes it
+        // meanwhile: a deliberate race.
+        seen[o] = unsafe { *out.get_unchecked(i ^ 1) };
     }
 }
 
@@ -41,38 +43,17 @@ pub fn read_neighbour_unsynced(out: &mut [u32], seen: &mut [u32]) {
 /// same block when blocks have an even number of threads).
 #[gpu_kernel]
 pub fn read_neighbour_synced(out: &mut [u32], seen: &mut [u32]) {
-    let i = thread::global_x();
-    let inside = (i | 1) < out.len() && i < seen.len();
+    let o = thread::index();
+    let i = o.get();
+    let inside = (i | 1) < out.len() && o < seen.len();
     if inside {
-        // SAFETY: `i < out.len()`; the write is this thread's own element.
-        unsafe { *out.get_unchecked_mut(i) = i as u32 + 1 };
+        out[o] = i as u32 + 1;
     }
     sync_threads();
     if inside {
-        // SAFETY: `i ^ 1 < out.len()`; its writer is in this block, before the barrier.
-        seen[i] = unsafe { *out.get_unchecked(i ^ 1) };
-    }
-}
-
-/// Every thread counts itself into `count[0]` atomically, but thread 0 of each block also
-/// resets it with a plain write: an atomic and a plain access of one element.
-#[gpu_kernel]
-pub fn count_with_plain_reset(count: &mut [u32]) {
-    if count.is_empty() {
-        return;
-    }
-    if thread::idx_x() == 0 {
-        // SAFETY: none — a plain write racing the other threads' atomics, deliberately.
-        unsafe { *count.get_unchecked_mut(0) = 0 };
-    }
-    count.atomic_add(0, 1);
-}
-
-/// The correct version: only atomics touch the counter.
-#[gpu_kernel]
-pub fn count_atomically(count: &mut [u32]) {
-    if !count.is_empty() {
-        count.atomic_add(0, 1);
+        // SAFETY: `i ^ 1 < out.len()`; its owner is in this block and wrote it before the
+        // barrier; nobody writes it after.
+        seen[o] = unsafe { *out.get_unchecked(i ^ 1) };
     }
 }
 
@@ -88,7 +69,7 @@ pub fn mapped_all_write_first(#[mapped] out: &mut [u32]) {
 /// Each block's histogram of `x % 16` in shared bins, added to `hist` — but nobody clears the
 /// bins first: on the GPU they hold what an earlier block left there.
 #[gpu_kernel]
-pub fn histogram_uncleared(x: &[u32], hist: &mut [u32]) {
+pub fn histogram_uncleared(x: &[u32], #[atomic] hist: &mut [u32]) {
     let bins = shared_array!(UNCLEARED_BINS: [u32; 16]);
     let (t, i) = (thread::idx_x(), thread::global_x());
     if i < x.len() {
@@ -102,7 +83,7 @@ pub fn histogram_uncleared(x: &[u32], hist: &mut [u32]) {
 
 /// The correct version: the bins are cleared, and a barrier orders that before the adds.
 #[gpu_kernel]
-pub fn histogram_cleared(x: &[u32], hist: &mut [u32]) {
+pub fn histogram_cleared(x: &[u32], #[atomic] hist: &mut [u32]) {
     let bins = shared_array!(CLEARED_BINS: [u32; 16]);
     let (t, i) = (thread::idx_x(), thread::global_x());
     if t < 16 {
@@ -121,7 +102,7 @@ pub fn histogram_cleared(x: &[u32], hist: &mut [u32]) {
 /// Thread 0 of a block sets a shared flag with a plain write while the others add to it
 /// atomically: an atomic and a plain access of one shared element.
 #[gpu_kernel]
-pub fn shared_flag_mixed(out: &mut [u32]) {
+pub fn shared_flag_mixed(#[per_block] out: &mut [u32]) {
     let flag = shared_array!(MIXED_FLAG: [u32; 1]);
     if thread::idx_x() == 0 {
         flag.store(0, 1);
@@ -129,9 +110,8 @@ pub fn shared_flag_mixed(out: &mut [u32]) {
         flag.atomic_add(0, 1);
     }
     sync_threads();
-    let b = block::idx_x();
-    if thread::idx_x() == 0 && b < out.len() {
-        out[b] = flag.load(0);
+    if let Some(slot) = out.mine() {
+        *slot = flag.load(0);
     }
 }
 
@@ -139,16 +119,18 @@ pub fn shared_flag_mixed(out: &mut [u32]) {
 /// copies element `blockDim - 1 + skip` to `out[block]`. With `skip == 0` that is the last
 /// thread's element; with `skip == 1` (and room for it) it is an element nobody wrote.
 #[gpu_kernel]
-pub fn dynamic_read_back(skip: u32, out: &mut [u32]) {
+pub fn dynamic_read_back(skip: u32, #[per_block] out: &mut [u32]) {
     let tile = dynamic_shared::<u32>();
     let t = thread::idx_x();
     if t < tile.len() {
         tile.store(t, t as u32 + 1);
     }
     sync_threads();
-    let (b, k) = (block::idx_x(), block::dim_x() - 1 + skip as usize);
-    if t == 0 && b < out.len() && k < tile.len() {
-        out[b] = tile.load(k);
+    let k = block::dim_x() - 1 + skip as usize;
+    if let Some(slot) = out.mine()
+        && k < tile.len()
+    {
+        *slot = tile.load(k);
     }
 }
 
@@ -164,7 +146,7 @@ pub fn twin_arrays_in_one_scope(out: &mut [u32]) {
     }
     b.store(t, 2);
     sync_threads();
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         out[i] = a.load(t % 4) + b.load(t);
     }

@@ -1,11 +1,12 @@
 //! What one launch may ask of a device: threads per block, block and grid extents, shared
-//! memory per block ([`DeviceLimits`]). A GPU context reads them from the device; the
-//! simulator enforces a device's limits too — the H200's unless told otherwise — so a launch
-//! the GPU would refuse is refused on the simulator as well, at the same call.
+//! memory per block ([`DeviceLimits`]), and the check of a launch against them. A GPU context
+//! reads them from the device; the simulator enforces a device's limits too — the H200's
+//! unless told otherwise — so a launch the GPU would refuse is refused on the simulator as
+//! well, at the same call.
 
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
-use crate::launch::{Grid, Kernel};
+use crate::launch::grid::Grid;
+use crate::launch::kernel::Kernel;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -40,6 +41,11 @@ impl DeviceLimits {
         block_dim: [1024, 1024, 64],
         grid_dim: [i32::MAX as u32, 65535, 65535],
     };
+
+    /// Check a launch of `k` over `grid` (its static shared memory read from its PTX).
+    pub(crate) fn check_kernel(&self, k: &'static Kernel, grid: &Grid) -> Result<()> {
+        self.check(k.name, grid, static_shared_bytes(k))
+    }
 
     /// Check `grid` for `kernel`, whose static shared arrays take `static_shared` bytes per
     /// block: [`Error::InvalidLaunch`] naming the limit a launch exceeds.
@@ -117,56 +123,6 @@ pub(crate) fn static_shared_bytes(k: &'static Kernel) -> usize {
         .get_or_insert_with(HashMap::new)
         .entry(key)
         .or_insert_with(|| crate::ptx::Module::cached(k.ptx).static_shared_bytes(k.name))
-}
-
-impl Gpu {
-    /// The launch limits of this context's device: read from the device on a GPU; on the
-    /// simulator, the limits it enforces — [`DeviceLimits::H200`] unless
-    /// [`Gpu::set_device_limits`] chose others.
-    pub fn device_limits(&self) -> Result<DeviceLimits> {
-        if let Some(l) = self.inner.limits.get() {
-            return Ok(*l);
-        }
-        if self.backend() == crate::Backend::Simulator {
-            return Ok(*self.inner.limits.get_or_init(|| DeviceLimits::H200));
-        }
-        use cudarc::driver::sys::CUdevice_attribute::*;
-        let a = |attr| self.attribute(attr).map(|v| v.max(0) as u32);
-        let l = DeviceLimits {
-            shared_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
-            shared_per_block_optin: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
-            threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-            block_dim: [
-                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
-            ],
-            grid_dim: [
-                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
-            ],
-        };
-        Ok(*self.inner.limits.get_or_init(|| l))
-    }
-
-    /// Make the simulator enforce `limits` (another GPU's, to check that launches fit it).
-    /// `false` if this context already used or was given limits, or is a GPU (whose limits
-    /// are its own).
-    pub fn set_device_limits(&self, limits: DeviceLimits) -> bool {
-        self.backend() == crate::Backend::Simulator && self.inner.limits.set(limits).is_ok()
-    }
-}
-
-/// The simulator's check of a launch, made when the launch is queued (where the GPU's
-/// driver refuses it).
-pub(crate) fn check_simulated(
-    gpu: &crate::gpu::Inner,
-    k: &'static Kernel,
-    grid: &Grid,
-) -> Result<()> {
-    let limits = gpu.limits.get_or_init(|| DeviceLimits::H200);
-    limits.check(k.name, grid, static_shared_bytes(k))
 }
 
 #[cfg(test)]

@@ -24,12 +24,12 @@
 
 use crate::error::{Error, Result};
 use crate::launch::{Grid, Kernel};
-use crate::sim_block::{Block, Scratch, global_race};
+use crate::sim_block::{Block, Dims, Scratch, global_race};
 use crate::sim_check::{self, Run};
 use crate::sim_panic::{Captured, in_kernel, install_panic_hook, panic_error};
 use crate::sim_report::{self as report, Args};
 use crate::sim_warp::{self, Wait};
-use berth_device::host::{self, Coords};
+use berth_device::host;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::collections::HashMap;
@@ -142,42 +142,6 @@ struct LaunchChecks {
     args: Args,
     /// Every block's global-memory accesses, as runs ([`sim_check::runs`]).
     runs: Mutex<Vec<Run>>,
-}
-
-/// The shape of a launch, as the simulator's blocks see it.
-#[derive(Clone, Copy)]
-pub(crate) struct Dims {
-    pub(crate) grid: [u32; 3],
-    pub(crate) block: [u32; 3],
-    pub(crate) shared_bytes: usize,
-}
-
-impl Dims {
-    pub(crate) fn threads(&self) -> usize {
-        self.block.iter().map(|&d| d as usize).product()
-    }
-    /// The block whose linear index is `b` (x fastest).
-    pub(crate) fn block_coords(&self, b: u64) -> [u32; 3] {
-        let [gx, gy, _] = self.grid.map(u64::from);
-        [
-            (b % gx) as u32,
-            ((b / gx) % gy) as u32,
-            (b / (gx * gy)) as u32,
-        ]
-    }
-    pub(crate) fn coords(&self, block: [u32; 3], t: usize) -> Coords {
-        let [bx, by, _] = self.block.map(|d| d as usize);
-        Coords {
-            thread: [
-                (t % bx) as u32,
-                ((t / bx) % by) as u32,
-                (t / (bx * by)) as u32,
-            ],
-            block,
-            block_dim: self.block,
-            grid_dim: self.grid,
-        }
-    }
 }
 
 /// Whether `k` needs coroutines: its body names `sync_threads` (the macro's hint), or its PTX

@@ -2,15 +2,50 @@
 //! and the logs its threads' accesses go to — the services ([`BlockServices`]) the device
 //! API calls while the block's threads run.
 
-use crate::sim::Dims;
 use crate::sim_check::{self, Entry, Run};
 use crate::sim_report::{self as report, Args};
 use crate::sim_shared::{SharedMemory, Unwritten};
 use crate::sim_warp;
-use berth_device::host::{Access, At, BlockServices};
+use berth_device::host::{Access, At, BlockServices, Coords};
 use corosensei::Yielder;
 use std::cell::{Cell, RefCell};
 use std::panic::Location;
+
+/// The shape of a launch, as the simulator's blocks see it.
+#[derive(Clone, Copy)]
+pub(crate) struct Dims {
+    pub(crate) grid: [u32; 3],
+    pub(crate) block: [u32; 3],
+    pub(crate) shared_bytes: usize,
+}
+
+impl Dims {
+    pub(crate) fn threads(&self) -> usize {
+        self.block.iter().map(|&d| d as usize).product()
+    }
+    /// The block whose linear index is `b` (x fastest).
+    pub(crate) fn block_coords(&self, b: u64) -> [u32; 3] {
+        let [gx, gy, _] = self.grid.map(u64::from);
+        [
+            (b % gx) as u32,
+            ((b / gx) % gy) as u32,
+            (b / (gx * gy)) as u32,
+        ]
+    }
+    pub(crate) fn coords(&self, block: [u32; 3], t: usize) -> Coords {
+        let [bx, by, _] = self.block.map(|d| d as usize);
+        Coords {
+            thread: [
+                (t % bx) as u32,
+                ((t / bx) % by) as u32,
+                (t / (bx * by)) as u32,
+            ],
+            block,
+            block_dim: self.block,
+            grid_dim: self.grid,
+        }
+    }
+}
 
 /// A worker's buffers, reused from block to block.
 #[derive(Default)]
