@@ -47,6 +47,9 @@ impl Dims {
     }
 }
 
+/// Entries (24 bytes each) a block's global log holds before it is first compacted.
+const COMPACT_AT: usize = 1 << 20;
+
 /// A worker's buffers, reused from block to block.
 #[derive(Default)]
 pub(crate) struct Scratch {
@@ -79,6 +82,8 @@ pub(crate) struct Block {
     /// barrier interval's.
     pub(crate) global_log: RefCell<Vec<Entry>>,
     pub(crate) interval_start: Cell<usize>,
+    /// The log's length at which it is next compacted ([`sim_check::compact`]).
+    compact_at: Cell<usize>,
     /// The first read of shared memory no thread of the block had written.
     unwritten: Cell<Option<Unwritten>>,
 }
@@ -105,6 +110,7 @@ impl Block {
             shared_race: Cell::new(None),
             global_log: RefCell::new(global_log),
             interval_start: Cell::new(0),
+            compact_at: Cell::new(COMPACT_AT),
             unwritten: Cell::new(None),
         }
     }
@@ -226,9 +232,13 @@ impl BlockServices for Block {
 
     fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let t = self.current.get();
-        self.global_log
-            .borrow_mut()
-            .push(Entry::new(addr, bytes, access, t, at));
+        let mut log = self.global_log.borrow_mut();
+        log.push(Entry::new(addr, bytes, access, t, at));
+        if log.len() >= self.compact_at.get() {
+            let start = sim_check::compact(&mut log, self.interval_start.get());
+            self.interval_start.set(start);
+            self.compact_at.set((2 * log.len()).max(COMPACT_AT));
+        }
     }
 }
 

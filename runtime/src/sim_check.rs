@@ -198,6 +198,36 @@ fn check_group(group: &[Entry]) -> Option<Race> {
     None
 }
 
+/// Shrink a block's log without losing what the checks need: of the current interval
+/// (`log[start..]`), one entry per address, thread and kind (the fold looks no further); of
+/// the earlier intervals, which only become runs, one per address and kind. Keeps a thread
+/// that loops over the same elements (a persistent kernel) from growing the log without end.
+/// Returns the new start of the current interval.
+pub(crate) fn compact(log: &mut Vec<Entry>, start: usize) -> usize {
+    let key = |e: &Entry| (e.addr, slot(e.kind), e.thread);
+    let (done, current) = log.split_at_mut(start);
+    done.sort_unstable_by_key(|e| (e.addr, slot(e.kind)));
+    current.sort_unstable_by_key(key);
+    let mut kept = 0;
+    for i in 0..start {
+        if kept == 0
+            || (log[kept - 1].addr, slot(log[kept - 1].kind)) != (log[i].addr, slot(log[i].kind))
+        {
+            log[kept] = log[i];
+            kept += 1;
+        }
+    }
+    let new_start = kept;
+    for i in start..log.len() {
+        if kept == new_start || key(&log[kept - 1]) != key(&log[i]) {
+            log[kept] = log[i];
+            kept += 1;
+        }
+    }
+    log.truncate(kept);
+    new_start
+}
+
 /// One block's accesses of one kind along a [`Run`]: element `k` of the run was accessed by
 /// thread `thread + k * step`, at `at`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -464,6 +494,25 @@ mod tests {
         assert_eq!((r.a.1.id, r.b.1.id), (2, 1));
         i.clear();
         assert!(i.add(e(0, 1, Write, at)).is_none(), "a new interval");
+    }
+
+    #[test]
+    fn compacting_keeps_every_race_and_every_run() {
+        use Access::*;
+        let (a, b) = (here(), here());
+        // An earlier interval: thread 1 wrote element 0 a thousand times; the current one:
+        // threads 2 and 3 read and write element 4 many times.
+        let mut log: Vec<Entry> = (0..1000).map(|_| e(0, 1, Write, a)).collect();
+        let start = log.len();
+        for _ in 0..500 {
+            log.extend([e(4, 2, Read, b), e(4, 3, Write, b)]);
+        }
+        let start = compact(&mut log, start);
+        assert_eq!((start, log.len()), (1, 3));
+        assert!(check_interval(&mut log[start..]).is_some());
+        let mut out = Vec::new();
+        runs(&mut log, 0, false, &mut out);
+        assert_eq!(out.len(), 2, "elements 0 and 4");
     }
 
     #[test]
