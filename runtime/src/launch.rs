@@ -15,5 +15,5 @@ pub(crate) mod sink;
 
 pub use grid::{Dim3, Grid};
 pub use kernel::{
-    Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, registered_kernels,
+    Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass, registered_kernels,
 };

@@ -68,13 +68,20 @@ fn example_kernels_carry_sass_for_their_arch() {
         return;
     }
     let arch = std::env::var("BERTH_ARCH").unwrap_or_else(|_| "sm_90".into());
-    for k in kernels()
-        .into_iter()
-        .filter(|k| k.crate_name != "berth_runtime")
-    {
-        let sass = k
-            .sass
-            .unwrap_or_else(|| panic!("kernel `{}` has no SASS although ptxas is here", k.name));
+    let ks = kernels();
+    for k in ks.iter().filter(|k| k.crate_name != "berth_runtime") {
+        let sass = berth::__private::crate_sass(k.crate_name).unwrap_or_else(|| {
+            panic!(
+                "crate `{}` has no SASS although ptxas is here",
+                k.crate_name
+            )
+        });
+        // Embedded once per crate, not once per kernel.
+        let carriers = ks
+            .iter()
+            .filter(|o| o.crate_name == k.crate_name && o.sass.is_some())
+            .count();
+        assert_eq!(carriers, 1, "crate `{}`", k.crate_name);
         assert_eq!(sass.arch, arch, "kernel `{}`", k.name);
         let sm: u32 = arch
             .trim_start_matches("sm_")

@@ -7,7 +7,7 @@ use crate::backend::driver_launch;
 use crate::backend::{ContextOps, GraphExec, GraphNode, KernelOps};
 use crate::error::{Error, Result};
 use crate::launch::grid::Grid;
-use crate::launch::kernel::{Kernel, Sass, registered_kernels};
+use crate::launch::kernel::{Kernel, Sass, crate_sass, registered_kernels};
 use cudarc::driver::{result, sys};
 use std::ffi::{CString, c_void};
 
@@ -24,11 +24,8 @@ impl Driver {
         }
         crate::ptx::check_kernel(kernel)?;
         let force_ptx = std::env::var(LOAD_ENV).is_ok_and(|v| v == "ptx");
-        let module = match choose_image(
-            kernel.sass.as_ref(),
-            self.compute_capability().ok(),
-            force_ptx,
-        ) {
+        let sass = crate_sass(kernel.crate_name);
+        let module = match choose_image(sass.as_ref(), self.compute_capability().ok(), force_ptx) {
             Image::Sass(sass) => match load_cubin(sass.cubin) {
                 Ok(m) => {
                     tracing::debug!(

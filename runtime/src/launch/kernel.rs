@@ -87,7 +87,8 @@ pub struct Kernel {
     /// The crate's PTX.
     pub ptx: &'static str,
     /// The crate's SASS for one architecture, where ptxas was found at build time: loaded
-    /// first on a GPU that runs it, so the first launch needs no JIT compilation.
+    /// first on a GPU that runs it, so the first launch needs no JIT compilation. One
+    /// descriptor of the crate carries it (the image is embedded once); [`crate_sass`] finds it.
     pub sass: Option<Sass>,
     /// PTX parameters in order.
     pub params: &'static [Param],
@@ -149,6 +150,13 @@ impl Sass {
 /// Registration of a kernel descriptor, collected across the program.
 pub struct KernelRegistration(pub &'static Kernel);
 inventory::collect!(KernelRegistration);
+
+/// The SASS of the kernel crate `crate_name`, if its build embedded some.
+pub fn crate_sass(crate_name: &str) -> Option<Sass> {
+    registered_kernels()
+        .filter(|k| k.crate_name == crate_name)
+        .find_map(|k| k.sass)
+}
 
 /// Every kernel linked into this program.
 pub fn registered_kernels() -> impl Iterator<Item = &'static Kernel> {

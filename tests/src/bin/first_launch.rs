@@ -22,7 +22,7 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let kernel = &berth_examples::__BERTH_KERNEL_saxpy;
     let forced_ptx = std::env::var("BERTH_LOAD").is_ok_and(|v| v == "ptx");
-    let module = if kernel.sass.is_some() && !forced_ptx {
+    let module = if berth::__private::crate_sass(kernel.crate_name).is_some() && !forced_ptx {
         "sass"
     } else {
         "ptx"
