@@ -32,6 +32,7 @@ mod fault;
 mod gpu;
 mod graph;
 mod host_mem;
+mod interop;
 mod launch;
 #[cfg(test)]
 mod layers;

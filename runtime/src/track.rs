@@ -27,6 +27,9 @@ pub(crate) struct Completion {
     /// stream at its end and marks it done); a wait before then records one on its stream,
     /// which covers it and anything queued after it.
     lazy: bool,
+    /// Work queued by another library on streams berth does not know: no point, no stream;
+    /// a wait synchronises the whole context.
+    whole_context: bool,
     /// Known complete: its guard waited for it, or a host access did.
     done: AtomicBool,
 }
@@ -46,6 +49,7 @@ impl Completion {
                         points,
                         streams: Vec::new(),
                         lazy: false,
+                        whole_context: false,
                         done: AtomicBool::new(true),
                     };
                     for &s in streams {
@@ -61,6 +65,7 @@ impl Completion {
             points,
             streams: streams.to_vec(),
             lazy: false,
+            whole_context: false,
             done: AtomicBool::new(false),
         }))
     }
@@ -74,6 +79,21 @@ impl Completion {
             points: Vec::new(),
             streams: vec![stream],
             lazy: true,
+            whole_context: false,
+            done: AtomicBool::new(false),
+        })
+    }
+
+    /// The end of work another library (cudarc) queued on streams of its choosing: nothing
+    /// is recorded, and a wait synchronises every stream of the context. It never counts as
+    /// ordered on one stream, so berth work that conflicts with it waits on the host first.
+    pub(crate) fn whole_context(gpu: &Arc<Inner>) -> Arc<Completion> {
+        Arc::new(Completion {
+            gpu: gpu.clone(),
+            points: Vec::new(),
+            streams: Vec::new(),
+            lazy: false,
+            whole_context: true,
             done: AtomicBool::new(false),
         })
     }
@@ -100,6 +120,12 @@ impl Completion {
             return;
         }
         tracing::debug!("waiting for GPU work whose guard was dropped or leaked");
+        if self.whole_context {
+            // A lost context runs nothing more; its failure stays for the next synchronise.
+            let _ = self.gpu.ops().synchronize();
+            self.finished();
+            return;
+        }
         if self.lazy {
             // Everything queued on the stream so far, this work included. A lost context
             // runs nothing more.
