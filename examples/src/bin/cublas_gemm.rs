@@ -129,6 +129,11 @@ fn run() -> Result<bool, Failure> {
     let mut by_berth = gpu.alloc_zeroed::<f32>(n * n)?;
     let mut consumed = gpu.alloc_zeroed::<f32>(n * n)?;
 
+    // SAFETY: only checks whether the library can be opened; cudarc's cuBLAS calls panic
+    // when it cannot, which is why this runs first.
+    if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+        return Err("libcublas not found on the library path (cudarc loads it at run time)".into());
+    }
     let stream = gpu.stream()?;
     let blas = CudaBlas::new(stream.cudarc_stream()?)?;
     let start = std::time::Instant::now();
