@@ -8,7 +8,9 @@
 //! so and exits successfully.
 
 use berth::{Backend, DeviceBuffer, Error, Gpu, Grid, Stream};
+use berth_examples::cli::init_logging;
 use berth_examples::compute::{TILE, sgemm_tiled};
+use clap::Parser;
 use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::cublas::{CudaBlas, Gemm, GemmConfig};
 use rand::Rng;
@@ -16,7 +18,8 @@ use rand::Rng;
 type Failure = Box<dyn std::error::Error>;
 
 fn main() {
-    match run() {
+    init_logging();
+    match run(Args::parse()) {
         Ok(true) => {}
         Ok(false) => {
             eprintln!("cublas_gemm: FAILED");
@@ -29,19 +32,13 @@ fn main() {
     }
 }
 
-fn parse_n() -> Result<usize, Failure> {
-    let mut n: usize = 1024;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--n" => n = args.next().ok_or("--n needs a value")?.parse()?,
-            other => return Err(format!("unknown argument `{other}` (expected --n N)").into()),
-        }
-    }
-    if n == 0 || !n.is_multiple_of(TILE) {
-        return Err(format!("--n {n}: must be a positive multiple of {TILE}").into());
-    }
-    Ok(n)
+/// cuBLAS through cudarc on berth's buffers, checked against berth's `sgemm_tiled` and the
+/// host.
+#[derive(Parser)]
+struct Args {
+    /// Rows and columns of the square matrices (a multiple of 16)
+    #[arg(long, default_value_t = 1024)]
+    n: usize,
 }
 
 /// `c = a · b` (row-major `n × n`) by cuBLAS on berth's buffers, queued on `stream`.
@@ -102,8 +99,11 @@ fn host_mismatches(got: &[f32], a: &[f32], b: &[f32], n: usize) -> usize {
         .count()
 }
 
-fn run() -> Result<bool, Failure> {
-    let n = parse_n()?;
+fn run(args: Args) -> Result<bool, Failure> {
+    let n = args.n;
+    if n == 0 || !n.is_multiple_of(TILE) {
+        return Err(format!("--n {n}: must be a positive multiple of {TILE}").into());
+    }
     let gpu = Gpu::new_or_simulator()?;
     let ctx = match gpu.cudarc_context() {
         Ok(ctx) => ctx,
