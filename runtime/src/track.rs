@@ -260,3 +260,36 @@ impl Uses {
         self.exclusive.store(exclusive, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::simulator::Simulator;
+
+    #[test]
+    fn a_use_by_unknown_streams_is_waited_for_by_any_conflicting_access_then_forgotten() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let uses = Uses::default();
+        uses.add(&Completion::whole_context(&gpu), Access::Exclusive);
+        assert!(uses.exclusive.load(Ordering::Acquire));
+        // Not ordered by any one stream, even the default one: the launch waits for it.
+        let c = uses.list.lock().unwrap()[0].0.clone();
+        assert!(!c.only_on(gpu.default_stream));
+        uses.before_gpu(Access::Shared, Some(gpu.default_stream));
+        assert!(c.is_done());
+        assert!(!uses.any.load(Ordering::Acquire));
+        assert!(uses.list.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_shared_use_by_unknown_streams_does_not_hold_up_host_reads() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let uses = Uses::default();
+        let c = Completion::whole_context(&gpu);
+        uses.add(&c, Access::Shared);
+        uses.before_host_read();
+        assert!(!c.is_done(), "a read waited for readers");
+        uses.before_host_write();
+        assert!(c.is_done());
+    }
+}
