@@ -531,13 +531,14 @@ impl Inner {
         self.events.lock().expect("poisoned").push(ev);
     }
 
-    /// A stream for a pipelined launch, from the pool or new.
+    /// A stream for a pipelined launch, from the pool or new. On the simulator too: each new
+    /// handle starts a worker thread that lives as long as the context.
     pub(crate) fn take_stream(&self) -> Result<StreamHandle> {
-        if self.sim {
-            return Ok(StreamHandle(crate::sim_stream::new_handle()));
-        }
         if let Some(s) = self.streams.lock().expect("poisoned").pop() {
             return Ok(s);
+        }
+        if self.sim {
+            return Ok(StreamHandle(crate::sim_stream::new_handle()));
         }
         StreamHandle::create()
     }
