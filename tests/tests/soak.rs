@@ -353,6 +353,48 @@ fn pipelined_runs_reuse_their_streams() {
     );
 }
 
+/// Blocks the simulator stops early — a barrier reached by half the block, a thread stopping
+/// the kernel before the others started — free their shared memory and bookkeeping: the
+/// threads left suspended or never started hold nothing of the block. Simulator only (on a
+/// GPU these kernels trap, which ends the process's CUDA state). Each launch asks for 48 KiB
+/// of dynamic shared memory, so a block kept alive by a leaked count would show.
+#[cfg(not(feature = "gpu"))]
+#[test]
+fn blocks_stopped_early_leak_nothing() {
+    use berth_examples::broken::half_barrier;
+    use berth_examples::compute::sgemm_reg8_unchecked;
+    let (_g, gpu) = gpu();
+    let shared = 48 << 10;
+    let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
+    let n = 128;
+    let a = gpu.upload(&vec![1.0f32; n * n - 1]).unwrap();
+    let b = gpu.upload(&vec![1.0f32; n * n]).unwrap();
+    let mut c = gpu.alloc_zeroed::<f32>(n * n).unwrap();
+    let mut launch = || {
+        let e = half_barrier(&gpu, Grid::new(1, 32).shared_bytes(shared), &mut out)
+            .unwrap()
+            .wait();
+        assert!(e.is_err(), "half a block at a barrier must be reported");
+        let grid = Grid::new((1, 1), (16, 16)).shared_bytes(shared);
+        let e = sgemm_reg8_unchecked(&gpu, grid, n as u32, &a, &b, &mut c)
+            .unwrap()
+            .wait();
+        assert!(e.is_err(), "a short matrix must stop the kernel");
+    };
+    for _ in 0..20 {
+        launch();
+    }
+    let before = rss();
+    for _ in 0..300 {
+        launch();
+    }
+    let grown = rss() - before;
+    assert!(
+        grown < 4 << 20,
+        "600 launches stopped early grew the resident set by {grown} bytes"
+    );
+}
+
 /// Sizes the allocation cycles go through, in elements of 4 bytes: several pool size classes,
 /// from less than a page to a few MiB.
 /// The largest (4 MiB) only on the GPU: the simulator runs every element's thread on the host.
