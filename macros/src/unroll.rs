@@ -31,7 +31,15 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         .into_iter()
         .next()
         .map_or(Span::call_site(), |t| t.span());
-    let expr: syn::Expr = syn::parse2(input).map_err(|e| syn::Error::new(e.span(), FORM))?;
+    // An input that ends too early has no token to point at: point at its first.
+    let expr: syn::Expr = syn::parse2(input).map_err(|e| {
+        let at = if e.to_string().starts_with("unexpected end of input") {
+            span
+        } else {
+            e.span()
+        };
+        syn::Error::new(at, FORM)
+    })?;
     let syn::Expr::ForLoop(f) = expr else {
         return Err(syn::Error::new(span, FORM));
     };
