@@ -586,3 +586,27 @@ fn call_sites_and_tokens_are_told_apart() {
     assert!(!is_call_site(first));
     assert!(is_call_site(Span::call_site()));
 }
+
+/// The first error of `out`: its message and span.
+fn first_error(out: TokenStream) -> (String, Span) {
+    let mut errors = Vec::new();
+    compile_errors(out, &mut errors);
+    errors.into_iter().next().expect("an error")
+}
+
+#[test]
+fn an_item_syn_does_not_know_is_pointed_at() {
+    let item = TokenStream::from_str("struct fn k() {}").unwrap();
+    let out = crate::expand::gpu_kernel(TokenStream::new(), item, None);
+    let (msg, span) = first_error(out);
+    assert!(msg.contains("applies to a free function"), "{msg}");
+    assert!(!is_call_site(span), "{msg}");
+}
+
+#[test]
+fn an_unroll_input_that_ends_early_is_pointed_at() {
+    let out = crate::unroll::unroll(TokenStream::from_str("while { }").unwrap());
+    let (msg, span) = first_error(out);
+    assert!(msg.starts_with("unroll! takes one `for` loop"), "{msg}");
+    assert!(!is_call_site(span), "{msg}");
+}
