@@ -101,6 +101,14 @@ fn sample(gpu: &Gpu) -> Sample {
     }
 }
 
+/// Whether a memory checker runs this process (`BERTH_SANITIZER`, set by `cargo xtask asan`
+/// and `valgrind` and by `.gpu/run.sh sanitize`): its own bookkeeping (quarantined frees,
+/// shadow memory, padded device allocations) moves the memory figures, and it checks for
+/// leaks itself. The figures are printed, not asserted.
+fn under_checker() -> bool {
+    std::env::var_os("BERTH_SANITIZER").is_some()
+}
+
 /// Print the memory line of a soak and assert that it ended flat.
 fn assert_flat(gpu: &Gpu, test: &str, before: Sample, after: Sample) {
     let device_delta = match (before.device_free, after.device_free) {
@@ -125,6 +133,9 @@ fn assert_flat(gpu: &Gpu, test: &str, before: Sample, after: Sample) {
         after.rss,
         device_ok && rss_ok
     );
+    if under_checker() {
+        return;
+    }
     assert!(
         device_ok,
         "{test}: the device lost {} bytes over the soak (tolerance {DEVICE_TOLERANCE})",
@@ -390,7 +401,7 @@ fn blocks_stopped_early_leak_nothing() {
     }
     let grown = rss() - before;
     assert!(
-        grown < 4 << 20,
+        grown < 4 << 20 || under_checker(),
         "600 launches stopped early grew the resident set by {grown} bytes"
     );
 }
