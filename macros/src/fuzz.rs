@@ -610,3 +610,25 @@ fn an_unroll_input_that_ends_early_is_pointed_at() {
     assert!(msg.starts_with("unroll! takes one `for` loop"), "{msg}");
     assert!(!is_call_site(span), "{msg}");
 }
+
+#[test]
+fn an_option_missing_its_value_is_reported_at_its_name() {
+    for opts in [
+        "block",
+        "block =",
+        "fp_contract",
+        "fp_contract =",
+        "crate",
+        "crate = ::",
+        "instances",
+    ] {
+        let item = TokenStream::from_str("pub fn k() {}").unwrap();
+        let out = crate::expand::gpu_kernel(TokenStream::from_str(opts).unwrap(), item, None);
+        let (msg, span) = first_error(out);
+        assert!(!is_call_site(span), "#[gpu_kernel({opts})]: {msg}");
+    }
+    let (msg, span) = first_error(crate::unroll::unroll(
+        TokenStream::from_str("const").unwrap(),
+    ));
+    assert!(!is_call_site(span), "unroll!(const): {msg}");
+}
