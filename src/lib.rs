@@ -11,7 +11,7 @@
 //!
 //! #[gpu_kernel]
 //! pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
-//!     let i = thread::global_x();
+//!     let i = thread::index();
 //!     if i < y.len() {
 //!         y[i] += a * x[i];
 //!     }
@@ -34,6 +34,33 @@
 //! }
 //! ```
 //!
+//! Structs cross to the GPU with `#[derive(DeviceCopy)]`, which rejects padding: a launch
+//! reads a scalar's bytes, and padding bytes are uninitialised. A generic struct is checked
+//! for each instance a launch passes, at compile time:
+//!
+//! ```compile_fail,E0080
+//! use berth::DeviceCopy;
+//!
+//! #[repr(C)]
+//! #[derive(Clone, Copy, DeviceCopy)]
+//! pub struct Pair<T> {
+//!     pub tag: u8,
+//!     pub value: T,
+//! }
+//!
+//! // What a launch of a kernel taking `Pair<u32>` evaluates: three bytes of padding.
+//! let () = <Pair<u32> as DeviceCopy>::__BERTH_NO_PADDING;
+//! ```
+//!
+//! ```
+//! # use berth::DeviceCopy;
+//! # #[repr(C)]
+//! # #[derive(Clone, Copy, DeviceCopy)]
+//! # pub struct Pair<T> { pub tag: u8, pub value: T }
+//! // `Pair<u8>` has none.
+//! let () = <Pair<u8> as DeviceCopy>::__BERTH_NO_PADDING;
+//! ```
+//!
 //! Layers: [`berth_device`] (re-exported as [`device`] and in the [`prelude`]) is what kernel
 //! bodies call, on both targets; [`berth_runtime`] (host only) owns the context, memory,
 //! streams and launches; `berth_macros` writes the glue between them. Generated code names
@@ -43,8 +70,8 @@
 pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
-    DeviceCopy, FastMath, GpuFloat, Mailbox, Shared, SharedCell, Signals, Slice, SliceMut, Slot,
-    Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
+    AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Own, PerBlock, Shared, SharedCell,
+    Signals, Slice, SliceMut, Slot, Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
 pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
 
@@ -61,7 +88,10 @@ pub use berth_runtime::{
 pub mod prelude {
     pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
-    pub use berth_device::{DeviceCopy, Mailbox, Shared, Signals, Slice, SliceMut, Slot, Window};
+    pub use berth_device::{
+        AtomicSlice, DeviceCopy, Mailbox, Own, PerBlock, Shared, Signals, Slice, SliceMut, Slot,
+        Window,
+    };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
         block, dynamic_shared, fail, gpu_assert, gpu_or_host, grid, shared_array, sync_threads,
@@ -80,7 +110,9 @@ pub mod prelude {
 /// What `#[gpu_kernel]` expansions refer to. Not a public API: no stability promise.
 #[doc(hidden)]
 pub mod __private {
-    pub use berth_device::{Mailbox, Signals, Slice, SliceMut, Slot, Window};
+    pub use berth_device::{
+        AtomicSlice, Mailbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
+    };
 
     /// The alignment a kernel entry declares for a pointer parameter to `T`: `T`'s, at most
     /// 128 (it travels as one byte to the builder, which writes it into the PTX `.param`).

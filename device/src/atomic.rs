@@ -1,5 +1,5 @@
-//! Atomic read-modify-write on kernel memory: elements of `&mut [T]` arguments
-//! ([`SliceMut`]) and of shared arrays ([`Shared`]). Each returns the previous value, as
+//! Atomic read-modify-write on kernel memory: elements of `#[atomic] &mut [T]` arguments
+//! ([`AtomicSlice`]) and of shared arrays ([`Shared`]). Each returns the previous value, as
 //! CUDA's `atomicAdd` and friends do, on the GPU and in the simulator alike.
 //!
 //! | operation | `u32` `i32` `u64` `i64` | `f32` `f64` |
@@ -25,10 +25,10 @@
 //! costs nothing. Shared arrays have no scoped variants: only their block can reach them.
 //!
 //! ```
-//! use berth_device::{SliceMut, atomic::Scope};
+//! use berth_device::atomic::{AtomicSlice, Scope};
 //! let mut data = [1.5f64, 0.0];
 //! // SAFETY: `data` outlives the view, nothing else touches it.
-//! let v = unsafe { SliceMut::from_raw(data.as_mut_ptr(), 2) };
+//! let v = unsafe { AtomicSlice::from_raw(data.as_mut_ptr(), 2) };
 //! assert_eq!(v.atomic_add(0, 2.0), 1.5);
 //! assert_eq!(v.atomic_max(1, -3.0), 0.0);
 //! assert_eq!(v.atomic_add_scoped(1, 1.0, Scope::System), 0.0);
@@ -37,8 +37,107 @@
 
 use crate::panic::index_out_of_bounds;
 use crate::shared::Shared;
-use crate::slice::SliceMut;
+use core::marker::PhantomData;
 use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// A kernel's view of an `#[atomic] &mut [T]` argument: every access is atomic, so any
+/// thread may update any element (a histogram, a counter, a claimed slot) without a race.
+///
+/// Declaring the argument `#[atomic]` is what makes this sound: the whole launch sees the
+/// buffer only through atomics, so a plain write can never meet an atomic one on the same
+/// element. `T` is `u32`, `i32`, `u64`, `i64`, `f32` or `f64`.
+pub struct AtomicSlice<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _life: PhantomData<&'a [T]>,
+}
+
+impl<T> AtomicSlice<'_, T> {
+    /// Build the view of a kernel argument.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `len` elements of `T` for the view's lifetime,
+    /// aligned (it may dangle when `len == 0`), and every access to the memory during that
+    /// time, by any thread, is atomic (through such views).
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
+        AtomicSlice {
+            ptr,
+            len,
+            _life: PhantomData,
+        }
+    }
+
+    /// Number of elements.
+    #[inline(always)]
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice has no elements.
+    #[inline(always)]
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline(always)]
+    pub(crate) fn raw_ptr(&self) -> *mut T {
+        self.ptr
+    }
+}
+
+macro_rules! atomic_load {
+    ($($t:ty => $atomic:ty, $bits:ty;)*) => { $(
+        impl AtomicSlice<'_, $t> {
+            /// Element `i`, read atomically (relaxed).
+            #[inline(always)]
+            #[track_caller]
+            #[must_use]
+            pub fn load(&self, i: usize) -> $t {
+                if i >= self.len {
+                    index_out_of_bounds(i, self.len)
+                }
+                // SAFETY: in bounds; aligned for `$t`, which has the atomic's size and
+                // alignment; every access to the element is atomic (from_raw's contract).
+                let bits = unsafe { <$atomic>::from_ptr(self.ptr.add(i).cast::<$bits>()) }.load(Relaxed);
+                <$t>::from_bits_or_self(bits)
+            }
+        }
+    )* };
+}
+
+/// Integers load as themselves, floats from their bits.
+trait FromBits<B> {
+    fn from_bits_or_self(b: B) -> Self;
+}
+macro_rules! from_bits {
+    ($($t:ty, $b:ty, $e:expr;)*) => { $(
+        impl FromBits<$b> for $t {
+            #[inline(always)]
+            fn from_bits_or_self(b: $b) -> $t {
+                ($e)(b)
+            }
+        }
+    )* };
+}
+from_bits! {
+    u32, u32, |b| b;
+    i32, i32, |b| b;
+    u64, u64, |b| b;
+    i64, i64, |b| b;
+    f32, u32, f32::from_bits;
+    f64, u64, f64::from_bits;
+}
+atomic_load! {
+    u32 => AtomicU32, u32;
+    i32 => AtomicI32, i32;
+    u64 => AtomicU64, u64;
+    i64 => AtomicI64, i64;
+    f32 => AtomicU32, u32;
+    f64 => AtomicU64, u64;
+}
 
 /// A doc example of an atomic on a one-element view (`slice` or `shared`) of `$t` holding
 /// `$init`; `v` is the view.
@@ -47,16 +146,12 @@ macro_rules! example {
         concat!(
             "```\n",
             "# #[allow(unused_imports)] use berth_device::atomic::Scope;\n",
-            "# trait Load<T> { fn load(&self, i: usize) -> T; }\n",
-            "# impl<T: Copy> Load<T> for berth_device::SliceMut<'_, T> {\n",
-            "#     fn load(&self, i: usize) -> T { self[i] }\n",
-            "# }\n",
             "let mut d = [",
             $init,
             stringify!($t),
             "];\n",
             "// SAFETY: `d` outlives the view and nothing else touches it.\n",
-            "let v = unsafe { berth_device::SliceMut::from_raw(d.as_mut_ptr(), 1) };\n",
+            "let v = unsafe { berth_device::atomic::AtomicSlice::from_raw(d.as_mut_ptr(), 1) };\n",
             $body,
             "\n```"
         )
@@ -79,7 +174,7 @@ macro_rules! example {
 
 macro_rules! int_atomics {
     ($t:ty, $atomic:ty) => {
-        int_atomics!(@impl SliceMut<'_, $t>, $t, $atomic, slice);
+        int_atomics!(@impl AtomicSlice<'_, $t>, $t, $atomic, slice);
         int_atomics!(@impl Shared<$t>, $t, $atomic, shared);
     };
     (@impl $view:ty, $t:ty, $atomic:ty, $kind:ident) => {
@@ -154,9 +249,9 @@ int_atomics!(i64, AtomicI64);
 macro_rules! float_atomics {
     ($t:ty, $bits:ty, $atomic:ty, $reg:ident, $add:literal, $shared_add:literal,
      $signed:ty, $signed_atomic:ty) => {
-        float_atomics!(@minmax SliceMut<'_, $t>, $t, $bits, $atomic, $signed, $signed_atomic, slice);
+        float_atomics!(@minmax AtomicSlice<'_, $t>, $t, $bits, $atomic, $signed, $signed_atomic, slice);
         float_atomics!(@minmax Shared<$t>, $t, $bits, $atomic, $signed, $signed_atomic, shared);
-        float_atomics!(@add SliceMut<'_, $t>, $t, $bits, $atomic, $reg, slice,
+        float_atomics!(@add AtomicSlice<'_, $t>, $t, $bits, $atomic, $reg, slice,
             concat!($add, " {old}, [{p}], {v};"));
         // The element's shared-space address, 32 bits, from its generic one: the add is in
         // the shared state space whatever LLVM knows of the pointer.
@@ -334,7 +429,7 @@ macro_rules! atom_scoped {
 
 macro_rules! scoped_int {
     ($t:ty, $reg:ident, $add:literal, $max:literal, $min:literal, $exch:literal, $cas:literal) => {
-        impl SliceMut<'_, $t> {
+        impl AtomicSlice<'_, $t> {
             #[inline(always)]
             #[track_caller]
             fn scoped_ptr(&self, i: usize) -> *mut $t {
@@ -453,7 +548,7 @@ scoped_int!(
 
 macro_rules! scoped_float {
     ($t:ty, $reg:ident, $add:literal) => {
-        impl SliceMut<'_, $t> {
+        impl AtomicSlice<'_, $t> {
             /// [`atomic_add`](Self::atomic_add) at `scope`.
             ///
             #[doc = example!(slice, $t, "0.5", "assert_eq!(v.atomic_add_scoped(0, 2.0, Scope::Block), 0.5);")]

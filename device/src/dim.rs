@@ -68,6 +68,45 @@ pub mod thread {
     pub fn grid_stride_x() -> usize {
         super::grid::dim_x() * super::block::dim_x()
     }
+    /// This thread's own element index: its number among all the launch's threads, linearised
+    /// x-fastest (thread in block, then block in grid). Unique in the launch, so it indexes a
+    /// `&mut [T]` argument safely; on a one-dimensional grid it equals [`global_x`]. See
+    /// [`Own`](crate::own::Own).
+    #[inline(always)]
+    #[must_use]
+    pub fn index() -> crate::own::Own {
+        use super::{block, grid};
+        let b = (block::idx_z() * grid::dim_y() + block::idx_y()) * grid::dim_x() + block::idx_x();
+        crate::own::Own::new(b * block::size() + linear_in_block())
+    }
+
+    /// The launch's number of threads (blocks × threads per block): the step of
+    /// [`grid_stride`].
+    #[inline(always)]
+    #[must_use]
+    pub fn count() -> usize {
+        use super::{block, grid};
+        grid::dim_x() * grid::dim_y() * grid::dim_z() * block::size()
+    }
+
+    /// This thread's grid-stride loop over `0..len`: [`index`], `index + count`, … below
+    /// `len` — each an [`Own`](crate::own::Own), so the loop may write the elements it visits.
+    ///
+    /// ```
+    /// # use berth_device::{thread, SliceMut};
+    /// # let mut data = [0u32; 5];
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), 5) };
+    /// for i in thread::grid_stride(out.len()) {
+    ///     out[i] = 2 * i.get() as u32;
+    /// }
+    /// # assert_eq!(data, [0, 2, 4, 6, 8]); // outside an executor: a grid of one thread
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn grid_stride(len: usize) -> crate::own::GridStride {
+        crate::own::GridStride::new(index().get(), count(), len)
+    }
+
     /// The thread's index inside its block, linearised x-fastest.
     #[inline(always)]
     #[must_use]

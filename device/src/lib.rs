@@ -25,6 +25,7 @@ pub mod half;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 pub mod math;
+pub mod own;
 pub mod panic;
 pub mod shared;
 pub mod signal;
@@ -32,8 +33,10 @@ pub mod slice;
 pub mod warp;
 
 pub use ::half::{bf16, f16};
+pub use atomic::AtomicSlice;
 pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
+pub use own::Own;
 pub use panic::fail;
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
@@ -42,21 +45,28 @@ pub use shared::__host_shared;
 pub use shared::__private_shared;
 pub use shared::{Shared, SharedCell, dynamic as dynamic_shared};
 pub use signal::{Mailbox, Reserved, Signals, Slot};
-pub use slice::{Slice, SliceMut, Window};
+pub use slice::{PerBlock, Slice, SliceMut, Window};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.
 ///
 /// # Safety
 /// Implement only for `Copy` types with a fixed C layout (`#[repr(C)]` or `#[repr(transparent)]`,
-/// or primitives), no pointers or references, and no padding whose bytes the kernel reads:
-/// the launcher copies the value's bytes verbatim into the kernel's parameter space.
+/// or primitives), no pointers or references, no padding (the launcher reads the value's
+/// bytes, and padding bytes are uninitialised), and all-zero bytes a valid value (fresh
+/// buffers are zeroed before the host can read them as `T`).
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot cross to the GPU: it does not implement `DeviceCopy`",
     label = "not plain device data",
     note = "kernel scalars and slice elements are numbers, `bool`, arrays of them, or `#[repr(C)]` `Copy` structs of those: add `#[derive(DeviceCopy)]` (or `unsafe impl berth::DeviceCopy`)",
     note = "heap types (`String`, `Vec`, `Box`) and references hold host pointers that mean nothing on the GPU"
 )]
-pub unsafe trait DeviceCopy: Copy + 'static {}
+pub unsafe trait DeviceCopy: Copy + 'static {
+    /// Evaluated wherever a value's bytes are read as bytes (a launch's scalar parameters):
+    /// `#[derive(DeviceCopy)]` on a generic struct sets it to a compile-time assertion that the
+    /// instance has no padding, which a non-generic struct gets at its definition.
+    #[doc(hidden)]
+    const __BERTH_NO_PADDING: () = ();
+}
 
 macro_rules! device_copy {
     ($($t:ty),*) => { $(
@@ -88,9 +98,21 @@ mod tests {
         let mut out = [0u32; 2];
         // SAFETY: `out` outlives the view and nothing else touches it.
         let mut m = unsafe { SliceMut::from_raw(out.as_mut_ptr(), out.len()) };
-        m[1] = 7;
-        assert!(m.get(2).is_none());
-        assert_eq!(out, [0, 7]);
+        // Outside an executor the grid is one thread, whose own index is 0.
+        m[thread::index()] = 5;
+        // SAFETY: one thread: nobody else touches element 1.
+        unsafe { m.write(1, 7) };
+        assert_eq!(m[thread::index()], 5);
+        let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+            // SAFETY: as above (and out of bounds, which `write` reports).
+            m.write(2, 1)
+        }))
+        .unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<String>().unwrap(),
+            "index out of bounds: the len is 2 but the index is 2"
+        );
+        assert_eq!(out, [5, 7]);
         // SAFETY: a zero-length view may dangle.
         let empty = unsafe { Slice::<f32>::from_raw(std::ptr::null(), 0) };
         assert!(empty.is_empty());

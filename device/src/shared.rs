@@ -34,7 +34,7 @@ pub struct Shared<T> {
     _t: PhantomData<T>,
 }
 
-impl<T: Copy> Shared<T> {
+impl<T: Copy + Send> Shared<T> {
     /// Wrap a pointer into shared memory.
     ///
     /// # Safety
@@ -126,7 +126,7 @@ impl<T: Copy> Shared<T> {
     }
 }
 
-impl<T: Copy> Index<usize> for Shared<T> {
+impl<T: Copy + Send> Index<usize> for Shared<T> {
     type Output = SharedCell<T>;
     #[inline(always)]
     #[track_caller]
@@ -145,7 +145,7 @@ pub struct SharedCell<T> {
     value: UnsafeCell<T>,
 }
 
-impl<T: Copy> SharedCell<T> {
+impl<T: Copy + Send> SharedCell<T> {
     /// Read the element.
     #[inline(always)]
     #[must_use]
@@ -176,7 +176,7 @@ impl<T: Copy> SharedCell<T> {
     }
 }
 
-impl<T: Copy, const C: usize> Index<usize> for SharedCell<[T; C]> {
+impl<T: Copy + Send, const C: usize> Index<usize> for SharedCell<[T; C]> {
     type Output = SharedCell<T>;
     /// Element `c` of a row of a 2D shared tile.
     #[inline(always)]
@@ -191,7 +191,7 @@ impl<T: Copy, const C: usize> Index<usize> for SharedCell<[T; C]> {
     }
 }
 
-impl<T: Copy, const C: usize> SharedCell<[T; C]> {
+impl<T: Copy + Send, const C: usize> SharedCell<[T; C]> {
     /// Element `c` of the row without a bounds check.
     ///
     /// # Safety
@@ -268,7 +268,7 @@ unsafe extern "C" {
 /// `T`s. Its length is the launch's byte count divided by `size_of::<T>()`.
 #[inline(always)]
 #[must_use]
-pub fn dynamic<T: Copy>() -> Shared<T> {
+pub fn dynamic<T: Copy + Send>() -> Shared<T> {
     #[cfg(target_arch = "nvptx64")]
     let (p, bytes) = {
         let bytes: u32;

@@ -3,16 +3,22 @@
 //! Every GPU thread runs the body. If each held a `&mut [T]` to the whole output, thousands of
 //! live `&mut` to one buffer would exist at once: undefined behaviour in Rust's model, whatever
 //! the threads actually touch. So an argument declared `&mut [T]` reaches the body as a
-//! [`SliceMut<T>`]: a pointer and a length with `len()`, `Index` and `IndexMut`, from which no
-//! whole-slice `&mut [T]` can be obtained. Two threads writing one element is then a data race
-//! the kernel author wrote, exactly as in CUDA. Read-only `&[T]` arguments are real shared
+//! [`SliceMut<T>`]: a pointer and a length, indexed by an [`Own`] — an element index no
+//! other thread of the launch holds ([`thread::index`](crate::thread::index),
+//! [`thread::grid_stride`](crate::thread::grid_stride)) — so safe code cannot make two
+//! threads touch one element. Writes at other indices (a tile of a matrix, a block's partial
+//! sum, a scatter) are `unsafe` ([`SliceMut::write`], [`SliceMut::read`],
+//! [`SliceMut::get_unchecked_mut`]), with the contract that no other thread of the launch
+//! accesses the element; the simulator checks it. Read-only `&[T]` arguments are real shared
 //! slices: many `&` may coexist, and the launcher's borrows keep the host from writing the
-//! buffer while the launch is in flight.
+//! buffer while the launch is in flight. `docs/write-model.md` has the reasoning.
 
+use crate::own::Own;
 use core::marker::PhantomData;
 use core::ops::{Index, IndexMut};
 
-/// A kernel's view of a `&mut [T]` argument: one thread's right to read and write elements.
+/// A kernel's view of a `&mut [T]` argument: one thread's right to read and write the
+/// elements it owns.
 pub struct SliceMut<'a, T> {
     ptr: *mut T,
     len: usize,
@@ -25,7 +31,8 @@ impl<'a, T> SliceMut<'a, T> {
     /// # Safety
     /// 1. `ptr` is valid for reads and writes of `len` elements of `T` for `'a`, and aligned
     ///    (it may dangle when `len == 0`).
-    /// 2. Nothing outside the kernel's threads accesses the memory during `'a`.
+    /// 2. Nothing outside the launch's threads accesses the memory during `'a`, and each of
+    ///    them builds at most one view of it.
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
         Self {
@@ -49,47 +56,82 @@ impl<'a, T> SliceMut<'a, T> {
         self.len == 0
     }
 
-    /// The element at `i`, or `None` past the end.
+    /// The element this thread owns at `i`, or `None` past the end.
     #[inline(always)]
-    pub fn get(&self, i: usize) -> Option<&T> {
-        // SAFETY: bounds checked; the pointer is valid for `len` elements (from_raw's contract).
-        (i < self.len).then(|| unsafe { &*self.ptr.add(i) })
+    pub fn get(&self, i: Own) -> Option<&T> {
+        // SAFETY: bounds checked; valid per from_raw's contract; no other thread holds `i`
+        // (`Own`'s invariant), so nothing writes the element while the `&T` lives.
+        (i.get() < self.len).then(|| unsafe { &*self.ptr.add(i.get()) })
     }
 
-    /// The element at `i` for writing, or `None` past the end.
+    /// The element this thread owns at `i` for writing, or `None` past the end.
     #[inline(always)]
-    pub fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+    pub fn get_mut(&mut self, i: Own) -> Option<&mut T> {
         // SAFETY: as in `get`; `&mut self` keeps this thread's own references unique.
-        (i < self.len).then(|| unsafe { &mut *self.ptr.add(i) })
+        (i.get() < self.len).then(|| unsafe { &mut *self.ptr.add(i.get()) })
+    }
+
+    /// Read element `i`, which this thread need not own (bounds-checked).
+    ///
+    /// # Safety
+    /// No other thread of the launch writes element `i` during the launch (one that only
+    /// reads it is fine).
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read(&self, i: usize) -> T
+    where
+        T: Copy,
+    {
+        if i >= self.len {
+            out_of_bounds(i, self.len)
+        }
+        // SAFETY: in bounds; valid per from_raw's contract; no concurrent write (the caller's
+        // contract).
+        unsafe { self.ptr.add(i).read() }
+    }
+
+    /// Write element `i`, which this thread need not own (bounds-checked): a tile of a
+    /// matrix, a block's slot, a scatter.
+    ///
+    /// # Safety
+    /// No other thread of the launch reads or writes element `i` during the launch.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write(&mut self, i: usize, v: T) {
+        if i >= self.len {
+            out_of_bounds(i, self.len)
+        }
+        // SAFETY: in bounds; valid per from_raw's contract; this thread is the element's only
+        // user (the caller's contract). The old value is overwritten, not dropped: elements
+        // are `DeviceCopy` (plain data) in every view the launcher builds.
+        unsafe { self.ptr.add(i).write(v) }
     }
 
     /// The element at `i` without a bounds check.
     ///
     /// # Safety
-    /// `i < self.len()`.
+    /// `i < self.len()`, and no other thread of the launch writes element `i` during the
+    /// launch.
     #[inline(always)]
     pub unsafe fn get_unchecked(&self, i: usize) -> &T {
-        // SAFETY: in bounds by the caller's contract; valid per from_raw's contract.
+        // SAFETY: in bounds and unwritten by others by the caller's contract; valid per
+        // from_raw's contract.
         unsafe { &*self.ptr.add(i) }
     }
 
     /// The element at `i` for writing, without a bounds check.
     ///
     /// # Safety
-    /// `i < self.len()`.
+    /// `i < self.len()`, and no other thread of the launch reads or writes element `i`
+    /// during the launch.
     #[inline(always)]
     pub unsafe fn get_unchecked_mut(&mut self, i: usize) -> &mut T {
         // SAFETY: as in `get_unchecked`; `&mut self` keeps this thread's references unique.
         unsafe { &mut *self.ptr.add(i) }
     }
 
-    /// The element pointer for atomics (which only need `&self`).
-    #[inline(always)]
-    pub(crate) fn raw_ptr(&self) -> *mut T {
-        self.ptr
-    }
-
-    /// Raw pointer to the first element, for intrinsics (atomics, vector loads).
+    /// Raw pointer to the first element, for intrinsics (vector loads and stores). Using it
+    /// is `unsafe` and bound by the same contract as [`SliceMut::write`].
     #[inline(always)]
     #[must_use]
     pub fn as_mut_ptr(&mut self) -> *mut T {
@@ -97,26 +139,26 @@ impl<'a, T> SliceMut<'a, T> {
     }
 }
 
-impl<T> Index<usize> for SliceMut<'_, T> {
+impl<T> Index<Own> for SliceMut<'_, T> {
     type Output = T;
     #[inline(always)]
     #[track_caller]
-    fn index(&self, i: usize) -> &T {
+    fn index(&self, i: Own) -> &T {
         match self.get(i) {
             Some(v) => v,
-            None => out_of_bounds(i, self.len),
+            None => out_of_bounds(i.get(), self.len),
         }
     }
 }
 
-impl<T> IndexMut<usize> for SliceMut<'_, T> {
+impl<T> IndexMut<Own> for SliceMut<'_, T> {
     #[inline(always)]
     #[track_caller]
-    fn index_mut(&mut self, i: usize) -> &mut T {
+    fn index_mut(&mut self, i: Own) -> &mut T {
         let len = self.len;
         match self.get_mut(i) {
             Some(v) => v,
-            None => out_of_bounds(i, len),
+            None => out_of_bounds(i.get(), len),
         }
     }
 }
@@ -174,6 +216,15 @@ impl<T> Index<usize> for Slice<'_, T> {
             Some(v) => v,
             None => out_of_bounds(i, self.inner.len()),
         }
+    }
+}
+
+impl<T> Index<Own> for Slice<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, i: Own) -> &T {
+        &self[i.get()]
     }
 }
 
@@ -293,6 +344,15 @@ impl<T> Index<usize> for Window<'_, T> {
     }
 }
 
+impl<T> Index<Own> for Window<'_, T> {
+    type Output = T;
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, i: Own) -> &T {
+        &self[i.get()]
+    }
+}
+
 impl<T> Index<core::ops::Range<usize>> for Window<'_, T> {
     type Output = [T];
     /// A sub-slice inside the available range (`&table[row * d..(row + 1) * d]`); a range
@@ -318,5 +378,72 @@ impl<T> Index<core::ops::Range<usize>> for Window<'_, T> {
             r.start.max(self.hi)
         };
         crate::panic::outside_window(first, self.len, self.lo, self.hi)
+    }
+}
+
+/// A kernel's view of a `#[per_block] &mut [T]` argument: element `b` belongs to block `b`
+/// (blocks numbered x-fastest over the grid), and only the block's first thread
+/// (`thread::linear_in_block() == 0`) may reach it — the shape of a reduction's partial sums.
+///
+/// Declaring the argument `#[per_block]` is what makes this sound: every thread of the launch
+/// sees the buffer through this view, and the pair (block, first thread) is unique.
+pub struct PerBlock<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _life: PhantomData<&'a [T]>,
+}
+
+impl<T> PerBlock<'_, T> {
+    /// Build the view of a kernel argument.
+    ///
+    /// # Safety
+    /// As [`SliceMut::from_raw`], and every thread of the launch reaches the memory only
+    /// through such views.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
+        PerBlock {
+            ptr,
+            len,
+            _life: PhantomData,
+        }
+    }
+
+    /// Number of elements (one per block, when the launch has as many blocks).
+    #[inline(always)]
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the slice has no elements.
+    #[inline(always)]
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The calling block's element, in the block's first thread; `None` in every other
+    /// thread, and when the block's number is past the end.
+    ///
+    /// ```
+    /// # use berth_device::PerBlock;
+    /// # let mut data = [0.0f32; 1];
+    /// # let mut partial = unsafe { PerBlock::from_raw(data.as_mut_ptr(), 1) };
+    /// let total = 2.5; // the block's sum
+    /// if let Some(slot) = partial.mine() {
+    ///     *slot = total;
+    /// }
+    /// # assert_eq!(data, [2.5]); // outside an executor: one block of one thread
+    /// ```
+    #[inline(always)]
+    pub fn mine(&mut self) -> Option<&mut T> {
+        use crate::{block, grid, thread};
+        if thread::linear_in_block() != 0 {
+            return None;
+        }
+        let b = (block::idx_z() * grid::dim_y() + block::idx_y()) * grid::dim_x() + block::idx_x();
+        // SAFETY: in bounds; valid per from_raw's contract; only the first thread of block `b`
+        // reaches element `b`, and `&mut self` keeps its references unique.
+        (b < self.len).then(|| unsafe { &mut *self.ptr.add(b) })
     }
 }

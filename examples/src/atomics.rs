@@ -15,10 +15,10 @@ pub fn atomics_wide(
     y: &[i64],
     z: &[f64],
     w: &[f32],
-    ints: &mut [u64],
-    signed: &mut [i64],
-    floats: &mut [f64],
-    singles: &mut [f32],
+    #[atomic] ints: &mut [u64],
+    #[atomic] signed: &mut [i64],
+    #[atomic] floats: &mut [f64],
+    #[atomic] singles: &mut [f32],
 ) {
     let block_f64 = shared_array!(ATOM_BLOCK_F64: [f64; 1]);
     let block_f32 = shared_array!(ATOM_BLOCK_F32: [f32; 2]);
@@ -29,7 +29,7 @@ pub fn atomics_wide(
         block_f32.store(1, f32::INFINITY);
     }
     sync_threads();
-    let i = thread::global_x();
+    let i = thread::index();
     if i < x.len() && i < y.len() && i < z.len() && i < w.len() {
         ints.atomic_add(0, x[i]);
         ints.atomic_max(1, x[i]);
@@ -60,22 +60,22 @@ pub fn atomics_wide(
 #[gpu_kernel]
 pub fn atomics_scoped(
     x: &[u32],
-    per_block: &mut [u32],
-    last: &mut [i32],
-    total: &mut [u64],
-    owner: &mut [i64],
-    fsum: &mut [f32],
-    dsum: &mut [f64],
+    #[atomic] per_block: &mut [u32],
+    #[atomic] last: &mut [i32],
+    #[atomic] total: &mut [u64],
+    #[atomic] owner: &mut [i64],
+    #[atomic] fsum: &mut [f32],
+    #[atomic] dsum: &mut [f64],
 ) {
-    let (i, b) = (thread::global_x(), block::idx_x());
+    let (i, b) = (thread::index(), block::idx_x());
     if i < x.len() && b < per_block.len() && b < last.len() && !owner.is_empty() {
         per_block.atomic_add_scoped(b, 1, Scope::Block);
-        last.atomic_exchange_scoped(b, i as i32, Scope::Block);
+        last.atomic_exchange_scoped(b, i.get() as i32, Scope::Block);
         total.atomic_add_scoped(0, u64::from(x[i]), Scope::System);
         total.atomic_max_scoped(1, u64::from(x[i]), Scope::Device);
         total.atomic_min_scoped(2, u64::from(x[i]), Scope::System);
         let k = x[i] as usize % owner.len();
-        owner.atomic_cas_scoped(k, 0, i as i64 + 1, Scope::System);
+        owner.atomic_cas_scoped(k, 0, i.get() as i64 + 1, Scope::System);
         let v = x[i] % 8;
         fsum.atomic_add_scoped(0, v as f32, Scope::Device);
         dsum.atomic_add_scoped(0, f64::from(v), Scope::System);

@@ -10,7 +10,7 @@ use berth::prelude::*;
 /// as nvcc's) gives the same bits as the host's two roundings.
 #[gpu_kernel]
 pub fn jacobi(a: &[f32], b: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     let n = b.len();
     if i < n {
         b[i] = if i == 0 || i + 1 == n {
@@ -26,7 +26,7 @@ pub fn jacobi(a: &[f32], b: &mut [f32]) {
 /// multiply-adds, so the GPU's bits are the host's ([`relax_weighted_host`]).
 #[gpu_kernel(fp_contract = false)]
 pub fn relax_weighted(w: f32, a: &[f32], b: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     let n = b.len();
     if i < n {
         b[i] = if i == 0 || i + 1 == n {
@@ -41,10 +41,10 @@ pub fn relax_weighted(w: f32, a: &[f32], b: &mut [f32]) {
 /// a queue.
 #[gpu_kernel(fp_contract = false)]
 pub fn relax_weighted_or_fail(w: f32, a: &[f32], b: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     let n = b.len();
     if i < n {
-        let j = if w < 0.0 { n + i } else { i };
+        let j = if w < 0.0 { n + i } else { i.get() };
         b[i] = if i == 0 || i + 1 == n {
             a[j]
         } else {
@@ -100,7 +100,7 @@ pub fn chain_host(
 /// at the head of a queue that cannot finish before the host has queued everything after it.
 #[gpu_kernel]
 pub fn gated_jacobi(#[mapped] gate: &Signals, a: &[f32], b: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     let n = b.len();
     if i < n {
         if gate.wait(0, |v| v != 0, 10_000_000_000).is_none() {

@@ -33,7 +33,12 @@ pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         sync_threads();
         t += TILE;
     }
-    c[row * n + col] = acc;
+    if col < n {
+        // SAFETY: thread (col, row) of the 2D grid is the only one with these coordinates,
+        // and with `col < n` the index `row * n + col` is one-to-one: no other thread of the
+        // launch touches this element.
+        unsafe { c.write(row * n + col, acc) };
+    }
 }
 
 /// Rows (and columns) of `c` one [`sgemm_reg4`] block computes.
@@ -53,6 +58,9 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let tid = ty * 16 + tx;
     let n = n as usize;
     let (row0, col0) = (block::idx_y() * REG4_TILE, block::idx_x() * REG4_TILE);
+    if col0 + REG4_TILE > n {
+        fail("sgemm_reg4: the grid reaches past the matrix's columns");
+    }
     let mut acc = [[0.0f32; 4]; 4];
     let mut t = 0;
     while t < n {
@@ -89,7 +97,11 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     }
     unroll! { for i in 0..4 {
         unroll! { for j in 0..4 {
-            c[(row0 + ty * 4 + i) * n + col0 + tx * 4 + j] = acc[i][j];
+            // SAFETY: each thread of the launch writes its own 4×4 patch (rows
+            // `row0 + 4 ty ..`, columns `col0 + 4 tx ..`: distinct for distinct threads), and
+            // every column is below `n` (checked above), so `row * n + col` is one-to-one:
+            // no other thread touches these elements.
+            unsafe { c.write((row0 + ty * 4 + i) * n + col0 + tx * 4 + j, acc[i][j]) };
         } }
     } }
 }
@@ -102,7 +114,11 @@ pub const REG8_TILE: usize = 128;
 /// Launch with `Grid::new((n / 128, n / 128), (16, 16))`.
 #[gpu_kernel(block = (16, 16))]
 pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
-    reg8_tiles::<true>(n as usize, a, b, &mut c);
+    let n = n as usize;
+    if (block::idx_x() + 1) * REG8_TILE > n {
+        fail("sgemm_reg8: the grid reaches past the matrix's columns");
+    }
+    reg8_tiles::<true>(n, a, b, &mut c);
 }
 
 /// [`sgemm_reg8`] with its global accesses unchecked, after checking once that they are all
@@ -187,10 +203,15 @@ fn reg8_tiles<const CHECKED: bool>(
     unroll! { for i in 0..8 {
         unroll! { for j in 0..8 {
             let at = (row0 + ty * 8 + i) * n + col0 + tx * 8 + j;
+            // Each thread of the launch writes its own 8×8 patch (rows `row0 + 8 ty ..`,
+            // columns `col0 + 8 tx ..`: distinct for distinct threads), and both kernels stop
+            // unless every column is below `n`, so `row * n + col` is one-to-one: no other
+            // thread touches these elements.
             if CHECKED {
-                c[at] = acc[i][j];
+                // SAFETY: as above.
+                unsafe { c.write(at, acc[i][j]) };
             } else {
-                // SAFETY: as in `load`.
+                // SAFETY: as above, and in bounds as in `load`.
                 unsafe { *c.get_unchecked_mut(at) = acc[i][j] };
             }
         } }
@@ -251,7 +272,9 @@ pub fn nbody_fast(bodies: &[Body], accel: &mut [Body]) {
 fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, fast: bool) {
     let tile = shared_array!(BODIES: [Body; NBODY_BLOCK]);
     let t = thread::idx_x();
-    let i = block::idx_x() * NBODY_BLOCK + t;
+    // The kernels run with NBODY_BLOCK threads per block (declared), so this is
+    // `block::idx_x() * NBODY_BLOCK + t` on their one-dimensional grids.
+    let i = thread::index();
     let me = bodies[i];
     let mut acc = [0.0f32; 3];
     let mut base = 0;
@@ -289,7 +312,7 @@ pub fn black_scholes(
     call: &mut [f32],
     put: &mut [f32],
 ) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < call.len() {
         let (c, p) = black_scholes_one(s[i], x[i], t[i], r, v);
         call[i] = c;
@@ -315,7 +338,7 @@ pub fn black_scholes_unchecked(
     if s.len() < n || x.len() < n || t.len() < n || put.len() < n {
         fail("black_scholes_unchecked: every slice must be as long as `call`");
     }
-    let i = thread::global_x();
+    let i = thread::index().get();
     if i < n {
         // SAFETY: `i < n`, and every slice has at least `n` elements (checked above).
         let (si, xi, ti) = unsafe {
@@ -326,7 +349,8 @@ pub fn black_scholes_unchecked(
             )
         };
         let (c, p) = black_scholes_one(si, xi, ti, r, v);
-        // SAFETY: as above.
+        // SAFETY: in bounds as above; `i` is this thread's own index (`thread::index`), which
+        // no other thread of the launch holds, so no other thread touches these elements.
         unsafe {
             *call.get_unchecked_mut(i) = c;
             *put.get_unchecked_mut(i) = p;
@@ -371,7 +395,7 @@ pub const WARP_SUM_BLOCK: u32 = 256;
 /// the warps' sums meet in shared memory and the first warp folds them. Launch with
 /// [`WARP_SUM_BLOCK`] threads per block and `partial.len()` blocks.
 #[gpu_kernel(block = 256)]
-pub fn block_sum_warp(x: &[f32], partial: &mut [f32]) {
+pub fn block_sum_warp(x: &[f32], #[per_block] partial: &mut [f32]) {
     let sums = shared_array!(WARP_SUMS: [f32; 8]);
     let mut acc = 0.0f32;
     let mut i = thread::global_x();
@@ -389,8 +413,8 @@ pub fn block_sum_warp(x: &[f32], partial: &mut [f32]) {
     if w == 0 {
         let v = if lane < 8 { sums[lane].get() } else { 0.0 };
         let total = warp::reduce_sum(warp::FULL_MASK, v);
-        if lane == 0 {
-            partial[block::idx_x()] = total;
+        if let Some(slot) = partial.mine() {
+            *slot = total;
         }
     }
 }

@@ -18,7 +18,7 @@ fn pass(gate: &Signals) {
 /// Once the gate opens, `out[i] = value` (device memory).
 #[gpu_kernel]
 pub fn gated_fill(value: u32, #[mapped] gate: &Signals, out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         pass(gate);
         out[i] = value;
@@ -32,7 +32,7 @@ pub fn gated_fill_pinned(
     #[mapped] gate: &Signals,
     #[pinned_async(out)] out: &mut [u32],
 ) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         pass(gate);
         out[i] = value;
@@ -42,7 +42,7 @@ pub fn gated_fill_pinned(
 /// Once the gate opens, `out[i] = value` (mapped host memory, written in place).
 #[gpu_kernel]
 pub fn gated_fill_mapped(value: u32, #[mapped] gate: &Signals, #[mapped] out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         pass(gate);
         out[i] = value;
@@ -52,7 +52,7 @@ pub fn gated_fill_mapped(value: u32, #[mapped] gate: &Signals, #[mapped] out: &m
 /// Once the gate opens, `out[i] = x[i]` (`x` mapped host memory, read in place).
 #[gpu_kernel]
 pub fn gated_copy_mapped(#[mapped] gate: &Signals, #[mapped] x: &[u32], out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() && i < x.len() {
         pass(gate);
         out[i] = x[i];
@@ -68,7 +68,7 @@ pub fn gated_add(
     #[pinned_async] x: &[u32],
     #[pinned_async(out)] y: &mut [u32],
 ) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         pass(gate);
         y[i] = x[i] + add;
@@ -78,7 +78,7 @@ pub fn gated_add(
 /// `out[i] = value` for every element: leaves `value` in the staging memory it used.
 #[gpu_kernel]
 pub fn fill_bytes(value: u8, #[pinned_async(out)] out: &mut [u8]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         out[i] = value;
     }
@@ -88,8 +88,8 @@ pub fn fill_bytes(value: u8, #[pinned_async(out)] out: &mut [u8]) {
 /// element of the output is whatever the staging memory held.
 #[gpu_kernel]
 pub fn set_some(every: u32, #[pinned_async(out)] out: &mut [bool]) {
-    let i = thread::global_x();
-    if i < out.len() && every != 0 && i.is_multiple_of(every as usize) {
+    let i = thread::index();
+    if i < out.len() && every != 0 && i.get().is_multiple_of(every as usize) {
         out[i] = true;
     }
 }
@@ -98,7 +98,7 @@ pub fn set_some(every: u32, #[pinned_async(out)] out: &mut [bool]) {
 /// `mark_pipelined` leaves unwritten elements in every chunk's staging.
 #[gpu_kernel(elementwise)]
 pub fn mark(#[pinned_async] mask: &[u8], #[pinned_async(out)] out: &mut [bool]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() && i < mask.len() && mask[i] != 0 {
         out[i] = true;
     }

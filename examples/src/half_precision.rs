@@ -8,7 +8,7 @@ use berth::warp::FULL_MASK;
 /// `__hfma2`): an `f16` array of even length read two at a time.
 #[gpu_kernel]
 pub fn haxpy2(a: f16x2, x: &[f16x2], y: &[f16x2], out: &mut [f16x2]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() && i < x.len() && i < y.len() {
         out[i] = a.fma(x[i], y[i]);
     }
@@ -21,7 +21,7 @@ pub const HDOT_BLOCK: u32 = 256;
 /// per thread, a warp sum by shuffles, the block's warps summed through shared memory; one
 /// partial sum per block into `partial[block]`. Launch with `HDOT_BLOCK` threads per block.
 #[gpu_kernel]
-pub fn hdot(x: &[f16x2], y: &[f16x2], partial: &mut [f32]) {
+pub fn hdot(x: &[f16x2], y: &[f16x2], #[per_block] partial: &mut [f32]) {
     let warps = shared_array!(HDOT_WARPS: [f32; 32]);
     let n = if x.len() < y.len() { x.len() } else { y.len() };
     let mut acc = 0.0f32;
@@ -42,8 +42,8 @@ pub fn hdot(x: &[f16x2], y: &[f16x2], partial: &mut [f32]) {
         let nwarps = block::size() / 32;
         let v = if lane < nwarps { warps.load(lane) } else { 0.0 };
         let total = warp::reduce_sum(FULL_MASK, v);
-        if lane == 0 && block::idx_x() < partial.len() {
-            partial[block::idx_x()] = total;
+        if let Some(slot) = partial.mine() {
+            *slot = total;
         }
     }
 }
@@ -66,7 +66,7 @@ pub fn half_ops(
     brains: &mut [bf16],
     pairs: &mut [f16x2],
 ) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i >= x.len() || i >= y.len() || i >= z.len() || i >= pairs.len() {
         return;
     }
@@ -81,18 +81,22 @@ pub fn half_ops(
     if k + 3 < wide.len() && k + 3 < halves.len() && k + 3 < brains.len() {
         let (p0, p1) = p.to_f32s();
         let (r0, r1) = r.to_f32s();
-        wide[k] = h.to_f32_fast();
-        wide[k + 1] = b.to_f32_fast();
-        wide[k + 2] = p0 + p1;
-        wide[k + 3] = r0 + r1;
-        halves[k] = fh;
-        halves[k + 1] = h.add_rn(fh);
-        halves[k + 2] = h.mul_rn(fh);
-        halves[k + 3] = h.fma_rn(h, fh);
-        brains[k] = fb;
-        brains[k + 1] = b.add_rn(fb);
-        brains[k + 2] = b.mul_rn(fb);
-        brains[k + 3] = b.fma_rn(b, fb);
+        // SAFETY: thread `i` (its own index) writes elements `4i .. 4i + 4` of each output,
+        // which no other thread's index reaches (`HALF_OPS_OUT` is 4).
+        unsafe {
+            wide.write(k, h.to_f32_fast());
+            wide.write(k + 1, b.to_f32_fast());
+            wide.write(k + 2, p0 + p1);
+            wide.write(k + 3, r0 + r1);
+            halves.write(k, fh);
+            halves.write(k + 1, h.add_rn(fh));
+            halves.write(k + 2, h.mul_rn(fh));
+            halves.write(k + 3, h.fma_rn(h, fh));
+            brains.write(k, fb);
+            brains.write(k + 1, b.add_rn(fb));
+            brains.write(k + 2, b.mul_rn(fb));
+            brains.write(k + 3, b.fma_rn(b, fb));
+        }
         pairs[i] = f16x2::new(p.lo, f16::from_f32_fast(q.hi.to_f32_fast()));
     }
 }

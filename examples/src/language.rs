@@ -80,11 +80,13 @@ pub fn math_row<T: GpuFloat + core::ops::Sub<Output = T>>(x: T, y: T) -> [T; 30]
 /// `out[i * 30 + f]` = function `f` of [`MATH_F32`] at `x[i]` (`y[i]` the second argument).
 #[gpu_kernel]
 pub fn math_f32(x: &[f32], y: &[f32], out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < x.len() {
         let row = math_row(x[i], y[i]);
         for (f, v) in row.iter().enumerate() {
-            out[i * 30 + f] = *v;
+            // SAFETY: thread `i` (its own index) writes elements `30i .. 30i + 30`, which no
+            // other thread's index reaches (`f < 30`).
+            unsafe { out.write(i * 30 + f, *v) };
         }
     }
 }
@@ -92,11 +94,13 @@ pub fn math_f32(x: &[f32], y: &[f32], out: &mut [f32]) {
 /// As [`math_f32`] in f64.
 #[gpu_kernel]
 pub fn math_f64(x: &[f64], y: &[f64], out: &mut [f64]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < x.len() {
         let row = math_row(x[i], y[i]);
         for (f, v) in row.iter().enumerate() {
-            out[i * 30 + f] = *v;
+            // SAFETY: thread `i` (its own index) writes elements `30i .. 30i + 30`, which no
+            // other thread's index reaches (`f < 30`).
+            unsafe { out.write(i * 30 + f, *v) };
         }
     }
 }
@@ -105,7 +109,7 @@ pub fn math_f64(x: &[f64], y: &[f64], out: &mut [f64]) {
 /// cos, rsqrt, tanh.
 #[gpu_kernel]
 pub fn fast_math_f32(x: &[f32], out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < x.len() {
         let v = x[i];
         let row = [
@@ -119,7 +123,9 @@ pub fn fast_math_f32(x: &[f32], out: &mut [f32]) {
             v.tanh_approx(),
         ];
         for (f, r) in row.iter().enumerate() {
-            out[i * 8 + f] = *r;
+            // SAFETY: thread `i` (its own index) writes elements `8i .. 8i + 8`, which no
+            // other thread's index reaches (`f < 8`).
+            unsafe { out.write(i * 8 + f, *r) };
         }
     }
 }
@@ -127,7 +133,7 @@ pub fn fast_math_f32(x: &[f32], out: &mut [f32]) {
 /// `out[i] = a[i] * b[i] + c[i]`: contracted to one FMA on the GPU (nvcc's default).
 #[gpu_kernel]
 pub fn mul_add_contracted(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         out[i] = a[i] * b[i] + c[i];
     }
@@ -136,7 +142,7 @@ pub fn mul_add_contracted(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) {
 /// As [`mul_add_contracted`], kept as a multiply and an add, each rounded.
 #[gpu_kernel(fp_contract = false)]
 pub fn mul_add_exact(a: &[f32], b: &[f32], c: &[f32], out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         out[i] = a[i] * b[i] + c[i];
     }
@@ -155,13 +161,18 @@ pub fn transpose(rows: u32, cols: u32, m: &[f32], out: &mut [f32]) {
     sync_threads();
     // Element (c', r') of the output: this block's tile, transposed.
     let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
-    out[or * rows + oc] = tile[tx][ty].get();
+    if oc < rows {
+        // SAFETY: (or, oc) is thread (c, r)'s transposed position — distinct threads have
+        // distinct ones — and with `oc < rows` the index `or * rows + oc` is one-to-one: no
+        // other thread touches this element.
+        unsafe { out.write(or * rows + oc, tile[tx][ty].get()) };
+    }
 }
 
 /// `out[i] = Σ_k x[i*8 + k] * w[k]` with the 8-term sum written out by [`unroll!`].
 #[gpu_kernel]
 pub fn dot8(x: &[f32], w: &[f32], out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         let mut acc = [0.0f32; 2];
         unroll! { for k in 0..8 {
@@ -178,7 +189,7 @@ pub fn axpy<T>(a: T, x: &[T], y: &mut [T])
 where
     T: DeviceCopy + core::ops::Mul<Output = T> + core::ops::Add<Output = T>,
 {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] = a * x[i] + y[i];
     }
@@ -188,7 +199,7 @@ where
 /// `sum_groups_8`): the loop has a constant trip count, so LLVM writes it out.
 #[gpu_kernel(instances(N = 4, 8))]
 pub fn sum_groups<const N: usize>(x: &[f32], out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         let mut acc = 0.0f32;
         for k in 0..N {
@@ -203,7 +214,7 @@ pub fn sum_groups<const N: usize>(x: &[f32], out: &mut [f32]) {
 /// simulator ([`gpu_or_host!`]).
 #[gpu_kernel]
 pub fn majority_swapped(x: &[u32], y: &[u32], z: &[u32], out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
         let (a, b, c) = (x[i], y[i], z[i]);
         out[i] = gpu_or_host! {
@@ -239,7 +250,7 @@ pub fn scale_pinned<T>(a: T, #[pinned_async] x: &[T], #[pinned_async(out)] y: &m
 where
     T: DeviceCopy + core::ops::Mul<Output = T>,
 {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] = a * x[i];
     }
@@ -271,10 +282,44 @@ fn large_buf_sum(v: u32) -> u32 {
 /// `shared_array!` is its own array, so neither overruns the other. Launch with blocks of 64
 /// threads; `out[block] = 4·a + 64·b`.
 #[gpu_kernel(block = 64)]
-pub fn same_name_arrays(a: u32, b: u32, out: &mut [u32]) {
+pub fn same_name_arrays(a: u32, b: u32, #[per_block] out: &mut [u32]) {
     let small = small_buf_sum(a);
     let large = large_buf_sum(b);
-    if thread::idx_x() == 0 {
-        out[block::idx_x()] = small + large;
+    if let Some(slot) = out.mine() {
+        *slot = small + large;
+    }
+}
+
+/// `out[i] = seed ^ i` for every index `i` a thread owns in its grid-stride loop, and
+/// `visits[i] += 1`: with any grid shape (3D blocks and grids included) each element is visited
+/// by exactly one thread, once.
+#[gpu_kernel]
+pub fn own_every_index(seed: u32, out: &mut [u32], visits: &mut [u32]) {
+    for i in thread::grid_stride(out.len()) {
+        out[i] = seed ^ i.get() as u32;
+        if let Some(v) = visits.get_mut(i) {
+            *v += 1;
+        }
+    }
+}
+
+/// One value per block of any grid shape: `sums[b]` = the sum of `x` over the threads of
+/// block `b` (blocks numbered x-fastest), through shared-memory atomics and a `#[per_block]`
+/// output; `count[0]` counts the launch's threads through an `#[atomic]` output.
+#[gpu_kernel]
+pub fn per_block_sums(x: &[u32], #[per_block] sums: &mut [u32], #[atomic] count: &mut [u32]) {
+    let acc = shared_array!(BLOCK_ACC: [u32; 1]);
+    if thread::linear_in_block() == 0 {
+        acc.store(0, 0);
+    }
+    sync_threads();
+    let i = thread::index();
+    if i < x.len() {
+        acc.atomic_add(0, x[i]);
+    }
+    count.atomic_add(0, 1);
+    sync_threads();
+    if let Some(slot) = sums.mine() {
+        *slot = acc.load(0);
     }
 }

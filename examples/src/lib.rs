@@ -14,7 +14,7 @@ pub mod warp_ops;
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]
 pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] += a * x[i];
     }
@@ -45,7 +45,7 @@ pub fn block_tree_sum(tile: Shared<f32>) -> f32 {
 /// accumulates, then a tree reduction in shared memory combines the block's threads.
 /// Launch with `REDUCE_BLOCK` threads per block and `partial.len()` blocks.
 #[gpu_kernel]
-pub fn block_sum(x: &[f32], partial: &mut [f32]) {
+pub fn block_sum(x: &[f32], #[per_block] partial: &mut [f32]) {
     let tile = shared_array!(TILE: [f32; 256]);
     let t = thread::idx_x();
     let mut acc = 0.0f32;
@@ -57,8 +57,8 @@ pub fn block_sum(x: &[f32], partial: &mut [f32]) {
     }
     tile.store(t, acc);
     let total = block_tree_sum(tile);
-    if t == 0 {
-        partial[block::idx_x()] = total;
+    if let Some(slot) = partial.mine() {
+        *slot = total;
     }
 }
 
@@ -66,7 +66,7 @@ pub fn block_sum(x: &[f32], partial: &mut [f32]) {
 /// more threads than elements it panics on the GPU (used to test the panic path).
 #[gpu_kernel]
 pub fn unchecked_copy(x: &[u32], out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     out[i] = x[i];
 }
 
@@ -86,7 +86,7 @@ pub struct Affine {
 /// `bool` by value.
 #[gpu_kernel]
 pub fn affine_clamp(p: Affine, clamp: bool, x: &[f32], out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() && i < x.len() {
         let v = p.scale * x[i] + p.offset;
         out[i] = if clamp { v.clamp(-p.limit, p.limit) } else { v };
@@ -96,7 +96,7 @@ pub fn affine_clamp(p: Affine, clamp: bool, x: &[f32], out: &mut [f32]) {
 /// As [`block_sum`], with the block's tile in dynamic shared memory: launch with
 /// `Grid::new(blocks, threads).shared_bytes(threads * 4)`, any power-of-two `threads`.
 #[gpu_kernel]
-pub fn block_sum_dynamic(x: &[f32], partial: &mut [f32]) {
+pub fn block_sum_dynamic(x: &[f32], #[per_block] partial: &mut [f32]) {
     let tile = dynamic_shared::<f32>();
     let t = thread::idx_x();
     let mut acc = 0.0f32;
@@ -107,8 +107,8 @@ pub fn block_sum_dynamic(x: &[f32], partial: &mut [f32]) {
     }
     tile.store(t, acc);
     let total = block_tree_sum(tile);
-    if t == 0 {
-        partial[block::idx_x()] = total;
+    if let Some(slot) = partial.mine() {
+        *slot = total;
     }
 }
 
@@ -120,7 +120,9 @@ pub fn add_coordinates(width: u32, a: &[f32], out: &mut [f32]) {
     let r = thread::global_y();
     let w = width as usize;
     if c < w && r * w + c < out.len() {
-        out[r * w + c] = a[r * w + c] + (r * 1000 + c) as f32;
+        // SAFETY: thread (c, r) of the grid is the only one with these coordinates, and
+        // `c < w` makes `r * w + c` one-to-one: no other thread touches this element.
+        unsafe { out.write(r * w + c, a[r * w + c] + (r * 1000 + c) as f32) };
     }
 }
 
@@ -128,7 +130,7 @@ pub fn add_coordinates(width: u32, a: &[f32], out: &mut [f32]) {
 /// panic other than a bounds check ends the launch with an error naming the kernel).
 #[gpu_kernel]
 pub fn divide(d: u32, x: &[u32], out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < x.len() && i < out.len() {
         out[i] = x[i] / d;
     }
@@ -138,7 +140,7 @@ pub fn divide(d: u32, x: &[u32], out: &mut [u32]) {
 /// a failing assertion comes back to the host with its file, line and message.
 #[gpu_kernel]
 pub fn copy_below(limit: u32, x: &[u32], out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < x.len() && i < out.len() {
         gpu_assert!(x[i] < limit, "value not below the limit");
         out[i] = x[i];
@@ -149,7 +151,7 @@ pub fn copy_below(limit: u32, x: &[u32], out: &mut [u32]) {
 /// back, all asynchronously on the launch's stream from pooled staging buffers.
 #[gpu_kernel]
 pub fn saxpy_pinned(a: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] += a * x[i];
     }
@@ -175,7 +177,7 @@ pub const MAPPED_SUM_BLOCK: u32 = 256;
 /// Sum of host memory read in place over the link (`#[mapped]`): a grid-stride loop of
 /// 16-byte loads, then a shared-memory reduction; one partial sum per block.
 #[gpu_kernel]
-pub fn mapped_sum(#[mapped] x: &[F4], partial: &mut [f32]) {
+pub fn mapped_sum(#[mapped] x: &[F4], #[per_block] partial: &mut [f32]) {
     let tile = shared_array!(MAPPED_TILE: [f32; 256]);
     let t = thread::idx_x();
     let mut acc = 0.0f32;
@@ -187,8 +189,8 @@ pub fn mapped_sum(#[mapped] x: &[F4], partial: &mut [f32]) {
     }
     tile.store(t, acc);
     let total = block_tree_sum(tile);
-    if t == 0 {
-        partial[block::idx_x()] = total;
+    if let Some(slot) = partial.mine() {
+        *slot = total;
     }
 }
 
@@ -196,9 +198,9 @@ pub fn mapped_sum(#[mapped] x: &[F4], partial: &mut [f32]) {
 /// launch, with no copy.
 #[gpu_kernel]
 pub fn mapped_iota(base: u32, #[mapped] out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
-        out[i] = base.wrapping_add(i as u32);
+        out[i] = base.wrapping_add(i.get() as u32);
     }
 }
 
@@ -208,9 +210,9 @@ fn gather_into<T: core::ops::Index<usize, Output = f32> + ?Sized>(
     idx: &[u32],
     out: &mut SliceMut<'_, f32>,
 ) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < idx.len() && i < out.len() {
-        out[i] = table[idx[i] as usize];
+        out[i] = table[idx[i.get()] as usize];
     }
 }
 
@@ -232,9 +234,9 @@ pub fn gather_device(table: &[f32], idx: &[u32], out: &mut [f32]) {
 /// streams can run side by side (the stream-overlap benchmark).
 #[gpu_kernel]
 pub fn busy(iters: u32, out: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < out.len() {
-        let mut v = i as f32 * 1e-6;
+        let mut v = i.get() as f32 * 1e-6;
         let mut k = 0;
         while k < iters {
             v = v * 0.999_999 + 1e-7;
@@ -249,7 +251,7 @@ pub fn busy(iters: u32, out: &mut [f32]) {
 /// copies in, compute and copies out over several streams.
 #[gpu_kernel(elementwise)]
 pub fn affine_one(a: f32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] = a * x[i] + 1.0;
     }
@@ -259,7 +261,7 @@ pub fn affine_one(a: f32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mu
 /// (`v = v * 0.9999 + 0.0001`, from `v = x[i]`), to balance compute against transfers.
 #[gpu_kernel(elementwise)]
 pub fn relax(steps: u32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         let mut v = x[i];
         let mut k = 0;
@@ -275,7 +277,7 @@ pub fn relax(steps: u32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mut
 /// its location (used to test how a pipelined launch reports the failing chunk).
 #[gpu_kernel(elementwise)]
 pub fn scale_finite(scale: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         gpu_assert!(x[i].is_finite(), "input is not finite");
         y[i] = x[i] * scale;
@@ -286,7 +288,7 @@ pub fn scale_finite(scale: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &m
 /// per-block histogram in shared memory (up to 64 bins), then one global atomic add per
 /// bin and block.
 #[gpu_kernel]
-pub fn histogram(x: &[u32], bins: &mut [u32]) {
+pub fn histogram(x: &[u32], #[atomic] bins: &mut [u32]) {
     let local = shared_array!(HIST: [u32; 64]);
     let t = thread::idx_x();
     let nbins = bins.len().min(64);
@@ -294,10 +296,8 @@ pub fn histogram(x: &[u32], bins: &mut [u32]) {
         local.store(t, 0);
     }
     sync_threads();
-    let mut i = thread::global_x();
-    while i < x.len() {
+    for i in thread::grid_stride(x.len()) {
         local.atomic_add(x[i] as usize % nbins, 1);
-        i += thread::grid_stride_x();
     }
     sync_threads();
     if t < nbins {
@@ -308,8 +308,13 @@ pub fn histogram(x: &[u32], bins: &mut [u32]) {
 /// Every thread takes a ticket: `out[i]` = the value of `counter[0]` it incremented (so
 /// `out` is a permutation of `0..n`), and `sum[0]` accumulates `x[i]` with float atomics.
 #[gpu_kernel]
-pub fn tickets(x: &[f32], counter: &mut [u32], sum: &mut [f32], out: &mut [u32]) {
-    let i = thread::global_x();
+pub fn tickets(
+    x: &[f32],
+    #[atomic] counter: &mut [u32],
+    #[atomic] sum: &mut [f32],
+    out: &mut [u32],
+) {
+    let i = thread::index();
     if i < out.len() && i < x.len() {
         out[i] = counter.atomic_add(0, 1);
         sum.atomic_add(0, x[i]);
@@ -325,12 +330,12 @@ pub mod broken {
 
     /// Every thread of a block writes the same shared element between two barriers: a race.
     #[gpu_kernel]
-    pub fn shared_race(out: &mut [u32]) {
+    pub fn shared_race(#[per_block] out: &mut [u32]) {
         let tile = shared_array!(RACE_TILE: [u32; 32]);
         tile.store(0, thread::idx_x() as u32);
         sync_threads();
-        if thread::idx_x() == 0 && block::idx_x() < out.len() {
-            out[block::idx_x()] = tile.load(0);
+        if let Some(slot) = out.mine() {
+            *slot = tile.load(0);
         }
     }
 
@@ -340,7 +345,7 @@ pub mod broken {
         if thread::idx_x() < 16 {
             sync_threads();
         }
-        let i = thread::global_x();
+        let i = thread::index();
         if i < out.len() {
             out[i] = 1;
         }
@@ -356,7 +361,7 @@ pub mod broken {
     #[gpu_kernel]
     pub fn hidden_barrier(out: &mut [u32]) {
         wait_for_block();
-        let i = thread::global_x();
+        let i = thread::index();
         if i < out.len() {
             out[i] = 2;
         }
@@ -470,7 +475,7 @@ pub fn ping_pong(rounds: u32, patience_ms: u32, #[mapped] s: &Signals) {
 pub fn sum_with_progress(
     rounds: u32,
     x: &[f32],
-    partial: &mut [f32],
+    #[per_block] partial: &mut [f32],
     #[mapped] progress: &Signals,
 ) {
     let tile = shared_array!(PROGRESS_TILE: [f32; 256]);
@@ -487,8 +492,8 @@ pub fn sum_with_progress(
     }
     tile.store(t, acc);
     let total = block_tree_sum(tile);
-    if t == 0 {
-        partial[block::idx_x()] = total;
+    if let Some(slot) = partial.mine() {
+        *slot = total;
         progress.add(0, 1);
     }
 }
@@ -523,7 +528,7 @@ fn gather_rows<T: core::ops::Index<usize, Output = F4> + ?Sized>(
     ids: &[u32],
     out: &mut SliceMut<'_, F4>,
 ) {
-    let g = thread::global_x();
+    let g = thread::index();
     let d = dim4 as usize;
     if d == 0 || g >= out.len() {
         return;
@@ -539,7 +544,8 @@ fn gather_rows<T: core::ops::Index<usize, Output = F4> + ?Sized>(
 /// round trip over the link (the calibration's `mapped_latency_s`).
 #[gpu_kernel]
 pub fn mapped_chase(#[mapped] next: &[u32], steps: u32, out: &mut [u32]) {
-    if thread::global_x() != 0 || next.is_empty() || out.is_empty() {
+    let me = thread::index();
+    if me != 0 || next.is_empty() || out.is_empty() {
         return;
     }
     let mut i = 0usize;
@@ -548,7 +554,7 @@ pub fn mapped_chase(#[mapped] next: &[u32], steps: u32, out: &mut [u32]) {
         i = next[i] as usize;
         s += 1;
     }
-    out[0] = i as u32;
+    out[me] = i as u32;
 }
 
 /// `out[i] = table[idx[i]]` from a host table placed by the cost model (`#[auto]`): each

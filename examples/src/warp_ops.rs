@@ -15,7 +15,7 @@ pub const WARP_LANES_OUT: usize = 12;
 /// the active mask. Launch over whole warps; threads past `x` take part with `v = 0`.
 #[gpu_kernel]
 pub fn warp_lanes(x: &[u32], out: &mut [u32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     let v = if i < x.len() { x[i] } else { 0 };
     let lane = warp::lane_id() as u32;
     let m = FULL_MASK;
@@ -36,7 +36,9 @@ pub fn warp_lanes(x: &[u32], out: &mut [u32]) {
     ];
     if i < x.len() {
         for (j, r) in r.into_iter().enumerate() {
-            out[i * WARP_LANES_OUT + j] = r;
+            // SAFETY: thread `i` (its own index) writes elements `i * WARP_LANES_OUT ..` up to
+            // the next multiple, which no other thread's index reaches (`j < WARP_LANES_OUT`).
+            unsafe { out.write(i * WARP_LANES_OUT + j, r) };
         }
     }
 }
@@ -55,7 +57,7 @@ pub fn warp_wide(
     ints: &mut [i64],
     stats: &mut [f32],
 ) {
-    let i = thread::global_x();
+    let i = thread::index();
     let lane = warp::lane_id() as u32;
     let xv = if i < x.len() { x[i] } else { 0.0 };
     let yv = if i < y.len() { y[i] } else { 0 };
@@ -72,10 +74,14 @@ pub fn warp_wide(
         ints[i] = from_below;
     }
     let w = i / 32;
-    if lane == 0 && 3 * w + 2 < stats.len() {
-        stats[3 * w] = sum;
-        stats[3 * w + 1] = min;
-        stats[3 * w + 2] = max;
+    if lane == 0 && i % 32 == 0 && 3 * w + 2 < stats.len() {
+        // SAFETY: among threads whose own index `i` is a multiple of 32, `w = i / 32` is
+        // unique: only this thread writes `3w .. 3w + 3`.
+        unsafe {
+            stats.write(3 * w, sum);
+            stats.write(3 * w + 1, min);
+            stats.write(3 * w + 2, max);
+        }
     }
 }
 
@@ -90,9 +96,13 @@ pub fn warp_active(out: &mut [u32]) {
     let n = warp::reduce_sum(m, 1u32);
     warp::sync_warp(m);
     let t = thread::linear_in_block();
-    if block::idx_x() == 0 && 2 * t + 1 < out.len() {
-        out[2 * t] = b;
-        out[2 * t + 1] = n;
+    if block::idx_x() == 0 && block::idx_y() == 0 && block::idx_z() == 0 && 2 * t + 1 < out.len() {
+        // SAFETY: in block 0 each thread has its own `t`, and writes elements `2t` and
+        // `2t + 1` only; no other block writes.
+        unsafe {
+            out.write(2 * t, b);
+            out.write(2 * t + 1, n);
+        }
     }
 }
 
@@ -105,11 +115,11 @@ pub mod broken {
     /// Lanes 16..32 return; the others shuffle with a mask that names them.
     #[gpu_kernel]
     pub fn shfl_after_return(out: &mut [u32]) {
-        let i = thread::global_x();
+        let i = thread::index();
         if warp::lane_id() >= 16 {
             return;
         }
-        let v = warp::shfl_xor(FULL_MASK, i as u32, 1);
+        let v = warp::shfl_xor(FULL_MASK, i.get() as u32, 1);
         if i < out.len() {
             out[i] = v;
         }
@@ -118,9 +128,9 @@ pub mod broken {
     /// Lanes 0..16 shuffle among themselves but read lanes 16..32, outside their mask.
     #[gpu_kernel]
     pub fn shfl_outside_mask(out: &mut [u32]) {
-        let i = thread::global_x();
+        let i = thread::index();
         if warp::lane_id() < 16 {
-            let v = warp::shfl_xor(0x0000_ffff, i as u32, 16);
+            let v = warp::shfl_xor(0x0000_ffff, i.get() as u32, 16);
             if i < out.len() {
                 out[i] = v;
             }
@@ -130,9 +140,9 @@ pub mod broken {
     /// Even lanes shuffle, odd lanes vote, all with the full mask.
     #[gpu_kernel]
     pub fn divergent_warp_calls(out: &mut [u32]) {
-        let i = thread::global_x();
+        let i = thread::index();
         let v = if warp::lane_id().is_multiple_of(2) {
-            warp::shfl_xor(FULL_MASK, i as u32, 2)
+            warp::shfl_xor(FULL_MASK, i.get() as u32, 2)
         } else {
             warp::ballot(FULL_MASK, true)
         };
@@ -150,8 +160,8 @@ pub mod broken {
     /// `shfl.sync` in the PTX). `out[i] = i ^ 1`.
     #[gpu_kernel]
     pub fn hidden_shuffle(out: &mut [u32]) {
-        let i = thread::global_x();
-        let v = swap_neighbours(i as u32);
+        let i = thread::index();
+        let v = swap_neighbours(i.get() as u32);
         if i < out.len() {
             out[i] = v;
         }

@@ -92,26 +92,47 @@ fn expand(item: &syn::DeriveInput) -> syn::Result<TokenStream> {
     // Padding bytes are uninitialised: the launcher copies a value's bytes, so a type with
     // padding would expose them. The size must be the fields' sizes added up (checked at
     // compile time; generic structs are checked per instance by the launcher's own bytes).
-    let padding_check = item.generics.params.is_empty().then(|| {
-        let tys = fields.iter().map(|f| &f.ty);
-        let msg = format!(
-            "`{name}` has padding bytes (its size is more than its fields' sizes added up): \
-             padding is uninitialised memory, which must not be copied to the GPU; make it \
-             explicit with a field such as `_pad: [u8; N]` (or reorder the fields)"
-        );
-        let sizes = tys.map(|t| quote!(::core::mem::size_of::<#t>()));
-        let total = quote!(0usize #(.wrapping_add(#sizes))*);
+    let msg = format!(
+        "`{name}` has padding bytes (its size is more than its fields' sizes added up): \
+         padding is uninitialised memory, which must not be copied to the GPU; make it \
+         explicit with a field such as `_pad: [u8; N]` (or reorder the fields)"
+    );
+    let sizes = fields.iter().map(|f| {
+        let t = &f.ty;
+        quote!(::core::mem::size_of::<#t>())
+    });
+    let total = quote!(0usize #(.wrapping_add(#sizes))*);
+    let generic = !item.generics.params.is_empty();
+    let padding_check = (!generic).then(|| {
         quote_spanned! {name.span()=>
             const _: () = ::core::assert!(::core::mem::size_of::<#name>() == #total, #msg);
+        }
+    });
+    // A generic struct's padding depends on its parameters: the assertion is the impl's
+    // `__BERTH_NO_PADDING`, evaluated for each instance a launch passes by value (with the
+    // fields' own, for nested generic structs).
+    let instance_check = generic.then(|| {
+        let nested = fields.iter().map(|f| {
+            let t = &f.ty;
+            quote!(<#t as ::berth::DeviceCopy>::__BERTH_NO_PADDING;)
+        });
+        quote_spanned! {name.span()=>
+            const __BERTH_NO_PADDING: () = {
+                #(#nested)*
+                ::core::assert!(::core::mem::size_of::<Self>() == #total, #msg)
+            };
         }
     });
     let check_fn = syn::Ident::new("__berth_assert_device_copy", Span::call_site());
     Ok(quote! {
         // SAFETY: `#[repr(C)]`/`#[repr(transparent)]` (checked by the derive) gives host and
         // device one layout; every field is `DeviceCopy` (checked below), so the value is
-        // plain data without pointers; a non-generic struct has no padding (checked at compile
-        // time below), so all its bytes are initialised.
-        unsafe impl #impl_g ::berth::DeviceCopy for #name #ty_g #extra_where {}
+        // plain data without pointers; it has no padding (checked at compile time below, or for
+        // a generic struct per instance before a launch reads its bytes), so all its bytes are
+        // initialised.
+        unsafe impl #impl_g ::berth::DeviceCopy for #name #ty_g #extra_where {
+            #instance_check
+        }
 
         #padding_check
 

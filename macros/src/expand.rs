@@ -67,8 +67,9 @@ fn not_a_function(item: &TokenStream) -> syn::Error {
     }
 }
 
-/// Errors, followed by the item with the argument attributes removed, so one mistake does
-/// not cascade into "unknown attribute" and "cannot find function" errors elsewhere. Two
+/// Errors, followed by the item with the argument attributes removed and its body elided, so
+/// one mistake does not cascade into "unknown attribute" and "cannot find function" errors
+/// elsewhere. Two
 /// mistakes that would not compile as a plain function either are emitted as their fix
 /// (a slice by value becomes `&[T]`, `...` is dropped), so rustc does not report them again.
 fn with_item(errors: Vec<syn::Error>, item: TokenStream) -> TokenStream {
@@ -86,7 +87,10 @@ fn with_item(errors: Vec<syn::Error>, item: TokenStream) -> TokenStream {
                 }
             }
             f.sig.variadic = None;
-            quote!(#[allow(dead_code, unused)] #f)
+            // The body is written for the kernel's views (`SliceMut`, indexed by `Own`), not
+            // for the plain slices of this stand-in: checking it here would only add errors.
+            f.block = syn::parse_quote_spanned!(f.block.brace_token.span.join()=> { loop {} });
+            quote!(#[allow(dead_code, unused, unreachable_code)] #f)
         }
         Err(_) => item,
     };
@@ -150,6 +154,13 @@ pub(crate) fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
             ArgKind::Slice {
                 elem,
                 mutable: true,
+            } if a.access.is_some() => {
+                let view = mut_view(a);
+                quote!(mut #n: #krate::__private::#view<'_, #elem>)
+            }
+            ArgKind::Slice {
+                elem,
+                mutable: true,
             } => {
                 quote!(mut #n: #krate::__private::SliceMut<'_, #elem>)
             }
@@ -171,6 +182,16 @@ pub(crate) fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
 }
 
 /// The kernel-side view type of a signal argument.
+/// The body's view type of a `&mut [T]` argument: `SliceMut`, `AtomicSlice` for
+/// `#[atomic]`, `PerBlock` for `#[per_block]`.
+fn mut_view(a: &Arg) -> TokenStream {
+    match a.access {
+        None => quote!(SliceMut),
+        Some(parse::Access::Atomic(_)) => quote!(AtomicSlice),
+        Some(parse::Access::PerBlock(_)) => quote!(PerBlock),
+    }
+}
+
 fn signal_view(krate: &syn::Path, mailbox: &Option<syn::Type>) -> TokenStream {
     match mailbox {
         None => quote!(#krate::__private::Signals),
@@ -232,7 +253,8 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
                 aligns.extend([align(elem), zero.clone()]);
                 if *mutable {
                     params.push(quote!(#p: *mut #elem, #l: usize));
-                    values.push(quote!(#krate::__private::SliceMut::from_raw(#p, #l)));
+                    let view = mut_view(a);
+                    values.push(quote!(#krate::__private::#view::from_raw(#p, #l)));
                 } else {
                     params.push(quote!(#p: *const #elem, #l: usize));
                     values.push(quote!(#krate::__private::Slice::from_raw(#p, #l)));
@@ -314,8 +336,9 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
             ArgKind::Slice { elem, mutable } => {
                 let j = i + 1;
                 if *mutable {
+                    let view = mut_view(a);
                     values.push(quote! {
-                        #krate::__private::SliceMut::from_raw(*(__p[#i] as *const *mut #elem), *(__p[#j] as *const usize))
+                        #krate::__private::#view::from_raw(*(__p[#i] as *const *mut #elem), *(__p[#j] as *const usize))
                     });
                 } else {
                     values.push(quote! {

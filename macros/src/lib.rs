@@ -38,12 +38,15 @@ use proc_macro::TokenStream;
 ///     tile[ty][tx].set(m[r * cols as usize + c]);
 ///     sync_threads();
 ///     let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
-///     out[or * rows as usize + oc] = tile[tx][ty].get();
+///     if oc < rows as usize {
+///         // SAFETY: one thread per transposed position, and `or * rows + oc` is one-to-one.
+///         unsafe { out.write(or * rows as usize + oc, tile[tx][ty].get()) };
+///     }
 /// }
 ///
 /// #[gpu_kernel(instances(T = f32, f64))]
 /// pub fn scale<T: DeviceCopy + core::ops::Mul<Output = T>>(a: T, x: &[T], y: &mut [T]) {
-///     let i = thread::global_x();
+///     let i = thread::index();
 ///     if i < y.len() {
 ///         y[i] = a * x[i];
 ///     }

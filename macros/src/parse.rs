@@ -7,6 +7,8 @@ use syn::parse::{Parse, ParseStream};
 /// Typed keywords, so a typo gets "expected one of …" instead of a generic parse error.
 pub mod kw {
     syn::custom_keyword!(mapped);
+    syn::custom_keyword!(atomic);
+    syn::custom_keyword!(per_block);
     syn::custom_keyword!(pinned_async);
     syn::custom_keyword!(out);
     syn::custom_keyword!(auto);
@@ -300,6 +302,68 @@ impl Placement {
     }
 }
 
+/// How the body reaches a `&mut [T]` argument, from its attributes.
+#[derive(Clone, Copy, Debug)]
+pub enum Access {
+    /// `#[atomic]`: only through atomics, from any thread.
+    Atomic(Span),
+    /// `#[per_block]`: one element per block, written by the block's first thread.
+    PerBlock(Span),
+}
+
+impl Access {
+    /// The attribute's spelling, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::Atomic(_) => "#[atomic]",
+            Access::PerBlock(_) => "#[per_block]",
+        }
+    }
+}
+
+/// Take `#[atomic]` / `#[per_block]` out of an argument's attributes: the access (one at
+/// most), and the other attributes, which name the placement.
+pub fn access(
+    attrs: &[syn::Attribute],
+    errors: &mut Vec<syn::Error>,
+) -> (Option<Access>, Vec<syn::Attribute>) {
+    let mut found: Option<Access> = None;
+    let mut rest = Vec::new();
+    for attr in attrs {
+        let path = attr.path().to_token_stream();
+        let this = if let Ok(kw) = syn::parse2::<kw::atomic>(path.clone()) {
+            Access::Atomic(kw.span)
+        } else if let Ok(kw) = syn::parse2::<kw::per_block>(path) {
+            Access::PerBlock(kw.span)
+        } else {
+            rest.push(attr.clone());
+            continue;
+        };
+        if !matches!(attr.meta, syn::Meta::Path(_)) {
+            errors.push(syn::Error::new_spanned(
+                &attr.meta,
+                format!("`{0}` takes no arguments; write `{0}`", this.name()),
+            ));
+        }
+        match found {
+            None => found = Some(this),
+            Some(prev) if prev.name() == this.name() => errors.push(syn::Error::new_spanned(
+                attr.path(),
+                format!("duplicate `{}`: write it once", this.name()),
+            )),
+            Some(prev) => errors.push(syn::Error::new_spanned(
+                attr.path(),
+                format!(
+                    "`{}` and `{}` exclude each other: an argument is updated by atomics from any thread, or written once per block by its first thread; keep one",
+                    prev.name(),
+                    this.name()
+                ),
+            )),
+        }
+    }
+    (found, rest)
+}
+
 /// Read an argument's attributes into a placement; every bad attribute is reported.
 pub fn placement(attrs: &[syn::Attribute], errors: &mut Vec<syn::Error>) -> Placement {
     let mut found = Placement::Device;
@@ -315,7 +379,7 @@ pub fn placement(attrs: &[syn::Attribute], errors: &mut Vec<syn::Error>) -> Plac
             let name = path_name(attr.path());
             errors.push(syn::Error::new_spanned(
                 path,
-                format!("unknown argument attribute `#[{name}]`: expected {PLACEMENTS}, or none for data already in device memory"),
+                format!("unknown argument attribute `#[{name}]`: expected {PLACEMENTS}, or none for data already in device memory (and, on a `&mut [T]`, `#[atomic]` or `#[per_block]` for how the body writes it)"),
             ));
             continue;
         };

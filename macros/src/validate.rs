@@ -36,6 +36,9 @@ pub struct Arg {
     pub kind: ArgKind,
     /// Where its data lives.
     pub placement: Placement,
+    /// `#[atomic]` / `#[per_block]`: how the body reaches a `&mut [T]` other than by the
+    /// elements each thread owns.
+    pub access: Option<parse::Access>,
     /// The type as written, for spans.
     pub ty: syn::Type,
 }
@@ -154,7 +157,8 @@ pub fn kernel(f: &syn::ItemFn) -> Result<Kernel, Vec<syn::Error>> {
 
 fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
     let before = errors.len();
-    let placement = parse::placement(&pt.attrs, errors);
+    let (access, attrs) = parse::access(&pt.attrs, errors);
+    let placement = parse::placement(&attrs, errors);
     // When the attributes themselves are wrong (unknown, duplicate, conflicting), that is the
     // error to fix: the checks of the placement against the type below would only add noise.
     let placement_ok = errors.len() == before;
@@ -205,6 +209,25 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
             "`#[auto]` chooses, per launch, between reading an input in place and copying it in: it applies to `&[T]`; for an output choose `#[mapped]` or `#[pinned_async]`",
         ));
     }
+    if let Some(access) = access {
+        match (&kind, access) {
+            (Some(ArgKind::Slice { mutable: true, .. }), _) | (None, _) => {}
+            (Some(_), parse::Access::Atomic(span)) => errors.push(syn::Error::new(
+                span,
+                "`#[atomic]` applies to `&mut [T]` (`T` one of u32, i32, u64, i64, f32, f64): the body then updates any element with atomics; remove it here",
+            )),
+            (Some(_), parse::Access::PerBlock(span)) => errors.push(syn::Error::new(
+                span,
+                "`#[per_block]` applies to `&mut [T]` outputs with one element per block; remove it here",
+            )),
+        }
+        if let (Placement::PinnedOut(p), parse::Access::Atomic(_)) = (placement, access) {
+            errors.push(syn::Error::new(
+                p,
+                "an `#[atomic]` argument is updated in place, so its starting values must reach the GPU: write `#[pinned_async]` (copied in and back), not `#[pinned_async(out)]`",
+            ));
+        }
+    }
     if binding_mut && matches!(kind, Some(ArgKind::Slice { .. })) {
         errors.push(syn::Error::new(
             pt.pat.span(),
@@ -219,6 +242,7 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
         binding_mut,
         kind: kind?,
         placement,
+        access,
         ty: (*pt.ty).clone(),
     })
 }
@@ -342,16 +366,41 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
                 Placement::PinnedAsync(_) | Placement::PinnedOut(_)
             )
     });
-    if bulk {
-        Ok(())
-    } else {
-        Err(vec![syn::Error::new(
+    if !bulk {
+        return Err(vec![syn::Error::new(
             span,
             "an `elementwise` kernel is cut into chunks along its `#[pinned_async]` slices, and this one has none: \
              mark the bulk inputs `#[pinned_async]` and outputs `#[pinned_async]` / `#[pinned_async(out)]` (all of one length), \
              or remove `elementwise`",
-        )])
+        )]);
     }
+    let whole_outputs: Vec<syn::Error> = k
+        .args
+        .iter()
+        .filter(|a| {
+            matches!(a.kind, ArgKind::Slice { mutable: true, .. })
+                && !matches!(a.access, Some(crate::parse::Access::Atomic(_)))
+                && !matches!(
+                    a.placement,
+                    Placement::PinnedAsync(_) | Placement::PinnedOut(_)
+                )
+        })
+        .map(|a| {
+            syn::Error::new_spanned(
+                &a.ty,
+                format!(
+                    "`{}` is passed whole to every chunk of this `elementwise` kernel, and chunks run at the same time on several streams: \
+                     their threads would write the same elements; mark it `#[pinned_async]` / `#[pinned_async(out)]` to cut it with the others, \
+                     `#[atomic]` if the kernel only updates it atomically, or remove `elementwise` (chunks are launches of their own: one element per block or per thread of a chunk would meet another chunk's)",
+                    a.name
+                ),
+            )
+        })
+        .collect();
+    if !whole_outputs.is_empty() {
+        return Err(whole_outputs);
+    }
+    Ok(())
 }
 
 /// `Signals` or `Mailbox<T>` (by the last path segment), as a signal argument.

@@ -3,7 +3,7 @@
 //! memory is a compile error that names the kind the argument needs and how to make it.
 
 use crate::buffer::DeviceBuffer;
-use crate::gpu::Inner;
+use crate::context::Inner;
 use crate::host_mem::{HostFlags, MappedBuffer, PinnedBuffer, Registered};
 use crate::track::Uses;
 use berth_device::DeviceCopy;
@@ -26,7 +26,8 @@ pub struct ArgRef<'a> {
     pub(crate) held: u64,
 }
 
-mod sealed {
+pub(crate) mod sealed {
+    /// Only berth's memory kinds are arguments.
     pub trait Sealed {}
 }
 
@@ -70,13 +71,6 @@ impl<T> sealed::Sealed for DeviceBuffer<T> {}
 impl<T> sealed::Sealed for PinnedBuffer<T> {}
 impl<T> sealed::Sealed for MappedBuffer<T> {}
 impl<T> sealed::Sealed for Registered<T> {}
-impl<T> sealed::Sealed for crate::graph::Held<'_, T> {}
-
-impl<T: DeviceCopy> DeviceArg<T> for crate::graph::Held<'_, T> {
-    fn __arg(&self) -> ArgRef<'_> {
-        self.arg()
-    }
-}
 
 impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {

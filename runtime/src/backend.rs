@@ -1,21 +1,49 @@
-//! The two backends behind one set of operations: the CUDA driver ([`Driver`]) and the CPU
-//! simulator ([`Simulator`]). Memory kinds, launches, pipelines and the tracking of queued
-//! work are written once above [`Ops`]; a context picks its implementation once
-//! ([`Inner::ops`]).
+//! The one interface of the two backends: the CUDA driver ([`driver::Driver`]) and the CPU
+//! simulator ([`simulator::Simulator`]). Everything above it — memory kinds and pools,
+//! launches, graphs, events, pipelines, placement probes and the tracking of queued work — is
+//! written once against [`Ops`]; a context holds one implementation, chosen when it is made
+//! ([`crate::context::Inner`]), and nothing above this module asks which one it is.
+//!
+//! [`Ops`] is four traits, one per concern, so that each backend implements them in a file per
+//! concern: the context ([`ContextOps`]), memory and copies ([`MemoryOps`]), streams, completion
+//! points and timed events ([`StreamOps`]), and kernels and graphs ([`KernelOps`]).
+//!
+//! Handles are the driver's types: a stream is a `CUstream` (on the simulator, a number that
+//! names a worker thread), a function a `CUfunction` (null on the simulator). Where the
+//! simulator lacks what the hardware has, the interface says so as a capability
+//! ([`ContextOps::has_link`]), not by naming the backend.
 //!
 //! On the simulator every address is a host address: device memory and staging are
 //! 256-byte-aligned zeroed heap allocations, copies are `memcpy` jobs on the stream's worker
-//! thread, and the "device pointer" of mapped memory is the host pointer itself.
-//!
-//! Not everything has moved behind this interface yet; `docs/design-notes.md` ("One backend
-//! interface") lists what still branches on the backend.
+//! thread, and the "device pointer" of mapped or registered memory is the host pointer itself.
+
+pub(crate) mod driver;
+mod driver_kernels;
+mod driver_launch;
+mod driver_memory;
+mod driver_streams;
+pub(crate) mod simulator;
+mod simulator_streams;
 
 use crate::error::{Error, Result};
-use crate::gpu::Inner;
-use crate::sim_stream::SimStream;
-use cudarc::driver::{DriverError, result, sys};
-use std::alloc::Layout;
-use std::sync::Arc;
+use crate::fault::FaultState;
+use crate::launch::grid::Grid;
+use crate::launch::kernel::Kernel;
+use crate::launch::params::ParamBlock;
+use crate::placement::model::DeviceProfile;
+use crate::sim_stream::{SimMark, SimStream};
+use cudarc::driver::sys;
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+/// Which backend runs a context's kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// A CUDA GPU.
+    Cuda,
+    /// The CPU simulator.
+    Simulator,
+}
 
 /// A place in one stream's queue: everything queued on it before this point.
 pub(crate) enum Point {
@@ -26,45 +54,172 @@ pub(crate) enum Point {
 }
 
 // SAFETY: a CUevent is a driver handle usable from any thread once its context is current there
-// (`Ops::wait_point` binds it); a `SimStream` is shared through an `Arc` of thread-safe parts.
+// (`StreamOps::wait_point` binds it); a `SimStream` is shared through an `Arc` of thread-safe
+// parts.
 unsafe impl Send for Point {}
 // SAFETY: as above; the driver serialises calls on one event.
 unsafe impl Sync for Point {}
 
-/// What a backend does. Addresses are `u64` (device addresses, or host addresses where the
-/// memory is host memory); streams are the context's stream handles.
-pub(crate) trait Ops: Sync {
-    /// `bytes` (> 0) of device memory: uninitialised on the driver, zeroed on the simulator.
-    fn alloc(&self, gpu: &Inner, bytes: usize) -> Result<u64>;
+/// A timed event ([`StreamOps::event_new`]): recorded on a stream, waited for, timed against
+/// another, waited for by another stream.
+pub(crate) enum EventHandle {
+    /// A CUDA event with timing enabled.
+    Cuda(sys::CUevent),
+    /// Where a simulated event was last recorded (`None` before its first record).
+    Sim(Mutex<Option<SimMark>>),
+}
 
-    /// Free device memory from [`Ops::alloc`].
+// SAFETY: a CUevent is a driver handle usable from any thread once its context is current
+// there (every caller binds it); the simulated state is behind a mutex.
+unsafe impl Send for EventHandle {}
+// SAFETY: as above; the driver serialises calls on one event.
+unsafe impl Sync for EventHandle {}
+
+/// One launch of a recorded sequence, as a graph replays it.
+pub(crate) struct GraphNode {
+    pub(crate) kernel: &'static Kernel,
+    pub(crate) func: sys::CUfunction,
+    pub(crate) grid: Grid,
+    pub(crate) params: ParamBlock,
+}
+
+impl GraphNode {
+    /// Whether `self` and `other` differ only in parameter values.
+    pub(crate) fn same_shape(&self, other: &GraphNode) -> bool {
+        std::ptr::eq(self.kernel, other.kernel)
+            && self.func == other.func
+            && self.grid == other.grid
+    }
+}
+
+/// A recorded sequence made ready to replay ([`KernelOps::graph_build`]).
+pub(crate) enum GraphExec {
+    /// An instantiated CUDA graph and its kernel nodes, in recording order.
+    Cuda {
+        graph: sys::CUgraph,
+        exec: sys::CUgraphExec,
+        nodes: Vec<sys::CUgraphNode>,
+    },
+    /// The simulator replays the recorded launches one by one.
+    Replay,
+}
+
+// SAFETY: the graph handles are driver objects usable from any thread once the context is
+// current there (every caller binds it); callers serialise launches of one exec.
+unsafe impl Send for GraphExec {}
+// SAFETY: as above.
+unsafe impl Sync for GraphExec {}
+
+/// What [`ContextOps::recovery`] leaves to do once the lost context's last handle is gone: make
+/// the fresh context.
+pub(crate) type Reopen = Box<dyn FnOnce() -> Result<Box<dyn Ops>>>;
+
+/// A backend: every operation the layers above need.
+pub(crate) trait Ops: ContextOps + MemoryOps + StreamOps + KernelOps {}
+
+impl<T: ContextOps + MemoryOps + StreamOps + KernelOps> Ops for T {}
+
+/// The device and the health of the context.
+pub(crate) trait ContextOps: Send + Sync {
+    /// Which backend this is (for [`crate::gpu::Gpu::backend`] only: nothing branches on it).
+    fn kind(&self) -> Backend;
+
+    /// The device's name, e.g. "NVIDIA H200".
+    fn name(&self) -> &str;
+
+    /// The device ordinal.
+    fn ordinal(&self) -> usize;
+
+    /// Devices in the process: with more than one, pinned memory is made portable.
+    fn device_count(&self) -> usize;
+
+    /// The driver's context handle (null on the simulator).
+    fn raw_context(&self) -> sys::CUcontext;
+
+    /// A raw device attribute.
+    fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32>;
+
+    /// Compute capability (major, minor).
+    fn compute_capability(&self) -> Result<(i32, i32)>;
+
+    /// (free, total) memory in bytes.
+    fn memory_info(&self) -> Result<(usize, usize)>;
+
+    /// Whether the device reads pageable host memory coherently; `None` where the device has
+    /// no such attributes (the simulator), so that the default profile applies and a context
+    /// may still be given another.
+    fn device_profile(&self) -> Result<Option<DeviceProfile>>;
+
+    /// Whether there is a host↔device link: copies over it run on copy engines, concurrently
+    /// with host code, and its rates (copies, random reads of mapped memory) can be measured.
+    /// The simulator's copies are `memcpy`s on a stream's thread.
+    fn has_link(&self) -> bool;
+
+    /// Whether the context was lost to a fault, and which kernels are in flight.
+    fn fault(&self) -> &FaultState;
+
+    /// Make the context current on the calling thread; refuse if it was lost.
+    fn bind(&self) -> Result<()>;
+
+    /// Wait for all work on every stream of the context.
+    fn synchronize(&self) -> Result<()>;
+
+    /// Prepare to replace a context lost to a fault: refused for a healthy one (a reset would
+    /// destroy its live buffers) and where there is nothing to recover. The returned step makes
+    /// the fresh context; call it once this context's handles are gone.
+    fn recovery(&self) -> Result<Reopen>;
+}
+
+/// Memory, copies and stream memory operations. Addresses are `u64`: device addresses, or host
+/// addresses where the memory is host memory.
+pub(crate) trait MemoryOps {
+    /// `bytes` (> 0) of device memory: uninitialised on the driver, zeroed on the simulator.
+    fn alloc(&self, bytes: usize) -> Result<u64>;
+
+    /// Free device memory from [`MemoryOps::alloc`].
     ///
     /// # Safety
-    /// `ptr` came from `alloc(bytes)` of this context and no queued work uses it any more.
+    /// 1. `ptr` came from `alloc(bytes)` of this context and is freed once.
+    /// 2. No queued work uses it any more.
     unsafe fn free(&self, ptr: u64, bytes: usize);
 
     /// `bytes` (> 0) of page-locked host memory with `cuMemHostAlloc` `flags`, uninitialised.
-    /// The driver's own error comes back, so the caller can retry with other flags.
-    fn alloc_host(&self, bytes: usize, flags: u32) -> std::result::Result<u64, DriverError>;
+    fn alloc_host(&self, bytes: usize, flags: u32) -> Result<u64>;
 
-    /// Free host memory from [`Ops::alloc_host`].
+    /// Free host memory from [`MemoryOps::alloc_host`].
     ///
     /// # Safety
-    /// `ptr` came from `alloc_host(bytes, _)` of this context and nothing uses it any more.
+    /// 1. `ptr` came from `alloc_host(bytes, _)` of this context and is freed once.
+    /// 2. Nothing uses it any more.
     unsafe fn free_host(&self, ptr: u64, bytes: usize);
 
     /// The device address of host memory allocated with `DEVICEMAP`.
-    fn mapped_address(&self, gpu: &Inner, host: u64) -> Result<u64>;
+    fn mapped_address(&self, host: u64) -> Result<u64>;
+
+    /// Page-lock `bytes` (> 0) of existing host memory at `host` and map it into the device's
+    /// address space; its device address.
+    ///
+    /// # Safety
+    /// 1. `host..host + bytes` is live host memory that stays allocated, at the same place,
+    ///    until [`MemoryOps::unregister`].
+    unsafe fn register(&self, host: *mut c_void, bytes: usize) -> Result<u64>;
+
+    /// Undo [`MemoryOps::register`].
+    ///
+    /// # Safety
+    /// 1. `host` was registered with this context and is unregistered once.
+    /// 2. No queued work uses the memory any more.
+    unsafe fn unregister(&self, host: *mut c_void);
 
     /// Enqueue a copy of `bytes` from host memory to device memory on `stream`.
     ///
     /// # Safety
-    /// Both ranges are valid for `bytes`, stay alive and are written by nobody else until the
-    /// stream has passed the copy; on the driver, `host` is pinned unless the caller
-    /// synchronises the stream before the host memory changes.
+    /// 1. Both ranges are valid for `bytes`, stay alive and are written by nobody else until
+    ///    the stream has passed the copy.
+    /// 2. On the driver, `host` is pinned unless the caller synchronises the stream before the
+    ///    host memory changes.
     unsafe fn copy_h2d(
         &self,
-        gpu: &Inner,
         stream: sys::CUstream,
         device: u64,
         host: u64,
@@ -75,10 +230,9 @@ pub(crate) trait Ops: Sync {
     /// Enqueue a copy of `bytes` from device memory to host memory on `stream`.
     ///
     /// # Safety
-    /// As for [`Ops::copy_h2d`], with the host memory borrowed exclusively.
+    /// As for [`MemoryOps::copy_h2d`], with the host memory borrowed exclusively.
     unsafe fn copy_d2h(
         &self,
-        gpu: &Inner,
         stream: sys::CUstream,
         host: u64,
         device: u64,
@@ -89,303 +243,143 @@ pub(crate) trait Ops: Sync {
     /// Enqueue zeroing `bytes` of device memory at `device` on `stream`.
     ///
     /// # Safety
-    /// `device` is device memory of at least `bytes`, alive until the stream has passed the
-    /// memset, and nothing else uses it meanwhile.
+    /// 1. `device` is device memory of at least `bytes`, alive until the stream has passed the
+    ///    memset.
+    /// 2. Nothing else uses it meanwhile.
     unsafe fn zero(
         &self,
-        gpu: &Inner,
         stream: sys::CUstream,
         device: u64,
         bytes: usize,
         kernel: &str,
     ) -> Result<()>;
 
-    /// Wait for everything queued on `stream`; the first failure of its work.
-    fn sync(&self, gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> Result<()>;
+    /// Enqueue setting `count` 4-byte words of device memory at `device` to `value` on `stream`.
+    ///
+    /// # Safety
+    /// As for [`MemoryOps::zero`], for `4 × count` bytes at a 4-aligned `device`.
+    unsafe fn fill_u32(
+        &self,
+        stream: sys::CUstream,
+        device: u64,
+        value: u32,
+        count: usize,
+        kernel: &str,
+    ) -> Result<()>;
 
-    /// Whether `stream` has nothing left to do (never blocks).
-    fn idle(&self, gpu: &Inner, stream: sys::CUstream) -> bool;
+    /// Enqueue a stream memory operation on `stream`: once the stream gets there (all earlier
+    /// work on it, copies included, done), store 1 into the `u32` of mapped host memory at
+    /// `host` (device address `device`) with release semantics at system scope. `false` where
+    /// the device cannot do it (nothing queued then).
+    ///
+    /// # Safety
+    /// 1. `host` is a 4-aligned `u32` of mapped memory of this context, alive until the stream
+    ///    has passed the operation.
+    /// 2. The host accesses it only atomically meanwhile.
+    unsafe fn write_flag(&self, stream: sys::CUstream, host: u64, device: u64) -> bool;
+}
+
+/// Streams, the completion points that track queued work, and timed events.
+pub(crate) trait StreamOps {
+    /// The context's default stream (alive as long as the backend).
+    fn default_stream(&self) -> sys::CUstream;
+
+    /// A new stream, which never serialises with the default stream.
+    fn stream_new(&self) -> Result<sys::CUstream>;
+
+    /// Wait for `stream`'s work and destroy it. Called in a live context only.
+    fn stream_drop(&self, stream: sys::CUstream);
+
+    /// Wait for everything queued on `stream`; the first failure of its work (`kernel` names
+    /// the launch in a fault report).
+    fn sync(&self, stream: sys::CUstream, kernel: Option<&str>) -> Result<()>;
+
+    /// Whether `stream` has nothing left to do: all its work ran, or it stopped on an error
+    /// (the next synchronise reports it). Never blocks.
+    fn idle(&self, stream: sys::CUstream) -> bool;
+
+    /// Keep `e`, a failure of `stream` that a synchronise took but nobody received, for the
+    /// stream's next synchronise. On a GPU the failures that happen after work was queued are
+    /// faults, which lose the context: every later call reports them already.
+    fn keep_failure(&self, stream: sys::CUstream, e: Error);
 
     /// The point `stream` reaches once the work queued on it so far is done.
-    fn record_point(&self, gpu: &Inner, stream: sys::CUstream) -> Result<Point>;
+    fn record_point(&self, stream: sys::CUstream) -> Result<Point>;
 
     /// Block the host until `point` is reached. A context lost to a fault runs nothing any
     /// more, so a failed wait returns too.
-    fn wait_point(&self, gpu: &Inner, point: &Point);
+    fn wait_point(&self, point: &Point);
 
     /// A point is no longer needed.
-    fn release_point(&self, gpu: &Inner, point: Point);
+    fn release_point(&self, point: Point);
+
+    /// A timed event, not yet recorded.
+    fn event_new(&self) -> Result<EventHandle>;
+
+    /// Move `event` to the end of the work queued so far on `stream`.
+    fn event_record(&self, event: &EventHandle, stream: sys::CUstream) -> Result<()>;
+
+    /// Block the host until `event`'s latest record is reached (at once if never recorded).
+    fn event_wait(&self, event: &EventHandle) -> Result<()>;
+
+    /// Whether `event`'s latest record is reached. Never blocks.
+    fn event_query(&self, event: &EventHandle) -> Result<bool>;
+
+    /// Seconds from `start` to `stop`, both recorded and reached (negative if `stop` came
+    /// first).
+    fn event_elapsed(&self, start: &EventHandle, stop: &EventHandle) -> Result<f64>;
+
+    /// Make work queued on `stream` from now on wait until `event` is reached, without
+    /// blocking the host.
+    fn stream_wait_event(&self, stream: sys::CUstream, event: &EventHandle) -> Result<()>;
+
+    /// Destroy `event`, which is not used again. Called in a live context only.
+    fn event_drop(&self, event: &EventHandle);
 }
 
-impl Inner {
-    /// The backend of this context.
-    pub(crate) fn ops(&self) -> &'static dyn Ops {
-        if self.sim { &Simulator } else { &Driver }
-    }
-}
+/// Kernels: function lookup, launches and graphs.
+pub(crate) trait KernelOps {
+    /// The function of `kernel`, loading its crate's module on first use; the launcher is
+    /// checked against its PTX entry then. On the simulator there is no function (null).
+    fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction>;
 
-/// The CUDA driver, through cudarc's `result`/`sys` layers.
-pub(crate) struct Driver;
-
-/// The CPU simulator: host memory, and worker threads as streams.
-pub(crate) struct Simulator;
-
-impl Ops for Driver {
-    fn alloc(&self, gpu: &Inner, bytes: usize) -> Result<u64> {
-        // SAFETY: plain allocation in the current context (the caller bound it).
-        match unsafe { result::malloc_sync(bytes) } {
-            Ok(p) => Ok(p),
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                let (free, total) = result::mem_get_info().unwrap_or((0, 0));
-                Err(Error::OutOfMemory { bytes, free, total })
-            }
-            Err(e) => Err(gpu.error("cuMemAlloc", e, None)),
-        }
-    }
-
-    unsafe fn free(&self, ptr: u64, _bytes: usize) {
-        // SAFETY: the caller's contract.
-        let _ = unsafe { result::free_sync(ptr) };
-    }
-
-    fn alloc_host(&self, bytes: usize, flags: u32) -> std::result::Result<u64, DriverError> {
-        let mut p = std::ptr::null_mut();
-        // SAFETY: plain allocation in the current context (the caller bound it).
-        unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) }
-            .result()
-            .map(|()| p as u64)
-    }
-
-    unsafe fn free_host(&self, ptr: u64, _bytes: usize) {
-        // SAFETY: the caller's contract.
-        let _ = unsafe { result::free_host(ptr as *mut std::ffi::c_void) };
-    }
-
-    fn mapped_address(&self, gpu: &Inner, host: u64) -> Result<u64> {
-        let mut d = 0;
-        // SAFETY: `host` is a live DEVICEMAP allocation of this (current) context.
-        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, host as *mut std::ffi::c_void, 0) }
-            .result()
-            .map_err(|e| gpu.error("cuMemHostGetDevicePointer", e, None))?;
-        Ok(d)
-    }
-
-    unsafe fn copy_h2d(
-        &self,
-        gpu: &Inner,
-        stream: sys::CUstream,
-        device: u64,
-        host: u64,
-        bytes: usize,
-        kernel: &str,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        let r = unsafe {
-            sys::cuMemcpyHtoDAsync_v2(device, host as *const std::ffi::c_void, bytes, stream)
-        }
-        .result();
-        gpu.check("cuMemcpyHtoDAsync", r, Some(kernel))
-    }
-
-    unsafe fn copy_d2h(
-        &self,
-        gpu: &Inner,
-        stream: sys::CUstream,
-        host: u64,
-        device: u64,
-        bytes: usize,
-        kernel: &str,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        let r = unsafe {
-            sys::cuMemcpyDtoHAsync_v2(host as *mut std::ffi::c_void, device, bytes, stream)
-        }
-        .result();
-        gpu.check("cuMemcpyDtoHAsync", r, Some(kernel))
-    }
-
-    unsafe fn zero(
-        &self,
-        gpu: &Inner,
-        stream: sys::CUstream,
-        device: u64,
-        bytes: usize,
-        kernel: &str,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        let r = unsafe { result::memset_d8_async(device, 0, bytes, stream) };
-        gpu.check("cuMemsetD8Async", r, Some(kernel))
-    }
-
-    fn sync(&self, gpu: &Inner, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
-        // SAFETY: `stream` belongs to `gpu`'s context, which the caller made current.
-        let r = unsafe { result::stream::synchronize(stream) };
-        gpu.check("cuStreamSynchronize", r, kernel)?;
-        gpu.fault.stream_idle(stream);
-        Ok(())
-    }
-
-    fn idle(&self, gpu: &Inner, stream: sys::CUstream) -> bool {
-        if gpu.bind().is_err() {
-            return true;
-        }
-        // SAFETY: `stream` belongs to `gpu`'s context, which is current.
-        let r = unsafe { sys::cuStreamQuery(stream) };
-        r != sys::CUresult::CUDA_ERROR_NOT_READY
-    }
-
-    fn record_point(&self, gpu: &Inner, stream: sys::CUstream) -> Result<Point> {
-        let ev = gpu.take_event()?;
-        // SAFETY: `ev` and `stream` belong to `gpu`'s context, current since the caller's
-        // launch or copy bound it.
-        let r = unsafe { result::event::record(ev, stream) };
-        if let Err(e) = r {
-            gpu.put_event(ev);
-            return Err(gpu.error("cuEventRecord", e, None));
-        }
-        Ok(Point::Event(ev))
-    }
-
-    fn wait_point(&self, gpu: &Inner, point: &Point) {
-        if let Point::Event(ev) = point
-            && gpu.bind().is_ok()
-        {
-            // SAFETY: `ev` is an event of this (current) context, alive while `point` is.
-            let _ = unsafe { result::event::synchronize(*ev) };
-        }
-    }
-
-    fn release_point(&self, gpu: &Inner, point: Point) {
-        if let Point::Event(ev) = point
-            && !gpu.fault.is_lost()
-        {
-            gpu.put_event(ev);
-        }
-    }
-}
-
-const ALIGN: usize = 256;
-
-fn layout(bytes: usize) -> Layout {
-    Layout::from_size_align(bytes.max(1), ALIGN).expect("allocation size overflows")
-}
-
-impl Simulator {
-    /// Queue a memcpy on a simulated stream.
+    /// Enqueue `kernel` over `grid` on `stream` with the parameter values `params` point to.
     ///
     /// # Safety
-    /// As for [`Ops::copy_h2d`]: both ranges valid and left alone until the stream ran it.
-    unsafe fn copy(gpu: &Inner, stream: sys::CUstream, dst: u64, src: u64, bytes: usize) {
-        // SAFETY (of the job): the caller's contract; it runs before the stream passes it.
-        let job = move || {
-            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
-            Ok(())
-        };
-        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
-    }
-}
-
-impl Ops for Simulator {
-    fn alloc(&self, _gpu: &Inner, bytes: usize) -> Result<u64> {
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout(bytes)) };
-        if p.is_null() {
-            return Err(Error::OutOfMemory {
-                bytes,
-                free: 0,
-                total: 0,
-            });
-        }
-        Ok(p as u64)
-    }
-
-    unsafe fn free(&self, ptr: u64, bytes: usize) {
-        // SAFETY: the caller's contract: `ptr` came from `alloc(bytes)`, same layout.
-        unsafe { std::alloc::dealloc(ptr as *mut u8, layout(bytes)) }
-    }
-
-    fn alloc_host(&self, bytes: usize, _flags: u32) -> std::result::Result<u64, DriverError> {
-        // Host memory is host memory: the same zeroed, aligned allocation as device memory.
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout(bytes)) };
-        if p.is_null() {
-            return Err(DriverError(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY));
-        }
-        Ok(p as u64)
-    }
-
-    unsafe fn free_host(&self, ptr: u64, bytes: usize) {
-        // SAFETY: the caller's contract: `ptr` came from `alloc_host(bytes, _)`, same layout.
-        unsafe { std::alloc::dealloc(ptr as *mut u8, layout(bytes)) }
-    }
-
-    fn mapped_address(&self, _gpu: &Inner, host: u64) -> Result<u64> {
-        Ok(host)
-    }
-
-    unsafe fn copy_h2d(
+    /// 1. `func` is `function(kernel)` of this context.
+    /// 2. `params` has one pointer per parameter of `kernel`, each to a value of that
+    ///    parameter's size; the values are copied before this returns.
+    /// 3. All memory the values address stays alive, and is used by nothing that would race
+    ///    the kernel, until the stream has passed it.
+    unsafe fn launch(
         &self,
-        gpu: &Inner,
+        kernel: &'static Kernel,
+        func: sys::CUfunction,
+        grid: &Grid,
         stream: sys::CUstream,
-        device: u64,
-        host: u64,
-        bytes: usize,
-        _kernel: &str,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { Simulator::copy(gpu, stream, device, host, bytes) };
-        Ok(())
-    }
+        params: &mut [*mut c_void],
+    ) -> Result<()>;
 
-    unsafe fn copy_d2h(
+    /// Make the recorded launches `nodes` (each after the previous one) ready to replay.
+    fn graph_build(&self, nodes: &[GraphNode]) -> Result<GraphExec>;
+
+    /// Give `exec`, built from `old`, the parameter values of `new` (the same kernels and
+    /// grids: [`GraphNode::same_shape`]).
+    fn graph_update(&self, exec: &GraphExec, new: &[GraphNode], old: &[GraphNode]) -> Result<()>;
+
+    /// Enqueue a replay of `exec`, built from (or updated to) `nodes`, on `stream`.
+    ///
+    /// # Safety
+    /// 1. Every node's parameters were checked against its kernel.
+    /// 2. The memory they address stays alive, and is used by nothing that would race the
+    ///    replay, until the stream has passed it.
+    unsafe fn graph_launch(
         &self,
-        gpu: &Inner,
+        exec: &GraphExec,
+        nodes: &[GraphNode],
         stream: sys::CUstream,
-        host: u64,
-        device: u64,
-        bytes: usize,
-        _kernel: &str,
-    ) -> Result<()> {
-        // SAFETY: the caller's contract.
-        unsafe { Simulator::copy(gpu, stream, host, device, bytes) };
-        Ok(())
-    }
+    ) -> Result<()>;
 
-    unsafe fn zero(
-        &self,
-        gpu: &Inner,
-        stream: sys::CUstream,
-        device: u64,
-        bytes: usize,
-        _kernel: &str,
-    ) -> Result<()> {
-        // SAFETY (of the job): the caller's contract; device memory is host memory here.
-        let job = move || {
-            unsafe { std::ptr::write_bytes(device as *mut u8, 0, bytes) };
-            Ok(())
-        };
-        gpu.sim_streams.enqueue(stream as usize, Box::new(job));
-        Ok(())
-    }
-
-    fn sync(&self, gpu: &Inner, stream: sys::CUstream, _kernel: Option<&str>) -> Result<()> {
-        gpu.sim_streams.sync(stream as usize)
-    }
-
-    fn idle(&self, gpu: &Inner, stream: sys::CUstream) -> bool {
-        gpu.sim_streams.idle(stream as usize)
-    }
-
-    fn record_point(&self, gpu: &Inner, stream: sys::CUstream) -> Result<Point> {
-        let (s, position) = gpu.sim_streams.position(stream as usize);
-        Ok(Point::Sim(s, position))
-    }
-
-    fn wait_point(&self, _gpu: &Inner, point: &Point) {
-        if let Point::Sim(stream, position) = point {
-            stream.wait_until(*position);
-        }
-    }
-
-    fn release_point(&self, _gpu: &Inner, _point: Point) {}
+    /// Destroy `exec`. Called in a live context only.
+    fn graph_drop(&self, exec: GraphExec);
 }

@@ -1,7 +1,8 @@
 //! Device memory: [`DeviceBuffer<T>`].
 
+use crate::context::Inner;
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Inner};
+use crate::gpu::Gpu;
 use crate::track::Uses;
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
@@ -31,13 +32,15 @@ impl Gpu {
     pub fn alloc_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         let buf = self.alloc_uninit::<T>(len)?;
         if buf.bytes() > 0 {
-            let stream = self.inner.default_stream.0;
+            let stream = self.inner.default_stream;
             // SAFETY: `buf.ptr` is a fresh allocation of `bytes()` bytes in this context, used
             // by nothing else until the stream is synchronised below.
             unsafe {
-                (self.inner.ops()).zero(&self.inner, stream, buf.ptr, buf.bytes(), "alloc_zeroed")
+                self.inner
+                    .ops()
+                    .zero(stream, buf.ptr, buf.bytes(), "alloc_zeroed")
             }?;
-            crate::stream::sync(&self.inner, stream, None)?;
+            self.inner.sync(stream, None)?;
         }
         Ok(buf)
     }
@@ -62,7 +65,7 @@ impl Gpu {
         let ptr = if bytes == 0 {
             0
         } else {
-            self.inner.ops().alloc(&self.inner, bytes)?
+            self.inner.ops().alloc(bytes)?
         };
         Ok(DeviceBuffer {
             ptr,
@@ -98,16 +101,18 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         self.gpu.bind()?;
         self.uses.before_host_write();
-        let stream = self.gpu.default_stream.0;
+        let stream = self.gpu.default_stream;
         // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
         // outlives the copy because we synchronise the stream before returning. (Copies go
         // through a stream and a stream sync rather than cuMemcpyHtoD: for pageable memory
         // the latter may return before the DMA lands, unordered with non-blocking streams.)
         let host = data.as_ptr() as u64;
         unsafe {
-            (self.gpu.ops()).copy_h2d(&self.gpu, stream, self.ptr, host, self.bytes(), "copy_from")
+            self.gpu
+                .ops()
+                .copy_h2d(stream, self.ptr, host, self.bytes(), "copy_from")
         }?;
-        crate::stream::sync(&self.gpu, stream, None)
+        self.gpu.sync(stream, None)
     }
 
     /// Copy the whole buffer into `out` (synchronous). Lengths must match.
@@ -118,14 +123,16 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         self.gpu.bind()?;
         self.uses.before_host_read();
-        let stream = self.gpu.default_stream.0;
+        let stream = self.gpu.default_stream;
         // SAFETY: as in copy_from, the other way; the device holds `len` initialised elements
         // of a `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
         let host = out.as_mut_ptr() as u64;
         unsafe {
-            (self.gpu.ops()).copy_d2h(&self.gpu, stream, host, self.ptr, self.bytes(), "copy_to")
+            self.gpu
+                .ops()
+                .copy_d2h(stream, host, self.ptr, self.bytes(), "copy_to")
         }?;
-        crate::stream::sync(&self.gpu, stream, None)
+        self.gpu.sync(stream, None)
     }
 
     /// The buffer's contents as a `Vec` (synchronous).
@@ -136,15 +143,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         self.gpu.bind()?;
         self.uses.before_host_read();
-        let stream = self.gpu.default_stream.0;
+        let stream = self.gpu.default_stream;
         // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
         // as raw bytes by the copy, never read before `set_len`); the stream is synchronised
         // before `v` is touched again.
         let host = v.as_mut_ptr() as u64;
         unsafe {
-            (self.gpu.ops()).copy_d2h(&self.gpu, stream, host, self.ptr, self.bytes(), "to_vec")
+            self.gpu
+                .ops()
+                .copy_d2h(stream, host, self.ptr, self.bytes(), "to_vec")
         }?;
-        crate::stream::sync(&self.gpu, stream, None)?;
+        self.gpu.sync(stream, None)?;
         // SAFETY: the copy above initialised all `len` elements with bytes of a `DeviceCopy` T.
         unsafe { v.set_len(self.len) };
         Ok(v)
@@ -189,12 +198,12 @@ impl<T> Drop for DeviceBuffer<T> {
         self.uses.before_host_write();
         // A lost context is reset as a whole; freeing into it could free a new allocation
         // that reuses the address after `Gpu::recover`.
-        if self.ptr == 0 || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+        if self.ptr == 0 || self.gpu.is_lost() || self.gpu.bind().is_err() {
             return;
         }
-        // SAFETY: allocated by `Ops::alloc` in this context with this size, freed once. No GPU
-        // work uses it any more: live launches borrow it, and leaked ones were waited for
-        // above.
-        unsafe { (self.gpu.ops()).free(self.ptr, self.bytes_of_len()) };
+        // SAFETY: allocated by `MemoryOps::alloc` in this context with this size, freed once.
+        // No GPU work uses it any more: live launches borrow it, and leaked ones were waited
+        // for above.
+        unsafe { self.gpu.ops().free(self.ptr, self.bytes_of_len()) };
     }
 }

@@ -6,9 +6,10 @@
 
 use crate::args::PinnedArg;
 use crate::buffer::DeviceBuffer;
+use crate::context::Inner;
 use crate::error::{Error, Result};
-use crate::launch::Pending;
-use crate::stream::Queue;
+use crate::launch::pending::Pending;
+use crate::queue::{Queue, QueueRef};
 use crate::track::Access;
 use berth_device::DeviceCopy;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         on: &'l impl Queue,
         src: &'l impl PinnedArg<T>,
     ) -> Result<Pending<'l>> {
-        let crate::stream::QueueRef(gpu, stream, mode) = on.__queue();
+        let QueueRef(gpu, stream, mode) = on.__queue();
         mode.not_recording("a copy")?;
         let a = src.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_from_pinned")?;
@@ -32,7 +33,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
             // allocation of the same size; both stay borrowed by the guard until completion.
             unsafe {
-                (gpu.ops()).copy_h2d(gpu, stream, self.ptr, a.addr, a.bytes, "copy host→device")
+                gpu.ops()
+                    .copy_h2d(stream, self.ptr, a.addr, a.bytes, "copy host→device")
             }?;
         }
         tracing::debug!(bytes = a.bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
@@ -47,7 +49,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         on: &'l impl Queue,
         dst: &'l mut impl PinnedArg<T>,
     ) -> Result<Pending<'l>> {
-        let crate::stream::QueueRef(gpu, stream, mode) = on.__queue();
+        let QueueRef(gpu, stream, mode) = on.__queue();
         mode.not_recording("a copy")?;
         let a = dst.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_to_pinned")?;
@@ -57,7 +59,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if a.bytes > 0 {
             // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
             unsafe {
-                (gpu.ops()).copy_d2h(gpu, stream, a.addr, self.ptr, a.bytes, "copy device→host")
+                gpu.ops()
+                    .copy_d2h(stream, a.addr, self.ptr, a.bytes, "copy device→host")
             }?;
         }
         tracing::debug!(bytes = a.bytes, stream = ?stream, "copy device→host");
@@ -67,8 +70,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     fn check_copy(
         &self,
-        queue_gpu: &Arc<crate::gpu::Inner>,
-        host_gpu: &Arc<crate::gpu::Inner>,
+        queue_gpu: &Arc<Inner>,
+        host_gpu: &Arc<Inner>,
         len: usize,
         what: &str,
     ) -> Result<()> {

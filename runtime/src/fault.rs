@@ -1,5 +1,6 @@
-//! Faults: recognising errors that poison the context, naming the kernel, and reading the
-//! panic record the device-side panic handler leaves in mapped host memory.
+//! Faults: recognising errors that poison the context, naming the kernel, reading the panic
+//! record the device-side panic handler leaves in mapped host memory, and marking every handle
+//! on the device lost (they share its primary context, and with it the fault).
 
 use crate::error::{Error, PanicReport, Result, describe};
 use crate::launch::Kernel;
@@ -7,11 +8,11 @@ use berth_device::panic::{PanicRecord, RECORD_SYMBOL, kind, state};
 use cudarc::driver::{DriverError, result, sys};
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 /// Names of the sticky errors, for errors already converted to text.
-pub(crate) const STICKY_NAMES: &[&str] = &[
+const STICKY_NAMES: &[&str] = &[
     "CUDA_ERROR_ILLEGAL_ADDRESS",
     "CUDA_ERROR_LAUNCH_TIMEOUT",
     "CUDA_ERROR_ASSERT",
@@ -188,6 +189,67 @@ impl FaultState {
         };
         self.mark_lost(err.to_string());
         tracing::error!(error = %err, "GPU context lost");
+        err
+    }
+}
+
+/// The fault state of every live driver context of the process, by device: a fault, or a
+/// reset, concerns all handles on the same device (they share its primary context).
+static LIVE: Mutex<Vec<(sys::CUdevice, Weak<FaultState>)>> = Mutex::new(Vec::new());
+
+/// Note a new driver context on `device`, so that a fault of any context there marks it too.
+pub(crate) fn register_context(device: sys::CUdevice, state: &Arc<FaultState>) {
+    let mut live = LIVE.lock().expect("poisoned");
+    live.retain(|(_, w)| w.strong_count() > 0);
+    live.push((device, Arc::downgrade(state)));
+}
+
+/// Mark every live context on `device` lost.
+pub(crate) fn mark_device_lost(device: sys::CUdevice, why: &str) {
+    let live = LIVE.lock().expect("poisoned");
+    for (_, state) in live.iter().filter(|(d, _)| *d == device) {
+        if let Some(state) = state.upgrade() {
+            state.mark_lost(why.to_owned());
+        }
+    }
+}
+
+/// Whether an error name (already converted to text) is a sticky one.
+pub(crate) fn is_sticky_name(name: &str) -> bool {
+    STICKY_NAMES.contains(&name)
+}
+
+/// How one driver context turns failed driver calls into errors: its fault state, the panic
+/// record its kernels fill, and the device whose other handles share a fault.
+pub(crate) struct Faults {
+    pub(crate) state: Arc<FaultState>,
+    pub(crate) record: MappedPanicRecord,
+    pub(crate) device: sys::CUdevice,
+}
+
+impl Faults {
+    /// Turn a driver result into ours, recognising faults that poison the context.
+    pub(crate) fn check<T>(
+        &self,
+        call: &'static str,
+        r: std::result::Result<T, DriverError>,
+        kernel_hint: Option<&str>,
+    ) -> Result<T> {
+        r.map_err(|e| self.error(call, e, kernel_hint))
+    }
+
+    /// Our error for a failed driver call (see [`Faults::check`]).
+    pub(crate) fn error(
+        &self,
+        call: &'static str,
+        e: DriverError,
+        kernel_hint: Option<&str>,
+    ) -> Error {
+        let err = self.state.classify(call, e, &self.record, kernel_hint);
+        if self.state.is_lost() {
+            // Every handle on this device shares the primary context, and with it the fault.
+            mark_device_lost(self.device, &err.to_string());
+        }
         err
     }
 }

@@ -8,8 +8,9 @@
 //! when asked for with [`HostAccess::WriteOnly`] (the host writes, the device reads), and an
 //! allocation refused with that flag falls back to plain pinned memory.
 
+use crate::context::Inner;
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Inner};
+use crate::gpu::Gpu;
 use crate::pool::size_class;
 use crate::track::Uses;
 use berth_device::DeviceCopy;
@@ -100,17 +101,9 @@ impl PinnedAlloc {
                 tracing::debug!(
                     "write-combined pinned allocation refused; using plain pinned memory"
                 );
-                try_flags(wanted & !sys::CU_MEMHOSTALLOC_WRITECOMBINED)
-                    .map_err(|e| gpu.error("cuMemHostAlloc", e, None))?
+                try_flags(wanted & !sys::CU_MEMHOSTALLOC_WRITECOMBINED)?
             }
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                return Err(Error::OutOfMemory {
-                    bytes: class,
-                    free: 0,
-                    total: 0,
-                });
-            }
-            Err(e) => return Err(gpu.error("cuMemHostAlloc", e, None)),
+            Err(e) => return Err(e),
         };
         Ok(PinnedAlloc {
             ptr: p as *mut u8,
@@ -122,7 +115,7 @@ impl PinnedAlloc {
     }
 
     fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
-        self.gpu.ops().mapped_address(&self.gpu, self.ptr as u64)
+        self.gpu.ops().mapped_address(self.ptr as u64)
     }
 }
 
@@ -131,7 +124,7 @@ impl Drop for PinnedAlloc {
         // Back in the pool it may be handed out again: nothing may still copy into it, even
         // work whose guard was leaked.
         self.uses.before_host_write();
-        if !self.gpu.fault.is_lost() {
+        if !self.gpu.is_lost() {
             self.gpu.pinned.put(self.class, self.flags, self.ptr as u64);
         }
     }
@@ -204,7 +197,7 @@ impl Gpu {
         if opts.access == HostAccess::WriteOnly {
             flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
         }
-        if opts.portable || self.inner.device_count > 1 {
+        if opts.portable || self.inner.ops().device_count() > 1 {
             flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
         }
         let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
@@ -220,7 +213,7 @@ impl Gpu {
     pub fn mapped_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<MappedBuffer<T>> {
         let bytes = checked_bytes::<T>(len)?;
         let mut flags = sys::CU_MEMHOSTALLOC_DEVICEMAP;
-        if self.inner.device_count > 1 {
+        if self.inner.ops().device_count() > 1 {
             flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
         }
         let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
@@ -405,39 +398,14 @@ impl Gpu {
             ));
         }
         self.inner.bind()?;
-        if self.inner.sim {
-            return Ok(data.as_ptr() as u64);
+        // SAFETY: the memory of a `Vec` that the `Registered` made from it owns (it never
+        // reallocates: only slices of it are handed out); unregistered before the `Vec` is
+        // given back or freed.
+        unsafe {
+            self.inner
+                .ops()
+                .register(data.as_ptr().cast_mut().cast(), std::mem::size_of_val(data))
         }
-        let bytes = std::mem::size_of_val(data);
-        let p = data.as_ptr().cast_mut().cast();
-        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
-        // SAFETY: `p..p+bytes` is the heap memory of a `Vec` that the `Registered` made from it
-        // owns (it never reallocates: only slices of it are handed out); unregistered before
-        // the `Vec` is given back or freed.
-        let r = unsafe { sys::cuMemHostRegister_v2(p, bytes, flags) }.result();
-        if let Err(e) = r {
-            use sys::CUresult::*;
-            return Err(match e.0 {
-                CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED => Error::Usage(
-                    "this memory (or a page of it) is already registered or pinned: register \
-                     each allocation once, or use a MappedBuffer"
-                        .into(),
-                ),
-                CUDA_ERROR_NOT_SUPPORTED => Error::Usage(
-                    "this platform does not support registering host memory: use a MappedBuffer"
-                        .into(),
-                ),
-                _ => self.inner.error("cuMemHostRegister", e, None),
-            });
-        }
-        let mut device = 0;
-        // SAFETY: `p` was just registered with DEVICEMAP in the current context.
-        if let Err(e) = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, p, 0) }.result() {
-            // SAFETY: undo the registration above.
-            let _ = unsafe { sys::cuMemHostUnregister(p) };
-            return Err(self.inner.error("cuMemHostGetDevicePointer", e, None));
-        }
-        Ok(device)
     }
 }
 
@@ -481,12 +449,12 @@ impl<T> Registered<T> {
             std::mem::size_of_val(&self.data[..]),
         );
         self.gpu.random_rates.lock().expect("poisoned").remove(&key);
-        if self.gpu.sim || self.gpu.fault.is_lost() || self.gpu.bind().is_err() {
+        if self.gpu.is_lost() || self.gpu.bind().is_err() {
             return;
         }
         // SAFETY: registered in `Gpu::register`, unregistered once (the flag above); no GPU
         // work uses it any more (waited for above).
-        let _ = unsafe { sys::cuMemHostUnregister(self.data.as_mut_ptr().cast()) };
+        unsafe { self.gpu.ops().unregister(self.data.as_mut_ptr().cast()) };
     }
 }
 

@@ -9,6 +9,11 @@
 //!
 //! Layering, as in cudarc: cudarc's `sys`/`result` layers do the driver calls; this crate's
 //! public types own every handle and hide cudarc; [`raw`] is the escape hatch for experts.
+//! Inside, dependencies point one way: one backend interface with two implementations (the
+//! CUDA driver and the CPU simulator) at the bottom, then the context and its pools, memory
+//! kinds, streams and events, placement, launches, and pipelines on top; nothing above the
+//! backend asks which backend it is (`docs/runtime-layers.md` has the map, and a test keeps
+//! the modules from naming each other in a circle).
 //!
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,
@@ -19,6 +24,7 @@
 mod args;
 mod backend;
 mod buffer;
+mod context;
 mod copy;
 mod error;
 mod event;
@@ -27,11 +33,14 @@ mod gpu;
 mod graph;
 mod host_mem;
 mod launch;
+#[cfg(test)]
+mod layers;
 mod own_kernels;
 mod pipeline;
 pub mod placement;
 mod pool;
 pub mod ptx;
+mod queue;
 pub mod raw;
 mod restart;
 mod scope;
@@ -43,26 +52,30 @@ mod stream;
 mod track;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};
+pub use backend::Backend;
 pub use buffer::DeviceBuffer;
 pub use error::{Error, PanicReport, Result};
 pub use event::Event;
-pub use gpu::{Backend, Gpu};
+pub use gpu::Gpu;
 pub use graph::{Graph, Held, Recorder};
 pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
 };
-pub use launch::{Dim3, Grid, Pending};
+pub use launch::pending::Pending;
+pub use launch::{Dim3, Grid};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
+pub use queue::Queue;
 pub use restart::{RESTART_ENV, restart_process};
 pub use scope::Scope;
 pub use signal::{MailboxBuffer, SignalBuffer};
-pub use stream::{Queue, Stream};
+pub use stream::Stream;
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::launch::builder::Launch;
     pub use crate::launch::{
-        Kernel, KernelRegistration, Launch, Param, ParamKind, Placement, registered_kernels,
+        Kernel, KernelRegistration, Param, ParamKind, Placement, registered_kernels,
     };
     pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};
     pub use crate::pipeline::Pipelined;

@@ -103,16 +103,6 @@ impl<K: std::hash::Hash + Eq + Copy> FreeLists<K> {
     }
 }
 
-/// Take a pooled device staging buffer of `bytes`' size class from `gpu`'s pool (allocating
-/// one when none is free): `(class, address)`. Out of memory is `Error::OutOfMemory` with the
-/// device's free and total memory.
-pub(crate) fn take_staging(gpu: &crate::gpu::Inner, bytes: usize) -> crate::Result<(usize, u64)> {
-    let class = size_class(bytes);
-    gpu.staging
-        .take(class, (), |c| gpu.ops().alloc(gpu, c))
-        .map(|p| (class, p))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,18 +11,18 @@ use crate::stream::Stream;
 impl Gpu {
     /// The CUDA context handle (current on the calling thread after any berth call).
     pub fn raw_context(&self) -> sys::CUcontext {
-        self.inner.ctx
+        self.inner.ops().raw_context()
     }
 
     /// The handle of this GPU's default stream.
     pub fn raw_default_stream(&self) -> sys::CUstream {
-        self.inner.default_stream.0
+        self.inner.default_stream
     }
 }
 
 impl Stream {
     /// The stream's handle.
     pub fn raw(&self) -> sys::CUstream {
-        self.handle.0
+        self.handle
     }
 }

@@ -13,12 +13,13 @@
 //! wait before a later launch of the scope (stream order runs it first). The reasoning is in
 //! `docs/design-notes.md` ("Queued launches: scopes").
 
+use crate::context::Inner;
 use crate::error::{Error, Result};
-use crate::gpu::{Gpu, Inner};
-use crate::stream::{Mode, Queue, QueueRef, Stream};
-use crate::track::Completion;
+use crate::gpu::Gpu;
+use crate::queue::{Kept, Mode, Queue, QueueRef, ScopeState, sealed};
+use crate::stream::Stream;
 use cudarc::driver::sys;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// A queue whose launches do not wait when their guards drop; see [`Gpu::scope`].
 ///
@@ -36,53 +37,7 @@ unsafe impl Send for Scope<'_> {}
 // SAFETY: as above; the driver serialises work queued on one stream from several threads.
 unsafe impl Sync for Scope<'_> {}
 
-/// What a scope keeps for its end.
-#[derive(Default)]
-pub(crate) struct ScopeState {
-    inner: Mutex<Kept>,
-}
-
-#[derive(Default)]
-struct Kept {
-    /// Where each queued launch ends ([`Completion::in_scope`]): marked done once the scope has
-    /// waited.
-    completions: Vec<Arc<Completion>>,
-    /// Staging of launches already queued, by (size class, address): later launches of the
-    /// scope may reuse it in stream order; back to the pool at the end.
-    staging: Vec<(usize, u64)>,
-    launches: u64,
-}
-
-impl ScopeState {
-    /// A launch was queued, ending at `done`, with `leases` as its staging.
-    pub(crate) fn queued(
-        &self,
-        done: &Arc<Completion>,
-        leases: impl Iterator<Item = (usize, u64)>,
-    ) {
-        let mut k = self.inner.lock().expect("poisoned");
-        // Every one, to mark it done at the end: a launch queued in a scope records no point of
-        // its own, and after the scope nothing may record one on its stream for it.
-        k.completions.push(done.clone());
-        k.staging.extend(leases);
-        k.launches += 1;
-    }
-
-    /// Staging that a launch gave up part-way (already waited for).
-    pub(crate) fn give_back(&self, leases: impl Iterator<Item = (usize, u64)>) {
-        self.inner.lock().expect("poisoned").staging.extend(leases);
-    }
-
-    /// Staging of an earlier launch of the scope that holds `bytes`. Reusing it is ordered
-    /// on the scope's stream: the copies that fill it come after every copy and kernel of
-    /// the launch that had it.
-    pub(crate) fn reuse_staging(&self, bytes: usize) -> Option<(usize, u64)> {
-        let class = crate::pool::size_class(bytes);
-        let mut k = self.inner.lock().expect("poisoned");
-        let i = k.staging.iter().position(|&(c, _)| c == class)?;
-        Some(k.staging.swap_remove(i))
-    }
-}
+impl sealed::Sealed for Scope<'_> {}
 
 impl Queue for Scope<'_> {
     fn __queue(&self) -> QueueRef<'_> {
@@ -93,7 +48,7 @@ impl Queue for Scope<'_> {
 impl Scope<'_> {
     /// Launches queued in the scope so far.
     pub fn launches(&self) -> u64 {
-        self.state.inner.lock().expect("poisoned").launches
+        self.state.launches()
     }
 
     /// Wait for everything queued so far (the scope goes on); the first failure since the
@@ -101,15 +56,8 @@ impl Scope<'_> {
     pub fn wait(&self) -> Result<()> {
         // What was queued before this point, taken first: launches another thread queues
         // during the wait belong to the next one.
-        let kept = {
-            let mut k = self.state.inner.lock().expect("poisoned");
-            Kept {
-                completions: std::mem::take(&mut k.completions),
-                staging: std::mem::take(&mut k.staging),
-                launches: k.launches,
-            }
-        };
-        let r = crate::stream::sync(self.gpu, self.stream, None);
+        let kept = self.state.take();
+        let r = self.gpu.sync(self.stream, None);
         self.settled(kept);
         r
     }
@@ -120,7 +68,7 @@ impl Scope<'_> {
         for c in &kept.completions {
             c.finished();
         }
-        if self.gpu.fault.is_lost() {
+        if self.gpu.is_lost() {
             return;
         }
         for (class, p) in kept.staging {
@@ -214,13 +162,13 @@ impl Gpu {
     /// The buffers' borrows end with each launch statement; touching a buffer on the host
     /// inside the scope is allowed and waits for the launches queued on it so far.
     pub fn scope<R>(&self, f: impl FnOnce(&Scope<'_>) -> Result<R>) -> Result<R> {
-        run_scope(&self.inner, self.inner.default_stream.0, f)
+        run_scope(&self.inner, self.inner.default_stream, f)
     }
 }
 
 impl Stream {
     /// As [`Gpu::scope`], on this stream.
     pub fn scope<R>(&self, f: impl FnOnce(&Scope<'_>) -> Result<R>) -> Result<R> {
-        run_scope(&self.gpu, self.handle.0, f)
+        run_scope(&self.gpu, self.handle, f)
     }
 }

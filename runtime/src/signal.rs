@@ -6,6 +6,7 @@
 //! only: neither type hands out references to the cells. Waits take a timeout and return
 //! [`Error::Timeout`] when the kernel does not answer.
 
+use crate::args::{ArgRef, MappedArg};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::host_mem::MappedBuffer;
@@ -145,8 +146,8 @@ impl SignalBuffer {
         }
     }
 
-    pub(crate) fn arg(&self) -> crate::args::ArgRef<'_> {
-        crate::args::MappedArg::<u32>::__arg(&self.mem)
+    pub(crate) fn arg(&self) -> ArgRef<'_> {
+        MappedArg::<u32>::__arg(&self.mem)
     }
 }
 
@@ -229,7 +230,7 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         Ok(item)
     }
 
-    pub(crate) fn arg(&self) -> crate::args::ArgRef<'_> {
-        crate::args::MappedArg::<Slot<T>>::__arg(&self.mem)
+    pub(crate) fn arg(&self) -> ArgRef<'_> {
+        MappedArg::<Slot<T>>::__arg(&self.mem)
     }
 }

@@ -10,7 +10,8 @@
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, mpsc};
+use std::time::Instant;
 
 /// Work for a simulated stream.
 pub(crate) type Job = Box<dyn FnOnce() -> Result<()> + Send + 'static>;
@@ -105,6 +106,16 @@ impl SimStream {
             None => Ok(()),
         }
     }
+}
+
+/// Where a simulated event was last recorded: a stream's position, and the host clock when
+/// the stream got there.
+#[derive(Clone)]
+pub(crate) struct SimMark {
+    pub(crate) stream: Arc<SimStream>,
+    pub(crate) position: u64,
+    /// Unset if the stream skipped the mark after a failure.
+    pub(crate) at: Arc<OnceLock<Instant>>,
 }
 
 /// The simulated streams of one context, by stream handle value.

@@ -11,7 +11,8 @@
 //! The reasoning is in `docs/design-notes.md` ("Soundness when guards are leaked").
 
 use crate::backend::Point;
-use crate::gpu::Inner;
+use crate::context::Inner;
+use crate::error::Result;
 use cudarc::driver::sys;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,13 +35,10 @@ impl Completion {
     /// The point every stream in `streams` has reached once the work queued on them so far is
     /// done. On failure to record (the context is lost or out of resources), every stream is
     /// synchronised instead and the error returned: nothing is left in flight then.
-    pub(crate) fn record(
-        gpu: &Arc<Inner>,
-        streams: &[sys::CUstream],
-    ) -> crate::Result<Arc<Completion>> {
+    pub(crate) fn record(gpu: &Arc<Inner>, streams: &[sys::CUstream]) -> Result<Arc<Completion>> {
         let mut points = Vec::with_capacity(streams.len());
         for &s in streams {
-            match gpu.ops().record_point(gpu, s) {
+            match gpu.ops().record_point(s) {
                 Ok(p) => points.push(p),
                 Err(e) => {
                     let done = Completion {
@@ -51,7 +49,7 @@ impl Completion {
                         done: AtomicBool::new(true),
                     };
                     for &s in streams {
-                        let _ = crate::stream::sync(gpu, s, None);
+                        let _ = gpu.sync(s, None);
                     }
                     drop(done);
                     return Err(e);
@@ -106,11 +104,11 @@ impl Completion {
             // Everything queued on the stream so far, this work included. A lost context
             // runs nothing more.
             if self.gpu.bind().is_ok() {
-                crate::stream::drain(&self.gpu, self.streams[0]);
+                self.gpu.drain(self.streams[0]);
             }
         }
         for p in &self.points {
-            self.gpu.ops().wait_point(&self.gpu, p);
+            self.gpu.ops().wait_point(p);
         }
         self.finished();
     }
@@ -125,7 +123,7 @@ unsafe impl Sync for Completion {}
 impl Drop for Completion {
     fn drop(&mut self) {
         for p in self.points.drain(..) {
-            self.gpu.ops().release_point(&self.gpu, p);
+            self.gpu.ops().release_point(p);
         }
     }
 }

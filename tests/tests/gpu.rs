@@ -1369,7 +1369,7 @@ fn an_index_outside_the_hinted_range_is_reported_not_read() {
     );
     assert_eq!(
         report.line,
-        berth_tests::example_line("out[i] = table[idx[i] as usize]"),
+        berth_tests::example_line("out[i] = table[idx[i.get()] as usize]"),
         "{report}"
     );
     assert_eq!(

@@ -12,7 +12,8 @@ use berth_examples::compute::{
 };
 use berth_examples::language::{
     MATH_F32, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64, mul_add_contracted,
-    mul_add_exact, scale_pinned, scale_pinned_pipelined, sum_groups, transpose,
+    mul_add_exact, own_every_index, per_block_sums, scale_pinned, scale_pinned_pipelined,
+    sum_groups, transpose,
 };
 use rand::{Rng, SeedableRng};
 use std::sync::Mutex;
@@ -254,6 +255,67 @@ fn shared_tiles_transpose_a_matrix() {
         for c in 0..cols {
             assert_eq!(got[c * rows + r], m[r * cols + c], "element ({r}, {c})");
         }
+    }
+}
+
+/// Grids of every dimensionality, with more and fewer threads than elements.
+fn write_model_grids() -> [(Grid, usize); 4] {
+    [
+        (Grid::new(7u32, 64u32), 1000),
+        (Grid::new((3u32, 2u32), (8u32, 4u32)), 500),
+        (Grid::new((3u32, 2u32, 2u32), (4u32, 2u32, 3u32)), 1000),
+        (Grid::new((2u32, 2u32, 2u32), (8u32, 4u32, 2u32)), 100),
+    ]
+}
+
+#[test]
+fn own_indices_cover_every_element_once_on_any_grid() {
+    let (_g, gpu) = gpu();
+    for (grid, n) in write_model_grids() {
+        let seed = rng().random::<u32>();
+        let mut out = gpu.upload(&vec![0xdead_beef_u32; n]).unwrap();
+        let mut visits = gpu.alloc_zeroed::<u32>(n).unwrap();
+        own_every_index(&gpu, grid, seed, &mut out, &mut visits)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let (got, visits) = (out.to_vec().unwrap(), visits.to_vec().unwrap());
+        for k in 0..n {
+            assert_eq!(
+                (got[k], visits[k]),
+                (seed ^ k as u32, 1),
+                "{grid:?}, element {k}"
+            );
+        }
+    }
+}
+
+#[test]
+fn per_block_and_atomic_outputs_on_any_grid() {
+    let (_g, gpu) = gpu();
+    for (grid, _) in write_model_grids() {
+        let (b, t) = (grid.blocks, grid.threads);
+        let (blocks, per_block) = ((b.x * b.y * b.z) as usize, (t.x * t.y * t.z) as usize);
+        let n = blocks * per_block;
+        let x: Vec<u32> = (0..n).map(|_| rng().random_range(0..1000)).collect();
+        let dx = gpu.upload(&x).unwrap();
+        let mut sums = gpu.upload(&vec![u32::MAX; blocks + 1]).unwrap();
+        let mut count = gpu.alloc_zeroed::<u32>(1).unwrap();
+        per_block_sums(&gpu, grid, &dx, &mut sums, &mut count)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let got = sums.to_vec().unwrap();
+        for blk in 0..blocks {
+            let want: u32 = x[blk * per_block..(blk + 1) * per_block].iter().sum();
+            assert_eq!(got[blk], want, "{grid:?}, block {blk}");
+        }
+        assert_eq!(
+            got[blocks],
+            u32::MAX,
+            "{grid:?}: no block writes past the grid's count"
+        );
+        assert_eq!(count.to_vec().unwrap(), [n as u32], "{grid:?}");
     }
 }
 

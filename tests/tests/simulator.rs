@@ -275,7 +275,7 @@ fn a_warp_call_naming_a_lane_that_returned_is_reported() {
     assert_eq!((*kernel, *thread), ("shfl_after_return", [0, 0, 0]));
     let at = format!(
         "warp::shfl_xor() at examples/src/warp_ops.rs:{}",
-        warp_line("let v = warp::shfl_xor(FULL_MASK, i as u32, 1);")
+        warp_line("let v = warp::shfl_xor(FULL_MASK, i.get() as u32, 1);")
     );
     assert!(problem.contains(&at), "{err}");
     assert!(
@@ -300,7 +300,7 @@ fn a_shuffle_reading_a_lane_outside_its_mask_is_reported() {
         problem.contains("lane 0 reads lane 16, which is not in its mask 0x0000ffff"),
         "{err}"
     );
-    let line = warp_line("warp::shfl_xor(0x0000_ffff, i as u32, 16)");
+    let line = warp_line("warp::shfl_xor(0x0000_ffff, i.get() as u32, 16)");
     assert!(
         problem.contains(&format!("examples/src/warp_ops.rs:{line}")),
         "{err}"

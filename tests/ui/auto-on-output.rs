@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn fill(#[auto] out: &mut [f32]) {
-    out[0] = 1.0;
+    out[thread::index()] = 1.0;
 }
 
 fn main() {}

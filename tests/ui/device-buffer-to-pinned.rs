@@ -4,7 +4,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn scale(#[pinned_async] x: &[f32], out: &mut [f32]) {
-    out[0] = x[0];
+    out[thread::index()] = x[0];
 }
 
 fn main() {

@@ -4,7 +4,7 @@ use berth::prelude::*;
 
 #[gpu_kernel(elementwise)]
 pub fn double(x: &[f32], y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] = 2.0 * x[i];
     }

@@ -4,7 +4,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn fill<T: DeviceCopy>(out: &mut [T], v: T) {
-    out[0] = v;
+    out[thread::index()] = v;
 }
 
 fn main() {}

@@ -4,7 +4,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn step(a: &[f32], b: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < b.len() {
         b[i] = a[i];
     }

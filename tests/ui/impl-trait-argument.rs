@@ -4,7 +4,7 @@ use berth::prelude::*;
 #[gpu_kernel]
 pub fn fill(v: impl Copy, out: &mut [f32]) {
     let _ = v;
-    out[0] = 1.0;
+    out[thread::index()] = 1.0;
 }
 
 fn main() {}

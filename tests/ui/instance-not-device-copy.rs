@@ -9,7 +9,7 @@ pub struct Pair {
 
 #[gpu_kernel(instances(T = f32, Pair))]
 pub fn fill<T: Copy>(out: &mut [T], v: T) {
-    out[0] = v;
+    out[thread::index()] = v;
 }
 
 fn main() {}

@@ -3,7 +3,8 @@ use berth::prelude::*;
 
 #[gpu_kernel(instances(T = f32, bool))]
 pub fn scale<T: DeviceCopy + core::ops::Mul<Output = T>>(a: T, x: &mut [T]) {
-    x[0] = a * x[0];
+    let i = thread::index();
+    x[i] = a * x[i];
 }
 
 fn main() {}

@@ -4,12 +4,12 @@ use berth::prelude::*;
 
 #[gpu_kernel(instances(T = f32, f64))]
 pub fn fill<T: DeviceCopy>(out: &mut [T], v: T) {
-    out[0] = v;
+    out[thread::index()] = v;
 }
 
 #[gpu_kernel(instances(N = 4, 8))]
 pub fn fill_rows<const N: usize>(out: &mut [[f32; N]]) {
-    out[0] = [1.0; N];
+    out[thread::index()] = [1.0; N];
 }
 
 fn main() {

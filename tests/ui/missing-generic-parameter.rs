@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel(instances(T = f32))]
 pub fn fill<T: DeviceCopy, const N: usize>(out: &mut [[T; N]], v: T) {
-    out[0] = [v; N];
+    out[thread::index()] = [v; N];
 }
 
 fn main() {}

@@ -10,7 +10,8 @@ pub struct Params {
 
 #[gpu_kernel]
 pub fn affine(p: Params, x: &mut [f32]) {
-    x[0] = x[0] * p.scale + p.offset;
+    let i = thread::index();
+    x[i] = x[i] * p.scale + p.offset;
 }
 
 fn main() {}

@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn add([a, b]: [f32; 2], out: &mut [f32]) {
-    out[0] = a + b;
+    out[thread::index()] = a + b;
 }
 
 fn main() {}

@@ -4,7 +4,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn lookup(#[mapped] table: &[f32], out: &mut [f32]) {
-    out[0] = table[0];
+    out[thread::index()] = table[0];
 }
 
 fn main() {

@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn copy(#[pinned_async(out)] x: &[f32], #[pinned_async(out)] y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] = x[i];
     }

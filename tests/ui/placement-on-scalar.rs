@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn fill(#[mapped] v: f32, out: &mut [f32]) {
-    out[0] = v;
+    out[thread::index()] = v;
 }
 
 fn main() {}

@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn scale(a: f32, #[pinned_async] y: &mut [f32]) {
-    let i = thread::global_x();
+    let i = thread::index();
     if i < y.len() {
         y[i] *= a;
     }

@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn fill(v: (f32, f32), out: &mut [f32]) {
-    out[0] = v.0 + v.1;
+    out[thread::index()] = v.0 + v.1;
 }
 
 fn main() {}

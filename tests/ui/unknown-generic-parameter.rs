@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel(instances(T = f32, U = f64))]
 pub fn fill<T: DeviceCopy>(out: &mut [T], v: T) {
-    out[0] = v;
+    out[thread::index()] = v;
 }
 
 fn main() {}

@@ -3,7 +3,7 @@ use berth::prelude::*;
 
 #[gpu_kernel]
 pub fn count(words: &[String], out: &mut [u32]) {
-    out[0] = words.len() as u32;
+    out[thread::index()] = words.len() as u32;
 }
 
 fn main() {}

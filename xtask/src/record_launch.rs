@@ -50,6 +50,20 @@ pub fn write(md: &mut String, text: &str) -> Result {
             )?;
         }
     }
+    let submits: Vec<String> = sizes
+        .iter()
+        .filter_map(|&n| {
+            let s = pick("berth", "launch_chain_submit", n);
+            s.is_finite().then(|| format!("{s:.2} µs at n = {n}"))
+        })
+        .collect();
+    if !submits.is_empty() {
+        writeln!(
+            md,
+            "\nberth's host time to queue each launch of the scope (before its one wait): {}. Where it is close to the total per launch, the host path sets the pace.",
+            submits.join(", ")
+        )?;
+    }
     writeln!(md, "\nRaw lines (`launch.jsonl`):\n\n```\n{text}```")?;
     Ok(())
 }

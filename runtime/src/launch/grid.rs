@@ -1,7 +1,7 @@
 //! The shape of a launch: grid and block extents, dynamic shared memory, and their checks.
 
-use super::Kernel;
 use crate::error::{Error, Result};
+use crate::launch::kernel::Kernel;
 
 /// Three extents, as CUDA's `dim3`. Converts from `u32`, `(u32, u32)` and `(u32, u32, u32)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

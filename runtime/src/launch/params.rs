@@ -1,7 +1,7 @@
 //! The parameter block of one launch: each value in a 16-byte-aligned slot, as
 //! `cuLaunchKernel` takes them.
 
-use super::Param;
+use crate::launch::kernel::Param;
 
 /// A kernel's parameter values, each in a 16-byte-aligned slot, as `cuLaunchKernel` takes
 /// them (an array of pointers to the values).

@@ -1,7 +1,7 @@
 //! The guard of a launch in flight.
 
+use crate::context::Inner;
 use crate::error::Result;
-use crate::gpu::Inner;
 use crate::track::{Access, Completion, Uses};
 use cudarc::driver::sys;
 use std::marker::PhantomData;
@@ -73,7 +73,7 @@ impl Pending<'_> {
             return Ok(());
         }
         self.done = true;
-        let r = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel));
+        let r = self.gpu.sync(self.stream, Some(self.kernel));
         self.release();
         r
     }
@@ -96,7 +96,7 @@ impl Pending<'_> {
         if let Some(c) = &self.completion {
             c.finished();
         }
-        if self.gpu.fault.is_lost() {
+        if self.gpu.is_lost() {
             self.leases.clear();
             return;
         }
@@ -111,7 +111,7 @@ impl Drop for Pending<'_> {
         if self.done || self.scoped {
             return;
         }
-        if let Err(e) = crate::stream::sync(&self.gpu, self.stream, Some(self.kernel)) {
+        if let Err(e) = self.gpu.sync(self.stream, Some(self.kernel)) {
             // Nobody asked for the outcome: keep the failure for the next synchronise of the
             // stream (a GPU fault also loses the context, which every later call reports).
             tracing::warn!(error = %e, "a dropped launch guard found its stream failed");

@@ -1,0 +1,170 @@
+//! Element indices a thread owns: the safe way to write a `&mut [T]` argument.
+//!
+//! Every thread of a launch runs the same body over the same `&mut [T]` view
+//! ([`SliceMut`](crate::SliceMut)). If any thread could write any element, two threads writing
+//! one element (or one writing what another reads) would be a data race reachable from safe
+//! code. So a `SliceMut` is indexed only by an [`Own`]: an index that no other thread of the
+//! launch can hold.
+//!
+//! **The invariant.** Number the launch's threads `0..T` (`T` = threads per block × blocks;
+//! the number is [`thread::index`](crate::thread::index)). Every `Own` a thread can obtain is
+//! congruent to its own number modulo `T`: its number itself ([`thread::index`]) or a step of
+//! its grid-stride loop ([`thread::grid_stride`]). Two threads therefore never hold the same
+//! `Own`, whatever lengths, branches or loops they run. `Own` has no public constructor, and it
+//! is neither `Send` nor `Sync`, so it cannot travel to another thread through shared memory
+//! (whose elements must be `Send`), a signal, a warp shuffle (sealed to numbers) or a static.
+//!
+//! Everything else a thread may want to write is reached another way: atomics through an
+//! `#[atomic]` argument ([`AtomicSlice`](crate::atomic::AtomicSlice)), per-block data through
+//! shared memory, and writes at computed indices (a tile of a matrix, a block's partial sum, a
+//! scatter) through `unsafe` accessors whose contract says which thread owns what —
+//! checked by the simulator on every launch. The design and its reasons are in
+//! `docs/write-model.md`.
+//!
+//! [`thread::index`]: crate::thread::index
+//! [`thread::grid_stride`]: crate::thread::grid_stride
+
+use core::marker::PhantomData;
+
+/// An element index that no other thread of the launch holds; see the [module](self).
+///
+/// It reads as a number (`i.get()`, `i < n`, `{i}`) and indexes every kernel view:
+/// [`SliceMut`](crate::SliceMut) (read and write), [`Slice`](crate::Slice) and
+/// [`Window`](crate::Window) (read).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Own {
+    i: usize,
+    /// Not `Send`, not `Sync`: an `Own` stays with the thread that obtained it.
+    _thread: PhantomData<*const ()>,
+}
+
+impl Own {
+    /// Only [`thread::index`](crate::thread::index) and
+    /// [`GridStride`] make one; see the module's invariant.
+    #[inline(always)]
+    pub(crate) fn new(i: usize) -> Own {
+        Own {
+            i,
+            _thread: PhantomData,
+        }
+    }
+
+    /// The index as a number.
+    #[inline(always)]
+    #[must_use]
+    pub fn get(self) -> usize {
+        self.i
+    }
+}
+
+impl From<Own> for usize {
+    #[inline(always)]
+    fn from(o: Own) -> usize {
+        o.i
+    }
+}
+
+impl PartialEq<usize> for Own {
+    #[inline(always)]
+    fn eq(&self, other: &usize) -> bool {
+        self.i == *other
+    }
+}
+
+impl PartialOrd<usize> for Own {
+    #[inline(always)]
+    fn partial_cmp(&self, other: &usize) -> Option<core::cmp::Ordering> {
+        Some(self.i.cmp(other))
+    }
+}
+
+/// Arithmetic on an `Own` gives a plain `usize` (`a[i + 1]`, `i * 4`): a neighbour or a
+/// derived index is readable, but owning it is not implied, so it indexes inputs, not a
+/// `SliceMut`.
+macro_rules! arith {
+    ($($tr:ident $f:ident),*) => { $(
+        impl core::ops::$tr<usize> for Own {
+            type Output = usize;
+            #[inline(always)]
+            #[track_caller]
+            fn $f(self, rhs: usize) -> usize {
+                core::ops::$tr::$f(self.i, rhs)
+            }
+        }
+        impl core::ops::$tr<Own> for usize {
+            type Output = usize;
+            #[inline(always)]
+            #[track_caller]
+            fn $f(self, rhs: Own) -> usize {
+                core::ops::$tr::$f(self, rhs.i)
+            }
+        }
+    )* };
+}
+arith!(Add add, Sub sub, Mul mul, Div div, Rem rem);
+
+impl core::fmt::Debug for Own {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Debug::fmt(&self.i, f)
+    }
+}
+
+impl core::fmt::Display for Own {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        core::fmt::Display::fmt(&self.i, f)
+    }
+}
+
+/// The calling thread's grid-stride loop over `0..len`: its [`thread::index`], then steps of
+/// the launch's thread count, while below `len`. From
+/// [`thread::grid_stride`](crate::thread::grid_stride).
+///
+/// [`thread::index`]: crate::thread::index
+#[derive(Clone, Debug)]
+pub struct GridStride {
+    next: usize,
+    step: usize,
+    end: usize,
+}
+
+impl GridStride {
+    #[inline(always)]
+    pub(crate) fn new(first: usize, step: usize, end: usize) -> GridStride {
+        GridStride {
+            next: first,
+            step,
+            end,
+        }
+    }
+}
+
+impl Iterator for GridStride {
+    type Item = Own;
+    #[inline(always)]
+    fn next(&mut self) -> Option<Own> {
+        if self.next >= self.end {
+            return None;
+        }
+        let i = self.next;
+        // Saturating: a step past `usize::MAX` ends the loop instead of wrapping onto an index
+        // another thread owns.
+        self.next = i.saturating_add(self.step);
+        Some(Own::new(i))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Own;
+
+    #[test]
+    fn arithmetic_gives_plain_numbers() {
+        let i = Own::new(3);
+        let n: usize = 4;
+        assert_eq!(
+            (i + 1, i - 1, i * 2, i / 2, i % 2, n + i),
+            (4, 2, 6, 1, 1, 7)
+        );
+        assert!(i < n && i == 3 && i + 1 == n);
+    }
+}

@@ -1,0 +1,272 @@
+//! The CUDA driver backend, through cudarc's `result`/`sys` layers: the context (device
+//! selection, the reset of a primary context poisoned by a fault, recovery) and the device's
+//! attributes. Its memory, streams and kernels are implemented in `driver_memory.rs`,
+//! `driver_streams.rs` and `driver_kernels.rs`.
+
+use crate::backend::{Backend, ContextOps, Ops, Reopen};
+use crate::error::{Error, Result};
+use crate::fault::{
+    FaultState, Faults, MappedPanicRecord, is_sticky_name, mark_device_lost, register_context,
+};
+use crate::placement::model::DeviceProfile;
+use cudarc::driver::{result, sys};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// A context of the CUDA driver on one device: the device's primary context, its default
+/// stream, the modules loaded into it, and how its failures become errors.
+pub(crate) struct Driver {
+    ordinal: usize,
+    device: sys::CUdevice,
+    ctx: sys::CUcontext,
+    name: String,
+    device_count: usize,
+    pub(super) default_stream: sys::CUstream,
+    pub(super) faults: Faults,
+    /// Loaded entries, by the address of their (static) descriptor: hashing a pointer, not two
+    /// names, on every launch.
+    pub(super) functions: Mutex<HashMap<usize, sys::CUfunction>>,
+    pub(super) modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
+    /// Events (timing disabled) that mark where queued work ends, for reuse.
+    pub(super) events: Mutex<Vec<sys::CUevent>>,
+}
+
+// SAFETY: the raw handles (context, device, stream, modules, functions, events) are driver
+// objects usable from any thread once the context is made current there, which every entry
+// point does (`bind`); the mutable maps are behind mutexes.
+unsafe impl Send for Driver {}
+// SAFETY: as above.
+unsafe impl Sync for Driver {}
+
+/// A driver that still refuses after a reset has poisoned the process, not just the context.
+fn unrecoverable(e: Error) -> Error {
+    match e {
+        Error::Driver { name, .. } if is_sticky_name(&name) => Error::ProcessPoisoned { name },
+        other => other,
+    }
+}
+
+/// Destroy the device's primary context (all its resources) so the next retain creates a
+/// fresh one.
+fn reset_primary(device: sys::CUdevice) -> Result<()> {
+    // SAFETY: detaching the calling thread from any context has no preconditions; a poisoned
+    // context left current would taint the next calls on this thread.
+    let _ = unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
+    // SAFETY: resetting the primary context destroys all its resources. Every berth object
+    // on this device was marked lost and skips its driver calls, so none of them touches a
+    // destroyed handle afterwards.
+    unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
+        .result()
+        .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))
+}
+
+fn check_driver() -> Result<()> {
+    // SAFETY: only probes whether the library can be opened; cudarc's own entry points
+    // panic when it cannot, which is why this runs first.
+    let present = unsafe { sys::is_culib_present() };
+    if !present {
+        return Err(Error::NoDriver(
+            "libcuda.so not found on the library path".into(),
+        ));
+    }
+    result::init().map_err(|e| Error::driver("cuInit", e))
+}
+
+impl Driver {
+    /// The GPU with the given ordinal.
+    ///
+    /// If the device's primary context was poisoned by an earlier fault (in this process),
+    /// every berth handle on it is marked lost and the context is reset first: a poisoned
+    /// context can never run anything again.
+    pub(crate) fn with_ordinal(ordinal: usize) -> Result<Driver> {
+        match Driver::open(ordinal) {
+            Err(Error::Driver { name, .. }) if is_sticky_name(&name) => {
+                let device = result::device::get(ordinal as i32)
+                    .map_err(|e| Error::driver("cuDeviceGet", e))?;
+                mark_device_lost(device, "the primary context was reset after a fault");
+                tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
+                reset_primary(device)?;
+                Driver::open(ordinal).map_err(unrecoverable)
+            }
+            other => other,
+        }
+    }
+
+    fn open(ordinal: usize) -> Result<Driver> {
+        check_driver()?;
+        let count =
+            result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
+        if ordinal >= count as usize {
+            return Err(Error::NoDevice {
+                ordinal,
+                count: count as usize,
+            });
+        }
+        let device =
+            result::device::get(ordinal as i32).map_err(|e| Error::driver("cuDeviceGet", e))?;
+        // SAFETY: `device` is a valid device handle from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(device) }
+            .map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
+        // SAFETY: `ctx` was just retained and is valid.
+        unsafe { result::ctx::set_current(ctx) }
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        let name = result::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
+        let default_stream = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| Error::driver("cuStreamCreate", e))?;
+        let record = MappedPanicRecord::new()?;
+        let state = Arc::new(FaultState::default());
+        register_context(device, &state);
+        tracing::debug!(ordinal, %name, "GPU context ready");
+        Ok(Driver {
+            ordinal,
+            device,
+            ctx,
+            name,
+            device_count: count as usize,
+            default_stream,
+            faults: Faults {
+                state,
+                record,
+                device,
+            },
+            functions: Mutex::new(HashMap::new()),
+            modules: Mutex::new(HashMap::new()),
+            events: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Our error for a failed driver call, recognising faults that poison the context.
+    pub(super) fn error(
+        &self,
+        call: &'static str,
+        e: cudarc::driver::DriverError,
+        kernel_hint: Option<&str>,
+    ) -> Error {
+        self.faults.error(call, e, kernel_hint)
+    }
+
+    /// [`Driver::error`] of a driver result.
+    pub(super) fn check<T>(
+        &self,
+        call: &'static str,
+        r: std::result::Result<T, cudarc::driver::DriverError>,
+        kernel_hint: Option<&str>,
+    ) -> Result<T> {
+        self.faults.check(call, r, kernel_hint)
+    }
+}
+
+impl ContextOps for Driver {
+    fn kind(&self) -> Backend {
+        Backend::Cuda
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    fn device_count(&self) -> usize {
+        self.device_count
+    }
+
+    fn raw_context(&self) -> sys::CUcontext {
+        self.ctx
+    }
+
+    fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32> {
+        // SAFETY: valid device handle; the attribute enum is the driver's own.
+        unsafe { result::device::get_attribute(self.device, attr) }
+            .map_err(|e| Error::driver("cuDeviceGetAttribute", e))
+    }
+
+    fn compute_capability(&self) -> Result<(i32, i32)> {
+        use sys::CUdevice_attribute::*;
+        let major = self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
+        let minor = self.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
+        Ok((major, minor))
+    }
+
+    fn memory_info(&self) -> Result<(usize, usize)> {
+        self.bind()?;
+        result::mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))
+    }
+
+    fn device_profile(&self) -> Result<Option<DeviceProfile>> {
+        use sys::CUdevice_attribute::*;
+        Ok(Some(DeviceProfile {
+            pageable_memory_access: self.attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)?
+                != 0,
+            uses_host_page_tables: self
+                .attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)?
+                != 0,
+        }))
+    }
+
+    fn has_link(&self) -> bool {
+        true
+    }
+
+    fn fault(&self) -> &FaultState {
+        &self.faults.state
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.faults.state.ensure_alive()?;
+        // SAFETY: `ctx` is the retained primary context, alive while `self` is.
+        unsafe { result::ctx::set_current(self.ctx) }
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        let r = result::ctx::synchronize();
+        self.check("cuCtxSynchronize", r, None)
+    }
+
+    fn recovery(&self) -> Result<Reopen> {
+        if !self.faults.state.is_lost() {
+            return Err(Error::Usage(
+                "Gpu::recover() resets a context lost to a fault; this one is healthy, and a \
+                 reset would destroy its live buffers"
+                    .into(),
+            ));
+        }
+        let (ordinal, device) = (self.ordinal, self.device);
+        mark_device_lost(device, "the primary context was reset by Gpu::recover");
+        Ok(Box::new(move || {
+            reset_primary(device)?;
+            tracing::info!(ordinal, "GPU context reset after a fault");
+            let fresh = Driver::open(ordinal).map_err(unrecoverable)?;
+            Ok(Box::new(fresh) as Box<dyn Ops>)
+        }))
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        if self.faults.state.is_lost() {
+            // The context is dead (and will be reset): its handles must not be touched.
+            return;
+        }
+        if self.bind().is_err() {
+            return;
+        }
+        for (_, m) in self.modules.get_mut().expect("poisoned").drain() {
+            // SAFETY: each module was loaded in this context and is unloaded once.
+            let _ = unsafe { result::module::unload(m) };
+        }
+        // SAFETY: created in `open` in this context, destroyed once, here.
+        let _ = unsafe { result::stream::destroy(self.default_stream) };
+        for ev in self.events.get_mut().expect("poisoned").drain(..) {
+            // SAFETY: pooled events of this context, no longer referenced; destroyed once.
+            let _ = unsafe { result::event::destroy(ev) };
+        }
+        self.faults.record.free();
+        // SAFETY: balances the retain in `open`.
+        let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}

@@ -1,0 +1,151 @@
+//! Memory on the CUDA driver: device and page-locked host allocations, registration of
+//! existing host memory, asynchronous copies and memsets, and stream memory operations.
+
+use crate::backend::MemoryOps;
+use crate::backend::driver::Driver;
+use crate::error::{Error, Result};
+use cudarc::driver::{result, sys};
+use std::ffi::c_void;
+
+impl MemoryOps for Driver {
+    fn alloc(&self, bytes: usize) -> Result<u64> {
+        // SAFETY: plain allocation in the current context (the caller bound it).
+        match unsafe { result::malloc_sync(bytes) } {
+            Ok(p) => Ok(p),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                Err(Error::OutOfMemory { bytes, free, total })
+            }
+            Err(e) => Err(self.error("cuMemAlloc", e, None)),
+        }
+    }
+
+    unsafe fn free(&self, ptr: u64, _bytes: usize) {
+        // SAFETY: the caller's contract.
+        let _ = unsafe { result::free_sync(ptr) };
+    }
+
+    fn alloc_host(&self, bytes: usize, flags: u32) -> Result<u64> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: plain allocation in the current context (the caller bound it).
+        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) }.result();
+        match r {
+            Ok(()) => Ok(p as u64),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(Error::OutOfMemory {
+                bytes,
+                free: 0,
+                total: 0,
+            }),
+            Err(e) => Err(self.error("cuMemHostAlloc", e, None)),
+        }
+    }
+
+    unsafe fn free_host(&self, ptr: u64, _bytes: usize) {
+        // SAFETY: the caller's contract.
+        let _ = unsafe { result::free_host(ptr as *mut c_void) };
+    }
+
+    fn mapped_address(&self, host: u64) -> Result<u64> {
+        let mut d = 0;
+        // SAFETY: `host` is a live DEVICEMAP allocation of this (current) context.
+        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, host as *mut c_void, 0) };
+        self.check("cuMemHostGetDevicePointer", r.result(), None)?;
+        Ok(d)
+    }
+
+    unsafe fn register(&self, host: *mut c_void, bytes: usize) -> Result<u64> {
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: `host..host+bytes` stays allocated until it is unregistered (the caller's
+        // contract).
+        let r = unsafe { sys::cuMemHostRegister_v2(host, bytes, flags) }.result();
+        if let Err(e) = r {
+            use sys::CUresult::*;
+            return Err(match e.0 {
+                CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED => Error::Usage(
+                    "this memory (or a page of it) is already registered or pinned: register \
+                     each allocation once, or use a MappedBuffer"
+                        .into(),
+                ),
+                CUDA_ERROR_NOT_SUPPORTED => Error::Usage(
+                    "this platform does not support registering host memory: use a MappedBuffer"
+                        .into(),
+                ),
+                _ => self.error("cuMemHostRegister", e, None),
+            });
+        }
+        let mut device = 0;
+        // SAFETY: `host` was just registered with DEVICEMAP in the current context.
+        if let Err(e) = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) }.result()
+        {
+            // SAFETY: undo the registration above.
+            let _ = unsafe { sys::cuMemHostUnregister(host) };
+            return Err(self.error("cuMemHostGetDevicePointer", e, None));
+        }
+        Ok(device)
+    }
+
+    unsafe fn unregister(&self, host: *mut c_void) {
+        // SAFETY: the caller's contract.
+        let _ = unsafe { sys::cuMemHostUnregister(host) };
+    }
+
+    unsafe fn copy_h2d(
+        &self,
+        stream: sys::CUstream,
+        device: u64,
+        host: u64,
+        bytes: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let r = unsafe { sys::cuMemcpyHtoDAsync_v2(device, host as *const c_void, bytes, stream) }
+            .result();
+        self.check("cuMemcpyHtoDAsync", r, Some(kernel))
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        stream: sys::CUstream,
+        host: u64,
+        device: u64,
+        bytes: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let r = unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, device, bytes, stream) }
+            .result();
+        self.check("cuMemcpyDtoHAsync", r, Some(kernel))
+    }
+
+    unsafe fn zero(
+        &self,
+        stream: sys::CUstream,
+        device: u64,
+        bytes: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let r = unsafe { result::memset_d8_async(device, 0, bytes, stream) };
+        self.check("cuMemsetD8Async", r, Some(kernel))
+    }
+
+    unsafe fn fill_u32(
+        &self,
+        stream: sys::CUstream,
+        device: u64,
+        value: u32,
+        count: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let r = unsafe { sys::cuMemsetD32Async(device, value, count, stream) }.result();
+        self.check("cuMemsetD32Async", r, Some(kernel))
+    }
+
+    unsafe fn write_flag(&self, stream: sys::CUstream, _host: u64, device: u64) -> bool {
+        // SAFETY: the caller's contract: `device` is a live u32 of mapped memory.
+        unsafe { sys::cuStreamWriteValue32_v2(stream, device, 1, 0) }
+            .result()
+            .is_ok()
+    }
+}

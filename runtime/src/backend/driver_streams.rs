@@ -1,0 +1,155 @@
+//! Streams on the CUDA driver: creation, synchronisation, the pooled events that mark where
+//! queued work ends (completion points), and timed events.
+
+use crate::backend::driver::Driver;
+use crate::backend::{ContextOps, EventHandle, Point, StreamOps};
+use crate::error::{Error, Result};
+use cudarc::driver::{result, sys};
+
+impl Driver {
+    /// An event with timing disabled, from the pool or new (the context is current).
+    fn take_event(&self) -> Result<sys::CUevent> {
+        if let Some(ev) = self.events.lock().expect("poisoned").pop() {
+            return Ok(ev);
+        }
+        result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)
+            .map_err(|e| self.error("cuEventCreate", e, None))
+    }
+
+    /// Give back an event for reuse (recording it again later is allowed even if pending).
+    fn put_event(&self, ev: sys::CUevent) {
+        self.events.lock().expect("poisoned").push(ev);
+    }
+}
+
+fn cuda(event: &EventHandle) -> sys::CUevent {
+    match event {
+        EventHandle::Cuda(ev) => *ev,
+        EventHandle::Sim(_) => unreachable!("a simulated event given to the driver"),
+    }
+}
+
+impl StreamOps for Driver {
+    fn default_stream(&self) -> sys::CUstream {
+        self.default_stream
+    }
+
+    fn stream_new(&self) -> Result<sys::CUstream> {
+        // Non-blocking, so it never serialises with the legacy stream.
+        result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| Error::driver("cuStreamCreate", e))
+    }
+
+    fn stream_drop(&self, stream: sys::CUstream) {
+        // SAFETY: a stream of this (current) context, destroyed once by its owner; the
+        // driver would release it once idle anyway, the synchronise keeps the order plain.
+        unsafe {
+            let _ = result::stream::synchronize(stream);
+            let _ = result::stream::destroy(stream);
+        }
+    }
+
+    fn sync(&self, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
+        // SAFETY: `stream` belongs to this context, which the caller made current.
+        let r = unsafe { result::stream::synchronize(stream) };
+        self.check("cuStreamSynchronize", r, kernel)?;
+        self.faults.state.stream_idle(stream);
+        Ok(())
+    }
+
+    fn idle(&self, stream: sys::CUstream) -> bool {
+        if self.bind().is_err() {
+            return true;
+        }
+        // SAFETY: `stream` belongs to this context, which is current.
+        let r = unsafe { sys::cuStreamQuery(stream) };
+        r != sys::CUresult::CUDA_ERROR_NOT_READY
+    }
+
+    fn keep_failure(&self, _stream: sys::CUstream, _e: Error) {
+        // A failure after work was queued is a fault: the context is lost, and every later
+        // call reports it.
+    }
+
+    fn record_point(&self, stream: sys::CUstream) -> Result<Point> {
+        let ev = self.take_event()?;
+        // SAFETY: `ev` and `stream` belong to this context, current since the caller's
+        // launch or copy bound it.
+        let r = unsafe { result::event::record(ev, stream) };
+        if let Err(e) = r {
+            self.put_event(ev);
+            return Err(self.error("cuEventRecord", e, None));
+        }
+        Ok(Point::Event(ev))
+    }
+
+    fn wait_point(&self, point: &Point) {
+        if let Point::Event(ev) = point
+            && self.bind().is_ok()
+        {
+            // SAFETY: `ev` is an event of this (current) context, alive while `point` is.
+            let _ = unsafe { result::event::synchronize(*ev) };
+        }
+    }
+
+    fn release_point(&self, point: Point) {
+        if let Point::Event(ev) = point
+            && !self.faults.state.is_lost()
+        {
+            self.put_event(ev);
+        }
+    }
+
+    fn event_new(&self) -> Result<EventHandle> {
+        let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+            .map_err(|e| self.error("cuEventCreate", e, None))?;
+        Ok(EventHandle::Cuda(ev))
+    }
+
+    fn event_record(&self, event: &EventHandle, stream: sys::CUstream) -> Result<()> {
+        // SAFETY: the event and `stream` belong to this (current) context and are alive.
+        let r = unsafe { result::event::record(cuda(event), stream) };
+        self.check("cuEventRecord", r, None)
+    }
+
+    fn event_wait(&self, event: &EventHandle) -> Result<()> {
+        // SAFETY: an event of this (current) context.
+        let r = unsafe { result::event::synchronize(cuda(event)) };
+        self.check("cuEventSynchronize", r, None)
+    }
+
+    fn event_query(&self, event: &EventHandle) -> Result<bool> {
+        // SAFETY: an event of this (current) context.
+        match unsafe { result::event::query(cuda(event)) } {
+            Ok(()) => Ok(true),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            Err(e) => Err(self.error("cuEventQuery", e, None)),
+        }
+    }
+
+    fn event_elapsed(&self, start: &EventHandle, stop: &EventHandle) -> Result<f64> {
+        // SAFETY: both are complete events of this (current) context, timing enabled.
+        let ms = unsafe { result::event::elapsed(cuda(start), cuda(stop)) }
+            .map_err(|e| self.error("cuEventElapsedTime", e, None))?;
+        Ok(f64::from(ms) * 1e-3)
+    }
+
+    fn stream_wait_event(&self, stream: sys::CUstream, event: &EventHandle) -> Result<()> {
+        // SAFETY: `stream` and the event belong to this (current) context and are alive (the
+        // driver keeps what it needs of the event until the wait is over).
+        let r = unsafe {
+            result::stream::wait_event(
+                stream,
+                cuda(event),
+                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+            )
+        };
+        self.check("cuStreamWaitEvent", r, None)
+    }
+
+    fn event_drop(&self, event: &EventHandle) {
+        // SAFETY: created by `event_new`, destroyed once (the caller's contract); the driver
+        // releases an event still pending on a stream once it completes.
+        let _ = unsafe { result::event::destroy(cuda(event)) };
+    }
+}

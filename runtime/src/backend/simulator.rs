@@ -1,0 +1,335 @@
+//! The CPU simulator backend: host memory for every kind of memory, worker threads as streams
+//! (`sim_stream.rs`), and kernels run by the simulator (`sim.rs`) as jobs on those streams. Its
+//! streams and events are in `simulator_streams.rs`.
+
+use crate::backend::{Backend, ContextOps, GraphExec, GraphNode, KernelOps, MemoryOps, Reopen};
+use crate::error::{Error, Result};
+use crate::fault::FaultState;
+use crate::launch::grid::Grid;
+use crate::launch::kernel::Kernel;
+use crate::launch::params::ParamBlock;
+use crate::placement::model::DeviceProfile;
+use crate::sim_stream::SimStreams;
+use cudarc::driver::sys;
+use std::alloc::Layout;
+use std::collections::HashSet;
+use std::ffi::c_void;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// The CPU simulator: host memory, and worker threads as streams.
+pub(crate) struct Simulator {
+    name: String,
+    pub(super) default_stream: sys::CUstream,
+    /// The streams (worker threads running queued work in order), by handle.
+    pub(super) streams: SimStreams,
+    /// Never lost; kept for the in-flight bookkeeping every backend offers.
+    fault: FaultState,
+    /// Kernels whose launcher was checked against its PTX entry, by (crate, name).
+    checked: Mutex<HashSet<(&'static str, &'static str)>>,
+}
+
+// SAFETY: the stream handles are numbers, never dereferenced; the rest is thread-safe.
+unsafe impl Send for Simulator {}
+// SAFETY: as above.
+unsafe impl Sync for Simulator {}
+
+impl Simulator {
+    /// A simulated context with one worker per core for its kernels' blocks.
+    pub(crate) fn new() -> Simulator {
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        tracing::info!(workers, "using the CPU simulator");
+        Simulator {
+            name: format!("CPU simulator ({workers} worker threads)"),
+            default_stream: crate::sim_stream::new_handle(),
+            streams: SimStreams::default(),
+            fault: FaultState::default(),
+            checked: Mutex::new(HashSet::new()),
+        }
+    }
+
+    /// Queue `job` on the stream `stream`.
+    fn enqueue(&self, stream: sys::CUstream, job: crate::sim_stream::Job) {
+        self.streams.enqueue(stream as usize, job);
+    }
+
+    /// Queue a memcpy on a simulated stream.
+    ///
+    /// # Safety
+    /// As for [`MemoryOps::copy_h2d`]: both ranges valid and left alone until the stream ran it.
+    unsafe fn copy(&self, stream: sys::CUstream, dst: u64, src: u64, bytes: usize) {
+        // SAFETY (of the job): the caller's contract; it runs before the stream passes it.
+        let job = move || {
+            unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes) };
+            Ok(())
+        };
+        self.enqueue(stream, Box::new(job));
+    }
+}
+
+/// (available, total) host memory, the simulator's device memory.
+fn host_memory() -> (usize, usize) {
+    let text = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("MemAvailable:"), field("MemTotal:"))
+}
+
+impl ContextOps for Simulator {
+    fn kind(&self) -> Backend {
+        Backend::Simulator
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn ordinal(&self) -> usize {
+        0
+    }
+
+    fn device_count(&self) -> usize {
+        1
+    }
+
+    fn raw_context(&self) -> sys::CUcontext {
+        std::ptr::null_mut()
+    }
+
+    fn attribute(&self, _attr: sys::CUdevice_attribute) -> Result<i32> {
+        Err(Error::Usage(
+            "the CPU simulator has no CUDA device attributes".into(),
+        ))
+    }
+
+    fn compute_capability(&self) -> Result<(i32, i32)> {
+        Err(Error::Usage(
+            "the CPU simulator has no compute capability".into(),
+        ))
+    }
+
+    fn memory_info(&self) -> Result<(usize, usize)> {
+        Ok(host_memory())
+    }
+
+    fn device_profile(&self) -> Result<Option<DeviceProfile>> {
+        Ok(None)
+    }
+
+    fn has_link(&self) -> bool {
+        false
+    }
+
+    fn fault(&self) -> &FaultState {
+        &self.fault
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.fault.ensure_alive()
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.streams.settle();
+        Ok(())
+    }
+
+    fn recovery(&self) -> Result<Reopen> {
+        Err(Error::Usage(
+            "the CPU simulator is never lost: nothing to recover".into(),
+        ))
+    }
+}
+
+const ALIGN: usize = 256;
+
+fn layout(bytes: usize) -> Layout {
+    Layout::from_size_align(bytes.max(1), ALIGN).expect("allocation size overflows")
+}
+
+impl MemoryOps for Simulator {
+    fn alloc(&self, bytes: usize) -> Result<u64> {
+        // SAFETY: the layout has a non-zero size.
+        let p = unsafe { std::alloc::alloc_zeroed(layout(bytes)) };
+        if p.is_null() {
+            return Err(Error::OutOfMemory {
+                bytes,
+                free: 0,
+                total: 0,
+            });
+        }
+        Ok(p as u64)
+    }
+
+    unsafe fn free(&self, ptr: u64, bytes: usize) {
+        // SAFETY: the caller's contract: `ptr` came from `alloc(bytes)`, same layout.
+        unsafe { std::alloc::dealloc(ptr as *mut u8, layout(bytes)) }
+    }
+
+    fn alloc_host(&self, bytes: usize, _flags: u32) -> Result<u64> {
+        // Host memory is host memory: the same zeroed, aligned allocation as device memory.
+        self.alloc(bytes)
+    }
+
+    unsafe fn free_host(&self, ptr: u64, bytes: usize) {
+        // SAFETY: the caller's contract: `ptr` came from `alloc_host(bytes, _)`, which is
+        // `alloc(bytes)`.
+        unsafe { self.free(ptr, bytes) }
+    }
+
+    fn mapped_address(&self, host: u64) -> Result<u64> {
+        Ok(host)
+    }
+
+    unsafe fn register(&self, host: *mut c_void, _bytes: usize) -> Result<u64> {
+        Ok(host as u64)
+    }
+
+    unsafe fn unregister(&self, _host: *mut c_void) {}
+
+    unsafe fn copy_h2d(
+        &self,
+        stream: sys::CUstream,
+        device: u64,
+        host: u64,
+        bytes: usize,
+        _kernel: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.copy(stream, device, host, bytes) };
+        Ok(())
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        stream: sys::CUstream,
+        host: u64,
+        device: u64,
+        bytes: usize,
+        _kernel: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.copy(stream, host, device, bytes) };
+        Ok(())
+    }
+
+    unsafe fn zero(
+        &self,
+        stream: sys::CUstream,
+        device: u64,
+        bytes: usize,
+        _kernel: &str,
+    ) -> Result<()> {
+        // SAFETY (of the job): the caller's contract; device memory is host memory here.
+        let job = move || {
+            unsafe { std::ptr::write_bytes(device as *mut u8, 0, bytes) };
+            Ok(())
+        };
+        self.enqueue(stream, Box::new(job));
+        Ok(())
+    }
+
+    unsafe fn fill_u32(
+        &self,
+        stream: sys::CUstream,
+        device: u64,
+        value: u32,
+        count: usize,
+        _kernel: &str,
+    ) -> Result<()> {
+        // SAFETY (of the job): the caller's contract: `count` aligned words of host memory,
+        // left alone until the stream ran it.
+        let job = move || {
+            let words = unsafe { std::slice::from_raw_parts_mut(device as *mut u32, count) };
+            words.fill(value);
+            Ok(())
+        };
+        self.enqueue(stream, Box::new(job));
+        Ok(())
+    }
+
+    unsafe fn write_flag(&self, stream: sys::CUstream, host: u64, _device: u64) -> bool {
+        let job = move || {
+            // SAFETY: the caller's contract: a live, aligned u32 that the host reads only
+            // atomically until the stream has passed this job.
+            unsafe { AtomicU32::from_ptr(host as *mut u32) }.store(1, Ordering::Release);
+            Ok(())
+        };
+        self.enqueue(stream, Box::new(job));
+        true
+    }
+}
+
+impl KernelOps for Simulator {
+    fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction> {
+        let key = (kernel.crate_name, kernel.name);
+        if !self.checked.lock().expect("poisoned").contains(&key) {
+            // As a module load would, once: a stale PTX or a macro bug is an error here.
+            crate::ptx::check_kernel(kernel)?;
+            self.checked.lock().expect("poisoned").insert(key);
+        }
+        Ok(std::ptr::null_mut())
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: &'static Kernel,
+        _func: sys::CUfunction,
+        grid: &Grid,
+        stream: sys::CUstream,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // The job runs later, on the stream's thread: it takes its own copy of the values (as
+        // `cuLaunchKernel` does); what they address stays borrowed by the launch's guard.
+        let mut values = ParamBlock::new(kernel.params);
+        for (i, (p, &ptr)) in kernel.params.iter().zip(params.iter()).enumerate() {
+            // SAFETY: `params[i]` points to a value of parameter i's size (caller's contract).
+            values.set(i, unsafe {
+                std::slice::from_raw_parts(ptr.cast::<u8>(), p.size)
+            });
+        }
+        let grid = *grid;
+        let job = move || {
+            let mut values = values;
+            let mut ptrs = values.pointers();
+            // SAFETY: forwarded: one pointer per parameter of `kernel`, to live values.
+            unsafe { crate::sim::run(kernel, &grid, &mut ptrs) }
+        };
+        self.enqueue(stream, Box::new(job));
+        Ok(())
+    }
+
+    fn graph_build(&self, _nodes: &[GraphNode]) -> Result<GraphExec> {
+        Ok(GraphExec::Replay)
+    }
+
+    fn graph_update(
+        &self,
+        _exec: &GraphExec,
+        _new: &[GraphNode],
+        _old: &[GraphNode],
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    unsafe fn graph_launch(
+        &self,
+        _exec: &GraphExec,
+        nodes: &[GraphNode],
+        stream: sys::CUstream,
+    ) -> Result<()> {
+        for n in nodes {
+            let mut params = n.params.clone();
+            let mut ptrs = params.pointers();
+            // SAFETY: forwarded from the caller: each node's parameters were checked against
+            // its kernel, and what they address outlives the replay.
+            unsafe { self.launch(n.kernel, n.func, &n.grid, stream, &mut ptrs) }?;
+        }
+        Ok(())
+    }
+
+    fn graph_drop(&self, _exec: GraphExec) {}
+}

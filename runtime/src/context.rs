@@ -1,0 +1,155 @@
+//! A context's state above its backend: the backend itself, the pools of device staging,
+//! pinned host memory and streams, and the caches of the placement model and the pipeline
+//! planner. Every handle — [`crate::gpu::Gpu`], buffers, streams, guards — shares one through
+//! an `Arc`, so this sits below all of them and names none of them.
+
+use crate::backend::Ops;
+use crate::error::{Error, Result};
+use crate::pipeline::plan::LinkProfile;
+use crate::placement::model::{DeviceProfile, LinkCosts};
+use crate::pool::{FreeLists, size_class};
+use cudarc::driver::sys;
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+/// One context: a backend and what is written once above it.
+pub(crate) struct Inner {
+    backend: Box<dyn Ops>,
+    /// The backend's default stream.
+    pub(crate) default_stream: sys::CUstream,
+    /// Device staging buffers of `#[pinned_async]` arguments.
+    pub(crate) staging: FreeLists<()>,
+    /// Pinned host allocations, by size class and flags.
+    pub(crate) pinned: FreeLists<u32>,
+    /// Streams of pipelined launches, kept for reuse.
+    streams: Mutex<Vec<sys::CUstream>>,
+    /// The link, measured on first use by a pipelined launch.
+    pub(crate) link: OnceLock<LinkProfile>,
+    /// The placement model's constants, loaded on first use.
+    pub(crate) costs: OnceLock<LinkCosts>,
+    /// The device's coherence attributes, read on first use (or set).
+    pub(crate) profile: OnceLock<DeviceProfile>,
+    /// Random reads per second measured on one mapped allocation, by (host address, bytes):
+    /// the rate depends on the allocation's physical layout.
+    pub(crate) random_rates: Mutex<HashMap<(u64, usize), f64>>,
+}
+
+// SAFETY: the backend is `Send + Sync`; the stream handles are driver objects usable from any
+// thread once the context is current there (every entry point binds it), kept behind a mutex
+// or only copied.
+unsafe impl Send for Inner {}
+// SAFETY: as above.
+unsafe impl Sync for Inner {}
+
+impl Inner {
+    pub(crate) fn new(backend: Box<dyn Ops>) -> Inner {
+        Inner {
+            default_stream: backend.default_stream(),
+            backend,
+            staging: FreeLists::new(),
+            pinned: FreeLists::new(),
+            streams: Mutex::new(Vec::new()),
+            link: OnceLock::new(),
+            costs: OnceLock::new(),
+            profile: OnceLock::new(),
+            random_rates: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The backend of this context.
+    pub(crate) fn ops(&self) -> &dyn Ops {
+        &*self.backend
+    }
+
+    /// Make this context current on the calling thread; refuse if it was lost.
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.backend.bind()
+    }
+
+    /// Whether an earlier fault made this context unusable.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.backend.fault().is_lost()
+    }
+
+    /// Wait for everything queued on `stream`; the first failure of its work (`kernel` names
+    /// the launch in a fault report).
+    pub(crate) fn sync(&self, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
+        self.bind()?;
+        self.backend.sync(stream, kernel)
+    }
+
+    /// Wait for everything queued on `stream` so far without taking its failure (the next
+    /// synchronise still reports it). A lost context runs nothing more: returns at once.
+    pub(crate) fn drain(&self, stream: sys::CUstream) {
+        let ops = self.ops();
+        if let Ok(p) = ops.record_point(stream) {
+            ops.wait_point(&p);
+            ops.release_point(p);
+        } else {
+            let _ = self.sync(stream, None);
+        }
+    }
+
+    /// Whether `stream` has nothing left to do: all its work ran, or it stopped on an error
+    /// (the next synchronise reports it). Never blocks.
+    pub(crate) fn idle(&self, stream: sys::CUstream) -> bool {
+        self.backend.idle(stream)
+    }
+
+    /// Keep `e`, a failure of `stream` that a synchronise took but nobody received, for the
+    /// stream's next synchronise.
+    pub(crate) fn keep_failure(&self, stream: sys::CUstream, e: Error) {
+        self.backend.keep_failure(stream, e);
+    }
+
+    /// A stream for a pipelined launch, from the pool or new.
+    pub(crate) fn take_stream(&self) -> Result<sys::CUstream> {
+        if let Some(s) = self.streams.lock().expect("poisoned").pop() {
+            return Ok(s);
+        }
+        self.backend.stream_new()
+    }
+
+    /// Give back a stream whose work is complete.
+    pub(crate) fn put_stream(&self, s: sys::CUstream) {
+        self.streams.lock().expect("poisoned").push(s);
+    }
+
+    /// Take a pooled device staging buffer of `bytes`' size class (allocating one when none is
+    /// free): `(class, address)`. Out of memory is `Error::OutOfMemory` with the device's free
+    /// and total memory.
+    pub(crate) fn take_staging(&self, bytes: usize) -> Result<(usize, u64)> {
+        let class = size_class(bytes);
+        self.staging
+            .take(class, (), |c| self.backend.alloc(c))
+            .map(|p| (class, p))
+    }
+
+    /// Free the memory cached by the pools (memory in use is not affected). The context is
+    /// current.
+    pub(crate) fn free_pools(&self) {
+        for (class, _, p) in self.staging.drain() {
+            // SAFETY: a pooled staging allocation of `class` bytes of this context, not in use
+            // (it is in the free list only after the launch using it completed).
+            unsafe { self.backend.free(p, class) };
+        }
+        for (class, _, p) in self.pinned.drain() {
+            // SAFETY: a pooled pinned allocation of `class` bytes of this context, no longer
+            // referenced (it returns to the pool only after its uses completed).
+            unsafe { self.backend.free_host(p, class) };
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A lost context is dead (and will be reset): its handles must not be touched.
+        if self.is_lost() || self.bind().is_err() {
+            return;
+        }
+        self.free_pools();
+        for s in self.streams.get_mut().expect("poisoned").drain(..) {
+            self.backend.stream_drop(s);
+        }
+    }
+}
