@@ -89,7 +89,9 @@ impl Parse for Options {
             }
             seen.push(name.clone());
             // A value missing at the end of the options is reported at the option's name (syn
-            // would point at the call site: there is no token after it).
+            // would point at the call site: there is no token after it). Only for parses of
+            // single tokens, or that fail where they stop: an error after a value was read whole
+            // keeps its own span.
             let at_key = |e: syn::Error| {
                 if input.is_empty() {
                     syn::Error::new(key.span(), e.to_string())
@@ -103,7 +105,13 @@ impl Parse for Options {
                     input.parse::<syn::Token![=]>().map_err(|e| {
                         at_key(syn::Error::new(e.span(), "write the block shape as `block = (x, y, z)`, `block = (x, y)` or `block = x`"))
                     })?;
-                    opts.block = Some(block_shape(input).map_err(at_key)?);
+                    if input.is_empty() {
+                        return Err(syn::Error::new(
+                            key.span(),
+                            "write the block shape after `block =`: `block = (16, 16)`, `block = 256`",
+                        ));
+                    }
+                    opts.block = Some(block_shape(input)?);
                 }
                 "fp_contract" => {
                     input.parse::<syn::Token![=]>().map_err(|e| {
@@ -122,7 +130,13 @@ impl Parse for Options {
                     opts.exact_fp = !v.value;
                 }
                 "instances" => {
-                    opts.instances = Some((instances(input).map_err(at_key)?, key.span()));
+                    if input.is_empty() {
+                        return Err(syn::Error::new(
+                            key.span(),
+                            "write the instances of a generic kernel as `instances(T = f32, f64)`",
+                        ));
+                    }
+                    opts.instances = Some((instances(input)?, key.span()));
                 }
                 _ => {
                     let path = input.parse::<syn::Token![=]>().and_then(|_| input.parse());
