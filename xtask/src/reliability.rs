@@ -204,9 +204,13 @@ fn soak_section(md: &mut String, soak: &str) -> Result {
         return Ok(());
     };
     let run = &run["run"];
+    let backend = rows
+        .iter()
+        .find_map(|v| v["backend"].as_str())
+        .unwrap_or("unknown");
     writeln!(
         md,
-        "`tests/tests/soak.rs` by `.gpu/run.sh soak`. Run: {}, commit {}, {} ({}).\n",
+        "`tests/tests/soak.rs` by `.gpu/run.sh soak`. Run: {}, commit {}, {} ({}), backend {backend}.\n",
         s(&run["date"]),
         s(&run["commit"]),
         s(&run["gpu"]),
