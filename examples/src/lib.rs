@@ -6,9 +6,12 @@ use berth::prelude::*;
 
 pub mod atomics;
 pub mod chain;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod cli;
 pub mod compute;
 pub mod half_precision;
 pub mod language;
+pub mod sim_checks;
 pub mod warp_ops;
 
 /// `y[i] = a * x[i] + y[i]`.

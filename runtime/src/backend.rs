@@ -30,9 +30,10 @@ use crate::fault::FaultState;
 use crate::launch::grid::Grid;
 use crate::launch::kernel::Kernel;
 use crate::launch::params::ParamBlock;
+use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use crate::sim_stream::{SimMark, SimStream};
-use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, sys};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
@@ -150,6 +151,13 @@ pub(crate) trait ContextOps: Send + Sync {
     /// may still be given another.
     fn device_profile(&self) -> Result<Option<DeviceProfile>>;
 
+    /// The launch limits: the device's own, or (the simulator) those it enforces.
+    fn device_limits(&self) -> Result<DeviceLimits>;
+
+    /// Enforce `limits` from now on (the simulator, to check launches against another GPU);
+    /// `false` where the limits are the device's own, or were already used or given.
+    fn set_device_limits(&self, limits: DeviceLimits) -> bool;
+
     /// Whether there is a host↔device link: copies over it run on copy engines, concurrently
     /// with host code, and its rates (copies, random reads of mapped memory) can be measured.
     /// The simulator's copies are `memcpy`s on a stream's thread.
@@ -163,6 +171,10 @@ pub(crate) trait ContextOps: Send + Sync {
 
     /// Wait for all work on every stream of the context.
     fn synchronize(&self) -> Result<()>;
+
+    /// cudarc's handle of this context (the device's primary context, shared, not copied),
+    /// made once; the simulator has none (`Error::NeedsGpu`).
+    fn cudarc_context(&self) -> Result<Arc<CudaContext>>;
 
     /// Prepare to replace a context lost to a fault: refused for a healthy one (a reset would
     /// destroy its live buffers) and where there is nothing to recover. The returned step makes

@@ -15,6 +15,11 @@
 //! backend asks which backend it is (`docs/runtime-layers.md` has the map, and a test keeps
 //! the modules from naming each other in a circle).
 //!
+//! Libraries built on cudarc (cuBLAS, cuRAND, NCCL) work on berth's memory without copies:
+//! [`DeviceBuffer::with_cudarc`] lends a buffer as a cudarc view for a closure and records the
+//! work queued on it, [`Stream::cudarc_stream`] and [`Gpu::cudarc_context`] are the same stream
+//! and context seen by cudarc, and [`DeviceBuffer::from_cudarc`] adopts cudarc's memory.
+//!
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,
 //! read from mapped host memory the panic handler fills before it traps). A trap poisons the
@@ -32,9 +37,11 @@ mod fault;
 mod gpu;
 mod graph;
 mod host_mem;
+mod interop;
 mod launch;
 #[cfg(test)]
 mod layers;
+mod limits;
 mod own_kernels;
 mod pipeline;
 pub mod placement;
@@ -46,6 +53,11 @@ mod restart;
 mod scope;
 mod signal;
 mod sim;
+mod sim_block;
+mod sim_check;
+mod sim_panic;
+mod sim_report;
+mod sim_shared;
 mod sim_stream;
 mod sim_warp;
 mod stream;
@@ -63,6 +75,7 @@ pub use host_mem::{
 };
 pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
+pub use limits::DeviceLimits;
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use queue::Queue;

@@ -8,8 +8,9 @@ use crate::error::{Error, Result};
 use crate::fault::{
     FaultState, Faults, MappedPanicRecord, is_sticky_name, mark_device_lost, register_context,
 };
+use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
-use cudarc::driver::{result, sys};
+use cudarc::driver::{CudaContext, result, sys};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +30,8 @@ pub(crate) struct Driver {
     pub(super) modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
     pub(super) events: Mutex<Vec<sys::CUevent>>,
+    /// cudarc's handle of the context, made on first use by interop.
+    cudarc: Mutex<Option<Arc<CudaContext>>>,
 }
 
 // SAFETY: the raw handles (context, device, stream, modules, functions, events) are driver
@@ -132,6 +135,7 @@ impl Driver {
             functions: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
+            cudarc: Mutex::new(None),
         })
     }
 
@@ -206,6 +210,30 @@ impl ContextOps for Driver {
         }))
     }
 
+    fn device_limits(&self) -> Result<DeviceLimits> {
+        use sys::CUdevice_attribute::*;
+        let a = |attr| self.attribute(attr).map(|v| v.max(0) as u32);
+        Ok(DeviceLimits {
+            shared_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            shared_per_block_optin: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            block_dim: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            grid_dim: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+        })
+    }
+
+    fn set_device_limits(&self, _limits: DeviceLimits) -> bool {
+        false
+    }
+
     fn has_link(&self) -> bool {
         true
     }
@@ -225,6 +253,20 @@ impl ContextOps for Driver {
         self.bind()?;
         let r = result::ctx::synchronize();
         self.check("cuCtxSynchronize", r, None)
+    }
+
+    fn cudarc_context(&self) -> Result<Arc<CudaContext>> {
+        self.bind()?;
+        let mut cached = self.cudarc.lock().expect("poisoned");
+        if let Some(c) = &*cached {
+            return Ok(c.clone());
+        }
+        // Retains the same primary context berth runs in (one more reference, released when
+        // cudarc's last handle goes), so memory and streams are valid on both sides.
+        let c = CudaContext::new(self.ordinal)
+            .map_err(|e| self.error("cuDevicePrimaryCtxRetain", e, None))?;
+        *cached = Some(c.clone());
+        Ok(c)
     }
 
     fn recovery(&self) -> Result<Reopen> {
