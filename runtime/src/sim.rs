@@ -278,7 +278,7 @@ fn run_coroutines(
     let mut threads: Vec<Option<Co>> = Vec::with_capacity(n);
     // Borrowed, not an `Rc` clone: a coroutine that never ran (its block stopped at an earlier
     // thread's panic) is reset with its closure still on its stack, never dropped.
-    let svc: &Block = &services;
+    let svc: &Block = services;
     for t in 0..n {
         let stack = stacks.pop().expect("allocated above");
         // SAFETY: the coroutine borrows `params` and `services` (alive for the whole launch)
