@@ -363,7 +363,9 @@ fn pipelined_runs_reuse_their_streams() {
     let after = stream_threads();
     assert_eq!(mismatches(&py, &affine_on(&gpu, 2.0, &x)), 0);
     assert!(
-        after <= before,
+        // A run's streams may return to the pool just after its wait returns: the next run
+        // then takes a new one. One run's worth of slack; a stream per run would be 150.
+        after <= before + 3,
         "50 pipelined runs on 3 streams: {before} stream threads before, {after} after"
     );
 }
