@@ -112,6 +112,10 @@ thread_local! {
 }
 
 /// Install `coords` and `services` for the current OS thread until the returned guard drops.
+///
+/// An executor that suspends a simulated thread inside [`BlockServices::barrier`] or
+/// [`BlockServices::warp`] (a coroutine) keeps `services` alive itself until that thread has
+/// finished or been discarded: those calls hold no count of the `Rc` while suspended.
 pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
     let prev_coords = COORDS.with(|c| c.replace(coords));
     let prev_services = SERVICES.with(|s| s.borrow_mut().replace(services));
@@ -144,17 +148,23 @@ fn services() -> Option<Rc<dyn BlockServices>> {
     SERVICES.with(|s| s.borrow().clone())
 }
 
+/// Call `f` with the current services without holding a count of them: for the calls that may
+/// suspend the calling thread (a barrier, a warp call). A suspended simulated thread can be
+/// discarded without being resumed (its block stopped at another thread's panic), and an `Rc`
+/// clone on its stack would then leak the whole block.
+fn with_suspending<R>(f: impl FnOnce(&dyn BlockServices) -> R) -> Option<R> {
+    let p = SERVICES.with(|s| s.borrow().as_ref().map(Rc::as_ptr))?;
+    // SAFETY: installed by `enter`, whose contract keeps the services alive until every thread
+    // that ran under them has finished or been discarded.
+    Some(f(unsafe { &*p }))
+}
+
 pub(crate) fn barrier(at: &'static core::panic::Location<'static>) {
-    if let Some(s) = services() {
-        s.barrier(at);
-    }
+    with_suspending(|s| s.barrier(at));
 }
 
 pub(crate) fn warp(call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
-    match services() {
-        Some(s) => s.warp(call, at),
-        None => lone_lane(call, at),
-    }
+    with_suspending(|s| s.warp(call, at)).unwrap_or_else(|| lone_lane(call, at))
 }
 
 pub(crate) fn warp_active_mask() -> u32 {

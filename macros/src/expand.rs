@@ -76,10 +76,11 @@ fn not_a_function(item: &TokenStream) -> syn::Error {
     let msg = format!(
         "#[gpu_kernel] applies to a free function, not {what}: `#[gpu_kernel] pub fn name(args) {{ .. }}`"
     );
-    if at.is_empty() {
-        syn::Error::new(Span::call_site(), msg)
-    } else {
-        syn::Error::new_spanned(at, msg)
+    // An item syn does not know is pointed at as a whole.
+    match (at.is_empty(), item.is_empty()) {
+        (false, _) => syn::Error::new_spanned(at, msg),
+        (true, false) => syn::Error::new_spanned(item, msg),
+        (true, true) => syn::Error::new(Span::call_site(), msg),
     }
 }
 

@@ -5,6 +5,8 @@
 
 mod derive;
 mod expand;
+#[cfg(test)]
+mod fuzz;
 mod parse;
 mod unroll;
 mod validate;

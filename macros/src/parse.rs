@@ -88,34 +88,64 @@ impl Parse for Options {
                 ));
             }
             seen.push(name.clone());
+            // A value missing at the end of the options is reported at the option's name (syn
+            // would point at the call site: there is no token after it). Only for parses of
+            // single tokens, or that fail where they stop: an error after a value was read whole
+            // keeps its own span.
+            let at_key = |e: syn::Error| {
+                if input.is_empty() {
+                    syn::Error::new(key.span(), e.to_string())
+                } else {
+                    e
+                }
+            };
             match name.as_str() {
                 "elementwise" => opts.elementwise = Some(key.span()),
                 "block" => {
                     input.parse::<syn::Token![=]>().map_err(|e| {
-                        syn::Error::new(e.span(), "write the block shape as `block = (x, y, z)`, `block = (x, y)` or `block = x`")
+                        at_key(syn::Error::new(e.span(), "write the block shape as `block = (x, y, z)`, `block = (x, y)` or `block = x`"))
                     })?;
+                    if input.is_empty() {
+                        return Err(syn::Error::new(
+                            key.span(),
+                            "write the block shape after `block =`: `block = (16, 16)`, `block = 256`",
+                        ));
+                    }
                     opts.block = Some(block_shape(input)?);
                 }
                 "fp_contract" => {
                     input.parse::<syn::Token![=]>().map_err(|e| {
-                        syn::Error::new(
+                        at_key(syn::Error::new(
                             e.span(),
                             "write `fp_contract = false` (or `true`, the default)",
-                        )
+                        ))
                     })?;
                     let v: syn::LitBool = input.parse().map_err(|e| {
-                        syn::Error::new(
+                        at_key(syn::Error::new(
                             e.span(),
                             "`fp_contract` is `true` (the default: `a * b + c` may fuse into one FMA) \
                              or `false` (every multiply and add rounded separately): write `fp_contract = false`",
-                        )
+                        ))
                     })?;
                     opts.exact_fp = !v.value;
                 }
-                "instances" => opts.instances = Some((instances(input)?, key.span())),
+                "instances" => {
+                    if input.is_empty() {
+                        return Err(syn::Error::new(
+                            key.span(),
+                            "write the instances of a generic kernel as `instances(T = f32, f64)`",
+                        ));
+                    }
+                    opts.instances = Some((instances(input)?, key.span()));
+                }
                 _ => {
-                    input.parse::<syn::Token![=]>()?;
-                    opts.krate = input.parse()?;
+                    let path = input.parse::<syn::Token![=]>().and_then(|_| input.parse());
+                    opts.krate = path.map_err(|e| {
+                        at_key(syn::Error::new(
+                            e.span(),
+                            "write the path of the berth crate: `crate = ::my_crate::berth`",
+                        ))
+                    })?;
                 }
             }
             if !input.is_empty() {

@@ -31,7 +31,15 @@ fn expand(input: TokenStream) -> syn::Result<TokenStream> {
         .into_iter()
         .next()
         .map_or(Span::call_site(), |t| t.span());
-    let expr: syn::Expr = syn::parse2(input).map_err(|e| syn::Error::new(e.span(), FORM))?;
+    // An input that ends too early has no token to point at (syn would say the call site):
+    // point at its first.
+    let parser = |input: syn::parse::ParseStream| {
+        input
+            .parse::<syn::Expr>()
+            .map_err(|e| syn::Error::new(if input.is_empty() { span } else { e.span() }, FORM))
+    };
+    let expr =
+        syn::parse::Parser::parse2(parser, input).map_err(|e| syn::Error::new(e.span(), FORM))?;
     let syn::Expr::ForLoop(f) = expr else {
         return Err(syn::Error::new(span, FORM));
     };

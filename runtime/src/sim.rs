@@ -276,15 +276,16 @@ fn run_coroutines(
     }
     type Co = Coroutine<(), (), std::result::Result<(), Captured>, DefaultStack>;
     let mut threads: Vec<Option<Co>> = Vec::with_capacity(n);
+    // Borrowed, not an `Rc` clone: a coroutine that never ran (its block stopped at an earlier
+    // thread's panic) is reset with its closure still on its stack, never dropped.
+    let svc: &Block = services;
     for t in 0..n {
         let stack = stacks.pop().expect("allocated above");
-        let svc = services.clone();
-        // SAFETY: the coroutine borrows `params` (alive for the whole launch) and is driven to
-        // completion or reset before this function returns.
+        // SAFETY: the coroutine borrows `params` and `services` (alive for the whole launch)
+        // and is driven to completion or reset before this function returns.
         let co = unsafe {
             Coroutine::with_stack_unchecked(stack, move |y: &Yielder<(), ()>, ()| {
                 svc.yielders.borrow_mut()[t] = y as *const _;
-                drop(svc);
                 // SAFETY: `run`'s contract.
                 in_kernel(|| (k.sim)(params.0))
             })

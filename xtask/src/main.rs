@@ -10,9 +10,13 @@
 //! - `calibrate [OUT.json]`: measure this machine's link (copies, mapped sequential and random
 //!   reads) for `#[auto]` placement and cache it (`LinkCosts::cache_path()`); needs a GPU.
 //! - `record DIR`: turn what a GPU run wrote (`DIR/bench.jsonl`, `DIR/tests.log`,
-//!   `DIR/machine.txt`) into `BENCHMARKS.md` and `GPU-RESULTS.md`.
+//!   `DIR/machine.txt`, `DIR/soak.jsonl`, `DIR/sanitize.jsonl`) into `BENCHMARKS.md`,
+//!   `GPU-RESULTS.md` and `RELIABILITY.md`.
+//! - `asan` / `valgrind [--no-record] [--skip TEST]`: the simulator's tests under
+//!   AddressSanitizer or valgrind; the result goes into `RELIABILITY.md`.
 
 mod bundle;
+mod host_check;
 mod ptx;
 mod record;
 mod record_auto;
@@ -22,6 +26,7 @@ mod record_launch;
 mod record_pipeline;
 mod record_placement;
 mod record_signals;
+mod reliability;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,7 +45,9 @@ const USAGE: &str = "usage: cargo xtask <command>
   gpu                                         stage GPU tests + benchmarks in .gpu/
   bench                                       stage the same bundle, print the benchmark command
   calibrate [OUT.json]                        measure this machine's link for #[auto] placement (GPU)
-  record DIR                                  write BENCHMARKS.md and GPU-RESULTS.md from a run's output";
+  record DIR                                  write BENCHMARKS.md, GPU-RESULTS.md and RELIABILITY.md from a run's output
+  asan [--no-record] [--skip TEST]...         the simulator's tests under AddressSanitizer (RELIABILITY.md)
+  valgrind [--no-record] [--skip TEST]...     the same under valgrind's memcheck (slow)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,6 +56,8 @@ fn main() -> ExitCode {
         Some("gpu") => bundle::run(false),
         Some("bench") => bundle::run(true),
         Some("calibrate") => calibrate(&args[1..]),
+        Some("asan") => host_check::asan(&args[1..]),
+        Some("valgrind") => host_check::valgrind(&args[1..]),
         Some("record") => match args.get(1) {
             Some(dir) => record::run(PathBuf::from(dir)),
             None => Err("record needs the folder a GPU run wrote".into()),

@@ -3,8 +3,8 @@
 //! Reads `machine.txt`, `summary.txt`, `tests.log` and `bench.jsonl` (and the other parts'
 //! `*.jsonl`, `launch.jsonl` and `firstlaunch.jsonl` among them) from `DIR` (the files
 //! `.gpu/run.sh` wrote to `$OUT`) and writes `BENCHMARKS.md` (ratios berth / nvcc, same run)
-//! and `GPU-RESULTS.md` (what the GPU tests reported). A GPU result that is not recorded did
-//! not happen.
+//! and `GPU-RESULTS.md` (what the GPU tests reported); `soak.jsonl` and `sanitize.jsonl` go
+//! into `RELIABILITY.md` (`reliability.rs`). A GPU result that is not recorded did not happen.
 
 use crate::{Result, workspace_root};
 use std::collections::BTreeMap;
@@ -49,6 +49,8 @@ pub fn run(dir: PathBuf) -> Result {
         .unwrap_or("unknown date")
         .to_owned();
     let root = workspace_root();
+    // The soak and compute-sanitizer results: RELIABILITY.md.
+    crate::reliability::record(&dir, &machine)?;
     let costs = read("link-costs.json");
     if !costs.trim().is_empty() {
         std::fs::create_dir_all(root.join("docs"))?;

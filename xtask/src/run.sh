@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak]
+#        .gpu/run.sh sanitize [memcheck|racecheck|synccheck|initcheck|all] [BINARY...]
 #   firstlaunch: a fresh process's first launch with the driver's JIT cache off, the examples'
 #   module loaded as SASS and as PTX (BERTH_LOAD=ptx), five rounds each -> firstlaunch.jsonl;
+#   soak: the full soak (tests/soak: 100,000 launches, 10,000 allocate/free cycles of each
+#   memory kind, memory flat at the end) -> soak.jsonl, soak.log;
+#   sanitize: compute-sanitizer's TOOL (default all four) over every test binary and example
+#   (or only the BINARYs named: `gpu`, `queue`, `stream`, ...) -> sanitize.jsonl (one line per
+#   tool and binary: exit status, errors, API errors) and sanitize.log (the sanitizer's own
+#   lines, and the tail of failing runs); it stops starting binaries when its time budget
+#   (BERTH_SANITIZE_BUDGET, 540 s) is spent, and lists those it did not run.
 #   launches: 1,000 dependent launches queued (berth scope vs one CUDA stream) and replayed
 #   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, two rounds -> launch.jsonl;
 #   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc;
@@ -64,6 +72,74 @@ run_signals() {
   fi
 }
 
+# compute-sanitizer over every test binary and example: run_sanitize [TOOL] [BINARY...].
+# Children of a test binary (the tests that make a kernel trap on purpose run in a child
+# process) are not sanitized: their faults are the point of those tests.
+run_sanitize() {
+  local tool=${1:-all} tools filters budget=${BERTH_SANITIZE_BUDGET:-540} per=${BERTH_SANITIZE_TIMEOUT:-300}
+  case $tool in
+    all) tools=(memcheck racecheck synccheck initcheck) ;;
+    memcheck|racecheck|synccheck|initcheck) tools=("$tool") ;;
+    *) echo "unknown compute-sanitizer tool: $tool"; summary+=("FAIL  sanitize: unknown tool $tool"); fail=1; return ;;
+  esac
+  filters=("${@:2}")
+  : > "$out/sanitize.jsonl"; : > "$out/sanitize.log"
+  mkdir -p "$here/sanitize-logs"
+  # label|program|arguments; examples at the CI's small sizes.
+  local targets=() t
+  for t in "$here"/tests/*; do targets+=("tests/$(basename "$t")|$t|--test-threads=1"); done
+  for t in "quickstart|" "reduction|" "stream|--gib 0.25 --device-budget 64M" "worker|" "progress|" \
+           "embedding|--batches 4" "embedding|--auto --batches 4"; do
+    local ex=${t%%|*} a=${t#*|}
+    targets+=("example $ex${a:+ $a}|$here/bin/$ex|$a")
+  done
+  local skips=() s
+  for s in ${BERTH_SANITIZE_SKIP:-}; do skips+=(--skip "$s"); done
+  local start=$SECONDS commit
+  commit=$(cat "$here/commit.txt" 2>/dev/null || echo unknown)
+  for tool in "${tools[@]}"; do
+    for t in "${targets[@]}"; do
+      local label=${t%%|*} rest=${t#*|} prog args name
+      prog=${rest%%|*}; read -ra args <<< "${rest#*|}"
+      name=$(basename "$prog")
+      if (( ${#filters[@]} )) && [[ ! " ${filters[*]} " == *" $name "* ]]; then continue; fi
+      [[ $label == tests/* ]] && args+=("${skips[@]}")
+      local left=$(( budget - (SECONDS - start) )) log result status errors api children secs t0
+      if (( left < 30 )); then
+        echo "{\"sanitize\":\"$tool\",\"binary\":\"$label\",\"result\":\"not run\",\"commit\":\"$commit\"}" >> "$out/sanitize.jsonl"
+        summary+=("SKIP  $tool $label (time budget spent)")
+        continue
+      fi
+      log="$here/sanitize-logs/$tool-${label//[ \/]/_}.log"
+      echo "=== $tool: $label (limit $(( left < per ? left : per )) s)"
+      t0=$SECONDS
+      BERTH_SANITIZER=$tool BERTH_SOAK_LAUNCHES=500 BERTH_SOAK_CYCLES=50 \
+        timeout -k 10 $(( left < per ? left : per )) compute-sanitizer --tool "$tool" \
+        --target-processes application-only --print-limit 1000 "$prog" "${args[@]}" > "$log" 2>&1
+      status=$?
+      secs=$(( SECONDS - t0 ))
+      errors=$(grep -o 'ERROR SUMMARY: [0-9]*' "$log" | awk '{s += $3} END {print s + 0}')
+      api=$(grep -c '^========= Program hit' "$log")
+      children=$(grep -c '^--- child `' "$log")
+      if (( status == 124 || status == 137 )); then result=timeout
+      elif ! grep -q 'ERROR SUMMARY' "$log"; then result=fail
+      elif (( status == 0 && errors == api )); then result=pass
+      else result=fail; fi
+      echo "{\"sanitize\":\"$tool\",\"binary\":\"$label\",\"result\":\"$result\",\"status\":$status,\"errors\":$errors,\"api_errors\":$api,\"unsanitized_children\":$children,\"seconds\":$secs,\"commit\":\"$commit\"}" | tee -a "$out/sanitize.jsonl"
+      {
+        echo "=== $tool $label: $result (exit $status, $errors errors of which $api API errors, $children unsanitized children, ${secs} s)"
+        # The first reports in full, then every kind of line with its count.
+        grep '^=========' "$log" | head -60
+        grep '^=========' "$log" | grep -v '^=========  ' | sort | uniq -c | sort -rn | head -40
+        grep -E '^test result|^test .*FAILED|panicked at' "$log" | head -40
+        if [[ $result != pass ]]; then echo "--- last 80 lines"; tail -80 "$log"; fi
+      } >> "$out/sanitize.log"
+      if [[ $result == pass ]]; then summary+=("PASS  $tool $label ($errors errors, $api API)")
+      else summary+=("FAIL  $tool $label: $result ($errors errors, $api API, exit $status)"); fail=1; fi
+    done
+  done
+}
+
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "commit: $(cat "$here/commit.txt" 2>/dev/null || echo unknown)"
@@ -78,7 +154,9 @@ if [[ $mode == all || $mode == tests ]]; then
   for t in "$here"/tests/*; do
     name=$(basename "$t")
     echo "=== test binary: $name" | tee -a "$out/tests.log"
-    if "$t" --test-threads=1 --nocapture 2>&1 | tee -a "$out/tests.log"; then
+    # The soak at small counts here; `soak` runs the full one.
+    if BERTH_SOAK_LAUNCHES=${BERTH_SOAK_LAUNCHES:-2000} BERTH_SOAK_CYCLES=${BERTH_SOAK_CYCLES:-200} \
+      "$t" --test-threads=1 --nocapture 2>&1 | tee -a "$out/tests.log"; then
       summary+=("PASS  tests/$name")
     else
       summary+=("FAIL  tests/$name"); fail=1
@@ -243,6 +321,21 @@ if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute ||
   else
     summary+=("PASS  benchmark result checks")
   fi
+fi
+
+if [[ $mode == soak ]]; then
+  if "$here/tests/soak" --test-threads=1 --nocapture 2>&1 | tee "$out/soak.log"; then
+    summary+=("PASS  soak")
+  else
+    summary+=("FAIL  soak"); fail=1
+  fi
+  # libtest prints a test's first line after its "test name ... ": keep the JSON only.
+  grep -o '{"soak":.*}' "$out/soak.log" > "$out/soak.jsonl"
+  summary+=("$(grep -c . "$out/soak.jsonl") soak lines in soak.jsonl")
+fi
+
+if [[ $mode == sanitize ]]; then
+  run_sanitize "${@:2}"
 fi
 
 printf '%s\n' "${summary[@]}" | tee "$out/summary.txt"
