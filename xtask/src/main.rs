@@ -9,14 +9,16 @@
 //! - `bench`: the same bundle; prints the command that runs only the benchmarks.
 //! - `calibrate [OUT.json]`: measure this machine's link (copies, mapped sequential and random
 //!   reads) for `#[auto]` placement and cache it (`LinkCosts::cache_path()`); needs a GPU.
-//! - `record DIR`: turn what a GPU run wrote (`DIR/bench.jsonl`, `DIR/tests.log`,
-//!   `DIR/machine.txt`) into `BENCHMARKS.md` and `GPU-RESULTS.md`.
+//! - `record DIR`: turn what a GPU run wrote (`DIR/*.jsonl`, `DIR/tests.log`,
+//!   `DIR/machine.txt`) into `BENCHMARKS.md` (the summary), `bench/results/` (the raw lines)
+//!   and `GPU-RESULTS.md`; `record bench/results` renders the summary again.
 
 mod bundle;
 mod ptx;
 mod record;
 mod record_auto;
 mod record_compute;
+mod record_kernels;
 mod record_launch;
 mod record_pipeline;
 mod record_placement;
@@ -39,7 +41,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   gpu                                         stage GPU tests + benchmarks in .gpu/
   bench                                       stage the same bundle, print the benchmark command
   calibrate [OUT.json]                        measure this machine's link for #[auto] placement (GPU)
-  record DIR                                  write BENCHMARKS.md and GPU-RESULTS.md from a run's output";
+  record DIR                                  write BENCHMARKS.md, bench/results/ and GPU-RESULTS.md from a run's output";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -64,6 +64,5 @@ pub fn write(md: &mut String, text: &str) -> Result {
             submits.join(", ")
         )?;
     }
-    writeln!(md, "\nRaw lines (`launch.jsonl`):\n\n```\n{text}```")?;
     Ok(())
 }
