@@ -23,6 +23,8 @@ mod record_launch;
 mod record_pipeline;
 mod record_placement;
 mod record_signals;
+#[cfg(test)]
+mod tidy;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
