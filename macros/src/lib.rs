@@ -2,6 +2,7 @@
 //! take and return `proc_macro2` tokens so they can be unit-tested: `parse` reads the
 //! function and its argument attributes, `validate` checks what a kernel may be and collects
 //! every error at once, `expand` writes the device entry and the host launcher.
+#![deny(missing_docs)]
 
 mod derive;
 mod expand;
