@@ -76,6 +76,12 @@ pub mod thread {
     #[must_use]
     pub fn index() -> crate::own::Own {
         use super::{block, grid};
+        // The shapes are constants of the launch (no special-register reads on the GPU): a
+        // one-dimensional launch, the common case, takes `global_x` without reading the y and
+        // z coordinates.
+        if grid::dim_y() == 1 && grid::dim_z() == 1 && block::dim_y() == 1 && block::dim_z() == 1 {
+            return crate::own::Own::new(global_x());
+        }
         let b = (block::idx_z() * grid::dim_y() + block::idx_y()) * grid::dim_x() + block::idx_x();
         crate::own::Own::new(b * block::size() + linear_in_block())
     }

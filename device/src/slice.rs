@@ -82,12 +82,12 @@ impl<'a, T> SliceMut<'a, T> {
     where
         T: Copy,
     {
-        if i >= self.len {
-            out_of_bounds(i, self.len)
+        // SAFETY: in bounds (checked by `then`); valid per from_raw's contract; no concurrent
+        // write (the caller's contract).
+        match (i < self.len).then(|| unsafe { &*self.ptr.add(i) }) {
+            Some(v) => *v,
+            None => out_of_bounds(i, self.len),
         }
-        // SAFETY: in bounds; valid per from_raw's contract; no concurrent write (the caller's
-        // contract).
-        unsafe { self.ptr.add(i).read() }
     }
 
     /// Write element `i`, which this thread need not own (bounds-checked): a tile of a
@@ -98,13 +98,15 @@ impl<'a, T> SliceMut<'a, T> {
     #[inline(always)]
     #[track_caller]
     pub unsafe fn write(&mut self, i: usize, v: T) {
-        if i >= self.len {
-            out_of_bounds(i, self.len)
+        let len = self.len;
+        // SAFETY: in bounds (checked by `then`); valid per from_raw's contract; this thread is
+        // the element's only user (the caller's contract).
+        match (i < len).then(|| unsafe { &mut *self.ptr.add(i) }) {
+            // The old value is overwritten, not dropped: elements are `DeviceCopy` (plain
+            // data) in every view the launcher builds.
+            Some(slot) => *slot = v,
+            None => out_of_bounds(i, len),
         }
-        // SAFETY: in bounds; valid per from_raw's contract; this thread is the element's only
-        // user (the caller's contract). The old value is overwritten, not dropped: elements
-        // are `DeviceCopy` (plain data) in every view the launcher builds.
-        unsafe { self.ptr.add(i).write(v) }
     }
 
     /// The element at `i` without a bounds check.
