@@ -139,6 +139,22 @@ atomic_load! {
     f64 => AtomicU64, u64;
 }
 
+/// Report an atomic access to element `$i` of the view `$v` to the simulator's checks: on a
+/// shared array, to its race and initialisation checks (shared memory is also read and
+/// written plainly); located at the caller through `#[track_caller]`. An `#[atomic]`
+/// argument is reached only through atomics, which never race with each other: nothing to
+/// check.
+macro_rules! note_atomic {
+    (slice, $v:expr, $i:expr) => {};
+    (shared, $v:expr, $i:expr) => {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::note_shared_element(
+            $v.raw_ptr().wrapping_add($i),
+            crate::host::Access::Atomic,
+        );
+    };
+}
+
 /// A doc example of an atomic on a one-element view (`slice` or `shared`) of `$t` holding
 /// `$init`; `v` is the view.
 macro_rules! example {
@@ -185,6 +201,7 @@ macro_rules! int_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
+                note_atomic!($kind, self, i);
                 // SAFETY: in bounds; the element is aligned for its type, which has the
                 // atomic's size and alignment; every access to it in the kernel that may race
                 // goes through these atomics.
@@ -273,6 +290,7 @@ macro_rules! float_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
+                note_atomic!($kind, self, i);
                 // SAFETY: in bounds (checked above) and aligned.
                 let p = unsafe { self.raw_ptr().add(i) };
                 #[cfg(target_arch = "nvptx64")]
@@ -316,6 +334,7 @@ macro_rules! float_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
+                note_atomic!($kind, self, i);
                 // SAFETY: in bounds and aligned; the float, its bits and their atomics have
                 // one size and alignment; racing accesses go through these atomics.
                 unsafe {

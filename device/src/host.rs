@@ -4,6 +4,11 @@
 //! thread an OS thread (or a slot on one), and installs its coordinates and the services of
 //! its block ([`BlockServices`]) with [`enter`]. Without an executor the body sees a grid of
 //! one block of one thread, a barrier that returns at once, and private shared memory.
+//!
+//! The device API reports every element access a checker needs to the installed services:
+//! shared-memory accesses (for the block's race and initialisation checks) and accesses to
+//! global or mapped memory through `&mut [T]` views and atomics ([`note_global`], for the
+//! launch's race check). Without an executor the reports go nowhere.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -32,17 +37,36 @@ impl Coords {
     };
 }
 
+/// What a kernel thread does to one element of memory, as the race checks see it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Access {
+    /// A plain read.
+    Read,
+    /// A plain write (or a `&mut` to the element, which may be written).
+    Write,
+    /// An atomic read-modify-write: atomic with respect to other atomics only.
+    Atomic,
+}
+
+/// The call site of an access, as `#[track_caller]` gives it.
+pub type At = &'static core::panic::Location<'static>;
+
 /// What a block shares among its threads: the barrier and the shared-memory arena.
 pub trait BlockServices {
     /// Wait until every thread of the block has called `barrier`; `at` is the call site.
     fn barrier(&self, at: &'static core::panic::Location<'static>);
-    /// A shared-memory access by the current thread (for race detection): `addr` of `bytes`
-    /// bytes, a write or a read. The default ignores it.
-    fn shared_access(&self, addr: usize, bytes: usize, write: bool) {
-        let _ = (addr, bytes, write);
+    /// A shared-memory access by the current thread, at `at` (for the race and
+    /// initialisation checks): `addr` of `bytes` bytes. The default ignores it.
+    fn shared_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
+        let _ = (addr, bytes, access, at);
     }
-    /// The block's static shared array named `key` (`bytes` long, `align`-aligned, zeroed on
-    /// first use by the block).
+    /// An access by the current thread to global or mapped memory (an element of a `&mut [T]`
+    /// argument, plain or atomic), at `at`; see [`note_global`]. The default ignores it.
+    fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
+        let _ = (addr, bytes, access, at);
+    }
+    /// The block's static shared array named `key` (`bytes` long, `align`-aligned; its
+    /// contents are undefined until written, as on the GPU).
     fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8;
     /// The block's dynamic shared memory: pointer and size in bytes.
     fn dynamic_shared(&self) -> (*mut u8, usize);
@@ -137,12 +161,54 @@ pub(crate) fn warp_active_mask() -> u32 {
     services().map_or(1 << crate::warp::lane_id(), |s| s.warp_active_mask())
 }
 
-pub(crate) fn shared_access(addr: usize, bytes: usize, write: bool) {
+pub(crate) fn shared_access(addr: usize, bytes: usize, access: Access, at: At) {
     SERVICES.with(|s| {
         if let Some(s) = s.borrow().as_ref() {
-            s.shared_access(addr, bytes, write);
+            s.shared_access(addr, bytes, access, at);
         }
     });
+}
+
+/// [`shared_access`] for element `p`, located as [`note_element`] is.
+#[inline]
+#[track_caller]
+pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
+    shared_access(
+        p as usize,
+        core::mem::size_of::<T>(),
+        access,
+        core::panic::Location::caller(),
+    );
+}
+
+/// Report an access of the current simulated thread to global or mapped memory: `bytes`
+/// bytes at `addr` (one element), of kind `access`, made at `at` (pass
+/// `Location::caller()` from a `#[track_caller]` accessor, so the report names the kernel's
+/// line). The executor checks the launch's accesses against each other: two threads
+/// touching one element, at least one writing, with no barrier of their block between them
+/// and not both atomically, is a data race it reports. Device views call this from their
+/// element accessors; a view of kernel memory that hands out elements by other means (raw
+/// pointers) is not checked. Outside an executor it does nothing.
+#[inline]
+pub fn note_global(addr: usize, bytes: usize, access: Access, at: At) {
+    SERVICES.with(|s| {
+        if let Some(s) = s.borrow().as_ref() {
+            s.global_access(addr, bytes, access, at);
+        }
+    });
+}
+
+/// [`note_global`] for element `p`, located at the caller (or at its caller, through
+/// `#[track_caller]` accessors).
+#[inline]
+#[track_caller]
+pub(crate) fn note_element<T>(p: *const T, access: Access) {
+    note_global(
+        p as usize,
+        core::mem::size_of::<T>(),
+        access,
+        core::panic::Location::caller(),
+    );
 }
 
 pub(crate) fn shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {

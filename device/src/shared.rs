@@ -69,11 +69,7 @@ impl<T: Copy + Send> Shared<T> {
     pub fn load(&self, i: usize) -> T {
         self.check(i);
         #[cfg(not(target_arch = "nvptx64"))]
-        crate::host::shared_access(
-            self.ptr.wrapping_add(i) as usize,
-            core::mem::size_of::<T>(),
-            false,
-        );
+        crate::host::note_shared_element(self.ptr.wrapping_add(i), crate::host::Access::Read);
         // SAFETY: in bounds; shared memory is valid for the kernel's lifetime. Plain reads of
         // memory other threads may write are ordered by the barrier, not by the type system.
         unsafe { self.ptr.add(i).read() }
@@ -85,11 +81,7 @@ impl<T: Copy + Send> Shared<T> {
     pub fn store(&self, i: usize, v: T) {
         self.check(i);
         #[cfg(not(target_arch = "nvptx64"))]
-        crate::host::shared_access(
-            self.ptr.wrapping_add(i) as usize,
-            core::mem::size_of::<T>(),
-            true,
-        );
+        crate::host::note_shared_element(self.ptr.wrapping_add(i), crate::host::Access::Write);
         // SAFETY: in bounds, see `load`.
         unsafe { self.ptr.add(i).write(v) }
     }
@@ -149,9 +141,10 @@ impl<T: Copy + Send> SharedCell<T> {
     /// Read the element.
     #[inline(always)]
     #[must_use]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn get(&self) -> T {
         #[cfg(not(target_arch = "nvptx64"))]
-        crate::host::shared_access(self.value.get() as usize, core::mem::size_of::<T>(), false);
+        crate::host::note_shared_element(self.value.get(), crate::host::Access::Read);
         // SAFETY: the element lives in shared memory for the whole kernel; reads and writes
         // go through the cell by value only, so no reference to it is live across a write.
         unsafe { self.value.get().read() }
@@ -159,9 +152,10 @@ impl<T: Copy + Send> SharedCell<T> {
 
     /// Write the element.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn set(&self, v: T) {
         #[cfg(not(target_arch = "nvptx64"))]
-        crate::host::shared_access(self.value.get() as usize, core::mem::size_of::<T>(), true);
+        crate::host::note_shared_element(self.value.get(), crate::host::Access::Write);
         // SAFETY: as in `get`.
         unsafe { self.value.get().write(v) }
     }
@@ -169,6 +163,7 @@ impl<T: Copy + Send> SharedCell<T> {
     /// Replace the element with `f` of it; returns the new value. Not atomic: for
     /// accumulation by several threads use the atomics.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn update(&self, f: impl FnOnce(T) -> T) -> T {
         let v = f(self.get());
         self.set(v);
@@ -208,8 +203,9 @@ use crate::panic::index_out_of_bounds as out_of_bounds;
 /// Declare a static block-shared array and get its [`Shared`] handle:
 /// `let tile = shared_array!(TILE: [f32; 256]);`, or a 2D tile
 /// `let tile = shared_array!(TILE: [[f32; 16]; 16]);` (a `Shared<[f32; 16]>` of 16 rows,
-/// read as `tile[r][c].get()`). Each use of the macro is its own array (two uses in one scope
-/// need two names); its contents are undefined until written, as on the GPU.
+/// read as `tile[r][c].get()`). Each use of the macro is its own array, even two of one name
+/// in one scope; its contents are undefined until written, as on the GPU (the simulator
+/// fills them with `0xff` bytes and reports a read of an element no thread wrote).
 ///
 /// On the GPU the array is a static that the builder places in PTX `.shared` memory, so
 /// accesses compile to `ld.shared`/`st.shared`/`atom.shared`.

@@ -58,7 +58,12 @@ impl<'a, T> SliceMut<'a, T> {
 
     /// The element this thread owns at `i`, or `None` past the end.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn get(&self, i: Own) -> Option<&T> {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check (also for `Index`)
+        if i.get() < self.len {
+            crate::host::note_element(self.ptr.wrapping_add(i.get()), crate::host::Access::Read);
+        }
         // SAFETY: bounds checked; valid per from_raw's contract; no other thread holds `i`
         // (`Own`'s invariant), so nothing writes the element while the `&T` lives.
         (i.get() < self.len).then(|| unsafe { &*self.ptr.add(i.get()) })
@@ -66,7 +71,12 @@ impl<'a, T> SliceMut<'a, T> {
 
     /// The element this thread owns at `i` for writing, or `None` past the end.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn get_mut(&mut self, i: Own) -> Option<&mut T> {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check (also for `IndexMut`)
+        if i.get() < self.len {
+            crate::host::note_element(self.ptr.wrapping_add(i.get()), crate::host::Access::Write);
+        }
         // SAFETY: as in `get`; `&mut self` keeps this thread's own references unique.
         (i.get() < self.len).then(|| unsafe { &mut *self.ptr.add(i.get()) })
     }
@@ -82,6 +92,10 @@ impl<'a, T> SliceMut<'a, T> {
     where
         T: Copy,
     {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        if i < self.len {
+            crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Read);
+        }
         // SAFETY: in bounds (checked by `then`); valid per from_raw's contract; no concurrent
         // write (the caller's contract).
         match (i < self.len).then(|| unsafe { &*self.ptr.add(i) }) {
@@ -99,6 +113,10 @@ impl<'a, T> SliceMut<'a, T> {
     #[track_caller]
     pub unsafe fn write(&mut self, i: usize, v: T) {
         let len = self.len;
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        if i < len {
+            crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Write);
+        }
         // SAFETY: in bounds (checked by `then`); valid per from_raw's contract; this thread is
         // the element's only user (the caller's contract).
         match (i < len).then(|| unsafe { &mut *self.ptr.add(i) }) {
@@ -115,7 +133,10 @@ impl<'a, T> SliceMut<'a, T> {
     /// `i < self.len()`, and no other thread of the launch writes element `i` during the
     /// launch.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn get_unchecked(&self, i: usize) -> &T {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Read);
         // SAFETY: in bounds and unwritten by others by the caller's contract; valid per
         // from_raw's contract.
         unsafe { &*self.ptr.add(i) }
@@ -127,7 +148,10 @@ impl<'a, T> SliceMut<'a, T> {
     /// `i < self.len()`, and no other thread of the launch reads or writes element `i`
     /// during the launch.
     #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn get_unchecked_mut(&mut self, i: usize) -> &mut T {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(self.ptr.wrapping_add(i), crate::host::Access::Write);
         // SAFETY: as in `get_unchecked`; `&mut self` keeps this thread's references unique.
         unsafe { &mut *self.ptr.add(i) }
     }

@@ -9,6 +9,7 @@ pub mod chain;
 pub mod compute;
 pub mod half_precision;
 pub mod language;
+pub mod sim_checks;
 pub mod warp_ops;
 
 /// `y[i] = a * x[i] + y[i]`.

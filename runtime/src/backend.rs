@@ -30,6 +30,7 @@ use crate::fault::FaultState;
 use crate::launch::grid::Grid;
 use crate::launch::kernel::Kernel;
 use crate::launch::params::ParamBlock;
+use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use crate::sim_stream::{SimMark, SimStream};
 use cudarc::driver::sys;
@@ -149,6 +150,13 @@ pub(crate) trait ContextOps: Send + Sync {
     /// no such attributes (the simulator), so that the default profile applies and a context
     /// may still be given another.
     fn device_profile(&self) -> Result<Option<DeviceProfile>>;
+
+    /// The launch limits: the device's own, or (the simulator) those it enforces.
+    fn device_limits(&self) -> Result<DeviceLimits>;
+
+    /// Enforce `limits` from now on (the simulator, to check launches against another GPU);
+    /// `false` where the limits are the device's own, or were already used or given.
+    fn set_device_limits(&self, limits: DeviceLimits) -> bool;
 
     /// Whether there is a host↔device link: copies over it run on copy engines, concurrently
     /// with host code, and its rates (copies, random reads of mapped memory) can be measured.

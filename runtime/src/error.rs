@@ -118,8 +118,9 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
-    /// A problem the CPU simulator found in a kernel: a shared-memory data race, a barrier
-    /// reached by only part of a block, a barrier it cannot honour.
+    /// A problem the CPU simulator found in a kernel: a data race on shared, global or mapped
+    /// memory, a read of shared memory nobody wrote, a barrier reached by only part of a
+    /// block, a barrier it cannot honour.
     #[error("simulated kernel `{kernel}`, block {block:?}, thread {thread:?}: {problem}")]
     Simulator {
         /// The kernel.

@@ -6,6 +6,7 @@ use crate::backend::simulator::Simulator;
 use crate::backend::{Backend, Ops};
 use crate::context::Inner;
 use crate::error::{Error, Result};
+use crate::limits::DeviceLimits;
 use crate::pool::PoolStats;
 use cudarc::driver::sys;
 use std::sync::Arc;
@@ -110,6 +111,20 @@ impl Gpu {
     /// (free, total) device memory in bytes (host memory on the simulator).
     pub fn memory_info(&self) -> Result<(usize, usize)> {
         self.inner.ops().memory_info()
+    }
+
+    /// The launch limits of this context's device: read from the device on a GPU; on the
+    /// simulator, the limits it enforces — [`DeviceLimits::H200`] unless
+    /// [`Gpu::set_device_limits`] chose others.
+    pub fn device_limits(&self) -> Result<DeviceLimits> {
+        self.inner.ops().device_limits()
+    }
+
+    /// Make the simulator enforce `limits` (another GPU's, to check that launches fit it).
+    /// `false` if this context already used or was given limits, or is a GPU (whose limits
+    /// are its own).
+    pub fn set_device_limits(&self, limits: DeviceLimits) -> bool {
+        self.inner.ops().set_device_limits(limits)
     }
 
     /// Wait for all work on every stream of this context.

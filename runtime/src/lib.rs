@@ -36,6 +36,7 @@ mod host_mem;
 mod launch;
 #[cfg(test)]
 mod layers;
+mod limits;
 mod own_kernels;
 mod pipeline;
 pub mod placement;
@@ -47,6 +48,11 @@ mod restart;
 mod scope;
 mod signal;
 mod sim;
+mod sim_block;
+mod sim_check;
+mod sim_panic;
+mod sim_report;
+mod sim_shared;
 mod sim_stream;
 mod sim_warp;
 mod stream;
@@ -64,6 +70,7 @@ pub use host_mem::{
 };
 pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
+pub use limits::DeviceLimits;
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use queue::Queue;

@@ -249,19 +249,90 @@ fn function_bodies(ptx: &str) -> std::collections::HashMap<String, &str> {
     out
 }
 
-/// Whether the entry `name`, or any function it calls, executes a block barrier
-/// (`bar.sync` / `barrier.sync`) or a warp collective (`bar.warp.sync`, `shfl.sync`,
-/// `vote.sync`, `match.*.sync`, `redux.sync`): the simulator must then run its threads as
-/// coroutines.
-pub fn entry_uses_barrier(ptx: &str, name: &str) -> bool {
-    let bodies = function_bodies(ptx);
-    let mut seen = std::collections::HashSet::new();
-    let mut todo = vec![name.to_owned()];
-    while let Some(f) = todo.pop() {
-        if !seen.insert(f.clone()) {
-            continue;
+/// What the simulator reads from a PTX module: its functions' bodies and its module-scope
+/// shared arrays, parsed once ([`Module::cached`]).
+pub(crate) struct Module<'a> {
+    bodies: std::collections::HashMap<String, &'a str>,
+    /// Module-scope `.shared` arrays (symbol, bytes); the dynamic `.extern` one excluded.
+    shared: Vec<(String, usize)>,
+}
+
+/// `.shared .align 16 .b8 NAME[4096];` (at module scope or inside a function): the symbol and
+/// its size in bytes.
+fn shared_decl(line: &str) -> Option<(String, usize)> {
+    let rest = line.trim().strip_prefix(".shared")?;
+    let toks: Vec<&str> = rest.split_whitespace().collect();
+    let last = toks.last()?.trim_end_matches(';');
+    let ty = toks
+        .iter()
+        .find(|t| t.starts_with('.') && **t != ".align" && type_size(t).is_some_and(|s| s > 0))?;
+    let (sym, count) = match last.split_once('[') {
+        Some((n, c)) => (n, c.trim_end_matches(']').parse().ok()?),
+        None => (last, 1usize),
+    };
+    Some((sym.to_owned(), type_size(ty)? * count))
+}
+
+/// Whether `text` names the symbol `sym` (not a longer symbol it begins).
+fn names(text: &str, sym: &str) -> bool {
+    text.match_indices(sym).any(|(i, _)| {
+        let next = text[i + sym.len()..].chars().next();
+        !next.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    })
+}
+
+impl<'a> Module<'a> {
+    pub(crate) fn parse(ptx: &'a str) -> Module<'a> {
+        let mut shared = Vec::new();
+        let mut depth = 0usize;
+        for line in ptx.lines() {
+            if depth == 0
+                && let Some(d) = shared_decl(line)
+            {
+                shared.push(d);
+            }
+            depth += line.matches('{').count();
+            depth = depth.saturating_sub(line.matches('}').count());
         }
-        let Some(body) = bodies.get(&f) else { continue };
+        Module {
+            bodies: function_bodies(ptx),
+            shared,
+        }
+    }
+
+    /// The bodies of the entry `name` and of every function it calls, directly or not.
+    fn reachable(&self, name: &str) -> Vec<&'a str> {
+        let mut seen = std::collections::HashSet::new();
+        let mut todo = vec![name.to_owned()];
+        let mut out = Vec::new();
+        while let Some(f) = todo.pop() {
+            if !seen.insert(f.clone()) {
+                continue;
+            }
+            let Some(&body) = self.bodies.get(&f) else {
+                continue;
+            };
+            out.push(body);
+            for line in body.lines().filter(|l| l.contains("call")) {
+                // `call.uni (retval0), name, (params);` or `call.uni name, (params);`
+                let after = line.split_once("call").map_or("", |(_, a)| a);
+                for tok in after.split([',', ' ', '\t', ';']) {
+                    let t = tok.trim();
+                    if !t.is_empty()
+                        && !t.starts_with('(')
+                        && !t.starts_with('.')
+                        && self.bodies.contains_key(t)
+                    {
+                        todo.push(t.to_owned());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// See [`entry_uses_barrier`].
+    pub(crate) fn uses_barrier(&self, name: &str) -> bool {
         let collectives = [
             "bar.sync",
             "barrier.sync",
@@ -272,25 +343,57 @@ pub fn entry_uses_barrier(ptx: &str, name: &str) -> bool {
             "match.all.sync",
             "redux.sync",
         ];
-        if collectives.iter().any(|c| body.contains(c)) {
-            return true;
-        }
-        for line in body.lines().filter(|l| l.contains("call")) {
-            // `call.uni (retval0), name, (params);` or `call.uni name, (params);`
-            let after = line.split_once("call").map_or("", |(_, a)| a);
-            for tok in after.split([',', ' ', '\t', ';']) {
-                let t = tok.trim();
-                if !t.is_empty()
-                    && !t.starts_with('(')
-                    && !t.starts_with('.')
-                    && bodies.contains_key(t)
-                {
-                    todo.push(t.to_owned());
-                }
-            }
-        }
+        self.reachable(name)
+            .iter()
+            .any(|body| collectives.iter().any(|c| body.contains(c)))
     }
-    false
+
+    /// See [`entry_static_shared_bytes`].
+    pub(crate) fn static_shared_bytes(&self, name: &str) -> usize {
+        let bodies = self.reachable(name);
+        let local: usize = bodies
+            .iter()
+            .flat_map(|b| b.lines().filter_map(shared_decl))
+            .map(|(_, bytes)| bytes)
+            .sum();
+        let module: usize = self
+            .shared
+            .iter()
+            .filter(|(sym, _)| bodies.iter().any(|b| names(b, sym)))
+            .map(|(_, bytes)| bytes)
+            .sum();
+        local + module
+    }
+}
+
+impl Module<'static> {
+    /// The parsed module of a kernel crate's PTX, parsed on first use.
+    pub(crate) fn cached(ptx: &'static str) -> std::sync::Arc<Module<'static>> {
+        type Cache = std::collections::HashMap<usize, std::sync::Arc<Module<'static>>>;
+        static CACHE: std::sync::Mutex<Option<Cache>> = std::sync::Mutex::new(None);
+        let mut cache = CACHE.lock().expect("poisoned");
+        cache
+            .get_or_insert_with(Default::default)
+            .entry(ptx.as_ptr() as usize)
+            .or_insert_with(|| std::sync::Arc::new(Module::parse(ptx)))
+            .clone()
+    }
+}
+
+/// Whether the entry `name`, or any function it calls, executes a block barrier
+/// (`bar.sync` / `barrier.sync`) or a warp collective (`bar.warp.sync`, `shfl.sync`,
+/// `vote.sync`, `match.*.sync`, `redux.sync`): the simulator must then run its threads as
+/// coroutines.
+pub fn entry_uses_barrier(ptx: &str, name: &str) -> bool {
+    Module::parse(ptx).uses_barrier(name)
+}
+
+/// Bytes of static shared memory the entry `name` uses: the `.shared` arrays declared in it
+/// or in a function it calls, and the module's `.shared` arrays they name (the dynamic
+/// `.extern .shared` array is sized by the launch, not counted). Alignment padding between
+/// arrays is not counted, so this can be a few bytes under what ptxas allocates.
+pub fn entry_static_shared_bytes(ptx: &str, name: &str) -> usize {
+    Module::parse(ptx).static_shared_bytes(name)
 }
 
 #[cfg(test)]
@@ -340,5 +443,38 @@ mod barrier_tests {
         let warp =
             ".visible .entry w()\n{\n\tshfl.sync.bfly.b32 \t%r2, %r1, 16, 31, -1;\n\tret;\n}\n";
         assert!(entry_uses_barrier(warp, "w"));
+    }
+
+    #[test]
+    fn static_shared_memory_is_summed_over_what_an_entry_reaches() {
+        let ptx = r#"
+.extern .shared .align 16 .b8 __berth_dynamic_shared[];
+.shared .align 16 .b8 _ZA[4096];
+.shared .align 16 .b8 _ZB[1024];
+.func helper()
+{
+	.shared .align 4 .b32 _ZLOCAL[8];
+	ld.shared.b32 	%r1, [_ZA+4];
+	ret;
+}
+.visible .entry uses_a()
+{
+	call.uni helper, ();
+	ret;
+}
+.visible .entry uses_b()
+{
+	.shared .align 16 .b8 _ZOWN[16];
+	st.shared.b32 	[_ZB], %r1;
+	ret;
+}
+.visible .entry none()
+{
+	ret;
+}
+"#;
+        assert_eq!(entry_static_shared_bytes(ptx, "uses_a"), 4096 + 32);
+        assert_eq!(entry_static_shared_bytes(ptx, "uses_b"), 1024 + 16);
+        assert_eq!(entry_static_shared_bytes(ptx, "none"), 0);
     }
 }

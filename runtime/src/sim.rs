@@ -9,28 +9,34 @@
 //!   costs a context switch, not an OS thread per GPU thread. Warp operations use the same
 //!   machinery: the lanes of a warp meet at each warp call (`sim_warp`). Other kernels run
 //!   their threads one after another as plain calls.
-//! - Static and dynamic shared memory are per-block arenas (zeroed); slices are host memory
-//!   (the simulator's "device" memory), so `#[pinned_async]` data is copied in and out and
-//!   `#[mapped]` memory is shared with the host, as on the GPU.
+//! - Static and dynamic shared memory are per-block arenas that start poisoned
+//!   (`sim_shared`); slices are host memory (the simulator's "device" memory), so
+//!   `#[pinned_async]` data is copied in and out and `#[mapped]` memory is shared with the
+//!   host, as on the GPU.
 //! - Checks: a panic (out-of-bounds index, `gpu_assert!`, any `panic!`) is reported with the
-//!   kernel, block, thread, file, line and message; two threads of a block touching one
-//!   shared-memory element between two barriers, at least one writing, is a race report; a
-//!   barrier reached by only part of a block is reported instead of hanging, and so is a warp
-//!   call whose mask names a lane that never meets it.
+//!   kernel, block, thread, file, line and message; two threads touching one element of
+//!   shared memory between two barriers, or of global or mapped memory in one launch
+//!   (`sim_check`), at least one writing and not both atomically, is a race report naming
+//!   the array or argument, the element, both threads and both source lines; a read of shared
+//!   memory no thread of the block has written is reported; a barrier reached by only part of
+//!   a block is reported instead of hanging, and so is a warp call whose mask names a lane
+//!   that never meets it. Launch limits are checked when the launch is queued (`limits`).
 
-use crate::error::{Error, PanicReport, Result};
+use crate::error::{Error, Result};
 use crate::launch::{Grid, Kernel};
+use crate::sim_block::{Block, Dims, Scratch, global_race};
+use crate::sim_check::{self, Run};
+use crate::sim_panic::{Captured, in_kernel, install_panic_hook, panic_error};
+use crate::sim_report::{self as report, Args};
 use crate::sim_warp::{self, Wait};
-use berth_device::host::{self, BlockServices, Coords};
+use berth_device::host;
 use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::panic::{AssertUnwindSafe, Location};
 use std::rc::Rc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, Once};
 
 /// Coroutine stack per simulated thread: kernel bodies are small, debug builds less so.
 const STACK_BYTES: usize = 256 << 10;
@@ -54,6 +60,11 @@ pub(crate) unsafe fn run(k: &'static Kernel, grid: &Grid, ptrs: &mut [*mut c_voi
     let stop = AtomicBool::new(false);
     let failure: Mutex<Option<Error>> = Mutex::new(None);
     let params = Params(ptrs);
+    let checks = LaunchChecks {
+        // SAFETY: `run`'s contract: one pointer per parameter, to live values.
+        args: unsafe { Args::new(k, params.0) },
+        runs: Mutex::new(Vec::new()),
+    };
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(blocks)
@@ -65,6 +76,7 @@ pub(crate) unsafe fn run(k: &'static Kernel, grid: &Grid, ptrs: &mut [*mut c_voi
     };
     let work = || {
         let mut stacks: Vec<DefaultStack> = Vec::new();
+        let mut scratch = Scratch::default();
         loop {
             let b = next.fetch_add(1, Ordering::Relaxed);
             if b >= blocks || stop.load(Ordering::Relaxed) {
@@ -75,7 +87,8 @@ pub(crate) unsafe fn run(k: &'static Kernel, grid: &Grid, ptrs: &mut [*mut c_voi
                 ((b / g.x as usize) % g.y as usize) as u32,
                 (b / (g.x as usize * g.y as usize)) as u32,
             ];
-            if let Err(e) = run_block(k, &dims, bidx, &params, &mut stacks) {
+            let r = run_block(k, &dims, bidx, &params, &checks, &mut stacks, &mut scratch);
+            if let Err(e) = r {
                 stop.store(true, Ordering::Relaxed);
                 failure.lock().expect("poisoned").get_or_insert(e);
             }
@@ -90,174 +103,45 @@ pub(crate) unsafe fn run(k: &'static Kernel, grid: &Grid, ptrs: &mut [*mut c_voi
             }
         });
     }
-    match failure.into_inner().expect("poisoned") {
-        Some(e) => Err(e),
+    if let Some(e) = failure.into_inner().expect("poisoned") {
+        return Err(e);
+    }
+    let mut runs = checks.runs.into_inner().expect("poisoned");
+    match sim_check::cross_block(&mut runs) {
         None => Ok(()),
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Dims {
-    grid: [u32; 3],
-    block: [u32; 3],
-    shared_bytes: usize,
-}
-
-impl Dims {
-    fn threads(&self) -> usize {
-        self.block.iter().map(|&d| d as usize).product()
-    }
-    fn coords(&self, block: [u32; 3], t: usize) -> Coords {
-        let [bx, by, _] = self.block.map(|d| d as usize);
-        Coords {
-            thread: [
-                (t % bx) as u32,
-                ((t / bx) % by) as u32,
-                (t / (bx * by)) as u32,
-            ],
-            block,
-            block_dim: self.block,
-            grid_dim: self.grid,
+        Some(race) => {
+            let block = |b: u64| dims.block_coords(b);
+            let (sa, sb) = (race.a, race.b);
+            Err(Error::Simulator {
+                kernel: k.name,
+                block: block(sb.block),
+                thread: dims.coords(block(sb.block), sb.thread as usize).thread,
+                problem: report::global_race_across(
+                    &checks.args.describe(race.addr, race.bytes),
+                    (
+                        block(sa.block),
+                        dims.coords(block(sa.block), sa.thread as usize).thread,
+                        sa.kind,
+                        sa.at,
+                    ),
+                    (
+                        block(sb.block),
+                        dims.coords(block(sb.block), sb.thread as usize).thread,
+                        sb.kind,
+                        sb.at,
+                    ),
+                ),
+            })
         }
     }
 }
 
-/// Accesses to one shared-memory address in the current barrier interval.
-#[derive(Default, Clone, Copy)]
-struct Access {
-    writer: Option<usize>,
-    reader: Option<usize>,
-    readers: u32,
-}
-
-/// One block's shared memory, barrier bookkeeping and race tracking.
-struct Block {
-    statics: RefCell<HashMap<&'static str, Box<[u128]>>>,
-    dynamic: RefCell<Box<[u128]>>,
-    dynamic_bytes: usize,
-    /// Yielder of each thread's coroutine (coroutine mode only).
-    yielders: RefCell<Vec<*const Yielder<(), ()>>>,
-    current: Cell<usize>,
-    coroutines: bool,
-    barrier_at: Cell<Option<&'static Location<'static>>>,
-    /// A barrier or warp call (its name) reached outside coroutine mode.
-    stray_barrier: Cell<Option<(&'static str, &'static Location<'static>)>>,
-    /// Each thread's pending warp call, and the result it gets when its warp meets.
-    warp_calls: RefCell<Vec<sim_warp::Pending>>,
-    warp_results: RefCell<Vec<u64>>,
-    /// Threads that had returned when the current round began.
-    returned: RefCell<Vec<bool>>,
-    accesses: RefCell<HashMap<usize, Access>>,
-    race: RefCell<Option<(usize, String)>>,
-}
-
-impl Block {
-    fn new(dims: &Dims, coroutines: bool) -> Self {
-        Block {
-            statics: RefCell::new(HashMap::new()),
-            dynamic: RefCell::new(vec![0u128; dims.shared_bytes.div_ceil(16)].into_boxed_slice()),
-            dynamic_bytes: dims.shared_bytes,
-            yielders: RefCell::new(vec![std::ptr::null(); dims.threads()]),
-            current: Cell::new(0),
-            coroutines,
-            barrier_at: Cell::new(None),
-            stray_barrier: Cell::new(None),
-            warp_calls: RefCell::new(vec![None; dims.threads()]),
-            warp_results: RefCell::new(vec![0; dims.threads()]),
-            returned: RefCell::new(vec![false; dims.threads()]),
-            accesses: RefCell::new(HashMap::new()),
-            race: RefCell::new(None),
-        }
-    }
-}
-
-impl Block {
-    /// Yield the running thread's coroutine (at a barrier or a warp call).
-    fn suspend(&self) {
-        let y = self.yielders.borrow()[self.current.get()];
-        // SAFETY: the yielder of the running coroutine, set when it started; it lives as
-        // long as the coroutine, which is the one executing this call.
-        unsafe { (*y).suspend(()) };
-    }
-}
-
-impl BlockServices for Block {
-    fn barrier(&self, at: &'static Location<'static>) {
-        if !self.coroutines {
-            // The body does not name sync_threads, so the threads run one after another: a
-            // barrier reached from a helper cannot be honoured.
-            self.stray_barrier.set(Some(("sync_threads", at)));
-            panic!("{STRAY_BARRIER}");
-        }
-        self.barrier_at.set(Some(at));
-        self.suspend();
-    }
-
-    fn warp(&self, call: berth_device::warp::Call, at: &'static Location<'static>) -> u64 {
-        if !self.coroutines {
-            self.stray_barrier.set(Some((call.op.name(), at)));
-            panic!("{STRAY_BARRIER}");
-        }
-        let t = self.current.get();
-        self.warp_calls.borrow_mut()[t] = Some((call, at));
-        self.suspend();
-        self.warp_results.borrow()[t]
-    }
-
-    fn warp_active_mask(&self) -> u32 {
-        let t = self.current.get();
-        let (w, returned) = (t / 32, self.returned.borrow());
-        (0..32)
-            .filter(|l| returned.get(w * 32 + l) == Some(&false))
-            .fold(0, |m, l| m | 1 << l)
-    }
-
-    fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8 {
-        assert!(align <= 16, "shared arrays are at most 16-byte aligned");
-        let mut m = self.statics.borrow_mut();
-        let buf = m
-            .entry(key)
-            .or_insert_with(|| vec![0u128; bytes.div_ceil(16).max(1)].into_boxed_slice());
-        buf.as_mut_ptr().cast()
-    }
-
-    fn dynamic_shared(&self) -> (*mut u8, usize) {
-        (
-            self.dynamic.borrow_mut().as_mut_ptr().cast(),
-            self.dynamic_bytes,
-        )
-    }
-
-    fn shared_access(&self, addr: usize, _bytes: usize, write: bool) {
-        let t = self.current.get();
-        let mut map = self.accesses.borrow_mut();
-        let a = map.entry(addr).or_default();
-        let conflict = if write {
-            match (a.writer, a.reader) {
-                (Some(w), _) if w != t => Some(format!("threads {w} and {t} both wrote it")),
-                (_, Some(r)) if r != t || a.readers > 1 => {
-                    Some(format!("thread {t} wrote it after thread {r} read it"))
-                }
-                _ => None,
-            }
-        } else {
-            match a.writer {
-                Some(w) if w != t => Some(format!("thread {t} read it after thread {w} wrote it")),
-                _ => None,
-            }
-        };
-        if write {
-            a.writer = Some(t);
-        } else {
-            if a.reader.is_some_and(|r| r != t) {
-                a.readers += 1;
-            }
-            a.reader.get_or_insert(t);
-        }
-        if let Some(c) = conflict {
-            self.race.borrow_mut().get_or_insert((t, c));
-        }
-    }
+/// What the blocks of one launch report to the launch's checks.
+struct LaunchChecks {
+    /// The slice arguments, to name the elements of a report.
+    args: Args,
+    /// Every block's global-memory accesses, as runs ([`sim_check::runs`]).
+    runs: Mutex<Vec<Run>>,
 }
 
 /// Whether `k` needs coroutines: its body names `sync_threads` (the macro's hint), or its PTX
@@ -269,51 +153,120 @@ fn uses_barrier(k: &'static Kernel) -> bool {
     *cache
         .get_or_insert_with(HashMap::new)
         .entry(key)
-        .or_insert_with(|| k.uses_barrier || crate::ptx::entry_uses_barrier(k.ptx, k.name))
+        .or_insert_with(|| k.uses_barrier || crate::ptx::Module::cached(k.ptx).uses_barrier(k.name))
 }
 
-const STRAY_BARRIER: &str = "berth simulator: sync_threads() outside the kernel body";
-
+/// Run one block to completion, then check it: its last barrier interval, and its
+/// global-memory accesses handed to the launch as runs.
+#[allow(clippy::too_many_arguments)]
 fn run_block(
     k: &'static Kernel,
     dims: &Dims,
     block: [u32; 3],
     params: &Params<'_>,
+    checks: &LaunchChecks,
     stacks: &mut Vec<DefaultStack>,
+    scratch: &mut Scratch,
 ) -> Result<()> {
-    let n = dims.threads();
     let coroutines = uses_barrier(k);
-    let services = Rc::new(Block::new(dims, coroutines));
-    let fail = |t: usize, problem: String| Error::Simulator {
+    let services = Rc::new(Block::new(dims, coroutines, scratch));
+    let ran = if coroutines {
+        run_coroutines(k, dims, block, params, checks, &services, stacks)
+    } else {
+        run_plain(k, dims, block, params, &services)
+    };
+    let checked = ran.and_then(|()| {
+        // A block that met no barrier is one interval: its global accesses are checked while
+        // they become runs, in one pass.
+        let one_interval = services.interval_start.get() == 0;
+        let args = &checks.args;
+        if let Some((t, problem)) = services.end_interval(dims, block, args, !one_interval) {
+            return Err(simulator_error(k, dims, block, t, problem));
+        }
+        let [x, y, z] = block.map(u64::from);
+        let [gx, gy, _] = dims.grid.map(u64::from);
+        scratch.runs.clear();
+        let race = sim_check::runs(
+            &mut services.global_log.borrow_mut(),
+            x + gx * (y + gy * z),
+            one_interval,
+            &mut scratch.runs,
+        );
+        if let Some(r) = race {
+            let (t, problem) = global_race(dims, block, args, r);
+            return Err(simulator_error(k, dims, block, t, problem));
+        }
+        if !scratch.runs.is_empty() {
+            checks
+                .runs
+                .lock()
+                .expect("poisoned")
+                .append(&mut scratch.runs);
+        }
+        Ok(())
+    });
+    services.recycle(scratch);
+    checked
+}
+
+fn simulator_error(
+    k: &'static Kernel,
+    dims: &Dims,
+    block: [u32; 3],
+    t: usize,
+    problem: String,
+) -> Error {
+    Error::Simulator {
         kernel: k.name,
         block,
         thread: dims.coords(block, t).thread,
         problem,
-    };
-    if !coroutines {
-        for t in 0..n {
-            services.current.set(t);
-            let _in = host::enter(dims.coords(block, t), services.clone());
-            // SAFETY: `run`'s contract: the pointers match the kernel's parameters.
-            let r = in_kernel(|| unsafe { (k.sim)(params.0) });
-            if let Err(report) = r {
-                if let Some((what, at)) = services.stray_barrier.get() {
-                    return Err(fail(
-                        t,
-                        format!(
-                            "{what}() at {}:{} was reached, but neither the kernel body nor its PTX shows a barrier or warp operation (was the PTX built from other sources?); rebuild the kernel crate",
-                            at.file(),
-                            at.line()
-                        ),
-                    ));
-                }
-                return Err(panic_error(k, block, dims.coords(block, t).thread, report));
-            }
-        }
-        return race_error(&services, &fail);
     }
+}
 
-    // Coroutine mode: every thread is a coroutine; a barrier is a yield.
+/// Run a block's threads one after another, as plain calls.
+fn run_plain(
+    k: &'static Kernel,
+    dims: &Dims,
+    block: [u32; 3],
+    params: &Params<'_>,
+    services: &Rc<Block>,
+) -> Result<()> {
+    let fail = |t: usize, problem: String| simulator_error(k, dims, block, t, problem);
+    for t in 0..dims.threads() {
+        services.current.set(t);
+        let _in = host::enter(dims.coords(block, t), services.clone());
+        // SAFETY: `run`'s contract: the pointers match the kernel's parameters.
+        let r = in_kernel(|| unsafe { (k.sim)(params.0) });
+        if let Err(report) = r {
+            if let Some((what, at)) = services.stray_barrier.get() {
+                return Err(fail(
+                    t,
+                    format!(
+                        "{what}() at {}:{} was reached, but neither the kernel body nor its PTX shows a barrier or warp operation (was the PTX built from other sources?); rebuild the kernel crate",
+                        at.file(),
+                        at.line()
+                    ),
+                ));
+            }
+            return Err(panic_error(k, block, dims.coords(block, t).thread, report));
+        }
+    }
+    Ok(())
+}
+
+/// Run a block's threads as coroutines: a barrier or a warp call is a yield.
+fn run_coroutines(
+    k: &'static Kernel,
+    dims: &Dims,
+    block: [u32; 3],
+    params: &Params<'_>,
+    checks: &LaunchChecks,
+    services: &Rc<Block>,
+    stacks: &mut Vec<DefaultStack>,
+) -> Result<()> {
+    let n = dims.threads();
+    let fail = |t: usize, problem: String| simulator_error(k, dims, block, t, problem);
     while stacks.len() < n {
         stacks.push(DefaultStack::new(STACK_BYTES).map_err(|e| {
             Error::Usage(format!(
@@ -407,11 +360,10 @@ fn run_block(
             break;
         }
         // Every thread is at the barrier: a new interval begins.
-        if let Err(e) = race_error(&services, &fail) {
-            result = Err(e);
+        if let Some((t, problem)) = services.end_interval(dims, block, &checks.args, true) {
+            result = Err(fail(t, problem));
             break;
         }
-        services.accesses.borrow_mut().clear();
         wait.iter_mut().for_each(|w| *w = Wait::No);
     }
     for co in threads.iter_mut().filter_map(Option::as_mut) {
@@ -422,101 +374,5 @@ fn run_block(
     for co in threads.into_iter().flatten() {
         stacks.push(co.into_stack());
     }
-    result?;
-    race_error(&services, &fail)
-}
-
-fn race_error(services: &Block, fail: &impl Fn(usize, String) -> Error) -> Result<()> {
-    match services.race.borrow_mut().take() {
-        Some((t, what)) => Err(fail(
-            t,
-            format!(
-                "a data race on shared memory between two barriers: {what} (threads are numbered within the block)"
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
-/// Where and why a simulated thread panicked.
-struct Captured {
-    file: String,
-    line: u32,
-    column: u32,
-    message: String,
-}
-
-thread_local! {
-    static IN_KERNEL: Cell<bool> = const { Cell::new(false) };
-    static LAST_PANIC: RefCell<Option<Captured>> = const { RefCell::new(None) };
-}
-
-/// Run one simulated thread's body, turning a panic into its location and message.
-fn in_kernel(f: impl FnOnce()) -> std::result::Result<(), Captured> {
-    IN_KERNEL.with(|c| c.set(true));
-    let r = std::panic::catch_unwind(AssertUnwindSafe(f));
-    IN_KERNEL.with(|c| c.set(false));
-    r.map_err(|payload| {
-        LAST_PANIC
-            .with(|p| p.borrow_mut().take())
-            .unwrap_or_else(|| Captured {
-                file: String::new(),
-                line: 0,
-                column: 0,
-                message: payload
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                    .unwrap_or_default(),
-            })
-    })
-}
-
-/// A panic hook that, inside a simulated kernel, records the panic instead of printing it,
-/// and otherwise defers to the hook that was installed before.
-fn install_panic_hook() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            if IN_KERNEL.with(Cell::get) {
-                let loc = info.location();
-                let message = info
-                    .payload()
-                    .downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| {
-                        info.payload()
-                            .downcast_ref::<&str>()
-                            .map(|s| (*s).to_owned())
-                    })
-                    .unwrap_or_default();
-                LAST_PANIC.with(|p| {
-                    *p.borrow_mut() = Some(Captured {
-                        file: loc.map(|l| l.file().to_owned()).unwrap_or_default(),
-                        line: loc.map_or(0, |l| l.line()),
-                        column: loc.map_or(0, |l| l.column()),
-                        message,
-                    })
-                });
-            } else {
-                previous(info);
-            }
-        }));
-    });
-}
-
-fn panic_error(k: &'static Kernel, block: [u32; 3], thread: [u32; 3], c: Captured) -> Error {
-    Error::KernelPanic {
-        kernel: k.name.to_owned(),
-        report: PanicReport {
-            file: c.file,
-            line: c.line,
-            column: c.column,
-            message: c.message,
-            block,
-            thread,
-        },
-        context_lost: false,
-    }
+    result
 }

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 use crate::fault::{
     FaultState, Faults, MappedPanicRecord, is_sticky_name, mark_device_lost, register_context,
 };
+use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use cudarc::driver::{result, sys};
 use std::collections::HashMap;
@@ -204,6 +205,30 @@ impl ContextOps for Driver {
                 .attribute(CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)?
                 != 0,
         }))
+    }
+
+    fn device_limits(&self) -> Result<DeviceLimits> {
+        use sys::CUdevice_attribute::*;
+        let a = |attr| self.attribute(attr).map(|v| v.max(0) as u32);
+        Ok(DeviceLimits {
+            shared_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
+            shared_per_block_optin: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+            threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            block_dim: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            grid_dim: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+        })
+    }
+
+    fn set_device_limits(&self, _limits: DeviceLimits) -> bool {
+        false
     }
 
     fn has_link(&self) -> bool {

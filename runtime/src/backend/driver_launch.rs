@@ -9,9 +9,10 @@ use crate::launch::kernel::Kernel;
 use cudarc::driver::{DriverError, result, sys};
 use std::ffi::c_void;
 
-/// Let `func` use the dynamic shared memory `grid` asks for (above 48 KiB it must opt in).
+/// Let `func` use the dynamic shared memory `grid` asks for (above 48 KiB of shared memory
+/// in all, static and dynamic, it must opt in).
 pub(super) fn prepare(k: &'static Kernel, func: sys::CUfunction, grid: &Grid) -> Result<()> {
-    if grid.shared_bytes > 48 * 1024 {
+    if crate::limits::needs_opt_in(k, grid) {
         // SAFETY: valid function of the current context; the attribute takes bytes.
         let r = unsafe {
             result::function::set_function_attribute(

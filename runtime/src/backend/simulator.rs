@@ -8,14 +8,15 @@ use crate::fault::FaultState;
 use crate::launch::grid::Grid;
 use crate::launch::kernel::Kernel;
 use crate::launch::params::ParamBlock;
+use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use crate::sim_stream::SimStreams;
 use cudarc::driver::sys;
 use std::alloc::Layout;
 use std::collections::HashSet;
 use std::ffi::c_void;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// The CPU simulator: host memory, and worker threads as streams.
 pub(crate) struct Simulator {
@@ -27,6 +28,8 @@ pub(crate) struct Simulator {
     fault: FaultState,
     /// Kernels whose launcher was checked against its PTX entry, by (crate, name).
     checked: Mutex<HashSet<(&'static str, &'static str)>>,
+    /// The limits launches are checked against: the H200's unless set before first use.
+    limits: OnceLock<DeviceLimits>,
 }
 
 // SAFETY: the stream handles are numbers, never dereferenced; the rest is thread-safe.
@@ -45,6 +48,7 @@ impl Simulator {
             streams: SimStreams::default(),
             fault: FaultState::default(),
             checked: Mutex::new(HashSet::new()),
+            limits: OnceLock::new(),
         }
     }
 
@@ -118,6 +122,14 @@ impl ContextOps for Simulator {
 
     fn device_profile(&self) -> Result<Option<DeviceProfile>> {
         Ok(None)
+    }
+
+    fn device_limits(&self) -> Result<DeviceLimits> {
+        Ok(*self.limits.get_or_init(|| DeviceLimits::H200))
+    }
+
+    fn set_device_limits(&self, limits: DeviceLimits) -> bool {
+        self.limits.set(limits).is_ok()
     }
 
     fn has_link(&self) -> bool {
@@ -282,6 +294,8 @@ impl KernelOps for Simulator {
         stream: sys::CUstream,
         params: &mut [*mut c_void],
     ) -> Result<()> {
+        // Refused now, where the GPU's driver refuses it.
+        self.device_limits()?.check_kernel(kernel, grid)?;
         // The job runs later, on the stream's thread: it takes its own copy of the values (as
         // `cuLaunchKernel` does); what they address stays borrowed by the launch's guard.
         let mut values = ParamBlock::new(kernel.params);

@@ -50,6 +50,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         Gpu::new()?
     };
+    if gpu.backend() == berth::Backend::Cuda {
+        host_costs(&gpu)?;
+    }
     for n in sizes {
         let x = random_f32(n);
         let mut a = gpu.upload(&x)?;
@@ -163,4 +166,72 @@ fn windows_bad(x: &[f32], got: &[f32], steps: usize) -> usize {
         }
     }
     bad
+}
+
+/// Where a queued launch's host time goes, on the same context: `cuCtxSetCurrent` (which every
+/// berth call makes) and a bare `cuLaunchKernel` of the same `jacobi` entry on the same stream
+/// (no berth code), each per call, median of 10 batches of 1,000. Together with
+/// `launch_chain_submit` they split berth's host path into the driver's part and berth's own.
+fn host_costs(gpu: &Gpu) -> Result<(), Box<dyn std::error::Error>> {
+    use berth::raw::{result, sys};
+    let n = 1usize << 16;
+    let a = gpu.upload(&random_f32(n))?;
+    let b = gpu.alloc_zeroed::<f32>(n)?;
+    let ctx = gpu.raw_context();
+    let stream = gpu.raw_default_stream();
+    let k = berth::__private::registered_kernels()
+        .find(|k| k.name == "jacobi")
+        .ok_or("the jacobi kernel is not registered")?;
+    // SAFETY: `ctx` is berth's live context; the module and function are this context's.
+    let func = unsafe {
+        result::ctx::set_current(ctx)?;
+        let module = result::module::load_data(std::ffi::CString::new(k.ptx)?.as_ptr().cast())?;
+        result::module::get_function(module, std::ffi::CString::new("jacobi")?)?
+    };
+    let grid = Grid::cover(n);
+    let per_call = |f: &mut dyn FnMut()| -> f64 {
+        let mut t = Vec::new();
+        for _ in 0..10 {
+            let start = Instant::now();
+            for _ in 0..LAUNCHES {
+                f();
+            }
+            t.push(start.elapsed().as_secs_f64() * 1e6 / LAUNCHES as f64);
+        }
+        median_f64(t)
+    };
+    let bind_us = per_call(&mut || {
+        // SAFETY: as above.
+        let _ = unsafe { result::ctx::set_current(ctx) };
+    });
+    let (mut pa, mut la, mut pb, mut lb) = (a.device_ptr(), n as u64, b.device_ptr(), n as u64);
+    let mut params: [*mut std::ffi::c_void; 4] = [
+        (&raw mut pa).cast(),
+        (&raw mut la).cast(),
+        (&raw mut pb).cast(),
+        (&raw mut lb).cast(),
+    ];
+    let (g, t) = (grid.blocks, grid.threads);
+    let raw_us = per_call(&mut || {
+        // SAFETY: `func` takes (ptr, len, ptr, len); the buffers outlive the synchronise
+        // below; `stream` is berth's default stream of this context.
+        let _ = unsafe {
+            result::launch_kernel(
+                func,
+                (g.x, g.y, g.z),
+                (t.x, t.y, t.z),
+                0,
+                stream as sys::CUstream,
+                &mut params,
+            )
+        };
+    });
+    // SAFETY: as above.
+    unsafe { result::stream::synchronize(stream) }?;
+    for (bench, us) in [("host_bind", bind_us), ("host_raw_launch", raw_us)] {
+        println!(
+            "{{\"impl\":\"berth\",\"bench\":\"{bench}\",\"n\":{n},\"launches\":{LAUNCHES},\"per_launch_us\":{us:.3},\"bad\":0}}"
+        );
+    }
+    Ok(())
 }

@@ -1,0 +1,588 @@
+//! The simulator's race checks: which accesses of a launch conflict.
+//!
+//! Two accesses to one element conflict when different threads make them, at least one
+//! writes, and they are not both atomic ([`conflicts`]). [`Fold`] keeps, per element, just
+//! enough of the accesses seen to find such a pair whatever order they come in.
+//!
+//! - **Shared memory** is checked as the accesses come ([`Interval`]: a map from address to
+//!   fold, cleared at each barrier): tiles are small and read many times, so a log would
+//!   mostly hold repeats.
+//! - **Global memory** accesses (elements of `&mut [T]` arguments, atomics) are appended to a
+//!   log of the block — a push, nothing more. Within a block, accesses conflict only inside
+//!   one barrier interval: at each barrier the interval's entries are sorted by address and
+//!   each address's accesses folded ([`check_interval`]).
+//! - **Across blocks** nothing is ordered (blocks synchronise only through atomics), so any
+//!   two conflicting accesses of different blocks race, whenever they happened. When a block
+//!   ends its whole log becomes a few [`Run`]s ([`runs`]): maximal stretches of consecutive
+//!   elements with the same kinds of access at the same call sites, whose threads advance by
+//!   a fixed step — one run per block for an elementwise kernel. When the launch ends the
+//!   runs of all blocks are swept in address order ([`cross_block`]).
+//!
+//! Elements are compared by address: accesses of different widths at different addresses
+//! (a whole row of a 2D tile against one of its elements) are not compared.
+
+use berth_device::host::{Access, At};
+
+/// One logged access.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Entry {
+    pub(crate) addr: usize,
+    pub(crate) at: At,
+    /// The thread within its block (linear index).
+    pub(crate) thread: u32,
+    pub(crate) bytes: u16,
+    pub(crate) kind: Access,
+}
+
+impl Entry {
+    pub(crate) fn new(addr: usize, bytes: usize, kind: Access, thread: usize, at: At) -> Entry {
+        Entry {
+            addr,
+            at,
+            thread: thread as u32,
+            bytes: bytes.min(u16::MAX as usize) as u16,
+            kind,
+        }
+    }
+}
+
+const KINDS: [Access; 3] = [Access::Read, Access::Write, Access::Atomic];
+
+fn slot(k: Access) -> usize {
+    match k {
+        Access::Read => 0,
+        Access::Write => 1,
+        Access::Atomic => 2,
+    }
+}
+
+/// Whether accesses of kinds `a` and `b` by two different threads race: unless both read, or
+/// both are atomic.
+pub(crate) fn conflicts(a: Access, b: Access) -> bool {
+    !matches!(
+        (a, b),
+        (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
+    )
+}
+
+/// An access as the fold sees it: who made it (`id`: a thread, or a block), where, and what
+/// the caller needs to name it later (`tag`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Who {
+    pub(crate) id: u64,
+    pub(crate) tag: u64,
+    pub(crate) at: At,
+}
+
+/// The accesses to one element seen so far, as much of them as finding a conflicting pair
+/// needs: per kind, up to two accesses with different `id`s. Whatever the order in which
+/// accesses arrive, the one that completes a conflicting pair finds its partner: a kept
+/// access of the conflicting kind with another id.
+#[derive(Default)]
+pub(crate) struct Fold {
+    seen: [[Option<Who>; 2]; 3],
+}
+
+impl Fold {
+    /// Add an access; an earlier one it races with, if any.
+    pub(crate) fn add(&mut self, kind: Access, who: Who) -> Option<(Access, Who)> {
+        for k in KINDS {
+            if !conflicts(k, kind) {
+                continue;
+            }
+            if let Some(w) = self.seen[slot(k)].iter().flatten().find(|w| w.id != who.id) {
+                return Some((k, *w));
+            }
+        }
+        let s = &mut self.seen[slot(kind)];
+        match s {
+            [None, _] => s[0] = Some(who),
+            [Some(a), None] if a.id != who.id => s[1] = Some(who),
+            _ => {}
+        }
+        None
+    }
+}
+
+/// Two accesses that race: the one found first (`a`) and the one that completed the pair.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Race {
+    pub(crate) addr: usize,
+    pub(crate) bytes: usize,
+    pub(crate) a: (Access, Who),
+    pub(crate) b: (Access, Who),
+}
+
+/// A hasher for addresses: one multiply, high bits folded down (the table indexes with the
+/// low bits, and element addresses share their low bits).
+#[derive(Default)]
+pub(crate) struct AddrHasher(u64);
+
+impl std::hash::Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(self.0 ^ u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        let h = n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = h ^ (h >> 29);
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// The accesses of one barrier interval, checked as they come: for memory where many threads
+/// touch few elements many times (shared tiles), where a log would mostly hold repeats.
+#[derive(Default)]
+pub(crate) struct Interval {
+    seen: std::collections::HashMap<usize, Fold, std::hash::BuildHasherDefault<AddrHasher>>,
+}
+
+impl Interval {
+    /// Add an access by `thread`; the race it completes, if any.
+    pub(crate) fn add(&mut self, e: Entry) -> Option<Race> {
+        let who = Who {
+            id: u64::from(e.thread),
+            tag: u64::from(e.thread),
+            at: e.at,
+        };
+        let a = self.seen.entry(e.addr).or_default().add(e.kind, who)?;
+        Some(Race {
+            addr: e.addr,
+            bytes: usize::from(e.bytes),
+            a,
+            b: (e.kind, who),
+        })
+    }
+
+    /// Start the next interval.
+    pub(crate) fn clear(&mut self) {
+        self.seen.clear();
+    }
+}
+
+/// Sort `log` (one barrier interval of one block) by address and find a race in it.
+/// `Who::id` and `Who::tag` are the thread.
+pub(crate) fn check_interval(log: &mut [Entry]) -> Option<Race> {
+    log.sort_unstable_by_key(|e| e.addr);
+    log.chunk_by(|a, b| a.addr == b.addr).find_map(check_group)
+}
+
+/// A race among the accesses to one address.
+fn check_group(group: &[Entry]) -> Option<Race> {
+    // Most elements are touched by one thread only (a read and a write of its own element).
+    if group.iter().all(|e| e.thread == group[0].thread) {
+        return None;
+    }
+    let mut fold = Fold::default();
+    for e in group {
+        let who = Who {
+            id: u64::from(e.thread),
+            tag: u64::from(e.thread),
+            at: e.at,
+        };
+        if let Some(a) = fold.add(e.kind, who) {
+            return Some(Race {
+                addr: e.addr,
+                bytes: usize::from(e.bytes),
+                a,
+                b: (e.kind, who),
+            });
+        }
+    }
+    None
+}
+
+/// Shrink a block's log without losing what the checks need: of the current interval
+/// (`log[start..]`), one entry per address, thread and kind (the fold looks no further); of
+/// the earlier intervals, which only become runs, one per address and kind. Keeps a thread
+/// that loops over the same elements (a persistent kernel) from growing the log without end.
+/// Returns the new start of the current interval.
+pub(crate) fn compact(log: &mut Vec<Entry>, start: usize) -> usize {
+    let key = |e: &Entry| (e.addr, slot(e.kind), e.thread);
+    let (done, current) = log.split_at_mut(start);
+    done.sort_unstable_by_key(|e| (e.addr, slot(e.kind)));
+    current.sort_unstable_by_key(key);
+    let mut kept = 0;
+    for i in 0..start {
+        if kept == 0
+            || (log[kept - 1].addr, slot(log[kept - 1].kind)) != (log[i].addr, slot(log[i].kind))
+        {
+            log[kept] = log[i];
+            kept += 1;
+        }
+    }
+    let new_start = kept;
+    for i in start..log.len() {
+        if kept == new_start || key(&log[kept - 1]) != key(&log[i]) {
+            log[kept] = log[i];
+            kept += 1;
+        }
+    }
+    log.truncate(kept);
+    new_start
+}
+
+/// One block's accesses of one kind along a [`Run`]: element `k` of the run was accessed by
+/// thread `thread + k * step`, at `at`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Rep {
+    thread: u32,
+    step: i32,
+    at: Option<At>,
+}
+
+/// Consecutive elements that one block accessed with the same kinds, at the same call sites,
+/// by threads advancing by a fixed step per element.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Run {
+    lo: usize,
+    bytes: u32,
+    count: u32,
+    /// The block (linear index).
+    block: u64,
+    /// Bit `slot(kind)` for each kind of access.
+    kinds: u8,
+    reps: [Rep; 3],
+}
+
+impl Run {
+    fn hi(&self) -> usize {
+        self.lo + self.bytes as usize * self.count as usize
+    }
+
+    /// The thread (within the block) that made the access of kind `k` to element `e` of the
+    /// run, and where.
+    fn who(&self, k: Access, e: usize) -> (u32, At) {
+        let r = self.reps[slot(k)];
+        let t = i64::from(r.thread) + i64::from(r.step) * e as i64;
+        (t as u32, r.at.expect("a kind the run has"))
+    }
+
+    /// Extend the run by the element at `addr` with these accesses, if it continues it.
+    fn extend(&mut self, addr: usize, bytes: u32, kinds: u8, reps: &[Rep; 3]) -> bool {
+        if addr != self.hi() || bytes != self.bytes || kinds != self.kinds || self.count == u32::MAX
+        {
+            return false;
+        }
+        let n = i64::from(self.count);
+        let mut steps = [0i32; 3];
+        for s in 0..3 {
+            if kinds & (1 << s) == 0 {
+                continue;
+            }
+            let (mine, next) = (self.reps[s], reps[s]);
+            // The same call site is the same `Location` static: compare pointers, not text.
+            if !same_site(mine.at, next.at) {
+                return false;
+            }
+            let delta = i64::from(next.thread) - i64::from(mine.thread);
+            let step = if n == 1 { delta } else { i64::from(mine.step) };
+            if step * n != delta || i32::try_from(step).is_err() {
+                return false;
+            }
+            steps[s] = step as i32;
+        }
+        for (r, s) in self.reps.iter_mut().zip(steps) {
+            r.step = s;
+        }
+        self.count += 1;
+        true
+    }
+}
+
+fn same_site(a: Option<At>, b: Option<At>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => std::ptr::eq(a, b),
+        (a, b) => a.is_none() && b.is_none(),
+    }
+}
+
+/// Turn one block's whole log (every interval) into runs, appended to `out`. With
+/// `one_interval` (the block met no barrier), also check it as [`check_interval`] would, in
+/// the same pass; the race found, if any.
+pub(crate) fn runs(
+    log: &mut [Entry],
+    block: u64,
+    one_interval: bool,
+    out: &mut Vec<Run>,
+) -> Option<Race> {
+    log.sort_unstable_by_key(|e| e.addr);
+    let mut current: Option<Run> = None;
+    for group in log.chunk_by(|a, b| a.addr == b.addr) {
+        if one_interval
+            && group.len() > 1
+            && let Some(race) = check_group(group)
+        {
+            return Some(race);
+        }
+        let (addr, bytes) = (group[0].addr, u32::from(group[0].bytes));
+        let mut kinds = 0u8;
+        let mut reps = [Rep::default(); 3];
+        for e in group {
+            let s = slot(e.kind);
+            if kinds & (1 << s) == 0 {
+                kinds |= 1 << s;
+                reps[s] = Rep {
+                    thread: e.thread,
+                    step: 0,
+                    at: Some(e.at),
+                };
+            }
+        }
+        if let Some(r) = current.as_mut()
+            && r.extend(addr, bytes, kinds, &reps)
+        {
+            continue;
+        }
+        out.extend(current.take());
+        current = Some(Run {
+            lo: addr,
+            bytes,
+            count: 1,
+            block,
+            kinds,
+            reps,
+        });
+    }
+    out.extend(current);
+    None
+}
+
+/// A race between two blocks: the element, and for each side the block, the thread within
+/// it, the kind of access and the call site.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CrossRace {
+    pub(crate) addr: usize,
+    pub(crate) bytes: usize,
+    pub(crate) a: Side,
+    pub(crate) b: Side,
+}
+
+/// One side of a [`CrossRace`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Side {
+    pub(crate) block: u64,
+    pub(crate) thread: u32,
+    pub(crate) kind: Access,
+    pub(crate) at: At,
+}
+
+/// Find two blocks whose runs overlap with conflicting accesses. The sweep visits each
+/// stretch of addresses between two run boundaries once, folding the runs that cover it.
+pub(crate) fn cross_block(runs: &mut [Run]) -> Option<CrossRace> {
+    if runs.len() < 2 {
+        return None;
+    }
+    runs.sort_unstable_by_key(|r| r.lo);
+    let mut points: Vec<usize> = runs.iter().flat_map(|r| [r.lo, r.hi()]).collect();
+    points.sort_unstable();
+    points.dedup();
+    let mut active: Vec<usize> = Vec::new();
+    let mut next = 0;
+    for &p in &points {
+        active.retain(|&i| runs[i].hi() > p);
+        while next < runs.len() && runs[next].lo == p {
+            active.push(next);
+            next += 1;
+        }
+        if active.len() < 2
+            || active
+                .iter()
+                .all(|&i| runs[i].block == runs[active[0]].block)
+        {
+            continue;
+        }
+        let mut fold = Fold::default();
+        for &i in &active {
+            let r = &runs[i];
+            for k in KINDS.into_iter().filter(|&k| r.kinds & (1 << slot(k)) != 0) {
+                let (_, at) = r.who(k, 0);
+                let who = Who {
+                    id: r.block,
+                    tag: i as u64,
+                    at,
+                };
+                if let Some((ka, wa)) = fold.add(k, who) {
+                    return Some(side_by_side(runs, p, (ka, wa.tag as usize), (k, i)));
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Name both sides of a race found at byte `p`.
+fn side_by_side(runs: &[Run], p: usize, a: (Access, usize), b: (Access, usize)) -> CrossRace {
+    let side = |(kind, i): (Access, usize)| {
+        let r = &runs[i];
+        let e = (p - r.lo) / r.bytes.max(1) as usize;
+        let (thread, at) = r.who(kind, e);
+        (
+            Side {
+                block: r.block,
+                thread,
+                kind,
+                at,
+            },
+            r.lo + e * r.bytes as usize,
+            r.bytes as usize,
+        )
+    };
+    let (sa, _, _) = side(a);
+    let (sb, addr, bytes) = side(b);
+    CrossRace {
+        addr,
+        bytes,
+        a: sa,
+        b: sb,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::panic::Location;
+
+    #[track_caller]
+    fn here() -> At {
+        Location::caller()
+    }
+
+    fn e(addr: usize, thread: u32, kind: Access, at: At) -> Entry {
+        Entry::new(addr, 4, kind, thread as usize, at)
+    }
+
+    #[test]
+    fn the_fold_finds_a_pair_whatever_the_order() {
+        use Access::*;
+        let at = here();
+        // Thread 1 reads, thread 2 reads, thread 1 writes: 1's write races 2's read.
+        let mut log = [e(0, 1, Read, at), e(0, 2, Read, at), e(0, 1, Write, at)];
+        for _ in 0..3 {
+            log.rotate_left(1);
+            assert!(check_interval(&mut log.clone()).is_some());
+        }
+        // Reads only, atomics only, or one thread alone: no race.
+        assert!(check_interval(&mut [e(0, 1, Read, at), e(0, 2, Read, at)]).is_none());
+        assert!(check_interval(&mut [e(0, 1, Atomic, at), e(0, 2, Atomic, at)]).is_none());
+        assert!(check_interval(&mut [e(0, 3, Write, at), e(0, 3, Read, at)]).is_none());
+        // Different elements: no race.
+        assert!(check_interval(&mut [e(0, 1, Write, at), e(4, 2, Write, at)]).is_none());
+        // An atomic and a plain read by another thread race.
+        let r = check_interval(&mut [e(8, 1, Atomic, at), e(8, 2, Read, at)]).unwrap();
+        assert_eq!(r.addr, 8);
+        let ids = [r.a.1.id, r.b.1.id];
+        assert!(ids.contains(&1) && ids.contains(&2));
+    }
+
+    #[test]
+    fn an_interval_checks_accesses_as_they_come() {
+        use Access::*;
+        let at = here();
+        let mut i = Interval::default();
+        assert!(i.add(e(0, 1, Read, at)).is_none());
+        assert!(i.add(e(0, 2, Read, at)).is_none());
+        let r = i
+            .add(e(0, 1, Write, at))
+            .expect("thread 2 read what thread 1 writes");
+        assert_eq!((r.a.1.id, r.b.1.id), (2, 1));
+        i.clear();
+        assert!(i.add(e(0, 1, Write, at)).is_none(), "a new interval");
+    }
+
+    #[test]
+    fn compacting_keeps_every_race_and_every_run() {
+        use Access::*;
+        let (a, b) = (here(), here());
+        // An earlier interval: thread 1 wrote element 0 a thousand times; the current one:
+        // threads 2 and 3 read and write element 4 many times.
+        let mut log: Vec<Entry> = (0..1000).map(|_| e(0, 1, Write, a)).collect();
+        let start = log.len();
+        for _ in 0..500 {
+            log.extend([e(4, 2, Read, b), e(4, 3, Write, b)]);
+        }
+        let start = compact(&mut log, start);
+        assert_eq!((start, log.len()), (1, 3));
+        assert!(check_interval(&mut log[start..]).is_some());
+        let mut out = Vec::new();
+        runs(&mut log, 0, false, &mut out);
+        assert_eq!(out.len(), 2, "elements 0 and 4");
+    }
+
+    #[test]
+    fn an_elementwise_block_is_one_run_and_blocks_side_by_side_do_not_race() {
+        use Access::*;
+        let (r, w) = (here(), here());
+        let mut all = Vec::new();
+        for b in 0..4u64 {
+            let mut log: Vec<Entry> = (0..256u32)
+                .flat_map(|t| {
+                    let a = (b as usize * 256 + t as usize) * 4;
+                    [e(a, t, Read, r), e(a, t, Write, w)]
+                })
+                .collect();
+            let before = all.len();
+            runs(&mut log, b, false, &mut all);
+            assert_eq!(all.len(), before + 1, "one run per block");
+        }
+        assert!(cross_block(&mut all).is_none());
+    }
+
+    #[test]
+    fn blocks_writing_one_element_race_and_are_named() {
+        use Access::*;
+        let w = here();
+        let mut all = Vec::new();
+        // Block 0: threads 0..8 write elements 0..8; block 1: threads 0..8 write 5..13.
+        runs(
+            &mut (0..8)
+                .map(|t| e(t as usize * 4, t, Write, w))
+                .collect::<Vec<_>>(),
+            0,
+            false,
+            &mut all,
+        );
+        runs(
+            &mut (0..8)
+                .map(|t| e((t as usize + 5) * 4, t, Write, w))
+                .collect::<Vec<_>>(),
+            1,
+            false,
+            &mut all,
+        );
+        let race = cross_block(&mut all).unwrap();
+        assert_eq!(race.addr, 20, "element 5 is the first both touch");
+        let (a, b) = if race.a.block == 0 {
+            (race.a, race.b)
+        } else {
+            (race.b, race.a)
+        };
+        assert_eq!((a.block, a.thread, b.block, b.thread), (0, 5, 1, 0));
+    }
+
+    #[test]
+    fn atomics_from_every_block_do_not_race_but_a_plain_read_does() {
+        use Access::*;
+        let (at, rd) = (here(), here());
+        let mut all = Vec::new();
+        for b in 0..50 {
+            // Every thread of every block adds to one of 4 bins.
+            let mut log: Vec<Entry> = (0..64)
+                .map(|t| e((t % 4) as usize * 4, t, Atomic, at))
+                .collect();
+            runs(&mut log, b, false, &mut all);
+        }
+        assert!(cross_block(&mut all.clone()).is_none());
+        runs(&mut [e(8, 7, Read, rd)], 99, false, &mut all);
+        let race = cross_block(&mut all).unwrap();
+        assert_eq!(race.addr, 8);
+        let reader = if race.a.kind == Read { race.a } else { race.b };
+        assert_eq!((reader.block, reader.thread, reader.at), (99, 7, rd));
+    }
+}

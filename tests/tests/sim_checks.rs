@@ -1,0 +1,316 @@
+//! The simulator's checks of what compute-sanitizer cannot see, on deliberately broken
+//! kernels (`examples/src/sim_checks.rs`): races on global and mapped memory within a block
+//! and between blocks, shared-memory races (an atomic meeting a plain access among them) named
+//! by array and element, reads of shared memory nobody wrote, and launches over the device's
+//! limits. (An atomic meeting a plain access of global memory cannot be written: an
+//! `#[atomic]` argument is reached only through atomics.)
+//! Each report must name the kernel, the element and both source lines; each kernel's correct
+//! version must pass.
+
+use berth::{DeviceLimits, Error, Gpu, Grid};
+use berth_examples::sim_checks::*;
+
+/// `examples/src/sim_checks.rs:LINE:` of the line containing `needle`.
+fn at(needle: &str) -> String {
+    let src = include_str!("../../examples/src/sim_checks.rs");
+    let line = src
+        .lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("`{needle}` not in examples/src/sim_checks.rs"));
+    format!("examples/src/sim_checks.rs:{}:", line + 1)
+}
+
+/// The simulator's report of a failed launch: (kernel, block, thread, problem).
+fn report(r: berth::Result<()>) -> (&'static str, [u32; 3], [u32; 3], String) {
+    match r {
+        Err(Error::Simulator {
+            kernel,
+            block,
+            thread,
+            problem,
+        }) => {
+            println!("reported: {problem}");
+            (kernel, block, thread, problem)
+        }
+        other => panic!("expected a simulator report, got {other:?}"),
+    }
+}
+
+fn has(problem: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(problem.contains(p), "`{p}` missing from: {problem}");
+    }
+}
+
+#[test]
+fn threads_of_a_block_writing_one_element_are_a_located_race() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(8).unwrap();
+    let r = all_write_first(&gpu, Grid::new(1, 32), &mut out)
+        .unwrap()
+        .wait();
+    let (kernel, block, _, problem) = report(r);
+    let line = at("unsafe { *out.get_unchecked_mut(0) = thread::global_x()");
+    assert_eq!((kernel, block), ("all_write_first", [0, 0, 0]));
+    has(
+        &problem,
+        &[
+            "data race on element 0 of `out` (global memory), within one block: threads (",
+            "both wrote it",
+            "with no sync_threads() between them",
+            &line,
+        ],
+    );
+    // The correct version passes, on one block and on many.
+    for grid in [Grid::new(1, 32), Grid::cover(8)] {
+        each_writes_own(&gpu, grid, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+    }
+    assert_eq!(out.to_vec().unwrap(), (0..8).collect::<Vec<u32>>());
+}
+
+#[test]
+fn blocks_writing_one_element_are_a_race_naming_both_blocks() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(8).unwrap();
+    // One thread per block: only blocks can race.
+    let r = all_write_first(&gpu, Grid::new(4, 1), &mut out)
+        .unwrap()
+        .wait();
+    let (kernel, _, thread, problem) = report(r);
+    assert_eq!((kernel, thread), ("all_write_first", [0, 0, 0]));
+    has(
+        &problem,
+        &[
+            "data race on element 0 of `out` (global memory), between blocks",
+            "thread (0, 0, 0) of block (",
+            "wrote it at",
+            &at("unsafe { *out.get_unchecked_mut(0) = thread::global_x()"),
+        ],
+    );
+    let blocks = problem.matches("of block (").count();
+    assert_eq!(blocks, 2, "{problem}");
+}
+
+#[test]
+fn a_write_and_another_threads_read_of_it_race_unless_a_barrier_separates_them() {
+    let gpu = Gpu::simulator();
+    let n = 64;
+    let mut out = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let mut seen = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let r = read_neighbour_unsynced(&gpu, Grid::new(2, 32), &mut out, &mut seen)
+        .unwrap()
+        .wait();
+    let (kernel, _, _, problem) = report(r);
+    assert_eq!(kernel, "read_neighbour_unsynced");
+    has(
+        &problem,
+        &[
+            "of `out` (global memory), within one block",
+            "wrote it at",
+            "read it at",
+            &at("out[o] = i as u32 + 1;"),
+            &at("seen[o] = unsafe { *out.get_unchecked(i ^ 1) };"),
+        ],
+    );
+    read_neighbour_synced(&gpu, Grid::new(2, 32), &mut out, &mut seen)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<u32> = (0..n as u32).map(|i| (i ^ 1) + 1).collect();
+    assert_eq!(seen.to_vec().unwrap(), want);
+}
+
+#[test]
+fn a_race_in_mapped_memory_is_reported_as_one() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.mapped_zeroed::<u32>(4).unwrap();
+    let r = mapped_all_write_first(&gpu, Grid::new(2, 16), &mut out)
+        .unwrap()
+        .wait();
+    let (kernel, _, _, problem) = report(r);
+    assert_eq!(kernel, "mapped_all_write_first");
+    has(
+        &problem,
+        &[
+            "element 0 of `out` (mapped host memory)",
+            "both wrote it",
+            &at("unsafe { *out.get_unchecked_mut(0) = thread::idx_x() as u32 };"),
+        ],
+    );
+}
+
+#[test]
+fn a_shared_race_names_the_array_the_element_and_both_lines() {
+    use berth_examples::broken::shared_race;
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(4).unwrap();
+    let r = shared_race(&gpu, Grid::new(4, 32), &mut out)
+        .unwrap()
+        .wait();
+    let (kernel, _, _, problem) = report(r);
+    assert_eq!(kernel, "shared_race");
+    let decl = berth_tests::example_line("shared_array!(RACE_TILE: [u32; 32])");
+    let store = berth_tests::example_line("tile.store(0, thread::idx_x() as u32);");
+    has(
+        &problem,
+        &[
+            "data race on shared memory between two barriers",
+            &format!("`RACE_TILE[0]` (the shared_array! at examples/src/lib.rs:{decl}:"),
+            "both wrote it",
+            &format!("at examples/src/lib.rs:{store}:"),
+        ],
+    );
+}
+
+#[test]
+fn an_atomic_and_a_plain_write_of_one_shared_element_race() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(2).unwrap();
+    let r = shared_flag_mixed(&gpu, Grid::new(2, 32), &mut out)
+        .unwrap()
+        .wait();
+    let (kernel, _, _, problem) = report(r);
+    assert_eq!(kernel, "shared_flag_mixed");
+    has(
+        &problem,
+        &[
+            "`MIXED_FLAG[0]`",
+            "wrote it at",
+            "updated it atomically at",
+            &at("flag.store(0, 1);"),
+            &at("flag.atomic_add(0, 1);"),
+        ],
+    );
+}
+
+#[test]
+fn shared_bins_nobody_cleared_are_reported_and_cleared_ones_pass() {
+    let gpu = Gpu::simulator();
+    let n = 1000;
+    let xs: Vec<u32> = (0..n).map(|i| i * 7 + 3).collect();
+    let x = gpu.upload(&xs).unwrap();
+    let mut hist = gpu.alloc_zeroed::<u32>(16).unwrap();
+    let r = histogram_uncleared(&gpu, Grid::cover(n as usize), &x, &mut hist)
+        .unwrap()
+        .wait();
+    let (kernel, _, _, problem) = report(r);
+    assert_eq!(kernel, "histogram_uncleared");
+    has(
+        &problem,
+        &[
+            "an atomic update of shared memory that no thread of the block has written",
+            "`UNCLEARED_BINS[",
+            &at("bins.atomic_add(x[i] as usize % 16, 1);"),
+            "0xff",
+        ],
+    );
+    let mut hist = gpu.alloc_zeroed::<u32>(16).unwrap();
+    histogram_cleared(&gpu, Grid::cover(n as usize), &x, &mut hist)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let mut want = [0u32; 16];
+    xs.iter().for_each(|v| want[*v as usize % 16] += 1);
+    assert_eq!(hist.to_vec().unwrap(), want);
+}
+
+#[test]
+fn an_unwritten_element_of_dynamic_shared_memory_is_reported() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(2).unwrap();
+    let grid = Grid::new(2, 32).shared_bytes(33 * 4);
+    let r = dynamic_read_back(&gpu, grid, 1, &mut out).unwrap().wait();
+    let (kernel, _, thread, problem) = report(r);
+    assert_eq!((kernel, thread), ("dynamic_read_back", [0, 0, 0]));
+    has(
+        &problem,
+        &[
+            "a read of shared memory that no thread of the block has written",
+            "element 32 of the dynamic shared array",
+            &at("*slot = tile.load(k);"),
+        ],
+    );
+    dynamic_read_back(&gpu, grid, 0, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), [32, 32]);
+}
+
+#[test]
+fn launches_over_the_h200s_limits_are_refused_when_queued() {
+    let gpu = Gpu::simulator();
+    assert_eq!(gpu.device_limits().unwrap(), DeviceLimits::H200);
+    let mut out = gpu.alloc_zeroed::<u32>(1).unwrap();
+    // 1 MiB of dynamic shared memory: refused at the launch, as the GPU's driver refuses it.
+    let e = dynamic_read_back(&gpu, Grid::new(1, 32).shared_bytes(1 << 20), 0, &mut out)
+        .map(|_| ())
+        .unwrap_err();
+    let Error::InvalidLaunch { kernel, reason } = &e else {
+        panic!("expected InvalidLaunch, got {e}");
+    };
+    assert_eq!(*kernel, "dynamic_read_back");
+    has(
+        reason,
+        &["1048576 bytes of dynamic shared memory", "232448 bytes"],
+    );
+    // The opt-in maximum itself is fine.
+    dynamic_read_back(&gpu, Grid::new(1, 32).shared_bytes(227 * 1024), 0, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), [32]);
+    // 2048 threads per block.
+    let e = each_writes_own(&gpu, Grid::new(1, 2048), &mut out)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidLaunch { reason, .. } if reason.contains("at most 1024")),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_simulator_enforces_the_limits_it_is_given() {
+    let gpu = Gpu::simulator();
+    let small = DeviceLimits {
+        threads_per_block: 512,
+        shared_per_block_optin: 64 * 1024,
+        ..DeviceLimits::H200
+    };
+    assert!(gpu.set_device_limits(small));
+    assert!(!gpu.set_device_limits(DeviceLimits::H200), "set once");
+    let mut out = gpu.alloc_zeroed::<u32>(1024).unwrap();
+    let e = each_writes_own(&gpu, Grid::new(1, 1024), &mut out)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidLaunch { reason, .. } if reason.contains("at most 512 threads per block")),
+        "{e}"
+    );
+    let e = dynamic_read_back(&gpu, Grid::new(1, 32).shared_bytes(100 * 1024), 0, &mut out)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidLaunch { reason, .. } if reason.contains("65536 bytes")),
+        "{e}"
+    );
+    each_writes_own(&gpu, Grid::new(2, 512), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+}
+
+#[test]
+fn two_shared_arrays_of_one_name_in_one_scope_are_two_arrays() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(100).unwrap();
+    twin_arrays_in_one_scope(&gpu, Grid::new(2, 64), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 3));
+}
