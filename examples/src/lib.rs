@@ -6,6 +6,8 @@ use berth::prelude::*;
 
 pub mod atomics;
 pub mod chain;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod cli;
 pub mod compute;
 pub mod half_precision;
 pub mod language;

@@ -19,7 +19,28 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let ptx = std::env::var("BERTH_PTX").ok();
-    expand::gpu_kernel(args.into(), item.into(), ptx.as_deref()).into()
+    let cubin = std::env::var("BERTH_CUBIN").ok();
+    let cubin_arch = std::env::var("BERTH_CUBIN_ARCH").ok();
+    let cubin = cubin.filter(|path| first_embedding(path));
+    let files = expand::Embedded {
+        ptx: ptx.as_deref(),
+        cubin: cubin.as_deref().zip(cubin_arch.as_deref()),
+    };
+    expand::gpu_kernel(args.into(), item.into(), files).into()
+}
+
+/// Whether no kernel of this compilation has embedded the cubin at `path` yet. Only the first
+/// kernel of a crate carries the crate's cubin (the runtime finds it from any kernel of the
+/// crate): an embedded image is emitted once per codegen unit that refers to it, and half a
+/// megabyte per kernel descriptor would grow every binary by several copies.
+fn first_embedding(path: &str) -> bool {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.iter().any(|p| p == path) {
+        return false;
+    }
+    seen.push(path.to_owned());
+    true
 }
 
 /// Let a `#[repr(C)]` struct of plain data cross to the GPU (kernel scalar or slice element):

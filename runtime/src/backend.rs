@@ -33,7 +33,7 @@ use crate::launch::params::ParamBlock;
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use crate::sim_stream::{SimMark, SimStream};
-use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, sys};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
@@ -171,6 +171,10 @@ pub(crate) trait ContextOps: Send + Sync {
 
     /// Wait for all work on every stream of the context.
     fn synchronize(&self) -> Result<()>;
+
+    /// cudarc's handle of this context (the device's primary context, shared, not copied),
+    /// made once; the simulator has none (`Error::NeedsGpu`).
+    fn cudarc_context(&self) -> Result<Arc<CudaContext>>;
 
     /// Prepare to replace a context lost to a fault: refused for a healthy one (a reset would
     /// destroy its live buffers) and where there is nothing to recover. The returned step makes

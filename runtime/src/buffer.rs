@@ -78,6 +78,23 @@ impl Gpu {
 }
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// A buffer owning `ptr`, `len` elements of T allocated in `gpu`'s context.
+    ///
+    /// # Safety
+    ///
+    /// 1. `ptr` is a live device allocation of this context holding at least `len` elements
+    ///    of T (0 only for `len == 0`), freeable with `MemoryOps::free`;
+    /// 2. nothing else owns or frees it, and no GPU work still uses it.
+    pub(crate) unsafe fn from_raw(gpu: Arc<Inner>, ptr: sys::CUdeviceptr, len: usize) -> Self {
+        DeviceBuffer {
+            ptr,
+            len,
+            gpu,
+            uses: Uses::default(),
+            _t: PhantomData,
+        }
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.len

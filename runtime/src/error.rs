@@ -143,6 +143,12 @@ pub enum Error {
     /// An API used in a way it does not allow (the message says how to use it).
     #[error("{0}")]
     Usage(String),
+    /// The operation exists only on a CUDA GPU, not on the CPU simulator (`what` names it).
+    #[error("{what} needs a CUDA GPU: the CPU simulator has no CUDA context")]
+    NeedsGpu {
+        /// The operation refused.
+        what: &'static str,
+    },
     /// A chunk of a pipelined launch failed. Chunks before `chunk` completed; of the chunks
     /// after it, those in `completed_after` also wrote their outputs back (they ran on other
     /// streams); the others wrote nothing.

@@ -15,6 +15,11 @@
 //! backend asks which backend it is (`docs/runtime-layers.md` has the map, and a test keeps
 //! the modules from naming each other in a circle).
 //!
+//! Libraries built on cudarc (cuBLAS, cuRAND, NCCL) work on berth's memory without copies:
+//! [`DeviceBuffer::with_cudarc`] lends a buffer as a cudarc view for a closure and records the
+//! work queued on it, [`Stream::cudarc_stream`] and [`Gpu::cudarc_context`] are the same stream
+//! and context seen by cudarc, and [`DeviceBuffer::from_cudarc`] adopts cudarc's memory.
+//!
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,
 //! read from mapped host memory the panic handler fills before it traps). A trap poisons the
@@ -33,6 +38,7 @@ mod fault;
 mod gpu;
 mod graph;
 mod host_mem;
+mod interop;
 mod launch;
 #[cfg(test)]
 mod layers;
@@ -83,7 +89,8 @@ pub use stream::Stream;
 pub mod __private {
     pub use crate::launch::builder::Launch;
     pub use crate::launch::{
-        Kernel, KernelRegistration, Param, ParamKind, Placement, registered_kernels,
+        Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass,
+        registered_kernels,
     };
     pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};
     pub use crate::pipeline::Pipelined;

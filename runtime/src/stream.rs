@@ -5,14 +5,17 @@ use crate::context::Inner;
 use crate::error::Result;
 use crate::gpu::Gpu;
 use crate::queue::{Mode, Queue, QueueRef, sealed};
-use cudarc::driver::sys;
-use std::sync::Arc;
+use cudarc::driver::{CudaStream, sys};
+use std::sync::{Arc, OnceLock};
 
 /// A stream of the GPU: work queued on one stream runs in order; work on different streams
 /// may overlap.
 pub struct Stream {
     pub(crate) gpu: Arc<Inner>,
     pub(crate) handle: sys::CUstream,
+    /// cudarc's view of the stream, made on first use by interop; shared with cudarc, so the
+    /// handle is destroyed only when this is the last reference (see `Drop`).
+    pub(crate) cudarc: OnceLock<Arc<CudaStream>>,
 }
 
 // SAFETY: a CUstream may be used from any thread once its context is current there, which
@@ -28,6 +31,7 @@ impl Gpu {
         Ok(Stream {
             gpu: self.inner.clone(),
             handle: self.inner.ops().stream_new()?,
+            cudarc: OnceLock::new(),
         })
     }
 }
@@ -41,6 +45,14 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
+        if let Some(mut c) = self.cudarc.take()
+            && Arc::get_mut(&mut c).is_none()
+        {
+            // cudarc still holds the stream (a clone of its handle, a slice allocated on it):
+            // destroying it now would leave cudarc a dangling handle. Leak it instead.
+            tracing::warn!(stream = ?self.handle, "stream still held by cudarc when dropped: not destroyed");
+            return;
+        }
         if self.gpu.is_lost() || self.gpu.bind().is_err() {
             return;
         }

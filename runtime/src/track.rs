@@ -27,6 +27,9 @@ pub(crate) struct Completion {
     /// stream at its end and marks it done); a wait before then records one on its stream,
     /// which covers it and anything queued after it.
     lazy: bool,
+    /// Work queued by another library on streams berth does not know: no point, no stream;
+    /// a wait synchronises the whole context.
+    whole_context: bool,
     /// Known complete: its guard waited for it, or a host access did.
     done: AtomicBool,
 }
@@ -46,6 +49,7 @@ impl Completion {
                         points,
                         streams: Vec::new(),
                         lazy: false,
+                        whole_context: false,
                         done: AtomicBool::new(true),
                     };
                     for &s in streams {
@@ -61,6 +65,7 @@ impl Completion {
             points,
             streams: streams.to_vec(),
             lazy: false,
+            whole_context: false,
             done: AtomicBool::new(false),
         }))
     }
@@ -74,6 +79,21 @@ impl Completion {
             points: Vec::new(),
             streams: vec![stream],
             lazy: true,
+            whole_context: false,
+            done: AtomicBool::new(false),
+        })
+    }
+
+    /// The end of work another library (cudarc) queued on streams of its choosing: nothing
+    /// is recorded, and a wait synchronises every stream of the context. It never counts as
+    /// ordered on one stream, so berth work that conflicts with it waits on the host first.
+    pub(crate) fn whole_context(gpu: &Arc<Inner>) -> Arc<Completion> {
+        Arc::new(Completion {
+            gpu: gpu.clone(),
+            points: Vec::new(),
+            streams: Vec::new(),
+            lazy: false,
+            whole_context: true,
             done: AtomicBool::new(false),
         })
     }
@@ -100,6 +120,12 @@ impl Completion {
             return;
         }
         tracing::debug!("waiting for GPU work whose guard was dropped or leaked");
+        if self.whole_context {
+            // A lost context runs nothing more; its failure stays for the next synchronise.
+            let _ = self.gpu.ops().synchronize();
+            self.finished();
+            return;
+        }
         if self.lazy {
             // Everything queued on the stream so far, this work included. A lost context
             // runs nothing more.
@@ -232,5 +258,38 @@ impl Uses {
         self.any.store(!list.is_empty(), Ordering::Release);
         let exclusive = list.iter().any(|(_, a)| *a == Access::Exclusive);
         self.exclusive.store(exclusive, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::simulator::Simulator;
+
+    #[test]
+    fn a_use_by_unknown_streams_is_waited_for_by_any_conflicting_access_then_forgotten() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let uses = Uses::default();
+        uses.add(&Completion::whole_context(&gpu), Access::Exclusive);
+        assert!(uses.exclusive.load(Ordering::Acquire));
+        // Not ordered by any one stream, even the default one: the launch waits for it.
+        let c = uses.list.lock().unwrap()[0].0.clone();
+        assert!(!c.only_on(gpu.default_stream));
+        uses.before_gpu(Access::Shared, Some(gpu.default_stream));
+        assert!(c.is_done());
+        assert!(!uses.any.load(Ordering::Acquire));
+        assert!(uses.list.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_shared_use_by_unknown_streams_does_not_hold_up_host_reads() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let uses = Uses::default();
+        let c = Completion::whole_context(&gpu);
+        uses.add(&c, Access::Shared);
+        uses.before_host_read();
+        assert!(!c.is_done(), "a read waited for readers");
+        uses.before_host_write();
+        assert!(c.is_done());
     }
 }

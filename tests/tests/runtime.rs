@@ -110,3 +110,31 @@ fn child_backend_simulator() {
     let gpu = Gpu::new_or_simulator().unwrap();
     assert_eq!(gpu.backend(), berth::Backend::Simulator);
 }
+
+#[test]
+fn cudarc_interop_on_the_simulator_is_a_typed_error() {
+    let gpu = Gpu::simulator();
+    let needs_gpu = |e: Error| {
+        assert!(matches!(e, Error::NeedsGpu { .. }), "{e}");
+        assert!(e.to_string().contains("needs a CUDA GPU"), "{e}");
+    };
+    needs_gpu(gpu.cudarc_context().unwrap_err());
+    let stream = gpu.stream().unwrap();
+    needs_gpu(stream.cudarc_stream().unwrap_err());
+    let mut buf = gpu.upload(&[1u32, 2, 3]).unwrap();
+    let mut ran = false;
+    needs_gpu(buf.with_cudarc(&stream, |_, _| ran = true).unwrap_err());
+    needs_gpu(buf.with_cudarc_mut(&stream, |_, _| ran = true).unwrap_err());
+    assert!(!ran, "the closure ran without a cudarc context");
+    // Nothing was lent: the buffer is as it was.
+    assert_eq!(buf.to_vec().unwrap(), [1, 2, 3]);
+}
+
+#[test]
+fn lending_to_cudarc_on_another_contexts_stream_is_refused() {
+    let (a, b) = (Gpu::simulator(), Gpu::simulator());
+    let mut buf = a.upload(&[1u32]).unwrap();
+    let other = b.stream().unwrap();
+    let e = buf.with_cudarc_mut(&other, |_, _| ()).unwrap_err();
+    assert!(matches!(e, Error::Usage(_)), "{e}");
+}

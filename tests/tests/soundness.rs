@@ -462,3 +462,82 @@ fn pipelined_outputs_the_kernel_does_not_write_come_back_zeroed() {
         "unwritten elements kept stale staging bytes"
     );
 }
+
+// ---- memory lent to cudarc ------------------------------------------------------------------
+
+/// cudarc's work on a lent buffer is still queued (behind a gated launch) when the lending
+/// ends; a host read of the buffer waits for it.
+#[cfg(feature = "gpu")]
+#[test]
+fn reading_a_buffer_cudarc_still_writes_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut out = gpu.upload(&vec![5u32; N]).unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let stream = gpu.stream().unwrap();
+    with_gate(&gpu, |gate| {
+        // Held up until the gate opens; cudarc's zeroing queues behind it on the same stream.
+        let launch = gated_fill(&stream, Grid::cover(N), 1, gate, &mut blocker).unwrap();
+        std::mem::forget(launch);
+        out.with_cudarc_mut(&stream, |mut view, s| s.memset_zeros(&mut view))
+            .unwrap()
+            .unwrap();
+        let got = out.to_vec().unwrap();
+        assert!(got.iter().all(|&v| v == 0), "read before cudarc's write");
+    });
+}
+
+/// The same when cudarc's work goes to a stream of its own, which berth does not know: the
+/// read waits for the whole context.
+#[cfg(feature = "gpu")]
+#[test]
+fn reading_a_buffer_cudarc_writes_on_its_own_stream_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut out = gpu.upload(&vec![5u32; N]).unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let stream = gpu.stream().unwrap();
+    let own = gpu.cudarc_context().unwrap().new_stream().unwrap();
+    with_gate(&gpu, |gate| {
+        let launch = gated_fill(&stream, Grid::cover(N), 1, gate, &mut blocker).unwrap();
+        std::mem::forget(launch);
+        out.with_cudarc_mut(&stream, |mut view, s| {
+            // `own` waits for the gated launch, then zeroes the buffer.
+            own.join(s)?;
+            own.memset_zeros(&mut view)
+        })
+        .unwrap()
+        .unwrap();
+        let got = out.to_vec().unwrap();
+        assert!(got.iter().all(|&v| v == 0), "read before cudarc's write");
+    });
+}
+
+/// A berth launch that takes a buffer cudarc still writes runs after cudarc's work.
+#[cfg(feature = "gpu")]
+#[test]
+fn launching_on_a_buffer_cudarc_still_writes_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut out = gpu.upload(&vec![5u32; N]).unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let stream = gpu.stream().unwrap();
+    let own = gpu.cudarc_context().unwrap().new_stream().unwrap();
+    with_gate(&gpu, |gate| {
+        let launch = gated_fill(&stream, Grid::cover(N), 1, gate, &mut blocker).unwrap();
+        std::mem::forget(launch);
+        out.with_cudarc_mut(&stream, |mut view, s| {
+            own.join(s)?;
+            own.memset_zeros(&mut view)
+        })
+        .unwrap()
+        .unwrap();
+        // On berth's default stream, unordered with `own` but for the recorded use.
+        gated_fill(&gpu, Grid::cover(N), 7, gate, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+    });
+    let got = out.to_vec().unwrap();
+    assert!(
+        got.iter().all(|&v| v == 7),
+        "cudarc's write ran after berth's"
+    );
+}

@@ -18,6 +18,7 @@ mod ptx;
 mod record;
 mod record_auto;
 mod record_compute;
+mod record_first_launch;
 mod record_kernels;
 mod record_launch;
 mod record_pipeline;

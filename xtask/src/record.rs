@@ -50,6 +50,10 @@ const FULL: &[Section] = &[
         file: "launch.jsonl",
         render: |md, text, _| crate::record_launch::write(md, text),
     },
+    Section {
+        file: "firstlaunch.jsonl",
+        render: |md, text, _| crate::record_first_launch::write(md, text),
+    },
 ];
 
 /// The sections of a targeted run (some benchmarks only, no `bench.jsonl`), which goes at the
@@ -70,6 +74,10 @@ const TARGETED: &[Section] = &[
     Section {
         file: "launch.jsonl",
         render: |md, text, _| crate::record_launch::write(md, text),
+    },
+    Section {
+        file: "firstlaunch.jsonl",
+        render: |md, text, _| crate::record_first_launch::write(md, text),
     },
     Section {
         // The `#[auto]` tables (and a new docs/auto-placement.svg when there is a sweep).

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch]
+#   firstlaunch: a fresh process's first launch with the driver's JIT cache off, the examples'
+#   module loaded as SASS and as PTX (BERTH_LOAD=ptx), five rounds each -> firstlaunch.jsonl;
 #   launches: 1,000 dependent launches queued (berth scope vs one CUDA stream) and replayed
 #   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, two rounds -> launch.jsonl;
 #   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc;
@@ -38,6 +40,16 @@ run_launches() {
   fi
 }
 
+# A fresh process's first launch, SASS and PTX interleaved, JIT cache off -> firstlaunch.jsonl.
+run_firstlaunch() {
+  : > "$out/firstlaunch.jsonl"
+  for round in 1 2 3 4 5; do
+    CUDA_CACHE_DISABLE=1 "$here/bin/first_launch" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1
+    CUDA_CACHE_DISABLE=1 BERTH_LOAD=ptx "$here/bin/first_launch" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1
+  done
+  cat "$out/firstlaunch.jsonl"
+}
+
 # The signal benchmarks: CUDA C++ and berth, interleaved, two rounds -> signals.jsonl.
 run_signals() {
   : > "$out/signals.jsonl"
@@ -72,7 +84,7 @@ if [[ $mode == all || $mode == tests ]]; then
       summary+=("FAIL  tests/$name"); fail=1
     fi
   done
-  for ex in quickstart reduction "stream --gib 16 --device-budget 1G" worker progress embedding "embedding --auto --batches 20"; do
+  for ex in quickstart reduction "stream --gib 16 --device-budget 1G" worker progress embedding "embedding --auto --batches 20" "cublas_gemm --n 2048"; do
     echo "=== example: $ex" | tee -a "$out/tests.log"
     if "$here/bin/"$ex 2>&1 | tee -a "$out/tests.log"; then
       summary+=("PASS  example $ex")
@@ -221,7 +233,11 @@ if [[ $mode == launches ]]; then
   run_launches
 fi
 
-if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels || $mode == launches ]]; then
+if [[ $mode == firstlaunch ]]; then
+  run_firstlaunch
+fi
+
+if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels || $mode == launches || $mode == firstlaunch ]]; then
   if grep -q '"bad":[1-9]' "$out"/*.jsonl; then
     summary+=("FAIL  benchmark result check"); fail=1
   else

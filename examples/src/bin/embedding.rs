@@ -9,12 +9,37 @@
 //! (`Touch::Rows`) and this machine's calibration.
 
 use berth::{Backend, Gpu, Grid, Touch};
+use berth_examples::cli::init_logging;
 use berth_examples::{F4, embedding_gather, embedding_gather_auto};
+use clap::Parser;
 use rand::Rng;
 use std::time::Instant;
 
+/// Rows gathered from an embedding table that stays in host memory
+/// (`RUST_LOG=berth_runtime=debug` shows each `--auto` placement decision).
+#[derive(Parser)]
+struct Args {
+    /// GiB of table (default: 4 on a GPU, 1/16 on the simulator)
+    #[arg(long)]
+    gib: Option<f64>,
+    /// Floats per row (a multiple of 4)
+    #[arg(long, default_value_t = 128)]
+    dim: usize,
+    /// Ids per batch
+    #[arg(long, default_value_t = 4096)]
+    batch: usize,
+    /// Batches to run
+    #[arg(long, default_value_t = 50)]
+    batches: usize,
+    /// Launch `embedding_gather_auto`: each batch read in place or copied, as the cost model
+    /// predicts
+    #[arg(long)]
+    auto: bool,
+}
+
 fn main() {
-    if let Err(e) = run() {
+    init_logging();
+    if let Err(e) = run(Args::parse()) {
         eprintln!("embedding: {e}");
         std::process::exit(1);
     }
@@ -25,26 +50,20 @@ fn value(r: usize, c: usize) -> f32 {
     (r % 65_536) as f32 + (c % 512) as f32 / 512.0
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let gpu = Gpu::new_or_simulator()?;
-    let mut gib = if gpu.backend() == Backend::Cuda {
+    let gib = args.gib.unwrap_or(if gpu.backend() == Backend::Cuda {
         4.0
     } else {
         1.0 / 16.0
-    };
-    let (mut dim, mut batch, mut batches, mut auto) = (128usize, 4096usize, 50usize, false);
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        let mut val = || args.next().ok_or(format!("{a} needs a value"));
-        match a.as_str() {
-            "--gib" => gib = val()?.parse()?,
-            "--dim" => dim = val()?.parse()?,
-            "--batch" => batch = val()?.parse()?,
-            "--batches" => batches = val()?.parse()?,
-            "--auto" => auto = true,
-            other => return Err(format!("unknown argument `{other}`").into()),
-        }
-    }
+    });
+    let Args {
+        dim,
+        batch,
+        batches,
+        auto,
+        ..
+    } = args;
     if dim == 0 || dim % 4 != 0 {
         return Err("--dim must be a positive multiple of 4".into());
     }

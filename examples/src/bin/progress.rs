@@ -2,12 +2,19 @@
 //! host draws a progress bar from it, then checks the result.
 
 use berth::{Backend, Gpu, Grid};
+use berth_examples::cli::{init_logging, progress_bar};
 use berth_examples::{REDUCE_BLOCK, sum_with_progress};
+use clap::Parser;
 use rand::Rng;
-use std::io::Write;
 use std::time::{Duration, Instant};
 
+/// A long-running kernel that reports its progress while it runs.
+#[derive(Parser)]
+struct Args {}
+
 fn main() {
+    Args::parse();
+    init_logging();
     if let Err(e) = run() {
         eprintln!("progress: {e}");
         std::process::exit(1);
@@ -42,17 +49,13 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let mut shown = u32::MAX;
     let mut updates = 0;
+    let bar = progress_bar("progress", u64::from(blocks), "blocks");
     loop {
         let done = progress.load(0);
         if done != shown {
             shown = done;
             updates += 1;
-            let pct = done as usize * 100 / blocks as usize;
-            print!(
-                "\rprogress: [{:<40}] {pct:3}% ({done}/{blocks} blocks)",
-                "#".repeat(pct * 40 / 100)
-            );
-            let _ = std::io::stdout().flush();
+            bar.set_position(u64::from(done));
         }
         if done >= blocks {
             break;
@@ -62,8 +65,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         }
         std::thread::sleep(Duration::from_millis(5));
     }
+    bar.finish();
     pending.wait()?;
-    println!();
     let got: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
     let want: f64 = f64::from(rounds) * x.iter().map(|&v| f64::from(v)).sum::<f64>();
     let scale: f64 = f64::from(rounds) * x.iter().map(|&v| f64::from(v.abs())).sum::<f64>();

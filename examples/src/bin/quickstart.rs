@@ -1,10 +1,18 @@
 //! quickstart: saxpy on device buffers, checked against the same computation on the host.
 
 use berth::{Backend, Gpu, Grid};
+use berth_examples::cli::init_logging;
 use berth_examples::saxpy;
+use clap::Parser;
 use rand::Rng;
 
+/// saxpy on device buffers, checked against the host (on the GPU, or the CPU simulator where there is none).
+#[derive(Parser)]
+struct Args {}
+
 fn main() {
+    Args::parse();
+    init_logging();
     if let Err(e) = run() {
         eprintln!("quickstart: {e}");
         std::process::exit(1);

@@ -2,10 +2,18 @@
 //! (one partial sum per block), finished on the host and checked against a host sum.
 
 use berth::{Backend, Gpu, Grid};
+use berth_examples::cli::init_logging;
 use berth_examples::{REDUCE_BLOCK, block_sum};
+use clap::Parser;
 use rand::Rng;
 
+/// A block-wise sum reduction checked against the host.
+#[derive(Parser)]
+struct Args {}
+
 fn main() {
+    Args::parse();
+    init_logging();
     if let Err(e) = run() {
         eprintln!("reduction: {e}");
         std::process::exit(1);

@@ -1,58 +1,93 @@
 //! stream: a transform over a host array larger than the device memory it is allowed, through
 //! a pipelined launch (`y = a·x + 1`, chunks over several streams), with live progress.
 //!
-//! `stream [--gib N] [--device-budget BYTES]` (defaults: 16 GiB of input, a 1 GiB budget;
-//! `BYTES` takes K/M/G suffixes). Reports the input rate, the plan, and the peak device memory
+//! `stream [--gib N] [--device-budget BYTES]` (defaults: 16 GiB of input, or less where the
+//! host memory available cannot pin it twice; a 1 GiB budget; `BYTES` takes K/M/G suffixes).
+//! Reports the input rate, the plan, and the peak device memory
 //! the run used, then checks the output.
 
 use berth::{Gpu, PipelineOptions};
 use berth_examples::affine_one_pipelined;
-use std::io::Write;
+use berth_examples::cli::{host_memory_available, init_logging, parse_size, progress_bar};
+use clap::Parser;
 use std::time::{Duration, Instant};
 
+/// A transform over a host array larger than the device memory it may use, through a
+/// pipelined launch, with live progress (`RUST_LOG=berth_runtime=debug` shows the plan).
+#[derive(Parser)]
+struct Args {
+    /// GiB of input; as much again of output is pinned too. Default: 16, or what fits in the
+    /// host memory available
+    #[arg(long)]
+    gib: Option<f64>,
+    /// Device memory the pipeline may use (K/M/G suffixes)
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    device_budget: usize,
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The default input size.
+const DEFAULT_GIB: f64 = 16.0;
+
+/// Of the host memory available, the share the two pinned arrays may take.
+const HOST_SHARE: f64 = 0.75;
+
 fn main() {
-    if let Err(e) = run() {
+    init_logging();
+    if let Err(e) = run(Args::parse()) {
         eprintln!("stream: {e}");
         std::process::exit(1);
     }
-}
-
-fn parse_bytes(s: &str) -> Result<usize, String> {
-    let (num, mult) = match s.chars().last() {
-        Some('K' | 'k') => (&s[..s.len() - 1], 1 << 10),
-        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&s[..s.len() - 1], 1 << 30),
-        _ => (s, 1),
-    };
-    num.trim_end_matches(['i', 'B'])
-        .parse::<f64>()
-        .map(|v| (v * mult as f64) as usize)
-        .map_err(|_| format!("`{s}` is not a size (like 512M or 1G)"))
 }
 
 fn x_at(i: usize) -> f32 {
     (i % 4093) as f32 * 0.001 - 2.0
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let mut gib = 16.0f64;
-    let mut budget = 1usize << 30;
-    let mut args = std::env::args().skip(1);
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--gib" => gib = args.next().ok_or("--gib needs a number")?.parse()?,
-            "--device-budget" => {
-                budget = parse_bytes(&args.next().ok_or("--device-budget needs a size")?)?
-            }
-            other => {
-                return Err(format!(
-                    "unknown argument `{other}` (use --gib N, --device-budget SIZE)"
-                )
-                .into());
-            }
-        }
+/// GiB of input that fit: the input and the output are pinned (page-locked), so both must fit
+/// in the host memory available, with room to spare. An explicit `--gib` too large is refused
+/// with the memory it needs; the default shrinks to fit.
+fn input_gib(asked: Option<f64>) -> Result<f64, String> {
+    if let Some(g) = asked
+        && !(g.is_finite() && g > 0.0)
+    {
+        return Err(format!("--gib {g}: must be a positive number"));
     }
-    let n = (gib * (1u64 << 30) as f64 / 4.0) as usize;
+    let Some(avail) = host_memory_available() else {
+        return Ok(asked.unwrap_or(DEFAULT_GIB));
+    };
+    let fits = HOST_SHARE * avail as f64 / GIB / 2.0;
+    match asked {
+        Some(g) if g <= fits => Ok(g),
+        Some(g) => Err(format!(
+            "--gib {g} pins {:.1} GiB of host memory (input and output); {:.1} GiB is \
+             available here, of which it may take {:.0}%: use --gib {:.2} or less",
+            2.0 * g,
+            avail as f64 / GIB,
+            HOST_SHARE * 100.0,
+            fits
+        )),
+        None if fits >= DEFAULT_GIB => Ok(DEFAULT_GIB),
+        None if fits >= 1.0 / 64.0 => {
+            println!(
+                "stream: {:.1} GiB of host memory available: {fits:.2} GiB of input instead of \
+                 {DEFAULT_GIB}",
+                avail as f64 / GIB
+            );
+            Ok(fits)
+        }
+        None => Err(format!(
+            "only {:.0} MiB of host memory available: too little to pin even 16 MiB of input",
+            avail as f64 / (1 << 20) as f64
+        )),
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let gib = input_gib(args.gib)?;
+    let budget = args.device_budget;
+    let n = (gib * GIB / 4.0) as usize;
     let gpu = Gpu::new_or_simulator()?;
     let (free0, total) = gpu.memory_info()?;
     println!(
@@ -60,9 +95,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         gpu.name(),
         gib,
         gib,
-        budget as f64 / (1u64 << 30) as f64,
-        free0 as f64 / (1u64 << 30) as f64,
-        total as f64 / (1u64 << 30) as f64
+        budget as f64 / GIB,
+        free0 as f64 / GIB,
+        total as f64 / GIB
     );
     let t = Instant::now();
     let mut x = gpu.pinned_zeroed::<f32>(n)?;
@@ -94,32 +129,25 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let run = affine_one_pipelined(&gpu, opts, a, &x, &mut y)?;
     let plan = run.stats();
     let mut min_free = free0;
-    let mut shown = usize::MAX;
+    let bar = progress_bar("stream", run.chunks() as u64, "chunks");
     loop {
         let done = run.chunks_done();
         if let Ok((free, _)) = gpu.memory_info() {
             min_free = min_free.min(free);
         }
-        let pct = done * 100 / run.chunks().max(1);
-        if pct != shown {
-            shown = pct;
-            let secs = start.elapsed().as_secs_f64().max(1e-9);
-            let rate = (done * plan.chunk_elems * 4) as f64 / secs / 1e9;
-            print!(
-                "\rstream: [{:<40}] {pct:3}%  {rate:5.1} GB/s in",
-                "#".repeat(pct * 40 / 100)
-            );
-            let _ = std::io::stdout().flush();
-        }
+        let secs = start.elapsed().as_secs_f64().max(1e-9);
+        let rate = (done * plan.chunk_elems * 4) as f64 / secs / 1e9;
+        bar.set_position(done as u64);
+        bar.set_message(format!("{rate:5.1} GB/s in"));
         // A failed chunk never completes: stop on the run finishing too; `wait` says why.
         if done == run.chunks() || run.is_finished() {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
+    bar.finish();
     let stats = run.wait()?;
     let secs = start.elapsed().as_secs_f64();
-    println!();
     let rate = (n * 4) as f64 / secs / 1e9;
     let peak = free0.saturating_sub(min_free);
     println!(

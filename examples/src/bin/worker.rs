@@ -6,13 +6,16 @@
 //! `worker [jobs]` (default 20 000).
 
 use berth::{Backend, Gpu, Grid};
+use berth_examples::cli::init_logging;
 use berth_examples::{Job, Reply, square_worker, worker_ctl};
+use clap::Parser;
 use std::time::{Duration, Instant};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn main() {
-    if let Err(e) = run() {
+    init_logging();
+    if let Err(e) = run(Args::parse()) {
         eprintln!("worker: {e}");
         std::process::exit(1);
     }
@@ -35,12 +38,16 @@ fn expect(fused: bool, job: &Job, r: &Reply) -> Result<(), String> {
     Ok(())
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let jobs: u32 = std::env::args()
-        .nth(1)
-        .map(|s| s.parse())
-        .transpose()?
-        .unwrap_or(20_000);
+/// A persistent kernel serving jobs through mailboxes in mapped host memory.
+#[derive(Parser)]
+struct Args {
+    /// Jobs to send each way
+    #[arg(default_value_t = 20_000)]
+    jobs: u32,
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let jobs = args.jobs;
     let gpu = Gpu::new_or_simulator()?;
     let fused = gpu.backend() == berth::Backend::Cuda;
     let on = match gpu.backend() {

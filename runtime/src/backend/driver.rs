@@ -10,7 +10,7 @@ use crate::fault::{
 };
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
-use cudarc::driver::{result, sys};
+use cudarc::driver::{CudaContext, result, sys};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +30,8 @@ pub(crate) struct Driver {
     pub(super) modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
     pub(super) events: Mutex<Vec<sys::CUevent>>,
+    /// cudarc's handle of the context, made on first use by interop.
+    cudarc: Mutex<Option<Arc<CudaContext>>>,
 }
 
 // SAFETY: the raw handles (context, device, stream, modules, functions, events) are driver
@@ -133,6 +135,7 @@ impl Driver {
             functions: Mutex::new(HashMap::new()),
             modules: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
+            cudarc: Mutex::new(None),
         })
     }
 
@@ -250,6 +253,20 @@ impl ContextOps for Driver {
         self.bind()?;
         let r = result::ctx::synchronize();
         self.check("cuCtxSynchronize", r, None)
+    }
+
+    fn cudarc_context(&self) -> Result<Arc<CudaContext>> {
+        self.bind()?;
+        let mut cached = self.cudarc.lock().expect("poisoned");
+        if let Some(c) = &*cached {
+            return Ok(c.clone());
+        }
+        // Retains the same primary context berth runs in (one more reference, released when
+        // cudarc's last handle goes), so memory and streams are valid on both sides.
+        let c = CudaContext::new(self.ordinal)
+            .map_err(|e| self.error("cuDevicePrimaryCtxRetain", e, None))?;
+        *cached = Some(c.clone());
+        Ok(c)
     }
 
     fn recovery(&self) -> Result<Reopen> {

@@ -11,12 +11,12 @@ use crate::launch::params::ParamBlock;
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use crate::sim_stream::SimStreams;
-use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, sys};
 use std::alloc::Layout;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The CPU simulator: host memory, and worker threads as streams.
 pub(crate) struct Simulator {
@@ -147,6 +147,12 @@ impl ContextOps for Simulator {
     fn synchronize(&self) -> Result<()> {
         self.streams.settle();
         Ok(())
+    }
+
+    fn cudarc_context(&self) -> Result<Arc<CudaContext>> {
+        Err(Error::NeedsGpu {
+            what: "cudarc interop",
+        })
     }
 
     fn recovery(&self) -> Result<Reopen> {
