@@ -14,6 +14,7 @@
 //! silently give sm_30); it must not share the outer target dir (deadlock on its lock), but all
 //! kernel crates share one nested dir so `core` is built once; the artifact's path is read from
 //! cargo's JSON messages.
+#![deny(missing_docs)]
 
 pub mod ir;
 pub mod link;

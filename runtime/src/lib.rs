@@ -25,6 +25,7 @@
 //! read from mapped host memory the panic handler fills before it traps). A trap poisons the
 //! CUDA context for good; [`Gpu::recover`] tears it down and makes a fresh one where the
 //! driver allows it, and [`restart_process`] is the recovery where it does not.
+#![deny(missing_docs)]
 
 mod args;
 mod backend;

@@ -45,7 +45,6 @@ pub fn write(md: &mut String, text: &str) -> Result {
             median(&field("second_ms")),
         )?;
     }
-    writeln!(md, "\nRaw lines (`firstlaunch.jsonl`):\n\n```\n{text}```")?;
     Ok(())
 }
 
