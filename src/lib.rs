@@ -1,5 +1,22 @@
 //! berth: GPU kernels in Rust whose arguments' placement is part of the kernel's signature.
 //!
+//! Where each argument's data lives is written in the kernel's signature, checked by the
+//! compiler, and carried out by the generated launcher:
+//!
+//! | in the kernel's signature | the launcher takes | what happens |
+//! |---|---|---|
+//! | `a: T` | the value | passed by value |
+//! | `x: &[T]` / `&mut [T]` | `&`[`DeviceBuffer<T>`] / `&mut` | device memory, in place |
+//! | `#[pinned_async] x: &[T]` | `&`[`PinnedBuffer<T>`] ([`Gpu::pinned_from`]) | copied asynchronously to pooled device staging before the kernel |
+//! | `#[pinned_async] y: &mut [T]` | `&mut PinnedBuffer<T>` | copied in before and back after the kernel (`(out)`: back only) |
+//! | `#[mapped] x: &[T]` / `&mut [T]` | `&`[`MappedBuffer<T>`] ([`Gpu::mapped_from`]) or `&`[`Registered<T>`] | the GPU reads and writes host memory in place, no copy |
+//! | `#[auto] t: &[T]` | `&MappedBuffer<T>` and a [`Touch`] hint | per launch: read in place, copy the table, or copy the hinted range |
+//! | `#[mapped] s: &Signals` / `&Mailbox<T>` | `&`[`SignalBuffer`] / `&`[`MailboxBuffer<T>`] | the host talks to a running kernel, atomics only |
+//!
+//! Which placement to choose, with the crossovers measured on an H200: the [`guide`]. Every
+//! argument form and option of the attribute, the generated launchers, the rules for kernel
+//! crates, and examples that run: [`gpu_kernel`].
+//!
 //! A kernel crate writes `#[gpu_kernel]` functions; its one-line build script
 //! (`fn main() { berth_build::kernels() }`) compiles the crate for `nvptx64-nvidia-cuda`,
 //! and the macro generates a typed host launcher around the embedded PTX:
@@ -66,6 +83,10 @@
 //! streams and launches; `berth_macros` writes the glue between them. Generated code names
 //! only [`__private`], which carries no stability promise.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
+#![deny(missing_docs)]
+
+#[doc = include_str!("../docs/placement-guide.md")]
+pub mod guide {}
 
 pub use berth_device as device;
 pub use berth_device::warp;
@@ -73,7 +94,9 @@ pub use berth_device::{
     AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Own, PerBlock, Shared, SharedCell,
     Signals, Slice, SliceMut, Slot, Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
-pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
+#[doc = include_str!("gpu_kernel.md")]
+pub use berth_macros::gpu_kernel;
+pub use berth_macros::{DeviceCopy, unroll};
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
@@ -86,6 +109,8 @@ pub use berth_runtime::{
 
 /// Everything a kernel crate and its host code usually need.
 pub mod prelude {
+    #[doc(no_inline)]
+    pub use crate::gpu_kernel;
     pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
     pub use berth_device::{
@@ -97,7 +122,7 @@ pub mod prelude {
         block, dynamic_shared, fail, gpu_assert, gpu_or_host, grid, shared_array, sync_threads,
         thread, warp,
     };
-    pub use berth_macros::{DeviceCopy, gpu_kernel, unroll};
+    pub use berth_macros::{DeviceCopy, unroll};
 
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::placement::Touch;

@@ -3,7 +3,10 @@
 //! A kernel crate is an ordinary library: the host build compiles it with the launch glue that
 //! `#[gpu_kernel]` generates, and its build script calls [`kernels`], which runs a nested
 //! `cargo rustc` of the same crate for nvptx64 and exports the PTX's path as `BERTH_PTX`
-//! (read by the macro, which embeds the file). `cargo xtask ptx` drives the same [`Builder`].
+//! (read by the macro, which embeds the file). Where `ptxas` is found it also assembles the
+//! PTX into SASS for the build's architecture (a cubin, exported as `BERTH_CUBIN`), which the
+//! runtime loads first so the first launch needs no JIT. `cargo xtask ptx` drives the same
+//! [`Builder`].
 //!
 //! Facts this encodes (see the project's NVPTX notes): the nested build needs
 //! `RUSTC_BOOTSTRAP=1` and `-Zbuild-std=core`; its flags must be set through
@@ -11,13 +14,16 @@
 //! silently give sm_30); it must not share the outer target dir (deadlock on its lock), but all
 //! kernel crates share one nested dir so `core` is built once; the artifact's path is read from
 //! cargo's JSON messages.
+#![deny(missing_docs)]
 
 pub mod ir;
 pub mod link;
 mod ptxas;
+pub mod sass;
 
 pub use link::{LinkError, find_libdevice};
 pub use ptxas::{EntryUsage, PtxasError, find_ptxas, ptxas_usage};
+pub use sass::{CUBIN_ARCH_ENV, CUBIN_ENV, SASS_ENV, Sass};
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -99,6 +105,8 @@ pub struct Built {
     pub report: ir::Report,
     /// The libdevice linked for device math, if any.
     pub libdevice: Option<PathBuf>,
+    /// The SASS assembled from the PTX, or why there is none.
+    pub sass: Sass,
 }
 
 /// A nested nvptx64 build of one kernel crate.
@@ -112,6 +120,7 @@ pub struct Builder {
     name: Option<String>,
     contract: bool,
     libdevice: Option<PathBuf>,
+    sass: bool,
 }
 
 impl Builder {
@@ -129,7 +138,14 @@ impl Builder {
             name: None,
             contract: std::env::var(FP_CONTRACT_ENV).map_or(true, |v| v != "off"),
             libdevice: find_libdevice(),
+            sass: sass::sass_enabled(),
         }
+    }
+
+    /// Also assemble the PTX into a cubin with ptxas (default: on, off with `BERTH_SASS=off`).
+    pub fn sass(mut self, on: bool) -> Self {
+        self.sass = on;
+        self
     }
 
     /// Fuse float multiplies and adds into FMAs (default: on, as nvcc's `-fmad=true`; off
@@ -272,11 +288,17 @@ impl Builder {
             lsr: std::env::var(LSR_ENV).is_ok_and(|v| v == "on"),
         };
         let report = link::relink(&bc, &symbols, &ptx, &opts).map_err(link_err)?;
+        let sass = if self.sass {
+            sass::build_cubin(&ptx, &self.arch)
+        } else {
+            Sass::Off
+        };
         Ok(Built {
             ptx,
             sources,
             report,
             libdevice: self.libdevice.clone(),
+            sass,
         })
     }
 }
@@ -360,8 +382,10 @@ fn shared_target_dir(out_dir: &Path) -> PathBuf {
 /// The whole build script of a kernel crate: `fn main() { berth_build::kernels() }`.
 ///
 /// Builds this crate for nvptx64 (arch from `BERTH_ARCH`, default `sm_90`), copies the PTX to
-/// `OUT_DIR`, and tells cargo to export its path as `BERTH_PTX` and when to rebuild. A failed
-/// build ends the build script with rustc's diagnostics and a one-line summary.
+/// `OUT_DIR`, and tells cargo to export its path as `BERTH_PTX` and when to rebuild; where
+/// ptxas is found (and `BERTH_SASS` is not `off`), the same for the cubin (`BERTH_CUBIN`,
+/// `BERTH_CUBIN_ARCH`). A failed build ends the build script with rustc's diagnostics and a
+/// one-line summary; a missing cubin is one warning.
 pub fn kernels() {
     if let Err(e) = try_kernels() {
         eprintln!("error: {e}");
@@ -374,6 +398,8 @@ fn try_kernels() -> Result<(), Error> {
     println!("cargo:rerun-if-env-changed={FP_CONTRACT_ENV}");
     println!("cargo:rerun-if-env-changed={LIBDEVICE_ENV}");
     println!("cargo:rerun-if-env-changed={LSR_ENV}");
+    println!("cargo:rerun-if-env-changed={SASS_ENV}");
+    println!("cargo:rerun-if-env-changed=BERTH_PTXAS");
     // The nested build runs this script again for the nvptx64 target: nothing to do there.
     if std::env::var("TARGET").is_ok_and(|t| t.starts_with("nvptx64")) {
         return Ok(());
@@ -383,7 +409,7 @@ fn try_kernels() -> Result<(), Error> {
     let arch = std::env::var(ARCH_ENV).unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
     let built = Builder::new(&manifest_dir, shared_target_dir(&out_dir))
         .name(env_or_die("CARGO_PKG_NAME"))
-        .arch(arch)
+        .arch(&arch)
         .quiet(true)
         .build()?;
     let dest = out_dir.join(format!(
@@ -395,6 +421,24 @@ fn try_kernels() -> Result<(), Error> {
         source,
     })?;
     println!("cargo:rustc-env={PTX_ENV}={}", dest.display());
+    match &built.sass {
+        Sass::Cubin(cubin) => {
+            let dest = dest.with_extension("cubin");
+            std::fs::copy(cubin, &dest).map_err(|source| Error::Io {
+                path: dest.clone(),
+                source,
+            })?;
+            println!("cargo:rustc-env={CUBIN_ENV}={}", dest.display());
+            println!("cargo:rustc-env={CUBIN_ARCH_ENV}={arch}");
+        }
+        Sass::Off => {}
+        Sass::Unavailable(why) => {
+            let why = why.lines().next().unwrap_or_default();
+            println!(
+                "cargo:warning=no SASS for {arch}, PTX only (the first launch will JIT-compile it): {why}"
+            );
+        }
+    }
     println!(
         "cargo:rerun-if-changed={}",
         manifest_dir.join("Cargo.toml").display()

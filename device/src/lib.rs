@@ -16,7 +16,7 @@
     )
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 mod asm;
 pub mod atomic;

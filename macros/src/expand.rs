@@ -16,9 +16,26 @@ use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 
-/// The whole attribute: options, item, and the PTX path the kernel crate's build script
-/// exported (`None` when there is no build script).
-pub fn gpu_kernel(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> TokenStream {
+/// The files a kernel crate's build script exported for the descriptor to embed.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Embedded<'a> {
+    /// The PTX's path (`None` when there is no build script).
+    pub ptx: Option<&'a str>,
+    /// The cubin's path and its architecture (`sm_90`), where ptxas made one.
+    pub cubin: Option<(&'a str, &'a str)>,
+}
+
+#[cfg(test)]
+impl<'a> Embedded<'a> {
+    /// The PTX alone.
+    pub fn ptx(ptx: Option<&'a str>) -> Self {
+        Embedded { ptx, cubin: None }
+    }
+}
+
+/// The whole attribute: options, item, and the files the kernel crate's build script
+/// exported.
+pub fn gpu_kernel(args: TokenStream, item: TokenStream, files: Embedded<'_>) -> TokenStream {
     let opts = match parse::options(args) {
         Ok(o) => o,
         Err(e) => return with_item(vec![e], item),
@@ -31,8 +48,8 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> To
         .and_then(|k| validate::elementwise(&opts, &k).map(|()| k))
         .and_then(|k| validate::instances(&opts, &k).map(|i| (k, i)));
     match valid {
-        Ok((k, instances)) if instances.is_empty() => kernel(&opts, &k, ptx),
-        Ok((k, instances)) => generic::kernel(&opts, &k, &instances, ptx),
+        Ok((k, instances)) if instances.is_empty() => kernel(&opts, &k, files),
+        Ok((k, instances)) => generic::kernel(&opts, &k, &instances, files),
         Err(errors) => with_item(errors, quote!(#f)),
     }
 }
@@ -106,12 +123,12 @@ pub(crate) fn descriptor_ident(name: &syn::Ident) -> syn::Ident {
 }
 
 /// The full expansion of a valid kernel.
-pub fn kernel(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
+pub fn kernel(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {
     let body_fn = body_fn(opts, k);
     let callee = body_ident(&k.name).to_token_stream();
     let entry = entry(opts, k, &callee);
     let sim = sim_entry(opts, k, &callee);
-    let descriptor = descriptor(opts, k, ptx);
+    let descriptor = descriptor(opts, k, files);
     let launcher = launcher(opts, k);
     let pipelined = opts.elementwise.map(|_| pipelined(opts, k));
     quote! {
@@ -399,13 +416,13 @@ const COROUTINE_NAMES: &[&str] = &[
     "reduce_max",
 ];
 
-pub(crate) fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> TokenStream {
+pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {
     let krate = &opts.krate;
     let name = &k.name;
     let vis = &k.vis;
     let desc = descriptor_ident(name);
     let name_str = name.to_string();
-    let ptx_expr = match ptx {
+    let ptx_expr = match files.ptx {
         Some(path) => quote!(include_str!(#path)),
         None => {
             let msg = "this crate has no PTX: a crate with #[gpu_kernel] functions needs a build \
@@ -414,6 +431,16 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> Token
                        beside it:\n    fn main() { berth_build::kernels() }";
             quote_spanned!(name.span()=> { compile_error!(#msg); "" })
         }
+    };
+    // The SASS the runtime loads first where the GPU matches (no JIT on the first launch).
+    let sass_expr = match files.cubin {
+        Some((path, arch)) => quote! {
+            ::core::option::Option::Some(#krate::__private::Sass {
+                arch: #arch,
+                cubin: include_bytes!(#path),
+            })
+        },
+        None => quote!(::core::option::Option::None),
     };
     let sim = sim_ident(name);
     let uses_barrier = mentions(k.body.to_token_stream(), COROUTINE_NAMES);
@@ -466,6 +493,7 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, ptx: Option<&str>) -> Token
             name: #name_str,
             crate_name: env!("CARGO_CRATE_NAME"),
             ptx: #ptx_expr,
+            sass: #sass_expr,
             params: &[#(#params),*],
             location: concat!(file!(), ":", line!()),
             sim: #sim,

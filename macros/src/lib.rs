@@ -2,6 +2,7 @@
 //! take and return `proc_macro2` tokens so they can be unit-tested: `parse` reads the
 //! function and its argument attributes, `validate` checks what a kernel may be and collects
 //! every error at once, `expand` writes the device entry and the host launcher.
+#![deny(missing_docs)]
 
 mod derive;
 mod expand;
@@ -13,53 +14,35 @@ mod validate;
 
 use proc_macro::TokenStream;
 
-/// Turn a Rust function into a GPU kernel with a typed host launcher. See the `berth` crate
-/// for argument placements and `docs/kernel-language.md` for the kernel language.
-///
-/// Options, all optional, in any order:
-///
-/// | option | effect |
-/// |---|---|
-/// | `elementwise` | the kernel may be cut into chunks: a `<name>_pipelined` launcher is generated |
-/// | `block = (16, 16)` (or `(x, y, z)`, or `256`) | the only block shape it runs with: PTX `.reqntid`, exact thread-index ranges for the optimiser, and a launch with another shape is `Err(InvalidLaunch)` |
-/// | `fp_contract = false` | keep this kernel's `a * b + c` as two roundings (by default they fuse into one FMA, as nvcc's `-fmad=true`) |
-/// | `instances(T = f32, f64, N = 4, 8)` | a generic kernel's instances: one PTX entry each (`name_f32_4`, …) and one generic launcher, `name::<f32, 4>(..)` |
-/// | `crate = path` | the path of the `berth` crate when it is re-exported |
-///
-/// ```ignore
-/// // In a kernel crate (its build script builds it for the GPU: `berth_build::kernels()`):
-/// use berth::prelude::*;
-///
-/// #[gpu_kernel(block = (16, 16))]
-/// pub fn transpose(rows: u32, cols: u32, m: &[f32], out: &mut [f32]) {
-///     let tile = shared_array!(T: [[f32; 16]; 16]);
-///     let (tx, ty) = (thread::idx_x(), thread::idx_y());
-///     let (r, c) = (block::idx_y() * 16 + ty, block::idx_x() * 16 + tx);
-///     tile[ty][tx].set(m[r * cols as usize + c]);
-///     sync_threads();
-///     let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
-///     if oc < rows as usize {
-///         // SAFETY: one thread per transposed position, and `or * rows + oc` is one-to-one.
-///         unsafe { out.write(or * rows as usize + oc, tile[tx][ty].get()) };
-///     }
-/// }
-///
-/// #[gpu_kernel(instances(T = f32, f64))]
-/// pub fn scale<T: DeviceCopy + core::ops::Mul<Output = T>>(a: T, x: &[T], y: &mut [T]) {
-///     let i = thread::index();
-///     if i < y.len() {
-///         y[i] = a * x[i];
-///     }
-/// }
-///
-/// // Host: transpose(&gpu, Grid::new((cols / 16, rows / 16), (16, 16)), rows, cols, &m, &mut out)?;
-/// //       scale::<f64>(&gpu, Grid::cover(n), 2.0, &x, &mut y)?;
-/// ```
-/// (`examples/src/language.rs` has these kernels, built and tested.)
+/// `berth-macros` is the proc-macro half of berth: depend on `berth` and use this attribute
+/// as `berth::gpu_kernel` (also in `berth::prelude`). Without `berth`'s build script
+/// (`berth_build::kernels()`), which sets `BERTH_PTX`, every kernel is a compile error that says
+/// what to add.
 #[proc_macro_attribute]
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let ptx = std::env::var("BERTH_PTX").ok();
-    expand::gpu_kernel(args.into(), item.into(), ptx.as_deref()).into()
+    let cubin = std::env::var("BERTH_CUBIN").ok();
+    let cubin_arch = std::env::var("BERTH_CUBIN_ARCH").ok();
+    let cubin = cubin.filter(|path| first_embedding(path));
+    let files = expand::Embedded {
+        ptx: ptx.as_deref(),
+        cubin: cubin.as_deref().zip(cubin_arch.as_deref()),
+    };
+    expand::gpu_kernel(args.into(), item.into(), files).into()
+}
+
+/// Whether no kernel of this compilation has embedded the cubin at `path` yet. Only the first
+/// kernel of a crate carries the crate's cubin (the runtime finds it from any kernel of the
+/// crate): an embedded image is emitted once per codegen unit that refers to it, and half a
+/// megabyte per kernel descriptor would grow every binary by several copies.
+fn first_embedding(path: &str) -> bool {
+    static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if seen.iter().any(|p| p == path) {
+        return false;
+    }
+    seen.push(path.to_owned());
+    true
 }
 
 /// Let a `#[repr(C)]` struct of plain data cross to the GPU (kernel scalar or slice element):

@@ -14,4 +14,6 @@ pub(crate) mod pending;
 pub(crate) mod sink;
 
 pub use grid::{Dim3, Grid};
-pub use kernel::{Kernel, KernelRegistration, Param, ParamKind, Placement, registered_kernels};
+pub use kernel::{
+    Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass, registered_kernels,
+};

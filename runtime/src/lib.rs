@@ -25,6 +25,7 @@
 //! read from mapped host memory the panic handler fills before it traps). A trap poisons the
 //! CUDA context for good; [`Gpu::recover`] tears it down and makes a fresh one where the
 //! driver allows it, and [`restart_process`] is the recovery where it does not.
+#![deny(missing_docs)]
 
 mod args;
 mod backend;
@@ -88,7 +89,8 @@ pub use stream::Stream;
 pub mod __private {
     pub use crate::launch::builder::Launch;
     pub use crate::launch::{
-        Kernel, KernelRegistration, Param, ParamKind, Placement, registered_kernels,
+        Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass,
+        registered_kernels,
     };
     pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};
     pub use crate::pipeline::Pipelined;

@@ -14,6 +14,7 @@ pub static CHUNK_DONE: Kernel = Kernel {
     name: "berth_chunk_done",
     crate_name: "berth_runtime",
     ptx: RUNTIME_PTX,
+    sass: None,
     params: &[Param::scalar::<u64>("flag")],
     location: concat!(file!(), ":", line!()),
     sim: chunk_done_sim,
@@ -30,6 +31,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
     name: "berth_random_probe",
     crate_name: "berth_runtime",
     ptx: RUNTIME_PTX,
+    sass: None,
     params: &[
         Param::scalar::<u64>("table"),
         Param::scalar::<u64>("words"),

@@ -1,6 +1,7 @@
 //! Whole-crate checks of the example kernels that need no GPU: every kernel's launcher passes
 //! exactly the parameters its PTX entry declares, every PTX entry has a launcher, and every
-//! PTX module is accepted by `ptxas -arch=sm_90` (with `CI=true`, a missing ptxas fails).
+//! PTX module is accepted by `ptxas -arch=sm_90` (with `CI=true`, a missing ptxas fails),
+//! and the builder embedded SASS for the build's architecture next to the PTX.
 
 use berth::ptx;
 use std::collections::BTreeSet;
@@ -48,6 +49,58 @@ fn every_ptx_entry_has_a_launcher() {
                 e.name
             );
         }
+    }
+}
+
+/// Where ptxas is found, the builder assembled every kernel crate's PTX into a cubin for the
+/// build's architecture and the descriptors embed it: an ELF for that SM holding each entry.
+#[test]
+fn example_kernels_carry_sass_for_their_arch() {
+    if berth_build::find_ptxas().is_none() {
+        assert!(
+            std::env::var("CI").is_err(),
+            "ptxas not found and CI is set: install it with `pip install nvidia-cuda-nvcc==13.0.88`"
+        );
+        eprintln!("ptxas not found: skipping the SASS check (set CI=true to make this fail)");
+        return;
+    }
+    if std::env::var("BERTH_SASS").is_ok_and(|v| v == "off") {
+        return;
+    }
+    let arch = std::env::var("BERTH_ARCH").unwrap_or_else(|_| "sm_90".into());
+    let ks = kernels();
+    for k in ks.iter().filter(|k| k.crate_name != "berth_runtime") {
+        let sass = berth::__private::crate_sass(k.crate_name).unwrap_or_else(|| {
+            panic!(
+                "crate `{}` has no SASS although ptxas is here",
+                k.crate_name
+            )
+        });
+        // Embedded once per crate, not once per kernel.
+        let carriers = ks
+            .iter()
+            .filter(|o| o.crate_name == k.crate_name && o.sass.is_some())
+            .count();
+        assert_eq!(carriers, 1, "crate `{}`", k.crate_name);
+        assert_eq!(sass.arch, arch, "kernel `{}`", k.name);
+        let sm: u32 = arch
+            .trim_start_matches("sm_")
+            .trim_end_matches('a')
+            .parse()
+            .unwrap();
+        assert_eq!(
+            berth_build::sass::cubin_sm(sass.cubin),
+            Some(sm),
+            "kernel `{}`",
+            k.name
+        );
+        assert!(
+            sass.cubin
+                .windows(k.name.len())
+                .any(|w| w == k.name.as_bytes()),
+            "the cubin has no symbol `{}`",
+            k.name
+        );
     }
 }
 
@@ -156,6 +209,7 @@ fn device_math_builds_with_and_without_libdevice() {
         root.join("target").join("berth-nvptx-portable"),
     )
     .libdevice(None)
+    .sass(false)
     .quiet(true)
     .build()
     .unwrap_or_else(|e| panic!("{e}"));

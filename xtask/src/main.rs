@@ -9,9 +9,10 @@
 //! - `bench`: the same bundle; prints the command that runs only the benchmarks.
 //! - `calibrate [OUT.json]`: measure this machine's link (copies, mapped sequential and random
 //!   reads) for `#[auto]` placement and cache it (`LinkCosts::cache_path()`); needs a GPU.
-//! - `record DIR`: turn what a GPU run wrote (`DIR/bench.jsonl`, `DIR/tests.log`,
-//!   `DIR/machine.txt`, `DIR/soak.jsonl`, `DIR/sanitize.jsonl`) into `BENCHMARKS.md`,
-//!   `GPU-RESULTS.md` and `RELIABILITY.md`.
+//! - `record DIR`: turn what a GPU run wrote (`DIR/*.jsonl`, `DIR/tests.log`,
+//!   `DIR/machine.txt`) into `BENCHMARKS.md` (the summary), `bench/results/` (the raw lines),
+//!   `GPU-RESULTS.md` and `RELIABILITY.md` (the soak and compute-sanitizer runs);
+//!   `record bench/results` renders the summary again.
 //! - `asan` / `valgrind [--no-record] [--skip TEST]`: the simulator's tests under
 //!   AddressSanitizer or valgrind; the result goes into `RELIABILITY.md`.
 
@@ -21,11 +22,15 @@ mod ptx;
 mod record;
 mod record_auto;
 mod record_compute;
+mod record_first_launch;
+mod record_kernels;
 mod record_launch;
 mod record_pipeline;
 mod record_placement;
 mod record_signals;
 mod reliability;
+#[cfg(test)]
+mod tidy;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,7 +49,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   gpu                                         stage GPU tests + benchmarks in .gpu/
   bench                                       stage the same bundle, print the benchmark command
   calibrate [OUT.json]                        measure this machine's link for #[auto] placement (GPU)
-  record DIR                                  write BENCHMARKS.md, GPU-RESULTS.md and RELIABILITY.md from a run's output
+  record DIR                                  write BENCHMARKS.md, bench/results/, GPU-RESULTS.md and RELIABILITY.md from a run's output
   asan [--no-record] [--skip TEST]...         the simulator's tests under AddressSanitizer (RELIABILITY.md)
   valgrind [--no-record] [--skip TEST]...     the same under valgrind's memcheck (slow)";
 

@@ -61,6 +61,7 @@ pub fn run(args: &[String]) -> Result {
         eprintln!("building {name} for nvptx64 ({arch})");
         let built = berth_build::Builder::new(&dir, &target_dir)
             .arch(&arch)
+            .sass(false)
             .build()?;
         let dest = match &out_dir {
             Some(d) => {

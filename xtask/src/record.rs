@@ -1,23 +1,97 @@
 //! `cargo xtask record DIR`: write what a GPU run produced into the repository.
 //!
-//! Reads `machine.txt`, `summary.txt`, `tests.log` and `bench.jsonl` (and the other parts'
-//! `*.jsonl`, `launch.jsonl` among them) from `DIR` (the files
-//! `.gpu/run.sh` wrote to `$OUT`) and writes `BENCHMARKS.md` (ratios berth / nvcc, same run)
-//! and `GPU-RESULTS.md` (what the GPU tests reported); `soak.jsonl` and `sanitize.jsonl` go
-//! into `RELIABILITY.md` (`reliability.rs`). A GPU result that is not recorded did not happen.
+//! Reads `machine.txt`, `summary.txt`, `tests.log` and each benchmark's `*.jsonl` from `DIR`
+//! (the files `.gpu/run.sh` wrote to `$OUT`) and writes
+//! - `BENCHMARKS.md`: the summary — machine, command, and per benchmark its tables with the
+//!   ratios berth / nvcc (both measured in the same run);
+//! - `bench/results/`: the run's raw lines, one file per benchmark (a targeted run's under
+//!   `bench/results/targeted/`), linked from the summary;
+//! - `GPU-RESULTS.md`: what the GPU tests reported;
+//! - `RELIABILITY.md`: `soak.jsonl` and `sanitize.jsonl` (`reliability.rs`).
+//!
+//! `cargo xtask record bench/results` renders `BENCHMARKS.md` again from the recorded raw
+//! lines, after a change to how a table is laid out. A GPU result that is not recorded did
+//! not happen.
 
 use crate::{Result, workspace_root};
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-/// Throughput of one implementation of one kernel at one size, over rounds.
-#[derive(Default)]
-struct Cell {
-    gbps: Vec<f64>,
-    ms: Vec<f64>,
-    bad: u64,
+/// One benchmark of a run: the file `.gpu/run.sh` writes, and how it becomes a section of
+/// `BENCHMARKS.md` (the renderer may also write a plot under `docs/`, hence the root).
+struct Section {
+    file: &'static str,
+    render: fn(&mut String, &str, &Path) -> Result,
 }
+
+/// The sections of a full run (one with `bench.jsonl`), in their order in `BENCHMARKS.md`. A
+/// new benchmark adds a line here and its renderer in a `record_*.rs` of its own.
+const FULL: &[Section] = &[
+    Section {
+        file: "bench.jsonl",
+        render: |md, text, _| crate::record_kernels::write(md, text),
+    },
+    Section {
+        file: "compute.jsonl",
+        render: |md, text, _| crate::record_compute::write(md, text),
+    },
+    Section {
+        file: "placement.jsonl",
+        render: crate::record_placement::write,
+    },
+    Section {
+        file: "signals.jsonl",
+        render: |md, text, _| crate::record_signals::write(md, text),
+    },
+    Section {
+        file: "pipeline.jsonl",
+        render: crate::record_pipeline::write,
+    },
+    Section {
+        file: "launch.jsonl",
+        render: |md, text, _| crate::record_launch::write(md, text),
+    },
+    Section {
+        file: "firstlaunch.jsonl",
+        render: |md, text, _| crate::record_first_launch::write(md, text),
+    },
+];
+
+/// The sections of a targeted run (some benchmarks only, no `bench.jsonl`), which goes at the
+/// end of `BENCHMARKS.md` with its headings one level down.
+const TARGETED: &[Section] = &[
+    Section {
+        file: "signals.jsonl",
+        render: |md, text, _| crate::record_signals::write(md, text),
+    },
+    Section {
+        file: "pipeline.jsonl",
+        render: crate::record_pipeline::write_short,
+    },
+    Section {
+        file: "compute.jsonl",
+        render: |md, text, _| crate::record_compute::write(md, text),
+    },
+    Section {
+        file: "launch.jsonl",
+        render: |md, text, _| crate::record_launch::write(md, text),
+    },
+    Section {
+        file: "firstlaunch.jsonl",
+        render: |md, text, _| crate::record_first_launch::write(md, text),
+    },
+    Section {
+        // The `#[auto]` tables (and a new docs/auto-placement.svg when there is a sweep).
+        file: "placement.jsonl",
+        render: crate::record_auto::write,
+    },
+];
+
+/// The heading of the targeted-run section of `BENCHMARKS.md`.
+const TARGETED_HEADING: &str = "## Targeted run";
+
+/// Where the raw lines of the recorded runs live, relative to the workspace root.
+const RESULTS: &str = "bench/results";
 
 /// The median (the mean of the middle two for an even count; NaN for none).
 pub(crate) fn median(v: &[f64]) -> f64 {
@@ -30,28 +104,48 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     }
 }
 
-pub fn run(dir: PathBuf) -> Result {
-    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
-    let machine = read("machine.txt");
-    let summary = read("summary.txt");
-    let tests_log = read("tests.log");
-    let bench = read("bench.jsonl");
-    if machine.is_empty() {
-        return Err(format!(
-            "{} has no machine.txt: is it the output of .gpu/run.sh?",
-            dir.display()
-        )
-        .into());
+/// What one run wrote: its files by name (empty when absent).
+struct Run {
+    dir: PathBuf,
+}
+
+impl Run {
+    fn read(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file)).unwrap_or_default()
     }
-    let date = machine
+
+    fn machine(&self) -> Result<String> {
+        let machine = self.read("machine.txt");
+        if machine.is_empty() {
+            return Err(format!(
+                "{} has no machine.txt: is it the output of .gpu/run.sh?",
+                self.dir.display()
+            )
+            .into());
+        }
+        Ok(machine)
+    }
+}
+
+/// The value of a `key: value` line of `machine.txt`.
+fn field<'a>(machine: &'a str, key: &str) -> &'a str {
+    machine
         .lines()
-        .find_map(|l| l.strip_prefix("date: "))
-        .unwrap_or("unknown date")
-        .to_owned();
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(": "))
+        .unwrap_or("unknown")
+}
+
+pub fn run(dir: PathBuf) -> Result {
+    let run = Run { dir };
+    let machine = run.machine()?;
     let root = workspace_root();
     // The soak and compute-sanitizer results: RELIABILITY.md.
-    crate::reliability::record(&dir, &machine)?;
-    let costs = read("link-costs.json");
+    crate::reliability::record(&run.dir, &machine)?;
+    let results = root.join(RESULTS);
+    // Rendering again from the recorded raw lines: keep them, and the targeted run's.
+    let rerender = same_dir(&run.dir, &results);
+
+    let costs = run.read("link-costs.json");
     if !costs.trim().is_empty() {
         std::fs::create_dir_all(root.join("docs"))?;
         std::fs::write(root.join("docs/link-costs-h200.json"), &costs)?;
@@ -60,290 +154,244 @@ pub fn run(dir: PathBuf) -> Result {
         );
     }
 
-    if !bench.trim().is_empty() {
-        let mut cells: BTreeMap<(String, u64, String), Cell> = BTreeMap::new();
-        let mut launches = Launches::new();
-        for line in bench.lines().filter(|l| l.starts_with('{')) {
-            let v: serde_json::Value = serde_json::from_str(line)?;
-            if let Some(b) = v["bench"].as_str() {
-                let e = launches
-                    .entry((b.to_owned(), v["impl"].as_str().unwrap_or("?").to_owned()))
-                    .or_default();
-                e.0.push(v["median_us"].as_f64().unwrap_or(f64::NAN));
-                e.1.push(v["p99_us"].as_f64().unwrap_or(f64::NAN));
-                e.2 += v["bad"].as_u64().unwrap_or(1);
-                continue;
-            }
-            let key = (
-                v["kernel"].as_str().unwrap_or("?").to_owned(),
-                v["n"].as_u64().unwrap_or(0),
-                v["impl"].as_str().unwrap_or("?").to_owned(),
-            );
-            let c = cells.entry(key).or_default();
-            c.gbps.push(v["gbps"].as_f64().unwrap_or(f64::NAN));
-            c.ms.push(v["median_ms"].as_f64().unwrap_or(f64::NAN));
-            c.bad += v["bad"].as_u64().unwrap_or(1);
-        }
-        let mut md = String::new();
-        writeln!(md, "# Benchmarks\n")?;
-        writeln!(
-            md,
-            "berth's Rust-built kernels against the same algorithms in CUDA C++ (`bench/reference.cu`, \
-             `nvcc -O3 -arch=sm_90`), compiled and run on the GPU machine **in the same run**. \
-             Each figure is the median of 20 launches timed one by one with CUDA events after a \
-             warm-up; each implementation ran twice, interleaved, and the table shows the median \
-             of the two rounds. Every result was checked against the host (`bad` = mismatches).\n"
-        )?;
-        writeln!(
-            md,
-            "Run: {date}, by `cargo xtask bench` then the device run of `.gpu/run.sh bench`, recorded with `cargo xtask record`.\n"
-        )?;
-        writeln!(md, "```\n{}```\n", machine)?;
-        writeln!(
-            md,
-            "| kernel | n | berth GB/s | nvcc GB/s | berth ms | nvcc ms | ratio berth/nvcc | target | bad |"
-        )?;
-        writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---|---:|")?;
-        let keys: Vec<(String, u64)> = cells.keys().map(|(k, n, _)| (k.clone(), *n)).collect();
-        let mut seen = std::collections::BTreeSet::new();
-        for (k, n) in keys {
-            if !seen.insert((k.clone(), n)) {
-                continue;
-            }
-            let mut get = |i: &str| {
-                cells
-                    .remove(&(k.clone(), n, i.to_owned()))
-                    .unwrap_or_default()
-            };
-            let (b, c) = (get("berth"), get("nvcc"));
-            let (bg, cg) = (median(&b.gbps), median(&c.gbps));
-            let ratio = bg / cg;
-            let verdict = if ratio >= 0.97 {
-                "≥ 0.97 ✓"
-            } else {
-                "≥ 0.97 ✗"
-            };
-            writeln!(
-                md,
-                "| {k} | {n} | {bg:.1} | {cg:.1} | {:.4} | {:.4} | **{ratio:.3}** | {verdict} | {} |",
-                median(&b.ms),
-                median(&c.ms),
-                b.bad + c.bad
-            )?;
-        }
-        writeln!(
-            md,
-            "\nGB/s counts 12 bytes per element for saxpy (read x, read y, write y) and 4 for block_sum."
-        )?;
-        if !launches.is_empty() {
-            write_launches(&mut md, &launches)?;
-        }
-        writeln!(md, "\nRaw lines (`bench.jsonl`):\n\n```\n{}```", bench)?;
-        let compute = read("compute.jsonl");
-        if !compute.trim().is_empty() {
-            crate::record_compute::write(&mut md, &compute)?;
-        }
-        let placement = read("placement.jsonl");
-        if !placement.trim().is_empty() {
-            crate::record_placement::write(&mut md, &placement)?;
-        }
-        let signals = read("signals.jsonl");
-        if !signals.trim().is_empty() {
-            crate::record_signals::write(&mut md, &signals)?;
-        }
-        let pipeline = read("pipeline.jsonl");
-        if !pipeline.trim().is_empty() {
-            crate::record_pipeline::write(&mut md, &pipeline, &root)?;
-        }
-        let launch = read("launch.jsonl");
-        if !launch.trim().is_empty() {
-            crate::record_launch::write(&mut md, &launch)?;
-        }
+    if !run.read("bench.jsonl").trim().is_empty() {
+        let md = full(&run, &machine, &root)?;
         std::fs::write(root.join("BENCHMARKS.md"), md)?;
-        eprintln!("wrote BENCHMARKS.md");
-    }
-
-    if bench.trim().is_empty() {
-        let parts = [
-            read("signals.jsonl"),
-            read("pipeline.jsonl"),
-            read("placement.jsonl"),
-            read("compute.jsonl"),
-            read("launch.jsonl"),
-        ];
-        if parts.iter().any(|p| !p.trim().is_empty()) {
-            targeted(&root, &date, &machine, &parts)?;
+        if !rerender {
+            save_raw(&run, &machine, FULL, &results)?;
+            let old = results.join("targeted");
+            if old.exists() {
+                std::fs::remove_dir_all(old)?;
+            }
+        }
+        eprintln!("wrote BENCHMARKS.md and the raw lines under {RESULTS}/");
+        let targeted_dir = results.join("targeted");
+        if rerender && targeted_dir.join("machine.txt").exists() {
+            let t = Run { dir: targeted_dir };
+            targeted(&t, &t.machine()?, &root)?;
+        }
+    } else if TARGETED.iter().any(|s| !run.read(s.file).trim().is_empty()) {
+        targeted(&run, &machine, &root)?;
+        if !same_dir(&run.dir, &results.join("targeted")) {
+            save_raw(&run, &machine, TARGETED, &results.join("targeted"))?;
         }
     }
 
+    let summary = run.read("summary.txt");
+    let tests_log = run.read("tests.log");
     // A bench-only run (`.gpu/run.sh bench`) has a summary but no test log: keep the recorded tests.
     if !summary.is_empty() && !tests_log.trim().is_empty() {
-        let mut md = String::new();
-        writeln!(md, "# GPU results\n")?;
-        writeln!(
-            md,
-            "The GPU tests and examples, run on the GPU machine with `.gpu/run.sh` (staged by `cargo xtask gpu`), recorded with `cargo xtask record`. Run: {date}.\n"
-        )?;
-        writeln!(md, "```\n{machine}```\n")?;
-        writeln!(md, "## Summary\n\n```\n{summary}```\n")?;
-        writeln!(md, "## Test output\n\n```")?;
-        for line in tests_log.lines() {
-            let keep = [
-                "===",
-                "test ",
-                "running",
-                "quickstart",
-                "reduction",
-                "stream:",
-                "reported:",
-                "recovered:",
-                "Gpu::recover",
-                "new Gpu after",
-                "--- child",
-                "automatic plan",
-                "4 MiB budget",
-                "pool after",
-                "write-only",
-                "embedding:",
-                "worker:",
-                "progress:",
-            ];
-            if keep.iter().any(|k| line.starts_with(k)) {
-                writeln!(md, "{line}")?;
-            }
+        gpu_results(&root, &machine, &summary, &tests_log)?;
+    }
+    Ok(())
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Copies a run's `machine.txt` and raw lines into `to`, removing the raw lines of benchmarks
+/// this run did not measure, so `to` holds exactly the run the summary shows.
+fn save_raw(run: &Run, machine: &str, sections: &[Section], to: &Path) -> Result {
+    std::fs::create_dir_all(to)?;
+    std::fs::write(to.join("machine.txt"), machine)?;
+    for s in sections {
+        let text = run.read(s.file);
+        let path = to.join(s.file);
+        if !text.trim().is_empty() {
+            std::fs::write(path, text)?;
+        } else if path.exists() {
+            std::fs::remove_file(path)?;
         }
-        writeln!(md, "```")?;
-        std::fs::write(root.join("GPU-RESULTS.md"), md)?;
-        eprintln!("wrote GPU-RESULTS.md");
     }
     Ok(())
 }
 
-/// Launch-overhead lines of `bench.jsonl` by (bench, impl): medians, p99s, wrong results.
-type Launches = BTreeMap<(String, String), (Vec<f64>, Vec<f64>, u64)>;
-
-/// The launch-overhead table: one small saxpy launched and waited for, host time, berth
-/// against the CUDA C++ launch + `cudaStreamSynchronize` (medians over the runs' lines).
-fn write_launches(md: &mut String, launches: &Launches) -> Result {
-    let get = |b: &str, i: &str| launches.get(&(b.to_owned(), i.to_owned()));
-    let med = |b: &str, i: &str, p99: bool| {
-        get(b, i).map_or(f64::NAN, |e| median(if p99 { &e.1 } else { &e.0 }))
-    };
-    let bad: u64 = launches.values().map(|e| e.2).sum();
-    writeln!(
-        md,
-        "\n### Launch overhead (saxpy over 256 elements, one block; host time, µs)\n"
-    )?;
-    writeln!(md, "| measure | berth | nvcc | ratio berth/nvcc |")?;
-    writeln!(md, "|---|---:|---:|---:|")?;
-    for (label, p99) in [
-        ("launch + wait, median", false),
-        ("launch + wait, p99", true),
-    ] {
-        let (b, c) = (
-            med("launch_wait", "berth", p99),
-            med("launch_wait", "nvcc", p99),
-        );
-        writeln!(md, "| {label} | {b:.2} | {c:.2} | **{:.2}** |", b / c)?;
+/// Renders each section present in the run, each followed by the link to its raw lines.
+fn sections(md: &mut String, run: &Run, sections: &[Section], raw: &str, root: &Path) -> Result {
+    for s in sections {
+        let text = run.read(s.file);
+        if text.trim().is_empty() {
+            continue;
+        }
+        (s.render)(md, &text, root)?;
+        let path = format!("{raw}/{}", s.file);
+        writeln!(md, "\nRaw lines: [`{path}`]({path}).")?;
     }
-    writeln!(
-        md,
-        "| launch queued without waiting, per launch | — | {:.2} | |",
-        med("launch_enqueue", "nvcc", false)
-    )?;
-    writeln!(
-        md,
-        "\nA berth launch on its own returns a guard that waits when dropped; the last row is what \
-         CUDA C++ gets by queueing launches without waiting, which berth does inside a scope \
-         (`gpu.scope(|s| ..)`, measured under \"Launch queue\"). Results checked: {bad} wrong."
-    )?;
     Ok(())
 }
 
-/// The heading of the targeted-run section of `BENCHMARKS.md`.
-const TARGETED: &str = "## Targeted run";
+/// `BENCHMARKS.md` for a full run: what was compared and how, the machine, the command, the
+/// contents, then the sections.
+fn full(run: &Run, machine: &str, root: &Path) -> Result<String> {
+    let mut body = String::new();
+    sections(&mut body, run, FULL, RESULTS, root)?;
+
+    let mut md = String::new();
+    writeln!(md, "# Benchmarks\n")?;
+    writeln!(
+        md,
+        "berth against CUDA C++ doing the same work (`bench/*.cu`, `nvcc -O3 -arch=sm_90`), both \
+         built and run on the GPU machine **in the same run**, so a ratio berth / nvcc compares \
+         the code, not machines or sessions; 1 is parity. Each section says how its figures were \
+         taken. Every result was checked against a host computation (`bad` = mismatches).\n"
+    )?;
+    writeln!(
+        md,
+        "**Run**: {}, commit `{}`.\n",
+        field(machine, "date"),
+        field(machine, "commit")
+    )?;
+    writeln!(md, "**Machine**:\n\n```\n{machine}```\n")?;
+    writeln!(
+        md,
+        "**Command**: `cargo xtask bench` stages the benchmarks and the CUDA C++ references in \
+         `.gpu/`; `.gpu/run.sh bench` runs them on the GPU machine (nvcc compiles the references \
+         there) and writes one JSON line per measurement; `cargo xtask record OUT` writes this \
+         file and copies those lines to [`{RESULTS}/`]({RESULTS}/).\n"
+    )?;
+    writeln!(md, "**Contents**:\n")?;
+    for heading in body.lines().filter_map(|l| l.strip_prefix("## ")) {
+        writeln!(md, "- [{heading}](#{})", anchor(heading))?;
+    }
+    md.push_str(&body);
+    Ok(md)
+}
+
+/// GitHub's anchor for a heading: lower case, letters, digits, `-` and `_` kept, spaces to `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c),
+            _ => None,
+        })
+        .flat_map(char::to_lowercase)
+        .collect()
+}
 
 /// A run of some benchmarks only (no `bench.jsonl`): its figures go into their own section at
 /// the end of `BENCHMARKS.md`, replacing an earlier targeted run's, so the full run's tables
 /// stay as measured.
-fn targeted(
-    root: &std::path::Path,
-    date: &str,
-    machine: &str,
-    [signals, pipeline, placement, compute, launch]: &[String; 5],
-) -> Result {
+fn targeted(run: &Run, machine: &str, root: &Path) -> Result {
     let path = root.join("BENCHMARKS.md");
     let old = std::fs::read_to_string(&path).unwrap_or_default();
-    let mut md = match old.find(TARGETED) {
+    std::fs::write(path, with_targeted(&old, run, machine, root)?)?;
+    eprintln!("wrote the targeted run into BENCHMARKS.md");
+    Ok(())
+}
+
+/// `old` (a `BENCHMARKS.md`) with its targeted-run section replaced by this run's.
+fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<String> {
+    let mut md = match old.find(TARGETED_HEADING) {
         Some(i) => old[..i].trim_end().to_owned(),
         None => old.trim_end().to_owned(),
     };
     writeln!(
         md,
-        "\n\n{TARGETED}: {date}\n\nA shorter device run after the full one above (benchmarks added or changed since), same \
-         conventions: berth and CUDA C++ in the same run.\n\n```\n{machine}```"
+        "\n\n{TARGETED_HEADING}: {}\n\nA shorter device run after the full one above (benchmarks \
+         added or changed since), same conventions: berth and CUDA C++ in the same run.\n\n```\n{machine}```",
+        field(machine, "date")
     )?;
-    if !signals.trim().is_empty() {
-        let mut part = String::new();
-        crate::record_signals::write(&mut part, signals)?;
-        md.push_str(&part.replacen("\n## ", "\n### ", 1));
-    }
-    if !pipeline.trim().is_empty() {
-        writeln!(
-            md,
-            "\n### Overlap workload (4 GiB in + 4 GiB out)\n\n| run | input GB/s |\n|---|---:|"
-        )?;
-        for line in pipeline.lines().filter(|l| l.starts_with('{')) {
-            let v: serde_json::Value = serde_json::from_str(line)?;
-            let what = match (v["impl"].as_str(), v["bench"].as_str()) {
-                (Some("berth"), Some("bidirectional_copies")) => {
-                    "berth: copies only, both directions at once on two streams".to_owned()
-                }
-                (Some("nvcc"), Some("bidirectional_copies")) => {
-                    "CUDA C++: the same copies (`cudaMemcpyAsync`)".to_owned()
-                }
-                (Some("nvcc"), Some("zero_copy")) => format!(
-                    "CUDA C++: zero-copy kernel, x and y in mapped host memory ({} blocks)",
-                    v["blocks"]
-                ),
-                (i, b) => {
-                    // Any other line: its name and the fields that tell its variant apart.
-                    let mut label = format!("{} {}", i.unwrap_or("?"), b.unwrap_or("?"));
-                    for f in ["streams", "chunk_bytes", "progress", "flags"] {
-                        if !v[f].is_null() {
-                            label += &format!(", {f} {}", v[f]);
-                        }
-                    }
-                    label
-                }
-            };
-            writeln!(
-                md,
-                "| {what} | {:.1} |",
-                v["gbps_in"].as_f64().unwrap_or(f64::NAN)
-            )?;
+    for s in TARGETED {
+        let text = run.read(s.file);
+        if text.trim().is_empty() {
+            continue;
         }
-        writeln!(md, "\nRaw lines:\n\n```\n{pipeline}```")?;
-    }
-    if !compute.trim().is_empty() {
         let mut part = String::new();
-        crate::record_compute::write(&mut part, compute)?;
+        (s.render)(&mut part, &text, root)?;
         md.push_str(&part.replacen("\n## ", "\n### ", 1));
+        let raw = format!("{RESULTS}/targeted/{}", s.file);
+        writeln!(md, "\nRaw lines: [`{raw}`]({raw}).")?;
     }
-    if !launch.trim().is_empty() {
-        let mut part = String::new();
-        crate::record_launch::write(&mut part, launch)?;
-        md.push_str(&part.replacen("\n## ", "\n### ", 1));
+    Ok(md)
+}
+
+/// `GPU-RESULTS.md`: the run's summary and the lines of the test log worth keeping.
+fn gpu_results(root: &Path, machine: &str, summary: &str, tests_log: &str) -> Result {
+    let date = field(machine, "date");
+    let mut md = String::new();
+    writeln!(md, "# GPU results\n")?;
+    writeln!(
+        md,
+        "The GPU tests and examples, run on the GPU machine with `.gpu/run.sh` (staged by `cargo xtask gpu`), recorded with `cargo xtask record`. Run: {date}.\n"
+    )?;
+    writeln!(md, "```\n{machine}```\n")?;
+    writeln!(md, "## Summary\n\n```\n{summary}```\n")?;
+    writeln!(md, "## Test output\n\n```")?;
+    for line in tests_log.lines() {
+        let keep = [
+            "===",
+            "test ",
+            "running",
+            "quickstart",
+            "reduction",
+            "stream:",
+            "reported:",
+            "recovered:",
+            "Gpu::recover",
+            "new Gpu after",
+            "--- child",
+            "automatic plan",
+            "4 MiB budget",
+            "pool after",
+            "write-only",
+            "embedding:",
+            "worker:",
+            "progress:",
+        ];
+        if keep.iter().any(|k| line.starts_with(k)) {
+            writeln!(md, "{line}")?;
+        }
     }
-    if !placement.trim().is_empty() {
-        // The `#[auto]` tables (and a new docs/auto-placement.svg when there is a sweep).
-        crate::record_auto::write(&mut md, placement)?;
-        writeln!(
-            md,
-            "\nRaw lines (`placement.jsonl`):\n\n```\n{placement}```"
-        )?;
-    }
-    std::fs::write(path, md)?;
-    eprintln!("wrote the targeted run into BENCHMARKS.md");
+    writeln!(md, "```")?;
+    std::fs::write(root.join("GPU-RESULTS.md"), md)?;
+    eprintln!("wrote GPU-RESULTS.md");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anchors_follow_github() {
+        assert_eq!(
+            anchor("Signals: host ↔ persistent kernel"),
+            "signals-host--persistent-kernel"
+        );
+        assert_eq!(anchor("`#[auto]` vs copy_then"), "auto-vs-copy_then");
+    }
+
+    /// The committed `BENCHMARKS.md` is what `record` renders from the committed raw lines, so
+    /// a change to a renderer comes with the regenerated file
+    /// (`cargo xtask record bench/results`).
+    #[test]
+    fn benchmarks_md_is_rendered_from_bench_results() -> Result {
+        let root = workspace_root();
+        let committed = std::fs::read_to_string(root.join("BENCHMARKS.md"))?;
+        // Plots go to a scratch folder: the test compares text only.
+        let scratch = std::env::temp_dir().join(format!("berth-record-{}", std::process::id()));
+        let full_run = Run {
+            dir: root.join(RESULTS),
+        };
+        let mut md = full(&full_run, &full_run.machine()?, &scratch)?;
+        let targeted_run = Run {
+            dir: root.join(RESULTS).join("targeted"),
+        };
+        if let Ok(machine) = targeted_run.machine() {
+            md = with_targeted(&md, &targeted_run, &machine, &scratch)?;
+        }
+        let _ = std::fs::remove_dir_all(&scratch);
+        assert!(
+            md == committed,
+            "BENCHMARKS.md is not what `cargo xtask record bench/results` renders: run it"
+        );
+        Ok(())
+    }
 }

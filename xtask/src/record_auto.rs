@@ -10,9 +10,8 @@ use crate::record::median;
 /// One point of the sweep: (fraction, mapped ms, copy ms, auto ms).
 type Point = (f64, f64, f64, f64);
 
-pub fn write(md: &mut String, text: &str) -> Result {
+pub fn write(md: &mut String, text: &str, root: &std::path::Path) -> Result {
     if let Some(svg) = render(md, text)? {
-        let root = crate::workspace_root();
         std::fs::create_dir_all(root.join("docs"))?;
         std::fs::write(root.join("docs/auto-placement.svg"), svg)?;
     }

@@ -163,8 +163,7 @@ pub fn write(md: &mut String, compute: &str) -> Result {
         md,
         "\nSGEMM counts 2n³ floating-point operations, n-body 20 per interaction (as CUDA's \
          samples), `block_sum_warp` 4 bytes per element, `haxpy2` 12 bytes per f16 pair (read \
-         x and y, write out), `hdot` 8.\n"
+         x and y, write out), `hdot` 8."
     )?;
-    writeln!(md, "Raw lines (`compute.jsonl`):\n\n```\n{compute}```")?;
     Ok(())
 }

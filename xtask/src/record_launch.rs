@@ -75,6 +75,5 @@ pub fn write(md: &mut String, text: &str) -> Result {
             "The same process's bare `cuLaunchKernel` of the same entry on the same stream (through cudarc, no berth code) takes {raw:.2} µs per call and `cuCtxSetCurrent` {bind:.3} µs: berth's own part of a queued launch is the submit time less these."
         )?;
     }
-    writeln!(md, "\nRaw lines (`launch.jsonl`):\n\n```\n{text}```")?;
     Ok(())
 }

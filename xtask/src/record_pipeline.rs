@@ -268,7 +268,6 @@ pub fn write(md: &mut String, text: &str, root: &Path) -> Result {
     )?;
     let bad: u64 = pts.iter().map(|p| p.bad).sum();
     writeln!(md, "\nResult checks: {bad} mismatches over all runs.")?;
-    writeln!(md, "\nRaw lines (`pipeline.jsonl`):\n\n```\n{text}```")?;
 
     std::fs::create_dir_all(root.join("docs"))?;
     std::fs::write(root.join("docs/pipeline-chunks.svg"), svg(&bs, &ns))?;
@@ -376,4 +375,43 @@ fn svg(berth: &[&Point], nvcc: &[&Point]) -> String {
         );
     }
     s + "</svg>\n"
+}
+
+/// A targeted run's pipeline lines (usually the compute-heavy workload only): one row per
+/// line, named by its benchmark and the fields that tell its variant apart.
+pub fn write_short(md: &mut String, text: &str, _root: &Path) -> Result {
+    writeln!(
+        md,
+        "\n### Overlap workload (4 GiB in + 4 GiB out)\n\n| run | input GB/s |\n|---|---:|"
+    )?;
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let what = match (v["impl"].as_str(), v["bench"].as_str()) {
+            (Some("berth"), Some("bidirectional_copies")) => {
+                "berth: copies only, both directions at once on two streams".to_owned()
+            }
+            (Some("nvcc"), Some("bidirectional_copies")) => {
+                "CUDA C++: the same copies (`cudaMemcpyAsync`)".to_owned()
+            }
+            (Some("nvcc"), Some("zero_copy")) => format!(
+                "CUDA C++: zero-copy kernel, x and y in mapped host memory ({} blocks)",
+                v["blocks"]
+            ),
+            (i, b) => {
+                let mut label = format!("{} {}", i.unwrap_or("?"), b.unwrap_or("?"));
+                for f in ["streams", "chunk_bytes", "progress", "flags"] {
+                    if !v[f].is_null() {
+                        label += &format!(", {f} {}", v[f]);
+                    }
+                }
+                label
+            }
+        };
+        writeln!(
+            md,
+            "| {what} | {:.1} |",
+            v["gbps_in"].as_f64().unwrap_or(f64::NAN)
+        )?;
+    }
+    Ok(())
 }

@@ -149,7 +149,7 @@ fn write_crossover_svg(points: &[(f64, f64, f64)]) -> Result {
     Ok(())
 }
 
-pub fn write(md: &mut String, text: &str) -> Result {
+pub fn write(md: &mut String, text: &str, root: &std::path::Path) -> Result {
     let cells = parse(text)?;
     writeln!(md, "\n## Placement: memory kinds, copies, mapped access\n")?;
     writeln!(
@@ -313,7 +313,6 @@ pub fn write(md: &mut String, text: &str) -> Result {
             v["overlap"].as_f64().unwrap_or(f64::NAN)
         )?;
     }
-    crate::record_auto::write(md, text)?;
-    writeln!(md, "\nRaw lines (`placement.jsonl`):\n\n```\n{text}```")?;
+    crate::record_auto::write(md, text, root)?;
     Ok(())
 }

@@ -79,9 +79,6 @@ pub fn write(md: &mut String, text: &str) -> Result {
         "| mailbox throughput (jobs/s, ring full) | {bt:.0} | {nt:.0} | {:.2} | |",
         bt / nt
     )?;
-    writeln!(
-        md,
-        "\nReplies checked: {bad} wrong.\n\nRaw lines (`signals.jsonl`):\n\n```\n{text}```"
-    )?;
+    writeln!(md, "\nReplies checked: {bad} wrong.")?;
     Ok(())
 }

@@ -329,10 +329,10 @@ fn sanitize_section(md: &mut String, sanitize: &str) -> Result {
                     );
                     device_errors += e.saturating_sub(a);
                     let r = s(&v["result"]);
-                    if r == "pass" {
+                    if r == "pass" || r == "no-cuda" {
                         pass += 1;
                     }
-                    let r = if r == "pass" { r } else { format!("**{r}**") };
+                    let r = if r == "pass" || r == "no-cuda" { r } else { format!("**{r}**") };
                     format!("{r} · {e} ({a} API) · {} s", s(&v["seconds"]))
                 }
             };

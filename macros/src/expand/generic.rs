@@ -9,8 +9,8 @@
 //! instances that exist.
 
 use super::{
-    LaunchFn, body_fn, body_ident, descriptor, entry, launch_fn, launcher_docs, pipelined_fn,
-    sim_entry,
+    Embedded, LaunchFn, body_fn, body_ident, descriptor, entry, launch_fn, launcher_docs,
+    pipelined_fn, sim_entry,
 };
 use crate::parse::Options;
 use crate::validate::{ArgKind, Instance, Kernel};
@@ -22,7 +22,7 @@ pub fn kernel(
     opts: &Options,
     k: &Kernel,
     instances: &[Instance],
-    ptx: Option<&str>,
+    files: Embedded<'_>,
 ) -> TokenStream {
     let body_fn = body_fn(opts, k);
     let tr = trait_ident(k);
@@ -33,7 +33,7 @@ pub fn kernel(
         let callee = callee(k, inst);
         items.push(entry(opts, &ki, &callee));
         items.push(sim_entry(opts, &ki, &callee));
-        items.push(descriptor(opts, &ki, ptx));
+        items.push(descriptor(opts, &ki, files));
         impls.push(instance_impl(opts, &ki, inst, &tr));
     }
     let launcher = launcher(opts, k, instances, &tr);

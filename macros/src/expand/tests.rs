@@ -2,6 +2,7 @@
 //! through `prettyplease`, and the messages of misuse. The snapshots are in `snapshots/`;
 //! regenerate them with `INSTA_UPDATE=always cargo test -p berth-macros` and review the diff.
 
+use crate::expand::Embedded;
 use proc_macro2::{TokenStream, TokenTree};
 use quote::quote;
 
@@ -10,7 +11,7 @@ const PTX: Option<&str> = Some("/path/k.ptx");
 
 /// Expand `#[gpu_kernel(args)] item` and pretty-print the result.
 fn expand_with(args: TokenStream, item: TokenStream, ptx: Option<&str>) -> String {
-    let out = crate::expand::gpu_kernel(args, item, ptx);
+    let out = crate::expand::gpu_kernel(args, item, Embedded::ptx(ptx));
     let file: syn::File = syn::parse2(out.clone())
         .unwrap_or_else(|e| panic!("the expansion is not a valid file ({e}):\n{out}"));
     prettyplease::unparse(&file)
@@ -42,7 +43,7 @@ fn compile_errors(tokens: TokenStream, out: &mut Vec<String>) {
 
 /// The messages of `#[gpu_kernel(args)] item`, one per line; panics when there are none.
 fn errors_with(args: TokenStream, item: TokenStream) -> String {
-    let out = crate::expand::gpu_kernel(args, item, PTX);
+    let out = crate::expand::gpu_kernel(args, item, Embedded::ptx(PTX));
     // The expansion must stay valid Rust whatever the mistake, so that rustc reports only the
     // macro's own errors.
     syn::parse2::<syn::File>(out.clone())
@@ -222,7 +223,7 @@ fn no_ptx_message() {
         quote!(
             pub fn k(x: &[f32]) {}
         ),
-        None,
+        Embedded::default(),
     );
     let mut msgs = Vec::new();
     compile_errors(out, &mut msgs);
@@ -359,7 +360,7 @@ fn error_keeps_item() {
                 0
             }
         ),
-        PTX,
+        Embedded::ptx(PTX),
     );
     let file: syn::File = syn::parse2(out).expect("valid file");
     insta::assert_snapshot!(prettyplease::unparse(&file));
@@ -450,5 +451,27 @@ fn error_generics() {
                 pub fn scale<T: Copy>(x: &mut [T]) {}
             }
         )
+    );
+}
+
+#[test]
+fn embedded_sass() {
+    // Where ptxas made a cubin, the descriptor embeds it with its architecture.
+    let out = crate::expand::gpu_kernel(
+        TokenStream::new(),
+        quote!(
+            pub fn k(x: &[f32]) {}
+        ),
+        Embedded {
+            ptx: PTX,
+            cubin: Some(("/path/k.cubin", "sm_90")),
+        },
+    );
+    let text = out.to_string();
+    assert!(
+        text.contains(
+            "sass : :: core :: option :: Option :: Some (:: berth :: __private :: Sass { arch : \"sm_90\" , cubin : include_bytes ! (\"/path/k.cubin\") , })"
+        ),
+        "{text}"
     );
 }

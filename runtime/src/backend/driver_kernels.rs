@@ -1,12 +1,13 @@
-//! Kernels on the CUDA driver: one PTX module per kernel crate, loaded (and checked against
-//! every launcher of the crate) on first use, the function cache, launches and graphs.
+//! Kernels on the CUDA driver: one module per kernel crate, loaded (and checked against
+//! every launcher of the crate) on first use — its SASS where the build made some for this
+//! GPU, else its PTX, which the driver JIT-compiles — the function cache, launches and graphs.
 
 use crate::backend::driver::Driver;
 use crate::backend::driver_launch;
-use crate::backend::{GraphExec, GraphNode, KernelOps};
+use crate::backend::{ContextOps, GraphExec, GraphNode, KernelOps};
 use crate::error::{Error, Result};
 use crate::launch::grid::Grid;
-use crate::launch::kernel::{Kernel, registered_kernels};
+use crate::launch::kernel::{Kernel, Sass, crate_sass, registered_kernels};
 use cudarc::driver::{result, sys};
 use std::ffi::{CString, c_void};
 
@@ -22,12 +23,47 @@ impl Driver {
             crate::ptx::check_kernel(k)?;
         }
         crate::ptx::check_kernel(kernel)?;
+        let force_ptx = std::env::var(LOAD_ENV).is_ok_and(|v| v == "ptx");
+        let sass = crate_sass(kernel.crate_name);
+        let module = match choose_image(sass.as_ref(), self.compute_capability().ok(), force_ptx) {
+            Image::Sass(sass) => match load_cubin(sass.cubin) {
+                Ok(m) => {
+                    tracing::debug!(
+                        krate = kernel.crate_name,
+                        arch = sass.arch,
+                        "SASS module loaded"
+                    );
+                    m
+                }
+                Err(e) => {
+                    let (name, message) = crate::error::describe(e);
+                    tracing::debug!(
+                        krate = kernel.crate_name,
+                        arch = sass.arch,
+                        "the driver rejected the SASS ({name}: {message}); loading the PTX"
+                    );
+                    self.load_ptx(kernel)?
+                }
+            },
+            Image::Ptx(why) => {
+                let m = self.load_ptx(kernel)?;
+                tracing::debug!(krate = kernel.crate_name, why, "PTX module loaded (JIT)");
+                m
+            }
+        };
+        self.faults.record.install(module)?;
+        self.faults.state.index_strings(module, kernel.ptx);
+        modules.insert(kernel.crate_name, module);
+        Ok(module)
+    }
+
+    fn load_ptx(&self, kernel: &'static Kernel) -> Result<sys::CUmodule> {
         let src = CString::new(kernel.ptx).map_err(|_| Error::Module {
             kernel: kernel.name,
             reason: "the embedded PTX contains a NUL byte".into(),
         })?;
         // SAFETY: `src` is a NUL-terminated PTX image; the context is current (bind).
-        let module = unsafe { result::module::load_data(src.as_ptr().cast()) }.map_err(|e| {
+        unsafe { result::module::load_data(src.as_ptr().cast()) }.map_err(|e| {
             let (name, message) = crate::error::describe(e);
             Error::Module {
                 kernel: kernel.name,
@@ -36,13 +72,50 @@ impl Driver {
                     kernel.crate_name
                 ),
             }
-        })?;
-        self.faults.record.install(module)?;
-        self.faults.state.index_strings(module, kernel.ptx);
-        tracing::debug!(krate = kernel.crate_name, "PTX module loaded");
-        modules.insert(kernel.crate_name, module);
-        Ok(module)
+        })
     }
+}
+
+/// `BERTH_LOAD=ptx`: load every kernel crate's PTX even where its SASS would run (to measure
+/// the JIT, or to rule the cubin out).
+pub(crate) const LOAD_ENV: &str = "BERTH_LOAD";
+
+/// Which image of a kernel crate to load.
+#[derive(Debug)]
+enum Image<'a> {
+    /// The SASS, which runs on this GPU.
+    Sass(&'a Sass),
+    /// The PTX (JIT-compiled by the driver), and why not SASS.
+    Ptx(&'static str),
+}
+
+/// The crate's SASS where it runs on a GPU of compute capability `cc`, else its PTX.
+fn choose_image(sass: Option<&Sass>, cc: Option<(i32, i32)>, force_ptx: bool) -> Image<'_> {
+    match (sass, cc) {
+        _ if force_ptx => Image::Ptx("BERTH_LOAD=ptx"),
+        (None, _) => Image::Ptx("built without SASS"),
+        (Some(_), None) => Image::Ptx("compute capability unknown"),
+        (Some(s), Some(cc)) if s.runs_on(cc) => Image::Sass(s),
+        (Some(_), Some(_)) => Image::Ptx("SASS for another architecture"),
+    }
+}
+
+/// Load a cubin image into the current context.
+fn load_cubin(cubin: &[u8]) -> std::result::Result<sys::CUmodule, cudarc::driver::DriverError> {
+    // The driver reads the ELF image in place: give it 8-byte aligned storage (an embedded
+    // `include_bytes!` is only byte-aligned).
+    let mut aligned = vec![0u64; cubin.len().div_ceil(8)];
+    // SAFETY: `aligned` has at least `cubin.len()` bytes; the two do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            cubin.as_ptr(),
+            aligned.as_mut_ptr().cast::<u8>(),
+            cubin.len(),
+        );
+    }
+    // SAFETY: `aligned` holds a complete cubin and outlives the call (the driver copies it);
+    // the context is current (bind).
+    unsafe { result::module::load_data(aligned.as_ptr().cast()) }
 }
 
 impl KernelOps for Driver {
@@ -100,5 +173,55 @@ impl KernelOps for Driver {
 
     fn graph_drop(&self, exec: GraphExec) {
         driver_launch::destroy(exec);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static SM_90: Sass = Sass {
+        arch: "sm_90",
+        cubin: b"",
+    };
+
+    #[test]
+    fn sass_where_it_runs_else_ptx() {
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((9, 0)), false),
+            Image::Sass(s) if std::ptr::eq(s, &SM_90)
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((8, 0)), false),
+            Image::Ptx(_)
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((10, 0)), false),
+            Image::Ptx(_)
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((9, 0)), true),
+            Image::Ptx("BERTH_LOAD=ptx")
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), None, false),
+            Image::Ptx(_)
+        ));
+        assert!(matches!(
+            choose_image(None, Some((9, 0)), false),
+            Image::Ptx(_)
+        ));
+    }
+
+    #[test]
+    fn sass_runs_on_its_major_version() {
+        let sm = |arch| Sass { arch, cubin: b"" };
+        assert!(sm("sm_80").runs_on((8, 6)));
+        assert!(!sm("sm_86").runs_on((8, 0)));
+        assert!(sm("sm_90a").runs_on((9, 0)));
+        assert!(!sm("sm_90a").runs_on((9, 1)));
+        assert!(!sm("sm_100").runs_on((9, 0)));
+        assert!(sm("sm_100").runs_on((10, 0)));
+        assert!(!sm("compute_90").runs_on((9, 0)));
     }
 }

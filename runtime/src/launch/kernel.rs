@@ -1,5 +1,5 @@
-//! Kernel descriptors: what `#[gpu_kernel]` records about each kernel (name, PTX, parameter
-//! layout, simulator entry, declared block shape), and their registry.
+//! Kernel descriptors: what `#[gpu_kernel]` records about each kernel (name, PTX, SASS,
+//! parameter layout, simulator entry, declared block shape), and their registry.
 
 /// What one PTX parameter of a kernel is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +86,10 @@ pub struct Kernel {
     pub crate_name: &'static str,
     /// The crate's PTX.
     pub ptx: &'static str,
+    /// The crate's SASS for one architecture, where ptxas was found at build time: loaded
+    /// first on a GPU that runs it, so the first launch needs no JIT compilation. One
+    /// descriptor of the crate carries it (the image is embedded once); [`crate_sass`] finds it.
+    pub sass: Option<Sass>,
     /// PTX parameters in order.
     pub params: &'static [Param],
     /// `file:line` of the kernel's definition.
@@ -101,9 +105,58 @@ pub struct Kernel {
     pub block: Option<[u32; 3]>,
 }
 
+/// A kernel crate's machine code (a cubin) and the architecture it was assembled for.
+#[derive(Clone, Copy)]
+pub struct Sass {
+    /// `sm_NN` (or `sm_NNa`), as `BERTH_ARCH` named it.
+    pub arch: &'static str,
+    /// The cubin (an ELF image).
+    pub cubin: &'static [u8],
+}
+
+impl std::fmt::Debug for Sass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sass")
+            .field("arch", &self.arch)
+            .field("cubin_bytes", &self.cubin.len())
+            .finish()
+    }
+}
+
+impl Sass {
+    /// Whether a GPU of compute capability `major.minor` runs this code: SASS runs on the
+    /// same major version with an equal or higher minor one, except the architecture-specific
+    /// `sm_NNa`, which runs only on exactly that GPU.
+    pub fn runs_on(&self, (major, minor): (i32, i32)) -> bool {
+        let Some(digits) = self.arch.strip_prefix("sm_") else {
+            return false;
+        };
+        let (digits, specific) = match digits.strip_suffix('a') {
+            Some(d) => (d, true),
+            None => (digits, false),
+        };
+        let Ok(n) = digits.parse::<i32>() else {
+            return false;
+        };
+        let (m, n) = (n / 10, n % 10);
+        if specific {
+            (major, minor) == (m, n)
+        } else {
+            major == m && minor >= n
+        }
+    }
+}
+
 /// Registration of a kernel descriptor, collected across the program.
 pub struct KernelRegistration(pub &'static Kernel);
 inventory::collect!(KernelRegistration);
+
+/// The SASS of the kernel crate `crate_name`, if its build embedded some.
+pub fn crate_sass(crate_name: &str) -> Option<Sass> {
+    registered_kernels()
+        .filter(|k| k.crate_name == crate_name)
+        .find_map(|k| k.sass)
+}
 
 /// Every kernel linked into this program.
 pub fn registered_kernels() -> impl Iterator<Item = &'static Kernel> {

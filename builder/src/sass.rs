@@ -1,0 +1,140 @@
+//! SASS next to the PTX: the kernel crate's PTX assembled by `ptxas` into a cubin for the
+//! build's architecture, so the first launch loads machine code instead of waiting for the
+//! driver's JIT compiler (hundreds of milliseconds for a crate of kernels, every process, when
+//! the driver's JIT cache is cold or off).
+
+use crate::ptxas::PtxasError;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Environment variable turning the cubin off (`off`): the crate then embeds PTX only.
+pub const SASS_ENV: &str = "BERTH_SASS";
+/// The environment variable the host build reads the cubin's path from.
+pub const CUBIN_ENV: &str = "BERTH_CUBIN";
+/// The environment variable the host build reads the cubin's architecture (`sm_90`) from.
+pub const CUBIN_ARCH_ENV: &str = "BERTH_CUBIN_ARCH";
+
+/// What a build did about SASS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sass {
+    /// The cubin, assembled for the build's architecture.
+    Cubin(PathBuf),
+    /// Turned off (`BERTH_SASS=off` or [`Builder::sass`](crate::Builder::sass)).
+    Off,
+    /// No cubin, and why (no ptxas found, or ptxas failed): the first launch will JIT.
+    Unavailable(String),
+}
+
+/// Whether the environment leaves SASS on (anything but `BERTH_SASS=off`).
+pub fn sass_enabled() -> bool {
+    std::env::var(SASS_ENV).map_or(true, |v| v != "off")
+}
+
+/// Assemble `ptx` into the cubin `out` for `arch` (`ptxas -arch=<arch> -O3`).
+pub fn assemble(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<(), PtxasError> {
+    let res = Command::new(ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg("-O3")
+        .arg(ptx)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .map_err(|e| PtxasError::Spawn(ptxas.to_owned(), e))?;
+    if !res.status.success() {
+        return Err(PtxasError::Rejected {
+            file: ptx.to_owned(),
+            stderr: String::from_utf8_lossy(&res.stderr).into_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The SASS for the PTX at `ptx`, written beside it as `<stem>.cubin`: `ptxas` from
+/// [`find_ptxas`](crate::find_ptxas). Never fails the build: without ptxas, or when it
+/// rejects the PTX, the reason comes back and the crate keeps its PTX alone.
+pub(crate) fn build_cubin(ptx: &Path, arch: &str) -> Sass {
+    let Some(ptxas) = crate::find_ptxas() else {
+        return Sass::Unavailable(
+            "no ptxas found ($BERTH_PTXAS, PATH, a CUDA toolkit or `pip install \
+             nvidia-cuda-nvcc`)"
+                .into(),
+        );
+    };
+    let out = ptx.with_extension("cubin");
+    match assemble(&ptxas, ptx, arch, &out) {
+        Ok(()) => Sass::Cubin(out),
+        Err(e) => Sass::Unavailable(e.to_string()),
+    }
+}
+
+/// The SM number (`90` for `sm_90`) a cubin's ELF header names, or `None` if `image` is not
+/// a CUDA ELF (machine `EM_CUDA`, 190). The field moved in the CUDA 12.8 ELF ABI (version 8):
+/// bits 8..16 of `e_flags`, before that bits 0..8.
+pub fn cubin_sm(image: &[u8]) -> Option<u32> {
+    const EM_CUDA: u16 = 190;
+    if image.len() < 52 || &image[..4] != b"\x7fELF" || image[4] != 2 || image[5] != 1 {
+        return None;
+    }
+    let machine = u16::from_le_bytes([image[18], image[19]]);
+    if machine != EM_CUDA {
+        return None;
+    }
+    let flags = u32::from_le_bytes(image[48..52].try_into().ok()?);
+    let abi_version = image[8];
+    Some(if abi_version >= 8 {
+        (flags >> 8) & 0xff
+    } else {
+        flags & 0xff
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TINY_PTX: &str =
+        ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n";
+
+    #[test]
+    fn cubin_is_assembled_for_the_arch() {
+        let Some(ptxas) = crate::find_ptxas() else {
+            assert!(
+                std::env::var("CI").is_err(),
+                "ptxas not found and CI is set: install it with `pip install nvidia-cuda-nvcc==13.0.88`"
+            );
+            eprintln!("ptxas not found: skipping the cubin check (set CI=true to make this fail)");
+            return;
+        };
+        let dir = std::env::temp_dir().join(format!("berth-sass-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ptx = dir.join("k.ptx");
+        std::fs::write(&ptx, TINY_PTX).unwrap();
+        let out = dir.join("k.cubin");
+        assemble(&ptxas, &ptx, "sm_90", &out).unwrap_or_else(|e| panic!("{e}"));
+        let image = std::fs::read(&out).unwrap();
+        assert_eq!(cubin_sm(&image), Some(90));
+        assert_eq!(build_cubin(&ptx, "sm_90"), Sass::Cubin(out));
+        // PTX ptxas rejects: the build goes on without SASS and says why.
+        std::fs::write(&ptx, "not ptx").unwrap();
+        assert!(matches!(build_cubin(&ptx, "sm_90"), Sass::Unavailable(_)));
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn elf_header_names_the_sm() {
+        let mut image = vec![0u8; 64];
+        image[..4].copy_from_slice(b"\x7fELF");
+        image[4] = 2;
+        image[5] = 1;
+        image[18..20].copy_from_slice(&190u16.to_le_bytes());
+        image[8] = 8;
+        image[48..52].copy_from_slice(&0x0600_5a04u32.to_le_bytes());
+        assert_eq!(cubin_sm(&image), Some(90));
+        image[8] = 7;
+        image[48..52].copy_from_slice(&0x0050_0550u32.to_le_bytes());
+        assert_eq!(cubin_sm(&image), Some(0x50));
+        image[18] = 62; // x86-64
+        assert_eq!(cubin_sm(&image), None);
+        assert_eq!(cubin_sm(b"\x7fELF"), None);
+    }
+}

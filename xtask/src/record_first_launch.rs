@@ -1,0 +1,65 @@
+//! The first-launch section of `BENCHMARKS.md`, from `firstlaunch.jsonl` (the `first_launch`
+//! binary, one fresh process per line, the driver's JIT cache off: the examples' module loaded
+//! as SASS and, with `BERTH_LOAD=ptx`, as PTX).
+
+use std::fmt::Write as _;
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+use crate::record::median;
+
+pub fn write(md: &mut String, text: &str) -> Result {
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(line)?);
+    }
+    writeln!(md, "\n## First launch: a fresh process, no JIT cache\n")?;
+    writeln!(
+        md,
+        "`Gpu::new()`, then the first `saxpy` launch until it has finished (`tests/src/bin/first_launch.rs`): the launch loads the examples crate's module — the SASS the build embedded (ptxas, `-O3`), or its PTX, which the driver JIT-compiles (`BERTH_LOAD=ptx`). One process per run, `CUDA_CACHE_DISABLE=1`; medians over the runs, the range in brackets.\n"
+    )?;
+    writeln!(
+        md,
+        "| module loaded | runs | `Gpu::new()` ms | first launch ms | second launch ms | bad |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|")?;
+    for module in ["sass", "ptx"] {
+        let of: Vec<&serde_json::Value> = rows.iter().filter(|r| r["module"] == module).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let field = |f: &str| -> Vec<f64> { of.iter().filter_map(|r| r[f].as_f64()).collect() };
+        let first = field("ms");
+        let (lo, hi) = first
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &x| {
+                (a.min(x), b.max(x))
+            });
+        let bad: u64 = of.iter().map(|r| r["bad"].as_u64().unwrap_or(1)).sum();
+        writeln!(
+            md,
+            "| {module} | {} | {:.1} | **{:.1}** [{lo:.1}–{hi:.1}] | {:.3} | {bad} |",
+            of.len(),
+            median(&field("init_ms")),
+            median(&first),
+            median(&field("second_ms")),
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn table_has_a_row_per_module() {
+        let text = "{\"bench\":\"first_launch\",\"module\":\"sass\",\"crate\":\"berth_examples\",\"kernel\":\"saxpy\",\"init_ms\":120.0,\"ms\":4.0,\"second_ms\":0.02,\"bad\":0,\"round\":1}\n\
+{\"bench\":\"first_launch\",\"module\":\"ptx\",\"crate\":\"berth_examples\",\"kernel\":\"saxpy\",\"init_ms\":121.0,\"ms\":250.0,\"second_ms\":0.02,\"bad\":0,\"round\":1}\n";
+        let mut md = String::new();
+        super::write(&mut md, text).unwrap();
+        assert!(
+            md.contains("| sass | 1 | 120.0 | **4.0** [4.0–4.0] | 0.020 | 0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| ptx | 1 | 121.0 | **250.0**"), "{md}");
+    }
+}
