@@ -501,7 +501,11 @@ fn check_kernel(opts: &str, item: &str) -> Result<(), TestCaseError> {
     let input = format!("#[gpu_kernel({opts})] {item}");
     let args_empty = args.is_empty();
     let out = expand_or_fail("#[gpu_kernel]", &input, || {
-        crate::expand::gpu_kernel(args, tokens.clone(), Some("/p/k.ptx"))
+        crate::expand::gpu_kernel(
+            args,
+            tokens.clone(),
+            crate::expand::Embedded::ptx(Some("/p/k.ptx")),
+        )
     })?;
     let empty = args_empty && tokens.is_empty();
     check_errors("#[gpu_kernel]", &input, empty, &out)?;
@@ -597,7 +601,8 @@ fn first_error(out: TokenStream) -> (String, Span) {
 #[test]
 fn an_item_syn_does_not_know_is_pointed_at() {
     let item = TokenStream::from_str("struct fn k() {}").unwrap();
-    let out = crate::expand::gpu_kernel(TokenStream::new(), item, None);
+    let out =
+        crate::expand::gpu_kernel(TokenStream::new(), item, crate::expand::Embedded::ptx(None));
     let (msg, span) = first_error(out);
     assert!(msg.contains("applies to a free function"), "{msg}");
     assert!(!is_call_site(span), "{msg}");
@@ -623,7 +628,11 @@ fn an_option_missing_its_value_is_reported_at_its_name() {
         "instances",
     ] {
         let item = TokenStream::from_str("pub fn k() {}").unwrap();
-        let out = crate::expand::gpu_kernel(TokenStream::from_str(opts).unwrap(), item, None);
+        let out = crate::expand::gpu_kernel(
+            TokenStream::from_str(opts).unwrap(),
+            item,
+            crate::expand::Embedded::ptx(None),
+        );
         let (msg, span) = first_error(out);
         assert!(!is_call_site(span), "#[gpu_kernel({opts})]: {msg}");
     }

@@ -332,7 +332,11 @@ fn sanitize_section(md: &mut String, sanitize: &str) -> Result {
                     if r == "pass" || r == "no-cuda" {
                         pass += 1;
                     }
-                    let r = if r == "pass" || r == "no-cuda" { r } else { format!("**{r}**") };
+                    let r = if r == "pass" || r == "no-cuda" {
+                        r
+                    } else {
+                        format!("**{r}**")
+                    };
                     format!("{r} · {e} ({a} API) · {} s", s(&v["seconds"]))
                 }
             };
