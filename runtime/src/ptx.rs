@@ -125,13 +125,18 @@ pub fn byte_globals(ptx: &str) -> Vec<(String, Vec<u8>)> {
 
 /// Check that `kernel`'s PTX entry has exactly the parameters its launcher passes.
 pub fn check_kernel(kernel: &Kernel) -> Result<()> {
+    check_against(kernel, &entries(kernel.ptx))
+}
+
+/// [`check_kernel`] against the already parsed entries of the kernel's PTX, so that the
+/// launchers of one crate are checked with one pass over its PTX.
+pub fn check_against(kernel: &Kernel, all: &[PtxEntry]) -> Result<()> {
     let fail = |reason: String| {
         Err(Error::Module {
             kernel: kernel.name,
             reason,
         })
     };
-    let all = entries(kernel.ptx);
     let Some(entry) = all.iter().find(|e| e.name == kernel.name) else {
         return fail(format!(
             "no `.entry {}` in the PTX of crate `{}`; rebuild it",

@@ -16,15 +16,22 @@ pub fn write(md: &mut String, text: &str) -> Result {
     writeln!(md, "\n## First launch: a fresh process, no JIT cache\n")?;
     writeln!(
         md,
-        "`Gpu::new()`, then the first `saxpy` launch until it has finished (`tests/src/bin/first_launch.rs`): the launch loads the examples crate's module — the SASS the build embedded (ptxas, `-O3`), or its PTX, which the driver JIT-compiles (`BERTH_LOAD=ptx`). One process per run, `CUDA_CACHE_DISABLE=1`; medians over the runs, the range in brackets.\n"
+        "`Gpu::new()`, then the first `saxpy` launch until it has finished (`tests/src/bin/first_launch.rs`): the launch loads the examples crate's module — the SASS the build embedded (ptxas, `-O3`), or its PTX, which the driver JIT-compiles (`BERTH_LOAD=ptx`). The CUDA C++ reference (`bench/first_launch.cu`, same run) does the same with `cudaFree(0)` in place of `Gpu::new()` and its one-kernel program's SASS. One process per run, `CUDA_CACHE_DISABLE=1`; medians over the runs, the range in brackets.\n"
     )?;
     writeln!(
         md,
-        "| module loaded | runs | `Gpu::new()` ms | first launch ms | second launch ms | bad |"
+        "| program, module loaded | runs | init ms | first launch ms | second launch ms | bad |"
     )?;
     writeln!(md, "|---|---:|---:|---:|---:|---:|")?;
-    for module in ["sass", "ptx"] {
-        let of: Vec<&serde_json::Value> = rows.iter().filter(|r| r["module"] == module).collect();
+    for (label, nvcc, module) in [
+        ("CUDA C++ (nvcc, sm_90 SASS)", true, "sass"),
+        ("berth, sass", false, "sass"),
+        ("berth, ptx", false, "ptx"),
+    ] {
+        let of: Vec<&serde_json::Value> = rows
+            .iter()
+            .filter(|r| r["module"] == module && (r["impl"] == "nvcc") == nvcc)
+            .collect();
         if of.is_empty() {
             continue;
         }
@@ -38,7 +45,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
         let bad: u64 = of.iter().map(|r| r["bad"].as_u64().unwrap_or(1)).sum();
         writeln!(
             md,
-            "| {module} | {} | {:.1} | **{:.1}** [{lo:.1}–{hi:.1}] | {:.3} | {bad} |",
+            "| {label} | {} | {:.1} | **{:.1}** [{lo:.1}–{hi:.1}] | {:.3} | {bad} |",
             of.len(),
             median(&field("init_ms")),
             median(&first),
@@ -52,14 +59,21 @@ pub fn write(md: &mut String, text: &str) -> Result {
 mod tests {
     #[test]
     fn table_has_a_row_per_module() {
-        let text = "{\"bench\":\"first_launch\",\"module\":\"sass\",\"crate\":\"berth_examples\",\"kernel\":\"saxpy\",\"init_ms\":120.0,\"ms\":4.0,\"second_ms\":0.02,\"bad\":0,\"round\":1}\n\
+        let text = "{\"impl\":\"nvcc\",\"bench\":\"first_launch\",\"module\":\"sass\",\"kernel\":\"saxpy\",\"init_ms\":100.0,\"ms\":1.5,\"second_ms\":0.01,\"bad\":0,\"round\":1}\n\
+{\"bench\":\"first_launch\",\"module\":\"sass\",\"crate\":\"berth_examples\",\"kernel\":\"saxpy\",\"init_ms\":120.0,\"ms\":4.0,\"second_ms\":0.02,\"bad\":0,\"round\":1}\n\
 {\"bench\":\"first_launch\",\"module\":\"ptx\",\"crate\":\"berth_examples\",\"kernel\":\"saxpy\",\"init_ms\":121.0,\"ms\":250.0,\"second_ms\":0.02,\"bad\":0,\"round\":1}\n";
         let mut md = String::new();
         super::write(&mut md, text).unwrap();
         assert!(
-            md.contains("| sass | 1 | 120.0 | **4.0** [4.0–4.0] | 0.020 | 0 |"),
+            md.contains("| berth, sass | 1 | 120.0 | **4.0** [4.0–4.0] | 0.020 | 0 |"),
             "{md}"
         );
-        assert!(md.contains("| ptx | 1 | 121.0 | **250.0**"), "{md}");
+        assert!(md.contains("| berth, ptx | 1 | 121.0 | **250.0**"), "{md}");
+        assert!(
+            md.contains(
+                "| CUDA C++ (nvcc, sm_90 SASS) | 1 | 100.0 | **1.5** [1.5–1.5] | 0.010 | 0 |"
+            ),
+            "{md}"
+        );
     }
 }

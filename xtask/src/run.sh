@@ -51,11 +51,21 @@ run_launches() {
 # A fresh process's first launch, SASS and PTX interleaved, JIT cache off -> firstlaunch.jsonl.
 run_firstlaunch() {
   : > "$out/firstlaunch.jsonl"
+  local ref=""
+  if nvcc -O3 -arch=sm_90 -o "$here/first_launch_ref" "$here/first_launch.cu" 2>&1; then
+    ref="$here/first_launch_ref"
+  else
+    echo "first_launch.cu: nvcc failed"; fail=1
+  fi
   for round in 1 2 3 4 5; do
+    [[ -n $ref ]] && { CUDA_CACHE_DISABLE=1 "$ref" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1; }
     CUDA_CACHE_DISABLE=1 "$here/bin/first_launch" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1
     CUDA_CACHE_DISABLE=1 BERTH_LOAD=ptx "$here/bin/first_launch" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1
   done
+  # One more SASS run with the module load's phases logged.
+  CUDA_CACHE_DISABLE=1 RUST_LOG=berth_runtime=debug "$here/bin/first_launch" > /dev/null 2> "$out/firstlaunch.log" || fail=1
   cat "$out/firstlaunch.jsonl"
+  grep -a "module ready" "$out/firstlaunch.log" || true
 }
 
 # The signal benchmarks: CUDA C++ and berth, interleaved, two rounds -> signals.jsonl.

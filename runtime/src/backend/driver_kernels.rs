@@ -10,6 +10,7 @@ use crate::launch::grid::Grid;
 use crate::launch::kernel::{Kernel, Sass, crate_sass, registered_kernels};
 use cudarc::driver::{result, sys};
 use std::ffi::{CString, c_void};
+use std::time::Instant;
 
 impl Driver {
     fn module(&self, kernel: &'static Kernel) -> Result<sys::CUmodule> {
@@ -17,12 +18,16 @@ impl Driver {
         if let Some(m) = modules.get(kernel.crate_name) {
             return Ok(*m);
         }
+        let started = Instant::now();
         // Check every entry of the PTX against its launcher before anything runs: a stale
-        // PTX or a macro bug must be an error here, not memory corruption later.
+        // PTX or a macro bug must be an error here, not memory corruption later. One pass
+        // over the PTX for the whole crate (it holds every kernel of the crate).
+        let entries = crate::ptx::entries(kernel.ptx);
         for k in registered_kernels().filter(|k| k.crate_name == kernel.crate_name) {
-            crate::ptx::check_kernel(k)?;
+            crate::ptx::check_against(k, &entries)?;
         }
-        crate::ptx::check_kernel(kernel)?;
+        crate::ptx::check_against(kernel, &entries)?;
+        let checked = started.elapsed();
         let force_ptx = std::env::var(LOAD_ENV).is_ok_and(|v| v == "ptx");
         let sass = crate_sass(kernel.crate_name);
         let module = match choose_image(sass.as_ref(), self.compute_capability().ok(), force_ptx) {
@@ -51,8 +56,16 @@ impl Driver {
                 m
             }
         };
+        let loaded = started.elapsed();
         self.faults.record.install(module)?;
         self.faults.state.index_strings(module, kernel.ptx);
+        tracing::debug!(
+            krate = kernel.crate_name,
+            check_ms = checked.as_secs_f64() * 1e3,
+            load_ms = (loaded - checked).as_secs_f64() * 1e3,
+            fault_setup_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
+            "module ready"
+        );
         modules.insert(kernel.crate_name, module);
         Ok(module)
     }

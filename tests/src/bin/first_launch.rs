@@ -6,7 +6,8 @@
 //! comparison. Run it with `CUDA_CACHE_DISABLE=1` to keep the driver's JIT cache out, and with
 //! `BERTH_LOAD=ptx` to force the PTX. One JSON line:
 //! `{"bench":"first_launch","module":"sass"|"ptx","crate":..,"kernel":..,"init_ms":..,"ms":..,"second_ms":..,"bad":..}`
-//! (`ms`: the first launch, module load included).
+//! (`ms`: the first launch, module load included). `bench/first_launch.cu` is the same in CUDA
+//! C++. With `RUST_LOG=berth_runtime=debug` the module load's phases are logged on stderr.
 
 use berth::{Gpu, Grid};
 use berth_examples::saxpy;
@@ -20,6 +21,11 @@ fn main() {
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
+    // `RUST_LOG=berth_runtime=debug` adds the module load's phases (check, load, fault
+    // set-up) on stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        berth_examples::cli::init_logging();
+    }
     let kernel = &berth_examples::__BERTH_KERNEL_saxpy;
     let forced_ptx = std::env::var("BERTH_LOAD").is_ok_and(|v| v == "ptx");
     let module = if berth::__private::crate_sass(kernel.crate_name).is_some() && !forced_ptx {
