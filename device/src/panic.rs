@@ -2,11 +2,14 @@
 //!
 //! The host runtime allocates one [`PanicRecord`] in mapped (zero-copy) host memory and
 //! stores its device address in the module global [`RECORD_SYMBOL`] when it loads a module.
-//! The first thread to fail claims the record (compare-and-swap on `state`), writes what it
-//! knows, publishes with a system-scope release store and traps; threads that lose the claim
-//! wait (bounded) for the winner to publish before they trap, since a trap ends the whole
-//! launch at once. The trap poisons the context; the host then reads the record, which lives
-//! in host memory and survives the context.
+//! The first thread to fail claims the record with a compare-and-swap on a claim word in
+//! *device* memory (the host link of a GPU such as the H200 has no native atomics on host
+//! memory: compute-sanitizer rejects system-scope atomics there), writes what it knows into
+//! the host record with plain stores, publishes with a system-scope release store of `state`
+//! and traps; threads that lose the claim wait (bounded) on the claim word for the winner to
+//! publish before they trap, since a trap ends the whole launch at once. The trap poisons the
+//! context; the host then reads the record, which lives in host memory and survives the
+//! context.
 //!
 //! Register pressure shapes this code. ptxas sizes a kernel's registers for everything it may
 //! call; `core::fmt` (which `core`'s own bounds checks use) costs ~56, which halves occupancy
@@ -24,8 +27,20 @@
 //! a `KernelFault` naming the kernel. The `#[panic_handler]` below (file name and constant
 //! messages) serves builds made without that flag.
 
-/// Name of the module global holding the device address of the [`PanicRecord`].
+/// Name of the module global holding a [`PanicSlot`]: where the [`PanicRecord`] and its claim
+/// word live.
 pub const RECORD_SYMBOL: &str = "__berth_panic_record";
+
+/// What the runtime stores in each module's [`RECORD_SYMBOL`] global when it loads the module.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PanicSlot {
+    /// Device address of the [`PanicRecord`] (mapped host memory); null: no record.
+    pub record: u64,
+    /// Device address of a `u32` in device memory, [`state::EMPTY`] at first, that the
+    /// first failing thread claims with an atomic compare-and-swap.
+    pub claim: u64,
+}
 
 /// `state` values of a [`PanicRecord`].
 pub mod state {
@@ -136,37 +151,59 @@ mod gpu {
     use core::panic::Location;
     use core::sync::atomic::{AtomicU32, Ordering};
 
-    /// Device address of the host's record; null until the runtime sets it.
+    /// Where the host's record and its claim word are; null until the runtime sets them.
     #[unsafe(no_mangle)]
     #[used]
-    static mut __berth_panic_record: *mut PanicRecord = core::ptr::null_mut();
+    static mut __berth_panic_record: PanicSlot = PanicSlot {
+        record: 0,
+        claim: 0,
+    };
+
+    /// The record and its claim word, as `claim` found them.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Claimed {
+        rec: *mut PanicRecord,
+        claim: *mut u32,
+    }
 
     /// Spins a losing thread makes waiting for the winner to publish (~ms, never forever).
     const WAIT_SPINS: u32 = 1 << 20;
 
-    /// Claim the record. `Err(Some(rec))` when another thread holds it (wait on `rec`),
+    /// Claim the record. `Err(Some(c))` when another thread holds it (wait on `c`),
     /// `Err(None)` when there is no record.
     #[inline(always)]
-    fn claim() -> Result<*mut PanicRecord, Option<*mut PanicRecord>> {
+    fn claim() -> Result<Claimed, Option<Claimed>> {
         // SAFETY: the global is written only by the host, before any launch of this module.
-        let rec = unsafe { core::ptr::read_volatile(&raw const __berth_panic_record) };
-        if rec.is_null() {
+        let slot = unsafe { core::ptr::read_volatile(&raw const __berth_panic_record) };
+        if slot.record == 0 || slot.claim == 0 {
             return Err(None);
         }
-        match state_of(rec).compare_exchange(
+        let c = Claimed {
+            rec: slot.record as *mut PanicRecord,
+            claim: slot.claim as *mut u32,
+        };
+        // The compare-and-swap is on device memory: no atomic ever touches the host record.
+        match claim_word(c).compare_exchange(
             state::EMPTY,
             state::WRITING,
             Ordering::AcqRel,
             Ordering::Relaxed,
         ) {
-            Ok(_) => Ok(rec),
-            Err(_) => Err(Some(rec)),
+            Ok(_) => Ok(c),
+            Err(_) => Err(Some(c)),
         }
     }
 
     #[inline(always)]
+    fn claim_word<'a>(c: Claimed) -> &'a AtomicU32 {
+        // SAFETY: the runtime points the slot at a live, 4-aligned u32 of device memory that
+        // only this module's panic path accesses, and only atomically.
+        unsafe { AtomicU32::from_ptr(c.claim) }
+    }
+
+    #[inline(always)]
     fn state_of<'a>(rec: *mut PanicRecord) -> &'a AtomicU32 {
-        // SAFETY: the runtime points the global at a live, mapped, 4-aligned PanicRecord.
+        // SAFETY: the runtime points the slot at a live, mapped, 4-aligned PanicRecord.
         unsafe { AtomicU32::from_ptr(&raw mut (*rec).state) }
     }
 
@@ -194,13 +231,17 @@ mod gpu {
 
     /// Publish (winner) or wait for the winner (loser), then trap.
     #[inline(always)]
-    fn finish(claimed: Result<*mut PanicRecord, Option<*mut PanicRecord>>) -> ! {
+    fn finish(claimed: Result<Claimed, Option<Claimed>>) -> ! {
         match claimed {
-            // Release at system scope: the host that sees DONE sees every field.
-            Ok(r) => state_of(r).store(state::DONE, Ordering::Release),
-            Err(Some(r)) => {
+            Ok(c) => {
+                // Release at system scope (a plain store, not a read-modify-write): the host
+                // that sees DONE sees every field. Then let the losers go.
+                state_of(c.rec).store(state::DONE, Ordering::Release);
+                claim_word(c).store(state::DONE, Ordering::Release);
+            }
+            Err(Some(c)) => {
                 let mut spins = 0;
-                while state_of(r).load(Ordering::Acquire) != state::DONE && spins < WAIT_SPINS {
+                while claim_word(c).load(Ordering::Acquire) != state::DONE && spins < WAIT_SPINS {
                     spins += 1;
                 }
             }
@@ -217,7 +258,7 @@ mod gpu {
     #[cold]
     pub(crate) fn index_failure(i: usize, len: usize, loc: &Location<'_>) -> ! {
         let claimed = claim();
-        if let Ok(r) = claimed {
+        if let Ok(Claimed { rec: r, .. }) = claimed {
             write_common(r, kind::INDEX, loc);
             // SAFETY: claimed by this thread.
             unsafe {
@@ -239,7 +280,7 @@ mod gpu {
         loc: &Location<'_>,
     ) -> ! {
         let claimed = claim();
-        if let Ok(r) = claimed {
+        if let Ok(Claimed { rec: r, .. }) = claimed {
             write_common(r, kind::WINDOW, loc);
             // SAFETY: claimed by this thread.
             unsafe {
@@ -257,7 +298,7 @@ mod gpu {
     #[cold]
     pub(crate) fn message_failure(msg: &'static str, loc: &Location<'_>) -> ! {
         let claimed = claim();
-        if let Ok(r) = claimed {
+        if let Ok(Claimed { rec: r, .. }) = claimed {
             write_common(r, kind::MESSAGE, loc);
             // SAFETY: claimed by this thread.
             unsafe {
@@ -292,7 +333,7 @@ mod gpu {
     #[panic_handler]
     fn on_panic(info: &core::panic::PanicInfo<'_>) -> ! {
         let claimed = claim();
-        if let Ok(r) = claimed {
+        if let Ok(Claimed { rec: r, .. }) = claimed {
             if let Some(loc) = info.location() {
                 write_common(r, kind::PANIC, loc);
                 // SAFETY: claimed by this thread.

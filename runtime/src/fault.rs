@@ -4,7 +4,7 @@
 
 use crate::error::{Error, PanicReport, Result, describe};
 use crate::launch::Kernel;
-use berth_device::panic::{PanicRecord, RECORD_SYMBOL, kind, state};
+use berth_device::panic::{PanicRecord, PanicSlot, RECORD_SYMBOL, kind, state};
 use cudarc::driver::{DriverError, result, sys};
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -268,10 +268,12 @@ fn names(ks: &[&'static Kernel]) -> String {
     }
 }
 
-/// One [`PanicRecord`] in pinned host memory mapped into the device's address space.
+/// One [`PanicRecord`] in pinned host memory mapped into the device's address space, and the
+/// word of device memory that failing threads claim it with (atomics stay off host memory).
 pub(crate) struct MappedPanicRecord {
     host: *mut PanicRecord,
     device: sys::CUdeviceptr,
+    claim: sys::CUdeviceptr,
 }
 
 impl MappedPanicRecord {
@@ -288,7 +290,32 @@ impl MappedPanicRecord {
         unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host.cast(), 0) }
             .result()
             .map_err(|e| Error::driver("cuMemHostGetDevicePointer", e))?;
-        Ok(MappedPanicRecord { host, device })
+        let free_host = || {
+            // SAFETY: allocated just above, not handed out.
+            let _ = unsafe { result::free_host(host.cast()) };
+        };
+        // SAFETY: plain allocation call; the context is current.
+        let claim = match unsafe { result::malloc_sync(std::mem::size_of::<u32>()) } {
+            Ok(c) => c,
+            Err(e) => {
+                free_host();
+                return Err(Error::driver("cuMemAlloc", e));
+            }
+        };
+        // Zero bytes are `state::EMPTY`.
+        const _: () = assert!(state::EMPTY == 0);
+        // SAFETY: `claim` is a fresh 4-byte device allocation of this context.
+        if let Err(e) = unsafe { result::memset_d8_sync(claim, state::EMPTY as u8, 4) } {
+            // SAFETY: allocated just above, not handed out.
+            let _ = unsafe { result::free_sync(claim) };
+            free_host();
+            return Err(Error::driver("cuMemsetD8", e));
+        }
+        Ok(MappedPanicRecord {
+            host,
+            device,
+            claim,
+        })
     }
 
     /// Point `module`'s panic-record global at this record. Modules without a panic path
@@ -299,14 +326,16 @@ impl MappedPanicRecord {
         let Ok((ptr, size)) = (unsafe { result::module::get_global(module, name) }) else {
             return Ok(());
         };
-        if size != std::mem::size_of::<u64>() {
+        let want = std::mem::size_of::<PanicSlot>();
+        if size != want {
             return Err(Error::Module {
                 kernel: RECORD_SYMBOL,
-                reason: format!("panic-record global has {size} bytes, expected 8"),
+                reason: format!("panic-record global has {size} bytes, expected {want}"),
             });
         }
-        let value = [self.device];
-        // SAFETY: `ptr` is the 8-byte global found above; `value` is 8 bytes.
+        let value = [self.device, self.claim];
+        // SAFETY: `ptr` is the 16-byte `PanicSlot` global found above; `value` is its two
+        // `u64` fields in order.
         unsafe { result::memcpy_htod_sync(ptr, &value[..]) }
             .map_err(|e| Error::driver("cuMemcpyHtoD", e))
     }
@@ -362,5 +391,7 @@ impl MappedPanicRecord {
     pub(crate) fn free(&self) {
         // SAFETY: allocated by cuMemHostAlloc in this context; freed once, from Inner::drop.
         let _ = unsafe { result::free_host(self.host.cast()) };
+        // SAFETY: allocated by cuMemAlloc in this context; freed once, from Inner::drop.
+        let _ = unsafe { result::free_sync(self.claim) };
     }
 }
