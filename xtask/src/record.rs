@@ -171,10 +171,12 @@ pub fn run(dir: PathBuf) -> Result {
             targeted(&t, &t.machine()?, &root)?;
         }
     } else if TARGETED.iter().any(|s| !run.read(s.file).trim().is_empty()) {
-        targeted(&run, &machine, &root)?;
-        if !same_dir(&run.dir, &results.join("targeted")) {
-            save_raw(&run, &machine, TARGETED, &results.join("targeted"))?;
+        let targeted_dir = results.join("targeted");
+        if !same_dir(&run.dir, &targeted_dir) {
+            save_targeted(&run, &machine, &targeted_dir)?;
         }
+        let t = Run { dir: targeted_dir };
+        targeted(&t, &t.machine()?, &root)?;
     }
 
     let summary = run.read("summary.txt");
@@ -208,6 +210,28 @@ fn save_raw(run: &Run, machine: &str, sections: &[Section], to: &Path) -> Result
         }
     }
     Ok(())
+}
+
+/// Adds a targeted run's raw lines to `to`, section by section: a section this run measured
+/// replaces the earlier one (with this run's machine and date beside it, `<section>.machine.txt`),
+/// the others stay as they were recorded, so the targeted part of `BENCHMARKS.md` shows the
+/// latest measurement of every benchmark run since the full run.
+fn save_targeted(run: &Run, machine: &str, to: &Path) -> Result {
+    std::fs::create_dir_all(to)?;
+    std::fs::write(to.join("machine.txt"), machine)?;
+    for s in TARGETED {
+        let text = run.read(s.file);
+        if !text.trim().is_empty() {
+            std::fs::write(to.join(s.file), text)?;
+            std::fs::write(to.join(section_machine(s.file)), machine)?;
+        }
+    }
+    Ok(())
+}
+
+/// The file beside a targeted section's raw lines that names the run they came from.
+fn section_machine(file: &str) -> String {
+    format!("{}.machine.txt", file.trim_end_matches(".jsonl"))
 }
 
 /// Renders each section present in the run, each followed by the link to its raw lines.
@@ -294,8 +318,9 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
     };
     writeln!(
         md,
-        "\n\n{TARGETED_HEADING}: {}\n\nA shorter device run after the full one above (benchmarks \
-         added or changed since), same conventions: berth and CUDA C++ in the same run.\n\n```\n{machine}```",
+        "\n\n{TARGETED_HEADING}s: latest {}\n\nShorter device runs after the full one above \
+         (benchmarks added or changed since), same conventions: berth and CUDA C++ in the same \
+         run. Each section names the run it comes from; the latest run's machine:\n\n```\n{machine}```",
         field(machine, "date")
     )?;
     for s in TARGETED {
@@ -303,9 +328,26 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
         if text.trim().is_empty() {
             continue;
         }
+        let from = run.read(&section_machine(s.file));
+        let from = if from.is_empty() { machine } else { &from };
         let mut part = String::new();
         (s.render)(&mut part, &text, root)?;
-        md.push_str(&part.replacen("\n## ", "\n### ", 1));
+        let part = part.replacen("\n## ", "\n### ", 1);
+        // The run's date and commit under the section's heading.
+        let stamp = format!(
+            "\n\nMeasured {}, commit `{}`.",
+            field(from, "date"),
+            field(from, "commit")
+        );
+        match part.trim_start_matches('\n').find('\n') {
+            Some(end) => {
+                let lead = part.len() - part.trim_start_matches('\n').len();
+                md.push_str(&part[..lead + end]);
+                md.push_str(&stamp);
+                md.push_str(&part[lead + end..]);
+            }
+            None => md.push_str(&part),
+        }
         let raw = format!("{RESULTS}/targeted/{}", s.file);
         writeln!(md, "\nRaw lines: [`{raw}`]({raw}).")?;
     }

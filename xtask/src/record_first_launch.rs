@@ -16,7 +16,12 @@ pub fn write(md: &mut String, text: &str) -> Result {
     writeln!(md, "\n## First launch: a fresh process, no JIT cache\n")?;
     writeln!(
         md,
-        "`Gpu::new()`, then the first `saxpy` launch until it has finished (`tests/src/bin/first_launch.rs`): the launch loads the examples crate's module — the SASS the build embedded (ptxas, `-O3`), or its PTX, which the driver JIT-compiles (`BERTH_LOAD=ptx`). The CUDA C++ reference (`bench/first_launch.cu`, same run) does the same with `cudaFree(0)` in place of `Gpu::new()` and its one-kernel program's SASS. One process per run, `CUDA_CACHE_DISABLE=1`; medians over the runs, the range in brackets.\n"
+        "`Gpu::new()`, then the first `saxpy` launch until it has finished (`tests/src/bin/first_launch.rs`): the launch loads the examples crate's module — the SASS the build embedded (ptxas, `-O3`), or its PTX, which the driver JIT-compiles (`BERTH_LOAD=ptx`). One process per run, `CUDA_CACHE_DISABLE=1`; medians over the runs, the range in brackets.{}\n",
+        if rows.iter().any(|r| r["impl"] == "nvcc") {
+            " The CUDA C++ reference (`bench/first_launch.cu`, same run) does the same with `cudaFree(0)` in place of `Gpu::new()`, from its one-kernel program's SASS."
+        } else {
+            ""
+        }
     )?;
     writeln!(
         md,
