@@ -157,10 +157,9 @@ pub fn transpose(rows: u32, cols: u32, m: &[f32], out: &mut [f32]) {
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
     let (rows, cols) = (rows as usize, cols as usize);
     let (r, c) = (block::idx_y() * 16 + ty, block::idx_x() * 16 + tx);
-    let v = m[r * cols + c];
     // SAFETY: each thread writes only its own (ty, tx) slot (the block is declared 16×16);
     // the transposed read below comes after the barrier.
-    unsafe { tile.row(ty).write(tx, v) };
+    unsafe { tile.row(ty).write(tx, m[r * cols + c]) };
     sync_threads();
     // Element (c', r') of the output: this block's tile, transposed.
     let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
