@@ -91,8 +91,8 @@ pub mod guide {}
 pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
-    AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Own, PerBlock, Shared, SharedCell,
-    Signals, Slice, SliceMut, Slot, Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
+    AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Own, PerBlock, Shared, Signals, Slice,
+    SliceMut, Slot, Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
 #[doc = include_str!("gpu_kernel.md")]
 pub use berth_macros::gpu_kernel;

@@ -156,9 +156,24 @@ macro_rules! note_atomic {
 }
 
 /// A doc example of an atomic on a one-element view (`slice` or `shared`) of `$t` holding
-/// `$init`; `v` is the view.
+/// `$init`; `v` is the view. The `=>` form runs `$first`, then checks that the atomic `$op`
+/// returns the first of `$expected` and leaves the second in the element (read back with
+/// `load` on a slice, with the `unsafe` plain `read` on a shared array).
 macro_rules! example {
-    (slice, $t:ty, $init:literal, $body:literal) => {
+    ($kind:ident, $t:ty, $init:literal, $first:literal, $op:literal => $expected:literal) => {
+        example!($kind, $t, $init, concat!($first, example!(@check $kind, $op, $expected)))
+    };
+    (@check slice, $op:literal, $expected:literal) => {
+        concat!("assert_eq!((", $op, ", v.load(0)), ", $expected, ");")
+    };
+    (@check shared, $op:literal, $expected:literal) => {
+        concat!(
+            "let old = ", $op, ";\n",
+            "// SAFETY: one thread: nobody else touches element 0, written above.\n",
+            "assert_eq!((old, unsafe { v.read(0) }), ", $expected, ");"
+        )
+    };
+    (slice, $t:ty, $init:literal, $body:expr) => {
         concat!(
             "```\n",
             "# #[allow(unused_imports)] use berth_device::atomic::Scope;\n",
@@ -172,16 +187,17 @@ macro_rules! example {
             "\n```"
         )
     };
-    (shared, $t:ty, $init:literal, $body:literal) => {
+    (shared, $t:ty, $init:literal, $body:expr) => {
         concat!(
             "```\n",
             "let v = berth_device::shared_array!(A: [",
             stringify!($t),
             "; 1]);\n",
-            "v.store(0, ",
+            "// SAFETY: one thread: nobody else touches element 0.\n",
+            "unsafe { v.write(0, ",
             $init,
             stringify!($t),
-            ");\n",
+            ") };\n",
             $body,
             "\n```"
         )
@@ -210,7 +226,7 @@ macro_rules! int_atomics {
 
             /// `self[i] += v` atomically (wrapping); returns the previous value.
             ///
-            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_add(0, 2), v.load(0)), (5, 7));")]
+            #[doc = example!($kind, $t, "5", "", "v.atomic_add(0, 2)" => "(5, 7)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_add(&self, i: usize, v: $t) -> $t {
@@ -219,7 +235,7 @@ macro_rules! int_atomics {
 
             /// `self[i] = max(self[i], v)` atomically; returns the previous value.
             ///
-            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_max(0, 9), v.load(0)), (5, 9));")]
+            #[doc = example!($kind, $t, "5", "", "v.atomic_max(0, 9)" => "(5, 9)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_max(&self, i: usize, v: $t) -> $t {
@@ -228,7 +244,7 @@ macro_rules! int_atomics {
 
             /// `self[i] = min(self[i], v)` atomically; returns the previous value.
             ///
-            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_min(0, 1), v.load(0)), (5, 1));")]
+            #[doc = example!($kind, $t, "5", "", "v.atomic_min(0, 1)" => "(5, 1)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_min(&self, i: usize, v: $t) -> $t {
@@ -237,7 +253,7 @@ macro_rules! int_atomics {
 
             /// `self[i] = v` atomically; returns the previous value.
             ///
-            #[doc = example!($kind, $t, "5", "assert_eq!((v.atomic_exchange(0, 3), v.load(0)), (5, 3));")]
+            #[doc = example!($kind, $t, "5", "", "v.atomic_exchange(0, 3)" => "(5, 3)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_exchange(&self, i: usize, v: $t) -> $t {
@@ -246,7 +262,7 @@ macro_rules! int_atomics {
 
             /// If `self[i] == current`, set it to `new`; returns the previous value either way.
             ///
-            #[doc = example!($kind, $t, "5", "assert_eq!(v.atomic_cas(0, 5, 7), 5);\nassert_eq!((v.atomic_cas(0, 5, 9), v.load(0)), (7, 7));")]
+            #[doc = example!($kind, $t, "5", "assert_eq!(v.atomic_cas(0, 5, 7), 5);\n", "v.atomic_cas(0, 5, 9)" => "(7, 7)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_cas(&self, i: usize, current: $t, new: $t) -> $t {
@@ -283,7 +299,7 @@ macro_rules! float_atomics {
         impl $view {
             /// `self[i] += v` atomically; returns the previous value.
             ///
-            #[doc = example!($kind, $t, "0.5", "assert_eq!((v.atomic_add(0, 2.0), v.load(0)), (0.5, 2.5));")]
+            #[doc = example!($kind, $t, "0.5", "", "v.atomic_add(0, 2.0)" => "(0.5, 2.5)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_add(&self, i: usize, v: $t) -> $t {
@@ -346,7 +362,7 @@ macro_rules! float_atomics {
             /// `self[i] = max(self[i], v)` atomically (one integer atomic on the bits; NaNs
             /// unspecified); returns the previous value.
             ///
-            #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_max(0, -2.0), 0.5);\nassert_eq!((v.atomic_max(0, 3.0), v.load(0)), (0.5, 3.0));")]
+            #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_max(0, -2.0), 0.5);\n", "v.atomic_max(0, 3.0)" => "(0.5, 3.0)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_max(&self, i: usize, v: $t) -> $t {
@@ -362,7 +378,7 @@ macro_rules! float_atomics {
             /// `self[i] = min(self[i], v)` atomically (one integer atomic on the bits; NaNs
             /// unspecified); returns the previous value.
             ///
-            #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_min(0, 3.0), 0.5);\nassert_eq!((v.atomic_min(0, -2.0), v.load(0)), (0.5, -2.0));")]
+            #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_min(0, 3.0), 0.5);\n", "v.atomic_min(0, -2.0)" => "(0.5, -2.0)")]
             #[inline(always)]
             #[track_caller]
             pub fn atomic_min(&self, i: usize, v: $t) -> $t {

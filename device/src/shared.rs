@@ -1,31 +1,59 @@
 //! Block-shared memory that is really PTX `.shared`.
 //!
 //! `#[link_section = ".shared"]` is silently ignored by the nvptx backend (you get one
-//! device-global buffer, shared by every block: a race). Static shared arrays are therefore
-//! declared with `global_asm!(".shared …")` and reached through `cvta.shared.u64`, which is
-//! what [`shared_array!`](crate::shared_array) expands to; dynamic shared memory (sized by the
-//! launch) is one `.extern .shared` array, see [`dynamic`].
+//! device-global buffer, shared by every block: a race). A static shared array
+//! ([`shared_array!`](crate::shared_array)) is therefore a static in the section
+//! `berth:shared`, which the builder moves to the `.shared` state space (address space 3), so
+//! its accesses compile to `ld.shared`/`st.shared`/`atom.shared`; dynamic shared memory (sized
+//! by the launch) is one `.extern .shared` array, see [`dynamic`].
+//!
+//! # The contract of plain accesses
+//!
+//! Every thread of a block reaches the same shared memory, and no type can tell which thread
+//! touches which element between two barriers. So the plain accesses of a [`Shared`] —
+//! [`read`](Shared::read), [`write`](Shared::write) and their `_unchecked` forms — are
+//! `unsafe`, with one contract, as in CUDA:
+//!
+//! - **No race**: an element that a thread writes is read or written by no other thread of
+//!   the block, plainly or atomically, unless a barrier ([`sync_threads`](crate::sync_threads))
+//!   separates the two accesses (one thread's access comes before a barrier that the other
+//!   thread's access comes after).
+//! - **Written before read**: a plain read reads an element that a thread of the block wrote
+//!   with a valid `T` before it (the same thread earlier, or another thread before a barrier).
+//!   Shared memory starts undefined, with whatever an earlier block left there.
+//!
+//! The `// SAFETY:` comment of each `unsafe` block says why both hold — usually "each thread
+//! writes its own slot, and reads come after a barrier". The CPU simulator checks the contract
+//! on every launch: a race (naming the array, the element, both threads and both lines) and a
+//! read of an element no thread of the block wrote are launch errors.
+//!
+//! The atomics of a `Shared` ([`atomic`](crate::atomic): `tile.atomic_add(i, v)`, …) are safe:
+//! two atomics never race, and an atomic that meets a plain access of the element breaks the
+//! plain access's contract. A `Shared` handle itself grants nothing, so making one
+//! ([`shared_array!`](crate::shared_array), [`dynamic`], [`Shared::row`]) is safe.
 
-use core::cell::UnsafeCell;
 use core::marker::PhantomData;
-use core::ops::Index;
 
-/// A handle to a block's shared array of `T`. Every thread of the block sees the same memory;
-/// accesses between two [`sync_threads`](crate::sync_threads) calls that touch one element
-/// from two threads, at least one writing, are a data race.
+/// A handle to a block's shared array of `T`. Every thread of the block sees the same memory.
 ///
-/// Elements are read and written by value, as cells: `tile[i].get()`, `tile[i].set(v)`
-/// (or `tile.load(i)`, `tile.store(i, v)`); a 2D tile `Shared<[T; C]>` is indexed twice,
-/// `tile[r][c].get()`. No `&T` into shared memory is ever handed out, because another thread
-/// may write the element while it lives — which is why there is no `tile[i] = v` form.
+/// Elements are read and written by value, with `unsafe` [`read`](Self::read) and
+/// [`write`](Self::write) under the [module's contract](self#the-contract-of-plain-accesses);
+/// a 2D tile `Shared<[T; C]>` gives its rows as `Shared<T>` with [`row`](Self::row). No `&T`
+/// into shared memory is ever handed out: another thread may write the element while it
+/// lives, which is why there is no `tile[i] = v` form.
 ///
 /// ```
 /// use berth_device::{shared_array, sync_threads, thread};
 /// let tile = shared_array!(TILE: [[f32; 16]; 16]);
 /// let (r, c) = (thread::idx_y(), thread::idx_x());
-/// tile[r][c].set(1.5);
-/// sync_threads();
-/// assert_eq!(tile[c][r].get(), 1.5);
+/// // SAFETY: each thread writes its own (r, c) slot; the transposed read comes after the
+/// // barrier, and the slot it reads was written by thread (c, r) before it.
+/// let v = unsafe {
+///     tile.row(r).write(c, 1.5);
+///     sync_threads();
+///     tile.row(c).read(r)
+/// };
+/// assert_eq!(v, 1.5);
 /// ```
 #[derive(Clone, Copy)]
 pub struct Shared<T> {
@@ -40,6 +68,15 @@ impl<T: Copy + Send> Shared<T> {
     /// # Safety
     /// `ptr` points to `len` elements of block-shared memory, aligned for `T`, valid for the
     /// whole kernel.
+    ///
+    /// ```
+    /// use berth_device::Shared;
+    /// let mut backing = [0u32; 8];
+    /// // SAFETY: `backing` is aligned, 8 elements long and outlives the handle (a host test:
+    /// // one thread, so "block-shared" is this thread's).
+    /// let s = unsafe { Shared::from_raw(backing.as_mut_ptr(), backing.len()) };
+    /// assert_eq!(s.len(), 8);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
         Self {
@@ -50,6 +87,11 @@ impl<T: Copy + Send> Shared<T> {
     }
 
     /// Number of elements.
+    ///
+    /// ```
+    /// let tile = berth_device::shared_array!(T: [u32; 64]);
+    /// assert_eq!(tile.len(), 64);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn len(&self) -> usize {
@@ -57,32 +99,125 @@ impl<T: Copy + Send> Shared<T> {
     }
 
     /// Whether the array is empty.
+    ///
+    /// ```
+    /// // Outside a launch there is no dynamic shared memory.
+    /// assert!(berth_device::dynamic_shared::<f32>().is_empty());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    /// Read element `i`.
+    /// Read element `i` (bounds-checked: an index past the end stops the thread with a
+    /// located report).
+    ///
+    /// # Safety
+    /// The [module's contract](self#the-contract-of-plain-accesses): some thread of the block
+    /// wrote element `i` before this read, and no other thread writes it (plainly or
+    /// atomically) between the last barrier and the next.
+    ///
+    /// ```
+    /// use berth_device::{shared_array, sync_threads, thread};
+    /// let sums = shared_array!(SUMS: [f32; 32]);
+    /// let t = thread::idx_x();
+    /// // SAFETY: each thread writes its own slot `t`; slot 0 is read after the barrier and
+    /// // nobody writes it again.
+    /// let first = unsafe {
+    ///     sums.write(t, t as f32 * 2.0);
+    ///     sync_threads();
+    ///     sums.read(0)
+    /// };
+    /// assert_eq!(first, 0.0);
+    /// ```
     #[inline(always)]
     #[track_caller]
-    pub fn load(&self, i: usize) -> T {
+    pub unsafe fn read(&self, i: usize) -> T {
         self.check(i);
-        #[cfg(not(target_arch = "nvptx64"))]
+        // SAFETY: in bounds (checked just above); the rest is the caller's contract.
+        unsafe { self.read_unchecked(i) }
+    }
+
+    /// Write element `i` (bounds-checked: an index past the end stops the thread with a
+    /// located report).
+    ///
+    /// # Safety
+    /// The [module's contract](self#the-contract-of-plain-accesses): no other thread of the
+    /// block reads or writes element `i` (plainly or atomically) between the last barrier and
+    /// the next.
+    ///
+    /// ```
+    /// use berth_device::{block, shared_array, sync_threads, thread};
+    /// let bins = shared_array!(BINS: [u32; 16]);
+    /// // Thread t clears bins t, t + threads, …: every bin, each by one thread.
+    /// for k in (thread::idx_x()..bins.len()).step_by(block::size()) {
+    ///     // SAFETY: bin `k` is cleared by this thread only; the atomics come after the
+    ///     // barrier.
+    ///     unsafe { bins.write(k, 0) };
+    /// }
+    /// sync_threads();
+    /// bins.atomic_add(3, 1);
+    /// sync_threads();
+    /// // SAFETY: bin 3 was written (cleared, then added to) before the barrier; nobody
+    /// // writes it after.
+    /// assert_eq!(unsafe { bins.read(3) }, 1);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write(&self, i: usize, v: T) {
+        self.check(i);
+        // SAFETY: in bounds (checked just above); the rest is the caller's contract.
+        unsafe { self.write_unchecked(i, v) }
+    }
+
+    /// Read element `i` without a bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`, and the contract of [`read`](Self::read).
+    ///
+    /// ```
+    /// let tile = berth_device::shared_array!(T: [u64; 4]);
+    /// // SAFETY: 3 < 4; this thread wrote element 3 and no other thread touches it.
+    /// let v = unsafe {
+    ///     tile.write_unchecked(3, 7);
+    ///     tile.read_unchecked(3)
+    /// };
+    /// assert_eq!(v, 7);
+    /// ```
+    #[inline(always)]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn read_unchecked(&self, i: usize) -> T {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race and initialisation checks
         crate::host::note_shared_element(self.ptr.wrapping_add(i), crate::host::Access::Read);
-        // SAFETY: in bounds; shared memory is valid for the kernel's lifetime. Plain reads of
-        // memory other threads may write are ordered by the barrier, not by the type system.
+        // SAFETY: in bounds (the caller's contract); shared memory is valid for the kernel's
+        // lifetime (`from_raw`'s contract); written with a valid `T` and not written
+        // concurrently (the caller's contract). By value: no reference outlives the read.
         unsafe { self.ptr.add(i).read() }
     }
 
-    /// Write element `i`.
+    /// Write element `i` without a bounds check.
+    ///
+    /// # Safety
+    /// `i < self.len()`, and the contract of [`write`](Self::write).
+    ///
+    /// ```
+    /// use berth_device::{shared_array, thread};
+    /// let tile = shared_array!(T: [f32; 256]);
+    /// let t = thread::idx_x();
+    /// if t < tile.len() {
+    ///     // SAFETY: `t < len`, and thread `t` is the only one writing slot `t`.
+    ///     unsafe { tile.write_unchecked(t, 0.5) };
+    /// }
+    /// ```
     #[inline(always)]
-    #[track_caller]
-    pub fn store(&self, i: usize, v: T) {
-        self.check(i);
-        #[cfg(not(target_arch = "nvptx64"))]
+    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+    pub unsafe fn write_unchecked(&self, i: usize, v: T) {
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
         crate::host::note_shared_element(self.ptr.wrapping_add(i), crate::host::Access::Write);
-        // SAFETY: in bounds, see `load`.
+        // SAFETY: in bounds (the caller's contract); valid per `from_raw`'s contract; no
+        // other thread touches the element meanwhile (the caller's contract). `T: Copy`: the
+        // old value needs no drop.
         unsafe { self.ptr.add(i).write(v) }
     }
 
@@ -91,18 +226,13 @@ impl<T: Copy + Send> Shared<T> {
         self.ptr
     }
 
-    /// Element `i` without a bounds check.
+    /// The generic-address-space pointer to element 0 (for `unsafe` code that needs wide
+    /// or custom accesses; the simulator does not see accesses through it).
     ///
-    /// # Safety
-    /// `i < self.len()`.
-    #[inline(always)]
-    pub unsafe fn get_unchecked(&self, i: usize) -> &SharedCell<T> {
-        // SAFETY: in bounds (the caller's contract); a `SharedCell` is a transparent cell
-        // over the element, valid for the kernel's lifetime.
-        unsafe { &*self.ptr.add(i).cast::<SharedCell<T>>() }
-    }
-
-    /// The generic-address-space pointer to element 0.
+    /// ```
+    /// let tile = berth_device::shared_array!(T: [f32; 4]);
+    /// assert_eq!(tile.as_ptr() as usize % 16, 0); // shared arrays are 16-byte aligned
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn as_ptr(&self) -> *mut T {
@@ -118,83 +248,33 @@ impl<T: Copy + Send> Shared<T> {
     }
 }
 
-impl<T: Copy + Send> Index<usize> for Shared<T> {
-    type Output = SharedCell<T>;
-    #[inline(always)]
-    #[track_caller]
-    fn index(&self, i: usize) -> &SharedCell<T> {
-        self.check(i);
-        // SAFETY: checked just above.
-        unsafe { self.get_unchecked(i) }
-    }
-}
-
-/// One element of shared memory, read and written by value like a [`Cell`](core::cell::Cell)
-/// (other threads of the block may write it between barriers, so no reference to its
-/// value is handed out). Reached by indexing a [`Shared`].
-#[repr(transparent)]
-pub struct SharedCell<T> {
-    value: UnsafeCell<T>,
-}
-
-impl<T: Copy + Send> SharedCell<T> {
-    /// Read the element.
-    #[inline(always)]
-    #[must_use]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub fn get(&self) -> T {
-        #[cfg(not(target_arch = "nvptx64"))]
-        crate::host::note_shared_element(self.value.get(), crate::host::Access::Read);
-        // SAFETY: the element lives in shared memory for the whole kernel; reads and writes
-        // go through the cell by value only, so no reference to it is live across a write.
-        unsafe { self.value.get().read() }
-    }
-
-    /// Write the element.
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub fn set(&self, v: T) {
-        #[cfg(not(target_arch = "nvptx64"))]
-        crate::host::note_shared_element(self.value.get(), crate::host::Access::Write);
-        // SAFETY: as in `get`.
-        unsafe { self.value.get().write(v) }
-    }
-
-    /// Replace the element with `f` of it; returns the new value. Not atomic: for
-    /// accumulation by several threads use the atomics.
-    #[inline(always)]
-    #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
-    pub fn update(&self, f: impl FnOnce(T) -> T) -> T {
-        let v = f(self.get());
-        self.set(v);
-        v
-    }
-}
-
-impl<T: Copy + Send, const C: usize> Index<usize> for SharedCell<[T; C]> {
-    type Output = SharedCell<T>;
-    /// Element `c` of a row of a 2D shared tile.
-    #[inline(always)]
-    #[track_caller]
-    fn index(&self, c: usize) -> &SharedCell<T> {
-        if c >= C {
-            out_of_bounds(c, C)
-        }
-        // SAFETY: `c < C`; an array's elements are laid out contiguously and the cell is
-        // transparent over its value.
-        unsafe { &*self.value.get().cast::<T>().add(c).cast::<SharedCell<T>>() }
-    }
-}
-
-impl<T: Copy + Send, const C: usize> SharedCell<[T; C]> {
-    /// Element `c` of the row without a bounds check.
+impl<T: Copy + Send, const C: usize> Shared<[T; C]> {
+    /// Row `r` of a 2D tile, as a `Shared<T>` of its `C` elements (bounds-checked): read and
+    /// write it with [`read`](Shared::read) and [`write`](Shared::write),
+    /// `tile.row(r).read(c)`. Safe: the row handle, like any handle, grants no access by
+    /// itself.
     ///
-    /// # Safety
-    /// `c < C`.
+    /// ```
+    /// use berth_device::{shared_array, sync_threads, thread};
+    /// let tile = shared_array!(TILE: [[u32; 8]; 4]);
+    /// let (r, c) = (thread::idx_y(), thread::idx_x());
+    /// let row = tile.row(r);
+    /// assert_eq!(row.len(), 8);
+    /// // SAFETY: each thread writes its own (r, c) slot and reads it back itself.
+    /// let v = unsafe {
+    ///     row.write(c, 10 * r as u32 + c as u32);
+    ///     row.read(c)
+    /// };
+    /// sync_threads();
+    /// assert_eq!(v, 0);
+    /// ```
     #[inline(always)]
-    pub unsafe fn get_unchecked(&self, c: usize) -> &SharedCell<T> {
-        // SAFETY: the caller's contract, as in `index`.
-        unsafe { &*self.value.get().cast::<T>().add(c).cast::<SharedCell<T>>() }
+    #[track_caller]
+    pub fn row(&self, r: usize) -> Shared<T> {
+        self.check(r);
+        // SAFETY: row `r` is in bounds (checked just above): `C` contiguous elements of `T`
+        // inside the array, in the same shared memory, valid for the kernel's lifetime.
+        unsafe { Shared::from_raw(self.ptr.add(r).cast::<T>(), C) }
     }
 }
 
@@ -203,12 +283,33 @@ use crate::panic::index_out_of_bounds as out_of_bounds;
 /// Declare a static block-shared array and get its [`Shared`] handle:
 /// `let tile = shared_array!(TILE: [f32; 256]);`, or a 2D tile
 /// `let tile = shared_array!(TILE: [[f32; 16]; 16]);` (a `Shared<[f32; 16]>` of 16 rows,
-/// read as `tile[r][c].get()`). Each use of the macro is its own array, even two of one name
-/// in one scope; its contents are undefined until written, as on the GPU (the simulator
-/// fills them with `0xff` bytes and reports a read of an element no thread wrote).
+/// read as `tile.row(r).read(c)`). Each use of the macro is its own array, even two of one
+/// name in one scope; its contents are undefined until written, as on the GPU (the simulator
+/// fills them with `0xff` bytes and reports a read of an element no thread wrote). Plain
+/// accesses are `unsafe`, under the [contract](crate::shared#the-contract-of-plain-accesses)
+/// that the simulator checks; atomics are safe.
 ///
 /// On the GPU the array is a static that the builder places in PTX `.shared` memory, so
 /// accesses compile to `ld.shared`/`st.shared`/`atom.shared`.
+///
+/// ```
+/// use berth_device::{block, shared_array, sync_threads, thread};
+/// // A block's sum: each thread stores its value, thread 0 adds them up after the barrier.
+/// let vals = shared_array!(VALS: [f32; 256]);
+/// let t = thread::idx_x();
+/// // SAFETY: thread `t` writes only its own slot `t`.
+/// unsafe { vals.write(t, 1.0) };
+/// sync_threads();
+/// if t == 0 {
+///     let mut total = 0.0;
+///     for k in 0..block::size() {
+///         // SAFETY: slot `k` was written by thread `k` before the barrier; nobody writes
+///         // it after.
+///         total += unsafe { vals.read(k) };
+///     }
+///     assert_eq!(total, block::size() as f32);
+/// }
+/// ```
 #[macro_export]
 macro_rules! shared_array {
     ($name:ident : [$t:ty; $n:expr]) => {{
@@ -261,7 +362,33 @@ unsafe extern "C" {
 }
 
 /// The block's dynamic shared memory (sized by the launch's `shared_mem_bytes`), seen as
-/// `T`s. Its length is the launch's byte count divided by `size_of::<T>()`.
+/// `T`s. Its length is the launch's byte count divided by `size_of::<T>()`; outside a launch
+/// it is empty. Every call returns a handle to the same memory, so two views of different
+/// types alias: the [contract](crate::shared#the-contract-of-plain-accesses) of plain accesses
+/// is about the memory, whichever view reaches it.
+///
+/// ```
+/// use berth_device::{dynamic_shared, sync_threads, thread};
+/// // Launched with `Grid::new(blocks, threads).shared_bytes(threads * 4)`.
+/// fn reverse_in_block(v: u32) -> u32 {
+///     let tile = dynamic_shared::<u32>();
+///     let (t, n) = (thread::idx_x(), tile.len());
+///     if t < n {
+///         // SAFETY: thread `t` writes only slot `t`.
+///         unsafe { tile.write(t, v) };
+///     }
+///     sync_threads();
+///     if t < n {
+///         // SAFETY: slot `n - 1 - t` was written by its thread before the barrier (the
+///         // launch gives one slot per thread), and nobody writes it after.
+///         unsafe { tile.read(n - 1 - t) }
+///     } else {
+///         v
+///     }
+/// }
+/// assert!(dynamic_shared::<u32>().is_empty()); // no launch here: nothing to reverse
+/// assert_eq!(reverse_in_block(7), 7);
+/// ```
 #[inline(always)]
 #[must_use]
 pub fn dynamic<T: Copy + Send>() -> Shared<T> {

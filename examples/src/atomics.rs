@@ -22,11 +22,14 @@ pub fn atomics_wide(
 ) {
     let block_f64 = shared_array!(ATOM_BLOCK_F64: [f64; 1]);
     let block_f32 = shared_array!(ATOM_BLOCK_F32: [f32; 2]);
-    let t = thread::idx_x();
+    let t = thread::linear_in_block();
     if t == 0 {
-        block_f64.store(0, 0.0);
-        block_f32.store(0, f32::NEG_INFINITY);
-        block_f32.store(1, f32::INFINITY);
+        // SAFETY: only the block's first thread writes; the atomics come after the barrier.
+        unsafe {
+            block_f64.write(0, 0.0);
+            block_f32.write(0, f32::NEG_INFINITY);
+            block_f32.write(1, f32::INFINITY);
+        }
     }
     sync_threads();
     let i = thread::index();
@@ -45,9 +48,13 @@ pub fn atomics_wide(
     }
     sync_threads();
     if t == 0 {
-        floats.atomic_add(0, block_f64.load(0));
-        singles.atomic_max(0, block_f32.load(0));
-        singles.atomic_min(1, block_f32.load(1));
+        // SAFETY: the elements were written (initialised, then updated) before the
+        // barrier; nobody writes them after.
+        unsafe {
+            floats.atomic_add(0, block_f64.read(0));
+            singles.atomic_max(0, block_f32.read(0));
+            singles.atomic_min(1, block_f32.read(1));
+        }
     }
 }
 

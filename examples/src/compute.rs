@@ -24,12 +24,17 @@ pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     while t < n {
         // Both loads before the stores (see sgemm_reg4).
         let (va, vb) = (a[row * n + t + tx], b[(t + ty) * n + col]);
-        ta[ty][tx].set(va);
-        tb[ty][tx].set(vb);
-        sync_threads();
-        unroll! { for k in 0..16 {
-            acc += ta[ty][k].get() * tb[k][tx].get();
-        } }
+        // SAFETY: each thread writes only its own (ty, tx) slot of each tile; the reads
+        // come after the barrier, of slots all 16×16 threads wrote before it (the block is
+        // declared 16×16), and the next writes wait for the second barrier.
+        unsafe {
+            ta.row(ty).write(tx, va);
+            tb.row(ty).write(tx, vb);
+            sync_threads();
+            unroll! { for k in 0..16 {
+                acc += ta.row(ty).read(k) * tb.row(k).read(tx);
+            } }
+        }
         sync_threads();
         t += TILE;
     }
@@ -73,18 +78,28 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
             va[l] = a[(row0 + e / BK) * n + t + e % BK];
             vb[l] = b[(t + e / REG4_TILE) * n + col0 + e % REG4_TILE];
         } }
-        unroll! { for l in 0..4 {
-            let e = tid + l * 256;
-            sa[e % BK][e / BK].set(va[l]);
-            sb[e / REG4_TILE][e % REG4_TILE].set(vb[l]);
-        } }
+        // SAFETY: thread `tid` writes elements `tid + 256 l` (l < 4) of each slice, in
+        // row-major order of `sb` and column-major of `sa`: distinct threads write distinct
+        // elements, and the 256 threads (declared block) write all 1024. The reads come
+        // after the barrier; the next writes wait for the second barrier.
+        unsafe {
+            unroll! { for l in 0..4 {
+                let e = tid + l * 256;
+                sa.row(e % BK).write(e / BK, va[l]);
+                sb.row(e / REG4_TILE).write(e % REG4_TILE, vb[l]);
+            } }
+        }
         sync_threads();
         unroll! { for k in 0..16 {
             let mut fa = [0.0f32; 4];
             let mut fb = [0.0f32; 4];
             unroll! { for i in 0..4 {
-                fa[i] = sa[k][ty * 4 + i].get();
-                fb[i] = sb[k][tx * 4 + i].get();
+                // SAFETY: every element was written before the barrier above (see the
+                // writes) and none is written again before the barrier below.
+                unsafe {
+                    fa[i] = sa.row(k).read(ty * 4 + i);
+                    fb[i] = sb.row(k).read(tx * 4 + i);
+                }
             } }
             unroll! { for i in 0..4 {
                 unroll! { for j in 0..4 {
@@ -178,18 +193,28 @@ fn reg8_tiles<const CHECKED: bool>(
             va[l] = load::<CHECKED>(a, (row0 + e / BK) * n + t + e % BK);
             vb[l] = load::<CHECKED>(b, (t + e / REG8_TILE) * n + col0 + e % REG8_TILE);
         } }
-        unroll! { for l in 0..4 {
-            let e = tid + l * 256;
-            sa[e % BK][e / BK].set(va[l]);
-            sb[e / REG8_TILE][e % REG8_TILE].set(vb[l]);
-        } }
+        // SAFETY: as in `sgemm_reg4`: thread `tid` writes elements `tid + 256 l` (l < 4)
+        // of each 1024-element slice, distinct for distinct threads, all of them written by
+        // the 256 threads (declared block); reads after the barrier, the next writes after
+        // the second one.
+        unsafe {
+            unroll! { for l in 0..4 {
+                let e = tid + l * 256;
+                sa.row(e % BK).write(e / BK, va[l]);
+                sb.row(e / REG8_TILE).write(e % REG8_TILE, vb[l]);
+            } }
+        }
         sync_threads();
         unroll! { for k in 0..8 {
             let mut fa = [0.0f32; 8];
             let mut fb = [0.0f32; 8];
             unroll! { for i in 0..8 {
-                fa[i] = sa[k][ty * 8 + i].get();
-                fb[i] = sb[k][tx * 8 + i].get();
+                // SAFETY: every element was written before the barrier above and none is
+                // written again before the barrier below.
+                unsafe {
+                    fa[i] = sa.row(k).read(ty * 8 + i);
+                    fb[i] = sb.row(k).read(tx * 8 + i);
+                }
             } }
             unroll! { for i in 0..8 {
                 unroll! { for j in 0..8 {
@@ -279,14 +304,20 @@ fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, fast: bo
     let mut acc = [0.0f32; 3];
     let mut base = 0;
     while base < bodies.len() {
-        tile[t].set(bodies[base + t]);
-        sync_threads();
-        let mut k = 0;
-        while k < NBODY_BLOCK {
-            unroll! { for u in 0..4 {
-                pull(me, tile[k + u].get(), &mut acc, fast);
-            } }
-            k += 4;
+        let body = bodies[base + t];
+        // SAFETY: thread `t` writes only slot `t`, and the NBODY_BLOCK threads (declared
+        // block) write every slot; the reads come after the barrier, and the next writes
+        // wait for the second barrier.
+        unsafe {
+            tile.write(t, body);
+            sync_threads();
+            let mut k = 0;
+            while k < NBODY_BLOCK {
+                unroll! { for u in 0..4 {
+                    pull(me, tile.read(k + u), &mut acc, fast);
+                } }
+                k += 4;
+            }
         }
         sync_threads();
         base += NBODY_BLOCK;
@@ -407,11 +438,18 @@ pub fn block_sum_warp(x: &[f32], #[per_block] partial: &mut [f32]) {
     let total = warp::reduce_sum(warp::FULL_MASK, acc);
     let (lane, w) = (warp::lane_id(), warp::warp_id());
     if lane == 0 {
-        sums[w].set(total);
+        // SAFETY: lane 0 of warp `w` is the only thread writing slot `w`.
+        unsafe { sums.write(w, total) };
     }
     sync_threads();
     if w == 0 {
-        let v = if lane < 8 { sums[lane].get() } else { 0.0 };
+        // SAFETY: slot `lane < 8` was written by lane 0 of warp `lane` (the declared block
+        // has 8 warps) before the barrier; nobody writes it after.
+        let v = if lane < 8 {
+            unsafe { sums.read(lane) }
+        } else {
+            0.0
+        };
         let total = warp::reduce_sum(warp::FULL_MASK, v);
         if let Some(slot) = partial.mine() {
             *slot = total;

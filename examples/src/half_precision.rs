@@ -35,12 +35,20 @@ pub fn hdot(x: &[f16x2], y: &[f16x2], #[per_block] partial: &mut [f32]) {
     let sum = warp::reduce_sum(FULL_MASK, acc);
     let (lane, w) = (warp::lane_id(), warp::warp_id());
     if lane == 0 {
-        warps.store(w, sum);
+        // SAFETY: lane 0 of warp `w` is the only thread writing slot `w` (< 32: a block has
+        // at most 32 warps).
+        unsafe { warps.write(w, sum) };
     }
     sync_threads();
     if w == 0 {
         let nwarps = block::size() / 32;
-        let v = if lane < nwarps { warps.load(lane) } else { 0.0 };
+        // SAFETY: slot `lane < nwarps` was written by lane 0 of warp `lane`, a full warp of
+        // the block, before the barrier; nobody writes it after.
+        let v = if lane < nwarps {
+            unsafe { warps.read(lane) }
+        } else {
+            0.0
+        };
         let total = warp::reduce_sum(FULL_MASK, v);
         if let Some(slot) = partial.mine() {
             *slot = total;

@@ -157,15 +157,18 @@ pub fn transpose(rows: u32, cols: u32, m: &[f32], out: &mut [f32]) {
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
     let (rows, cols) = (rows as usize, cols as usize);
     let (r, c) = (block::idx_y() * 16 + ty, block::idx_x() * 16 + tx);
-    tile[ty][tx].set(m[r * cols + c]);
+    // SAFETY: each thread writes only its own (ty, tx) slot (the block is declared 16×16);
+    // the transposed read below comes after the barrier.
+    unsafe { tile.row(ty).write(tx, m[r * cols + c]) };
     sync_threads();
     // Element (c', r') of the output: this block's tile, transposed.
     let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
     if oc < rows {
         // SAFETY: (or, oc) is thread (c, r)'s transposed position — distinct threads have
         // distinct ones — and with `oc < rows` the index `or * rows + oc` is one-to-one: no
-        // other thread touches this element.
-        unsafe { out.write(or * rows + oc, tile[tx][ty].get()) };
+        // other thread touches this element. Slot (tx, ty) of the tile was written by thread
+        // (ty, tx) before the barrier, and nobody writes the tile after it.
+        unsafe { out.write(or * rows + oc, tile.row(tx).read(ty)) };
     }
 }
 
@@ -262,10 +265,13 @@ fn small_buf_sum(v: u32) -> u32 {
     let buf = shared_array!(BUF: [u32; 4]);
     let t = thread::idx_x();
     if t < 4 {
-        buf[t].set(v);
+        // SAFETY: thread `t` writes only slot `t`.
+        unsafe { buf.write(t, v) };
     }
     sync_threads();
-    (0..4).map(|k| buf[k].get()).sum()
+    // SAFETY: slots 0..4 were written by threads 0..4 (the block is declared 64 threads)
+    // before the barrier; nobody writes them after.
+    (0..4).map(|k| unsafe { buf.read(k) }).sum()
 }
 
 /// Fill a 64-element shared array also named `BUF` with `v` and sum it.
@@ -273,9 +279,12 @@ fn small_buf_sum(v: u32) -> u32 {
 fn large_buf_sum(v: u32) -> u32 {
     let buf = shared_array!(BUF: [u32; 64]);
     let t = thread::idx_x();
-    buf[t].set(v);
+    // SAFETY: thread `t` writes only slot `t` (bounds-checked).
+    unsafe { buf.write(t, v) };
     sync_threads();
-    (0..64).map(|k| buf[k].get()).sum()
+    // SAFETY: slots 0..64 were written by the block's 64 threads (declared) before the
+    // barrier; nobody writes them after.
+    (0..64).map(|k| unsafe { buf.read(k) }).sum()
 }
 
 /// Two shared arrays of one name and different sizes in one module: each use of
@@ -310,7 +319,8 @@ pub fn own_every_index(seed: u32, out: &mut [u32], visits: &mut [u32]) {
 pub fn per_block_sums(x: &[u32], #[per_block] sums: &mut [u32], #[atomic] count: &mut [u32]) {
     let acc = shared_array!(BLOCK_ACC: [u32; 1]);
     if thread::linear_in_block() == 0 {
-        acc.store(0, 0);
+        // SAFETY: only the block's first thread writes; the atomics come after the barrier.
+        unsafe { acc.write(0, 0) };
     }
     sync_threads();
     let i = thread::index();
@@ -320,6 +330,8 @@ pub fn per_block_sums(x: &[u32], #[per_block] sums: &mut [u32], #[atomic] count:
     count.atomic_add(0, 1);
     sync_threads();
     if let Some(slot) = sums.mine() {
-        *slot = acc.load(0);
+        // SAFETY: element 0 was written (cleared, then added to) before the barrier; nobody
+        // writes it after.
+        *slot = unsafe { acc.read(0) };
     }
 }

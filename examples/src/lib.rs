@@ -26,22 +26,43 @@ pub fn saxpy(a: f32, x: &[f32], y: &mut [f32]) {
 /// Threads per block of [`block_sum`]; the shared array below holds one partial sum each.
 pub const REDUCE_BLOCK: u32 = 256;
 
-/// The sum of the block's values in `tile` (one per thread, a power-of-two block size):
-/// a tree reduction in shared memory, with a barrier between levels. Every thread of the
-/// block must call it; all get the total.
+/// The sum of `v` over the threads of the block: each thread stores its value in its slot
+/// of `tile`, then a tree reduction in shared memory, with a barrier between levels. All
+/// threads get the total.
+///
+/// Stops the launch with a message unless the block is one-dimensional, with a power-of-two
+/// number of threads no more than `tile.len()`.
+///
+/// # Safety
+/// Every thread of the block calls it, together, and no thread accesses `tile` otherwise
+/// from the barrier before the call to the barrier after it (the function ends with every
+/// thread reading slot 0).
 #[inline(always)]
-pub fn block_tree_sum(tile: Shared<f32>) -> f32 {
-    let t = thread::idx_x();
-    sync_threads();
-    let mut half = block::dim_x() / 2;
-    while half > 0 {
-        if t < half {
-            tile.store(t, tile.load(t) + tile.load(t + half));
-        }
-        sync_threads();
-        half /= 2;
+pub unsafe fn block_tree_sum(tile: Shared<f32>, v: f32) -> f32 {
+    let (t, n) = (thread::idx_x(), block::dim_x());
+    if block::dim_y() * block::dim_z() != 1 || !n.is_power_of_two() || n > tile.len() {
+        fail("block_tree_sum: the block must be 1D, of 2^k threads, no more than the tile");
     }
-    tile.load(0)
+    // SAFETY: thread `t` (unique: the block is one-dimensional, checked above) writes only
+    // slot `t < len`, and nothing else touches the tile in this interval (the caller's
+    // contract), so after the barrier every slot below `n` is written. At each level, thread
+    // `t < half` reads slots `t` and `t + half` and writes slot `t`, which no other thread
+    // reads or writes at this level (the others read slots `t' + half >= half`); a barrier
+    // ends each level. The last read of slot 0 follows the last barrier, after which no
+    // thread of the function writes.
+    unsafe {
+        tile.write(t, v);
+        sync_threads();
+        let mut half = n / 2;
+        while half > 0 {
+            if t < half {
+                tile.write(t, tile.read(t) + tile.read(t + half));
+            }
+            sync_threads();
+            half /= 2;
+        }
+        tile.read(0)
+    }
 }
 
 /// Sum of `x`, one partial sum per block into `partial[block]`: a grid-stride loop
@@ -50,7 +71,6 @@ pub fn block_tree_sum(tile: Shared<f32>) -> f32 {
 #[gpu_kernel]
 pub fn block_sum(x: &[f32], #[per_block] partial: &mut [f32]) {
     let tile = shared_array!(TILE: [f32; 256]);
-    let t = thread::idx_x();
     let mut acc = 0.0f32;
     let mut i = thread::global_x();
     let stride = thread::grid_stride_x();
@@ -58,8 +78,9 @@ pub fn block_sum(x: &[f32], #[per_block] partial: &mut [f32]) {
         acc += x[i];
         i += stride;
     }
-    tile.store(t, acc);
-    let total = block_tree_sum(tile);
+    // SAFETY: every thread of the block calls it once (no early exit before it), and
+    // nothing else touches `tile`.
+    let total = unsafe { block_tree_sum(tile, acc) };
     if let Some(slot) = partial.mine() {
         *slot = total;
     }
@@ -101,15 +122,15 @@ pub fn affine_clamp(p: Affine, clamp: bool, x: &[f32], out: &mut [f32]) {
 #[gpu_kernel]
 pub fn block_sum_dynamic(x: &[f32], #[per_block] partial: &mut [f32]) {
     let tile = dynamic_shared::<f32>();
-    let t = thread::idx_x();
     let mut acc = 0.0f32;
     let mut i = thread::global_x();
     while i < x.len() {
         acc += x[i];
         i += thread::grid_stride_x();
     }
-    tile.store(t, acc);
-    let total = block_tree_sum(tile);
+    // SAFETY: every thread of the block calls it once (no early exit before it), and
+    // nothing else touches the dynamic shared memory.
+    let total = unsafe { block_tree_sum(tile, acc) };
     if let Some(slot) = partial.mine() {
         *slot = total;
     }
@@ -182,7 +203,6 @@ pub const MAPPED_SUM_BLOCK: u32 = 256;
 #[gpu_kernel]
 pub fn mapped_sum(#[mapped] x: &[F4], #[per_block] partial: &mut [f32]) {
     let tile = shared_array!(MAPPED_TILE: [f32; 256]);
-    let t = thread::idx_x();
     let mut acc = 0.0f32;
     let mut i = thread::global_x();
     while i < x.len() {
@@ -190,8 +210,9 @@ pub fn mapped_sum(#[mapped] x: &[F4], #[per_block] partial: &mut [f32]) {
         acc += (v.x + v.y) + (v.z + v.w);
         i += thread::grid_stride_x();
     }
-    tile.store(t, acc);
-    let total = block_tree_sum(tile);
+    // SAFETY: every thread of the block calls it once (no early exit before it), and
+    // nothing else touches `tile`.
+    let total = unsafe { block_tree_sum(tile, acc) };
     if let Some(slot) = partial.mine() {
         *slot = total;
     }
@@ -289,22 +310,26 @@ pub fn scale_finite(scale: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &m
 
 /// `bins[x[i] % bins.len()] += 1` for every element, with atomic adds: first into a
 /// per-block histogram in shared memory (up to 64 bins), then one global atomic add per
-/// bin and block.
+/// bin and block. Any block shape.
 #[gpu_kernel]
 pub fn histogram(x: &[u32], #[atomic] bins: &mut [u32]) {
     let local = shared_array!(HIST: [u32; 64]);
-    let t = thread::idx_x();
+    let t = thread::linear_in_block();
     let nbins = bins.len().min(64);
-    if t < nbins {
-        local.store(t, 0);
+    for k in (t..nbins).step_by(block::size()) {
+        // SAFETY: thread `t` clears bins `t`, `t + threads`, …: each bin by one thread; the
+        // atomics come after the barrier.
+        unsafe { local.write(k, 0) };
     }
     sync_threads();
     for i in thread::grid_stride(x.len()) {
         local.atomic_add(x[i] as usize % nbins, 1);
     }
     sync_threads();
-    if t < nbins {
-        bins.atomic_add(t, local.load(t));
+    for k in (t..nbins).step_by(block::size()) {
+        // SAFETY: bin `k` was cleared and added to before the barrier; nobody writes it
+        // after.
+        bins.atomic_add(k, unsafe { local.read(k) });
     }
 }
 
@@ -331,14 +356,18 @@ pub mod gated;
 pub mod broken {
     use berth::prelude::*;
 
-    /// Every thread of a block writes the same shared element between two barriers: a race.
+    /// Every thread of a block writes the same shared element between two barriers: a race
+    /// (`shared_one_writer` in `sim_checks` is the correct version).
     #[gpu_kernel]
     pub fn shared_race(#[per_block] out: &mut [u32]) {
         let tile = shared_array!(RACE_TILE: [u32; 32]);
-        tile.store(0, thread::idx_x() as u32);
+        // SAFETY: none — wrong on purpose: every thread of the block writes element 0 in
+        // one barrier interval, a race for the simulator to report.
+        unsafe { tile.write(0, thread::idx_x() as u32) };
         sync_threads();
         if let Some(slot) = out.mine() {
-            *slot = tile.load(0);
+            // SAFETY: element 0 was written before the barrier; nobody writes it after.
+            *slot = unsafe { tile.read(0) };
         }
     }
 
@@ -482,7 +511,6 @@ pub fn sum_with_progress(
     #[mapped] progress: &Signals,
 ) {
     let tile = shared_array!(PROGRESS_TILE: [f32; 256]);
-    let t = thread::idx_x();
     let mut acc = 0.0f32;
     let mut r = 0;
     while r < rounds {
@@ -493,8 +521,9 @@ pub fn sum_with_progress(
         }
         r += 1;
     }
-    tile.store(t, acc);
-    let total = block_tree_sum(tile);
+    // SAFETY: every thread of the block calls it once (no early exit before it), and
+    // nothing else touches `tile`.
+    let total = unsafe { block_tree_sum(tile, acc) };
     if let Some(slot) = partial.mine() {
         *slot = total;
         progress.add(0, 1);

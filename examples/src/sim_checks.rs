@@ -77,7 +77,9 @@ pub fn histogram_uncleared(x: &[u32], #[atomic] hist: &mut [u32]) {
     }
     sync_threads();
     if t < 16 && t < hist.len() {
-        hist.atomic_add(t, bins.load(t));
+        // SAFETY: none — wrong on purpose: nobody cleared bin `t`, so it may hold what an
+        // earlier block left there (the atomics above already updated unwritten bins).
+        hist.atomic_add(t, unsafe { bins.read(t) });
     }
 }
 
@@ -85,9 +87,10 @@ pub fn histogram_uncleared(x: &[u32], #[atomic] hist: &mut [u32]) {
 #[gpu_kernel]
 pub fn histogram_cleared(x: &[u32], #[atomic] hist: &mut [u32]) {
     let bins = shared_array!(CLEARED_BINS: [u32; 16]);
-    let (t, i) = (thread::idx_x(), thread::global_x());
+    let (t, i) = (thread::linear_in_block(), thread::global_x());
     if t < 16 {
-        bins.store(t, 0);
+        // SAFETY: thread `t` clears only bin `t`; the atomics come after the barrier.
+        unsafe { bins.write(t, 0) };
     }
     sync_threads();
     if i < x.len() {
@@ -95,7 +98,28 @@ pub fn histogram_cleared(x: &[u32], #[atomic] hist: &mut [u32]) {
     }
     sync_threads();
     if t < 16 && t < hist.len() {
-        hist.atomic_add(t, bins.load(t));
+        // SAFETY: bin `t` was cleared by thread `t` and added to before the barrier; nobody
+        // writes it after.
+        hist.atomic_add(t, unsafe { bins.read(t) });
+    }
+}
+
+/// The correct version of `broken::shared_race`: one thread of the block writes the shared
+/// element, and the barrier orders the write before every thread's read. `out[block]` = the
+/// block's thread count.
+#[gpu_kernel]
+pub fn shared_one_writer(#[per_block] out: &mut [u32]) {
+    let tile = shared_array!(ONE_WRITER_TILE: [u32; 32]);
+    if thread::linear_in_block() == 0 {
+        // SAFETY: only the block's first thread writes element 0; the reads come after the
+        // barrier.
+        unsafe { tile.write(0, block::size() as u32) };
+    }
+    sync_threads();
+    // SAFETY: element 0 was written before the barrier; nobody writes it after.
+    let n = unsafe { tile.read(0) };
+    if let Some(slot) = out.mine() {
+        *slot = n;
     }
 }
 
@@ -105,32 +129,39 @@ pub fn histogram_cleared(x: &[u32], #[atomic] hist: &mut [u32]) {
 pub fn shared_flag_mixed(#[per_block] out: &mut [u32]) {
     let flag = shared_array!(MIXED_FLAG: [u32; 1]);
     if thread::idx_x() == 0 {
-        flag.store(0, 1);
+        // SAFETY: none — wrong on purpose: the other threads update the element atomically
+        // in the same barrier interval, a race for the simulator to report.
+        unsafe { flag.write(0, 1) };
     } else {
         flag.atomic_add(0, 1);
     }
     sync_threads();
     if let Some(slot) = out.mine() {
-        *slot = flag.load(0);
+        // SAFETY: element 0 was written before the barrier; nobody writes it after.
+        *slot = unsafe { flag.read(0) };
     }
 }
 
 /// Every thread writes its element of the dynamic shared array; after a barrier, thread 0
-/// copies element `blockDim - 1 + skip` to `out[block]`. With `skip == 0` that is the last
+/// copies element `threads - 1 + skip` to `out[block]`. With `skip == 0` that is the last
 /// thread's element; with `skip == 1` (and room for it) it is an element nobody wrote.
 #[gpu_kernel]
 pub fn dynamic_read_back(skip: u32, #[per_block] out: &mut [u32]) {
     let tile = dynamic_shared::<u32>();
-    let t = thread::idx_x();
+    let t = thread::linear_in_block();
     if t < tile.len() {
-        tile.store(t, t as u32 + 1);
+        // SAFETY: thread `t` writes only element `t`.
+        unsafe { tile.write(t, t as u32 + 1) };
     }
     sync_threads();
-    let k = block::dim_x() - 1 + skip as usize;
+    let k = block::size() - 1 + skip as usize;
     if let Some(slot) = out.mine()
         && k < tile.len()
     {
-        *slot = tile.load(k);
+        // SAFETY: with `skip == 0`, element `k` is the last thread's, written before the
+        // barrier and not after. With `skip == 1` it is an element nobody wrote: wrong on
+        // purpose, for the simulator to report.
+        *slot = unsafe { tile.read(k) };
     }
 }
 
@@ -140,14 +171,20 @@ pub fn dynamic_read_back(skip: u32, #[per_block] out: &mut [u32]) {
 pub fn twin_arrays_in_one_scope(out: &mut [u32]) {
     let a = shared_array!(TWIN: [u32; 4]);
     let b = shared_array!(TWIN: [u32; 64]);
-    let t = thread::idx_x();
-    if t < 4 {
-        a.store(t, 1);
+    let t = thread::linear_in_block();
+    // SAFETY: thread `t` writes only element `t` of each array (bounds-checked).
+    unsafe {
+        if t < 4 {
+            a.write(t, 1);
+        }
+        b.write(t, 2);
     }
-    b.store(t, 2);
     sync_threads();
     let i = thread::index();
     if i < out.len() {
-        out[i] = a.load(t % 4) + b.load(t);
+        // SAFETY: elements `t % 4` of `a` and `t` of `b` were written by threads `t % 4`
+        // and `t` before the barrier (a block has at least `t + 1` threads); nobody writes
+        // after.
+        out[i] = unsafe { a.read(t % 4) + b.read(t) };
     }
 }

@@ -153,7 +153,7 @@ fn a_shared_race_names_the_array_the_element_and_both_lines() {
     let (kernel, _, _, problem) = report(r);
     assert_eq!(kernel, "shared_race");
     let decl = berth_tests::example_line("shared_array!(RACE_TILE: [u32; 32])");
-    let store = berth_tests::example_line("tile.store(0, thread::idx_x() as u32);");
+    let store = berth_tests::example_line("unsafe { tile.write(0, thread::idx_x() as u32) };");
     has(
         &problem,
         &[
@@ -163,6 +163,24 @@ fn a_shared_race_names_the_array_the_element_and_both_lines() {
             &format!("at examples/src/lib.rs:{store}:"),
         ],
     );
+}
+
+#[test]
+fn one_writer_then_a_barrier_is_not_a_shared_race() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(4).unwrap();
+    shared_one_writer(&gpu, Grid::new(4, 32), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), [32; 4]);
+    // Any block shape: the writer is the block's first thread.
+    let mut out = gpu.alloc_zeroed::<u32>(2).unwrap();
+    shared_one_writer(&gpu, Grid::new(2, (8, 4, 2)), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(out.to_vec().unwrap(), [64; 2]);
 }
 
 #[test]
@@ -180,7 +198,7 @@ fn an_atomic_and_a_plain_write_of_one_shared_element_race() {
             "`MIXED_FLAG[0]`",
             "wrote it at",
             "updated it atomically at",
-            &at("flag.store(0, 1);"),
+            &at("unsafe { flag.write(0, 1) };"),
             &at("flag.atomic_add(0, 1);"),
         ],
     );
@@ -230,7 +248,7 @@ fn an_unwritten_element_of_dynamic_shared_memory_is_reported() {
         &[
             "a read of shared memory that no thread of the block has written",
             "element 32 of the dynamic shared array",
-            &at("*slot = tile.load(k);"),
+            &at("*slot = unsafe { tile.read(k) };"),
         ],
     );
     dynamic_read_back(&gpu, grid, 0, &mut out)

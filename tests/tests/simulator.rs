@@ -5,7 +5,7 @@
 
 use berth::{Backend, Error, Gpu, Grid};
 use berth_examples::broken::{half_barrier, hidden_barrier, shared_race};
-use berth_examples::{divide, saxpy, unchecked_copy};
+use berth_examples::{block_sum, divide, saxpy, unchecked_copy};
 use berth_tests::{random_f32, random_u32, saxpy_host};
 
 fn sim() -> Gpu {
@@ -117,6 +117,32 @@ fn shared_memory_races_are_reported() {
         "{err}"
     );
     println!("reported: {err}");
+    still_works(&gpu);
+}
+
+#[test]
+fn a_tree_reduction_refuses_a_block_shape_its_shared_slots_do_not_fit() {
+    // block_tree_sum gives thread `idx_x` its slot: a 2D block would have two threads per
+    // slot (a shared race), a non-power-of-two one would read slots nobody wrote.
+    let gpu = sim();
+    let x = gpu.upload(&vec![1.0f32; 1024]).unwrap();
+    for threads in [berth::Dim3::from((16, 16)), berth::Dim3::from(96)] {
+        let mut partial = gpu.alloc_zeroed::<f32>(2).unwrap();
+        let err = block_sum(&gpu, Grid::new(2, threads), &x, &mut partial)
+            .unwrap()
+            .wait()
+            .unwrap_err();
+        let Error::KernelPanic { kernel, report, .. } = &err else {
+            panic!("expected KernelPanic, got {err}");
+        };
+        assert_eq!(*kernel, "block_sum");
+        assert!(
+            report
+                .message
+                .contains("block_tree_sum: the block must be 1D"),
+            "{report}"
+        );
+    }
     still_works(&gpu);
 }
 

@@ -5,9 +5,11 @@ use berth::prelude::*;
 #[gpu_kernel]
 pub fn k(out: &mut [u32]) {
     let slots = shared_array!(SLOTS: [berth::Own; 32]);
-    slots[thread::idx_x()].set(thread::index());
+    // SAFETY: each thread writes its own slot; the reads come after the barrier.
+    unsafe { slots.write(thread::idx_x(), thread::index()) };
     sync_threads();
-    let theirs = slots[(thread::idx_x() + 1) % 32].get();
+    // SAFETY: as above.
+    let theirs = unsafe { slots.read((thread::idx_x() + 1) % 32) };
     out[theirs] = 1;
 }
 
