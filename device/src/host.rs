@@ -125,6 +125,35 @@ pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
     }
 }
 
+/// Install `coords` for the current OS thread, without block services, until the returned
+/// guard drops: the calling thread runs a kernel body as that one thread of a launch, alone.
+/// Its barrier returns at once, its shared memory is its own, and its warp is its own lane.
+/// For a unit test of index arithmetic, or an example.
+///
+/// ```
+/// use berth_device::host::{self, Coords};
+/// use berth_device::thread;
+/// {
+///     let _as = host::enter_thread(Coords {
+///         thread: [3, 0, 0],
+///         block: [2, 0, 0],
+///         block_dim: [128, 1, 1],
+///         grid_dim: [8, 1, 1],
+///     });
+///     assert_eq!((thread::global_x(), thread::count()), (2 * 128 + 3, 1024));
+/// }
+/// // The guard restored what was there before: outside an executor, a grid of one thread.
+/// assert_eq!(thread::count(), 1);
+/// ```
+pub fn enter_thread(coords: Coords) -> Entered {
+    let prev_coords = COORDS.with(|c| c.replace(coords));
+    let prev_services = SERVICES.with(|s| s.borrow_mut().take());
+    Entered {
+        prev_coords,
+        prev_services,
+    }
+}
+
 /// Restores the previous context when dropped. See [`enter`].
 #[must_use]
 pub struct Entered {
