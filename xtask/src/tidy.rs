@@ -247,7 +247,15 @@ mod private {
 axes! {
     /// Generated.
     idx_x => a, b, 0;
+    /// Generated, with an example.
+    ///
+    /// ```
+    /// ```
+    idx_y => a, b, 1;
 }
+/// A template's method, its example built per expansion.
+#[doc = example!(slice, $t, "5", "v.load(0);")]
+pub fn load(&self) {}
 /// An exported macro.
 #[macro_export]
 macro_rules! m {
@@ -265,7 +273,7 @@ mod tests {
             "17: fn method",
             "21: struct S",
             "32: idx_x (generated)",
-            "36: macro m"
+            "44: macro m"
         ]
     );
 }
