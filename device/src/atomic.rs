@@ -46,6 +46,20 @@ use core::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering::R
 /// Declaring the argument `#[atomic]` is what makes this sound: the whole launch sees the
 /// buffer only through atomics, so a plain write can never meet an atomic one on the same
 /// element. `T` is `u32`, `i32`, `u64`, `i64`, `f32` or `f64`.
+///
+/// ```
+/// use berth_device::{AtomicSlice, Slice, thread};
+/// let bytes = [3u8, 1, 3, 3];
+/// let mut counts = [0u32; 4];
+/// // SAFETY: the arrays outlive the views; `counts` is reached only through atomics. (In a
+/// // kernel the launcher builds the views of `&[u8]` and `#[atomic] &mut [u32]` arguments.)
+/// let input = unsafe { Slice::from_raw(bytes.as_ptr(), bytes.len()) };
+/// let histogram = unsafe { AtomicSlice::from_raw(counts.as_mut_ptr(), counts.len()) };
+/// for i in thread::grid_stride(input.len()) {
+///     histogram.atomic_add(usize::from(input[i]), 1);
+/// }
+/// assert_eq!(counts, [0, 1, 0, 3]);
+/// ```
 pub struct AtomicSlice<'a, T> {
     ptr: *mut T,
     len: usize,
@@ -59,6 +73,15 @@ impl<T> AtomicSlice<'_, T> {
     /// `ptr` is valid for reads and writes of `len` elements of `T` for the view's lifetime,
     /// aligned (it may dangle when `len == 0`), and every access to the memory during that
     /// time, by any thread, is atomic (through such views).
+    ///
+    /// ```
+    /// use berth_device::AtomicSlice;
+    /// let mut counter = [0u64];
+    /// // SAFETY: `counter` outlives the view and is reached only through atomics meanwhile.
+    /// let c = unsafe { AtomicSlice::from_raw(counter.as_mut_ptr(), 1) };
+    /// assert_eq!(c.atomic_add(0, 1), 0);
+    /// assert_eq!(counter, [1]);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
         AtomicSlice {
@@ -69,6 +92,15 @@ impl<T> AtomicSlice<'_, T> {
     }
 
     /// Number of elements.
+    ///
+    /// ```
+    /// use berth_device::AtomicSlice;
+    /// let mut bins = [0u32; 16];
+    /// // SAFETY: `bins` outlives the view and is reached only through atomics meanwhile.
+    /// let h = unsafe { AtomicSlice::from_raw(bins.as_mut_ptr(), bins.len()) };
+    /// let bin = |x: u32| (x as usize).min(h.len() - 1); // clamp into the last bin
+    /// assert_eq!((h.len(), bin(99)), (16, 15));
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn len(&self) -> usize {
@@ -76,6 +108,13 @@ impl<T> AtomicSlice<'_, T> {
     }
 
     /// Whether the slice has no elements.
+    ///
+    /// ```
+    /// use berth_device::AtomicSlice;
+    /// // SAFETY: zero elements: nothing is reached.
+    /// let h = unsafe { AtomicSlice::<u32>::from_raw(core::ptr::NonNull::dangling().as_ptr(), 0) };
+    /// assert!(h.is_empty());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -92,6 +131,8 @@ macro_rules! atomic_load {
     ($($t:ty => $atomic:ty, $bits:ty;)*) => { $(
         impl AtomicSlice<'_, $t> {
             /// Element `i`, read atomically (relaxed).
+            ///
+            #[doc = example!(slice, $t, "5", "assert_eq!(v.load(0), d[0]);")]
             #[inline(always)]
             #[track_caller]
             #[must_use]
@@ -129,14 +170,6 @@ from_bits! {
     i64, i64, |b| b;
     f32, u32, f32::from_bits;
     f64, u64, f64::from_bits;
-}
-atomic_load! {
-    u32 => AtomicU32, u32;
-    i32 => AtomicI32, i32;
-    u64 => AtomicU64, u64;
-    i64 => AtomicI64, i64;
-    f32 => AtomicU32, u32;
-    f64 => AtomicU64, u64;
 }
 
 /// Report an atomic access to element `$i` of the view `$v` to the simulator's checks: on a
@@ -202,6 +235,15 @@ macro_rules! example {
             "\n```"
         )
     };
+}
+
+atomic_load! {
+    u32 => AtomicU32, u32;
+    i32 => AtomicI32, i32;
+    u64 => AtomicU64, u64;
+    i64 => AtomicI64, i64;
+    f32 => AtomicU32, u32;
+    f64 => AtomicU64, u64;
 }
 
 macro_rules! int_atomics {

@@ -20,8 +20,8 @@ macro_rules! sreg {
 }
 
 macro_rules! axes {
-    ($(#[$doc:meta] $name:ident => $nv:ident, $field:ident, $axis:tt;)*) => { $(
-        #[$doc]
+    ($($(#[$doc:meta])* $name:ident => $nv:ident, $field:ident, $axis:tt;)*) => { $(
+        $(#[$doc])*
         #[inline(always)]
         #[must_use]
         pub fn $name() -> usize {
@@ -37,32 +37,104 @@ macro_rules! axes {
 pub mod thread {
     axes! {
         /// `threadIdx.x`
+        ///
+        /// ```
+        /// use berth_device::thread;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(thread::idx_x(), 5);
+        /// ```
         idx_x => _thread_idx_x, thread, 0;
         /// `threadIdx.y`
+        ///
+        /// ```
+        /// use berth_device::thread;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(thread::idx_y(), 1);
+        /// ```
         idx_y => _thread_idx_y, thread, 1;
         /// `threadIdx.z`
+        ///
+        /// ```
+        /// use berth_device::thread;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(thread::idx_z(), 0);
+        /// ```
         idx_z => _thread_idx_z, thread, 2;
     }
 
     /// Global index along x: `blockIdx.x * blockDim.x + threadIdx.x`.
+    ///
+    /// ```
+    /// use berth_device::{block, thread};
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// assert_eq!(thread::global_x(), 2 * 32 + 5);
+    /// assert_eq!(thread::global_x(), block::idx_x() * block::dim_x() + thread::idx_x());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn global_x() -> usize {
         super::block::idx_x() * super::block::dim_x() + idx_x()
     }
     /// Global index along y: `blockIdx.y * blockDim.y + threadIdx.y`.
+    ///
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// assert_eq!(thread::global_y(), 3 * 2 + 1);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn global_y() -> usize {
         super::block::idx_y() * super::block::dim_y() + idx_y()
     }
     /// Global index along z: `blockIdx.z * blockDim.z + threadIdx.z`.
+    ///
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// assert_eq!(thread::global_z(), 1);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn global_z() -> usize {
         super::block::idx_z() * super::block::dim_z() + idx_z()
     }
     /// Total threads along x in the grid (`gridDim.x * blockDim.x`): the step of a grid-stride loop.
+    ///
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// assert_eq!(thread::grid_stride_x(), 4 * 32);
+    /// // The x-indices this thread visits in a row of 300 elements:
+    /// let mut x = thread::global_x();
+    /// let mut visited = Vec::new();
+    /// while x < 300 {
+    ///     visited.push(x);
+    ///     x += thread::grid_stride_x();
+    /// }
+    /// assert_eq!(visited, [69, 197]);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn grid_stride_x() -> usize {
@@ -72,6 +144,29 @@ pub mod thread {
     /// x-fastest (thread in block, then block in grid). Unique in the launch, so it indexes a
     /// `&mut [T]` argument safely; on a one-dimensional grid it equals [`global_x`]. See
     /// [`Own`](crate::own::Own).
+    ///
+    /// ```
+    /// use berth_device::{SliceMut, thread};
+    /// let mut data = [0.0f32; 4];
+    /// // SAFETY: `data` outlives the view, and nothing but this (one) thread touches it.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let i = thread::index();
+    /// if i < out.len() {
+    ///     out[i] = 1.5; // an `Own` indexes a `&mut [T]` argument
+    /// }
+    /// // Outside an executor the grid is one thread, whose index is 0.
+    /// assert_eq!(data, [1.5, 0.0, 0.0, 0.0]);
+    /// ```
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// // Block (2, 3, 1) is block (1 * 4 + 3) * 4 + 2 = 30 of the grid; the thread is number
+    /// // 1 * 32 + 5 = 37 of its 64.
+    /// assert_eq!(thread::index().get(), 30 * 64 + 37);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn index() -> crate::own::Own {
@@ -88,6 +183,15 @@ pub mod thread {
 
     /// The launch's number of threads (blocks × threads per block): the step of
     /// [`grid_stride`].
+    ///
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// assert_eq!(thread::count(), (4 * 4 * 2) * (32 * 2));
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn count() -> usize {
@@ -114,6 +218,15 @@ pub mod thread {
     }
 
     /// The thread's index inside its block, linearised x-fastest.
+    ///
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// assert_eq!(thread::linear_in_block(), 32 + 5);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn linear_in_block() -> usize {
@@ -126,20 +239,83 @@ pub mod thread {
 pub mod block {
     axes! {
         /// `blockIdx.x`
+        ///
+        /// ```
+        /// use berth_device::block;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(block::idx_x(), 2);
+        /// ```
         idx_x => _block_idx_x, block, 0;
         /// `blockIdx.y`
+        ///
+        /// ```
+        /// use berth_device::block;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(block::idx_y(), 3);
+        /// ```
         idx_y => _block_idx_y, block, 1;
         /// `blockIdx.z`
+        ///
+        /// ```
+        /// use berth_device::block;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(block::idx_z(), 1);
+        /// ```
         idx_z => _block_idx_z, block, 2;
         /// `blockDim.x`
+        ///
+        /// ```
+        /// use berth_device::block;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(block::dim_x(), 32);
+        /// ```
         dim_x => _block_dim_x, block_dim, 0;
         /// `blockDim.y`
+        ///
+        /// ```
+        /// use berth_device::block;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(block::dim_y(), 2);
+        /// ```
         dim_y => _block_dim_y, block_dim, 1;
         /// `blockDim.z`
+        ///
+        /// ```
+        /// use berth_device::block;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(block::dim_z(), 1);
+        /// ```
         dim_z => _block_dim_z, block_dim, 2;
     }
 
     /// Number of threads in the block.
+    ///
+    /// ```
+    /// use berth_device::block;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+    /// assert_eq!(block::size(), 64);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn size() -> usize {
@@ -151,16 +327,62 @@ pub mod block {
 pub mod grid {
     axes! {
         /// `gridDim.x`
+        ///
+        /// ```
+        /// use berth_device::grid;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(grid::dim_x(), 4);
+        /// ```
         dim_x => _grid_dim_x, grid_dim, 0;
         /// `gridDim.y`
+        ///
+        /// ```
+        /// use berth_device::grid;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(grid::dim_y(), 4);
+        /// ```
         dim_y => _grid_dim_y, grid_dim, 1;
         /// `gridDim.z`
+        ///
+        /// ```
+        /// use berth_device::grid;
+        /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+        /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+        /// # });
+        /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+        /// assert_eq!(grid::dim_z(), 2);
+        /// ```
         dim_z => _grid_dim_z, grid_dim, 2;
     }
 }
 
 /// Block-wide barrier (`__syncthreads()`, PTX `bar.sync 0`): every thread of the block must
 /// reach it; shared-memory writes before it are visible to the block after it.
+///
+/// ```
+/// use berth_device::{PerBlock, sync_threads, thread};
+/// /// A kernel body's two phases: every thread's write of phase one is visible to the whole
+/// /// block in phase two.
+/// fn two_phases(partial: &mut PerBlock<'_, u32>) {
+///     // … phase one: each thread writes its part of a shared tile …
+///     sync_threads();
+///     // … phase two: the block's first thread combines the tile.
+///     if let Some(slot) = partial.mine() {
+///         *slot = thread::linear_in_block() as u32 + 1;
+///     }
+/// }
+/// let mut sums = [0u32];
+/// // SAFETY: `sums` outlives the view and nothing else touches it.
+/// two_phases(&mut unsafe { PerBlock::from_raw(sums.as_mut_ptr(), 1) });
+/// // Outside an executor the block is one thread: the barrier returns at once.
+/// assert_eq!(sums, [1]);
+/// ```
 #[inline(always)]
 #[track_caller]
 pub fn sync_threads() {

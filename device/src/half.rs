@@ -40,16 +40,55 @@ unsafe impl crate::DeviceCopy for bf16 {}
 /// ```
 pub trait HalfExt: Copy {
     /// The value as `f32` (exact).
+    ///
+    /// ```
+    /// use berth_device::{bf16, f16, half::HalfExt};
+    /// assert_eq!(f16::from_bits(0x3e00).to_f32_fast(), 1.5);
+    /// assert_eq!(bf16::from_bits(0xc020).to_f32_fast(), -2.5);
+    /// ```
     fn to_f32_fast(self) -> f32;
     /// `v` rounded to nearest, ties to even.
+    ///
+    /// ```
+    /// use berth_device::{bf16, f16, half::HalfExt};
+    /// assert_eq!(f16::from_f32_fast(1.5).to_bits(), 0x3e00);
+    /// // 1 + 2⁻¹¹ lies halfway between two f16 values (ulp 2⁻¹⁰ at 1): the tie goes to the even one.
+    /// assert_eq!(f16::from_f32_fast(1.0 + 2f32.powi(-11)).to_f32_fast(), 1.0);
+    /// assert_eq!(bf16::from_f32_fast(1.0 / 3.0).to_f32_fast(), 0.333_984_375);
+    /// ```
     fn from_f32_fast(v: f32) -> Self;
     /// `self + rhs`, rounded once.
+    ///
+    /// ```
+    /// use berth_device::{f16, half::HalfExt};
+    /// let big = f16::from_f32_fast(2048.0); // f16's ulp at 2048 is 2
+    /// let one = f16::from_f32_fast(1.0);
+    /// assert_eq!(big.add_rn(one).to_f32_fast(), 2048.0); // 2049: a tie, to even
+    /// assert_eq!(big.add_rn(one).add_rn(one).add_rn(one).to_f32_fast(), 2048.0);
+    /// ```
     #[must_use]
     fn add_rn(self, rhs: Self) -> Self;
     /// `self * rhs`, rounded once.
+    ///
+    /// ```
+    /// use berth_device::{bf16, half::HalfExt};
+    /// let x = bf16::from_f32_fast(-0.75);
+    /// assert_eq!(x.mul_rn(x).to_f32_fast(), 0.5625);
+    /// ```
     #[must_use]
     fn mul_rn(self, rhs: Self) -> Self;
     /// `self * b + c`, rounded once.
+    ///
+    /// ```
+    /// use berth_device::{f16, half::HalfExt};
+    /// let h = |v: f32| f16::from_f32_fast(v);
+    /// assert_eq!(h(1.5).fma_rn(h(2.0), h(-0.25)).to_f32_fast(), 2.75);
+    /// // One rounding: (1 + 2⁻⁶)² - 1 = 2⁻⁵ + 2⁻¹² is kept whole; the rounded product (1 + 2⁻⁵ at
+    /// // f16's precision near 1) has lost the 2⁻¹².
+    /// let x = h(1.0 + 2f32.powi(-6));
+    /// assert_eq!(x.fma_rn(x, h(-1.0)).to_f32_fast(), 2f32.powi(-5) + 2f32.powi(-12));
+    /// assert_eq!(x.mul_rn(x).add_rn(h(-1.0)).to_f32_fast(), 2f32.powi(-5));
+    /// ```
     #[must_use]
     fn fma_rn(self, b: Self, c: Self) -> Self;
 }
@@ -226,6 +265,23 @@ impl HalfExt for bf16 {
     }
 }
 
+/// A doc example of a packed pair's method, built for each pair type: `P` is the pair,
+/// `H` its element type.
+macro_rules! example {
+    ($name:ident, $h:ident, $body:literal) => {
+        concat!(
+            "```\n",
+            "use berth_device::{",
+            stringify!($h),
+            " as H, half::",
+            stringify!($name),
+            " as P};\n",
+            $body,
+            "\n```"
+        )
+    };
+}
+
 macro_rules! packed {
     (
         $(#[$doc:meta])* $name:ident, $h:ident, $suffix:literal, $cvt2:literal
@@ -246,6 +302,8 @@ macro_rules! packed {
 
         impl $name {
             /// The pair `(lo, hi)`.
+            ///
+            #[doc = example!($name, $h, "let p = P::new(H::from_f32(1.5), H::from_f32(-0.5));\nassert_eq!((p.lo, p.hi), (H::from_f32(1.5), H::from_f32(-0.5)));")]
             #[inline(always)]
             #[must_use]
             pub const fn new(lo: $h, hi: $h) -> Self {
@@ -253,6 +311,8 @@ macro_rules! packed {
             }
 
             /// Both elements `v`.
+            ///
+            #[doc = example!($name, $h, "assert_eq!(P::splat(H::from_f32(2.0)).to_f32s(), (2.0, 2.0));")]
             #[inline(always)]
             #[must_use]
             pub const fn splat(v: $h) -> Self {
@@ -260,6 +320,8 @@ macro_rules! packed {
             }
 
             /// The packed bits: `lo` in the low half.
+            ///
+            #[doc = example!($name, $h, "let p = P::new(H::from_f32(1.5), H::from_f32(-0.5));\nlet (lo, hi) = (u32::from(p.lo.to_bits()), u32::from(p.hi.to_bits()));\nassert_eq!(p.to_bits(), lo | hi << 16);")]
             #[inline(always)]
             #[must_use]
             pub const fn to_bits(self) -> u32 {
@@ -267,6 +329,8 @@ macro_rules! packed {
             }
 
             /// The pair whose packed bits are `b` (`lo` in the low half).
+            ///
+            #[doc = example!($name, $h, "let p = P::from_f32s(0.25, -3.0);\nassert_eq!(P::from_bits(p.to_bits()), p);")]
             #[inline(always)]
             #[must_use]
             pub const fn from_bits(b: u32) -> Self {
@@ -278,6 +342,8 @@ macro_rules! packed {
 
             /// `(lo, hi)` rounded from `f32` to nearest, ties to even, in one `cvt.rn`
             /// (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`, sm_80+).
+            ///
+            #[doc = example!($name, $h, "assert_eq!(P::from_f32s(0.25, 3.0), P::new(H::from_f32(0.25), H::from_f32(3.0)));")]
             #[inline(always)]
             #[must_use]
             pub fn from_f32s(lo: f32, hi: f32) -> Self {
@@ -293,6 +359,8 @@ macro_rules! packed {
             }
 
             /// `(lo, hi)` as `f32` (exact).
+            ///
+            #[doc = example!($name, $h, "assert_eq!(P::from_f32s(-0.5, 3.0).to_f32s(), (-0.5, 3.0));")]
             #[inline(always)]
             #[must_use]
             pub fn to_f32s(self) -> (f32, f32) {
@@ -300,6 +368,8 @@ macro_rules! packed {
             }
 
             /// Element-wise `self * b + c`, rounded once (`fma.rn` on the pair).
+            ///
+            #[doc = example!($name, $h, "let p = P::from_f32s(1.5, 2.0);\nassert_eq!(p.fma(p, P::splat(H::from_f32(-0.25))).to_f32s(), (2.0, 3.75));")]
             #[inline(always)]
             #[must_use]
             pub fn fma(self, b: Self, c: Self) -> Self {

@@ -15,6 +15,15 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 /// Coordinates of one simulated thread (`u32` per axis, as in CUDA).
+///
+/// ```
+/// use berth_device::host::{self, Coords};
+/// use berth_device::{block, thread};
+/// // Thread 3 of block 1, in a grid of 2 blocks of 64 threads.
+/// let c = Coords { thread: [3, 0, 0], block: [1, 0, 0], block_dim: [64, 1, 1], grid_dim: [2, 1, 1] };
+/// let _as = host::enter_thread(c);
+/// assert_eq!((thread::global_x(), block::dim_x()), (67, 64));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Coords {
     /// `threadIdx`
@@ -29,6 +38,14 @@ pub struct Coords {
 
 impl Coords {
     /// A grid of one block of one thread.
+    ///
+    /// ```
+    /// use berth_device::host::Coords;
+    /// use berth_device::thread;
+    /// // What a body sees outside an executor.
+    /// assert_eq!(Coords::SINGLE.grid_dim, [1, 1, 1]);
+    /// assert_eq!(thread::count(), 1);
+    /// ```
     pub const SINGLE: Coords = Coords {
         thread: [0; 3],
         block: [0; 3],
@@ -38,6 +55,15 @@ impl Coords {
 }
 
 /// What a kernel thread does to one element of memory, as the race checks see it.
+///
+/// ```
+/// use berth_device::host::Access;
+/// /// Two accesses race unless both read, or both are atomic.
+/// fn conflict(a: Access, b: Access) -> bool {
+///     !matches!((a, b), (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic))
+/// }
+/// assert!(conflict(Access::Write, Access::Read) && !conflict(Access::Atomic, Access::Atomic));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// A plain read.
@@ -49,35 +75,243 @@ pub enum Access {
 }
 
 /// The call site of an access, as `#[track_caller]` gives it.
+///
+/// ```
+/// use berth_device::host::At;
+/// #[track_caller]
+/// fn here() -> At {
+///     core::panic::Location::caller()
+/// }
+/// let at = here();
+/// assert_eq!((at.file(), at.line()), (file!(), line!() - 1));
+/// ```
 pub type At = &'static core::panic::Location<'static>;
 
 /// What a block shares among its threads: the barrier and the shared-memory arena.
+///
+/// ```
+/// use berth_device::host::{self, Access, At, BlockServices, Coords};
+/// use berth_device::{SliceMut, thread};
+/// use std::{cell::RefCell, rc::Rc};
+///
+/// /// A block of one thread that logs its global-memory accesses.
+/// #[derive(Default)]
+/// struct Logged(RefCell<Vec<(usize, Access)>>);
+/// impl BlockServices for Logged {
+///     fn barrier(&self, _at: At) {} // one thread: nobody to wait for
+///     fn global_access(&self, addr: usize, _bytes: usize, access: Access, _at: At) {
+///         self.0.borrow_mut().push((addr, access));
+///     }
+///     fn shared(&self, _key: &'static str, bytes: usize, _align: usize) -> *mut u8 {
+///         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+///     }
+///     fn dynamic_shared(&self) -> (*mut u8, usize) {
+///         (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0)
+///     }
+/// }
+///
+/// let log = Rc::new(Logged::default());
+/// let mut data = [0u32; 2];
+/// let addr = data.as_ptr() as usize;
+/// {
+///     let _in_block = host::enter(Coords::SINGLE, log.clone());
+///     // SAFETY: `data` outlives the view; this thread is the launch.
+///     let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), 2) };
+///     out[thread::index()] = 7; // the body's write, reported to the block
+/// }
+/// assert_eq!(data, [7, 0]);
+/// assert_eq!(*log.0.borrow(), [(addr, Access::Write)]);
+/// ```
 pub trait BlockServices {
     /// Wait until every thread of the block has called `barrier`; `at` is the call site.
+    ///
+    /// ```
+    /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+    /// # use berth_device::warp::Call;
+    /// # use std::{cell::{Cell, RefCell}, rc::Rc};
+    /// # #[derive(Default)]
+    /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+    /// # impl BlockServices for Rec {
+    /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+    /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+    /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    /// #     }
+    /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+    /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+    /// # }
+    /// # let block = Rc::new(Rec::default());
+    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// berth_device::sync_threads(); // reaches `barrier`, located at this line
+    /// assert_eq!(block.barriers.get(), 1);
+    /// ```
     fn barrier(&self, at: &'static core::panic::Location<'static>);
     /// A shared-memory access by the current thread, at `at` (for the race and
     /// initialisation checks): `addr` of `bytes` bytes. The default ignores it.
+    ///
+    /// ```
+    /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+    /// # use berth_device::warp::Call;
+    /// # use std::{cell::{Cell, RefCell}, rc::Rc};
+    /// # #[derive(Default)]
+    /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+    /// # impl BlockServices for Rec {
+    /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+    /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+    /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    /// #     }
+    /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+    /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+    /// # }
+    /// # let block = Rc::new(Rec::default());
+    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // An executor's report of a shared-memory store and load by the current thread.
+    /// let at = core::panic::Location::caller();
+    /// block.shared_access(0x100, 4, Access::Write, at);
+    /// block.shared_access(0x100, 4, Access::Read, at);
+    /// assert_eq!(*block.shared.borrow(), [Access::Write, Access::Read]);
+    /// ```
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let _ = (addr, bytes, access, at);
     }
     /// An access by the current thread to global or mapped memory (an element of a `&mut [T]`
     /// argument, plain or atomic), at `at`; see [`note_global`]. The default ignores it.
+    ///
+    /// ```
+    /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+    /// # use berth_device::warp::Call;
+    /// # use std::{cell::{Cell, RefCell}, rc::Rc};
+    /// # #[derive(Default)]
+    /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+    /// # impl BlockServices for Rec {
+    /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+    /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+    /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    /// #     }
+    /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+    /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+    /// # }
+    /// # let block = Rc::new(Rec::default());
+    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// let mut data = [1u32, 2];
+    /// // SAFETY: `data` outlives the view; this thread is the launch.
+    /// let out = unsafe { berth_device::SliceMut::from_raw(data.as_mut_ptr(), 2) };
+    /// // SAFETY: no thread writes element 1.
+    /// let _ = unsafe { out.read(1) };
+    /// assert_eq!(*block.global.borrow(), [(data.as_ptr() as usize + 4, Access::Read)]);
+    /// ```
     fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let _ = (addr, bytes, access, at);
     }
     /// The block's static shared array named `key` (`bytes` long, `align`-aligned; its
     /// contents are undefined until written, as on the GPU).
+    ///
+    /// ```
+    /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+    /// # use berth_device::warp::Call;
+    /// # use std::{cell::{Cell, RefCell}, rc::Rc};
+    /// # #[derive(Default)]
+    /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+    /// # impl BlockServices for Rec {
+    /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+    /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+    /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    /// #     }
+    /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+    /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+    /// # }
+    /// # let block = Rc::new(Rec::default());
+    /// // An executor hands out `bytes` of 16-aligned, block-private memory per name.
+    /// let p = block.shared("TILE", 64, 16);
+    /// assert!(!p.is_null() && p as usize % 16 == 0);
+    /// ```
     fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8;
     /// The block's dynamic shared memory: pointer and size in bytes.
+    ///
+    /// ```
+    /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+    /// # use berth_device::warp::Call;
+    /// # use std::{cell::{Cell, RefCell}, rc::Rc};
+    /// # #[derive(Default)]
+    /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+    /// # impl BlockServices for Rec {
+    /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+    /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+    /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    /// #     }
+    /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+    /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+    /// # }
+    /// # let block = Rc::new(Rec::default());
+    /// // This block was launched without dynamic shared memory.
+    /// let (_ptr, bytes) = block.dynamic_shared();
+    /// assert_eq!(bytes, 0);
+    /// ```
     fn dynamic_shared(&self) -> (*mut u8, usize);
     /// A warp collective by the current thread, reached at `at`: meet the lanes its mask
     /// names, return this lane's result ([`crate::warp::model::exchange`]). The default is a
     /// warp whose only live lane is the calling thread.
+    ///
+    /// ```
+    /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+    /// # use berth_device::warp::Call;
+    /// # use std::{cell::{Cell, RefCell}, rc::Rc};
+    /// # #[derive(Default)]
+    /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+    /// # impl BlockServices for Rec {
+    /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+    /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+    /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    /// #     }
+    /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+    /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+    /// # }
+    /// # let block = Rc::new(Rec::default());
+    /// use berth_device::warp::{self, Op};
+    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // This executor's warp is the calling lane: a shuffle returns the lane's own value.
+    /// assert_eq!(warp::shfl_down(1, 9u32, 1), 9);
+    /// let call = block.warps.borrow()[0];
+    /// assert_eq!((call.op, call.mask, call.value, call.arg), (Op::Down, 1, 9, 1));
+    /// ```
     fn warp(&self, call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
         lone_lane(call, at)
     }
     /// The lanes of the current thread's warp that are inside the block and have not
     /// returned. The default: the calling lane.
+    ///
+    /// ```
+    /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+    /// # use berth_device::warp::Call;
+    /// # use std::{cell::{Cell, RefCell}, rc::Rc};
+    /// # #[derive(Default)]
+    /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+    /// # impl BlockServices for Rec {
+    /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+    /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+    /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    /// #     }
+    /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+    /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+    /// # }
+    /// # let block = Rc::new(Rec::default());
+    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // The default: only the calling lane (lane 0 here) is live.
+    /// assert_eq!(berth_device::warp::active_mask(), 1);
+    /// ```
     fn warp_active_mask(&self) -> u32 {
         1 << crate::warp::lane_id()
     }
@@ -116,6 +350,34 @@ thread_local! {
 /// An executor that suspends a simulated thread inside [`BlockServices::barrier`] or
 /// [`BlockServices::warp`] (a coroutine) keeps `services` alive itself until that thread has
 /// finished or been discarded: those calls hold no count of the `Rc` while suspended.
+///
+/// ```
+/// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+/// # use berth_device::warp::Call;
+/// # use std::{cell::{Cell, RefCell}, rc::Rc};
+/// # #[derive(Default)]
+/// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+/// # impl BlockServices for Rec {
+/// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+/// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+/// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+/// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+/// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+/// #     }
+/// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+/// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+/// # }
+/// # let block = Rc::new(Rec::default());
+/// use berth_device::thread;
+/// let coords = Coords { thread: [1, 0, 0], block: [0, 0, 0], block_dim: [2, 1, 1], grid_dim: [1, 1, 1] };
+/// {
+///     let _in_block = host::enter(coords, block.clone());
+///     assert_eq!(thread::index().get(), 1);
+///     berth_device::sync_threads();
+/// }
+/// // Dropped: back to a grid of one thread, and the block saw one barrier.
+/// assert_eq!((thread::count(), block.barriers.get()), (1, 1));
+/// ```
 pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
     let prev_coords = COORDS.with(|c| c.replace(coords));
     let prev_services = SERVICES.with(|s| s.borrow_mut().replace(services));
@@ -125,7 +387,49 @@ pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
     }
 }
 
+/// Install `coords` for the current OS thread, without block services, until the returned
+/// guard drops: the calling thread runs a kernel body as that one thread of a launch, alone.
+/// Its barrier returns at once, its shared memory is its own, and its warp is its own lane.
+/// For a unit test of index arithmetic, or an example.
+///
+/// ```
+/// use berth_device::host::{self, Coords};
+/// use berth_device::thread;
+/// {
+///     let _as = host::enter_thread(Coords {
+///         thread: [3, 0, 0],
+///         block: [2, 0, 0],
+///         block_dim: [128, 1, 1],
+///         grid_dim: [8, 1, 1],
+///     });
+///     assert_eq!((thread::global_x(), thread::count()), (2 * 128 + 3, 1024));
+/// }
+/// // The guard restored what was there before: outside an executor, a grid of one thread.
+/// assert_eq!(thread::count(), 1);
+/// ```
+pub fn enter_thread(coords: Coords) -> Entered {
+    let prev_coords = COORDS.with(|c| c.replace(coords));
+    let prev_services = SERVICES.with(|s| s.borrow_mut().take());
+    Entered {
+        prev_coords,
+        prev_services,
+    }
+}
+
 /// Restores the previous context when dropped. See [`enter`].
+///
+/// ```
+/// use berth_device::host::{self, Coords};
+/// use berth_device::block;
+/// let outer = host::enter_thread(Coords { block_dim: [64, 1, 1], ..Coords::SINGLE });
+/// {
+///     let _inner = host::enter_thread(Coords { block_dim: [8, 1, 1], ..Coords::SINGLE });
+///     assert_eq!(block::dim_x(), 8);
+/// }
+/// assert_eq!(block::dim_x(), 64); // the inner guard restored the outer context
+/// drop(outer);
+/// assert_eq!(block::dim_x(), 1);
+/// ```
 #[must_use]
 pub struct Entered {
     prev_coords: Coords,
@@ -199,6 +503,41 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 /// and not both atomically, is a data race it reports. Device views call this from their
 /// element accessors; a view of kernel memory that hands out elements by other means (raw
 /// pointers) is not checked. Outside an executor it does nothing.
+///
+/// ```
+/// # use berth_device::host::{self, Access, At, BlockServices, Coords};
+/// # use berth_device::warp::Call;
+/// # use std::{cell::{Cell, RefCell}, rc::Rc};
+/// # #[derive(Default)]
+/// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
+/// # impl BlockServices for Rec {
+/// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
+/// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
+/// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
+/// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+/// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+/// #     }
+/// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
+/// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
+/// # }
+/// # let block = Rc::new(Rec::default());
+/// /// A custom view's accessor reports its element, located at its caller.
+/// #[track_caller]
+/// fn read_at(p: *const f32, i: usize) -> f32 {
+///     let e = p.wrapping_add(i);
+///     host::note_global(e as usize, 4, Access::Read, core::panic::Location::caller());
+///     // SAFETY: the caller passes an in-bounds index of a live array.
+///     unsafe { *e }
+/// }
+/// let data = [0.5f32, 1.5];
+/// {
+///     let _in_block = host::enter(Coords::SINGLE, block.clone());
+///     assert_eq!(read_at(data.as_ptr(), 1), 1.5);
+/// }
+/// assert_eq!(*block.global.borrow(), [(data.as_ptr() as usize + 4, Access::Read)]);
+/// // Outside an executor the report goes nowhere.
+/// assert_eq!(read_at(data.as_ptr(), 0), 0.5);
+/// ```
 #[inline]
 pub fn note_global(addr: usize, bytes: usize, access: Access, at: At) {
     SERVICES.with(|s| {

@@ -54,6 +54,26 @@ pub use slice::{PerBlock, Slice, SliceMut, Window};
 /// or primitives), no pointers or references, no padding (the launcher reads the value's
 /// bytes, and padding bytes are uninitialised), and all-zero bytes a valid value (fresh
 /// buffers are zeroed before the host can read them as `T`).
+///
+/// ```
+/// use berth_device::DeviceCopy;
+///
+/// /// A kernel scalar: `#[repr(C)]`, no padding, no pointers, valid when all zero.
+/// #[repr(C)]
+/// #[derive(Clone, Copy)]
+/// struct Params {
+///     scale: f32,
+///     offset: [f32; 3],
+/// }
+/// // SAFETY: `#[repr(C)]` of four `f32`: no padding, no pointers, zero bytes are a value.
+/// // (With the berth crate, `#[derive(DeviceCopy)]` writes this and checks the layout.)
+/// unsafe impl DeviceCopy for Params {}
+///
+/// fn launch_arg<T: DeviceCopy>(v: T) -> usize {
+///     size_of_val(&v)
+/// }
+/// assert_eq!(launch_arg(Params { scale: 2.0, offset: [0.0; 3] }), 16);
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot cross to the GPU: it does not implement `DeviceCopy`",
     label = "not plain device data",

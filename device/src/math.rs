@@ -41,72 +41,265 @@
 /// ```
 pub trait GpuFloat: Copy {
     /// Square root, correctly rounded.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// // In a kernel: `x.sqrt()`. (On the host `f32` has its own `sqrt`, which a method call
+    /// // picks first; the trait's path names the kernel's.)
+    /// assert_eq!(GpuFloat::sqrt(2.25f32), 1.5);
+    /// ```
     fn sqrt(self) -> Self;
     /// `1 / sqrt(self)`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!(0.25f32.rsqrt(), 2.0);
+    /// assert_eq!(16.0f64.rsqrt(), 0.25);
+    /// ```
     fn rsqrt(self) -> Self;
     /// Cube root.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::cbrt(-8.0f64) + 2.0).abs() < 1e-15);
+    /// ```
     fn cbrt(self) -> Self;
     /// `e^self`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::exp(1.0f64) - core::f64::consts::E).abs() < 1e-15);
+    /// ```
     fn exp(self) -> Self;
     /// `2^self`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::exp2(0.5f32) - core::f32::consts::SQRT_2).abs() < 1e-6);
+    /// ```
     fn exp2(self) -> Self;
     /// `10^self`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::exp10(2.0f64) - 100.0).abs() < 1e-12);
+    /// ```
     fn exp10(self) -> Self;
     /// `e^self - 1`, accurate near zero.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// let x = 1e-10f64;
+    /// // e^x - 1 ≈ x + x²/2: exact to the last digits, where `exp(x) - 1.0` keeps about six.
+    /// assert!((GpuFloat::exp_m1(x) - (x + x * x / 2.0)).abs() < 1e-24);
+    /// assert!((GpuFloat::exp(x) - 1.0 - x).abs() > 1e-18); // `1.0 + x` rounded in `exp(x)`
+    /// ```
     fn exp_m1(self) -> Self;
     /// Natural logarithm.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::ln(core::f64::consts::E) - 1.0).abs() < 1e-15);
+    /// ```
     fn ln(self) -> Self;
     /// Base-2 logarithm.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::log2(1024.0f32) - 10.0).abs() < 1e-6);
+    /// ```
     fn log2(self) -> Self;
     /// Base-10 logarithm.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::log10(1000.0f64) - 3.0).abs() < 1e-15);
+    /// ```
     fn log10(self) -> Self;
     /// `ln(1 + self)`, accurate near zero.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// let x = 1e-10f64;
+    /// // ln(1 + x) ≈ x - x²/2, to the last digits: `1.0 + x` would already have rounded x.
+    /// assert!((GpuFloat::ln_1p(x) - (x - x * x / 2.0)).abs() < 1e-24);
+    /// ```
     fn ln_1p(self) -> Self;
     /// Sine (radians).
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::sin(core::f64::consts::FRAC_PI_6) - 0.5).abs() < 1e-15);
+    /// ```
     fn sin(self) -> Self;
     /// Cosine (radians).
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::cos(core::f32::consts::FRAC_PI_3) - 0.5).abs() < 1e-6);
+    /// ```
     fn cos(self) -> Self;
     /// Sine and cosine at once.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// let (s, c) = GpuFloat::sin_cos(0.3f64);
+    /// assert!((s - GpuFloat::sin(0.3f64)).abs() < 1e-15 && (s * s + c * c - 1.0).abs() < 1e-15);
+    /// ```
     fn sin_cos(self) -> (Self, Self);
     /// Tangent.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::tan(core::f64::consts::FRAC_PI_4) - 1.0).abs() < 1e-15);
+    /// ```
     fn tan(self) -> Self;
     /// Arcsine.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::asin(1.0f64) - core::f64::consts::FRAC_PI_2).abs() < 1e-15);
+    /// ```
     fn asin(self) -> Self;
     /// Arccosine.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::acos(-1.0f32) - core::f32::consts::PI).abs() < 1e-6);
+    /// ```
     fn acos(self) -> Self;
     /// Arctangent.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::atan(1.0f64) - core::f64::consts::FRAC_PI_4).abs() < 1e-15);
+    /// ```
     fn atan(self) -> Self;
     /// Four-quadrant arctangent of `self / other`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// // The angle of the point (x, y) = (-1, 1): second quadrant, 3π/4.
+    /// let angle = GpuFloat::atan2(1.0f64, -1.0);
+    /// assert!((angle - 3.0 * core::f64::consts::FRAC_PI_4).abs() < 1e-15);
+    /// ```
     fn atan2(self, other: Self) -> Self;
     /// Hyperbolic sine.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// let e = core::f64::consts::E;
+    /// assert!((GpuFloat::sinh(1.0f64) - (e - 1.0 / e) / 2.0).abs() < 1e-15);
+    /// ```
     fn sinh(self) -> Self;
     /// Hyperbolic cosine.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// let e = core::f64::consts::E;
+    /// assert!((GpuFloat::cosh(1.0f64) - (e + 1.0 / e) / 2.0).abs() < 1e-15);
+    /// ```
     fn cosh(self) -> Self;
     /// Hyperbolic tangent.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::tanh(0.5f64) - 0.462_117_157_260_009_8).abs() < 1e-15);
+    /// assert_eq!(GpuFloat::tanh(20.0f32), 1.0); // saturated in f32
+    /// ```
     fn tanh(self) -> Self;
     /// `self^n`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert!((GpuFloat::powf(2.0f64, 0.5) - core::f64::consts::SQRT_2).abs() < 1e-15);
+    /// ```
     fn powf(self, n: Self) -> Self;
     /// `self^n` for an integer power.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!(GpuFloat::powi(3.0f32, 4), 81.0);
+    /// assert_eq!(GpuFloat::powi(2.0f64, -2), 0.25);
+    /// ```
     fn powi(self, n: i32) -> Self;
     /// `sqrt(self² + other²)` without undue overflow.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!(GpuFloat::hypot(3.0f32, 4.0), 5.0);
+    /// // Squaring 3e30 would overflow f32; the result does not.
+    /// assert!((GpuFloat::hypot(3e30f32, 4e30) / 5e30 - 1.0).abs() < 1e-6);
+    /// ```
     fn hypot(self, other: Self) -> Self;
     /// `self * a + b` with one rounding.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// let x = 1.0 + f64::EPSILON;
+    /// // x² = 1 + 2ε + ε²: the fused form keeps the ε² that a rounded product loses.
+    /// assert_eq!(GpuFloat::mul_add(x, x, -(1.0 + 2.0 * f64::EPSILON)), f64::EPSILON * f64::EPSILON);
+    /// assert_eq!(x * x - (1.0 + 2.0 * f64::EPSILON), 0.0);
+    /// ```
     fn mul_add(self, a: Self, b: Self) -> Self;
     /// Largest integer not above `self`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!((GpuFloat::floor(1.5f32), GpuFloat::floor(-1.5f32)), (1.0, -2.0));
+    /// ```
     fn floor(self) -> Self;
     /// Smallest integer not below `self`.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!((GpuFloat::ceil(1.5f32), GpuFloat::ceil(-1.5f32)), (2.0, -1.0));
+    /// ```
     fn ceil(self) -> Self;
     /// Nearest integer, halves away from zero.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!((GpuFloat::round(2.5f64), GpuFloat::round(-2.5f64)), (3.0, -3.0));
+    /// ```
     fn round(self) -> Self;
     /// Integer part.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!((GpuFloat::trunc(2.7f32), GpuFloat::trunc(-2.7f32)), (2.0, -2.0));
+    /// ```
     fn trunc(self) -> Self;
     /// Absolute value.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!((GpuFloat::abs(-0.5f64), GpuFloat::abs(0.5f64)), (0.5, 0.5));
+    /// ```
     fn abs(self) -> Self;
     /// Minimum (a NaN argument yields the other).
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!(GpuFloat::min(1.0f32, -2.0), -2.0);
+    /// assert_eq!(GpuFloat::min(1.0f32, f32::NAN), 1.0);
+    /// ```
     fn min(self, other: Self) -> Self;
     /// Maximum (a NaN argument yields the other).
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!(GpuFloat::max(1.0f64, -2.0), 1.0);
+    /// assert_eq!(GpuFloat::max(f64::NAN, -2.0), -2.0);
+    /// ```
     fn max(self, other: Self) -> Self;
     /// `self`'s magnitude with `sign`'s sign.
+    ///
+    /// ```
+    /// use berth_device::math::GpuFloat;
+    /// assert_eq!(GpuFloat::copysign(3.0f32, -0.0), -3.0);
+    /// assert_eq!(GpuFloat::copysign(-3.0f64, 1.0), 3.0);
+    /// ```
     fn copysign(self, sign: Self) -> Self;
 }
 
@@ -132,24 +325,79 @@ pub trait GpuFloat: Copy {
 /// ```
 pub trait FastMath: Copy {
     /// `2^self`, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// // Within 2 ulp on the GPU; the accurate function on the host.
+    /// assert!((0.5f32.exp2_approx() - core::f32::consts::SQRT_2).abs() < 1e-6);
+    /// ```
     fn exp2_approx(self) -> Self;
     /// `e^self`, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// // Error 2 + 1.5·|x| ulp on the GPU: grows with |x|.
+    /// assert!((1.0f32.exp_approx() - core::f32::consts::E).abs() < 1e-6);
+    /// ```
     fn exp_approx(self) -> Self;
     /// Base-2 logarithm, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// assert!((8.0f32.log2_approx() - 3.0).abs() < 1e-6);
+    /// ```
     fn log2_approx(self) -> Self;
     /// Natural logarithm, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// assert!((core::f32::consts::E.ln_approx() - 1.0).abs() < 1e-6);
+    /// ```
     fn ln_approx(self) -> Self;
     /// Sine, approximate (accurate in [-π, π]).
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// // Absolute error 2⁻²⁰·⁵ (about 7e-7) in [-π, π] on the GPU.
+    /// assert!((core::f32::consts::FRAC_PI_6.sin_approx() - 0.5).abs() < 1e-6);
+    /// ```
     fn sin_approx(self) -> Self;
     /// Cosine, approximate (accurate in [-π, π]).
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// assert!((core::f32::consts::FRAC_PI_3.cos_approx() - 0.5).abs() < 1e-6);
+    /// ```
     fn cos_approx(self) -> Self;
     /// `1 / sqrt(self)`, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// assert!((4.0f32.rsqrt_approx() - 0.5).abs() < 1e-6);
+    /// ```
     fn rsqrt_approx(self) -> Self;
     /// Square root, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// assert!((2.25f32.sqrt_approx() - 1.5).abs() < 1e-6);
+    /// ```
     fn sqrt_approx(self) -> Self;
     /// `1 / self`, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// assert!((8.0f32.recip_approx() - 0.125).abs() < 1e-7);
+    /// ```
     fn recip_approx(self) -> Self;
     /// Hyperbolic tangent, approximate.
+    ///
+    /// ```
+    /// use berth_device::math::FastMath;
+    /// // Relative error 2⁻¹⁰·⁹⁸⁷ (about 5e-4) on the GPU: coarse, for activations.
+    /// let t = 0.5f32.tanh_approx();
+    /// assert!((t - 0.462_117_16).abs() < 5e-4 * 0.462_117_16);
+    /// ```
     fn tanh_approx(self) -> Self;
 }
 

@@ -31,6 +31,20 @@ use core::marker::PhantomData;
 /// It reads as a number (`i.get()`, `i < n`, `{i}`) and indexes every kernel view:
 /// [`SliceMut`](crate::SliceMut) (read and write), [`Slice`](crate::Slice) and
 /// [`Window`](crate::Window) (read).
+///
+/// ```
+/// use berth_device::{Slice, SliceMut, thread};
+/// let (input, mut data) = ([1.0f32, 2.0, 3.0], [0.0f32; 3]);
+/// // SAFETY: the arrays outlive the views; nothing else touches them.
+/// let x = unsafe { Slice::from_raw(input.as_ptr(), input.len()) };
+/// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+/// for i in thread::grid_stride(out.len()) {
+///     // `i` indexes the output; `i + 1`, a plain `usize`, only reads.
+///     let next = if i + 1 < x.len() { x[i + 1] } else { 0.0 };
+///     out[i] = x[i] + next;
+/// }
+/// assert_eq!(data, [3.0, 5.0, 3.0]); // one thread visits every index
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Own {
     i: usize,
@@ -50,6 +64,12 @@ impl Own {
     }
 
     /// The index as a number.
+    ///
+    /// ```
+    /// let i = berth_device::thread::index();
+    /// let n: usize = i.get();
+    /// assert_eq!((n, usize::from(i)), (0, 0)); // outside an executor: thread 0 of 1
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn get(self) -> usize {
@@ -120,6 +140,17 @@ impl core::fmt::Display for Own {
 /// [`thread::grid_stride`](crate::thread::grid_stride).
 ///
 /// [`thread::index`]: crate::thread::index
+///
+/// ```
+/// use berth_device::thread;
+/// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+/// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+/// # });
+/// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid of 32×2×1 blocks:
+/// // 2048 threads in all, this one number 1957: its loop over 5000 elements.
+/// let mine: Vec<usize> = thread::grid_stride(5000).map(|i| i.get()).collect();
+/// assert_eq!(mine, [1957, 1957 + 2048]);
+/// ```
 #[derive(Clone, Debug)]
 pub struct GridStride {
     next: usize,

@@ -29,9 +29,23 @@
 
 /// Name of the module global holding a [`PanicSlot`]: where the [`PanicRecord`] and its claim
 /// word live.
+///
+/// ```
+/// // The host finds the global by this name in the loaded module and stores the record's
+/// // and the claim word's device addresses in it.
+/// assert_eq!(berth_device::panic::RECORD_SYMBOL, "__berth_panic_record");
+/// ```
 pub const RECORD_SYMBOL: &str = "__berth_panic_record";
 
 /// What the runtime stores in each module's [`RECORD_SYMBOL`] global when it loads the module.
+///
+/// ```
+/// use berth_device::panic::PanicSlot;
+/// // Two device addresses, as the runtime writes them: 16 bytes, no padding.
+/// let slot = PanicSlot { record: 0x7f00_0000_1000, claim: 0x7e00_0000_0000 };
+/// assert_eq!(core::mem::size_of_val(&slot), 16);
+/// assert_ne!(slot.record, slot.claim);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct PanicSlot {
@@ -45,27 +59,80 @@ pub struct PanicSlot {
 /// `state` values of a [`PanicRecord`].
 pub mod state {
     /// Nothing recorded.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, state};
+    /// assert_eq!(PanicRecord::EMPTY.state, state::EMPTY); // nothing failed
+    /// ```
     pub const EMPTY: u32 = 0;
     /// A thread is writing the record.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, state};
+    /// let rec = PanicRecord { state: state::WRITING, ..PanicRecord::EMPTY };
+    /// // Claimed but not complete: the host reads the fields only once `state` is DONE.
+    /// assert_ne!(rec.state, state::DONE);
+    /// ```
     pub const WRITING: u32 = 1;
     /// The record is complete.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, kind, state};
+    /// let rec = PanicRecord { state: state::DONE, kind: kind::INDEX, index: 9, len: 4, ..PanicRecord::EMPTY };
+    /// assert!(rec.state == state::DONE && rec.index >= rec.len);
+    /// ```
     pub const DONE: u32 = 2;
 }
 
 /// `kind` values of a [`PanicRecord`].
 pub mod kind {
     /// A panic through the panic handler: `file` and `message` hold bytes.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, kind};
+    /// let mut rec = PanicRecord { kind: kind::PANIC, message_len: 4, ..PanicRecord::EMPTY };
+    /// rec.message[..4].copy_from_slice(b"boom");
+    /// assert_eq!(&rec.message[..rec.message_len as usize], b"boom");
+    /// ```
     pub const PANIC: u32 = 0;
     /// An out-of-bounds index: `index` and `len` are set, `file_addr` points at the file name.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, kind};
+    /// let rec = PanicRecord { kind: kind::INDEX, index: 9, len: 4, ..PanicRecord::EMPTY };
+    /// assert_eq!((rec.kind, rec.index, rec.len), (kind::INDEX, 9, 4));
+    /// ```
     pub const INDEX: u32 = 1;
     /// [`fail`](super::fail) / `gpu_assert!`: `message_addr` points at a constant message.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, kind};
+    /// let msg: &'static str = "tile too small";
+    /// // On the GPU `message_addr` is a device address the host resolves through the module.
+    /// let rec = PanicRecord { kind: kind::MESSAGE, message_addr_len: msg.len() as u64, ..PanicRecord::EMPTY };
+    /// assert_eq!(rec.message_addr_len, 14);
+    /// ```
     pub const MESSAGE: u32 = 2;
     /// An index outside the range of an `#[auto]` argument the launch made available:
     /// `index`, `len`, `lo` and `hi` are set, `file_addr` points at the file name.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, kind, window_message};
+    /// let rec = PanicRecord { kind: kind::WINDOW, index: 7, len: 10, lo: 3, hi: 6, ..PanicRecord::EMPTY };
+    /// assert!(window_message(rec.index, rec.len, rec.lo, rec.hi).starts_with("index 7 is outside 3..6"));
+    /// ```
     pub const WINDOW: u32 = 3;
 }
 
 /// The message of a [`kind::WINDOW`] failure (the host's report and the simulator's panic).
+///
+/// ```
+/// use berth_device::panic::window_message;
+/// assert_eq!(
+///     window_message(7, 10, 3, 6),
+///     "index 7 is outside 3..6, the part of this `#[auto]` argument (len 10) the launch made available (its `Touch::Range` hint)"
+/// );
+/// ```
 #[cfg(not(target_arch = "nvptx64"))]
 #[must_use]
 pub fn window_message(i: u64, len: u64, lo: u64, hi: u64) -> String {
@@ -75,11 +142,36 @@ pub fn window_message(i: u64, len: u64, lo: u64, hi: u64) -> String {
 }
 
 /// Bytes kept of the panicking source file's path.
+///
+/// ```
+/// use berth_device::panic::{FILE_BYTES, PanicRecord};
+/// assert_eq!(PanicRecord::EMPTY.file.len(), FILE_BYTES);
+/// ```
 pub const FILE_BYTES: usize = 192;
 /// Bytes kept of the panic message.
+///
+/// ```
+/// use berth_device::panic::{MESSAGE_BYTES, PanicRecord};
+/// assert_eq!(PanicRecord::EMPTY.message.len(), MESSAGE_BYTES);
+/// ```
 pub const MESSAGE_BYTES: usize = 256;
 
 /// What a failing GPU thread leaves for the host. Shared layout of device and host.
+///
+/// ```
+/// use berth_device::panic::{PanicRecord, kind, state};
+/// /// What a host says about a finished record (file names resolved elsewhere).
+/// fn describe(r: &PanicRecord) -> Option<String> {
+///     (r.state == state::DONE).then(|| match r.kind {
+///         kind::INDEX => format!("index {} out of bounds (len {}) at line {}", r.index, r.len, r.line),
+///         kind::WINDOW => format!("index {} outside {}..{}", r.index, r.lo, r.hi),
+///         _ => format!("panic at line {}", r.line),
+///     })
+/// }
+/// assert_eq!(describe(&PanicRecord::EMPTY), None);
+/// let rec = PanicRecord { state: state::DONE, kind: kind::INDEX, index: 9, len: 4, line: 12, ..PanicRecord::EMPTY };
+/// assert_eq!(describe(&rec).unwrap(), "index 9 out of bounds (len 4) at line 12");
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct PanicRecord {
@@ -123,6 +215,13 @@ pub struct PanicRecord {
 
 impl PanicRecord {
     /// An empty record.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, state};
+    /// // What the host writes into the mapped record before a launch.
+    /// let rec = PanicRecord::EMPTY;
+    /// assert_eq!((rec.state, rec.line, rec.message_len), (state::EMPTY, 0, 0));
+    /// ```
     pub const EMPTY: PanicRecord = PanicRecord {
         state: state::EMPTY,
         kind: kind::PANIC,
@@ -359,6 +458,22 @@ mod gpu {
 
 /// Report an out-of-bounds index at the caller's location and stop the kernel (on the GPU:
 /// record it for the host and trap, calling nothing; on the host: panic).
+///
+/// ```
+/// use berth_device::panic::index_out_of_bounds;
+/// /// A bounds-checked read for a custom view, failing like berth's own views.
+/// #[track_caller]
+/// fn at(v: &[u32], i: usize) -> u32 {
+///     if i >= v.len() {
+///         index_out_of_bounds(i, v.len())
+///     }
+///     v[i]
+/// }
+/// assert_eq!(at(&[1, 2], 1), 2);
+/// // On the host it panics; on the GPU it records the numbers and traps.
+/// let err = std::panic::catch_unwind(|| at(&[1, 2], 2)).unwrap_err();
+/// assert_eq!(err.downcast_ref::<String>().unwrap(), "index out of bounds: the len is 2 but the index is 2");
+/// ```
 #[inline(always)]
 #[track_caller]
 pub fn index_out_of_bounds(i: usize, len: usize) -> ! {
@@ -370,6 +485,12 @@ pub fn index_out_of_bounds(i: usize, len: usize) -> ! {
 
 /// Report an index outside the available range `lo..hi` of an `#[auto]` argument of `len`
 /// elements at the caller's location, and stop the kernel.
+///
+/// ```
+/// use berth_device::panic::outside_window;
+/// let err = std::panic::catch_unwind(|| outside_window(7, 10, 3, 6)).unwrap_err();
+/// assert!(err.downcast_ref::<String>().unwrap().starts_with("index 7 is outside 3..6"));
+/// ```
 #[inline(always)]
 #[track_caller]
 pub fn outside_window(i: usize, len: usize, lo: usize, hi: usize) -> ! {
@@ -386,6 +507,19 @@ pub fn outside_window(i: usize, len: usize, lo: usize, hi: usize) -> ! {
 /// the host as `Error::KernelPanic` and trapped, without `core::fmt`; on the host: a panic).
 /// Prefer this, or [`gpu_assert!`](crate::gpu_assert), to `panic!`/`assert!` in kernels: on
 /// the GPU those abort without saying where.
+///
+/// ```
+/// use berth_device::fail;
+/// fn tile_side(n: usize) -> usize {
+///     if n > 32 {
+///         fail("tile side above 32");
+///     }
+///     n
+/// }
+/// assert_eq!(tile_side(16), 16);
+/// let err = std::panic::catch_unwind(|| tile_side(64)).unwrap_err();
+/// assert_eq!(err.downcast_ref::<String>().unwrap(), "tile side above 32");
+/// ```
 #[inline(always)]
 #[track_caller]
 pub fn fail(msg: &'static str) -> ! {
@@ -398,6 +532,20 @@ pub fn fail(msg: &'static str) -> ! {
 /// `assert!` for kernels: on failure the host gets `Error::KernelPanic` with this file, line
 /// and message (a string literal; `core::fmt` is too costly on the GPU).
 /// `gpu_assert!(i < n)` or `gpu_assert!(i < n, "index past the tile")`.
+///
+/// ```
+/// use berth_device::gpu_assert;
+/// fn checked(i: usize, n: usize) -> usize {
+///     gpu_assert!(i < n, "index past the tile");
+///     gpu_assert!(n.is_power_of_two());
+///     i
+/// }
+/// assert_eq!(checked(3, 8), 3);
+/// let err = std::panic::catch_unwind(|| checked(9, 8)).unwrap_err();
+/// assert_eq!(err.downcast_ref::<String>().unwrap(), "index past the tile");
+/// let err = std::panic::catch_unwind(|| checked(1, 6)).unwrap_err();
+/// assert_eq!(err.downcast_ref::<String>().unwrap(), "assertion failed: n.is_power_of_two()");
+/// ```
 #[macro_export]
 macro_rules! gpu_assert {
     ($cond:expr $(,)?) => {

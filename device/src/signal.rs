@@ -14,6 +14,14 @@ use core::sync::atomic::{AtomicU32, Ordering};
 
 /// Nanoseconds from a monotonic clock: `%globaltimer` on the GPU (nanoseconds, updated about
 /// every microsecond), process time on the host.
+///
+/// ```
+/// use berth_device::signal::now_ns;
+/// let start = now_ns();
+/// // … work, or a bounded wait …
+/// let waited = now_ns().wrapping_sub(start);
+/// assert!(waited < 60_000_000_000); // monotonic: never "negative"
+/// ```
 #[inline(always)]
 #[must_use]
 pub fn now_ns() -> u64 {
@@ -33,6 +41,28 @@ pub fn now_ns() -> u64 {
 }
 
 /// A kernel's view of `u32` signal cells in mapped host memory.
+///
+/// ```
+/// use berth_device::Signals;
+/// /// A kernel body's side of a progress flag: publish each chunk's number, stop when asked.
+/// fn worker(s: &Signals, chunks: u32) -> u32 {
+///     for c in 0..chunks {
+///         if s.load(1) != 0 {
+///             return c; // the host asked to stop
+///         }
+///         // … the chunk's work …
+///         s.store(0, c + 1); // progress, visible to the host
+///     }
+///     chunks
+/// }
+/// let mut cells = [0u32; 2];
+/// // SAFETY: `cells` outlives the view and is reached only through it. (In a kernel the
+/// // launcher builds the view of a `#[mapped] &Signals` argument.)
+/// let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), 2) };
+/// assert_eq!((worker(&s, 3), s.load(0)), (3, 3));
+/// s.store(1, 1);
+/// assert_eq!(worker(&s, 3), 0);
+/// ```
 pub struct Signals {
     ptr: *mut u32,
     len: usize,
@@ -44,12 +74,28 @@ impl Signals {
     /// # Safety
     /// `ptr` addresses `len` `u32` cells, 4-aligned, valid for the kernel, accessed by every
     /// party only atomically.
+    ///
+    /// ```
+    /// use berth_device::Signals;
+    /// let mut cells = [0u32; 4];
+    /// // SAFETY: 4 aligned cells that outlive the view, reached only through it (atomically).
+    /// let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), cells.len()) };
+    /// assert_eq!(s.len(), 4);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut u32, len: usize) -> Self {
         Signals { ptr, len }
     }
 
     /// Number of cells.
+    ///
+    /// ```
+    /// # use berth_device::Signals;
+    /// # let mut cells = [0u32; 2];
+    /// # // SAFETY: `cells` outlives the view and is reached only through it.
+    /// # let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), cells.len()) };
+    /// assert_eq!(s.len(), 2);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn len(&self) -> usize {
@@ -57,6 +103,14 @@ impl Signals {
     }
 
     /// Whether there are no cells.
+    ///
+    /// ```
+    /// # use berth_device::Signals;
+    /// # let mut cells = [0u32; 2];
+    /// # // SAFETY: `cells` outlives the view and is reached only through it.
+    /// # let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), cells.len()) };
+    /// assert!(!s.is_empty());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -74,6 +128,15 @@ impl Signals {
     }
 
     /// Read cell `i` (acquire, system scope).
+    ///
+    /// ```
+    /// # use berth_device::Signals;
+    /// # let mut cells = [0u32; 2];
+    /// # // SAFETY: `cells` outlives the view and is reached only through it.
+    /// # let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), cells.len()) };
+    /// s.store(0, 7);
+    /// assert_eq!(s.load(0), 7);
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub fn load(&self, i: usize) -> u32 {
@@ -82,6 +145,16 @@ impl Signals {
 
     /// Write cell `i` (release, system scope): everything written before is visible to the
     /// side that reads `v`.
+    ///
+    /// ```
+    /// # use berth_device::Signals;
+    /// # let mut cells = [0u32; 2];
+    /// # // SAFETY: `cells` outlives the view and is reached only through it.
+    /// # let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), cells.len()) };
+    /// // Write the results, then publish: a reader that loads 1 from cell 0 sees them.
+    /// s.store(0, 1);
+    /// assert_eq!(s.load(0), 1);
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub fn store(&self, i: usize, v: u32) {
@@ -91,6 +164,16 @@ impl Signals {
     /// Add to cell `i`, returning the previous value, ordered like a release store followed
     /// by an acquire load. (On this target `fetch_add` alone drops its ordering, so the fences
     /// are explicit.)
+    ///
+    /// ```
+    /// # use berth_device::Signals;
+    /// # let mut cells = [0u32; 2];
+    /// # // SAFETY: `cells` outlives the view and is reached only through it.
+    /// # let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), cells.len()) };
+    /// // Claim a ticket: every caller gets a different previous value.
+    /// assert_eq!((s.add(1, 1), s.add(1, 1)), (0, 1));
+    /// assert_eq!(s.load(1), 2);
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub fn add(&self, i: usize, v: u32) -> u32 {
@@ -103,6 +186,18 @@ impl Signals {
 
     /// Wait until `ready(cell i)` holds, for at most `timeout_ns`; the value, or `None` when
     /// the time ran out.
+    ///
+    /// ```
+    /// # use berth_device::Signals;
+    /// # let mut cells = [0u32; 2];
+    /// # // SAFETY: `cells` outlives the view and is reached only through it.
+    /// # let s = unsafe { Signals::from_raw(cells.as_mut_ptr(), cells.len()) };
+    /// s.store(0, 3);
+    /// // Ready: the value comes back at once.
+    /// assert_eq!(s.wait(0, |v| v >= 3, 1_000_000), Some(3));
+    /// // Never ready: `None` after the timeout (1 ms), no hang.
+    /// assert_eq!(s.wait(1, |v| v != 0, 1_000_000), None);
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub fn wait(&self, i: usize, ready: impl Fn(u32) -> bool, timeout_ns: u64) -> Option<u32> {
@@ -123,6 +218,13 @@ impl Signals {
 
 /// One slot of a mailbox ring: a sequence number and an item. Shared layout of host and
 /// device.
+///
+/// ```
+/// use berth_device::Slot;
+/// // A fresh ring of 4 slots, as the host lays it out: slot k waits for message k.
+/// let ring: Vec<Slot<f32>> = (0..4).map(|k| Slot { seq: Slot::<f32>::initial_seq(k), item: 0.0 }).collect();
+/// assert_eq!(ring[3].seq, 3);
+/// ```
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Slot<T> {
@@ -137,6 +239,11 @@ unsafe impl<T: DeviceCopy> DeviceCopy for Slot<T> {}
 
 impl<T> Slot<T> {
     /// Slots of a fresh ring: slot `k` ready for message `k`.
+    ///
+    /// ```
+    /// use berth_device::Slot;
+    /// assert_eq!((Slot::<u32>::initial_seq(0), Slot::<u32>::initial_seq(5)), (0, 5));
+    /// ```
     pub fn initial_seq(k: usize) -> u32 {
         k as u32
     }
@@ -149,6 +256,18 @@ impl<T> Slot<T> {
 /// `n` waits for `seq == n`, writes the item and publishes `seq = n + 1` (release); the
 /// consumer waits for `seq == n + 1` (acquire), reads the item and frees the slot for message
 /// `n + capacity`.
+///
+/// ```
+/// use berth_device::{Mailbox, Slot};
+/// let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+/// // SAFETY: a fresh ring that outlives the view and is reached only through it. (In a kernel
+/// // the launcher builds the view of a `#[mapped] &Mailbox<T>` argument.)
+/// let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+/// // One side sends messages 0 and 1, the other receives them in order.
+/// assert!(m.send(0, 10, 1_000_000) && m.send(1, 11, 1_000_000));
+/// assert!(!m.send(2, 12, 1_000_000)); // the ring is full: times out
+/// assert_eq!((m.recv(0, 1_000_000), m.recv(1, 1_000_000)), (Some(10), Some(11)));
+/// ```
 pub struct Mailbox<T> {
     ptr: *mut Slot<T>,
     len: usize,
@@ -160,12 +279,29 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// # Safety
     /// `ptr` addresses `len` slots laid out by the host's `MailboxBuffer`, valid for the
     /// kernel; `seq` is accessed only atomically, `item` only under the protocol above.
+    ///
+    /// ```
+    /// # use berth_device::{Mailbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// assert_eq!(m.capacity(), 2);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut Slot<T>, len: usize) -> Self {
         Mailbox { ptr, len }
     }
 
     /// Slots in the ring.
+    ///
+    /// ```
+    /// # use berth_device::{Mailbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// // Messages `n` and `n + capacity` share a slot.
+    /// assert_eq!(m.capacity(), 2);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn capacity(&self) -> usize {
@@ -199,6 +335,16 @@ impl<T: DeviceCopy> Mailbox<T> {
     }
 
     /// Receive message `n` (the consumer's own count), waiting at most `timeout_ns`.
+    ///
+    /// ```
+    /// # use berth_device::{Mailbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// assert_eq!(m.recv(0, 1_000), None); // nothing sent yet: timed out
+    /// assert!(m.send(0, 42, 1_000));
+    /// assert_eq!(m.recv(0, 1_000), Some(42));
+    /// ```
     #[track_caller]
     pub fn recv(&self, n: u32, timeout_ns: u64) -> Option<T> {
         if self.len == 0 || !self.wait_seq(n, n.wrapping_add(1), timeout_ns) {
@@ -214,6 +360,17 @@ impl<T: DeviceCopy> Mailbox<T> {
 
     /// Send message `n` (the producer's own count), waiting at most `timeout_ns` for the
     /// slot to be free; `false` if it did not free up in time.
+    ///
+    /// ```
+    /// # use berth_device::{Mailbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// assert!(m.send(0, 1, 1_000) && m.send(1, 2, 1_000));
+    /// assert!(!m.send(2, 3, 1_000)); // slot 0 still holds message 0
+    /// assert_eq!(m.recv(0, 1_000), Some(1));
+    /// assert!(m.send(2, 3, 1_000)); // freed
+    /// ```
     #[track_caller]
     pub fn send(&self, n: u32, item: T, timeout_ns: u64) -> bool {
         match self.reserve(n, timeout_ns) {
@@ -229,6 +386,18 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// later [`Reserved::publish`] then writes without waiting. Reserving the reply slot
     /// before waiting for the request takes a link round trip off every request–reply
     /// exchange (the slot was usually freed long before).
+    ///
+    /// ```
+    /// # use berth_device::{Mailbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// // Reserve the reply's slot first; the later publish does not wait.
+    /// let reply = m.reserve(0, 1_000).expect("a fresh ring's slot 0 is free");
+    /// // … wait for the request, compute …
+    /// reply.publish(99);
+    /// assert_eq!(m.recv(0, 1_000), Some(99));
+    /// ```
     #[track_caller]
     pub fn reserve(&self, n: u32, timeout_ns: u64) -> Option<Reserved<'_, T>> {
         (self.len > 0 && self.wait_seq(n, n, timeout_ns)).then_some(Reserved { mailbox: self, n })
@@ -237,6 +406,16 @@ impl<T: DeviceCopy> Mailbox<T> {
 
 /// The slot of message `n` of a [`Mailbox`], free and held by this producer until it
 /// publishes (the consumer does not touch a slot before it is published).
+///
+/// ```
+/// # use berth_device::{Mailbox, Slot};
+/// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+/// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+/// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+/// let slot = m.reserve(0, 1_000).unwrap();
+/// slot.publish(5);
+/// assert!(m.reserve(2, 1_000).is_none()); // message 2's slot holds message 0 until received
+/// ```
 pub struct Reserved<'m, T> {
     mailbox: &'m Mailbox<T>,
     n: u32,
@@ -244,6 +423,15 @@ pub struct Reserved<'m, T> {
 
 impl<T: DeviceCopy> Reserved<'_, T> {
     /// Write the item and publish it to the consumer (release).
+    ///
+    /// ```
+    /// # use berth_device::{Mailbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// m.reserve(0, 1_000).unwrap().publish(8);
+    /// assert_eq!(m.recv(0, 1_000), Some(8));
+    /// ```
     #[inline(always)]
     pub fn publish(self, item: T) {
         let (m, n) = (self.mailbox, self.n);

@@ -19,6 +19,24 @@ use core::ops::{Index, IndexMut};
 
 /// A kernel's view of a `&mut [T]` argument: one thread's right to read and write the
 /// elements it owns.
+///
+/// ```
+/// use berth_device::{Slice, SliceMut, thread};
+///
+/// /// The body of `fn axpy(a: f32, x: &[f32], y: &mut [f32])` as it sees its arguments.
+/// fn axpy(a: f32, x: Slice<'_, f32>, mut y: SliceMut<'_, f32>) {
+///     for i in thread::grid_stride(y.len()) {
+///         y[i] += a * x[i];
+///     }
+/// }
+///
+/// let (x, mut y) = ([1.0f32, 2.0], [10.0f32, 20.0]);
+/// // SAFETY: the arrays outlive the views; this one thread is the whole launch.
+/// axpy(2.0, unsafe { Slice::from_raw(x.as_ptr(), 2) }, unsafe {
+///     SliceMut::from_raw(y.as_mut_ptr(), 2)
+/// });
+/// assert_eq!(y, [12.0, 24.0]);
+/// ```
 pub struct SliceMut<'a, T> {
     ptr: *mut T,
     len: usize,
@@ -33,6 +51,15 @@ impl<'a, T> SliceMut<'a, T> {
     ///    (it may dangle when `len == 0`).
     /// 2. Nothing outside the launch's threads accesses the memory during `'a`, and each of
     ///    them builds at most one view of it.
+    ///
+    /// ```
+    /// use berth_device::SliceMut;
+    /// let mut data = [0u8; 16];
+    /// // SAFETY: `data` outlives the view, and nothing else reads or writes it meanwhile. (In a
+    /// // kernel the launcher builds the view of each `&mut [T]` argument.)
+    /// let out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// assert_eq!(out.len(), 16);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
         Self {
@@ -43,6 +70,14 @@ impl<'a, T> SliceMut<'a, T> {
     }
 
     /// Number of elements.
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// assert_eq!(out.len(), 3);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn len(&self) -> usize {
@@ -50,6 +85,13 @@ impl<'a, T> SliceMut<'a, T> {
     }
 
     /// Whether the slice has no elements.
+    ///
+    /// ```
+    /// use berth_device::SliceMut;
+    /// // SAFETY: a view of no elements may dangle.
+    /// let out = unsafe { SliceMut::<f32>::from_raw(core::ptr::NonNull::dangling().as_ptr(), 0) };
+    /// assert!(out.is_empty());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -57,6 +99,18 @@ impl<'a, T> SliceMut<'a, T> {
     }
 
     /// The element this thread owns at `i`, or `None` past the end.
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [3, 0, 0], block: [0, 0, 0], block_dim: [4, 1, 1], grid_dim: [1, 1, 1],
+    /// # });
+    /// // Thread 3 of a launch of 4 threads over 3 elements: past the end.
+    /// assert_eq!(out.get(thread::index()), None);
+    /// ```
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn get(&self, i: Own) -> Option<&T> {
@@ -70,6 +124,18 @@ impl<'a, T> SliceMut<'a, T> {
     }
 
     /// The element this thread owns at `i` for writing, or `None` past the end.
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// // The tail check and the write in one step (outside an executor: thread 0).
+    /// if let Some(v) = out.get_mut(thread::index()) {
+    ///     *v *= 10;
+    /// }
+    /// assert_eq!(data, [10, 2, 3]);
+    /// ```
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub fn get_mut(&mut self, i: Own) -> Option<&mut T> {
@@ -86,6 +152,17 @@ impl<'a, T> SliceMut<'a, T> {
     /// # Safety
     /// No other thread of the launch writes element `i` during the launch (one that only
     /// reads it is fine).
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// // A neighbour's element: thread 0 reads element 2.
+    /// // SAFETY: no thread of this launch writes element 2.
+    /// let right = unsafe { out.read(2) };
+    /// assert_eq!(right, 3);
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub unsafe fn read(&self, i: usize) -> T
@@ -109,6 +186,18 @@ impl<'a, T> SliceMut<'a, T> {
     ///
     /// # Safety
     /// No other thread of the launch reads or writes element `i` during the launch.
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// // A scatter: the thread writes the element its own computation names.
+    /// let target = (thread::index() + 2) % out.len();
+    /// // SAFETY: the targets are a permutation of the threads' indices: no two threads share one.
+    /// unsafe { out.write(target, 7) };
+    /// assert_eq!(data, [1, 2, 7]);
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub unsafe fn write(&mut self, i: usize, v: T) {
@@ -132,6 +221,15 @@ impl<'a, T> SliceMut<'a, T> {
     /// # Safety
     /// `i < self.len()`, and no other thread of the launch writes element `i` during the
     /// launch.
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// // SAFETY: 1 < 3, and no thread of this launch writes element 1.
+    /// assert_eq!(unsafe { *out.get_unchecked(1) }, 2);
+    /// ```
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn get_unchecked(&self, i: usize) -> &T {
@@ -147,6 +245,16 @@ impl<'a, T> SliceMut<'a, T> {
     /// # Safety
     /// `i < self.len()`, and no other thread of the launch reads or writes element `i`
     /// during the launch.
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// // SAFETY: 1 < 3, and this thread is the only one that touches element 1.
+    /// unsafe { *out.get_unchecked_mut(1) += 40 };
+    /// assert_eq!(data, [1, 42, 3]);
+    /// ```
     #[inline(always)]
     #[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
     pub unsafe fn get_unchecked_mut(&mut self, i: usize) -> &mut T {
@@ -158,6 +266,18 @@ impl<'a, T> SliceMut<'a, T> {
 
     /// Raw pointer to the first element, for intrinsics (vector loads and stores). Using it
     /// is `unsafe` and bound by the same contract as [`SliceMut::write`].
+    ///
+    /// ```
+    /// # use berth_device::{SliceMut, thread};
+    /// # let mut data = [1u32, 2, 3];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let p = out.as_mut_ptr();
+    /// // SAFETY: elements 1 and 2 are in bounds and this thread is the only one that touches
+    /// // them (`write`'s contract).
+    /// unsafe { p.add(1).cast::<[u32; 2]>().write_unaligned([8, 9]) };
+    /// assert_eq!(data, [1, 8, 9]);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn as_mut_ptr(&mut self) -> *mut T {
@@ -198,6 +318,16 @@ use crate::panic::index_out_of_bounds as out_of_bounds;
 /// `core::fmt`'s integer formatting raises the register count of every kernel that indexes a
 /// slice from ~10 to ~56 (ptxas sizes a kernel for everything it may call), which halves
 /// occupancy. [`Slice`]'s `Index` records the index and length for the host directly.
+///
+/// ```
+/// use berth_device::Slice;
+/// let weights = [0.5f32, 0.25, 0.25];
+/// // SAFETY: `weights` outlives the view and is not written meanwhile.
+/// let w = unsafe { Slice::from_raw(weights.as_ptr(), weights.len()) };
+/// // Indexing, and every method of `&[T]`.
+/// assert_eq!((w[0], w.len(), w.iter().sum::<f32>()), (0.5, 3, 1.0));
+/// assert_eq!(w.iter().position(|&x| x < 0.5), Some(1));
+/// ```
 #[derive(Clone, Copy)]
 pub struct Slice<'a, T> {
     inner: &'a [T],
@@ -209,6 +339,14 @@ impl<'a, T> Slice<'a, T> {
     /// # Safety
     /// `ptr` is valid for reads of `len` elements for `'a` and aligned (or anything when
     /// `len == 0`), and nothing writes the memory during `'a`.
+    ///
+    /// ```
+    /// use berth_device::Slice;
+    /// let table = [1u16, 2, 3];
+    /// // SAFETY: `table` outlives the view and nothing writes it meanwhile.
+    /// let t = unsafe { Slice::from_raw(table.as_ptr(), table.len()) };
+    /// assert_eq!(t[2], 3);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *const T, len: usize) -> Self {
         // SAFETY: forwarded contract.
@@ -218,6 +356,15 @@ impl<'a, T> Slice<'a, T> {
     }
 
     /// The underlying shared slice.
+    ///
+    /// ```
+    /// use berth_device::Slice;
+    /// let table = [1u16, 2, 3];
+    /// // SAFETY: `table` outlives the view and nothing writes it meanwhile.
+    /// let t = unsafe { Slice::from_raw(table.as_ptr(), table.len()) };
+    /// let s: &[u16] = t.as_slice(); // outlives `t`: the argument's lifetime
+    /// assert_eq!(s, &[1, 2, 3]);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn as_slice(&self) -> &'a [T] {
@@ -267,6 +414,17 @@ impl<'a, T> IntoIterator for Slice<'a, T> {
 /// # Safety
 /// `ptr` is valid for reads of `len` elements for `'a`, aligned (or dangling with `len == 0`,
 /// in which case a null pointer is also accepted), and nothing writes the memory during `'a`.
+///
+/// ```
+/// use berth_device::slice::slice_from_raw;
+/// let data = [4u32, 5];
+/// // SAFETY: `data` outlives the slice and nothing writes it meanwhile.
+/// let s = unsafe { slice_from_raw(data.as_ptr(), 2) };
+/// assert_eq!(s, &[4, 5]);
+/// // An empty argument may come as a null pointer.
+/// // SAFETY: zero elements.
+/// assert!(unsafe { slice_from_raw::<u32>(core::ptr::null(), 0) }.is_empty());
+/// ```
 #[inline(always)]
 pub unsafe fn slice_from_raw<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
     if len == 0 {
@@ -286,6 +444,17 @@ pub unsafe fn slice_from_raw<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
 /// Not a `&[T]`: a whole-length slice would claim memory that may not be there. Use
 /// [`Window::get`], indexing, [`Window::as_slice`] (the whole argument, when available) or
 /// [`Window::available_slice`].
+///
+/// ```
+/// use berth_device::Window;
+/// // Rows 1 and 2 of a 4-row table of 2 columns (a `Touch::Range` hint of elements 2..6).
+/// let staged = [20u32, 21, 30, 31];
+/// // SAFETY: `staged` holds elements 2..6 of the 8-element argument and outlives the view.
+/// let table = unsafe { Window::from_raw(staged.as_ptr(), 8, 2, 6) };
+/// let row = |r: usize| &table[r * 2..(r + 1) * 2];
+/// assert_eq!((row(1), row(2)), (&[20, 21][..], &[30, 31][..]));
+/// assert_eq!(table.get(0), None); // not available to this launch
+/// ```
 pub struct Window<'a, T> {
     /// Element `lo` of the argument.
     ptr: *const T,
@@ -301,6 +470,14 @@ impl<'a, T> Window<'a, T> {
     /// # Safety
     /// `lo <= hi <= len`; `ptr` (element `lo` of the argument) is valid for reads of
     /// `hi - lo` elements for `'a`, aligned, and nothing writes them during `'a`.
+    ///
+    /// ```
+    /// use berth_device::Window;
+    /// let staged = [30u32, 40, 50];
+    /// // SAFETY: `staged` holds elements 3..6 of a 10-element argument, and outlives the view.
+    /// let w = unsafe { Window::from_raw(staged.as_ptr(), 10, 3, 6) };
+    /// assert_eq!(w[4], 40);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *const T, len: usize, lo: usize, hi: usize) -> Self {
         Window {
@@ -313,6 +490,14 @@ impl<'a, T> Window<'a, T> {
     }
 
     /// Number of elements of the whole argument.
+    ///
+    /// ```
+    /// use berth_device::Window;
+    /// let staged = [30u32, 40, 50];
+    /// // SAFETY: elements 3..6 of a 10-element argument; `staged` outlives the view.
+    /// let w = unsafe { Window::from_raw(staged.as_ptr(), 10, 3, 6) };
+    /// assert_eq!(w.len(), 10); // the whole argument, not what is available
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn len(&self) -> usize {
@@ -320,6 +505,13 @@ impl<'a, T> Window<'a, T> {
     }
 
     /// Whether the argument has no elements.
+    ///
+    /// ```
+    /// use berth_device::Window;
+    /// // SAFETY: an empty argument: nothing is read.
+    /// let w = unsafe { Window::<u8>::from_raw(core::ptr::null(), 0, 0, 0) };
+    /// assert!(w.is_empty());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn is_empty(&self) -> bool {
@@ -327,6 +519,15 @@ impl<'a, T> Window<'a, T> {
     }
 
     /// The indices this launch can read: all of them, unless its hint named a range.
+    ///
+    /// ```
+    /// use berth_device::Window;
+    /// let staged = [30u32, 40, 50];
+    /// // SAFETY: elements 3..6 of a 10-element argument; `staged` outlives the view.
+    /// let w = unsafe { Window::from_raw(staged.as_ptr(), 10, 3, 6) };
+    /// let sum: u32 = w.available().map(|i| w[i]).sum();
+    /// assert_eq!((w.available(), sum), (3..6, 120));
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn available(&self) -> core::ops::Range<usize> {
@@ -334,6 +535,14 @@ impl<'a, T> Window<'a, T> {
     }
 
     /// The element at `i`, or `None` outside [`Window::available`].
+    ///
+    /// ```
+    /// use berth_device::Window;
+    /// let staged = [30u32, 40, 50];
+    /// // SAFETY: elements 3..6 of a 10-element argument; `staged` outlives the view.
+    /// let w = unsafe { Window::from_raw(staged.as_ptr(), 10, 3, 6) };
+    /// assert_eq!((w.get(5), w.get(6), w.get(42)), (Some(&50), None, None));
+    /// ```
     #[inline(always)]
     pub fn get(&self, i: usize) -> Option<&'a T> {
         // SAFETY: `lo <= i < hi`, and `ptr` is element `lo`, valid for `hi - lo` elements
@@ -342,6 +551,14 @@ impl<'a, T> Window<'a, T> {
     }
 
     /// The available elements as a slice (element `k` of it is `available().start + k`).
+    ///
+    /// ```
+    /// use berth_device::Window;
+    /// let staged = [30u32, 40, 50];
+    /// // SAFETY: elements 3..6 of a 10-element argument; `staged` outlives the view.
+    /// let w = unsafe { Window::from_raw(staged.as_ptr(), 10, 3, 6) };
+    /// assert_eq!(w.available_slice(), &[30, 40, 50]); // element 0 of it is element 3
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn available_slice(&self) -> &'a [T] {
@@ -350,6 +567,15 @@ impl<'a, T> Window<'a, T> {
     }
 
     /// The whole argument as a slice, when all of it is available.
+    ///
+    /// ```
+    /// use berth_device::Window;
+    /// let data = [1u32, 2, 3];
+    /// // SAFETY: all 3 elements are available; `data` outlives the views.
+    /// let whole = unsafe { Window::from_raw(data.as_ptr(), 3, 0, 3) };
+    /// let part = unsafe { Window::from_raw(data[1..].as_ptr(), 3, 1, 3) };
+    /// assert_eq!((whole.as_slice(), part.as_slice()), (Some(&data[..]), None));
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn as_slice(&self) -> Option<&'a [T]> {
@@ -413,6 +639,23 @@ impl<T> Index<core::ops::Range<usize>> for Window<'_, T> {
 ///
 /// Declaring the argument `#[per_block]` is what makes this sound: every thread of the launch
 /// sees the buffer through this view, and the pair (block, first thread) is unique.
+///
+/// ```
+/// use berth_device::{PerBlock, thread};
+/// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+/// #     thread: [0, 0, 0], block: [2, 0, 0], block_dim: [256, 1, 1], grid_dim: [4, 1, 1],
+/// # });
+/// let mut partials = [0.0f32; 4];
+/// // SAFETY: `partials` outlives the view; the launch reaches it only through such views.
+/// let mut out = unsafe { PerBlock::from_raw(partials.as_mut_ptr(), partials.len()) };
+/// // As the first thread of block 2 (of 4), after the block reduced its values to `sum`:
+/// let sum = 6.5;
+/// if let Some(slot) = out.mine() {
+///     *slot = sum;
+/// }
+/// assert_eq!(thread::linear_in_block(), 0);
+/// assert_eq!(partials, [0.0, 0.0, 6.5, 0.0]);
+/// ```
 pub struct PerBlock<'a, T> {
     ptr: *mut T,
     len: usize,
@@ -425,6 +668,15 @@ impl<T> PerBlock<'_, T> {
     /// # Safety
     /// As [`SliceMut::from_raw`], and every thread of the launch reaches the memory only
     /// through such views.
+    ///
+    /// ```
+    /// use berth_device::PerBlock;
+    /// let mut partials = [0u64; 8];
+    /// // SAFETY: `partials` outlives the view, and every access meanwhile goes through such
+    /// // views. (In a kernel the launcher builds the view of a `#[per_block]` argument.)
+    /// let out = unsafe { PerBlock::from_raw(partials.as_mut_ptr(), partials.len()) };
+    /// assert_eq!(out.len(), 8);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut T, len: usize) -> Self {
         PerBlock {
@@ -435,6 +687,15 @@ impl<T> PerBlock<'_, T> {
     }
 
     /// Number of elements (one per block, when the launch has as many blocks).
+    ///
+    /// ```
+    /// use berth_device::{PerBlock, grid};
+    /// let mut partials = [0u64; 8];
+    /// // SAFETY: `partials` outlives the view and every access goes through such views.
+    /// let out = unsafe { PerBlock::from_raw(partials.as_mut_ptr(), partials.len()) };
+    /// // A launch of fewer blocks than slots leaves the rest alone.
+    /// assert!(out.len() >= grid::dim_x());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn len(&self) -> usize {
@@ -442,6 +703,13 @@ impl<T> PerBlock<'_, T> {
     }
 
     /// Whether the slice has no elements.
+    ///
+    /// ```
+    /// use berth_device::PerBlock;
+    /// // SAFETY: zero elements: nothing is reached.
+    /// let out = unsafe { PerBlock::<u64>::from_raw(core::ptr::NonNull::dangling().as_ptr(), 0) };
+    /// assert!(out.is_empty());
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn is_empty(&self) -> bool {

@@ -24,6 +24,14 @@
 //! ```
 
 /// The mask naming all 32 lanes of a warp.
+///
+/// ```
+/// use berth_device::warp::{self, FULL_MASK};
+/// // Every lane of the warp takes part (a block of 32 × k threads).
+/// let bits = warp::ballot(FULL_MASK & warp::active_mask(), true);
+/// assert_eq!(FULL_MASK.count_ones(), 32);
+/// assert_eq!(bits, 1); // outside an executor the warp is one lane
+/// ```
 pub const FULL_MASK: u32 = u32::MAX;
 
 /// Threads per warp (32 on every NVIDIA GPU).
@@ -90,6 +98,15 @@ pub fn active_mask() -> u32 {
 }
 
 /// Values a shuffle moves: 32-bit ones in one `shfl.sync`, 64-bit ones in two.
+///
+/// ```
+/// use berth_device::warp::{self, FULL_MASK, Shuffle};
+/// /// Lane 0's value in every lane, for any shuffled type.
+/// fn broadcast<T: Shuffle>(v: T) -> T {
+///     warp::shfl_idx(FULL_MASK, v, 0)
+/// }
+/// assert_eq!((broadcast(-1i32), broadcast(2.5f64), broadcast(u64::MAX)), (-1, 2.5, u64::MAX));
+/// ```
 pub trait Shuffle: Copy + sealed::Sealed {
     #[doc(hidden)]
     fn to_bits64(self) -> u64;
@@ -522,6 +539,15 @@ pub fn ballot(mask: u32, pred: bool) -> u32 {
 }
 
 /// 32-bit values [`match_any`] and [`match_all`] compare.
+///
+/// ```
+/// use berth_device::warp::{self, Match};
+/// /// The lanes that hold the same key as this one, and whether all of the mask agree.
+/// fn peers<T: Match>(mask: u32, key: T) -> (u32, bool) {
+///     (warp::match_any(mask, key), warp::match_all(mask, key) == mask)
+/// }
+/// assert_eq!(peers(warp::active_mask(), 0.5f32), (1, true));
+/// ```
 pub trait Match: Copy + sealed::Sealed {
     #[doc(hidden)]
     fn bits(self) -> u32;
@@ -621,6 +647,18 @@ pub fn sync_warp(mask: u32) {
 /// `shfl.sync.bfly` steps: every lane gets the same result, combined in the same order);
 /// `u32`/`i32` use one `redux.sync` instruction (sm_80+). The mask must be [`FULL_MASK`] or
 /// name whole aligned groups of 2, 4, 8 or 16 lanes for floats.
+///
+/// ```
+/// use berth_device::warp::{self, FULL_MASK, Reduce};
+/// /// The warp's (sum, min, max) of one value per lane.
+/// fn stats<T: Reduce>(v: T) -> (T, T, T) {
+///     (warp::reduce_sum(FULL_MASK, v), warp::reduce_min(FULL_MASK, v), warp::reduce_max(FULL_MASK, v))
+/// }
+/// // Outside an executor the warp has one lane. Integers reduce over the lanes that exist;
+/// // a float reduction shuffles across all of its mask, so it needs a block of whole warps.
+/// assert_eq!(stats(-3i32), (-3, -3, -3));
+/// assert_eq!(stats(7u32), (7, 7, 7));
+/// ```
 pub trait Reduce: Copy + sealed::Sealed {
     #[doc(hidden)]
     fn warp_sum(mask: u32, v: Self) -> Self;
