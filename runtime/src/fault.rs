@@ -6,7 +6,6 @@ use crate::error::{Error, PanicReport, Result, describe};
 use crate::launch::Kernel;
 use berth_device::panic::{PanicRecord, PanicSlot, RECORD_SYMBOL, kind, state};
 use cudarc::driver::{DriverError, result, sys};
-use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -49,7 +48,8 @@ fn is_sticky(code: sys::CUresult) -> bool {
 pub(crate) struct FaultState {
     lost: Mutex<Option<String>>,
     lost_flag: std::sync::atomic::AtomicBool,
-    in_flight: Mutex<HashMap<usize, Vec<&'static Kernel>>>,
+    /// By stream: a short list scanned without hashing on every launch.
+    in_flight: Mutex<Vec<(usize, Vec<&'static Kernel>)>>,
     strings: Mutex<Vec<(sys::CUdeviceptr, Vec<u8>)>>,
 }
 
@@ -100,19 +100,24 @@ impl FaultState {
     /// thousand launches of two kernels names two candidates, and the list stays short.
     pub(crate) fn launched(&self, stream: sys::CUstream, k: &'static Kernel) {
         let mut in_flight = self.in_flight.lock().expect("poisoned");
-        let v = in_flight.entry(stream as usize).or_default();
+        let key = stream as usize;
+        let i = match in_flight.iter().position(|(s, _)| *s == key) {
+            Some(i) => i,
+            None => {
+                in_flight.push((key, Vec::new()));
+                in_flight.len() - 1
+            }
+        };
+        let v = &mut in_flight[i].1;
         if !v.iter().any(|&x| std::ptr::eq(x, k)) {
             v.push(k);
         }
     }
 
     pub(crate) fn stream_idle(&self, stream: sys::CUstream) {
-        if let Some(v) = self
-            .in_flight
-            .lock()
-            .expect("poisoned")
-            .get_mut(&(stream as usize))
-        {
+        let key = stream as usize;
+        let mut in_flight = self.in_flight.lock().expect("poisoned");
+        if let Some((_, v)) = in_flight.iter_mut().find(|(s, _)| *s == key) {
             v.clear();
         }
     }
@@ -153,9 +158,8 @@ impl FaultState {
             .in_flight
             .lock()
             .expect("poisoned")
-            .values()
-            .flatten()
-            .copied()
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
             .collect();
         let err = match record.read(|a, l| self.resolve(a, l)) {
             Some(report) => {

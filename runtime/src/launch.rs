@@ -13,6 +13,9 @@ pub(crate) mod params;
 pub(crate) mod pending;
 pub(crate) mod sink;
 
+#[cfg(test)]
+mod counting;
+
 pub use grid::{Dim3, Grid};
 pub use kernel::{
     Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass, registered_kernels,

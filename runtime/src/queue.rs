@@ -64,9 +64,13 @@ pub(crate) struct ScopeState {
 /// What a scope's launches left to settle once the scope has waited for its stream.
 #[derive(Default)]
 pub(crate) struct Kept {
-    /// Where each queued launch ends ([`Completion::in_scope`]): marked done once the scope has
-    /// waited.
+    /// Where the queued work ends: the completions its launches joined
+    /// ([`Completion::in_scope`]) and those of graph replays, each once; marked done once the
+    /// scope has waited.
     pub(crate) completions: Vec<Arc<Completion>>,
+    /// The completion the scope's next launch joins, if not sealed since; also in
+    /// `completions`.
+    current: Option<Arc<Completion>>,
     /// Staging of launches already queued, by (size class, address): later launches of the
     /// scope may reuse it in stream order; back to the pool at the end.
     pub(crate) staging: Vec<(usize, u64)>,
@@ -74,7 +78,34 @@ pub(crate) struct Kept {
 }
 
 impl ScopeState {
-    /// A launch was queued, ending at `done`, with `leases` as its staging.
+    /// A launch was just queued on the scope's `stream` (of `gpu`), with `leases` as its
+    /// staging: the completion it ends at, shared with the scope's other launches since its
+    /// last wait. No allocation once the scope has one that is not sealed.
+    pub(crate) fn joined(
+        &self,
+        gpu: &Arc<Inner>,
+        stream: sys::CUstream,
+        leases: impl Iterator<Item = (usize, u64)>,
+    ) -> Arc<Completion> {
+        let mut k = self.inner.lock().expect("poisoned");
+        let done = match &k.current {
+            // The launch was queued before this join, so before any wait that seals it later.
+            Some(c) if c.join() => c.clone(),
+            _ => {
+                let c = Completion::in_scope(gpu, stream);
+                let joined = c.join();
+                debug_assert!(joined, "a new completion is not sealed");
+                k.completions.push(c.clone());
+                k.current = Some(c.clone());
+                c
+            }
+        };
+        k.staging.extend(leases);
+        k.launches += 1;
+        done
+    }
+
+    /// Work was queued, ending at `done` (a completion of its own).
     pub(crate) fn queued(
         &self,
         done: &Arc<Completion>,
@@ -108,11 +139,16 @@ impl ScopeState {
         self.inner.lock().expect("poisoned").launches
     }
 
-    /// What was queued so far, taken: launches queued later belong to the next wait.
+    /// What was queued so far, taken, its completions sealed: launches queued later belong to
+    /// the next wait.
     pub(crate) fn take(&self) -> Kept {
         let mut k = self.inner.lock().expect("poisoned");
+        if let Some(c) = k.current.take() {
+            c.seal();
+        }
         Kept {
             completions: std::mem::take(&mut k.completions),
+            current: None,
             staging: std::mem::take(&mut k.staging),
             launches: k.launches,
         }

@@ -14,19 +14,32 @@ use crate::backend::Point;
 use crate::context::Inner;
 use crate::error::Result;
 use cudarc::driver::sys;
-use std::sync::atomic::{AtomicBool, Ordering};
+use smallvec::SmallVec;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Identities of completions: never reused, so a use list can be recognised by them.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The bit of [`Completion::joins`] that says no more work may join it.
+const SEALED: u64 = 1 << 63;
 
 /// The end of one launch, copy or pipelined run: a point on each stream it used.
 pub(crate) struct Completion {
     gpu: Arc<Inner>,
-    points: Vec<Point>,
+    /// Unique among all completions of the process.
+    id: u64,
+    points: SmallVec<[Point; 1]>,
     /// The stream of each point.
-    streams: Vec<sys::CUstream>,
+    streams: SmallVec<[sys::CUstream; 1]>,
     /// Work queued in a scope: no point is recorded when it is queued (the scope waits for its
-    /// stream at its end and marks it done); a wait before then records one on its stream,
-    /// which covers it and anything queued after it.
+    /// stream at its end and marks it done); a wait before then drains its stream, which
+    /// covers it and anything queued before the wait. Every launch a scope queues between two
+    /// of its waits shares one such completion ([`Completion::join`]).
     lazy: bool,
+    /// Launches that joined a lazy completion, and [`SEALED`] once something is about to wait
+    /// for its stream and mark it done: work queued after that must not join it.
+    joins: AtomicU64,
     /// Work queued by another library on streams berth does not know: no point, no stream;
     /// a wait synchronises the whole context.
     whole_context: bool,
@@ -39,16 +52,18 @@ impl Completion {
     /// done. On failure to record (the context is lost or out of resources), every stream is
     /// synchronised instead and the error returned: nothing is left in flight then.
     pub(crate) fn record(gpu: &Arc<Inner>, streams: &[sys::CUstream]) -> Result<Arc<Completion>> {
-        let mut points = Vec::with_capacity(streams.len());
+        let mut points = SmallVec::with_capacity(streams.len());
         for &s in streams {
             match gpu.ops().record_point(s) {
                 Ok(p) => points.push(p),
                 Err(e) => {
                     let done = Completion {
                         gpu: gpu.clone(),
+                        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                         points,
-                        streams: Vec::new(),
+                        streams: SmallVec::new(),
                         lazy: false,
+                        joins: AtomicU64::new(SEALED),
                         whole_context: false,
                         done: AtomicBool::new(true),
                     };
@@ -62,23 +77,28 @@ impl Completion {
         }
         Ok(Arc::new(Completion {
             gpu: gpu.clone(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             points,
-            streams: streams.to_vec(),
+            streams: SmallVec::from_slice(streams),
             lazy: false,
+            joins: AtomicU64::new(SEALED),
             whole_context: false,
             done: AtomicBool::new(false),
         }))
     }
 
-    /// The end of work just queued on `stream` in a scope, without recording a point: the
-    /// scope marks it done once it has waited for the stream, which outlives the scope, so
-    /// every wait on it before then finds the stream alive.
+    /// The end of work queued on `stream` in a scope, without recording a point: the scope
+    /// marks it done once it has waited for the stream, which outlives the scope, so every
+    /// wait on it before then finds the stream alive. Launches join it ([`Completion::join`])
+    /// after they are queued, until something seals it to wait.
     pub(crate) fn in_scope(gpu: &Arc<Inner>, stream: sys::CUstream) -> Arc<Completion> {
         Arc::new(Completion {
             gpu: gpu.clone(),
-            points: Vec::new(),
-            streams: vec![stream],
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            points: SmallVec::new(),
+            streams: smallvec::smallvec![stream],
             lazy: true,
+            joins: AtomicU64::new(0),
             whole_context: false,
             done: AtomicBool::new(false),
         })
@@ -90,15 +110,32 @@ impl Completion {
     pub(crate) fn whole_context(gpu: &Arc<Inner>) -> Arc<Completion> {
         Arc::new(Completion {
             gpu: gpu.clone(),
-            points: Vec::new(),
-            streams: Vec::new(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            points: SmallVec::new(),
+            streams: SmallVec::new(),
             lazy: false,
+            joins: AtomicU64::new(SEALED),
             whole_context: true,
             done: AtomicBool::new(false),
         })
     }
 
-    /// The guard waited for its streams: the work is complete.
+    /// Let work already queued on this lazy completion's stream end here: `false` if it is
+    /// sealed (a wait may already be past that work), and a new completion is needed.
+    ///
+    /// The join and [`Completion::seal`] are read-modify-writes of one atomic: a join that
+    /// comes first in its order happens before the seal, so the work queued before the join
+    /// is queued before the wait that follows the seal, which then covers it.
+    pub(crate) fn join(&self) -> bool {
+        self.joins.fetch_add(1, Ordering::AcqRel) & SEALED == 0
+    }
+
+    /// No more work may join: called before waiting for the stream and marking it done.
+    pub(crate) fn seal(&self) {
+        self.joins.fetch_or(SEALED, Ordering::AcqRel);
+    }
+
+    /// The guard waited for its streams (after sealing the completion): the work is complete.
     pub(crate) fn finished(&self) {
         self.done.store(true, Ordering::Release);
     }
@@ -127,8 +164,10 @@ impl Completion {
             return;
         }
         if self.lazy {
-            // Everything queued on the stream so far, this work included. A lost context
-            // runs nothing more.
+            // Everything queued on the stream so far, this work included (sealed first, so
+            // that nothing queued after the drain starts can join it). A lost context runs
+            // nothing more.
+            self.seal();
             if self.gpu.bind().is_ok() {
                 self.gpu.drain(self.streams[0]);
             }
@@ -163,14 +202,39 @@ pub(crate) enum Access {
     Exclusive,
 }
 
+/// [`Uses::ordered`] when the pending uses are not all on one stream (or there are none).
+const MIXED: usize = usize::MAX;
+
 /// The uses of one allocation that may not have finished.
-#[derive(Default)]
 pub(crate) struct Uses {
     /// Some use may be pending: host writes, frees and reuse look here first.
     any: AtomicBool,
     /// Some exclusive use may be pending: host reads look here first.
     exclusive: AtomicBool,
+    /// The stream every use in the list is on alone, or [`MIXED`]: GPU work queued there
+    /// needs no wait, without looking at the list.
+    ordered: AtomicUsize,
+    /// `id << 1 | exclusive` of the one completion the list holds, or 0: noting the same use
+    /// again (a scope's launches share a completion) changes nothing, without the lock.
+    sole: AtomicU64,
     list: Mutex<Vec<(Arc<Completion>, Access)>>,
+}
+
+impl Default for Uses {
+    fn default() -> Self {
+        Uses {
+            any: AtomicBool::new(false),
+            exclusive: AtomicBool::new(false),
+            ordered: AtomicUsize::new(MIXED),
+            sole: AtomicU64::new(0),
+            list: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// [`Uses::sole`]'s value for one use.
+fn sole_key(c: &Completion, access: Access) -> u64 {
+    c.id << 1 | u64::from(access == Access::Exclusive)
 }
 
 impl Uses {
@@ -202,6 +266,11 @@ impl Uses {
             Access::Exclusive => &self.any,
         };
         if flag.load(Ordering::Acquire) {
+            if stream.is_some_and(|s| self.ordered.load(Ordering::Acquire) == s as usize) {
+                // Every pending use is on this stream, which runs it first: what `settle`
+                // would find without waiting for anything.
+                return;
+            }
             self.settle(access == Access::Exclusive, stream);
         }
     }
@@ -209,7 +278,15 @@ impl Uses {
     /// Note a use by queued work that ends at `done`. Earlier uses by work on the same single
     /// stream are folded into it (the new point comes later in that stream), keeping the
     /// strongest access, so a queue of launches on one buffer keeps one entry.
+    ///
+    /// Noting again the one use the list holds, with no stronger access, changes nothing and
+    /// takes no lock: a scope's launches share one completion. The list holds that completion
+    /// until it is done, and a completion that work joined is done only once the work is.
     pub(crate) fn add(&self, done: &Arc<Completion>, access: Access) {
+        let sole = self.sole.load(Ordering::Acquire);
+        if sole == sole_key(done, Access::Exclusive) || sole == sole_key(done, access) {
+            return;
+        }
         let mut list = self.list.lock().expect("poisoned");
         let mut access = access;
         let single = (done.streams.len() == 1).then(|| done.streams[0]);
@@ -230,6 +307,28 @@ impl Uses {
         if access == Access::Exclusive {
             self.exclusive.store(true, Ordering::Release);
         }
+        self.summarise(&list);
+    }
+
+    /// Recompute the lock-free summaries of `list` (held locked by the caller).
+    fn summarise(&self, list: &[(Arc<Completion>, Access)]) {
+        let ordered = match list.first() {
+            Some((c, _)) if c.streams.len() == 1 => {
+                let s = c.streams[0];
+                if list.iter().all(|(c, _)| c.only_on(s)) {
+                    s as usize
+                } else {
+                    MIXED
+                }
+            }
+            _ => MIXED,
+        };
+        self.ordered.store(ordered, Ordering::Release);
+        let sole = match list {
+            [(c, a)] => sole_key(c, *a),
+            _ => 0,
+        };
+        self.sole.store(sole, Ordering::Release);
     }
 
     /// Wait for the pending uses that conflict (exclusive ones, or all; none of those queued on
@@ -258,6 +357,7 @@ impl Uses {
         self.any.store(!list.is_empty(), Ordering::Release);
         let exclusive = list.iter().any(|(_, a)| *a == Access::Exclusive);
         self.exclusive.store(exclusive, Ordering::Release);
+        self.summarise(&list);
     }
 }
 

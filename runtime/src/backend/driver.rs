@@ -12,6 +12,7 @@ use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use cudarc::driver::{CudaContext, result, sys};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A context of the CUDA driver on one device: the device's primary context, its default
@@ -27,6 +28,8 @@ pub(crate) struct Driver {
     /// Loaded entries, by the address of their (static) descriptor: hashing a pointer, not two
     /// names, on every launch.
     pub(super) functions: Mutex<HashMap<usize, sys::CUfunction>>,
+    /// The same functions, read without a lock on every launch.
+    pub(super) function_cache: FunctionCache,
     pub(super) modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
     pub(super) events: Mutex<Vec<sys::CUevent>>,
@@ -133,6 +136,7 @@ impl Driver {
                 device,
             },
             functions: Mutex::new(HashMap::new()),
+            function_cache: FunctionCache::new(),
             modules: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
             cudarc: Mutex::new(None),
@@ -310,5 +314,96 @@ impl Drop for Driver {
         self.faults.record.free();
         // SAFETY: balances the retain in `open`.
         let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}
+
+/// Slots of the lock-free function cache (a power of two).
+const CACHE_SLOTS: usize = 64;
+const _: () = assert!(CACHE_SLOTS.is_power_of_two());
+/// Slots probed from a descriptor's home slot before giving up on the cache.
+const CACHE_PROBES: usize = 8;
+
+/// The functions already loaded, by the address of their (static) kernel descriptor, read
+/// without a lock on every launch: an open-addressed table filled once per kernel (under the
+/// functions map's mutex, so by one writer at a time) and never emptied while the context
+/// lives. A kernel that finds no free slot near its home stays in the map only.
+pub(crate) struct FunctionCache {
+    /// Descriptor address (0: free), published after the function.
+    keys: [AtomicUsize; CACHE_SLOTS],
+    functions: [AtomicUsize; CACHE_SLOTS],
+}
+
+impl FunctionCache {
+    pub(crate) fn new() -> Self {
+        FunctionCache {
+            keys: std::array::from_fn(|_| AtomicUsize::new(0)),
+            functions: std::array::from_fn(|_| AtomicUsize::new(0)),
+        }
+    }
+
+    fn home(key: usize) -> usize {
+        // Descriptors are statics a few dozen bytes apart: mix the bits above the alignment.
+        // The top bits of a multiplicative hash: one of `CACHE_SLOTS` (a power of two).
+        (key >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15_u64 as usize)
+            >> (usize::BITS - CACHE_SLOTS.trailing_zeros())
+    }
+
+    /// The cached function of the descriptor at `key`.
+    pub(super) fn get(&self, key: usize) -> Option<sys::CUfunction> {
+        let home = Self::home(key);
+        for i in 0..CACHE_PROBES {
+            let slot = (home + i) % CACHE_SLOTS;
+            match self.keys[slot].load(Ordering::Acquire) {
+                // The Acquire above sees the function stored before the key was published.
+                k if k == key => {
+                    return Some(self.functions[slot].load(Ordering::Relaxed) as sys::CUfunction);
+                }
+                0 => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Cache `f` for `key`. Callers hold the functions map's mutex: one writer at a time.
+    pub(super) fn insert(&self, key: usize, f: sys::CUfunction) {
+        let home = Self::home(key);
+        for i in 0..CACHE_PROBES {
+            let slot = (home + i) % CACHE_SLOTS;
+            match self.keys[slot].load(Ordering::Relaxed) {
+                k if k == key => return,
+                0 => {
+                    self.functions[slot].store(f as usize, Ordering::Relaxed);
+                    self.keys[slot].store(key, Ordering::Release);
+                    return;
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_function_cache_finds_what_it_was_given_and_nothing_else() {
+        let cache = FunctionCache::new();
+        let keys: Vec<usize> = (0..200).map(|i| 0x5555_0000 + 48 * i).collect();
+        for &k in &keys {
+            assert!(cache.get(k).is_none());
+            cache.insert(k, (k + 1) as sys::CUfunction);
+        }
+        let mut hits = 0;
+        for &k in &keys {
+            // A key is either absent (its neighbourhood was full) or maps to its own function.
+            if let Some(f) = cache.get(k) {
+                assert_eq!(f as usize, k + 1);
+                hits += 1;
+            }
+        }
+        assert!(hits >= CACHE_SLOTS / 2, "only {hits} cached");
+        assert!(cache.get(0x7777_0008).is_none());
     }
 }

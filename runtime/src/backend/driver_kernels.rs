@@ -134,8 +134,11 @@ fn load_cubin(cubin: &[u8]) -> std::result::Result<sys::CUmodule, cudarc::driver
 impl KernelOps for Driver {
     fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction> {
         let key = std::ptr::from_ref(kernel) as usize;
-        if let Some(f) = self.functions.lock().expect("poisoned").get(&key) {
-            return Ok(*f);
+        if let Some(f) = self.function_cache.get(key) {
+            return Ok(f);
+        }
+        if let Some(&f) = self.functions.lock().expect("poisoned").get(&key) {
+            return Ok(f);
         }
         let module = self.module(kernel)?;
         let cname = CString::new(kernel.name).expect("kernel names have no NUL");
@@ -150,7 +153,9 @@ impl KernelOps for Driver {
                     crate::error::describe(e).0
                 ),
             })?;
-        self.functions.lock().expect("poisoned").insert(key, f);
+        let mut functions = self.functions.lock().expect("poisoned");
+        functions.insert(key, f);
+        self.function_cache.insert(key, f);
         Ok(f)
     }
 

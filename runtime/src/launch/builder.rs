@@ -366,21 +366,15 @@ impl<'l> Launch<'l> {
         }
         self.enqueue()?;
         gpu.ops().fault().launched(self.stream, kernel);
-        let completion = match self.args.mode {
-            // The scope waits for its stream at its end: no event per launch.
-            Mode::Scope(_) => Completion::in_scope(gpu, self.stream),
-            _ => Completion::record(gpu, &[self.stream])?,
+        let mut leases = std::mem::take(&mut self.leases);
+        let (completion, scoped) = match self.args.mode {
+            // The scope waits for its stream at its end: no event per launch, and one
+            // completion for all its launches until something waits. Its staging is reusable
+            // by later launches of the scope (stream order puts them after this one's copies).
+            Mode::Scope(scope) => (scope.joined(gpu, self.stream, leases.drain(..)), true),
+            _ => (Completion::record(gpu, &[self.stream])?, false),
         };
         self.args.used_until(&completion);
-        let mut leases = std::mem::take(&mut self.leases);
-        let scoped = if let Mode::Scope(scope) = self.args.mode {
-            // The scope waits for the launch: its staging is reusable by later launches of
-            // the scope (stream order puts them after this one's copies).
-            scope.queued(&completion, leases.drain(..));
-            true
-        } else {
-            false
-        };
         Ok(Pending {
             gpu: gpu.clone(),
             stream: self.stream,

@@ -73,6 +73,10 @@ impl Pending<'_> {
             return Ok(());
         }
         self.done = true;
+        if let Some(c) = &self.completion {
+            // Launches a scope queues after this point must not count as done by this wait.
+            c.seal();
+        }
         let r = self.gpu.sync(self.stream, Some(self.kernel));
         self.release();
         r

@@ -13,6 +13,7 @@ use crate::queue::Mode;
 use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// The arguments of one launch being assembled.
@@ -26,8 +27,9 @@ pub(crate) struct ArgSink<'l> {
     stream: Option<sys::CUstream>,
     next: usize,
     error: Option<Error>,
-    /// The memory of every argument and how it is borrowed, to note the launch's use on.
-    uses: Vec<(&'l Uses, Access)>,
+    /// The memory of every argument and how it is borrowed, to note the launch's use on
+    /// (inline for up to eight arguments: no allocation).
+    uses: SmallVec<[(&'l Uses, Access); 8]>,
 }
 
 impl<'l> ArgSink<'l> {
@@ -45,7 +47,7 @@ impl<'l> ArgSink<'l> {
             stream,
             next: 0,
             error: None,
-            uses: Vec::new(),
+            uses: SmallVec::new(),
         }
     }
 
