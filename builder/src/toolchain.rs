@@ -31,7 +31,7 @@ pub const RUSTUP_ENV: &str = "BERTH_RUSTUP";
 pub enum ToolchainError {
     /// Components are missing and were not installed.
     #[error(
-        "the GPU build needs the Rust components {}, missing from the toolchain at {} ({why}): \
+        "the GPU build needs the Rust toolchain's {}, missing from the toolchain at {} ({why}): \
          run `{command}`",
         missing.join(", "),
         sysroot.display()
