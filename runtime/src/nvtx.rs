@@ -185,8 +185,18 @@ unsafe impl Sync for Tool {}
 
 static TOOL: OnceLock<Option<Tool>> = OnceLock::new();
 
-/// The attached tool, loaded on first use; `None` (and nothing loaded) without one.
+/// The attached tool, loaded on first use; `None` (and nothing loaded) without one. After the
+/// first call, one atomic load.
+#[inline]
 fn tool() -> Option<&'static Tool> {
+    match TOOL.get() {
+        Some(t) => t.as_ref(),
+        None => first_use(),
+    }
+}
+
+#[cold]
+fn first_use() -> Option<&'static Tool> {
     TOOL.get_or_init(|| {
         let off = std::env::var_os(NVTX_ENV).is_some_and(|v| v == "off");
         let path = std::env::var_os(INJECTION_ENV).filter(|p| !off && !p.is_empty())?;
@@ -254,6 +264,7 @@ fn load(path: &std::ffi::OsStr) -> Result<Tool, String> {
 }
 
 /// Whether a profiler collecting NVTX is attached (the ranges are recorded).
+#[inline]
 pub fn enabled() -> bool {
     tool().is_some()
 }
@@ -302,6 +313,7 @@ impl fmt::Debug for Range {
 }
 
 impl Drop for Range {
+    #[inline]
     fn drop(&mut self) {
         match self.tool {
             None => {}
@@ -324,19 +336,27 @@ impl Drop for Range {
 /// let _range = berth_runtime::nvtx::range("prepare inputs");
 /// // … work shown under "prepare inputs" in Nsight Systems
 /// ```
+#[inline]
 pub fn range(name: &str) -> Range {
     open(Kind::User, format_args!("{name}"), None)
 }
 
 /// Opens a range of `kind` named by `name` (formatted only when a tool is attached), with
 /// `payload` shown beside it.
+#[inline]
 pub(crate) fn open(kind: Kind, name: fmt::Arguments<'_>, payload: Option<u64>) -> Range {
-    let Some(tool) = tool() else {
-        return Range {
+    match tool() {
+        None => Range {
             tool: None,
             _not_send: PhantomData,
-        };
-    };
+        },
+        Some(tool) => push(tool, kind, name, payload),
+    }
+}
+
+/// Pushes a range to the attached tool.
+#[inline(never)]
+fn push(tool: &'static Tool, kind: Kind, name: fmt::Arguments<'_>, payload: Option<u64>) -> Range {
     let text = CString::new(name.to_string().replace('\0', " ")).unwrap_or_default();
     let attrs = EventAttributes {
         version: 3,
@@ -368,12 +388,14 @@ pub(crate) fn open(kind: Kind, name: fmt::Arguments<'_>, payload: Option<u64>) -
 }
 
 /// A launch's range, over its copies in, the kernel and its copies out.
+#[inline]
 pub(crate) fn launch(kernel: &str) -> Range {
     open(Kind::Launch, format_args!("launch {kernel}"), None)
 }
 
 /// An asynchronous copy's range: direction and size, and the launch it is for (`what` that
 /// is not itself a copy's label); the payload is the byte count.
+#[inline]
 pub(crate) fn copy(to_device: bool, bytes: usize, what: &str) -> Range {
     let kind = if to_device {
         Kind::CopyIn
@@ -388,6 +410,7 @@ pub(crate) fn copy(to_device: bool, bytes: usize, what: &str) -> Range {
 }
 
 /// A pipelined launch's range, over the queueing of all its chunks.
+#[inline]
 pub(crate) fn pipeline(kernel: &str, chunks: usize, streams: usize) -> Range {
     open(
         Kind::Pipeline,
@@ -397,6 +420,7 @@ pub(crate) fn pipeline(kernel: &str, chunks: usize, streams: usize) -> Range {
 }
 
 /// A pipeline chunk's range (its copies in, kernel, copies out); the payload is its index.
+#[inline]
 pub(crate) fn chunk(kernel: &str, c: usize, chunks: usize) -> Range {
     open(
         Kind::Chunk,
@@ -406,11 +430,13 @@ pub(crate) fn chunk(kernel: &str, c: usize, chunks: usize) -> Range {
 }
 
 /// A scope's range, from its start to the end of its final wait.
+#[inline]
 pub(crate) fn scope() -> Range {
     open(Kind::Scope, format_args!("scope"), None)
 }
 
 /// A graph replay's range.
+#[inline]
 pub(crate) fn graph(nodes: usize) -> Range {
     open(
         Kind::Graph,
@@ -450,7 +476,7 @@ impl fmt::Display for Bytes {
             unit += 1;
             scale *= 1024;
         }
-        if b % scale == 0 {
+        if b.is_multiple_of(scale) {
             write!(f, "{} {}", b / scale, UNITS[unit])
         } else {
             write!(f, "{:.1} {}", b as f64 / scale as f64, UNITS[unit])
