@@ -73,8 +73,16 @@ def gpu_ops(db):
             "SELECT start, end, streamId, copyKind, bytes, correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY"
         ):
             label, color = COPY_KINDS.get(kind, ("copy", OTHER_COLOR))
-            ops.append((s, e, stream, "copy", f"{label} {nbytes >> 20} MiB", color, corr))
+            ops.append((s, e, stream, "copy", f"{label} {size(nbytes)}", color, corr))
     return sorted(ops)
+
+
+def size(nbytes):
+    """A byte count in the largest binary unit it reaches."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes / (1 << shift):g} {unit}"
+    return f"{nbytes} B"
 
 
 def innermost(ranges, tid, t):
@@ -232,6 +240,7 @@ def self_test():
     assert "GPU stream 13" in svg and "GPU stream 14" in svg, svg
     assert "HtoD 32 MiB" in svg and "chunk 2/2 affine_one" in svg, svg
     assert "launch other" not in svg, svg
+    assert size(4) == "4 B" and size(1536) == "1.5 KiB" and size(3 << 30) == "3 GiB"
     assert "0.8 ms from the first chunk" in svg, svg
     print("timeline.py self-test: 1 passed, 0 failed")
 
