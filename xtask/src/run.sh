@@ -96,10 +96,11 @@ run_nsys() {
     "$nsys" stats -r nvtx_sum,cuda_gpu_trace --force-export true "$rep.nsys-rep" > "$out/nsys-stats.txt" 2>>"$log"
     "$nsys" export --type sqlite --force-overwrite true -o "$here/nsys/stream.sqlite" "$rep.nsys-rep" >>"$log" 2>&1
     head -c 4000 "$out/nsys-stats.txt"
-    if [[ -f $here/nsys/stream.sqlite && $(stat -c %s "$here/nsys/stream.sqlite") -lt 20000000 ]]; then
+    # The device tool brings back files of 16 MiB at most.
+    if [[ -f $here/nsys/stream.sqlite && $(stat -c %s "$here/nsys/stream.sqlite") -lt 16000000 ]]; then
       cp "$here/nsys/stream.sqlite" "$out/stream.sqlite"
     else
-      echo "stream.sqlite missing or over 20 MB: left in $here/nsys" | tee -a "$log"
+      echo "stream.sqlite missing or over 16 MB: left in $here/nsys" | tee -a "$log"
     fi
     if grep -q "chunk [0-9]*/[0-9]* affine_one" "$out/nsys-stats.txt"; then
       summary+=("PASS  nsys: berth's NVTX ranges in the stream example's report (nsys-stats.txt)")
@@ -107,7 +108,7 @@ run_nsys() {
       summary+=("FAIL  nsys: no berth NVTX range in nsys-stats.txt"); fail=1
     fi
   else
-    cp "$rep.qdstrm" "$out/" 2>/dev/null
+    [[ -f $rep.qdstrm && $(stat -c %s "$rep.qdstrm") -lt 16000000 ]] && cp "$rep.qdstrm" "$out/"
     summary+=("FAIL  nsys: no .nsys-rep (the .qdstrm is kept; nsys.log says why)"); fail=1
   fi
 }
