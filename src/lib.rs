@@ -104,7 +104,7 @@ pub use berth_runtime::{
     HostAccess, HostFlags, LinkProfile, MailboxBuffer, MappedArg, MappedBuffer, PanicReport,
     Pending, PinnedArg, PinnedBuffer, PinnedOptions, PipelineOptions, PipelineRun, PipelineStats,
     PoolStats, Queue, RESTART_ENV, Recorder, RegisterError, Registered, Result, Scope,
-    SignalBuffer, Stream, auto_plan, placement, placement::Touch, ptx, raw, restart_process,
+    SignalBuffer, Stream, auto_plan, nvtx, placement, placement::Touch, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.

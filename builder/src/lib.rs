@@ -6,7 +6,8 @@
 //! (read by the macro, which embeds the file). Where `ptxas` is found it also assembles the
 //! PTX into SASS for the build's architecture (a cubin, exported as `BERTH_CUBIN`), which the
 //! runtime loads first so the first launch needs no JIT. `cargo xtask ptx` drives the same
-//! [`Builder`].
+//! [`Builder`]. Before the nested build, the toolchain components it needs are installed
+//! through rustup where missing ([`toolchain`]).
 //!
 //! Facts this encodes (see the project's NVPTX notes): the nested build needs
 //! `RUSTC_BOOTSTRAP=1` and `-Zbuild-std=core`; its flags must be set through
@@ -20,6 +21,7 @@ pub mod ir;
 pub mod link;
 mod ptxas;
 pub mod sass;
+pub mod toolchain;
 
 pub use link::{LinkError, find_libdevice};
 pub use ptxas::{EntryUsage, PtxasError, find_ptxas, ptxas_usage};
@@ -59,9 +61,7 @@ pub enum Error {
     #[error(
         "building `{krate}` for the GPU ({TARGET}) failed: rustc's errors are above. The GPU \
          build is `no_std`: host-only code in a kernel crate goes behind \
-         `#[cfg(not(target_arch = \"nvptx64\"))]`. A missing `rust-src` or \
-         `llvm-bitcode-linker` is fixed by `rustup component add rust-src llvm-bitcode-linker \
-         llvm-tools`"
+         `#[cfg(not(target_arch = \"nvptx64\"))]`"
     )]
     Build {
         /// The kernel crate.
@@ -84,6 +84,9 @@ pub enum Error {
         /// What failed.
         source: LinkError,
     },
+    /// The toolchain lacks components the GPU build needs and they were not installed.
+    #[error(transparent)]
+    Toolchain(#[from] toolchain::ToolchainError),
     /// Filesystem error.
     #[error("{path}: {source}")]
     Io {
@@ -121,6 +124,7 @@ pub struct Builder {
     contract: bool,
     libdevice: Option<PathBuf>,
     sass: bool,
+    cargo_warnings: bool,
 }
 
 impl Builder {
@@ -139,6 +143,7 @@ impl Builder {
             contract: std::env::var(FP_CONTRACT_ENV).map_or(true, |v| v != "off"),
             libdevice: find_libdevice(),
             sass: sass::sass_enabled(),
+            cargo_warnings: false,
         }
     }
 
@@ -175,15 +180,31 @@ impl Builder {
         self
     }
 
+    /// Say what the build does (installing missing toolchain components) as `cargo:warning`
+    /// lines, for a build script; otherwise on stderr.
+    pub fn cargo_warnings(mut self, on: bool) -> Self {
+        self.cargo_warnings = on;
+        self
+    }
+
     /// Do not echo the nested cargo's progress lines.
     pub fn quiet(mut self, quiet: bool) -> Self {
         self.quiet = quiet;
         self
     }
 
-    /// Run the nested build.
+    /// Run the nested build, after installing the toolchain components it needs where they
+    /// are missing ([`toolchain::ensure`]).
     pub fn build(&self) -> Result<Built, Error> {
         validate_arch(&self.arch)?;
+        let cargo_warnings = self.cargo_warnings;
+        toolchain::ensure(&toolchain::Toolchain::current()?, &mut |line| {
+            if cargo_warnings {
+                println!("cargo:warning={line}");
+            } else {
+                eprintln!("{line}");
+            }
+        })?;
         let manifest = self.manifest_dir.join("Cargo.toml");
         let mut cmd = Command::new(&self.cargo);
         cmd.current_dir(&self.manifest_dir)
@@ -400,6 +421,7 @@ fn try_kernels() -> Result<(), Error> {
     println!("cargo:rerun-if-env-changed={LSR_ENV}");
     println!("cargo:rerun-if-env-changed={SASS_ENV}");
     println!("cargo:rerun-if-env-changed=BERTH_PTXAS");
+    println!("cargo:rerun-if-env-changed={}", toolchain::RUSTUP_ENV);
     // The nested build runs this script again for the nvptx64 target: nothing to do there.
     if std::env::var("TARGET").is_ok_and(|t| t.starts_with("nvptx64")) {
         return Ok(());
@@ -411,6 +433,7 @@ fn try_kernels() -> Result<(), Error> {
         .name(env_or_die("CARGO_PKG_NAME"))
         .arch(&arch)
         .quiet(true)
+        .cargo_warnings(true)
         .build()?;
     let dest = out_dir.join(format!(
         "{}.ptx",

@@ -254,6 +254,7 @@ impl<'b> Graph<'b> {
         for u in held.iter() {
             u.before_gpu(Access::Exclusive, Some(stream));
         }
+        let _range = crate::nvtx::graph(self.nodes.len());
         if let Some(e) = self.exec.lock().expect("poisoned").as_ref() {
             // SAFETY: each node's parameters were checked against its kernel when it was
             // recorded; slices address memory this graph holds for its whole life, which the

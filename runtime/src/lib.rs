@@ -43,6 +43,7 @@ mod launch;
 #[cfg(test)]
 mod layers;
 mod limits;
+pub mod nvtx;
 mod own_kernels;
 mod pipeline;
 pub mod placement;

@@ -101,6 +101,7 @@ fn run_scope<R>(
     stream: sys::CUstream,
     f: impl FnOnce(&Scope<'_>) -> Result<R>,
 ) -> Result<R> {
+    let _range = crate::nvtx::scope();
     gpu.bind()?;
     let scope = Scope {
         gpu,

@@ -86,6 +86,7 @@ pub fn run(bench_only: bool) -> Result {
     ] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }
+    stage_nsys_libs(&gpu_dir.join("lib"))?;
     // The example kernels' PTX, for the resource report next to nvcc's (same ptxas there).
     let ptx =
         root.join("target/berth-nvptx/nvptx64-nvidia-cuda/release/deps/berth_examples.berth.ptx");
@@ -141,6 +142,39 @@ pub fn run(bench_only: bool) -> Result {
         "\nrun on the GPU machine: device `run` with carry [\".gpu\"] and command \".gpu/run.sh{what}\"\n\
          then record the results: cargo xtask record <the folder its $OUT files came back to>"
     );
+    Ok(())
+}
+
+/// Libraries Nsight Systems' importer (`QdstrmImporter`) loads but the GPU machine lacks:
+/// elfutils' `libdw` and what it needs beyond glibc and zlib. Built against glibc 2.34 at
+/// most (Debian 12's), they load on the GPU machine's newer glibc.
+const NSYS_LIBS: &[&str] = &["libdw.so.1", "libelf.so.1", "liblzma.so.5", "libbz2.so.1.0"];
+
+/// Copies [`NSYS_LIBS`] from this machine into `lib` for run.sh's `nsys` mode; a missing one
+/// is a warning (that mode then keeps nsys's raw capture and says why).
+fn stage_nsys_libs(lib: &Path) -> Result {
+    std::fs::create_dir_all(lib)?;
+    let dirs = [
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib64",
+    ];
+    for name in NSYS_LIBS {
+        match dirs
+            .iter()
+            .map(|d| Path::new(d).join(name))
+            .find(|p| p.exists())
+        {
+            // `copy` follows the soname link to the library itself.
+            Some(p) => {
+                std::fs::copy(&p, lib.join(name))?;
+            }
+            None => eprintln!(
+                "warning: {name} not found: run.sh's nsys mode may not import its capture \
+                 (`apt-get install libdw1`)"
+            ),
+        }
+    }
     Ok(())
 }
 

@@ -81,6 +81,10 @@ const TARGETED: &[Section] = &[
         render: |md, text, _| crate::record_first_launch::write(md, text),
     },
     Section {
+        file: "nvtx.jsonl",
+        render: |md, text, _| crate::record_nvtx::write(md, text),
+    },
+    Section {
         // The `#[auto]` tables (and a new docs/auto-placement.svg when there is a sweep).
         file: "placement.jsonl",
         render: crate::record_auto::write,

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys]
 #        .gpu/run.sh sanitize [memcheck|racecheck|synccheck|initcheck|all] [BINARY...]
 #   firstlaunch: a fresh process's first launch with the driver's JIT cache off, the examples'
 #   module loaded as SASS and as PTX (BERTH_LOAD=ptx), five rounds each -> firstlaunch.jsonl;
+#   nsys: Nsight Systems over the stream example (--gib 0.5, `nsys profile -t cuda,nvtx`):
+#   nsys-stats.txt (the NVTX ranges and the GPU trace, `nsys stats`), stream.sqlite (`nsys
+#   export`, for `python3 bench/timeline.py`), and the NVTX overhead: bench_launch without a
+#   profiler, and under nsys with the ranges off (BERTH_NVTX=off) and on -> nvtx.jsonl. Where
+#   nsys cannot import its own capture (QdstrmImporter needs libdw, shipped in lib/), the
+#   .qdstrm is kept and nsys.log says why;
 #   soak: the full soak (tests/soak: 100,000 launches, 10,000 allocate/free cycles of each
 #   memory kind, memory flat at the end) -> soak.jsonl, soak.log;
 #   sanitize: compute-sanitizer's TOOL (default all four) over every test binary and example
@@ -45,6 +51,65 @@ run_launches() {
     cat "$out/launch.jsonl"
   else
     summary+=("FAIL  nvcc build of launch.cu"); fail=1
+  fi
+}
+
+# Nsight Systems: the stream example's timeline and the NVTX ranges' cost -> nsys-stats.txt,
+# stream.sqlite, nvtx.jsonl, nsys.log.
+run_nsys() {
+  local nsys=${NSYS:-$(command -v nsys || ls /opt/nvidia/nsight-*/*/host/target-linux-x64/nsys /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)}
+  local log="$out/nsys.log" rep="$here/nsys/stream" importer
+  : > "$log"; : > "$out/nvtx.jsonl"
+  if [[ -z $nsys || ! -x $nsys ]]; then
+    summary+=("FAIL  nsys not found (set NSYS)"); fail=1; return
+  fi
+  echo "nsys: $nsys ($("$nsys" --version 2>&1 | head -1))" | tee -a "$log"
+  mkdir -p "$here/nsys"; rm -f "$here/nsys/"*
+  # NVTX's cost: no profiler, then under nsys with the ranges off and on (same tracing).
+  for round in 1 2; do
+    "$here/bin/bench_launch" 65536 --reps 5 | sed "s/}\$/,\"profiler\":\"none\",\"round\":$round}/" >> "$out/nvtx.jsonl" || fail=1
+    for nvtx in off on; do
+      BERTH_NVTX=$([[ $nvtx == off ]] && echo off || echo auto) "$nsys" profile -t cuda,nvtx --force-overwrite true \
+        -o "$here/nsys/launch-$nvtx" "$here/bin/bench_launch" 65536 --reps 5 2>>"$log" \
+        | grep '^{' | sed "s/}\$/,\"profiler\":\"nsys\",\"ranges\":\"$nvtx\",\"round\":$round}/" >> "$out/nvtx.jsonl" || fail=1
+    done
+  done
+  cat "$out/nvtx.jsonl"
+  # The stream example's timeline.
+  "$nsys" profile -t cuda,nvtx --force-overwrite true -o "$rep" "$here/bin/stream" --gib 0.5 2>&1 | tee -a "$log"
+  if [[ ! -f $rep.nsys-rep && -f $rep.qdstrm ]]; then
+    # nsys could not import its capture: run its importer with the libraries shipped in lib/.
+    importer=$(ls "$(dirname "$(readlink -f "$nsys")")"/../*/QdstrmImporter 2>/dev/null | head -1)
+    echo "no .nsys-rep; importing with ${importer:-no QdstrmImporter found} (LD_LIBRARY_PATH=$here/lib)" | tee -a "$log"
+    if [[ -n $importer ]]; then
+      local libs="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      echo "libraries the importer still lacks:" | tee -a "$log"
+      LD_LIBRARY_PATH=$libs ldd "$importer" | grep "not found" | tee -a "$log"
+      LD_LIBRARY_PATH=$libs "$importer" -i "$rep.qdstrm" 2>&1 | tail -20 | tee -a "$log"
+      if [[ ! -f $rep.nsys-rep ]]; then
+        LD_LIBRARY_PATH=$libs "$importer" --input-file "$rep.qdstrm" 2>&1 | tail -20 | tee -a "$log"
+      fi
+      [[ -f $rep.nsys-rep ]] || LD_LIBRARY_PATH=$libs "$importer" --help 2>&1 | head -30 >> "$log"
+    fi
+  fi
+  if [[ -f $rep.nsys-rep ]]; then
+    "$nsys" stats -r nvtx_sum,cuda_gpu_trace --force-export true "$rep.nsys-rep" > "$out/nsys-stats.txt" 2>>"$log"
+    "$nsys" export --type sqlite --force-overwrite true -o "$here/nsys/stream.sqlite" "$rep.nsys-rep" >>"$log" 2>&1
+    head -c 4000 "$out/nsys-stats.txt"
+    # The device tool brings back files of 16 MiB at most.
+    if [[ -f $here/nsys/stream.sqlite && $(stat -c %s "$here/nsys/stream.sqlite") -lt 16000000 ]]; then
+      cp "$here/nsys/stream.sqlite" "$out/stream.sqlite"
+    else
+      echo "stream.sqlite missing or over 16 MB: left in $here/nsys" | tee -a "$log"
+    fi
+    if grep -q "chunk [0-9]*/[0-9]* affine_one" "$out/nsys-stats.txt"; then
+      summary+=("PASS  nsys: berth's NVTX ranges in the stream example's report (nsys-stats.txt)")
+    else
+      summary+=("FAIL  nsys: no berth NVTX range in nsys-stats.txt"); fail=1
+    fi
+  else
+    [[ -f $rep.qdstrm && $(stat -c %s "$rep.qdstrm") -lt 16000000 ]] && cp "$rep.qdstrm" "$out/"
+    summary+=("FAIL  nsys: no .nsys-rep (the .qdstrm is kept; nsys.log says why)"); fail=1
   fi
 }
 
@@ -336,7 +401,11 @@ if [[ $mode == firstlaunch ]]; then
   run_firstlaunch
 fi
 
-if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels || $mode == launches || $mode == firstlaunch ]]; then
+if [[ $mode == nsys ]]; then
+  run_nsys
+fi
+
+if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels || $mode == launches || $mode == firstlaunch || $mode == nsys ]]; then
   if grep -q '"bad":[1-9]' "$out"/*.jsonl; then
     summary+=("FAIL  benchmark result check"); fail=1
   else

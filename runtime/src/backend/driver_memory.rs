@@ -97,6 +97,7 @@ impl MemoryOps for Driver {
         bytes: usize,
         kernel: &str,
     ) -> Result<()> {
+        let _range = crate::nvtx::copy(true, bytes, kernel);
         // SAFETY: the caller's contract.
         let r = unsafe { sys::cuMemcpyHtoDAsync_v2(device, host as *const c_void, bytes, stream) }
             .result();
@@ -111,6 +112,7 @@ impl MemoryOps for Driver {
         bytes: usize,
         kernel: &str,
     ) -> Result<()> {
+        let _range = crate::nvtx::copy(false, bytes, kernel);
         // SAFETY: the caller's contract.
         let r = unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, device, bytes, stream) }
             .result();

@@ -391,6 +391,7 @@ impl<'l> Launch<'l> {
         self.args.complete()?;
         let (gpu, kernel) = (self.gpu(), self.args.kernel);
         let k = kernel.name;
+        let _range = crate::nvtx::launch(k);
         let ops = gpu.ops();
         for &(device, bytes) in &self.zero {
             // SAFETY: a staging lease of this launch of at least `bytes`, held until its guard

@@ -91,6 +91,7 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
     } = plan;
     let (gpu, kernel) = (args.gpu, args.kernel);
     let k = kernel.name;
+    let _range = crate::nvtx::pipeline(k, chunks, streams);
     let ops = gpu.ops();
     let progress = MappedBuffer::<u32>::zeroed_in(gpu, chunks.max(1))?;
     let mut run = PipelineRun {
@@ -178,6 +179,7 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
         0
     };
     for c in 0..chunks {
+        let _chunk = crate::nvtx::chunk(k, c, chunks);
         let s = c % streams;
         let stream = run.streams[s];
         let range = c * chunk..((c + 1) * chunk).min(n);

@@ -13,6 +13,11 @@
 //! neighbours each side, so a window computed alone is exact away from its cut edges.
 //! One JSON line per (bench, n):
 //! `{"impl":"berth","bench":"launch_chain"|"graph_chain","n":..,"launches":1000,"per_launch_us":..,"total_ms":..,"bad":..}`.
+//!
+//! First, the cost of one NVTX range as launches, copies and chunks open them (median of 10
+//! batches of 100,000): `{"impl":"berth","bench":"nvtx_range","nvtx":"on"|"off","per_range_ns":..,"bad":0}`
+//! — "off" without a profiler attached (or with `BERTH_NVTX=off`), "on" under one (`nsys
+//! profile -t cuda,nvtx`); run.sh's `nsys` mode compares `launch_chain_submit` both ways.
 
 use berth::{DeviceBuffer, Gpu, Grid};
 use berth_examples::chain::{jacobi, jacobi_host};
@@ -50,6 +55,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         Gpu::new()?
     };
+    nvtx_cost();
     if gpu.backend() == berth::Backend::Cuda {
         host_costs(&gpu)?;
     }
@@ -116,6 +122,26 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         report("graph_chain", n, median_f64(times), bad);
     }
     Ok(())
+}
+
+/// One NVTX range opened and closed, as the launch path does it, per call.
+fn nvtx_cost() {
+    const CALLS: usize = 100_000;
+    let mut t = Vec::new();
+    for _ in 0..10 {
+        let start = Instant::now();
+        for _ in 0..CALLS {
+            drop(std::hint::black_box(berth::nvtx::range(
+                std::hint::black_box("launch jacobi"),
+            )));
+        }
+        t.push(start.elapsed().as_secs_f64() * 1e9 / CALLS as f64);
+    }
+    let on = if berth::nvtx::enabled() { "on" } else { "off" };
+    println!(
+        "{{\"impl\":\"berth\",\"bench\":\"nvtx_range\",\"nvtx\":\"{on}\",\"per_range_ns\":{:.2},\"bad\":0}}",
+        median_f64(t)
+    );
 }
 
 fn median_f64(mut v: Vec<f64>) -> f64 {
