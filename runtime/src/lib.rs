@@ -83,6 +83,7 @@ pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
 pub use limits::DeviceLimits;
 pub use peer::{PeerPath, PeerView};
+pub use pipeline::{DeviceProgress, Sharded};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use queue::Queue;

@@ -5,8 +5,8 @@
 //! a test that needs two devices prints why it is skipped on a machine with one; without it
 //! (CI) the set is two simulated devices, with peer links or, for the copy path, without.
 
-use berth::{DeviceSet, Error, Grid, PeerPath, ReduceOp};
-use berth_examples::{saxpy, saxpy_pinned};
+use berth::{DeviceSet, Error, Grid, PeerPath, PipelineOptions, ReduceOp};
+use berth_examples::{affine_one_pipelined, saxpy, saxpy_pinned};
 use berth_tests::random_f32;
 use std::sync::Mutex;
 
@@ -271,4 +271,94 @@ fn collectives_refuse_buffers_of_the_wrong_device_naming_it() {
         .collect();
     let e = set.all_reduce(&mut short, ReduceOp::Sum).unwrap_err();
     assert!(matches!(e, Error::OnDevice { device: 1, .. }), "{e}");
+}
+
+#[test]
+fn a_pipelined_launch_spreads_over_every_device() {
+    let Some((_g, set)) = set(true) else { return };
+    let n = (1 << 20) + 4321;
+    let x = random_f32(n);
+    let xs = set.shard_from(&x).unwrap();
+    let mut ys = set.shard_zeroed_like::<f32, _>(&xs).unwrap();
+    // Every device gets a share (equal links here: about half each).
+    assert_eq!(xs.ranges().len(), set.len());
+    for r in xs.ranges() {
+        assert!(r.len() > n / (2 * set.len()), "{:?}", xs.ranges());
+    }
+    assert_eq!(xs.len(), n);
+    let progress = Mutex::new(vec![(0usize, 0usize); set.len()]);
+    let report = |d: usize, done: usize, chunks: usize| {
+        let mut p = progress.lock().unwrap();
+        assert!(done >= p[d].0, "progress went back on device {d}");
+        p[d] = (done, chunks);
+    };
+    let opts = PipelineOptions {
+        chunk_bytes: Some(64 << 10),
+        streams: Some(2),
+        ..Default::default()
+    };
+    let stats = set
+        .pipelined(&xs, &mut ys, &report, |gpu, x, y, p| {
+            p.follow(affine_one_pipelined(gpu, opts, 1.5, x, y)?)
+        })
+        .unwrap();
+    assert_eq!(stats.len(), set.len());
+    for (d, (done, chunks)) in progress.into_inner().unwrap().into_iter().enumerate() {
+        assert!(
+            chunks > 1 && done == chunks,
+            "device {d}: {done} of {chunks}"
+        );
+    }
+    let y = ys.to_vec();
+    for i in (0..n).step_by(997).chain(n - 10..n) {
+        assert_eq!(y[i], 1.5 * x[i] + 1.0, "element {i}");
+    }
+    assert_eq!(ys.get(n - 1), Some(&(1.5 * x[n - 1] + 1.0)));
+}
+
+/// A failing chunk on one device is reported with the device and the chunk's place in the whole
+/// dataset. (The simulator only: on a GPU the trap would end the process's CUDA use.)
+#[cfg(not(feature = "gpu"))]
+#[test]
+fn a_failed_chunk_names_the_device_and_the_chunk() {
+    use berth_examples::scale_finite_pipelined;
+    let Some((_g, set)) = set(true) else { return };
+    let chunk = 8192;
+    let n = chunk * 40;
+    let mut x = random_f32(n);
+    let bad = n / 2 + chunk * 5 + 7;
+    x[bad] = f32::NAN;
+    let xs = set.shard_from(&x).unwrap();
+    let mut ys = set.shard_zeroed_like::<f32, _>(&xs).unwrap();
+    let start1 = xs.ranges()[1].start;
+    assert!(xs.ranges()[1].contains(&bad));
+    let opts = PipelineOptions {
+        chunk_bytes: Some(chunk * 4),
+        streams: Some(2),
+        ..Default::default()
+    };
+    let err = set
+        .pipelined(&xs, &mut ys, &|_, _, _| {}, |gpu, x, y, p| {
+            p.follow(scale_finite_pipelined(gpu, opts, 2.0, x, y)?)
+        })
+        .unwrap_err();
+    let Error::OnDevice {
+        device: 1, source, ..
+    } = &err
+    else {
+        panic!("expected an error of device 1, got {err}")
+    };
+    let Error::PipelineChunk {
+        chunk: c, elements, ..
+    } = source.as_ref()
+    else {
+        panic!("expected a failed chunk, got {source}")
+    };
+    let local = (bad - start1) / chunk;
+    assert_eq!(*c, local, "{err}");
+    assert!(
+        elements.contains(&bad),
+        "{elements:?} in the whole dataset: {err}"
+    );
+    assert!(err.to_string().contains("device 1 of the set"), "{err}");
 }
