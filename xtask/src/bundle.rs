@@ -82,6 +82,7 @@ pub fn run(bench_only: bool) -> Result {
         "signals.cu",
         "compute.cu",
         "launch.cu",
+        "multigpu.cu",
     ] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }
