@@ -25,6 +25,7 @@ mod record_compute;
 mod record_first_launch;
 mod record_kernels;
 mod record_launch;
+mod record_multigpu;
 mod record_pipeline;
 mod record_placement;
 mod record_signals;
