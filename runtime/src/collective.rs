@@ -10,9 +10,10 @@
 //! shared out of band) is the shape for several hosts; `docs/multi-gpu.md` says how the same
 //! calls map there.
 //!
-//! A collective returns once queued. Each buffer records the NCCL work as an exclusive use of
-//! the whole context (NCCL picks its own kernels), so reading, writing or freeing a buffer, or
-//! launching on it, waits for the collective first; [`DeviceSet::synchronize`] waits for all.
+//! A collective returns once queued. Each buffer records the NCCL work as a use of its memory
+//! (exclusive for what it writes), ending where the member's collective stream will be once the
+//! work is done, as a launch's does: reading, writing or freeing a buffer, or launching on it,
+//! waits for the collective first; [`DeviceSet::synchronize`] waits for all.
 //!
 //! On the simulator the set performs the collectives itself, on the host, with the same
 //! checks and results, so that the multi-GPU code paths run in CI.
@@ -265,32 +266,59 @@ mod nccl {
 #[cfg(feature = "nccl")]
 mod nccl {
     //! The collectives through NCCL: the set's communicators, made once, and each collective
-    //! queued for every member in one group.
+    //! queued for every member in one group, its use of each buffer recorded on the member's
+    //! collective stream.
 
     use super::{CollectiveType, ReduceOp};
     use crate::buffer::DeviceBuffer;
     use crate::devices::DeviceSet;
     use crate::error::{Error, Result};
     use crate::stream::Stream;
-    use cudarc::nccl::{Comm, group_end, group_start};
-    /// The set's communicators and the stream of each member they queue on.
+    use crate::track::{Access, Completion};
+    use cudarc::nccl::sys::{ncclComm_t, ncclRedOp_t};
+    use std::ffi::c_void;
+
+    /// The set's communicators, one per member, and the stream of each member they queue on.
     struct Comms {
-        comms: Vec<Comm>,
+        comms: Vec<ncclComm_t>,
         streams: Vec<Stream>,
     }
 
     // SAFETY: an NCCL communicator may be used from any thread, one call at a time: the set
-    // keeps it behind its mutex, and the streams are berth's (`Send`).
+    // keeps it behind its mutex; the streams are berth's (`Send`).
     unsafe impl Send for Comms {}
 
-    fn nccl_error(call: &str, e: cudarc::nccl::result::NcclError) -> Error {
-        Error::Usage(format!("NCCL call {call} failed: {e:?}"))
+    impl Drop for Comms {
+        fn drop(&mut self) {
+            for s in &self.streams {
+                // The communicators' work must be done before they go.
+                let _ = s.synchronize();
+            }
+            for &c in &self.comms {
+                // SAFETY: made by ncclCommInitAll in `with_comms`, destroyed once, here, after
+                // its work completed.
+                let _ = unsafe { cudarc::nccl::result::comm_destroy(c) };
+            }
+        }
     }
 
-    /// Run `queue` for every member, inside one NCCL group, with the set's communicators.
+    fn nccl_error(call: &str, e: cudarc::nccl::result::NcclError) -> Error {
+        Error::Usage(format!("NCCL call {call} failed: ncclResult_t {:?}", e.0))
+    }
+
+    /// One member's part of a collective: its communicator and stream.
+    pub(super) struct Rank {
+        comm: ncclComm_t,
+        stream: cudarc::driver::sys::CUstream,
+    }
+
+    /// Queue `queue(i, rank)` for every member inside one NCCL group, with the set's
+    /// communicators (made on first use), then record where each member's collective stream
+    /// will be once the work is done; `done(i, completion)` notes it on the buffers used.
     fn with_comms(
         set: &DeviceSet,
-        mut queue: impl FnMut(usize, &Comm, &Stream) -> Result<()>,
+        mut queue: impl FnMut(usize, &Rank) -> Result<()>,
+        mut done: impl FnMut(usize, &std::sync::Arc<Completion>),
     ) -> Result<()> {
         // SAFETY: only probes whether libnccl can be opened: cudarc's entry points panic when
         // it cannot, which is why this runs first.
@@ -302,36 +330,65 @@ mod nccl {
         let mut slot = set.collectives.lock().expect("poisoned");
         if slot.as_ref().is_none_or(|b| !b.is::<Comms>()) {
             let mut streams = Vec::with_capacity(set.len());
-            let mut cudarc = Vec::with_capacity(set.len());
             for (i, g) in set.iter().enumerate() {
-                let s = g.stream().map_err(|e| set.on_device(i, e))?;
-                cudarc.push(s.cudarc_stream().map_err(|e| set.on_device(i, e))?);
-                streams.push(s);
+                streams.push(g.stream().map_err(|e| set.on_device(i, e))?);
             }
-            let comms = Comm::from_devices(cudarc).map_err(|e| nccl_error("ncclCommInitAll", e))?;
+            let ordinals: Vec<i32> = set.iter().map(|g| g.ordinal() as i32).collect();
+            let mut comms = vec![std::ptr::null_mut(); set.len()];
+            // SAFETY: `comms` has room for one communicator per ordinal; the ordinals are the
+            // set's distinct devices.
+            unsafe {
+                cudarc::nccl::result::comm_init_all(
+                    comms.as_mut_ptr(),
+                    ordinals.len() as i32,
+                    ordinals.as_ptr(),
+                )
+            }
+            .map_err(|e| nccl_error("ncclCommInitAll", e))?;
             *slot = Some(Box::new(Comms { comms, streams }));
         }
         let c = slot
             .as_ref()
             .and_then(|b| b.downcast_ref::<Comms>())
             .expect("made above");
-        group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
+        cudarc::nccl::result::group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
         let mut first = Ok(());
-        for (i, (comm, stream)) in c.comms.iter().zip(&c.streams).enumerate() {
-            if let Err(e) = queue(i, comm, stream) {
+        for (i, (&comm, stream)) in c.comms.iter().zip(&c.streams).enumerate() {
+            let rank = Rank {
+                comm,
+                stream: stream.handle,
+            };
+            if let Err(e) = queue(i, &rank) {
                 first = first.and(Err(set.on_device(i, e)));
             }
         }
-        let end = group_end().map_err(|e| nccl_error("ncclGroupEnd", e));
+        let end = cudarc::nccl::result::group_end().map_err(|e| nccl_error("ncclGroupEnd", e));
+        // The work is queued now (at the group's end): note where each stream will be.
+        for (i, (g, stream)) in set.iter().zip(&c.streams).enumerate() {
+            let completion = g
+                .inner
+                .bind()
+                .and_then(|()| Completion::record(&g.inner, &[stream.handle]))
+                .map_err(|e| set.on_device(i, e))?;
+            done(i, &completion);
+        }
         first.and(end.map(|_| ()))
     }
 
-    fn op_of(op: ReduceOp) -> cudarc::nccl::ReduceOp {
+    /// Make `b` ready for a collective on `rank`'s stream: its context current, and earlier
+    /// work that conflicts with `access` ordered before it.
+    fn prepare<T: CollectiveType>(b: &DeviceBuffer<T>, rank: &Rank, access: Access) -> Result<()> {
+        b.gpu.bind()?;
+        b.uses.before_gpu(access, Some(rank.stream));
+        Ok(())
+    }
+
+    fn op_of(op: ReduceOp) -> ncclRedOp_t {
         match op {
-            ReduceOp::Sum => cudarc::nccl::ReduceOp::Sum,
-            ReduceOp::Prod => cudarc::nccl::ReduceOp::Prod,
-            ReduceOp::Min => cudarc::nccl::ReduceOp::Min,
-            ReduceOp::Max => cudarc::nccl::ReduceOp::Max,
+            ReduceOp::Sum => ncclRedOp_t::ncclSum,
+            ReduceOp::Prod => ncclRedOp_t::ncclProd,
+            ReduceOp::Min => ncclRedOp_t::ncclMin,
+            ReduceOp::Max => ncclRedOp_t::ncclMax,
         }
     }
 
@@ -341,13 +398,32 @@ mod nccl {
         op: ReduceOp,
     ) -> Result<()> {
         let op = op_of(op);
-        with_comms(set, |i, comm, stream| {
-            bufs[i].with_cudarc_mut(stream, |mut v, _| {
-                comm.all_reduce_in_place(&mut v, &op)
-                    .map(|_| ())
-                    .map_err(|e| nccl_error("ncclAllReduce", e))
-            })?
-        })
+        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
+        with_comms(
+            set,
+            |i, rank| {
+                let b = &bufs[i];
+                prepare(b, rank, Access::Exclusive)?;
+                // SAFETY: `b` is `len()` elements of T on member i's device, borrowed
+                // exclusively by this call and noted as used until the stream passes the
+                // collective (`done`), so nothing reads, writes or frees it before then;
+                // `rank` is member i's communicator and a stream of its context.
+                unsafe {
+                    cudarc::nccl::result::all_reduce(
+                        b.ptr as *const c_void,
+                        b.ptr as *mut c_void,
+                        b.len(),
+                        dtype,
+                        op,
+                        rank.comm,
+                        rank.stream as _,
+                    )
+                }
+                .map(|_| ())
+                .map_err(|e| nccl_error("ncclAllReduce", e))
+            },
+            |i, c| bufs[i].uses.add(c, Access::Exclusive),
+        )
     }
 
     pub(super) fn broadcast<T: CollectiveType>(
@@ -355,13 +431,29 @@ mod nccl {
         bufs: &mut [DeviceBuffer<T>],
         root: usize,
     ) -> Result<()> {
-        with_comms(set, |i, comm, stream| {
-            bufs[i].with_cudarc_mut(stream, |mut v, _| {
-                comm.broadcast_in_place(&mut v, root as i32)
-                    .map(|_| ())
-                    .map_err(|e| nccl_error("ncclBroadcast", e))
-            })?
-        })
+        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
+        with_comms(
+            set,
+            |i, rank| {
+                let b = &bufs[i];
+                prepare(b, rank, Access::Exclusive)?;
+                // SAFETY: as in `all_reduce`.
+                unsafe {
+                    cudarc::nccl::result::broadcast(
+                        b.ptr as *const c_void,
+                        b.ptr as *mut c_void,
+                        b.len(),
+                        dtype,
+                        root as i32,
+                        rank.comm,
+                        rank.stream as _,
+                    )
+                }
+                .map(|_| ())
+                .map_err(|e| nccl_error("ncclBroadcast", e))
+            },
+            |i, c| bufs[i].uses.add(c, Access::Exclusive),
+        )
     }
 
     pub(super) fn all_gather<T: CollectiveType>(
@@ -369,14 +461,34 @@ mod nccl {
         send: &[DeviceBuffer<T>],
         recv: &mut [DeviceBuffer<T>],
     ) -> Result<()> {
-        with_comms(set, |i, comm, stream| {
-            send[i].with_cudarc(stream, |s, _| {
-                recv[i].with_cudarc_mut(stream, |mut r, _| {
-                    comm.all_gather(&s, &mut r)
-                        .map(|_| ())
-                        .map_err(|e| nccl_error("ncclAllGather", e))
-                })
-            })??
-        })
+        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
+        with_comms(
+            set,
+            |i, rank| {
+                let (s, r) = (&send[i], &recv[i]);
+                prepare(s, rank, Access::Shared)?;
+                prepare(r, rank, Access::Exclusive)?;
+                // SAFETY: `s` holds `s.len()` elements and `r` `set.len() × s.len()` (checked
+                // by the caller), both of member i's device; `s` is borrowed shared and `r`
+                // exclusively by this call, and both are noted as used until the stream passes
+                // the collective (`done`); `rank` is member i's communicator and stream.
+                unsafe {
+                    cudarc::nccl::result::all_gather(
+                        s.ptr as *const c_void,
+                        r.ptr as *mut c_void,
+                        s.len(),
+                        dtype,
+                        rank.comm,
+                        rank.stream as _,
+                    )
+                }
+                .map(|_| ())
+                .map_err(|e| nccl_error("ncclAllGather", e))
+            },
+            |i, c| {
+                send[i].uses.add(c, Access::Shared);
+                recv[i].uses.add(c, Access::Exclusive);
+            },
+        )
     }
 }
