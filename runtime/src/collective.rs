@@ -320,15 +320,18 @@ mod nccl {
         mut queue: impl FnMut(usize, &Rank) -> Result<()>,
         mut done: impl FnMut(usize, &std::sync::Arc<Completion>),
     ) -> Result<()> {
-        // SAFETY: only probes whether libnccl can be opened: cudarc's entry points panic when
-        // it cannot, which is why this runs first.
-        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-            return Err(Error::NoDriver(
-                "libnccl.so not found on the library path (the collectives need NCCL)".into(),
-            ));
-        }
         let mut slot = set.collectives.lock().expect("poisoned");
         if slot.as_ref().is_none_or(|b| !b.is::<Comms>()) {
+            // SAFETY: only probes whether libnccl can be opened: cudarc's entry points panic
+            // when it cannot, which is why this runs before the first of them.
+            if !unsafe { cudarc::nccl::sys::is_culib_present() } {
+                return Err(Error::NoDriver(
+                    "libnccl.so not found on the library path (the collectives need NCCL; \
+                     cudarc looks for the unversioned name, which NCCL's development package \
+                     installs)"
+                        .into(),
+                ));
+            }
             let mut streams = Vec::with_capacity(set.len());
             for (i, g) in set.iter().enumerate() {
                 streams.push(g.stream().map_err(|e| set.on_device(i, e))?);

@@ -6,7 +6,7 @@
 //! (CI) the set is two simulated devices, with peer links or, for the copy path, without.
 
 use berth::{DeviceSet, Error, Grid, PeerPath, PipelineOptions, ReduceOp};
-use berth_examples::{affine_one_pipelined, saxpy, saxpy_pinned};
+use berth_examples::{F4, MAPPED_SUM_BLOCK, affine_one_pipelined, mapped_sum, saxpy, saxpy_pinned};
 use berth_tests::random_f32;
 use std::sync::Mutex;
 
@@ -188,6 +188,46 @@ fn pinned_memory_of_one_device_is_used_by_another() {
         .wait()
         .unwrap();
     assert_eq!(&py[..], saxpy_host(3.0, &x, &y).as_slice());
+}
+
+#[test]
+fn mapped_memory_of_one_device_is_read_in_place_by_another() {
+    let Some((_g, set)) = set(true) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 40_000;
+    let v: Vec<F4> = (0..n)
+        .map(|i| {
+            let f = (i % 7) as f32;
+            F4 {
+                x: f,
+                y: 1.0,
+                z: -f,
+                w: 0.5,
+            }
+        })
+        .collect();
+    // Mapped through device 0, read in place by a kernel on device 1.
+    let mx = g0.mapped_from(&v).unwrap();
+    assert!(mx.flags().portable());
+    let blocks = 64;
+    let mut partial = g1.alloc_zeroed::<f32>(blocks).unwrap();
+    mapped_sum(
+        g1,
+        Grid::new(blocks as u32, MAPPED_SUM_BLOCK),
+        &mx,
+        &mut partial,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let got: f64 = partial
+        .to_vec()
+        .unwrap()
+        .iter()
+        .map(|&p| f64::from(p))
+        .sum();
+    let want: f64 = v.iter().map(|f| f64::from(f.x + f.y + f.z + f.w)).sum();
+    assert_eq!(got, want);
 }
 
 #[test]
