@@ -20,6 +20,13 @@
 //! work queued on it, [`Stream::cudarc_stream`] and [`Gpu::cudarc_context`] are the same stream
 //! and context seen by cudarc, and [`DeviceBuffer::from_cudarc`] adopts cudarc's memory.
 //!
+//! Several GPUs: a [`DeviceSet`] holds a context per device (or simulated devices, so the same
+//! code runs in CI); a buffer of one device is read by another's kernels through a
+//! [`PeerView`] (in place where the topology allows peer access, copied otherwise); a host
+//! dataset [`Sharded`] across the set by measured link streams through every device at once
+//! ([`DeviceSet::pipelined`]); and [`DeviceSet::all_reduce`], [`DeviceSet::broadcast`] and
+//! [`DeviceSet::all_gather`] run NCCL (the `nccl` feature) on berth buffers.
+//!
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,
 //! read from mapped host memory the panic handler fills before it traps). A trap poisons the
