@@ -55,7 +55,24 @@ run_launches() {
 
 # The multi-GPU tests, example and benchmarks -> multigpu.jsonl (see the usage above).
 run_multigpu() {
-  nvidia-smi topo -m > "$out/topology.txt" 2>&1; cat "$out/topology.txt"
+  # NVLink multicast stays off on these shared machines (it can take the host's GPUs out of
+  # service); NCCL reads this when the communicators are made.
+  export NCCL_NVLS_ENABLE=0
+  # cudarc loads NCCL by its unversioned name: where only the versioned library of the Python
+  # package is installed, link that name to it.
+  local nccl_dir=""
+  if ! ldconfig -p | grep -q 'libnccl\.so '; then
+    nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0] + "/lib")' 2>/dev/null)
+    if [[ -n $nccl_dir && -f $nccl_dir/libnccl.so.2 ]]; then
+      mkdir -p "$here/nccl"; ln -sf "$nccl_dir/libnccl.so.2" "$here/nccl/libnccl.so"
+      export LD_LIBRARY_PATH="$here/nccl:$nccl_dir:${LD_LIBRARY_PATH:-}"
+      nccl_dir="$here/nccl"
+    else
+      nccl_dir=""
+    fi
+  fi
+  echo "NCCL: $(ldconfig -p | grep libnccl | head -2 | tr -s ' ' | tr '\n' ';') ${nccl_dir:+linked in $nccl_dir}" > "$out/topology.txt"
+  nvidia-smi topo -m >> "$out/topology.txt" 2>&1; cat "$out/topology.txt"
   : > "$out/multigpu.log"
   echo "=== test binary: multigpu" | tee -a "$out/multigpu.log"
   if "$here/tests/multigpu" --test-threads=1 --nocapture 2>&1 | tee -a "$out/multigpu.log"; then
@@ -70,7 +87,7 @@ run_multigpu() {
     summary+=("FAIL  example data_parallel"); fail=1
   fi
   : > "$out/multigpu.jsonl"
-  if nvcc -O3 -arch=sm_90 -o "$here/multigpu" "$here/multigpu.cu" -lnccl 2>&1 \
+  if nvcc -O3 -arch=sm_90 -o "$here/multigpu" "$here/multigpu.cu" ${nccl_dir:+-L"$nccl_dir"} -lnccl 2>&1 \
     || nvcc -O3 -arch=sm_90 -o "$here/multigpu" "$here/multigpu.cu" -L/usr/lib/x86_64-linux-gnu -l:libnccl.so.2 2>&1; then
     for round in 1 2; do
       "$here/multigpu" all 5 | sed "s/}\$/,\"round\":$round}/" >> "$out/multigpu.jsonl" || fail=1
