@@ -100,11 +100,12 @@ pub use berth_macros::{DeviceCopy, unroll};
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
-    Backend, DeviceArg, DeviceBuffer, DeviceLimits, Dim3, Error, Event, Gpu, Graph, Grid, Held,
-    HostAccess, HostFlags, LinkProfile, MailboxBuffer, MappedArg, MappedBuffer, PanicReport,
-    Pending, PinnedArg, PinnedBuffer, PinnedOptions, PipelineOptions, PipelineRun, PipelineStats,
-    PoolStats, Queue, RESTART_ENV, Recorder, RegisterError, Registered, Result, Scope,
-    SignalBuffer, Stream, auto_plan, nvtx, placement, placement::Touch, ptx, raw, restart_process,
+    Backend, CollectiveType, DeviceArg, DeviceBuffer, DeviceLimits, DeviceProgress, DeviceSet,
+    Dim3, Error, Event, Gpu, Graph, Grid, Held, HostAccess, HostFlags, LinkProfile, MailboxBuffer,
+    MappedArg, MappedBuffer, PanicReport, PeerPath, PeerView, Pending, PinnedArg, PinnedBuffer,
+    PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV,
+    Recorder, ReduceOp, RegisterError, Registered, Result, Scope, Sharded, SignalBuffer, Stream,
+    auto_plan, nvtx, placement, placement::Touch, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.

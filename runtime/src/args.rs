@@ -24,6 +24,9 @@ pub struct ArgRef<'a> {
     pub(crate) uses: &'a Uses,
     /// The graph that holds the memory for its whole life ([`crate::Held`]); 0 for none.
     pub(crate) held: u64,
+    /// Memory a launch may only read (a peer view, which may be a copy of its owner's memory):
+    /// passing it to a `&mut [T]` argument is refused.
+    pub(crate) read_only: bool,
 }
 
 pub(crate) mod sealed {
@@ -83,6 +86,7 @@ impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
             host: 0,
             uses: &self.uses,
             held: 0,
+            read_only: false,
         }
     }
 }
@@ -98,6 +102,7 @@ impl<T: DeviceCopy> PinnedArg<T> for PinnedBuffer<T> {
             host: self.host_ptr() as u64,
             uses: self.uses(),
             held: 0,
+            read_only: false,
         }
     }
 }
@@ -113,6 +118,7 @@ impl<T: DeviceCopy> PinnedArg<T> for MappedBuffer<T> {
             host: self.host_ptr() as u64,
             uses: self.uses(),
             held: 0,
+            read_only: false,
         }
     }
 }
@@ -128,6 +134,7 @@ impl<T: DeviceCopy> MappedArg<T> for MappedBuffer<T> {
             host: self.host_ptr() as u64,
             uses: self.uses(),
             held: 0,
+            read_only: false,
         }
     }
 }
@@ -146,6 +153,7 @@ impl<T: DeviceCopy> MappedArg<T> for Registered<T> {
             host: self.host_ptr() as u64,
             uses: &self.uses,
             held: 0,
+            read_only: false,
         }
     }
 }

@@ -111,6 +111,23 @@ unsafe impl Send for GraphExec {}
 // SAFETY: as above.
 unsafe impl Sync for GraphExec {}
 
+/// Where a context's device sits for peer access ([`ContextOps::peer_id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PeerId {
+    /// A CUDA device, by ordinal.
+    Device(usize),
+    /// A member of a simulated device set: the set, the member's index, and whether the set
+    /// models peer links (without them, peer memory is copied, as on GPUs without peer access).
+    Simulated {
+        /// The set.
+        set: u64,
+        /// The member.
+        index: usize,
+        /// Whether its members read each other's memory in place.
+        links: bool,
+    },
+}
+
 /// What [`ContextOps::recovery`] leaves to do once the lost context's last handle is gone: make
 /// the fresh context.
 pub(crate) type Reopen = Box<dyn FnOnce() -> Result<Box<dyn Ops>>>;
@@ -175,6 +192,18 @@ pub(crate) trait ContextOps: Send + Sync {
     /// cudarc's handle of this context (the device's primary context, shared, not copied),
     /// made once; the simulator has none (`Error::NeedsGpu`).
     fn cudarc_context(&self) -> Result<Arc<CudaContext>>;
+
+    /// Where this context's device sits for peer access.
+    fn peer_id(&self) -> PeerId;
+
+    /// Whether this context's kernels can access the device memory of `peer` in place, as the
+    /// topology says (`cuDeviceCanAccessPeer`; a simulated set's links); `true` for the same
+    /// device.
+    fn can_access_peer(&self, peer: PeerId) -> Result<bool>;
+
+    /// Map `peer`'s device memory into this context, once (later calls do nothing). Only where
+    /// [`ContextOps::can_access_peer`] says so.
+    fn enable_peer_access(&self, peer: &dyn Ops) -> Result<()>;
 
     /// Prepare to replace a context lost to a fault: refused for a healthy one (a reset would
     /// destroy its live buffers) and where there is nothing to recover. The returned step makes
@@ -250,6 +279,23 @@ pub(crate) trait MemoryOps {
         device: u64,
         bytes: usize,
         kernel: &str,
+    ) -> Result<()>;
+
+    /// Enqueue a copy of `bytes` from device memory at `src` of the context `from` to device
+    /// memory at `dst` of this context, on `stream` (of this context).
+    ///
+    /// # Safety
+    /// 1. `dst` is device memory of this context and `src` of `from`, both valid for `bytes`,
+    ///    alive until the stream has passed the copy.
+    /// 2. Nothing writes `src`, or uses `dst`, meanwhile.
+    unsafe fn copy_peer(
+        &self,
+        stream: sys::CUstream,
+        dst: u64,
+        from: &dyn Ops,
+        src: u64,
+        bytes: usize,
+        what: &str,
     ) -> Result<()>;
 
     /// Enqueue zeroing `bytes` of device memory at `device` on `stream`.

@@ -167,6 +167,19 @@ pub enum Error {
         /// The error itself.
         source: Box<Error>,
     },
+    /// An operation of a device set failed on one of its devices (`device` is the device's
+    /// index in the set, `ordinal` its CUDA ordinal, `name` its name).
+    #[error("device {device} of the set (ordinal {ordinal}, {name}): {source}")]
+    OnDevice {
+        /// Index of the device in the set.
+        device: usize,
+        /// The device's ordinal.
+        ordinal: usize,
+        /// The device's name.
+        name: String,
+        /// The error itself.
+        source: Box<Error>,
+    },
     /// A buffer from one GPU context was passed to a launch on another.
     #[error("a buffer passed to `{kernel}` belongs to a different GPU context")]
     WrongContext {
@@ -187,7 +200,7 @@ impl Error {
         ) || matches!(
             self,
             Error::KernelFault { .. } | Error::ContextLost(_) | Error::ProcessPoisoned { .. }
-        ) || matches!(self, Error::PipelineChunk { source, .. } if source.is_context_lost())
+        ) || matches!(self, Error::PipelineChunk { source, .. } | Error::OnDevice { source, .. } if source.is_context_lost())
     }
 
     /// A failure inside a kernel (a panic, or a problem the simulator found).

@@ -56,6 +56,12 @@ impl Gpu {
         Gpu::from_backend(Box::new(Simulator::new()))
     }
 
+    /// Device `index` of a simulated device set of `count` devices (`set` from
+    /// `simulator::new_set_id`); `links`: whether they read each other's memory in place.
+    pub(crate) fn simulated_member(set: u64, index: usize, count: usize, links: bool) -> Gpu {
+        Gpu::from_backend(Box::new(Simulator::member_of(set, index, count, links)))
+    }
+
     /// The first GPU, or the CPU simulator when there is none (no driver or no device); the
     /// reason is logged. `BERTH_BACKEND=simulator` asks for the simulator, `cuda` insists on
     /// the GPU; any other value is an [`Error::Usage`] naming the valid ones. Which one you

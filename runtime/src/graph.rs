@@ -93,6 +93,7 @@ impl<T> Held<'_, T> {
             host: 0,
             uses: self.uses,
             held: self.graph,
+            read_only: false,
         }
     }
 }

@@ -20,6 +20,13 @@
 //! work queued on it, [`Stream::cudarc_stream`] and [`Gpu::cudarc_context`] are the same stream
 //! and context seen by cudarc, and [`DeviceBuffer::from_cudarc`] adopts cudarc's memory.
 //!
+//! Several GPUs: a [`DeviceSet`] holds a context per device (or simulated devices, so the same
+//! code runs in CI); a buffer of one device is read by another's kernels through a
+//! [`PeerView`] (in place where the topology allows peer access, copied otherwise); a host
+//! dataset [`Sharded`] across the set by measured link streams through every device at once
+//! ([`DeviceSet::pipelined`]); and [`DeviceSet::all_reduce`], [`DeviceSet::broadcast`] and
+//! [`DeviceSet::all_gather`] run NCCL (the `nccl` feature) on berth buffers.
+//!
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,
 //! read from mapped host memory the panic handler fills before it traps). A trap poisons the
@@ -30,8 +37,10 @@
 mod args;
 mod backend;
 mod buffer;
+mod collective;
 mod context;
 mod copy;
+mod devices;
 mod error;
 mod event;
 mod fault;
@@ -45,6 +54,7 @@ mod layers;
 mod limits;
 pub mod nvtx;
 mod own_kernels;
+mod peer;
 mod pipeline;
 pub mod placement;
 mod pool;
@@ -68,6 +78,8 @@ mod track;
 pub use args::{DeviceArg, MappedArg, PinnedArg};
 pub use backend::Backend;
 pub use buffer::DeviceBuffer;
+pub use collective::{CollectiveType, ReduceOp};
+pub use devices::DeviceSet;
 pub use error::{Error, PanicReport, Result};
 pub use event::Event;
 pub use gpu::Gpu;
@@ -78,6 +90,8 @@ pub use host_mem::{
 pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
 pub use limits::DeviceLimits;
+pub use peer::{PeerPath, PeerView};
+pub use pipeline::{DeviceProgress, Sharded};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use queue::Queue;

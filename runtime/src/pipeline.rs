@@ -12,9 +12,11 @@
 
 pub(crate) mod builder;
 pub(crate) mod link;
+pub(crate) mod multi;
 pub(crate) mod plan;
 pub(crate) mod run;
 
 pub use builder::Pipelined;
+pub use multi::{DeviceProgress, Sharded};
 pub use plan::{LinkProfile, PipelineOptions, PipelineStats, auto_plan};
 pub use run::PipelineRun;

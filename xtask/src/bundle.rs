@@ -83,6 +83,7 @@ pub fn run(bench_only: bool) -> Result {
         "compute.cu",
         "launch.cu",
         "first_launch.cu",
+        "multigpu.cu",
     ] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
     }

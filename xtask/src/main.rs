@@ -26,6 +26,7 @@ mod record_first_launch;
 mod record_kernels;
 mod record_launch;
 mod record_nvtx;
+mod record_multigpu;
 mod record_pipeline;
 mod record_placement;
 mod record_signals;

@@ -89,6 +89,15 @@ const TARGETED: &[Section] = &[
         file: "placement.jsonl",
         render: crate::record_auto::write,
     },
+    Section {
+        // The 2-GPU machine's run (`.gpu/run.sh multigpu`).
+        file: "multigpu.jsonl",
+        render: |md, text, _| crate::record_multigpu::write(md, text),
+    },
+    Section {
+        file: "multigpu.log",
+        render: |md, text, _| crate::record_multigpu::write_tests(md, text),
+    },
 ];
 
 /// The heading of the targeted-run section of `BENCHMARKS.md`.

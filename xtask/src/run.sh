@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys|multigpu]
 #        .gpu/run.sh sanitize [memcheck|racecheck|synccheck|initcheck|all] [BINARY...]
 #   firstlaunch: a fresh process's first launch with the driver's JIT cache off, the examples'
 #   module loaded as SASS and as PTX (BERTH_LOAD=ptx), five rounds each -> firstlaunch.jsonl;
@@ -22,6 +22,11 @@
 #   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, two rounds -> launch.jsonl;
 #   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc;
 #   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
+#   multigpu (the 2-GPU machine): the device-set tests (tests/multigpu) and the data_parallel
+#   example, then the multi-GPU benchmarks -> multigpu.jsonl: the 4 GiB in + 4 GiB out pipeline
+#   on GPU 0 and over every GPU; a kernel reading a peer GPU's buffer, berth vs CUDA C++
+#   (bench/multigpu.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
+#   NCCL called from C++; topology in topology.txt.
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
 #   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
@@ -111,6 +116,55 @@ run_nsys() {
     [[ -f $rep.qdstrm && $(stat -c %s "$rep.qdstrm") -lt 16000000 ]] && cp "$rep.qdstrm" "$out/"
     summary+=("FAIL  nsys: no .nsys-rep (the .qdstrm is kept; nsys.log says why)"); fail=1
   fi
+}
+
+# The multi-GPU tests, example and benchmarks -> multigpu.jsonl (see the usage above).
+run_multigpu() {
+  # NVLink multicast stays off on these shared machines (it can take the host's GPUs out of
+  # service); NCCL reads this when the communicators are made.
+  export NCCL_NVLS_ENABLE=0
+  # cudarc loads NCCL by its unversioned name: where only the versioned library of the Python
+  # package is installed, link that name to it.
+  local nccl_dir=""
+  if ! ldconfig -p | grep -q 'libnccl\.so '; then
+    nccl_dir=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0] + "/lib")' 2>/dev/null)
+    if [[ -n $nccl_dir && -f $nccl_dir/libnccl.so.2 ]]; then
+      mkdir -p "$here/nccl"; ln -sf "$nccl_dir/libnccl.so.2" "$here/nccl/libnccl.so"
+      export LD_LIBRARY_PATH="$here/nccl:$nccl_dir:${LD_LIBRARY_PATH:-}"
+      nccl_dir="$here/nccl"
+    else
+      nccl_dir=""
+    fi
+  fi
+  echo "NCCL: $(ldconfig -p | grep libnccl | head -2 | tr -s ' ' | tr '\n' ';') ${nccl_dir:+linked in $nccl_dir}" > "$out/topology.txt"
+  nvidia-smi topo -m >> "$out/topology.txt" 2>&1; cat "$out/topology.txt"
+  : > "$out/multigpu.log"
+  echo "=== test binary: multigpu" | tee -a "$out/multigpu.log"
+  if "$here/tests/multigpu" --test-threads=1 --nocapture 2>&1 | tee -a "$out/multigpu.log"; then
+    summary+=("PASS  tests/multigpu")
+  else
+    summary+=("FAIL  tests/multigpu"); fail=1
+  fi
+  echo "=== example: data_parallel" | tee -a "$out/multigpu.log"
+  if "$here/bin/data_parallel" --n 200000003 2>&1 | tee -a "$out/multigpu.log"; then
+    summary+=("PASS  example data_parallel")
+  else
+    summary+=("FAIL  example data_parallel"); fail=1
+  fi
+  : > "$out/multigpu.jsonl"
+  if nvcc -O3 -arch=sm_90 -o "$here/multigpu" "$here/multigpu.cu" ${nccl_dir:+-L"$nccl_dir"} -lnccl 2>&1 \
+    || nvcc -O3 -arch=sm_90 -o "$here/multigpu" "$here/multigpu.cu" -L/usr/lib/x86_64-linux-gnu -l:libnccl.so.2 2>&1; then
+    for round in 1 2; do
+      "$here/multigpu" all 5 | sed "s/}\$/,\"round\":$round}/" >> "$out/multigpu.jsonl" || fail=1
+      "$here/bin/bench_multigpu" peer 5 | sed "s/}\$/,\"round\":$round}/" >> "$out/multigpu.jsonl" || fail=1
+      "$here/bin/bench_multigpu" allreduce 5 | sed "s/}\$/,\"round\":$round}/" >> "$out/multigpu.jsonl" || fail=1
+    done
+  else
+    summary+=("FAIL  nvcc build of multigpu.cu"); fail=1
+  fi
+  # Its one-GPU and all-GPU runs interleave within the binary.
+  "$here/bin/bench_multigpu" pipeline 5 >> "$out/multigpu.jsonl" || fail=1
+  cat "$out/multigpu.jsonl"
 }
 
 # A fresh process's first launch, SASS and PTX interleaved, JIT cache off -> firstlaunch.jsonl.
@@ -405,7 +459,11 @@ if [[ $mode == nsys ]]; then
   run_nsys
 fi
 
-if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels || $mode == launches || $mode == firstlaunch || $mode == nsys ]]; then
+if [[ $mode == multigpu ]]; then
+  run_multigpu
+fi
+
+if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute || $mode == kernels || $mode == launches || $mode == firstlaunch || $mode == nsys || $mode == multigpu ]]; then
   if grep -q '"bad":[1-9]' "$out"/*.jsonl; then
     summary+=("FAIL  benchmark result check"); fail=1
   else

@@ -3,7 +3,7 @@
 //! attributes. Its memory, streams and kernels are implemented in `driver_memory.rs`,
 //! `driver_streams.rs` and `driver_kernels.rs`.
 
-use crate::backend::{Backend, ContextOps, Ops, Reopen};
+use crate::backend::{Backend, ContextOps, Ops, PeerId, Reopen};
 use crate::error::{Error, Result};
 use crate::fault::{
     FaultState, Faults, MappedPanicRecord, is_sticky_name, mark_device_lost, register_context,
@@ -76,6 +76,13 @@ fn check_driver() -> Result<()> {
         ));
     }
     result::init().map_err(|e| Error::driver("cuInit", e))
+}
+
+/// The number of CUDA devices in the process: `Error::NoDriver` without a driver.
+pub(crate) fn device_count() -> Result<usize> {
+    check_driver()?;
+    let count = result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
+    Ok(count.max(0) as usize)
 }
 
 impl Driver {
@@ -271,6 +278,47 @@ impl ContextOps for Driver {
             .map_err(|e| self.error("cuDevicePrimaryCtxRetain", e, None))?;
         *cached = Some(c.clone());
         Ok(c)
+    }
+
+    fn peer_id(&self) -> PeerId {
+        PeerId::Device(self.ordinal)
+    }
+
+    fn can_access_peer(&self, peer: PeerId) -> Result<bool> {
+        let PeerId::Device(ordinal) = peer else {
+            return Ok(false);
+        };
+        if ordinal == self.ordinal {
+            return Ok(true);
+        }
+        let other =
+            result::device::get(ordinal as i32).map_err(|e| Error::driver("cuDeviceGet", e))?;
+        let mut can = 0;
+        // SAFETY: both are valid device handles from cuDeviceGet; `can` is a live out-pointer.
+        let r = unsafe { sys::cuDeviceCanAccessPeer(&mut can, self.device, other) };
+        r.result()
+            .map_err(|e| Error::driver("cuDeviceCanAccessPeer", e))?;
+        Ok(can != 0)
+    }
+
+    fn enable_peer_access(&self, peer: &dyn Ops) -> Result<()> {
+        if peer.raw_context() == self.ctx {
+            return Ok(());
+        }
+        self.bind()?;
+        // SAFETY: this context is current; `peer.raw_context()` is the live primary context of
+        // another device (the caller holds it). Enabling twice is reported, not undefined.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(peer.raw_context(), 0) };
+        match r {
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
+                Ok(())
+            }
+            e => Err(self.error(
+                "cuCtxEnablePeerAccess",
+                cudarc::driver::DriverError(e),
+                None,
+            )),
+        }
     }
 
     fn recovery(&self) -> Result<Reopen> {

@@ -1,8 +1,8 @@
 //! Memory on the CUDA driver: device and page-locked host allocations, registration of
 //! existing host memory, asynchronous copies and memsets, and stream memory operations.
 
-use crate::backend::MemoryOps;
 use crate::backend::driver::Driver;
+use crate::backend::{ContextOps, MemoryOps};
 use crate::error::{Error, Result};
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
@@ -102,6 +102,31 @@ impl MemoryOps for Driver {
         let r = unsafe { sys::cuMemcpyHtoDAsync_v2(device, host as *const c_void, bytes, stream) }
             .result();
         self.check("cuMemcpyHtoDAsync", r, Some(kernel))
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        stream: sys::CUstream,
+        dst: u64,
+        from: &dyn crate::backend::Ops,
+        src: u64,
+        bytes: usize,
+        what: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract: both ranges are device memory of their contexts, alive
+        // and left alone until the stream has passed the copy; both contexts are live.
+        let r = unsafe {
+            sys::cuMemcpyPeerAsync(
+                dst,
+                self.raw_context(),
+                src,
+                from.raw_context(),
+                bytes,
+                stream,
+            )
+        }
+        .result();
+        self.check("cuMemcpyPeerAsync", r, Some(what))
     }
 
     unsafe fn copy_d2h(

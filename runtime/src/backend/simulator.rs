@@ -2,7 +2,9 @@
 //! (`sim_stream.rs`), and kernels run by the simulator (`sim.rs`) as jobs on those streams. Its
 //! streams and events are in `simulator_streams.rs`.
 
-use crate::backend::{Backend, ContextOps, GraphExec, GraphNode, KernelOps, MemoryOps, Reopen};
+use crate::backend::{
+    Backend, ContextOps, GraphExec, GraphNode, KernelOps, MemoryOps, Ops, PeerId, Reopen,
+};
 use crate::error::{Error, Result};
 use crate::fault::FaultState;
 use crate::launch::grid::Grid;
@@ -15,7 +17,7 @@ use cudarc::driver::{CudaContext, sys};
 use std::alloc::Layout;
 use std::collections::HashSet;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// The CPU simulator: host memory, and worker threads as streams.
@@ -30,6 +32,27 @@ pub(crate) struct Simulator {
     checked: Mutex<HashSet<(&'static str, &'static str)>>,
     /// The limits launches are checked against: the H200's unless set before first use.
     limits: OnceLock<DeviceLimits>,
+    /// Which simulated device set this context belongs to (a set of its own when made alone).
+    member: Member,
+}
+
+/// A simulated context's place in its device set.
+#[derive(Clone, Copy)]
+struct Member {
+    /// The set, unique in the process.
+    set: u64,
+    /// This device's index (its ordinal).
+    index: usize,
+    /// Devices in the set.
+    count: usize,
+    /// Whether the set's devices read each other's memory in place.
+    links: bool,
+}
+
+/// A fresh simulated set's identity.
+pub(crate) fn new_set_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 // SAFETY: the stream handles are numbers, never dereferenced; the rest is thread-safe.
@@ -40,10 +63,27 @@ unsafe impl Sync for Simulator {}
 impl Simulator {
     /// A simulated context with one worker per core for its kernels' blocks.
     pub(crate) fn new() -> Simulator {
+        Simulator::member_of(new_set_id(), 0, 1, false)
+    }
+
+    /// Device `index` of the simulated device set `set` of `count` devices; `links`: whether
+    /// the set's devices read each other's memory in place (else peer memory is copied).
+    pub(crate) fn member_of(set: u64, index: usize, count: usize, links: bool) -> Simulator {
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        tracing::info!(workers, "using the CPU simulator");
+        tracing::info!(workers, index, count, "using the CPU simulator");
+        let name = if count > 1 {
+            format!("CPU simulator device {index} of {count} ({workers} worker threads)")
+        } else {
+            format!("CPU simulator ({workers} worker threads)")
+        };
         Simulator {
-            name: format!("CPU simulator ({workers} worker threads)"),
+            member: Member {
+                set,
+                index,
+                count,
+                links,
+            },
+            name,
             default_stream: crate::sim_stream::new_handle(),
             streams: SimStreams::default(),
             fault: FaultState::default(),
@@ -93,11 +133,11 @@ impl ContextOps for Simulator {
     }
 
     fn ordinal(&self) -> usize {
-        0
+        self.member.index
     }
 
     fn device_count(&self) -> usize {
-        1
+        self.member.count
     }
 
     fn raw_context(&self) -> sys::CUcontext {
@@ -155,6 +195,35 @@ impl ContextOps for Simulator {
         })
     }
 
+    fn peer_id(&self) -> PeerId {
+        PeerId::Simulated {
+            set: self.member.set,
+            index: self.member.index,
+            links: self.member.links,
+        }
+    }
+
+    fn can_access_peer(&self, peer: PeerId) -> Result<bool> {
+        Ok(match peer {
+            PeerId::Simulated { set, index, links } if set == self.member.set => {
+                index == self.member.index || (links && self.member.links)
+            }
+            _ => false,
+        })
+    }
+
+    fn enable_peer_access(&self, peer: &dyn Ops) -> Result<()> {
+        if self.can_access_peer(peer.peer_id())? {
+            Ok(())
+        } else {
+            Err(Error::Usage(format!(
+                "simulated device {} has no peer link to `{}`",
+                self.member.index,
+                peer.name()
+            )))
+        }
+    }
+
     fn recovery(&self) -> Result<Reopen> {
         Err(Error::Usage(
             "the CPU simulator is never lost: nothing to recover".into(),
@@ -170,14 +239,18 @@ fn layout(bytes: usize) -> Layout {
 
 impl MemoryOps for Simulator {
     fn alloc(&self, bytes: usize) -> Result<u64> {
+        let out_of_memory = || {
+            let (free, total) = host_memory();
+            Error::OutOfMemory { bytes, free, total }
+        };
+        // A size no allocation can have is out of memory too, as on a GPU.
+        if Layout::from_size_align(bytes.max(1), ALIGN).is_err() {
+            return Err(out_of_memory());
+        }
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc_zeroed(layout(bytes)) };
         if p.is_null() {
-            return Err(Error::OutOfMemory {
-                bytes,
-                free: 0,
-                total: 0,
-            });
+            return Err(out_of_memory());
         }
         Ok(p as u64)
     }
@@ -231,6 +304,20 @@ impl MemoryOps for Simulator {
     ) -> Result<()> {
         // SAFETY: the caller's contract.
         unsafe { self.copy(stream, host, device, bytes) };
+        Ok(())
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        stream: sys::CUstream,
+        dst: u64,
+        _from: &dyn Ops,
+        src: u64,
+        bytes: usize,
+        _what: &str,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract; every simulated device's memory is host memory.
+        unsafe { self.copy(stream, dst, src, bytes) };
         Ok(())
     }
 

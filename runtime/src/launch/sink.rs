@@ -140,6 +140,13 @@ impl<'l> ArgSink<'l> {
             );
             self.invalid(reason);
         }
+        if a.read_only && access == Access::Exclusive {
+            let reason = format!(
+                "argument `{}` is a peer view, which kernels only read: write a buffer of the launching device instead",
+                self.arg_name()
+            );
+            self.invalid(reason);
+        }
         match self.mode {
             Mode::Record(rec) => {
                 if a.held != rec.graph {
@@ -167,7 +174,9 @@ impl<'l> ArgSink<'l> {
 
     /// Push a (pointer, length) pair after checking the memory belongs to this context.
     pub(crate) fn slice(&mut self, a: &ArgRef<'_>, device_addr: u64) -> bool {
-        if !Arc::ptr_eq(a.gpu, self.gpu) {
+        // Portable host memory is every device's: any context of the process may use it.
+        let portable = a.host != 0 && a.flags.is_some_and(|f| f.portable());
+        if !Arc::ptr_eq(a.gpu, self.gpu) && !portable {
             self.error(Error::WrongContext {
                 kernel: self.kernel.name,
             });

@@ -1,0 +1,148 @@
+//! Peer placement: device memory of one GPU used by a kernel on another ([`PeerView`]).
+//!
+//! Where the topology lets the launching device access the owner's memory
+//! (`cuDeviceCanAccessPeer`, queried, never assumed), peer access is enabled on demand, once per
+//! pair of contexts, and the kernel reads the owner's memory in place over the peer link
+//! (NVLink on the H200 machines). Elsewhere the view is a copy on the launching device, made
+//! with a peer copy when the view is made. Either way the view is a device argument of the
+//! launching device: it goes where a `DeviceBuffer` goes, with the same compile-time check of
+//! the argument's kind; kernels only read it (a `&mut [T]` argument refuses it at launch,
+//! since writes to a copy would not reach the owner).
+
+use crate::args::{ArgRef, DeviceArg, sealed};
+use crate::buffer::DeviceBuffer;
+use crate::context::Inner;
+use crate::error::Result;
+use crate::gpu::Gpu;
+use crate::track::Access;
+use berth_device::DeviceCopy;
+use std::sync::Arc;
+
+/// How a [`PeerView`] reaches its owner's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PeerPath {
+    /// The launching device is the owner.
+    Local,
+    /// In place, over the peer link (peer access enabled).
+    Direct,
+    /// A copy on the launching device, made when the view was made.
+    Copied,
+}
+
+/// A [`DeviceBuffer`] of one device seen by kernels of another, for read-only slice arguments
+/// without a placement attribute. Made by [`DeviceBuffer::peer_view`]; borrows its owner, so the
+/// owner outlives every launch that reads it in place.
+pub struct PeerView<'b, T> {
+    owner: &'b DeviceBuffer<T>,
+    on: Arc<Inner>,
+    copy: Option<DeviceBuffer<T>>,
+    path: PeerPath,
+}
+
+impl<T: DeviceCopy> DeviceBuffer<T> {
+    /// This buffer as an argument of kernels launched on `on`: in place where `on` can access
+    /// this buffer's device (enabling peer access the first time), else a copy on `on` made
+    /// now (a peer copy, waited for). Later writes to the buffer reach a direct view but not a
+    /// copied one: make the view after the writes.
+    ///
+    /// Errors: a failed query, enable or copy ([`crate::Error::Driver`] naming the call), out
+    /// of memory on `on` for the copy.
+    pub fn peer_view(&self, on: &Gpu) -> Result<PeerView<'_, T>> {
+        let view = |copy, path| PeerView {
+            owner: self,
+            on: on.inner.clone(),
+            copy,
+            path,
+        };
+        if Arc::ptr_eq(&self.gpu, &on.inner) {
+            return Ok(view(None, PeerPath::Local));
+        }
+        let (mine, theirs) = (self.gpu.ops(), on.inner.ops());
+        if theirs.can_access_peer(mine.peer_id())? {
+            on.inner.bind()?;
+            theirs.enable_peer_access(mine)?;
+            return Ok(view(None, PeerPath::Direct));
+        }
+        self.peer_copy(on)
+    }
+
+    /// This buffer as an argument of kernels launched on `on`, always through a copy on `on`
+    /// made now (a peer copy, waited for), even where `on` could read it in place. On the
+    /// owner's own device the view is the buffer itself.
+    pub fn peer_copy(&self, on: &Gpu) -> Result<PeerView<'_, T>> {
+        let view = |copy, path| PeerView {
+            owner: self,
+            on: on.inner.clone(),
+            copy,
+            path,
+        };
+        if Arc::ptr_eq(&self.gpu, &on.inner) {
+            return Ok(view(None, PeerPath::Local));
+        }
+        let (mine, theirs) = (self.gpu.ops(), on.inner.ops());
+        let copy = on.alloc_zeroed::<T>(self.len())?;
+        if self.bytes() > 0 {
+            // The copy reads the owner's memory: earlier writers of it must be done.
+            self.uses.before_gpu(Access::Shared, None);
+            copy.uses.before_host_write();
+            on.inner.bind()?;
+            let stream = on.inner.default_stream;
+            // SAFETY: `copy.ptr` is `bytes()` of device memory of `on`, `self.ptr` as many of
+            // this buffer's device; both stay alive (the borrow of `self`, `copy` owned here)
+            // until the stream is synchronised below; earlier writers of `self` were waited
+            // for above, and `self` is borrowed shared, so nothing writes it meanwhile.
+            unsafe {
+                theirs.copy_peer(stream, copy.ptr, mine, self.ptr, self.bytes(), "peer_view")
+            }?;
+            on.inner.sync(stream, None)?;
+        }
+        Ok(view(Some(copy), PeerPath::Copied))
+    }
+}
+
+impl<T: DeviceCopy> PeerView<'_, T> {
+    /// How the view reaches its owner's memory.
+    pub fn path(&self) -> PeerPath {
+        self.path
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        self.owner.len()
+    }
+
+    /// Whether the view has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.owner.is_empty()
+    }
+}
+
+impl<T> std::fmt::Debug for PeerView<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerView")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> sealed::Sealed for PeerView<'_, T> {}
+
+impl<T: DeviceCopy> DeviceArg<T> for PeerView<'_, T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        let (mem, uses) = match &self.copy {
+            Some(c) => (c.ptr, &c.uses),
+            None => (self.owner.ptr, &self.owner.uses),
+        };
+        ArgRef {
+            addr: mem,
+            len: self.owner.len(),
+            bytes: self.owner.bytes(),
+            gpu: &self.on,
+            flags: None,
+            host: 0,
+            uses,
+            held: 0,
+            read_only: true,
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! Multi-GPU benchmark, the counterpart of `bench/multigpu.cu` (CUDA C++ and NCCL called
+//! directly, nvcc, same run). JSON lines with `"impl":"berth"`:
+//!
+//! - `multigpu_pipeline`: 4 GiB in + 4 GiB out through `affine_one_pipelined` (automatic plan),
+//!   on device 0 alone (`"devices":1`) and split over every device of the machine by
+//!   `DeviceSet::pipelined`, rounds interleaved; wall clock, one warm-up, median;
+//! - `peer_read`: `block_sum` over 1 GiB of f32 on device 0, reading device 1's buffer in place
+//!   through a peer view (`"where":"peer"`) and, for scale, its own (`"where":"local"`);
+//! - `allreduce`: `DeviceSet::all_reduce` (NCCL) of f32 buffers of 1 MiB, 64 MiB and 1 GiB on
+//!   every device, synchronised after each; bus bandwidth as nccl-tests defines it
+//!   (`bytes × 2(n−1)/n / time`).
+//!
+//! `bench_multigpu [pipeline|peer|allreduce|all] [reps=5]`. With fewer than two GPUs it prints
+//! why on stderr and emits the single-device lines only.
+
+use berth::{DeviceSet, Grid, PipelineOptions, ReduceOp};
+use berth_examples::{REDUCE_BLOCK, affine_one_pipelined, block_sum};
+use std::time::Instant;
+
+type BoxError = Box<dyn std::error::Error>;
+
+const N: usize = 1 << 30;
+const A: f32 = 1.5;
+
+fn splitmix_at(i: u64) -> u64 {
+    let mut z = 0x243F_6A88_85A3_08D3u64
+        .wrapping_add(i.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn x_at(i: usize) -> f32 {
+    (splitmix_at(i as u64) >> 40) as f32 * (2.0 / 16_777_216.0) - 1.0
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let section = args.get(1).map_or("all", String::as_str).to_owned();
+    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5);
+    if let Err(e) = run(&section, reps.max(1)) {
+        eprintln!("bench_multigpu: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(section: &str, reps: usize) -> Result<(), BoxError> {
+    let all = section == "all";
+    let count = DeviceSet::cuda_count()?;
+    eprintln!("bench_multigpu: {count} CUDA device(s), reps={reps}");
+    if count < 2 {
+        eprintln!("bench_multigpu: fewer than two GPUs: only the single-device pipeline runs");
+    }
+    if all || section == "pipeline" {
+        pipeline(count, reps)?;
+    }
+    if count >= 2 && (all || section == "peer") {
+        peer(reps)?;
+    }
+    if count >= 2 && (all || section == "allreduce") {
+        allreduce(reps)?;
+    }
+    Ok(())
+}
+
+/// Fill a set's shards of the whole dataset, element i = x_at(i), a thread per 1/16.
+fn fill(xs: &mut berth::Sharded<f32>) {
+    let ranges = xs.ranges().to_vec();
+    for (part, r) in xs.shards_mut().iter_mut().zip(ranges) {
+        let step = part.len().div_ceil(16).max(1);
+        std::thread::scope(|s| {
+            for (c, chunk) in part.chunks_mut(step).enumerate() {
+                let base = r.start + c * step;
+                s.spawn(move || {
+                    for (j, v) in chunk.iter_mut().enumerate() {
+                        *v = x_at(base + j);
+                    }
+                });
+            }
+        });
+    }
+}
+
+fn bad(ys: &berth::Sharded<f32>) -> usize {
+    (0..N)
+        .step_by(4097)
+        .chain(N - 1000..N)
+        .filter(|&i| {
+            let want = A * x_at(i) + 1.0;
+            let got = *ys.get(i).unwrap_or(&f32::NAN);
+            let close = (got - want).abs() <= 1e-5 * want.abs() + 1e-6; // false for NaN
+            !close
+        })
+        .count()
+}
+
+fn pipeline(count: usize, reps: usize) -> Result<(), BoxError> {
+    let mut sets = vec![DeviceSet::cuda(&[0])?];
+    if count >= 2 {
+        sets.push(DeviceSet::all()?);
+    }
+    let mut data = Vec::new();
+    for set in &sets {
+        let mut xs = set.shard_zeroed::<f32>(N)?;
+        fill(&mut xs);
+        let ys = set.shard_zeroed_like::<f32, _>(&xs)?;
+        eprintln!(
+            "pipeline over {} device(s): shards {:?}, link weights {:?}",
+            set.len(),
+            xs.ranges(),
+            set.link_weights()?
+        );
+        data.push((xs, ys));
+    }
+    let once = |set: &DeviceSet, xs: &berth::Sharded<f32>, ys: &mut berth::Sharded<f32>| {
+        set.pipelined(xs, ys, &|_, _, _| {}, |gpu, x, y, _| {
+            affine_one_pipelined(gpu, PipelineOptions::default(), A, x, y)?.wait()
+        })
+    };
+    let mut times = vec![Vec::new(); sets.len()];
+    // One warm-up each, then rounds interleaved so drift hits both alike.
+    for (set, (xs, ys)) in sets.iter().zip(data.iter_mut()) {
+        once(set, xs, ys)?;
+    }
+    for _ in 0..reps {
+        for (k, (set, (xs, ys))) in sets.iter().zip(data.iter_mut()).enumerate() {
+            let start = Instant::now();
+            once(set, xs, ys)?;
+            times[k].push(start.elapsed().as_secs_f64() * 1e3);
+        }
+    }
+    for (k, set) in sets.iter().enumerate() {
+        let ms = median(times[k].clone());
+        let gbps = (N * 4) as f64 / (ms * 1e-3) / 1e9;
+        println!(
+            "{{\"impl\":\"berth\",\"bench\":\"multigpu_pipeline\",\"devices\":{},\"bytes_in\":{},\"median_ms\":{ms:.3},\"gbps_in\":{gbps:.2},\"reps\":{reps},\"bad\":{}}}",
+            set.len(),
+            N * 4,
+            bad(&data[k].1)
+        );
+    }
+    Ok(())
+}
+
+fn peer(reps: usize) -> Result<(), BoxError> {
+    let n = 1usize << 28;
+    let blocks = 132 * 8;
+    let set = DeviceSet::cuda(&[0, 1])?;
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let direct = set.can_access_peer(0, 1)?;
+    eprintln!("peer read: device 0 can access device 1 in place: {direct}");
+    let ones = vec![1.0f32; n];
+    let remote = g1.upload(&ones)?;
+    let local = g0.upload(&ones)?;
+    let mut partial = g0.alloc_zeroed::<f32>(blocks)?;
+    let view = remote.peer_view(g0)?;
+    let grid = Grid::new(blocks as u32, REDUCE_BLOCK);
+    let mut time = |on_peer: bool| -> Result<(f64, usize), BoxError> {
+        let mut t = Vec::new();
+        for r in 0..=reps {
+            let start = Instant::now();
+            if on_peer {
+                block_sum(g0, grid, &view, &mut partial)?.wait()?;
+            } else {
+                block_sum(g0, grid, &local, &mut partial)?.wait()?;
+            }
+            if r > 0 {
+                t.push(start.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        let total: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
+        Ok((median(t), usize::from(total != n as f64)))
+    };
+    for (place, on_peer) in [
+        ("peer", true),
+        ("local", false),
+        ("peer", true),
+        ("local", false),
+    ] {
+        let (ms, bad) = time(on_peer)?;
+        let gbps = (n * 4) as f64 / (ms * 1e-3) / 1e9;
+        println!(
+            "{{\"impl\":\"berth\",\"bench\":\"peer_read\",\"where\":\"{place}\",\"path\":\"{:?}\",\"bytes\":{},\"median_ms\":{ms:.3},\"gbps\":{gbps:.2},\"reps\":{reps},\"bad\":{bad}}}",
+            if on_peer {
+                view.path()
+            } else {
+                berth::PeerPath::Local
+            },
+            n * 4
+        );
+    }
+    Ok(())
+}
+
+fn allreduce(reps: usize) -> Result<(), BoxError> {
+    let set = DeviceSet::all()?;
+    let n = set.len();
+    for (bytes, iters) in [(1usize << 20, 200usize), (64 << 20, 40), (1 << 30, 8)] {
+        let len = bytes / 4;
+        let mut bufs: Vec<_> = set
+            .iter()
+            .enumerate()
+            .map(|(d, g)| g.upload(&vec![d as f32 + 1.0; len]))
+            .collect::<Result<_, _>>()?;
+        // Correctness first: one all-reduce of 1, 2, … gives n(n+1)/2 everywhere.
+        set.all_reduce(&mut bufs, ReduceOp::Sum)?;
+        let want = (n * (n + 1) / 2) as f32;
+        let mut bad = 0;
+        for b in &bufs {
+            let v = b.to_vec()?;
+            bad += v.iter().step_by(997).filter(|&&x| x != want).count();
+        }
+        for b in &mut bufs {
+            b.copy_from(&vec![0.0f32; len])?;
+        }
+        let mut per = Vec::new();
+        for r in 0..=reps {
+            let start = Instant::now();
+            for _ in 0..iters {
+                set.all_reduce(&mut bufs, ReduceOp::Sum)?;
+                set.synchronize()?;
+            }
+            if r > 0 {
+                per.push(start.elapsed().as_secs_f64() / iters as f64);
+            }
+        }
+        let s = median(per);
+        let busbw = bytes as f64 * 2.0 * (n - 1) as f64 / n as f64 / s / 1e9;
+        println!(
+            "{{\"impl\":\"berth\",\"bench\":\"allreduce\",\"devices\":{n},\"bytes\":{bytes},\"iters\":{iters},\"median_us\":{:.2},\"busbw_gbps\":{busbw:.2},\"reps\":{reps},\"bad\":{bad}}}",
+            s * 1e6
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,404 @@
+//! Device sets: one context per device, portable host memory, peer views (in place and
+//! copied), collectives and errors that name the device.
+//!
+//! One test body, two backends: with `--features gpu` the set is every GPU of the machine, and
+//! a test that needs two devices prints why it is skipped on a machine with one; without it
+//! (CI) the set is two simulated devices, with peer links or, for the copy path, without.
+
+use berth::{DeviceSet, Error, Grid, PeerPath, PipelineOptions, ReduceOp};
+use berth_examples::{F4, MAPPED_SUM_BLOCK, affine_one_pipelined, mapped_sum, saxpy, saxpy_pinned};
+use berth_tests::random_f32;
+use std::sync::Mutex;
+
+/// Tests share the devices; run one at a time.
+static DEVICES: Mutex<()> = Mutex::new(());
+
+/// Two devices or more: every GPU with `--features gpu`, else two simulated devices (`links`:
+/// whether they read each other's memory in place). `None`, with the reason printed, on a
+/// machine with one GPU.
+fn set(links: bool) -> Option<(std::sync::MutexGuard<'static, ()>, DeviceSet)> {
+    let guard = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let set = if cfg!(feature = "gpu") {
+        DeviceSet::all().expect("a GPU is required for --features gpu")
+    } else if links {
+        DeviceSet::simulated(2)
+    } else {
+        DeviceSet::simulated_without_peer_access(2)
+    };
+    if set.len() < 2 {
+        println!(
+            "skipped: this test needs two devices; the machine has {} ({})",
+            set.len(),
+            set.gpus()[0].name()
+        );
+        return None;
+    }
+    Some((guard, set))
+}
+
+fn saxpy_host(a: f32, x: &[f32], y: &[f32]) -> Vec<f32> {
+    x.iter().zip(y).map(|(x, y)| y + a * x).collect()
+}
+
+#[test]
+fn a_set_has_one_context_per_device() {
+    let Some((_g, set)) = set(true) else { return };
+    let ordinals: Vec<usize> = set.iter().map(|g| g.ordinal()).collect();
+    for (i, o) in ordinals.iter().enumerate() {
+        assert!(!ordinals[..i].contains(o), "ordinals {ordinals:?} repeat");
+    }
+    // Each member allocates and runs on its own.
+    let got = set
+        .run_each(|i, gpu| {
+            let n = 1000 + i;
+            let x = random_f32(n);
+            let dx = gpu.upload(&x)?;
+            let mut dy = gpu.alloc_zeroed::<f32>(n)?;
+            saxpy(gpu, Grid::cover(n), 2.0, &dx, &mut dy)?.wait()?;
+            Ok((dy.to_vec()?, x))
+        })
+        .unwrap();
+    assert_eq!(got.len(), set.len());
+    for (y, x) in got {
+        assert_eq!(y, saxpy_host(2.0, &x, &vec![0.0; x.len()]));
+    }
+    set.synchronize().unwrap();
+    assert!(set.device(set.len()).is_err());
+}
+
+#[test]
+fn errors_of_a_set_name_the_device() {
+    let Some((_g, set)) = set(true) else { return };
+    let e = set
+        .run_each(|i, gpu| {
+            if i == 1 {
+                gpu.alloc_zeroed::<u8>(usize::MAX / 2).map(|_| ())
+            } else {
+                Ok(())
+            }
+        })
+        .unwrap_err();
+    let Error::OnDevice {
+        device, ordinal, ..
+    } = &e
+    else {
+        panic!("not an OnDevice error: {e}")
+    };
+    assert_eq!((*device, *ordinal), (1, set.gpus()[1].ordinal()));
+    assert!(e.to_string().starts_with("device 1 of the set"), "{e}");
+}
+
+#[test]
+fn a_peer_buffer_is_read_in_place_where_the_topology_allows() {
+    let Some((_g, set)) = set(true) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 100_003;
+    let x = random_f32(n);
+    let y = random_f32(n);
+    let dx = g0.upload(&x).unwrap();
+    let mut dy = g1.upload(&y).unwrap();
+    let view = dx.peer_view(g1).unwrap();
+    let direct = set.can_access_peer(1, 0).unwrap();
+    let expected = if direct {
+        PeerPath::Direct
+    } else {
+        PeerPath::Copied
+    };
+    assert_eq!(view.path(), expected);
+    saxpy(g1, Grid::cover(n), 0.5, &view, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    drop(view);
+    assert_eq!(dy.to_vec().unwrap(), saxpy_host(0.5, &x, &y));
+    // The owner is untouched and still usable on its own device.
+    assert_eq!(dx.to_vec().unwrap(), x);
+    // On the owner's device the view is the buffer itself.
+    assert_eq!(dx.peer_view(g0).unwrap().path(), PeerPath::Local);
+}
+
+#[test]
+fn a_peer_buffer_is_copied_where_the_topology_does_not_allow_it() {
+    let Some((_g, set)) = set(false) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 70_001;
+    let x = random_f32(n);
+    let y = random_f32(n);
+    let dx = g0.upload(&x).unwrap();
+    let mut dy = g1.upload(&y).unwrap();
+    // Without peer links (the simulated set here) the view is a copy; on GPUs that have them,
+    // `peer_copy` takes the same path on purpose.
+    let view = if cfg!(feature = "gpu") {
+        dx.peer_copy(g1).unwrap()
+    } else {
+        assert!(!set.can_access_peer(1, 0).unwrap());
+        dx.peer_view(g1).unwrap()
+    };
+    assert_eq!(view.path(), PeerPath::Copied);
+    saxpy(g1, Grid::cover(n), -1.5, &view, &mut dy)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(dy.to_vec().unwrap(), saxpy_host(-1.5, &x, &y));
+}
+
+#[test]
+fn a_peer_view_is_refused_as_an_output() {
+    let Some((_g, set)) = set(true) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let dx = g1.upload(&[1.0f32; 64]).unwrap();
+    let dy = g0.upload(&[2.0f32; 64]).unwrap();
+    let mut view = dy.peer_view(g1).unwrap();
+    let Err(e) = saxpy(g1, Grid::cover(64), 1.0, &dx, &mut view) else {
+        panic!("a peer view was taken as an output")
+    };
+    assert!(
+        matches!(&e, Error::InvalidLaunch { reason, .. } if reason.contains("peer view")),
+        "{e}"
+    );
+    drop(view);
+    assert_eq!(dy.to_vec().unwrap(), vec![2.0f32; 64]);
+}
+
+#[test]
+fn a_device_buffer_of_another_device_is_refused() {
+    let Some((_g, set)) = set(true) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let dx = g0.upload(&[1.0f32; 64]).unwrap();
+    let mut dy = g1.upload(&[2.0f32; 64]).unwrap();
+    let Err(e) = saxpy(g1, Grid::cover(64), 1.0, &dx, &mut dy) else {
+        panic!("a buffer of another device was taken")
+    };
+    assert!(matches!(e, Error::WrongContext { .. }), "{e}");
+}
+
+#[test]
+fn pinned_memory_of_one_device_is_used_by_another() {
+    let Some((_g, set)) = set(true) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 50_000;
+    let x = random_f32(n);
+    let y = random_f32(n);
+    // Allocated through device 0, used by a launch on device 1: portable.
+    let px = g0.pinned_from(&x).unwrap();
+    let mut py = g0.pinned_from(&y).unwrap();
+    assert!(px.flags().portable());
+    saxpy_pinned(g1, Grid::cover(n), 3.0, &px, &mut py)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(&py[..], saxpy_host(3.0, &x, &y).as_slice());
+}
+
+#[test]
+fn mapped_memory_of_one_device_is_read_in_place_by_another() {
+    let Some((_g, set)) = set(true) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 40_000;
+    let v: Vec<F4> = (0..n)
+        .map(|i| {
+            let f = (i % 7) as f32;
+            F4 {
+                x: f,
+                y: 1.0,
+                z: -f,
+                w: 0.5,
+            }
+        })
+        .collect();
+    // Mapped through device 0, read in place by a kernel on device 1.
+    let mx = g0.mapped_from(&v).unwrap();
+    assert!(mx.flags().portable());
+    let blocks = 64;
+    let mut partial = g1.alloc_zeroed::<f32>(blocks).unwrap();
+    mapped_sum(
+        g1,
+        Grid::new(blocks as u32, MAPPED_SUM_BLOCK),
+        &mx,
+        &mut partial,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let got: f64 = partial
+        .to_vec()
+        .unwrap()
+        .iter()
+        .map(|&p| f64::from(p))
+        .sum();
+    let want: f64 = v.iter().map(|f| f64::from(f.x + f.y + f.z + f.w)).sum();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn all_reduce_broadcast_and_all_gather_combine_every_device() {
+    let Some((_g, set)) = set(true) else { return };
+    let n = 4099;
+    let data: Vec<Vec<i32>> = (0..set.len())
+        .map(|d| {
+            (0..n)
+                .map(|i| (i as i32 % 97) * (d as i32 + 1) - 40)
+                .collect()
+        })
+        .collect();
+    let upload = |data: &[Vec<i32>]| -> Vec<_> {
+        set.iter()
+            .zip(data)
+            .map(|(g, d)| g.upload(d).unwrap())
+            .collect()
+    };
+    for (op, f) in [
+        (
+            ReduceOp::Sum,
+            (|a: i32, b: i32| a + b) as fn(i32, i32) -> i32,
+        ),
+        (ReduceOp::Max, |a: i32, b: i32| a.max(b)),
+        (ReduceOp::Min, |a: i32, b: i32| a.min(b)),
+    ] {
+        let mut bufs = upload(&data);
+        set.all_reduce(&mut bufs, op).unwrap();
+        let want: Vec<i32> = (0..n)
+            .map(|i| data.iter().map(|d| d[i]).reduce(f).unwrap())
+            .collect();
+        for (d, b) in bufs.iter().enumerate() {
+            assert_eq!(b.to_vec().unwrap(), want, "{op:?} on device {d}");
+        }
+    }
+
+    let mut bufs = upload(&data);
+    set.broadcast(&mut bufs, 1).unwrap();
+    for b in &bufs {
+        assert_eq!(b.to_vec().unwrap(), data[1]);
+    }
+
+    let send = upload(&data);
+    let mut recv: Vec<_> = set
+        .iter()
+        .map(|g| g.alloc_zeroed::<i32>(n * set.len()).unwrap())
+        .collect();
+    set.all_gather(&send, &mut recv).unwrap();
+    let want: Vec<i32> = data.concat();
+    for r in &recv {
+        assert_eq!(r.to_vec().unwrap(), want);
+    }
+
+    // f32 sums of integers are exact.
+    let mut fbufs: Vec<_> = set
+        .iter()
+        .enumerate()
+        .map(|(d, g)| g.upload(&vec![d as f32 + 0.5; 1 << 16]).unwrap())
+        .collect();
+    set.all_reduce(&mut fbufs, ReduceOp::Sum).unwrap();
+    let want: f32 = (0..set.len()).map(|d| d as f32 + 0.5).sum();
+    assert!(fbufs[0].to_vec().unwrap().iter().all(|&v| v == want));
+}
+
+#[test]
+fn collectives_refuse_buffers_of_the_wrong_device_naming_it() {
+    let Some((_g, set)) = set(true) else { return };
+    let mut bufs: Vec<_> = set.iter().map(|g| g.upload(&[1u32; 8]).unwrap()).collect();
+    bufs.swap(0, 1);
+    let e = set.all_reduce(&mut bufs, ReduceOp::Sum).unwrap_err();
+    assert!(matches!(e, Error::OnDevice { device: 0, .. }), "{e}");
+    bufs.swap(0, 1);
+    bufs.pop();
+    let e = set.all_reduce(&mut bufs, ReduceOp::Sum).unwrap_err();
+    assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
+    let mut short: Vec<_> = set
+        .iter()
+        .enumerate()
+        .map(|(d, g)| g.upload(&vec![1u32; 8 + d]).unwrap())
+        .collect();
+    let e = set.all_reduce(&mut short, ReduceOp::Sum).unwrap_err();
+    assert!(matches!(e, Error::OnDevice { device: 1, .. }), "{e}");
+}
+
+#[test]
+fn a_pipelined_launch_spreads_over_every_device() {
+    let Some((_g, set)) = set(true) else { return };
+    let n = (1 << 20) + 4321;
+    let x = random_f32(n);
+    let xs = set.shard_from(&x).unwrap();
+    let mut ys = set.shard_zeroed_like::<f32, _>(&xs).unwrap();
+    // Every device gets a share (equal links here: about half each).
+    assert_eq!(xs.ranges().len(), set.len());
+    for r in xs.ranges() {
+        assert!(r.len() > n / (2 * set.len()), "{:?}", xs.ranges());
+    }
+    assert_eq!(xs.len(), n);
+    let progress = Mutex::new(vec![(0usize, 0usize); set.len()]);
+    let report = |d: usize, done: usize, chunks: usize| {
+        let mut p = progress.lock().unwrap();
+        assert!(done >= p[d].0, "progress went back on device {d}");
+        p[d] = (done, chunks);
+    };
+    let opts = PipelineOptions {
+        chunk_bytes: Some(64 << 10),
+        streams: Some(2),
+        ..Default::default()
+    };
+    let stats = set
+        .pipelined(&xs, &mut ys, &report, |gpu, x, y, p| {
+            p.follow(affine_one_pipelined(gpu, opts, 1.5, x, y)?)
+        })
+        .unwrap();
+    assert_eq!(stats.len(), set.len());
+    for (d, (done, chunks)) in progress.into_inner().unwrap().into_iter().enumerate() {
+        assert!(
+            chunks > 1 && done == chunks,
+            "device {d}: {done} of {chunks}"
+        );
+    }
+    let y = ys.to_vec();
+    for i in (0..n).step_by(997).chain(n - 10..n) {
+        assert_eq!(y[i], 1.5 * x[i] + 1.0, "element {i}");
+    }
+    assert_eq!(ys.get(n - 1), Some(&(1.5 * x[n - 1] + 1.0)));
+}
+
+/// A failing chunk on one device is reported with the device and the chunk's place in the whole
+/// dataset. (The simulator only: on a GPU the trap would end the process's CUDA use.)
+#[cfg(not(feature = "gpu"))]
+#[test]
+fn a_failed_chunk_names_the_device_and_the_chunk() {
+    use berth_examples::scale_finite_pipelined;
+    let Some((_g, set)) = set(true) else { return };
+    let chunk = 8192;
+    let n = chunk * 40;
+    let mut x = random_f32(n);
+    let bad = n / 2 + chunk * 5 + 7;
+    x[bad] = f32::NAN;
+    let xs = set.shard_from(&x).unwrap();
+    let mut ys = set.shard_zeroed_like::<f32, _>(&xs).unwrap();
+    let start1 = xs.ranges()[1].start;
+    assert!(xs.ranges()[1].contains(&bad));
+    let opts = PipelineOptions {
+        chunk_bytes: Some(chunk * 4),
+        streams: Some(2),
+        ..Default::default()
+    };
+    let err = set
+        .pipelined(&xs, &mut ys, &|_, _, _| {}, |gpu, x, y, p| {
+            p.follow(scale_finite_pipelined(gpu, opts, 2.0, x, y)?)
+        })
+        .unwrap_err();
+    let Error::OnDevice {
+        device: 1, source, ..
+    } = &err
+    else {
+        panic!("expected an error of device 1, got {err}")
+    };
+    let Error::PipelineChunk {
+        chunk: c, elements, ..
+    } = source.as_ref()
+    else {
+        panic!("expected a failed chunk, got {source}")
+    };
+    let local = (bad - start1) / chunk;
+    assert_eq!(*c, local, "{err}");
+    assert!(
+        elements.contains(&bad),
+        "{elements:?} in the whole dataset: {err}"
+    );
+    assert!(err.to_string().contains("device 1 of the set"), "{err}");
+}

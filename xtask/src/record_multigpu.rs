@@ -1,0 +1,202 @@
+//! The multi-GPU section of `BENCHMARKS.md`, from `multigpu.jsonl` (`.gpu/run.sh multigpu` on
+//! the 2-GPU machine: `bench_multigpu` and `bench/multigpu.cu`, same run), and the multi-GPU
+//! tests' outcome from `multigpu.log`.
+
+use std::fmt::Write as _;
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+use crate::record::median;
+
+fn mark(ok: bool) -> &'static str {
+    if ok { "✓" } else { "✗" }
+}
+
+pub fn write(md: &mut String, text: &str) -> Result {
+    let mut rows: Vec<serde_json::Value> = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(line)?);
+    }
+    let pick = |imp: &str, bench: &str, key: &str, val: &serde_json::Value, field: &str| {
+        median(
+            &rows
+                .iter()
+                .filter(|r| r["impl"] == imp && r["bench"] == bench && &r[key] == val)
+                .filter_map(|r| r[field].as_f64())
+                .collect::<Vec<_>>(),
+        )
+    };
+    let bad: u64 = rows.iter().filter_map(|r| r["bad"].as_u64()).sum();
+    writeln!(md, "\n## Several GPUs\n")?;
+    writeln!(
+        md,
+        "On the 2-GPU machine (`.gpu/run.sh multigpu`): berth (`tests/src/bin/bench_multigpu.rs`) against CUDA C++ and NCCL called directly (`bench/multigpu.cu`), same run, medians (two rounds for the references and berth's peer and all-reduce lines; the pipeline's one- and all-GPU runs interleave in one process, five repetitions each after a warm-up).\n"
+    )?;
+
+    // The pipeline over every GPU against one.
+    let devices: Vec<u64> = {
+        let mut d: Vec<u64> = rows
+            .iter()
+            .filter(|r| r["bench"] == "multigpu_pipeline")
+            .filter_map(|r| r["devices"].as_u64())
+            .collect();
+        d.sort_unstable();
+        d.dedup();
+        d
+    };
+    if !devices.is_empty() {
+        writeln!(
+            md,
+            "**Elementwise pipeline, 4 GiB in + 4 GiB out** (`affine_one_pipelined`, automatic plan; over several GPUs `DeviceSet::pipelined`, shards split by measured link):\n"
+        )?;
+        writeln!(
+            md,
+            "| GPUs | median (ms) | GB/s in | speed-up over 1 GPU | target |"
+        )?;
+        writeln!(md, "|---:|---:|---:|---:|---|")?;
+        let one = pick(
+            "berth",
+            "multigpu_pipeline",
+            "devices",
+            &serde_json::json!(1),
+            "median_ms",
+        );
+        for d in &devices {
+            let key = serde_json::json!(d);
+            let ms = pick("berth", "multigpu_pipeline", "devices", &key, "median_ms");
+            let gbps = pick("berth", "multigpu_pipeline", "devices", &key, "gbps_in");
+            let speedup = one / ms;
+            let target = if *d >= 2 {
+                format!("≥ 1.9 {}", mark(speedup >= 1.9))
+            } else {
+                String::new()
+            };
+            writeln!(
+                md,
+                "| {d} | {ms:.1} | {gbps:.1} | **{speedup:.2}** | {target} |"
+            )?;
+        }
+        writeln!(md)?;
+    }
+
+    // A kernel reading a peer GPU's buffer.
+    let peer = serde_json::json!("peer");
+    let local = serde_json::json!("local");
+    let (bp, cp) = (
+        pick("berth", "peer_read", "where", &peer, "gbps"),
+        pick("cuda", "peer_read", "where", &peer, "gbps"),
+    );
+    if !bp.is_nan() || !cp.is_nan() {
+        writeln!(
+            md,
+            "**Kernel reading a peer GPU's buffer** (`block_sum` over 1 GiB of f32 on GPU 0; the buffer on GPU 1 read in place through a peer view, against the same kernel in CUDA C++ after `cudaDeviceEnablePeerAccess`; the local read for scale):\n"
+        )?;
+        writeln!(md, "| read | berth GB/s | CUDA C++ GB/s | ratio | target |")?;
+        writeln!(md, "|---|---:|---:|---:|---|")?;
+        writeln!(
+            md,
+            "| peer (NVLink) | {bp:.1} | {cp:.1} | **{:.2}** | ≥ 0.95 {} |",
+            bp / cp,
+            mark(bp / cp >= 0.95)
+        )?;
+        let (bl, cl) = (
+            pick("berth", "peer_read", "where", &local, "gbps"),
+            pick("cuda", "peer_read", "where", &local, "gbps"),
+        );
+        writeln!(md, "| local | {bl:.1} | {cl:.1} | {:.2} | |", bl / cl)?;
+        writeln!(md)?;
+    }
+
+    // All-reduce bus bandwidth.
+    let mut sizes: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["bench"] == "allreduce")
+        .filter_map(|r| r["bytes"].as_u64())
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    if !sizes.is_empty() {
+        writeln!(
+            md,
+            "**All-reduce** (f32 sum, in place, every GPU; berth's `DeviceSet::all_reduce` on `DeviceBuffer`s through cudarc's NCCL against `ncclAllReduce` from C++, both one thread with a group per collective and the streams synchronised after each; bus bandwidth = bytes × 2(n−1)/n / time):\n"
+        )?;
+        writeln!(
+            md,
+            "| size | berth bus GB/s | NCCL bus GB/s | ratio | berth µs | NCCL µs | target |"
+        )?;
+        writeln!(md, "|---:|---:|---:|---:|---:|---:|---|")?;
+        for b in sizes {
+            let key = serde_json::json!(b);
+            let (bb, nb) = (
+                pick("berth", "allreduce", "bytes", &key, "busbw_gbps"),
+                pick("cuda", "allreduce", "bytes", &key, "busbw_gbps"),
+            );
+            let (bu, nu) = (
+                pick("berth", "allreduce", "bytes", &key, "median_us"),
+                pick("cuda", "allreduce", "bytes", &key, "median_us"),
+            );
+            let size = if b >= 1 << 30 {
+                format!("{} GiB", b >> 30)
+            } else {
+                format!("{} MiB", b >> 20)
+            };
+            writeln!(
+                md,
+                "| {size} | {bb:.1} | {nb:.1} | **{:.2}** | {bu:.1} | {nu:.1} | ≥ 0.95 {} |",
+                bb / nb,
+                mark(bb / nb >= 0.95)
+            )?;
+        }
+        writeln!(md)?;
+    }
+    writeln!(md, "Results checked against the host: {bad} wrong.")?;
+    Ok(())
+}
+
+/// The multi-GPU tests and example as the run reported them (`multigpu.log`).
+pub fn write_tests(md: &mut String, text: &str) -> Result {
+    writeln!(md, "\n## Several GPUs: tests\n")?;
+    writeln!(
+        md,
+        "The device-set tests (`tests/tests/multigpu.rs`) and the `data_parallel` example in the same run:\n"
+    )?;
+    writeln!(md, "```")?;
+    for line in text.lines().filter(|l| {
+        l.starts_with("test ")
+            || l.starts_with("===")
+            || l.starts_with("skipped")
+            || l.starts_with("data_parallel:")
+    }) {
+        writeln!(md, "{line}")?;
+    }
+    writeln!(md, "```")?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn renders_the_ratios_and_targets() {
+        let lines = r#"{"impl":"cuda","bench":"peer_read","where":"peer","bytes":1073741824,"median_ms":3.0,"gbps":360.0,"reps":5,"bad":0,"round":1}
+{"impl":"cuda","bench":"peer_read","where":"local","bytes":1073741824,"median_ms":0.3,"gbps":3600.0,"reps":5,"bad":0,"round":1}
+{"impl":"berth","bench":"peer_read","where":"peer","path":"Direct","bytes":1073741824,"median_ms":3.1,"gbps":350.0,"reps":5,"bad":0,"round":1}
+{"impl":"berth","bench":"peer_read","where":"local","path":"Local","bytes":1073741824,"median_ms":0.3,"gbps":3500.0,"reps":5,"bad":0,"round":1}
+{"impl":"cuda","bench":"allreduce","devices":2,"bytes":1048576,"iters":200,"median_us":30.0,"busbw_gbps":35.0,"reps":5,"bad":0,"round":1}
+{"impl":"berth","bench":"allreduce","devices":2,"bytes":1048576,"iters":200,"median_us":40.0,"busbw_gbps":26.2,"reps":5,"bad":0,"round":1}
+{"impl":"berth","bench":"multigpu_pipeline","devices":1,"bytes_in":4294967296,"median_ms":160.0,"gbps_in":26.8,"reps":5,"bad":0}
+{"impl":"berth","bench":"multigpu_pipeline","devices":2,"bytes_in":4294967296,"median_ms":82.0,"gbps_in":52.4,"reps":5,"bad":0}"#;
+        let mut md = String::new();
+        super::write(&mut md, lines).unwrap();
+        assert!(
+            md.contains("| 2 | 82.0 | 52.4 | **1.95** | ≥ 1.9 ✓ |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| peer (NVLink) | 350.0 | 360.0 | **0.97** | ≥ 0.95 ✓ |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1 MiB | 26.2 | 35.0 | **0.75** |"), "{md}");
+        assert!(md.contains("≥ 0.95 ✗"), "{md}");
+        assert!(md.contains("0 wrong"), "{md}");
+    }
+}
