@@ -351,6 +351,7 @@ macro_rules! shared_array {
 #[doc(hidden)]
 pub mod __private_shared {
     /// 16-byte alignment for shared arrays, so wide (`.v4`) accesses are possible.
+    #[doc(hidden)]
     #[repr(C, align(16))]
     pub struct Aligned<T>(pub T);
 }
