@@ -24,6 +24,24 @@ struct Section {
     render: fn(&mut String, &str, &Path) -> Result,
 }
 
+/// Sections a full and a targeted run render alike.
+const SIGNALS: Section = Section {
+    file: "signals.jsonl",
+    render: |md, text, _| crate::record_signals::write(md, text),
+};
+const COMPUTE: Section = Section {
+    file: "compute.jsonl",
+    render: |md, text, _| crate::record_compute::write(md, text),
+};
+const LAUNCH: Section = Section {
+    file: "launch.jsonl",
+    render: |md, text, _| crate::record_launch::write(md, text),
+};
+const FIRST_LAUNCH: Section = Section {
+    file: "firstlaunch.jsonl",
+    render: |md, text, _| crate::record_first_launch::write(md, text),
+};
+
 /// The sections of a full run (one with `bench.jsonl`), in their order in `BENCHMARKS.md`. A
 /// new benchmark adds a line here and its renderer in a `record_*.rs` of its own.
 const FULL: &[Section] = &[
@@ -31,55 +49,31 @@ const FULL: &[Section] = &[
         file: "bench.jsonl",
         render: |md, text, _| crate::record_kernels::write(md, text),
     },
-    Section {
-        file: "compute.jsonl",
-        render: |md, text, _| crate::record_compute::write(md, text),
-    },
+    COMPUTE,
     Section {
         file: "placement.jsonl",
         render: crate::record_placement::write,
     },
-    Section {
-        file: "signals.jsonl",
-        render: |md, text, _| crate::record_signals::write(md, text),
-    },
+    SIGNALS,
     Section {
         file: "pipeline.jsonl",
         render: crate::record_pipeline::write,
     },
-    Section {
-        file: "launch.jsonl",
-        render: |md, text, _| crate::record_launch::write(md, text),
-    },
-    Section {
-        file: "firstlaunch.jsonl",
-        render: |md, text, _| crate::record_first_launch::write(md, text),
-    },
+    LAUNCH,
+    FIRST_LAUNCH,
 ];
 
 /// The sections of a targeted run (some benchmarks only, no `bench.jsonl`), which goes at the
 /// end of `BENCHMARKS.md` with its headings one level down.
 const TARGETED: &[Section] = &[
-    Section {
-        file: "signals.jsonl",
-        render: |md, text, _| crate::record_signals::write(md, text),
-    },
+    SIGNALS,
     Section {
         file: "pipeline.jsonl",
         render: crate::record_pipeline::write_short,
     },
-    Section {
-        file: "compute.jsonl",
-        render: |md, text, _| crate::record_compute::write(md, text),
-    },
-    Section {
-        file: "launch.jsonl",
-        render: |md, text, _| crate::record_launch::write(md, text),
-    },
-    Section {
-        file: "firstlaunch.jsonl",
-        render: |md, text, _| crate::record_first_launch::write(md, text),
-    },
+    COMPUTE,
+    LAUNCH,
+    FIRST_LAUNCH,
     Section {
         file: "nvtx.jsonl",
         render: |md, text, _| crate::record_nvtx::write(md, text),
