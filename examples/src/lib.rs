@@ -11,6 +11,7 @@ pub mod cli;
 pub mod compute;
 pub mod half_precision;
 pub mod language;
+pub mod reexport;
 pub mod sim_checks;
 pub mod warp_ops;
 
