@@ -1,8 +1,8 @@
 //! Kernels that break the contracts only the simulator checks — two threads on one element
 //! of global, mapped or shared memory through `unsafe` accessors, an atomic meeting a plain
 //! access in shared memory, an atomic or a read of shared memory nobody wrote — each beside
-//! its correct version. `tests/tests/sim_checks.rs` runs them: the broken ones must be reported with
-//! their source lines, the correct ones must pass.
+//! its correct version. `tests/tests/sim_checks.rs` runs them: the broken ones must be
+//! reported with their source lines, the correct ones must pass.
 
 use berth::prelude::*;
 
