@@ -13,7 +13,7 @@ pub fn histogram_uncleared(x: &[u32], #[atomic] hist: &mut [u32]) {
     // SAFETY: every thread of the block reaches the barrier: it is outside the branches.
     unsafe { sync_threads() };
     if t < 16 && t < hist.len() {
-        // SAFETY: none — the bins were never cleared (the mistake above is the case's point).
+        // SAFETY: none — nobody cleared the bins; the atomic above is what fails to compile.
         hist.atomic_add(t, unsafe { bins.read(t) });
     }
 }
