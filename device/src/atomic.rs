@@ -2,6 +2,12 @@
 //! ([`AtomicSlice`]) and of shared arrays ([`Shared`]). Each returns the previous value, as
 //! CUDA's `atomicAdd` and friends do, on the GPU and in the simulator alike.
 //!
+//! The atomics of an `AtomicSlice` are safe: the host initialised its memory. Those of a
+//! `Shared` are `unsafe`, because shared memory starts undefined and an atomic reads the
+//! element: their contract is that a thread of the block wrote the element before (see
+//! [the shared-memory contract](crate::shared#barriers-and-atomics)). The two compile to the
+//! same instructions; `unsafe` is only in the type.
+//!
 //! | operation | `u32` `i32` `u64` `i64` | `f32` `f64` |
 //! |---|---|---|
 //! | `atomic_add` | wrapping | `atom.add.f32` / `.f64` |
@@ -189,21 +195,27 @@ macro_rules! note_atomic {
 }
 
 /// A doc example of an atomic on a one-element view (`slice` or `shared`) of `$t` holding
-/// `$init`; `v` is the view. The `=>` form runs `$first`, then checks that the atomic `$op`
-/// returns the first of `$expected` and leaves the second in the element (read back with
-/// `load` on a slice, with the `unsafe` plain `read` on a shared array).
+/// `$init`; `v` is the view. The `=>` form runs `$first` (one line, or nothing), then checks
+/// that the atomic `$op` returns the first of `$expected` and leaves the second in the element
+/// (read back with `load` on a slice, with the `unsafe` plain `read` on a shared array). On a
+/// shared array the element is written first and the body is one `unsafe` block.
 macro_rules! example {
     ($kind:ident, $t:ty, $init:literal, $first:literal, $op:literal => $expected:literal) => {
-        example!($kind, $t, $init, concat!($first, example!(@check $kind, $op, $expected)))
+        example!($kind, $t, $init, concat!(
+            example!(@first $kind, $first),
+            example!(@check $kind, $op, $expected)
+        ))
     };
+    (@first $kind:ident, "") => { "" };
+    (@first slice, $first:literal) => { $first };
+    (@first shared, $first:literal) => { concat!("    ", $first) };
     (@check slice, $op:literal, $expected:literal) => {
         concat!("assert_eq!((", $op, ", v.load(0)), ", $expected, ");")
     };
     (@check shared, $op:literal, $expected:literal) => {
         concat!(
-            "let old = ", $op, ";\n",
-            "// SAFETY: one thread: nobody else touches element 0, written above.\n",
-            "assert_eq!((old, unsafe { v.read(0) }), ", $expected, ");"
+            "    let old = ", $op, ";\n",
+            "    assert_eq!((old, v.read(0)), ", $expected, ");"
         )
     };
     (slice, $t:ty, $init:literal, $body:expr) => {
@@ -226,13 +238,15 @@ macro_rules! example {
             "let v = berth_device::shared_array!(A: [",
             stringify!($t),
             "; 1]);\n",
-            "// SAFETY: one thread: nobody else touches element 0.\n",
-            "unsafe { v.write(0, ",
+            "// SAFETY: one thread: it writes element 0 before the atomics, so they update a\n",
+            "// written value, and nobody else touches the element.\n",
+            "unsafe {\n",
+            "    v.write(0, ",
             $init,
             stringify!($t),
-            ") };\n",
+            ");\n",
             $body,
-            "\n```"
+            "\n}\n```"
         )
     };
 }
@@ -246,12 +260,29 @@ atomic_load! {
     f64 => AtomicU64, u64;
 }
 
+/// The `# Safety` section of an atomic on a view of kind `slice` (none: safe) or `shared`.
+macro_rules! safety {
+    (slice) => {
+        ""
+    };
+    (shared) => {
+        concat!(
+            "# Safety\n",
+            "Element `i` was written with a valid value by a thread of this block before the\n",
+            "atomic: the same thread earlier, or another thread before a barrier (shared memory\n",
+            "starts undefined, with whatever an earlier block left there). Atomics never race\n",
+            "with each other; meeting a plain access of the element is covered by the plain\n",
+            "access's [contract](crate::shared#the-contract-of-plain-accesses).\n"
+        )
+    };
+}
+
 macro_rules! int_atomics {
     ($t:ty, $atomic:ty) => {
-        int_atomics!(@impl AtomicSlice<'_, $t>, $t, $atomic, slice);
-        int_atomics!(@impl Shared<$t>, $t, $atomic, shared);
+        int_atomics!(@impl AtomicSlice<'_, $t>, $t, $atomic, slice, []);
+        int_atomics!(@impl Shared<$t>, $t, $atomic, shared, [unsafe]);
     };
-    (@impl $view:ty, $t:ty, $atomic:ty, $kind:ident) => {
+    (@impl $view:ty, $t:ty, $atomic:ty, $kind:ident, [$($unsafe:tt)?]) => {
         impl $view {
             #[inline(always)]
             #[track_caller]
@@ -268,46 +299,51 @@ macro_rules! int_atomics {
 
             /// `self[i] += v` atomically (wrapping); returns the previous value.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "5", "", "v.atomic_add(0, 2)" => "(5, 7)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_add(&self, i: usize, v: $t) -> $t {
+            pub $($unsafe)? fn atomic_add(&self, i: usize, v: $t) -> $t {
                 self.atomic_at(i).fetch_add(v, Relaxed)
             }
 
             /// `self[i] = max(self[i], v)` atomically; returns the previous value.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "5", "", "v.atomic_max(0, 9)" => "(5, 9)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_max(&self, i: usize, v: $t) -> $t {
+            pub $($unsafe)? fn atomic_max(&self, i: usize, v: $t) -> $t {
                 self.atomic_at(i).fetch_max(v, Relaxed)
             }
 
             /// `self[i] = min(self[i], v)` atomically; returns the previous value.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "5", "", "v.atomic_min(0, 1)" => "(5, 1)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_min(&self, i: usize, v: $t) -> $t {
+            pub $($unsafe)? fn atomic_min(&self, i: usize, v: $t) -> $t {
                 self.atomic_at(i).fetch_min(v, Relaxed)
             }
 
             /// `self[i] = v` atomically; returns the previous value.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "5", "", "v.atomic_exchange(0, 3)" => "(5, 3)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_exchange(&self, i: usize, v: $t) -> $t {
+            pub $($unsafe)? fn atomic_exchange(&self, i: usize, v: $t) -> $t {
                 self.atomic_at(i).swap(v, Relaxed)
             }
 
             /// If `self[i] == current`, set it to `new`; returns the previous value either way.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "5", "assert_eq!(v.atomic_cas(0, 5, 7), 5);\n", "v.atomic_cas(0, 5, 9)" => "(7, 7)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_cas(&self, i: usize, current: $t, new: $t) -> $t {
+            pub $($unsafe)? fn atomic_cas(&self, i: usize, current: $t, new: $t) -> $t {
                 match self.atomic_at(i).compare_exchange(current, new, Relaxed, Relaxed) {
                     Ok(v) | Err(v) => v,
                 }
@@ -324,27 +360,31 @@ int_atomics!(i64, AtomicI64);
 macro_rules! float_atomics {
     ($t:ty, $bits:ty, $atomic:ty, $reg:ident, $add:literal, $shared_add:literal,
      $signed:ty, $signed_atomic:ty) => {
-        float_atomics!(@minmax AtomicSlice<'_, $t>, $t, $bits, $atomic, $signed, $signed_atomic, slice);
-        float_atomics!(@minmax Shared<$t>, $t, $bits, $atomic, $signed, $signed_atomic, shared);
-        float_atomics!(@add AtomicSlice<'_, $t>, $t, $bits, $atomic, $reg, slice,
+        float_atomics!(@minmax AtomicSlice<'_, $t>, $t, $bits, $atomic, $signed, $signed_atomic,
+            slice, []);
+        float_atomics!(@minmax Shared<$t>, $t, $bits, $atomic, $signed, $signed_atomic,
+            shared, [unsafe]);
+        float_atomics!(@add AtomicSlice<'_, $t>, $t, $bits, $atomic, $reg, slice, [],
             concat!($add, " {old}, [{p}], {v};"));
         // The element's shared-space address, 32 bits, from its generic one: the add is in
         // the shared state space whatever LLVM knows of the pointer.
-        float_atomics!(@add Shared<$t>, $t, $bits, $atomic, $reg, shared, concat!(
+        float_atomics!(@add Shared<$t>, $t, $bits, $atomic, $reg, shared, [unsafe], concat!(
             "{{ .reg .b64 %berth_s64; .reg .b32 %berth_s32;\n",
             "cvta.to.shared.u64 %berth_s64, {p};\n",
             "cvt.u32.u64 %berth_s32, %berth_s64;\n",
             $shared_add, " {old}, [%berth_s32], {v};\n}}"
         ));
     };
-    (@add $view:ty, $t:ty, $bits:ty, $atomic:ty, $reg:ident, $kind:ident, $tmpl:expr) => {
+    (@add $view:ty, $t:ty, $bits:ty, $atomic:ty, $reg:ident, $kind:ident, [$($unsafe:tt)?],
+     $tmpl:expr) => {
         impl $view {
             /// `self[i] += v` atomically; returns the previous value.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "0.5", "", "v.atomic_add(0, 2.0)" => "(0.5, 2.5)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_add(&self, i: usize, v: $t) -> $t {
+            pub $($unsafe)? fn atomic_add(&self, i: usize, v: $t) -> $t {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
@@ -384,7 +424,8 @@ macro_rules! float_atomics {
             }
         }
     };
-    (@minmax $view:ty, $t:ty, $bits:ty, $atomic:ty, $signed:ty, $signed_atomic:ty, $kind:ident) => {
+    (@minmax $view:ty, $t:ty, $bits:ty, $atomic:ty, $signed:ty, $signed_atomic:ty, $kind:ident,
+     [$($unsafe:tt)?]) => {
         impl $view {
             #[inline(always)]
             #[track_caller]
@@ -404,10 +445,11 @@ macro_rules! float_atomics {
             /// `self[i] = max(self[i], v)` atomically (one integer atomic on the bits; NaNs
             /// unspecified); returns the previous value.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_max(0, -2.0), 0.5);\n", "v.atomic_max(0, 3.0)" => "(0.5, 3.0)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_max(&self, i: usize, v: $t) -> $t {
+            pub $($unsafe)? fn atomic_max(&self, i: usize, v: $t) -> $t {
                 let (u, s) = self.float_bits_at(i);
                 let b = v.to_bits();
                 <$t>::from_bits(if v.is_sign_positive() {
@@ -420,10 +462,11 @@ macro_rules! float_atomics {
             /// `self[i] = min(self[i], v)` atomically (one integer atomic on the bits; NaNs
             /// unspecified); returns the previous value.
             ///
+            #[doc = safety!($kind)]
             #[doc = example!($kind, $t, "0.5", "assert_eq!(v.atomic_min(0, 3.0), 0.5);\n", "v.atomic_min(0, -2.0)" => "(0.5, -2.0)")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_min(&self, i: usize, v: $t) -> $t {
+            pub $($unsafe)? fn atomic_min(&self, i: usize, v: $t) -> $t {
                 let (u, s) = self.float_bits_at(i);
                 let b = v.to_bits();
                 <$t>::from_bits(if v.is_sign_positive() {

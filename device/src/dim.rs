@@ -362,8 +362,22 @@ pub mod grid {
     }
 }
 
-/// Block-wide barrier (`__syncthreads()`, PTX `bar.sync 0`): every thread of the block must
-/// reach it; shared-memory writes before it are visible to the block after it.
+/// Block-wide barrier (`__syncthreads()`, PTX `bar.sync 0`): waits until every thread of the
+/// block has reached it; shared-memory writes before it are visible to the block after it.
+///
+/// # Safety
+/// Every thread of the block that has not exited reaches this same call: the same call site,
+/// the same number of times. A call under a condition that differs between the threads of a
+/// block (`if thread::idx_x() < 16 { sync_threads() }`, a loop whose trip count depends on
+/// the thread, an early `return` of some threads before it, a helper with a barrier called on
+/// one side of such a branch) breaks the contract. CUDA makes such a barrier undefined
+/// behaviour, not only a hang: `bar.sync` is the `.aligned` form, which the compiler may
+/// assume every thread of a warp executes together, and code moved on that assumption is
+/// wrong when it does not hold. The usual reason the contract holds is that the call is
+/// outside any branch or loop that depends on the thread.
+///
+/// The CPU simulator checks the contract on every launch: a barrier reached by only part of
+/// a block is a launch error that names its line and the waiting threads.
 ///
 /// ```
 /// use berth_device::{PerBlock, sync_threads, thread};
@@ -371,7 +385,9 @@ pub mod grid {
 /// /// block in phase two.
 /// fn two_phases(partial: &mut PerBlock<'_, u32>) {
 ///     // … phase one: each thread writes its part of a shared tile …
-///     sync_threads();
+///     // SAFETY: every thread of the block reaches this barrier: it is outside any
+///     // thread-dependent branch, and nothing returns before it.
+///     unsafe { sync_threads() };
 ///     // … phase two: the block's first thread combines the tile.
 ///     if let Some(slot) = partial.mine() {
 ///         *slot = thread::linear_in_block() as u32 + 1;
@@ -385,10 +401,10 @@ pub mod grid {
 /// ```
 #[inline(always)]
 #[track_caller]
-pub fn sync_threads() {
+pub unsafe fn sync_threads() {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: bar.sync has no memory-safety preconditions; a barrier reached by only part of
-    // the block is a logic error (deadlock), not undefined behaviour in Rust's sense.
+    // SAFETY: every thread of the block that has not exited reaches this call together (the
+    // caller's contract), which is what the aligned `bar.sync 0` requires.
     unsafe {
         core::arch::nvptx::_syncthreads()
     }

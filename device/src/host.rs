@@ -143,7 +143,8 @@ pub trait BlockServices {
     /// # }
     /// # let block = Rc::new(Rec::default());
     /// let _in_block = host::enter(Coords::SINGLE, block.clone());
-    /// berth_device::sync_threads(); // reaches `barrier`, located at this line
+    /// // SAFETY: this host thread is the whole block, and it reaches the barrier.
+    /// unsafe { berth_device::sync_threads() }; // reaches `barrier`, located at this line
     /// assert_eq!(block.barriers.get(), 1);
     /// ```
     fn barrier(&self, at: &'static core::panic::Location<'static>);
@@ -373,7 +374,9 @@ thread_local! {
 /// {
 ///     let _in_block = host::enter(coords, block.clone());
 ///     assert_eq!(thread::index().get(), 1);
-///     berth_device::sync_threads();
+///     // SAFETY: the call is outside any branch, so every thread of the block reaches it
+///     // (here `Rec::barrier`, which returns at once).
+///     unsafe { berth_device::sync_threads() };
 /// }
 /// // Dropped: back to a grid of one thread, and the block saw one barrier.
 /// assert_eq!((thread::count(), block.barriers.get()), (1, 1));

@@ -27,9 +27,26 @@
 //! on every launch: a race (naming the array, the element, both threads and both lines) and a
 //! read of an element no thread of the block wrote are launch errors.
 //!
-//! The atomics of a `Shared` ([`atomic`](crate::atomic): `tile.atomic_add(i, v)`, …) are safe:
-//! two atomics never race, and an atomic that meets a plain access of the element breaks the
-//! plain access's contract. A `Shared` handle itself grants nothing, so making one
+//! # Barriers and atomics
+//!
+//! The barrier that orders the accesses, [`sync_threads`](crate::sync_threads), is `unsafe`
+//! too: every thread of the block that has not exited must reach the same call, the same
+//! number of times. A barrier under a thread-dependent condition is undefined behaviour in
+//! CUDA (the aligned `bar.sync` lets the compiler assume a warp arrives together), and it
+//! leaves threads a barrier apart, with nothing ordering their accesses.
+//! The simulator reports a barrier reached by part of a block as a launch error.
+//!
+//! The atomics of a `Shared` ([`atomic`](crate::atomic): `tile.atomic_add(i, v)`, max, min,
+//! exchange, cas) are `unsafe` for the second half of the contract alone: an atomic reads the
+//! element, so **the element was written with a valid `T` by a thread of the block before
+//! the atomic** (the same thread earlier, or another thread before a barrier). Two atomics
+//! never race, and an atomic that meets a plain access of the element breaks the plain
+//! access's contract, so "no race" asks nothing more of them. The usual shape is a cleared
+//! histogram: each bin written with zero by one thread, a barrier, then the atomics.
+//! Atomics on an `#[atomic]` kernel argument ([`AtomicSlice`](crate::AtomicSlice)) are safe:
+//! the host initialised that memory.
+//!
+//! A `Shared` handle itself grants nothing, so making one
 //! ([`shared_array!`](crate::shared_array), [`dynamic`], [`Shared::row`]) is safe.
 
 use core::marker::PhantomData;
@@ -46,8 +63,9 @@ use core::marker::PhantomData;
 /// use berth_device::{shared_array, sync_threads, thread};
 /// let tile = shared_array!(TILE: [[f32; 16]; 16]);
 /// let (r, c) = (thread::idx_y(), thread::idx_x());
-/// // SAFETY: each thread writes its own (r, c) slot; the transposed read comes after the
-/// // barrier, and the slot it reads was written by thread (c, r) before it.
+/// // SAFETY: each thread writes its own (r, c) slot; every thread of the block reaches the
+/// // barrier (no branch around it); the transposed read comes after it, and the slot it
+/// // reads was written by thread (c, r) before it.
 /// let v = unsafe {
 ///     tile.row(r).write(c, 1.5);
 ///     sync_threads();
@@ -122,8 +140,8 @@ impl<T: Copy + Send> Shared<T> {
     /// use berth_device::{shared_array, sync_threads, thread};
     /// let sums = shared_array!(SUMS: [f32; 32]);
     /// let t = thread::idx_x();
-    /// // SAFETY: each thread writes its own slot `t`; slot 0 is read after the barrier and
-    /// // nobody writes it again.
+    /// // SAFETY: each thread writes its own slot `t`; every thread reaches the barrier (no
+    /// // branch around it); slot 0 is read after it and nobody writes it again.
     /// let first = unsafe {
     ///     sums.write(t, t as f32 * 2.0);
     ///     sync_threads();
@@ -156,12 +174,16 @@ impl<T: Copy + Send> Shared<T> {
     ///     // barrier.
     ///     unsafe { bins.write(k, 0) };
     /// }
-    /// sync_threads();
-    /// bins.atomic_add(3, 1);
-    /// sync_threads();
-    /// // SAFETY: bin 3 was written (cleared, then added to) before the barrier; nobody
-    /// // writes it after.
-    /// assert_eq!(unsafe { bins.read(3) }, 1);
+    /// // SAFETY: every thread of the block reaches both barriers (no branch around them);
+    /// // bin 3 was cleared before the first, so the atomic adds to a written value; it is
+    /// // read after the second, and nobody writes it after.
+    /// let v = unsafe {
+    ///     sync_threads();
+    ///     bins.atomic_add(3, 1);
+    ///     sync_threads();
+    ///     bins.read(3)
+    /// };
+    /// assert_eq!(v, 1);
     /// ```
     #[inline(always)]
     #[track_caller]
@@ -255,7 +277,7 @@ impl<T: Copy + Send, const C: usize> Shared<[T; C]> {
     /// itself.
     ///
     /// ```
-    /// use berth_device::{shared_array, sync_threads, thread};
+    /// use berth_device::{shared_array, thread};
     /// let tile = shared_array!(TILE: [[u32; 8]; 4]);
     /// let (r, c) = (thread::idx_y(), thread::idx_x());
     /// let row = tile.row(r);
@@ -265,7 +287,6 @@ impl<T: Copy + Send, const C: usize> Shared<[T; C]> {
     ///     row.write(c, 10 * r as u32 + c as u32);
     ///     row.read(c)
     /// };
-    /// sync_threads();
     /// assert_eq!(v, 0);
     /// ```
     #[inline(always)]
@@ -287,7 +308,8 @@ use crate::panic::index_out_of_bounds as out_of_bounds;
 /// name in one scope; its contents are undefined until written, as on the GPU (the simulator
 /// fills them with `0xff` bytes and reports a read of an element no thread wrote). Plain
 /// accesses are `unsafe`, under the [contract](crate::shared#the-contract-of-plain-accesses)
-/// that the simulator checks; atomics are safe.
+/// that the simulator checks; so are atomics, which need the element
+/// [written first](crate::shared#barriers-and-atomics).
 ///
 /// On the GPU the array is a static that the builder places in PTX `.shared` memory, so
 /// accesses compile to `ld.shared`/`st.shared`/`atom.shared`.
@@ -297,9 +319,12 @@ use crate::panic::index_out_of_bounds as out_of_bounds;
 /// // A block's sum: each thread stores its value, thread 0 adds them up after the barrier.
 /// let vals = shared_array!(VALS: [f32; 256]);
 /// let t = thread::idx_x();
-/// // SAFETY: thread `t` writes only its own slot `t`.
-/// unsafe { vals.write(t, 1.0) };
-/// sync_threads();
+/// // SAFETY: thread `t` writes only its own slot `t`; every thread of the block reaches the
+/// // barrier (no branch around it).
+/// unsafe {
+///     vals.write(t, 1.0);
+///     sync_threads();
+/// }
 /// if t == 0 {
 ///     let mut total = 0.0;
 ///     for k in 0..block::size() {
@@ -378,7 +403,8 @@ unsafe extern "C" {
 ///         // SAFETY: thread `t` writes only slot `t`.
 ///         unsafe { tile.write(t, v) };
 ///     }
-///     sync_threads();
+///     // SAFETY: every thread of the block reaches the barrier: it is outside the branches.
+///     unsafe { sync_threads() };
 ///     if t < n {
 ///         // SAFETY: slot `n - 1 - t` was written by its thread before the barrier (the
 ///         // launch gives one slot per thread), and nobody writes it after.

@@ -31,7 +31,8 @@ pub fn atomics_wide(
             block_f32.write(1, f32::INFINITY);
         }
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches this barrier: it is outside the branches.
+    unsafe { sync_threads() };
     let i = thread::index();
     if i < x.len() && i < y.len() && i < z.len() && i < w.len() {
         ints.atomic_add(0, x[i]);
@@ -40,13 +41,18 @@ pub fn atomics_wide(
         signed.atomic_add(0, y[i]);
         signed.atomic_max(1, y[i]);
         signed.atomic_min(2, y[i]);
-        block_f64.atomic_add(0, z[i]);
-        floats.atomic_max(1, z[i]);
-        floats.atomic_min(2, z[i]);
-        block_f32.atomic_max(0, w[i]);
-        block_f32.atomic_min(1, w[i]);
+        // SAFETY: the block's first thread wrote the shared elements before the barrier
+        // above, so the shared atomics update written values.
+        unsafe {
+            block_f64.atomic_add(0, z[i]);
+            floats.atomic_max(1, z[i]);
+            floats.atomic_min(2, z[i]);
+            block_f32.atomic_max(0, w[i]);
+            block_f32.atomic_min(1, w[i]);
+        }
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches this barrier: it is outside the branches.
+    unsafe { sync_threads() };
     if t == 0 {
         // SAFETY: the elements were written (initialised, then updated) before the
         // barrier; nobody writes them after.

@@ -24,9 +24,11 @@ pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     while t < n {
         // Both loads before the stores (see sgemm_reg4).
         let (va, vb) = (a[row * n + t + tx], b[(t + ty) * n + col]);
-        // SAFETY: each thread writes only its own (ty, tx) slot of each tile; the reads
-        // come after the barrier, of slots all 16×16 threads wrote before it (the block is
-        // declared 16×16), and the next writes wait for the second barrier.
+        // SAFETY: every thread of the block reaches both barriers, the same number of times:
+        // the loop's trip count depends only on `n`. Each thread writes only its own
+        // (ty, tx) slot of each tile; the reads come after the first barrier, of slots all
+        // 16×16 threads wrote before it (the block is declared 16×16), and the next writes
+        // wait for the second barrier.
         unsafe {
             ta.row(ty).write(tx, va);
             tb.row(ty).write(tx, vb);
@@ -34,8 +36,8 @@ pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
             unroll! { for k in 0..16 {
                 acc += ta.row(ty).read(k) * tb.row(k).read(tx);
             } }
+            sync_threads();
         }
-        sync_threads();
         t += TILE;
     }
     if col < n {
@@ -89,7 +91,10 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
                 sb.row(e / REG4_TILE).write(e % REG4_TILE, vb[l]);
             } }
         }
-        sync_threads();
+        // SAFETY: every thread of the block reaches this barrier and the one below, the same
+        // number of times: the loop's trip count depends only on `n`, and the check above
+        // stops whole blocks (it depends only on the block's index and `n`).
+        unsafe { sync_threads() };
         unroll! { for k in 0..16 {
             let mut fa = [0.0f32; 4];
             let mut fb = [0.0f32; 4];
@@ -107,7 +112,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
                 } }
             } }
         } }
-        sync_threads();
+        // SAFETY: as for the barrier above.
+        unsafe { sync_threads() };
         t += BK;
     }
     unroll! { for i in 0..4 {
@@ -133,7 +139,9 @@ pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     if (block::idx_x() + 1) * REG8_TILE > n {
         fail("sgemm_reg8: the grid reaches past the matrix's columns");
     }
-    reg8_tiles::<true>(n, a, b, &mut c);
+    // SAFETY: every thread of the block calls it once: the check above stops whole blocks
+    // (it depends only on the block's index and `n`), and nothing else branches before it.
+    unsafe { reg8_tiles::<true>(n, a, b, &mut c) };
 }
 
 /// [`sgemm_reg8`] with its global accesses unchecked, after checking once that they are all
@@ -152,7 +160,10 @@ pub fn sgemm_reg8_unchecked(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     if rows > n || cols > n {
         fail("sgemm_reg8_unchecked: the grid reaches past the matrix");
     }
-    reg8_tiles::<false>(n, a, b, &mut c);
+    // SAFETY: every thread of the block calls it once: the checks above stop whole blocks
+    // (they depend only on the block's index, `n` and the lengths), and nothing else
+    // branches before it.
+    unsafe { reg8_tiles::<false>(n, a, b, &mut c) };
 }
 
 /// Element `i` of `s`, checked or — when the caller has proved every index in bounds —
@@ -168,8 +179,14 @@ fn load<const CHECKED: bool>(s: Slice<'_, f32>, i: usize) -> f32 {
     }
 }
 
+/// The tile loop of [`sgemm_reg8`] and [`sgemm_reg8_unchecked`], with the block's barriers.
+///
+/// # Safety
+/// Every thread of the block that has not exited calls it together (the same call, once),
+/// as [`sync_threads`]; and with `CHECKED == false`, every index the loop forms is in bounds
+/// (see [`load`]).
 #[inline(always)]
-fn reg8_tiles<const CHECKED: bool>(
+unsafe fn reg8_tiles<const CHECKED: bool>(
     n: usize,
     a: Slice<'_, f32>,
     b: Slice<'_, f32>,
@@ -204,7 +221,10 @@ fn reg8_tiles<const CHECKED: bool>(
                 sb.row(e / REG8_TILE).write(e % REG8_TILE, vb[l]);
             } }
         }
-        sync_threads();
+        // SAFETY: every thread of the block reaches this barrier and the one below, the same
+        // number of times: the whole block calls this function (its contract), and the
+        // loop's trip count depends only on `n`.
+        unsafe { sync_threads() };
         unroll! { for k in 0..8 {
             let mut fa = [0.0f32; 8];
             let mut fb = [0.0f32; 8];
@@ -222,7 +242,8 @@ fn reg8_tiles<const CHECKED: bool>(
                 } }
             } }
         } }
-        sync_threads();
+        // SAFETY: as for the barrier above.
+        unsafe { sync_threads() };
         t += BK;
     }
     unroll! { for i in 0..8 {
@@ -284,17 +305,24 @@ fn pull(me: Body, other: Body, acc: &mut [f32; 3], fast: bool) {
 /// a multiple of 256; launch with `Grid::new(n / 256, 256)`.
 #[gpu_kernel(block = 256)]
 pub fn nbody(bodies: &[Body], accel: &mut [Body]) {
-    nbody_tiles(bodies, &mut accel, false);
+    // SAFETY: every thread of the block calls it once, under no branch.
+    unsafe { nbody_tiles(bodies, &mut accel, false) };
 }
 
 /// As [`nbody`], with the hardware's approximate `rsqrt` (what `rsqrtf` compiles to).
 #[gpu_kernel(block = 256)]
 pub fn nbody_fast(bodies: &[Body], accel: &mut [Body]) {
-    nbody_tiles(bodies, &mut accel, true);
+    // SAFETY: every thread of the block calls it once, under no branch.
+    unsafe { nbody_tiles(bodies, &mut accel, true) };
 }
 
+/// The tile loop of [`nbody`] and [`nbody_fast`], with the block's barriers.
+///
+/// # Safety
+/// Every thread of the block that has not exited calls it together (the same call, once),
+/// as [`sync_threads`].
 #[inline(always)]
-fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, fast: bool) {
+unsafe fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, fast: bool) {
     let tile = shared_array!(BODIES: [Body; NBODY_BLOCK]);
     let t = thread::idx_x();
     // The kernels run with NBODY_BLOCK threads per block (declared), so this is
@@ -305,9 +333,11 @@ fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, fast: bo
     let mut base = 0;
     while base < bodies.len() {
         let body = bodies[base + t];
-        // SAFETY: thread `t` writes only slot `t`, and the NBODY_BLOCK threads (declared
-        // block) write every slot; the reads come after the barrier, and the next writes
-        // wait for the second barrier.
+        // SAFETY: every thread of the block reaches both barriers, the same number of times:
+        // the whole block calls this function (its contract), and the loop's trip count
+        // depends only on `bodies.len()`. Thread `t` writes only slot `t`, and the
+        // NBODY_BLOCK threads (declared block) write every slot; the reads come after the
+        // first barrier, and the next writes wait for the second barrier.
         unsafe {
             tile.write(t, body);
             sync_threads();
@@ -318,8 +348,8 @@ fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, fast: bo
                 } }
                 k += 4;
             }
+            sync_threads();
         }
-        sync_threads();
         base += NBODY_BLOCK;
     }
     accel[i] = Body {
@@ -441,7 +471,8 @@ pub fn block_sum_warp(x: &[f32], #[per_block] partial: &mut [f32]) {
         // SAFETY: lane 0 of warp `w` is the only thread writing slot `w`.
         unsafe { sums.write(w, total) };
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: it is outside the branches.
+    unsafe { sync_threads() };
     if w == 0 {
         // SAFETY: slot `lane < 8` was written by lane 0 of warp `lane` (the declared block
         // has 8 warps) before the barrier; nobody writes it after.

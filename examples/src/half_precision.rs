@@ -39,7 +39,8 @@ pub fn hdot(x: &[f16x2], y: &[f16x2], #[per_block] partial: &mut [f32]) {
         // at most 32 warps).
         unsafe { warps.write(w, sum) };
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: it is outside the branches.
+    unsafe { sync_threads() };
     if w == 0 {
         let nwarps = block::size() / 32;
         // SAFETY: slot `lane < nwarps` was written by lane 0 of warp `lane`, a full warp of

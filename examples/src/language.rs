@@ -160,7 +160,8 @@ pub fn transpose(rows: u32, cols: u32, m: &[f32], out: &mut [f32]) {
     // SAFETY: each thread writes only its own (ty, tx) slot (the block is declared 16×16);
     // the transposed read below comes after the barrier.
     unsafe { tile.row(ty).write(tx, m[r * cols + c]) };
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: no branch or return before it.
+    unsafe { sync_threads() };
     // Element (c', r') of the output: this block's tile, transposed.
     let (or, oc) = (block::idx_x() * 16 + ty, block::idx_y() * 16 + tx);
     if oc < rows {
@@ -260,28 +261,39 @@ where
 }
 
 /// Fill a 4-element shared array named `BUF` with `v` and sum it.
+///
+/// # Safety
+/// Every thread of the block that has not exited calls it together (the same call, once):
+/// it has a block barrier inside, as [`sync_threads`].
 #[inline(always)]
-fn small_buf_sum(v: u32) -> u32 {
+unsafe fn small_buf_sum(v: u32) -> u32 {
     let buf = shared_array!(BUF: [u32; 4]);
     let t = thread::idx_x();
     if t < 4 {
         // SAFETY: thread `t` writes only slot `t`.
         unsafe { buf.write(t, v) };
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: the whole block calls this
+    // function (its contract), and the barrier is outside the branch.
+    unsafe { sync_threads() };
     // SAFETY: slots 0..4 were written by threads 0..4 (the block is declared 64 threads)
     // before the barrier; nobody writes them after.
     (0..4).map(|k| unsafe { buf.read(k) }).sum()
 }
 
 /// Fill a 64-element shared array also named `BUF` with `v` and sum it.
+///
+/// # Safety
+/// As [`small_buf_sum`]: the whole block calls it together.
 #[inline(always)]
-fn large_buf_sum(v: u32) -> u32 {
+unsafe fn large_buf_sum(v: u32) -> u32 {
     let buf = shared_array!(BUF: [u32; 64]);
     let t = thread::idx_x();
     // SAFETY: thread `t` writes only slot `t` (bounds-checked).
     unsafe { buf.write(t, v) };
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: the whole block calls this
+    // function (its contract), and nothing branches before the barrier.
+    unsafe { sync_threads() };
     // SAFETY: slots 0..64 were written by the block's 64 threads (declared) before the
     // barrier; nobody writes them after.
     (0..64).map(|k| unsafe { buf.read(k) }).sum()
@@ -292,8 +304,8 @@ fn large_buf_sum(v: u32) -> u32 {
 /// threads; `out[block] = 4·a + 64·b`.
 #[gpu_kernel(block = 64)]
 pub fn same_name_arrays(a: u32, b: u32, #[per_block] out: &mut [u32]) {
-    let small = small_buf_sum(a);
-    let large = large_buf_sum(b);
+    // SAFETY: every thread of the block calls both, once each, under no branch.
+    let (small, large) = unsafe { (small_buf_sum(a), large_buf_sum(b)) };
     if let Some(slot) = out.mine() {
         *slot = small + large;
     }
@@ -322,13 +334,18 @@ pub fn per_block_sums(x: &[u32], #[per_block] sums: &mut [u32], #[atomic] count:
         // SAFETY: only the block's first thread writes; the atomics come after the barrier.
         unsafe { acc.write(0, 0) };
     }
-    sync_threads();
-    let i = thread::index();
-    if i < x.len() {
-        acc.atomic_add(0, x[i]);
+    // SAFETY: every thread of the block reaches both barriers: they are outside the
+    // branches. Element 0 was cleared before the first, so the atomic adds to a written
+    // value.
+    unsafe {
+        sync_threads();
+        let i = thread::index();
+        if i < x.len() {
+            acc.atomic_add(0, x[i]);
+        }
+        count.atomic_add(0, 1);
+        sync_threads();
     }
-    count.atomic_add(0, 1);
-    sync_threads();
     if let Some(slot) = sums.mine() {
         // SAFETY: element 0 was written (cleared, then added to) before the barrier; nobody
         // writes it after.

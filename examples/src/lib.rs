@@ -322,11 +322,16 @@ pub fn histogram(x: &[u32], #[atomic] bins: &mut [u32]) {
         // atomics come after the barrier.
         unsafe { local.write(k, 0) };
     }
-    sync_threads();
-    for i in thread::grid_stride(x.len()) {
-        local.atomic_add(x[i] as usize % nbins, 1);
+    // SAFETY: every thread of the block reaches both barriers: they are outside the loops,
+    // and nothing returns before them. Bin `x[i] % nbins` was cleared before the first, so
+    // each atomic updates a written value.
+    unsafe {
+        sync_threads();
+        for i in thread::grid_stride(x.len()) {
+            local.atomic_add(x[i] as usize % nbins, 1);
+        }
+        sync_threads();
     }
-    sync_threads();
     for k in (t..nbins).step_by(block::size()) {
         // SAFETY: bin `k` was cleared and added to before the barrier; nobody writes it
         // after.
@@ -365,18 +370,22 @@ pub mod broken {
         // SAFETY: none — wrong on purpose: every thread of the block writes element 0 in
         // one barrier interval, a race for the simulator to report.
         unsafe { tile.write(0, thread::idx_x() as u32) };
-        sync_threads();
+        // SAFETY: every thread of the block reaches the barrier: no branch around it.
+        unsafe { sync_threads() };
         if let Some(slot) = out.mine() {
             // SAFETY: element 0 was written before the barrier; nobody writes it after.
             *slot = unsafe { tile.read(0) };
         }
     }
 
-    /// Only the first 16 threads of each block reach the barrier.
+    /// Only the first 16 threads of each block reach the barrier: a call that breaks
+    /// `sync_threads`' contract, for the simulator to report.
     #[gpu_kernel]
     pub fn half_barrier(out: &mut [u32]) {
         if thread::idx_x() < 16 {
-            sync_threads();
+            // SAFETY: none — wrong on purpose: the barrier is under a thread-dependent
+            // condition, so half of the block never reaches it.
+            unsafe { sync_threads() };
         }
         let i = thread::index();
         if i < out.len() {
@@ -384,16 +393,24 @@ pub mod broken {
         }
     }
 
+    /// The block barrier, from a function the kernel's body calls.
+    ///
+    /// # Safety
+    /// As [`sync_threads`]: every thread of the block that has not exited calls it, from
+    /// the same call site, the same number of times.
     #[inline(never)]
-    fn wait_for_block() {
-        sync_threads();
+    unsafe fn wait_for_block() {
+        // SAFETY: every thread of the block reaches this call (the caller's contract).
+        unsafe { sync_threads() };
     }
 
     /// Calls `sync_threads` only through a helper the macro cannot see (not broken: the
     /// simulator finds the barrier in the PTX).
     #[gpu_kernel]
     pub fn hidden_barrier(out: &mut [u32]) {
-        wait_for_block();
+        // SAFETY: every thread of the block calls it once: it is the body's first statement,
+        // under no branch.
+        unsafe { wait_for_block() };
         let i = thread::index();
         if i < out.len() {
             out[i] = 2;

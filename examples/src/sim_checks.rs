@@ -1,8 +1,8 @@
 //! Kernels that break the contracts only the simulator checks — two threads on one element
 //! of global, mapped or shared memory through `unsafe` accessors, an atomic meeting a plain
-//! access in shared memory, a read of shared memory nobody wrote — each beside its correct
-//! version. `tests/tests/sim_checks.rs` runs them: the broken ones must be reported with
-//! their source lines, the correct ones must pass.
+//! access in shared memory, an atomic or a read of shared memory nobody wrote — each beside
+//! its correct version. `tests/tests/sim_checks.rs` runs them: the broken ones must be
+//! reported with their source lines, the correct ones must pass.
 
 use berth::prelude::*;
 
@@ -49,7 +49,8 @@ pub fn read_neighbour_synced(out: &mut [u32], seen: &mut [u32]) {
     if inside {
         out[o] = i as u32 + 1;
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: it is outside the branches.
+    unsafe { sync_threads() };
     if inside {
         // SAFETY: `i ^ 1 < out.len()`; its owner is in this block and wrote it before the
         // barrier; nobody writes it after.
@@ -67,15 +68,19 @@ pub fn mapped_all_write_first(#[mapped] out: &mut [u32]) {
 }
 
 /// Each block's histogram of `x % 16` in shared bins, added to `hist` — but nobody clears the
-/// bins first: on the GPU they hold what an earlier block left there.
+/// bins first: on the GPU they hold what an earlier block left there. The shared atomics
+/// break their contract (the element written before the atomic).
 #[gpu_kernel]
 pub fn histogram_uncleared(x: &[u32], #[atomic] hist: &mut [u32]) {
     let bins = shared_array!(UNCLEARED_BINS: [u32; 16]);
     let (t, i) = (thread::idx_x(), thread::global_x());
     if i < x.len() {
-        bins.atomic_add(x[i] as usize % 16, 1);
+        // SAFETY: none — wrong on purpose: no thread wrote the bin before this atomic, so
+        // it adds to whatever the memory held, for the simulator to report.
+        unsafe { bins.atomic_add(x[i] as usize % 16, 1) };
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: it is outside the branches.
+    unsafe { sync_threads() };
     if t < 16 && t < hist.len() {
         // SAFETY: none — wrong on purpose: nobody cleared bin `t`, so it may hold what an
         // earlier block left there (the atomics above already updated unwritten bins).
@@ -92,11 +97,16 @@ pub fn histogram_cleared(x: &[u32], #[atomic] hist: &mut [u32]) {
         // SAFETY: thread `t` clears only bin `t`; the atomics come after the barrier.
         unsafe { bins.write(t, 0) };
     }
-    sync_threads();
-    if i < x.len() {
-        bins.atomic_add(x[i] as usize % 16, 1);
+    // SAFETY: every thread of the block reaches both barriers: they are outside the
+    // branches. Bin `x[i] % 16` was cleared before the first, so the atomic adds to a
+    // written value.
+    unsafe {
+        sync_threads();
+        if i < x.len() {
+            bins.atomic_add(x[i] as usize % 16, 1);
+        }
+        sync_threads();
     }
-    sync_threads();
     if t < 16 && t < hist.len() {
         // SAFETY: bin `t` was cleared by thread `t` and added to before the barrier; nobody
         // writes it after.
@@ -115,7 +125,8 @@ pub fn shared_one_writer(#[per_block] out: &mut [u32]) {
         // barrier.
         unsafe { tile.write(0, block::size() as u32) };
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: it is outside the branch.
+    unsafe { sync_threads() };
     // SAFETY: element 0 was written before the barrier; nobody writes it after.
     let n = unsafe { tile.read(0) };
     if let Some(slot) = out.mine() {
@@ -133,9 +144,12 @@ pub fn shared_flag_mixed(#[per_block] out: &mut [u32]) {
         // in the same barrier interval, a race for the simulator to report.
         unsafe { flag.write(0, 1) };
     } else {
-        flag.atomic_add(0, 1);
+        // SAFETY: none — wrong on purpose, as above: the element is not written before the
+        // atomic either (thread 0's write is in the same barrier interval).
+        unsafe { flag.atomic_add(0, 1) };
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: it is outside the branches.
+    unsafe { sync_threads() };
     if let Some(slot) = out.mine() {
         // SAFETY: element 0 was written before the barrier; nobody writes it after.
         *slot = unsafe { flag.read(0) };
@@ -153,7 +167,8 @@ pub fn dynamic_read_back(skip: u32, #[per_block] out: &mut [u32]) {
         // SAFETY: thread `t` writes only element `t`.
         unsafe { tile.write(t, t as u32 + 1) };
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: it is outside the branch.
+    unsafe { sync_threads() };
     let k = block::size() - 1 + skip as usize;
     if let Some(slot) = out.mine()
         && k < tile.len()
@@ -179,7 +194,8 @@ pub fn twin_arrays_in_one_scope(out: &mut [u32]) {
         }
         b.write(t, 2);
     }
-    sync_threads();
+    // SAFETY: every thread of the block reaches the barrier: no branch or return before it.
+    unsafe { sync_threads() };
     let i = thread::index();
     if i < out.len() {
         // SAFETY: elements `t % 4` of `a` and `t` of `b` were written by threads `t % 4`

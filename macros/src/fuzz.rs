@@ -312,7 +312,7 @@ const KERNEL_OPTIONS: &[&str] = &[
 const BODIES: &[&str] = &[
     "{}",
     "{ let i = thread::global_x(); if i < y.len() { y[i] = x[i]; } }",
-    "{ sync_threads(); }",
+    "{ unsafe { sync_threads() }; }",
     "{ return; }",
     "{ loop {} }",
 ];

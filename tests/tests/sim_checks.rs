@@ -199,7 +199,7 @@ fn an_atomic_and_a_plain_write_of_one_shared_element_race() {
             "wrote it at",
             "updated it atomically at",
             &at("unsafe { flag.write(0, 1) };"),
-            &at("flag.atomic_add(0, 1);"),
+            &at("unsafe { flag.atomic_add(0, 1) };"),
         ],
     );
 }
@@ -221,7 +221,7 @@ fn shared_bins_nobody_cleared_are_reported_and_cleared_ones_pass() {
         &[
             "an atomic update of shared memory that no thread of the block has written",
             "`UNCLEARED_BINS[",
-            &at("bins.atomic_add(x[i] as usize % 16, 1);"),
+            &at("unsafe { bins.atomic_add(x[i] as usize % 16, 1) };"),
             "0xff",
         ],
     );
