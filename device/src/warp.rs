@@ -14,7 +14,9 @@
 //! On the GPU each call is one instruction (`shfl.sync`, `vote.sync`, `match.any.sync`,
 //! `bar.warp.sync`, `redux.sync`). The simulator runs the lanes of a warp in lock-step at each
 //! call: they meet, exchange values and continue; a mask naming a lane that has returned or
-//! waits elsewhere, or a shuffle reading a lane outside the mask, is a located error.
+//! waits elsewhere, or a shuffle reading a lane outside the mask, is a located error. On both,
+//! a lane calling a collective whose mask leaves it out stops the launch with a located error
+//! (PTX leaves that case undefined); with a constant [`FULL_MASK`] the check costs nothing.
 //!
 //! ```
 //! use berth_device::warp::{self, FULL_MASK};
@@ -61,6 +63,21 @@ pub fn lane_id() -> usize {
     #[cfg(not(target_arch = "nvptx64"))]
     {
         crate::thread::linear_in_block() % 32
+    }
+}
+
+/// Stops the launch (located at the caller's call) unless the calling lane is in `mask`: a
+/// `*.sync` warp instruction executed by a lane outside its member mask is undefined behaviour
+/// in PTX. For a constant [`FULL_MASK`] the test folds away; other masks pay a lane-id read and
+/// a compare.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+#[track_caller]
+fn caller_in_mask(mask: u32) {
+    // SAFETY: reading a special register has no preconditions.
+    let lane = unsafe { nv::laneid() };
+    if mask & (1u32 << (lane & 31)) == 0 {
+        crate::fail("a warp collective's mask leaves out the calling lane");
     }
 }
 
@@ -415,10 +432,13 @@ macro_rules! shuffle_fn {
             #[cfg(target_arch = "nvptx64")]
             {
                 let b = value.to_bits64();
-                // SAFETY: shfl.sync has no memory effects; a mask that omits the caller or
-                // lanes that never arrive is a logic error (undefined value or deadlock),
-                // which the simulator reports.
+                // SAFETY: shfl.sync has no memory effects, and the calling lane is in the
+                // mask (`caller_in_mask`, the one case PTX leaves undefined). Lanes of the
+                // mask that never arrive make it wait (a deadlock, which the simulator
+                // reports); a source lane outside the mask gives unspecified bits, a valid
+                // value of every `Shuffle` type (integers and floats).
                 unsafe {
+                    caller_in_mask(mask);
                     let lo = nv::$intr(mask, b as u32, $arg, nv::$clamp);
                     let hi = if T::WIDE {
                         nv::$intr(mask, (b >> 32) as u32, $arg, nv::$clamp)
@@ -489,6 +509,7 @@ pub fn all(mask: u32, pred: bool) -> bool {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: see `shfl_idx`.
     unsafe {
+        caller_in_mask(mask);
         nv::vote_all(mask, pred)
     }
     #[cfg(not(target_arch = "nvptx64"))]
@@ -509,6 +530,7 @@ pub fn any(mask: u32, pred: bool) -> bool {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: see `shfl_idx`.
     unsafe {
+        caller_in_mask(mask);
         nv::vote_any(mask, pred)
     }
     #[cfg(not(target_arch = "nvptx64"))]
@@ -530,6 +552,7 @@ pub fn ballot(mask: u32, pred: bool) -> u32 {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: see `shfl_idx`.
     unsafe {
+        caller_in_mask(mask);
         nv::vote_ballot(mask, pred)
     }
     #[cfg(not(target_arch = "nvptx64"))]
@@ -584,6 +607,7 @@ pub fn match_any<T: Match>(mask: u32, value: T) -> u32 {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: see `shfl_idx`.
     unsafe {
+        caller_in_mask(mask);
         nv::match_any(mask, value.bits())
     }
     #[cfg(not(target_arch = "nvptx64"))]
@@ -605,7 +629,9 @@ pub fn match_all<T: Match>(mask: u32, value: T) -> u32 {
     #[cfg(target_arch = "nvptx64")]
     {
         let d: u32;
-        // SAFETY: match.all.sync reads registers only; see `shfl_idx` for the mask.
+        caller_in_mask(mask);
+        // SAFETY: match.all.sync reads registers only; the caller is in the mask (checked
+        // above), see `shfl_idx`.
         unsafe {
             core::arch::asm!(
                 "match.all.sync.b32 {d}, {v}, {m};",
@@ -635,6 +661,7 @@ pub fn sync_warp(mask: u32) {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: see `shfl_idx`.
     unsafe {
+        caller_in_mask(mask);
         nv::bar_warp_sync(mask)
     }
     #[cfg(not(target_arch = "nvptx64"))]
@@ -706,6 +733,7 @@ macro_rules! redux {
                 #[cfg(target_arch = "nvptx64")]
                 // SAFETY: see `shfl_idx`.
                 unsafe {
+                    caller_in_mask(mask);
                     nv::$sum(v as u32, mask) as $t
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
@@ -719,6 +747,7 @@ macro_rules! redux {
                 #[cfg(target_arch = "nvptx64")]
                 // SAFETY: see `shfl_idx`.
                 unsafe {
+                    caller_in_mask(mask);
                     nv::$min(v as _, mask) as $t
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
@@ -732,6 +761,7 @@ macro_rules! redux {
                 #[cfg(target_arch = "nvptx64")]
                 // SAFETY: see `shfl_idx`.
                 unsafe {
+                    caller_in_mask(mask);
                     nv::$max(v as _, mask) as $t
                 }
                 #[cfg(not(target_arch = "nvptx64"))]

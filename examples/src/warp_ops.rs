@@ -106,6 +106,19 @@ pub fn warp_active(out: &mut [u32]) {
     }
 }
 
+/// Every lane votes with a mask naming only the next lane, not itself: PTX leaves that
+/// undefined, so the call stops the launch with a located error on the GPU and the simulator
+/// alike. Never returns normally.
+#[gpu_kernel]
+pub fn ballot_without_caller(out: &mut [u32]) {
+    let i = thread::index();
+    let next = 1u32 << ((warp::lane_id() + 1) % 32);
+    let v = warp::ballot(next, true);
+    if i < out.len() {
+        out[i] = v;
+    }
+}
+
 /// Warp calls that are wrong on purpose, for the simulator's checks (tests). Never launch
 /// them on a GPU: they hang there or read undefined values.
 pub mod broken {

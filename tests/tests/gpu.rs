@@ -403,6 +403,45 @@ fn core_panic_ends_the_launch_with_an_error_naming_the_kernel() {
 }
 
 #[test]
+fn a_warp_collective_whose_mask_leaves_out_the_caller_stops_the_launch_located() {
+    in_child_on_the_gpu!(
+        "a_warp_collective_whose_mask_leaves_out_the_caller_stops_the_launch_located"
+    );
+    use berth_examples::warp_ops::ballot_without_caller;
+    let (_g, gpu) = gpu();
+    let mut out = gpu.upload(&vec![u32::MAX; 64]).unwrap();
+    let err = ballot_without_caller(&gpu, Grid::new(1, 64), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let line = include_str!("../../examples/src/warp_ops.rs")
+        .lines()
+        .position(|l| l.contains("warp::ballot(next, true)"))
+        .expect("in warp_ops.rs") as u32
+        + 1;
+    match &err {
+        Error::KernelPanic { kernel, report, .. } => {
+            assert_eq!(kernel, "ballot_without_caller", "{err}");
+            assert_eq!(report.file, "examples/src/warp_ops.rs", "{report}");
+            assert_eq!(report.line, line, "{report}");
+            assert_eq!(
+                report.message, "a warp collective's mask leaves out the calling lane",
+                "{report}"
+            );
+        }
+        Error::Simulator { problem, .. } => {
+            assert!(problem.contains("does not name the calling lane"), "{err}");
+            assert!(
+                problem.contains(&format!("examples/src/warp_ops.rs:{line}")),
+                "{err}"
+            );
+        }
+        other => panic!("expected a located failure, got {other}"),
+    }
+    println!("reported: {err}");
+}
+
+#[test]
 fn gpu_assert_reports_file_line_and_message() {
     in_child_on_the_gpu!("gpu_assert_reports_file_line_and_message");
     use berth_examples::copy_below;

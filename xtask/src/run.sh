@@ -227,6 +227,10 @@ run_sanitize() {
   # serialisation stretches past its limit, are not sanitized (their point is elsewhere).
   local default_skip="queueing_in_a_scope_never_waits_on_the_host flags_written_by_stream_memory_operations_track_progress_and_locate_a_failure events_time_a_kernel_without_raw_handles"
   for s in ${BERTH_SANITIZE_SKIP-$default_skip}; do skips+=(--skip "$s"); done
+  # racecheck loses track of launches queued from several host threads at once ("Internal
+  # Sanitizer Error: Detected a failure to track a kernel launch", counted as an error, no
+  # hazard): that test runs under the other three tools only.
+  local racecheck_skip="launches_from_several_threads_on_one_context_and_one_stream_are_independent"
   local start=$SECONDS commit
   commit=$(cat "$here/commit.txt" 2>/dev/null || echo unknown)
   for tool in "${tools[@]}"; do
@@ -236,6 +240,9 @@ run_sanitize() {
       name=$(basename "$prog")
       if (( ${#filters[@]} )) && [[ ! " ${filters[*]} " == *" $name "* ]]; then continue; fi
       [[ $label == tests/* ]] && args+=("${skips[@]}")
+      if [[ $label == tests/* && $tool == racecheck && -z ${BERTH_SANITIZE_SKIP+set} ]]; then
+        for s in $racecheck_skip; do args+=(--skip "$s"); done
+      fi
       local left=$(( budget - (SECONDS - start) )) log result status errors api children secs t0
       if (( left < 30 )); then
         echo "{\"sanitize\":\"$tool\",\"binary\":\"$label\",\"result\":\"not run\",\"commit\":\"$commit\"}" >> "$out/sanitize.jsonl"
