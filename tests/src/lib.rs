@@ -157,6 +157,10 @@ pub fn run_isolated(name: &str) -> (bool, String) {
         .args([name, "--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, "1")
         .env_remove(berth::RESTART_ENV)
+        // Under compute-sanitizer the child runs unsanitized (`--target-processes
+        // application-only`), but it inherits the sanitizer's NVTX injection library, which
+        // berth's NVTX ranges would load; it then waits for a sanitizer that never serves it.
+        .env_remove("NVTX_INJECTION64_PATH")
         .output()
         .unwrap();
     let text = format!(

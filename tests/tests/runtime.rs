@@ -76,6 +76,9 @@ fn run_with_backend(name: &str, value: &str) -> (bool, String) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--ignored", "--exact", name, "--nocapture"])
         .env("BERTH_BACKEND", value)
+        // Unsanitized under compute-sanitizer: keep it from loading the sanitizer's NVTX
+        // injection (see `berth_tests::run_isolated`).
+        .env_remove("NVTX_INJECTION64_PATH")
         .output()
         .unwrap();
     let text =
