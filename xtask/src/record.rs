@@ -164,16 +164,13 @@ pub fn run(dir: PathBuf) -> Result {
     if !run.read("bench.jsonl").trim().is_empty() {
         let md = full(&run, &machine, &root)?;
         std::fs::write(root.join("BENCHMARKS.md"), md)?;
+        let targeted_dir = results.join("targeted");
         if !rerender {
             save_raw(&run, &machine, FULL, &results)?;
-            let old = results.join("targeted");
-            if old.exists() {
-                std::fs::remove_dir_all(old)?;
-            }
+            drop_superseded(&run, &targeted_dir)?;
         }
         eprintln!("wrote BENCHMARKS.md and the raw lines under {RESULTS}/");
-        let targeted_dir = results.join("targeted");
-        if rerender && targeted_dir.join("machine.txt").exists() {
+        if targeted_dir.join("machine.txt").exists() {
             let t = Run { dir: targeted_dir };
             targeted(&t, &t.machine()?, &root)?;
         }
@@ -215,6 +212,28 @@ fn save_raw(run: &Run, machine: &str, sections: &[Section], to: &Path) -> Result
         } else if path.exists() {
             std::fs::remove_file(path)?;
         }
+    }
+    Ok(())
+}
+
+/// Removes from the targeted results in `dir` the sections a full run measured again; the
+/// others (benchmarks the full run does not include: launch chains, first launch, NVTX, the
+/// 2-GPU machine's) stay, with the run they came from. The folder goes when nothing is left.
+fn drop_superseded(full: &Run, dir: &Path) -> Result {
+    if !dir.exists() {
+        return Ok(());
+    }
+    for s in TARGETED {
+        if !full.read(s.file).trim().is_empty() {
+            for f in [dir.join(s.file), dir.join(section_machine(s.file))] {
+                if f.exists() {
+                    std::fs::remove_file(f)?;
+                }
+            }
+        }
+    }
+    if !TARGETED.iter().any(|s| dir.join(s.file).exists()) {
+        std::fs::remove_dir_all(dir)?;
     }
     Ok(())
 }
@@ -415,6 +434,32 @@ mod tests {
             "signals-host--persistent-kernel"
         );
         assert_eq!(anchor("`#[auto]` vs copy_then"), "auto-vs-copy_then");
+    }
+
+    /// A full run replaces the targeted sections it measured again and keeps the others.
+    #[test]
+    fn a_full_run_keeps_the_targeted_sections_it_did_not_measure() -> Result {
+        let base = std::env::temp_dir().join(format!("berth-supersede-{}", std::process::id()));
+        let (full_dir, targeted) = (base.join("full"), base.join("targeted"));
+        std::fs::create_dir_all(&full_dir)?;
+        std::fs::create_dir_all(&targeted)?;
+        std::fs::write(full_dir.join("compute.jsonl"), "{}\n")?;
+        for f in ["compute.jsonl", "launch.jsonl"] {
+            std::fs::write(targeted.join(f), "{}\n")?;
+            std::fs::write(targeted.join(section_machine(f)), "date: x\n")?;
+        }
+        std::fs::write(targeted.join("machine.txt"), "date: x\n")?;
+        drop_superseded(&Run { dir: full_dir.clone() }, &targeted)?;
+        assert!(!targeted.join("compute.jsonl").exists());
+        assert!(!targeted.join(section_machine("compute.jsonl")).exists());
+        assert!(targeted.join("launch.jsonl").exists());
+        assert!(targeted.join(section_machine("launch.jsonl")).exists());
+        // A full run that measured everything left leaves no targeted folder.
+        std::fs::write(full_dir.join("launch.jsonl"), "{}\n")?;
+        drop_superseded(&Run { dir: full_dir }, &targeted)?;
+        assert!(!targeted.exists());
+        std::fs::remove_dir_all(&base)?;
+        Ok(())
     }
 
     /// The committed `BENCHMARKS.md` is what `record` renders from the committed raw lines, so
