@@ -402,3 +402,70 @@ fn a_failed_chunk_names_the_device_and_the_chunk() {
     );
     assert!(err.to_string().contains("device 1 of the set"), "{err}");
 }
+
+/// A launch on one device reading another's buffer through a peer view, its guard leaked:
+/// freeing the owner on its own device waits for the other device's kernel, which is still
+/// held at a gate the host opens later. The kernel's output is right, and nothing is freed
+/// under it.
+#[test]
+fn freeing_a_buffer_whose_peer_view_a_leaked_launch_reads_waits_for_it() {
+    use berth_examples::chain::{gated_jacobi, jacobi_host};
+    use std::time::{Duration, Instant};
+    let Some((_g, set)) = set(true) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 50_001;
+    let x = random_f32(n);
+    let dx = g0.upload(&x).unwrap();
+    let mut out = g1.upload(&vec![f32::NAN; n]).unwrap();
+    let gate = g1.signals(1).unwrap();
+    let view = dx.peer_view(g1).unwrap();
+    std::mem::forget(gated_jacobi(g1, Grid::cover(n), &gate, &view, &mut out).unwrap());
+    drop(view);
+    let hold = Duration::from_millis(200);
+    let freed_after = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(hold);
+            gate.store(0, 1);
+        });
+        let t = Instant::now();
+        drop(dx);
+        t.elapsed()
+    });
+    assert!(
+        freed_after >= hold / 2,
+        "the owner was freed after {freed_after:?}, before the gate opened ({hold:?})"
+    );
+    let mut want = vec![0.0; n];
+    jacobi_host(&x, &mut want);
+    assert_eq!(out.to_vec().unwrap(), want);
+}
+
+/// Pipelined runs over every shard of a set, each leaked: reading the output shards waits
+/// for the GPUs (no change behind the reader), and freeing the shards after that is clean.
+#[test]
+fn leaked_pipelined_runs_of_a_set_are_waited_for_by_reads_and_frees() {
+    let Some((_g, set)) = set(true) else { return };
+    let n = (1 << 19) + 77;
+    let x = random_f32(n);
+    let xs = set.shard_from(&x).unwrap();
+    let mut ys = set.shard_zeroed_like::<f32, _>(&xs).unwrap();
+    let opts = PipelineOptions {
+        chunk_bytes: Some(64 << 10),
+        streams: Some(2),
+        ..Default::default()
+    };
+    for (d, gpu) in set.iter().enumerate() {
+        let run = affine_one_pipelined(gpu, opts, -2.0, &xs.shards()[d], &mut ys.shards_mut()[d])
+            .unwrap();
+        std::mem::forget(run);
+    }
+    let y = ys.to_vec();
+    for i in (0..n).step_by(509).chain(n - 5..n) {
+        assert_eq!(y[i], -2.0 * x[i] + 1.0, "element {i}");
+    }
+    drop(ys);
+    drop(xs);
+    // The devices still work.
+    let dx = set.gpus()[1].upload(&x[..1000]).unwrap();
+    assert_eq!(dx.to_vec().unwrap(), &x[..1000]);
+}

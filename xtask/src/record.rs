@@ -449,7 +449,12 @@ mod tests {
             std::fs::write(targeted.join(section_machine(f)), "date: x\n")?;
         }
         std::fs::write(targeted.join("machine.txt"), "date: x\n")?;
-        drop_superseded(&Run { dir: full_dir.clone() }, &targeted)?;
+        drop_superseded(
+            &Run {
+                dir: full_dir.clone(),
+            },
+            &targeted,
+        )?;
         assert!(!targeted.join("compute.jsonl").exists());
         assert!(!targeted.join(section_machine("compute.jsonl")).exists());
         assert!(targeted.join("launch.jsonl").exists());
