@@ -3,6 +3,26 @@
 
 use rand::Rng;
 
+/// The tests of one binary share the device: a test may reset its context, hold a gate
+/// closed that another's waits would stall on, or measure memory the others move.
+static DEVICE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The backend under test: the GPU with `--features gpu`, else the simulator.
+pub fn backend() -> berth::Gpu {
+    if cfg!(feature = "gpu") {
+        berth::Gpu::new().expect("a GPU is required for --features gpu")
+    } else {
+        berth::Gpu::simulator()
+    }
+}
+
+/// [`backend`], with a guard that keeps the other tests of the binary off the device while
+/// it lives (a failed test's poisoned lock is taken over).
+pub fn gpu() -> (std::sync::MutexGuard<'static, ()>, berth::Gpu) {
+    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
+    (guard, backend())
+}
+
 /// `n` random floats in `[-1, 1)`, never all zero.
 pub fn random_f32(n: usize) -> Vec<f32> {
     let mut rng = rand::rng();

@@ -4,21 +4,8 @@
 use berth::{Error, Event, Gpu, Grid};
 use berth_examples::busy;
 use berth_examples::gated::gated_fill;
-use std::sync::Mutex;
+use berth_tests::gpu;
 use std::time::Duration;
-
-/// Tests share the device, and a gate held closed by one test would stall another's waits.
-static DEVICE: Mutex<()> = Mutex::new(());
-
-fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
-    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
-    let gpu = if cfg!(feature = "gpu") {
-        Gpu::new().expect("a GPU is required for --features gpu")
-    } else {
-        Gpu::simulator()
-    };
-    (guard, gpu)
-}
 
 #[test]
 fn events_time_a_kernel_without_raw_handles() {

@@ -14,24 +14,7 @@ use berth_tests::{
     affine_on, in_child, mul_add_on, random_f32, random_u32, reduce_blocks, run_isolated, saxpy_on,
     sum_f64,
 };
-use std::sync::Mutex;
-
-/// Tests share the device; the fault test resets the primary context, so run one at a time.
-static DEVICE: Mutex<()> = Mutex::new(());
-
-fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
-    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
-    (guard, backend())
-}
-
-/// The backend under test: the GPU with `--features gpu`, else the simulator.
-fn backend() -> Gpu {
-    if cfg!(feature = "gpu") {
-        Gpu::new().expect("a GPU is required for --features gpu")
-    } else {
-        Gpu::simulator()
-    }
-}
+use berth_tests::{backend, gpu};
 
 /// Sizes that are and are not multiples of the block; the largest only on the GPU.
 const SIZES: &[usize] = if cfg!(feature = "gpu") {

@@ -5,7 +5,7 @@
 //! Like `gpu.rs`, one source for two backends: the simulator in `cargo test`, the GPU with
 //! `--features gpu` (the bundle). The measured errors are printed, so the GPU run records them.
 
-use berth::{Error, Gpu, Grid};
+use berth::{Error, Grid};
 use berth_examples::compute::{
     Body, NBODY_BLOCK, black_scholes, black_scholes_one, nbody, nbody_fast, sgemm_reg4, sgemm_reg8,
     sgemm_reg8_unchecked, sgemm_tiled,
@@ -15,20 +15,8 @@ use berth_examples::language::{
     mul_add_exact, own_every_index, per_block_sums, scale_pinned, scale_pinned_pipelined,
     sum_groups, transpose,
 };
+use berth_tests::gpu;
 use rand::{Rng, SeedableRng};
-use std::sync::Mutex;
-
-static DEVICE: Mutex<()> = Mutex::new(());
-
-fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
-    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
-    let gpu = if cfg!(feature = "gpu") {
-        Gpu::new().expect("a GPU is required for --features gpu")
-    } else {
-        Gpu::simulator()
-    };
-    (guard, gpu)
-}
 
 fn rng() -> rand::rngs::StdRng {
     rand::rngs::StdRng::seed_from_u64(rand::random())

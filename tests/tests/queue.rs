@@ -15,21 +15,9 @@ use berth_examples::chain::{
     relax_weighted_or_fail,
 };
 use berth_examples::gated::gated_fill_pinned;
+use berth_tests::gpu;
 use berth_tests::{in_child, random_f32, run_isolated};
-use std::sync::Mutex;
 use std::time::Duration;
-
-static DEVICE: Mutex<()> = Mutex::new(());
-
-fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
-    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
-    let gpu = if cfg!(feature = "gpu") {
-        Gpu::new().expect("a GPU is required for --features gpu")
-    } else {
-        Gpu::simulator()
-    };
-    (guard, gpu)
-}
 
 /// Elements of the chains: small on the simulator (it runs every thread on the host).
 const N: usize = if cfg!(feature = "gpu") { 1 << 16 } else { 1000 };

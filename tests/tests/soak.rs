@@ -14,22 +14,9 @@
 use berth::{DeviceBuffer, Gpu, Grid, PipelineOptions};
 use berth_examples::chain::{chain_host, jacobi, jacobi_host};
 use berth_examples::{affine_one_pipelined, mapped_iota, saxpy, saxpy_pinned};
+use berth_tests::gpu;
 use berth_tests::{affine_on, random_f32, saxpy_on};
-use std::sync::Mutex;
 use std::time::Instant;
-
-/// The tests measure the whole process's memory: one at a time.
-static DEVICE: Mutex<()> = Mutex::new(());
-
-fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
-    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
-    let gpu = if cfg!(feature = "gpu") {
-        Gpu::new().expect("a GPU is required for --features gpu")
-    } else {
-        Gpu::simulator()
-    };
-    (guard, gpu)
-}
 
 /// A count from the environment, or its default for this backend.
 fn count(var: &str, gpu_default: usize, sim_default: usize) -> usize {

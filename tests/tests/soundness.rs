@@ -12,21 +12,8 @@ use berth_examples::gated::{
     fill_bytes, gated_add, gated_add_pipelined, gated_copy_mapped, gated_fill, gated_fill_mapped,
     gated_fill_pinned, set_some,
 };
-use std::sync::Mutex;
+use berth_tests::gpu;
 use std::time::Duration;
-
-/// Tests share the device, and a gate held closed by one test would stall another's waits.
-static DEVICE: Mutex<()> = Mutex::new(());
-
-fn gpu() -> (std::sync::MutexGuard<'static, ()>, Gpu) {
-    let guard = DEVICE.lock().unwrap_or_else(|p| p.into_inner());
-    let gpu = if cfg!(feature = "gpu") {
-        Gpu::new().expect("a GPU is required for --features gpu")
-    } else {
-        Gpu::simulator()
-    };
-    (guard, gpu)
-}
 
 /// Elements of the leak tests' buffers: 256 KiB of `u32`, above glibc's mmap threshold, so on
 /// the simulator memory freed too early is unmapped and a late write faults.
