@@ -23,6 +23,26 @@ pub fn gpu() -> (std::sync::MutexGuard<'static, ()>, berth::Gpu) {
     (guard, backend())
 }
 
+/// Element `i` of the benchmarks' streamed input: splitmix64 of `i`, scaled to `[-1, 1)`. A
+/// pure function of `i`, the same as `x_at` in `bench/pipeline.cu` and `bench/multigpu.cu`, so
+/// both sides stream identical data and any element can be checked without keeping the input.
+pub fn stream_input_at(i: usize) -> f32 {
+    let mut z = 0x243F_6A88_85A3_08D3u64.wrapping_add(
+        (i as u64)
+            .wrapping_add(1)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    );
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    ((z ^ (z >> 31)) >> 40) as f32 * (2.0 / 16_777_216.0) - 1.0
+}
+
+/// The median of the benchmarks' timings (the upper middle one for an even count).
+pub fn median_f64(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// `n` random floats in `[-1, 1)`, never all zero.
 pub fn random_f32(n: usize) -> Vec<f32> {
     let mut rng = rand::rng();
@@ -214,4 +234,15 @@ pub fn nbody_host(bodies: &[berth_examples::compute::Body], i: usize) -> ([f64; 
         }
     }
     (w, scale)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The values `bench/pipeline.cu`'s `x_at` gives (splitmix64, the top 24 bits scaled).
+    #[test]
+    fn the_streamed_input_matches_the_cuda_references() {
+        let got = [super::stream_input_at(0), super::stream_input_at(12345)];
+        let want = [-0.650_849_6_f32, 0.574_077_6];
+        assert_eq!(got, want);
+    }
 }

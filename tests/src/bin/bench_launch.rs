@@ -21,6 +21,7 @@
 
 use berth::{DeviceBuffer, Gpu, Grid};
 use berth_examples::chain::{jacobi, jacobi_host};
+use berth_tests::median_f64;
 use berth_tests::random_f32;
 use std::time::Instant;
 
@@ -142,11 +143,6 @@ fn nvtx_cost() {
         "{{\"impl\":\"berth\",\"bench\":\"nvtx_range\",\"nvtx\":\"{on}\",\"per_range_ns\":{:.2},\"bad\":0}}",
         median_f64(t)
     );
-}
-
-fn median_f64(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn report(bench: &str, n: usize, seconds: f64, bad: usize) {

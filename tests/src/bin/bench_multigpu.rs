@@ -15,29 +15,13 @@
 
 use berth::{DeviceSet, Grid, PipelineOptions, ReduceOp};
 use berth_examples::{REDUCE_BLOCK, affine_one_pipelined, block_sum};
+use berth_tests::{median_f64, stream_input_at};
 use std::time::Instant;
 
 type BoxError = Box<dyn std::error::Error>;
 
 const N: usize = 1 << 30;
 const A: f32 = 1.5;
-
-fn splitmix_at(i: u64) -> u64 {
-    let mut z = 0x243F_6A88_85A3_08D3u64
-        .wrapping_add(i.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn x_at(i: usize) -> f32 {
-    (splitmix_at(i as u64) >> 40) as f32 * (2.0 / 16_777_216.0) - 1.0
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -68,7 +52,7 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Fill a set's shards of the whole dataset, element i = x_at(i), a thread per 1/16.
+/// Fill a set's shards of the whole dataset, element i = stream_input_at(i), a thread per 1/16.
 fn fill(xs: &mut berth::Sharded<f32>) {
     let ranges = xs.ranges().to_vec();
     for (part, r) in xs.shards_mut().iter_mut().zip(ranges) {
@@ -78,7 +62,7 @@ fn fill(xs: &mut berth::Sharded<f32>) {
                 let base = r.start + c * step;
                 s.spawn(move || {
                     for (j, v) in chunk.iter_mut().enumerate() {
-                        *v = x_at(base + j);
+                        *v = stream_input_at(base + j);
                     }
                 });
             }
@@ -91,7 +75,7 @@ fn bad(ys: &berth::Sharded<f32>) -> usize {
         .step_by(4097)
         .chain(N - 1000..N)
         .filter(|&i| {
-            let want = A * x_at(i) + 1.0;
+            let want = A * stream_input_at(i) + 1.0;
             let got = *ys.get(i).unwrap_or(&f32::NAN);
             let close = (got - want).abs() <= 1e-5 * want.abs() + 1e-6; // false for NaN
             !close
@@ -135,7 +119,7 @@ fn pipeline(count: usize, reps: usize) -> Result<(), BoxError> {
         }
     }
     for (k, set) in sets.iter().enumerate() {
-        let ms = median(times[k].clone());
+        let ms = median_f64(times[k].clone());
         let gbps = (N * 4) as f64 / (ms * 1e-3) / 1e9;
         println!(
             "{{\"impl\":\"berth\",\"bench\":\"multigpu_pipeline\",\"devices\":{},\"bytes_in\":{},\"median_ms\":{ms:.3},\"gbps_in\":{gbps:.2},\"reps\":{reps},\"bad\":{}}}",
@@ -174,7 +158,7 @@ fn peer(reps: usize) -> Result<(), BoxError> {
             }
         }
         let total: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
-        Ok((median(t), usize::from(total != n as f64)))
+        Ok((median_f64(t), usize::from(total != n as f64)))
     };
     for (place, on_peer) in [
         ("peer", true),
@@ -229,7 +213,7 @@ fn allreduce(reps: usize) -> Result<(), BoxError> {
                 per.push(start.elapsed().as_secs_f64() / iters as f64);
             }
         }
-        let s = median(per);
+        let s = median_f64(per);
         let busbw = bytes as f64 * 2.0 * (n - 1) as f64 / n as f64 / s / 1e9;
         println!(
             "{{\"impl\":\"berth\",\"bench\":\"allreduce\",\"devices\":{n},\"bytes\":{bytes},\"iters\":{iters},\"median_us\":{:.2},\"busbw_gbps\":{busbw:.2},\"reps\":{reps},\"bad\":{bad}}}",

@@ -12,6 +12,7 @@
 
 use berth::{Gpu, Grid, PipelineOptions};
 use berth_examples::{affine_one, affine_one_pipelined, relax, relax_pipelined};
+use berth_tests::{median_f64, stream_input_at};
 use std::time::Instant;
 
 type BoxError = Box<dyn std::error::Error>;
@@ -20,18 +21,6 @@ const N: usize = 1 << 30;
 const BYTES_IN: usize = N * 4;
 const K: u32 = 1280;
 const A: f32 = 1.5;
-
-fn splitmix_at(i: u64) -> u64 {
-    let mut z = 0x243F_6A88_85A3_08D3u64
-        .wrapping_add(i.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-fn x_at(i: usize) -> f32 {
-    (splitmix_at(i as u64) >> 40) as f32 * (2.0 / 16_777_216.0) - 1.0
-}
 
 fn heavy_host(mut v: f32) -> f32 {
     for _ in 0..K {
@@ -48,7 +37,7 @@ fn sample() -> impl Iterator<Item = usize> {
 fn bad(y: &[f32], f: impl Fn(f32) -> f32) -> usize {
     sample()
         .filter(|&i| {
-            let want = f(x_at(i));
+            let want = f(stream_input_at(i));
             let close = (y[i] - want).abs() <= 1e-5 * want.abs() + 1e-6; // false for NaN
             !close
         })
@@ -65,11 +54,6 @@ fn main() {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Median wall-clock milliseconds of `f` over `reps` runs after one warm-up.
 fn time(reps: usize, mut f: impl FnMut() -> Result<(), BoxError>) -> Result<f64, BoxError> {
     f()?;
@@ -79,7 +63,7 @@ fn time(reps: usize, mut f: impl FnMut() -> Result<(), BoxError>) -> Result<f64,
         f()?;
         t.push(start.elapsed().as_secs_f64() * 1e3);
     }
-    Ok(median(t))
+    Ok(median_f64(t))
 }
 
 fn emit(bench: &str, extra: &str, ms: f64, reps: usize, bad: usize) {
@@ -101,7 +85,7 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
         for (c, part) in x.chunks_mut(N / 16).enumerate() {
             s.spawn(move || {
                 for (j, v) in part.iter_mut().enumerate() {
-                    *v = x_at(c * (N / 16) + j);
+                    *v = stream_input_at(c * (N / 16) + j);
                 }
             });
         }
@@ -198,7 +182,7 @@ fn run(section: &str, reps: usize) -> Result<(), BoxError> {
                 let extra = format!(
                     "\"streams\":{streams},\"chunk_bytes\":{},\"progress\":{progress},\"flags\":\"{by}\",\"enqueue_ms\":{:.3},",
                     mib << 20,
-                    median(enqueue)
+                    median_f64(enqueue)
                 );
                 emit("pipeline_ablation", &extra, ms, reps, bad(&y, affine));
             }
