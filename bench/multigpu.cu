@@ -7,7 +7,8 @@
 //   median of reps, as the berth side does.
 // - allreduce: ncclAllReduce (float, sum, in place) of 1 MiB, 64 MiB and 1 GiB on every
 //   device, one process and one thread (ncclCommInitAll, one group per collective), the
-//   streams synchronised after each; bus bandwidth bytes * 2(n-1)/n / time.
+//   streams synchronised after each; bus bandwidth bytes * 2(n-1)/n / time; "submit_us" is
+//   the host time of the group that queues it (the rest is the synchronise).
 //
 // Build (on the GPU machine): nvcc -O3 -arch=sm_90 -o multigpu multigpu.cu -lnccl
 // Run:                        ./multigpu [peer|allreduce|all] [reps=5]
@@ -166,12 +167,15 @@ static void allreduce(int reps) {
             CUDA_CHECK(cudaMalloc(&bufs[d], bytes));
             fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(bufs[d], len, (float)(d + 1));
         }
+        double queued = 0.0;  // host time of the queueing part, as berth's "submit_us"
         auto once = [&]() {
+            double t = now_s();
             NCCL_CHECK(ncclGroupStart());
             for (int d = 0; d < n; d++)
                 NCCL_CHECK(ncclAllReduce(bufs[d], bufs[d], len, ncclFloat32, ncclSum, comms[d],
                                          streams[d]));
             NCCL_CHECK(ncclGroupEnd());
+            queued += now_s() - t;
             for (int d = 0; d < n; d++) {
                 CUDA_CHECK(cudaSetDevice(d));
                 CUDA_CHECK(cudaStreamSynchronize(streams[d]));
@@ -188,17 +192,22 @@ static void allreduce(int reps) {
             CUDA_CHECK(cudaMemsetAsync(bufs[d], 0, bytes, streams[d]));
             CUDA_CHECK(cudaStreamSynchronize(streams[d]));
         }
-        std::vector<double> per;
+        std::vector<double> per, submit;
         for (int r = 0; r <= reps; r++) {
+            queued = 0.0;
             double start = now_s();
             for (int i = 0; i < iters; i++) once();
-            if (r > 0) per.push_back((now_s() - start) / iters);
+            if (r > 0) {
+                per.push_back((now_s() - start) / iters);
+                submit.push_back(queued / iters);
+            }
         }
-        double s = median(per);
+        double s = median(per), sub = median(submit);
         double busbw = bytes * 2.0 * (n - 1) / n / s / 1e9;
         std::printf("{\"impl\":\"cuda\",\"bench\":\"allreduce\",\"devices\":%d,\"bytes\":%zu,"
-                    "\"iters\":%d,\"median_us\":%.2f,\"busbw_gbps\":%.2f,\"reps\":%d,\"bad\":%d}\n",
-                    n, bytes, iters, s * 1e6, busbw, reps, bad);
+                    "\"iters\":%d,\"median_us\":%.2f,\"submit_us\":%.2f,\"busbw_gbps\":%.2f,"
+                    "\"reps\":%d,\"bad\":%d}\n",
+                    n, bytes, iters, s * 1e6, sub * 1e6, busbw, reps, bad);
         std::fflush(stdout);
         for (int d = 0; d < n; d++) {
             CUDA_CHECK(cudaSetDevice(d));

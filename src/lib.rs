@@ -147,6 +147,27 @@ pub mod __private {
         if a > 128 { 128 } else { a as u8 }
     }
 
+    /// Tells the optimiser that the launch is one-dimensional, at the top of a kernel's
+    /// linear entry: `thread::index()` then compiles to `global_x()` without its test of the
+    /// launch's shape, and the y and z extents to the constant 1.
+    ///
+    /// # Safety
+    /// The grid and the block of the running launch extend along x alone (extent 1 along y
+    /// and z).
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub unsafe fn assume_linear_launch() {
+        use berth_device::{block, grid};
+        // SAFETY: the caller's contract; one assumption per extent, so that each is a fact
+        // the optimiser can use on its own.
+        unsafe {
+            core::hint::assert_unchecked(grid::dim_y() == 1);
+            core::hint::assert_unchecked(grid::dim_z() == 1);
+            core::hint::assert_unchecked(block::dim_y() == 1);
+            core::hint::assert_unchecked(block::dim_z() == 1);
+        }
+    }
+
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::__private::*;
     #[cfg(not(target_arch = "nvptx64"))]

@@ -370,6 +370,36 @@ impl<'a, T> Slice<'a, T> {
     pub fn as_slice(&self) -> &'a [T] {
         self.inner
     }
+
+    /// The first `len` elements, as a view of their own. An input that must be at least as
+    /// long as the output: `let a = a.prefix(out.len());` once at the top of the kernel, and
+    /// the optimiser, knowing `a.len()` is `out.len()`, drops the checks of the reads below
+    /// that the guard on the output's length already proves (`a[i]`, `a[i - 1]`, `a[i + 1]`
+    /// inside `0 < i < n - 1`): the loads are then as nvcc emits them.
+    ///
+    /// # Panics
+    /// If the slice has fewer than `len` elements, as an index out of bounds (the last
+    /// element asked for), without `core::fmt`.
+    ///
+    /// ```
+    /// use berth_device::Slice;
+    /// let table = [1u16, 2, 3, 4];
+    /// // SAFETY: `table` outlives the view and nothing writes it meanwhile.
+    /// let t = unsafe { Slice::from_raw(table.as_ptr(), table.len()) };
+    /// let head = t.prefix(2);
+    /// assert_eq!((head.len(), head[1]), (2, 2));
+    /// assert!(std::panic::catch_unwind(|| t.prefix(5)).is_err());
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn prefix(self, len: usize) -> Slice<'a, T> {
+        match self.inner.get(..len) {
+            Some(inner) => Slice { inner },
+            // `len > self.len() >= 0`: element `len - 1` is the first one missing.
+            None => out_of_bounds(len - 1, self.inner.len()),
+        }
+    }
 }
 
 impl<T> core::ops::Deref for Slice<'_, T> {

@@ -12,11 +12,13 @@ use berth::prelude::*;
 pub fn jacobi(a: &[f32], b: &mut [f32]) {
     let i = thread::index();
     let n = b.len();
+    // One check up front (a panic if `a` is shorter than `b`) proves every read below in bounds.
+    let a = a.prefix(n);
     if i < n {
-        b[i] = if i == 0 || i + 1 == n {
-            a[i]
-        } else {
+        b[i] = if i > 0 && i + 1 < n {
             0.5 * a[i] + 0.25 * (a[i - 1] + a[i + 1])
+        } else {
+            a[i]
         };
     }
 }
@@ -28,11 +30,12 @@ pub fn jacobi(a: &[f32], b: &mut [f32]) {
 pub fn relax_weighted(w: f32, a: &[f32], b: &mut [f32]) {
     let i = thread::index();
     let n = b.len();
+    let a = a.prefix(n);
     if i < n {
-        b[i] = if i == 0 || i + 1 == n {
-            a[i]
-        } else {
+        b[i] = if i > 0 && i + 1 < n {
             a[i] + w * (0.5 * (a[i - 1] + a[i + 1]) - a[i])
+        } else {
+            a[i]
         };
     }
 }

@@ -298,6 +298,60 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
         let s = format!("berth:{}", attrs.join(";"));
         quote!(#[unsafe(link_section = #s)])
     });
+    let general = entry_fn(
+        name,
+        section.as_ref(),
+        &params,
+        &aligns,
+        body,
+        &values,
+        None,
+    );
+    let linear = linear_ident(opts, k).map(|l| {
+        let assume = quote! {
+            // SAFETY: the launcher runs this entry only for launches whose grid and block
+            // extend along x alone (`Grid::entry_of`).
+            unsafe { #krate::__private::assume_linear_launch() };
+        };
+        entry_fn(
+            &l,
+            section.as_ref(),
+            &params,
+            &aligns,
+            body,
+            &values,
+            Some(assume),
+        )
+    });
+    quote!(#general #linear)
+}
+
+/// Body names whose code a one-dimensional launch makes cheaper: `thread::index()` tests the
+/// launch's shape, `count()`/`grid_stride` multiply by its y and z extents.
+const SHAPE_NAMES: &[&str] = &["index", "grid_stride", "count"];
+
+/// The name of the kernel's second entry, specialised for one-dimensional launches, where it
+/// gets one: its body mentions a [`SHAPE_NAMES`] name, and its declared block, if any, is
+/// one-dimensional. Which kernels get one is a matter of code size only (a helper function
+/// that reads the shape is missed): the launcher runs the general entry of a kernel without.
+pub(crate) fn linear_ident(opts: &Options, k: &Kernel) -> Option<syn::Ident> {
+    let block_linear = opts.block.is_none_or(|([_, y, z], _)| y == 1 && z == 1);
+    (block_linear && mentions(k.body.to_token_stream(), SHAPE_NAMES))
+        .then(|| format_ident!("{}__berth_1d", k.name))
+}
+
+/// One PTX entry `name` of a kernel: the lowered parameters, rebuilt into the views the body
+/// takes, with `prologue` before the call.
+#[allow(clippy::too_many_arguments)]
+fn entry_fn(
+    name: &syn::Ident,
+    section: Option<&TokenStream>,
+    params: &[TokenStream],
+    aligns: &[TokenStream],
+    body: &TokenStream,
+    values: &[TokenStream],
+    prologue: Option<TokenStream>,
+) -> TokenStream {
     let palign_section = format!("berth:palign:{name}");
     let count = aligns.len();
     quote! {
@@ -312,6 +366,7 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
             #[used]
             #[unsafe(link_section = #palign_section)]
             static __BERTH_PARAM_ALIGN: [u8; #count] = [#(#aligns),*];
+            #prologue
             // SAFETY: the host launcher is the only caller. It passes, for each slice, the
             // pointer and length of a live device allocation that it keeps borrowed (shared
             // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed; for an
@@ -444,6 +499,13 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
     };
     let sim = sim_ident(name);
     let uses_barrier = mentions(k.body.to_token_stream(), COROUTINE_NAMES);
+    let linear = match linear_ident(opts, k) {
+        Some(l) => {
+            let l = l.to_string();
+            quote!(::core::option::Option::Some(#l))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let block = match opts.block {
         Some(([x, y, z], _)) => quote!(::core::option::Option::Some([#x, #y, #z])),
         None => quote!(::core::option::Option::None),
@@ -499,6 +561,7 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
             sim: #sim,
             uses_barrier: #uses_barrier,
             block: #block,
+            linear: #linear,
         };
         #[cfg(not(target_arch = "nvptx64"))]
         #krate::__private::inventory::submit! {

@@ -28,7 +28,7 @@ mod simulator_streams;
 use crate::error::{Error, Result};
 use crate::fault::FaultState;
 use crate::launch::grid::Grid;
-use crate::launch::kernel::Kernel;
+use crate::launch::kernel::{Entry, Kernel};
 use crate::launch::params::ParamBlock;
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
@@ -397,14 +397,16 @@ pub(crate) trait StreamOps {
 
 /// Kernels: function lookup, launches and graphs.
 pub(crate) trait KernelOps {
-    /// The function of `kernel`, loading its crate's module on first use; the launcher is
-    /// checked against its PTX entry then. On the simulator there is no function (null).
-    fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction>;
+    /// The function of `kernel`'s `entry`, loading its crate's module on first use; the
+    /// launcher is checked against its PTX entries then. On the simulator there is no
+    /// function (null).
+    fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<sys::CUfunction>;
 
     /// Enqueue `kernel` over `grid` on `stream` with the parameter values `params` point to.
     ///
     /// # Safety
-    /// 1. `func` is `function(kernel)` of this context.
+    /// 1. `func` is `function(kernel, entry)` of this context, for `Entry::General` or for
+    ///    `grid.entry_of(kernel)` (the linear entry assumes a one-dimensional launch).
     /// 2. `params` has one pointer per parameter of `kernel`, each to a value of that
     ///    parameter's size; the values are copied before this returns.
     /// 3. All memory the values address stays alive, and is used by nothing that would race

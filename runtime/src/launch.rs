@@ -18,5 +18,6 @@ mod counting;
 
 pub use grid::{Dim3, Grid};
 pub use kernel::{
-    Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass, registered_kernels,
+    Entry, Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass,
+    registered_kernels,
 };

@@ -104,7 +104,7 @@ pub use stream::Stream;
 pub mod __private {
     pub use crate::launch::builder::Launch;
     pub use crate::launch::{
-        Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass,
+        Entry, Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass,
         registered_kernels,
     };
     pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};

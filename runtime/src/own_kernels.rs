@@ -19,6 +19,7 @@ pub static CHUNK_DONE: Kernel = Kernel {
     location: concat!(file!(), ":", line!()),
     sim: chunk_done_sim,
     uses_barrier: false,
+    linear: None,
     block: None,
 };
 
@@ -41,6 +42,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
     location: concat!(file!(), ":", line!()),
     sim: random_probe_sim,
     uses_barrier: false,
+    linear: None,
     block: None,
 };
 

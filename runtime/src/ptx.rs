@@ -137,25 +137,27 @@ pub fn check_against(kernel: &Kernel, all: &[PtxEntry]) -> Result<()> {
             reason,
         })
     };
-    let Some(entry) = all.iter().find(|e| e.name == kernel.name) else {
-        return fail(format!(
-            "no `.entry {}` in the PTX of crate `{}`; rebuild it",
-            kernel.name, kernel.crate_name
-        ));
-    };
-    if entry.params.len() != kernel.params.len() {
-        return fail(format!(
-            "the PTX entry has {} parameters, the launcher passes {}",
-            entry.params.len(),
-            kernel.params.len()
-        ));
-    }
-    for (i, (p, l)) in entry.params.iter().zip(kernel.params).enumerate() {
-        if p.size != l.size {
+    for name in std::iter::once(kernel.name).chain(kernel.linear) {
+        let Some(entry) = all.iter().find(|e| e.name == name) else {
             return fail(format!(
-                "parameter {i} (`{}`): {} bytes in the PTX, {} in the launcher",
-                l.name, p.size, l.size
+                "no `.entry {name}` in the PTX of crate `{}`; rebuild it",
+                kernel.crate_name
             ));
+        };
+        if entry.params.len() != kernel.params.len() {
+            return fail(format!(
+                "the PTX entry `{name}` has {} parameters, the launcher passes {}",
+                entry.params.len(),
+                kernel.params.len()
+            ));
+        }
+        for (i, (p, l)) in entry.params.iter().zip(kernel.params).enumerate() {
+            if p.size != l.size {
+                return fail(format!(
+                    "parameter {i} (`{}`) of `{name}`: {} bytes in the PTX, {} in the launcher",
+                    l.name, p.size, l.size
+                ));
+            }
         }
     }
     Ok(())
@@ -164,6 +166,67 @@ pub fn check_against(kernel: &Kernel, all: &[PtxEntry]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-parameter kernel `fill` (with the linear entry `fill__berth_1d`) over `ptx`.
+    fn fill(ptx: &'static str, linear: Option<&'static str>) -> Kernel {
+        unsafe fn nothing(_: &[*mut std::ffi::c_void]) {}
+        const PARAMS: &[crate::launch::Param] = &[crate::launch::Param::scalar::<u64>("n")];
+        Kernel {
+            name: "fill",
+            crate_name: "test",
+            ptx,
+            sass: None,
+            params: PARAMS,
+            location: "here",
+            sim: nothing,
+            uses_barrier: false,
+            block: None,
+            linear,
+        }
+    }
+
+    #[test]
+    fn a_linear_entry_is_checked_like_the_general_one() {
+        const BOTH: &str = ".visible .entry fill(\n\t.param .u64 fill_param_0\n)\n{ ret; }\n\
+                            .visible .entry fill__berth_1d(\n\t.param .u64 fill__berth_1d_param_0\n)\n{ ret; }\n";
+        const GENERAL: &str = ".visible .entry fill(\n\t.param .u64 fill_param_0\n)\n{ ret; }\n";
+        const NARROW: &str = ".visible .entry fill(\n\t.param .u64 fill_param_0\n)\n{ ret; }\n\
+                              .visible .entry fill__berth_1d(\n\t.param .u32 fill__berth_1d_param_0\n)\n{ ret; }\n";
+        check_kernel(&fill(BOTH, Some("fill__berth_1d"))).unwrap();
+        check_kernel(&fill(GENERAL, None)).unwrap();
+        let missing = check_kernel(&fill(GENERAL, Some("fill__berth_1d"))).unwrap_err();
+        assert!(
+            missing.to_string().contains("no `.entry fill__berth_1d`"),
+            "{missing}"
+        );
+        let narrow = check_kernel(&fill(NARROW, Some("fill__berth_1d"))).unwrap_err();
+        assert!(
+            narrow.to_string().contains("of `fill__berth_1d`: 4 bytes"),
+            "{narrow}"
+        );
+    }
+
+    #[test]
+    fn one_dimensional_launches_run_the_linear_entry() {
+        use crate::launch::{Entry, Grid};
+        let k = fill("", Some("fill__berth_1d"));
+        for (grid, entry) in [
+            (Grid::cover(1000), Entry::Linear),
+            (Grid::new(1, 1), Entry::Linear),
+            (Grid::new((4, 2), 256), Entry::General),
+            (Grid::new(4, (16, 16)), Entry::General),
+            (Grid::new((1, 1, 2), 32), Entry::General),
+            (Grid::new(1, (32, 1, 2)), Entry::General),
+        ] {
+            assert_eq!(grid.entry_of(&k), entry, "{grid:?}");
+        }
+        assert_eq!(k.entry_name(Entry::Linear), "fill__berth_1d");
+        assert_eq!(k.entry_name(Entry::General), "fill");
+        // Without a linear entry every launch runs the general one.
+        let k = fill("", None);
+        assert_eq!(Grid::cover(1000).entry_of(&k), Entry::General);
+        assert_eq!(k.entry_name(Entry::Linear), "fill");
+    }
 
     #[test]
     fn reads_byte_globals() {

@@ -221,6 +221,45 @@ fn a_panic_in_a_scope_waits_for_the_queued_work() {
     drop((a, b));
 }
 
+/// `jacobi` ties its input's length to its output's once, up front (`Slice::prefix`), so that
+/// its neighbour reads need no checks: an input one element short stops the launch there,
+/// with the line, on both PTX entries (a one-dimensional grid runs the linear one).
+#[test]
+fn a_short_input_stops_jacobi_at_its_one_check() {
+    if cfg!(feature = "gpu") && !in_child() {
+        let (ok, out) = run_isolated("a_short_input_stops_jacobi_at_its_one_check");
+        assert!(ok, "child failed:\n{out}");
+        return;
+    }
+    let line = include_str!("../../examples/src/chain.rs")
+        .lines()
+        .position(|l| l.contains("let a = a.prefix(n);"))
+        .expect("jacobi's prefix line")
+        + 1;
+    // A GPU context is lost with the first panic: one grid per process there.
+    let grids = if cfg!(feature = "gpu") {
+        vec![Grid::cover(N)]
+    } else {
+        vec![Grid::cover(N), Grid::new((4, 2), 128)]
+    };
+    for g in grids {
+        let (_g, gpu) = gpu();
+        let a = gpu.upload(&random_f32(N - 1)).unwrap();
+        let mut b = gpu.alloc_zeroed::<f32>(N).unwrap();
+        let err = jacobi(&gpu, g, &a, &mut b)
+            .and_then(|p| p.wait())
+            .unwrap_err();
+        let berth::Error::KernelPanic { kernel, report, .. } = &err else {
+            panic!("{g:?}: expected the kernel's panic, got {err}");
+        };
+        assert_eq!(kernel, "jacobi");
+        assert!(report.file.ends_with("chain.rs"), "{g:?}: {report}");
+        assert_eq!(report.line as usize, line, "{g:?}: {report}");
+        let want = format!("the len is {} but the index is {}", N - 1, N - 1);
+        assert!(report.message.contains(&want), "{g:?}: {report}");
+    }
+}
+
 #[test]
 fn a_fault_in_the_middle_of_a_queue_is_reported_once() {
     if cfg!(feature = "gpu") && !in_child() {

@@ -122,9 +122,9 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?;
         writeln!(
             md,
-            "| size | berth bus GB/s | NCCL bus GB/s | ratio | berth µs | NCCL µs | target |"
+            "| size | berth bus GB/s | NCCL bus GB/s | ratio | berth µs | NCCL µs | queueing µs (berth / NCCL) | target |"
         )?;
-        writeln!(md, "|---:|---:|---:|---:|---:|---:|---|")?;
+        writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---|")?;
         for b in sizes {
             let key = serde_json::json!(b);
             let (bb, nb) = (
@@ -135,6 +135,10 @@ pub fn write(md: &mut String, text: &str) -> Result {
                 pick("berth", "allreduce", "bytes", &key, "median_us"),
                 pick("cuda", "allreduce", "bytes", &key, "median_us"),
             );
+            let (bs, ns) = (
+                pick("berth", "allreduce", "bytes", &key, "submit_us"),
+                pick("cuda", "allreduce", "bytes", &key, "submit_us"),
+            );
             let size = if b >= 1 << 30 {
                 format!("{} GiB", b >> 30)
             } else {
@@ -142,7 +146,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             };
             writeln!(
                 md,
-                "| {size} | {bb:.1} | {nb:.1} | **{:.2}** | {bu:.1} | {nu:.1} | ≥ 0.95 {} |",
+                "| {size} | {bb:.1} | {nb:.1} | **{:.2}** | {bu:.1} | {nu:.1} | {bs:.1} / {ns:.1} | ≥ 0.95 {} |",
                 bb / nb,
                 mark(bb / nb >= 0.95)
             )?;

@@ -317,6 +317,52 @@ fn block_shape_and_exact_arithmetic() {
 }
 
 #[test]
+fn linear_entry_for_a_kernel_that_asks_for_its_index() {
+    // A body that names `index` gets a second PTX entry for one-dimensional launches, whose
+    // prologue tells the optimiser the launch's shape; the descriptor names it. The declared
+    // one-dimensional block keeps it (the grid may still be two-dimensional).
+    insta::assert_snapshot!(expand_with(
+        quote!(block = 256),
+        quote!(
+            pub fn copy(x: &[f32], y: &mut [f32]) {
+                let i = thread::index();
+                if i < y.len() {
+                    y[i] = x[i];
+                }
+            }
+        ),
+        Some("/k.ptx")
+    ));
+}
+
+#[test]
+fn no_linear_entry_without_a_shape_question_or_for_a_two_dimensional_block() {
+    let linear = |args: TokenStream, item: TokenStream| {
+        let out = crate::expand::gpu_kernel(args, item, Embedded::ptx(PTX)).to_string();
+        (
+            out.contains("__berth_1d"),
+            out.contains("assume_linear_launch"),
+        )
+    };
+    let body = quote!(
+        pub fn k(y: &mut [f32]) {
+            for i in thread::grid_stride(y.len()) {
+                y[i] = 0.0;
+            }
+        }
+    );
+    assert_eq!(linear(TokenStream::new(), body.clone()), (true, true));
+    assert_eq!(linear(quote!(block = (16, 16)), body), (false, false));
+    let global_x = quote!(
+        pub fn k(y: &mut [f32]) {
+            let i = thread::global_x();
+            let _ = i;
+        }
+    );
+    assert_eq!(linear(TokenStream::new(), global_x), (false, false));
+}
+
+#[test]
 fn error_block_shapes() {
     for (args, name) in [
         (quote!(block = (0, 16)), "error_block_zero"),

@@ -7,7 +7,11 @@ use crate::backend::driver_launch;
 use crate::backend::{ContextOps, GraphExec, GraphNode, KernelOps};
 use crate::error::{Error, Result};
 use crate::launch::grid::Grid;
-use crate::launch::kernel::{Kernel, Sass, crate_sass, registered_kernels};
+use crate::launch::kernel::{Entry, Kernel, Sass, crate_sass, registered_kernels};
+
+// The function cache keys an entry by its descriptor's address with the low bit set for the
+// linear entry.
+const _: () = assert!(std::mem::align_of::<Kernel>() >= 2);
 use cudarc::driver::{result, sys};
 use std::ffi::{CString, c_void};
 use std::time::Instant;
@@ -132,8 +136,9 @@ fn load_cubin(cubin: &[u8]) -> std::result::Result<sys::CUmodule, cudarc::driver
 }
 
 impl KernelOps for Driver {
-    fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction> {
-        let key = std::ptr::from_ref(kernel) as usize;
+    fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<sys::CUfunction> {
+        // Descriptors are statics aligned to at least 8 bytes: the low bit names the entry.
+        let key = std::ptr::from_ref(kernel) as usize | usize::from(entry == Entry::Linear);
         if let Some(f) = self.function_cache.get(key) {
             return Ok(f);
         }
@@ -141,14 +146,14 @@ impl KernelOps for Driver {
             return Ok(f);
         }
         let module = self.module(kernel)?;
-        let cname = CString::new(kernel.name).expect("kernel names have no NUL");
+        let name = kernel.entry_name(entry);
+        let cname = CString::new(name).expect("kernel names have no NUL");
         // SAFETY: `module` is a loaded module of this (current) context.
         let f =
             unsafe { result::module::get_function(module, cname) }.map_err(|e| Error::Module {
                 kernel: kernel.name,
                 reason: format!(
-                    "entry `{}` not found in the PTX of crate `{}` ({}); rebuild the crate",
-                    kernel.name,
+                    "entry `{name}` not found in the PTX of crate `{}` ({}); rebuild the crate",
                     kernel.crate_name,
                     crate::error::describe(e).0
                 ),

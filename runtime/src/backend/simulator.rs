@@ -8,7 +8,7 @@ use crate::backend::{
 use crate::error::{Error, Result};
 use crate::fault::FaultState;
 use crate::launch::grid::Grid;
-use crate::launch::kernel::Kernel;
+use crate::launch::kernel::{Entry, Kernel};
 use crate::launch::params::ParamBlock;
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
@@ -369,7 +369,8 @@ impl MemoryOps for Simulator {
 }
 
 impl KernelOps for Simulator {
-    fn function(&self, kernel: &'static Kernel) -> Result<sys::CUfunction> {
+    fn function(&self, kernel: &'static Kernel, _entry: Entry) -> Result<sys::CUfunction> {
+        // One simulator entry runs both PTX entries' body.
         let key = (kernel.crate_name, kernel.name);
         if !self.checked.lock().expect("poisoned").contains(&key) {
             // As a module load would, once: a stale PTX or a macro bug is an error here.

@@ -52,7 +52,7 @@ impl<'l> Launch<'l> {
         let QueueRef(gpu, stream, mode) = queue.__queue();
         grid.validate(kernel)?;
         gpu.bind()?;
-        let func = gpu.ops().function(kernel)?;
+        let func = gpu.ops().function(kernel, grid.entry_of(kernel))?;
         Ok(Launch {
             args: ArgSink::new(gpu, kernel, mode, Some(stream)),
             stream,

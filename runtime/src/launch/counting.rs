@@ -5,7 +5,7 @@
 use crate::gpu::Gpu;
 use crate::launch::builder::Launch;
 use crate::launch::grid::Grid;
-use crate::launch::kernel::{Kernel, Param, Placement};
+use crate::launch::kernel::{Entry, Kernel, Param, Placement};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -95,6 +95,7 @@ static COPY: Kernel = Kernel {
     location: concat!(file!(), ":", line!()),
     sim: copy_sim,
     uses_barrier: false,
+    linear: None,
     block: None,
 };
 
@@ -156,7 +157,7 @@ fn a_scopes_launches_allocate_nothing_beyond_the_backends_share() {
     // each one as a job for its stream's worker thread).
     let inner = &gpu.inner;
     let ops = inner.ops();
-    let func = ops.function(&COPY).unwrap();
+    let func = ops.function(&COPY, Entry::General).unwrap();
     let (mut pa, mut la, mut pb, mut lb) = (a.ptr, n as u64, b.ptr, n as u64);
     let backend = allocations(|| {
         for _ in 0..LAUNCHES {

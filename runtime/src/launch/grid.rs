@@ -1,7 +1,7 @@
 //! The shape of a launch: grid and block extents, dynamic shared memory, and their checks.
 
 use crate::error::{Error, Result};
-use crate::launch::kernel::Kernel;
+use crate::launch::kernel::{Entry, Kernel};
 
 /// Three extents, as CUDA's `dim3`. Converts from `u32`, `(u32, u32)` and `(u32, u32, u32)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +72,29 @@ impl Grid {
     pub fn shared_bytes(mut self, bytes: u32) -> Grid {
         self.shared_bytes = bytes;
         self
+    }
+
+    /// Whether the grid and its blocks extend along x only (y and z extents 1).
+    ///
+    /// ```
+    /// use berth_runtime::Grid;
+    /// assert!(Grid::cover(1000).is_linear());
+    /// assert!(!Grid::cover_2d(1000, 30, (16, 16)).is_linear());
+    /// assert!(!Grid::new((4, 2, 1), 256).is_linear());
+    /// ```
+    pub fn is_linear(&self) -> bool {
+        let (b, t) = (self.blocks, self.threads);
+        [b.y, b.z, t.y, t.z] == [1, 1, 1, 1]
+    }
+
+    /// The entry of `kernel` a launch over this grid runs: the one-dimensional entry where the
+    /// kernel has one and the grid is [linear](Grid::is_linear), the general one otherwise.
+    pub fn entry_of(&self, kernel: &Kernel) -> Entry {
+        if kernel.linear.is_some() && self.is_linear() {
+            Entry::Linear
+        } else {
+            Entry::General
+        }
     }
 
     /// Total threads launched along x.

@@ -103,6 +103,31 @@ pub struct Kernel {
     /// requires exactly this many threads per block (`.reqntid`), and launches with another
     /// shape are refused.
     pub block: Option<[u32; 3]>,
+    /// The name of a second PTX entry of the same body, specialised for one-dimensional
+    /// launches (grid and block of extent 1 along y and z), where the kernel has one: there
+    /// the optimiser knows the launch's shape, so `thread::index()` is `global_x()` with no
+    /// test of the shape. Launches of that shape run it ([`Grid::entry_of`](crate::Grid::entry_of)).
+    pub linear: Option<&'static str>,
+}
+
+/// Which of a kernel's PTX entries a launch runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Entry {
+    /// The entry for any launch shape ([`Kernel::name`]).
+    General,
+    /// The entry for one-dimensional launches ([`Kernel::linear`]), which assumes the launch
+    /// is one.
+    Linear,
+}
+
+impl Kernel {
+    /// The PTX name of `entry` (the general entry's where the kernel has no linear one).
+    pub fn entry_name(&self, entry: Entry) -> &'static str {
+        match (entry, self.linear) {
+            (Entry::Linear, Some(name)) => name,
+            _ => self.name,
+        }
+    }
 }
 
 /// A kernel crate's machine code (a cubin) and the architecture it was assembled for.

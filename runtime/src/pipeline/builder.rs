@@ -35,9 +35,11 @@ impl<'l> Pipelined<'l> {
         {
             opts.threads_per_block = x;
         }
-        Grid::new(1, opts.threads_per_block).validate(kernel)?;
+        // Every chunk runs over a one-dimensional grid of such blocks (`Grid::cover_with_block`).
+        let chunk = Grid::new(1, opts.threads_per_block);
+        chunk.validate(kernel)?;
         gpu.inner.bind()?;
-        let func = gpu.inner.ops().function(kernel)?;
+        let func = gpu.inner.ops().function(kernel, chunk.entry_of(kernel))?;
         Ok(Pipelined {
             gpu,
             // Its chunks go to several streams: conflicting earlier work is waited for.

@@ -10,6 +10,7 @@ use crate::context::Inner;
 use crate::error::{Error, Result};
 use crate::host_mem::MappedBuffer;
 use crate::launch::grid::Grid;
+use crate::launch::kernel::Entry;
 use crate::launch::sink::ArgSink;
 use crate::own_kernels::CHUNK_DONE;
 use crate::pipeline::plan::{LinkProfile, PipelineOptions, PipelineStats, Plan};
@@ -158,7 +159,7 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
     let writer = flag_writer();
     let by_kernel = use_flags && writer == FlagWriter::Kernel;
     let done_fn = if by_kernel {
-        ops.function(&CHUNK_DONE)?
+        ops.function(&CHUNK_DONE, Entry::General)?
     } else {
         std::ptr::null_mut()
     };

@@ -9,6 +9,7 @@ use crate::error::Result;
 use crate::event::Timing;
 use crate::gpu::Gpu;
 use crate::launch::grid::Grid;
+use crate::launch::kernel::Entry;
 use crate::own_kernels::RANDOM_PROBE;
 use crate::placement::calibration::link_costs;
 use crate::placement::model::{DeviceProfile, probe_reads};
@@ -51,7 +52,7 @@ pub(crate) fn random_read_rate(
         return Ok(link_costs(inner).random_per_s(a.bytes));
     }
     inner.bind()?;
-    let func = inner.ops().function(&RANDOM_PROBE)?;
+    let func = inner.ops().function(&RANDOM_PROBE, Entry::General)?;
     let sink: DeviceBuffer<u32> = gpu.alloc_zeroed(1)?;
     let timing = Timing::new(inner)?;
     let grid = Grid::cover(reads);

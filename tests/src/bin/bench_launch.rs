@@ -191,7 +191,7 @@ fn windows_bad(x: &[f32], got: &[f32], steps: usize) -> usize {
 }
 
 /// Where a queued launch's host time goes, on the same context: `cuCtxSetCurrent` (which every
-/// berth call makes) and a bare `cuLaunchKernel` of the same `jacobi` entry on the same stream
+/// berth call makes) and a bare `cuLaunchKernel` of the `jacobi` entry berth runs, on the same stream
 /// (no berth code), each per call, median of 10 batches of 1,000. Together with
 /// `launch_chain_submit` they split berth's host path into the driver's part and berth's own.
 fn host_costs(gpu: &Gpu) -> Result<(), Box<dyn std::error::Error>> {
@@ -204,13 +204,15 @@ fn host_costs(gpu: &Gpu) -> Result<(), Box<dyn std::error::Error>> {
     let k = berth::__private::registered_kernels()
         .find(|k| k.name == "jacobi")
         .ok_or("the jacobi kernel is not registered")?;
+    let grid = Grid::cover(n);
+    // The entry berth runs for this grid (the one-dimensional one).
+    let entry = std::ffi::CString::new(k.entry_name(grid.entry_of(k)))?;
     // SAFETY: `ctx` is berth's live context; the module and function are this context's.
     let func = unsafe {
         result::ctx::set_current(ctx)?;
         let module = result::module::load_data(std::ffi::CString::new(k.ptx)?.as_ptr().cast())?;
-        result::module::get_function(module, std::ffi::CString::new("jacobi")?)?
+        result::module::get_function(module, entry)?
     };
-    let grid = Grid::cover(n);
     let per_call = |f: &mut dyn FnMut()| -> f64 {
         let mut t = Vec::new();
         for _ in 0..10 {
