@@ -10,14 +10,28 @@
 //   streams synchronised after each; bus bandwidth bytes * 2(n-1)/n / time; "submit_us" is
 //   the host time of the group that queues it (the rest is the synchronise).
 //
+// - multigpu_pipeline: the elementwise pipeline of berth's benchmark written by hand: 4 GiB of
+//   x in pinned host memory through y = 1.5 x + 1 into 4 GiB of y, split in equal shards over
+//   1 or 2 devices, each device 3 streams x 64 MiB chunks (copy in, kernel, copy out), all
+//   queued from one thread and synchronised at the end; wall clock, one warm-up, median.
+//   "host":"main" allocates every shard from the main thread, as berth does; "host":"local"
+//   allocates each device's shard from a thread bound to the CPUs of the device's NUMA node
+//   (sysfs), so the pages sit next to the device's link.
+//
 // Build (on the GPU machine): nvcc -O3 -arch=sm_90 -o multigpu multigpu.cu -lnccl
-// Run:                        ./multigpu [peer|allreduce|all] [reps=5]
+// Run:                        ./multigpu [peer|allreduce|pipeline|all] [reps=5]
 // Output: JSON lines with "impl":"cuda" on stdout; diagnostics on stderr.
 
 #include <cuda_runtime.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <thread>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -217,17 +231,217 @@ static void allreduce(int reps) {
     for (int d = 0; d < n; d++) NCCL_CHECK(ncclCommDestroy(comms[d]));
 }
 
+// ---------------------------------------------------------------- pipeline
+
+constexpr float kA = 1.5f;
+constexpr size_t kPipeN = (size_t)1 << 30;       // 4 GiB of f32 in, 4 GiB out
+constexpr size_t kChunk = (size_t)16 << 20;      // 64 MiB of f32 per chunk
+constexpr int kStreams = 3;
+
+__global__ void affine(const float* x, float* y, size_t n, float a) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + 1.0f;
+}
+
+// Element i of the streamed input, as x_at in pipeline.cu and berth_tests::stream_input_at.
+static uint64_t splitmix_at(uint64_t i) {
+    uint64_t z = 0x243F6A8885A308D3ull + (i + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static float x_at(size_t i) { return (float)(splitmix_at(i) >> 40) * (2.0f / 16777216.0f) - 1.0f; }
+
+// The NUMA node of device d, from sysfs; -1 where the system does not say.
+static int numa_node_of(int d) {
+    char bus[64];
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, d));
+    for (char* c = bus; *c; ++c) *c = (char)std::tolower((unsigned char)*c);
+    char path[160];
+    std::snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", bus);
+    int node = -1;
+    if (FILE* f = std::fopen(path, "r")) {
+        if (std::fscanf(f, "%d", &node) != 1) node = -1;
+        std::fclose(f);
+    }
+    return node;
+}
+
+// Bind the calling thread to the CPUs of NUMA node `node` (nothing where it is unknown), so
+// that memory it allocates and touches comes from that node.
+static void bind_to_node(int node) {
+    if (node < 0) return;
+    char path[96];
+    std::snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+    FILE* f = std::fopen(path, "r");
+    if (!f) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    int a = 0;
+    while (std::fscanf(f, "%d", &a) == 1) {
+        int b = a, c = std::fgetc(f);
+        if (c == '-') {
+            if (std::fscanf(f, "%d", &b) != 1) break;
+            c = std::fgetc(f);
+        }
+        for (int i = a; i <= b && i < CPU_SETSIZE; ++i) CPU_SET(i, &set);
+        if (c != ',') break;
+    }
+    std::fclose(f);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity");
+}
+
+struct Shard {
+    int dev;
+    size_t lo, len;
+    float* x = nullptr;  // pinned host, len elements
+    float* y = nullptr;
+    float* dx[kStreams] = {};
+    float* dy[kStreams] = {};
+    cudaStream_t s[kStreams] = {};
+};
+
+// Shards of kPipeN over devices 0..n-1, host memory from the main thread or from a thread on
+// each device's NUMA node, x filled (in parallel, after pinning: the pages stay where the
+// allocation put them).
+static std::vector<Shard> make_shards(int n, bool local) {
+    std::vector<Shard> sh(n);
+    size_t per = kPipeN / n;
+    for (int d = 0; d < n; d++) {
+        Shard& h = sh[d];
+        h.dev = d;
+        h.lo = per * d;
+        h.len = d + 1 == n ? kPipeN - h.lo : per;
+        auto alloc = [&h]() {
+            CUDA_CHECK(cudaSetDevice(h.dev));
+            CUDA_CHECK(cudaHostAlloc(&h.x, h.len * 4, cudaHostAllocPortable));
+            CUDA_CHECK(cudaHostAlloc(&h.y, h.len * 4, cudaHostAllocPortable));
+        };
+        if (local) {
+            int node = numa_node_of(d);
+            std::fprintf(stderr, "pipeline: device %d is on NUMA node %d\n", d, node);
+            std::thread t([&]() {
+                bind_to_node(node);
+                alloc();
+            });
+            t.join();
+        } else {
+            alloc();
+        }
+        CUDA_CHECK(cudaSetDevice(d));
+        for (int k = 0; k < kStreams; k++) {
+            CUDA_CHECK(cudaStreamCreateWithFlags(&h.s[k], cudaStreamNonBlocking));
+            CUDA_CHECK(cudaMalloc(&h.dx[k], kChunk * 4));
+            CUDA_CHECK(cudaMalloc(&h.dy[k], kChunk * 4));
+        }
+    }
+    unsigned workers = std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> fill;
+    for (unsigned w = 0; w < workers; w++) {
+        fill.emplace_back([&sh, w, workers]() {
+            for (Shard& h : sh) {
+                size_t step = (h.len + workers - 1) / workers;
+                size_t a = std::min(h.len, step * w), b = std::min(h.len, a + step);
+                for (size_t i = a; i < b; i++) h.x[i] = x_at(h.lo + i);
+            }
+        });
+    }
+    for (auto& t : fill) t.join();
+    return sh;
+}
+
+static void free_shards(std::vector<Shard>& sh) {
+    for (Shard& h : sh) {
+        CUDA_CHECK(cudaSetDevice(h.dev));
+        for (int k = 0; k < kStreams; k++) {
+            CUDA_CHECK(cudaStreamDestroy(h.s[k]));
+            CUDA_CHECK(cudaFree(h.dx[k]));
+            CUDA_CHECK(cudaFree(h.dy[k]));
+        }
+        CUDA_CHECK(cudaFreeHost(h.x));
+        CUDA_CHECK(cudaFreeHost(h.y));
+    }
+}
+
+// One pass: y poisoned, chunk c of every shard queued before chunk c + 1 of any (the devices
+// start together), then every device synchronised.
+static double pipeline_once(std::vector<Shard>& sh) {
+    for (Shard& h : sh) std::memset(h.y, 0xff, h.len * 4);
+    double start = now_s();
+    size_t most = 0;
+    for (Shard& h : sh) most = std::max(most, (h.len + kChunk - 1) / kChunk);
+    for (size_t c = 0; c < most; c++) {
+        for (Shard& h : sh) {
+            size_t off = c * kChunk;
+            if (off >= h.len) continue;
+            size_t m = std::min(kChunk, h.len - off);
+            int k = (int)(c % kStreams);
+            CUDA_CHECK(cudaSetDevice(h.dev));
+            CUDA_CHECK(cudaMemcpyAsync(h.dx[k], h.x + off, m * 4, cudaMemcpyHostToDevice, h.s[k]));
+            affine<<<(unsigned)((m + 255) / 256), 256, 0, h.s[k]>>>(h.dx[k], h.dy[k], m, kA);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaMemcpyAsync(h.y + off, h.dy[k], m * 4, cudaMemcpyDeviceToHost, h.s[k]));
+        }
+    }
+    for (Shard& h : sh) {
+        CUDA_CHECK(cudaSetDevice(h.dev));
+        CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    return now_s() - start;
+}
+
+// Sampled check, as the berth side does: every 4097th element and the last 1,000.
+static int pipeline_bad(const std::vector<Shard>& sh) {
+    int bad = 0;
+    auto check = [&](size_t i) {
+        for (const Shard& h : sh) {
+            if (i >= h.lo && i < h.lo + h.len) {
+                float want = kA * x_at(i) + 1.0f, got = h.y[i - h.lo];
+                bad += !(std::fabs(got - want) <= 1e-5f * std::fabs(want) + 1e-6f);
+            }
+        }
+    };
+    for (size_t i = 0; i < kPipeN; i += 4097) check(i);
+    for (size_t i = kPipeN - 1000; i < kPipeN; i++) check(i);
+    return bad;
+}
+
+static void pipeline(int devices, int reps) {
+    struct Config { int n; bool local; };
+    std::vector<Config> configs = {{1, false}, {1, true}};
+    if (devices >= 2) {
+        configs.push_back({2, false});
+        configs.push_back({2, true});
+    }
+    for (const Config& cfg : configs) {
+        std::vector<Shard> sh = make_shards(cfg.n, cfg.local);
+        pipeline_once(sh);
+        std::vector<double> t;
+        for (int r = 0; r < reps; r++) t.push_back(pipeline_once(sh));
+        int bad = pipeline_bad(sh);
+        double ms = median(t) * 1e3;
+        std::printf("{\"impl\":\"cuda\",\"bench\":\"multigpu_pipeline\",\"devices\":%d,\"host\":\"%s\","
+                    "\"streams\":%d,\"chunk_bytes\":%zu,\"bytes_in\":%zu,\"median_ms\":%.3f,"
+                    "\"gbps_in\":%.2f,\"reps\":%d,\"bad\":%d}\n",
+                    cfg.n, cfg.local ? "local" : "main", kStreams, kChunk * 4, kPipeN * 4, ms,
+                    kPipeN * 4 / (ms * 1e-3) / 1e9, reps, bad);
+        std::fflush(stdout);
+        free_shards(sh);
+    }
+}
+
 int main(int argc, char** argv) {
     const char* mode = argc > 1 ? argv[1] : "all";
     int reps = argc > 2 ? std::atoi(argv[2]) : 5;
     if (reps < 1) reps = 1;
     int n = 0;
     CUDA_CHECK(cudaGetDeviceCount(&n));
+    bool all = std::strcmp(mode, "all") == 0;
+    if (all || std::strcmp(mode, "pipeline") == 0) pipeline(n, reps);
     if (n < 2) {
-        std::fprintf(stderr, "multigpu: %d device(s): the references need two\n", n);
+        std::fprintf(stderr, "multigpu: %d device(s): the other references need two\n", n);
         return 0;
     }
-    bool all = std::strcmp(mode, "all") == 0;
     if (all || std::strcmp(mode, "peer") == 0) peer(reps);
     if (all || std::strcmp(mode, "allreduce") == 0) allreduce(reps);
     return 0;

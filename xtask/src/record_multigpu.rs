@@ -79,6 +79,55 @@ pub fn write(md: &mut String, text: &str) -> Result {
         writeln!(md)?;
     }
 
+    // The same pipeline written by hand in CUDA C++, by where its host memory lives.
+    let reference: Vec<(u64, String)> = {
+        let mut v: Vec<(u64, String)> = rows
+            .iter()
+            .filter(|r| r["impl"] == "cuda" && r["bench"] == "multigpu_pipeline")
+            .filter_map(|r| Some((r["devices"].as_u64()?, r["host"].as_str()?.to_owned())))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if !reference.is_empty() {
+        writeln!(
+            md,
+            "**The same pipeline in CUDA C++** (`bench/multigpu.cu`: equal shards, 3 streams × 64 MiB per GPU, queued from one thread; host memory allocated by the main thread, as berth does, or per GPU by a thread on the GPU's NUMA node):\n"
+        )?;
+        writeln!(
+            md,
+            "| GPUs | host memory | median (ms) | GB/s in | speed-up over 1 GPU |"
+        )?;
+        writeln!(md, "|---:|---|---:|---:|---:|")?;
+        let of = |d: u64, host: &str, field: &str| {
+            median(
+                &rows
+                    .iter()
+                    .filter(|r| {
+                        r["impl"] == "cuda"
+                            && r["bench"] == "multigpu_pipeline"
+                            && r["devices"] == d
+                            && r["host"] == host
+                    })
+                    .filter_map(|r| r[field].as_f64())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        for (d, host) in &reference {
+            let ms = of(*d, host, "median_ms");
+            let speedup = of(1, host, "median_ms") / ms;
+            let gbps = of(*d, host, "gbps_in");
+            let place = if host == "local" {
+                "each GPU's NUMA node"
+            } else {
+                "main thread"
+            };
+            writeln!(md, "| {d} | {place} | {ms:.1} | {gbps:.1} | {speedup:.2} |")?;
+        }
+        writeln!(md)?;
+    }
+
     // A kernel reading a peer GPU's buffer.
     let peer = serde_json::json!("peer");
     let local = serde_json::json!("local");
@@ -216,5 +265,34 @@ mod tests {
         assert!(md.contains("| 1 MiB | 26.2 | 35.0 | **0.75** |"), "{md}");
         assert!(md.contains("≥ 0.95 ✗"), "{md}");
         assert!(md.contains("0 wrong"), "{md}");
+        // Without queueing times or C++ pipeline lines, neither column nor table.
+        assert!(
+            !md.contains("queueing") && !md.contains("The same pipeline in CUDA C++"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn renders_the_queueing_time_and_the_cuda_pipeline_by_host_memory() {
+        let lines = r#"{"impl":"cuda","bench":"allreduce","devices":2,"bytes":1048576,"iters":200,"median_us":30.0,"submit_us":4.0,"busbw_gbps":35.0,"reps":5,"bad":0}
+{"impl":"berth","bench":"allreduce","devices":2,"bytes":1048576,"iters":200,"median_us":40.0,"submit_us":9.5,"busbw_gbps":26.2,"reps":5,"bad":0}
+{"impl":"cuda","bench":"multigpu_pipeline","devices":1,"host":"main","median_ms":90.0,"gbps_in":47.7,"reps":5,"bad":0}
+{"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"main","median_ms":60.0,"gbps_in":71.6,"reps":5,"bad":0}
+{"impl":"cuda","bench":"multigpu_pipeline","devices":1,"host":"local","median_ms":90.0,"gbps_in":47.7,"reps":5,"bad":0}
+{"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"local","median_ms":45.0,"gbps_in":95.4,"reps":5,"bad":0}"#;
+        let mut md = String::new();
+        super::write(&mut md, lines).unwrap();
+        assert!(
+            md.contains("| 1 MiB | 26.2 | 35.0 | **0.75** | 40.0 | 30.0 | 9.5 / 4.0 | ≥ 0.95 ✗ |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 2 | main thread | 60.0 | 71.6 | 1.50 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 2 | each GPU's NUMA node | 45.0 | 95.4 | 2.00 |"),
+            "{md}"
+        );
     }
 }

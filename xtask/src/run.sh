@@ -24,7 +24,8 @@
 #   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
 #   multigpu (the 2-GPU machine): the device-set tests (tests/multigpu) and the data_parallel
 #   example, then the multi-GPU benchmarks -> multigpu.jsonl: the 4 GiB in + 4 GiB out pipeline
-#   on GPU 0 and over every GPU; a kernel reading a peer GPU's buffer, berth vs CUDA C++
+#   on GPU 0 and over every GPU, berth and the same pipeline in CUDA C++ (host memory from
+#   the main thread or each GPU's NUMA node); a kernel reading a peer GPU's buffer, berth vs CUDA C++
 #   (bench/multigpu.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
 #   NCCL called from C++; topology in topology.txt.
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
