@@ -180,6 +180,11 @@ pub(crate) trait ContextOps: Send + Sync {
     /// The simulator's copies are `memcpy`s on a stream's thread.
     fn has_link(&self) -> bool;
 
+    /// The CPUs of the NUMA node the device's PCI link hangs off, where the system says
+    /// (Linux's sysfs); `None` otherwise, and on the simulator. Pinned memory meant for this
+    /// device alone is allocated from a thread on them ([`crate::numa`]).
+    fn near_cpus(&self) -> Option<Vec<usize>>;
+
     /// Whether the context was lost to a fault, and which kernels are in flight.
     fn fault(&self) -> &FaultState;
 

@@ -85,6 +85,12 @@ struct PinnedAlloc {
     uses: Uses,
 }
 
+// SAFETY: the allocation is page-locked host memory owned by this value alone (returned to the
+// pool on drop, from any thread: the pool and the context are `Sync`); the raw pointer is what
+// keeps it from being `Send` automatically. Element types are the buffers' concern: a
+// `PinnedBuffer<T>` is `Send` only for `T: Send`.
+unsafe impl Send for PinnedAlloc {}
+
 impl PinnedAlloc {
     fn new(gpu: &Arc<Inner>, bytes: usize, wanted: u32) -> Result<Self> {
         gpu.bind()?;
@@ -202,6 +208,33 @@ impl Gpu {
         }
         let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
         zero_fill(alloc.ptr, bytes);
+        Ok(PinnedBuffer {
+            alloc,
+            len,
+            _t: PhantomData,
+        })
+    }
+
+    /// As [`Gpu::pinned_zeroed`], for memory this device alone streams (a shard of a dataset
+    /// split across a device set): allocated and zeroed on a thread bound to the CPUs of the
+    /// device's NUMA node, where the system names one, so that the pages sit next to the
+    /// device's link instead of on the calling thread's node. A buffer the pool hands back is
+    /// reused wherever it lies.
+    pub(crate) fn pinned_zeroed_near<T: DeviceCopy>(&self, len: usize) -> Result<PinnedBuffer<T>> {
+        let Some(cpus) = self.inner.ops().near_cpus() else {
+            return self.pinned_zeroed(len);
+        };
+        let bytes = checked_bytes::<T>(len)?;
+        let flags = if self.inner.ops().device_count() > 1 {
+            sys::CU_MEMHOSTALLOC_PORTABLE
+        } else {
+            0
+        };
+        let alloc = crate::numa::on_cpus(&cpus, || {
+            let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
+            zero_fill(alloc.ptr, bytes);
+            Ok::<_, crate::error::Error>(alloc)
+        })?;
         Ok(PinnedBuffer {
             alloc,
             len,

@@ -52,6 +52,7 @@ mod launch;
 #[cfg(test)]
 mod layers;
 mod limits;
+mod numa;
 pub mod nvtx;
 mod own_kernels;
 mod peer;

@@ -249,6 +249,18 @@ impl ContextOps for Driver {
         true
     }
 
+    fn near_cpus(&self) -> Option<Vec<usize>> {
+        use sys::CUdevice_attribute::*;
+        let id = |a| self.attribute(a).ok().and_then(|v| u32::try_from(v).ok());
+        let pci = crate::numa::pci_name(
+            id(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+            id(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+            id(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?,
+        );
+        let sysfs = std::path::Path::new("/sys");
+        crate::numa::cpus_of(sysfs, crate::numa::node_of(sysfs, &pci)?)
+    }
+
     fn fault(&self) -> &FaultState {
         &self.faults.state
     }

@@ -176,6 +176,10 @@ impl ContextOps for Simulator {
         false
     }
 
+    fn near_cpus(&self) -> Option<Vec<usize>> {
+        None
+    }
+
     fn fault(&self) -> &FaultState {
         &self.fault
     }

@@ -168,7 +168,7 @@ impl DeviceSet {
         for (d, r) in ranges.iter().enumerate() {
             parts.push(
                 self.gpus()[d]
-                    .pinned_zeroed(r.len())
+                    .pinned_zeroed_near(r.len())
                     .map_err(|e| self.on_device(d, e))?,
             );
         }
