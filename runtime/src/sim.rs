@@ -99,7 +99,12 @@ pub(crate) unsafe fn run(k: &'static Kernel, grid: &Grid, ptrs: &mut [*mut c_voi
     } else {
         std::thread::scope(|s| {
             for _ in 0..workers {
-                s.spawn(work);
+                // Named: an unnamed thread would take the name of the stream thread that
+                // spawns it, and be counted (and shown in a debugger) as a stream.
+                std::thread::Builder::new()
+                    .name("berth-sim-block".into())
+                    .spawn_scoped(s, work)
+                    .expect("spawning a simulator block thread");
             }
         });
     }
