@@ -24,6 +24,8 @@
 
 #include <cuda_runtime.h>
 
+#include "stream_input.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -243,14 +245,6 @@ __global__ void affine(const float* x, float* y, size_t n, float a) {
     if (i < n) y[i] = a * x[i] + 1.0f;
 }
 
-// Element i of the streamed input, as x_at in pipeline.cu and berth_tests::stream_input_at.
-static uint64_t splitmix_at(uint64_t i) {
-    uint64_t z = 0x243F6A8885A308D3ull + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float x_at(size_t i) { return (float)(splitmix_at(i) >> 40) * (2.0f / 16777216.0f) - 1.0f; }
 
 // The NUMA node of device d, from sysfs; -1 where the system does not say.
 static int numa_node_of(int d) {

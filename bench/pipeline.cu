@@ -21,6 +21,8 @@
 
 #include <cuda_runtime.h>
 
+#include "stream_input.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -108,16 +110,6 @@ static void launch(Kern k, const float* x, float* y, size_t n, cudaStream_t s) {
 
 // ---------------------------------------------------------------- host helpers
 
-// splitmix64 is counter-based: element i is a pure function of i, so every
-// buffer gets the same x and the checks can recompute x[i] without a copy.
-static uint64_t splitmix_at(uint64_t i) {
-    uint64_t z = 0x243F6A8885A308D3ull + (i + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-// 24 random bits -> exactly representable float in [-1, 1).
-static float x_at(size_t i) { return (float)(splitmix_at(i) >> 40) * (2.0f / 16777216.0f) - 1.0f; }
 static void fill_x(float* x, size_t n) {
     for (size_t i = 0; i < n; ++i) x[i] = x_at(i);
 }

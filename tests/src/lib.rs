@@ -24,7 +24,7 @@ pub fn gpu() -> (std::sync::MutexGuard<'static, ()>, berth::Gpu) {
 }
 
 /// Element `i` of the benchmarks' streamed input: splitmix64 of `i`, scaled to `[-1, 1)`. A
-/// pure function of `i`, the same as `x_at` in `bench/pipeline.cu` and `bench/multigpu.cu`, so
+/// pure function of `i`, the same as `x_at` in `bench/stream_input.h` (the CUDA references'), so
 /// both sides stream identical data and any element can be checked without keeping the input.
 pub fn stream_input_at(i: usize) -> f32 {
     let mut z = 0x243F_6A88_85A3_08D3u64.wrapping_add(
@@ -238,7 +238,7 @@ pub fn nbody_host(bodies: &[berth_examples::compute::Body], i: usize) -> ([f64; 
 
 #[cfg(test)]
 mod tests {
-    /// The values `bench/pipeline.cu`'s `x_at` gives (splitmix64, the top 24 bits scaled).
+    /// The values `bench/stream_input.h`'s `x_at` gives (splitmix64, the top 24 bits scaled).
     #[test]
     fn the_streamed_input_matches_the_cuda_references() {
         let got = [super::stream_input_at(0), super::stream_input_at(12345)];
