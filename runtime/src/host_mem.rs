@@ -221,16 +221,25 @@ impl Gpu {
     /// device's link instead of on the calling thread's node. A buffer the pool hands back is
     /// reused wherever it lies.
     pub(crate) fn pinned_zeroed_near<T: DeviceCopy>(&self, len: usize) -> Result<PinnedBuffer<T>> {
-        let Some(cpus) = self.inner.ops().near_cpus() else {
-            return self.pinned_zeroed(len);
-        };
+        match self.inner.ops().near_cpus() {
+            Some(cpus) => self.pinned_zeroed_on(&cpus, len),
+            None => self.pinned_zeroed(len),
+        }
+    }
+
+    /// [`Gpu::pinned_zeroed`], allocated and zeroed on a thread bound to `cpus`.
+    fn pinned_zeroed_on<T: DeviceCopy>(
+        &self,
+        cpus: &[usize],
+        len: usize,
+    ) -> Result<PinnedBuffer<T>> {
         let bytes = checked_bytes::<T>(len)?;
         let flags = if self.inner.ops().device_count() > 1 {
             sys::CU_MEMHOSTALLOC_PORTABLE
         } else {
             0
         };
-        let alloc = crate::numa::on_cpus(&cpus, || {
+        let alloc = crate::numa::on_cpus(cpus, || {
             let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
             zero_fill(alloc.ptr, bytes);
             Ok::<_, crate::error::Error>(alloc)
@@ -519,5 +528,39 @@ impl<T: DeviceCopy> std::fmt::Debug for Registered<T> {
 impl<T> Drop for Registered<T> {
     fn drop(&mut self) {
         self.unregister();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::gpu::Gpu;
+
+    /// Pinned memory made on a thread bound to a node's CPUs (what a device set's shards
+    /// get where the system names their device's node) comes back zeroed, is the caller's to
+    /// use, and may go to another thread and back to the pool from there.
+    #[test]
+    fn pinned_memory_made_on_bound_cpus_is_zeroed_and_moves_between_threads() {
+        let gpu = Gpu::simulator();
+        let cpus: Vec<usize> =
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        let mut b = gpu.pinned_zeroed_on::<u32>(&cpus, 4097).unwrap();
+        assert!(b.iter().all(|&v| v == 0));
+        b[4096] = 7;
+        let before = gpu.pool_stats();
+        let sum = std::thread::spawn(move || {
+            let s: u32 = b.iter().sum();
+            drop(b);
+            s
+        })
+        .join()
+        .unwrap();
+        assert_eq!(sum, 7);
+        // Dropped on the other thread, it went back to the pool: the next one reuses it,
+        // zeroed again.
+        let again = gpu.pinned_zeroed_on::<u32>(&cpus, 4097).unwrap();
+        assert!(again.iter().all(|&v| v == 0));
+        let after = gpu.pool_stats();
+        assert_eq!(after.pinned_allocations, before.pinned_allocations);
+        assert_eq!(after.pinned_reuses, before.pinned_reuses + 1);
     }
 }
