@@ -24,8 +24,17 @@ pub fn run(bench_only: bool) -> Result {
     for sub in ["tests", "bin"] {
         std::fs::create_dir_all(gpu_dir.join(sub))?;
     }
+    // The bundle's benchmarks and first-launch figures are for SASS modules: without ptxas the
+    // kernel crates would quietly fall back to PTX (JIT-compiled at the first launch). Naming
+    // the ptxas found also reruns the kernel build scripts when it appears or changes.
+    let ptxas = berth_build::find_ptxas().ok_or(
+        "the GPU bundle needs ptxas to embed SASS and none was found \
+         (BERTH_PTXAS, PATH, /usr/local/cuda, or `pip install nvidia-cuda-nvcc==13.0.88`)",
+    )?;
     let mut child = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .current_dir(&root)
+        .env("BERTH_PTXAS", &ptxas)
+        .env_remove("BERTH_SASS")
         .args([
             "build",
             "--profile",
@@ -116,15 +125,18 @@ pub fn run(bench_only: bool) -> Result {
         .filter_map(|p| p.metadata().ok())
         .map(|m| m.len())
         .sum();
-    // The device tool carries at most 64 MiB: the binaries travel compressed and run.sh
-    // unpacks them there.
-    let packed = gpu_dir.join("binaries.tar.gz");
+    // The device tool carries at most 64 MiB. Every binary embeds the same kernel modules, so
+    // the packed tar is compressed with a dictionary larger than one binary (xz -9: 64 MiB),
+    // which stores that repeated part once; gzip's 32 KiB window cannot see it. run.sh
+    // unpacks it there.
+    let packed = gpu_dir.join("binaries.tar.xz");
     let status = Command::new("tar")
         .current_dir(&gpu_dir)
-        .args(["-czf", "binaries.tar.gz", "bin", "tests"])
+        .env("XZ_OPT", "-9 -T0")
+        .args(["-cJf", "binaries.tar.xz", "bin", "tests"])
         .status()?;
     if !status.success() {
-        return Err("packing the binaries with tar failed".into());
+        return Err("packing the binaries with tar and xz failed".into());
     }
     for sub in ["bin", "tests"] {
         std::fs::remove_dir_all(gpu_dir.join(sub))?;

@@ -40,8 +40,15 @@ out=${OUT:-$here/out}
 mkdir -p "$out"
 mode=${1:-all}
 # The binaries travel packed (cargo xtask gpu).
-if [[ -f "$here/binaries.tar.gz" ]]; then
-  tar -xzf "$here/binaries.tar.gz" -C "$here" || { echo "unpacking the binaries failed"; exit 1; }
+# The binaries travel packed with xz (cargo xtask gpu); python3's lzma unpacks them where the
+# machine has no xz.
+if [[ -f "$here/binaries.tar.xz" ]]; then
+  if command -v xz >/dev/null; then
+    tar -xJf "$here/binaries.tar.xz" -C "$here"
+  else
+    python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+      "$here/binaries.tar.xz" "$here"
+  fi || { echo "unpacking the binaries failed"; exit 1; }
 fi
 fail=0
 summary=()
