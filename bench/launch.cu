@@ -123,6 +123,9 @@ static void bench(size_t n, int reps) {
     for (int rep = 0; rep <= reps; ++rep) {
         CUDA_CHECK(cudaMemcpy(a, x.data(), bytes, cudaMemcpyHostToDevice));
         CUDA_CHECK(cudaMemcpy(b, x.data(), bytes, cudaMemcpyHostToDevice));
+        // A copy from pageable memory may return before its DMA lands, and the non-blocking
+        // stream does not wait for the legacy stream's work: wait here.
+        CUDA_CHECK(cudaDeviceSynchronize());
         auto t = clock::now();
         enqueue_chain(a, b, n, s);
         CUDA_CHECK(cudaGetLastError());
@@ -136,6 +139,7 @@ static void bench(size_t n, int reps) {
     // Captured once into a graph, replayed.
     CUDA_CHECK(cudaMemcpy(a, x.data(), bytes, cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMemcpy(b, x.data(), bytes, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());  // as above
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));

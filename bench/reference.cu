@@ -214,6 +214,9 @@ static void bench_launch(int rounds) {
     CUDA_CHECK(cudaMemcpy(dy, hy.data(), n * sizeof(float), cudaMemcpyHostToDevice));
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    // A copy from pageable memory may return before its DMA lands, and the non-blocking
+    // stream does not wait for the legacy stream's work.
+    CUDA_CHECK(cudaDeviceSynchronize());
     const float a = 1e-6f;
     using clock = std::chrono::steady_clock;
     for (int i = 0; i < 100; ++i) {
@@ -238,6 +241,7 @@ static void bench_launch(int rounds) {
     CUDA_CHECK(cudaStreamSynchronize(s));
     // The check: one launch from fresh inputs.
     CUDA_CHECK(cudaMemcpy(dy, hy.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());  // as above
     saxpy<<<1, kBlock, 0, s>>>(a, dx, dy, n);
     CUDA_CHECK_LAUNCH();
     CUDA_CHECK(cudaStreamSynchronize(s));

@@ -1,6 +1,6 @@
 //! The launch-queue section of `BENCHMARKS.md`, from `launch.jsonl` (`bench/launch.cu` and the
-//! `bench_launch` binary: 1,000 dependent launches of the same Jacobi step, same run, two
-//! rounds each).
+//! `bench_launch` binary: 1,000 dependent launches of the same Jacobi step, same run,
+//! interleaved rounds).
 
 use std::fmt::Write as _;
 
@@ -25,10 +25,15 @@ pub fn write(md: &mut String, text: &str) -> Result {
     let mut sizes: Vec<u64> = rows.iter().filter_map(|r| r["n"].as_u64()).collect();
     sizes.sort_unstable();
     sizes.dedup();
+    let rounds = rows
+        .iter()
+        .filter_map(|r| r["round"].as_u64())
+        .max()
+        .unwrap_or(1);
     writeln!(md, "\n## Launch queue: 1,000 dependent launches\n")?;
     writeln!(
         md,
-        "`jacobi(a, b)`, `jacobi(b, a)`, … (`examples/src/chain.rs`): berth queued in a `Gpu::scope` and replayed as a `Graph` (`tests/src/bin/bench_launch.rs`) against CUDA C++ queueing the same launches on one stream and replaying a captured CUDA graph (`bench/launch.cu`), same run; host time per launch including the one wait at the end, medians of two rounds.\n"
+        "`jacobi(a, b)`, `jacobi(b, a)`, … (`examples/src/chain.rs`): berth queued in a `Gpu::scope` and replayed as a `Graph` (`tests/src/bin/bench_launch.rs`) against CUDA C++ queueing the same launches on one stream and replaying a captured CUDA graph (`bench/launch.cu`), same run; host time per launch including the one wait at the end, medians of {rounds} interleaved rounds.\n"
     )?;
     writeln!(
         md,

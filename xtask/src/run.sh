@@ -19,7 +19,7 @@
 #   lines, and the tail of failing runs); it stops starting binaries when its time budget
 #   (BERTH_SANITIZE_BUDGET, 540 s) is spent, and lists those it did not run.
 #   launches: 1,000 dependent launches queued (berth scope vs one CUDA stream) and replayed
-#   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, two rounds -> launch.jsonl;
+#   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, five rounds -> launch.jsonl;
 #   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc;
 #   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
 #   multigpu (the 2-GPU machine): the device-set tests (tests/multigpu) and the data_parallel
@@ -53,11 +53,12 @@ fi
 fail=0
 summary=()
 
-# The launch-queue benchmarks: CUDA C++ and berth, interleaved, two rounds -> launch.jsonl.
+# The launch-queue benchmarks: CUDA C++ and berth, interleaved, five rounds (the short chain is
+# host-bound, and a shared host moves both sides by ±10% between rounds) -> launch.jsonl.
 run_launches() {
   : > "$out/launch.jsonl"
   if nvcc -O3 -arch=sm_90 -o "$here/launch" "$here/launch.cu" 2>&1; then
-    for round in 1 2; do
+    for round in 1 2 3 4 5; do
       "$here/launch" 65536 4194304 | sed "s/}\$/,\"round\":$round}/" >> "$out/launch.jsonl" || fail=1
       "$here/bin/bench_launch" 65536 4194304 | sed "s/}\$/,\"round\":$round}/" >> "$out/launch.jsonl" || fail=1
     done
