@@ -432,6 +432,8 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaGetDeviceCount(&n));
     bool all = std::strcmp(mode, "all") == 0;
     if (all || std::strcmp(mode, "pipeline") == 0) pipeline(n, reps);
+    // Asked for by name, the all-reduce also runs over one GPU (a communicator of one rank).
+    if (n == 1 && std::strcmp(mode, "allreduce") == 0) allreduce(reps);
     if (n < 2) {
         std::fprintf(stderr, "multigpu: %d device(s): the other references need two\n", n);
         return 0;
