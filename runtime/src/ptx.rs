@@ -265,17 +265,35 @@ mod tests {
     }
 }
 
-/// The bodies of every `.entry` and `.func` in `ptx`, by name.
+/// The bodies of every `.entry` and `.func` in `ptx`, by name (declarations, which have none,
+/// are skipped).
+///
+/// One pass over the text: the next match of each keyword is found again only once the scan
+/// has moved past it, so a module of many entries after its last `.func` is not searched to
+/// its end once per entry.
 fn function_bodies(ptx: &str) -> std::collections::HashMap<String, &str> {
+    const KEYS: [&str; 2] = [".entry ", ".func "];
+    let find = |from: usize, key: &str| ptx[from..].find(key).map_or(usize::MAX, |p| from + p);
     let mut out = std::collections::HashMap::new();
-    let mut rest = ptx;
+    // The absolute position of each keyword's next match (usize::MAX: none left).
+    let mut next = KEYS.map(|k| find(0, k));
+    let mut at = 0;
     loop {
-        let next = [".entry ", ".func "]
+        for (n, key) in next.iter_mut().zip(KEYS) {
+            if *n < at {
+                *n = find(at, key);
+            }
+        }
+        let Some((pos, klen)) = next
             .iter()
-            .filter_map(|k| rest.find(k).map(|p| (p, k.len())))
-            .min();
-        let Some((pos, klen)) = next else { break };
-        let header = &rest[pos + klen..];
+            .zip(KEYS)
+            .filter(|(p, _)| **p != usize::MAX)
+            .map(|(p, k)| (*p, k.len()))
+            .min()
+        else {
+            break;
+        };
+        let header = &ptx[pos + klen..];
         // `.func (.param .b32 func_retval0) name(` — skip a return-value group.
         let header = header.trim_start();
         let header = if header.starts_with('(') {
@@ -285,11 +303,24 @@ fn function_bodies(ptx: &str) -> std::collections::HashMap<String, &str> {
         } else {
             header
         };
+        let header_at = header.as_ptr() as usize - ptx.as_ptr() as usize;
         let name_end = header
             .find(|c: char| c == '(' || c.is_whitespace())
             .unwrap_or(header.len());
-        let name = header[..name_end].to_owned();
-        let Some(open) = header.find('{') else { break };
+        let name = &header[..name_end];
+        let open = header.find('{');
+        let semicolon = header.find(';');
+        // A declaration (`.func name(...);`, `.noreturn;`) ends at its semicolon, before any
+        // brace: the next brace belongs to something else.
+        let Some(open) = open.filter(|&o| semicolon.is_none_or(|s| s > o)) else {
+            match semicolon {
+                Some(s) => {
+                    at = header_at + s + 1;
+                    continue;
+                }
+                None => break,
+            }
+        };
         let body_start = &header[open..];
         let mut depth = 0usize;
         let mut end = body_start.len();
@@ -306,13 +337,8 @@ fn function_bodies(ptx: &str) -> std::collections::HashMap<String, &str> {
                 _ => {}
             }
         }
-        // A declaration (`.func name(...);`) has no body before the next function: skip it.
-        let semicolon = header.find(';').unwrap_or(usize::MAX);
-        if semicolon > open {
-            out.insert(name, &body_start[..end]);
-        }
-        let consumed = header.as_ptr() as usize - rest.as_ptr() as usize + open + end;
-        rest = &rest[consumed.min(rest.len())..];
+        out.insert(name.to_owned(), &body_start[..end]);
+        at = header_at + open + end;
     }
     out
 }
@@ -544,5 +570,62 @@ mod barrier_tests {
         assert_eq!(entry_static_shared_bytes(ptx, "uses_a"), 4096 + 32);
         assert_eq!(entry_static_shared_bytes(ptx, "uses_b"), 1024 + 16);
         assert_eq!(entry_static_shared_bytes(ptx, "none"), 0);
+    }
+
+    #[test]
+    fn a_declaration_does_not_hide_the_definition_after_it() {
+        // As rustc writes them: forward declarations (one `.noreturn`) at the top, here
+        // followed directly by definitions, with no global initialiser's braces between.
+        let ptx = r#"
+.func panic_at
+(
+	.param .b64 panic_at_param_0
+)
+.noreturn;
+.func  (.param .b32 func_retval0) helper
+(
+	.param .b32 helper_param_0
+)
+;
+.visible .entry first(
+	.param .u64 first_param_0
+)
+{
+	bar.sync 	0;
+	ret;
+}
+.func  (.param .b32 func_retval0) helper(
+	.param .b32 helper_param_0
+)
+{
+	shfl.sync.bfly.b32 	%r2, %r1, 16, 31, -1;
+	ret;
+}
+.visible .entry second()
+{
+	{ // callseq 0
+	call.uni (retval0), helper, (param0);
+	}
+	ret;
+}
+"#;
+        let bodies = function_bodies(ptx);
+        let mut names: Vec<&str> = bodies.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["first", "helper", "second"]);
+        assert!(bodies["helper"].contains("shfl.sync"), "{}", bodies["helper"]);
+        assert!(entry_uses_barrier(ptx, "first"));
+        assert!(entry_uses_barrier(ptx, "second"));
+    }
+
+    #[test]
+    fn many_entries_after_the_last_function_are_all_found() {
+        let mut ptx = String::from(".func leaf()\n{\n\tret;\n}\n");
+        for i in 0..300 {
+            ptx.push_str(&format!(".visible .entry e{i}()\n{{\n\tcall.uni leaf, ();\n\tret;\n}}\n"));
+        }
+        let bodies = function_bodies(&ptx);
+        assert_eq!(bodies.len(), 301);
+        assert!(bodies["e299"].contains("call.uni leaf"));
     }
 }
