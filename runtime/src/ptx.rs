@@ -613,7 +613,11 @@ mod barrier_tests {
         let mut names: Vec<&str> = bodies.keys().map(String::as_str).collect();
         names.sort_unstable();
         assert_eq!(names, ["first", "helper", "second"]);
-        assert!(bodies["helper"].contains("shfl.sync"), "{}", bodies["helper"]);
+        assert!(
+            bodies["helper"].contains("shfl.sync"),
+            "{}",
+            bodies["helper"]
+        );
         assert!(entry_uses_barrier(ptx, "first"));
         assert!(entry_uses_barrier(ptx, "second"));
     }
@@ -622,7 +626,9 @@ mod barrier_tests {
     fn many_entries_after_the_last_function_are_all_found() {
         let mut ptx = String::from(".func leaf()\n{\n\tret;\n}\n");
         for i in 0..300 {
-            ptx.push_str(&format!(".visible .entry e{i}()\n{{\n\tcall.uni leaf, ();\n\tret;\n}}\n"));
+            ptx.push_str(&format!(
+                ".visible .entry e{i}()\n{{\n\tcall.uni leaf, ();\n\tret;\n}}\n"
+            ));
         }
         let bodies = function_bodies(&ptx);
         assert_eq!(bodies.len(), 301);
