@@ -12,6 +12,10 @@ use std::process::{Command, Stdio};
 
 const RUN_SH: &str = include_str!("run.sh");
 
+/// The most the device tool carries to the GPU machine (the working tree and `.gpu/` together;
+/// the bundle keeps a few MiB of room for the tree).
+const CARRY_LIMIT: u64 = 56 << 20;
+
 /// Test binaries that need cargo at run time (trybuild) stay behind.
 const HOST_ONLY_TESTS: &[&str] = &["ui"];
 
@@ -151,6 +155,18 @@ pub fn run(bench_only: bool) -> Result {
     for p in &staged {
         eprintln!("  {}", p.strip_prefix(&root).unwrap_or(p).display());
     }
+    // What the device tool would refuse to carry is an error here, not a failed run there.
+    let total = dir_bytes(&gpu_dir)?;
+    if total > CARRY_LIMIT {
+        return Err(format!(
+            "{} holds {:.1} MiB, over the {} MiB the device tool carries: \
+             leave something out of the bundle or pack it tighter",
+            gpu_dir.display(),
+            total as f64 / 1048576.0,
+            CARRY_LIMIT >> 20
+        )
+        .into());
+    }
     let what = if bench_only { " bench" } else { "" };
     eprintln!(
         "\nrun on the GPU machine: device `run` with carry [\".gpu\"] and command \".gpu/run.sh{what}\"\n\
@@ -202,4 +218,37 @@ fn make_executable(p: &Path) -> Result {
 #[cfg(not(unix))]
 fn make_executable(_: &Path) -> Result {
     Ok(())
+}
+
+/// The bytes of every file under `dir`.
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() {
+            dir_bytes(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dir_bytes_counts_files_in_subfolders() {
+        let dir = std::env::temp_dir().join(format!("berth-bundle-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
+        std::fs::write(dir.join("a"), [0u8; 10]).unwrap();
+        std::fs::write(dir.join("sub/b"), [0u8; 200]).unwrap();
+        std::fs::write(dir.join("sub/deeper/c"), [0u8; 3000]).unwrap();
+        let total = dir_bytes(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(total, 3210);
+    }
 }
