@@ -199,15 +199,7 @@ impl Gpu {
         opts: PinnedOptions,
     ) -> Result<PinnedBuffer<T>> {
         let bytes = checked_bytes::<T>(len)?;
-        let mut flags = 0;
-        if opts.access == HostAccess::WriteOnly {
-            flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
-        }
-        if opts.portable || self.inner.ops().device_count() > 1 {
-            flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
-        }
-        let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
-        zero_fill(alloc.ptr, bytes);
+        let alloc = self.zeroed_alloc(bytes, self.pinned_flags(opts))?;
         Ok(PinnedBuffer {
             alloc,
             len,
@@ -234,21 +226,32 @@ impl Gpu {
         len: usize,
     ) -> Result<PinnedBuffer<T>> {
         let bytes = checked_bytes::<T>(len)?;
-        let flags = if self.inner.ops().device_count() > 1 {
-            sys::CU_MEMHOSTALLOC_PORTABLE
-        } else {
-            0
-        };
-        let alloc = crate::numa::on_cpus(cpus, || {
-            let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
-            zero_fill(alloc.ptr, bytes);
-            Ok::<_, crate::error::Error>(alloc)
-        })?;
+        let flags = self.pinned_flags(PinnedOptions::default());
+        let alloc = crate::numa::on_cpus(cpus, || self.zeroed_alloc(bytes, flags))?;
         Ok(PinnedBuffer {
             alloc,
             len,
             _t: PhantomData,
         })
+    }
+
+    /// The `cuMemHostAlloc` flags `opts` ask for on this machine.
+    fn pinned_flags(&self, opts: PinnedOptions) -> u32 {
+        let mut flags = 0;
+        if opts.access == HostAccess::WriteOnly {
+            flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        }
+        if opts.portable || self.inner.ops().device_count() > 1 {
+            flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
+        }
+        flags
+    }
+
+    /// `bytes` of pinned memory with `flags`, from the pool or new, zeroed.
+    fn zeroed_alloc(&self, bytes: usize, flags: u32) -> Result<PinnedAlloc> {
+        let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
+        zero_fill(alloc.ptr, bytes);
+        Ok(alloc)
     }
 
     /// A mapped buffer of `len` zeroed elements.
