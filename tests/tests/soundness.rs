@@ -205,6 +205,39 @@ fn dropping_a_pinned_buffer_after_a_leaked_launch_keeps_its_reuse_clean() {
 }
 
 #[test]
+fn a_pinned_buffer_sent_to_another_thread_after_a_leaked_launch_is_read_and_freed_safely() {
+    let (_g, gpu) = gpu();
+    with_gate(&gpu, |gate| {
+        let mut out = gpu.pinned_zeroed::<u32>(N).unwrap();
+        std::mem::forget(gated_fill_pinned(&gpu, Grid::cover(N), 17, gate, &mut out).unwrap());
+        let before = gpu.pool_stats();
+        // Read and dropped on another thread while the leaked launch may still be in flight.
+        let first = std::thread::spawn(move || {
+            let first = out.to_vec();
+            drop(out);
+            first
+        })
+        .join()
+        .unwrap();
+        assert!(
+            first.iter().all(|&v| v == 17),
+            "read on another thread before the leaked launch finished (first element {})",
+            first[0]
+        );
+        // It went back to the pool from that thread: the next one reuses it, zeroed and
+        // untouched by the finished launch.
+        let reused = gpu.pinned_zeroed::<u32>(N).unwrap();
+        assert_eq!(gpu.pool_stats().pinned_reuses, before.pinned_reuses + 1);
+        assert_settled(
+            &gpu,
+            &reused,
+            0,
+            "pinned memory reused after a drop on another thread",
+        );
+    });
+}
+
+#[test]
 fn dropping_a_mapped_buffer_after_a_leaked_launch_keeps_its_reuse_clean() {
     let (_g, gpu) = gpu();
     with_gate(&gpu, |gate| {
