@@ -9,6 +9,7 @@
 //   device, one process and one thread (ncclCommInitAll, one group per collective), the
 //   streams synchronised after each; bus bandwidth bytes * 2(n-1)/n / time; "submit_us" is
 //   the host time of the group that queues it (the rest is the synchronise).
+//   "allreduce_devsync": the same, each device waited for with cudaDeviceSynchronize.
 //
 // - multigpu_pipeline: the elementwise pipeline of berth's benchmark written by hand: 4 GiB of
 //   x in pinned host memory through y = 1.5 x + 1 into 4 GiB of y, split in equal shards over
@@ -184,6 +185,7 @@ static void allreduce(int reps) {
             fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(bufs[d], len, (float)(d + 1));
         }
         double queued = 0.0;  // host time of the queueing part, as berth's "submit_us"
+        bool devsync = false;  // wait with cudaDeviceSynchronize instead of the streams'
         auto once = [&]() {
             double t = now_s();
             NCCL_CHECK(ncclGroupStart());
@@ -194,7 +196,10 @@ static void allreduce(int reps) {
             queued += now_s() - t;
             for (int d = 0; d < n; d++) {
                 CUDA_CHECK(cudaSetDevice(d));
-                CUDA_CHECK(cudaStreamSynchronize(streams[d]));
+                if (devsync)
+                    CUDA_CHECK(cudaDeviceSynchronize());
+                else
+                    CUDA_CHECK(cudaStreamSynchronize(streams[d]));
             }
         };
         once();
@@ -208,23 +213,27 @@ static void allreduce(int reps) {
             CUDA_CHECK(cudaMemsetAsync(bufs[d], 0, bytes, streams[d]));
             CUDA_CHECK(cudaStreamSynchronize(streams[d]));
         }
-        std::vector<double> per, submit;
-        for (int r = 0; r <= reps; r++) {
-            queued = 0.0;
-            double start = now_s();
-            for (int i = 0; i < iters; i++) once();
-            if (r > 0) {
-                per.push_back((now_s() - start) / iters);
-                submit.push_back(queued / iters);
+        for (int v = 0; v < 2; v++) {
+            devsync = v == 1;
+            std::vector<double> per, submit;
+            for (int r = 0; r <= reps; r++) {
+                queued = 0.0;
+                double start = now_s();
+                for (int i = 0; i < iters; i++) once();
+                if (r > 0) {
+                    per.push_back((now_s() - start) / iters);
+                    submit.push_back(queued / iters);
+                }
             }
+            double s = median(per), sub = median(submit);
+            double busbw = bytes * 2.0 * (n - 1) / n / s / 1e9;
+            std::printf("{\"impl\":\"cuda\",\"bench\":\"%s\",\"devices\":%d,\"bytes\":%zu,"
+                        "\"iters\":%d,\"median_us\":%.2f,\"submit_us\":%.2f,\"busbw_gbps\":%.2f,"
+                        "\"reps\":%d,\"bad\":%d}\n",
+                        devsync ? "allreduce_devsync" : "allreduce", n, bytes, iters, s * 1e6,
+                        sub * 1e6, busbw, reps, bad);
+            std::fflush(stdout);
         }
-        double s = median(per), sub = median(submit);
-        double busbw = bytes * 2.0 * (n - 1) / n / s / 1e9;
-        std::printf("{\"impl\":\"cuda\",\"bench\":\"allreduce\",\"devices\":%d,\"bytes\":%zu,"
-                    "\"iters\":%d,\"median_us\":%.2f,\"submit_us\":%.2f,\"busbw_gbps\":%.2f,"
-                    "\"reps\":%d,\"bad\":%d}\n",
-                    n, bytes, iters, s * 1e6, sub * 1e6, busbw, reps, bad);
-        std::fflush(stdout);
         for (int d = 0; d < n; d++) {
             CUDA_CHECK(cudaSetDevice(d));
             CUDA_CHECK(cudaFree(bufs[d]));

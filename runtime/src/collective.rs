@@ -10,10 +10,12 @@
 //! shared out of band) is the shape for several hosts; `docs/multi-gpu.md` says how the same
 //! calls map there.
 //!
-//! A collective returns once queued. Each buffer records the NCCL work as a use of its memory
-//! (exclusive for what it writes), ending where the member's collective stream will be once the
-//! work is done, as a launch's does: reading, writing or freeing a buffer, or launching on it,
-//! waits for the collective first; [`DeviceSet::synchronize`] waits for all.
+//! A collective returns once queued, with a guard ([`Collective`]) that keeps its buffers
+//! borrowed: [`Collective::wait`] waits for each member's collective stream and returns the
+//! outcome, naming the device of a failure; dropping the guard also waits. Each buffer also
+//! records the NCCL work as a use of its memory (exclusive for what it writes), as a launch's
+//! does, so a guard that is detached or leaked leaves nothing unsound: reading, writing or
+//! freeing a buffer, or launching on it, waits for the collective first.
 //!
 //! On the simulator the set performs the collectives itself, on the host, with the same
 //! checks and results, so that the multi-GPU code paths run in CI.
@@ -21,8 +23,104 @@
 use crate::buffer::DeviceBuffer;
 use crate::devices::DeviceSet;
 use crate::error::{Error, Result};
+use crate::track::Completion;
 use berth_device::DeviceCopy;
+use cudarc::driver::sys;
+use std::marker::PhantomData;
 use std::sync::Arc;
+
+/// A collective in flight on every member of a set. It keeps the collective's buffers
+/// borrowed; [`Collective::wait`] waits for every member's part and returns the outcome (a
+/// failure as [`Error::OnDevice`], naming the member). Dropping it without waiting also waits
+/// (a failure is then kept for the member's next synchronise).
+///
+/// [`Collective::detach`] leaves the collective queued instead: its buffers' borrows end, and
+/// host access to them, or a launch that takes them, waits for the collective first (a launch
+/// queued on the collective's stream needs no wait). Leaking the guard with `mem::forget` does
+/// the same. On the simulator the collective is complete when the call returns.
+#[must_use = "a collective is asynchronous: call .wait() for its outcome, or .detach() to leave it queued"]
+pub struct Collective<'a> {
+    set: &'a DeviceSet,
+    what: &'static str,
+    /// Each member's collective stream and the end of the work queued there, in member order;
+    /// empty on the simulator, and once waited for or detached.
+    members: Members,
+    _borrows: PhantomData<&'a mut ()>,
+}
+
+/// Each member's collective stream and the end of the work a collective queued there.
+type Members = Vec<(sys::CUstream, Arc<Completion>)>;
+
+impl<'a> Collective<'a> {
+    fn new(set: &'a DeviceSet, what: &'static str, members: Members) -> Self {
+        Collective {
+            set,
+            what,
+            members,
+            _borrows: PhantomData,
+        }
+    }
+
+    /// Wait for the collective on every member; the first failure (lowest member) names its
+    /// device. Every member is waited for even after a failure.
+    pub fn wait(mut self) -> Result<()> {
+        let mut first = Ok(());
+        for (i, r) in self.finish().into_iter().enumerate() {
+            if let Err(e) = r {
+                first = first.and(Err(self.set.on_device(i, e)));
+            }
+        }
+        first
+    }
+
+    /// Leave the collective queued: see [`Collective`].
+    pub fn detach(mut self) {
+        self.members.clear();
+    }
+
+    /// Which collective this is (`"all_reduce"`, `"broadcast"` or `"all_gather"`).
+    pub fn what(&self) -> &'static str {
+        self.what
+    }
+
+    /// Wait for each member's stream and mark its part done: the outcome per member.
+    fn finish(&mut self) -> Vec<Result<()>> {
+        let members = std::mem::take(&mut self.members);
+        members
+            .into_iter()
+            .zip(self.set.iter())
+            .map(|((stream, done), g)| {
+                // Nothing queued on the stream after this point counts as done by this wait.
+                done.seal();
+                let r = g.inner.sync(stream, Some(self.what));
+                // The stream passed the work, or stopped for good on a fault.
+                done.finished();
+                r
+            })
+            .collect()
+    }
+}
+
+impl Drop for Collective<'_> {
+    fn drop(&mut self) {
+        let streams: Vec<_> = self.members.iter().map(|(s, _)| *s).collect();
+        for ((r, stream), g) in self.finish().into_iter().zip(streams).zip(self.set.iter()) {
+            if let Err(e) = r {
+                // Nobody asked for the outcome: keep it for the member's next synchronise.
+                g.inner.keep_failure(stream, e);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Collective<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Collective")
+            .field("what", &self.what)
+            .field("members", &self.members.len())
+            .finish()
+    }
+}
 
 /// The reduction of an all-reduce.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,15 +192,16 @@ float_collective!(f32, f64);
 
 impl DeviceSet {
     /// Replace every buffer by the element-wise reduction (`op`) of all of them. `bufs[i]`
-    /// belongs to member `i`; all have one length.
-    pub fn all_reduce<T: CollectiveType>(
-        &self,
-        bufs: &mut [DeviceBuffer<T>],
+    /// belongs to member `i`; all have one length. Returns once queued: see [`Collective`].
+    pub fn all_reduce<'a, T: CollectiveType>(
+        &'a self,
+        bufs: &'a mut [DeviceBuffer<T>],
         op: ReduceOp,
-    ) -> Result<()> {
+    ) -> Result<Collective<'a>> {
         let len = self.check_buffers("all_reduce", bufs.iter(), None)?;
+        let done = Collective::new(self, "all_reduce", Vec::new());
         if len == 0 {
-            return Ok(());
+            return Ok(done);
         }
         if self.on_simulator() {
             let mut acc = self.read(0, &bufs[0])?;
@@ -111,50 +210,53 @@ impl DeviceSet {
                     *a = T::combine(op, *a, v);
                 }
             }
-            return self.write_all(bufs.iter_mut(), &acc);
+            return self.write_all(bufs.iter_mut(), &acc).map(|()| done);
         }
-        nccl::all_reduce(self, bufs, op)
+        nccl::all_reduce(self, bufs, op).map(|m| Collective::new(self, "all_reduce", m))
     }
 
     /// Copy member `root`'s buffer into every other member's. `bufs[i]` belongs to member
-    /// `i`; all have one length.
-    pub fn broadcast<T: CollectiveType>(
-        &self,
-        bufs: &mut [DeviceBuffer<T>],
+    /// `i`; all have one length. Returns once queued: see [`Collective`].
+    pub fn broadcast<'a, T: CollectiveType>(
+        &'a self,
+        bufs: &'a mut [DeviceBuffer<T>],
         root: usize,
-    ) -> Result<()> {
+    ) -> Result<Collective<'a>> {
         let len = self.check_buffers("broadcast", bufs.iter(), None)?;
         self.device(root)?;
+        let done = Collective::new(self, "broadcast", Vec::new());
         if len == 0 {
-            return Ok(());
+            return Ok(done);
         }
         if self.on_simulator() {
             let data = self.read(root, &bufs[root])?;
-            return self.write_all(bufs.iter_mut(), &data);
+            return self.write_all(bufs.iter_mut(), &data).map(|()| done);
         }
-        nccl::broadcast(self, bufs, root)
+        nccl::broadcast(self, bufs, root).map(|m| Collective::new(self, "broadcast", m))
     }
 
     /// Gather every member's `send` buffer, in member order, into every member's `recv`
-    /// buffer: `recv[i]` (of member `i`) holds `len() × send[0].len()` elements.
-    pub fn all_gather<T: CollectiveType>(
-        &self,
-        send: &[DeviceBuffer<T>],
-        recv: &mut [DeviceBuffer<T>],
-    ) -> Result<()> {
+    /// buffer: `recv[i]` (of member `i`) holds `len() × send[0].len()` elements. Returns once
+    /// queued: see [`Collective`].
+    pub fn all_gather<'a, T: CollectiveType>(
+        &'a self,
+        send: &'a [DeviceBuffer<T>],
+        recv: &'a mut [DeviceBuffer<T>],
+    ) -> Result<Collective<'a>> {
         let len = self.check_buffers("all_gather (send)", send.iter(), None)?;
         self.check_buffers("all_gather (recv)", recv.iter(), Some(len * self.len()))?;
+        let done = Collective::new(self, "all_gather", Vec::new());
         if len == 0 {
-            return Ok(());
+            return Ok(done);
         }
         if self.on_simulator() {
             let mut all = Vec::with_capacity(len * self.len());
             for (i, b) in send.iter().enumerate() {
                 all.extend(self.read(i, b)?);
             }
-            return self.write_all(recv.iter_mut(), &all);
+            return self.write_all(recv.iter_mut(), &all).map(|()| done);
         }
-        nccl::all_gather(self, send, recv)
+        nccl::all_gather(self, send, recv).map(|m| Collective::new(self, "all_gather", m))
     }
 
     /// The collectives run on the host: the members are simulated.
@@ -225,7 +327,7 @@ impl DeviceSet {
 mod nccl {
     //! Without the `nccl` feature, collectives on GPUs are refused.
 
-    use super::{CollectiveType, ReduceOp};
+    use super::{CollectiveType, Members, ReduceOp};
     use crate::buffer::DeviceBuffer;
     use crate::devices::DeviceSet;
     use crate::error::{Error, Result};
@@ -242,7 +344,7 @@ mod nccl {
         _: &DeviceSet,
         _: &mut [DeviceBuffer<T>],
         _: ReduceOp,
-    ) -> Result<()> {
+    ) -> Result<Members> {
         Err(refused())
     }
 
@@ -250,7 +352,7 @@ mod nccl {
         _: &DeviceSet,
         _: &mut [DeviceBuffer<T>],
         _: usize,
-    ) -> Result<()> {
+    ) -> Result<Members> {
         Err(refused())
     }
 
@@ -258,7 +360,7 @@ mod nccl {
         _: &DeviceSet,
         _: &[DeviceBuffer<T>],
         _: &mut [DeviceBuffer<T>],
-    ) -> Result<()> {
+    ) -> Result<Members> {
         Err(refused())
     }
 }
@@ -266,38 +368,52 @@ mod nccl {
 #[cfg(feature = "nccl")]
 mod nccl {
     //! The collectives through NCCL: the set's communicators, made once, and each collective
-    //! queued for every member in one group, its use of each buffer recorded on the member's
-    //! collective stream.
+    //! queued for every member in one group, its use of each buffer noted as a lazy completion
+    //! of the member's collective stream (no event is recorded per call: the guard waits for
+    //! the stream, and a wait through a buffer's uses drains it).
 
-    use super::{CollectiveType, ReduceOp};
+    use super::{CollectiveType, Members, ReduceOp};
     use crate::buffer::DeviceBuffer;
+    use crate::context::Inner;
     use crate::devices::DeviceSet;
     use crate::error::{Error, Result};
-    use crate::stream::Stream;
     use crate::track::{Access, Completion};
+    use cudarc::driver::sys::CUstream;
     use cudarc::nccl::sys::{ncclComm_t, ncclRedOp_t};
     use std::ffi::c_void;
+    use std::sync::Arc;
 
-    /// The set's communicators, one per member, and the stream of each member they queue on.
+    /// The set's communicators, one per member, and the stream of each member they queue on:
+    /// one of the member context's pooled streams, which live as long as the context, so a
+    /// lazy completion on it (which holds the context) always finds it alive.
     struct Comms {
         comms: Vec<ncclComm_t>,
-        streams: Vec<Stream>,
+        streams: Vec<(Arc<Inner>, CUstream)>,
     }
 
     // SAFETY: an NCCL communicator may be used from any thread, one call at a time: the set
-    // keeps it behind its mutex; the streams are berth's (`Send`).
+    // keeps it behind its mutex; a stream handle is a plain driver handle, usable from any
+    // thread with its context current (every use binds it first).
     unsafe impl Send for Comms {}
 
     impl Drop for Comms {
         fn drop(&mut self) {
-            for s in &self.streams {
-                // The communicators' work must be done before they go.
-                let _ = s.synchronize();
+            for (g, s) in &self.streams {
+                // The communicators' work must be done before they go (a lost context runs
+                // nothing more).
+                if g.bind().is_ok() {
+                    g.drain(*s);
+                }
             }
             for &c in &self.comms {
                 // SAFETY: made by ncclCommInitAll in `with_comms`, destroyed once, here, after
                 // its work completed.
                 let _ = unsafe { cudarc::nccl::result::comm_destroy(c) };
+            }
+            for (g, s) in self.streams.drain(..) {
+                // Idle now; a lazy completion still noted on a buffer may drain it later, in
+                // whatever use the pool puts it to next, which only waits longer than needed.
+                g.put_stream(s);
             }
         }
     }
@@ -309,17 +425,18 @@ mod nccl {
     /// One member's part of a collective: its communicator and stream.
     pub(super) struct Rank {
         comm: ncclComm_t,
-        stream: cudarc::driver::sys::CUstream,
+        stream: CUstream,
     }
 
     /// Queue `queue(i, rank)` for every member inside one NCCL group, with the set's
-    /// communicators (made on first use), then record where each member's collective stream
-    /// will be once the work is done; `done(i, completion)` notes it on the buffers used.
+    /// communicators (made on first use); `done(i, completion)` notes the end of member `i`'s
+    /// part, a lazy completion of its collective stream, on the buffers used. Each member's
+    /// stream and completion, for the guard.
     fn with_comms(
         set: &DeviceSet,
         mut queue: impl FnMut(usize, &Rank) -> Result<()>,
-        mut done: impl FnMut(usize, &std::sync::Arc<Completion>),
-    ) -> Result<()> {
+        mut done: impl FnMut(usize, &Arc<Completion>),
+    ) -> Result<Members> {
         let mut slot = set.collectives.lock().expect("poisoned");
         if slot.as_ref().is_none_or(|b| !b.is::<Comms>()) {
             // SAFETY: only probes whether libnccl can be opened: cudarc's entry points panic
@@ -334,20 +451,39 @@ mod nccl {
             }
             let mut streams = Vec::with_capacity(set.len());
             for (i, g) in set.iter().enumerate() {
-                streams.push(g.stream().map_err(|e| set.on_device(i, e))?);
+                let s = g
+                    .inner
+                    .bind()
+                    .and_then(|()| g.inner.take_stream())
+                    .map_err(|e| set.on_device(i, e));
+                match s {
+                    Ok(s) => streams.push((g.inner.clone(), s)),
+                    Err(e) => {
+                        for (g, s) in streams {
+                            g.put_stream(s);
+                        }
+                        return Err(e);
+                    }
+                }
             }
             let ordinals: Vec<i32> = set.iter().map(|g| g.ordinal() as i32).collect();
             let mut comms = vec![std::ptr::null_mut(); set.len()];
             // SAFETY: `comms` has room for one communicator per ordinal; the ordinals are the
             // set's distinct devices.
-            unsafe {
+            let made = unsafe {
                 cudarc::nccl::result::comm_init_all(
                     comms.as_mut_ptr(),
                     ordinals.len() as i32,
                     ordinals.as_ptr(),
                 )
             }
-            .map_err(|e| nccl_error("ncclCommInitAll", e))?;
+            .map_err(|e| nccl_error("ncclCommInitAll", e));
+            if let Err(e) = made {
+                for (g, s) in streams {
+                    g.put_stream(s);
+                }
+                return Err(e);
+            }
             *slot = Some(Box::new(Comms { comms, streams }));
         }
         let c = slot
@@ -356,26 +492,22 @@ mod nccl {
             .expect("made above");
         cudarc::nccl::result::group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
         let mut first = Ok(());
-        for (i, (&comm, stream)) in c.comms.iter().zip(&c.streams).enumerate() {
-            let rank = Rank {
-                comm,
-                stream: stream.handle,
-            };
+        for (i, (&comm, &(_, stream))) in c.comms.iter().zip(&c.streams).enumerate() {
+            let rank = Rank { comm, stream };
             if let Err(e) = queue(i, &rank) {
                 first = first.and(Err(set.on_device(i, e)));
             }
         }
         let end = cudarc::nccl::result::group_end().map_err(|e| nccl_error("ncclGroupEnd", e));
-        // The work is queued now (at the group's end): note where each stream will be.
-        for (i, (g, stream)) in set.iter().zip(&c.streams).enumerate() {
-            let completion = g
-                .inner
-                .bind()
-                .and_then(|()| Completion::record(&g.inner, &[stream.handle]))
-                .map_err(|e| set.on_device(i, e))?;
+        // The work is queued now (at the group's end), or nothing is, which a wait for the
+        // stream covers alike: note its end on the buffers, even after a failure.
+        let mut members = Vec::with_capacity(set.len());
+        for (i, (g, &(_, stream))) in set.iter().zip(&c.streams).enumerate() {
+            let completion = Completion::lazy(&g.inner, stream);
             done(i, &completion);
+            members.push((stream, completion));
         }
-        first.and(end.map(|_| ()))
+        first.and(end).map(|_| members)
     }
 
     /// Make `b` ready for a collective on `rank`'s stream: its context current, and earlier
@@ -399,7 +531,7 @@ mod nccl {
         set: &DeviceSet,
         bufs: &mut [DeviceBuffer<T>],
         op: ReduceOp,
-    ) -> Result<()> {
+    ) -> Result<Members> {
         let op = op_of(op);
         let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
         with_comms(
@@ -433,7 +565,7 @@ mod nccl {
         set: &DeviceSet,
         bufs: &mut [DeviceBuffer<T>],
         root: usize,
-    ) -> Result<()> {
+    ) -> Result<Members> {
         let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
         with_comms(
             set,
@@ -463,7 +595,7 @@ mod nccl {
         set: &DeviceSet,
         send: &[DeviceBuffer<T>],
         recv: &mut [DeviceBuffer<T>],
-    ) -> Result<()> {
+    ) -> Result<Members> {
         let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
         with_comms(
             set,

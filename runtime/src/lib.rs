@@ -79,7 +79,7 @@ mod track;
 pub use args::{DeviceArg, MappedArg, PinnedArg};
 pub use backend::Backend;
 pub use buffer::DeviceBuffer;
-pub use collective::{CollectiveType, ReduceOp};
+pub use collective::{Collective, CollectiveType, ReduceOp};
 pub use devices::DeviceSet;
 pub use error::{Error, PanicReport, Result};
 pub use event::Event;

@@ -65,7 +65,7 @@ pub(crate) struct ScopeState {
 #[derive(Default)]
 pub(crate) struct Kept {
     /// Where the queued work ends: the completions its launches joined
-    /// ([`Completion::in_scope`]) and those of graph replays, each once; marked done once the
+    /// ([`Completion::lazy`]) and those of graph replays, each once; marked done once the
     /// scope has waited.
     pub(crate) completions: Vec<Arc<Completion>>,
     /// The completion the scope's next launch joins, if not sealed since; also in
@@ -92,7 +92,7 @@ impl ScopeState {
             // The launch was queued before this join, so before any wait that seals it later.
             Some(c) if c.join() => c.clone(),
             _ => {
-                let c = Completion::in_scope(gpu, stream);
+                let c = Completion::lazy(gpu, stream);
                 let joined = c.join();
                 debug_assert!(joined, "a new completion is not sealed");
                 k.completions.push(c.clone());

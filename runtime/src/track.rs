@@ -32,10 +32,11 @@ pub(crate) struct Completion {
     points: SmallVec<[Point; 1]>,
     /// The stream of each point.
     streams: SmallVec<[sys::CUstream; 1]>,
-    /// Work queued in a scope: no point is recorded when it is queued (the scope waits for its
-    /// stream at its end and marks it done); a wait before then drains its stream, which
-    /// covers it and anything queued before the wait. Every launch a scope queues between two
-    /// of its waits shares one such completion ([`Completion::join`]).
+    /// Work queued in a scope or by a collective: no point is recorded when it is queued (the
+    /// scope at its end, or the collective's guard, waits for its stream and marks it done); a
+    /// wait before then drains its stream, which covers it and anything queued before the
+    /// wait. Every launch a scope queues between two of its waits shares one such completion
+    /// ([`Completion::join`]).
     lazy: bool,
     /// Launches that joined a lazy completion, and [`SEALED`] once something is about to wait
     /// for its stream and mark it done: work queued after that must not join it.
@@ -87,11 +88,14 @@ impl Completion {
         }))
     }
 
-    /// The end of work queued on `stream` in a scope, without recording a point: the scope
-    /// marks it done once it has waited for the stream, which outlives the scope, so every
-    /// wait on it before then finds the stream alive. Launches join it ([`Completion::join`])
-    /// after they are queued, until something seals it to wait.
-    pub(crate) fn in_scope(gpu: &Arc<Inner>, stream: sys::CUstream) -> Arc<Completion> {
+    /// The end of work queued on `stream`, without recording a point: whoever queued it
+    /// waits for the stream later and marks it done (a scope at its end, a collective's
+    /// guard); a wait before then drains the stream. `stream` must stay a live stream of
+    /// `gpu` as long as the completion can be waited for: a scope's stream outlives the scope,
+    /// and the context's pooled streams live as long as the context, which the completion
+    /// holds. In a scope, launches join it ([`Completion::join`]) after they are queued, until
+    /// something seals it to wait.
+    pub(crate) fn lazy(gpu: &Arc<Inner>, stream: sys::CUstream) -> Arc<Completion> {
         Arc::new(Completion {
             gpu: gpu.clone(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),

@@ -256,7 +256,7 @@ fn all_reduce_broadcast_and_all_gather_combine_every_device() {
         (ReduceOp::Min, |a: i32, b: i32| a.min(b)),
     ] {
         let mut bufs = upload(&data);
-        set.all_reduce(&mut bufs, op).unwrap();
+        set.all_reduce(&mut bufs, op).unwrap().wait().unwrap();
         let want: Vec<i32> = (0..n)
             .map(|i| data.iter().map(|d| d[i]).reduce(f).unwrap())
             .collect();
@@ -266,7 +266,7 @@ fn all_reduce_broadcast_and_all_gather_combine_every_device() {
     }
 
     let mut bufs = upload(&data);
-    set.broadcast(&mut bufs, 1).unwrap();
+    set.broadcast(&mut bufs, 1).unwrap().wait().unwrap();
     for b in &bufs {
         assert_eq!(b.to_vec().unwrap(), data[1]);
     }
@@ -276,7 +276,7 @@ fn all_reduce_broadcast_and_all_gather_combine_every_device() {
         .iter()
         .map(|g| g.alloc_zeroed::<i32>(n * set.len()).unwrap())
         .collect();
-    set.all_gather(&send, &mut recv).unwrap();
+    set.all_gather(&send, &mut recv).unwrap().wait().unwrap();
     let want: Vec<i32> = data.concat();
     for r in &recv {
         assert_eq!(r.to_vec().unwrap(), want);
@@ -288,7 +288,8 @@ fn all_reduce_broadcast_and_all_gather_combine_every_device() {
         .enumerate()
         .map(|(d, g)| g.upload(&vec![d as f32 + 0.5; 1 << 16]).unwrap())
         .collect();
-    set.all_reduce(&mut fbufs, ReduceOp::Sum).unwrap();
+    // Dropping the guard also waits.
+    drop(set.all_reduce(&mut fbufs, ReduceOp::Sum).unwrap());
     let want: f32 = (0..set.len()).map(|d| d as f32 + 0.5).sum();
     assert!(fbufs[0].to_vec().unwrap().iter().all(|&v| v == want));
 }
@@ -298,19 +299,139 @@ fn collectives_refuse_buffers_of_the_wrong_device_naming_it() {
     let Some((_g, set)) = set(true) else { return };
     let mut bufs: Vec<_> = set.iter().map(|g| g.upload(&[1u32; 8]).unwrap()).collect();
     bufs.swap(0, 1);
-    let e = set.all_reduce(&mut bufs, ReduceOp::Sum).unwrap_err();
+    let e = set
+        .all_reduce(&mut bufs, ReduceOp::Sum)
+        .map(|_| ())
+        .unwrap_err();
     assert!(matches!(e, Error::OnDevice { device: 0, .. }), "{e}");
     bufs.swap(0, 1);
     bufs.pop();
-    let e = set.all_reduce(&mut bufs, ReduceOp::Sum).unwrap_err();
+    let e = set
+        .all_reduce(&mut bufs, ReduceOp::Sum)
+        .map(|_| ())
+        .unwrap_err();
     assert!(matches!(e, Error::LengthMismatch { .. }), "{e}");
     let mut short: Vec<_> = set
         .iter()
         .enumerate()
         .map(|(d, g)| g.upload(&vec![1u32; 8 + d]).unwrap())
         .collect();
-    let e = set.all_reduce(&mut short, ReduceOp::Sum).unwrap_err();
+    let e = set
+        .all_reduce(&mut short, ReduceOp::Sum)
+        .map(|_| ())
+        .unwrap_err();
     assert!(matches!(e, Error::OnDevice { device: 1, .. }), "{e}");
+}
+
+/// Every set the machine can make: the two-device one of [`set`] and, on a GPU, one of device
+/// 0 alone, whose collectives NCCL runs as a communicator of one rank (an all-gather then
+/// copies on the GPU), so these paths run on a one-GPU machine too.
+fn sets_of_every_size() -> (std::sync::MutexGuard<'static, ()>, Vec<DeviceSet>) {
+    let mut sets = Vec::new();
+    if let Some((g, set)) = set(true) {
+        sets.push(set);
+        drop(g);
+    }
+    let guard = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    if cfg!(feature = "gpu") {
+        sets.push(DeviceSet::cuda(&[0]).expect("a GPU is required for --features gpu"));
+    }
+    (guard, sets)
+}
+
+#[test]
+fn a_detached_or_leaked_collective_is_waited_for_by_whatever_touches_its_buffers() {
+    let (_g, sets) = sets_of_every_size();
+    for set in sets {
+        let n = (1 << 20) + 17;
+        let m = set.len();
+        let data: Vec<Vec<f32>> = (0..m).map(|_| random_f32(n)).collect();
+        let want: Vec<f32> = data.concat();
+        let buffers = |set: &DeviceSet| {
+            let send: Vec<_> = set
+                .iter()
+                .zip(&data)
+                .map(|(g, d)| g.upload(d).unwrap())
+                .collect();
+            let recv: Vec<_> = set
+                .iter()
+                .map(|g| g.upload(&vec![f32::NAN; n * m]).unwrap())
+                .collect();
+            (send, recv)
+        };
+        for round in 0..3 {
+            let (send, mut recv) = buffers(&set);
+            let c = set.all_gather(&send, &mut recv).unwrap();
+            assert_eq!(c.what(), "all_gather");
+            if round == 0 {
+                c.detach();
+            } else {
+                std::mem::forget(c);
+            }
+            if round < 2 {
+                // A host read waits for the collective.
+                for (d, r) in recv.iter().enumerate() {
+                    assert_eq!(r.to_vec().unwrap(), want, "{m} devices, device {d}");
+                }
+            } else {
+                // So does a launch that reads it, on a stream of its own.
+                for (d, (g, r)) in set.iter().zip(&recv).enumerate() {
+                    let mut y = g.alloc_zeroed::<f32>(n * m).unwrap();
+                    saxpy(g, Grid::cover(n * m), 1.0, r, &mut y)
+                        .unwrap()
+                        .wait()
+                        .unwrap();
+                    assert_eq!(y.to_vec().unwrap(), want, "{m} devices, device {d}");
+                }
+            }
+            // Sending buffers freed while the collective may be in flight wait for it too.
+            drop(send);
+        }
+        // A leaked collective outlives the set, its communicators and its streams: a host
+        // write to its buffers then still waits for it, and so does freeing them.
+        let (send, mut recv) = buffers(&set);
+        std::mem::forget(set.all_gather(&send, &mut recv).unwrap());
+        let gpus = set.gpus().to_vec();
+        drop(set);
+        for (r, g) in recv.iter_mut().zip(&gpus) {
+            r.copy_from(&vec![2.0; n * m]).unwrap();
+            assert!(r.to_vec().unwrap().iter().all(|&v| v == 2.0));
+            g.synchronize().unwrap();
+        }
+        drop((send, recv));
+    }
+}
+
+#[test]
+fn a_collective_of_one_device_set_runs_and_reports_through_its_guard() {
+    let (_g, sets) = sets_of_every_size();
+    for set in sets {
+        let n = 4096 + 3;
+        let mut bufs: Vec<_> = set
+            .iter()
+            .enumerate()
+            .map(|(d, g)| g.upload(&vec![d as i64 + 1; n]).unwrap())
+            .collect();
+        let m = set.len() as i64;
+        for _ in 0..3 {
+            set.all_reduce(&mut bufs, ReduceOp::Sum)
+                .unwrap()
+                .wait()
+                .unwrap();
+        }
+        // The first sum leaves 1 + 2 + … + m everywhere; each further one multiplies it by m.
+        let want = m * (m + 1) / 2 * m * m;
+        for b in &bufs {
+            assert!(b.to_vec().unwrap().iter().all(|&v| v == want));
+        }
+        // Empty buffers queue nothing and wait for nothing.
+        let mut empty: Vec<_> = set
+            .iter()
+            .map(|g| g.alloc_zeroed::<u8>(0).unwrap())
+            .collect();
+        set.broadcast(&mut empty, 0).unwrap().wait().unwrap();
+        assert!(set.broadcast(&mut bufs, set.len()).is_err());
+    }
 }
 
 #[test]

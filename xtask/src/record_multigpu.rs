@@ -8,6 +8,15 @@ type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
 
 use crate::record::median;
 
+/// `1 MiB`, `1 GiB`.
+fn size_name(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{} GiB", bytes >> 30)
+    } else {
+        format!("{} MiB", bytes >> 20)
+    }
+}
+
 fn mark(ok: bool) -> &'static str {
     if ok { "✓" } else { "✗" }
 }
@@ -197,11 +206,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
                 pick("berth", "allreduce", "bytes", &key, "submit_us"),
                 pick("cuda", "allreduce", "bytes", &key, "submit_us"),
             );
-            let size = if b >= 1 << 30 {
-                format!("{} GiB", b >> 30)
-            } else {
-                format!("{} MiB", b >> 20)
-            };
+            let size = size_name(b);
             writeln!(
                 md,
                 "| {size} | {bb:.1} | {nb:.1} | **{:.2}** | {bu:.1} | {nu:.1} |{} ≥ 0.95 {} |",
@@ -212,6 +217,44 @@ pub fn write(md: &mut String, text: &str) -> Result {
                     String::new()
                 },
                 mark(bb / nb >= 0.95)
+            )?;
+        }
+        writeln!(md)?;
+    }
+
+    // The same all-reduce waited for on every stream of each device.
+    let mut whole: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["bench"] == "allreduce_devsync")
+        .filter_map(|r| r["bytes"].as_u64())
+        .collect();
+    whole.sort_unstable();
+    whole.dedup();
+    if !whole.is_empty() {
+        writeln!(
+            md,
+            "**The same all-reduce waited for on the whole device** (berth: the guard detached, then `DeviceSet::synchronize`, a `cuCtxSynchronize` per member; NCCL: `cudaDeviceSynchronize` per device), beside the stream waits above:\n"
+        )?;
+        writeln!(
+            md,
+            "| size | berth µs | NCCL µs | ratio (time) | berth µs, guard | NCCL µs, streams |"
+        )?;
+        writeln!(md, "|---:|---:|---:|---:|---:|---:|")?;
+        for b in whole {
+            let key = serde_json::json!(b);
+            let (bu, nu) = (
+                pick("berth", "allreduce_devsync", "bytes", &key, "median_us"),
+                pick("cuda", "allreduce_devsync", "bytes", &key, "median_us"),
+            );
+            let (bs, ns) = (
+                pick("berth", "allreduce", "bytes", &key, "median_us"),
+                pick("cuda", "allreduce", "bytes", &key, "median_us"),
+            );
+            writeln!(
+                md,
+                "| {} | {bu:.1} | {nu:.1} | {:.2} | {bs:.1} | {ns:.1} |",
+                size_name(b),
+                nu / bu
             )?;
         }
         writeln!(md)?;
@@ -265,9 +308,11 @@ mod tests {
         assert!(md.contains("| 1 MiB | 26.2 | 35.0 | **0.75** |"), "{md}");
         assert!(md.contains("≥ 0.95 ✗"), "{md}");
         assert!(md.contains("0 wrong"), "{md}");
-        // Without queueing times or C++ pipeline lines, neither column nor table.
+        // Without queueing times, C++ pipeline or whole-device lines, no column or table.
         assert!(
-            !md.contains("queueing") && !md.contains("The same pipeline in CUDA C++"),
+            !md.contains("queueing")
+                && !md.contains("The same pipeline in CUDA C++")
+                && !md.contains("whole device"),
             "{md}"
         );
     }
@@ -276,6 +321,8 @@ mod tests {
     fn renders_the_queueing_time_and_the_cuda_pipeline_by_host_memory() {
         let lines = r#"{"impl":"cuda","bench":"allreduce","devices":2,"bytes":1048576,"iters":200,"median_us":30.0,"submit_us":4.0,"busbw_gbps":35.0,"reps":5,"bad":0}
 {"impl":"berth","bench":"allreduce","devices":2,"bytes":1048576,"iters":200,"median_us":40.0,"submit_us":9.5,"busbw_gbps":26.2,"reps":5,"bad":0}
+{"impl":"cuda","bench":"allreduce_devsync","devices":2,"bytes":1048576,"iters":200,"median_us":36.0,"submit_us":4.0,"busbw_gbps":29.1,"reps":5,"bad":0}
+{"impl":"berth","bench":"allreduce_devsync","devices":2,"bytes":1048576,"iters":200,"median_us":45.0,"submit_us":9.5,"busbw_gbps":23.3,"reps":5,"bad":0}
 {"impl":"cuda","bench":"multigpu_pipeline","devices":1,"host":"main","median_ms":90.0,"gbps_in":47.7,"reps":5,"bad":0}
 {"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"main","median_ms":60.0,"gbps_in":71.6,"reps":5,"bad":0}
 {"impl":"cuda","bench":"multigpu_pipeline","devices":1,"host":"local","median_ms":90.0,"gbps_in":47.7,"reps":5,"bad":0}
@@ -284,6 +331,10 @@ mod tests {
         super::write(&mut md, lines).unwrap();
         assert!(
             md.contains("| 1 MiB | 26.2 | 35.0 | **0.75** | 40.0 | 30.0 | 9.5 / 4.0 | ≥ 0.95 ✗ |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 1 MiB | 45.0 | 36.0 | 0.80 | 40.0 | 30.0 |"),
             "{md}"
         );
         assert!(

@@ -64,7 +64,7 @@ fn run(args: &Args) -> Result<bool, berth::Error> {
         Ok(partial)
     })?;
     // Combine: every device ends with the sum of all devices' partials.
-    set.all_reduce(&mut partials, ReduceOp::Sum)?;
+    set.all_reduce(&mut partials, ReduceOp::Sum)?.wait()?;
     let totals: Vec<f64> = partials
         .iter()
         .enumerate()

@@ -7,8 +7,9 @@
 //! - `peer_read`: `block_sum` over 1 GiB of f32 on device 0, reading device 1's buffer in place
 //!   through a peer view (`"where":"peer"`) and, for scale, its own (`"where":"local"`);
 //! - `allreduce`: `DeviceSet::all_reduce` (NCCL) of f32 buffers of 1 MiB, 64 MiB and 1 GiB on
-//!   every device, synchronised after each; bus bandwidth as nccl-tests defines it
-//!   (`bytes × 2(n−1)/n / time`); `submit_us` is the host time of the call that queues it.
+//!   every device, waited for after each through its guard; bus bandwidth as nccl-tests
+//!   defines it (`bytes × 2(n−1)/n / time`); `submit_us` is the host time of the call that
+//!   queues it. `allreduce_devsync`: the same, waited for with `DeviceSet::synchronize`.
 //!
 //! `bench_multigpu [pipeline|peer|allreduce|all] [reps=5]`. With fewer than two GPUs it prints
 //! why on stderr and emits the single-device lines only.
@@ -194,7 +195,7 @@ fn allreduce(reps: usize) -> Result<(), BoxError> {
             .map(|(d, g)| g.upload(&vec![d as f32 + 1.0; len]))
             .collect::<Result<_, _>>()?;
         // Correctness first: one all-reduce of 1, 2, … gives n(n+1)/2 everywhere.
-        set.all_reduce(&mut bufs, ReduceOp::Sum)?;
+        set.all_reduce(&mut bufs, ReduceOp::Sum)?.wait()?;
         let want = (n * (n + 1) / 2) as f32;
         let mut bad = 0;
         for b in &bufs {
@@ -204,30 +205,40 @@ fn allreduce(reps: usize) -> Result<(), BoxError> {
         for b in &mut bufs {
             b.copy_from(&vec![0.0f32; len])?;
         }
-        let (mut per, mut submit) = (Vec::new(), Vec::new());
-        for r in 0..=reps {
-            let start = Instant::now();
-            let mut queued = 0.0;
-            for _ in 0..iters {
-                let t = Instant::now();
-                set.all_reduce(&mut bufs, ReduceOp::Sum)?;
-                queued += t.elapsed().as_secs_f64();
-                set.synchronize()?;
+        // Waited for through the guard (each member's collective stream, as the C++ side
+        // synchronises its streams), then through `DeviceSet::synchronize` (every stream of
+        // each member, as `cudaDeviceSynchronize` would).
+        for (bench, whole) in [("allreduce", false), ("allreduce_devsync", true)] {
+            let (mut per, mut submit) = (Vec::new(), Vec::new());
+            for r in 0..=reps {
+                let start = Instant::now();
+                let mut queued = 0.0;
+                for _ in 0..iters {
+                    let t = Instant::now();
+                    let c = set.all_reduce(&mut bufs, ReduceOp::Sum)?;
+                    queued += t.elapsed().as_secs_f64();
+                    if whole {
+                        c.detach();
+                        set.synchronize()?;
+                    } else {
+                        c.wait()?;
+                    }
+                }
+                if r > 0 {
+                    per.push(start.elapsed().as_secs_f64() / iters as f64);
+                    submit.push(queued / iters as f64);
+                }
             }
-            if r > 0 {
-                per.push(start.elapsed().as_secs_f64() / iters as f64);
-                submit.push(queued / iters as f64);
-            }
+            let (s, submit) = (median_f64(per), median_f64(submit));
+            let busbw = bytes as f64 * 2.0 * (n - 1) as f64 / n as f64 / s / 1e9;
+            // `submit_us`: the host time of the call that queues the collective (the rest of
+            // `median_us` is the wait), to split a gap between host path and GPU time.
+            println!(
+                "{{\"impl\":\"berth\",\"bench\":\"{bench}\",\"devices\":{n},\"bytes\":{bytes},\"iters\":{iters},\"median_us\":{:.2},\"submit_us\":{:.2},\"busbw_gbps\":{busbw:.2},\"reps\":{reps},\"bad\":{bad}}}",
+                s * 1e6,
+                submit * 1e6
+            );
         }
-        let (s, submit) = (median_f64(per), median_f64(submit));
-        let busbw = bytes as f64 * 2.0 * (n - 1) as f64 / n as f64 / s / 1e9;
-        // `submit_us`: the host time of the call that queues the collective (the rest of
-        // `median_us` is the synchronise), to split a gap between host path and GPU time.
-        println!(
-            "{{\"impl\":\"berth\",\"bench\":\"allreduce\",\"devices\":{n},\"bytes\":{bytes},\"iters\":{iters},\"median_us\":{:.2},\"submit_us\":{:.2},\"busbw_gbps\":{busbw:.2},\"reps\":{reps},\"bad\":{bad}}}",
-            s * 1e6,
-            submit * 1e6
-        );
     }
     Ok(())
 }
