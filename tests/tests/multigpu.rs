@@ -335,6 +335,7 @@ fn sets_of_every_size() -> (std::sync::MutexGuard<'static, ()>, Vec<DeviceSet>) 
     let guard = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
     if cfg!(feature = "gpu") {
         sets.push(DeviceSet::cuda(&[0]).expect("a GPU is required for --features gpu"));
+        println!("running on a set of device 0 alone (NCCL with one rank)");
     }
     (guard, sets)
 }
