@@ -108,15 +108,11 @@ impl DeviceLimits {
     }
 }
 
-/// Whether a launch of `kernel` over `grid` must opt in to more shared memory than a block
-/// gets by default (48 KiB on every GPU berth runs on).
-///
-/// Static shared memory alone never does (ptxas refuses more than 48 KiB of it), so a launch
-/// without dynamic shared memory answers without looking up the kernel: the common launch
-/// takes no lock here.
-pub(crate) fn needs_opt_in(kernel: &'static Kernel, grid: &Grid) -> bool {
-    grid.shared_bytes != 0
-        && static_shared_bytes(kernel) + grid.shared_bytes as usize > 48 * KIB as usize
+/// Whether a launch over `grid` of a kernel with `static_shared` bytes of static shared memory
+/// must opt in to more shared memory than a block gets by default (48 KiB on every GPU berth
+/// runs on).
+pub(crate) fn needs_opt_in(static_shared: usize, grid: &Grid) -> bool {
+    static_shared + grid.shared_bytes as usize > 48 * KIB as usize
 }
 
 /// The bytes of static shared memory `k`'s entry uses, from its PTX (cached per kernel).

@@ -334,6 +334,39 @@ fn dynamic_shared_memory_is_per_block() {
     }
 }
 
+/// A launch whose dynamic shared memory fits the default 48 KiB alone but not with the
+/// kernel's static shared memory must still opt in: the static part is counted (`block_sum`'s
+/// 1 KiB tile), and the launch runs with the right sum. Past the default by far, too.
+#[test]
+fn dynamic_shared_memory_beside_static_shared_memory_opts_in_when_both_need_it() {
+    let (_g, gpu) = gpu();
+    let n = 1 << 18;
+    let x = random_f32(n);
+    let dx = gpu.upload(&x).unwrap();
+    let blocks = 120u32;
+    for dynamic in [48 * 1024 - 512, 48 * 1024, 200 * 1024] {
+        let mut partial = gpu.upload(&vec![f32::NAN; blocks as usize]).unwrap();
+        let grid = Grid::new(blocks, REDUCE_BLOCK).shared_bytes(dynamic);
+        block_sum(&gpu, grid, &dx, &mut partial)
+            .unwrap()
+            .wait()
+            .unwrap_or_else(|e| panic!("{dynamic} bytes of dynamic shared memory: {e}"));
+        let got = sum_f64(&partial.to_vec().unwrap());
+        let scale: f64 = x.iter().map(|&v| f64::from(v.abs())).sum::<f64>();
+        assert!(
+            (got - sum_f64(&x)).abs() <= 1e-5 * scale,
+            "{dynamic} bytes: {got}"
+        );
+    }
+    // Beyond what opting in allows, with the static part: refused before it is queued.
+    let grid = Grid::new(blocks, REDUCE_BLOCK).shared_bytes(227 * 1024);
+    let mut partial = gpu.alloc_zeroed::<f32>(blocks as usize).unwrap();
+    let e = block_sum(&gpu, grid, &dx, &mut partial)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidLaunch { .. }), "{e}");
+}
+
 #[test]
 fn two_dimensional_grid_indices() {
     use berth_examples::add_coordinates;

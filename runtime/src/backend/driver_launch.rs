@@ -11,8 +11,23 @@ use std::ffi::c_void;
 
 /// Let `func` use the dynamic shared memory `grid` asks for (above 48 KiB of shared memory
 /// in all, static and dynamic, it must opt in).
+///
+/// Static shared memory alone never needs it (ptxas refuses more than 48 KiB of it), so a
+/// launch without dynamic shared memory makes no driver call here; one with it asks the driver
+/// for the function's static shared memory, which the loaded module knows exactly.
 pub(super) fn prepare(k: &'static Kernel, func: sys::CUfunction, grid: &Grid) -> Result<()> {
-    if crate::limits::needs_opt_in(k, grid) {
+    if grid.shared_bytes == 0 {
+        return Ok(());
+    }
+    // SAFETY: valid function of the current context; the attribute is a byte count.
+    let static_shared = unsafe {
+        result::function::get_function_attribute(
+            func,
+            sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+        )
+    }
+    .map_err(|e| Error::driver("cuFuncGetAttribute", e))?;
+    if crate::limits::needs_opt_in(static_shared.max(0) as usize, grid) {
         // SAFETY: valid function of the current context; the attribute takes bytes.
         let r = unsafe {
             result::function::set_function_attribute(
