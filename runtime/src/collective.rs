@@ -381,7 +381,7 @@ mod nccl {
     use cudarc::driver::sys::CUstream;
     use cudarc::nccl::sys::{ncclComm_t, ncclRedOp_t};
     use std::ffi::c_void;
-    use std::sync::Arc;
+    use std::sync::{Arc, Weak};
 
     /// The set's communicators, one per member, and the stream of each member they queue on:
     /// one of the member context's pooled streams, which live as long as the context, so a
@@ -389,6 +389,10 @@ mod nccl {
     struct Comms {
         comms: Vec<ncclComm_t>,
         streams: Vec<(Arc<Inner>, CUstream)>,
+        /// The lazy completions of collectives queued on the streams that may still be waited
+        /// for: marked done when the communicators go (after the streams are drained), so that
+        /// nothing drains a stream once it is back in the pool.
+        pending: Vec<Weak<Completion>>,
     }
 
     // SAFETY: an NCCL communicator may be used from any thread, one call at a time: the set
@@ -405,14 +409,17 @@ mod nccl {
                     g.drain(*s);
                 }
             }
+            for c in self.pending.drain(..).filter_map(|w| w.upgrade()) {
+                // Its stream was drained above: the work it ends is complete.
+                c.finished();
+            }
             for &c in &self.comms {
                 // SAFETY: made by ncclCommInitAll in `with_comms`, destroyed once, here, after
                 // its work completed.
                 let _ = unsafe { cudarc::nccl::result::comm_destroy(c) };
             }
             for (g, s) in self.streams.drain(..) {
-                // Idle now; a lazy completion still noted on a buffer may drain it later, in
-                // whatever use the pool puts it to next, which only waits longer than needed.
+                // Idle, and no completion of this set waits for it any more.
                 g.put_stream(s);
             }
         }
@@ -484,11 +491,15 @@ mod nccl {
                 }
                 return Err(e);
             }
-            *slot = Some(Box::new(Comms { comms, streams }));
+            *slot = Some(Box::new(Comms {
+                comms,
+                streams,
+                pending: Vec::new(),
+            }));
         }
         let c = slot
-            .as_ref()
-            .and_then(|b| b.downcast_ref::<Comms>())
+            .as_mut()
+            .and_then(|b| b.downcast_mut::<Comms>())
             .expect("made above");
         cudarc::nccl::result::group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
         let mut first = Ok(());
@@ -502,9 +513,12 @@ mod nccl {
         // The work is queued now (at the group's end), or nothing is, which a wait for the
         // stream covers alike: note its end on the buffers, even after a failure.
         let mut members = Vec::with_capacity(set.len());
+        c.pending
+            .retain(|w| w.upgrade().is_some_and(|p| !p.is_done()));
         for (i, (g, &(_, stream))) in set.iter().zip(&c.streams).enumerate() {
             let completion = Completion::lazy(&g.inner, stream);
             done(i, &completion);
+            c.pending.push(Arc::downgrade(&completion));
             members.push((stream, completion));
         }
         first.and(end).map(|_| members)

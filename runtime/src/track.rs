@@ -144,7 +144,7 @@ impl Completion {
         self.done.store(true, Ordering::Release);
     }
 
-    fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
     }
 

@@ -388,13 +388,15 @@ fn a_detached_or_leaked_collective_is_waited_for_by_whatever_touches_its_buffers
             // Sending buffers freed while the collective may be in flight wait for it too.
             drop(send);
         }
-        // A leaked collective outlives the set, its communicators and its streams: a host
-        // write to its buffers then still waits for it, and so does freeing them.
+        // A leaked collective outlives the set: the set's communicators wait for their streams
+        // when they go (and the streams go back to the contexts' pools), so the buffers hold
+        // the result, and writing and freeing them is safe.
         let (send, mut recv) = buffers(&set);
         std::mem::forget(set.all_gather(&send, &mut recv).unwrap());
         let gpus = set.gpus().to_vec();
         drop(set);
         for (r, g) in recv.iter_mut().zip(&gpus) {
+            assert_eq!(r.to_vec().unwrap(), want, "{m} devices, after the set went");
             r.copy_from(&vec![2.0; n * m]).unwrap();
             assert!(r.to_vec().unwrap().iter().all(|&v| v == 2.0));
             g.synchronize().unwrap();
