@@ -132,18 +132,15 @@ impl DeviceSet {
         Ok(split_weighted(n, &w, align.max(1)))
     }
 
-    /// `data` split across the set by [`DeviceSet::split`], each shard pinned by its device.
+    /// `data` split across the set by [`DeviceSet::split`], each shard pinned by its device
+    /// next to it (as [`DeviceSet::shard_zeroed`] allocates), then filled from `data`.
     pub fn shard_from<T: DeviceCopy>(&self, data: &[T]) -> Result<Sharded<T>> {
-        let ranges = self.split(data.len(), 4096)?;
-        let mut parts = Vec::with_capacity(ranges.len());
-        for (d, r) in ranges.iter().enumerate() {
-            parts.push(
-                self.gpus()[d]
-                    .pinned_from(&data[r.clone()])
-                    .map_err(|e| self.on_device(d, e))?,
-            );
+        let mut shards = self.shard_zeroed_in(self.split(data.len(), 4096)?)?;
+        for (part, r) in shards.parts.iter_mut().zip(&shards.ranges) {
+            // The pages stay on the node that allocated them.
+            part.copy_from_slice(&data[r.clone()]);
         }
-        Ok(Sharded { parts, ranges })
+        Ok(shards)
     }
 
     /// Zeroed shards with the ranges of `like` (e.g. the output of a pipelined run over it).
