@@ -1,5 +1,5 @@
-//! Collectives on the [`DeviceBuffer`]s of a [`DeviceSet`]: all-reduce, broadcast and
-//! all-gather, one buffer per member.
+//! Collectives on the [`DeviceBuffer`]s of a [`DeviceSet`]: all-reduce, broadcast,
+//! all-gather, reduce and reduce-scatter (NCCL's five), one buffer per member.
 //!
 //! On GPUs they are NCCL's (through cudarc's `nccl` module; berth's `nccl` feature), run from
 //! one process and one thread: the set's communicators are made once with `ncclCommInitAll`,
@@ -78,7 +78,8 @@ impl<'a> Collective<'a> {
         self.members.clear();
     }
 
-    /// Which collective this is (`"all_reduce"`, `"broadcast"` or `"all_gather"`).
+    /// Which collective this is (`"all_reduce"`, `"broadcast"`, `"all_gather"`, `"reduce"` or
+    /// `"reduce_scatter"`).
     pub fn what(&self) -> &'static str {
         self.what
     }
@@ -204,12 +205,7 @@ impl DeviceSet {
             return Ok(done);
         }
         if self.on_simulator() {
-            let mut acc = self.read(0, &bufs[0])?;
-            for (i, b) in bufs.iter().enumerate().skip(1) {
-                for (a, v) in acc.iter_mut().zip(self.read(i, b)?) {
-                    *a = T::combine(op, *a, v);
-                }
-            }
+            let acc = self.combine_all(bufs.iter(), op)?;
             return self.write_all(bufs.iter_mut(), &acc).map(|()| done);
         }
         nccl::all_reduce(self, bufs, op).map(|m| Collective::new(self, "all_reduce", m))
@@ -257,6 +253,75 @@ impl DeviceSet {
             return self.write_all(recv.iter_mut(), &all).map(|()| done);
         }
         nccl::all_gather(self, send, recv).map(|m| Collective::new(self, "all_gather", m))
+    }
+
+    /// Reduce every member's buffer element-wise (`op`) into member `root`'s; the others
+    /// keep theirs. `bufs[i]` belongs to member `i`; all have one length. Returns once queued:
+    /// see [`Collective`].
+    pub fn reduce<'a, T: CollectiveType>(
+        &'a self,
+        bufs: &'a mut [DeviceBuffer<T>],
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<Collective<'a>> {
+        let len = self.check_buffers("reduce", bufs.iter(), None)?;
+        self.device(root)?;
+        let done = Collective::new(self, "reduce", Vec::new());
+        if len == 0 {
+            return Ok(done);
+        }
+        if self.on_simulator() {
+            let acc = self.combine_all(bufs.iter(), op)?;
+            bufs[root]
+                .copy_from(&acc)
+                .map_err(|e| self.on_device(root, e))?;
+            return Ok(done);
+        }
+        nccl::reduce(self, bufs, op, root).map(|m| Collective::new(self, "reduce", m))
+    }
+
+    /// Reduce every member's `send` buffer element-wise (`op`) and scatter the result: member
+    /// `i`'s `recv` buffer gets part `i` of it, in member order. Every `send[i]` holds
+    /// `len() × recv[0].len()` elements. Returns once queued: see [`Collective`].
+    pub fn reduce_scatter<'a, T: CollectiveType>(
+        &'a self,
+        send: &'a [DeviceBuffer<T>],
+        recv: &'a mut [DeviceBuffer<T>],
+        op: ReduceOp,
+    ) -> Result<Collective<'a>> {
+        let len = self.check_buffers("reduce_scatter (recv)", recv.iter(), None)?;
+        self.check_buffers("reduce_scatter (send)", send.iter(), Some(len * self.len()))?;
+        let done = Collective::new(self, "reduce_scatter", Vec::new());
+        if len == 0 {
+            return Ok(done);
+        }
+        if self.on_simulator() {
+            let acc = self.combine_all(send.iter(), op)?;
+            for (i, (r, part)) in recv.iter_mut().zip(acc.chunks(len)).enumerate() {
+                r.copy_from(part).map_err(|e| self.on_device(i, e))?;
+            }
+            return Ok(done);
+        }
+        nccl::reduce_scatter(self, send, recv, op)
+            .map(|m| Collective::new(self, "reduce_scatter", m))
+    }
+
+    /// The element-wise reduction of every member's buffer, on the host (the simulator's).
+    fn combine_all<'a, T: CollectiveType>(
+        &self,
+        mut bufs: impl Iterator<Item = &'a DeviceBuffer<T>>,
+        op: ReduceOp,
+    ) -> Result<Vec<T>> {
+        let mut acc = match bufs.next() {
+            Some(b) => self.read(0, b)?,
+            None => return Ok(Vec::new()),
+        };
+        for (i, b) in bufs.enumerate() {
+            for (a, v) in acc.iter_mut().zip(self.read(i + 1, b)?) {
+                *a = T::combine(op, *a, v);
+            }
+        }
+        Ok(acc)
     }
 
     /// The collectives run on the host: the members are simulated.
@@ -360,6 +425,24 @@ mod nccl {
         _: &DeviceSet,
         _: &[DeviceBuffer<T>],
         _: &mut [DeviceBuffer<T>],
+    ) -> Result<Members> {
+        Err(refused())
+    }
+
+    pub(super) fn reduce<T: CollectiveType>(
+        _: &DeviceSet,
+        _: &mut [DeviceBuffer<T>],
+        _: ReduceOp,
+        _: usize,
+    ) -> Result<Members> {
+        Err(refused())
+    }
+
+    pub(super) fn reduce_scatter<T: CollectiveType>(
+        _: &DeviceSet,
+        _: &[DeviceBuffer<T>],
+        _: &mut [DeviceBuffer<T>],
+        _: ReduceOp,
     ) -> Result<Members> {
         Err(refused())
     }
@@ -633,6 +716,91 @@ mod nccl {
                 }
                 .map(|_| ())
                 .map_err(|e| nccl_error("ncclAllGather", e))
+            },
+            |i, c| {
+                send[i].uses.add(c, Access::Shared);
+                recv[i].uses.add(c, Access::Exclusive);
+            },
+        )
+    }
+
+    pub(super) fn reduce<T: CollectiveType>(
+        set: &DeviceSet,
+        bufs: &mut [DeviceBuffer<T>],
+        op: ReduceOp,
+        root: usize,
+    ) -> Result<Members> {
+        let op = op_of(op);
+        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
+        // Only the root's buffer is written; the others are read.
+        let access = |i: usize| {
+            if i == root {
+                Access::Exclusive
+            } else {
+                Access::Shared
+            }
+        };
+        with_comms(
+            set,
+            |i, rank| {
+                let b = &bufs[i];
+                prepare(b, rank, access(i))?;
+                // SAFETY: `b` is `len()` elements of T on member i's device, borrowed
+                // exclusively by this call and noted as used (written on the root, read
+                // elsewhere) until the stream passes the collective (`done`); in place, as
+                // NCCL allows (on other ranks than the root the receive pointer is unused);
+                // `rank` is member i's communicator and a stream of its context.
+                unsafe {
+                    cudarc::nccl::result::reduce(
+                        b.ptr as *const c_void,
+                        b.ptr as *mut c_void,
+                        b.len(),
+                        dtype,
+                        op,
+                        root as i32,
+                        rank.comm,
+                        rank.stream as _,
+                    )
+                }
+                .map(|_| ())
+                .map_err(|e| nccl_error("ncclReduce", e))
+            },
+            |i, c| bufs[i].uses.add(c, access(i)),
+        )
+    }
+
+    pub(super) fn reduce_scatter<T: CollectiveType>(
+        set: &DeviceSet,
+        send: &[DeviceBuffer<T>],
+        recv: &mut [DeviceBuffer<T>],
+        op: ReduceOp,
+    ) -> Result<Members> {
+        let op = op_of(op);
+        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
+        with_comms(
+            set,
+            |i, rank| {
+                let (s, r) = (&send[i], &recv[i]);
+                prepare(s, rank, Access::Shared)?;
+                prepare(r, rank, Access::Exclusive)?;
+                // SAFETY: `r` holds `r.len()` elements and `s` `set.len() × r.len()` (checked
+                // by the caller), both of member i's device and distinct allocations (one
+                // borrowed shared, the other exclusively, by this call); both are noted as
+                // used until the stream passes the collective (`done`); `rank` is member i's
+                // communicator and stream.
+                unsafe {
+                    cudarc::nccl::result::reduce_scatter(
+                        s.ptr as *const c_void,
+                        r.ptr as *mut c_void,
+                        r.len(),
+                        dtype,
+                        op,
+                        rank.comm,
+                        rank.stream as _,
+                    )
+                }
+                .map(|_| ())
+                .map_err(|e| nccl_error("ncclReduceScatter", e))
             },
             |i, c| {
                 send[i].uses.add(c, Access::Shared);

@@ -24,9 +24,10 @@
 //! code runs in CI); a buffer of one device is read by another's kernels through a
 //! [`PeerView`] (in place where the topology allows peer access, copied otherwise); a host
 //! dataset [`Sharded`] across the set by measured link streams through every device at once
-//! ([`DeviceSet::pipelined`]); and [`DeviceSet::all_reduce`], [`DeviceSet::broadcast`] and
-//! [`DeviceSet::all_gather`] run NCCL (the `nccl` feature) on berth buffers, each returning a
-//! [`Collective`] guard that waits as a launch's does.
+//! ([`DeviceSet::pipelined`]); and [`DeviceSet::all_reduce`], [`DeviceSet::broadcast`],
+//! [`DeviceSet::all_gather`], [`DeviceSet::reduce`] and [`DeviceSet::reduce_scatter`] run NCCL
+//! (the `nccl` feature) on berth buffers, each returning a [`Collective`] guard that waits as a
+//! launch's does.
 //!
 //! Failure is always a typed [`Error`]: no driver or device, out of memory, a bad launch
 //! configuration, and a kernel that panicked (named, with the panic's file, line and message,

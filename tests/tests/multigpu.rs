@@ -406,6 +406,80 @@ fn a_detached_or_leaked_collective_is_waited_for_by_whatever_touches_its_buffers
 }
 
 #[test]
+fn reduce_and_reduce_scatter_match_the_host() {
+    let (_g, sets) = sets_of_every_size();
+    for set in sets {
+        let m = set.len();
+        let part = 1000 + 7;
+        let data: Vec<Vec<i64>> = (0..m)
+            .map(|d| {
+                random_f32(part * m)
+                    .iter()
+                    .map(|v| (v * 1000.0) as i64 + d as i64)
+                    .collect()
+            })
+            .collect();
+        let upload = |data: &[Vec<i64>]| -> Vec<_> {
+            set.iter()
+                .zip(data)
+                .map(|(g, d)| g.upload(d).unwrap())
+                .collect()
+        };
+        for (op, f) in [
+            (
+                ReduceOp::Sum,
+                (|a: i64, b: i64| a + b) as fn(i64, i64) -> i64,
+            ),
+            (ReduceOp::Min, |a: i64, b: i64| a.min(b)),
+        ] {
+            let want: Vec<i64> = (0..part * m)
+                .map(|i| data.iter().map(|d| d[i]).reduce(f).unwrap())
+                .collect();
+            // Reduce to the last member; the others keep their data.
+            let root = m - 1;
+            let mut bufs = upload(&data);
+            let c = set.reduce(&mut bufs, op, root).unwrap();
+            assert_eq!(c.what(), "reduce");
+            c.wait().unwrap();
+            for (d, b) in bufs.iter().enumerate() {
+                let expect = if d == root { &want } else { &data[d] };
+                assert_eq!(&b.to_vec().unwrap(), expect, "{op:?}, device {d} of {m}");
+            }
+            // Reduce-scatter: member d gets part d of the reduction.
+            let send = upload(&data);
+            let mut recv: Vec<_> = set
+                .iter()
+                .map(|g| g.upload(&vec![i64::MIN; part]).unwrap())
+                .collect();
+            set.reduce_scatter(&send, &mut recv, op)
+                .unwrap()
+                .wait()
+                .unwrap();
+            for (d, r) in recv.iter().enumerate() {
+                assert_eq!(
+                    r.to_vec().unwrap(),
+                    want[d * part..(d + 1) * part],
+                    "{op:?}, device {d} of {m}"
+                );
+            }
+        }
+        // A receive buffer of the wrong length, and a root outside the set, are refused.
+        let send = upload(&data);
+        let mut short: Vec<_> = set
+            .iter()
+            .map(|g| g.alloc_zeroed::<i64>(part + 1).unwrap())
+            .collect();
+        let e = set
+            .reduce_scatter(&send, &mut short, ReduceOp::Sum)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(e, Error::OnDevice { device: 0, .. }), "{e}");
+        let mut bufs = upload(&data);
+        assert!(set.reduce(&mut bufs, ReduceOp::Sum, m).is_err());
+    }
+}
+
+#[test]
 fn a_collective_of_one_device_set_runs_and_reports_through_its_guard() {
     let (_g, sets) = sets_of_every_size();
     for set in sets {
