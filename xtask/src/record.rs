@@ -242,11 +242,27 @@ fn drop_superseded(full: &Run, dir: &Path) -> Result {
 /// replaces the earlier one (with this run's machine and date beside it, `<section>.machine.txt`),
 /// the others stay as they were recorded, so the targeted part of `BENCHMARKS.md` shows the
 /// latest measurement of every benchmark run since the full run.
+///
+/// The multi-GPU sections come only from a machine with two GPUs or more: a one-GPU machine's
+/// `multigpu` run (its two-device tests skipped, no peer or all-reduce figures) would replace
+/// the 2-GPU machine's, so it is left out, with a note.
 fn save_targeted(run: &Run, machine: &str, to: &Path) -> Result {
     std::fs::create_dir_all(to)?;
     std::fs::write(to.join("machine.txt"), machine)?;
+    let gpus = machine.lines().filter(|l| l.starts_with("gpu:")).count();
     for s in TARGETED {
         let text = run.read(s.file);
+        if gpus < 2 && s.file.starts_with("multigpu") {
+            if !text.trim().is_empty() {
+                eprintln!(
+                    "not recorded: {} comes from a machine with {gpus} GPU(s); the multi-GPU \
+                     section keeps the 2-GPU machine's run (keep one-GPU diagnostics under \
+                     {RESULTS}/diagnostics/)",
+                    s.file
+                );
+            }
+            continue;
+        }
         if !text.trim().is_empty() {
             std::fs::write(to.join(s.file), text)?;
             std::fs::write(to.join(section_machine(s.file)), machine)?;
@@ -470,6 +486,43 @@ mod tests {
     /// The committed `BENCHMARKS.md` is what `record` renders from the committed raw lines, so
     /// a change to a renderer comes with the regenerated file
     /// (`cargo xtask record bench/results`).
+    #[test]
+    fn a_one_gpu_multigpu_run_does_not_replace_the_two_gpu_one() -> Result {
+        let base = std::env::temp_dir().join(format!("berth-one-gpu-{}", std::process::id()));
+        let (run_dir, to) = (base.join("run"), base.join("targeted"));
+        std::fs::create_dir_all(&run_dir)?;
+        std::fs::create_dir_all(&to)?;
+        std::fs::write(to.join("multigpu.jsonl"), "two GPUs\n")?;
+        std::fs::write(run_dir.join("multigpu.jsonl"), "one GPU\n")?;
+        std::fs::write(run_dir.join("multigpu.log"), "skipped\n")?;
+        std::fs::write(run_dir.join("launch.jsonl"), "{}\n")?;
+        let one = "date: d\ncommit: c\ngpu: NVIDIA H200\n";
+        save_targeted(
+            &Run {
+                dir: run_dir.clone(),
+            },
+            one,
+            &to,
+        )?;
+        assert_eq!(
+            std::fs::read_to_string(to.join("multigpu.jsonl"))?,
+            "two GPUs\n"
+        );
+        assert!(!to.join("multigpu.log").exists());
+        assert!(
+            to.join("launch.jsonl").exists(),
+            "the other sections are recorded"
+        );
+        let two = "date: d\ncommit: c\ngpu: NVIDIA H200\ngpu: NVIDIA H200\n";
+        save_targeted(&Run { dir: run_dir }, two, &to)?;
+        assert_eq!(
+            std::fs::read_to_string(to.join("multigpu.jsonl"))?,
+            "one GPU\n"
+        );
+        std::fs::remove_dir_all(&base)?;
+        Ok(())
+    }
+
     #[test]
     fn benchmarks_md_is_rendered_from_bench_results() -> Result {
         let root = workspace_root();
