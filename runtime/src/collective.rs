@@ -624,37 +624,94 @@ mod nccl {
         }
     }
 
+    /// An NCCL call's outcome.
+    type Called =
+        std::result::Result<cudarc::nccl::result::NcclStatus, cudarc::nccl::result::NcclError>;
+
+    /// Queue a collective that works in place on `bufs` (member `i`'s buffer used with
+    /// `access(i)`): `call(pointer, len, rank)` is the NCCL call of one member.
+    fn in_place<T: CollectiveType>(
+        set: &DeviceSet,
+        bufs: &mut [DeviceBuffer<T>],
+        name: &'static str,
+        access: impl Fn(usize) -> Access,
+        call: impl Fn(*mut c_void, usize, &Rank) -> Called,
+    ) -> Result<Members> {
+        with_comms(
+            set,
+            |i, rank| {
+                let b = &bufs[i];
+                prepare(b, rank, access(i))?;
+                call(b.ptr as *mut c_void, b.len(), rank)
+                    .map(|_| ())
+                    .map_err(|e| nccl_error(name, e))
+            },
+            |i, c| bufs[i].uses.add(c, access(i)),
+        )
+    }
+
+    /// Queue a collective from `send` (read) into `recv` (written), both member `i`'s for
+    /// member `i`: `call(send, recv, rank)` is the NCCL call of one member.
+    fn send_recv<T: CollectiveType>(
+        set: &DeviceSet,
+        send: &[DeviceBuffer<T>],
+        recv: &mut [DeviceBuffer<T>],
+        name: &'static str,
+        call: impl Fn(&DeviceBuffer<T>, &DeviceBuffer<T>, &Rank) -> Called,
+    ) -> Result<Members> {
+        with_comms(
+            set,
+            |i, rank| {
+                let (s, r) = (&send[i], &recv[i]);
+                prepare(s, rank, Access::Shared)?;
+                prepare(r, rank, Access::Exclusive)?;
+                call(s, r, rank)
+                    .map(|_| ())
+                    .map_err(|e| nccl_error(name, e))
+            },
+            |i, c| {
+                send[i].uses.add(c, Access::Shared);
+                recv[i].uses.add(c, Access::Exclusive);
+            },
+        )
+    }
+
+    fn dtype<T: CollectiveType>() -> cudarc::nccl::sys::ncclDataType_t {
+        <T as cudarc::nccl::NcclType>::as_nccl_type()
+    }
+
+    // SAFETY (of every NCCL call below): the caller checked that each member's buffers are
+    // of that member's device and have the lengths the call reads and writes (`len` elements
+    // in place; `recv` `set.len()` times `send` for an all-gather, the reverse for a
+    // reduce-scatter); this call borrows them (written ones exclusively) and notes them as
+    // used until the member's stream passes the collective, so nothing reads, writes or frees
+    // them before then; `rank` is the member's communicator and a stream of its context.
+
     pub(super) fn all_reduce<T: CollectiveType>(
         set: &DeviceSet,
         bufs: &mut [DeviceBuffer<T>],
         op: ReduceOp,
     ) -> Result<Members> {
         let op = op_of(op);
-        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
-        with_comms(
+        in_place(
             set,
-            |i, rank| {
-                let b = &bufs[i];
-                prepare(b, rank, Access::Exclusive)?;
-                // SAFETY: `b` is `len()` elements of T on member i's device, borrowed
-                // exclusively by this call and noted as used until the stream passes the
-                // collective (`done`), so nothing reads, writes or frees it before then;
-                // `rank` is member i's communicator and a stream of its context.
+            bufs,
+            "ncclAllReduce",
+            |_| Access::Exclusive,
+            |p, len, rank| {
+                // SAFETY: see above; in place, as NCCL allows.
                 unsafe {
                     cudarc::nccl::result::all_reduce(
-                        b.ptr as *const c_void,
-                        b.ptr as *mut c_void,
-                        b.len(),
-                        dtype,
+                        p,
+                        p,
+                        len,
+                        dtype::<T>(),
                         op,
                         rank.comm,
                         rank.stream as _,
                     )
                 }
-                .map(|_| ())
-                .map_err(|e| nccl_error("ncclAllReduce", e))
             },
-            |i, c| bufs[i].uses.add(c, Access::Exclusive),
         )
     }
 
@@ -663,63 +720,24 @@ mod nccl {
         bufs: &mut [DeviceBuffer<T>],
         root: usize,
     ) -> Result<Members> {
-        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
-        with_comms(
+        in_place(
             set,
-            |i, rank| {
-                let b = &bufs[i];
-                prepare(b, rank, Access::Exclusive)?;
-                // SAFETY: as in `all_reduce`.
+            bufs,
+            "ncclBroadcast",
+            |_| Access::Exclusive,
+            |p, len, rank| {
+                // SAFETY: see above; in place, as NCCL allows.
                 unsafe {
                     cudarc::nccl::result::broadcast(
-                        b.ptr as *const c_void,
-                        b.ptr as *mut c_void,
-                        b.len(),
-                        dtype,
+                        p,
+                        p,
+                        len,
+                        dtype::<T>(),
                         root as i32,
                         rank.comm,
                         rank.stream as _,
                     )
                 }
-                .map(|_| ())
-                .map_err(|e| nccl_error("ncclBroadcast", e))
-            },
-            |i, c| bufs[i].uses.add(c, Access::Exclusive),
-        )
-    }
-
-    pub(super) fn all_gather<T: CollectiveType>(
-        set: &DeviceSet,
-        send: &[DeviceBuffer<T>],
-        recv: &mut [DeviceBuffer<T>],
-    ) -> Result<Members> {
-        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
-        with_comms(
-            set,
-            |i, rank| {
-                let (s, r) = (&send[i], &recv[i]);
-                prepare(s, rank, Access::Shared)?;
-                prepare(r, rank, Access::Exclusive)?;
-                // SAFETY: `s` holds `s.len()` elements and `r` `set.len() × s.len()` (checked
-                // by the caller), both of member i's device; `s` is borrowed shared and `r`
-                // exclusively by this call, and both are noted as used until the stream passes
-                // the collective (`done`); `rank` is member i's communicator and stream.
-                unsafe {
-                    cudarc::nccl::result::all_gather(
-                        s.ptr as *const c_void,
-                        r.ptr as *mut c_void,
-                        s.len(),
-                        dtype,
-                        rank.comm,
-                        rank.stream as _,
-                    )
-                }
-                .map(|_| ())
-                .map_err(|e| nccl_error("ncclAllGather", e))
-            },
-            |i, c| {
-                send[i].uses.add(c, Access::Shared);
-                recv[i].uses.add(c, Access::Exclusive);
             },
         )
     }
@@ -731,7 +749,6 @@ mod nccl {
         root: usize,
     ) -> Result<Members> {
         let op = op_of(op);
-        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
         // Only the root's buffer is written; the others are read.
         let access = |i: usize| {
             if i == root {
@@ -740,33 +757,42 @@ mod nccl {
                 Access::Shared
             }
         };
-        with_comms(
-            set,
-            |i, rank| {
-                let b = &bufs[i];
-                prepare(b, rank, access(i))?;
-                // SAFETY: `b` is `len()` elements of T on member i's device, borrowed
-                // exclusively by this call and noted as used (written on the root, read
-                // elsewhere) until the stream passes the collective (`done`); in place, as
-                // NCCL allows (on other ranks than the root the receive pointer is unused);
-                // `rank` is member i's communicator and a stream of its context.
-                unsafe {
-                    cudarc::nccl::result::reduce(
-                        b.ptr as *const c_void,
-                        b.ptr as *mut c_void,
-                        b.len(),
-                        dtype,
-                        op,
-                        root as i32,
-                        rank.comm,
-                        rank.stream as _,
-                    )
-                }
-                .map(|_| ())
-                .map_err(|e| nccl_error("ncclReduce", e))
-            },
-            |i, c| bufs[i].uses.add(c, access(i)),
-        )
+        in_place(set, bufs, "ncclReduce", access, |p, len, rank| {
+            // SAFETY: see above; in place, as NCCL allows (on other ranks than the root the
+            // receive pointer is unused).
+            unsafe {
+                cudarc::nccl::result::reduce(
+                    p,
+                    p,
+                    len,
+                    dtype::<T>(),
+                    op,
+                    root as i32,
+                    rank.comm,
+                    rank.stream as _,
+                )
+            }
+        })
+    }
+
+    pub(super) fn all_gather<T: CollectiveType>(
+        set: &DeviceSet,
+        send: &[DeviceBuffer<T>],
+        recv: &mut [DeviceBuffer<T>],
+    ) -> Result<Members> {
+        send_recv(set, send, recv, "ncclAllGather", |s, r, rank| {
+            // SAFETY: see above; `s` and `r` are distinct allocations.
+            unsafe {
+                cudarc::nccl::result::all_gather(
+                    s.ptr as *const c_void,
+                    r.ptr as *mut c_void,
+                    s.len(),
+                    dtype::<T>(),
+                    rank.comm,
+                    rank.stream as _,
+                )
+            }
+        })
     }
 
     pub(super) fn reduce_scatter<T: CollectiveType>(
@@ -776,36 +802,19 @@ mod nccl {
         op: ReduceOp,
     ) -> Result<Members> {
         let op = op_of(op);
-        let dtype = <T as cudarc::nccl::NcclType>::as_nccl_type();
-        with_comms(
-            set,
-            |i, rank| {
-                let (s, r) = (&send[i], &recv[i]);
-                prepare(s, rank, Access::Shared)?;
-                prepare(r, rank, Access::Exclusive)?;
-                // SAFETY: `r` holds `r.len()` elements and `s` `set.len() × r.len()` (checked
-                // by the caller), both of member i's device and distinct allocations (one
-                // borrowed shared, the other exclusively, by this call); both are noted as
-                // used until the stream passes the collective (`done`); `rank` is member i's
-                // communicator and stream.
-                unsafe {
-                    cudarc::nccl::result::reduce_scatter(
-                        s.ptr as *const c_void,
-                        r.ptr as *mut c_void,
-                        r.len(),
-                        dtype,
-                        op,
-                        rank.comm,
-                        rank.stream as _,
-                    )
-                }
-                .map(|_| ())
-                .map_err(|e| nccl_error("ncclReduceScatter", e))
-            },
-            |i, c| {
-                send[i].uses.add(c, Access::Shared);
-                recv[i].uses.add(c, Access::Exclusive);
-            },
-        )
+        send_recv(set, send, recv, "ncclReduceScatter", |s, r, rank| {
+            // SAFETY: see above; `s` and `r` are distinct allocations.
+            unsafe {
+                cudarc::nccl::result::reduce_scatter(
+                    s.ptr as *const c_void,
+                    r.ptr as *mut c_void,
+                    r.len(),
+                    dtype::<T>(),
+                    op,
+                    rank.comm,
+                    rank.stream as _,
+                )
+            }
+        })
     }
 }
