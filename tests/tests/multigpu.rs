@@ -480,6 +480,42 @@ fn reduce_and_reduce_scatter_match_the_host() {
 }
 
 #[test]
+fn collectives_queued_from_several_threads_on_one_set_each_get_their_own_result() {
+    let (_g, sets) = sets_of_every_size();
+    for set in sets {
+        let m = set.len() as u64;
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let set = &set;
+                s.spawn(move || {
+                    for round in 0..20u64 {
+                        let mut bufs: Vec<_> = set
+                            .iter()
+                            .enumerate()
+                            .map(|(d, g)| {
+                                g.upload(&vec![t * 1000 + round + d as u64; 4099]).unwrap()
+                            })
+                            .collect();
+                        let c = set.all_reduce(&mut bufs, ReduceOp::Sum).unwrap();
+                        // Half are waited for through the guard, half through the buffers.
+                        if round % 2 == 0 {
+                            c.wait().unwrap();
+                        } else {
+                            c.detach();
+                        }
+                        let want = m * (t * 1000 + round) + m * (m - 1) / 2;
+                        for b in &bufs {
+                            assert!(b.to_vec().unwrap().iter().all(|&v| v == want), "thread {t}");
+                        }
+                    }
+                });
+            }
+        });
+        set.synchronize().unwrap();
+    }
+}
+
+#[test]
 fn a_collective_of_one_device_set_runs_and_reports_through_its_guard() {
     let (_g, sets) = sets_of_every_size();
     for set in sets {
