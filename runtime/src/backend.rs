@@ -373,6 +373,11 @@ pub(crate) trait StreamOps {
     /// more, so a failed wait returns too.
     fn wait_point(&self, point: &Point);
 
+    /// Make work queued on `stream` from now on wait until `point` is reached, without
+    /// blocking the host. `point` may be of another stream of this context; the wait holds
+    /// for the work queued before the point even if the point's event is recorded again.
+    fn stream_wait_point(&self, stream: sys::CUstream, point: &Point) -> Result<()>;
+
     /// A point is no longer needed.
     fn release_point(&self, point: Point);
 

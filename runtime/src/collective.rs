@@ -611,7 +611,7 @@ mod nccl {
     /// work that conflicts with `access` ordered before it.
     fn prepare<T: CollectiveType>(b: &DeviceBuffer<T>, rank: &Rank, access: Access) -> Result<()> {
         b.gpu.bind()?;
-        b.uses.before_gpu(access, Some(rank.stream));
+        b.uses.before_gpu(access, Some((&b.gpu, rank.stream)));
         Ok(())
     }
 

@@ -27,8 +27,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let a = src.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_from_pinned")?;
         gpu.bind()?;
-        a.uses.before_gpu(Access::Shared, None);
-        self.uses.before_gpu(Access::Exclusive, None);
+        a.uses.before_gpu(Access::Shared, Some((gpu, stream)));
+        self.uses.before_gpu(Access::Exclusive, Some((gpu, stream)));
         if a.bytes > 0 {
             // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
             // allocation of the same size; both stay borrowed by the guard until completion.
@@ -54,8 +54,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let a = dst.__arg();
         self.check_copy(gpu, a.gpu, a.len, "copy_to_pinned")?;
         gpu.bind()?;
-        a.uses.before_gpu(Access::Exclusive, None);
-        self.uses.before_gpu(Access::Shared, None);
+        a.uses.before_gpu(Access::Exclusive, Some((gpu, stream)));
+        self.uses.before_gpu(Access::Shared, Some((gpu, stream)));
         if a.bytes > 0 {
             // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
             unsafe {

@@ -253,7 +253,7 @@ impl<'b> Graph<'b> {
         // here, so each one sees the previous one's uses.
         let held = self.held.lock().expect("poisoned");
         for u in held.iter() {
-            u.before_gpu(Access::Exclusive, Some(stream));
+            u.before_gpu(Access::Exclusive, Some((gpu, stream)));
         }
         let _range = crate::nvtx::graph(self.nodes.len());
         if let Some(e) = self.exec.lock().expect("poisoned").as_ref() {

@@ -46,6 +46,10 @@ pub(crate) struct Completion {
     whole_context: bool,
     /// Known complete: its guard waited for it, or a host access did.
     done: AtomicBool,
+    /// Streams already made to wait for this work on the GPU ([`Completion::order_before`]),
+    /// each with the count of joins the wait covers: later work on such a stream runs after
+    /// it, with no new wait while no work has joined since.
+    before: Mutex<SmallVec<[(usize, u64); 2]>>,
 }
 
 impl Completion {
@@ -67,6 +71,7 @@ impl Completion {
                         joins: AtomicU64::new(SEALED),
                         whole_context: false,
                         done: AtomicBool::new(true),
+                        before: Mutex::default(),
                     };
                     for &s in streams {
                         let _ = gpu.sync(s, None);
@@ -85,6 +90,7 @@ impl Completion {
             joins: AtomicU64::new(SEALED),
             whole_context: false,
             done: AtomicBool::new(false),
+            before: Mutex::default(),
         }))
     }
 
@@ -105,6 +111,7 @@ impl Completion {
             joins: AtomicU64::new(0),
             whole_context: false,
             done: AtomicBool::new(false),
+            before: Mutex::default(),
         })
     }
 
@@ -121,6 +128,7 @@ impl Completion {
             joins: AtomicU64::new(SEALED),
             whole_context: true,
             done: AtomicBool::new(false),
+            before: Mutex::default(),
         })
     }
 
@@ -152,6 +160,46 @@ impl Completion {
     /// it, with no wait needed.
     fn only_on(&self, stream: sys::CUstream) -> bool {
         self.streams.len() == 1 && self.streams[0] == stream
+    }
+
+    /// Make work queued on `stream` of `gpu` from now on wait for this work on the GPU, without
+    /// blocking the host: `false` if that cannot be done (work of another context, or of
+    /// streams berth does not know, or a failed driver call), and the host must wait instead.
+    ///
+    /// A lazy completion has no point: one is recorded on its stream now, after everything
+    /// queued there so far, this work included. Work that joins it later is not covered, but
+    /// such work checks its own conflicts when it is queued.
+    fn order_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
+        if self.whole_context || !Arc::ptr_eq(&self.gpu, gpu) {
+            return false;
+        }
+        // Read before the point is recorded: work that joined by now was queued before it.
+        let joins = self.joins.load(Ordering::Acquire) & !SEALED;
+        let key = (stream as usize, joins);
+        if self.before.lock().expect("poisoned").contains(&key) {
+            return true;
+        }
+        let ops = gpu.ops();
+        let ordered = if self.lazy {
+            match ops.record_point(self.streams[0]) {
+                Ok(p) => {
+                    let r = ops.stream_wait_point(stream, &p);
+                    ops.release_point(p);
+                    r.is_ok()
+                }
+                Err(_) => false,
+            }
+        } else {
+            self.points
+                .iter()
+                .all(|p| ops.stream_wait_point(stream, p).is_ok())
+        };
+        if ordered {
+            let mut before = self.before.lock().expect("poisoned");
+            before.retain(|(s, _)| *s != key.0);
+            before.push(key);
+        }
+        ordered
     }
 
     /// Wait until the work is complete. A context lost to a fault runs nothing any more, so a
@@ -258,24 +306,30 @@ impl Uses {
         }
     }
 
-    /// Before GPU work with `access` is queued on `stream`: work that would race it must be
-    /// complete, or queued earlier on the same stream (which runs it first). A pending use that
-    /// conflicts belongs to a guard that was leaked or to a launch queued in a scope (whose
-    /// borrow ended with its statement), so waiting for it never waits for work still wanted
-    /// concurrently; work of the same stream needs no wait at all, which is what lets a scope
-    /// queue dependent launches back to back.
-    pub(crate) fn before_gpu(&self, access: Access, stream: Option<sys::CUstream>) {
+    /// Before GPU work with `access` is queued on `stream` of `gpu` (or, with `None`, on
+    /// streams not named): work that would race it must be complete, or ordered before it on
+    /// the GPU. A pending use that conflicts belongs to a guard that was detached or leaked,
+    /// to a launch queued in a scope (whose borrow ended with its statement) or to a
+    /// collective, so ordering after it never holds back work still wanted concurrently.
+    ///
+    /// Work queued earlier on the same stream needs nothing: the stream runs it first, which is
+    /// what lets a scope queue dependent launches back to back. Work of other streams of the
+    /// same context is waited for by the stream itself (an event wait, no host wait), so a
+    /// launch after a detached collective, or on another stream's scope, is queued at once.
+    /// Anything else (another context's work, memory used by another library) is waited for
+    /// on the host.
+    pub(crate) fn before_gpu(&self, access: Access, on: Option<(&Arc<Inner>, sys::CUstream)>) {
         let flag = match access {
             Access::Shared => &self.exclusive,
             Access::Exclusive => &self.any,
         };
         if flag.load(Ordering::Acquire) {
-            if stream.is_some_and(|s| self.ordered.load(Ordering::Acquire) == s as usize) {
+            if on.is_some_and(|(_, s)| self.ordered.load(Ordering::Acquire) == s as usize) {
                 // Every pending use is on this stream, which runs it first: what `settle`
                 // would find without waiting for anything.
                 return;
             }
-            self.settle(access == Access::Exclusive, stream);
+            self.settle(access == Access::Exclusive, on);
         }
     }
 
@@ -336,26 +390,37 @@ impl Uses {
     }
 
     /// Wait for the pending uses that conflict (exclusive ones, or all; none of those queued on
-    /// `ordered_on`, which stream order completes first), forget the finished ones, and
-    /// recompute the flags.
-    fn settle(&self, all: bool, ordered_on: Option<sys::CUstream>) {
-        let waits: Vec<Arc<Completion>> = self
+    /// the stream of `on`, which stream order completes first, and those of other streams of
+    /// its context by a wait of that stream), forget the finished ones, and recompute the
+    /// flags.
+    fn settle(&self, all: bool, on: Option<(&Arc<Inner>, sys::CUstream)>) {
+        let waits: SmallVec<[Arc<Completion>; 4]> = self
             .list
             .lock()
             .expect("poisoned")
             .iter()
             .filter(|(c, a)| (all || *a == Access::Exclusive) && !c.is_done())
-            .filter(|(c, _)| !ordered_on.is_some_and(|s| c.only_on(s)))
+            .filter(|(c, _)| !on.is_some_and(|(_, s)| c.only_on(s)))
             .map(|(c, _)| c.clone())
             .collect();
-        if waits.is_empty() && ordered_on.is_some() {
-            // Only work ordered before the new work by its stream is pending (a queue in a
-            // scope): nothing to wait for or clean up.
+        let mut waited = false;
+        for c in &waits {
+            if on.is_some_and(|(gpu, stream)| c.order_before(gpu, stream)) {
+                continue;
+            }
+            c.wait();
+            waited = true;
+        }
+        if on.is_some() && !waited {
+            // Everything pending is ordered before the new work on the GPU (or by its stream):
+            // nothing was waited for, so nothing finished to clean up.
             return;
         }
-        for c in &waits {
-            c.wait();
-        }
+        self.forget_finished();
+    }
+
+    /// Forget the uses known to be complete and recompute the flags.
+    fn forget_finished(&self) {
         let mut list = self.list.lock().expect("poisoned");
         list.retain(|(c, _)| !c.is_done());
         self.any.store(!list.is_empty(), Ordering::Release);
@@ -379,10 +444,72 @@ mod tests {
         // Not ordered by any one stream, even the default one: the launch waits for it.
         let c = uses.list.lock().unwrap()[0].0.clone();
         assert!(!c.only_on(gpu.default_stream));
-        uses.before_gpu(Access::Shared, Some(gpu.default_stream));
+        uses.before_gpu(Access::Shared, Some((&gpu, gpu.default_stream)));
         assert!(c.is_done());
         assert!(!uses.any.load(Ordering::Acquire));
         assert!(uses.list.lock().unwrap().is_empty());
+    }
+
+    /// Jobs queued on a simulated stream so far.
+    fn position(gpu: &Inner, stream: sys::CUstream) -> u64 {
+        match gpu.ops().record_point(stream).unwrap() {
+            Point::Sim(_, p) => p,
+            Point::Event(_) => unreachable!("a simulated context"),
+        }
+    }
+
+    #[test]
+    fn a_use_on_another_stream_is_waited_for_by_the_stream_once_until_work_joins_it() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let (side, main) = (gpu.ops().stream_new().unwrap(), gpu.default_stream);
+        let uses = Uses::default();
+        let c = Completion::lazy(&gpu, side);
+        assert!(c.join());
+        uses.add(&c, Access::Exclusive);
+        let start = position(&gpu, main);
+        uses.before_gpu(Access::Shared, Some((&gpu, main)));
+        assert!(
+            !c.is_done(),
+            "the host waited for work the stream can wait for"
+        );
+        assert_eq!(
+            position(&gpu, main),
+            start + 1,
+            "one wait queued on the stream"
+        );
+        assert_eq!(c.before.lock().unwrap().as_slice(), [(main as usize, 1)]);
+        // Nothing joined since: the stream waits for it already.
+        uses.before_gpu(Access::Exclusive, Some((&gpu, main)));
+        assert_eq!(
+            position(&gpu, main),
+            start + 1,
+            "a second wait for the same work"
+        );
+        // Work that joins later is not covered by that wait.
+        assert!(c.join());
+        uses.before_gpu(Access::Shared, Some((&gpu, main)));
+        assert_eq!(position(&gpu, main), start + 2);
+        assert_eq!(c.before.lock().unwrap().as_slice(), [(main as usize, 2)]);
+        // The side stream's own work needs nothing.
+        uses.before_gpu(Access::Exclusive, Some((&gpu, side)));
+        assert!(!c.is_done());
+        // Another context's stream cannot wait for it: the host does.
+        let other = Arc::new(Inner::new(Box::new(Simulator::new())));
+        uses.before_gpu(Access::Shared, Some((&other, other.default_stream)));
+        assert!(c.is_done());
+        assert!(uses.list.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_use_by_unknown_streams_is_never_waited_for_by_a_stream() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let uses = Uses::default();
+        let c = Completion::whole_context(&gpu);
+        uses.add(&c, Access::Shared);
+        let start = position(&gpu, gpu.default_stream);
+        uses.before_gpu(Access::Exclusive, Some((&gpu, gpu.default_stream)));
+        assert!(c.is_done());
+        assert_eq!(position(&gpu, gpu.default_stream), start);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! (CI) the set is two simulated devices, with peer links or, for the copy path, without.
 
 use berth::{DeviceSet, Error, Grid, PeerPath, PipelineOptions, ReduceOp};
+use berth_examples::chain::{gated_jacobi, jacobi_host};
 use berth_examples::{F4, MAPPED_SUM_BLOCK, affine_one_pipelined, mapped_sum, saxpy, saxpy_pinned};
 use berth_tests::random_f32;
 use std::sync::Mutex;
@@ -402,6 +403,56 @@ fn a_detached_or_leaked_collective_is_waited_for_by_whatever_touches_its_buffers
             g.synchronize().unwrap();
         }
         drop((send, recv));
+    }
+}
+
+#[test]
+fn collectives_and_launches_on_other_streams_order_each_other_on_the_gpu() {
+    let (_g, sets) = sets_of_every_size();
+    for set in sets {
+        let n = (1 << 16) + 3;
+        let m = set.len();
+        let g = Grid::cover(n);
+        let data: Vec<Vec<f32>> = (0..m).map(|_| random_f32(n)).collect();
+        let a: Vec<_> = set
+            .iter()
+            .zip(&data)
+            .map(|(g, d)| g.upload(d).unwrap())
+            .collect();
+        let mut b: Vec<_> = set
+            .iter()
+            .map(|g| g.upload(&vec![f32::NAN; n]).unwrap())
+            .collect();
+        let gates: Vec<_> = set.iter().map(|g| g.signals(1).unwrap()).collect();
+        // Each device's `b` is written behind a gate by a launch whose guard is leaked.
+        for (d, gpu) in set.iter().enumerate() {
+            std::mem::forget(gated_jacobi(gpu, g, &gates[d], &a[d], &mut b[d]).unwrap());
+        }
+        // On GPUs the gates open only once the all-reduce is queued behind those launches on
+        // its own streams: a host wait for them on the way would stall until the kernels give
+        // up (10 s). The simulator reduces on the host, in the call, so they open first there.
+        let open = || gates.iter().for_each(|gate| gate.store(0, 1));
+        if !cfg!(feature = "gpu") {
+            open();
+        }
+        let c = set.all_reduce(&mut b, ReduceOp::Sum).unwrap();
+        if cfg!(feature = "gpu") {
+            open();
+        }
+        c.detach();
+        // A launch reading the result, on the default stream, orders itself after the
+        // collective.
+        let mut want = vec![0.0f32; n];
+        let mut step = vec![0.0f32; n];
+        for x in &data {
+            jacobi_host(x, &mut step);
+            want.iter_mut().zip(&step).for_each(|(w, s)| *w += s);
+        }
+        for (d, (gpu, r)) in set.iter().zip(&b).enumerate() {
+            let mut y = gpu.alloc_zeroed::<f32>(n).unwrap();
+            saxpy(gpu, g, 1.0, r, &mut y).unwrap().wait().unwrap();
+            assert_eq!(y.to_vec().unwrap(), want, "{m} devices, device {d}");
+        }
     }
 }
 

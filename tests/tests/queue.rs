@@ -97,6 +97,63 @@ fn queueing_in_a_scope_never_waits_on_the_host() {
 }
 
 #[test]
+fn work_of_another_streams_scope_is_waited_for_by_the_gpu_not_the_host() {
+    let (_g, gpu) = gpu();
+    let x = random_f32(N);
+    let (mut a, mut b) = pair(&gpu, &x);
+    let g = Grid::cover(N);
+    let gate = gpu.signals(1).unwrap();
+    let side = gpu.stream().unwrap();
+    // The gated launch, on a stream of its own, cannot finish before the gate opens, which
+    // happens only after the launches that depend on it are queued on the default stream:
+    // waiting for it on the host on the way would stall until the kernel gives up (10 s).
+    side.scope(|s| {
+        gated_jacobi(s, g, &gate, &a, &mut b)?.detach();
+        // Reads `b`, which the gated launch writes, and writes `a`, which it reads.
+        let next = jacobi(&gpu, g, &b, &mut a)?;
+        gate.store(0, 1);
+        next.wait()
+    })
+    .unwrap();
+    assert_bits(
+        &a.to_vec().unwrap(),
+        &jacobi_steps(&x, 2),
+        "a after a plain launch",
+    );
+
+    gate.store(0, 0);
+    side.scope(|s| {
+        gated_jacobi(s, g, &gate, &a, &mut b)?.detach();
+        gpu.scope(|d| {
+            for _ in 0..50 {
+                jacobi(d, g, &b, &mut a)?.detach();
+                jacobi(d, g, &a, &mut b)?.detach();
+            }
+            gate.store(0, 1);
+            Ok(())
+        })
+    })
+    .unwrap();
+    assert_bits(
+        &b.to_vec().unwrap(),
+        &jacobi_steps(&x, 103),
+        "b after a scope",
+    );
+    // And the other way round: the side stream orders itself after the default stream's
+    // queued work, a leaked guard's.
+    gate.store(0, 0);
+    std::mem::forget(gated_jacobi(&gpu, g, &gate, &b, &mut a).unwrap());
+    let next = jacobi(&side, g, &a, &mut b).unwrap();
+    gate.store(0, 1);
+    next.wait().unwrap();
+    assert_bits(
+        &b.to_vec().unwrap(),
+        &jacobi_steps(&x, 105),
+        "b after a leaked guard",
+    );
+}
+
+#[test]
 fn dropped_guards_in_a_scope_leave_their_launches_queued() {
     let (_g, gpu) = gpu();
     let x = random_f32(N);

@@ -92,6 +92,20 @@ impl StreamOps for Driver {
         }
     }
 
+    fn stream_wait_point(&self, stream: sys::CUstream, point: &Point) -> Result<()> {
+        let Point::Event(ev) = point else {
+            unreachable!("a simulated point given to the driver")
+        };
+        // SAFETY: `stream` and `ev` belong to this context, current since the caller's
+        // launch or collective bound it, and `ev` is alive (its completion holds it). The
+        // wait is for the record the event has now: recording it again later, once it is
+        // back in the pool, does not move it.
+        let r = unsafe {
+            result::stream::wait_event(stream, *ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+        };
+        self.check("cuStreamWaitEvent", r, None)
+    }
+
     fn release_point(&self, point: Point) {
         if let Point::Event(ev) = point
             && !self.faults.state.is_lost()

@@ -55,6 +55,21 @@ impl StreamOps for Simulator {
         }
     }
 
+    fn stream_wait_point(&self, stream: sys::CUstream, point: &Point) -> Result<()> {
+        let Point::Sim(other, position) = point else {
+            unreachable!("a CUDA point given to the simulator")
+        };
+        let (other, position) = (other.clone(), *position);
+        // The point is an earlier position of some stream: waiting for it from a later job
+        // cannot form a cycle.
+        let job = move || {
+            other.wait_until(position);
+            Ok(())
+        };
+        self.streams.enqueue(stream as usize, Box::new(job));
+        Ok(())
+    }
+
     fn release_point(&self, _point: Point) {}
 
     fn event_new(&self) -> Result<EventHandle> {

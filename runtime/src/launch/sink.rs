@@ -167,7 +167,9 @@ impl<'l> ArgSink<'l> {
                 );
                 self.invalid(reason);
             }
-            _ => a.uses.before_gpu(access, self.stream),
+            _ => a
+                .uses
+                .before_gpu(access, self.stream.map(|s| (self.gpu, s))),
         }
         self.uses.push((a.uses, access));
     }
