@@ -14,6 +14,9 @@
 // counted in "bad"; the maximum relative error is reported too.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+
+#include "common.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,15 +24,6 @@
 #include <cstring>
 #include <random>
 #include <vector>
-
-#define CHECK(x)                                                                        \
-    do {                                                                                \
-        cudaError_t e = (x);                                                            \
-        if (e != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-            exit(1);                                                                    \
-        }                                                                               \
-    } while (0)
 
 #define TILE 16
 __global__ void __launch_bounds__(256) sgemm_tiled(unsigned n, const float* a, const float* b, float* c) {
@@ -254,40 +248,39 @@ static std::vector<float> random_vec(size_t n, float lo, float hi, unsigned seed
 template <class F>
 static double time_median(int reps, F launch) {
     cudaEvent_t a, b;
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
     launch();
-    CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> ms;
     for (int r = 0; r < reps; r++) {
-        CHECK(cudaEventRecord(a));
+        CUDA_CHECK(cudaEventRecord(a));
         launch();
-        CHECK(cudaEventRecord(b));
-        CHECK(cudaEventSynchronize(b));
+        CUDA_CHECK(cudaEventRecord(b));
+        CUDA_CHECK(cudaEventSynchronize(b));
         float t;
-        CHECK(cudaEventElapsedTime(&t, a, b));
+        CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
         ms.push_back(t);
     }
-    CHECK(cudaGetLastError());
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
+    CUDA_CHECK(cudaGetLastError());
+    return upper_median(ms);
 }
 
 static float* upload(const std::vector<float>& v) {
     float* d;
-    CHECK(cudaMalloc(&d, v.size() * sizeof(float)));
-    CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&d, v.size() * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(d, v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice));
     return d;
 }
 static float* poisoned(size_t n) {
     float* d;
-    CHECK(cudaMalloc(&d, n * sizeof(float)));
-    CHECK(cudaMemset(d, 0xff, n * sizeof(float)));  // NaN
+    CUDA_CHECK(cudaMalloc(&d, n * sizeof(float)));
+    CUDA_CHECK(cudaMemset(d, 0xff, n * sizeof(float)));  // NaN
     return d;
 }
 static std::vector<float> download(const float* d, size_t n) {
     std::vector<float> v(n);
-    CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(v.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost));
     return v;
 }
 
@@ -419,17 +412,17 @@ static std::vector<__half2> random_half2(size_t n, unsigned seed) {
 static void half_run(const char* name, size_t n, int reps) {
     auto x = random_half2(n, 10), y = random_half2(n, 11);
     __half2 *dx, *dy, *dout;
-    CHECK(cudaMalloc(&dx, n * 4));
-    CHECK(cudaMalloc(&dy, n * 4));
-    CHECK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(dy, y.data(), n * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&dx, n * 4));
+    CUDA_CHECK(cudaMalloc(&dy, n * 4));
+    CUDA_CHECK(cudaMemcpy(dx, x.data(), n * 4, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMemcpy(dy, y.data(), n * 4, cudaMemcpyHostToDevice));
     if (!strcmp(name, "haxpy2")) {
-        CHECK(cudaMalloc(&dout, n * 4));
-        CHECK(cudaMemset(dout, 0xff, n * 4));
+        CUDA_CHECK(cudaMalloc(&dout, n * 4));
+        CUDA_CHECK(cudaMemset(dout, 0xff, n * 4));
         __half2 a = __floats2half2_rn(0.75f, -1.25f);
         double ms = time_median(reps, [&] { haxpy2<<<(n + 255) / 256, 256>>>(a, dx, dy, dout, n); });
         std::vector<__half2> out(n);
-        CHECK(cudaMemcpy(out.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+        CUDA_CHECK(cudaMemcpy(out.data(), dout, n * 4, cudaMemcpyDeviceToHost));
         int bad = 0;
         double worst = 0;
         for (size_t i = 0; i < n; i++) {

@@ -13,6 +13,8 @@
 
 #include <cuda_runtime.h>
 
+#include "common.h"
+
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -26,39 +28,30 @@ static double ms_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-#define CHECK(call)                                                               \
-  do {                                                                            \
-    cudaError_t e = (call);                                                       \
-    if (e != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e));            \
-      return 1;                                                                   \
-    }                                                                             \
-  } while (0)
-
 int main() {
   auto t = std::chrono::steady_clock::now();
-  CHECK(cudaFree(0));
+  CUDA_CHECK(cudaFree(0));
   double init = ms_since(t);
 
   const unsigned n = 1u << 16;
   std::vector<float> x(n), y(n, 1.0f);
   for (unsigned i = 0; i < n; i++) x[i] = float(i);
   float *dx, *dy;
-  CHECK(cudaMalloc(&dx, n * sizeof(float)));
-  CHECK(cudaMalloc(&dy, n * sizeof(float)));
-  CHECK(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMalloc(&dx, n * sizeof(float)));
+  CUDA_CHECK(cudaMalloc(&dy, n * sizeof(float)));
+  CUDA_CHECK(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+  CUDA_CHECK(cudaMemcpy(dy, y.data(), n * sizeof(float), cudaMemcpyHostToDevice));
 
   t = std::chrono::steady_clock::now();
   saxpy<<<(n + 255) / 256, 256>>>(2.0f, dx, dy, n);
-  CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
   double first = ms_since(t);
   t = std::chrono::steady_clock::now();
   saxpy<<<(n + 255) / 256, 256>>>(2.0f, dx, dy, n);
-  CHECK(cudaDeviceSynchronize());
+  CUDA_CHECK(cudaDeviceSynchronize());
   double second = ms_since(t);
 
-  CHECK(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(y.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost));
   unsigned bad = 0;
   for (unsigned i = 0; i < n; i++) {
     float want = 2.0f * x[i] + (2.0f * x[i] + 1.0f);

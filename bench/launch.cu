@@ -21,6 +21,8 @@
 
 #include <cuda_runtime.h>
 
+#include "common.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,17 +32,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                      \
-    do {                                                                      \
-        cudaError_t err_ = (call);                                            \
-        if (err_ != cudaSuccess) {                                            \
-            std::fprintf(stderr, "CUDA error %s (%d) at %s:%d: %s\n",         \
-                         cudaGetErrorName(err_), (int)err_, __FILE__,         \
-                         __LINE__, cudaGetErrorString(err_));                 \
-            std::exit(1);                                                     \
-        }                                                                     \
-    } while (0)
 
 static const int kLaunches = 1000;
 static const int kBlock = 256;
@@ -81,11 +72,6 @@ static long windows_bad(const std::vector<float>& x, const std::vector<float>& g
         }
     }
     return bad;
-}
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
 }
 
 static void report(const char* bench, size_t n, double seconds, long bad) {
@@ -134,7 +120,7 @@ static void bench(size_t n, int reps) {
         if (rep > 0) times.push_back(secs);
     }
     CUDA_CHECK(cudaMemcpy(got.data(), a, bytes, cudaMemcpyDeviceToHost));
-    report("launch_chain", n, median(times), windows_bad(x, got, kLaunches));
+    report("launch_chain", n, upper_median(times), windows_bad(x, got, kLaunches));
 
     // Captured once into a graph, replayed.
     CUDA_CHECK(cudaMemcpy(a, x.data(), bytes, cudaMemcpyHostToDevice));
@@ -156,7 +142,7 @@ static void bench(size_t n, int reps) {
         times.push_back(std::chrono::duration<double>(clock::now() - t).count());
     }
     CUDA_CHECK(cudaMemcpy(got.data(), a, bytes, cudaMemcpyDeviceToHost));
-    report("graph_chain", n, median(times), windows_bad(x, got, (size_t)kLaunches * (reps + 1)));
+    report("graph_chain", n, upper_median(times), windows_bad(x, got, (size_t)kLaunches * (reps + 1)));
 
     CUDA_CHECK(cudaGraphExecDestroy(exec));
     CUDA_CHECK(cudaGraphDestroy(graph));

@@ -25,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common.h"
 #include "stream_input.h"
 
 #include <sched.h>
@@ -59,16 +60,6 @@ ncclResult_t ncclGroupEnd();
 const char* ncclGetErrorString(ncclResult_t result);
 }
 #endif
-
-#define CUDA_CHECK(call)                                                            \
-    do {                                                                            \
-        cudaError_t err_ = (call);                                                  \
-        if (err_ != cudaSuccess) {                                                  \
-            std::fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(err_), \
-                         __FILE__, __LINE__, cudaGetErrorString(err_));             \
-            std::exit(1);                                                           \
-        }                                                                           \
-    } while (0)
 
 #define NCCL_CHECK(call)                                                            \
     do {                                                                            \
@@ -109,11 +100,6 @@ static double now_s() {
         .count();
 }
 
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
 static void peer(int reps) {
     const size_t n = (size_t)1 << 28;
     const int blocks = 132 * 8;
@@ -149,7 +135,7 @@ static void peer(int reps) {
         CUDA_CHECK(cudaMemcpy(p.data(), partial, blocks * 4, cudaMemcpyDeviceToHost));
         double total = 0;
         for (float v : p) total += v;
-        double ms = median(t);
+        double ms = upper_median(t);
         std::printf("{\"impl\":\"cuda\",\"bench\":\"peer_read\",\"where\":\"%s\",\"bytes\":%zu,"
                     "\"median_ms\":%.3f,\"gbps\":%.2f,\"reps\":%d,\"bad\":%d}\n",
                     place, n * 4, ms, n * 4 / (ms * 1e-3) / 1e9, reps, total != (double)n);
@@ -225,7 +211,7 @@ static void allreduce(int reps) {
                     submit.push_back(queued / iters);
                 }
             }
-            double s = median(per), sub = median(submit);
+            double s = upper_median(per), sub = upper_median(submit);
             double busbw = bytes * 2.0 * (n - 1) / n / s / 1e9;
             std::printf("{\"impl\":\"cuda\",\"bench\":\"%s\",\"devices\":%d,\"bytes\":%zu,"
                         "\"iters\":%d,\"median_us\":%.2f,\"submit_us\":%.2f,\"busbw_gbps\":%.2f,"
@@ -422,7 +408,7 @@ static void pipeline(int devices, int reps) {
         std::vector<double> t;
         for (int r = 0; r < reps; r++) t.push_back(pipeline_once(sh));
         int bad = pipeline_bad(sh);
-        double ms = median(t) * 1e3;
+        double ms = upper_median(t) * 1e3;
         std::printf("{\"impl\":\"cuda\",\"bench\":\"multigpu_pipeline\",\"devices\":%d,\"host\":\"%s\","
                     "\"streams\":%d,\"chunk_bytes\":%zu,\"bytes_in\":%zu,\"median_ms\":%.3f,"
                     "\"gbps_in\":%.2f,\"reps\":%d,\"bad\":%d}\n",

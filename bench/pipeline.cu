@@ -21,6 +21,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common.h"
 #include "stream_input.h"
 
 #include <algorithm>
@@ -31,21 +32,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                      \
-    do {                                                                      \
-        cudaError_t err_ = (call);                                            \
-        if (err_ != cudaSuccess) {                                            \
-            std::fprintf(stderr, "CUDA error %s (%d) at %s:%d: %s\n",         \
-                         cudaGetErrorName(err_), (int)err_, __FILE__,         \
-                         __LINE__, cudaGetErrorString(err_));                 \
-            std::exit(1);                                                     \
-        }                                                                     \
-    } while (0)
-
-// A launch returns no status; this catches bad configurations at launch time.
-// Faults during execution surface at the next (checked) synchronising call.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 // Dependent steps per element in the heavy kernel. Each step is an fp32 mul and
 // add, each rounded (__fmul_rn/__fadd_rn are never fused into an FMA): that is
@@ -154,27 +140,6 @@ static size_t count_bad(const float* y, const Samples& s, Kern k) {
         if (!(std::fabs(g - e) <= rel * std::fabs(e) + abs_floor)) ++bad;
     }
     return bad;
-}
-
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
-// One warm-up, then `reps` wall-clock timings of op (which must end with the
-// synchronisation that makes all of its work complete).
-template <typename Op>
-static double wall_median_ms(int reps, Op op) {
-    op();
-    std::vector<double> ms(reps);
-    for (int r = 0; r < reps; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        op();
-        auto t1 = std::chrono::steady_clock::now();
-        ms[r] = std::chrono::duration<double, std::milli>(t1 - t0).count();
-    }
-    return median(ms);
 }
 
 static double gbps_in(double ms) { return (double)kBytes / (ms * 1e-3) / 1e9; }
@@ -423,10 +388,7 @@ int main(int argc, char** argv) {
     const bool do_heavy = all || !std::strcmp(section, "heavy");
     const bool do_ceiling = all || !std::strcmp(section, "ceiling");
 
-    int dev = 0;
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    cudaDeviceProp prop = current_device_prop();
     std::fprintf(stderr, "device: %s (%d SMs, %d async copy engines), section=%s reps=%ld K=%d\n",
                  prop.name, prop.multiProcessorCount, prop.asyncEngineCount, section, reps, HEAVY_K);
 

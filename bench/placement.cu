@@ -17,6 +17,8 @@
 
 #include <cuda_runtime.h>
 
+#include "common.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -25,21 +27,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                      \
-    do {                                                                      \
-        cudaError_t err_ = (call);                                            \
-        if (err_ != cudaSuccess) {                                            \
-            std::fprintf(stderr, "CUDA error %s (%d) at %s:%d: %s\n",         \
-                         cudaGetErrorName(err_), (int)err_, __FILE__,         \
-                         __LINE__, cudaGetErrorString(err_));                 \
-            std::exit(1);                                                     \
-        }                                                                     \
-    } while (0)
-
-// A launch returns no status; this catches bad configurations at launch time.
-// Faults during execution surface at the next (checked) synchronising call.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 constexpr int kBlock = 256;
 // Fixed so the mapped_sum grid does not depend on the command line or the
@@ -116,12 +103,6 @@ static size_t count_mismatch(const void* a, const void* b, size_t bytes) {
     return bad;
 }
 
-static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-}
-
 // One warm-up (first-touch, TLB, clocks), then each repetition timed on its own
 // with an event pair on `s` and a stream sync, so one slow repetition only
 // moves the median, not the result.
@@ -144,19 +125,6 @@ static double gpu_median_ms(cudaStream_t s, int reps, Op op) {
     }
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
-    return median(ms);
-}
-
-template <typename Op>
-static double cpu_median_ms(int reps, Op op) {
-    op();
-    std::vector<double> ms(reps);
-    for (int r = 0; r < reps; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        op();
-        auto t1 = std::chrono::steady_clock::now();
-        ms[r] = std::chrono::duration<double, std::milli>(t1 - t0).count();
-    }
     return median(ms);
 }
 
@@ -250,7 +218,7 @@ static void bench_wc(cudaStream_t s, int reps) {
     for (const Kind& k : kinds) {
         uint64_t got = 0;
         size_t bad = 0;
-        double ms = cpu_median_ms(k.cpu_reps, [&] {
+        double ms = wall_median_ms(k.cpu_reps, [&] {
             got = sum_words(k.buf, nw);
             bad += got != want;  // every repetition must read the right data
         });
@@ -415,10 +383,7 @@ int main(int argc, char** argv) {
         return 2;
     }
 
-    int dev = 0;
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    cudaDeviceProp prop = current_device_prop();
     std::fprintf(stderr, "device: %s (%d SMs), section=%s reps=%ld\n",
                  prop.name, prop.multiProcessorCount, section, reps);
     if (!prop.canMapHostMemory) { std::fprintf(stderr, "device cannot map host memory\n"); return 1; }

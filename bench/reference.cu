@@ -22,6 +22,8 @@
 
 #include <cuda_runtime.h>
 
+#include "common.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,22 +32,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                      \
-    do {                                                                      \
-        cudaError_t err_ = (call);                                            \
-        if (err_ != cudaSuccess) {                                            \
-            std::fprintf(stderr, "CUDA error %s (%d) at %s:%d: %s\n",         \
-                         cudaGetErrorName(err_), (int)err_, __FILE__,         \
-                         __LINE__, cudaGetErrorString(err_));                 \
-            std::exit(1);                                                     \
-        }                                                                     \
-    } while (0)
-
-// A launch returns no status; this catches bad configurations at launch time.
-// Faults during execution surface at the next synchronising call, which is
-// itself checked (event sync / cudaDeviceSynchronize / cudaMemcpy).
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
 constexpr int kBlock = 256;
 
@@ -83,12 +69,6 @@ static float uniform_nonzero() {
         float f = (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
         if (f != 0.0f) return f;
     }
-}
-
-static double median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    size_t m = v.size() / 2;
-    return v.size() % 2 ? v[m] : 0.5 * ((double)v[m - 1] + v[m]);
 }
 
 // Times each launch on its own (event pair around one launch, then sync) so the
@@ -281,10 +261,7 @@ int main(int argc, char** argv) {
     size_t n = (size_t)n_arg;
     if ((n + kBlock - 1) / kBlock > 0x7FFFFFFFull) { std::fprintf(stderr, "n too large for a 1-D grid\n"); return 2; }
 
-    int dev = 0;
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    cudaDeviceProp prop = current_device_prop();
     std::fprintf(stderr, "device: %s (%d SMs), n=%zu reps=%ld blocks=%ld\n",
                  prop.name, prop.multiProcessorCount, n, reps, blocks);
 

@@ -26,6 +26,8 @@
 #include <cuda_runtime.h>
 #include <cuda/atomic>
 
+#include "common.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -33,17 +35,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
-
-#define CUDA_CHECK(call)                                                      \
-    do {                                                                      \
-        cudaError_t err_ = (call);                                            \
-        if (err_ != cudaSuccess) {                                            \
-            std::fprintf(stderr, "CUDA error %s (%d) at %s:%d: %s\n",         \
-                         cudaGetErrorName(err_), (int)err_, __FILE__,         \
-                         __LINE__, cudaGetErrorString(err_));                 \
-            std::exit(1);                                                     \
-        }                                                                     \
-    } while (0)
 
 constexpr uint32_t CAP = 256;
 constexpr int kWarmup = 1000;
@@ -174,10 +165,7 @@ int main(int argc, char** argv) {
         return 2;
     }
 
-    int dev = 0;
-    cudaDeviceProp prop;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaGetDeviceProperties(&prop, dev));
+    cudaDeviceProp prop = current_device_prop();
     std::fprintf(stderr, "device: %s (%d SMs), CAP=%u rounds=%ld jobs=%ld\n",
                  prop.name, prop.multiProcessorCount, CAP, rounds, jobs);
 

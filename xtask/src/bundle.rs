@@ -97,6 +97,7 @@ pub fn run(bench_only: bool) -> Result {
         "launch.cu",
         "first_launch.cu",
         "multigpu.cu",
+        "common.h",
         "stream_input.h",
     ] {
         std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
