@@ -10,6 +10,8 @@
 //   streams synchronised after each; bus bandwidth bytes * 2(n-1)/n / time; "submit_us" is
 //   the host time of the group that queues it (the rest is the synchronise).
 //   "allreduce_devsync": the same, each device waited for with cudaDeviceSynchronize.
+//   "allreduce_step" (1 MiB): the all-reduce, then saxpy reading its result on another stream
+//   of each device, ordered by an event, the saxpy streams synchronised.
 //
 // - multigpu_pipeline: the elementwise pipeline of berth's benchmark written by hand: 4 GiB of
 //   x in pinned host memory through y = 1.5 x + 1 into 4 GiB of y, split in equal shards over
@@ -90,6 +92,12 @@ __global__ void block_sum(const float* x, float* partial, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = tile[0];
 }
 
+// berth_examples::saxpy: y[i] = a * x[i] + y[i].
+__global__ void saxpy(float a, const float* x, size_t n, float* y) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+
 __global__ void fill(float* x, size_t n, float v) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = v;
@@ -147,6 +155,75 @@ static void peer(int reps) {
     CUDA_CHECK(cudaFree(remote));
 }
 
+// The tail of a data-parallel step ("allreduce_step"): the all-reduce on each device's
+// collective stream, then on every device saxpy reading the reduced buffer on a stream of its
+// own, made to wait for the collective by an event (no host wait in between), then those
+// streams synchronised. berth's side detaches the collective and launches on each device's
+// default stream, which waits for the collective the same way.
+static void step(int n, const std::vector<ncclComm_t>& comms,
+                 const std::vector<cudaStream_t>& streams, const std::vector<float*>& bufs,
+                 size_t len, int iters, int reps) {
+    std::vector<cudaStream_t> work(n);
+    std::vector<cudaEvent_t> reduced(n);
+    std::vector<float*> outs(n);
+    for (int d = 0; d < n; d++) {
+        CUDA_CHECK(cudaSetDevice(d));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&work[d], cudaStreamNonBlocking));
+        CUDA_CHECK(cudaEventCreateWithFlags(&reduced[d], cudaEventDisableTiming));
+        CUDA_CHECK(cudaMalloc(&outs[d], len * 4));
+        fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(bufs[d], len, (float)(d + 1));
+        fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(outs[d], len, 0.0f);
+        CUDA_CHECK(cudaStreamSynchronize(streams[d]));
+    }
+    auto once = [&]() {
+        NCCL_CHECK(ncclGroupStart());
+        for (int d = 0; d < n; d++)
+            NCCL_CHECK(ncclAllReduce(bufs[d], bufs[d], len, ncclFloat32, ncclSum, comms[d],
+                                     streams[d]));
+        NCCL_CHECK(ncclGroupEnd());
+        for (int d = 0; d < n; d++) {
+            CUDA_CHECK(cudaSetDevice(d));
+            CUDA_CHECK(cudaEventRecord(reduced[d], streams[d]));
+            CUDA_CHECK(cudaStreamWaitEvent(work[d], reduced[d], 0));
+            saxpy<<<(len + 255) / 256, 256, 0, work[d]>>>(1.0f, bufs[d], len, outs[d]);
+            CUDA_CHECK(cudaGetLastError());
+        }
+        for (int d = 0; d < n; d++) {
+            CUDA_CHECK(cudaSetDevice(d));
+            CUDA_CHECK(cudaStreamSynchronize(work[d]));
+        }
+    };
+    // Correctness first: buffers of 1, 2, ... reduce to n(n+1)/2, which lands in zeroed outputs.
+    once();
+    int bad = 0;
+    float want = (float)(n * (n + 1) / 2);
+    for (int d = 0; d < n; d++) {
+        std::vector<float> h(len);
+        CUDA_CHECK(cudaSetDevice(d));
+        CUDA_CHECK(cudaMemcpy(h.data(), outs[d], len * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < len; i++) bad += h[i] != want;
+        fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(bufs[d], len, 0.0f);
+        fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(outs[d], len, 0.0f);
+        CUDA_CHECK(cudaStreamSynchronize(streams[d]));
+    }
+    std::vector<double> per;
+    for (int r = 0; r <= reps; r++) {
+        double start = now_s();
+        for (int i = 0; i < iters; i++) once();
+        if (r > 0) per.push_back((now_s() - start) / iters);
+    }
+    std::printf("{\"impl\":\"cuda\",\"bench\":\"allreduce_step\",\"devices\":%d,\"bytes\":%zu,"
+                "\"iters\":%d,\"median_us\":%.2f,\"reps\":%d,\"bad\":%d}\n",
+                n, len * 4, iters, upper_median(per) * 1e6, reps, bad);
+    std::fflush(stdout);
+    for (int d = 0; d < n; d++) {
+        CUDA_CHECK(cudaSetDevice(d));
+        CUDA_CHECK(cudaFree(outs[d]));
+        CUDA_CHECK(cudaEventDestroy(reduced[d]));
+        CUDA_CHECK(cudaStreamDestroy(work[d]));
+    }
+}
+
 static void allreduce(int reps) {
     int n = 0;
     CUDA_CHECK(cudaGetDeviceCount(&n));
@@ -199,6 +276,7 @@ static void allreduce(int reps) {
             CUDA_CHECK(cudaMemsetAsync(bufs[d], 0, bytes, streams[d]));
             CUDA_CHECK(cudaStreamSynchronize(streams[d]));
         }
+        if (k == 0) step(n, comms, streams, bufs, len, iters, reps);
         for (int v = 0; v < 2; v++) {
             devsync = v == 1;
             std::vector<double> per, submit;

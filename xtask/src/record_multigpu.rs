@@ -259,6 +259,28 @@ pub fn write(md: &mut String, text: &str) -> Result {
         }
         writeln!(md)?;
     }
+    // A data-parallel step's tail: the all-reduce, then a launch reading its result.
+    let step: Vec<u64> = rows
+        .iter()
+        .filter(|r| r["bench"] == "allreduce_step")
+        .filter_map(|r| r["bytes"].as_u64())
+        .collect();
+    if let Some(&b) = step.first() {
+        let key = serde_json::json!(b);
+        let (bu, nu) = (
+            pick("berth", "allreduce_step", "bytes", &key, "median_us"),
+            pick("cuda", "allreduce_step", "bytes", &key, "median_us"),
+        );
+        writeln!(
+            md,
+            "**A data-parallel step's tail, {}** (the all-reduce, then on every GPU `saxpy` reading its result on another stream, ordered after it on the GPU, and waited for; berth: `all_reduce(..)?.detach()` and a launch on each device's default stream; C++: an event recorded on each collective stream and `cudaStreamWaitEvent` before the launch):\n",
+            size_name(b)
+        )?;
+        writeln!(md, "| berth µs | C++ µs | ratio (time) |")?;
+        writeln!(md, "|---:|---:|---:|")?;
+        writeln!(md, "| {bu:.1} | {nu:.1} | **{:.2}** |", nu / bu)?;
+        writeln!(md)?;
+    }
     writeln!(md, "Results checked against the host: {bad} wrong.")?;
     Ok(())
 }
@@ -312,7 +334,8 @@ mod tests {
         assert!(
             !md.contains("queueing")
                 && !md.contains("The same pipeline in CUDA C++")
-                && !md.contains("whole device"),
+                && !md.contains("whole device")
+                && !md.contains("step's tail"),
             "{md}"
         );
     }
@@ -326,7 +349,9 @@ mod tests {
 {"impl":"cuda","bench":"multigpu_pipeline","devices":1,"host":"main","median_ms":90.0,"gbps_in":47.7,"reps":5,"bad":0}
 {"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"main","median_ms":60.0,"gbps_in":71.6,"reps":5,"bad":0}
 {"impl":"cuda","bench":"multigpu_pipeline","devices":1,"host":"local","median_ms":90.0,"gbps_in":47.7,"reps":5,"bad":0}
-{"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"local","median_ms":45.0,"gbps_in":95.4,"reps":5,"bad":0}"#;
+{"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"local","median_ms":45.0,"gbps_in":95.4,"reps":5,"bad":0}
+{"impl":"cuda","bench":"allreduce_step","devices":2,"bytes":1048576,"iters":200,"median_us":33.0,"reps":5,"bad":0}
+{"impl":"berth","bench":"allreduce_step","devices":2,"bytes":1048576,"iters":200,"median_us":44.0,"reps":5,"bad":0}"#;
         let mut md = String::new();
         super::write(&mut md, lines).unwrap();
         assert!(
@@ -345,5 +370,7 @@ mod tests {
             md.contains("| 2 | each GPU's NUMA node | 45.0 | 95.4 | 2.00 |"),
             "{md}"
         );
+        assert!(md.contains("step's tail, 1 MiB"), "{md}");
+        assert!(md.contains("| 44.0 | 33.0 | **0.75** |"), "{md}");
     }
 }

@@ -10,12 +10,15 @@
 //!   every device, waited for after each through its guard; bus bandwidth as nccl-tests
 //!   defines it (`bytes × 2(n−1)/n / time`); `submit_us` is the host time of the call that
 //!   queues it. `allreduce_devsync`: the same, waited for with `DeviceSet::synchronize`.
+//!   `allreduce_step` (1 MiB): a data-parallel step's tail, the all-reduce detached and a
+//!   launch reading its result queued behind it on every device, waited for through the
+//!   launches.
 //!
 //! `bench_multigpu [pipeline|peer|allreduce|all] [reps=5]`. With fewer than two GPUs it prints
 //! why on stderr and emits the single-device lines only.
 
 use berth::{DeviceSet, Grid, PipelineOptions, ReduceOp};
-use berth_examples::{REDUCE_BLOCK, affine_one_pipelined, block_sum};
+use berth_examples::{REDUCE_BLOCK, affine_one_pipelined, block_sum, saxpy};
 use berth_tests::{median_f64, stream_input_at};
 use std::time::Instant;
 
@@ -202,6 +205,9 @@ fn allreduce(reps: usize) -> Result<(), BoxError> {
             let v = b.to_vec()?;
             bad += v.iter().step_by(997).filter(|&&x| x != want).count();
         }
+        if bytes == 1 << 20 {
+            step(&set, &mut bufs, iters, reps)?;
+        }
         for b in &mut bufs {
             b.copy_from(&vec![0.0f32; len])?;
         }
@@ -240,5 +246,69 @@ fn allreduce(reps: usize) -> Result<(), BoxError> {
             );
         }
     }
+    Ok(())
+}
+
+/// The tail of a data-parallel step: the all-reduce detached, then on every device a launch
+/// on its default stream reading the reduced buffer (which the stream orders after the
+/// collective on the GPU: the host does not wait in between), waited for through the launches'
+/// guards. The C++ side records an event on each collective stream, makes the launch's stream
+/// wait for it and synchronises the launch streams.
+fn step(
+    set: &DeviceSet,
+    bufs: &mut [berth::DeviceBuffer<f32>],
+    iters: usize,
+    reps: usize,
+) -> Result<(), BoxError> {
+    let n = set.len();
+    let len = bufs[0].len();
+    let grid = Grid::cover(len);
+    let mut outs: Vec<_> = set
+        .iter()
+        .map(|g| g.alloc_zeroed::<f32>(len))
+        .collect::<Result<_, _>>()?;
+    let mut once = |bufs: &mut [berth::DeviceBuffer<f32>],
+                    outs: &mut [berth::DeviceBuffer<f32>]|
+     -> Result<(), BoxError> {
+        set.all_reduce(bufs, ReduceOp::Sum)?.detach();
+        let launched: Vec<_> = set
+            .iter()
+            .zip(bufs.iter())
+            .zip(outs.iter_mut())
+            .map(|((g, b), o)| saxpy(g, grid, 1.0, b, o))
+            .collect::<Result<_, _>>()?;
+        for p in launched {
+            p.wait()?;
+        }
+        Ok(())
+    };
+    // Correctness first: buffers of 1, 2, … reduce to n(n+1)/2, which lands in zeroed outputs.
+    for (d, b) in bufs.iter_mut().enumerate() {
+        b.copy_from(&vec![d as f32 + 1.0; len])?;
+    }
+    once(bufs, &mut outs)?;
+    let want = (n * (n + 1) / 2) as f32;
+    let mut bad = 0;
+    for o in &outs {
+        bad += o.to_vec()?.iter().filter(|&&x| x != want).count();
+    }
+    for b in bufs.iter_mut().chain(outs.iter_mut()) {
+        b.copy_from(&vec![0.0f32; len])?;
+    }
+    let mut per = Vec::new();
+    for r in 0..=reps {
+        let start = Instant::now();
+        for _ in 0..iters {
+            once(bufs, &mut outs)?;
+        }
+        if r > 0 {
+            per.push(start.elapsed().as_secs_f64() / iters as f64);
+        }
+    }
+    println!(
+        "{{\"impl\":\"berth\",\"bench\":\"allreduce_step\",\"devices\":{n},\"bytes\":{},\"iters\":{iters},\"median_us\":{:.2},\"reps\":{reps},\"bad\":{bad}}}",
+        len * 4,
+        median_f64(per) * 1e6
+    );
     Ok(())
 }
