@@ -267,8 +267,8 @@ fn step(
         .iter()
         .map(|g| g.alloc_zeroed::<f32>(len))
         .collect::<Result<_, _>>()?;
-    let mut once = |bufs: &mut [berth::DeviceBuffer<f32>],
-                    outs: &mut [berth::DeviceBuffer<f32>]|
+    let once = |bufs: &mut [berth::DeviceBuffer<f32>],
+                outs: &mut [berth::DeviceBuffer<f32>]|
      -> Result<(), BoxError> {
         set.all_reduce(bufs, ReduceOp::Sum)?.detach();
         let launched: Vec<_> = set
