@@ -155,6 +155,16 @@ static void peer(int reps) {
     CUDA_CHECK(cudaFree(remote));
 }
 
+// How many of every `stride`-th element of `len` floats of the current device's `x` differ
+// from `want`.
+static int count_not(const float* x, size_t len, size_t stride, float want) {
+    std::vector<float> h(len);
+    CUDA_CHECK(cudaMemcpy(h.data(), x, len * 4, cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (size_t i = 0; i < len; i += stride) bad += h[i] != want;
+    return bad;
+}
+
 // The tail of a data-parallel step ("allreduce_step"): the all-reduce on each device's
 // collective stream, then on every device saxpy reading the reduced buffer on a stream of its
 // own, made to wait for the collective by an event (no host wait in between), then those
@@ -198,10 +208,8 @@ static void step(int n, const std::vector<ncclComm_t>& comms,
     int bad = 0;
     float want = (float)(n * (n + 1) / 2);
     for (int d = 0; d < n; d++) {
-        std::vector<float> h(len);
         CUDA_CHECK(cudaSetDevice(d));
-        CUDA_CHECK(cudaMemcpy(h.data(), outs[d], len * 4, cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < len; i++) bad += h[i] != want;
+        bad += count_not(outs[d], len, 1, want);
         fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(bufs[d], len, 0.0f);
         fill<<<(len + 255) / 256, 256, 0, streams[d]>>>(outs[d], len, 0.0f);
         CUDA_CHECK(cudaStreamSynchronize(streams[d]));
@@ -269,10 +277,8 @@ static void allreduce(int reps) {
         int bad = 0;
         float want = (float)(n * (n + 1) / 2);
         for (int d = 0; d < n; d++) {
-            std::vector<float> h(len);
             CUDA_CHECK(cudaSetDevice(d));
-            CUDA_CHECK(cudaMemcpy(h.data(), bufs[d], bytes, cudaMemcpyDeviceToHost));
-            for (size_t i = 0; i < len; i += 997) bad += h[i] != want;
+            bad += count_not(bufs[d], len, 997, want);
             CUDA_CHECK(cudaMemsetAsync(bufs[d], 0, bytes, streams[d]));
             CUDA_CHECK(cudaStreamSynchronize(streams[d]));
         }
