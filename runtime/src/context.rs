@@ -102,7 +102,9 @@ impl Inner {
         self.backend.keep_failure(stream, e);
     }
 
-    /// A stream for a pipelined launch, from the pool or new.
+    /// A stream (for a `Stream`, a pipelined run, a device set's collectives), from the pool
+    /// or new. Streams are destroyed only with the context: one a completion names stays
+    /// live as long as the completion, which holds the context.
     pub(crate) fn take_stream(&self) -> Result<sys::CUstream> {
         if let Some(s) = self.streams.lock().expect("poisoned").pop() {
             return Ok(s);
@@ -110,7 +112,7 @@ impl Inner {
         self.backend.stream_new()
     }
 
-    /// Give back a stream whose work is complete.
+    /// Give back a stream whose work is complete (and whose failures were taken).
     pub(crate) fn put_stream(&self, s: sys::CUstream) {
         self.streams.lock().expect("poisoned").push(s);
     }

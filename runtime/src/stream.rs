@@ -25,12 +25,12 @@ unsafe impl Send for Stream {}
 unsafe impl Sync for Stream {}
 
 impl Gpu {
-    /// A new stream on this GPU.
+    /// A new stream on this GPU (from the context's pool of idle streams when it has one).
     pub fn stream(&self) -> Result<Stream> {
         self.inner.bind()?;
         Ok(Stream {
             gpu: self.inner.clone(),
-            handle: self.inner.ops().stream_new()?,
+            handle: self.inner.take_stream()?,
             cudarc: OnceLock::new(),
         })
     }
@@ -56,7 +56,15 @@ impl Drop for Stream {
         if self.gpu.is_lost() || self.gpu.bind().is_err() {
             return;
         }
-        self.gpu.ops().stream_drop(self.handle);
+        // Back to the context's pool, not destroyed: a stream berth has named stays a live
+        // stream of its context as long as the context, so a completion still naming it (work
+        // a scope queued here, marked done by the scope while another thread is about to
+        // order its own work after it) never reaches a destroyed handle. Its work is waited
+        // for first, and a failure nobody received is dropped with it, so the next user starts
+        // on a clean stream.
+        if self.gpu.sync(self.handle, None).is_ok() {
+            self.gpu.put_stream(self.handle);
+        }
     }
 }
 
@@ -72,5 +80,22 @@ impl Queue for Gpu {
 impl Queue for Stream {
     fn __queue(&self) -> QueueRef<'_> {
         QueueRef(&self.gpu, self.handle, Mode::Wait)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::gpu::Gpu;
+
+    #[test]
+    fn a_dropped_stream_goes_back_to_the_pool_and_is_never_destroyed() {
+        let gpu = Gpu::simulator();
+        let a = gpu.stream().unwrap();
+        let handle = a.handle;
+        drop(a);
+        let b = gpu.stream().unwrap();
+        assert_eq!(b.handle, handle, "the dropped stream was not reused");
+        let c = gpu.stream().unwrap();
+        assert_ne!(c.handle, handle, "one stream handed out twice");
     }
 }

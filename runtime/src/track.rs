@@ -96,11 +96,13 @@ impl Completion {
 
     /// The end of work queued on `stream`, without recording a point: whoever queued it
     /// waits for the stream later and marks it done (a scope at its end, a collective's
-    /// guard); a wait before then drains the stream. `stream` must stay a live stream of
-    /// `gpu` as long as the completion can be waited for: a scope's stream outlives the scope,
-    /// and the context's pooled streams live as long as the context, which the completion
-    /// holds. In a scope, launches join it ([`Completion::join`]) after they are queued, until
-    /// something seals it to wait.
+    /// guard); a wait before then drains the stream, and ordering other work after it
+    /// records a point on the stream. `stream` must stay a live stream of `gpu` as long as
+    /// the completion exists, even after it is marked done (a thread may have read it as
+    /// pending just before): it is the context's default stream or a pooled one (a `Stream`,
+    /// a collective's), and both live as long as the context, which the completion holds. In a
+    /// scope, launches join it ([`Completion::join`]) after they are queued, until something
+    /// seals it to wait.
     pub(crate) fn lazy(gpu: &Arc<Inner>, stream: sys::CUstream) -> Arc<Completion> {
         Arc::new(Completion {
             gpu: gpu.clone(),
