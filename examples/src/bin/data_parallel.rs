@@ -1,7 +1,8 @@
 //! data_parallel: one data-parallel step over every device of a set. The dataset is split into
 //! one shard per device; each device reduces its shard with a berth kernel (one partial sum per
 //! block), then an all-reduce adds the partials of all devices, so that every device holds the
-//! same combined partials; each device's total is checked against the host's sum.
+//! same combined partials, and a last launch on each device, queued behind the all-reduce
+//! without a host wait, sums them; each device's total is checked against the host's sum.
 //!
 //! On GPUs the all-reduce is NCCL's (build with `--features nccl`); without a GPU the set is
 //! two simulated devices, which do the all-reduce themselves.
@@ -63,14 +64,33 @@ fn run(args: &Args) -> Result<bool, berth::Error> {
         .wait()?;
         Ok(partial)
     })?;
-    // Combine: every device ends with the sum of all devices' partials.
-    set.all_reduce(&mut partials, ReduceOp::Sum)?.wait()?;
-    let totals: Vec<f64> = partials
+    // Combine: the all-reduce leaves every device with the sum of all devices' partials. It
+    // is left running, and each device's total of the combined partials (one block) is queued
+    // behind it: the launch's stream waits for the collective's on the GPU, so the host waits
+    // once, for the totals.
+    set.all_reduce(&mut partials, ReduceOp::Sum)?.detach();
+    let mut sums: Vec<_> = set
+        .iter()
+        .map(|gpu| gpu.alloc_zeroed::<f32>(1))
+        .collect::<Result<_, _>>()?;
+    let finals: Vec<_> = set
+        .iter()
+        .zip(&partials)
+        .zip(&mut sums)
+        .enumerate()
+        .map(|(d, ((gpu, p), sum))| {
+            block_sum(gpu, Grid::new(1, REDUCE_BLOCK), p, sum).map_err(|e| set.on_device(d, e))
+        })
+        .collect::<Result<_, _>>()?;
+    for (d, launch) in finals.into_iter().enumerate() {
+        launch.wait().map_err(|e| set.on_device(d, e))?;
+    }
+    let totals: Vec<f64> = sums
         .iter()
         .enumerate()
-        .map(|(d, p)| {
-            let v = p.to_vec().map_err(|e| set.on_device(d, e))?;
-            Ok(v.iter().map(|&p| f64::from(p)).sum())
+        .map(|(d, s)| {
+            let v = s.to_vec().map_err(|e| set.on_device(d, e))?;
+            Ok(f64::from(v[0]))
         })
         .collect::<Result<_, berth::Error>>()?;
     let secs = start.elapsed().as_secs_f64();
