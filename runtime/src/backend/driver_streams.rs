@@ -20,6 +20,17 @@ impl Driver {
     fn put_event(&self, ev: sys::CUevent) {
         self.events.lock().expect("poisoned").push(ev);
     }
+
+    /// Make work queued on `stream` from now on wait for `ev`'s latest record. Both belong to
+    /// this context, current since the caller bound it, and `ev` is alive for the call.
+    fn wait_event(&self, stream: sys::CUstream, ev: sys::CUevent) -> Result<()> {
+        // SAFETY: as the function says; the driver keeps what it needs of the event until the
+        // wait is over.
+        let r = unsafe {
+            result::stream::wait_event(stream, ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
+        };
+        self.check("cuStreamWaitEvent", r, None)
+    }
 }
 
 fn cuda(event: &EventHandle) -> sys::CUevent {
@@ -96,14 +107,10 @@ impl StreamOps for Driver {
         let Point::Event(ev) = point else {
             unreachable!("a simulated point given to the driver")
         };
-        // SAFETY: `stream` and `ev` belong to this context, current since the caller's
-        // launch or collective bound it, and `ev` is alive (its completion holds it). The
-        // wait is for the record the event has now: recording it again later, once it is
-        // back in the pool, does not move it.
-        let r = unsafe {
-            result::stream::wait_event(stream, *ev, sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT)
-        };
-        self.check("cuStreamWaitEvent", r, None)
+        // `ev` is alive while `point` is (its completion holds it). The wait is for the
+        // record the event has now: recording it again later, once it is back in the pool,
+        // does not move it.
+        self.wait_event(stream, *ev)
     }
 
     fn release_point(&self, point: Point) {
@@ -149,16 +156,7 @@ impl StreamOps for Driver {
     }
 
     fn stream_wait_event(&self, stream: sys::CUstream, event: &EventHandle) -> Result<()> {
-        // SAFETY: `stream` and the event belong to this (current) context and are alive (the
-        // driver keeps what it needs of the event until the wait is over).
-        let r = unsafe {
-            result::stream::wait_event(
-                stream,
-                cuda(event),
-                sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
-            )
-        };
-        self.check("cuStreamWaitEvent", r, None)
+        self.wait_event(stream, cuda(event))
     }
 
     fn event_drop(&self, event: &EventHandle) {

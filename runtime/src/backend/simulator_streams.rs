@@ -6,7 +6,7 @@
 use crate::backend::simulator::Simulator;
 use crate::backend::{EventHandle, Point, StreamOps};
 use crate::error::{Error, Result};
-use crate::sim_stream::{SimMark, new_handle};
+use crate::sim_stream::{SimMark, SimStream, new_handle};
 use cudarc::driver::sys;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -15,6 +15,19 @@ fn mark(event: &EventHandle) -> Option<SimMark> {
     match event {
         EventHandle::Sim(m) => m.lock().expect("poisoned").clone(),
         EventHandle::Cuda(_) => unreachable!("a CUDA event given to the simulator"),
+    }
+}
+
+impl Simulator {
+    /// Make later jobs of `stream` wait until `other` has run its first `position` jobs.
+    fn wait_for(&self, stream: sys::CUstream, other: Arc<SimStream>, position: u64) {
+        // The position is one already queued on `other`: waiting for it from a job queued
+        // later cannot form a cycle.
+        let job = move || {
+            other.wait_until(position);
+            Ok(())
+        };
+        self.streams.enqueue(stream as usize, Box::new(job));
     }
 }
 
@@ -59,14 +72,7 @@ impl StreamOps for Simulator {
         let Point::Sim(other, position) = point else {
             unreachable!("a CUDA point given to the simulator")
         };
-        let (other, position) = (other.clone(), *position);
-        // The point is an earlier position of some stream: waiting for it from a later job
-        // cannot form a cycle.
-        let job = move || {
-            other.wait_until(position);
-            Ok(())
-        };
-        self.streams.enqueue(stream as usize, Box::new(job));
+        self.wait_for(stream, other.clone(), *position);
         Ok(())
     }
 
@@ -124,13 +130,7 @@ impl StreamOps for Simulator {
 
     fn stream_wait_event(&self, stream: sys::CUstream, event: &EventHandle) -> Result<()> {
         if let Some(m) = mark(event) {
-            // The mark is an earlier position of some stream: waiting for it from a later job
-            // cannot form a cycle.
-            let job = move || {
-                m.stream.wait_until(m.position);
-                Ok(())
-            };
-            self.streams.enqueue(stream as usize, Box::new(job));
+            self.wait_for(stream, m.stream, m.position);
         }
         Ok(())
     }
