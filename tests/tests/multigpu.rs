@@ -407,7 +407,7 @@ fn a_detached_or_leaked_collective_is_waited_for_by_whatever_touches_its_buffers
 }
 
 #[test]
-fn collectives_and_launches_on_other_streams_order_each_other_on_the_gpu() {
+fn collectives_and_leaked_launches_on_other_streams_order_each_other_on_the_gpu() {
     let (_g, sets) = sets_of_every_size();
     for set in sets {
         let n = (1 << 16) + 3;

@@ -97,7 +97,7 @@ fn queueing_in_a_scope_never_waits_on_the_host() {
 }
 
 #[test]
-fn work_of_another_streams_scope_is_waited_for_by_the_gpu_not_the_host() {
+fn work_of_another_streams_scope_or_a_leaked_guard_is_waited_for_by_the_gpu_not_the_host() {
     let (_g, gpu) = gpu();
     let x = random_f32(N);
     let (mut a, mut b) = pair(&gpu, &x);
