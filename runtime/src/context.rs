@@ -10,11 +10,15 @@ use crate::placement::model::{DeviceProfile, LinkCosts};
 use crate::pool::{FreeLists, size_class};
 use cudarc::driver::sys;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// One context: a backend and what is written once above it.
 pub(crate) struct Inner {
     backend: Box<dyn Ops>,
+    /// Unique among the contexts of the process, never reused (unlike the address of an
+    /// `Inner` or the handles of its streams once it is dropped).
+    pub(crate) id: u64,
     /// The backend's default stream.
     pub(crate) default_stream: sys::CUstream,
     /// Device staging buffers of `#[pinned_async]` arguments.
@@ -43,7 +47,9 @@ unsafe impl Sync for Inner {}
 
 impl Inner {
     pub(crate) fn new(backend: Box<dyn Ops>) -> Inner {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
         Inner {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             default_stream: backend.default_stream(),
             backend,
             staging: FreeLists::new(),

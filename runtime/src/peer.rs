@@ -82,15 +82,18 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let (mine, theirs) = (self.gpu.ops(), on.inner.ops());
         let copy = on.alloc_zeroed::<T>(self.len())?;
         if self.bytes() > 0 {
-            // The copy reads the owner's memory: earlier writers of it must be done.
-            self.uses.before_gpu(Access::Shared, None);
             copy.uses.before_host_write();
             on.inner.bind()?;
             let stream = on.inner.default_stream;
+            // The copy reads the owner's memory: earlier writers of it go first (the stream
+            // waits for them, or the host does).
+            self.uses
+                .before_gpu(Access::Shared, Some((&on.inner, stream)));
             // SAFETY: `copy.ptr` is `bytes()` of device memory of `on`, `self.ptr` as many of
             // this buffer's device; both stay alive (the borrow of `self`, `copy` owned here)
-            // until the stream is synchronised below; earlier writers of `self` were waited
-            // for above, and `self` is borrowed shared, so nothing writes it meanwhile.
+            // until the stream is synchronised below; earlier writers of `self` are ordered
+            // before the copy above, and `self` is borrowed shared, so nothing writes it
+            // meanwhile.
             unsafe {
                 theirs.copy_peer(stream, copy.ptr, mine, self.ptr, self.bytes(), "peer_view")
             }?;

@@ -57,7 +57,8 @@ impl SimStream {
         })
     }
 
-    fn push(&self, job: Job) {
+    /// Queue `job` after everything queued so far.
+    pub(crate) fn push(&self, job: Job) {
         self.progress.0.lock().expect("poisoned").submitted += 1;
         let _ = self.tx.lock().expect("poisoned").send(job);
     }

@@ -24,6 +24,10 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// The bit of [`Completion::joins`] that says no more work may join it.
 const SEALED: u64 = 1 << 63;
 
+/// A stream made to wait for a completion: its context's id, its handle, and the joins the
+/// wait covers.
+type Waiter = (u64, usize, u64);
+
 /// The end of one launch, copy or pipelined run: a point on each stream it used.
 pub(crate) struct Completion {
     gpu: Arc<Inner>,
@@ -47,9 +51,10 @@ pub(crate) struct Completion {
     /// Known complete: its guard waited for it, or a host access did.
     done: AtomicBool,
     /// Streams already made to wait for this work on the GPU ([`Completion::order_before`]),
-    /// each with the count of joins the wait covers: later work on such a stream runs after
-    /// it, with no new wait while no work has joined since.
-    before: Mutex<SmallVec<[(usize, u64); 2]>>,
+    /// each named by its context's id and its handle (a dropped context's handles can be
+    /// reused by another), with the count of joins the wait covers: later work on such a
+    /// stream runs after it, with no new wait while no work has joined since.
+    before: Mutex<SmallVec<[Waiter; 2]>>,
 }
 
 impl Completion {
@@ -165,43 +170,66 @@ impl Completion {
     }
 
     /// Make work queued on `stream` of `gpu` from now on wait for this work on the GPU, without
-    /// blocking the host: `false` if that cannot be done (work of another context, or of
-    /// streams berth does not know, or a failed driver call), and the host must wait instead.
+    /// blocking the host: `false` if that cannot be done (work of streams berth does not know,
+    /// a lost context or a failed driver call), and the host must wait instead.
+    ///
+    /// `gpu` may be another context than this work's, another device's (a peer view's launch
+    /// after work pending on the owner's device, or the owner's launch after a peer's): a
+    /// stream may wait for an event of any context. `gpu` is current again on return.
     ///
     /// A lazy completion has no point: one is recorded on its stream now, after everything
     /// queued there so far, this work included. Work that joins it later is not covered, but
     /// such work checks its own conflicts when it is queued.
     fn order_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
-        if self.whole_context || !Arc::ptr_eq(&self.gpu, gpu) {
+        if self.whole_context {
             return false;
         }
         // Read before the point is recorded: work that joined by now was queued before it.
         let joins = self.joins.load(Ordering::Acquire) & !SEALED;
-        let key = (stream as usize, joins);
+        let key = (gpu.id, stream as usize, joins);
         if self.before.lock().expect("poisoned").contains(&key) {
             return true;
         }
-        let ops = gpu.ops();
         let ordered = if self.lazy {
-            match ops.record_point(self.streams[0]) {
-                Ok(p) => {
-                    let r = ops.stream_wait_point(stream, &p);
-                    ops.release_point(p);
-                    r.is_ok()
-                }
-                Err(_) => false,
-            }
+            self.order_lazy_before(gpu, stream)
         } else {
             self.points
                 .iter()
-                .all(|p| ops.stream_wait_point(stream, p).is_ok())
+                .all(|p| gpu.ops().stream_wait_point(stream, p).is_ok())
         };
         if ordered {
             let mut before = self.before.lock().expect("poisoned");
-            before.retain(|(s, _)| *s != key.0);
+            before.retain(|w| (w.0, w.1) != (key.0, key.1));
             before.push(key);
         }
         ordered
+    }
+
+    /// [`Completion::order_before`] for a lazy completion: a point recorded on its stream now,
+    /// waited for by `stream` of `gpu`. Recording needs this work's context current (an event
+    /// taken from its pool may be created there); `gpu` is made current again after.
+    fn order_lazy_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
+        let foreign = !Arc::ptr_eq(&self.gpu, gpu);
+        if foreign && self.gpu.bind().is_err() {
+            // A lost context: the host's wait finds nothing to wait for.
+            let _ = gpu.bind();
+            return false;
+        }
+        let point = self.gpu.ops().record_point(self.streams[0]);
+        if foreign && gpu.bind().is_err() {
+            if let Ok(p) = point {
+                self.gpu.ops().release_point(p);
+            }
+            return false;
+        }
+        match point {
+            Ok(p) => {
+                let r = gpu.ops().stream_wait_point(stream, &p);
+                self.gpu.ops().release_point(p);
+                r.is_ok()
+            }
+            Err(_) => false,
+        }
     }
 
     /// Wait until the work is complete. A context lost to a fault runs nothing any more, so a
@@ -315,11 +343,12 @@ impl Uses {
     /// collective, so ordering after it never holds back work still wanted concurrently.
     ///
     /// Work queued earlier on the same stream needs nothing: the stream runs it first, which is
-    /// what lets a scope queue dependent launches back to back. Work of other streams of the
-    /// same context is waited for by the stream itself (an event wait, no host wait), so a
-    /// launch after a detached collective, or on another stream's scope, is queued at once.
-    /// Anything else (another context's work, memory used by another library) is waited for
-    /// on the host.
+    /// what lets a scope queue dependent launches back to back. Work of other streams, of this
+    /// context or another device's, is waited for by the stream itself (an event wait, no host
+    /// wait), so a launch after a detached collective, on another stream's scope, or reading a
+    /// peer's buffer that the peer's work still writes, is queued at once. Work of streams
+    /// berth does not know (memory used by another library) is waited for on the host. `gpu`
+    /// of `on` is current on return, as the caller bound it.
     pub(crate) fn before_gpu(&self, access: Access, on: Option<(&Arc<Inner>, sys::CUstream)>) {
         let flag = match access {
             Access::Shared => &self.exclusive,
@@ -413,6 +442,12 @@ impl Uses {
             c.wait();
             waited = true;
         }
+        if let Some((gpu, _)) = on
+            && waited
+        {
+            // A host wait binds the waited work's context; the new work is queued on `gpu`.
+            let _ = gpu.bind();
+        }
         if on.is_some() && !waited {
             // Everything pending is ordered before the new work on the GPU (or by its stream):
             // nothing was waited for, so nothing finished to clean up.
@@ -460,6 +495,14 @@ mod tests {
         }
     }
 
+    /// Queue `job` on a simulated stream.
+    fn enqueue(gpu: &Inner, stream: sys::CUstream, job: crate::sim_stream::Job) {
+        match gpu.ops().record_point(stream).unwrap() {
+            Point::Sim(s, _) => s.push(job),
+            Point::Event(_) => unreachable!("a simulated context"),
+        }
+    }
+
     #[test]
     fn a_use_on_another_stream_is_waited_for_by_the_stream_once_until_work_joins_it() {
         let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
@@ -479,7 +522,10 @@ mod tests {
             start + 1,
             "one wait queued on the stream"
         );
-        assert_eq!(c.before.lock().unwrap().as_slice(), [(main as usize, 1)]);
+        assert_eq!(
+            c.before.lock().unwrap().as_slice(),
+            [(gpu.id, main as usize, 1)]
+        );
         // Nothing joined since: the stream waits for it already.
         uses.before_gpu(Access::Exclusive, Some((&gpu, main)));
         assert_eq!(
@@ -491,15 +537,75 @@ mod tests {
         assert!(c.join());
         uses.before_gpu(Access::Shared, Some((&gpu, main)));
         assert_eq!(position(&gpu, main), start + 2);
-        assert_eq!(c.before.lock().unwrap().as_slice(), [(main as usize, 2)]);
+        assert_eq!(
+            c.before.lock().unwrap().as_slice(),
+            [(gpu.id, main as usize, 2)]
+        );
         // The side stream's own work needs nothing.
         uses.before_gpu(Access::Exclusive, Some((&gpu, side)));
         assert!(!c.is_done());
-        // Another context's stream cannot wait for it: the host does.
+        // Another context's stream waits for it too, on the GPU, and is told apart from this
+        // context's streams by its context.
         let other = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let theirs = position(&other, other.default_stream);
         uses.before_gpu(Access::Shared, Some((&other, other.default_stream)));
+        assert!(!c.is_done(), "the host waited for another context's stream");
+        assert_eq!(position(&other, other.default_stream), theirs + 1);
+        assert_eq!(
+            c.before.lock().unwrap().as_slice(),
+            [
+                (gpu.id, main as usize, 2),
+                (other.id, other.default_stream as usize, 2)
+            ]
+        );
+        uses.before_gpu(Access::Exclusive, Some((&other, other.default_stream)));
+        assert_eq!(position(&other, other.default_stream), theirs + 1);
+        // A host access waits for it and forgets it.
+        uses.before_host_write();
         assert!(c.is_done());
         assert!(uses.list.lock().unwrap().is_empty());
+    }
+
+    /// A point (an event) of one context waited for by another context's stream: the stream
+    /// runs nothing queued after the wait until the first stream has passed the point.
+    #[test]
+    fn another_contexts_stream_waits_for_a_recorded_use_on_the_gpu() {
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let mine = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let other = Arc::new(Inner::new(Box::new(Simulator::new())));
+        // A job on `mine` held until the test lets it go, then the use that ends after it.
+        let (release, held) = mpsc::channel::<()>();
+        let job = move || {
+            let _ = held.recv();
+            Ok(())
+        };
+        enqueue(&mine, mine.default_stream, Box::new(job));
+        let c = Completion::record(&mine, &[mine.default_stream]).unwrap();
+        let uses = Uses::default();
+        uses.add(&c, Access::Exclusive);
+        // Should the host wait for the held job, it is let go after 2 s, and the test fails.
+        let fallback = release.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(2));
+            let _ = fallback.send(());
+        });
+        uses.before_gpu(Access::Shared, Some((&other, other.default_stream)));
+        assert!(!c.is_done(), "the host waited");
+        // A job queued on the other context after the wait runs only once `mine` has passed.
+        let (ran, seen) = mpsc::channel::<()>();
+        let job = move || {
+            let _ = ran.send(());
+            Ok(())
+        };
+        enqueue(&other, other.default_stream, Box::new(job));
+        assert!(
+            seen.recv_timeout(Duration::from_millis(200)).is_err(),
+            "the other context's stream ran past the wait"
+        );
+        release.send(()).unwrap();
+        seen.recv_timeout(Duration::from_secs(10))
+            .expect("the other context's stream never resumed");
     }
 
     #[test]

@@ -725,6 +725,76 @@ fn freeing_a_buffer_whose_peer_view_a_leaked_launch_reads_waits_for_it() {
     assert_eq!(out.to_vec().unwrap(), want);
 }
 
+/// Two devices, the second reading the first's memory in place, or `None` with the reason
+/// printed: a view that is a copy is made by a host-waited peer copy.
+fn peer_linked_set() -> Option<(std::sync::MutexGuard<'static, ()>, DeviceSet)> {
+    let (g, set) = set(true)?;
+    if !set.can_access_peer(1, 0).unwrap() {
+        println!("skipped: device 1 cannot read device 0's memory in place");
+        return None;
+    }
+    Some((g, set))
+}
+
+/// A write on one device whose guard is leaked, held at a gate, then a launch on another
+/// device reading the written buffer through a peer view: the reader's stream waits for the
+/// writer on the GPU, so the host queues it at once and only then opens the gate. A host wait
+/// on the way would stall until the gated kernel gives up (10 s) and fails.
+#[test]
+fn a_launch_reading_a_peer_buffer_waits_for_the_owners_leaked_write_on_the_gpu() {
+    let Some((_g, set)) = peer_linked_set() else {
+        return;
+    };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 50_001;
+    let (x, y0) = (random_f32(n), random_f32(n));
+    let a = g0.upload(&x).unwrap();
+    let mut b = g0.upload(&vec![f32::NAN; n]).unwrap();
+    let gate = g0.signals(1).unwrap();
+    std::mem::forget(gated_jacobi(g0, Grid::cover(n), &gate, &a, &mut b).unwrap());
+    let view = b.peer_view(g1).unwrap();
+    assert_eq!(view.path(), PeerPath::Direct);
+    let mut y = g1.upload(&y0).unwrap();
+    let read = saxpy(g1, Grid::cover(n), 1.0, &view, &mut y).unwrap();
+    gate.store(0, 1);
+    read.wait().unwrap();
+    let mut step = vec![0.0; n];
+    jacobi_host(&x, &mut step);
+    assert_eq!(y.to_vec().unwrap(), saxpy_host(1.0, &step, &y0));
+}
+
+/// The other way round: a launch on the second device reading the first's buffer in place,
+/// its guard leaked and held at a gate, then a launch on the owner's device writing that
+/// buffer. The writer's stream waits for the reader on the GPU; the reader sees the old
+/// contents and the buffer ends with the new ones.
+#[test]
+fn a_write_on_the_owners_device_waits_for_a_leaked_peer_read_on_the_gpu() {
+    let Some((_g, set)) = peer_linked_set() else {
+        return;
+    };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 50_001;
+    let (x, z) = (random_f32(n), random_f32(n));
+    let mut a = g0.upload(&x).unwrap();
+    let mut out = g1.upload(&vec![f32::NAN; n]).unwrap();
+    let gate = g1.signals(1).unwrap();
+    let view = a.peer_view(g1).unwrap();
+    std::mem::forget(gated_jacobi(g1, Grid::cover(n), &gate, &view, &mut out).unwrap());
+    drop(view);
+    let dz = g0.upload(&z).unwrap();
+    let write = saxpy(g0, Grid::cover(n), 1.0, &dz, &mut a).unwrap();
+    gate.store(0, 1);
+    write.wait().unwrap();
+    let mut want = vec![0.0; n];
+    jacobi_host(&x, &mut want);
+    assert_eq!(
+        out.to_vec().unwrap(),
+        want,
+        "the reader saw the new contents"
+    );
+    assert_eq!(a.to_vec().unwrap(), saxpy_host(1.0, &z, &x));
+}
+
 /// Pipelined runs over every shard of a set, each leaked: reading the output shards waits
 /// for the GPUs (no change behind the reader), and freeing the shards after that is clean.
 #[test]
