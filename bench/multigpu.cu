@@ -17,9 +17,12 @@
 //   x in pinned host memory through y = 1.5 x + 1 into 4 GiB of y, split in equal shards over
 //   1 or 2 devices, each device 3 streams x 64 MiB chunks (copy in, kernel, copy out), all
 //   queued from one thread and synchronised at the end; wall clock, one warm-up, median.
-//   "host":"main" allocates every shard from the main thread, as berth does; "host":"local"
-//   allocates each device's shard from a thread bound to the CPUs of the device's NUMA node
-//   (sysfs), so the pages sit next to the device's link.
+//   "host":"main" allocates every shard from the main thread; "host":"local" allocates each
+//   device's shard from a thread bound to the CPUs of the device's NUMA node (sysfs), so the
+//   pages sit next to the device's link, as berth does.
+//   "multigpu_copy_ceiling": the same passes over the same shards with the kernel left out,
+//   the copies in and out alone: the ceiling of any in/out pipeline on that many devices,
+//   whose scaling bounds the pipeline's.
 //
 // Build (on the GPU machine): nvcc -O3 -arch=sm_90 -o multigpu multigpu.cu -lnccl
 // Run:                        ./multigpu [peer|allreduce|pipeline|all] [reps=5]
@@ -437,8 +440,9 @@ static void free_shards(std::vector<Shard>& sh) {
 }
 
 // One pass: y poisoned, chunk c of every shard queued before chunk c + 1 of any (the devices
-// start together), then every device synchronised.
-static double pipeline_once(std::vector<Shard>& sh) {
+// start together), then every device synchronised. Without `kernel`, the copies alone (y gets
+// whatever the device buffers hold).
+static double pipeline_once(std::vector<Shard>& sh, bool kernel = true) {
     for (Shard& h : sh) std::memset(h.y, 0xff, h.len * 4);
     double start = now_s();
     size_t most = 0;
@@ -451,8 +455,10 @@ static double pipeline_once(std::vector<Shard>& sh) {
             int k = (int)(c % kStreams);
             CUDA_CHECK(cudaSetDevice(h.dev));
             CUDA_CHECK(cudaMemcpyAsync(h.dx[k], h.x + off, m * 4, cudaMemcpyHostToDevice, h.s[k]));
-            affine<<<(unsigned)((m + 255) / 256), 256, 0, h.s[k]>>>(h.dx[k], h.dy[k], m, kA);
-            CUDA_CHECK(cudaGetLastError());
+            if (kernel) {
+                affine<<<(unsigned)((m + 255) / 256), 256, 0, h.s[k]>>>(h.dx[k], h.dy[k], m, kA);
+                CUDA_CHECK(cudaGetLastError());
+            }
             CUDA_CHECK(cudaMemcpyAsync(h.y + off, h.dy[k], m * 4, cudaMemcpyDeviceToHost, h.s[k]));
         }
     }
@@ -498,6 +504,16 @@ static void pipeline(int devices, int reps) {
                     "\"gbps_in\":%.2f,\"reps\":%d,\"bad\":%d}\n",
                     cfg.n, cfg.local ? "local" : "main", kStreams, kChunk * 4, kPipeN * 4, ms,
                     kPipeN * 4 / (ms * 1e-3) / 1e9, reps, bad);
+        std::fflush(stdout);
+        pipeline_once(sh, false);
+        t.clear();
+        for (int r = 0; r < reps; r++) t.push_back(pipeline_once(sh, false));
+        ms = upper_median(t) * 1e3;
+        std::printf("{\"impl\":\"cuda\",\"bench\":\"multigpu_copy_ceiling\",\"devices\":%d,"
+                    "\"host\":\"%s\",\"streams\":%d,\"chunk_bytes\":%zu,\"bytes_in\":%zu,"
+                    "\"median_ms\":%.3f,\"gbps_in\":%.2f,\"reps\":%d}\n",
+                    cfg.n, cfg.local ? "local" : "main", kStreams, kChunk * 4, kPipeN * 4, ms,
+                    kPipeN * 4 / (ms * 1e-3) / 1e9, reps);
         std::fflush(stdout);
         free_shards(sh);
     }

@@ -21,6 +21,23 @@ fn mark(ok: bool) -> &'static str {
     if ok { "✓" } else { "✗" }
 }
 
+/// The median of `field` over the CUDA C++ lines of `bench` on `devices` GPUs with host memory
+/// from `host` (NaN where there are none).
+fn cuda_of(rows: &[serde_json::Value], bench: &str, devices: u64, host: &str, field: &str) -> f64 {
+    median(
+        &rows
+            .iter()
+            .filter(|r| {
+                r["impl"] == "cuda"
+                    && r["bench"] == bench
+                    && r["devices"] == devices
+                    && r["host"] == host
+            })
+            .filter_map(|r| r[field].as_f64())
+            .collect::<Vec<_>>(),
+    )
+}
+
 pub fn write(md: &mut String, text: &str) -> Result {
     let mut rows: Vec<serde_json::Value> = Vec::new();
     for line in text.lines().filter(|l| l.starts_with('{')) {
@@ -58,11 +75,20 @@ pub fn write(md: &mut String, text: &str) -> Result {
             md,
             "**Elementwise pipeline, 4 GiB in + 4 GiB out** (`affine_one_pipelined`, automatic plan; over several GPUs `DeviceSet::pipelined`, shards split by measured link):\n"
         )?;
+        // Where the C++ side timed the copies alone, each row's share of that ceiling (host
+        // memory on each GPU's NUMA node, as berth allocates shards).
+        let ceiling = |d: u64| cuda_of(&rows, "multigpu_copy_ceiling", d, "local", "gbps_in");
+        let share = !ceiling(1).is_nan();
+        let (head, rule) = if share {
+            (" of copies alone (C++) |", "---:|")
+        } else {
+            ("", "")
+        };
         writeln!(
             md,
-            "| GPUs | median (ms) | GB/s in | speed-up over 1 GPU | target |"
+            "| GPUs | median (ms) | GB/s in |{head} speed-up over 1 GPU | target |"
         )?;
-        writeln!(md, "|---:|---:|---:|---:|---|")?;
+        writeln!(md, "|---:|---:|---:|{rule}---:|---|")?;
         let one = pick(
             "berth",
             "multigpu_pipeline",
@@ -80,9 +106,14 @@ pub fn write(md: &mut String, text: &str) -> Result {
             } else {
                 String::new()
             };
+            let of_ceiling = if share {
+                format!(" {:.2} |", gbps / ceiling(*d))
+            } else {
+                String::new()
+            };
             writeln!(
                 md,
-                "| {d} | {ms:.1} | {gbps:.1} | **{speedup:.2}** | {target} |"
+                "| {d} | {ms:.1} | {gbps:.1} |{of_ceiling} **{speedup:.2}** | {target} |"
             )?;
         }
         writeln!(md)?;
@@ -100,39 +131,53 @@ pub fn write(md: &mut String, text: &str) -> Result {
         v
     };
     if !reference.is_empty() {
+        // Runs that also timed the copies alone get columns for that ceiling.
+        let ceiling = rows
+            .iter()
+            .any(|r| r["impl"] == "cuda" && r["bench"] == "multigpu_copy_ceiling");
         writeln!(
             md,
-            "**The same pipeline in CUDA C++** (`bench/multigpu.cu`: equal shards, 3 streams × 64 MiB per GPU, queued from one thread; host memory allocated by the main thread, as berth does, or per GPU by a thread on the GPU's NUMA node):\n"
+            "**The same pipeline in CUDA C++** (`bench/multigpu.cu`: equal shards, 3 streams × 64 MiB per GPU, queued from one thread; host memory allocated by the main thread, or per GPU by a thread on the GPU's NUMA node, as berth does){}:\n",
+            if ceiling {
+                "; beside it the same passes with the kernel left out, the copies in and out alone: the ceiling of any in/out pipeline on as many GPUs, whose speed-up bounds the pipeline's"
+            } else {
+                ""
+            }
         )?;
-        writeln!(
-            md,
-            "| GPUs | host memory | median (ms) | GB/s in | speed-up over 1 GPU |"
-        )?;
-        writeln!(md, "|---:|---|---:|---:|---:|")?;
-        let of = |d: u64, host: &str, field: &str| {
-            median(
-                &rows
-                    .iter()
-                    .filter(|r| {
-                        r["impl"] == "cuda"
-                            && r["bench"] == "multigpu_pipeline"
-                            && r["devices"] == d
-                            && r["host"] == host
-                    })
-                    .filter_map(|r| r[field].as_f64())
-                    .collect::<Vec<_>>(),
-            )
+        let (head, rule) = if ceiling {
+            (" copies alone, GB/s in | their speed-up |", "---:|---:|")
+        } else {
+            ("", "")
         };
+        writeln!(
+            md,
+            "| GPUs | host memory | median (ms) | GB/s in | speed-up over 1 GPU |{head}"
+        )?;
+        writeln!(md, "|---:|---|---:|---:|---:|{rule}")?;
         for (d, host) in &reference {
-            let ms = of(*d, host, "median_ms");
-            let speedup = of(1, host, "median_ms") / ms;
-            let gbps = of(*d, host, "gbps_in");
+            let of = |bench, d, field| cuda_of(&rows, bench, d, host, field);
+            let ms = of("multigpu_pipeline", *d, "median_ms");
+            let speedup = of("multigpu_pipeline", 1, "median_ms") / ms;
+            let gbps = of("multigpu_pipeline", *d, "gbps_in");
             let place = if host == "local" {
                 "each GPU's NUMA node"
             } else {
                 "main thread"
             };
-            writeln!(md, "| {d} | {place} | {ms:.1} | {gbps:.1} | {speedup:.2} |")?;
+            let alone = if ceiling {
+                let c = of("multigpu_copy_ceiling", *d, "median_ms");
+                format!(
+                    " {:.1} | {:.2} |",
+                    of("multigpu_copy_ceiling", *d, "gbps_in"),
+                    of("multigpu_copy_ceiling", 1, "median_ms") / c
+                )
+            } else {
+                String::new()
+            };
+            writeln!(
+                md,
+                "| {d} | {place} | {ms:.1} | {gbps:.1} | {speedup:.2} |{alone}"
+            )?;
         }
         writeln!(md)?;
     }
@@ -350,6 +395,12 @@ mod tests {
 {"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"main","median_ms":60.0,"gbps_in":71.6,"reps":5,"bad":0}
 {"impl":"cuda","bench":"multigpu_pipeline","devices":1,"host":"local","median_ms":90.0,"gbps_in":47.7,"reps":5,"bad":0}
 {"impl":"cuda","bench":"multigpu_pipeline","devices":2,"host":"local","median_ms":45.0,"gbps_in":95.4,"reps":5,"bad":0}
+{"impl":"cuda","bench":"multigpu_copy_ceiling","devices":1,"host":"main","median_ms":85.0,"gbps_in":50.5,"reps":5}
+{"impl":"cuda","bench":"multigpu_copy_ceiling","devices":2,"host":"main","median_ms":56.0,"gbps_in":76.7,"reps":5}
+{"impl":"cuda","bench":"multigpu_copy_ceiling","devices":1,"host":"local","median_ms":85.0,"gbps_in":50.5,"reps":5}
+{"impl":"cuda","bench":"multigpu_copy_ceiling","devices":2,"host":"local","median_ms":44.0,"gbps_in":97.6,"reps":5}
+{"impl":"berth","bench":"multigpu_pipeline","devices":1,"bytes_in":4294967296,"median_ms":95.0,"gbps_in":45.2,"reps":5,"bad":0}
+{"impl":"berth","bench":"multigpu_pipeline","devices":2,"bytes_in":4294967296,"median_ms":48.8,"gbps_in":88.0,"reps":5,"bad":0}
 {"impl":"cuda","bench":"allreduce_step","devices":2,"bytes":1048576,"iters":200,"median_us":33.0,"reps":5,"bad":0}
 {"impl":"berth","bench":"allreduce_step","devices":2,"bytes":1048576,"iters":200,"median_us":44.0,"reps":5,"bad":0}"#;
         let mut md = String::new();
@@ -363,11 +414,17 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| 2 | main thread | 60.0 | 71.6 | 1.50 |"),
+            md.contains("| 2 | main thread | 60.0 | 71.6 | 1.50 | 76.7 | 1.52 |"),
             "{md}"
         );
         assert!(
-            md.contains("| 2 | each GPU's NUMA node | 45.0 | 95.4 | 2.00 |"),
+            md.contains("| 2 | each GPU's NUMA node | 45.0 | 95.4 | 2.00 | 97.6 | 1.93 |"),
+            "{md}"
+        );
+        // berth's rows against the NUMA-local ceiling of as many GPUs.
+        assert!(md.contains("| 1 | 95.0 | 45.2 | 0.90 | **1.00** |"), "{md}");
+        assert!(
+            md.contains("| 2 | 48.8 | 88.0 | 0.90 | **1.95** | ≥ 1.9 ✓ |"),
             "{md}"
         );
         assert!(md.contains("step's tail, 1 MiB"), "{md}");
