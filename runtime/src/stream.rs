@@ -98,4 +98,36 @@ mod tests {
         let c = gpu.stream().unwrap();
         assert_ne!(c.handle, handle, "one stream handed out twice");
     }
+
+    /// Threads taking and dropping streams at once: no stream is held by two of them, and the
+    /// pool never holds more streams than were alive at once.
+    #[test]
+    fn streams_taken_and_dropped_by_several_threads_are_never_shared() {
+        use std::collections::HashSet;
+        use std::sync::Mutex;
+        const THREADS: usize = 8;
+        let gpu = Gpu::simulator();
+        let live = Mutex::new(HashSet::new());
+        let seen = Mutex::new(HashSet::new());
+        std::thread::scope(|t| {
+            for _ in 0..THREADS {
+                t.spawn(|| {
+                    for _ in 0..200 {
+                        let s = gpu.stream().unwrap();
+                        let h = s.handle as usize;
+                        assert!(live.lock().unwrap().insert(h), "a stream held twice");
+                        seen.lock().unwrap().insert(h);
+                        std::thread::yield_now();
+                        assert!(live.lock().unwrap().remove(&h));
+                        drop(s);
+                    }
+                });
+            }
+        });
+        let made = seen.lock().unwrap().len();
+        assert!(
+            (1..=THREADS).contains(&made),
+            "{made} streams made for {THREADS} threads"
+        );
+    }
 }
