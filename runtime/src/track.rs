@@ -181,7 +181,9 @@ impl Completion {
     /// queued there so far, this work included. Work that joins it later is not covered, but
     /// such work checks its own conflicts when it is queued.
     fn order_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
-        if self.whole_context {
+        // A lost context's events may be destroyed (its primary context reset): nothing may
+        // name them, and its work runs no more, which the host's wait finds at once.
+        if self.whole_context || self.gpu.is_lost() {
             return false;
         }
         // Read before the point is recorded: work that joined by now was queued before it.
@@ -211,7 +213,7 @@ impl Completion {
     fn order_lazy_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
         let foreign = !Arc::ptr_eq(&self.gpu, gpu);
         if foreign && self.gpu.bind().is_err() {
-            // A lost context: the host's wait finds nothing to wait for.
+            // Lost since: the host's wait finds nothing to wait for.
             let _ = gpu.bind();
             return false;
         }
