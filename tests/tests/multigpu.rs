@@ -795,6 +795,37 @@ fn a_write_on_the_owners_device_waits_for_a_leaked_peer_read_on_the_gpu() {
     assert_eq!(a.to_vec().unwrap(), saxpy_host(1.0, &z, &x));
 }
 
+/// A peer copy of a buffer that a leaked launch on its own device is still writing, held at a
+/// gate another thread opens later: the copy is ordered after the write and holds its result.
+#[test]
+fn a_peer_copy_of_a_buffer_a_leaked_launch_writes_holds_the_written_values() {
+    use std::time::Duration;
+    let Some((_g, set)) = set(false) else { return };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 40_001;
+    let x = random_f32(n);
+    let a = g0.upload(&x).unwrap();
+    let mut b = g0.upload(&vec![f32::NAN; n]).unwrap();
+    let gate = g0.signals(1).unwrap();
+    std::mem::forget(gated_jacobi(g0, Grid::cover(n), &gate, &a, &mut b).unwrap());
+    let copy = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            gate.store(0, 1);
+        });
+        b.peer_copy(g1).unwrap()
+    });
+    assert_eq!(copy.path(), PeerPath::Copied);
+    let mut y = g1.alloc_zeroed::<f32>(n).unwrap();
+    saxpy(g1, Grid::cover(n), 1.0, &copy, &mut y)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let mut want = vec![0.0; n];
+    jacobi_host(&x, &mut want);
+    assert_eq!(y.to_vec().unwrap(), want);
+}
+
 /// Pipelined runs over every shard of a set, each leaked: reading the output shards waits
 /// for the GPUs (no change behind the reader), and freeing the shards after that is clean.
 #[test]
