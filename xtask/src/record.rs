@@ -268,8 +268,21 @@ fn save_targeted(run: &Run, machine: &str, to: &Path) -> Result {
             std::fs::write(to.join(section_machine(s.file)), machine)?;
         }
     }
+    // The multi-GPU run's machine details, kept raw beside its sections.
+    if gpus >= 2 {
+        for file in MULTIGPU_RAW {
+            let text = run.read(file);
+            if !text.trim().is_empty() {
+                std::fs::write(to.join(file), text)?;
+            }
+        }
+    }
     Ok(())
 }
+
+/// Files of a multi-GPU run kept as they came: the GPUs' topology (`nvidia-smi topo -m`) and
+/// NCCL's account of both sides' communicators.
+const MULTIGPU_RAW: &[&str] = &["topology.txt", "nccl-init.log"];
 
 /// The file beside a targeted section's raw lines that names the run they came from.
 fn section_machine(file: &str) -> String {
@@ -496,6 +509,7 @@ mod tests {
         std::fs::write(run_dir.join("multigpu.jsonl"), "one GPU\n")?;
         std::fs::write(run_dir.join("multigpu.log"), "skipped\n")?;
         std::fs::write(run_dir.join("launch.jsonl"), "{}\n")?;
+        std::fs::write(run_dir.join("topology.txt"), "GPU0 GPU1\n")?;
         let one = "date: d\ncommit: c\ngpu: NVIDIA H200\n";
         save_targeted(
             &Run {
@@ -509,6 +523,7 @@ mod tests {
             "two GPUs\n"
         );
         assert!(!to.join("multigpu.log").exists());
+        assert!(!to.join("topology.txt").exists());
         assert!(
             to.join("launch.jsonl").exists(),
             "the other sections are recorded"
@@ -518,6 +533,11 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(to.join("multigpu.jsonl"))?,
             "one GPU\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(to.join("topology.txt"))?,
+            "GPU0 GPU1\n",
+            "the 2-GPU run's topology is kept"
         );
         std::fs::remove_dir_all(&base)?;
         Ok(())

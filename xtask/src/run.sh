@@ -27,7 +27,8 @@
 #   on GPU 0 and over every GPU, berth and the same pipeline in CUDA C++ (host memory from
 #   the main thread or each GPU's NUMA node); a kernel reading a peer GPU's buffer, berth vs CUDA C++
 #   (bench/multigpu.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
-#   NCCL called from C++; topology in topology.txt.
+#   NCCL called from C++; topology in topology.txt; NCCL's INIT and TUNING lines of one short
+#   all-reduce run of each side, counted, in nccl-init.log.
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
 #   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
@@ -174,6 +175,26 @@ run_multigpu() {
   # Its one-GPU and all-GPU runs interleave within the binary.
   "$here/bin/bench_multigpu" pipeline 5 >> "$out/multigpu.jsonl" || fail=1
   cat "$out/multigpu.jsonl"
+  # NCCL's own account of each side's communicators and collectives (channels, transports,
+  # algorithms), from one short all-reduce run of each: where berth's all-reduce and NCCL's
+  # called from C++ differ, this says whether NCCL set them up alike -> nccl-init.log.
+  if [[ -x $here/multigpu ]]; then
+    { nccl_info berth "$here/bin/bench_multigpu" allreduce 1
+      nccl_info cuda "$here/multigpu" allreduce 1; } > "$out/nccl-init.log"
+  fi
+}
+
+# nccl_info NAME COMMAND...: NCCL's INFO lines of one run of COMMAND, with addresses, channel
+# numbers and CPU cores folded so that two runs' lines compare, counted.
+nccl_info() {
+  local name=$1; shift
+  rm -f "$here"/nccl-debug.*
+  echo "=== $name: ${*##*/}"
+  NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,TUNING NCCL_DEBUG_FILE="$here/nccl-debug.%p" "$@" \
+    > /dev/null 2>&1
+  cat "$here"/nccl-debug.* 2>/dev/null \
+    | sed -E 's/^.*NCCL INFO //; s/0x[0-9a-f]+/0x_/g; s/^Channel [0-9]+\//Channel _\//; s/core [0-9]+/core _/g' \
+    | sort | uniq -c | sort -rn | head -150
 }
 
 # A fresh process's first launch, SASS and PTX interleaved, JIT cache off -> firstlaunch.jsonl.
