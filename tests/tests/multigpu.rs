@@ -795,6 +795,54 @@ fn a_write_on_the_owners_device_waits_for_a_leaked_peer_read_on_the_gpu() {
     assert_eq!(a.to_vec().unwrap(), saxpy_host(1.0, &z, &x));
 }
 
+/// A launch on the second device reading the first device's buffer in place, its guard leaked
+/// and held at a gate, then an all-reduce that writes that buffer: on GPUs the collective is
+/// ordered after the read on the GPU, so the gate opens only once the all-reduce is queued (a
+/// host wait on the way would stall until the kernel gives up). The simulator reduces on the
+/// host, in the call, so the gate opens first there. The reader sees the old contents.
+#[test]
+fn a_collective_is_ordered_after_a_leaked_peer_read_of_its_buffer() {
+    let Some((_g, set)) = peer_linked_set() else {
+        return;
+    };
+    let g1 = &set.gpus()[1];
+    let n = (1 << 16) + 3;
+    // Whole numbers: their sums, and the reader's quarters of them, are exact in any order.
+    let data: Vec<Vec<f32>> = set
+        .iter()
+        .map(|_| random_f32(n).iter().map(|x| (x * 1000.0).round()).collect())
+        .collect();
+    let mut bufs: Vec<_> = set
+        .iter()
+        .zip(&data)
+        .map(|(g, d)| g.upload(d).unwrap())
+        .collect();
+    let mut out = g1.upload(&vec![f32::NAN; n]).unwrap();
+    let gate = g1.signals(1).unwrap();
+    let view = bufs[0].peer_view(g1).unwrap();
+    std::mem::forget(gated_jacobi(g1, Grid::cover(n), &gate, &view, &mut out).unwrap());
+    drop(view);
+    if !cfg!(feature = "gpu") {
+        gate.store(0, 1);
+    }
+    let c = set.all_reduce(&mut bufs, ReduceOp::Sum).unwrap();
+    if cfg!(feature = "gpu") {
+        gate.store(0, 1);
+    }
+    c.wait().unwrap();
+    let mut want = vec![0.0; n];
+    jacobi_host(&data[0], &mut want);
+    assert_eq!(
+        out.to_vec().unwrap(),
+        want,
+        "the reader saw the reduced contents"
+    );
+    let sum: Vec<f32> = (0..n).map(|i| data.iter().map(|d| d[i]).sum()).collect();
+    for (d, b) in bufs.iter().enumerate() {
+        assert_eq!(b.to_vec().unwrap(), sum, "device {d}");
+    }
+}
+
 /// A peer copy of a buffer that a leaked launch on its own device is still writing, held at a
 /// gate another thread opens later: the copy is ordered after the write and holds its result.
 #[test]
