@@ -5,6 +5,9 @@
 //   on device 1, read in place after cudaDeviceEnablePeerAccess ("where":"peer"), and over
 //   device 0's own copy ("where":"local"); wall clock around launch + synchronise, one warm-up,
 //   median of reps, as the berth side does.
+// - peer_step (1 MiB): a step across devices, saxpy writing y on device 1, an event recorded
+//   after it and device 0's stream made to wait for it, then block_sum on device 0 reading y in
+//   place, device 0's stream synchronised; per-step wall clock over 200 steps, median of reps.
 // - allreduce: ncclAllReduce (float, sum, in place) of 1 MiB, 64 MiB and 1 GiB on every
 //   device, one process and one thread (ncclCommInitAll, one group per collective), the
 //   streams synchronised after each; bus bandwidth bytes * 2(n-1)/n / time; "submit_us" is
@@ -111,6 +114,63 @@ static double now_s() {
         .count();
 }
 
+static int count_not(const float* x, size_t len, size_t stride, float want);
+
+// A step across devices (peer access enabled by the caller): y += z on device 1, then the
+// sum of y on device 0 read in place, ordered by an event; device 0's stream synchronised.
+static void peer_step(int reps) {
+    const size_t n = (size_t)1 << 18;
+    const int iters = 200, blocks = 132 * 8;
+    float *z, *y, *partial;
+    cudaStream_t s0, s1;
+    cudaEvent_t written;
+    CUDA_CHECK(cudaSetDevice(1));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMalloc(&z, n * 4));
+    CUDA_CHECK(cudaMalloc(&y, n * 4));
+    fill<<<(n + 255) / 256, 256, 0, s1>>>(z, n, 1.0f);
+    fill<<<(n + 255) / 256, 256, 0, s1>>>(y, n, 0.0f);
+    CUDA_CHECK(cudaStreamSynchronize(s1));
+    CUDA_CHECK(cudaSetDevice(0));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaMalloc(&partial, blocks * 4));
+    std::vector<double> t;
+    for (int r = 0; r <= reps; r++) {
+        double start = now_s();
+        for (int i = 0; i < iters; i++) {
+            CUDA_CHECK(cudaSetDevice(1));
+            saxpy<<<(n + 255) / 256, 256, 0, s1>>>(1.0f, z, n, y);
+            CUDA_CHECK(cudaEventRecord(written, s1));
+            CUDA_CHECK(cudaSetDevice(0));
+            CUDA_CHECK(cudaStreamWaitEvent(s0, written, 0));
+            block_sum<<<blocks, kBlock, 0, s0>>>(y, partial, n);
+            CUDA_CHECK(cudaGetLastError());
+            CUDA_CHECK(cudaStreamSynchronize(s0));
+        }
+        if (r > 0) t.push_back((now_s() - start) / iters);
+    }
+    // Every step added one: y holds the number of steps, and the last sum saw all of it.
+    const float steps = (float)((reps + 1) * iters);
+    int bad = count_not(y, n, 1, steps);
+    std::vector<float> p(blocks);
+    CUDA_CHECK(cudaMemcpy(p.data(), partial, blocks * 4, cudaMemcpyDeviceToHost));
+    double total = 0, want = (double)steps * n;
+    for (float v : p) total += v;
+    bad += std::fabs(total - want) > 1e-5 * want;
+    std::printf("{\"impl\":\"cuda\",\"bench\":\"peer_step\",\"bytes\":%zu,\"iters\":%d,"
+                "\"median_us\":%.2f,\"reps\":%d,\"bad\":%d}\n",
+                n * 4, iters, upper_median(t) * 1e6, reps, bad);
+    std::fflush(stdout);
+    CUDA_CHECK(cudaFree(partial));
+    CUDA_CHECK(cudaStreamDestroy(s0));
+    CUDA_CHECK(cudaSetDevice(1));
+    CUDA_CHECK(cudaFree(z));
+    CUDA_CHECK(cudaFree(y));
+    CUDA_CHECK(cudaEventDestroy(written));
+    CUDA_CHECK(cudaStreamDestroy(s1));
+}
+
 static void peer(int reps) {
     const size_t n = (size_t)1 << 28;
     const int blocks = 132 * 8;
@@ -156,6 +216,7 @@ static void peer(int reps) {
     CUDA_CHECK(cudaFree(partial));
     CUDA_CHECK(cudaSetDevice(1));
     CUDA_CHECK(cudaFree(remote));
+    peer_step(reps);
 }
 
 // How many of every `stride`-th element of `len` floats of the current device's `x` differ

@@ -210,6 +210,23 @@ pub fn write(md: &mut String, text: &str) -> Result {
         writeln!(md)?;
     }
 
+    // A step across devices: a write on one, a read of it in place on the other.
+    let step_bytes = serde_json::json!(1 << 20);
+    let (bs, cs) = (
+        pick("berth", "peer_step", "bytes", &step_bytes, "median_us"),
+        pick("cuda", "peer_step", "bytes", &step_bytes, "median_us"),
+    );
+    if !bs.is_nan() || !cs.is_nan() {
+        writeln!(
+            md,
+            "**A step across devices, 1 MiB** (`saxpy` writing a buffer on GPU 1, then `block_sum` on GPU 0 reading it in place, ordered after the write on the GPU, waited for; berth: the write detached in a scope on GPU 1 and a peer view made after it; C++: an event after the write and `cudaStreamWaitEvent` on GPU 0's stream):\n"
+        )?;
+        writeln!(md, "| berth µs | C++ µs | ratio (time) |")?;
+        writeln!(md, "|---:|---:|---:|")?;
+        writeln!(md, "| {bs:.1} | {cs:.1} | **{:.2}** |", cs / bs)?;
+        writeln!(md)?;
+    }
+
     // All-reduce bus bandwidth.
     let mut sizes: Vec<u64> = rows
         .iter()
@@ -380,7 +397,8 @@ mod tests {
             !md.contains("queueing")
                 && !md.contains("The same pipeline in CUDA C++")
                 && !md.contains("whole device")
-                && !md.contains("step's tail"),
+                && !md.contains("step's tail")
+                && !md.contains("step across devices"),
             "{md}"
         );
     }
@@ -402,6 +420,8 @@ mod tests {
 {"impl":"berth","bench":"multigpu_pipeline","devices":1,"bytes_in":4294967296,"median_ms":95.0,"gbps_in":45.2,"reps":5,"bad":0}
 {"impl":"berth","bench":"multigpu_pipeline","devices":2,"bytes_in":4294967296,"median_ms":48.8,"gbps_in":88.0,"reps":5,"bad":0}
 {"impl":"cuda","bench":"allreduce_step","devices":2,"bytes":1048576,"iters":200,"median_us":33.0,"reps":5,"bad":0}
+{"impl":"cuda","bench":"peer_step","bytes":1048576,"iters":200,"median_us":20.0,"reps":5,"bad":0}
+{"impl":"berth","bench":"peer_step","bytes":1048576,"iters":200,"median_us":25.0,"reps":5,"bad":0}
 {"impl":"berth","bench":"allreduce_step","devices":2,"bytes":1048576,"iters":200,"median_us":44.0,"reps":5,"bad":0}"#;
         let mut md = String::new();
         super::write(&mut md, lines).unwrap();
@@ -428,6 +448,8 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("step's tail, 1 MiB"), "{md}");
+        assert!(md.contains("A step across devices, 1 MiB"), "{md}");
+        assert!(md.contains("| 25.0 | 20.0 | **0.80** |"), "{md}");
         assert!(md.contains("| 44.0 | 33.0 | **0.75** |"), "{md}");
     }
 }

@@ -25,8 +25,9 @@
 #   multigpu (the 2-GPU machine): the device-set tests (tests/multigpu) and the data_parallel
 #   example, then the multi-GPU benchmarks -> multigpu.jsonl: the 4 GiB in + 4 GiB out pipeline
 #   on GPU 0 and over every GPU, berth and the same pipeline in CUDA C++ (host memory from
-#   the main thread or each GPU's NUMA node); a kernel reading a peer GPU's buffer, berth vs CUDA C++
-#   (bench/multigpu.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
+#   the main thread or each GPU's NUMA node); a kernel reading a peer GPU's buffer, and a step
+#   across devices (a write on GPU 1 read in place on GPU 0, ordered on the GPU), berth vs CUDA
+#   C++ (bench/multigpu.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
 #   NCCL called from C++; topology in topology.txt; NCCL's INIT and TUNING lines of one short
 #   all-reduce run of each side, counted, in nccl-init.log.
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);

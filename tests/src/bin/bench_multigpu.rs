@@ -6,6 +6,10 @@
 //!   `DeviceSet::pipelined`, rounds interleaved; wall clock, one warm-up, median;
 //! - `peer_read`: `block_sum` over 1 GiB of f32 on device 0, reading device 1's buffer in place
 //!   through a peer view (`"where":"peer"`) and, for scale, its own (`"where":"local"`);
+//! - `peer_step` (1 MiB): a step across devices, `saxpy` writing a buffer on device 1 in a
+//!   scope, then `block_sum` on device 0 reading it in place through a peer view made after
+//!   the write, queued behind the write on the GPU (device 0's stream waits for device 1's),
+//!   waited for;
 //! - `allreduce`: `DeviceSet::all_reduce` (NCCL) of f32 buffers of 1 MiB, 64 MiB and 1 GiB on
 //!   every device, waited for after each through its guard; bus bandwidth as nccl-tests
 //!   defines it (`bytes × 2(n−1)/n / time`); `submit_us` is the host time of the call that
@@ -184,6 +188,49 @@ fn peer(reps: usize) -> Result<(), BoxError> {
             n * 4
         );
     }
+    if !direct {
+        eprintln!("peer step: skipped, device 0 cannot read device 1's memory in place");
+        return Ok(());
+    }
+    peer_step(&set, reps)
+}
+
+/// A step across devices: device 1 writes `y += z` (a launch detached in a scope on its
+/// default stream), device 0 sums `y` in place through a peer view made right after, its
+/// stream ordered after the write on the GPU, and the sum is waited for. The C++ side records
+/// an event after the write and makes device 0's stream wait for it.
+fn peer_step(set: &DeviceSet, reps: usize) -> Result<(), BoxError> {
+    let (n, iters, blocks) = (1usize << 18, 200usize, 132 * 8);
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let z = g1.upload(&vec![1.0f32; n])?;
+    let mut y = g1.alloc_zeroed::<f32>(n)?;
+    let mut partial = g0.alloc_zeroed::<f32>(blocks)?;
+    let (write, read) = (Grid::cover(n), Grid::new(blocks as u32, REDUCE_BLOCK));
+    let mut per = Vec::new();
+    for r in 0..=reps {
+        let start = Instant::now();
+        for _ in 0..iters {
+            g1.scope(|s1| {
+                saxpy(s1, write, 1.0, &z, &mut y)?.detach();
+                let view = y.peer_view(g0)?;
+                block_sum(g0, read, &view, &mut partial)?.wait()
+            })?;
+        }
+        if r > 0 {
+            per.push(start.elapsed().as_secs_f64() / iters as f64);
+        }
+    }
+    // Every step added one: y holds the number of steps, and the last sum saw all of it.
+    let steps = ((reps + 1) * iters) as f32;
+    let mut bad = y.to_vec()?.iter().filter(|&&v| v != steps).count();
+    let total: f64 = partial.to_vec()?.iter().map(|&p| f64::from(p)).sum();
+    let want = f64::from(steps) * n as f64;
+    bad += usize::from((total - want).abs() > 1e-5 * want);
+    println!(
+        "{{\"impl\":\"berth\",\"bench\":\"peer_step\",\"bytes\":{},\"iters\":{iters},\"median_us\":{:.2},\"reps\":{reps},\"bad\":{bad}}}",
+        n * 4,
+        median_f64(per) * 1e6
+    );
     Ok(())
 }
 
