@@ -38,6 +38,18 @@ fn cuda_of(rows: &[serde_json::Value], bench: &str, devices: u64, host: &str, fi
     )
 }
 
+/// A one-row table of berth's time against C++'s, in µs, and their ratio.
+fn time_table(md: &mut String, berth_us: f64, cuda_us: f64) -> Result {
+    writeln!(md, "| berth µs | C++ µs | ratio (time) |")?;
+    writeln!(md, "|---:|---:|---:|")?;
+    writeln!(
+        md,
+        "| {berth_us:.1} | {cuda_us:.1} | **{:.2}** |\n",
+        cuda_us / berth_us
+    )?;
+    Ok(())
+}
+
 pub fn write(md: &mut String, text: &str) -> Result {
     let mut rows: Vec<serde_json::Value> = Vec::new();
     for line in text.lines().filter(|l| l.starts_with('{')) {
@@ -221,10 +233,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             md,
             "**A step across devices, 1 MiB** (`saxpy` writing a buffer on GPU 1, then `block_sum` on GPU 0 reading it in place, ordered after the write on the GPU, waited for; berth: the write detached in a scope on GPU 1 and a peer view made after it; C++: an event after the write and `cudaStreamWaitEvent` on GPU 0's stream):\n"
         )?;
-        writeln!(md, "| berth µs | C++ µs | ratio (time) |")?;
-        writeln!(md, "|---:|---:|---:|")?;
-        writeln!(md, "| {bs:.1} | {cs:.1} | **{:.2}** |", cs / bs)?;
-        writeln!(md)?;
+        time_table(md, bs, cs)?;
     }
 
     // All-reduce bus bandwidth.
@@ -338,10 +347,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             "**A data-parallel step's tail, {}** (the all-reduce, then on every GPU `saxpy` reading its result on another stream, ordered after it on the GPU, and waited for; berth: `all_reduce(..)?.detach()` and a launch on each device's default stream; C++: an event recorded on each collective stream and `cudaStreamWaitEvent` before the launch):\n",
             size_name(b)
         )?;
-        writeln!(md, "| berth µs | C++ µs | ratio (time) |")?;
-        writeln!(md, "|---:|---:|---:|")?;
-        writeln!(md, "| {bu:.1} | {nu:.1} | **{:.2}** |", nu / bu)?;
-        writeln!(md)?;
+        time_table(md, bu, nu)?;
     }
     writeln!(md, "Results checked against the host: {bad} wrong.")?;
     Ok(())
