@@ -489,20 +489,22 @@ mod tests {
         assert!(uses.list.lock().unwrap().is_empty());
     }
 
-    /// Jobs queued on a simulated stream so far.
-    fn position(gpu: &Inner, stream: sys::CUstream) -> u64 {
+    /// A simulated stream and the jobs queued on it so far.
+    fn sim_stream(gpu: &Inner, stream: sys::CUstream) -> (Arc<crate::sim_stream::SimStream>, u64) {
         match gpu.ops().record_point(stream).unwrap() {
-            Point::Sim(_, p) => p,
+            Point::Sim(s, p) => (s, p),
             Point::Event(_) => unreachable!("a simulated context"),
         }
     }
 
+    /// Jobs queued on a simulated stream so far.
+    fn position(gpu: &Inner, stream: sys::CUstream) -> u64 {
+        sim_stream(gpu, stream).1
+    }
+
     /// Queue `job` on a simulated stream.
     fn enqueue(gpu: &Inner, stream: sys::CUstream, job: crate::sim_stream::Job) {
-        match gpu.ops().record_point(stream).unwrap() {
-            Point::Sim(s, _) => s.push(job),
-            Point::Event(_) => unreachable!("a simulated context"),
-        }
+        sim_stream(gpu, stream).0.push(job);
     }
 
     #[test]
