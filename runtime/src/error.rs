@@ -87,6 +87,25 @@ pub enum Error {
         /// The error the driver keeps returning.
         name: String,
     },
+    /// A lost context cannot be reset yet: the reset (by [`crate::Gpu::recover`], or by a new
+    /// `Gpu` on the device) destroys every allocation of the device's primary context, and
+    /// some of it is still in use outside the context. Drop those handles and try again, or
+    /// restart the process.
+    #[error(
+        "device {ordinal}'s context was lost to a fault and cannot be reset yet: the reset frees \
+         all of its memory, and {host_buffers} pinned or mapped host buffer(s) made on it \
+         (signals, mailboxes and pipeline shards included) and {peer_views} peer view(s) of its \
+         device memory are still alive; copy out what the host buffers hold, drop them and the \
+         views, then recover again (or restart the process)"
+    )]
+    ResetRefused {
+        /// The device's CUDA ordinal.
+        ordinal: usize,
+        /// Live page-locked host allocations of the device's context.
+        host_buffers: usize,
+        /// Live peer views reading the device's memory in place from other devices.
+        peer_views: usize,
+    },
     /// An earlier fault poisoned this context; nothing more can run on it.
     #[error(
         "the GPU context was lost to an earlier fault ({0}); call `Gpu::recover()` to get a fresh one"
@@ -199,7 +218,10 @@ impl Error {
             }
         ) || matches!(
             self,
-            Error::KernelFault { .. } | Error::ContextLost(_) | Error::ProcessPoisoned { .. }
+            Error::KernelFault { .. }
+                | Error::ContextLost(_)
+                | Error::ProcessPoisoned { .. }
+                | Error::ResetRefused { .. }
         ) || matches!(self, Error::PipelineChunk { source, .. } | Error::OnDevice { source, .. } if source.is_context_lost())
     }
 

@@ -7,7 +7,7 @@ use crate::launch::Kernel;
 use berth_device::panic::{PanicRecord, PanicSlot, RECORD_SYMBOL, kind, state};
 use cudarc::driver::{DriverError, result, sys};
 use std::ffi::CString;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, Weak};
 
 /// Names of the sticky errors, for errors already converted to text.
@@ -51,6 +51,23 @@ pub(crate) struct FaultState {
     /// By stream: a short list scanned without hashing on every launch.
     in_flight: Mutex<Vec<(usize, Vec<&'static Kernel>)>>,
     strings: Mutex<Vec<(sys::CUdeviceptr, Vec<u8>)>>,
+    /// Live page-locked host allocations of the context: a reset would unmap them.
+    host_buffers: AtomicUsize,
+    /// Live peer views reading the context's device memory in place from other contexts: a
+    /// reset would free it under them.
+    peer_views: AtomicUsize,
+    /// Whether a peer view ever read the memory in place: launches from views already
+    /// dropped may still be running on other devices (their guards leaked).
+    peer_read: std::sync::atomic::AtomicBool,
+}
+
+/// What a reset of a context would free under a live handle outside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Borrow {
+    /// A pinned or mapped host allocation.
+    HostBuffer,
+    /// A peer view of its device memory, read in place by another context.
+    PeerView,
 }
 
 impl FaultState {
@@ -69,6 +86,44 @@ impl FaultState {
             .clone()
             .unwrap_or_default();
         Err(Error::ContextLost(why))
+    }
+
+    fn borrows(&self, kind: Borrow) -> &AtomicUsize {
+        match kind {
+            Borrow::HostBuffer => &self.host_buffers,
+            Borrow::PeerView => &self.peer_views,
+        }
+    }
+
+    /// Note a new handle outside the context on memory a reset would free, unless the context
+    /// is lost (then it may be reset at any moment, and the handle is refused). Pairs with
+    /// [`FaultState::end_borrow`].
+    ///
+    /// With [`prepare_reset`] this is a store-fence-load handshake on both sides: the count
+    /// goes up before the lost flag is read here, and the flag is set before the counts are
+    /// read there, so either this sees the context lost or the reset sees the handle.
+    pub(crate) fn begin_borrow(&self, kind: Borrow) -> Result<()> {
+        self.borrows(kind).fetch_add(1, Ordering::SeqCst);
+        if kind == Borrow::PeerView {
+            self.peer_read.store(true, Ordering::SeqCst);
+        }
+        fence(Ordering::SeqCst);
+        if let Err(e) = self.ensure_alive() {
+            self.end_borrow(kind);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// How many handles of this kind are noted now.
+    #[cfg(test)]
+    pub(crate) fn borrowed(&self, kind: Borrow) -> usize {
+        self.borrows(kind).load(Ordering::SeqCst)
+    }
+
+    /// A handle noted by [`FaultState::begin_borrow`] is gone.
+    pub(crate) fn end_borrow(&self, kind: Borrow) {
+        self.borrows(kind).fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Note where `module`'s constant byte arrays live on the device. Called at load, while
@@ -216,6 +271,37 @@ pub(crate) fn mark_device_lost(device: sys::CUdevice, why: &str) {
             state.mark_lost(why.to_owned());
         }
     }
+}
+
+/// Mark every live context on `device` (CUDA ordinal `ordinal`) lost, and say whether its
+/// primary context may now be reset: not while any of them has host buffers or peer views
+/// alive, since the reset frees their memory under them ([`Error::ResetRefused`], the
+/// contexts staying lost). Reading freed pinned memory is a segmentation fault on the host
+/// (measured on the H200: GPU-RESULTS.md).
+///
+/// `Ok(true)`: other devices once read its memory in place, and work of theirs that still
+/// does (a leaked launch guard) must finish before the reset.
+pub(crate) fn prepare_reset(device: sys::CUdevice, ordinal: usize, why: &str) -> Result<bool> {
+    mark_device_lost(device, why);
+    // See `FaultState::begin_borrow`: the lost flags are set before the counts are read.
+    fence(Ordering::SeqCst);
+    let live = LIVE.lock().expect("poisoned");
+    let (mut host_buffers, mut peer_views, mut peer_read) = (0, 0, false);
+    for (_, state) in live.iter().filter(|(d, _)| *d == device) {
+        if let Some(state) = state.upgrade() {
+            host_buffers += state.host_buffers.load(Ordering::SeqCst);
+            peer_views += state.peer_views.load(Ordering::SeqCst);
+            peer_read |= state.peer_read.load(Ordering::SeqCst);
+        }
+    }
+    if host_buffers + peer_views > 0 {
+        return Err(Error::ResetRefused {
+            ordinal,
+            host_buffers,
+            peer_views,
+        });
+    }
+    Ok(peer_read)
 }
 
 /// Whether an error name (already converted to text) is a sticky one.
@@ -397,5 +483,155 @@ impl MappedPanicRecord {
         let _ = unsafe { result::free_host(self.host.cast()) };
         // SAFETY: allocated by cuMemAlloc in this context; freed once, from Inner::drop.
         let _ = unsafe { result::free_sync(self.claim) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A device handle no driver hands out, so the tests' contexts share the registry with
+    /// nothing real.
+    fn fake_device(n: i32) -> sys::CUdevice {
+        -1000 - n
+    }
+
+    /// A reset is refused while a host buffer or a peer view of any context on the device is
+    /// alive, counted across contexts and named in the error; every context there stays lost,
+    /// and once the handles are gone the reset is allowed.
+    #[test]
+    fn a_reset_is_refused_while_memory_it_would_free_is_borrowed() {
+        let device = fake_device(1);
+        let (a, b) = (
+            Arc::new(FaultState::default()),
+            Arc::new(FaultState::default()),
+        );
+        register_context(device, &a);
+        register_context(device, &b);
+        a.begin_borrow(Borrow::HostBuffer).unwrap();
+        a.begin_borrow(Borrow::HostBuffer).unwrap();
+        b.begin_borrow(Borrow::PeerView).unwrap();
+
+        let e = prepare_reset(device, 7, "test").unwrap_err();
+        let Error::ResetRefused {
+            ordinal: 7,
+            host_buffers: 2,
+            peer_views: 1,
+        } = e
+        else {
+            panic!("expected ResetRefused for 2 host buffers and 1 view, got {e:?}");
+        };
+        assert!(e.is_context_lost(), "{e}");
+        assert!(
+            e.to_string().contains("2 pinned or mapped host buffer(s)"),
+            "{e}"
+        );
+        assert!(a.is_lost() && b.is_lost());
+
+        a.end_borrow(Borrow::HostBuffer);
+        b.end_borrow(Borrow::PeerView);
+        let e = prepare_reset(device, 7, "test").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::ResetRefused {
+                    host_buffers: 1,
+                    peer_views: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        a.end_borrow(Borrow::HostBuffer);
+        assert!(
+            prepare_reset(device, 7, "test").unwrap(),
+            "a view once read the memory in place: other devices are waited for"
+        );
+    }
+
+    /// Contexts of other devices do not hold up a reset, and without peer views nothing
+    /// asks for other devices to be waited for.
+    #[test]
+    fn a_reset_counts_only_its_own_device() {
+        let (mine, other) = (fake_device(2), fake_device(3));
+        let (a, b) = (
+            Arc::new(FaultState::default()),
+            Arc::new(FaultState::default()),
+        );
+        register_context(mine, &a);
+        register_context(other, &b);
+        b.begin_borrow(Borrow::HostBuffer).unwrap();
+        assert!(!prepare_reset(mine, 0, "test").unwrap());
+        assert!(a.is_lost());
+        assert!(!b.is_lost(), "another device's context is not touched");
+        b.end_borrow(Borrow::HostBuffer);
+    }
+
+    /// Once the context is lost, a new handle is refused and not counted: the reset may
+    /// already be under way.
+    #[test]
+    fn a_lost_context_refuses_new_borrows() {
+        let device = fake_device(4);
+        let a = Arc::new(FaultState::default());
+        register_context(device, &a);
+        prepare_reset(device, 0, "reset for the test").unwrap();
+        for kind in [Borrow::HostBuffer, Borrow::PeerView] {
+            let e = a.begin_borrow(kind).unwrap_err();
+            assert!(
+                matches!(e, Error::ContextLost(ref why) if why == "reset for the test"),
+                "{e:?}"
+            );
+        }
+        prepare_reset(device, 0, "again").unwrap();
+    }
+
+    /// Threads that take and drop handles while another resets: whenever the reset is
+    /// allowed, no handle taken was granted (each either saw the context lost or was counted).
+    #[test]
+    fn borrows_racing_a_reset_are_either_refused_or_counted() {
+        for round in 0..200 {
+            let device = fake_device(100 + round);
+            let a = Arc::new(FaultState::default());
+            register_context(device, &a);
+            let granted = Arc::new(AtomicUsize::new(0));
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let (a, granted) = (a.clone(), granted.clone());
+                    std::thread::spawn(move || {
+                        // Each thread keeps the handle it gets: a granted one is still alive
+                        // when the reset looks.
+                        while a.begin_borrow(Borrow::HostBuffer).is_ok() {
+                            granted.fetch_add(1, Ordering::SeqCst);
+                        }
+                    })
+                })
+                .collect();
+            std::thread::yield_now();
+            let reset = prepare_reset(device, 0, "race");
+            for t in threads {
+                t.join().unwrap();
+            }
+            let granted = granted.load(Ordering::SeqCst);
+            match reset {
+                Ok(_) => assert_eq!(
+                    granted, 0,
+                    "round {round}: reset allowed under live handles"
+                ),
+                Err(Error::ResetRefused { host_buffers, .. }) => {
+                    // The count it saw holds every granted handle, and at most one refused
+                    // one per thread that had not yet taken its note back.
+                    assert!(
+                        granted <= host_buffers && host_buffers <= granted + 2,
+                        "round {round}: {granted} granted, {host_buffers} counted"
+                    );
+                }
+                Err(e) => panic!("round {round}: {e}"),
+            }
+            assert_eq!(
+                a.host_buffers.load(Ordering::SeqCst),
+                granted,
+                "refused notes are taken back"
+            );
+        }
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::context::Inner;
 use crate::error::{Error, Result};
+use crate::fault::Borrow;
 use crate::gpu::Gpu;
 use crate::pool::size_class;
 use crate::track::Uses;
@@ -93,6 +94,14 @@ unsafe impl Send for PinnedAlloc {}
 
 impl PinnedAlloc {
     fn new(gpu: &Arc<Inner>, bytes: usize, wanted: u32) -> Result<Self> {
+        // Counted while it lives: a reset of the context would unmap it (it refuses instead).
+        gpu.ops().fault().begin_borrow(Borrow::HostBuffer)?;
+        Self::alloc(gpu, bytes, wanted).inspect_err(|_| {
+            gpu.ops().fault().end_borrow(Borrow::HostBuffer);
+        })
+    }
+
+    fn alloc(gpu: &Arc<Inner>, bytes: usize, wanted: u32) -> Result<Self> {
         gpu.bind()?;
         let class = size_class(bytes.max(1));
         let try_flags = |flags: u32| {
@@ -133,6 +142,7 @@ impl Drop for PinnedAlloc {
         if !self.gpu.is_lost() {
             self.gpu.pinned.put(self.class, self.flags, self.ptr as u64);
         }
+        self.gpu.ops().fault().end_borrow(Borrow::HostBuffer);
     }
 }
 
@@ -311,7 +321,8 @@ macro_rules! host_slice {
             fn deref(&self) -> &[T] {
                 self.alloc.uses.before_host_read();
                 // SAFETY: the allocation holds `len` initialised (zeroed or copied) elements of
-                // a DeviceCopy type. No GPU work writes it while the slice lives: a live launch
+                // a DeviceCopy type, and stays mapped while `self` lives (a reset of its
+                // context, which would unmap it, is refused meanwhile: `prepare_reset`). No GPU work writes it while the slice lives: a live launch
                 // that writes it borrows the buffer exclusively, and the work of a leaked one
                 // was waited for just above. Work queued later needs `&mut self`, which this
                 // shared borrow excludes.
@@ -536,7 +547,41 @@ impl<T> Drop for Registered<T> {
 
 #[cfg(test)]
 mod tests {
+    use crate::fault::Borrow;
     use crate::gpu::Gpu;
+
+    /// Every page-locked host allocation is counted while its handle lives, whatever the
+    /// handle (pinned, mapped, signals, a mailbox), and not once it is gone: the count is what
+    /// keeps a reset of the context from unmapping memory under a live buffer. A lost context
+    /// refuses new ones without counting them.
+    #[test]
+    fn host_allocations_are_counted_while_they_live() {
+        let gpu = Gpu::simulator();
+        let live = || gpu.inner.ops().fault().borrowed(Borrow::HostBuffer);
+        let pinned = gpu.pinned_from(&[1u32, 2, 3]).unwrap();
+        let mapped = gpu.mapped_zeroed::<u8>(5).unwrap();
+        let signals = gpu.signals(2).unwrap();
+        let mailbox = gpu.mailbox::<u64>(4).unwrap();
+        assert_eq!(live(), 4);
+        drop(mapped);
+        assert_eq!(live(), 3);
+        let moved = std::thread::spawn(move || pinned.iter().sum::<u32>());
+        assert_eq!(moved.join().unwrap(), 6);
+        drop((signals, mailbox));
+        assert_eq!(live(), 0, "pool reuse does not count");
+        let again = gpu.pinned_zeroed::<u32>(3).unwrap();
+        assert_eq!(live(), 1, "a buffer from the pool counts");
+        drop(again);
+
+        gpu.inner
+            .ops()
+            .fault()
+            .mark_lost("lost for the test".into());
+        let e = gpu.pinned_zeroed::<u32>(3).unwrap_err();
+        assert!(e.is_context_lost(), "{e}");
+        assert!(gpu.mapped_zeroed::<u32>(3).is_err());
+        assert_eq!(live(), 0);
+    }
 
     /// Pinned memory made on a thread bound to a node's CPUs (what a device set's shards
     /// get where the system names their device's node) comes back zeroed, is the caller's to

@@ -13,6 +13,7 @@ use crate::args::{ArgRef, DeviceArg, sealed};
 use crate::buffer::DeviceBuffer;
 use crate::context::Inner;
 use crate::error::Result;
+use crate::fault::Borrow;
 use crate::gpu::Gpu;
 use crate::track::Access;
 use berth_device::DeviceCopy;
@@ -58,9 +59,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(view(None, PeerPath::Local));
         }
         let (mine, theirs) = (self.gpu.ops(), on.inner.ops());
+        mine.fault().ensure_alive()?;
         if theirs.can_access_peer(mine.peer_id())? {
             on.inner.bind()?;
             theirs.enable_peer_access(mine)?;
+            // Counted while the view lives, which keeps the owner's context from being reset
+            // under launches that read its memory (refused if the owner was lost meanwhile).
+            mine.fault().begin_borrow(Borrow::PeerView)?;
             return Ok(view(None, PeerPath::Direct));
         }
         self.peer_copy(on)
@@ -80,6 +85,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             return Ok(view(None, PeerPath::Local));
         }
         let (mine, theirs) = (self.gpu.ops(), on.inner.ops());
+        mine.fault().ensure_alive()?;
         let copy = on.alloc_zeroed::<T>(self.len())?;
         if self.bytes() > 0 {
             copy.uses.before_host_write();
@@ -120,6 +126,14 @@ impl<T: DeviceCopy> PeerView<'_, T> {
     }
 }
 
+impl<T> Drop for PeerView<'_, T> {
+    fn drop(&mut self) {
+        if self.path == PeerPath::Direct {
+            self.owner.gpu.ops().fault().end_borrow(Borrow::PeerView);
+        }
+    }
+}
+
 impl<T> std::fmt::Debug for PeerView<'_, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PeerView")
@@ -147,5 +161,72 @@ impl<T: DeviceCopy> DeviceArg<T> for PeerView<'_, T> {
             held: 0,
             read_only: true,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::devices::DeviceSet;
+    use crate::fault::Borrow;
+
+    /// A view read in place is counted on its owner's context while it lives (a reset of the
+    /// owner is refused meanwhile); a copied or local one is not, since it reads nothing of the
+    /// owner's memory after it is made.
+    #[test]
+    fn a_direct_view_is_counted_on_its_owner_while_it_lives() {
+        let set = DeviceSet::simulated(2);
+        let (owner, on) = (&set.gpus()[1], &set.gpus()[0]);
+        let views = || owner.inner.ops().fault().borrowed(Borrow::PeerView);
+        let x = owner.upload(&[1.0f32, 2.0, 3.0]).unwrap();
+        let (a, b) = (x.peer_view(on).unwrap(), x.peer_view(on).unwrap());
+        assert_eq!(a.path(), PeerPath::Direct);
+        assert_eq!(views(), 2);
+        drop(a);
+        assert_eq!(views(), 1);
+        let (copied, local) = (x.peer_copy(on).unwrap(), x.peer_view(owner).unwrap());
+        assert_eq!(
+            (copied.path(), local.path()),
+            (PeerPath::Copied, PeerPath::Local)
+        );
+        assert_eq!(views(), 1);
+        drop((b, copied, local));
+        assert_eq!(views(), 0);
+
+        let unlinked = DeviceSet::simulated_without_peer_access(2);
+        let y = unlinked.gpus()[1].upload(&[4u32]).unwrap();
+        assert_eq!(
+            y.peer_view(&unlinked.gpus()[0]).unwrap().path(),
+            PeerPath::Copied
+        );
+        assert_eq!(
+            unlinked.gpus()[1]
+                .inner
+                .ops()
+                .fault()
+                .borrowed(Borrow::PeerView),
+            0
+        );
+    }
+
+    /// Memory of a lost context is not handed to another device, in place or copied: a
+    /// typed error, and nothing counted.
+    #[test]
+    fn a_view_of_a_lost_owner_is_refused() {
+        let set = DeviceSet::simulated(2);
+        let (owner, on) = (&set.gpus()[1], &set.gpus()[0]);
+        let x = owner.upload(&[1u32, 2]).unwrap();
+        owner
+            .inner
+            .ops()
+            .fault()
+            .mark_lost("lost for the test".into());
+        for e in [x.peer_view(on).unwrap_err(), x.peer_copy(on).unwrap_err()] {
+            assert!(
+                matches!(e, crate::Error::ContextLost(ref why) if why == "lost for the test"),
+                "{e:?}"
+            );
+        }
+        assert_eq!(owner.inner.ops().fault().borrowed(Borrow::PeerView), 0);
     }
 }

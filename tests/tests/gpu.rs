@@ -187,6 +187,70 @@ fn kernel_panic_is_reported_and_context_recovers() {
     }
 }
 
+/// A reset frees every allocation of the context, its page-locked host memory included:
+/// reading that afterwards kills the process (`bench/reset_frees_pinned.cu`). So while pinned
+/// or mapped buffers of a lost context live, a reset (`recover`, or a new `Gpu` on the device)
+/// is refused with a typed error naming them, and the buffers keep their contents; once they
+/// are dropped, the reset goes ahead.
+#[test]
+#[cfg(feature = "gpu")]
+fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
+    if !in_child() {
+        let (ok, out) =
+            run_isolated("a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped");
+        assert!(ok, "child failed:\n{out}");
+        assert!(out.contains("reset refused: "), "{out}");
+        return;
+    }
+    let (_g, gpu) = gpu();
+    let data = random_u32(1 << 16);
+    let pinned = gpu.pinned_from(&data).unwrap();
+    let mapped = gpu.mapped_from(&data).unwrap();
+    let x = gpu.upload(&random_u32(300)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
+    let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(err.is_context_lost(), "{err}");
+
+    let refused = |e: Error| {
+        assert!(
+            matches!(
+                e,
+                Error::ResetRefused {
+                    host_buffers: 2,
+                    peer_views: 0,
+                    ..
+                }
+            ),
+            "expected a refusal naming the two host buffers, got {e}"
+        );
+        assert!(e.is_context_lost());
+        println!("reset refused: {e}");
+    };
+    refused(gpu.clone().recover().map(|_| ()).unwrap_err());
+    refused(Gpu::new().map(|_| ()).unwrap_err());
+    assert!(gpu.is_lost());
+    assert!(
+        *pinned == *data && *mapped == *data,
+        "the buffers keep their contents"
+    );
+
+    drop((pinned, mapped));
+    match gpu.recover() {
+        Ok(fresh) => {
+            check_saxpy(&fresh, 1000);
+            println!("recovered once the host buffers were dropped");
+        }
+        Err(e @ Error::ProcessPoisoned { .. }) => {
+            println!("reset done; the driver keeps the process poisoned: {e}")
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
+    drop((x, out));
+}
+
 #[test]
 #[cfg(feature = "gpu")]
 fn new_gpu_after_an_unrecovered_fault_is_fresh_or_a_typed_error() {

@@ -6,7 +6,7 @@
 use crate::backend::{Backend, ContextOps, Ops, PeerId, Reopen};
 use crate::error::{Error, Result};
 use crate::fault::{
-    FaultState, Faults, MappedPanicRecord, is_sticky_name, mark_device_lost, register_context,
+    FaultState, Faults, MappedPanicRecord, is_sticky_name, prepare_reset, register_context,
 };
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
@@ -53,8 +53,12 @@ fn unrecoverable(e: Error) -> Error {
 }
 
 /// Destroy the device's primary context (all its resources) so the next retain creates a
-/// fresh one.
-fn reset_primary(device: sys::CUdevice) -> Result<()> {
+/// fresh one, after [`prepare_reset`] allowed it. `peers_read`: other devices once read its
+/// memory in place, so their work queued until now is waited for first.
+fn reset_primary(device: sys::CUdevice, peers_read: bool) -> Result<()> {
+    if peers_read {
+        wait_for_other_devices(device);
+    }
     // SAFETY: detaching the calling thread from any context has no preconditions; a poisoned
     // context left current would taint the next calls on this thread.
     let _ = unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
@@ -64,6 +68,44 @@ fn reset_primary(device: sys::CUdevice) -> Result<()> {
     unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
         .result()
         .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))
+}
+
+/// Wait for everything queued so far on the primary context of every device but `device`
+/// that has one. A kernel there may read `device`'s memory in place through a peer view whose
+/// launch guard was leaked; no new one can start (a lost owner refuses new views, and live
+/// views refuse the reset). Failures are ignored: a context that fails to synchronise has
+/// stopped running anything.
+fn wait_for_other_devices(device: sys::CUdevice) {
+    let Ok(count) = result::device::get_count() else {
+        return;
+    };
+    for ordinal in 0..count {
+        let Ok(other) = result::device::get(ordinal) else {
+            continue;
+        };
+        if other == device {
+            continue;
+        }
+        let (mut flags, mut active) = (0u32, 0i32);
+        // SAFETY: `other` is a valid device handle; both out-pointers are live locals.
+        let state = unsafe { sys::cuDevicePrimaryCtxGetState(other, &mut flags, &mut active) };
+        if state != sys::CUresult::CUDA_SUCCESS || active == 0 {
+            continue;
+        }
+        // SAFETY: a valid device handle; the retain is balanced by the release below.
+        let Ok(ctx) = (unsafe { result::primary_ctx::retain(other) }) else {
+            continue;
+        };
+        // SAFETY: `ctx` is retained (alive) until the release below; synchronising a context
+        // only waits.
+        unsafe {
+            if sys::cuCtxSetCurrent(ctx) == sys::CUresult::CUDA_SUCCESS {
+                let _ = sys::cuCtxSynchronize();
+            }
+            let _ = sys::cuCtxSetCurrent(std::ptr::null_mut());
+            let _ = result::primary_ctx::release(other);
+        }
+    }
 }
 
 fn check_driver() -> Result<()> {
@@ -96,9 +138,13 @@ impl Driver {
             Err(Error::Driver { name, .. }) if is_sticky_name(&name) => {
                 let device = result::device::get(ordinal as i32)
                     .map_err(|e| Error::driver("cuDeviceGet", e))?;
-                mark_device_lost(device, "the primary context was reset after a fault");
+                let peers_read = prepare_reset(
+                    device,
+                    ordinal,
+                    "the primary context was reset after a fault",
+                )?;
                 tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
-                reset_primary(device)?;
+                reset_primary(device, peers_read)?;
                 Driver::open(ordinal).map_err(unrecoverable)
             }
             other => other,
@@ -342,9 +388,13 @@ impl ContextOps for Driver {
             ));
         }
         let (ordinal, device) = (self.ordinal, self.device);
-        mark_device_lost(device, "the primary context was reset by Gpu::recover");
+        let peers_read = prepare_reset(
+            device,
+            ordinal,
+            "the primary context was reset by Gpu::recover",
+        )?;
         Ok(Box::new(move || {
-            reset_primary(device)?;
+            reset_primary(device, peers_read)?;
             tracing::info!(ordinal, "GPU context reset after a fault");
             let fresh = Driver::open(ordinal).map_err(unrecoverable)?;
             Ok(Box::new(fresh) as Box<dyn Ops>)
