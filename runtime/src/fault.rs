@@ -277,7 +277,7 @@ pub(crate) fn mark_device_lost(device: sys::CUdevice, why: &str) {
 /// primary context may now be reset: not while any of them has host buffers or peer views
 /// alive, since the reset frees their memory under them ([`Error::ResetRefused`], the
 /// contexts staying lost). Reading freed pinned memory is a segmentation fault on the host
-/// (measured on the H200: GPU-RESULTS.md).
+/// (measured on the H200: `bench/results/diagnostics/reset-frees-pinned.txt`).
 ///
 /// `Ok(true)`: other devices once read its memory in place, and work of theirs that still
 /// does (a leaked launch guard) must finish before the reset.
