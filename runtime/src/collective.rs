@@ -460,6 +460,7 @@ mod nccl {
     use crate::context::Inner;
     use crate::devices::DeviceSet;
     use crate::error::{Error, Result};
+    use crate::fault::Borrow;
     use crate::track::{Access, Completion};
     use cudarc::driver::sys::CUstream;
     use cudarc::nccl::sys::{ncclComm_t, ncclRedOp_t};
@@ -496,12 +497,23 @@ mod nccl {
                 // Its stream was drained above: the work it ends is complete.
                 c.finished();
             }
+            // A lost member's communicator cannot finish its work: NCCL's abort tears the
+            // communicators down without waiting for it (its destroy would).
+            let lost = self.streams.iter().any(|(g, _)| g.is_lost());
             for &c in &self.comms {
-                // SAFETY: made by ncclCommInitAll in `with_comms`, destroyed once, here, after
-                // its work completed.
-                let _ = unsafe { cudarc::nccl::result::comm_destroy(c) };
+                // SAFETY: made by ncclCommInitAll in `with_comms`, torn down once, here, after
+                // its work completed (or, with a member lost, never to complete). Every member
+                // context is still there: a reset waits for the communicators to go.
+                let _ = unsafe {
+                    if lost {
+                        cudarc::nccl::result::comm_abort(c)
+                    } else {
+                        cudarc::nccl::result::comm_destroy(c)
+                    }
+                };
             }
             for (g, s) in self.streams.drain(..) {
+                g.ops().fault().end_borrow(Borrow::Communicator);
                 // Idle, and no completion of this set waits for it any more.
                 g.put_stream(s);
             }
@@ -556,6 +568,27 @@ mod nccl {
                     }
                 }
             }
+            // NCCL allocates in every member's context (device and pinned host memory) and
+            // its threads use it: no member may be reset while the communicators live.
+            let mut noted = 0;
+            let note = streams.iter().try_for_each(|(g, _)| {
+                g.ops().fault().begin_borrow(Borrow::Communicator)?;
+                noted += 1;
+                Ok::<_, Error>(())
+            });
+            let give_back = |streams: Vec<(Arc<Inner>, CUstream)>, noted: usize| {
+                for (i, (g, s)) in streams.into_iter().enumerate() {
+                    if i < noted {
+                        g.ops().fault().end_borrow(Borrow::Communicator);
+                    }
+                    g.put_stream(s);
+                }
+            };
+            if let Err(e) = note {
+                let e = set.on_device(noted, e);
+                give_back(streams, noted);
+                return Err(e);
+            }
             let ordinals: Vec<i32> = set.iter().map(|g| g.ordinal() as i32).collect();
             let mut comms = vec![std::ptr::null_mut(); set.len()];
             // SAFETY: `comms` has room for one communicator per ordinal; the ordinals are the
@@ -569,9 +602,7 @@ mod nccl {
             }
             .map_err(|e| nccl_error("ncclCommInitAll", e));
             if let Err(e) = made {
-                for (g, s) in streams {
-                    g.put_stream(s);
-                }
+                give_back(streams, noted);
                 return Err(e);
             }
             *slot = Some(Box::new(Comms {

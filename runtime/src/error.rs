@@ -94,9 +94,10 @@ pub enum Error {
     #[error(
         "device {ordinal}'s context was lost to a fault and cannot be reset yet: the reset frees \
          all of its memory, and {host_buffers} pinned or mapped host buffer(s) made on it \
-         (signals, mailboxes and pipeline shards included) and {peer_views} peer view(s) of its \
-         device memory are still alive; copy out what the host buffers hold, drop them and the \
-         views, then recover again (or restart the process)"
+         (signals, mailboxes and pipeline shards included), {peer_views} peer view(s) of its \
+         device memory and {communicators} device set(s) with NCCL communicators on it are \
+         still alive; copy out what the host buffers hold, drop them, the views and the sets, \
+         then recover again (or restart the process)"
     )]
     ResetRefused {
         /// The device's CUDA ordinal.
@@ -105,6 +106,8 @@ pub enum Error {
         host_buffers: usize,
         /// Live peer views reading the device's memory in place from other devices.
         peer_views: usize,
+        /// Live device sets whose NCCL communicators have a rank on the device.
+        communicators: usize,
     },
     /// An earlier fault poisoned this context; nothing more can run on it.
     #[error(

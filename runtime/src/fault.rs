@@ -56,6 +56,9 @@ pub(crate) struct FaultState {
     /// Live peer views reading the context's device memory in place from other contexts: a
     /// reset would free it under them.
     peer_views: AtomicUsize,
+    /// Live NCCL communicators with a rank on the context: NCCL's memory there (device and
+    /// pinned host) would be freed under them and their threads.
+    communicators: AtomicUsize,
     /// Whether a peer view ever read the memory in place: launches from views already
     /// dropped may still be running on other devices (their guards leaked).
     peer_read: std::sync::atomic::AtomicBool,
@@ -68,6 +71,8 @@ pub(crate) enum Borrow {
     HostBuffer,
     /// A peer view of its device memory, read in place by another context.
     PeerView,
+    /// A device set's NCCL communicator with a rank on the context.
+    Communicator,
 }
 
 impl FaultState {
@@ -92,6 +97,7 @@ impl FaultState {
         match kind {
             Borrow::HostBuffer => &self.host_buffers,
             Borrow::PeerView => &self.peer_views,
+            Borrow::Communicator => &self.communicators,
         }
     }
 
@@ -286,19 +292,22 @@ pub(crate) fn prepare_reset(device: sys::CUdevice, ordinal: usize, why: &str) ->
     // See `FaultState::begin_borrow`: the lost flags are set before the counts are read.
     fence(Ordering::SeqCst);
     let live = LIVE.lock().expect("poisoned");
-    let (mut host_buffers, mut peer_views, mut peer_read) = (0, 0, false);
+    let (mut host_buffers, mut peer_views, mut communicators) = (0, 0, 0);
+    let mut peer_read = false;
     for (_, state) in live.iter().filter(|(d, _)| *d == device) {
         if let Some(state) = state.upgrade() {
             host_buffers += state.host_buffers.load(Ordering::SeqCst);
             peer_views += state.peer_views.load(Ordering::SeqCst);
+            communicators += state.communicators.load(Ordering::SeqCst);
             peer_read |= state.peer_read.load(Ordering::SeqCst);
         }
     }
-    if host_buffers + peer_views > 0 {
+    if host_buffers + peer_views + communicators > 0 {
         return Err(Error::ResetRefused {
             ordinal,
             host_buffers,
             peer_views,
+            communicators,
         });
     }
     Ok(peer_read)
@@ -511,15 +520,17 @@ mod tests {
         a.begin_borrow(Borrow::HostBuffer).unwrap();
         a.begin_borrow(Borrow::HostBuffer).unwrap();
         b.begin_borrow(Borrow::PeerView).unwrap();
+        b.begin_borrow(Borrow::Communicator).unwrap();
 
         let e = prepare_reset(device, 7, "test").unwrap_err();
         let Error::ResetRefused {
             ordinal: 7,
             host_buffers: 2,
             peer_views: 1,
+            communicators: 1,
         } = e
         else {
-            panic!("expected ResetRefused for 2 host buffers and 1 view, got {e:?}");
+            panic!("expected ResetRefused for 2 host buffers, 1 view and 1 set, got {e:?}");
         };
         assert!(e.is_context_lost(), "{e}");
         assert!(
@@ -528,21 +539,24 @@ mod tests {
         );
         assert!(a.is_lost() && b.is_lost());
 
+        // Each kind alone holds the reset up.
+        let counts = |e: Error| match e {
+            Error::ResetRefused {
+                host_buffers,
+                peer_views,
+                communicators,
+                ..
+            } => (host_buffers, peer_views, communicators),
+            e => panic!("expected ResetRefused, got {e:?}"),
+        };
         a.end_borrow(Borrow::HostBuffer);
+        a.end_borrow(Borrow::HostBuffer);
+        let e = prepare_reset(device, 7, "test").unwrap_err();
+        assert_eq!(counts(e), (0, 1, 1));
         b.end_borrow(Borrow::PeerView);
         let e = prepare_reset(device, 7, "test").unwrap_err();
-        assert!(
-            matches!(
-                e,
-                Error::ResetRefused {
-                    host_buffers: 1,
-                    peer_views: 0,
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-        a.end_borrow(Borrow::HostBuffer);
+        assert_eq!(counts(e), (0, 0, 1));
+        b.end_borrow(Borrow::Communicator);
         assert!(
             prepare_reset(device, 7, "test").unwrap(),
             "a view once read the memory in place: other devices are waited for"

@@ -221,6 +221,7 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
                 Error::ResetRefused {
                     host_buffers: 2,
                     peer_views: 0,
+                    communicators: 0,
                     ..
                 }
             ),
@@ -249,6 +250,69 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
         Err(e) => panic!("unexpected error: {e}"),
     }
     drop((x, out));
+}
+
+/// NCCL allocates in every member's context and its threads use that memory, so a reset of
+/// a member waits for the set's communicators to go: refused while the set lives, and once the
+/// set is dropped (its communicators aborted, since the lost member's cannot finish anything)
+/// the reset goes ahead. On one GPU: a set of device 0 alone, NCCL with one rank.
+#[test]
+#[cfg(feature = "gpu")]
+fn a_reset_waits_until_the_device_sets_communicators_are_gone() {
+    if !in_child() {
+        let (ok, out) = run_isolated("a_reset_waits_until_the_device_sets_communicators_are_gone");
+        assert!(ok, "child failed:\n{out}");
+        assert!(out.contains("reset refused: "), "{out}");
+        return;
+    }
+    let (_g, _) = gpu();
+    let set = berth::DeviceSet::cuda(&[0]).unwrap();
+    let gpu = set.gpus()[0].clone();
+    let mut bufs = vec![gpu.upload(&random_u32(1024)).unwrap()];
+    set.all_reduce(&mut bufs, berth::ReduceOp::Sum)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let x = gpu.upload(&random_u32(300)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
+    let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(err.is_context_lost(), "{err}");
+
+    let e = gpu.clone().recover().map(|_| ()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ResetRefused {
+                host_buffers: 0,
+                peer_views: 0,
+                communicators: 1,
+                ..
+            }
+        ),
+        "expected a refusal naming the set's communicators, got {e}"
+    );
+    println!("reset refused: {e}");
+    // A collective on the lost member is a typed error.
+    let again = set
+        .all_reduce(&mut bufs, berth::ReduceOp::Sum)
+        .and_then(|c| c.wait());
+    assert!(again.is_err_and(|e| e.is_context_lost()));
+
+    drop((bufs, x, out));
+    drop(set);
+    match gpu.recover() {
+        Ok(fresh) => {
+            check_saxpy(&fresh, 1000);
+            println!("recovered once the set was dropped");
+        }
+        Err(e @ Error::ProcessPoisoned { .. }) => {
+            println!("reset done once the set was dropped; the process stays poisoned: {e}")
+        }
+        Err(e) => panic!("unexpected error: {e}"),
+    }
 }
 
 #[test]
