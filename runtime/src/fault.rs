@@ -72,6 +72,7 @@ pub(crate) enum Borrow {
     /// A peer view of its device memory, read in place by another context.
     PeerView,
     /// A device set's NCCL communicator with a rank on the context.
+    #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
     Communicator,
 }
 
@@ -200,9 +201,24 @@ impl FaultState {
         record: &MappedPanicRecord,
         kernel_hint: Option<&str>,
     ) -> Error {
-        if self.is_lost() {
-            return self.ensure_alive().unwrap_err();
+        // The panic record is pinned host memory of this context: counted while this may read
+        // it, so that a reset of the device (by another handle) cannot unmap it meanwhile. A
+        // lost context reads nothing.
+        if let Err(lost) = self.begin_borrow(Borrow::HostBuffer) {
+            return lost;
         }
+        let err = self.classify_alive(call, e, record, kernel_hint);
+        self.end_borrow(Borrow::HostBuffer);
+        err
+    }
+
+    fn classify_alive(
+        &self,
+        call: &'static str,
+        e: DriverError,
+        record: &MappedPanicRecord,
+        kernel_hint: Option<&str>,
+    ) -> Error {
         if !is_sticky(e.0) {
             if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
                 let (free, total) = result::mem_get_info().unwrap_or((0, 0));
@@ -442,8 +458,9 @@ impl MappedPanicRecord {
     /// The record, if a kernel completed one; `resolve` turns a device string address into
     /// the string.
     pub(crate) fn read(&self, resolve: impl Fn(u64, u64) -> Option<String>) -> Option<PanicReport> {
-        // SAFETY: the record lives as long as `self`; `state` is a 4-aligned u32 that the
-        // device writes with a system-scope release store.
+        // SAFETY: the record lives as long as `self`, and stays mapped while it is read (the
+        // caller counts it as a borrowed host buffer, which holds a reset off); `state` is a
+        // 4-aligned u32 that the device writes with a system-scope release store.
         let st = unsafe { AtomicU32::from_ptr(&raw mut (*self.host).state) };
         if st.load(Ordering::Acquire) != state::DONE {
             return None;
