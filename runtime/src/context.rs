@@ -36,6 +36,10 @@ pub(crate) struct Inner {
     /// Random reads per second measured on one mapped allocation, by (host address, bytes):
     /// the rate depends on the allocation's physical layout.
     pub(crate) random_rates: Mutex<HashMap<(u64, usize), f64>>,
+    /// Whether kernels of this context read another context's memory in place, by that
+    /// context's id: asked of the topology and enabled once per pair. A context made anew (a
+    /// reset) has a new id, so its enablement is asked for again.
+    peers: Mutex<HashMap<u64, bool>>,
 }
 
 // SAFETY: the backend is `Send + Sync`; the stream handles are driver objects usable from any
@@ -59,6 +63,7 @@ impl Inner {
             costs: OnceLock::new(),
             profile: OnceLock::new(),
             random_rates: Mutex::new(HashMap::new()),
+            peers: Mutex::new(HashMap::new()),
         }
     }
 
@@ -106,6 +111,39 @@ impl Inner {
     /// stream's next synchronise.
     pub(crate) fn keep_failure(&self, stream: sys::CUstream, e: Error) {
         self.backend.keep_failure(stream, e);
+    }
+
+    /// Whether kernels of this context can read `owner`'s memory in place: asked of the
+    /// topology (`cuDeviceCanAccessPeer`, never assumed) and, where it can, with peer access
+    /// enabled, the first time for each owner; remembered afterwards.
+    pub(crate) fn reaches(&self, owner: &Inner) -> Result<bool> {
+        if let Some(&direct) = self.peers.lock().expect("poisoned").get(&owner.id) {
+            return Ok(direct);
+        }
+        let direct = self.ops().can_access_peer(owner.ops().peer_id())?;
+        if direct {
+            self.bind()?;
+            self.ops().enable_peer_access(owner.ops())?;
+        }
+        self.peers
+            .lock()
+            .expect("poisoned")
+            .insert(owner.id, direct);
+        Ok(direct)
+    }
+
+    /// The contexts whose reach [`Inner::reaches`] remembers, with the answer.
+    #[cfg(test)]
+    pub(crate) fn known_peers(&self) -> Vec<(u64, bool)> {
+        let mut v: Vec<_> = self
+            .peers
+            .lock()
+            .expect("poisoned")
+            .iter()
+            .map(|(&k, &d)| (k, d))
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     /// A stream (for a `Stream`, a pipelined run, a device set's collectives), from the pool

@@ -58,11 +58,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if Arc::ptr_eq(&self.gpu, &on.inner) {
             return Ok(view(None, PeerPath::Local));
         }
-        let (mine, theirs) = (self.gpu.ops(), on.inner.ops());
+        let mine = self.gpu.ops();
         mine.fault().ensure_alive()?;
-        if theirs.can_access_peer(mine.peer_id())? {
-            on.inner.bind()?;
-            theirs.enable_peer_access(mine)?;
+        if on.inner.reaches(&self.gpu)? {
             // Counted while the view lives, which keeps the owner's context from being reset
             // under launches that read its memory (refused if the owner was lost meanwhile).
             mine.fault().begin_borrow(Borrow::PeerView)?;
@@ -206,6 +204,38 @@ mod tests {
                 .fault()
                 .borrowed(Borrow::PeerView),
             0
+        );
+    }
+
+    /// The topology is asked, and peer access enabled, once per pair of contexts: later views
+    /// of any buffer of the same owner reuse the answer; another owner context (another set,
+    /// or one without links) is asked for itself.
+    #[test]
+    fn peer_access_is_asked_once_per_pair_of_contexts() {
+        let set = DeviceSet::simulated(2);
+        let (owner, on) = (&set.gpus()[1], &set.gpus()[0]);
+        let (x, y) = (
+            owner.upload(&[1u8; 4]).unwrap(),
+            owner.upload(&[2u8; 4]).unwrap(),
+        );
+        for _ in 0..3 {
+            assert_eq!(x.peer_view(on).unwrap().path(), PeerPath::Direct);
+            assert_eq!(y.peer_view(on).unwrap().path(), PeerPath::Direct);
+        }
+        assert_eq!(on.inner.known_peers(), vec![(owner.inner.id, true)]);
+
+        let unlinked = DeviceSet::simulated_without_peer_access(2);
+        let z = unlinked.gpus()[1].upload(&[3u8; 4]).unwrap();
+        let view = z.peer_view(&unlinked.gpus()[0]).unwrap();
+        assert_eq!(view.path(), PeerPath::Copied);
+        assert_eq!(
+            unlinked.gpus()[0].inner.known_peers(),
+            vec![(unlinked.gpus()[1].inner.id, false)]
+        );
+        assert_eq!(
+            on.inner.known_peers().len(),
+            1,
+            "another set's answers are its own"
         );
     }
 
