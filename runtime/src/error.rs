@@ -93,7 +93,7 @@ pub enum Error {
     /// restart the process.
     #[error(
         "device {ordinal}'s context was lost to a fault and cannot be reset yet: the reset frees \
-         all of its memory, and {host_buffers} pinned or mapped host buffer(s) made on it \
+         all of its memory, and {host_buffers} pinned, mapped or registered host buffer(s) of it \
          (signals, mailboxes and pipeline shards included), {peer_views} peer view(s) of its \
          device memory and {communicators} device set(s) with NCCL communicators on it are \
          still alive; copy out what the host buffers hold, drop them, the views and the sets, \
@@ -102,7 +102,8 @@ pub enum Error {
     ResetRefused {
         /// The device's CUDA ordinal.
         ordinal: usize,
-        /// Live page-locked host allocations of the device's context.
+        /// Live page-locked host memory of the device's context: pinned and mapped buffers
+        /// (signals and mailboxes too) and registered `Vec`s.
         host_buffers: usize,
         /// Live peer views reading the device's memory in place from other devices.
         peer_views: usize,

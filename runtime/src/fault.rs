@@ -551,7 +551,8 @@ mod tests {
         };
         assert!(e.is_context_lost(), "{e}");
         assert!(
-            e.to_string().contains("2 pinned or mapped host buffer(s)"),
+            e.to_string()
+                .contains("2 pinned, mapped or registered host buffer(s)"),
             "{e}"
         );
         assert!(a.is_lost() && b.is_lost());

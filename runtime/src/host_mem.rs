@@ -431,6 +431,14 @@ impl Gpu {
         &self,
         data: Vec<T>,
     ) -> std::result::Result<Registered<T>, RegisterError<T>> {
+        // Counted while registered: a reset would drop the registration under kernels of
+        // other devices that read the memory in place (it refuses instead).
+        if let Err(error) = self.inner.ops().fault().begin_borrow(Borrow::HostBuffer) {
+            return Err(RegisterError {
+                error: Box::new(error),
+                data,
+            });
+        }
         match self.register_ptr(&data) {
             Ok(device) => Ok(Registered {
                 data,
@@ -439,10 +447,13 @@ impl Gpu {
                 uses: Uses::default(),
                 registered: true,
             }),
-            Err(error) => Err(RegisterError {
-                error: Box::new(error),
-                data,
-            }),
+            Err(error) => {
+                self.inner.ops().fault().end_borrow(Borrow::HostBuffer);
+                Err(RegisterError {
+                    error: Box::new(error),
+                    data,
+                })
+            }
         }
     }
 
@@ -499,6 +510,7 @@ impl<T> Registered<T> {
         if !std::mem::replace(&mut self.registered, false) {
             return;
         }
+        self.gpu.ops().fault().end_borrow(Borrow::HostBuffer);
         // A later registration here may be other pages: its rate is measured afresh.
         let key = (
             self.data.as_ptr() as u64,
@@ -572,6 +584,15 @@ mod tests {
         let again = gpu.pinned_zeroed::<u32>(3).unwrap();
         assert_eq!(live(), 1, "a buffer from the pool counts");
         drop(again);
+        let registered = gpu.register(vec![5u32; 1000]).unwrap();
+        assert_eq!(live(), 1, "registered memory counts");
+        assert_eq!(registered.into_inner().len(), 1000);
+        assert_eq!(live(), 0);
+        let registered = gpu.register(vec![5u32; 1000]).unwrap();
+        drop(registered);
+        assert_eq!(live(), 0);
+        assert!(gpu.register(Vec::<u32>::new()).is_err());
+        assert_eq!(live(), 0, "a refused registration is not counted");
 
         gpu.inner
             .ops()
@@ -580,6 +601,8 @@ mod tests {
         let e = gpu.pinned_zeroed::<u32>(3).unwrap_err();
         assert!(e.is_context_lost(), "{e}");
         assert!(gpu.mapped_zeroed::<u32>(3).is_err());
+        let refused = gpu.register(vec![1u8; 10]).unwrap_err();
+        assert_eq!(refused.data.len(), 10, "the data comes back");
         assert_eq!(live(), 0);
     }
 
