@@ -95,9 +95,10 @@ pub enum Error {
         "device {ordinal}'s context was lost to a fault and cannot be reset yet: the reset frees \
          all of its memory, and {host_buffers} pinned, mapped or registered host buffer(s) of it \
          (signals, mailboxes and pipeline shards included), {peer_views} peer view(s) of its \
-         device memory and {communicators} device set(s) with NCCL communicators on it are \
-         still alive; copy out what the host buffers hold, drop them, the views and the sets, \
-         then recover again (or restart the process)"
+         device memory, {communicators} device set(s) with NCCL communicators on it and \
+         {cudarc_handles} cudarc context handle(s) (held by cudarc's slices and streams, and by \
+         berth streams lent to cudarc) are still alive; copy out what the host buffers hold, \
+         drop them and the rest, then recover again (or restart the process)"
     )]
     ResetRefused {
         /// The device's CUDA ordinal.
@@ -109,6 +110,9 @@ pub enum Error {
         peer_views: usize,
         /// Live device sets whose NCCL communicators have a rank on the device.
         communicators: usize,
+        /// Live handles of cudarc's context object for the device's context (anything of
+        /// cudarc's made from [`crate::Gpu::cudarc_context`] holds one).
+        cudarc_handles: usize,
     },
     /// An earlier fault poisoned this context; nothing more can run on it.
     #[error(

@@ -59,6 +59,11 @@ pub(crate) struct FaultState {
     /// Live NCCL communicators with a rank on the context: NCCL's memory there (device and
     /// pinned host) would be freed under them and their threads.
     communicators: AtomicUsize,
+    /// Calls making cudarc's handle of the context right now.
+    cudarc_making: AtomicUsize,
+    /// cudarc's handle of the context, while anything of cudarc's made from it lives (its
+    /// slices, streams and modules hold it): a reset would free their memory under them.
+    cudarc: Mutex<Weak<cudarc::driver::CudaContext>>,
     /// Whether a peer view ever read the memory in place: launches from views already
     /// dropped may still be running on other devices (their guards leaked).
     peer_read: std::sync::atomic::AtomicBool,
@@ -74,6 +79,8 @@ pub(crate) enum Borrow {
     /// A device set's NCCL communicator with a rank on the context.
     #[cfg_attr(not(feature = "nccl"), allow(dead_code))]
     Communicator,
+    /// cudarc's handle of the context, being made (once made, the handle itself counts).
+    Cudarc,
 }
 
 impl FaultState {
@@ -99,6 +106,7 @@ impl FaultState {
             Borrow::HostBuffer => &self.host_buffers,
             Borrow::PeerView => &self.peer_views,
             Borrow::Communicator => &self.communicators,
+            Borrow::Cudarc => &self.cudarc_making,
         }
     }
 
@@ -120,6 +128,27 @@ impl FaultState {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// cudarc's handle of the context: the one that lives, or a new one from `make`, noted
+    /// so that a reset waits until every handle of cudarc's made from it is gone.
+    pub(crate) fn cudarc_context(
+        &self,
+        make: impl FnOnce() -> Result<Arc<cudarc::driver::CudaContext>>,
+    ) -> Result<Arc<cudarc::driver::CudaContext>> {
+        // While it is being made it is counted here; once noted, its handles count themselves.
+        self.begin_borrow(Borrow::Cudarc)?;
+        let made = (|| {
+            let mut noted = self.cudarc.lock().expect("poisoned");
+            if let Some(c) = noted.upgrade() {
+                return Ok(c);
+            }
+            let c = make()?;
+            *noted = Arc::downgrade(&c);
+            Ok(c)
+        })();
+        self.end_borrow(Borrow::Cudarc);
+        made
     }
 
     /// How many handles of this kind are noted now.
@@ -307,23 +336,32 @@ pub(crate) fn prepare_reset(device: sys::CUdevice, ordinal: usize, why: &str) ->
     mark_device_lost(device, why);
     // See `FaultState::begin_borrow`: the lost flags are set before the counts are read.
     fence(Ordering::SeqCst);
-    let live = LIVE.lock().expect("poisoned");
-    let (mut host_buffers, mut peer_views, mut communicators) = (0, 0, 0);
+    // Collected first and read with the registry unlocked: a context's cudarc mutex is held
+    // while a failing call may mark the device lost, which takes the registry's.
+    let states: Vec<Arc<FaultState>> = LIVE
+        .lock()
+        .expect("poisoned")
+        .iter()
+        .filter(|(d, _)| *d == device)
+        .filter_map(|(_, state)| state.upgrade())
+        .collect();
+    let (mut host_buffers, mut peer_views, mut communicators, mut cudarc_handles) = (0, 0, 0, 0);
     let mut peer_read = false;
-    for (_, state) in live.iter().filter(|(d, _)| *d == device) {
-        if let Some(state) = state.upgrade() {
-            host_buffers += state.host_buffers.load(Ordering::SeqCst);
-            peer_views += state.peer_views.load(Ordering::SeqCst);
-            communicators += state.communicators.load(Ordering::SeqCst);
-            peer_read |= state.peer_read.load(Ordering::SeqCst);
-        }
+    for state in &states {
+        host_buffers += state.host_buffers.load(Ordering::SeqCst);
+        peer_views += state.peer_views.load(Ordering::SeqCst);
+        communicators += state.communicators.load(Ordering::SeqCst);
+        cudarc_handles += state.cudarc_making.load(Ordering::SeqCst)
+            + state.cudarc.lock().expect("poisoned").strong_count();
+        peer_read |= state.peer_read.load(Ordering::SeqCst);
     }
-    if host_buffers + peer_views + communicators > 0 {
+    if host_buffers + peer_views + communicators + cudarc_handles > 0 {
         return Err(Error::ResetRefused {
             ordinal,
             host_buffers,
             peer_views,
             communicators,
+            cudarc_handles,
         });
     }
     Ok(peer_read)
@@ -545,6 +583,7 @@ mod tests {
             host_buffers: 2,
             peer_views: 1,
             communicators: 1,
+            cudarc_handles: 0,
         } = e
         else {
             panic!("expected ResetRefused for 2 host buffers, 1 view and 1 set, got {e:?}");
@@ -579,6 +618,46 @@ mod tests {
             prepare_reset(device, 7, "test").unwrap(),
             "a view once read the memory in place: other devices are waited for"
         );
+    }
+
+    /// cudarc's handle of a context is counted while it is being made, so a reset that looks
+    /// meanwhile is refused; one that failed to be made leaves nothing counted.
+    #[test]
+    fn a_cudarc_handle_being_made_holds_a_reset_off() {
+        let device = fake_device(5);
+        let a = Arc::new(FaultState::default());
+        register_context(device, &a);
+        let failed = a.cudarc_context(|| Err(Error::Usage("no cudarc here".into())));
+        assert!(failed.is_err());
+        // A reset looks while the handle is being made (on another thread: it reads the count,
+        // then waits for the making to end before it reads the handle itself).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reset = std::thread::spawn(move || {
+            rx.recv().unwrap();
+            prepare_reset(device, 0, "test")
+        });
+        let made = a.cudarc_context(|| {
+            tx.send(()).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            Err(Error::Usage("no cudarc here".into()))
+        });
+        assert!(made.is_err());
+        let e = reset.join().unwrap().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::ResetRefused {
+                    cudarc_handles: 1,
+                    host_buffers: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        // Lost now (the reset above marked it): no handle is made any more.
+        let refused = a.cudarc_context(|| panic!("a lost context makes no cudarc handle"));
+        assert!(matches!(refused, Err(Error::ContextLost(_))));
+        prepare_reset(device, 0, "test").unwrap();
     }
 
     /// Contexts of other devices do not hold up a reset, and without peer views nothing

@@ -26,10 +26,13 @@ use std::sync::Arc;
 
 impl Gpu {
     /// cudarc's handle of this GPU's context: the device's primary context, the one berth
-    /// runs in, so memory, streams and modules are shared, not copied. Made once per `Gpu`.
+    /// runs in, so memory, streams and modules are shared, not copied. One handle is shared
+    /// while anything of cudarc's made from it lives.
     ///
-    /// After [`Gpu::recover`] the old context is gone: cudarc objects made from it are invalid
-    /// (their calls fail) and must be made again from the new `Gpu`.
+    /// After a fault, [`Gpu::recover`] resets the context, which would free cudarc's memory
+    /// too: it is refused ([`crate::Error::ResetRefused`]) while cudarc objects made from the
+    /// context live (its slices and streams hold this handle, and so does a berth [`Stream`]
+    /// once lent to cudarc). Drop them, recover, and make them again from the new `Gpu`.
     pub fn cudarc_context(&self) -> Result<Arc<CudaContext>> {
         self.inner.ops().cudarc_context()
     }

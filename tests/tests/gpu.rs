@@ -206,6 +206,11 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
     let data = random_u32(1 << 16);
     let pinned = gpu.pinned_from(&data).unwrap();
     let mapped = gpu.mapped_from(&data).unwrap();
+    // cudarc memory of the context: its slice holds cudarc's stream, which holds the context.
+    let cudarc_slice = {
+        let ctx = gpu.cudarc_context().unwrap();
+        ctx.default_stream().alloc_zeros::<u32>(64).unwrap()
+    };
     let x = gpu.upload(&random_u32(300)).unwrap();
     let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
     let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
@@ -222,10 +227,11 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
                     host_buffers: 2,
                     peer_views: 0,
                     communicators: 0,
+                    cudarc_handles: 1..,
                     ..
                 }
             ),
-            "expected a refusal naming the two host buffers, got {e}"
+            "expected a refusal naming the two host buffers and cudarc's slice, got {e}"
         );
         assert!(e.is_context_lost());
         println!("reset refused: {e}");
@@ -239,6 +245,19 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
     );
 
     drop((pinned, mapped));
+    let e = gpu.clone().recover().map(|_| ()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ResetRefused {
+                host_buffers: 0,
+                cudarc_handles: 1..,
+                ..
+            }
+        ),
+        "cudarc's slice still holds the reset off: {e}"
+    );
+    drop(cudarc_slice);
     match gpu.recover() {
         Ok(fresh) => {
             check_saxpy(&fresh, 1000);
@@ -289,6 +308,7 @@ fn a_reset_waits_until_the_device_sets_communicators_are_gone() {
                 host_buffers: 0,
                 peer_views: 0,
                 communicators: 1,
+                cudarc_handles: 0,
                 ..
             }
         ),

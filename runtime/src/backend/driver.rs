@@ -33,8 +33,6 @@ pub(crate) struct Driver {
     pub(super) modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
     pub(super) events: Mutex<Vec<sys::CUevent>>,
-    /// cudarc's handle of the context, made on first use by interop.
-    cudarc: Mutex<Option<Arc<CudaContext>>>,
 }
 
 // SAFETY: the raw handles (context, device, stream, modules, functions, events) are driver
@@ -192,7 +190,6 @@ impl Driver {
             function_cache: FunctionCache::new(),
             modules: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
-            cudarc: Mutex::new(None),
         })
     }
 
@@ -326,16 +323,14 @@ impl ContextOps for Driver {
 
     fn cudarc_context(&self) -> Result<Arc<CudaContext>> {
         self.bind()?;
-        let mut cached = self.cudarc.lock().expect("poisoned");
-        if let Some(c) = &*cached {
-            return Ok(c.clone());
-        }
-        // Retains the same primary context berth runs in (one more reference, released when
-        // cudarc's last handle goes), so memory and streams are valid on both sides.
-        let c = CudaContext::new(self.ordinal)
-            .map_err(|e| self.error("cuDevicePrimaryCtxRetain", e, None))?;
-        *cached = Some(c.clone());
-        Ok(c)
+        // Shared while any handle of cudarc's lives, and noted by the context's fault state:
+        // a reset frees cudarc's memory too, so it waits for them to go.
+        self.faults.state.cudarc_context(|| {
+            // Retains the same primary context berth runs in (one more reference, released
+            // when cudarc's last handle goes), so memory and streams are valid on both sides.
+            CudaContext::new(self.ordinal)
+                .map_err(|e| self.error("cuDevicePrimaryCtxRetain", e, None))
+        })
     }
 
     fn peer_id(&self) -> PeerId {
