@@ -64,9 +64,19 @@ pub(crate) struct FaultState {
     /// cudarc's handle of the context, while anything of cudarc's made from it lives (its
     /// slices, streams and modules hold it): a reset would free their memory under them.
     cudarc: Mutex<Weak<cudarc::driver::CudaContext>>,
-    /// Whether a peer view ever read the memory in place: launches from views already
-    /// dropped may still be running on other devices (their guards leaked).
-    peer_read: std::sync::atomic::AtomicBool,
+    /// Launches of other contexts that read the memory in place through peer views since
+    /// dropped, and may still run (their guards were detached or leaked): a reset waits for
+    /// them.
+    peer_reads: Mutex<Vec<Arc<dyn PendingWork>>>,
+}
+
+/// GPU work a reset must wait for (a launch of another context reading the memory in place),
+/// as the work tracker sees it.
+pub(crate) trait PendingWork: Send + Sync {
+    /// Known complete.
+    fn is_done(&self) -> bool;
+    /// Wait until it is complete.
+    fn wait(&self);
 }
 
 /// What a reset of a context would free under a live handle outside it.
@@ -119,9 +129,6 @@ impl FaultState {
     /// read there, so either this sees the context lost or the reset sees the handle.
     pub(crate) fn begin_borrow(&self, kind: Borrow) -> Result<()> {
         self.borrows(kind).fetch_add(1, Ordering::SeqCst);
-        if kind == Borrow::PeerView {
-            self.peer_read.store(true, Ordering::SeqCst);
-        }
         fence(Ordering::SeqCst);
         if let Err(e) = self.ensure_alive() {
             self.end_borrow(kind);
@@ -155,6 +162,15 @@ impl FaultState {
     #[cfg(test)]
     pub(crate) fn borrowed(&self, kind: Borrow) -> usize {
         self.borrows(kind).load(Ordering::SeqCst)
+    }
+
+    /// A peer view of the memory is going: its launches that may still run (`reads`, other
+    /// contexts' work) are kept for a reset to wait for. Noted before the view's own count is
+    /// taken back, so a reset sees one or the other.
+    pub(crate) fn note_peer_reads(&self, reads: Vec<Arc<dyn PendingWork>>) {
+        let mut kept = self.peer_reads.lock().expect("poisoned");
+        kept.retain(|c| !c.is_done());
+        kept.extend(reads);
     }
 
     /// A handle noted by [`FaultState::begin_borrow`] is gone.
@@ -330,9 +346,14 @@ pub(crate) fn mark_device_lost(device: sys::CUdevice, why: &str) {
 /// contexts staying lost). Reading freed pinned memory is a segmentation fault on the host
 /// (measured on the H200: `bench/results/diagnostics/reset-frees-pinned.txt`).
 ///
-/// `Ok(true)`: other devices once read its memory in place, and work of theirs that still
-/// does (a leaked launch guard) must finish before the reset.
-pub(crate) fn prepare_reset(device: sys::CUdevice, ordinal: usize, why: &str) -> Result<bool> {
+/// Allowed: the launches of other devices that read its memory in place through peer views
+/// since dropped and may still run (their guards detached or leaked), which the reset must
+/// wait for.
+pub(crate) fn prepare_reset(
+    device: sys::CUdevice,
+    ordinal: usize,
+    why: &str,
+) -> Result<Vec<Arc<dyn PendingWork>>> {
     mark_device_lost(device, why);
     // See `FaultState::begin_borrow`: the lost flags are set before the counts are read.
     fence(Ordering::SeqCst);
@@ -346,14 +367,16 @@ pub(crate) fn prepare_reset(device: sys::CUdevice, ordinal: usize, why: &str) ->
         .filter_map(|(_, state)| state.upgrade())
         .collect();
     let (mut host_buffers, mut peer_views, mut communicators, mut cudarc_handles) = (0, 0, 0, 0);
-    let mut peer_read = false;
+    let mut peer_reads = Vec::new();
     for state in &states {
         host_buffers += state.host_buffers.load(Ordering::SeqCst);
         peer_views += state.peer_views.load(Ordering::SeqCst);
         communicators += state.communicators.load(Ordering::SeqCst);
         cudarc_handles += state.cudarc_making.load(Ordering::SeqCst)
             + state.cudarc.lock().expect("poisoned").strong_count();
-        peer_read |= state.peer_read.load(Ordering::SeqCst);
+        let mut kept = state.peer_reads.lock().expect("poisoned");
+        kept.retain(|c| !c.is_done());
+        peer_reads.extend(kept.iter().cloned());
     }
     if host_buffers + peer_views + communicators + cudarc_handles > 0 {
         return Err(Error::ResetRefused {
@@ -364,7 +387,7 @@ pub(crate) fn prepare_reset(device: sys::CUdevice, ordinal: usize, why: &str) ->
             cudarc_handles,
         });
     }
-    Ok(peer_read)
+    Ok(peer_reads)
 }
 
 /// Whether an error name (already converted to text) is a sticky one.
@@ -577,7 +600,9 @@ mod tests {
         b.begin_borrow(Borrow::PeerView).unwrap();
         b.begin_borrow(Borrow::Communicator).unwrap();
 
-        let e = prepare_reset(device, 7, "test").unwrap_err();
+        let e = prepare_reset(device, 7, "test")
+            .err()
+            .expect("the reset is refused");
         let Error::ResetRefused {
             ordinal: 7,
             host_buffers: 2,
@@ -608,16 +633,17 @@ mod tests {
         };
         a.end_borrow(Borrow::HostBuffer);
         a.end_borrow(Borrow::HostBuffer);
-        let e = prepare_reset(device, 7, "test").unwrap_err();
+        let e = prepare_reset(device, 7, "test")
+            .err()
+            .expect("the reset is refused");
         assert_eq!(counts(e), (0, 1, 1));
         b.end_borrow(Borrow::PeerView);
-        let e = prepare_reset(device, 7, "test").unwrap_err();
+        let e = prepare_reset(device, 7, "test")
+            .err()
+            .expect("the reset is refused");
         assert_eq!(counts(e), (0, 0, 1));
         b.end_borrow(Borrow::Communicator);
-        assert!(
-            prepare_reset(device, 7, "test").unwrap(),
-            "a view once read the memory in place: other devices are waited for"
-        );
+        assert!(prepare_reset(device, 7, "test").unwrap().is_empty());
     }
 
     /// cudarc's handle of a context is counted while it is being made, so a reset that looks
@@ -642,7 +668,7 @@ mod tests {
             Err(Error::Usage("no cudarc here".into()))
         });
         assert!(made.is_err());
-        let e = reset.join().unwrap().unwrap_err();
+        let e = reset.join().unwrap().err().expect("the reset is refused");
         assert!(
             matches!(
                 e,
@@ -672,7 +698,7 @@ mod tests {
         register_context(mine, &a);
         register_context(other, &b);
         b.begin_borrow(Borrow::HostBuffer).unwrap();
-        assert!(!prepare_reset(mine, 0, "test").unwrap());
+        assert!(prepare_reset(mine, 0, "test").unwrap().is_empty());
         assert!(a.is_lost());
         assert!(!b.is_lost(), "another device's context is not touched");
         b.end_borrow(Borrow::HostBuffer);

@@ -127,7 +127,11 @@ impl<T: DeviceCopy> PeerView<'_, T> {
 impl<T> Drop for PeerView<'_, T> {
     fn drop(&mut self) {
         if self.path == PeerPath::Direct {
-            self.owner.gpu.ops().fault().end_borrow(Borrow::PeerView);
+            // Launches through the view whose guards were detached or leaked may still read
+            // the owner's memory: a reset of the owner waits for them.
+            let fault = self.owner.gpu.ops().fault();
+            fault.note_peer_reads(self.owner.uses.pending_elsewhere(self.owner.gpu.id));
+            fault.end_borrow(Borrow::PeerView);
         }
     }
 }

@@ -236,7 +236,7 @@ impl Completion {
 
     /// Wait until the work is complete. A context lost to a fault runs nothing any more, so a
     /// failed wait also counts as complete.
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         if self.is_done() {
             return;
         }
@@ -260,6 +260,15 @@ impl Completion {
             self.gpu.ops().wait_point(p);
         }
         self.finished();
+    }
+}
+
+impl crate::fault::PendingWork for Completion {
+    fn is_done(&self) -> bool {
+        Completion::is_done(self)
+    }
+    fn wait(&self) {
+        Completion::wait(self);
     }
 }
 
@@ -399,6 +408,18 @@ impl Uses {
             self.exclusive.store(true, Ordering::Release);
         }
         self.summarise(&list);
+    }
+
+    /// The pending uses by work of contexts other than the one with id `owner`: launches on
+    /// other devices that read the memory in place through a peer view.
+    pub(crate) fn pending_elsewhere(&self, owner: u64) -> Vec<Arc<dyn crate::fault::PendingWork>> {
+        self.list
+            .lock()
+            .expect("poisoned")
+            .iter()
+            .filter(|(c, _)| !c.is_done() && c.gpu.id != owner)
+            .map(|(c, _)| c.clone() as Arc<dyn crate::fault::PendingWork>)
+            .collect()
     }
 
     /// Recompute the lock-free summaries of `list` (held locked by the caller).
@@ -610,6 +631,56 @@ mod tests {
         release.send(()).unwrap();
         seen.recv_timeout(Duration::from_secs(10))
             .expect("the other context's stream never resumed");
+    }
+
+    /// Reads of the owner's memory by another context's work, still running when the view
+    /// they went through is dropped, are kept on the owner's fault state; a reset of the owner
+    /// is handed them and waits until they are done, and they are not kept once done.
+    #[test]
+    fn a_reset_is_handed_the_peer_reads_still_running_and_waits_for_them() {
+        use crate::fault::{FaultState, prepare_reset, register_context};
+        use std::sync::mpsc;
+        use std::time::Duration;
+        let owner = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let reader = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let (release, held) = mpsc::channel::<()>();
+        enqueue(
+            &reader,
+            reader.default_stream,
+            Box::new(move || {
+                let _ = held.recv();
+                Ok(())
+            }),
+        );
+        let read = Completion::record(&reader, &[reader.default_stream]).unwrap();
+        let uses = Uses::default();
+        uses.add(&read, Access::Shared);
+        let own = Completion::record(&owner, &[owner.default_stream]).unwrap();
+        uses.add(&own, Access::Exclusive);
+        let elsewhere = uses.pending_elsewhere(owner.id);
+        assert_eq!(elsewhere.len(), 1, "only the other context's work");
+        assert!(!elsewhere[0].is_done());
+
+        // The owner's fault state, registered under a device no driver hands out.
+        let device = -2000;
+        let state = Arc::new(FaultState::default());
+        register_context(device, &state);
+        state.note_peer_reads(elsewhere);
+        let pending = prepare_reset(device, 0, "test").unwrap();
+        assert_eq!(pending.len(), 1);
+        let waiter = std::thread::spawn(move || pending.iter().for_each(|c| c.wait()));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            !waiter.is_finished(),
+            "the reset went ahead under a running read"
+        );
+        release.send(()).unwrap();
+        waiter.join().unwrap();
+        assert!(read.is_done());
+        assert!(
+            prepare_reset(device, 0, "again").unwrap().is_empty(),
+            "done reads are not kept"
+        );
     }
 
     #[test]

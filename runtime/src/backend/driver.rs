@@ -6,7 +6,8 @@
 use crate::backend::{Backend, ContextOps, Ops, PeerId, Reopen};
 use crate::error::{Error, Result};
 use crate::fault::{
-    FaultState, Faults, MappedPanicRecord, is_sticky_name, prepare_reset, register_context,
+    FaultState, Faults, MappedPanicRecord, PendingWork, is_sticky_name, prepare_reset,
+    register_context,
 };
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
@@ -51,11 +52,11 @@ fn unrecoverable(e: Error) -> Error {
 }
 
 /// Destroy the device's primary context (all its resources) so the next retain creates a
-/// fresh one, after [`prepare_reset`] allowed it. `peers_read`: other devices once read its
-/// memory in place, so their work queued until now is waited for first.
-fn reset_primary(device: sys::CUdevice, peers_read: bool) -> Result<()> {
-    if peers_read {
-        wait_for_other_devices(device);
+/// fresh one, after [`prepare_reset`] allowed it. `peer_reads`: launches of other devices that
+/// read its memory in place and may still run, waited for first.
+fn reset_primary(device: sys::CUdevice, peer_reads: Vec<Arc<dyn PendingWork>>) -> Result<()> {
+    for read in peer_reads {
+        read.wait();
     }
     // SAFETY: detaching the calling thread from any context has no preconditions; a poisoned
     // context left current would taint the next calls on this thread.
@@ -66,44 +67,6 @@ fn reset_primary(device: sys::CUdevice, peers_read: bool) -> Result<()> {
     unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
         .result()
         .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))
-}
-
-/// Wait for everything queued so far on the primary context of every device but `device`
-/// that has one. A kernel there may read `device`'s memory in place through a peer view whose
-/// launch guard was leaked; no new one can start (a lost owner refuses new views, and live
-/// views refuse the reset). Failures are ignored: a context that fails to synchronise has
-/// stopped running anything.
-fn wait_for_other_devices(device: sys::CUdevice) {
-    let Ok(count) = result::device::get_count() else {
-        return;
-    };
-    for ordinal in 0..count {
-        let Ok(other) = result::device::get(ordinal) else {
-            continue;
-        };
-        if other == device {
-            continue;
-        }
-        let (mut flags, mut active) = (0u32, 0i32);
-        // SAFETY: `other` is a valid device handle; both out-pointers are live locals.
-        let state = unsafe { sys::cuDevicePrimaryCtxGetState(other, &mut flags, &mut active) };
-        if state != sys::CUresult::CUDA_SUCCESS || active == 0 {
-            continue;
-        }
-        // SAFETY: a valid device handle; the retain is balanced by the release below.
-        let Ok(ctx) = (unsafe { result::primary_ctx::retain(other) }) else {
-            continue;
-        };
-        // SAFETY: `ctx` is retained (alive) until the release below; synchronising a context
-        // only waits.
-        unsafe {
-            if sys::cuCtxSetCurrent(ctx) == sys::CUresult::CUDA_SUCCESS {
-                let _ = sys::cuCtxSynchronize();
-            }
-            let _ = sys::cuCtxSetCurrent(std::ptr::null_mut());
-            let _ = result::primary_ctx::release(other);
-        }
-    }
 }
 
 fn check_driver() -> Result<()> {
@@ -136,13 +99,13 @@ impl Driver {
             Err(Error::Driver { name, .. }) if is_sticky_name(&name) => {
                 let device = result::device::get(ordinal as i32)
                     .map_err(|e| Error::driver("cuDeviceGet", e))?;
-                let peers_read = prepare_reset(
+                let peer_reads = prepare_reset(
                     device,
                     ordinal,
                     "the primary context was reset after a fault",
                 )?;
                 tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
-                reset_primary(device, peers_read)?;
+                reset_primary(device, peer_reads)?;
                 Driver::open(ordinal).map_err(unrecoverable)
             }
             other => other,
@@ -383,13 +346,13 @@ impl ContextOps for Driver {
             ));
         }
         let (ordinal, device) = (self.ordinal, self.device);
-        let peers_read = prepare_reset(
+        let peer_reads = prepare_reset(
             device,
             ordinal,
             "the primary context was reset by Gpu::recover",
         )?;
         Ok(Box::new(move || {
-            reset_primary(device, peers_read)?;
+            reset_primary(device, peer_reads)?;
             tracing::info!(ordinal, "GPU context reset after a fault");
             let fresh = Driver::open(ordinal).map_err(unrecoverable)?;
             Ok(Box::new(fresh) as Box<dyn Ops>)
