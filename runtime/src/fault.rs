@@ -583,18 +583,20 @@ mod tests {
         -1000 - n
     }
 
+    /// A context's fault state, registered on `device`.
+    fn context_on(device: sys::CUdevice) -> Arc<FaultState> {
+        let state = Arc::new(FaultState::default());
+        register_context(device, &state);
+        state
+    }
+
     /// A reset is refused while a host buffer or a peer view of any context on the device is
     /// alive, counted across contexts and named in the error; every context there stays lost,
     /// and once the handles are gone the reset is allowed.
     #[test]
     fn a_reset_is_refused_while_memory_it_would_free_is_borrowed() {
         let device = fake_device(1);
-        let (a, b) = (
-            Arc::new(FaultState::default()),
-            Arc::new(FaultState::default()),
-        );
-        register_context(device, &a);
-        register_context(device, &b);
+        let (a, b) = (context_on(device), context_on(device));
         a.begin_borrow(Borrow::HostBuffer).unwrap();
         a.begin_borrow(Borrow::HostBuffer).unwrap();
         b.begin_borrow(Borrow::PeerView).unwrap();
@@ -651,8 +653,7 @@ mod tests {
     #[test]
     fn a_cudarc_handle_being_made_holds_a_reset_off() {
         let device = fake_device(5);
-        let a = Arc::new(FaultState::default());
-        register_context(device, &a);
+        let a = context_on(device);
         let failed = a.cudarc_context(|| Err(Error::Usage("no cudarc here".into())));
         assert!(failed.is_err());
         // A reset looks while the handle is being made (on another thread: it reads the count,
@@ -691,12 +692,7 @@ mod tests {
     #[test]
     fn a_reset_counts_only_its_own_device() {
         let (mine, other) = (fake_device(2), fake_device(3));
-        let (a, b) = (
-            Arc::new(FaultState::default()),
-            Arc::new(FaultState::default()),
-        );
-        register_context(mine, &a);
-        register_context(other, &b);
+        let (a, b) = (context_on(mine), context_on(other));
         b.begin_borrow(Borrow::HostBuffer).unwrap();
         assert!(prepare_reset(mine, 0, "test").unwrap().is_empty());
         assert!(a.is_lost());
@@ -709,8 +705,7 @@ mod tests {
     #[test]
     fn a_lost_context_refuses_new_borrows() {
         let device = fake_device(4);
-        let a = Arc::new(FaultState::default());
-        register_context(device, &a);
+        let a = context_on(device);
         prepare_reset(device, 0, "reset for the test").unwrap();
         for kind in [Borrow::HostBuffer, Borrow::PeerView] {
             let e = a.begin_borrow(kind).unwrap_err();

@@ -258,17 +258,23 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
         "cudarc's slice still holds the reset off: {e}"
     );
     drop(cudarc_slice);
+    recover_now(gpu, "the host buffers and cudarc's slice were dropped");
+    drop((x, out));
+}
+
+/// Recover `gpu` now that nothing holds its reset off: a working context (checked with a
+/// saxpy), or the reset done and the process poisoned (the H200's driver); anything else fails.
+fn recover_now(gpu: Gpu, once: &str) {
     match gpu.recover() {
         Ok(fresh) => {
             check_saxpy(&fresh, 1000);
-            println!("recovered once the host buffers were dropped");
+            println!("recovered once {once}");
         }
         Err(e @ Error::ProcessPoisoned { .. }) => {
-            println!("reset done; the driver keeps the process poisoned: {e}")
+            println!("reset done once {once}; the process stays poisoned: {e}")
         }
         Err(e) => panic!("unexpected error: {e}"),
     }
-    drop((x, out));
 }
 
 /// NCCL allocates in every member's context and its threads use that memory, so a reset of
@@ -323,16 +329,7 @@ fn a_reset_waits_until_the_device_sets_communicators_are_gone() {
 
     drop((bufs, x, out));
     drop(set);
-    match gpu.recover() {
-        Ok(fresh) => {
-            check_saxpy(&fresh, 1000);
-            println!("recovered once the set was dropped");
-        }
-        Err(e @ Error::ProcessPoisoned { .. }) => {
-            println!("reset done once the set was dropped; the process stays poisoned: {e}")
-        }
-        Err(e) => panic!("unexpected error: {e}"),
-    }
+    recover_now(gpu, "the set was dropped");
 }
 
 #[test]
