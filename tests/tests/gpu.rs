@@ -264,6 +264,7 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
 
 /// Recover `gpu` now that nothing holds its reset off: a working context (checked with a
 /// saxpy), or the reset done and the process poisoned (the H200's driver); anything else fails.
+#[cfg(feature = "gpu")]
 fn recover_now(gpu: Gpu, once: &str) {
     match gpu.recover() {
         Ok(fresh) => {
