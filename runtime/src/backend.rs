@@ -212,7 +212,7 @@ pub(crate) trait ContextOps: Send + Sync {
 
     /// Prepare to replace a context lost to a fault: refused for a healthy one (a reset would
     /// destroy its live buffers) and where there is nothing to recover. The returned step makes
-    /// the fresh context; call it once this context's handles are gone.
+    /// the fresh context.
     fn recovery(&self) -> Result<Reopen>;
 }
 

@@ -166,19 +166,26 @@ impl Gpu {
 
     /// Tear down a context lost to a fault and return a fresh one on the same device.
     ///
-    /// Every buffer, stream and module of the lost context becomes inert: dropping them
-    /// frees nothing (the reset already released their memory). Calling this on a healthy
+    /// Every device buffer, stream and module of the lost context becomes inert: dropping
+    /// them frees nothing (the reset already released their memory). Calling this on a healthy
     /// context is refused, since it would destroy live allocations; so is calling it on the
-    /// simulator, which is never lost.
+    /// simulator, which is never lost. So is the reset while handles outside the context
+    /// still use memory it would free: pinned, mapped or registered host buffers of the
+    /// context (the host reads them in safe code), peer views of its memory, device sets with
+    /// NCCL communicators on it, and cudarc objects made from it. That is
+    /// [`Error::ResetRefused`], naming how many of each; copy out what they hold, drop them
+    /// and call this again (a refused call takes nothing: this handle stays). Once the
+    /// context was reset, through this handle or another (or by a new `Gpu` on the device),
+    /// a recovery through it is refused: it would reset the context made since.
     ///
     /// Some drivers keep the whole process's CUDA state unusable after a kernel trap, reset or
     /// not (NVIDIA 580 / CUDA 13 on the H200 does: measured, see GPU-RESULTS.md). Then this
     /// returns [`Error::ProcessPoisoned`], and the recovery is a new process:
     /// [`restart_process`](crate::restart_process) re-executes the program.
-    pub fn recover(self) -> Result<Gpu> {
+    pub fn recover(&self) -> Result<Gpu> {
+        // The lost context's handles stay inert (their drops touch no driver object), so this
+        // one may live on beside the fresh context; a refused call leaves it as it was.
         let reopen = self.inner.ops().recovery()?;
-        // The lost context's handles go first: the fresh one reuses the device.
-        drop(self);
         Ok(Gpu::from_backend(reopen()?))
     }
 }

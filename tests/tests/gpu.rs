@@ -236,7 +236,7 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
         assert!(e.is_context_lost());
         println!("reset refused: {e}");
     };
-    refused(gpu.clone().recover().map(|_| ()).unwrap_err());
+    refused(gpu.recover().map(|_| ()).unwrap_err());
     refused(Gpu::new().map(|_| ()).unwrap_err());
     assert!(gpu.is_lost());
     assert!(
@@ -245,7 +245,7 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
     );
 
     drop((pinned, mapped));
-    let e = gpu.clone().recover().map(|_| ()).unwrap_err();
+    let e = gpu.recover().map(|_| ()).unwrap_err();
     assert!(
         matches!(
             e,
@@ -258,14 +258,21 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
         "cudarc's slice still holds the reset off: {e}"
     );
     drop(cudarc_slice);
-    recover_now(gpu, "the host buffers and cudarc's slice were dropped");
+    recover_now(&gpu, "the host buffers and cudarc's slice were dropped");
+    // The reset is done: a second recovery through the old handle would reset the context
+    // made since (or poison it again), and is refused.
+    let again = gpu.recover().map(|_| ()).unwrap_err();
+    assert!(
+        matches!(&again, Error::Usage(m) if m.contains("already reset")),
+        "{again}"
+    );
     drop((x, out));
 }
 
 /// Recover `gpu` now that nothing holds its reset off: a working context (checked with a
 /// saxpy), or the reset done and the process poisoned (the H200's driver); anything else fails.
 #[cfg(feature = "gpu")]
-fn recover_now(gpu: Gpu, once: &str) {
+fn recover_now(gpu: &Gpu, once: &str) {
     match gpu.recover() {
         Ok(fresh) => {
             check_saxpy(&fresh, 1000);
@@ -307,7 +314,7 @@ fn a_reset_waits_until_the_device_sets_communicators_are_gone() {
         .unwrap_err();
     assert!(err.is_context_lost(), "{err}");
 
-    let e = gpu.clone().recover().map(|_| ()).unwrap_err();
+    let e = gpu.recover().map(|_| ()).unwrap_err();
     assert!(
         matches!(
             e,
@@ -330,7 +337,7 @@ fn a_reset_waits_until_the_device_sets_communicators_are_gone() {
 
     drop((bufs, x, out));
     drop(set);
-    recover_now(gpu, "the set was dropped");
+    recover_now(&gpu, "the set was dropped");
 }
 
 #[test]

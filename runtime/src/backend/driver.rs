@@ -21,6 +21,10 @@ use std::sync::{Arc, Mutex};
 pub(crate) struct Driver {
     ordinal: usize,
     device: sys::CUdevice,
+    /// How many resets of the device's primary context this process had made when this
+    /// context was opened: a recovery through a handle of an older one would reset a fresh
+    /// context made since, and is refused.
+    generation: u64,
     ctx: sys::CUcontext,
     name: String,
     device_count: usize,
@@ -51,10 +55,27 @@ fn unrecoverable(e: Error) -> Error {
     }
 }
 
+/// Resets of each device's primary context made by this process so far, behind the lock
+/// every reset and every opening holds.
+static RESETS: Mutex<Vec<(sys::CUdevice, u64)>> = Mutex::new(Vec::new());
+
+/// How many resets of `device`'s primary context `resets` counts.
+fn generation(resets: &[(sys::CUdevice, u64)], device: sys::CUdevice) -> u64 {
+    resets
+        .iter()
+        .find(|(d, _)| *d == device)
+        .map_or(0, |&(_, n)| n)
+}
+
 /// Destroy the device's primary context (all its resources) so the next retain creates a
-/// fresh one, after [`prepare_reset`] allowed it. `peer_reads`: launches of other devices that
-/// read its memory in place and may still run, waited for first.
-fn reset_primary(device: sys::CUdevice, peer_reads: Vec<Arc<dyn PendingWork>>) -> Result<()> {
+/// fresh one, after [`prepare_reset`] allowed it, and count it in `resets` (locked by the
+/// caller). `peer_reads`: launches of other devices that read its memory in place and may
+/// still run, waited for first.
+fn reset_primary(
+    device: sys::CUdevice,
+    peer_reads: Vec<Arc<dyn PendingWork>>,
+    resets: &mut Vec<(sys::CUdevice, u64)>,
+) -> Result<()> {
     for read in peer_reads {
         read.wait();
     }
@@ -66,7 +87,12 @@ fn reset_primary(device: sys::CUdevice, peer_reads: Vec<Arc<dyn PendingWork>>) -
     // destroyed handle afterwards.
     unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
         .result()
-        .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))
+        .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))?;
+    match resets.iter_mut().find(|(d, _)| *d == device) {
+        Some((_, n)) => *n += 1,
+        None => resets.push((device, 1)),
+    }
+    Ok(())
 }
 
 fn check_driver() -> Result<()> {
@@ -95,7 +121,10 @@ impl Driver {
     /// every berth handle on it is marked lost and the context is reset first: a poisoned
     /// context can never run anything again.
     pub(crate) fn with_ordinal(ordinal: usize) -> Result<Driver> {
-        match Driver::open(ordinal) {
+        // Opened under the reset lock: never in the middle of another thread's reset, so the
+        // context's generation is the one it really belongs to.
+        let mut resets = RESETS.lock().expect("poisoned");
+        match Driver::open(ordinal, &resets) {
             Err(Error::Driver { name, .. }) if is_sticky_name(&name) => {
                 let device = result::device::get(ordinal as i32)
                     .map_err(|e| Error::driver("cuDeviceGet", e))?;
@@ -105,14 +134,15 @@ impl Driver {
                     "the primary context was reset after a fault",
                 )?;
                 tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
-                reset_primary(device, peer_reads)?;
-                Driver::open(ordinal).map_err(unrecoverable)
+                reset_primary(device, peer_reads, &mut resets)?;
+                Driver::open(ordinal, &resets).map_err(unrecoverable)
             }
             other => other,
         }
     }
 
-    fn open(ordinal: usize) -> Result<Driver> {
+    /// Open `ordinal`'s primary context; `resets` (locked by the caller) dates it.
+    fn open(ordinal: usize, resets: &[(sys::CUdevice, u64)]) -> Result<Driver> {
         check_driver()?;
         let count =
             result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
@@ -140,6 +170,7 @@ impl Driver {
         Ok(Driver {
             ordinal,
             device,
+            generation: generation(resets, device),
             ctx,
             name,
             device_count: count as usize,
@@ -346,17 +377,25 @@ impl ContextOps for Driver {
             ));
         }
         let (ordinal, device) = (self.ordinal, self.device);
+        // The check, the reset and the fresh context are one step: two recoveries never reset
+        // each other's fresh contexts.
+        let mut resets = RESETS.lock().expect("poisoned");
+        if generation(&resets, device) != self.generation {
+            return Err(Error::Usage(format!(
+                "Gpu::recover(): device {ordinal}'s context was already reset since this one was \
+                 lost (by a recovery through another handle, or by a new Gpu); use the Gpu that \
+                 made, or Gpu::new()"
+            )));
+        }
         let peer_reads = prepare_reset(
             device,
             ordinal,
             "the primary context was reset by Gpu::recover",
         )?;
-        Ok(Box::new(move || {
-            reset_primary(device, peer_reads)?;
-            tracing::info!(ordinal, "GPU context reset after a fault");
-            let fresh = Driver::open(ordinal).map_err(unrecoverable)?;
-            Ok(Box::new(fresh) as Box<dyn Ops>)
-        }))
+        reset_primary(device, peer_reads, &mut resets)?;
+        tracing::info!(ordinal, "GPU context reset after a fault");
+        let fresh = Driver::open(ordinal, &resets).map_err(unrecoverable)?;
+        Ok(Box::new(move || Ok(Box::new(fresh) as Box<dyn Ops>)))
     }
 }
 
