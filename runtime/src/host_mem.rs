@@ -594,16 +594,18 @@ mod tests {
         assert!(gpu.register(Vec::<u32>::new()).is_err());
         assert_eq!(live(), 0, "a refused registration is not counted");
 
-        gpu.inner
+        // A context with nothing pooled (a lost one frees nothing; its reset would).
+        let lost = Gpu::simulator();
+        lost.inner
             .ops()
             .fault()
             .mark_lost("lost for the test".into());
-        let e = gpu.pinned_zeroed::<u32>(3).unwrap_err();
+        let e = lost.pinned_zeroed::<u32>(3).unwrap_err();
         assert!(e.is_context_lost(), "{e}");
-        assert!(gpu.mapped_zeroed::<u32>(3).is_err());
-        let refused = gpu.register(vec![1u8; 10]).unwrap_err();
+        assert!(lost.mapped_zeroed::<u32>(3).is_err());
+        let refused = lost.register(vec![1u8; 10]).unwrap_err();
         assert_eq!(refused.data.len(), 10, "the data comes back");
-        assert_eq!(live(), 0);
+        assert_eq!(lost.inner.ops().fault().borrowed(Borrow::HostBuffer), 0);
     }
 
     /// Pinned memory made on a thread bound to a node's CPUs (what a device set's shards
