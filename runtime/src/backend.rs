@@ -128,10 +128,6 @@ pub(crate) enum PeerId {
     },
 }
 
-/// What [`ContextOps::recovery`] leaves to do once the lost context's last handle is gone: make
-/// the fresh context.
-pub(crate) type Reopen = Box<dyn FnOnce() -> Result<Box<dyn Ops>>>;
-
 /// A backend: every operation the layers above need.
 pub(crate) trait Ops: ContextOps + MemoryOps + StreamOps + KernelOps {}
 
@@ -210,10 +206,10 @@ pub(crate) trait ContextOps: Send + Sync {
     /// [`ContextOps::can_access_peer`] says so.
     fn enable_peer_access(&self, peer: &dyn Ops) -> Result<()>;
 
-    /// Prepare to replace a context lost to a fault: refused for a healthy one (a reset would
-    /// destroy its live buffers) and where there is nothing to recover. The returned step makes
-    /// the fresh context.
-    fn recovery(&self) -> Result<Reopen>;
+    /// Replace a context lost to a fault by a fresh one on the same device: refused for a
+    /// healthy one (a reset would destroy its live buffers) and where there is nothing to
+    /// recover.
+    fn recover(&self) -> Result<Box<dyn Ops>>;
 }
 
 /// Memory, copies and stream memory operations. Addresses are `u64`: device addresses, or host

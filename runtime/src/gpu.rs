@@ -185,7 +185,6 @@ impl Gpu {
     pub fn recover(&self) -> Result<Gpu> {
         // The lost context's handles stay inert (their drops touch no driver object), so this
         // one may live on beside the fresh context; a refused call leaves it as it was.
-        let reopen = self.inner.ops().recovery()?;
-        Ok(Gpu::from_backend(reopen()?))
+        Ok(Gpu::from_backend(self.inner.ops().recover()?))
     }
 }

@@ -3,7 +3,7 @@
 //! attributes. Its memory, streams and kernels are implemented in `driver_memory.rs`,
 //! `driver_streams.rs` and `driver_kernels.rs`.
 
-use crate::backend::{Backend, ContextOps, Ops, PeerId, Reopen};
+use crate::backend::{Backend, ContextOps, Ops, PeerId};
 use crate::error::{Error, Result};
 use crate::fault::{
     FaultState, Faults, MappedPanicRecord, PendingWork, is_sticky_name, prepare_reset,
@@ -368,7 +368,7 @@ impl ContextOps for Driver {
         }
     }
 
-    fn recovery(&self) -> Result<Reopen> {
+    fn recover(&self) -> Result<Box<dyn Ops>> {
         if !self.faults.state.is_lost() {
             return Err(Error::Usage(
                 "Gpu::recover() resets a context lost to a fault; this one is healthy, and a \
@@ -395,7 +395,7 @@ impl ContextOps for Driver {
         reset_primary(device, peer_reads, &mut resets)?;
         tracing::info!(ordinal, "GPU context reset after a fault");
         let fresh = Driver::open(ordinal, &resets).map_err(unrecoverable)?;
-        Ok(Box::new(move || Ok(Box::new(fresh) as Box<dyn Ops>)))
+        Ok(Box::new(fresh))
     }
 }
 

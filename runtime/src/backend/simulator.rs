@@ -3,7 +3,7 @@
 //! streams and events are in `simulator_streams.rs`.
 
 use crate::backend::{
-    Backend, ContextOps, GraphExec, GraphNode, KernelOps, MemoryOps, Ops, PeerId, Reopen,
+    Backend, ContextOps, GraphExec, GraphNode, KernelOps, MemoryOps, Ops, PeerId,
 };
 use crate::error::{Error, Result};
 use crate::fault::FaultState;
@@ -228,7 +228,7 @@ impl ContextOps for Simulator {
         }
     }
 
-    fn recovery(&self) -> Result<Reopen> {
+    fn recover(&self) -> Result<Box<dyn Ops>> {
         Err(Error::Usage(
             "the CPU simulator is never lost: nothing to recover".into(),
         ))
