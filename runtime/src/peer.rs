@@ -243,6 +243,23 @@ mod tests {
         );
     }
 
+    /// A view or host buffer that is leaked (`mem::forget`) is never uncounted: its owner's
+    /// context then stays un-resettable, which keeps the memory it points at alive. Leaked on
+    /// two threads at once, both are counted.
+    #[test]
+    fn leaked_views_and_host_buffers_stay_counted() {
+        let set = DeviceSet::simulated(2);
+        let (owner, on) = (&set.gpus()[1], &set.gpus()[0]);
+        let x = owner.upload(&[1u32, 2, 3]).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| std::mem::forget(x.peer_view(on).unwrap()));
+            s.spawn(|| std::mem::forget(owner.pinned_zeroed::<u32>(8).unwrap()));
+        });
+        let fault = owner.inner.ops().fault();
+        assert_eq!(fault.borrowed(Borrow::PeerView), 1);
+        assert_eq!(fault.borrowed(Borrow::HostBuffer), 1);
+    }
+
     /// Memory of a lost context is not handed to another device, in place or copied: a
     /// typed error, and nothing counted.
     #[test]
