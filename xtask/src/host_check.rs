@@ -136,7 +136,11 @@ fn command_line(tool: Tool, args: &[String]) -> String {
 /// What did the checking: the compiler that instrumented the tests, or valgrind's version.
 fn checker_version(tool: Tool) -> String {
     let (prog, arg, what) = match tool {
-        Tool::Asan => ("rustc", "-V", ", RUSTC_BOOTSTRAP=1 -Zsanitizer=address"),
+        Tool::Asan => (
+            "rustc",
+            "-V",
+            ", RUSTC_BOOTSTRAP=1 -Zsanitizer=address -Cforce-frame-pointers=yes",
+        ),
         Tool::Valgrind => ("valgrind", "--version", ""),
     };
     let version = Command::new(prog)
@@ -172,7 +176,13 @@ fn build(tool: Tool, root: &Path) -> Result<Vec<Binary>> {
     if tool == Tool::Asan {
         cmd.args(["--target", &host_triple()?])
             .env("RUSTC_BOOTSTRAP", "1")
-            .env("RUSTFLAGS", "-Zsanitizer=address")
+            // Frame pointers in every frame built here, optimised crates included: LeakSanitizer
+            // records an allocation's stack with the frame-pointer unwinder, and one frame
+            // without stops it short of the test function the suppressions match by name.
+            .env(
+                "RUSTFLAGS",
+                "-Zsanitizer=address -Cforce-frame-pointers=yes",
+            )
             .env("CARGO_TARGET_DIR", root.join("target/asan"));
     }
     let mut child = cmd.stdout(Stdio::piped()).spawn()?;
