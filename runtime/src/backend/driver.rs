@@ -55,26 +55,38 @@ fn unrecoverable(e: Error) -> Error {
     }
 }
 
-/// Resets of each device's primary context made by this process so far, behind the lock
-/// every reset and every opening holds.
-static RESETS: Mutex<Vec<(sys::CUdevice, u64)>> = Mutex::new(Vec::new());
+/// Per device: the lock every reset and every opening of its primary context holds, around
+/// the number of resets of it this process has made so far. One lock per device, so a reset
+/// waiting for another device's reads holds up only openings of its own device.
+struct ResetLocks(Mutex<Vec<(sys::CUdevice, Arc<Mutex<u64>>)>>);
 
-/// How many resets of `device`'s primary context `resets` counts.
-fn generation(resets: &[(sys::CUdevice, u64)], device: sys::CUdevice) -> u64 {
-    resets
-        .iter()
-        .find(|(d, _)| *d == device)
-        .map_or(0, |&(_, n)| n)
+impl ResetLocks {
+    const fn new() -> ResetLocks {
+        ResetLocks(Mutex::new(Vec::new()))
+    }
+
+    /// `device`'s lock (made on first use).
+    fn of(&self, device: sys::CUdevice) -> Arc<Mutex<u64>> {
+        let mut locks = self.0.lock().expect("poisoned");
+        if let Some((_, lock)) = locks.iter().find(|(d, _)| *d == device) {
+            return Arc::clone(lock);
+        }
+        let lock = Arc::new(Mutex::new(0));
+        locks.push((device, Arc::clone(&lock)));
+        lock
+    }
 }
 
+static RESETS: ResetLocks = ResetLocks::new();
+
 /// Destroy the device's primary context (all its resources) so the next retain creates a
-/// fresh one, after [`prepare_reset`] allowed it, and count it in `resets` (locked by the
-/// caller). `peer_reads`: launches of other devices that read its memory in place and may
-/// still run, waited for first.
+/// fresh one, after [`prepare_reset`] allowed it, and count it in `resets` (the device's
+/// reset count, locked by the caller). `peer_reads`: launches of other devices that read its
+/// memory in place and may still run, waited for first.
 fn reset_primary(
     device: sys::CUdevice,
     peer_reads: Vec<Arc<dyn PendingWork>>,
-    resets: &mut Vec<(sys::CUdevice, u64)>,
+    resets: &mut u64,
 ) -> Result<()> {
     for read in peer_reads {
         read.wait();
@@ -88,10 +100,7 @@ fn reset_primary(
     unsafe { sys::cuDevicePrimaryCtxReset_v2(device) }
         .result()
         .map_err(|e| Error::driver("cuDevicePrimaryCtxReset", e))?;
-    match resets.iter_mut().find(|(d, _)| *d == device) {
-        Some((_, n)) => *n += 1,
-        None => resets.push((device, 1)),
-    }
+    *resets += 1;
     Ok(())
 }
 
@@ -121,13 +130,13 @@ impl Driver {
     /// every berth handle on it is marked lost and the context is reset first: a poisoned
     /// context can never run anything again.
     pub(crate) fn with_ordinal(ordinal: usize) -> Result<Driver> {
-        // Opened under the reset lock: never in the middle of another thread's reset, so the
-        // context's generation is the one it really belongs to.
-        let mut resets = RESETS.lock().expect("poisoned");
-        match Driver::open(ordinal, &resets) {
+        let (device, count) = Driver::device(ordinal)?;
+        // Opened under the device's reset lock: never in the middle of another thread's reset
+        // of it, so the context's generation is the one it really belongs to.
+        let lock = RESETS.of(device);
+        let mut resets = lock.lock().expect("poisoned");
+        match Driver::open(ordinal, device, count, *resets) {
             Err(Error::Driver { name, .. }) if is_sticky_name(&name) => {
-                let device = result::device::get(ordinal as i32)
-                    .map_err(|e| Error::driver("cuDeviceGet", e))?;
                 let peer_reads = prepare_reset(
                     device,
                     ordinal,
@@ -135,25 +144,35 @@ impl Driver {
                 )?;
                 tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
                 reset_primary(device, peer_reads, &mut resets)?;
-                Driver::open(ordinal, &resets).map_err(unrecoverable)
+                Driver::open(ordinal, device, count, *resets).map_err(unrecoverable)
             }
             other => other,
         }
     }
 
-    /// Open `ordinal`'s primary context; `resets` (locked by the caller) dates it.
-    fn open(ordinal: usize, resets: &[(sys::CUdevice, u64)]) -> Result<Driver> {
+    /// The device with CUDA ordinal `ordinal`, and how many devices there are.
+    fn device(ordinal: usize) -> Result<(sys::CUdevice, usize)> {
         check_driver()?;
         let count =
             result::device::get_count().map_err(|e| Error::driver("cuDeviceGetCount", e))?;
-        if ordinal >= count as usize {
-            return Err(Error::NoDevice {
-                ordinal,
-                count: count as usize,
-            });
+        let count = count.max(0) as usize;
+        if ordinal >= count {
+            return Err(Error::NoDevice { ordinal, count });
         }
         let device =
             result::device::get(ordinal as i32).map_err(|e| Error::driver("cuDeviceGet", e))?;
+        Ok((device, count))
+    }
+
+    /// Open the primary context of `device` (CUDA ordinal `ordinal`, of `count` devices);
+    /// `generation`, the device's reset count read under its lock (held by the caller), dates
+    /// it.
+    fn open(
+        ordinal: usize,
+        device: sys::CUdevice,
+        count: usize,
+        generation: u64,
+    ) -> Result<Driver> {
         // SAFETY: `device` is a valid device handle from cuDeviceGet.
         let ctx = unsafe { result::primary_ctx::retain(device) }
             .map_err(|e| Error::driver("cuDevicePrimaryCtxRetain", e))?;
@@ -170,10 +189,10 @@ impl Driver {
         Ok(Driver {
             ordinal,
             device,
-            generation: generation(resets, device),
+            generation,
             ctx,
             name,
-            device_count: count as usize,
+            device_count: count,
             default_stream,
             faults: Faults {
                 state,
@@ -379,8 +398,9 @@ impl ContextOps for Driver {
         let (ordinal, device) = (self.ordinal, self.device);
         // The check, the reset and the fresh context are one step: two recoveries never reset
         // each other's fresh contexts.
-        let mut resets = RESETS.lock().expect("poisoned");
-        if generation(&resets, device) != self.generation {
+        let lock = RESETS.of(device);
+        let mut resets = lock.lock().expect("poisoned");
+        if *resets != self.generation {
             return Err(Error::Usage(format!(
                 "Gpu::recover(): device {ordinal}'s context was already reset since this one was \
                  lost (by a recovery through another handle, or by a new Gpu); use the Gpu that \
@@ -394,7 +414,8 @@ impl ContextOps for Driver {
         )?;
         reset_primary(device, peer_reads, &mut resets)?;
         tracing::info!(ordinal, "GPU context reset after a fault");
-        let fresh = Driver::open(ordinal, &resets).map_err(unrecoverable)?;
+        let fresh =
+            Driver::open(ordinal, device, self.device_count, *resets).map_err(unrecoverable)?;
         Ok(Box::new(fresh))
     }
 }
@@ -493,6 +514,23 @@ impl FunctionCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_devices_reset_lock_holds_up_only_that_device() {
+        let locks = ResetLocks::new();
+        let zero = locks.of(0);
+        let mut held = zero.lock().unwrap();
+        *held += 1;
+        // Another device opens and resets while device 0's reset is under way.
+        let one = locks.of(1);
+        *one.try_lock().expect("device 1's lock is free") += 2;
+        // Device 0's own openings wait for it.
+        assert!(locks.of(0).try_lock().is_err());
+        drop(held);
+        assert_eq!(*locks.of(0).lock().unwrap(), 1);
+        assert_eq!(*locks.of(1).lock().unwrap(), 2);
+        assert!(Arc::ptr_eq(&zero, &locks.of(0)));
+    }
 
     #[test]
     fn the_function_cache_finds_what_it_was_given_and_nothing_else() {
