@@ -665,6 +665,11 @@ mod tests {
         });
         let made = a.cudarc_context(|| {
             tx.send(()).unwrap();
+            // The reset has begun once it marked the context lost; what is left before it
+            // reads the count is a few loads, well inside the pause.
+            while !a.is_lost() {
+                std::thread::yield_now();
+            }
             std::thread::sleep(std::time::Duration::from_millis(50));
             Err(Error::Usage("no cudarc here".into()))
         });
