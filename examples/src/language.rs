@@ -248,8 +248,9 @@ pub fn majority_swapped(x: &[u32], y: &[u32], z: &[u32], out: &mut [u32]) {
 }
 
 /// `y[i] = a * x[i]` on host memory, pipelined (`scale_pinned_pipelined::<f32>(..)`): a
-/// generic `elementwise` kernel.
-#[gpu_kernel(elementwise, instances(T = f32, f64))]
+/// generic `elementwise` kernel, its input and output declared of one length (each chunk's
+/// are cut alike).
+#[gpu_kernel(elementwise, instances(T = f32, f64), same_len(x, y))]
 pub fn scale_pinned<T>(a: T, #[pinned_async] x: &[T], #[pinned_async(out)] y: &mut [T])
 where
     T: DeviceCopy + core::ops::Mul<Output = T>,
@@ -257,6 +258,16 @@ where
     let i = thread::index();
     if i < y.len() {
         y[i] = a * x[i];
+    }
+}
+
+/// `out[i] = x[i] + y[i]`, the three slices declared of one length: the launcher refuses
+/// slices of different lengths, and the body's one test of `i` covers all three accesses.
+#[gpu_kernel(same_len(x, y, out))]
+pub fn add_same_len(x: &[f32], y: &[f32], out: &mut [f32]) {
+    let i = thread::index();
+    if i < out.len() {
+        out[i] = x[i] + y[i];
     }
 }
 

@@ -46,6 +46,7 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream, files: Embedded<'_>) -> 
     };
     let valid = validate::kernel(&f)
         .and_then(|k| validate::elementwise(&opts, &k).map(|()| k))
+        .and_then(|k| validate::same_len(&opts, k))
         .and_then(|k| validate::instances(&opts, &k).map(|i| (k, i)));
     match valid {
         Ok((k, instances)) if instances.is_empty() => kernel(&opts, &k, files),
@@ -261,20 +262,22 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
             ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
                 let (p, l) = lowered(a);
                 let (lo, hi) = window_bounds(a);
+                let len = view_len(k, a);
                 params.push(quote!(#p: *const #elem, #l: usize, #lo: usize, #hi: usize));
                 aligns.extend([align(elem), zero.clone(), zero.clone(), zero.clone()]);
-                values.push(quote!(#krate::__private::Window::from_raw(#p, #l, #lo, #hi)));
+                values.push(quote!(#krate::__private::Window::from_raw(#p, #len, #lo, #hi)));
             }
             ArgKind::Slice { elem, mutable } => {
                 let (p, l) = lowered(a);
+                let len = view_len(k, a);
                 aligns.extend([align(elem), zero.clone()]);
                 if *mutable {
                     params.push(quote!(#p: *mut #elem, #l: usize));
                     let view = mut_view(a);
-                    values.push(quote!(#krate::__private::#view::from_raw(#p, #l)));
+                    values.push(quote!(#krate::__private::#view::from_raw(#p, #len)));
                 } else {
                     params.push(quote!(#p: *const #elem, #l: usize));
-                    values.push(quote!(#krate::__private::Slice::from_raw(#p, #l)));
+                    values.push(quote!(#krate::__private::Slice::from_raw(#p, #len)));
                 }
             }
             ArgKind::Signal { mailbox } => {
@@ -326,6 +329,29 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
     quote!(#general #linear)
 }
 
+/// For each argument, the index of its length among the PTX parameters (none for a scalar).
+fn len_params(k: &Kernel) -> Vec<Option<usize>> {
+    let mut next = 0usize;
+    k.args
+        .iter()
+        .map(|a| {
+            let (len, count) = match (&a.kind, a.placement) {
+                (ArgKind::Scalar(_), _) => (None, 1),
+                (ArgKind::Slice { .. }, Placement::Auto(_)) => (Some(next + 1), 4),
+                _ => (Some(next + 1), 2),
+            };
+            next += count;
+            len
+        })
+        .collect()
+}
+
+/// The length parameter a slice's view is built with: its own, or, in a `same_len` group,
+/// the first member's (equal, checked by the launcher), so the optimiser sees one value.
+fn view_len(k: &Kernel, a: &Arg) -> syn::Ident {
+    lowered(a.len_of.map_or(a, |i| &k.args[i])).1
+}
+
 /// Body names whose code a one-dimensional launch makes cheaper: `thread::index()` tests the
 /// launch's shape, `count()`/`grid_stride` multiply by its y and z extents.
 const SHAPE_NAMES: &[&str] = &["index", "grid_stride", "count"];
@@ -371,6 +397,8 @@ fn entry_fn(
             // pointer and length of a live device allocation that it keeps borrowed (shared
             // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed; for an
             // `#[auto]` slice, the range it made available and a pointer to its first element.
+            // The members of a `same_len` group get their first member's length, which the
+            // launcher checked equal to each of theirs before queueing the launch.
             unsafe { #body(#(#values),*) }
         }
     }
@@ -387,6 +415,9 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
     let name = sim_ident(&k.name);
     let mut values = Vec::new();
     let mut i = 0usize;
+    let lens = len_params(k);
+    // The parameter holding the length of `a`'s view (see `view_len`).
+    let view_len = |a: &Arg, own: usize| a.len_of.and_then(|f| lens[f]).unwrap_or(own);
     for a in &k.args {
         match &a.kind {
             ArgKind::Scalar(ty) => {
@@ -394,7 +425,7 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
                 i += 1;
             }
             ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
-                let (j, lo, hi) = (i + 1, i + 2, i + 3);
+                let (j, lo, hi) = (view_len(a, i + 1), i + 2, i + 3);
                 values.push(quote! {
                     #krate::__private::Window::from_raw(
                         *(__p[#i] as *const *const #elem),
@@ -406,7 +437,7 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
                 i += 4;
             }
             ArgKind::Slice { elem, mutable } => {
-                let j = i + 1;
+                let j = view_len(a, i + 1);
                 if *mutable {
                     let view = mut_view(a);
                     values.push(quote! {
@@ -436,7 +467,9 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
         unsafe fn #name(__p: &[*mut ::core::ffi::c_void]) {
             // SAFETY: the simulator passes one pointer per parameter of this kernel's layout
             // (checked against the launcher like the PTX entry's), each to a value of that
-            // parameter's type; slices are host memory it keeps alive for the launch.
+            // parameter's type; slices are host memory it keeps alive for the launch. The
+            // members of a `same_len` group get their first member's length, checked equal
+            // to theirs before the launch.
             unsafe { #body(#(#values),*) }
         }
     }
@@ -547,6 +580,19 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
             }
         }
     }
+    // Each `same_len` group as the indices of its members' length parameters, first first.
+    let lens = len_params(k);
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, a) in k.args.iter().enumerate() {
+        if let (Some(first), Some(len)) = (a.len_of, lens[i]) {
+            let lead = lens[first].expect("a same_len member is a slice");
+            match groups.iter_mut().find(|g| g[0] == lead) {
+                Some(g) => g.push(len),
+                None => groups.push(vec![lead, len]),
+            }
+        }
+    }
+    let same_len = groups.iter().map(|g| quote!(&[#(#g),*]));
     quote! {
         #[cfg(not(target_arch = "nvptx64"))]
         #[doc(hidden)]
@@ -562,6 +608,7 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
             uses_barrier: #uses_barrier,
             block: #block,
             linear: #linear,
+            same_len: &[#(#same_len),*],
         };
         #[cfg(not(target_arch = "nvptx64"))]
         #krate::__private::inventory::submit! {

@@ -74,6 +74,7 @@ const IDENTS: &[&str] = &[
     "block",
     "fp_contract",
     "instances",
+    "same_len",
     "repr",
     "C",
     "packed",
@@ -307,6 +308,13 @@ const KERNEL_OPTIONS: &[&str] = &[
     "crate = 1",
     "elementwise, elementwise",
     "elementwise, block = 256, fp_contract = false",
+    "same_len(x, y)",
+    "same_len(x, x)",
+    "same_len(x, out), same_len(y, out)",
+    "same_len(x)",
+    "same_len",
+    "same_len(1, 2)",
+    "elementwise, same_len(x, y)",
 ];
 
 const BODIES: &[&str] = &[

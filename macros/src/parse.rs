@@ -32,6 +32,17 @@ pub struct Options {
     /// `instances(T = f32, f64, N = 4)`: the instances of a generic kernel (every combination
     /// of the listed values), with the span of the keyword.
     pub instances: Option<(Vec<InstanceParam>, Span)>,
+    /// `same_len(a, b, c)`, any number of times: slice arguments the launcher checks are of
+    /// one length, which the body then sees as one value.
+    pub same_len: Vec<SameLen>,
+}
+
+/// One `same_len(a, b, ..)` group.
+pub struct SameLen {
+    /// The keyword, for errors about the group as a whole.
+    pub span: Span,
+    /// The arguments named, in order (the first one's length is the group's).
+    pub names: Vec<syn::Ident>,
 }
 
 /// One generic parameter's values in `instances(..)`.
@@ -50,6 +61,7 @@ impl Default for Options {
             block: None,
             exact_fp: false,
             instances: None,
+            same_len: Vec::new(),
         }
     }
 }
@@ -57,8 +69,8 @@ impl Default for Options {
 const OPTIONS: &str = "`elementwise` (the kernel can be cut into chunks and pipelined), \
     `block = (x, y, z)` (the block shape it always runs with), `fp_contract = false` (no fused \
     multiply-adds in this kernel), `instances(T = f32, f64)` (the types and constants a generic \
-    kernel is built for) or `crate = path` (the path of the berth crate when it is \
-    re-exported)";
+    kernel is built for), `same_len(a, b)` (slice arguments the launcher checks are of one \
+    length) or `crate = path` (the path of the berth crate when it is re-exported)";
 
 /// Threads a block may have.
 const MAX_BLOCK: u64 = 1024;
@@ -74,14 +86,14 @@ impl Parse for Options {
             let name = key.to_string();
             if !matches!(
                 name.as_str(),
-                "elementwise" | "block" | "fp_contract" | "instances" | "crate"
+                "elementwise" | "block" | "fp_contract" | "instances" | "same_len" | "crate"
             ) {
                 return Err(syn::Error::new(
                     key.span(),
                     format!("unknown option `{key}`: expected {OPTIONS}"),
                 ));
             }
-            if seen.contains(&name) {
+            if seen.contains(&name) && name != "same_len" {
                 return Err(syn::Error::new(
                     key.span(),
                     format!("`{key}` is given twice"),
@@ -138,6 +150,7 @@ impl Parse for Options {
                     }
                     opts.instances = Some((instances(input)?, key.span()));
                 }
+                "same_len" => opts.same_len.push(same_len(input, key.span())?),
                 _ => {
                     let path = input.parse::<syn::Token![=]>().and_then(|_| input.parse());
                     opts.krate = path.map_err(|e| {
@@ -270,6 +283,29 @@ fn instances(input: ParseStream) -> syn::Result<Vec<InstanceParam>> {
         params.push(InstanceParam { name, values });
     }
     Ok(params)
+}
+
+/// `(a, b, c)`: two or more argument names.
+fn same_len(input: ParseStream, span: Span) -> syn::Result<SameLen> {
+    const FORM: &str = "write the slice arguments of one length as `same_len(x, y, out)`: the \
+        launcher checks that they are, and the body sees one length for all of them";
+    if !input.peek(syn::token::Paren) {
+        return Err(syn::Error::new(span, FORM));
+    }
+    let content;
+    let paren = syn::parenthesized!(content in input);
+    let list = syn::punctuated::Punctuated::<syn::Ident, syn::Token![,]>::parse_terminated(
+        &content,
+    )
+    .map_err(|e| syn::Error::new(e.span(), FORM))?;
+    let names: Vec<syn::Ident> = list.into_iter().collect();
+    if names.len() < 2 {
+        return Err(syn::Error::new(
+            paren.span.join(),
+            "`same_len` ties two or more slice arguments together: `same_len(x, y)`",
+        ));
+    }
+    Ok(SameLen { span, names })
 }
 
 /// Parse the attribute's arguments.

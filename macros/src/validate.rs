@@ -41,6 +41,9 @@ pub struct Arg {
     pub access: Option<parse::Access>,
     /// The type as written, for spans.
     pub ty: syn::Type,
+    /// `same_len(..)`: the index of the argument whose length this slice's view takes (the
+    /// first of its group; the launcher checks they are equal), or `None` for its own.
+    pub len_of: Option<usize>,
 }
 
 /// A validated kernel.
@@ -244,6 +247,7 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
         placement,
         access,
         ty: (*pt.ty).clone(),
+        len_of: None,
     })
 }
 
@@ -401,6 +405,79 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
         return Err(whole_outputs);
     }
     Ok(())
+}
+
+/// Check each `same_len(..)` group (every name a distinct slice argument, in one group at
+/// most; in an `elementwise` kernel, all cut into chunks or none) and tie its members'
+/// lengths to the first one's.
+pub fn same_len(opts: &parse::Options, mut k: Kernel) -> Result<Kernel, Vec<syn::Error>> {
+    let mut errors = Vec::new();
+    let mut grouped: Vec<(usize, &syn::Ident)> = Vec::new();
+    for group in &opts.same_len {
+        let mut members = Vec::new();
+        for name in &group.names {
+            let Some(i) = k.args.iter().position(|a| a.name == *name) else {
+                let slices: Vec<String> = k
+                    .args
+                    .iter()
+                    .filter(|a| matches!(a.kind, ArgKind::Slice { .. }))
+                    .map(|a| format!("`{}`", a.name))
+                    .collect();
+                errors.push(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "`{name}` is not an argument of this kernel; `same_len` names slice arguments ({})",
+                        if slices.is_empty() { "it has none".to_owned() } else { slices.join(", ") }
+                    ),
+                ));
+                continue;
+            };
+            if !matches!(k.args[i].kind, ArgKind::Slice { .. }) {
+                errors.push(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "`{name}` is not a slice; `same_len` ties the lengths of `&[T]` and `&mut [T]` arguments"
+                    ),
+                ));
+                continue;
+            }
+            if let Some((_, prev)) = grouped.iter().find(|(j, _)| *j == i) {
+                errors.push(syn::Error::new(
+                    name.span(),
+                    format!(
+                        "`{prev}` is already named in a `same_len` group: list each argument once, \
+                         in one group (`same_len(a, b, c)` ties all three)"
+                    ),
+                ));
+                continue;
+            }
+            grouped.push((i, name));
+            members.push(i);
+        }
+        if opts.elementwise.is_some() {
+            let chunked = |i: &usize| {
+                matches!(
+                    k.args[*i].placement,
+                    Placement::PinnedAsync(_) | Placement::PinnedOut(_)
+                )
+            };
+            if members.iter().any(chunked) && !members.iter().all(chunked) {
+                errors.push(syn::Error::new(
+                    group.span,
+                    "in an `elementwise` kernel, the `#[pinned_async]` arguments are cut into chunks \
+                     and the others passed whole to every chunk: a `same_len` group names arguments \
+                     of one kind only",
+                ));
+                continue;
+            }
+        }
+        if let Some((&first, rest)) = members.split_first() {
+            for &i in rest {
+                k.args[i].len_of = Some(first);
+            }
+        }
+    }
+    if errors.is_empty() { Ok(k) } else { Err(errors) }
 }
 
 /// `Signals` or `Mailbox<T>` (by the last path segment), as a signal argument.

@@ -20,6 +20,7 @@ pub static CHUNK_DONE: Kernel = Kernel {
     sim: chunk_done_sim,
     uses_barrier: false,
     linear: None,
+    same_len: &[],
     block: None,
 };
 
@@ -43,6 +44,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
     sim: random_probe_sim,
     uses_barrier: false,
     linear: None,
+    same_len: &[],
     block: None,
 };
 

@@ -182,6 +182,7 @@ mod tests {
             uses_barrier: false,
             block: None,
             linear,
+            same_len: &[],
         }
     }
 

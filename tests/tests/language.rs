@@ -11,7 +11,7 @@ use berth_examples::compute::{
     sgemm_reg8_unchecked, sgemm_tiled,
 };
 use berth_examples::language::{
-    MATH_F32, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64, mul_add_contracted,
+    MATH_F32, add_same_len, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64, mul_add_contracted,
     mul_add_exact, own_every_index, per_block_sums, scale_pinned, scale_pinned_pipelined,
     sum_groups, transpose,
 };
@@ -609,6 +609,71 @@ fn black_scholes_matches_the_host() {
     }
     println!("black_scholes: worst difference from the host's f32 evaluation {worst:e} (of spot)");
     assert!(worst < 1e-5, "{worst}");
+}
+
+#[test]
+fn same_len_slices_are_checked_at_every_launch() {
+    let (_g, gpu) = gpu();
+    let n = 10_007;
+    let mut r = rng();
+    let (x, y) = (uniform32(n, -1.0, 1.0, &mut r), uniform32(n, -1.0, 1.0, &mut r));
+    let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y).unwrap());
+    let mut out = gpu.upload(&vec![f32::NAN; n]).unwrap();
+    add_same_len(&gpu, Grid::cover(n), &dx, &dy, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let got = out.to_vec().unwrap();
+    for i in 0..n {
+        assert_eq!(got[i], x[i] + y[i], "element {i}");
+    }
+
+    // The body reads every member with the first one's length: a shorter input, or a longer
+    // output, is refused before anything is queued, and the output keeps its poison.
+    let short = gpu.upload(&y[..n - 1]).unwrap();
+    let mut long = gpu.upload(&vec![f32::NAN; n + 1]).unwrap();
+    let check = |e: Error, got: usize, who: &str| match e {
+        Error::LengthMismatch {
+            what,
+            expected,
+            got: g,
+        } => {
+            assert_eq!((expected, g), (n, got), "{what}");
+            assert!(what.contains("`add_same_len`") && what.contains("same_len(x, y, out)"));
+            assert!(what.contains(&format!("`{who}` differs from `x`")), "{what}");
+        }
+        e => panic!("expected LengthMismatch, got {e}"),
+    };
+    let mut poisoned = gpu.upload(&vec![f32::NAN; n]).unwrap();
+    let e = add_same_len(&gpu, Grid::cover(n), &dx, &short, &mut poisoned).err();
+    check(e.expect("a shorter `y` is refused"), n - 1, "y");
+    let e = add_same_len(&gpu, Grid::cover(n), &dx, &dy, &mut long).err();
+    check(e.expect("a longer `out` is refused"), n + 1, "out");
+    // In a scope, and recorded into a graph, alike.
+    gpu.scope(|s| {
+        let e = add_same_len(s, Grid::cover(n), &dx, &short, &mut poisoned).err();
+        check(e.expect("refused in a scope"), n - 1, "y");
+        Ok(())
+    })
+    .unwrap();
+    let (mut hx, mut hy, mut hout) = (
+        gpu.upload(&x).unwrap(),
+        gpu.upload(&y[..n - 1]).unwrap(),
+        gpu.upload(&vec![f32::NAN; n]).unwrap(),
+    );
+    let mut graph = gpu.graph();
+    let (hx, hy, mut hout) = (
+        graph.hold(&mut hx).unwrap(),
+        graph.hold(&mut hy).unwrap(),
+        graph.hold(&mut hout).unwrap(),
+    );
+    let recorded = graph.record(|rec| {
+        add_same_len(rec, Grid::cover(n), &hx, &hy, &mut hout)?.detach();
+        Ok(())
+    });
+    check(recorded.expect_err("refused when recorded"), n - 1, "y");
+    assert!(poisoned.to_vec().unwrap().iter().all(|v| v.is_nan()));
+    assert!(long.to_vec().unwrap().iter().all(|v| v.is_nan()));
 }
 
 #[test]

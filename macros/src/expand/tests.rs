@@ -521,3 +521,62 @@ fn embedded_sass() {
         "{text}"
     );
 }
+
+#[test]
+fn same_len_ties_the_views_to_one_length() {
+    // Every member's view takes the first member's length (entry and simulator alike), and
+    // the descriptor lists the group's length parameters for the launcher's check. The
+    // `#[auto]` member's length is its second parameter of four; `z` is in no group.
+    insta::assert_snapshot!(expand_with(
+        quote!(same_len(x, y, w)),
+        quote!(
+            pub fn k(a: f32, x: &[f32], #[auto] w: &[f32], y: &mut [f32], z: &[f32]) {
+                let i = thread::index();
+                if i < y.len() {
+                    y[i] = a * x[i] + w[i] + z[0];
+                }
+            }
+        ),
+        PTX
+    ));
+}
+
+#[test]
+fn error_same_len() {
+    // A name that is no argument, a scalar, a signal, a name given twice, a group of one, and
+    // the form without a list.
+    insta::assert_snapshot!(errors_with(
+        quote!(same_len(x, q, a), same_len(y, x), same_len(ctl, y)),
+        quote!(
+            pub fn k(a: f32, x: &[f32], y: &mut [f32], #[mapped] ctl: &Signals) {}
+        )
+    ));
+    insta::assert_snapshot!(
+        "error_same_len_one",
+        errors_with(
+            quote!(same_len(x)),
+            quote!(
+                pub fn k(x: &[f32]) {}
+            )
+        )
+    );
+    insta::assert_snapshot!(
+        "error_same_len_form",
+        errors_with(
+            quote!(same_len = x),
+            quote!(
+                pub fn k(x: &[f32]) {}
+            )
+        )
+    );
+    // In an elementwise kernel the chunked arguments and the whole ones cannot share a group.
+    insta::assert_snapshot!(
+        "error_same_len_elementwise",
+        errors_with(
+            quote!(elementwise, same_len(x, table, y)),
+            quote!(
+                pub fn k(#[pinned_async] x: &[f32], table: &[f32], #[pinned_async(out)] y: &mut [f32]) {}
+            )
+        )
+    );
+}

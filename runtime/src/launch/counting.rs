@@ -96,6 +96,7 @@ static COPY: Kernel = Kernel {
     sim: copy_sim,
     uses_barrier: false,
     linear: None,
+    same_len: &[],
     block: None,
 };
 

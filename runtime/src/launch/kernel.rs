@@ -108,6 +108,11 @@ pub struct Kernel {
     /// the optimiser knows the launch's shape, so `thread::index()` is `global_x()` with no
     /// test of the shape. Launches of that shape run it ([`Grid::entry_of`](crate::Grid::entry_of)).
     pub linear: Option<&'static str>,
+    /// `#[gpu_kernel(same_len(a, b, ..))]`: groups of slice arguments of one length, each as
+    /// the indices in [`Kernel::params`] of its members' length parameters. Every launch
+    /// checks them equal before anything is queued, and the kernel's entries build each
+    /// member's view with the first one's length.
+    pub same_len: &'static [&'static [usize]],
 }
 
 /// Which of a kernel's PTX entries a launch runs.

@@ -55,6 +55,14 @@ impl ParamBlock {
         }
     }
 
+    /// The first eight bytes of parameter `i` (a slice's pointer or length), as written.
+    pub(crate) fn word(&self, i: usize) -> u64 {
+        // The slot's first eight bytes in memory (`to_ne_bytes` keeps memory order), where
+        // `set` wrote them.
+        let bytes = self.storage[self.offsets[i] as usize].to_ne_bytes();
+        u64::from_ne_bytes(bytes[..8].try_into().expect("eight bytes"))
+    }
+
     /// One pointer per parameter, valid while `self` is neither moved nor written.
     pub(crate) fn pointers(&mut self) -> Pointers {
         let base = self.storage.as_mut_ptr();
@@ -94,5 +102,19 @@ mod tests {
         assert_eq!(ptrs.len(), 20);
         // SAFETY: parameter 19's slot holds the 40 bytes just written.
         assert_eq!(unsafe { *ptrs[19].cast::<[u8; 40]>() }, [1; 40]);
+    }
+
+    #[test]
+    fn a_word_reads_back_what_was_set() {
+        let params = [
+            Param::scalar::<u32>("a"),
+            Param::slice_ptr::<f32>("b", false, crate::launch::kernel::Placement::Device),
+            Param::slice_len("b"),
+        ];
+        let mut p = ParamBlock::new(&params);
+        p.set(1, &0x1122_3344_5566_7788u64.to_ne_bytes());
+        p.set(2, &12345u64.to_ne_bytes());
+        assert_eq!(p.word(1), 0x1122_3344_5566_7788);
+        assert_eq!(p.word(2), 12345);
     }
 }

@@ -7,7 +7,7 @@
 use crate::args::ArgRef;
 use crate::context::Inner;
 use crate::error::{Error, Result};
-use crate::launch::kernel::Kernel;
+use crate::launch::kernel::{Kernel, ParamKind};
 use crate::launch::params::ParamBlock;
 use crate::queue::Mode;
 use crate::track::{Access, Completion, Uses};
@@ -201,6 +201,36 @@ impl<'l> ArgSink<'l> {
                 self.kernel.params.len()
             ));
             return Err(self.error.take().expect("just set"));
+        }
+        self.check_same_len()
+    }
+
+    /// Every `same_len` group's lengths are equal: the kernel's entries build each member's
+    /// view with the first member's length, so a shorter member would be read or written
+    /// past its end.
+    fn check_same_len(&mut self) -> Result<()> {
+        let params = self.kernel.params;
+        for group in self.kernel.same_len {
+            let is_len = |i: &usize| params.get(*i).is_some_and(|p| p.kind == ParamKind::SliceLen);
+            let Some((&first, rest)) = group.split_first().filter(|_| group.iter().all(is_len))
+            else {
+                self.fail(format!("`same_len` group {group:?} is not a list of slice lengths"));
+                return Err(self.error.take().expect("just set"));
+            };
+            let n = self.params.word(first);
+            if let Some(&other) = rest.iter().find(|&&i| self.params.word(i) != n) {
+                return Err(Error::LengthMismatch {
+                    what: format!(
+                        "kernel `{}` declares `same_len({})`, and `{}` differs from `{}`",
+                        self.kernel.name,
+                        group.iter().map(|&i| params[i].name).collect::<Vec<_>>().join(", "),
+                        params[other].name,
+                        params[first].name,
+                    ),
+                    expected: n as usize,
+                    got: self.params.word(other) as usize,
+                });
+            }
         }
         Ok(())
     }
