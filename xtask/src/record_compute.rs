@@ -7,12 +7,15 @@ use crate::record::median;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// The target ratio berth / nvcc of each kernel.
-fn target(kernel: &str) -> f64 {
+/// The target ratio berth / nvcc of each kernel; none for `black_scholes_unchecked`, which
+/// measures the price of a pattern (lengths checked in every thread) rather than a kernel
+/// to match nvcc with.
+fn target(kernel: &str) -> Option<f64> {
     match kernel {
-        "block_sum_warp" => 0.97,
-        "haxpy2" | "hdot" | "black_scholes" | "black_scholes_unchecked" => 0.95,
-        _ => 0.90,
+        "black_scholes_unchecked" => None,
+        "block_sum_warp" => Some(0.97),
+        "haxpy2" | "hdot" | "black_scholes" => Some(0.95),
+        _ => Some(0.90),
     }
 }
 
@@ -128,11 +131,12 @@ pub fn write(md: &mut String, compute: &str) -> Result {
         };
         let (bm, cm) = (median(&b.rate), median(&c.rate));
         let ratio = bm / cm;
-        let t = target(k);
-        let mark = if ratio >= t { "✓" } else { "✗" };
+        let goal = target(k).map_or("—".to_owned(), |t| {
+            format!("≥ {t:.2} {}", if ratio >= t { "✓" } else { "✗" })
+        });
         writeln!(
             md,
-            "| {k} | {n} | {} | {bm:.1} | {cm:.1} | **{ratio:.3}** | ≥ {t:.2} {mark} | {} / {} | {} / {} | {} / {} | {:.1e} / {:.1e} | {} |",
+            "| {k} | {n} | {} | {bm:.1} | {cm:.1} | **{ratio:.3}** | {goal} | {} / {} | {} / {} | {} / {} | {:.1e} / {:.1e} | {} |",
             unit_name(&units[k]),
             reg("berth", k),
             reg("nvcc", k),
@@ -154,10 +158,12 @@ pub fn write(md: &mut String, compute: &str) -> Result {
     }
     writeln!(
         md,
-        "\n`sgemm_reg8_unchecked` and `black_scholes_unchecked` are `sgemm_reg8` and \
-         `black_scholes` with their global loads and stores unchecked after one up-front \
-         validation (their nvcc columns are the same CUDA kernels): the rows measure what the \
-         per-access bounds checks of the plain kernels cost."
+        "\n`sgemm_reg8_unchecked` is `sgemm_reg8` with its global loads and stores unchecked \
+         after one up-front validation: its row measures what the per-access bounds checks \
+         cost. `black_scholes` declares its five slices `same_len` (the launcher checks their \
+         lengths, and no access is checked in the kernel); `black_scholes_unchecked` checks the \
+         lengths in every thread instead, then indexes unchecked. Each pair's nvcc columns are \
+         the same CUDA kernel."
     )?;
     writeln!(
         md,
