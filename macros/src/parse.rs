@@ -294,10 +294,9 @@ fn same_len(input: ParseStream, span: Span) -> syn::Result<SameLen> {
     }
     let content;
     let paren = syn::parenthesized!(content in input);
-    let list = syn::punctuated::Punctuated::<syn::Ident, syn::Token![,]>::parse_terminated(
-        &content,
-    )
-    .map_err(|e| syn::Error::new(e.span(), FORM))?;
+    let list =
+        syn::punctuated::Punctuated::<syn::Ident, syn::Token![,]>::parse_terminated(&content)
+            .map_err(|e| syn::Error::new(e.span(), FORM))?;
     let names: Vec<syn::Ident> = list.into_iter().collect();
     if names.len() < 2 {
         return Err(syn::Error::new(

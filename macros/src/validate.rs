@@ -477,7 +477,11 @@ pub fn same_len(opts: &parse::Options, mut k: Kernel) -> Result<Kernel, Vec<syn:
             }
         }
     }
-    if errors.is_empty() { Ok(k) } else { Err(errors) }
+    if errors.is_empty() {
+        Ok(k)
+    } else {
+        Err(errors)
+    }
 }
 
 /// `Signals` or `Mailbox<T>` (by the last path segment), as a signal argument.

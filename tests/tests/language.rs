@@ -11,9 +11,9 @@ use berth_examples::compute::{
     sgemm_reg8_unchecked, sgemm_tiled,
 };
 use berth_examples::language::{
-    MATH_F32, add_same_len, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64, mul_add_contracted,
-    mul_add_exact, own_every_index, per_block_sums, scale_pinned, scale_pinned_pipelined,
-    sum_groups, transpose,
+    MATH_F32, add_same_len, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64,
+    mul_add_contracted, mul_add_exact, own_every_index, per_block_sums, scale_pinned,
+    scale_pinned_pipelined, sum_groups, transpose,
 };
 use berth_tests::gpu;
 use rand::{Rng, SeedableRng};
@@ -616,7 +616,10 @@ fn same_len_slices_are_checked_at_every_launch() {
     let (_g, gpu) = gpu();
     let n = 10_007;
     let mut r = rng();
-    let (x, y) = (uniform32(n, -1.0, 1.0, &mut r), uniform32(n, -1.0, 1.0, &mut r));
+    let (x, y) = (
+        uniform32(n, -1.0, 1.0, &mut r),
+        uniform32(n, -1.0, 1.0, &mut r),
+    );
     let (dx, dy) = (gpu.upload(&x).unwrap(), gpu.upload(&y).unwrap());
     let mut out = gpu.upload(&vec![f32::NAN; n]).unwrap();
     add_same_len(&gpu, Grid::cover(n), &dx, &dy, &mut out)
@@ -640,7 +643,10 @@ fn same_len_slices_are_checked_at_every_launch() {
         } => {
             assert_eq!((expected, g), (n, got), "{what}");
             assert!(what.contains("`add_same_len`") && what.contains("same_len(x, y, out)"));
-            assert!(what.contains(&format!("`{who}` differs from `x`")), "{what}");
+            assert!(
+                what.contains(&format!("`{who}` differs from `x`")),
+                "{what}"
+            );
         }
         e => panic!("expected LengthMismatch, got {e}"),
     };

@@ -575,7 +575,12 @@ fn error_same_len() {
         errors_with(
             quote!(elementwise, same_len(x, table, y)),
             quote!(
-                pub fn k(#[pinned_async] x: &[f32], table: &[f32], #[pinned_async(out)] y: &mut [f32]) {}
+                pub fn k(
+                    #[pinned_async] x: &[f32],
+                    table: &[f32],
+                    #[pinned_async(out)] y: &mut [f32],
+                ) {
+                }
             )
         )
     );

@@ -211,10 +211,16 @@ impl<'l> ArgSink<'l> {
     fn check_same_len(&mut self) -> Result<()> {
         let params = self.kernel.params;
         for group in self.kernel.same_len {
-            let is_len = |i: &usize| params.get(*i).is_some_and(|p| p.kind == ParamKind::SliceLen);
+            let is_len = |i: &usize| {
+                params
+                    .get(*i)
+                    .is_some_and(|p| p.kind == ParamKind::SliceLen)
+            };
             let Some((&first, rest)) = group.split_first().filter(|_| group.iter().all(is_len))
             else {
-                self.fail(format!("`same_len` group {group:?} is not a list of slice lengths"));
+                self.fail(format!(
+                    "`same_len` group {group:?} is not a list of slice lengths"
+                ));
                 return Err(self.error.take().expect("just set"));
             };
             let n = self.params.word(first);
@@ -223,7 +229,11 @@ impl<'l> ArgSink<'l> {
                     what: format!(
                         "kernel `{}` declares `same_len({})`, and `{}` differs from `{}`",
                         self.kernel.name,
-                        group.iter().map(|&i| params[i].name).collect::<Vec<_>>().join(", "),
+                        group
+                            .iter()
+                            .map(|&i| params[i].name)
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         params[other].name,
                         params[first].name,
                     ),
