@@ -83,20 +83,32 @@ pub fn write(md: &mut String, compute: &str) -> Result {
          (`bad` = mismatches; `error` = the worst relative error, SGEMM and n-body of sampled \
          outputs, Black-Scholes relative to the spot price). Registers, stack and spills are \
          both sides' `ptxas -v` (the same ptxas, sm_90); SASS is the number of machine \
-         instructions `cuobjdump -sass` lists for the kernel (static, all paths).\n"
+         instructions `cuobjdump -sass` lists for the kernel (static, all paths). berth's \
+         columns are the entry these launches run: `<kernel>__berth_1d` where the kernel has \
+         one (all its launches here are one-dimensional), its general entry otherwise.\n"
     )?;
     writeln!(
         md,
         "| kernel | size | unit | berth | nvcc | **berth / nvcc** | target | registers berth / nvcc | spills berth / nvcc | SASS berth / nvcc | error berth / nvcc | bad |"
     )?;
     writeln!(md, "|---|---:|---|---:|---:|---:|---|---|---|---|---|---:|")?;
-    let spill = |side: &str, k: &str| {
-        let k = if side == "nvcc" {
-            k.trim_end_matches("_unchecked")
+    // The entry a benchmark launch runs: nvcc's kernel (one for a kernel and its unchecked
+    // twin); berth's one-dimensional entry where the kernel has one (every launch of this
+    // benchmark of such a kernel is one-dimensional), its general entry otherwise.
+    let entry = |side: &str, k: &str| -> (String, String) {
+        if side == "nvcc" {
+            return (side.to_owned(), k.trim_end_matches("_unchecked").to_owned());
+        }
+        let linear = format!("{k}__berth_1d");
+        let key = (side.to_owned(), linear);
+        if regs.contains_key(&key) || sass.contains_key(&key) {
+            key
         } else {
-            k
-        };
-        regs.get(&(side.to_owned(), k.to_owned()))
+            (side.to_owned(), k.to_owned())
+        }
+    };
+    let spill = |side: &str, k: &str| {
+        regs.get(&entry(side, k))
             .map(|v| {
                 let st = v["spill_stores"].as_u64().unwrap_or(0);
                 let ld = v["spill_loads"].as_u64().unwrap_or(0);
@@ -110,17 +122,12 @@ pub fn write(md: &mut String, compute: &str) -> Result {
             .unwrap_or_else(|| "?".into())
     };
     let reg = |side: &str, k: &str| {
-        let k = if side == "nvcc" {
-            k.trim_end_matches("_unchecked")
-        } else {
-            k
-        };
-        regs.get(&(side.to_owned(), k.to_owned()))
+        regs.get(&entry(side, k))
             .and_then(|v| v["registers"].as_u64())
             .map_or("?".to_owned(), |r| r.to_string())
     };
     let instructions = |side: &str, k: &str| {
-        sass.get(&(side.to_owned(), k.to_owned()))
+        sass.get(&entry(side, k))
             .and_then(|v| v["instructions"].as_u64())
             .map_or("?".to_owned(), |r| r.to_string())
     };
@@ -143,14 +150,7 @@ pub fn write(md: &mut String, compute: &str) -> Result {
             spill("berth", k),
             spill("nvcc", k),
             instructions("berth", k),
-            instructions(
-                "nvcc",
-                if k.ends_with("_unchecked") {
-                    k.trim_end_matches("_unchecked")
-                } else {
-                    k
-                }
-            ),
+            instructions("nvcc", k),
             b.err,
             c.err,
             b.bad + c.bad
