@@ -416,16 +416,17 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
     let mut values = Vec::new();
     let mut i = 0usize;
     let lens = len_params(k);
-    // The parameter holding the length of `a`'s view (see `view_len`).
-    let view_len = |a: &Arg, own: usize| a.len_of.and_then(|f| lens[f]).unwrap_or(own);
-    for a in &k.args {
+    // The parameter holding the length of argument `n`'s view: its own, or its `same_len`
+    // group's first member's (see `view_len`).
+    let view_len = |n: usize, a: &Arg| lens[a.len_of.unwrap_or(n)].expect("a slice has a length");
+    for (n, a) in k.args.iter().enumerate() {
         match &a.kind {
             ArgKind::Scalar(ty) => {
                 values.push(quote!(*(__p[#i] as *const #ty)));
                 i += 1;
             }
             ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
-                let (j, lo, hi) = (view_len(a, i + 1), i + 2, i + 3);
+                let (j, lo, hi) = (view_len(n, a), i + 2, i + 3);
                 values.push(quote! {
                     #krate::__private::Window::from_raw(
                         *(__p[#i] as *const *const #elem),
@@ -437,7 +438,7 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
                 i += 4;
             }
             ArgKind::Slice { elem, mutable } => {
-                let j = view_len(a, i + 1);
+                let j = view_len(n, a);
                 if *mutable {
                     let view = mut_view(a);
                     values.push(quote! {
