@@ -91,8 +91,9 @@ pub mod guide {}
 pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
-    AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Own, PerBlock, Shared, Signals, Slice,
-    SliceMut, Slot, Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
+    AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Matrix, MatrixMut, Own, PerBlock, Shared,
+    Signals, Slice, SliceMut, Slot, Tile, TileMut, Window, bf16, f16, gpu_assert, gpu_or_host,
+    math, shared_array,
 };
 #[doc = include_str!("gpu_kernel.md")]
 pub use berth_macros::gpu_kernel;
@@ -115,8 +116,8 @@ pub mod prelude {
     pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
     pub use berth_device::{
-        AtomicSlice, DeviceCopy, Mailbox, Own, PerBlock, Shared, Signals, Slice, SliceMut, Slot,
-        Window,
+        AtomicSlice, DeviceCopy, Mailbox, Matrix, MatrixMut, Own, PerBlock, Shared, Signals, Slice,
+        SliceMut, Slot, Tile, TileMut, Window,
     };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{

@@ -25,6 +25,7 @@ pub mod half;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 pub mod math;
+pub mod matrix;
 pub mod own;
 pub mod panic;
 pub mod shared;
@@ -36,6 +37,7 @@ pub use ::half::{bf16, f16};
 pub use atomic::AtomicSlice;
 pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
+pub use matrix::{Matrix, MatrixMut, Tile, TileMut};
 pub use own::Own;
 pub use panic::fail;
 #[doc(hidden)]

@@ -122,6 +122,30 @@ pub mod kind {
     /// assert!(window_message(rec.index, rec.len, rec.lo, rec.hi).starts_with("index 7 is outside 3..6"));
     /// ```
     pub const WINDOW: u32 = 3;
+    /// A row and column outside a matrix or tile view: `index` is the row, `lo` the column,
+    /// `len` the rows and `hi` the columns; `file_addr` points at the file name.
+    ///
+    /// ```
+    /// use berth_device::panic::{PanicRecord, kind, matrix_message};
+    /// let rec = PanicRecord { kind: kind::MATRIX, index: 4, lo: 1, len: 4, hi: 8, ..PanicRecord::EMPTY };
+    /// assert!(matrix_message(rec.index, rec.lo, rec.len, rec.hi).starts_with("index (4, 1) out of bounds"));
+    /// ```
+    pub const MATRIX: u32 = 4;
+}
+
+/// The message of a [`kind::MATRIX`] failure (the host's report and the simulator's panic).
+///
+/// ```
+/// use berth_device::panic::matrix_message;
+/// assert_eq!(
+///     matrix_message(4, 1, 4, 8),
+///     "index (4, 1) out of bounds: the matrix is 4 × 8 (rows × columns)"
+/// );
+/// ```
+#[cfg(not(target_arch = "nvptx64"))]
+#[must_use]
+pub fn matrix_message(row: u64, col: u64, rows: u64, cols: u64) -> String {
+    format!("index ({row}, {col}) out of bounds: the matrix is {rows} × {cols} (rows × columns)")
 }
 
 /// The message of a [`kind::WINDOW`] failure (the host's report and the simulator's panic).
@@ -195,9 +219,9 @@ pub struct PanicRecord {
     pub index: u64,
     /// The length indexed (kinds INDEX and WINDOW).
     pub len: u64,
-    /// First available index (kind WINDOW).
+    /// First available index (kind WINDOW); the column (kind MATRIX).
     pub lo: u64,
-    /// One past the last available index (kind WINDOW).
+    /// One past the last available index (kind WINDOW); the columns (kind MATRIX).
     pub hi: u64,
     /// Device address of a constant message (kind MESSAGE).
     pub message_addr: u64,
@@ -368,11 +392,12 @@ mod gpu {
         finish(claimed)
     }
 
-    /// Record an index outside an `#[auto]` argument's available range, then trap.
+    /// Record a failure described by four numbers (kinds WINDOW and MATRIX), then trap.
     #[inline(never)]
     #[cold]
-    pub(crate) fn window_failure(
-        i: usize,
+    pub(crate) fn four_failure(
+        k: u32,
+        index: usize,
         len: usize,
         lo: usize,
         hi: usize,
@@ -380,10 +405,10 @@ mod gpu {
     ) -> ! {
         let claimed = claim();
         if let Ok(Claimed { rec: r, .. }) = claimed {
-            write_common(r, kind::WINDOW, loc);
+            write_common(r, k, loc);
             // SAFETY: claimed by this thread.
             unsafe {
-                (*r).index = i as u64;
+                (*r).index = index as u64;
                 (*r).len = len as u64;
                 (*r).lo = lo as u64;
                 (*r).hi = hi as u64;
@@ -495,11 +520,45 @@ pub fn index_out_of_bounds(i: usize, len: usize) -> ! {
 #[track_caller]
 pub fn outside_window(i: usize, len: usize, lo: usize, hi: usize) -> ! {
     #[cfg(target_arch = "nvptx64")]
-    gpu::window_failure(i, len, lo, hi, core::panic::Location::caller());
+    gpu::four_failure(
+        kind::WINDOW,
+        i,
+        len,
+        lo,
+        hi,
+        core::panic::Location::caller(),
+    );
     #[cfg(not(target_arch = "nvptx64"))]
     panic!(
         "{}",
         window_message(i as u64, len as u64, lo as u64, hi as u64)
+    )
+}
+
+/// Report element `(row, col)` as outside a `rows × cols` matrix (or tile) at the caller's
+/// location, and stop the kernel.
+///
+/// ```
+/// use berth_device::panic::outside_matrix;
+/// let err = std::panic::catch_unwind(|| outside_matrix(2, 9, 4, 8)).unwrap_err();
+/// assert!(err.downcast_ref::<String>().unwrap().starts_with("index (2, 9) out of bounds"));
+/// ```
+#[inline(always)]
+#[track_caller]
+pub fn outside_matrix(row: usize, col: usize, rows: usize, cols: usize) -> ! {
+    #[cfg(target_arch = "nvptx64")]
+    gpu::four_failure(
+        kind::MATRIX,
+        row,
+        rows,
+        col,
+        cols,
+        core::panic::Location::caller(),
+    );
+    #[cfg(not(target_arch = "nvptx64"))]
+    panic!(
+        "{}",
+        matrix_message(row as u64, col as u64, rows as u64, cols as u64)
     )
 }
 

@@ -264,6 +264,41 @@ impl<'a, T> SliceMut<'a, T> {
         unsafe { &mut *self.ptr.add(i) }
     }
 
+    /// The first `rows * cols` elements as a row-major `rows × cols`
+    /// [`MatrixMut`](crate::matrix::MatrixMut), for a thread that writes a tile of a result:
+    /// the shape is checked against the length once, here, and
+    /// [`tile_mut`](crate::matrix::MatrixMut::tile_mut) checks a whole tile at once.
+    ///
+    /// # Panics
+    /// If the slice is shorter than `rows * cols` (as an index out of bounds: the matrix's
+    /// last element), or `rows * cols` overflows.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// let mut data = [0f32; 8];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(2, 4);
+    /// // SAFETY: this thread alone touches element (1, 3).
+    /// unsafe { m.write(1, 3, 1.5) };
+    /// assert_eq!(data[7], 1.5);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn matrix_mut(&mut self, rows: usize, cols: usize) -> crate::matrix::MatrixMut<'_, T> {
+        let Some(n) = rows.checked_mul(cols) else {
+            crate::panic::fail("a matrix's rows × columns overflow usize")
+        };
+        if n > self.len {
+            // `n > len >= 0`: element `n - 1` is the first one missing.
+            out_of_bounds(n - 1, self.len)
+        }
+        // SAFETY: `n <= len` elements from `ptr` are valid for reads and writes for as long
+        // as this view (from_raw's contract), which `&mut self` borrows.
+        unsafe { crate::matrix::MatrixMut::from_raw(self.ptr, rows, cols) }
+    }
+
     /// Raw pointer to the first element, for intrinsics (vector loads and stores). Using it
     /// is `unsafe` and bound by the same contract as [`SliceMut::write`].
     ///
@@ -399,6 +434,29 @@ impl<'a, T> Slice<'a, T> {
             // `len > self.len() >= 0`: element `len - 1` is the first one missing.
             None => out_of_bounds(len - 1, self.inner.len()),
         }
+    }
+
+    /// The first `rows * cols` elements as a row-major `rows × cols` [`Matrix`]: checked
+    /// against the length once, here, so that a [`Matrix::tile`](crate::Matrix::tile) needs
+    /// one check per tile, and its elements none the optimiser cannot prove.
+    ///
+    /// # Panics
+    /// As [`Matrix::new`](crate::Matrix::new): if the slice is shorter than `rows * cols`.
+    ///
+    /// ```
+    /// use berth_device::Slice;
+    /// let data: Vec<f32> = (0..6).map(|x| x as f32).collect();
+    /// // SAFETY: `data` outlives the view and nothing writes it meanwhile.
+    /// let s = unsafe { Slice::from_raw(data.as_ptr(), data.len()) };
+    /// let m = s.matrix(2, 3);
+    /// assert_eq!((m[(1, 2)], m.tile::<2, 2>(0, 1)[(1, 0)]), (5.0, 4.0));
+    /// assert!(std::panic::catch_unwind(|| s.matrix(3, 3)).is_err());
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn matrix(self, rows: usize, cols: usize) -> crate::Matrix<'a, T> {
+        crate::Matrix::new(self.inner, rows, cols)
     }
 }
 

@@ -65,20 +65,24 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let tid = ty * 16 + tx;
     let n = n as usize;
     let (row0, col0) = (block::idx_y() * REG4_TILE, block::idx_x() * REG4_TILE);
-    if col0 + REG4_TILE > n {
-        fail("sgemm_reg4: the grid reaches past the matrix's columns");
-    }
+    let (a, b) = (a.matrix(n, n), b.matrix(n, n));
     let mut acc = [[0.0f32; 4]; 4];
     let mut t = 0;
     while t < n {
-        // Every load of the slice first, then the stores: each checked load is its own
-        // basic block, and a store right behind a load would wait for it before the next
-        // load could start.
+        // The slices of `a` and `b` this step reads, each checked once to lie inside its
+        // matrix (which stops a grid that reaches past `n`, or an `n` that is not a multiple
+        // of 16); the element indices below are proved inside them (`tid < 256` from the
+        // declared block). Every load first, then the stores: a store right behind a load
+        // would wait for it before the next load could start.
+        let (ta, tb) = (
+            a.tile::<REG4_TILE, BK>(row0, t),
+            b.tile::<BK, REG4_TILE>(t, col0),
+        );
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
-            va[l] = a[(row0 + e / BK) * n + t + e % BK];
-            vb[l] = b[(t + e / REG4_TILE) * n + col0 + e % REG4_TILE];
+            va[l] = ta[(e / BK, e % BK)];
+            vb[l] = tb[(e / REG4_TILE, e % REG4_TILE)];
         } }
         // SAFETY: thread `tid` writes elements `tid + 256 l` (l < 4) of each slice, in
         // row-major order of `sb` and column-major of `sa`: distinct threads write distinct
@@ -92,8 +96,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
             } }
         }
         // SAFETY: every thread of the block reaches this barrier and the one below, the same
-        // number of times: the loop's trip count depends only on `n`, and the check above
-        // stops whole blocks (it depends only on the block's index and `n`).
+        // number of times: the loop's trip count depends only on `n`, and the tile checks
+        // above stop whole blocks (they depend only on the block's index, `t` and `n`).
         unsafe { sync_threads() };
         unroll! { for k in 0..16 {
             let mut fa = [0.0f32; 4];
@@ -116,13 +120,16 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         unsafe { sync_threads() };
         t += BK;
     }
+    // One check that this thread's 4×4 patch lies inside `c`; the 16 indices are constants.
+    let mut cm = c.matrix_mut(n, n);
+    let mut patch = cm.tile_mut::<4, 4>(row0 + ty * 4, col0 + tx * 4);
     unroll! { for i in 0..4 {
         unroll! { for j in 0..4 {
             // SAFETY: each thread of the launch writes its own 4×4 patch (rows
-            // `row0 + 4 ty ..`, columns `col0 + 4 tx ..`: distinct for distinct threads), and
-            // every column is below `n` (checked above), so `row * n + col` is one-to-one:
-            // no other thread touches these elements.
-            unsafe { c.write((row0 + ty * 4 + i) * n + col0 + tx * 4 + j, acc[i][j]) };
+            // `row0 + 4 ty ..`, columns `col0 + 4 tx ..`: distinct for distinct threads,
+            // all inside the `n × n` matrix, where `(row, col)` names one element): no other
+            // thread touches these elements.
+            unsafe { patch.write(i, j, acc[i][j]) };
         } }
     } }
 }
@@ -133,15 +140,15 @@ pub const REG8_TILE: usize = 128;
 /// As [`sgemm_reg4`] with 8×8 patches per thread: a 16×16 block computes a 128×128 tile
 /// (`n` a multiple of 128), `a` and `b` through shared memory in 128×8 / 8×128 slices.
 /// Launch with `Grid::new((n / 128, n / 128), (16, 16))`.
+///
+/// Every global access goes through a [`Tile`] of a [`Matrix`] view: one check per tile
+/// step that the slice lies inside the matrix, none per element. A grid that reaches past
+/// `n`, an `n` that is not a multiple of 8, or a slice shorter than `n²` stops the kernel
+/// with the located index.
 #[gpu_kernel(block = (16, 16))]
 pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
-    let n = n as usize;
-    if (block::idx_x() + 1) * REG8_TILE > n {
-        fail("sgemm_reg8: the grid reaches past the matrix's columns");
-    }
-    // SAFETY: every thread of the block calls it once: the check above stops whole blocks
-    // (it depends only on the block's index and `n`), and nothing else branches before it.
-    unsafe { reg8_tiles::<true>(n, a, b, &mut c) };
+    // SAFETY: every thread of the block calls it once: nothing branches before it.
+    unsafe { reg8_tiles::<true>(n as usize, a, b, &mut c) };
 }
 
 /// [`sgemm_reg8`] with its global accesses unchecked, after checking once that they are all
@@ -166,25 +173,12 @@ pub fn sgemm_reg8_unchecked(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     unsafe { reg8_tiles::<false>(n, a, b, &mut c) };
 }
 
-/// Element `i` of `s`, checked or — when the caller has proved every index in bounds —
-/// unchecked.
-#[inline(always)]
-fn load<const CHECKED: bool>(s: Slice<'_, f32>, i: usize) -> f32 {
-    if CHECKED {
-        s[i]
-    } else {
-        // SAFETY: the unchecked kernels check up front that every index they form is
-        // below the slice's length (see `sgemm_reg8_unchecked`).
-        unsafe { *s.get_unchecked(i) }
-    }
-}
-
 /// The tile loop of [`sgemm_reg8`] and [`sgemm_reg8_unchecked`], with the block's barriers.
 ///
 /// # Safety
 /// Every thread of the block that has not exited calls it together (the same call, once),
 /// as [`sync_threads`]; and with `CHECKED == false`, every index the loop forms is in bounds
-/// (see [`load`]).
+/// (as [`sgemm_reg8_unchecked`] checks up front).
 #[inline(always)]
 unsafe fn reg8_tiles<const CHECKED: bool>(
     n: usize,
@@ -198,18 +192,35 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
     let tid = ty * 16 + tx;
     let (row0, col0) = (block::idx_y() * REG8_TILE, block::idx_x() * REG8_TILE);
+    let (am, bm) = (a.matrix(n, n), b.matrix(n, n));
     let mut acc = [[0.0f32; 8]; 8];
     let mut t = 0;
     while t < n {
-        // Every load of the slice first, then the stores: each checked load is its own
-        // basic block, and a store right behind a load would wait for it before the next
-        // load could start.
+        // Every load of the slice first, then the stores: a checked tile is its own basic
+        // block, and a store right behind a load would wait for it before the next load
+        // could start.
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
-        unroll! { for l in 0..4 {
-            let e = tid + l * 256;
-            va[l] = load::<CHECKED>(a, (row0 + e / BK) * n + t + e % BK);
-            vb[l] = load::<CHECKED>(b, (t + e / REG8_TILE) * n + col0 + e % REG8_TILE);
-        } }
+        if CHECKED {
+            // One check per tile that it lies inside its matrix; the element indices below
+            // are proved inside the tiles (`tid < 256` from the declared block).
+            let ta = am.tile::<REG8_TILE, BK>(row0, t);
+            let tb = bm.tile::<BK, REG8_TILE>(t, col0);
+            unroll! { for l in 0..4 {
+                let e = tid + l * 256;
+                va[l] = ta[(e / BK, e % BK)];
+                vb[l] = tb[(e / REG8_TILE, e % REG8_TILE)];
+            } }
+        } else {
+            unroll! { for l in 0..4 {
+                let e = tid + l * 256;
+                // SAFETY: the unchecked kernel checks up front that every index formed here
+                // is below the slices' lengths (see `sgemm_reg8_unchecked`).
+                unsafe {
+                    va[l] = *a.get_unchecked((row0 + e / BK) * n + t + e % BK);
+                    vb[l] = *b.get_unchecked((t + e / REG8_TILE) * n + col0 + e % REG8_TILE);
+                }
+            } }
+        }
         // SAFETY: as in `sgemm_reg4`: thread `tid` writes elements `tid + 256 l` (l < 4)
         // of each 1024-element slice, distinct for distinct threads, all of them written by
         // the 256 threads (declared block); reads after the barrier, the next writes after
@@ -246,22 +257,29 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
         unsafe { sync_threads() };
         t += BK;
     }
-    unroll! { for i in 0..8 {
-        unroll! { for j in 0..8 {
-            let at = (row0 + ty * 8 + i) * n + col0 + tx * 8 + j;
-            // Each thread of the launch writes its own 8×8 patch (rows `row0 + 8 ty ..`,
-            // columns `col0 + 8 tx ..`: distinct for distinct threads), and both kernels stop
-            // unless every column is below `n`, so `row * n + col` is one-to-one: no other
-            // thread touches these elements.
-            if CHECKED {
+    // Each thread of the launch writes its own 8×8 patch (rows `row0 + 8 ty ..`, columns
+    // `col0 + 8 tx ..`: distinct for distinct threads), all inside the `n × n` matrix (the
+    // checked kernel's tile check, the unchecked kernel's up-front check), where
+    // `(row, col)` names one element: no other thread touches these elements.
+    if CHECKED {
+        // One check that the patch lies inside the matrix; the 64 indices are constants.
+        let mut cm = c.matrix_mut(n, n);
+        let mut patch = cm.tile_mut::<8, 8>(row0 + ty * 8, col0 + tx * 8);
+        unroll! { for i in 0..8 {
+            unroll! { for j in 0..8 {
                 // SAFETY: as above.
-                unsafe { c.write(at, acc[i][j]) };
-            } else {
-                // SAFETY: as above, and in bounds as in `load`.
-                unsafe { *c.get_unchecked_mut(at) = acc[i][j] };
-            }
+                unsafe { patch.write(i, j, acc[i][j]) };
+            } }
         } }
-    } }
+    } else {
+        unroll! { for i in 0..8 {
+            unroll! { for j in 0..8 {
+                let at = (row0 + ty * 8 + i) * n + col0 + tx * 8 + j;
+                // SAFETY: as above, and in bounds as the unchecked kernel checks up front.
+                unsafe { *c.get_unchecked_mut(at) = acc[i][j] };
+            } }
+        } }
+    }
 }
 
 /// A body of [`nbody`]: position and mass, 16 bytes (CUDA's `float4`).

@@ -25,6 +25,26 @@ pub fn each_writes_own(out: &mut [u32]) {
     }
 }
 
+/// Thread `x` of a one-row block writes the 2 × 2 patch of the `2 × cols` matrix `out` whose
+/// left column is `x` (`stride == 1`): neighbours overlap by a column, a race through a
+/// [`TileMut`]. With `stride == 2` the patches are disjoint: the correct version.
+#[gpu_kernel]
+pub fn matrix_patches(stride: u32, out: &mut [u32]) {
+    let x = thread::idx_x();
+    let cols = out.len() / 2;
+    if x * stride as usize + 2 <= cols {
+        let mut m = out.matrix_mut(2, cols);
+        let mut patch = m.tile_mut::<2, 2>(0, x * stride as usize);
+        unroll! { for r in 0..2 {
+            unroll! { for c in 0..2 {
+                // SAFETY: with `stride >= 2` the patches of distinct threads are disjoint;
+                // with `stride == 1` none — a deliberate race, for the simulator to report.
+                unsafe { patch.write(r, c, x as u32) };
+            } }
+        } }
+    }
+}
+
 /// Thread `i` writes its own element `i` (safely), then reads its neighbour's element
 /// `i ^ 1` with no barrier between: a write and a read of one element by two threads.
 #[gpu_kernel]

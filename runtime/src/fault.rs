@@ -547,6 +547,10 @@ impl MappedPanicRecord {
                 file(),
                 berth_device::panic::window_message(r.index, r.len, r.lo, r.hi),
             ),
+            kind::MATRIX => (
+                file(),
+                berth_device::panic::matrix_message(r.index, r.lo, r.len, r.hi),
+            ),
             kind::MESSAGE => (
                 file(),
                 resolve(r.message_addr, r.message_addr_len).unwrap_or_else(|| {

@@ -102,6 +102,47 @@ macro_rules! in_child_on_the_gpu {
     };
 }
 
+/// A tile of a `Matrix` view that reaches past the matrix stops the kernel at the line that
+/// asked for it, naming the tile's last element and the matrix's shape (the record's MATRIX
+/// kind, decoded by the host), before anything is written: `sgemm_reg8` on a 132 × 132
+/// product reaches column 135 with its eight-column step at `t = 128`.
+#[test]
+fn a_tile_past_its_matrix_is_reported_with_row_column_and_shape() {
+    in_child_on_the_gpu!("a_tile_past_its_matrix_is_reported_with_row_column_and_shape");
+    let (_g, gpu) = gpu();
+    let n = 132;
+    let (a, b) = (random_f32(n * n), random_f32(n * n));
+    let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let mut dc = gpu.upload(&vec![f32::NAN; n * n]).unwrap();
+    let grid = Grid::new((1, 1), (16, 16));
+    let err = berth_examples::compute::sgemm_reg8(&gpu, grid, n as u32, &da, &db, &mut dc)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected KernelPanic, got {err}");
+    };
+    assert_eq!(kernel, "sgemm_reg8");
+    let line = include_str!("../../examples/src/compute.rs")
+        .lines()
+        .position(|l| l.contains("let ta = am.tile::<REG8_TILE, BK>(row0, t);"))
+        .expect("the tile line") as u32
+        + 1;
+    assert_eq!(
+        (report.file.as_str(), report.line),
+        ("examples/src/compute.rs", line),
+        "{report}"
+    );
+    assert_eq!(
+        report.message,
+        "index (127, 135) out of bounds: the matrix is 132 × 132 (rows × columns)"
+    );
+    if !cfg!(feature = "gpu") {
+        // On a GPU the trap loses the context with everything in it.
+        assert!(dc.to_vec().unwrap().iter().all(|v| v.is_nan()));
+    }
+}
+
 #[cfg(feature = "gpu")]
 fn check_saxpy(gpu: &Gpu, n: usize) {
     let xs = random_f32(n);

@@ -95,6 +95,33 @@ fn blocks_writing_one_element_are_a_race_naming_both_blocks() {
 }
 
 #[test]
+fn overlapping_matrix_tiles_are_a_located_race() {
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(2 * 16).unwrap();
+    let r = matrix_patches(&gpu, Grid::new(1, 15), 1, &mut out)
+        .unwrap()
+        .wait();
+    let (kernel, _, _, problem) = report(r);
+    assert_eq!(kernel, "matrix_patches");
+    has(
+        &problem,
+        &[
+            "data race on element ",
+            "of `out` (global memory), within one block",
+            "both wrote it",
+            &at("unsafe { patch.write(r, c, x as u32) };"),
+        ],
+    );
+    // Disjoint patches pass, and land where they are meant to.
+    matrix_patches(&gpu, Grid::new(1, 8), 2, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<u32> = (0..2).flat_map(|_| (0..16).map(|c| c / 2)).collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+}
+
+#[test]
 fn a_write_and_another_threads_read_of_it_race_unless_a_barrier_separates_them() {
     let gpu = Gpu::simulator();
     let n = 64;

@@ -1,0 +1,884 @@
+//! Row-major matrix views of read-only slices, and fixed-size tiles of them.
+//!
+//! A kernel that walks a matrix in tiles (a matrix product, a stencil, a transpose) forms
+//! indices like `(row0 + r) * n + col0 + c`. Checked one by one against the slice's length,
+//! each load costs a compare and a branch in the hot loop, and the optimiser cannot prove
+//! them away: the index is a product of runtime values. A [`Matrix`] checks its shape against
+//! the slice once; [`Matrix::tile`] checks that a whole `R × C` tile lies inside it (two
+//! comparisons per tile); and indexing the [`Tile`] checks `r < R` and `c < C` against
+//! constants, which the optimiser proves whenever the indices come from the declared block
+//! shape (`#[gpu_kernel(block = (16, 16))]` bounds `thread::idx_x()` to `0..16`) and
+//! unrolled loop counters. The loads of a tile then compile to plain `ld.global`s.
+//!
+//! ```
+//! use berth_device::matrix::Matrix;
+//! // A 3 × 4 matrix, row-major.
+//! let data: Vec<u32> = (0..12).collect();
+//! let m = Matrix::new(&data, 3, 4);
+//! assert_eq!((m[(1, 2)], m.row(2)), (6, &[8, 9, 10, 11][..]));
+//! // The 2 × 2 tile whose top-left element is (1, 2).
+//! let t = m.tile::<2, 2>(1, 2);
+//! assert_eq!((t[(0, 0)], t[(1, 1)], t.row(1)), (6, 11, &[10, 11]));
+//! assert!(m.get_tile::<2, 2>(2, 0).is_none()); // row 3 does not exist
+//! ```
+
+use crate::panic::{fail, index_out_of_bounds, outside_matrix};
+use core::marker::PhantomData;
+use core::ops::Index;
+
+/// Whether an `R × C` tile at `(r0, c0)` lies inside a `rows × cols` matrix. Written so that
+/// nothing overflows: `R <= rows` first, then `r0 <= rows - R`.
+#[inline(always)]
+fn holds<const R: usize, const C: usize>(rows: usize, cols: usize, r0: usize, c0: usize) -> bool {
+    R <= rows && r0 <= rows - R && C <= cols && c0 <= cols - C
+}
+
+/// Report a tile that reaches outside its matrix, naming the tile's last element.
+#[inline(always)]
+#[track_caller]
+fn outside_tile<const R: usize, const C: usize>(
+    r0: usize,
+    c0: usize,
+    rows: usize,
+    cols: usize,
+) -> ! {
+    outside_matrix(
+        r0.saturating_add(R.max(1) - 1),
+        c0.saturating_add(C.max(1) - 1),
+        rows,
+        cols,
+    )
+}
+
+/// A read-only `rows × cols` matrix stored row-major in a slice: element `(r, c)` is
+/// `slice[r * cols + c]`. Build it with [`Slice::matrix`](crate::Slice::matrix) in a kernel
+/// (or [`Matrix::new`]); its shape is checked against the slice once, there.
+///
+/// ```
+/// use berth_device::matrix::Matrix;
+/// let data = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+/// let m = Matrix::new(&data, 2, 3);
+/// assert_eq!((m.rows(), m.cols(), m[(1, 0)]), (2, 3, 4.0));
+/// assert_eq!(m.get(0, 3), None); // column 3 of 3 columns: outside, even though
+///                                // `data[0 * 3 + 3]` exists
+/// ```
+pub struct Matrix<'a, T> {
+    /// Exactly `rows * cols` elements.
+    inner: &'a [T],
+    rows: usize,
+    cols: usize,
+}
+
+impl<T> Clone for Matrix<'_, T> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Matrix<'_, T> {}
+
+impl<T> core::fmt::Debug for Matrix<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Matrix")
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T> Matrix<'a, T> {
+    /// The first `rows * cols` elements of `data` as a `rows × cols` matrix.
+    ///
+    /// # Panics
+    /// If `data` has fewer than `rows * cols` elements, as an index out of bounds (the last
+    /// element of the matrix), or if `rows * cols` overflows; on the GPU both stop the kernel
+    /// with the caller's location, without `core::fmt`.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [0u8; 10];
+    /// let m = Matrix::new(&data, 3, 3); // 9 of the 10 elements
+    /// assert_eq!(m.as_slice().len(), 9);
+    /// let err = std::panic::catch_unwind(|| Matrix::new(&data, 4, 3)).unwrap_err();
+    /// assert_eq!(err.downcast_ref::<String>().unwrap(), "index out of bounds: the len is 10 but the index is 11");
+    /// assert!(std::panic::catch_unwind(|| Matrix::new(&data, usize::MAX, 2)).is_err());
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn new(data: &'a [T], rows: usize, cols: usize) -> Self {
+        let Some(len) = rows.checked_mul(cols) else {
+            fail("a matrix's rows × columns overflow usize")
+        };
+        match data.get(..len) {
+            Some(inner) => Matrix { inner, rows, cols },
+            // `len > data.len() >= 0`: element `len - 1` is the first one missing.
+            None => index_out_of_bounds(len - 1, data.len()),
+        }
+    }
+
+    /// Number of rows.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// assert_eq!(Matrix::new(&[0u8; 6], 2, 3).rows(), 2);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns (the distance between the starts of two rows).
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// assert_eq!(Matrix::new(&[0u8; 6], 2, 3).cols(), 3);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// The matrix's `rows * cols` elements, row after row.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [1u8, 2, 3, 4, 5];
+    /// assert_eq!(Matrix::new(&data, 2, 2).as_slice(), &[1, 2, 3, 4]);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn as_slice(&self) -> &'a [T] {
+        self.inner
+    }
+
+    /// Element `(r, c)`, or `None` when `r >= rows` or `c >= cols`.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [1u8, 2, 3, 4];
+    /// let m = Matrix::new(&data, 2, 2);
+    /// assert_eq!((m.get(1, 1), m.get(0, 2), m.get(2, 0)), (Some(&4), None, None));
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get(&self, r: usize, c: usize) -> Option<&'a T> {
+        if r < self.rows && c < self.cols {
+            // SAFETY: `r * cols + c <= (rows - 1) * cols + cols - 1 < rows * cols`, the
+            // length of `inner`.
+            Some(unsafe { self.inner.get_unchecked(r * self.cols + c) })
+        } else {
+            None
+        }
+    }
+
+    /// Row `r`, as a slice of `cols` elements.
+    ///
+    /// # Panics
+    /// If `r >= rows` (on the GPU: stops the kernel with the caller's location).
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [1u8, 2, 3, 4, 5, 6];
+    /// let m = Matrix::new(&data, 3, 2);
+    /// assert_eq!(m.row(1).iter().sum::<u8>(), 7);
+    /// assert!(std::panic::catch_unwind(|| m.row(3)).is_err());
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn row(&self, r: usize) -> &'a [T] {
+        if r >= self.rows {
+            outside_matrix(r, 0, self.rows, self.cols)
+        }
+        // SAFETY: `r < rows`, so `(r + 1) * cols <= rows * cols`, the length of `inner`.
+        unsafe { self.inner.get_unchecked(r * self.cols..(r + 1) * self.cols) }
+    }
+
+    /// The `R × C` tile whose top-left element is `(r0, c0)`, or `None` unless all of it lies
+    /// inside the matrix.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [0u16; 64];
+    /// let m = Matrix::new(&data, 8, 8);
+    /// assert!(m.get_tile::<4, 8>(4, 0).is_some());
+    /// assert!(m.get_tile::<4, 8>(5, 0).is_none()); // rows 5..9
+    /// assert!(m.get_tile::<1, 1>(0, 8).is_none()); // column 8
+    /// assert!(m.get_tile::<16, 1>(0, 0).is_none()); // taller than the matrix
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get_tile<const R: usize, const C: usize>(
+        &self,
+        r0: usize,
+        c0: usize,
+    ) -> Option<Tile<'a, T, R, C>> {
+        if holds::<R, C>(self.rows, self.cols, r0, c0) {
+            // SAFETY: just checked.
+            Some(unsafe { self.tile_unchecked(r0, c0) })
+        } else {
+            None
+        }
+    }
+
+    /// # Safety
+    /// `holds::<R, C>(self.rows, self.cols, r0, c0)`.
+    #[inline(always)]
+    unsafe fn tile_unchecked<const R: usize, const C: usize>(
+        &self,
+        r0: usize,
+        c0: usize,
+    ) -> Tile<'a, T, R, C> {
+        Tile {
+            inner: self.inner,
+            // Exact whenever the tile has an element (`R, C >= 1`: then `r0 < rows`,
+            // `c0 < cols`, and the sum is below `rows * cols`); unused otherwise.
+            offset: r0.wrapping_mul(self.cols).wrapping_add(c0),
+            stride: self.cols,
+            origin: (r0, c0),
+        }
+    }
+
+    /// The `R × C` tile whose top-left element is `(r0, c0)`: one check that the whole tile
+    /// lies inside the matrix, after which indexing the tile checks only against `R` and `C`.
+    ///
+    /// # Panics
+    /// Unless the tile lies inside the matrix, as an index out of bounds naming the tile's
+    /// last element (on the GPU: stops the kernel with the caller's location).
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data: Vec<u32> = (0..32).collect();
+    /// let m = Matrix::new(&data, 4, 8);
+    /// let t = m.tile::<2, 4>(2, 4);
+    /// assert_eq!((t[(0, 0)], t[(1, 3)]), (20, 31));
+    /// let err = std::panic::catch_unwind(|| m.tile::<2, 4>(2, 5)).unwrap_err();
+    /// assert_eq!(
+    ///     err.downcast_ref::<String>().unwrap(),
+    ///     "index (3, 8) out of bounds: the matrix is 4 × 8 (rows × columns)"
+    /// );
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn tile<const R: usize, const C: usize>(&self, r0: usize, c0: usize) -> Tile<'a, T, R, C> {
+        if !holds::<R, C>(self.rows, self.cols, r0, c0) {
+            outside_tile::<R, C>(r0, c0, self.rows, self.cols)
+        }
+        // SAFETY: just checked.
+        unsafe { self.tile_unchecked(r0, c0) }
+    }
+}
+
+impl<T> Index<(usize, usize)> for Matrix<'_, T> {
+    type Output = T;
+    /// Element `(row, column)`; outside the matrix, stops the kernel with the caller's
+    /// location and both numbers.
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, (r, c): (usize, usize)) -> &T {
+        match self.get(r, c) {
+            Some(v) => v,
+            None => outside_matrix(r, c, self.rows, self.cols),
+        }
+    }
+}
+
+/// An `R × C` tile of a [`Matrix`], checked to lie inside it when it was made
+/// ([`Matrix::tile`]): element `(r, c)` of the tile is element `(r0 + r, c0 + c)` of the
+/// matrix, and indexing it checks only `r < R` and `c < C`.
+///
+/// ```
+/// use berth_device::matrix::Matrix;
+/// let data: Vec<f32> = (0..16).map(|x| x as f32).collect();
+/// let m = Matrix::new(&data, 4, 4);
+/// // The lower-right 2 × 2 tile, summed.
+/// let t = m.tile::<2, 2>(2, 2);
+/// let sum: f32 = (0..2).flat_map(|r| (0..2).map(move |c| (r, c))).map(|rc| t[rc]).sum();
+/// assert_eq!(sum, 10.0 + 11.0 + 14.0 + 15.0);
+/// assert_eq!(t.get(2, 0), None);
+/// ```
+pub struct Tile<'a, T, const R: usize, const C: usize> {
+    /// The matrix's elements.
+    inner: &'a [T],
+    /// Index in `inner` of the tile's element `(0, 0)`.
+    offset: usize,
+    /// The matrix's columns.
+    stride: usize,
+    /// `(r0, c0)`: where the tile starts in the matrix.
+    origin: (usize, usize),
+}
+
+impl<T, const R: usize, const C: usize> Clone for Tile<'_, T, R, C> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const R: usize, const C: usize> Copy for Tile<'_, T, R, C> {}
+
+impl<T, const R: usize, const C: usize> core::fmt::Debug for Tile<'_, T, R, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tile")
+            .field("rows", &R)
+            .field("cols", &C)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T, const R: usize, const C: usize> Tile<'a, T, R, C> {
+    /// Where the tile starts in its matrix: the matrix's `(row, column)` of the tile's `(0, 0)`.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [0u8; 12];
+    /// assert_eq!(Matrix::new(&data, 3, 4).tile::<2, 2>(1, 2).origin(), (1, 2));
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn origin(&self) -> (usize, usize) {
+        self.origin
+    }
+
+    /// Element `(r, c)` of the tile, or `None` when `r >= R` or `c >= C`.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data: Vec<u8> = (0..9).collect();
+    /// let t = Matrix::new(&data, 3, 3).tile::<2, 2>(1, 1);
+    /// assert_eq!((t.get(0, 1), t.get(1, 2)), (Some(&5), None));
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get(&self, r: usize, c: usize) -> Option<&'a T> {
+        if r < R && c < C {
+            // SAFETY: the tile was made inside the matrix (`holds`):
+            // `r0 + R <= rows` and `c0 + C <= cols`, where `offset = r0 * cols + c0` and
+            // `stride = cols`. With `r < R` and `c < C`, the index is
+            // `(r0 + r) * cols + c0 + c <= (rows - 1) * cols + cols - 1 < rows * cols`,
+            // the length of `inner`.
+            Some(unsafe { self.inner.get_unchecked(self.offset + r * self.stride + c) })
+        } else {
+            None
+        }
+    }
+
+    /// Row `r` of the tile: `C` consecutive elements of the matrix.
+    ///
+    /// # Panics
+    /// If `r >= R` (on the GPU: stops the kernel with the caller's location).
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data: Vec<u8> = (0..12).collect();
+    /// let t = Matrix::new(&data, 3, 4).tile::<2, 3>(1, 1);
+    /// assert_eq!((t.row(0), t.row(1)), (&[5, 6, 7], &[9, 10, 11]));
+    /// assert!(std::panic::catch_unwind(|| t.row(2)).is_err());
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn row(&self, r: usize) -> &'a [T; C] {
+        if r >= R {
+            outside_matrix(r, 0, R, C)
+        }
+        let start = self.offset + r * self.stride;
+        // SAFETY: as in `get`, elements `start .. start + C` are `(r0 + r, c0 ..c0 + C)` of
+        // the matrix, all inside `inner`; a `[T; C]` has the layout of `C` consecutive `T`.
+        unsafe { &*self.inner.as_ptr().add(start).cast::<[T; C]>() }
+    }
+}
+
+impl<T, const R: usize, const C: usize> Index<(usize, usize)> for Tile<'_, T, R, C> {
+    type Output = T;
+    /// Element `(row, column)` of the tile; outside it, stops the kernel with the caller's
+    /// location and both numbers.
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, (r, c): (usize, usize)) -> &T {
+        match self.get(r, c) {
+            Some(v) => v,
+            None => outside_matrix(r, c, R, C),
+        }
+    }
+}
+
+/// A `rows × cols` row-major matrix view of a kernel's `&mut [T]` argument
+/// ([`SliceMut::matrix_mut`](crate::SliceMut::matrix_mut)), for threads that write a tile
+/// of it: as with [`SliceMut::write`](crate::SliceMut::write), reaching an element this
+/// thread does not own is `unsafe`, with the contract that no other thread of the launch
+/// touches it (the simulator checks it). Its shape is checked against the slice once, and a
+/// [`TileMut`] once more for the whole tile.
+///
+/// ```
+/// use berth_device::SliceMut;
+/// let mut data = [0u32; 12];
+/// // SAFETY: `data` outlives the view; this one thread is the launch.
+/// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+/// let mut m = out.matrix_mut(3, 4);
+/// // SAFETY: this one thread is the launch: no other thread touches the elements.
+/// unsafe {
+///     m.write(2, 3, 7);
+///     let mut t = m.tile_mut::<2, 2>(0, 1);
+///     t.write(1, 1, 5); // element (1, 2) of the matrix
+/// }
+/// assert_eq!((data[11], data[6]), (7, 5));
+/// ```
+pub struct MatrixMut<'s, T> {
+    /// `rows * cols` elements, valid for reads and writes for `'s` (checked at construction
+    /// against a `SliceMut`, whose contract makes them valid).
+    ptr: *mut T,
+    rows: usize,
+    cols: usize,
+    _view: PhantomData<&'s mut [T]>,
+}
+
+impl<T> core::fmt::Debug for MatrixMut<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("MatrixMut")
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'s, T> MatrixMut<'s, T> {
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `rows * cols` elements for `'s` (no overflow),
+    /// under [`SliceMut::from_raw`](crate::SliceMut::from_raw)'s contract.
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw(ptr: *mut T, rows: usize, cols: usize) -> Self {
+        MatrixMut {
+            ptr,
+            rows,
+            cols,
+            _view: PhantomData,
+        }
+    }
+
+    /// Number of rows.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// # let mut data = [0u8; 6];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// assert_eq!(out.matrix_mut(2, 3).rows(), 2);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of columns.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// # let mut data = [0u8; 6];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// assert_eq!(out.matrix_mut(2, 3).cols(), 3);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Read element `(r, c)`, which this thread need not own (checked against the shape).
+    ///
+    /// # Safety
+    /// No other thread of the launch writes the element during the launch.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// let mut data = [1u8, 2, 3, 4];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let m = out.matrix_mut(2, 2);
+    /// // SAFETY: no other thread writes element (1, 0).
+    /// assert_eq!(unsafe { m.read(1, 0) }, 3);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read(&self, r: usize, c: usize) -> T
+    where
+        T: Copy,
+    {
+        if r >= self.rows || c >= self.cols {
+            outside_matrix(r, c, self.rows, self.cols)
+        }
+        let p = self.ptr.wrapping_add(r * self.cols + c);
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(p, crate::host::Access::Read);
+        // SAFETY: `r < rows`, `c < cols`: inside the `rows * cols` valid elements; no
+        // concurrent write (the caller's contract).
+        unsafe { p.read() }
+    }
+
+    /// Write element `(r, c)`, which this thread need not own (checked against the shape).
+    ///
+    /// # Safety
+    /// No other thread of the launch reads or writes the element during the launch.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// let mut data = [0u8; 4];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(2, 2);
+    /// // SAFETY: no other thread touches element (0, 1).
+    /// unsafe { m.write(0, 1, 9) };
+    /// // Outside the shape: stops the kernel, like an index out of bounds.
+    /// let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+    ///     // SAFETY: as above (and outside, which `write` reports before touching anything).
+    ///     m.write(0, 2, 9)
+    /// }))
+    /// .unwrap_err();
+    /// assert_eq!(
+    ///     err.downcast_ref::<String>().unwrap(),
+    ///     "index (0, 2) out of bounds: the matrix is 2 × 2 (rows × columns)"
+    /// );
+    /// assert_eq!(data, [0, 9, 0, 0]);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write(&mut self, r: usize, c: usize, v: T) {
+        if r >= self.rows || c >= self.cols {
+            outside_matrix(r, c, self.rows, self.cols)
+        }
+        let p = self.ptr.wrapping_add(r * self.cols + c);
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(p, crate::host::Access::Write);
+        // SAFETY: inside the valid elements, as in `read`; this thread is the element's only
+        // user (the caller's contract). The old value is overwritten, not dropped: elements
+        // are `DeviceCopy` (plain data) in every view the launcher builds.
+        unsafe { p.write(v) }
+    }
+
+    /// The `R × C` tile whose top-left element is `(r0, c0)`, or `None` unless all of it lies
+    /// inside the matrix.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// # let mut data = [0u8; 16];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(4, 4);
+    /// assert!(m.get_tile_mut::<2, 2>(2, 2).is_some());
+    /// assert!(m.get_tile_mut::<2, 2>(3, 0).is_none());
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get_tile_mut<const R: usize, const C: usize>(
+        &mut self,
+        r0: usize,
+        c0: usize,
+    ) -> Option<TileMut<'_, T, R, C>> {
+        if holds::<R, C>(self.rows, self.cols, r0, c0) {
+            // SAFETY: just checked.
+            Some(unsafe { self.tile_mut_unchecked(r0, c0) })
+        } else {
+            None
+        }
+    }
+
+    /// The `R × C` tile whose top-left element is `(r0, c0)`: one check that the whole tile
+    /// lies inside the matrix, after which reaching its elements checks only against `R`
+    /// and `C` — the shape of a thread that writes its own patch of a result.
+    ///
+    /// # Panics
+    /// Unless the tile lies inside the matrix, as for [`Matrix::tile`].
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// let mut data = [0u32; 16];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(4, 4);
+    /// let mut patch = m.tile_mut::<2, 2>(2, 2);
+    /// for r in 0..2 {
+    ///     for c in 0..2 {
+    ///         // SAFETY: this thread alone touches the patch.
+    ///         unsafe { patch.write(r, c, (10 * r + c) as u32) };
+    ///     }
+    /// }
+    /// assert_eq!(&data[8..], &[0, 0, 0, 1, 0, 0, 10, 11]);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn tile_mut<const R: usize, const C: usize>(
+        &mut self,
+        r0: usize,
+        c0: usize,
+    ) -> TileMut<'_, T, R, C> {
+        if !holds::<R, C>(self.rows, self.cols, r0, c0) {
+            outside_tile::<R, C>(r0, c0, self.rows, self.cols)
+        }
+        // SAFETY: just checked.
+        unsafe { self.tile_mut_unchecked(r0, c0) }
+    }
+
+    /// # Safety
+    /// `holds::<R, C>(rows, cols, r0, c0)`.
+    #[inline(always)]
+    unsafe fn tile_mut_unchecked<const R: usize, const C: usize>(
+        &mut self,
+        r0: usize,
+        c0: usize,
+    ) -> TileMut<'_, T, R, C> {
+        TileMut {
+            // Element `(r0, c0)` when the tile has one (see `Matrix::tile_unchecked`).
+            base: self
+                .ptr
+                .wrapping_add(r0.wrapping_mul(self.cols).wrapping_add(c0)),
+            stride: self.cols,
+            origin: (r0, c0),
+            _view: PhantomData,
+        }
+    }
+}
+
+/// An `R × C` tile of a [`MatrixMut`], checked to lie inside it when it was made
+/// ([`MatrixMut::tile_mut`]). Reaching its elements is `unsafe` for the reason
+/// [`SliceMut::write`](crate::SliceMut::write) is, and checks only `r < R` and `c < C`.
+///
+/// ```
+/// use berth_device::SliceMut;
+/// let mut data = [0u16; 9];
+/// // SAFETY: `data` outlives the view; this one thread is the launch.
+/// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+/// let mut m = out.matrix_mut(3, 3);
+/// // The thread's 2 × 2 patch at the lower right.
+/// let mut patch = m.tile_mut::<2, 2>(1, 1);
+/// for (r, c) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+///     // SAFETY: this thread alone touches the patch.
+///     unsafe { patch.write(r, c, 1) };
+/// }
+/// assert_eq!(data, [0, 0, 0, 0, 1, 1, 0, 1, 1]);
+/// ```
+pub struct TileMut<'m, T, const R: usize, const C: usize> {
+    /// The matrix's element `origin`.
+    base: *mut T,
+    /// The matrix's columns.
+    stride: usize,
+    origin: (usize, usize),
+    _view: PhantomData<&'m mut [T]>,
+}
+
+impl<T, const R: usize, const C: usize> core::fmt::Debug for TileMut<'_, T, R, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TileMut")
+            .field("rows", &R)
+            .field("cols", &C)
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T, const R: usize, const C: usize> TileMut<'_, T, R, C> {
+    /// Where the tile starts in its matrix.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// # let mut data = [0u8; 16];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// assert_eq!(out.matrix_mut(4, 4).tile_mut::<2, 2>(1, 2).origin(), (1, 2));
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn origin(&self) -> (usize, usize) {
+        self.origin
+    }
+
+    /// Pointer to element `(r, c)`, stopping the kernel unless `r < R` and `c < C`.
+    #[inline(always)]
+    #[track_caller]
+    fn at(&self, r: usize, c: usize) -> *mut T {
+        if r >= R || c >= C {
+            outside_matrix(r, c, R, C)
+        }
+        // Inside the matrix: the tile was made inside it (`holds`), so with `r < R`, `c < C`
+        // the element is `(r0 + r, c0 + c)` of the matrix, below `rows * cols`.
+        self.base.wrapping_add(r * self.stride + c)
+    }
+
+    /// Read element `(r, c)` of the tile.
+    ///
+    /// # Safety
+    /// No other thread of the launch writes the element during the launch.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// let mut data = [1u8, 2, 3, 4];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(2, 2);
+    /// let t = m.tile_mut::<1, 2>(1, 0);
+    /// // SAFETY: no other thread writes the element.
+    /// assert_eq!(unsafe { t.read(0, 1) }, 4);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn read(&self, r: usize, c: usize) -> T
+    where
+        T: Copy,
+    {
+        let p = self.at(r, c);
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(p, crate::host::Access::Read);
+        // SAFETY: inside the matrix's valid elements (`at`); no concurrent write (the
+        // caller's contract).
+        unsafe { p.read() }
+    }
+
+    /// Write element `(r, c)` of the tile.
+    ///
+    /// # Safety
+    /// No other thread of the launch reads or writes the element during the launch.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// let mut data = [0u8; 4];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(2, 2);
+    /// let mut t = m.tile_mut::<1, 2>(1, 0);
+    /// // SAFETY: this thread alone touches the tile.
+    /// unsafe { t.write(0, 1, 8) };
+    /// assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+    ///     // SAFETY: as above (row 1 of a one-row tile: stops before touching anything).
+    ///     t.write(1, 0, 8)
+    /// }))
+    /// .is_err());
+    /// assert_eq!(data, [0, 0, 0, 8]);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn write(&mut self, r: usize, c: usize, v: T) {
+        let p = self.at(r, c);
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(p, crate::host::Access::Write);
+        // SAFETY: inside the matrix's valid elements (`at`); this thread is the element's
+        // only user (the caller's contract); plain data, nothing to drop.
+        unsafe { p.write(v) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SliceMut;
+
+    /// Every way to ask for a tile that would reach outside the matrix — past either edge,
+    /// at origins near `usize::MAX` (where `r0 + R` would wrap), taller or wider than the
+    /// matrix, out of an empty matrix — is refused, and every tile that is handed out reads
+    /// exactly the elements it names.
+    #[test]
+    fn tiles_are_handed_out_only_inside_the_matrix() {
+        let data: Vec<u32> = (0..7 * 5).collect();
+        let m = Matrix::new(&data, 7, 5);
+        let big = usize::MAX;
+        for (r0, c0) in [
+            (6, 0),
+            (0, 4),
+            (big, 0),
+            (0, big),
+            (big - 1, big - 1),
+            (7, 5),
+        ] {
+            assert!(m.get_tile::<2, 2>(r0, c0).is_none(), "({r0}, {c0})");
+            assert!(std::panic::catch_unwind(|| m.tile::<2, 2>(r0, c0)).is_err());
+        }
+        assert!(m.get_tile::<8, 1>(0, 0).is_none() && m.get_tile::<1, 6>(0, 0).is_none());
+        assert!(m.get_tile::<{ usize::MAX }, 1>(0, 0).is_none());
+        for r0 in 0..=5 {
+            for c0 in 0..=3 {
+                let t = m.tile::<2, 2>(r0, c0);
+                for (r, c) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+                    assert_eq!(t[(r, c)], data[(r0 + r) * 5 + c0 + c]);
+                }
+                assert_eq!(t.get(2, 0), None);
+                assert_eq!(t.get(0, 2), None);
+            }
+        }
+        // Zero-sized tiles are handed out at the far edges and hold nothing.
+        let t = m.tile::<0, 0>(7, 5);
+        assert_eq!(t.get(0, 0), None);
+        let empty = Matrix::new(&data[..0], 0, 5);
+        assert!(empty.get_tile::<1, 1>(0, 0).is_none());
+        assert_eq!(empty.get(0, 0), None);
+    }
+
+    /// A shape is checked against the slice, including shapes whose element count
+    /// overflows, and an element outside the shape is refused even where the slice has one
+    /// (column `cols` of row 0 is element `cols` of the slice).
+    #[test]
+    fn a_matrix_reads_only_inside_its_shape() {
+        let data = [1u8; 12];
+        assert!(std::panic::catch_unwind(|| Matrix::new(&data, 13, 1)).is_err());
+        assert!(std::panic::catch_unwind(|| Matrix::new(&data, 1 << 33, 1 << 33)).is_err());
+        let m = Matrix::new(&data, 3, 3);
+        assert_eq!(
+            (m.get(0, 3), m.get(3, 0), m.get(2, 2)),
+            (None, None, Some(&1))
+        );
+        let err = std::panic::catch_unwind(|| m[(0, 3)]).unwrap_err();
+        assert_eq!(
+            err.downcast_ref::<String>().unwrap(),
+            "index (0, 3) out of bounds: the matrix is 3 × 3 (rows × columns)"
+        );
+        // Zero-sized elements: any count fits, nothing overflows.
+        let units = [(); 4];
+        let z = Matrix::new(&units, 2, 2);
+        assert!(z.get_tile::<2, 2>(0, 0).is_some() && z.get_tile::<2, 2>(1, 0).is_none());
+    }
+
+    /// The writable views check the same shapes, and write only the elements they name.
+    #[test]
+    fn writable_tiles_write_only_inside_the_matrix() {
+        let mut data = [0u32; 20];
+        // SAFETY: `data` outlives the view; this one thread is the launch.
+        let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+        assert!(
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = out.matrix_mut(7, 3);
+            }))
+            .is_err()
+        );
+        let mut m = out.matrix_mut(4, 5);
+        assert!(m.get_tile_mut::<2, 2>(3, 0).is_none());
+        assert!(m.get_tile_mut::<2, 2>(0, 4).is_none());
+        assert!(m.get_tile_mut::<2, 2>(usize::MAX, usize::MAX).is_none());
+        let mut t = m.tile_mut::<2, 3>(2, 2);
+        for r in 0..2 {
+            for c in 0..3 {
+                // SAFETY: one thread: nobody else touches the tile.
+                unsafe { t.write(r, c, 1 + (r * 3 + c) as u32) };
+            }
+        }
+        for (r, c) in [(2, 0), (0, 3)] {
+            let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // SAFETY: as above; outside the tile, which `write` refuses first.
+                unsafe { t.write(r, c, 99) }
+            }));
+            assert!(e.is_err(), "({r}, {c})");
+        }
+        // SAFETY: one thread.
+        assert_eq!(unsafe { t.read(1, 2) }, 6);
+        let mut want = [0u32; 20];
+        for r in 0..2 {
+            for c in 0..3 {
+                want[(2 + r) * 5 + 2 + c] = 1 + (r * 3 + c) as u32;
+            }
+        }
+        assert_eq!(data, want);
+    }
+}
