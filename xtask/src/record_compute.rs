@@ -158,9 +158,11 @@ pub fn write(md: &mut String, compute: &str) -> Result {
     }
     writeln!(
         md,
-        "\n`sgemm_reg8_unchecked` is `sgemm_reg8` with its global loads and stores unchecked \
-         after one up-front validation: its row measures what the per-access bounds checks \
-         cost. `black_scholes` declares its five slices `same_len` (the launcher checks their \
+        "\n`sgemm_tiled` checks each global access; `sgemm_reg4` and `sgemm_reg8` reach \
+         global memory through `Matrix` tiles (one check per tile, none per element). \
+         `sgemm_reg8_unchecked` is `sgemm_reg8` with its global loads and stores unchecked \
+         after one up-front validation: the pair measures what the tile checks cost. \
+         `black_scholes` declares its five slices `same_len` (the launcher checks their \
          lengths, and no access is checked in the kernel); `black_scholes_unchecked` checks the \
          lengths in every thread instead, then indexes unchecked. Each pair's nvcc columns are \
          the same CUDA kernel."
