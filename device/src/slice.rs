@@ -436,9 +436,10 @@ impl<'a, T> Slice<'a, T> {
         }
     }
 
-    /// The first `rows * cols` elements as a row-major `rows × cols` [`Matrix`]: checked
-    /// against the length once, here, so that a [`Matrix::tile`](crate::Matrix::tile) needs
-    /// one check per tile, and its elements none the optimiser cannot prove.
+    /// The first `rows * cols` elements as a row-major `rows × cols`
+    /// [`Matrix`](crate::Matrix): checked against the length once, here, so that a
+    /// [`Matrix::tile`](crate::Matrix::tile) needs one check per tile, and its elements none
+    /// the optimiser cannot prove.
     ///
     /// # Panics
     /// As [`Matrix::new`](crate::Matrix::new): if the slice is shorter than `rows * cols`.
