@@ -33,6 +33,33 @@ fn holds<const R: usize, const C: usize>(rows: usize, cols: usize, r0: usize, c0
     R <= rows && r0 <= rows - R && C <= cols && c0 <= cols - C
 }
 
+/// Read `*p`, logged for the simulator's race check.
+///
+/// # Safety
+/// `p` is valid for reads, and no other thread writes `*p` during the launch.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn read_noted<T: Copy>(p: *mut T) -> T {
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::host::note_element(p, crate::host::Access::Read);
+    // SAFETY: the caller's contract.
+    unsafe { p.read() }
+}
+
+/// Write `*p = v`, logged for the simulator's race check. The old value is overwritten, not
+/// dropped: elements are `DeviceCopy` (plain data) in every view the launcher builds.
+///
+/// # Safety
+/// `p` is valid for writes, and no other thread reads or writes `*p` during the launch.
+#[inline(always)]
+#[cfg_attr(not(target_arch = "nvptx64"), track_caller)]
+unsafe fn write_noted<T>(p: *mut T, v: T) {
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::host::note_element(p, crate::host::Access::Write);
+    // SAFETY: the caller's contract.
+    unsafe { p.write(v) }
+}
+
 /// Report a tile that reaches outside its matrix, naming the tile's last element.
 #[inline(always)]
 #[track_caller]
@@ -490,6 +517,17 @@ impl<'s, T> MatrixMut<'s, T> {
         self.cols
     }
 
+    /// Pointer to element `(r, c)`, stopping the kernel unless `r < rows` and `c < cols`
+    /// (then it is one of the `rows * cols` valid elements).
+    #[inline(always)]
+    #[track_caller]
+    fn at(&self, r: usize, c: usize) -> *mut T {
+        if r >= self.rows || c >= self.cols {
+            outside_matrix(r, c, self.rows, self.cols)
+        }
+        self.ptr.wrapping_add(r * self.cols + c)
+    }
+
     /// Read element `(r, c)`, which this thread need not own (checked against the shape).
     ///
     /// # Safety
@@ -510,15 +548,9 @@ impl<'s, T> MatrixMut<'s, T> {
     where
         T: Copy,
     {
-        if r >= self.rows || c >= self.cols {
-            outside_matrix(r, c, self.rows, self.cols)
-        }
-        let p = self.ptr.wrapping_add(r * self.cols + c);
-        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
-        crate::host::note_element(p, crate::host::Access::Read);
-        // SAFETY: `r < rows`, `c < cols`: inside the `rows * cols` valid elements; no
-        // concurrent write (the caller's contract).
-        unsafe { p.read() }
+        // SAFETY: inside the valid elements (`at`); no concurrent write (the caller's
+        // contract).
+        unsafe { read_noted(self.at(r, c)) }
     }
 
     /// Write element `(r, c)`, which this thread need not own (checked against the shape).
@@ -549,16 +581,9 @@ impl<'s, T> MatrixMut<'s, T> {
     #[inline(always)]
     #[track_caller]
     pub unsafe fn write(&mut self, r: usize, c: usize, v: T) {
-        if r >= self.rows || c >= self.cols {
-            outside_matrix(r, c, self.rows, self.cols)
-        }
-        let p = self.ptr.wrapping_add(r * self.cols + c);
-        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
-        crate::host::note_element(p, crate::host::Access::Write);
-        // SAFETY: inside the valid elements, as in `read`; this thread is the element's only
-        // user (the caller's contract). The old value is overwritten, not dropped: elements
-        // are `DeviceCopy` (plain data) in every view the launcher builds.
-        unsafe { p.write(v) }
+        // SAFETY: inside the valid elements (`at`); this thread is the element's only user
+        // (the caller's contract).
+        unsafe { write_noted(self.at(r, c), v) }
     }
 
     /// The `R × C` tile whose top-left element is `(r0, c0)`, or `None` unless all of it lies
@@ -731,12 +756,9 @@ impl<T, const R: usize, const C: usize> TileMut<'_, T, R, C> {
     where
         T: Copy,
     {
-        let p = self.at(r, c);
-        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
-        crate::host::note_element(p, crate::host::Access::Read);
         // SAFETY: inside the matrix's valid elements (`at`); no concurrent write (the
         // caller's contract).
-        unsafe { p.read() }
+        unsafe { read_noted(self.at(r, c)) }
     }
 
     /// Write element `(r, c)` of the tile.
@@ -763,12 +785,9 @@ impl<T, const R: usize, const C: usize> TileMut<'_, T, R, C> {
     #[inline(always)]
     #[track_caller]
     pub unsafe fn write(&mut self, r: usize, c: usize, v: T) {
-        let p = self.at(r, c);
-        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
-        crate::host::note_element(p, crate::host::Access::Write);
         // SAFETY: inside the matrix's valid elements (`at`); this thread is the element's
-        // only user (the caller's contract); plain data, nothing to drop.
-        unsafe { p.write(v) }
+        // only user (the caller's contract).
+        unsafe { write_noted(self.at(r, c), v) }
     }
 }
 
