@@ -26,11 +26,17 @@ use crate::panic::{fail, index_out_of_bounds, outside_matrix};
 use core::marker::PhantomData;
 use core::ops::Index;
 
-/// Whether an `R × C` tile at `(r0, c0)` lies inside a `rows × cols` matrix. Written so that
-/// nothing overflows: `R <= rows` first, then `r0 <= rows - R`.
+/// Whether an `h × w` block at `(r0, c0)` lies inside a `rows × cols` matrix, without
+/// overflow: `h <= rows` first, then `r0 <= rows - h`.
+#[inline(always)]
+fn fits(rows: usize, cols: usize, r0: usize, c0: usize, h: usize, w: usize) -> bool {
+    h <= rows && r0 <= rows - h && w <= cols && c0 <= cols - w
+}
+
+/// Whether an `R × C` tile at `(r0, c0)` lies inside a `rows × cols` matrix.
 #[inline(always)]
 fn holds<const R: usize, const C: usize>(rows: usize, cols: usize, r0: usize, c0: usize) -> bool {
-    R <= rows && r0 <= rows - R && C <= cols && c0 <= cols - C
+    fits(rows, cols, r0, c0, R, C)
 }
 
 /// Read `*p`, logged for the simulator's race check.
@@ -90,10 +96,14 @@ fn outside_tile<const R: usize, const C: usize>(
 ///                                // `data[0 * 3 + 3]` exists
 /// ```
 pub struct Matrix<'a, T> {
-    /// Exactly `rows * cols` elements.
+    /// Element `(r, c)` is `inner[r * stride + c]`: when the matrix has an element
+    /// (`rows, cols >= 1`), `(rows - 1) * stride + cols <= inner.len()` and `cols <= stride`.
     inner: &'a [T],
     rows: usize,
     cols: usize,
+    /// Elements from the start of one row to the start of the next: `cols`, or the whole
+    /// matrix's for a [`Matrix::submatrix`].
+    stride: usize,
 }
 
 impl<T> Clone for Matrix<'_, T> {
@@ -109,6 +119,7 @@ impl<T> core::fmt::Debug for Matrix<'_, T> {
         f.debug_struct("Matrix")
             .field("rows", &self.rows)
             .field("cols", &self.cols)
+            .field("stride", &self.stride)
             .finish_non_exhaustive()
     }
 }
@@ -138,7 +149,12 @@ impl<'a, T> Matrix<'a, T> {
             fail("a matrix's rows × columns overflow usize")
         };
         match data.get(..len) {
-            Some(inner) => Matrix { inner, rows, cols },
+            Some(inner) => Matrix {
+                inner,
+                rows,
+                cols,
+                stride: cols,
+            },
             // `len > data.len() >= 0`: element `len - 1` is the first one missing.
             None => index_out_of_bounds(len - 1, data.len()),
         }
@@ -168,17 +184,118 @@ impl<'a, T> Matrix<'a, T> {
         self.cols
     }
 
-    /// The matrix's `rows * cols` elements, row after row.
+    /// Elements from the start of one row to the start of the next: [`Matrix::cols`], or
+    /// the enclosing matrix's for a [`Matrix::submatrix`].
     ///
     /// ```
     /// use berth_device::matrix::Matrix;
-    /// let data = [1u8, 2, 3, 4, 5];
-    /// assert_eq!(Matrix::new(&data, 2, 2).as_slice(), &[1, 2, 3, 4]);
+    /// let data = [0u8; 12];
+    /// let m = Matrix::new(&data, 3, 4);
+    /// assert_eq!((m.stride(), m.submatrix(1, 1, 2, 2).stride()), (4, 4));
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// The memory the matrix spans: its elements row after row, from `(0, 0)` through
+    /// `(rows - 1, cols - 1)` — exactly `rows * cols` of them for a matrix made by
+    /// [`Matrix::new`], with the enclosing matrix's other columns between the rows of a
+    /// [`Matrix::submatrix`].
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [1u8, 2, 3, 4, 5, 6];
+    /// let m = Matrix::new(&data, 2, 3);
+    /// assert_eq!(m.as_slice(), &[1, 2, 3, 4, 5, 6]);
+    /// assert_eq!(m.submatrix(0, 1, 2, 1).as_slice(), &[2, 3, 4, 5]); // (0, 1) .. (1, 1)
     /// ```
     #[inline(always)]
     #[must_use]
     pub fn as_slice(&self) -> &'a [T] {
-        self.inner
+        if self.rows == 0 || self.cols == 0 {
+            return &[];
+        }
+        // SAFETY: `(rows - 1) * stride + cols <= inner.len()` (the field's invariant).
+        unsafe {
+            self.inner
+                .get_unchecked(..(self.rows - 1) * self.stride + self.cols)
+        }
+    }
+
+    /// The `rows × cols` block whose top-left element is `(r0, c0)`, as a matrix of its own
+    /// (its [`stride`](Matrix::stride) is this one's): checked once, here, to lie inside this
+    /// matrix. A kernel that walks a band of rows or columns tile by tile takes the band
+    /// once, before its loop, and its tiles then check only the coordinate that moves.
+    ///
+    /// # Panics
+    /// Unless the block lies inside the matrix, as an index out of bounds naming its last
+    /// element (on the GPU: stops the kernel with the caller's location).
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data: Vec<u32> = (0..20).collect();
+    /// let m = Matrix::new(&data, 4, 5);
+    /// // Columns 3 and 4 of every row.
+    /// let band = m.submatrix(0, 3, 4, 2);
+    /// assert_eq!((band[(0, 0)], band[(3, 1)], band.row(1)), (3, 19, &[8, 9][..]));
+    /// assert_eq!(band.get(0, 2), None); // column 5 of `m` does not exist
+    /// assert_eq!(band.tile::<2, 2>(2, 0)[(0, 1)], 14);
+    /// assert!(std::panic::catch_unwind(|| m.submatrix(1, 3, 4, 2)).is_err());
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn submatrix(&self, r0: usize, c0: usize, rows: usize, cols: usize) -> Matrix<'a, T> {
+        match self.get_submatrix(r0, c0, rows, cols) {
+            Some(m) => m,
+            None => outside_matrix(
+                r0.saturating_add(rows.max(1) - 1),
+                c0.saturating_add(cols.max(1) - 1),
+                self.rows,
+                self.cols,
+            ),
+        }
+    }
+
+    /// [`Matrix::submatrix`], or `None` unless the block lies inside the matrix.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [0u8; 12];
+    /// let m = Matrix::new(&data, 3, 4);
+    /// assert!(m.get_submatrix(1, 1, 2, 3).is_some());
+    /// assert!(m.get_submatrix(1, 2, 2, 3).is_none());
+    /// assert!(m.get_submatrix(usize::MAX, 0, 2, 1).is_none());
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get_submatrix(
+        &self,
+        r0: usize,
+        c0: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Option<Matrix<'a, T>> {
+        if !fits(self.rows, self.cols, r0, c0, rows, cols) {
+            return None;
+        }
+        let inner = if rows == 0 || cols == 0 {
+            &[]
+        } else {
+            // SAFETY: with `rows, cols >= 1`, `r0 < self.rows` and `c0 < self.cols`, so the
+            // start `r0 * stride + c0` is an element of this matrix, inside `inner`.
+            unsafe { self.inner.get_unchecked(r0 * self.stride + c0..) }
+        };
+        // The invariant: `(rows - 1) * stride + cols` from the new start reaches
+        // `(r0 + rows - 1) * stride + c0 + cols <= (self.rows - 1) * stride + self.cols`.
+        Some(Matrix {
+            inner,
+            rows,
+            cols,
+            stride: self.stride,
+        })
     }
 
     /// Element `(r, c)`, or `None` when `r >= rows` or `c >= cols`.
@@ -193,9 +310,9 @@ impl<'a, T> Matrix<'a, T> {
     #[must_use]
     pub fn get(&self, r: usize, c: usize) -> Option<&'a T> {
         if r < self.rows && c < self.cols {
-            // SAFETY: `r * cols + c <= (rows - 1) * cols + cols - 1 < rows * cols`, the
-            // length of `inner`.
-            Some(unsafe { self.inner.get_unchecked(r * self.cols + c) })
+            // SAFETY: `r * stride + c <= (rows - 1) * stride + cols - 1 < inner.len()` (the
+            // field's invariant).
+            Some(unsafe { self.inner.get_unchecked(r * self.stride + c) })
         } else {
             None
         }
@@ -220,8 +337,9 @@ impl<'a, T> Matrix<'a, T> {
         if r >= self.rows {
             outside_matrix(r, 0, self.rows, self.cols)
         }
-        // SAFETY: `r < rows`, so `(r + 1) * cols <= rows * cols`, the length of `inner`.
-        unsafe { self.inner.get_unchecked(r * self.cols..(r + 1) * self.cols) }
+        let start = r * self.stride;
+        // SAFETY: `r < rows`, so `start + cols <= (rows - 1) * stride + cols <= inner.len()`.
+        unsafe { self.inner.get_unchecked(start..start + self.cols) }
     }
 
     /// The `R × C` tile whose top-left element is `(r0, c0)`, or `None` unless all of it lies
@@ -262,9 +380,9 @@ impl<'a, T> Matrix<'a, T> {
         Tile {
             inner: self.inner,
             // Exact whenever the tile has an element (`R, C >= 1`: then `r0 < rows`,
-            // `c0 < cols`, and the sum is below `rows * cols`); unused otherwise.
-            offset: r0.wrapping_mul(self.cols).wrapping_add(c0),
-            stride: self.cols,
+            // `c0 < cols`, and the sum indexes an element of `inner`); unused otherwise.
+            offset: r0.wrapping_mul(self.stride).wrapping_add(c0),
+            stride: self.stride,
             origin: (r0, c0),
         }
     }
@@ -384,10 +502,10 @@ impl<'a, T, const R: usize, const C: usize> Tile<'a, T, R, C> {
     pub fn get(&self, r: usize, c: usize) -> Option<&'a T> {
         if r < R && c < C {
             // SAFETY: the tile was made inside the matrix (`holds`):
-            // `r0 + R <= rows` and `c0 + C <= cols`, where `offset = r0 * cols + c0` and
-            // `stride = cols`. With `r < R` and `c < C`, the index is
-            // `(r0 + r) * cols + c0 + c <= (rows - 1) * cols + cols - 1 < rows * cols`,
-            // the length of `inner`.
+            // `r0 + R <= rows` and `c0 + C <= cols`, where `offset = r0 * stride + c0`.
+            // With `r < R` and `c < C`, the index is
+            // `(r0 + r) * stride + c0 + c <= (rows - 1) * stride + cols - 1 < inner.len()`
+            // (the matrix's invariant).
             Some(unsafe { self.inner.get_unchecked(self.offset + r * self.stride + c) })
         } else {
             None

@@ -65,18 +65,21 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let tid = ty * 16 + tx;
     let n = n as usize;
     let (row0, col0) = (block::idx_y() * REG4_TILE, block::idx_x() * REG4_TILE);
-    let (a, b) = (a.matrix(n, n), b.matrix(n, n));
+    // The block's 64 rows of `a` and 64 columns of `b`, checked once: a grid that reaches
+    // past `n` stops here.
+    let a_rows = a.matrix(n, n).submatrix(row0, 0, REG4_TILE, n);
+    let b_cols = b.matrix(n, n).submatrix(0, col0, n, REG4_TILE);
     let mut acc = [[0.0f32; 4]; 4];
     let mut t = 0;
     while t < n {
-        // The slices of `a` and `b` this step reads, each checked once to lie inside its
-        // matrix (which stops a grid that reaches past `n`, or an `n` that is not a multiple
-        // of 16); the element indices below are proved inside them (`tid < 256` from the
-        // declared block). Every load first, then the stores: a store right behind a load
-        // would wait for it before the next load could start.
+        // The slices of `a` and `b` this step reads, checked to lie inside their bands (only
+        // `t` moves: an `n` that is not a multiple of 16 stops here); the element indices
+        // below are proved inside them (`tid < 256` from the declared block). Every load
+        // first, then the stores: a store right behind a load would wait for it before the
+        // next load could start.
         let (ta, tb) = (
-            a.tile::<REG4_TILE, BK>(row0, t),
-            b.tile::<BK, REG4_TILE>(t, col0),
+            a_rows.tile::<REG4_TILE, BK>(0, t),
+            b_cols.tile::<BK, REG4_TILE>(t, 0),
         );
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
@@ -96,8 +99,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
             } }
         }
         // SAFETY: every thread of the block reaches this barrier and the one below, the same
-        // number of times: the loop's trip count depends only on `n`, and the tile checks
-        // above stop whole blocks (they depend only on the block's index, `t` and `n`).
+        // number of times: the loop's trip count depends only on `n`, and the checks above
+        // stop whole blocks (they depend only on the block's index, `t` and `n`).
         unsafe { sync_threads() };
         unroll! { for k in 0..16 {
             let mut fa = [0.0f32; 4];
@@ -141,8 +144,9 @@ pub const REG8_TILE: usize = 128;
 /// (`n` a multiple of 128), `a` and `b` through shared memory in 128×8 / 8×128 slices.
 /// Launch with `Grid::new((n / 128, n / 128), (16, 16))`.
 ///
-/// Every global access goes through a [`Tile`] of a [`Matrix`] view: one check per tile
-/// step that the slice lies inside the matrix, none per element. A grid that reaches past
+/// Every global access goes through a [`Tile`] of a [`Matrix`] view: the block's bands of
+/// `a` and `b` checked once, then one check per step that its tiles lie inside them, none
+/// per element. A grid that reaches past
 /// `n`, an `n` that is not a multiple of 8, or a slice shorter than `n²` stops the kernel
 /// with the located index.
 #[gpu_kernel(block = (16, 16))]
@@ -192,7 +196,14 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
     let tid = ty * 16 + tx;
     let (row0, col0) = (block::idx_y() * REG8_TILE, block::idx_x() * REG8_TILE);
-    let (am, bm) = (a.matrix(n, n), b.matrix(n, n));
+    // The checked kernel's views: the block's 128 rows of `a` and 128 columns of `b`,
+    // checked once.
+    let bands = CHECKED.then(|| {
+        (
+            a.matrix(n, n).submatrix(row0, 0, REG8_TILE, n),
+            b.matrix(n, n).submatrix(0, col0, n, REG8_TILE),
+        )
+    });
     let mut acc = [[0.0f32; 8]; 8];
     let mut t = 0;
     while t < n {
@@ -200,11 +211,12 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
         // block, and a store right behind a load would wait for it before the next load
         // could start.
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
-        if CHECKED {
-            // One check per tile that it lies inside its matrix; the element indices below
-            // are proved inside the tiles (`tid < 256` from the declared block).
-            let ta = am.tile::<REG8_TILE, BK>(row0, t);
-            let tb = bm.tile::<BK, REG8_TILE>(t, col0);
+        if let Some((a_rows, b_cols)) = bands {
+            // One check per step that its tiles lie inside their bands (only `t` moves);
+            // the element indices below are proved inside the tiles (`tid < 256` from the
+            // declared block).
+            let ta = a_rows.tile::<REG8_TILE, BK>(0, t);
+            let tb = b_cols.tile::<BK, REG8_TILE>(t, 0);
             unroll! { for l in 0..4 {
                 let e = tid + l * 256;
                 va[l] = ta[(e / BK, e % BK)];

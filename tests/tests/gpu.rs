@@ -105,7 +105,8 @@ macro_rules! in_child_on_the_gpu {
 /// A tile of a `Matrix` view that reaches past the matrix stops the kernel at the line that
 /// asked for it, naming the tile's last element and the matrix's shape (the record's MATRIX
 /// kind, decoded by the host), before anything is written: `sgemm_reg8` on a 132 × 132
-/// product reaches column 135 with its eight-column step at `t = 128`.
+/// product reaches column 135 of its block's 128 × 132 band of `a` with its eight-column
+/// step at `t = 128`.
 #[test]
 fn a_tile_past_its_matrix_is_reported_with_row_column_and_shape() {
     in_child_on_the_gpu!("a_tile_past_its_matrix_is_reported_with_row_column_and_shape");
@@ -125,7 +126,7 @@ fn a_tile_past_its_matrix_is_reported_with_row_column_and_shape() {
     assert_eq!(kernel, "sgemm_reg8");
     let line = include_str!("../../examples/src/compute.rs")
         .lines()
-        .position(|l| l.contains("let ta = am.tile::<REG8_TILE, BK>(row0, t);"))
+        .position(|l| l.contains("let ta = a_rows.tile::<REG8_TILE, BK>(0, t);"))
         .expect("the tile line") as u32
         + 1;
     assert_eq!(
@@ -135,7 +136,7 @@ fn a_tile_past_its_matrix_is_reported_with_row_column_and_shape() {
     );
     assert_eq!(
         report.message,
-        "index (127, 135) out of bounds: the matrix is 132 × 132 (rows × columns)"
+        "index (127, 135) out of bounds: the matrix is 128 × 132 (rows × columns)"
     );
     if !cfg!(feature = "gpu") {
         // On a GPU the trap loses the context with everything in it.
