@@ -159,9 +159,9 @@ pub fn write(md: &mut String, compute: &str) -> Result {
     writeln!(
         md,
         "\n`sgemm_tiled` checks each global access; `sgemm_reg4` and `sgemm_reg8` reach \
-         global memory through `Matrix` tiles (one check per tile, none per element). \
-         `sgemm_reg8_unchecked` is `sgemm_reg8` with its global loads and stores unchecked \
-         after one up-front validation: the pair measures what the tile checks cost. \
+         global memory through `Matrix` bands and tiles (one check per k-step, none per \
+         element). `sgemm_reg8_unchecked` is `sgemm_reg8` with its global loads and stores \
+         unchecked after one up-front validation: the pair measures what the checks cost. \
          `black_scholes` declares its five slices `same_len` (the launcher checks their \
          lengths, and no access is checked in the kernel); `black_scholes_unchecked` checks the \
          lengths in every thread instead, then indexes unchecked. Each pair's nvcc columns are \
