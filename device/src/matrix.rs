@@ -954,6 +954,51 @@ mod tests {
         assert_eq!(empty.get(0, 0), None);
     }
 
+    /// Blocks of a matrix (and blocks of blocks) keep the enclosing stride: every element,
+    /// row, tile and span they hand out is the enclosing matrix's at the shifted position,
+    /// and a block reaching outside — past an edge, from an origin near `usize::MAX`, of
+    /// zero size beyond the far edge — is refused.
+    #[test]
+    fn submatrices_read_exactly_their_block() {
+        let data: Vec<u32> = (0..6 * 7).collect();
+        let m = Matrix::new(&data, 6, 7);
+        let at = |r: usize, c: usize| data[r * 7 + c];
+        for (r0, c0, h, w) in [(0, 0, 6, 7), (1, 2, 3, 4), (5, 6, 1, 1), (2, 0, 4, 7)] {
+            let b = m.submatrix(r0, c0, h, w);
+            assert_eq!((b.rows(), b.cols(), b.stride()), (h, w, 7));
+            for r in 0..h {
+                assert_eq!(b.row(r), &data[(r0 + r) * 7 + c0..][..w]);
+                for c in 0..w {
+                    assert_eq!(b[(r, c)], at(r0 + r, c0 + c));
+                }
+                assert_eq!(b.get(r, w), None);
+            }
+            assert_eq!(b.get(h, 0), None);
+            assert_eq!(b.as_slice().len(), (h - 1) * 7 + w);
+            if h >= 2 && w >= 2 {
+                let t = b.tile::<2, 2>(h - 2, w - 2);
+                assert_eq!(t[(1, 1)], at(r0 + h - 1, c0 + w - 1));
+                assert!(b.get_tile::<2, 2>(h - 1, 0).is_none());
+                // A block of a block.
+                let bb = b.submatrix(1, 1, h - 1, w - 1);
+                assert_eq!(bb[(h - 2, w - 2)], at(r0 + h - 1, c0 + w - 1));
+                assert!(b.get_submatrix(1, 1, h, 1).is_none());
+            }
+        }
+        let big = usize::MAX;
+        for (r0, c0, h, w) in [(1, 0, 6, 1), (0, 1, 1, 7), (big, 0, 2, 1), (0, big, 1, 2)] {
+            assert!(
+                m.get_submatrix(r0, c0, h, w).is_none(),
+                "({r0}, {c0}, {h}, {w})"
+            );
+            assert!(std::panic::catch_unwind(|| m.submatrix(r0, c0, h, w)).is_err());
+        }
+        let empty = m.submatrix(6, 7, 0, 0);
+        assert_eq!((empty.get(0, 0), empty.as_slice().len()), (None, 0));
+        assert!(empty.get_tile::<1, 1>(0, 0).is_none());
+        assert!(m.get_submatrix(7, 0, 0, 1).is_none());
+    }
+
     /// A shape is checked against the slice, including shapes whose element count
     /// overflows, and an element outside the shape is refused even where the slice has one
     /// (column `cols` of row 0 is element `cols` of the slice).
