@@ -33,10 +33,20 @@ fn fits(rows: usize, cols: usize, r0: usize, c0: usize, h: usize, w: usize) -> b
     h <= rows && r0 <= rows - h && w <= cols && c0 <= cols - w
 }
 
-/// Whether an `R × C` tile at `(r0, c0)` lies inside a `rows × cols` matrix.
+/// The element count of a `rows × cols` matrix made of a slice of `len` elements: stops the
+/// kernel (at the caller's location) when the count overflows, or as an index out of bounds
+/// naming the first missing element when the slice is shorter.
 #[inline(always)]
-fn holds<const R: usize, const C: usize>(rows: usize, cols: usize, r0: usize, c0: usize) -> bool {
-    fits(rows, cols, r0, c0, R, C)
+#[track_caller]
+pub(crate) fn checked_shape(rows: usize, cols: usize, len: usize) -> usize {
+    let Some(n) = rows.checked_mul(cols) else {
+        fail("a matrix's rows × columns overflow usize")
+    };
+    if n > len {
+        // `n > len >= 0`: element `n - 1` is the first one missing.
+        index_out_of_bounds(n - 1, len)
+    }
+    n
 }
 
 /// Read `*p`, logged for the simulator's race check.
@@ -66,18 +76,14 @@ unsafe fn write_noted<T>(p: *mut T, v: T) {
     unsafe { p.write(v) }
 }
 
-/// Report a tile that reaches outside its matrix, naming the tile's last element.
+/// Report an `h × w` block (a tile or a submatrix) at `(r0, c0)` that reaches outside its
+/// `rows × cols` matrix, naming the block's last element.
 #[inline(always)]
 #[track_caller]
-fn outside_tile<const R: usize, const C: usize>(
-    r0: usize,
-    c0: usize,
-    rows: usize,
-    cols: usize,
-) -> ! {
+fn outside_block(r0: usize, c0: usize, h: usize, w: usize, rows: usize, cols: usize) -> ! {
     outside_matrix(
-        r0.saturating_add(R.max(1) - 1),
-        c0.saturating_add(C.max(1) - 1),
+        r0.saturating_add(h.max(1) - 1),
+        c0.saturating_add(w.max(1) - 1),
         rows,
         cols,
     )
@@ -145,18 +151,13 @@ impl<'a, T> Matrix<'a, T> {
     #[track_caller]
     #[must_use]
     pub fn new(data: &'a [T], rows: usize, cols: usize) -> Self {
-        let Some(len) = rows.checked_mul(cols) else {
-            fail("a matrix's rows × columns overflow usize")
-        };
-        match data.get(..len) {
-            Some(inner) => Matrix {
-                inner,
-                rows,
-                cols,
-                stride: cols,
-            },
-            // `len > data.len() >= 0`: element `len - 1` is the first one missing.
-            None => index_out_of_bounds(len - 1, data.len()),
+        let n = checked_shape(rows, cols, data.len());
+        Matrix {
+            // SAFETY: `n <= data.len()` (checked_shape).
+            inner: unsafe { data.get_unchecked(..n) },
+            rows,
+            cols,
+            stride: cols,
         }
     }
 
@@ -250,12 +251,7 @@ impl<'a, T> Matrix<'a, T> {
     pub fn submatrix(&self, r0: usize, c0: usize, rows: usize, cols: usize) -> Matrix<'a, T> {
         match self.get_submatrix(r0, c0, rows, cols) {
             Some(m) => m,
-            None => outside_matrix(
-                r0.saturating_add(rows.max(1) - 1),
-                c0.saturating_add(cols.max(1) - 1),
-                self.rows,
-                self.cols,
-            ),
+            None => outside_block(r0, c0, rows, cols, self.rows, self.cols),
         }
     }
 
@@ -361,7 +357,7 @@ impl<'a, T> Matrix<'a, T> {
         r0: usize,
         c0: usize,
     ) -> Option<Tile<'a, T, R, C>> {
-        if holds::<R, C>(self.rows, self.cols, r0, c0) {
+        if fits(self.rows, self.cols, r0, c0, R, C) {
             // SAFETY: just checked.
             Some(unsafe { self.tile_unchecked(r0, c0) })
         } else {
@@ -370,7 +366,7 @@ impl<'a, T> Matrix<'a, T> {
     }
 
     /// # Safety
-    /// `holds::<R, C>(self.rows, self.cols, r0, c0)`.
+    /// `fits(self.rows, self.cols, r0, c0, R, C)`.
     #[inline(always)]
     unsafe fn tile_unchecked<const R: usize, const C: usize>(
         &self,
@@ -410,8 +406,8 @@ impl<'a, T> Matrix<'a, T> {
     #[track_caller]
     #[must_use]
     pub fn tile<const R: usize, const C: usize>(&self, r0: usize, c0: usize) -> Tile<'a, T, R, C> {
-        if !holds::<R, C>(self.rows, self.cols, r0, c0) {
-            outside_tile::<R, C>(r0, c0, self.rows, self.cols)
+        if !fits(self.rows, self.cols, r0, c0, R, C) {
+            outside_block(r0, c0, R, C, self.rows, self.cols)
         }
         // SAFETY: just checked.
         unsafe { self.tile_unchecked(r0, c0) }
@@ -501,7 +497,7 @@ impl<'a, T, const R: usize, const C: usize> Tile<'a, T, R, C> {
     #[must_use]
     pub fn get(&self, r: usize, c: usize) -> Option<&'a T> {
         if r < R && c < C {
-            // SAFETY: the tile was made inside the matrix (`holds`):
+            // SAFETY: the tile was made inside the matrix (`fits`):
             // `r0 + R <= rows` and `c0 + C <= cols`, where `offset = r0 * stride + c0`.
             // With `r < R` and `c < C`, the index is
             // `(r0 + r) * stride + c0 + c <= (rows - 1) * stride + cols - 1 < inner.len()`
@@ -723,7 +719,7 @@ impl<'s, T> MatrixMut<'s, T> {
         r0: usize,
         c0: usize,
     ) -> Option<TileMut<'_, T, R, C>> {
-        if holds::<R, C>(self.rows, self.cols, r0, c0) {
+        if fits(self.rows, self.cols, r0, c0, R, C) {
             // SAFETY: just checked.
             Some(unsafe { self.tile_mut_unchecked(r0, c0) })
         } else {
@@ -761,15 +757,15 @@ impl<'s, T> MatrixMut<'s, T> {
         r0: usize,
         c0: usize,
     ) -> TileMut<'_, T, R, C> {
-        if !holds::<R, C>(self.rows, self.cols, r0, c0) {
-            outside_tile::<R, C>(r0, c0, self.rows, self.cols)
+        if !fits(self.rows, self.cols, r0, c0, R, C) {
+            outside_block(r0, c0, R, C, self.rows, self.cols)
         }
         // SAFETY: just checked.
         unsafe { self.tile_mut_unchecked(r0, c0) }
     }
 
     /// # Safety
-    /// `holds::<R, C>(rows, cols, r0, c0)`.
+    /// `fits(rows, cols, r0, c0, R, C)`.
     #[inline(always)]
     unsafe fn tile_mut_unchecked<const R: usize, const C: usize>(
         &mut self,
@@ -848,7 +844,7 @@ impl<T, const R: usize, const C: usize> TileMut<'_, T, R, C> {
         if r >= R || c >= C {
             outside_matrix(r, c, R, C)
         }
-        // Inside the matrix: the tile was made inside it (`holds`), so with `r < R`, `c < C`
+        // Inside the matrix: the tile was made inside it (`fits`), so with `r < R`, `c < C`
         // the element is `(r0 + r, c0 + c)` of the matrix, below `rows * cols`.
         self.base.wrapping_add(r * self.stride + c)
     }

@@ -287,14 +287,8 @@ impl<'a, T> SliceMut<'a, T> {
     #[track_caller]
     #[must_use]
     pub fn matrix_mut(&mut self, rows: usize, cols: usize) -> crate::matrix::MatrixMut<'_, T> {
-        let Some(n) = rows.checked_mul(cols) else {
-            crate::panic::fail("a matrix's rows × columns overflow usize")
-        };
-        if n > self.len {
-            // `n > len >= 0`: element `n - 1` is the first one missing.
-            out_of_bounds(n - 1, self.len)
-        }
-        // SAFETY: `n <= len` elements from `ptr` are valid for reads and writes for as long
+        crate::matrix::checked_shape(rows, cols, self.len);
+        // SAFETY: `rows * cols <= len` elements (checked_shape) from `ptr` are valid for reads and writes for as long
         // as this view (from_raw's contract), which `&mut self` borrows.
         unsafe { crate::matrix::MatrixMut::from_raw(self.ptr, rows, cols) }
     }

@@ -173,11 +173,20 @@ pub mod timing {
 /// The 1-based line of the first line of `examples/src/lib.rs` containing `needle`: tests
 /// that check reported source locations find the line instead of hard-coding it.
 pub fn example_line(needle: &str) -> u32 {
-    let src = include_str!("../../examples/src/lib.rs");
+    line_in(
+        "examples/src/lib.rs",
+        include_str!("../../examples/src/lib.rs"),
+        needle,
+    )
+}
+
+/// [`example_line`] of another source file: the 1-based line of the first line of `src`
+/// (the text of `file`) containing `needle`.
+pub fn line_in(file: &str, src: &str, needle: &str) -> u32 {
     src.lines()
         .position(|l| l.contains(needle))
         .map(|i| i as u32 + 1)
-        .unwrap_or_else(|| panic!("`{needle}` not found in examples/src/lib.rs"))
+        .unwrap_or_else(|| panic!("`{needle}` not found in {file}"))
 }
 pub mod warp_ref;
 

@@ -124,11 +124,11 @@ fn a_tile_past_its_matrix_is_reported_with_row_column_and_shape() {
         panic!("expected KernelPanic, got {err}");
     };
     assert_eq!(kernel, "sgemm_reg8");
-    let line = include_str!("../../examples/src/compute.rs")
-        .lines()
-        .position(|l| l.contains("let ta = a_rows.tile::<REG8_TILE, BK>(0, t);"))
-        .expect("the tile line") as u32
-        + 1;
+    let line = berth_tests::line_in(
+        "examples/src/compute.rs",
+        include_str!("../../examples/src/compute.rs"),
+        "let ta = a_rows.tile::<REG8_TILE, BK>(0, t);",
+    );
     assert_eq!(
         (report.file.as_str(), report.line),
         ("examples/src/compute.rs", line),
