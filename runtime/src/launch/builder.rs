@@ -6,7 +6,6 @@ use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
 use crate::backend::GraphNode;
 use crate::context::Inner;
 use crate::error::Result;
-use crate::gpu::Gpu;
 use crate::launch::grid::Grid;
 use crate::launch::kernel::Kernel;
 use crate::launch::params::ParamBlock;
@@ -145,13 +144,10 @@ impl<'l> Launch<'l> {
             // would measure on a stream here.
             return;
         }
-        let gpu = Gpu {
-            inner: self.gpu().clone(),
-        };
         let touch = self.touch.unwrap_or(Touch::All);
         let size = std::mem::size_of::<T>();
         let window = touch.window(a.len);
-        let d = decide_for(&gpu, &a, size, touch, self.stream);
+        let d = decide_for(self.gpu(), &a, size, touch, self.stream);
         tracing::debug!(
             kernel = self.args.kernel.name,
             arg = self.args.arg_name(),

@@ -3,6 +3,7 @@
 //! the random-read rate of the memory itself, measured on the device.
 
 use crate::args::{ArgRef, MappedArg};
+use crate::context::Inner;
 use crate::gpu::Gpu;
 use crate::placement::calibration::link_costs;
 use crate::placement::model::{
@@ -11,26 +12,32 @@ use crate::placement::model::{
 use crate::placement::probe::{device_profile, random_read_rate};
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
+use std::sync::Arc;
 
 /// [`Gpu::auto_decision`] for the argument `a` of `elem`-byte elements, probing on `stream`.
+/// Every `#[auto]` launch takes it on the host before its kernel: a few tens of nanoseconds
+/// unless it probes.
 pub(crate) fn decide_for(
-    gpu: &Gpu,
+    inner: &Arc<Inner>,
     a: &ArgRef<'_>,
     elem: usize,
     hint: Touch,
     stream: sys::CUstream,
 ) -> Decision {
-    let profile = device_profile(&gpu.inner).unwrap_or_default();
-    let costs = link_costs(&gpu.inner);
+    let profile = device_profile(inner).unwrap_or_default();
+    let costs = link_costs(inner);
     let access = hint.access(a.len, elem);
     let d = decide(&costs, &profile, &access);
     // Without a link (the simulator) there is no rate that could settle anything.
-    if !gpu.inner.ops().has_link() || !worth_probing(&costs, &profile, &access, &d) {
+    if !inner.ops().has_link() || !worth_probing(&costs, &profile, &access, &d) {
         return d;
     }
     // A close call: it hangs on how fast this allocation answers random reads.
     let reads = probe_reads(d.copy_whole_s, costs.random_per_s(a.bytes));
-    match random_read_rate(gpu, a, stream, reads) {
+    let gpu = Gpu {
+        inner: inner.clone(),
+    };
+    match random_read_rate(&gpu, a, stream, reads) {
         Ok(rate) => Decision {
             measured_random_per_s: Some(rate),
             ..decide_with_random_rate(&costs, &profile, &access, rate)
@@ -55,7 +62,7 @@ impl Gpu {
     ) -> Decision {
         let a = memory.__arg();
         decide_for(
-            self,
+            &self.inner,
             &a,
             std::mem::size_of::<T>(),
             hint,

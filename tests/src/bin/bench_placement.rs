@@ -482,9 +482,14 @@ fn auto_sweep(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
 }
 
 /// The medians of `N` ways of doing one thing (`run(0..N, timer)`), measured in turns so
-/// that drift on a shared machine hits all alike. Each gets one warm-up, then at least
+/// that drift on a shared machine hits all alike. Each gets two warm-ups, then at least
 /// `reps` timed runs and more when it is short (up to 201, about 50 ms of runs), since a
-/// 10 µs launch varies by more than the 5% the comparison needs. The order of the turns
+/// 10 µs launch varies by more than the 5% the comparison needs. The count is set by the
+/// second warm-up: the first can include loading the kernel's module (milliseconds), and a
+/// short launch counted from it got a tenth of the runs of its rival.
+///
+/// Every way is sampled over the same stretch of rounds: one with fewer runs takes them
+/// spread evenly over all the rounds, not bunched at the start. The order of the turns
 /// alternates (0..N, then N..0) so that no way always runs right after the same other one:
 /// with a fixed order `#[auto]` always followed the whole-table copy and `mapped` always
 /// followed `#[auto]`, and at the tiniest launches (8–15 µs) `#[auto]` measured 3–5% slower
@@ -496,14 +501,17 @@ fn interleaved_medians<const N: usize>(
 ) -> Result<[f64; N], BoxError> {
     let mut want = [0usize; N];
     for (s, w) in want.iter_mut().enumerate() {
+        run(s, timer)?;
         let warm = run(s, timer)?;
         *w = ((50.0 / warm.max(1e-3)).ceil() as usize).clamp(reps, 201);
     }
+    let rounds = want.iter().copied().max().unwrap_or(0);
     let mut times: [Vec<f32>; N] = std::array::from_fn(|_| Vec::new());
-    for r in 0..want.iter().copied().max().unwrap_or(0) {
+    for r in 0..rounds {
         for j in 0..N {
             let s = if r % 2 == 0 { j } else { N - 1 - j };
-            if r < want[s] {
+            // True for exactly `want[s]` of the rounds, evenly spaced.
+            if (r + 1) * want[s] / rounds > r * want[s] / rounds {
                 times[s].push(run(s, timer)?);
             }
         }
