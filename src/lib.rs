@@ -92,8 +92,8 @@ pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
     AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Matrix, MatrixMut, Own, PerBlock, Shared,
-    Signals, Slice, SliceMut, Slot, Tile, TileMut, Window, bf16, f16, gpu_assert, gpu_or_host,
-    math, shared_array,
+    Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window, bf16, f16, gpu_assert,
+    gpu_or_host, math, shared_array,
 };
 #[doc = include_str!("gpu_kernel.md")]
 pub use berth_macros::gpu_kernel;
@@ -117,7 +117,7 @@ pub mod prelude {
     pub use berth_device::signal::now_ns;
     pub use berth_device::{
         AtomicSlice, DeviceCopy, Mailbox, Matrix, MatrixMut, Own, PerBlock, Shared, Signals, Slice,
-        SliceMut, Slot, Tile, TileMut, Window,
+        SliceMut, Slot, Tile, TileMut, Tiles, Window,
     };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{

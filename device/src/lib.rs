@@ -37,7 +37,7 @@ pub use ::half::{bf16, f16};
 pub use atomic::AtomicSlice;
 pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
-pub use matrix::{Matrix, MatrixMut, Tile, TileMut};
+pub use matrix::{Matrix, MatrixMut, Tile, TileMut, Tiles};
 pub use own::Own;
 pub use panic::fail;
 #[doc(hidden)]

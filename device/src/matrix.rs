@@ -374,12 +374,15 @@ impl<'a, T> Matrix<'a, T> {
         c0: usize,
     ) -> Tile<'a, T, R, C> {
         Tile {
-            inner: self.inner,
-            // Exact whenever the tile has an element (`R, C >= 1`: then `r0 < rows`,
-            // `c0 < cols`, and the sum indexes an element of `inner`); unused otherwise.
-            offset: r0.wrapping_mul(self.stride).wrapping_add(c0),
+            // Element `(r0, c0)` whenever the tile has one (`R, C >= 1`: then `r0 < rows`,
+            // `c0 < cols`, and the sum indexes an element of `inner`); never read otherwise.
+            base: self
+                .inner
+                .as_ptr()
+                .wrapping_add(r0.wrapping_mul(self.stride).wrapping_add(c0)),
             stride: self.stride,
             origin: (r0, c0),
+            _life: PhantomData,
         }
     }
 
@@ -412,7 +415,235 @@ impl<'a, T> Matrix<'a, T> {
         // SAFETY: just checked.
         unsafe { self.tile_unchecked(r0, c0) }
     }
+
+    /// The `R × C` tiles of rows `r0 .. r0 + R`, left to right, covering every column:
+    /// tile `k` is [`tile::<R, C>(r0, k * C)`](Matrix::tile). Checked once, here, for all of
+    /// them — the rows exist and the columns are a whole number of tiles — so the walk
+    /// costs no check per tile: the iterator's end test is its only comparison. The `a`
+    /// side of a matrix product walks its band of rows this way, in step with
+    /// [`Matrix::tiles_down`] on `b`'s band of columns.
+    ///
+    /// # Panics
+    /// Unless rows `r0 .. r0 + R` exist and `C` divides the columns, as an index out of
+    /// bounds naming the last element of the first tile that would not fit (on the GPU:
+    /// stops the kernel with the caller's location). A tile with no row or no column does
+    /// not compile. For a ragged edge, walk the whole tiles of a
+    /// [`submatrix`](Matrix::submatrix) and take the rest with [`Matrix::get_tile`].
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data: Vec<u32> = (0..24).collect();
+    /// let m = Matrix::new(&data, 4, 6);
+    /// // Rows 2 and 3, three 2 × 2 tiles left to right.
+    /// let firsts: Vec<u32> = m.tiles_across::<2, 2>(2).map(|t| t[(0, 0)]).collect();
+    /// assert_eq!(firsts, [12, 14, 16]);
+    /// let err = std::panic::catch_unwind(|| m.tiles_across::<2, 4>(0)).unwrap_err();
+    /// assert_eq!(
+    ///     err.downcast_ref::<String>().unwrap(),
+    ///     "index (1, 7) out of bounds: the matrix is 4 × 6 (rows × columns)"
+    /// );
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn tiles_across<const R: usize, const C: usize>(&self, r0: usize) -> Tiles<'a, T, R, C> {
+        match self.get_tiles_across(r0) {
+            Some(t) => t,
+            // Rows missing: the first tile does not fit; else the one after the last whole.
+            None if !fits(self.rows, self.cols, r0, 0, R, 0) => {
+                outside_block(r0, 0, R, C, self.rows, self.cols)
+            }
+            None => outside_block(r0, self.cols / C * C, R, C, self.rows, self.cols),
+        }
+    }
+
+    /// [`Matrix::tiles_across`], or `None` unless rows `r0 .. r0 + R` exist and `C` divides
+    /// the columns.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [0u8; 24];
+    /// let m = Matrix::new(&data, 4, 6);
+    /// assert_eq!(m.get_tiles_across::<4, 3>(0).map(|t| t.len()), Some(2));
+    /// assert!(m.get_tiles_across::<2, 4>(0).is_none()); // 6 columns are not whole tiles of 4
+    /// assert!(m.get_tiles_across::<2, 3>(3).is_none()); // row 4 does not exist
+    /// assert!(m.get_tiles_across::<1, 1>(usize::MAX).is_none());
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get_tiles_across<const R: usize, const C: usize>(
+        &self,
+        r0: usize,
+    ) -> Option<Tiles<'a, T, R, C>> {
+        const { assert!(R > 0 && C > 0, "a tile has at least one row and one column") };
+        if !fits(self.rows, self.cols, r0, 0, R, 0) || !self.cols.is_multiple_of(C) {
+            return None;
+        }
+        // Tile `k < cols / C` starts at column `k * C <= cols - C`: inside.
+        Some(Tiles {
+            matrix: *self,
+            front: (r0, 0),
+            step: (0, C),
+            left: self.cols / C,
+        })
+    }
+
+    /// The `R × C` tiles of columns `c0 .. c0 + C`, top to bottom, covering every row: tile
+    /// `k` is [`tile::<R, C>(k * R, c0)`](Matrix::tile). Checked once, here, for all of
+    /// them, as [`Matrix::tiles_across`] is; the `b` side of a matrix product walks its band
+    /// of columns this way.
+    ///
+    /// # Panics
+    /// Unless columns `c0 .. c0 + C` exist and `R` divides the rows, as an index out of
+    /// bounds naming the last element of the first tile that would not fit (on the GPU:
+    /// stops the kernel with the caller's location). A tile with no row or no column does
+    /// not compile.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data: Vec<u32> = (0..24).collect();
+    /// let m = Matrix::new(&data, 6, 4);
+    /// // Columns 1 and 2, three 2 × 2 tiles top to bottom; the last one first.
+    /// let mut tiles = m.tiles_down::<2, 2>(1);
+    /// assert_eq!(tiles.next_back().map(|t| (t.origin(), t[(1, 1)])), Some(((4, 1), 22)));
+    /// assert_eq!(tiles.map(|t| t.row(0)[0]).collect::<Vec<_>>(), [1, 9]);
+    /// assert!(std::panic::catch_unwind(|| m.tiles_down::<4, 2>(1)).is_err()); // rows 4..8
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn tiles_down<const R: usize, const C: usize>(&self, c0: usize) -> Tiles<'a, T, R, C> {
+        match self.get_tiles_down(c0) {
+            Some(t) => t,
+            None if !fits(self.rows, self.cols, 0, c0, 0, C) => {
+                outside_block(0, c0, R, C, self.rows, self.cols)
+            }
+            None => outside_block(self.rows / R * R, c0, R, C, self.rows, self.cols),
+        }
+    }
+
+    /// [`Matrix::tiles_down`], or `None` unless columns `c0 .. c0 + C` exist and `R`
+    /// divides the rows.
+    ///
+    /// ```
+    /// use berth_device::matrix::Matrix;
+    /// let data = [0u8; 24];
+    /// let m = Matrix::new(&data, 6, 4);
+    /// assert_eq!(m.get_tiles_down::<3, 4>(0).map(|t| t.len()), Some(2));
+    /// assert!(m.get_tiles_down::<4, 1>(0).is_none()); // 6 rows are not whole tiles of 4
+    /// assert!(m.get_tiles_down::<1, 2>(3).is_none()); // column 4 does not exist
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get_tiles_down<const R: usize, const C: usize>(
+        &self,
+        c0: usize,
+    ) -> Option<Tiles<'a, T, R, C>> {
+        const { assert!(R > 0 && C > 0, "a tile has at least one row and one column") };
+        if !fits(self.rows, self.cols, 0, c0, 0, C) || !self.rows.is_multiple_of(R) {
+            return None;
+        }
+        // Tile `k < rows / R` starts at row `k * R <= rows - R`: inside.
+        Some(Tiles {
+            matrix: *self,
+            front: (0, c0),
+            step: (R, 0),
+            left: self.rows / R,
+        })
+    }
 }
+
+/// The whole `R × C` tiles of a band of a [`Matrix`], in order: left to right along a band
+/// of rows ([`Matrix::tiles_across`]) or top to bottom along a band of columns
+/// ([`Matrix::tiles_down`]). Every tile was checked when the iterator was made, so taking
+/// the next one compares only the count left, and indexing a tile only against `R` and
+/// `C`.
+///
+/// ```
+/// use berth_device::matrix::Matrix;
+/// let data: Vec<f32> = (0..16).map(|x| x as f32).collect();
+/// let m = Matrix::new(&data, 4, 4);
+/// // Row 1 · column 2, in steps of two elements.
+/// let dot: f32 = m
+///     .tiles_across::<1, 2>(1)
+///     .zip(m.tiles_down::<2, 1>(2))
+///     .map(|(a, b)| a[(0, 0)] * b[(0, 0)] + a[(0, 1)] * b[(1, 0)])
+///     .sum();
+/// assert_eq!(dot, 4.0 * 2.0 + 5.0 * 6.0 + 6.0 * 10.0 + 7.0 * 14.0);
+/// ```
+pub struct Tiles<'a, T, const R: usize, const C: usize> {
+    matrix: Matrix<'a, T>,
+    /// The origin of the front tile.
+    front: (usize, usize),
+    /// From one tile's origin to the next: `(0, C)` across, `(R, 0)` down.
+    step: (usize, usize),
+    /// The tiles left: those at `front + k * step` for `k < left`, every one of them inside
+    /// `matrix` (`fits`).
+    left: usize,
+}
+
+impl<T, const R: usize, const C: usize> Clone for Tiles<'_, T, R, C> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        Tiles { ..*self }
+    }
+}
+
+impl<T, const R: usize, const C: usize> core::fmt::Debug for Tiles<'_, T, R, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Tiles")
+            .field("rows", &R)
+            .field("cols", &C)
+            .field("front", &self.front)
+            .field("step", &self.step)
+            .field("left", &self.left)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T, const R: usize, const C: usize> Iterator for Tiles<'a, T, R, C> {
+    type Item = Tile<'a, T, R, C>;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<Tile<'a, T, R, C>> {
+        if self.left == 0 {
+            return None;
+        }
+        let (r0, c0) = self.front;
+        // No overflow: the front tile fits, so `r0 + R <= rows` and `c0 + C <= cols`, and
+        // the step is at most `(R, C)`.
+        self.front = (r0 + self.step.0, c0 + self.step.1);
+        self.left -= 1;
+        // SAFETY: `k = 0` of the field's invariant; the rest of it holds for the new front.
+        Some(unsafe { self.matrix.tile_unchecked(r0, c0) })
+    }
+
+    #[inline(always)]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<T, const R: usize, const C: usize> DoubleEndedIterator for Tiles<'_, T, R, C> {
+    #[inline(always)]
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // The back tile, `k = left` (after the decrement): it fits, so its origin is below
+        // the matrix's shape and the products do not overflow.
+        let (r0, c0) = (
+            self.front.0 + self.left * self.step.0,
+            self.front.1 + self.left * self.step.1,
+        );
+        // SAFETY: `k = left < ` the old `left`, inside by the field's invariant.
+        Some(unsafe { self.matrix.tile_unchecked(r0, c0) })
+    }
+}
+
+impl<T, const R: usize, const C: usize> ExactSizeIterator for Tiles<'_, T, R, C> {}
+impl<T, const R: usize, const C: usize> core::iter::FusedIterator for Tiles<'_, T, R, C> {}
 
 impl<T> Index<(usize, usize)> for Matrix<'_, T> {
     type Output = T;
@@ -443,15 +674,24 @@ impl<T> Index<(usize, usize)> for Matrix<'_, T> {
 /// assert_eq!(t.get(2, 0), None);
 /// ```
 pub struct Tile<'a, T, const R: usize, const C: usize> {
-    /// The matrix's elements.
-    inner: &'a [T],
-    /// Index in `inner` of the tile's element `(0, 0)`.
-    offset: usize,
-    /// The matrix's columns.
+    /// The tile's element `(0, 0)`: when the tile has elements (`R, C >= 1`), element
+    /// `(r, c)` for `r < R`, `c < C` is `base + r * stride + c`, readable for `'a` (the tile
+    /// lies inside its matrix). A raw pointer rather than a reference, so that an
+    /// `Option<Tile>` (an iterator's item) carries its own tag instead of a null test of an
+    /// address the GPU compiler cannot fold.
+    base: *const T,
+    /// The matrix's row stride.
     stride: usize,
     /// `(r0, c0)`: where the tile starts in the matrix.
     origin: (usize, usize),
+    _life: PhantomData<&'a [T]>,
 }
+
+// SAFETY: a tile reads shared `T`s only, as `&'a [T]` does: it may go to, and be shared
+// with, other threads where `&[T]` may (`T: Sync`).
+unsafe impl<T: Sync, const R: usize, const C: usize> Send for Tile<'_, T, R, C> {}
+// SAFETY: as above.
+unsafe impl<T: Sync, const R: usize, const C: usize> Sync for Tile<'_, T, R, C> {}
 
 impl<T, const R: usize, const C: usize> Clone for Tile<'_, T, R, C> {
     #[inline(always)]
@@ -497,12 +737,12 @@ impl<'a, T, const R: usize, const C: usize> Tile<'a, T, R, C> {
     #[must_use]
     pub fn get(&self, r: usize, c: usize) -> Option<&'a T> {
         if r < R && c < C {
-            // SAFETY: the tile was made inside the matrix (`fits`):
-            // `r0 + R <= rows` and `c0 + C <= cols`, where `offset = r0 * stride + c0`.
-            // With `r < R` and `c < C`, the index is
+            // SAFETY: `r < R` and `c < C`: an element of the tile (the field's invariant).
+            // The tile was made inside the matrix (`fits`: `r0 + R <= rows`,
+            // `c0 + C <= cols`), so the element is the matrix's `(r0 + r, c0 + c)`, at
             // `(r0 + r) * stride + c0 + c <= (rows - 1) * stride + cols - 1 < inner.len()`
             // (the matrix's invariant).
-            Some(unsafe { self.inner.get_unchecked(self.offset + r * self.stride + c) })
+            Some(unsafe { &*self.base.add(r * self.stride + c) })
         } else {
             None
         }
@@ -527,10 +767,10 @@ impl<'a, T, const R: usize, const C: usize> Tile<'a, T, R, C> {
         if r >= R {
             outside_matrix(r, 0, R, C)
         }
-        let start = self.offset + r * self.stride;
-        // SAFETY: as in `get`, elements `start .. start + C` are `(r0 + r, c0 ..c0 + C)` of
-        // the matrix, all inside `inner`; a `[T; C]` has the layout of `C` consecutive `T`.
-        unsafe { &*self.inner.as_ptr().add(start).cast::<[T; C]>() }
+        // SAFETY: as in `get`, the `C` elements from `base + r * stride` are
+        // `(r0 + r, c0 .. c0 + C)` of the matrix (none when `C == 0`, where the empty array
+        // reads nothing); a `[T; C]` has the layout of `C` consecutive `T`.
+        unsafe { &*self.base.wrapping_add(r * self.stride).cast::<[T; C]>() }
     }
 }
 
@@ -993,6 +1233,100 @@ mod tests {
         assert_eq!((empty.get(0, 0), empty.as_slice().len()), (None, 0));
         assert!(empty.get_tile::<1, 1>(0, 0).is_none());
         assert!(m.get_submatrix(7, 0, 0, 1).is_none());
+    }
+
+    /// Walks of whole tiles are handed out only where every tile lies inside the band —
+    /// rows or columns that exist, a length that is a whole number of tiles, origins near
+    /// `usize::MAX` refused — and from either end they yield exactly the tiles
+    /// `tile::<R, C>` names, in order, reading the elements it reads; blocks with the
+    /// enclosing stride included.
+    #[test]
+    fn tile_walks_cover_their_band_exactly_and_only_inside() {
+        let data: Vec<u32> = (0..6 * 8).collect();
+        let m = Matrix::new(&data, 6, 8);
+        let same = |a: Tile<'_, u32, 2, 2>, b: Tile<'_, u32, 2, 2>| {
+            a.origin() == b.origin()
+                && (0..2).all(|r| (0..2).all(|c| a[(r, c)] == b[(r, c)] && a.row(r) == b.row(r)))
+        };
+        for band in [m, m.submatrix(2, 2, 4, 6), m.submatrix(0, 1, 6, 4)] {
+            for r0 in 0..band.rows() {
+                let Some(walk) = band.get_tiles_across::<2, 2>(r0) else {
+                    assert!(r0 + 2 > band.rows(), "rows {r0}.. of {band:?}");
+                    continue;
+                };
+                assert_eq!(walk.len(), band.cols() / 2);
+                let want: Vec<_> = (0..band.cols() / 2)
+                    .map(|k| band.tile::<2, 2>(r0, 2 * k))
+                    .collect();
+                let got: Vec<_> = walk.clone().collect();
+                assert!(
+                    got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| same(*a, *b))
+                );
+                let back: Vec<_> = walk.rev().collect();
+                assert!(back.iter().rev().zip(&want).all(|(a, b)| same(*a, *b)));
+            }
+            for c0 in 0..band.cols() {
+                let Some(mut walk) = band.get_tiles_down::<2, 2>(c0) else {
+                    assert!(c0 + 2 > band.cols(), "columns {c0}.. of {band:?}");
+                    continue;
+                };
+                let want: Vec<_> = (0..band.rows() / 2)
+                    .map(|k| band.tile::<2, 2>(2 * k, c0))
+                    .collect();
+                // From both ends at once, meeting in the middle.
+                let (mut front, mut back) = (Vec::new(), Vec::new());
+                while let Some(t) = walk.next() {
+                    front.push(t);
+                    back.extend(walk.next_back());
+                }
+                assert!(walk.next().is_none() && walk.next_back().is_none());
+                front.extend(back.into_iter().rev());
+                assert!(
+                    front.len() == want.len() && front.iter().zip(&want).all(|(a, b)| same(*a, *b))
+                );
+            }
+        }
+        // Not a whole number of tiles, or outside: refused, and reported at the first tile
+        // that would not fit.
+        let big = usize::MAX;
+        assert!(m.get_tiles_across::<2, 3>(0).is_none() && m.get_tiles_down::<4, 1>(0).is_none());
+        for r0 in [5, 6, big, big - 1] {
+            assert!(m.get_tiles_across::<2, 2>(r0).is_none(), "{r0}");
+            assert!(std::panic::catch_unwind(|| m.tiles_across::<2, 2>(r0)).is_err());
+        }
+        for c0 in [7, 8, big] {
+            assert!(m.get_tiles_down::<2, 2>(c0).is_none(), "{c0}");
+        }
+        assert!(m.get_tiles_across::<7, 1>(0).is_none() && m.get_tiles_down::<1, 9>(0).is_none());
+        let message = |f: fn() -> ()| {
+            let e = std::panic::catch_unwind(f).unwrap_err();
+            e.downcast_ref::<String>().cloned().unwrap_or_default()
+        };
+        assert_eq!(
+            message(|| {
+                let data = [0u8; 48];
+                let _ = Matrix::new(&data, 6, 8).tiles_across::<2, 3>(4);
+            }),
+            "index (5, 8) out of bounds: the matrix is 6 × 8 (rows × columns)"
+        );
+        assert_eq!(
+            message(|| {
+                let data = [0u8; 48];
+                let _ = Matrix::new(&data, 6, 8).tiles_down::<4, 2>(6);
+            }),
+            "index (7, 7) out of bounds: the matrix is 6 × 8 (rows × columns)"
+        );
+        // Empty matrices walk nothing; bands that do not exist are refused.
+        let none: [u32; 0] = [];
+        let empty = Matrix::new(&none, 0, 4);
+        assert!(empty.get_tiles_across::<1, 2>(0).is_none());
+        assert_eq!(empty.get_tiles_down::<1, 2>(0).map(|w| w.len()), Some(0));
+        assert_eq!(
+            Matrix::new(&none, 3, 0)
+                .get_tiles_across::<1, 2>(0)
+                .map(|w| w.len()),
+            Some(0)
+        );
     }
 
     /// A shape is checked against the slice, including shapes whose element count

@@ -65,22 +65,23 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let tid = ty * 16 + tx;
     let n = n as usize;
     let (row0, col0) = (block::idx_y() * REG4_TILE, block::idx_x() * REG4_TILE);
-    // The block's 64 rows of `a` and 64 columns of `b`, checked once: a grid that reaches
-    // past `n` stops here.
-    let a_rows = a.matrix(n, n).submatrix(row0, 0, REG4_TILE, n);
-    let b_cols = b.matrix(n, n).submatrix(0, col0, n, REG4_TILE);
+    // The block's 64 rows of `a` and 64 columns of `b`, walked in step, 16 columns of `a`
+    // and 16 rows of `b` at a time: checked once, here (a grid that reaches past `n`, or an
+    // `n` that is not a multiple of 16, stops here); the walk's end test is the loop's only
+    // comparison, and the element indices below are proved inside the tiles (`tid < 256`
+    // from the declared block).
+    let a_tiles = a
+        .matrix(n, n)
+        .submatrix(row0, 0, REG4_TILE, n)
+        .tiles_across::<REG4_TILE, BK>(0);
+    let b_tiles = b
+        .matrix(n, n)
+        .submatrix(0, col0, n, REG4_TILE)
+        .tiles_down::<BK, REG4_TILE>(0);
     let mut acc = [[0.0f32; 4]; 4];
-    let mut t = 0;
-    while t < n {
-        // The slices of `a` and `b` this step reads, checked to lie inside their bands (only
-        // `t` moves: an `n` that is not a multiple of 16 stops here); the element indices
-        // below are proved inside them (`tid < 256` from the declared block). Every load
-        // first, then the stores: a store right behind a load would wait for it before the
-        // next load could start.
-        let (ta, tb) = (
-            a_rows.tile::<REG4_TILE, BK>(0, t),
-            b_cols.tile::<BK, REG4_TILE>(t, 0),
-        );
+    for (ta, tb) in a_tiles.zip(b_tiles) {
+        // Every load first, then the stores: a store right behind a load would wait for it
+        // before the next load could start.
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
@@ -99,8 +100,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
             } }
         }
         // SAFETY: every thread of the block reaches this barrier and the one below, the same
-        // number of times: the loop's trip count depends only on `n`, and the checks above
-        // stop whole blocks (they depend only on the block's index, `t` and `n`).
+        // number of times: the loop's trip count (`n / 16`) depends only on `n`, and the
+        // checks above stop whole blocks (they depend only on the block's index and `n`).
         unsafe { sync_threads() };
         unroll! { for k in 0..16 {
             let mut fa = [0.0f32; 4];
@@ -121,7 +122,6 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         } }
         // SAFETY: as for the barrier above.
         unsafe { sync_threads() };
-        t += BK;
     }
     // One check that this thread's 4×4 patch lies inside `c`; the 16 indices are constants.
     let mut cm = c.matrix_mut(n, n);
@@ -145,10 +145,10 @@ pub const REG8_TILE: usize = 128;
 /// Launch with `Grid::new((n / 128, n / 128), (16, 16))`.
 ///
 /// Every global access goes through a [`Tile`] of a [`Matrix`] view: the block's bands of
-/// `a` and `b` checked once, then one check per step that its tiles lie inside them, none
-/// per element. A grid that reaches past
-/// `n`, an `n` that is not a multiple of 8, or a slice shorter than `n²` stops the kernel
-/// with the located index.
+/// `a` and `b`, and their walks of whole tiles ([`Matrix::tiles_across`],
+/// [`Matrix::tiles_down`]), checked once before the loop; no check per step or per element.
+/// A grid that reaches past `n`, an `n` that is not a multiple of 8, or a slice shorter than
+/// `n²` stops the kernel with the located index.
 #[gpu_kernel(block = (16, 16))]
 pub fn sgemm_reg8(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     // SAFETY: every thread of the block calls it once: nothing branches before it.
@@ -196,43 +196,10 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
     let tid = ty * 16 + tx;
     let (row0, col0) = (block::idx_y() * REG8_TILE, block::idx_x() * REG8_TILE);
-    // The checked kernel's views: the block's 128 rows of `a` and 128 columns of `b`,
-    // checked once.
-    let bands = CHECKED.then(|| {
-        (
-            a.matrix(n, n).submatrix(row0, 0, REG8_TILE, n),
-            b.matrix(n, n).submatrix(0, col0, n, REG8_TILE),
-        )
-    });
     let mut acc = [[0.0f32; 8]; 8];
-    let mut t = 0;
-    while t < n {
-        // Every load of the slice first, then the stores: a checked tile is its own basic
-        // block, and a store right behind a load would wait for it before the next load
-        // could start.
-        let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
-        if let Some((a_rows, b_cols)) = bands {
-            // One check per step that its tiles lie inside their bands (only `t` moves);
-            // the element indices below are proved inside the tiles (`tid < 256` from the
-            // declared block).
-            let ta = a_rows.tile::<REG8_TILE, BK>(0, t);
-            let tb = b_cols.tile::<BK, REG8_TILE>(t, 0);
-            unroll! { for l in 0..4 {
-                let e = tid + l * 256;
-                va[l] = ta[(e / BK, e % BK)];
-                vb[l] = tb[(e / REG8_TILE, e % REG8_TILE)];
-            } }
-        } else {
-            unroll! { for l in 0..4 {
-                let e = tid + l * 256;
-                // SAFETY: the unchecked kernel checks up front that every index formed here
-                // is below the slices' lengths (see `sgemm_reg8_unchecked`).
-                unsafe {
-                    va[l] = *a.get_unchecked((row0 + e / BK) * n + t + e % BK);
-                    vb[l] = *b.get_unchecked((t + e / REG8_TILE) * n + col0 + e % REG8_TILE);
-                }
-            } }
-        }
+    // One step of the k-loop once this thread's four elements of each slice are loaded:
+    // into shared memory, then the block's 8 × 8 products of the slices.
+    let mut step = |va: [f32; 4], vb: [f32; 4]| {
         // SAFETY: as in `sgemm_reg4`: thread `tid` writes elements `tid + 256 l` (l < 4)
         // of each 1024-element slice, distinct for distinct threads, all of them written by
         // the 256 threads (declared block); reads after the barrier, the next writes after
@@ -245,8 +212,8 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
             } }
         }
         // SAFETY: every thread of the block reaches this barrier and the one below, the same
-        // number of times: the whole block calls this function (its contract), and the
-        // loop's trip count depends only on `n`.
+        // number of times: the whole block calls this function (its contract), and either
+        // loop's trip count (`n / 8`) depends only on `n`.
         unsafe { sync_threads() };
         unroll! { for k in 0..8 {
             let mut fa = [0.0f32; 8];
@@ -267,7 +234,48 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
         } }
         // SAFETY: as for the barrier above.
         unsafe { sync_threads() };
-        t += BK;
+    };
+    if CHECKED {
+        // The block's 128 rows of `a` and 128 columns of `b`, walked in step, 8 columns of
+        // `a` and 8 rows of `b` at a time: checked once, here (a grid that reaches past `n`,
+        // or an `n` that is not a multiple of 8, stops here); the walk's end test is the
+        // loop's only comparison, and the element indices below are proved inside the tiles
+        // (`tid < 256` from the declared block).
+        let a_tiles = a
+            .matrix(n, n)
+            .submatrix(row0, 0, REG8_TILE, n)
+            .tiles_across::<REG8_TILE, BK>(0);
+        let b_tiles = b
+            .matrix(n, n)
+            .submatrix(0, col0, n, REG8_TILE)
+            .tiles_down::<BK, REG8_TILE>(0);
+        for (ta, tb) in a_tiles.zip(b_tiles) {
+            // Every load of the slice first, then the stores: a store right behind a load
+            // would wait for it before the next load could start.
+            let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
+            unroll! { for l in 0..4 {
+                let e = tid + l * 256;
+                va[l] = ta[(e / BK, e % BK)];
+                vb[l] = tb[(e / REG8_TILE, e % REG8_TILE)];
+            } }
+            step(va, vb);
+        }
+    } else {
+        let mut t = 0;
+        while t < n {
+            let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
+            unroll! { for l in 0..4 {
+                let e = tid + l * 256;
+                // SAFETY: the unchecked kernel checks up front that every index formed here
+                // is below the slices' lengths (see `sgemm_reg8_unchecked`).
+                unsafe {
+                    va[l] = *a.get_unchecked((row0 + e / BK) * n + t + e % BK);
+                    vb[l] = *b.get_unchecked((t + e / REG8_TILE) * n + col0 + e % REG8_TILE);
+                }
+            } }
+            step(va, vb);
+            t += BK;
+        }
     }
     // Each thread of the launch writes its own 8×8 patch (rows `row0 + 8 ty ..`, columns
     // `col0 + 8 tx ..`: distinct for distinct threads), all inside the `n × n` matrix (the

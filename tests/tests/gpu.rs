@@ -127,7 +127,7 @@ fn a_tile_past_its_matrix_is_reported_with_row_column_and_shape() {
     let line = berth_tests::line_in(
         "examples/src/compute.rs",
         include_str!("../../examples/src/compute.rs"),
-        "let ta = a_rows.tile::<REG8_TILE, BK>(0, t);",
+        ".tiles_across::<REG8_TILE, BK>(0);",
     );
     assert_eq!(
         (report.file.as_str(), report.line),
