@@ -622,6 +622,22 @@ impl<'a, T, const R: usize, const C: usize> Iterator for Tiles<'a, T, R, C> {
     fn size_hint(&self) -> (usize, Option<usize>) {
         (self.left, Some(self.left))
     }
+
+    /// The tile `k` places on, without making the ones between.
+    #[inline(always)]
+    fn nth(&mut self, k: usize) -> Option<Tile<'a, T, R, C>> {
+        if k >= self.left {
+            self.left = 0;
+            return None;
+        }
+        // Tile `k < left` fits (the field's invariant): its origin does not overflow.
+        self.front = (
+            self.front.0 + k * self.step.0,
+            self.front.1 + k * self.step.1,
+        );
+        self.left -= k;
+        self.next()
+    }
 }
 
 impl<T, const R: usize, const C: usize> DoubleEndedIterator for Tiles<'_, T, R, C> {
@@ -1262,8 +1278,17 @@ mod tests {
                 assert!(
                     got.len() == want.len() && got.iter().zip(&want).all(|(a, b)| same(*a, *b))
                 );
-                let back: Vec<_> = walk.rev().collect();
+                let back: Vec<_> = walk.clone().rev().collect();
                 assert!(back.iter().rev().zip(&want).all(|(a, b)| same(*a, *b)));
+                // Skipping ahead lands where stepping does, and past the end stays there.
+                for k in 0..=want.len() {
+                    let mut w = walk.clone();
+                    match (w.nth(k), want.get(k)) {
+                        (Some(a), Some(b)) => assert!(same(a, *b)),
+                        (a, b) => assert!(a.is_none() && b.is_none(), "nth({k})"),
+                    }
+                    assert_eq!(w.len(), want.len().saturating_sub(k + 1));
+                }
             }
             for c0 in 0..band.cols() {
                 let Some(mut walk) = band.get_tiles_down::<2, 2>(c0) else {
