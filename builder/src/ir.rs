@@ -14,7 +14,8 @@
 //! - **Per-kernel attributes.** `#[gpu_kernel(..)]` writes what the entry needs into the
 //!   entry's section name (`berth:reqntid=16,16,1;nocontract`); it becomes the function
 //!   attribute `"nvvm.reqntid"` (PTX `.reqntid`, and thread-index ranges the optimiser uses to
-//!   drop bounds checks) and the opt-out of contraction.
+//!   drop bounds checks), `"nvvm.minctasm"` (PTX `.minnctapersm`: blocks one SM must hold,
+//!   which bounds the registers ptxas gives each thread) and the opt-out of contraction.
 //! - **Pointer parameters declared with their target's alignment.** rustc gives a kernel's
 //!   raw-pointer parameters no `align` attribute, so PTX declares them `.ptr .align 1` and a
 //!   16-byte element is read in pieces. Each entry carries a static in the section
@@ -47,6 +48,8 @@ pub struct Report {
     pub shared: Vec<String>,
     /// Kernels given a required block shape, with it.
     pub reqntid: Vec<(String, [u32; 3])>,
+    /// Kernels given a number of blocks one SM must hold at once, with it.
+    pub minctasm: Vec<(String, u32)>,
     /// Kernels whose arithmetic was left uncontracted.
     pub exact: Vec<String>,
     /// Float operations marked contractible.
@@ -159,6 +162,9 @@ pub fn rewrite(ir: &str, opts: Rewrite) -> Result<(String, Report), RewriteError
                 block = attrs.reqntid;
                 if let Some(r) = attrs.reqntid {
                     report.reqntid.push((name.clone(), r));
+                }
+                if let Some(n) = attrs.minctasm {
+                    report.minctasm.push((name.clone(), n));
                 }
                 if attrs.exact {
                     exact_fn = true;
@@ -447,6 +453,8 @@ fn cast_shared_uses(line: &str, shared: &HashSet<String>) -> String {
 #[derive(Debug, Default, PartialEq, Eq)]
 struct KernelAttrs {
     reqntid: Option<[u32; 3]>,
+    /// Blocks one SM must hold at once (`.minnctapersm`).
+    minctasm: Option<u32>,
     exact: bool,
 }
 
@@ -477,6 +485,11 @@ fn kernel_attributes(line: &str) -> Result<(String, Option<(String, KernelAttrs)
                 });
             }
             attrs.reqntid = Some([v[0], v[1], v[2]]);
+        } else if let Some(n) = part.strip_prefix("minctasm=") {
+            attrs.minctasm = Some(n.parse().map_err(|_| RewriteError::UnknownAttribute {
+                kernel: name.clone(),
+                attr: part.to_owned(),
+            })?);
         } else if part == "nocontract" {
             attrs.exact = true;
         } else {
@@ -486,10 +499,13 @@ fn kernel_attributes(line: &str) -> Result<(String, Option<(String, KernelAttrs)
             });
         }
     }
-    let replacement = match attrs.reqntid {
+    let mut replacement = match attrs.reqntid {
         Some([x, y, z]) => format!(" \"nvvm.reqntid\"=\"{x},{y},{z}\""),
         None => String::new(),
     };
+    if let Some(n) = attrs.minctasm {
+        replacement.push_str(&format!(" \"nvvm.minctasm\"=\"{n}\""));
+    }
     let mut l = String::with_capacity(line.len());
     l.push_str(&line[..start]);
     l.push_str(&replacement);
@@ -568,7 +584,7 @@ mod tests {
 @__berth_dynamic_shared = external global [0 x i8], align 1
 @other = internal global [4 x i8] zeroinitializer, align 4
 
-define ptx_kernel void @sgemm(ptr noundef %0, i64 %1) unnamed_addr #2 section "berth:reqntid=16,16,1" {
+define ptx_kernel void @sgemm(ptr noundef %0, i64 %1) unnamed_addr #2 section "berth:reqntid=16,16,1;minctasm=3" {
 start:
   %2 = getelementptr inbounds nuw float, ptr @_RNvTILE, i64 %1
   %3 = load float, ptr %2, align 4
@@ -621,8 +637,9 @@ define internal float @helper(float %a) {
     fn kernel_sections_become_attributes() {
         let (out, report) = rewrite(MODULE, Rewrite { contract: true }).unwrap();
         assert!(out.contains(
-            "define ptx_kernel void @sgemm(ptr noundef %0, i64 %1) unnamed_addr #2 \"nvvm.reqntid\"=\"16,16,1\" {"
+            "define ptx_kernel void @sgemm(ptr noundef %0, i64 %1) unnamed_addr #2 \"nvvm.reqntid\"=\"16,16,1\" \"nvvm.minctasm\"=\"3\" {"
         ));
+        assert_eq!(report.minctasm, vec![("sgemm".to_owned(), 3)]);
         assert!(out.contains("define ptx_kernel void @exact(ptr %0) unnamed_addr #2 {"));
         assert!(!out.contains("section \"berth:"));
         assert_eq!(report.reqntid, vec![("sgemm".to_owned(), [16, 16, 1])]);
@@ -657,6 +674,14 @@ define internal float @helper(float %a) {
             RewriteError::UnknownAttribute {
                 kernel: "k".into(),
                 attr: "warp=3".into()
+            }
+        );
+        let m = "define ptx_kernel void @k() section \"berth:minctasm=two\" {\n}\n";
+        assert_eq!(
+            rewrite(m, Rewrite { contract: true }).unwrap_err(),
+            RewriteError::UnknownAttribute {
+                kernel: "k".into(),
+                attr: "minctasm=two".into()
             }
         );
     }

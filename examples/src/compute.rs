@@ -341,7 +341,7 @@ fn pull(me: Body, other: Body, acc: &mut [f32; 3], fast: bool) {
 /// All-pairs gravity: `accel[i]` (x, y, z; w unused) from every body, the bodies passing
 /// through shared memory in tiles of 256; `1 / sqrt(r²)` correctly rounded. `bodies.len()`
 /// a multiple of 256; launch with `Grid::new(n / 256, 256)`.
-#[gpu_kernel(block = 256)]
+#[gpu_kernel(block = 256, min_blocks_per_sm = 8)]
 pub fn nbody(bodies: &[Body], accel: &mut [Body]) {
     // SAFETY: every thread of the block calls it once, under no branch.
     unsafe { nbody_tiles(bodies, &mut accel, false) };
@@ -367,6 +367,9 @@ unsafe fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, f
     // `block::idx_x() * NBODY_BLOCK + t` on their one-dimensional grids.
     let i = thread::index();
     let me = bodies[i];
+    // This thread's result, checked now: across the loop only its address stays live, not
+    // the slice's pointer, length and the index.
+    let out = &mut accel[i];
     let mut acc = [0.0f32; 3];
     let mut base = 0;
     while base < bodies.len() {
@@ -390,7 +393,7 @@ unsafe fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, f
         }
         base += NBODY_BLOCK;
     }
-    accel[i] = Body {
+    *out = Body {
         x: acc[0],
         y: acc[1],
         z: acc[2],

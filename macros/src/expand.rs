@@ -294,6 +294,9 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
     if let Some(([x, y, z], _)) = opts.block {
         attrs.push(format!("reqntid={x},{y},{z}"));
     }
+    if let Some((n, _)) = opts.min_blocks {
+        attrs.push(format!("minctasm={n}"));
+    }
     if opts.exact_fp {
         attrs.push("nocontract".to_owned());
     }

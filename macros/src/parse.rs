@@ -27,6 +27,10 @@ pub struct Options {
     pub elementwise: Option<Span>,
     /// `block = (x, y, z)`: the only block shape the kernel runs with (PTX `.reqntid`).
     pub block: Option<([u32; 3], Span)>,
+    /// `min_blocks_per_sm = n`: blocks of `block` that must fit on one SM at once, which
+    /// bounds the registers per thread (PTX `.minnctapersm`; CUDA's second
+    /// `__launch_bounds__` argument), with the span of the keyword.
+    pub min_blocks: Option<(u32, Span)>,
     /// `fp_contract = false`: keep this kernel's float multiplies and adds unfused.
     pub exact_fp: bool,
     /// `instances(T = f32, f64, N = 4)`: the instances of a generic kernel (every combination
@@ -59,6 +63,7 @@ impl Default for Options {
             krate: syn::parse_quote!(::berth),
             elementwise: None,
             block: None,
+            min_blocks: None,
             exact_fp: false,
             instances: None,
             same_len: Vec::new(),
@@ -67,13 +72,18 @@ impl Default for Options {
 }
 
 const OPTIONS: &str = "`elementwise` (the kernel can be cut into chunks and pipelined), \
-    `block = (x, y, z)` (the block shape it always runs with), `fp_contract = false` (no fused \
+    `block = (x, y, z)` (the block shape it always runs with), `min_blocks_per_sm = n` (blocks of \
+    that shape one SM must hold at once: a register limit), `fp_contract = false` (no fused \
     multiply-adds in this kernel), `instances(T = f32, f64)` (the types and constants a generic \
     kernel is built for), `same_len(a, b)` (slice arguments the launcher checks are of one \
     length) or `crate = path` (the path of the berth crate when it is re-exported)";
 
 /// Threads a block may have.
 const MAX_BLOCK: u64 = 1024;
+/// Blocks resident on one SM, at most (compute capability 9.0).
+const MAX_BLOCKS_PER_SM: u32 = 32;
+/// Threads resident on one SM, at most (compute capability 7.0 to 9.0).
+const MAX_THREADS_PER_SM: u32 = 2048;
 
 impl Parse for Options {
     fn parse(input: ParseStream) -> syn::Result<Self> {
@@ -86,7 +96,13 @@ impl Parse for Options {
             let name = key.to_string();
             if !matches!(
                 name.as_str(),
-                "elementwise" | "block" | "fp_contract" | "instances" | "same_len" | "crate"
+                "elementwise"
+                    | "block"
+                    | "min_blocks_per_sm"
+                    | "fp_contract"
+                    | "instances"
+                    | "same_len"
+                    | "crate"
             ) {
                 return Err(syn::Error::new(
                     key.span(),
@@ -124,6 +140,20 @@ impl Parse for Options {
                         ));
                     }
                     opts.block = Some(block_shape(input)?);
+                }
+                "min_blocks_per_sm" => {
+                    let how = "write `min_blocks_per_sm = n`, n from 1 to 32: the blocks of the \
+                               declared shape one SM must hold at once";
+                    input
+                        .parse::<syn::Token![=]>()
+                        .map_err(|e| at_key(syn::Error::new(e.span(), how)))?;
+                    let v: syn::LitInt = input
+                        .parse()
+                        .map_err(|e| at_key(syn::Error::new(e.span(), how)))?;
+                    match v.base10_parse::<u32>() {
+                        Ok(n @ 1..=MAX_BLOCKS_PER_SM) => opts.min_blocks = Some((n, key.span())),
+                        _ => return Err(syn::Error::new(v.span(), how)),
+                    }
                 }
                 "fp_contract" => {
                     input.parse::<syn::Token![=]>().map_err(|e| {
@@ -163,6 +193,26 @@ impl Parse for Options {
             }
             if !input.is_empty() {
                 input.parse::<syn::Token![,]>()?;
+            }
+        }
+        if let Some((n, span)) = opts.min_blocks {
+            let Some(([x, y, z], _)) = opts.block else {
+                return Err(syn::Error::new(
+                    span,
+                    "`min_blocks_per_sm` needs the block shape it counts: add `block = (x, y)` \
+                     (the register limit is 65536 / (threads per block × blocks))",
+                ));
+            };
+            let threads = x * y * z;
+            if threads * n > MAX_THREADS_PER_SM {
+                return Err(syn::Error::new(
+                    span,
+                    format!(
+                        "{n} blocks of {threads} threads are more than the {MAX_THREADS_PER_SM} an SM \
+                         holds: at most `min_blocks_per_sm = {}` with this block",
+                        MAX_THREADS_PER_SM / threads
+                    ),
+                ));
             }
         }
         Ok(opts)

@@ -135,7 +135,24 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
                 .iter()
                 .find(|u| u.name == k.name)
                 .unwrap_or_else(|| panic!("ptxas reported nothing for `{}`", k.name));
-            assert_eq!(u.spill_stores, 0, "`{}` spills registers", k.name);
+            // A kernel that asked for a register cap (`min_blocks_per_sm`: `.minnctapersm`)
+            // may spill a few bytes to meet it; no other kernel spills.
+            let entry = text
+                .split(&format!(".entry {}(", k.name))
+                .nth(1)
+                .and_then(|rest| rest.split('{').next())
+                .unwrap_or_else(|| panic!("no entry `{}` in the PTX", k.name));
+            let allowed = if entry.contains(".minnctapersm") {
+                16
+            } else {
+                0
+            };
+            assert!(
+                u.spill_stores <= allowed,
+                "`{}` spills {} bytes of registers (at most {allowed})",
+                k.name,
+                u.spill_stores
+            );
             eprintln!(
                 "{c}::{}: {} registers, {} B smem",
                 k.name, u.registers, u.shared

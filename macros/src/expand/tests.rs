@@ -317,6 +317,22 @@ fn block_shape_and_exact_arithmetic() {
 }
 
 #[test]
+fn min_blocks_per_sm_joins_the_block_shape() {
+    // `.minnctapersm` rides in the entry's section beside `.reqntid`.
+    let out = expand_with(
+        quote!(block = 256, min_blocks_per_sm = 8),
+        quote!(
+            pub fn k(y: &mut [f32]) {}
+        ),
+        Some("/k.ptx"),
+    );
+    assert!(
+        out.contains(r#"link_section = "berth:reqntid=256,1,1;minctasm=8""#),
+        "{out}"
+    );
+}
+
+#[test]
 fn linear_entry_for_a_kernel_that_asks_for_its_index() {
     // A body that names `index` gets a second PTX entry for one-dimensional launches, whose
     // prologue tells the optimiser the launch's shape; the descriptor names it. The declared
@@ -372,6 +388,26 @@ fn error_block_shapes() {
         (quote!(block), "error_block_no_value"),
         (quote!(fp_contract = off), "error_fp_contract_value"),
         (quote!(block = 32, block = 64), "error_block_twice"),
+        (
+            quote!(min_blocks_per_sm = 2),
+            "error_min_blocks_without_block",
+        ),
+        (
+            quote!(block = (16, 16), min_blocks_per_sm = 9),
+            "error_min_blocks_too_many_threads",
+        ),
+        (
+            quote!(block = 64, min_blocks_per_sm = 0),
+            "error_min_blocks_zero",
+        ),
+        (
+            quote!(block = 32, min_blocks_per_sm = 33),
+            "error_min_blocks_too_many",
+        ),
+        (
+            quote!(block = 32, min_blocks_per_sm),
+            "error_min_blocks_no_value",
+        ),
     ] {
         insta::assert_snapshot!(
             name,
