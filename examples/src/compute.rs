@@ -65,23 +65,22 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let tid = ty * 16 + tx;
     let n = n as usize;
     let (row0, col0) = (block::idx_y() * REG4_TILE, block::idx_x() * REG4_TILE);
-    // The block's 64 rows of `a` and 64 columns of `b`, walked in step, 16 columns of `a`
-    // and 16 rows of `b` at a time: checked once, here (a grid that reaches past `n`, or an
-    // `n` that is not a multiple of 16, stops here); the walk's end test is the loop's only
-    // comparison, and the element indices below are proved inside the tiles (`tid < 256`
-    // from the declared block).
-    let a_tiles = a
-        .matrix(n, n)
-        .submatrix(row0, 0, REG4_TILE, n)
-        .tiles_across::<REG4_TILE, BK>(0);
-    let b_tiles = b
-        .matrix(n, n)
-        .submatrix(0, col0, n, REG4_TILE)
-        .tiles_down::<BK, REG4_TILE>(0);
+    // The block's 64 rows of `a` and 64 columns of `b`, checked once: a grid that reaches
+    // past `n` stops here.
+    let a_rows = a.matrix(n, n).submatrix(row0, 0, REG4_TILE, n);
+    let b_cols = b.matrix(n, n).submatrix(0, col0, n, REG4_TILE);
     let mut acc = [[0.0f32; 4]; 4];
-    for (ta, tb) in a_tiles.zip(b_tiles) {
-        // Every load first, then the stores: a store right behind a load would wait for it
-        // before the next load could start.
+    let mut t = 0;
+    while t < n {
+        // The slices of `a` and `b` this step reads, checked to lie inside their bands (only
+        // `t` moves: an `n` that is not a multiple of 16 stops here); the element indices
+        // below are proved inside them (`tid < 256` from the declared block). Every load
+        // first, then the stores: a store right behind a load would wait for it before the
+        // next load could start.
+        let (ta, tb) = (
+            a_rows.tile::<REG4_TILE, BK>(0, t),
+            b_cols.tile::<BK, REG4_TILE>(t, 0),
+        );
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
@@ -100,8 +99,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
             } }
         }
         // SAFETY: every thread of the block reaches this barrier and the one below, the same
-        // number of times: the loop's trip count (`n / 16`) depends only on `n`, and the
-        // checks above stop whole blocks (they depend only on the block's index and `n`).
+        // number of times: the loop's trip count depends only on `n`, and the checks above
+        // stop whole blocks (they depend only on the block's index, `t` and `n`).
         unsafe { sync_threads() };
         unroll! { for k in 0..16 {
             let mut fa = [0.0f32; 4];
@@ -122,6 +121,7 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         } }
         // SAFETY: as for the barrier above.
         unsafe { sync_threads() };
+        t += BK;
     }
     // One check that this thread's 4×4 patch lies inside `c`; the 16 indices are constants.
     let mut cm = c.matrix_mut(n, n);
@@ -341,7 +341,7 @@ fn pull(me: Body, other: Body, acc: &mut [f32; 3], fast: bool) {
 /// All-pairs gravity: `accel[i]` (x, y, z; w unused) from every body, the bodies passing
 /// through shared memory in tiles of 256; `1 / sqrt(r²)` correctly rounded. `bodies.len()`
 /// a multiple of 256; launch with `Grid::new(n / 256, 256)`.
-#[gpu_kernel(block = 256, min_blocks_per_sm = 8)]
+#[gpu_kernel(block = 256)]
 pub fn nbody(bodies: &[Body], accel: &mut [Body]) {
     // SAFETY: every thread of the block calls it once, under no branch.
     unsafe { nbody_tiles(bodies, &mut accel, false) };
@@ -354,7 +354,18 @@ pub fn nbody_fast(bodies: &[Body], accel: &mut [Body]) {
     unsafe { nbody_tiles(bodies, &mut accel, true) };
 }
 
-/// The tile loop of [`nbody`] and [`nbody_fast`], with the block's barriers.
+/// [`nbody`] asking that eight of its blocks fit on an SM at once (`min_blocks_per_sm = 8`):
+/// ptxas keeps it within 32 registers (`nbody` takes 38, six blocks per SM), spilling 8 bytes
+/// outside its loops. On the H200 that bought nothing: occupancy is not what holds `nbody`
+/// back (docs/kernel-language.md).
+#[gpu_kernel(block = 256, min_blocks_per_sm = 8)]
+pub fn nbody_capped(bodies: &[Body], accel: &mut [Body]) {
+    // SAFETY: every thread of the block calls it once, under no branch.
+    unsafe { nbody_tiles(bodies, &mut accel, false) };
+}
+
+/// The tile loop of [`nbody`], [`nbody_fast`] and [`nbody_capped`], with the block's
+/// barriers.
 ///
 /// # Safety
 /// Every thread of the block that has not exited calls it together (the same call, once),
@@ -367,9 +378,6 @@ unsafe fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, f
     // `block::idx_x() * NBODY_BLOCK + t` on their one-dimensional grids.
     let i = thread::index();
     let me = bodies[i];
-    // This thread's result, checked now: across the loop only its address stays live, not
-    // the slice's pointer, length and the index.
-    let out = &mut accel[i];
     let mut acc = [0.0f32; 3];
     let mut base = 0;
     while base < bodies.len() {
@@ -393,7 +401,7 @@ unsafe fn nbody_tiles(bodies: Slice<'_, Body>, accel: &mut SliceMut<'_, Body>, f
         }
         base += NBODY_BLOCK;
     }
-    *out = Body {
+    accel[i] = Body {
         x: acc[0],
         y: acc[1],
         z: acc[2],

@@ -106,6 +106,26 @@ fn example_kernels_carry_sass_for_their_arch() {
     }
 }
 
+/// The number after `directive` in a PTX entry's header (`.minnctapersm 8` → 8).
+fn ptx_directive(entry: &str, directive: &str) -> Option<u32> {
+    let rest = entry.split(directive).nth(1)?;
+    rest.trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The threads of a block of an entry's `.reqntid x, y, z`.
+fn entry_threads(entry: &str) -> Option<u32> {
+    let dims = entry.split(".reqntid").nth(1)?.lines().next()?;
+    Some(
+        dims.split(|c: char| !c.is_ascii_digit())
+            .filter_map(|d| d.parse::<u32>().ok())
+            .product(),
+    )
+}
+
 #[test]
 fn ptx_is_for_sm_90_and_passes_ptxas() {
     let Some(ptxas) = berth_build::find_ptxas() else {
@@ -120,6 +140,7 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     let crates: BTreeSet<&str> = ks.iter().map(|k| k.crate_name).collect();
     let dir = std::env::temp_dir().join(format!("berth-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let mut capped = 0;
     for c in crates {
         let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
         assert!(
@@ -142,10 +163,21 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
                 .nth(1)
                 .and_then(|rest| rest.split('{').next())
                 .unwrap_or_else(|| panic!("no entry `{}` in the PTX", k.name));
-            let allowed = if entry.contains(".minnctapersm") {
-                16
-            } else {
-                0
+            let allowed = match ptx_directive(entry, ".minnctapersm") {
+                Some(blocks) => {
+                    // ...and keeps to the limit the cap sets.
+                    let threads = entry_threads(entry)
+                        .unwrap_or_else(|| panic!("`{}` has a cap but no block shape", k.name));
+                    assert!(
+                        u.registers <= 65536 / (threads * blocks),
+                        "`{}`: {} registers for {blocks} blocks of {threads} threads",
+                        k.name,
+                        u.registers
+                    );
+                    capped += 1;
+                    16
+                }
+                None => 0,
             };
             assert!(
                 u.spill_stores <= allowed,
@@ -164,6 +196,8 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
             "block_sum's shared tile must be real .shared memory"
         );
     }
+    // `nbody_capped` (examples) declares `min_blocks_per_sm = 8`.
+    assert!(capped >= 1, "no kernel with a register cap was checked");
 }
 
 /// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
