@@ -65,22 +65,23 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let tid = ty * 16 + tx;
     let n = n as usize;
     let (row0, col0) = (block::idx_y() * REG4_TILE, block::idx_x() * REG4_TILE);
-    // The block's 64 rows of `a` and 64 columns of `b`, checked once: a grid that reaches
-    // past `n` stops here.
-    let a_rows = a.matrix(n, n).submatrix(row0, 0, REG4_TILE, n);
-    let b_cols = b.matrix(n, n).submatrix(0, col0, n, REG4_TILE);
+    // The block's 64 rows of `a` and 64 columns of `b`, walked in step, 16 columns of `a`
+    // and 16 rows of `b` at a time: checked once, here (a grid that reaches past `n`, or an
+    // `n` that is not a multiple of 16, stops here); the walk's end test is the loop's only
+    // comparison, and the element indices below are proved inside the tiles (`tid < 256`
+    // from the declared block).
+    let a_tiles = a
+        .matrix(n, n)
+        .submatrix(row0, 0, REG4_TILE, n)
+        .tiles_across::<REG4_TILE, BK>(0);
+    let b_tiles = b
+        .matrix(n, n)
+        .submatrix(0, col0, n, REG4_TILE)
+        .tiles_down::<BK, REG4_TILE>(0);
     let mut acc = [[0.0f32; 4]; 4];
-    let mut t = 0;
-    while t < n {
-        // The slices of `a` and `b` this step reads, checked to lie inside their bands (only
-        // `t` moves: an `n` that is not a multiple of 16 stops here); the element indices
-        // below are proved inside them (`tid < 256` from the declared block). Every load
-        // first, then the stores: a store right behind a load would wait for it before the
-        // next load could start.
-        let (ta, tb) = (
-            a_rows.tile::<REG4_TILE, BK>(0, t),
-            b_cols.tile::<BK, REG4_TILE>(t, 0),
-        );
+    for (ta, tb) in a_tiles.zip(b_tiles) {
+        // Every load first, then the stores: a store right behind a load would wait for it
+        // before the next load could start.
         let (mut va, mut vb) = ([0.0f32; 4], [0.0f32; 4]);
         unroll! { for l in 0..4 {
             let e = tid + l * 256;
@@ -99,8 +100,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
             } }
         }
         // SAFETY: every thread of the block reaches this barrier and the one below, the same
-        // number of times: the loop's trip count depends only on `n`, and the checks above
-        // stop whole blocks (they depend only on the block's index, `t` and `n`).
+        // number of times: the loop's trip count (`n / 16`) depends only on `n`, and the
+        // checks above stop whole blocks (they depend only on the block's index and `n`).
         unsafe { sync_threads() };
         unroll! { for k in 0..16 {
             let mut fa = [0.0f32; 4];
@@ -121,7 +122,6 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         } }
         // SAFETY: as for the barrier above.
         unsafe { sync_threads() };
-        t += BK;
     }
     // One check that this thread's 4×4 patch lies inside `c`; the 16 indices are constants.
     let mut cm = c.matrix_mut(n, n);
