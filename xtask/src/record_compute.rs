@@ -159,8 +159,8 @@ pub fn write(md: &mut String, compute: &str) -> Result {
     writeln!(
         md,
         "\n`sgemm_tiled` checks each global access; `sgemm_reg4` and `sgemm_reg8` reach \
-         global memory through `Matrix` bands and tiles (one check per k-step, none per \
-         element). `sgemm_reg8_unchecked` is `sgemm_reg8` with its global loads and stores \
+         global memory through `Matrix` bands walked tile by tile (`tiles_across` / \
+         `tiles_down`: checked before the loop, none per step or element). `sgemm_reg8_unchecked` is `sgemm_reg8` with its global loads and stores \
          unchecked after one up-front validation: the pair measures what the checks cost. \
          `black_scholes` declares its five slices `same_len` (the launcher checks their \
          lengths, and no access is checked in the kernel); `black_scholes_unchecked` checks the \
