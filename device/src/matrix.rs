@@ -1354,6 +1354,32 @@ mod tests {
         );
     }
 
+    /// `Tile` holds a raw pointer, so its `Send` and `Sync` are written by hand, as
+    /// `&[T]`'s: tiles and walks of shared `T` go to and are read from several threads at
+    /// once, each reading exactly its elements.
+    #[test]
+    fn tiles_are_shared_across_threads_like_slices() {
+        fn send_sync<S: Send + Sync>(_: &S) {}
+        let data: Vec<u64> = (0..64).collect();
+        let m = Matrix::new(&data, 8, 8);
+        let walk = m.tiles_down::<2, 4>(4);
+        send_sync(&walk.clone().next().unwrap());
+        let sums: Vec<u64> = std::thread::scope(|s| {
+            let handles: Vec<_> = walk
+                .map(|t| s.spawn(move || (0..2).map(|r| t.row(r).iter().sum::<u64>()).sum()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let want: Vec<u64> = (0..4)
+            .map(|k| {
+                (2 * k..2 * k + 2)
+                    .flat_map(|r| (4..8).map(move |c| r * 8 + c))
+                    .sum()
+            })
+            .collect();
+        assert_eq!(sums, want);
+    }
+
     /// A shape is checked against the slice, including shapes whose element count
     /// overflows, and an element outside the shape is refused even where the slice has one
     /// (column `cols` of row 0 is element `cols` of the slice).
