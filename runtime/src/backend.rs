@@ -369,6 +369,10 @@ pub(crate) trait StreamOps {
     /// more, so a failed wait returns too.
     fn wait_point(&self, point: &Point);
 
+    /// Whether `point` is reached; a context lost to a fault runs nothing any more, so its
+    /// points count as reached. Never blocks.
+    fn point_reached(&self, point: &Point) -> bool;
+
     /// Make work queued on `stream` from now on wait until `point` is reached, without
     /// blocking the host. `point` may be of another stream of this context; the wait holds
     /// for the work queued before the point even if the point's event is recorded again.

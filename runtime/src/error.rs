@@ -97,8 +97,10 @@ pub enum Error {
          (signals, mailboxes and pipeline shards included), {peer_views} peer view(s) of its \
          device memory, {communicators} device set(s) with NCCL communicators on it and \
          {cudarc_handles} cudarc context handle(s) (held by cudarc's slices and streams, and by \
-         berth streams lent to cudarc) are still alive; copy out what the host buffers hold, \
-         drop them and the rest, then recover again (or restart the process)"
+         berth streams lent to cudarc) are still alive, and {peer_reads} launch(es) of other \
+         devices that read its memory in place were still running after the reset waited for \
+         them; copy out what the host buffers hold, drop them and the rest, let the launches \
+         end, then recover again (or restart the process)"
     )]
     ResetRefused {
         /// The device's CUDA ordinal.
@@ -113,6 +115,10 @@ pub enum Error {
         /// Live handles of cudarc's context object for the device's context (anything of
         /// cudarc's made from [`crate::Gpu::cudarc_context`] holds one).
         cudarc_handles: usize,
+        /// Launches of other devices that read the device's memory in place through peer
+        /// views since dropped (their guards detached or leaked) and were still running after
+        /// the reset waited two seconds for them.
+        peer_reads: usize,
     },
     /// An earlier fault poisoned this context; nothing more can run on it.
     #[error(

@@ -9,6 +9,7 @@ use cudarc::driver::{DriverError, result, sys};
 use std::ffi::CString;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 /// Names of the sticky errors, for errors already converted to text.
 const STICKY_NAMES: &[&str] = &[
@@ -66,7 +67,7 @@ pub(crate) struct FaultState {
     cudarc: Mutex<Weak<cudarc::driver::CudaContext>>,
     /// Launches of other contexts that read the memory in place through peer views since
     /// dropped, and may still run (their guards were detached or leaked): a reset waits for
-    /// them.
+    /// them, for a bounded time ([`wait_for_peer_reads`]).
     peer_reads: Mutex<Vec<Arc<dyn PendingWork>>>,
 }
 
@@ -75,8 +76,40 @@ pub(crate) struct FaultState {
 pub(crate) trait PendingWork: Send + Sync {
     /// Known complete.
     fn is_done(&self) -> bool;
-    /// Wait until it is complete.
-    fn wait(&self);
+    /// Wait until it is complete, for at most `bound`: whether it is.
+    fn wait_for(&self, bound: Duration) -> bool;
+}
+
+/// How long a reset waits for the launches of other devices that still read the memory in
+/// place ([`wait_for_peer_reads`]) before it is refused.
+pub(crate) const PEER_READS_BOUND: Duration = Duration::from_secs(2);
+
+/// Wait, for at most `bound` in all, for `reads`: launches of other devices reading device
+/// `ordinal`'s memory in place through peer views since dropped, which a reset must not free
+/// under them. A launch that runs on past that (a kernel spinning on a signal nobody sets)
+/// refuses the reset ([`Error::ResetRefused`], naming how many) rather than hanging it; the
+/// device's contexts stay lost, and a later recovery waits again.
+pub(crate) fn wait_for_peer_reads(
+    ordinal: usize,
+    reads: &[Arc<dyn PendingWork>],
+    bound: Duration,
+) -> Result<()> {
+    let deadline = Instant::now() + bound;
+    let running = reads
+        .iter()
+        .filter(|r| !r.wait_for(deadline.saturating_duration_since(Instant::now())))
+        .count();
+    if running > 0 {
+        return Err(Error::ResetRefused {
+            ordinal,
+            host_buffers: 0,
+            peer_views: 0,
+            communicators: 0,
+            cudarc_handles: 0,
+            peer_reads: running,
+        });
+    }
+    Ok(())
 }
 
 /// What a reset of a context would free under a live handle outside it.
@@ -385,6 +418,7 @@ pub(crate) fn prepare_reset(
             peer_views,
             communicators,
             cudarc_handles,
+            peer_reads: 0,
         });
     }
     Ok(peer_reads)
@@ -615,6 +649,7 @@ mod tests {
             peer_views: 1,
             communicators: 1,
             cudarc_handles: 0,
+            peer_reads: 0,
         } = e
         else {
             panic!("expected ResetRefused for 2 host buffers, 1 view and 1 set, got {e:?}");

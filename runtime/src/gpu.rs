@@ -172,7 +172,9 @@ impl Gpu {
     /// simulator, which is never lost. So is the reset while handles outside the context
     /// still use memory it would free: pinned, mapped or registered host buffers of the
     /// context (the host reads them in safe code), peer views of its memory, device sets with
-    /// NCCL communicators on it, and cudarc objects made from it. That is
+    /// NCCL communicators on it, and cudarc objects made from it; and launches of other
+    /// devices that read its memory through peer views since dropped (their guards leaked) and
+    /// still run after two seconds of waiting for them. That is
     /// [`Error::ResetRefused`], naming how many of each; copy out what they hold, drop them
     /// and call this again (a refused call takes nothing: this handle stays). Once the
     /// context was reset, through this handle or another (or by a new `Gpu` on the device),

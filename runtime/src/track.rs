@@ -17,6 +17,7 @@ use cudarc::driver::sys;
 use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Identities of completions: never reused, so a use list can be recognised by them.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -261,14 +262,63 @@ impl Completion {
         }
         self.finished();
     }
+
+    /// [`Completion::wait`] for at most `bound`: whether the work is complete. Polls its
+    /// points (a lazy completion is sealed and given one on its stream), sleeping a little
+    /// longer between polls, up to a millisecond. Work of streams berth does not know has no
+    /// point to poll and counts as running unless already known complete.
+    pub(crate) fn wait_for(&self, bound: Duration) -> bool {
+        if self.is_done() {
+            return true;
+        }
+        if self.whole_context {
+            return false;
+        }
+        let ops = self.gpu.ops();
+        let own = if self.lazy {
+            self.seal();
+            // A lost context runs nothing more: nothing to wait for.
+            if self.gpu.bind().is_err() {
+                self.finished();
+                return true;
+            }
+            match ops.record_point(self.streams[0]) {
+                Ok(p) => Some(p),
+                Err(_) => return false,
+            }
+        } else {
+            None
+        };
+        let points = own.as_ref().map_or(&self.points[..], std::slice::from_ref);
+        let deadline = Instant::now() + bound;
+        let mut pause = Duration::from_micros(20);
+        let reached = loop {
+            if points.iter().all(|p| ops.point_reached(p)) {
+                break true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break false;
+            }
+            std::thread::sleep(pause.min(deadline - now));
+            pause = (pause * 2).min(Duration::from_millis(1));
+        };
+        if let Some(p) = own {
+            ops.release_point(p);
+        }
+        if reached {
+            self.finished();
+        }
+        reached
+    }
 }
 
 impl crate::fault::PendingWork for Completion {
     fn is_done(&self) -> bool {
         Completion::is_done(self)
     }
-    fn wait(&self) {
-        Completion::wait(self);
+    fn wait_for(&self, bound: Duration) -> bool {
+        Completion::wait_for(self, bound)
     }
 }
 
@@ -635,50 +685,93 @@ mod tests {
 
     /// Reads of the owner's memory by another context's work, still running when the view
     /// they went through is dropped, are kept on the owner's fault state; a reset of the owner
-    /// is handed them and waits until they are done, and they are not kept once done.
+    /// is handed them and waits for them, for a bounded time: a read that runs on past the
+    /// bound refuses the reset (naming how many) instead of hanging it, and one that ends
+    /// within it lets the reset go ahead. Done reads are not kept. Both kinds of completion
+    /// are covered: a recorded one, and a lazy one (a scope's or a collective's), which the
+    /// wait seals.
     #[test]
-    fn a_reset_is_handed_the_peer_reads_still_running_and_waits_for_them() {
-        use crate::fault::{FaultState, prepare_reset, register_context};
+    fn a_reset_waits_a_bounded_time_for_peer_reads_still_running() {
+        use crate::fault::{FaultState, prepare_reset, register_context, wait_for_peer_reads};
         use std::sync::mpsc;
-        use std::time::Duration;
+        use std::time::{Duration, Instant};
         let owner = Arc::new(Inner::new(Box::new(Simulator::new())));
         let reader = Arc::new(Inner::new(Box::new(Simulator::new())));
-        let (release, held) = mpsc::channel::<()>();
-        enqueue(
-            &reader,
-            reader.default_stream,
-            Box::new(move || {
-                let _ = held.recv();
-                Ok(())
-            }),
-        );
-        let read = Completion::record(&reader, &[reader.default_stream]).unwrap();
+        let side = reader.ops().stream_new().unwrap();
+        // A job on each of the reader's streams that runs until released.
+        let hold = |stream| {
+            let (release, held) = mpsc::channel::<()>();
+            enqueue(
+                &reader,
+                stream,
+                Box::new(move || {
+                    let _ = held.recv();
+                    Ok(())
+                }),
+            );
+            release
+        };
+        let (release_recorded, release_lazy) = (hold(reader.default_stream), hold(side));
+        let recorded = Completion::record(&reader, &[reader.default_stream]).unwrap();
+        let lazy = Completion::lazy(&reader, side);
+        assert!(lazy.join());
         let uses = Uses::default();
-        uses.add(&read, Access::Shared);
+        uses.add(&recorded, Access::Shared);
+        uses.add(&lazy, Access::Shared);
         let own = Completion::record(&owner, &[owner.default_stream]).unwrap();
         uses.add(&own, Access::Exclusive);
         let elsewhere = uses.pending_elsewhere(owner.id);
-        assert_eq!(elsewhere.len(), 1, "only the other context's work");
-        assert!(!elsewhere[0].is_done());
+        assert_eq!(elsewhere.len(), 2, "only the other context's work");
 
         // The owner's fault state, registered under a device no driver hands out.
         let device = -2000;
         let state = Arc::new(FaultState::default());
         register_context(device, &state);
         state.note_peer_reads(elsewhere);
-        let pending = prepare_reset(device, 0, "test").unwrap();
-        assert_eq!(pending.len(), 1);
-        let waiter = std::thread::spawn(move || pending.iter().for_each(|c| c.wait()));
-        std::thread::sleep(Duration::from_millis(100));
+        let pending = prepare_reset(device, 3, "test").unwrap();
+        assert_eq!(pending.len(), 2);
+
+        let bound = Duration::from_millis(150);
+        let start = Instant::now();
+        let e = wait_for_peer_reads(3, &pending, bound).unwrap_err();
+        let waited = start.elapsed();
         assert!(
-            !waiter.is_finished(),
-            "the reset went ahead under a running read"
+            matches!(
+                e,
+                crate::Error::ResetRefused {
+                    ordinal: 3,
+                    peer_reads: 2,
+                    host_buffers: 0,
+                    ..
+                }
+            ),
+            "{e:?}"
         );
-        release.send(()).unwrap();
-        waiter.join().unwrap();
-        assert!(read.is_done());
+        assert!(e.is_context_lost());
         assert!(
-            prepare_reset(device, 0, "again").unwrap().is_empty(),
+            e.to_string().contains("2 launch(es) of other devices"),
+            "{e}"
+        );
+        assert!(
+            waited >= bound && waited < bound * 10,
+            "the bound is the whole wait's, not each read's: {waited:?}"
+        );
+        assert!(!recorded.is_done() && !lazy.is_done());
+        assert!(!lazy.join(), "the wait sealed the lazy completion");
+
+        // Still kept for the next reset, which goes ahead once the reads end within its bound.
+        let pending = prepare_reset(device, 3, "again").unwrap();
+        assert_eq!(pending.len(), 2, "running reads are kept");
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            release_recorded.send(()).unwrap();
+            release_lazy.send(()).unwrap();
+        });
+        wait_for_peer_reads(3, &pending, Duration::from_secs(30)).unwrap();
+        releaser.join().unwrap();
+        assert!(recorded.is_done() && lazy.is_done());
+        assert!(
+            prepare_reset(device, 3, "once more").unwrap().is_empty(),
             "done reads are not kept"
         );
     }

@@ -6,8 +6,8 @@
 use crate::backend::{Backend, ContextOps, Ops, PeerId};
 use crate::error::{Error, Result};
 use crate::fault::{
-    FaultState, Faults, MappedPanicRecord, PendingWork, is_sticky_name, prepare_reset,
-    register_context,
+    FaultState, Faults, MappedPanicRecord, PEER_READS_BOUND, PendingWork, is_sticky_name,
+    prepare_reset, register_context, wait_for_peer_reads,
 };
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
@@ -82,15 +82,14 @@ static RESETS: ResetLocks = ResetLocks::new();
 /// Destroy the device's primary context (all its resources) so the next retain creates a
 /// fresh one, after [`prepare_reset`] allowed it, and count it in `resets` (the device's
 /// reset count, locked by the caller). `peer_reads`: launches of other devices that read its
-/// memory in place and may still run, waited for first.
+/// memory in place and may still run, waited for first, for a bounded time (refused after).
 fn reset_primary(
     device: sys::CUdevice,
+    ordinal: usize,
     peer_reads: Vec<Arc<dyn PendingWork>>,
     resets: &mut u64,
 ) -> Result<()> {
-    for read in peer_reads {
-        read.wait();
-    }
+    wait_for_peer_reads(ordinal, &peer_reads, PEER_READS_BOUND)?;
     // SAFETY: detaching the calling thread from any context has no preconditions; a poisoned
     // context left current would taint the next calls on this thread.
     let _ = unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
@@ -143,7 +142,7 @@ impl Driver {
                     "the primary context was reset after a fault",
                 )?;
                 tracing::warn!(ordinal, %name, "primary context poisoned by an earlier fault: resetting it");
-                reset_primary(device, peer_reads, &mut resets)?;
+                reset_primary(device, ordinal, peer_reads, &mut resets)?;
                 Driver::open(ordinal, device, count, *resets).map_err(unrecoverable)
             }
             other => other,
@@ -412,7 +411,7 @@ impl ContextOps for Driver {
             ordinal,
             "the primary context was reset by Gpu::recover",
         )?;
-        reset_primary(device, peer_reads, &mut resets)?;
+        reset_primary(device, ordinal, peer_reads, &mut resets)?;
         tracing::info!(ordinal, "GPU context reset after a fault");
         let fresh =
             Driver::open(ordinal, device, self.device_count, *resets).map_err(unrecoverable)?;

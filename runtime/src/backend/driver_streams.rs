@@ -103,6 +103,18 @@ impl StreamOps for Driver {
         }
     }
 
+    fn point_reached(&self, point: &Point) -> bool {
+        let Point::Event(ev) = point else {
+            unreachable!("a simulated point given to the driver")
+        };
+        if self.bind().is_err() {
+            return true;
+        }
+        // SAFETY: `ev` is an event of this (current) context, alive while `point` is.
+        let r = unsafe { sys::cuEventQuery(*ev) };
+        r != sys::CUresult::CUDA_ERROR_NOT_READY
+    }
+
     fn stream_wait_point(&self, stream: sys::CUstream, point: &Point) -> Result<()> {
         let Point::Event(ev) = point else {
             unreachable!("a simulated point given to the driver")

@@ -68,6 +68,13 @@ impl StreamOps for Simulator {
         }
     }
 
+    fn point_reached(&self, point: &Point) -> bool {
+        let Point::Sim(stream, position) = point else {
+            unreachable!("a CUDA point given to the simulator")
+        };
+        stream.reached(*position)
+    }
+
     fn stream_wait_point(&self, stream: sys::CUstream, point: &Point) -> Result<()> {
         let Point::Sim(other, position) = point else {
             unreachable!("a CUDA point given to the simulator")
