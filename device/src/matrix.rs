@@ -826,11 +826,14 @@ impl<T, const R: usize, const C: usize> Index<(usize, usize)> for Tile<'_, T, R,
 /// assert_eq!((data[11], data[6]), (7, 5));
 /// ```
 pub struct MatrixMut<'s, T> {
-    /// `rows * cols` elements, valid for reads and writes for `'s` (checked at construction
-    /// against a `SliceMut`, whose contract makes them valid).
+    /// Element `(r, c)` is `ptr + r * stride + c`. Unless `rows` or `cols` is 0, the
+    /// `(rows - 1) * stride + cols` elements from `ptr` are valid for reads and writes for
+    /// `'s` (checked at construction against a `SliceMut`, whose contract makes them valid,
+    /// and kept by [`MatrixMut::submatrix_mut`]); `cols <= stride`.
     ptr: *mut T,
     rows: usize,
     cols: usize,
+    stride: usize,
     _view: PhantomData<&'s mut [T]>,
 }
 
@@ -853,6 +856,7 @@ impl<'s, T> MatrixMut<'s, T> {
             ptr,
             rows,
             cols,
+            stride: cols,
             _view: PhantomData,
         }
     }
@@ -887,15 +891,132 @@ impl<'s, T> MatrixMut<'s, T> {
         self.cols
     }
 
+    /// Elements from the start of one row to the start of the next: the columns of the
+    /// matrix this one was cut from ([`MatrixMut::submatrix_mut`]), else its own.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// # let mut data = [0u8; 12];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(3, 4);
+    /// assert_eq!(m.stride(), 4);
+    /// assert_eq!(m.submatrix_mut(1, 1, 2, 2).stride(), 4);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn stride(&self) -> usize {
+        self.stride
+    }
+
+    /// The `rows × cols` block whose top-left element is `(r0, c0)`, as a matrix of its own
+    /// that writes through to this one (its [`stride`](MatrixMut::stride) is this one's):
+    /// checked once, here, to lie inside this matrix. A block of threads that writes its own
+    /// region of a result takes the region once, and indexes it from `(0, 0)`.
+    ///
+    /// # Panics
+    /// Unless the block lies inside the matrix, as for [`Matrix::submatrix`].
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// let mut data = [0u32; 20];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(4, 5);
+    /// // Rows 2 and 3, columns 3 and 4.
+    /// let mut block = m.submatrix_mut(2, 3, 2, 2);
+    /// // SAFETY: this one thread is the launch: no other thread touches the elements.
+    /// unsafe {
+    ///     block.write(0, 0, 1); // element (2, 3) of `m`
+    ///     block.tile_mut::<1, 2>(1, 0).write(0, 1, 2); // element (3, 4)
+    /// }
+    /// assert!(std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    ///     let _ = m.submatrix_mut(3, 3, 2, 2); // row 4 does not exist
+    /// }))
+    /// .is_err());
+    /// assert_eq!((data[13], data[19]), (1, 2));
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn submatrix_mut(
+        &mut self,
+        r0: usize,
+        c0: usize,
+        rows: usize,
+        cols: usize,
+    ) -> MatrixMut<'_, T> {
+        if !fits(self.rows, self.cols, r0, c0, rows, cols) {
+            outside_block(r0, c0, rows, cols, self.rows, self.cols)
+        }
+        // SAFETY: just checked.
+        unsafe { self.submatrix_mut_unchecked(r0, c0, rows, cols) }
+    }
+
+    /// [`MatrixMut::submatrix_mut`], or `None` unless the block lies inside the matrix.
+    ///
+    /// ```
+    /// # use berth_device::SliceMut;
+    /// # let mut data = [0u8; 12];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// # let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+    /// let mut m = out.matrix_mut(3, 4);
+    /// assert!(m.get_submatrix_mut(1, 1, 2, 3).is_some());
+    /// assert!(m.get_submatrix_mut(1, 2, 2, 3).is_none());
+    /// assert!(m.get_submatrix_mut(usize::MAX, 0, 2, 1).is_none());
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn get_submatrix_mut(
+        &mut self,
+        r0: usize,
+        c0: usize,
+        rows: usize,
+        cols: usize,
+    ) -> Option<MatrixMut<'_, T>> {
+        if fits(self.rows, self.cols, r0, c0, rows, cols) {
+            // SAFETY: just checked.
+            Some(unsafe { self.submatrix_mut_unchecked(r0, c0, rows, cols) })
+        } else {
+            None
+        }
+    }
+
+    /// # Safety
+    /// `fits(self.rows, self.cols, r0, c0, rows, cols)`.
+    #[inline(always)]
+    unsafe fn submatrix_mut_unchecked(
+        &mut self,
+        r0: usize,
+        c0: usize,
+        rows: usize,
+        cols: usize,
+    ) -> MatrixMut<'_, T> {
+        // With `rows, cols >= 1` the start is element `(r0, c0)` of this matrix, and the
+        // block's last element `(r0 + rows - 1, c0 + cols - 1)` is one of this matrix's valid
+        // elements (`fits`), so the new matrix's `(rows - 1) * stride + cols` elements from
+        // its start are valid for `'_`, which borrows this one mutably. An empty block
+        // reaches no element, whatever its start.
+        MatrixMut {
+            ptr: self
+                .ptr
+                .wrapping_add(r0.wrapping_mul(self.stride).wrapping_add(c0)),
+            rows,
+            cols,
+            stride: self.stride,
+            _view: PhantomData,
+        }
+    }
+
     /// Pointer to element `(r, c)`, stopping the kernel unless `r < rows` and `c < cols`
-    /// (then it is one of the `rows * cols` valid elements).
+    /// (then it is one of the valid elements).
     #[inline(always)]
     #[track_caller]
     fn at(&self, r: usize, c: usize) -> *mut T {
         if r >= self.rows || c >= self.cols {
             outside_matrix(r, c, self.rows, self.cols)
         }
-        self.ptr.wrapping_add(r * self.cols + c)
+        self.ptr.wrapping_add(r * self.stride + c)
     }
 
     /// Read element `(r, c)`, which this thread need not own (checked against the shape).
@@ -1032,8 +1153,8 @@ impl<'s, T> MatrixMut<'s, T> {
             // Element `(r0, c0)` when the tile has one (see `Matrix::tile_unchecked`).
             base: self
                 .ptr
-                .wrapping_add(r0.wrapping_mul(self.cols).wrapping_add(c0)),
-            stride: self.cols,
+                .wrapping_add(r0.wrapping_mul(self.stride).wrapping_add(c0)),
+            stride: self.stride,
             origin: (r0, c0),
             _view: PhantomData,
         }
@@ -1061,7 +1182,7 @@ impl<'s, T> MatrixMut<'s, T> {
 pub struct TileMut<'m, T, const R: usize, const C: usize> {
     /// The matrix's element `origin`.
     base: *mut T,
-    /// The matrix's columns.
+    /// The matrix's stride.
     stride: usize,
     origin: (usize, usize),
     _view: PhantomData<&'m mut [T]>,
@@ -1101,7 +1222,7 @@ impl<T, const R: usize, const C: usize> TileMut<'_, T, R, C> {
             outside_matrix(r, c, R, C)
         }
         // Inside the matrix: the tile was made inside it (`fits`), so with `r < R`, `c < C`
-        // the element is `(r0 + r, c0 + c)` of the matrix, below `rows * cols`.
+        // the element is `(r0 + r, c0 + c)` of the matrix, one of its valid elements.
         self.base.wrapping_add(r * self.stride + c)
     }
 
@@ -1443,5 +1564,81 @@ mod tests {
             }
         }
         assert_eq!(data, want);
+    }
+    /// Writable blocks (and blocks of blocks, and tiles of blocks) keep the enclosing stride:
+    /// every element they read or write is the enclosing matrix's at the shifted position,
+    /// and nothing outside the block is written; a block reaching outside — past an edge,
+    /// from an origin near `usize::MAX`, of zero size beyond the far edge — is refused.
+    #[test]
+    fn writable_blocks_write_exactly_their_block() {
+        let big = usize::MAX;
+        for (r0, c0, h, w) in [(0, 0, 6, 7), (1, 2, 3, 4), (5, 6, 1, 1), (2, 0, 4, 7)] {
+            let mut data = [0u32; 6 * 7];
+            // SAFETY: `data` outlives the view; this one thread is the launch.
+            let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+            let mut m = out.matrix_mut(6, 7);
+            let mut b = m.submatrix_mut(r0, c0, h, w);
+            assert_eq!((b.rows(), b.cols(), b.stride()), (h, w, 7));
+            for r in 0..h {
+                for c in 0..w {
+                    // SAFETY: one thread: nobody else touches the block.
+                    unsafe { b.write(r, c, 1 + (r * w + c) as u32) };
+                }
+            }
+            for (r, c) in [(h, 0), (0, w), (big, 0)] {
+                let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // SAFETY: as above; outside the block, which `write` refuses first.
+                    unsafe { b.write(r, c, 99) }
+                }));
+                assert!(e.is_err(), "({r}, {c}) of a {h} × {w} block");
+            }
+            // SAFETY: one thread.
+            assert_eq!(unsafe { b.read(h - 1, w - 1) }, (h * w) as u32);
+            if h >= 2 && w >= 2 {
+                // A tile of the block and a block of the block write the enclosing matrix's
+                // elements at the shifted position.
+                // SAFETY: one thread.
+                unsafe { b.tile_mut::<2, 2>(h - 2, w - 2).write(1, 1, 500) };
+                assert!(b.get_tile_mut::<2, 2>(h - 1, 0).is_none());
+                let mut bb = b.submatrix_mut(1, 1, h - 1, w - 1);
+                // SAFETY: one thread.
+                unsafe { bb.write(0, 0, 600) };
+                assert!(b.get_submatrix_mut(1, 1, h, 1).is_none());
+            }
+            let mut want = [0u32; 6 * 7];
+            for r in 0..h {
+                for c in 0..w {
+                    want[(r0 + r) * 7 + c0 + c] = 1 + (r * w + c) as u32;
+                }
+            }
+            if h >= 2 && w >= 2 {
+                want[(r0 + h - 1) * 7 + c0 + w - 1] = 500;
+                want[(r0 + 1) * 7 + c0 + 1] = 600;
+            }
+            assert_eq!(data, want, "block ({r0}, {c0}) {h} × {w}");
+        }
+        let mut data = [7u32; 6 * 7];
+        // SAFETY: `data` outlives the view; this one thread is the launch.
+        let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), data.len()) };
+        let mut m = out.matrix_mut(6, 7);
+        for (r0, c0, h, w) in [(1, 0, 6, 1), (0, 1, 1, 7), (big, 0, 2, 1), (0, big, 1, 2)] {
+            assert!(
+                m.get_submatrix_mut(r0, c0, h, w).is_none(),
+                "({r0}, {c0}, {h}, {w})"
+            );
+            let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = m.submatrix_mut(r0, c0, h, w);
+            }));
+            assert!(e.is_err(), "({r0}, {c0}, {h}, {w})");
+        }
+        let mut empty = m.submatrix_mut(6, 7, 0, 0);
+        assert!(empty.get_tile_mut::<1, 1>(0, 0).is_none());
+        let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            // SAFETY: one thread; an empty block has no element, which `write` refuses first.
+            unsafe { empty.write(0, 0, 1) }
+        }));
+        assert!(e.is_err());
+        assert!(m.get_submatrix_mut(7, 0, 0, 1).is_none());
+        assert_eq!(data, [7u32; 6 * 7], "refused blocks write nothing");
     }
 }
