@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::launch::Kernel;
+use memchr::memmem;
 
 /// One `.param` of an entry: its declared name and size in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,32 +33,27 @@ fn type_size(ty: &str) -> Option<usize> {
 
 fn parse_param(decl: &str) -> Option<PtxParam> {
     // `.param .u64 name`, `.param .align 4 .b8 name[12]`, `.param .u64 .ptr .global name`.
-    let toks: Vec<&str> = decl.split_whitespace().collect();
-    if toks.first() != Some(&".param") {
+    let mut toks = decl.split_ascii_whitespace();
+    if toks.next() != Some(".param") {
         return None;
     }
     let mut ty = None;
-    let mut i = 1;
-    while i < toks.len() {
-        let t = toks[i];
+    let last = loop {
+        let t = toks.next()?;
         if t == ".align" {
-            i += 2;
-            continue;
-        }
-        if t.starts_with('.') {
+            toks.next();
+        } else if t.starts_with('.') {
             if ty.is_none() && t != ".ptr" {
                 ty = Some(t);
             }
-            i += 1;
-            continue;
+        } else {
+            break t;
         }
-        break;
-    }
-    let last = toks.get(i)?;
+    };
     let elem = type_size(ty?)?;
     let (name, count) = match last.split_once('[') {
         Some((n, rest)) => (n, rest.trim_end_matches(']').parse().ok()?),
-        None => (*last, 1usize),
+        None => (last, 1usize),
     };
     Some(PtxParam {
         name: name.to_owned(),
@@ -66,11 +62,14 @@ fn parse_param(decl: &str) -> Option<PtxParam> {
 }
 
 /// Every `.entry` in `ptx`, with its parameters.
+///
+/// The module is searched with `memchr`'s substring finder: PTX is mostly `.`-prefixed
+/// tokens, which a search led by the needle's first byte stops at everywhere (a crate's
+/// module is about a megabyte, searched on the first launch of every process).
 pub fn entries(ptx: &str) -> Vec<PtxEntry> {
     let mut out = Vec::new();
-    let mut rest = ptx;
-    while let Some(pos) = rest.find(".entry ") {
-        rest = &rest[pos + ".entry ".len()..];
+    for pos in memmem::find_iter(ptx.as_bytes(), ".entry ") {
+        let rest = &ptx[pos + ".entry ".len()..];
         let name_end = rest.find(['(', '{', ' ', '\n']).unwrap_or(rest.len());
         let name = rest[..name_end].trim().to_owned();
         let after = rest[name_end..].trim_start();
@@ -90,37 +89,46 @@ pub fn entries(ptx: &str) -> Vec<PtxEntry> {
 
 /// Byte-array globals with initialisers (`.global .align 1 .b8 NAME[N] = {..};`): where
 /// constant strings (file names of panic locations) live. Returns (name, bytes).
+///
+/// Only the lines with an initialiser (` = {`, which nothing else in PTX has) are read:
+/// they are found with `memchr`'s substring finder, not by walking every line.
 pub fn byte_globals(ptx: &str) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
-    for line in ptx.lines() {
-        let line = line.trim();
-        if !(line.starts_with(".global")
-            || line.starts_with(".visible .global")
-            || line.starts_with(".const"))
-        {
+    let mut done = 0;
+    for pos in memmem::find_iter(ptx.as_bytes(), " = {") {
+        if pos < done {
             continue;
         }
-        let Some((decl, init)) = line.split_once(" = {") else {
-            continue;
-        };
-        let Some(pos) = decl.find(".b8 ") else {
-            continue;
-        };
-        let Some((name, count)) = decl[pos + 4..].trim().split_once('[') else {
-            continue;
-        };
-        let Ok(count) = count.trim_end_matches(']').parse::<usize>() else {
-            continue;
-        };
-        let mut bytes: Vec<u8> = init
-            .trim_end_matches("};")
-            .split(',')
-            .filter_map(|b| b.trim().parse().ok())
-            .collect();
-        bytes.resize(count, 0);
-        out.push((name.to_owned(), bytes));
+        let start = ptx[..pos].rfind('\n').map_or(0, |n| n + 1);
+        let end = ptx[pos..].find('\n').map_or(ptx.len(), |n| pos + n);
+        done = end;
+        if let Some(global) = byte_global(&ptx[start..end]) {
+            out.push(global);
+        }
     }
     out
+}
+
+/// One line of PTX as a byte-array global with an initialiser, if it is one.
+fn byte_global(line: &str) -> Option<(String, Vec<u8>)> {
+    let line = line.trim();
+    if !(line.starts_with(".global")
+        || line.starts_with(".visible .global")
+        || line.starts_with(".const"))
+    {
+        return None;
+    }
+    let (decl, init) = line.split_once(" = {")?;
+    let pos = decl.find(".b8 ")?;
+    let (name, count) = decl[pos + 4..].trim().split_once('[')?;
+    let count = count.trim_end_matches(']').parse::<usize>().ok()?;
+    let mut bytes: Vec<u8> = init
+        .trim_end_matches("};")
+        .split(',')
+        .filter_map(|b| b.trim().parse().ok())
+        .collect();
+    bytes.resize(count, 0);
+    Some((name.to_owned(), bytes))
 }
 
 /// Check that `kernel`'s PTX entry has exactly the parameters its launcher passes.
@@ -238,6 +246,32 @@ mod tests {
         );
     }
 
+    /// Every byte-array global with an initialiser is found wherever its line is — first,
+    /// last without a newline, indented, `.const` or `.visible` — and nothing else is: not
+    /// arrays of other types, not globals without an initialiser, not ` = {` inside a body
+    /// or a comment.
+    #[test]
+    fn finds_byte_globals_only_on_their_own_lines() {
+        let ptx = ".global .align 1 .b8 first[2] = {1, 2};\n\
+                   .version 8.5\n\
+                   .global .align 8 .u64 table[2] = {1, 2};\n\
+                   .visible .global .align 1 .b8 shown[3] = {7, 8, 9};\n\
+                   .global .align 1 .b8 plain[4];\n\
+                   .visible .entry k()\n{\n\t// x = {1}\n\tret;\n}\n\
+                   \t.const .align 1 .b8 konst[1] = {5};\n\
+                   .global .align 1 .b8 last[3] = {65, 66};";
+        let found = byte_globals(ptx);
+        assert_eq!(
+            found,
+            vec![
+                ("first".to_owned(), vec![1, 2]),
+                ("shown".to_owned(), vec![7, 8, 9]),
+                ("konst".to_owned(), vec![5]),
+                ("last".to_owned(), vec![65, 66, 0]),
+            ]
+        );
+    }
+
     #[test]
     fn parses_entries_and_params() {
         let ptx = r#"
@@ -274,7 +308,9 @@ mod tests {
 /// its end once per entry.
 fn function_bodies(ptx: &str) -> std::collections::HashMap<String, &str> {
     const KEYS: [&str; 2] = [".entry ", ".func "];
-    let find = |from: usize, key: &str| ptx[from..].find(key).map_or(usize::MAX, |p| from + p);
+    let find = |from: usize, key: &str| {
+        memmem::find(&ptx.as_bytes()[from..], key.as_bytes()).map_or(usize::MAX, |p| from + p)
+    };
     let mut out = std::collections::HashMap::new();
     // The absolute position of each keyword's next match (usize::MAX: none left).
     let mut next = KEYS.map(|k| find(0, k));
