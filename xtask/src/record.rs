@@ -147,7 +147,7 @@ pub fn run(dir: PathBuf) -> Result {
     let machine = run.machine()?;
     let root = workspace_root();
     // The soak and compute-sanitizer results: RELIABILITY.md.
-    crate::reliability::record(&run.dir, &machine)?;
+    let reliability = crate::reliability::record(&run.dir, &machine)?;
     let results = root.join(RESULTS);
     // Rendering again from the recorded raw lines: keep them, and the targeted run's.
     let rerender = same_dir(&run.dir, &results);
@@ -188,6 +188,23 @@ pub fn run(dir: PathBuf) -> Result {
     // A bench-only run (`.gpu/run.sh bench`) has a summary but no test log: keep the recorded tests.
     if !summary.is_empty() && !tests_log.trim().is_empty() {
         gpu_results(&root, &machine, &summary, &tests_log)?;
+    } else if !summary.is_empty() && summary.contains("PASS  tests/") {
+        eprintln!(
+            "{}: a test summary without tests.log (not fetched?): GPU-RESULTS.md left as it was",
+            run.dir.display()
+        );
+    }
+    let recognised = !costs.trim().is_empty()
+        || !run.read("bench.jsonl").trim().is_empty()
+        || TARGETED.iter().any(|s| !run.read(s.file).trim().is_empty())
+        || !tests_log.trim().is_empty();
+    if !recognised && !reliability {
+        return Err(format!(
+            "nothing to record in {}: no bench.jsonl, no targeted benchmark's lines, no \
+             tests.log, no soak or sanitizer results",
+            run.dir.display()
+        )
+        .into());
     }
     Ok(())
 }
