@@ -91,17 +91,7 @@ pub enum Error {
     /// `Gpu` on the device) destroys every allocation of the device's primary context, and
     /// some of it is still in use outside the context. Drop those handles and try again, or
     /// restart the process.
-    #[error(
-        "device {ordinal}'s context was lost to a fault and cannot be reset yet: the reset frees \
-         all of its memory, and {host_buffers} pinned, mapped or registered host buffer(s) of it \
-         (signals, mailboxes and pipeline shards included), {peer_views} peer view(s) of its \
-         device memory, {communicators} device set(s) with NCCL communicators on it and \
-         {cudarc_handles} cudarc context handle(s) (held by cudarc's slices and streams, and by \
-         berth streams lent to cudarc) are still alive, and {peer_reads} launch(es) of other \
-         devices that read its memory in place were still running after the reset waited for \
-         them; copy out what the host buffers hold, drop them and the rest, let the launches \
-         end, then recover again (or restart the process)"
-    )]
+    #[error("{}", reset_refused(*ordinal, [*host_buffers, *peer_views, *communicators, *cudarc_handles, *peer_reads]))]
     ResetRefused {
         /// The device's CUDA ordinal.
         ordinal: usize,
@@ -263,6 +253,59 @@ impl Error {
     }
 }
 
+/// The message of [`Error::ResetRefused`]: what still holds the reset up (the kinds counted
+/// above zero, in the variant's field order), and what to do about it.
+fn reset_refused(ordinal: usize, counts: [usize; 5]) -> String {
+    const KINDS: [&str; 5] = [
+        "pinned, mapped or registered host buffer(s) of it (signals, mailboxes and pipeline \
+         shards included)",
+        "peer view(s) of its device memory",
+        "device set(s) with NCCL communicators on it",
+        "cudarc context handle(s) (held by cudarc's slices and streams, and by berth streams \
+         lent to cudarc)",
+        "launch(es) of other devices still reading its memory in place, through peer views \
+         since dropped, after the reset waited two seconds for them",
+    ];
+    if counts.iter().all(|n| *n == 0) {
+        return format!(
+            "device {ordinal}'s context was lost to a fault and cannot be reset yet; recover \
+             again (or restart the process)"
+        );
+    }
+    let held: Vec<String> = counts
+        .iter()
+        .zip(KINDS)
+        .filter(|(n, _)| **n > 0)
+        .map(|(n, kind)| format!("{n} {kind}"))
+        .collect();
+    let mut todo = Vec::new();
+    if counts[0] > 0 {
+        todo.push("copy out what the host buffers hold");
+    }
+    if counts[..4].iter().any(|n| *n > 0) {
+        todo.push("drop those handles");
+    }
+    if counts[4] > 0 {
+        todo.push("let the launches end");
+    }
+    format!(
+        "device {ordinal}'s context was lost to a fault and cannot be reset yet: the reset frees \
+         all of its memory, which is still in use by {}; {}, then recover again (or restart \
+         the process)",
+        list(&held),
+        list(&todo.iter().map(|t| t.to_string()).collect::<Vec<_>>()),
+    )
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
 fn trap_hint(name: &str) -> &'static str {
     if name == "CUDA_ERROR_LAUNCH_FAILED" {
         " — a trap: most likely a panic inside the kernel (a failed assert!, unwrap, \
@@ -309,5 +352,55 @@ impl fmt::Display for PanicReport {
             "{}:{}:{}: {} (block {:?}, thread {:?})",
             self.file, self.line, self.column, self.message, self.block, self.thread
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A refused reset names what holds it up, joined as a sentence, and what to do for each:
+    /// nothing about kinds counted zero.
+    #[test]
+    fn a_refused_reset_names_only_what_holds_it_up() {
+        let refused = |counts: [usize; 5]| {
+            Error::ResetRefused {
+                ordinal: 1,
+                host_buffers: counts[0],
+                peer_views: counts[1],
+                communicators: counts[2],
+                cudarc_handles: counts[3],
+                peer_reads: counts[4],
+            }
+            .to_string()
+        };
+        assert_eq!(
+            refused([0, 0, 0, 0, 1]),
+            "device 1's context was lost to a fault and cannot be reset yet: the reset frees all \
+             of its memory, which is still in use by 1 launch(es) of other devices still reading \
+             its memory in place, through peer views since dropped, after the reset waited two \
+             seconds for them; let the launches end, then recover again (or restart the process)"
+        );
+        let both = refused([3, 0, 0, 2, 0]);
+        assert!(
+            both.contains(
+                "in use by 3 pinned, mapped or registered host buffer(s) of it (signals, \
+                 mailboxes and pipeline shards included) and 2 cudarc context handle(s)"
+            ),
+            "{both}"
+        );
+        assert!(
+            both.contains("; copy out what the host buffers hold and drop those handles, then"),
+            "{both}"
+        );
+        let three = refused([0, 1, 1, 1, 0]);
+        assert!(
+            three.contains("1 peer view(s) of its device memory, 1 device set(s)"),
+            "{three}"
+        );
+        assert!(
+            refused([0; 5])
+                .ends_with("cannot be reset yet; recover again (or restart the process)")
+        );
     }
 }

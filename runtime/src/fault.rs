@@ -655,11 +655,19 @@ mod tests {
             panic!("expected ResetRefused for 2 host buffers, 1 view and 1 set, got {e:?}");
         };
         assert!(e.is_context_lost(), "{e}");
-        assert!(
-            e.to_string()
-                .contains("2 pinned, mapped or registered host buffer(s)"),
-            "{e}"
-        );
+        // The message names what holds the reset up, and only that.
+        let text = e.to_string();
+        for held in [
+            "2 pinned, mapped or registered host buffer(s)",
+            "1 peer view(s)",
+            "1 device set(s) with NCCL communicators",
+            "copy out what the host buffers hold",
+        ] {
+            assert!(text.contains(held), "{held}: {text}");
+        }
+        for not_held in ["cudarc", "launch(es)", "let the launches end"] {
+            assert!(!text.contains(not_held), "{not_held}: {text}");
+        }
         assert!(a.is_lost() && b.is_lost());
 
         // Each kind alone holds the reset up.
