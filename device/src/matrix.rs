@@ -946,11 +946,11 @@ impl<'s, T> MatrixMut<'s, T> {
         rows: usize,
         cols: usize,
     ) -> MatrixMut<'_, T> {
-        if !fits(self.rows, self.cols, r0, c0, rows, cols) {
-            outside_block(r0, c0, rows, cols, self.rows, self.cols)
+        let shape = (self.rows, self.cols);
+        match self.get_submatrix_mut(r0, c0, rows, cols) {
+            Some(block) => block,
+            None => outside_block(r0, c0, rows, cols, shape.0, shape.1),
         }
-        // SAFETY: just checked.
-        unsafe { self.submatrix_mut_unchecked(r0, c0, rows, cols) }
     }
 
     /// [`MatrixMut::submatrix_mut`], or `None` unless the block lies inside the matrix.
@@ -974,30 +974,15 @@ impl<'s, T> MatrixMut<'s, T> {
         rows: usize,
         cols: usize,
     ) -> Option<MatrixMut<'_, T>> {
-        if fits(self.rows, self.cols, r0, c0, rows, cols) {
-            // SAFETY: just checked.
-            Some(unsafe { self.submatrix_mut_unchecked(r0, c0, rows, cols) })
-        } else {
-            None
+        if !fits(self.rows, self.cols, r0, c0, rows, cols) {
+            return None;
         }
-    }
-
-    /// # Safety
-    /// `fits(self.rows, self.cols, r0, c0, rows, cols)`.
-    #[inline(always)]
-    unsafe fn submatrix_mut_unchecked(
-        &mut self,
-        r0: usize,
-        c0: usize,
-        rows: usize,
-        cols: usize,
-    ) -> MatrixMut<'_, T> {
         // With `rows, cols >= 1` the start is element `(r0, c0)` of this matrix, and the
         // block's last element `(r0 + rows - 1, c0 + cols - 1)` is one of this matrix's valid
         // elements (`fits`), so the new matrix's `(rows - 1) * stride + cols` elements from
         // its start are valid for `'_`, which borrows this one mutably. An empty block
         // reaches no element, whatever its start.
-        MatrixMut {
+        Some(MatrixMut {
             ptr: self
                 .ptr
                 .wrapping_add(r0.wrapping_mul(self.stride).wrapping_add(c0)),
@@ -1005,7 +990,7 @@ impl<'s, T> MatrixMut<'s, T> {
             cols,
             stride: self.stride,
             _view: PhantomData,
-        }
+        })
     }
 
     /// Pointer to element `(r, c)`, stopping the kernel unless `r < rows` and `c < cols`
