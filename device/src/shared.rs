@@ -50,6 +50,44 @@
 //! ([`shared_array!`](crate::shared_array), [`dynamic`], [`Shared::row`]) is safe.
 
 use core::marker::PhantomData;
+use core::mem::{MaybeUninit, align_of, size_of};
+
+/// Whether a `T` is copied to and from shared memory as 4-byte words: 16-byte aligned
+/// values of up to 64 bytes, on the GPU.
+///
+/// The NVPTX backend lowers a copy of a whole struct (an LLVM `memcpy`) to accesses of at most
+/// 8 bytes, so a `float4`-like value copied from global to shared memory takes two loads and
+/// two stores where nvcc's `float4` takes one of each. Copied as words, the loads and stores
+/// are separate and LLVM's load/store vectoriser merges each four into one 16-byte access
+/// (`ld.global.v4.b32`, `st.shared.v4.b32`). The test is a constant, so other types compile
+/// to the plain copy alone.
+const fn by_words<T>() -> bool {
+    cfg!(target_arch = "nvptx64")
+        && align_of::<T>() >= 16
+        && size_of::<T>() % 16 == 0
+        && size_of::<T>() <= 64
+}
+
+/// Copy the `T` at `src` to `dst` as 4-byte words (see [`by_words`]).
+///
+/// # Safety
+/// As `dst.write(src.read())`: `src` is valid for reads of a `T` and `dst` for writes, both
+/// aligned for `T` to at least 4 bytes, and the two do not overlap.
+#[inline(always)]
+unsafe fn copy_words<T: Copy>(src: *const T, dst: *mut T) {
+    let (src, dst) = (
+        src.cast::<MaybeUninit<u32>>(),
+        dst.cast::<MaybeUninit<u32>>(),
+    );
+    let mut w = 0;
+    while w < size_of::<T>() / 4 {
+        // SAFETY: word `w` lies inside the `T` at both ends (`w < size_of::<T>() / 4`) and is
+        // 4-byte aligned (the caller's contract); as `MaybeUninit<u32>` a padding byte is
+        // copied as it is, uninitialised or not.
+        unsafe { dst.add(w).write(src.add(w).read()) };
+        w += 1;
+    }
+}
 
 /// A handle to a block's shared array of `T`. Every thread of the block sees the same memory.
 ///
@@ -239,8 +277,14 @@ impl<T: Copy + Send> Shared<T> {
         crate::host::note_shared_element(self.ptr.wrapping_add(i), crate::host::Access::Write);
         // SAFETY: in bounds (the caller's contract); valid per `from_raw`'s contract; no
         // other thread touches the element meanwhile (the caller's contract). `T: Copy`: the
-        // old value needs no drop.
-        unsafe { self.ptr.add(i).write(v) }
+        // old value needs no drop. Both ends are aligned for `T`.
+        unsafe {
+            if const { by_words::<T>() } {
+                copy_words(&v, self.ptr.add(i));
+            } else {
+                self.ptr.add(i).write(v);
+            }
+        }
     }
 
     #[inline(always)]

@@ -200,6 +200,37 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     assert!(capped >= 1, "no kernel with a register cap was checked");
 }
 
+/// The PTX of one example kernel's entry, from `.entry NAME(` to the end of its body.
+fn entry_body(name: &str) -> &'static str {
+    let k = kernels().into_iter().find(|k| k.name == name).unwrap();
+    let rest = k
+        .ptx
+        .split(&format!(".entry {name}("))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no entry `{name}` in the PTX"));
+    rest.split("\n}\n").next().unwrap()
+}
+
+/// A 16-byte aligned value moves between global and shared memory in one 16-byte access each
+/// way, as nvcc's `float4` does: n-body's tile copy (`tile.write(t, bodies[j])`, a struct of
+/// four `f32`) is one `ld.global.v4` and one `st.shared.v4`, not two 8-byte halves.
+#[test]
+fn a_float4_struct_moves_to_shared_memory_in_one_access() {
+    for name in ["nbody", "nbody_fast"] {
+        let body = entry_body(name);
+        assert!(
+            body.contains("st.shared.v4.b32"),
+            "`{name}` stores its tile in 16-byte accesses:\n{body}"
+        );
+        for narrow in ["st.shared.b64", "st.shared.v2", "ld.global.b64"] {
+            assert!(
+                !body.contains(narrow),
+                "`{name}` moves a body in halves (`{narrow}`):\n{body}"
+            );
+        }
+    }
+}
+
 /// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
 /// `#[auto]`'s close calls): hand-written PTX whose entries match their descriptors and which
 /// ptxas accepts for sm_90.
