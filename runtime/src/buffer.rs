@@ -54,13 +54,7 @@ impl Gpu {
 
     fn alloc_uninit<T: DeviceCopy>(&self, len: usize) -> Result<DeviceBuffer<T>> {
         self.inner.bind()?;
-        let bytes = len
-            .checked_mul(std::mem::size_of::<T>())
-            .ok_or(Error::OutOfMemory {
-                bytes: usize::MAX,
-                free: 0,
-                total: 0,
-            })?;
+        let bytes = crate::host_mem::checked_bytes::<T>(len)?;
         // A zero-length buffer owns no memory; its pointer is never dereferenced.
         let ptr = if bytes == 0 {
             0

@@ -173,7 +173,21 @@ unsafe impl<T: DeviceCopy + Send> Send for MappedBuffer<T> {}
 // SAFETY: as for PinnedBuffer.
 unsafe impl<T: DeviceCopy + Sync> Sync for MappedBuffer<T> {}
 
-fn checked_bytes<T>(len: usize) -> Result<usize> {
+/// The alignment every allocation of berth's has at least: the driver's device allocations
+/// (256 bytes), its pinned host allocations (a page) and the simulator's (256 bytes).
+pub(crate) const MAX_ALIGN: usize = 256;
+
+/// The bytes of `len` elements of `T`, for a new allocation: a size no allocation can have is
+/// out of memory, and a `T` aligned beyond [`MAX_ALIGN`] is refused (its elements could not
+/// be placed where `&[T]` and the GPU's accesses need them).
+pub(crate) fn checked_bytes<T>(len: usize) -> Result<usize> {
+    if std::mem::align_of::<T>() > MAX_ALIGN {
+        return Err(Error::Usage(format!(
+            "`{}` is aligned to {} bytes; berth's allocations are aligned to {MAX_ALIGN}",
+            std::any::type_name::<T>(),
+            std::mem::align_of::<T>()
+        )));
+    }
     len.checked_mul(std::mem::size_of::<T>())
         .ok_or(Error::OutOfMemory {
             bytes: usize::MAX,

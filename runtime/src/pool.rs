@@ -29,7 +29,9 @@ pub struct PoolStats {
     pub pinned_reuses: u64,
 }
 
-/// The size class holding `bytes`: 4 KiB minimum, then 4 steps per power of two.
+/// The size class holding `bytes`: 4 KiB minimum, then 4 steps per power of two. Above the
+/// largest class a `usize` can name it is `usize::MAX`, which no allocator grants: the
+/// allocation fails as out of memory instead of wrapping to a small class.
 pub(crate) fn size_class(bytes: usize) -> usize {
     const MIN: usize = 4096;
     if bytes <= MIN {
@@ -38,7 +40,7 @@ pub(crate) fn size_class(bytes: usize) -> usize {
     let pow = usize::BITS - 1 - (bytes - 1).leading_zeros(); // 2^pow < bytes <= 2^(pow+1)
     let base = 1usize << pow;
     let step = base / 4;
-    base + (bytes - base).div_ceil(step) * step
+    base.saturating_add((bytes - base).div_ceil(step) * step)
 }
 
 /// A free list per (size class, kind) of raw allocations.
@@ -118,6 +120,18 @@ mod tests {
         for b in [4097usize, 10_000, 123_456, 7_777_777, 1_000_000_007] {
             let c = size_class(b);
             assert!(c >= b && (c - b) * 4 <= b, "{b} -> {c}");
+        }
+    }
+
+    #[test]
+    fn a_size_beyond_the_largest_class_is_no_size_not_a_small_one() {
+        let top = 1usize << (usize::BITS - 1);
+        assert_eq!(size_class(top), top);
+        assert_eq!(size_class(top + (top >> 2) + 1), top + (top >> 1));
+        let largest = top + 3 * (top >> 2);
+        assert_eq!(size_class(largest), largest);
+        for b in [largest + 1, usize::MAX - 1, usize::MAX] {
+            assert_eq!(size_class(b), usize::MAX, "{b}");
         }
     }
 

@@ -57,7 +57,7 @@ fn parse_param(decl: &str) -> Option<PtxParam> {
     };
     Some(PtxParam {
         name: name.to_owned(),
-        size: elem * count,
+        size: elem.checked_mul(count)?,
     })
 }
 
@@ -109,6 +109,9 @@ pub fn byte_globals(ptx: &str) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// The most zero bytes [`byte_global`] appends past an initialiser.
+const MAX_ZERO_TAIL: usize = 4096;
+
 /// One line of PTX as a byte-array global with an initialiser, if it is one.
 fn byte_global(line: &str) -> Option<(String, Vec<u8>)> {
     let line = line.trim();
@@ -127,7 +130,10 @@ fn byte_global(line: &str) -> Option<(String, Vec<u8>)> {
         .split(',')
         .filter_map(|b| b.trim().parse().ok())
         .collect();
-    bytes.resize(count, 0);
+    // The bytes past the initialiser are zero. A declared size far beyond it (a huge array
+    // with a short initialiser, or text that only looks like PTX) is not materialised: the
+    // fault reports read strings, which end within their initialiser.
+    bytes.resize(count.min(bytes.len().saturating_add(MAX_ZERO_TAIL)), 0);
     Some((name.to_owned(), bytes))
 }
 
@@ -272,6 +278,32 @@ mod tests {
         );
     }
 
+    /// Sizes at the ends of `usize` parse without overflow or a huge allocation: PTX comes
+    /// from the build, but the parser must not trust it with the process.
+    #[test]
+    fn huge_declared_sizes_neither_overflow_nor_allocate() {
+        let big = usize::MAX;
+        let ptx = format!(
+            ".global .align 1 .b8 s[{big}] = {{104, 105}};\n\
+             .shared .align 16 .b8 tile[{big}];\n\
+             .shared .align 16 .b8 tile2[{big}];\n\
+             .visible .entry k(\n\t.param .align 8 .b8 k_param_0[{big}],\n\t.param .u64 k_param_1\n)\n\
+             {{\n\tmov.u64 %rd1, tile;\n\tmov.u64 %rd2, tile2;\n\tret;\n}}\n\
+             .visible .entry w(\n\t.param .align 8 .b64 w_param_0[{big}]\n)\n{{\n\tret;\n}}\n"
+        );
+        let globals = byte_globals(&ptx);
+        assert_eq!(globals.len(), 1);
+        assert_eq!(&globals[0].1[..2], b"hi");
+        assert!(globals[0].1.len() <= 2 + MAX_ZERO_TAIL);
+        let e = entries(&ptx);
+        let k = e.iter().find(|e| e.name == "k").unwrap();
+        assert_eq!(k.params[0].size, big);
+        // 8 × usize::MAX bytes is no size: the parameter does not parse.
+        let w = e.iter().find(|e| e.name == "w").unwrap();
+        assert!(w.params.is_empty(), "{w:?}");
+        assert_eq!(entry_static_shared_bytes(&ptx, "k"), usize::MAX);
+    }
+
     #[test]
     fn parses_entries_and_params() {
         let ptx = r#"
@@ -401,7 +433,7 @@ fn shared_decl(line: &str) -> Option<(String, usize)> {
         Some((n, c)) => (n, c.trim_end_matches(']').parse().ok()?),
         None => (last, 1usize),
     };
-    Some((sym.to_owned(), type_size(ty)? * count))
+    Some((sym.to_owned(), type_size(ty)?.checked_mul(count)?))
 }
 
 /// Whether `text` names the symbol `sym` (not a longer symbol it begins).
@@ -486,14 +518,14 @@ impl<'a> Module<'a> {
             .iter()
             .flat_map(|b| b.lines().filter_map(shared_decl))
             .map(|(_, bytes)| bytes)
-            .sum();
+            .fold(0, usize::saturating_add);
         let module: usize = self
             .shared
             .iter()
             .filter(|(sym, _)| bodies.iter().any(|b| names(b, sym)))
-            .map(|(_, bytes)| bytes)
-            .sum();
-        local + module
+            .map(|(_, bytes)| *bytes)
+            .fold(0, usize::saturating_add);
+        local.saturating_add(module)
     }
 }
 

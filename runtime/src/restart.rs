@@ -18,15 +18,13 @@ pub fn restart_process() -> Error {
     };
     let restarts: u32 = std::env::var(RESTART_ENV)
         .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or(0)
+        .saturating_add(1);
     let mut cmd = std::process::Command::new(exe);
     cmd.args(std::env::args_os().skip(1))
-        .env(RESTART_ENV, (restarts + 1).to_string());
-    tracing::warn!(
-        restarts = restarts + 1,
-        "re-executing the process after a GPU fault"
-    );
+        .env(RESTART_ENV, restarts.to_string());
+    tracing::warn!(restarts, "re-executing the process after a GPU fault");
     exec(cmd)
 }
 

@@ -115,22 +115,38 @@ impl SignalBuffer {
     }
 
     /// Read cell `i` (acquire).
+    ///
+    /// # Panics
+    /// If `i >= self.len()`, as indexing a slice does.
     pub fn load(&self, i: usize) -> u32 {
         self.cell(i).load(Ordering::Acquire)
     }
 
     /// Write cell `i` (release).
+    ///
+    /// # Panics
+    /// If `i >= self.len()`, as indexing a slice does.
     pub fn store(&self, i: usize, v: u32) {
         self.cell(i).store(v, Ordering::Release)
     }
 
     /// Add to cell `i`; the previous value.
+    ///
+    /// # Panics
+    /// If `i >= self.len()`, as indexing a slice does.
     pub fn add(&self, i: usize, v: u32) -> u32 {
         self.cell(i).fetch_add(v, Ordering::AcqRel)
     }
 
-    /// Wait until `ready(cell i)`, at most `timeout`; the value.
+    /// Wait until `ready(cell i)`, at most `timeout`; the value. A cell past the end is
+    /// [`Error::Usage`].
     pub fn wait(&self, i: usize, ready: impl Fn(u32) -> bool, timeout: Duration) -> Result<u32> {
+        if i >= self.len() {
+            return Err(Error::Usage(format!(
+                "signal {i} of a buffer of {} signals",
+                self.len()
+            )));
+        }
         let c = self.cell(i);
         let mut v = 0;
         if spin_until(Instant::now() + timeout, || {

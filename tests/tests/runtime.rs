@@ -57,6 +57,10 @@ fn host_side_signal_waits_time_out_with_a_typed_error() {
     let e = s.wait(2, |v| v > 0, Duration::from_millis(20)).unwrap_err();
     assert!(matches!(e, Error::Timeout { .. }), "{e}");
     assert!(e.to_string().contains("signal 2"), "{e}");
+    // A cell past the end is a usage error, not a panic or a wait.
+    let e = s.wait(3, |v| v > 0, Duration::from_secs(60)).unwrap_err();
+    assert!(matches!(e, Error::Usage(_)), "{e}");
+    assert!(e.to_string().contains("signal 3 of a buffer of 3"), "{e}");
     let m = gpu.mailbox::<u64>(2).unwrap();
     let e = m.recv(Duration::from_millis(20)).unwrap_err();
     assert!(matches!(e, Error::Timeout { .. }), "{e}");
@@ -140,4 +144,52 @@ fn lending_to_cudarc_on_another_contexts_stream_is_refused() {
     let other = b.stream().unwrap();
     let e = buf.with_cudarc_mut(&other, |_, _| ()).unwrap_err();
     assert!(matches!(e, Error::Usage(_)), "{e}");
+}
+
+/// Allocations whose size no `usize` holds, or whose element type is aligned beyond what
+/// every allocation guarantees, are refused with a typed error on every kind of memory; none
+/// wraps to a small allocation (which the zeroing would then overrun) or hands out a
+/// misaligned `&[T]`.
+#[test]
+fn allocations_of_impossible_sizes_or_alignments_are_refused() {
+    let gpu = Gpu::simulator();
+    let oom = |r: Result<(), Error>, what: &str| match r {
+        Err(Error::OutOfMemory { .. }) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    for len in [usize::MAX, usize::MAX / 2 + 1, (1 << 63) + (1 << 62)] {
+        oom(gpu.pinned_zeroed::<u8>(len).map(drop), "pinned_zeroed");
+        oom(gpu.mapped_zeroed::<u8>(len).map(drop), "mapped_zeroed");
+        oom(gpu.alloc_zeroed::<u8>(len).map(drop), "alloc_zeroed");
+        oom(
+            gpu.pinned_with::<u8>(len, Default::default()).map(drop),
+            "pinned_with",
+        );
+    }
+    oom(gpu.signals(usize::MAX / 4).map(drop), "signals");
+    oom(
+        gpu.pinned_zeroed::<u64>(usize::MAX / 4).map(drop),
+        "u64 overflow",
+    );
+
+    #[derive(Clone, Copy, berth::DeviceCopy)]
+    #[repr(C, align(512))]
+    struct Wide([u8; 512]);
+    let usage = |r: Result<(), Error>, what: &str| match r {
+        Err(Error::Usage(m)) => assert!(m.contains("aligned to 512"), "{what}: {m}"),
+        other => panic!("{what}: {other:?}"),
+    };
+    usage(gpu.pinned_zeroed::<Wide>(4).map(drop), "pinned");
+    usage(gpu.mapped_zeroed::<Wide>(4).map(drop), "mapped");
+    usage(gpu.alloc_zeroed::<Wide>(4).map(drop), "device");
+    usage(gpu.upload(&[Wide([1; 512])]).map(drop), "upload");
+
+    // Within the guarantee, the slices are aligned.
+    #[derive(Clone, Copy, berth::DeviceCopy)]
+    #[repr(C, align(256))]
+    struct Aligned([u8; 256]);
+    let b = gpu.pinned_zeroed::<Aligned>(3).unwrap();
+    assert_eq!(b.as_ptr() as usize % 256, 0);
+    let m = gpu.mapped_zeroed::<Aligned>(3).unwrap();
+    assert_eq!(m.as_ptr() as usize % 256, 0);
 }

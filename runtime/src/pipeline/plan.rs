@@ -98,18 +98,20 @@ pub(crate) fn plan(
     n: usize,
     elems: &[usize],
 ) -> Result<Plan> {
-    let per_elem: usize = elems.iter().sum();
-    let widest = elems.iter().copied().max().unwrap_or(1);
-    let (auto_streams, auto_chunk) = auto_plan(link, n * widest);
+    let per_elem = elems.iter().copied().fold(0usize, usize::saturating_add);
+    let widest = elems.iter().copied().max().unwrap_or(1).max(1);
+    let (auto_streams, auto_chunk) = auto_plan(link, n.saturating_mul(widest));
     let streams = opts.streams.unwrap_or(auto_streams).max(1);
     let chunk_bytes = opts.chunk_bytes.unwrap_or(auto_chunk).max(widest);
-    // Whole blocks of 1024 elements keep every chunk's start aligned for wide accesses.
+    // Whole blocks of 1024 elements keep every chunk's start aligned for wide accesses (a
+    // chunk as large as the whole run needs no rounding).
     let mut chunk = (chunk_bytes / widest)
         .max(1)
-        .next_multiple_of(1024)
+        .checked_next_multiple_of(1024)
+        .unwrap_or(usize::MAX)
         .min(n.max(1));
     if let Some(budget) = opts.device_budget {
-        let fit = budget / (streams * per_elem);
+        let fit = budget / streams.saturating_mul(per_elem).max(1);
         if fit == 0 {
             return Err(Error::Usage(format!(
                 "a device budget of {budget} bytes cannot hold one element per stream ({streams} streams × {per_elem} bytes)"
@@ -118,7 +120,11 @@ pub(crate) fn plan(
         chunk = chunk.min(fit);
         // Staging comes in size classes (up to 25% larger): shrink until the ring fits.
         let ring = |c: usize| -> usize {
-            streams * elems.iter().map(|e| size_class(c * e)).sum::<usize>()
+            elems
+                .iter()
+                .map(|e| size_class(c.saturating_mul(*e)))
+                .fold(0usize, usize::saturating_add)
+                .saturating_mul(streams)
         };
         while chunk > 1 && ring(chunk) > budget {
             chunk -= (chunk / 8).max(1);
@@ -177,5 +183,35 @@ mod tests {
     fn a_run_shorter_than_one_chunk_uses_one_stream() {
         let p = plan(&PipelineOptions::default(), &LINK, 10, &[4]).unwrap();
         assert_eq!((p.chunk, p.chunks, p.streams), (10, 1, 1));
+    }
+
+    /// Options at the ends of their types plan something or are refused; nothing overflows
+    /// (the arithmetic saturates or is checked, so this holds in release builds too).
+    #[test]
+    fn extreme_options_plan_without_overflow() {
+        let wide = [usize::MAX / 2, 8];
+        for streams in [None, Some(1), Some(1 << 62), Some(usize::MAX)] {
+            for chunk_bytes in [None, Some(1), Some(usize::MAX - 5), Some(usize::MAX)] {
+                for device_budget in [None, Some(1), Some(1 << 30), Some(usize::MAX)] {
+                    for (n, elems) in [(1usize << 40, &[4usize, 4][..]), (3, &wide[..])] {
+                        let opts = PipelineOptions {
+                            streams,
+                            chunk_bytes,
+                            device_budget,
+                            ..Default::default()
+                        };
+                        match plan(&opts, &LINK, n, elems) {
+                            Ok(p) => {
+                                assert!(p.chunk >= 1 && p.chunk <= n, "{opts:?}: {p:?}");
+                                assert_eq!(p.chunks, n.div_ceil(p.chunk), "{opts:?}: {p:?}");
+                                assert!(p.streams >= 1, "{opts:?}: {p:?}");
+                            }
+                            Err(Error::Usage(_)) => assert!(device_budget.is_some(), "{opts:?}"),
+                            Err(e) => panic!("{opts:?}: {e}"),
+                        }
+                    }
+                }
+            }
+        }
     }
 }

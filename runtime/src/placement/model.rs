@@ -167,11 +167,11 @@ pub enum Touch {
 impl Touch {
     /// The access of this hint on an argument of `len` elements of `elem_bytes` bytes.
     pub fn access(&self, len: usize, elem_bytes: usize) -> Access {
-        let total_bytes = len * elem_bytes;
+        let total_bytes = len.saturating_mul(elem_bytes);
         let (unit_bytes, touched) = match *self {
             Touch::Elements(n) => (elem_bytes, n.min(len)),
             Touch::Rows { rows, row_elems } => (
-                row_elems.max(1) * elem_bytes,
+                row_elems.max(1).saturating_mul(elem_bytes),
                 rows.min(len / row_elems.max(1)),
             ),
             Touch::Fraction(f) => (elem_bytes, (len as f64 * f.clamp(0.0, 1.0)) as usize),
@@ -179,7 +179,7 @@ impl Touch {
             Touch::Range { start, end } => {
                 // Read once, in order: one unit of the range's bytes.
                 let r = self.window(len);
-                let bytes = r.len() * elem_bytes;
+                let bytes = r.len().saturating_mul(elem_bytes);
                 return Access {
                     total_bytes,
                     unit_bytes: bytes.max(1),
@@ -268,7 +268,7 @@ pub fn decide_with_random_rate(
     a: &Access,
     random_per_s: f64,
 ) -> Decision {
-    let touched_bytes = (a.touched * a.unit_bytes) as f64;
+    let touched_bytes = a.touched as f64 * a.unit_bytes as f64;
     let per_unit = (1.0 / random_per_s).max(a.unit_bytes as f64 / costs.mapped_seq_bytes_per_s);
     // At least one round trip over the link, however little is read.
     let mapped_s = costs.fixed_s
@@ -342,7 +342,7 @@ pub fn worth_probing(costs: &LinkCosts, profile: &DeviceProfile, a: &Access, d: 
     let random = costs.random_per_s(a.total_bytes);
     // Reading in place is priced by its random reads (not its bytes or one round trip).
     let random_s = a.touched as f64 / random;
-    let bound = random_s >= (a.touched * a.unit_bytes) as f64 / costs.mapped_seq_bytes_per_s
+    let bound = random_s >= (a.touched as f64 * a.unit_bytes as f64) / costs.mapped_seq_bytes_per_s
         && random_s >= costs.mapped_latency_s;
     let (lo, hi) = if d.mapped_s < d.copy_whole_s {
         (d.mapped_s, d.copy_whole_s)
@@ -387,6 +387,39 @@ mod tests {
             }
         }
         lo
+    }
+
+    /// Hints and lengths at the ends of `usize` give an access (and a decision) without
+    /// overflow.
+    #[test]
+    fn extreme_hints_do_not_overflow() {
+        let costs = LinkCosts::h200_reference();
+        let profile = DeviceProfile {
+            pageable_memory_access: false,
+            uses_host_page_tables: false,
+        };
+        for touch in [
+            Touch::Rows {
+                rows: 1,
+                row_elems: usize::MAX,
+            },
+            Touch::Rows {
+                rows: usize::MAX,
+                row_elems: 3,
+            },
+            Touch::Elements(usize::MAX),
+            Touch::All,
+            Touch::Range {
+                start: 0,
+                end: usize::MAX,
+            },
+        ] {
+            for (len, elem) in [(usize::MAX, 8), (usize::MAX / 4, 4), (1 << 20, usize::MAX)] {
+                let a = touch.access(len, elem);
+                let d = decide(&costs, &profile, &a);
+                let _ = worth_probing(&costs, &profile, &a, &d);
+            }
+        }
     }
 
     #[test]
