@@ -110,8 +110,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if data.is_empty() {
             return Ok(());
         }
-        self.gpu.bind()?;
+        // Wait first: waiting for another device's work (a peer read) may make its context
+        // current, and the copy needs this one.
         self.uses.before_host_write();
+        self.gpu.bind()?;
         let stream = self.gpu.default_stream;
         // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
         // outlives the copy because we synchronise the stream before returning. (Copies go
@@ -132,8 +134,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if out.is_empty() {
             return Ok(());
         }
-        self.gpu.bind()?;
+        // Wait first: waiting for another device's work (a peer read) may make its context
+        // current, and the copy needs this one.
         self.uses.before_host_read();
+        self.gpu.bind()?;
         let stream = self.gpu.default_stream;
         // SAFETY: as in copy_from, the other way; the device holds `len` initialised elements
         // of a `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
@@ -152,8 +156,10 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if self.len == 0 {
             return Ok(v);
         }
-        self.gpu.bind()?;
+        // Wait first: waiting for another device's work (a peer read) may make its context
+        // current, and the copy needs this one.
         self.uses.before_host_read();
+        self.gpu.bind()?;
         let stream = self.gpu.default_stream;
         // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
         // as raw bytes by the copy, never read before `set_len`); the stream is synchronised

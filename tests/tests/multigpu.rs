@@ -903,3 +903,34 @@ fn leaked_pipelined_runs_of_a_set_are_waited_for_by_reads_and_frees() {
     let dx = set.gpus()[1].upload(&x[..1000]).unwrap();
     assert_eq!(dx.to_vec().unwrap(), &x[..1000]);
 }
+
+/// Inside a scope of the second device, a launch reading the first device's buffer in place,
+/// then host copies into and out of that buffer on its own device: each copy first waits for
+/// the scope's queued read (which makes the reader's context current) and then runs on the
+/// owner's. The reader sees the old contents, the buffer the new ones.
+#[test]
+fn host_copies_after_a_scoped_peer_read_run_on_the_owners_device() {
+    let Some((_g, set)) = peer_linked_set() else {
+        return;
+    };
+    let (g0, g1) = (&set.gpus()[0], &set.gpus()[1]);
+    let n = 50_001;
+    let (x, y0, z) = (random_f32(n), random_f32(n), random_f32(n));
+    let mut a = g0.upload(&x).unwrap();
+    let mut y = g1.upload(&y0).unwrap();
+    let back = g1
+        .scope(|s| {
+            let view = a.peer_view(g1)?;
+            saxpy(s, Grid::cover(n), 2.0, &view, &mut y)?.detach();
+            drop(view);
+            a.copy_from(&z)?;
+            a.to_vec()
+        })
+        .unwrap();
+    assert_eq!(back, z, "the owner's buffer after the copy");
+    assert_eq!(
+        y.to_vec().unwrap(),
+        saxpy_host(2.0, &x, &y0),
+        "the scoped reader"
+    );
+}
