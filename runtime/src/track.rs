@@ -208,15 +208,17 @@ impl Completion {
     ///
     /// `gpu` may be another context than this work's, another device's (a peer view's launch
     /// after work pending on the owner's device, or the owner's launch after a peer's): a
-    /// stream may wait for an event of any context. `gpu` is current again on return.
+    /// stream may wait for an event of any context of its backend. `gpu` is current again on
+    /// return.
     ///
     /// A lazy completion has no point: one is recorded on its stream now, after everything
     /// queued there so far, this work included. Work that joins it later is not covered, but
     /// such work checks its own conflicts when it is queued.
     fn order_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
         // A lost context's events may be destroyed (its primary context reset): nothing may
-        // name them, and its work runs no more, which the host's wait finds at once.
-        if self.whole_context || self.gpu.is_lost() {
+        // name them, and its work runs no more, which the host's wait finds at once. Points of
+        // one backend mean nothing to another (a CUDA event to the simulator): the host waits.
+        if self.whole_context || self.gpu.is_lost() || self.gpu.ops().kind() != gpu.ops().kind() {
             return false;
         }
         // Read before the point is recorded: work that joined by now was queued before it.
@@ -904,6 +906,33 @@ mod tests {
         let list = uses.list.lock().unwrap();
         assert_eq!(list.len(), 1);
         assert_eq!((list[0].0.id, list[0].1), (lazy.id, Access::Exclusive));
+    }
+
+    /// A use pending on one backend, before work queued on a context of another: the other
+    /// backend's stream cannot wait for its point (a CUDA event means nothing to the
+    /// simulator), so the host waits. A simulated context posing as a CUDA one stands in for
+    /// the GPU.
+    #[test]
+    fn a_use_on_another_backend_is_waited_for_by_the_host() {
+        use crate::backend::Backend;
+        let sim = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let cuda = Arc::new(Inner::new(Box::new(Simulator::posing_as(Backend::Cuda))));
+        for (mine, theirs) in [(&sim, &cuda), (&cuda, &sim)] {
+            let uses = Uses::default();
+            let recorded = Completion::record(mine, &[mine.default_stream]).unwrap();
+            let lazy = Completion::lazy(mine, mine.ops().stream_new().unwrap());
+            assert!(lazy.join());
+            uses.add(&recorded, Access::Exclusive);
+            uses.add(&lazy, Access::Exclusive);
+            let start = position(theirs, theirs.default_stream);
+            uses.before_gpu(Access::Shared, Some((theirs, theirs.default_stream)));
+            assert!(recorded.is_done() && lazy.is_done(), "not waited for");
+            assert_eq!(
+                position(theirs, theirs.default_stream),
+                start,
+                "a stream of another backend was made to wait for a point"
+            );
+        }
     }
 
     #[test]
