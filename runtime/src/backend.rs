@@ -46,6 +46,15 @@ pub enum Backend {
     Simulator,
 }
 
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Cuda => "a CUDA GPU",
+            Backend::Simulator => "the CPU simulator",
+        })
+    }
+}
+
 /// A place in one stream's queue: everything queued on it before this point.
 pub(crate) enum Point {
     /// A CUDA event recorded on the stream (timing disabled; from the context's pool).

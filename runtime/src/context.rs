@@ -113,6 +113,24 @@ impl Inner {
         self.backend.keep_failure(stream, e);
     }
 
+    /// Refuse to hand this context's memory or work to `other` (or the reverse) when a
+    /// different backend runs it: a CUDA device address means nothing to the simulator (which
+    /// would take it for a host pointer), the simulator's memory is nothing a GPU can reach,
+    /// and neither backend can wait for the other's events. `what` names the operation.
+    pub(crate) fn same_backend(&self, other: &Inner, what: &str) -> Result<()> {
+        let (mine, theirs) = (self.ops().kind(), other.ops().kind());
+        if mine == theirs {
+            return Ok(());
+        }
+        Err(Error::Usage(format!(
+            "{what}: `{}` ({mine}) and `{}` ({theirs}) are run by different backends, which \
+             cannot use each other's memory or wait for each other's work; copy through the \
+             host instead (`to_vec`, then `upload`)",
+            self.ops().name(),
+            other.ops().name(),
+        )))
+    }
+
     /// Whether kernels of this context can read `owner`'s memory in place: asked of the
     /// topology (`cuDeviceCanAccessPeer`, never assumed) and, where it can, with peer access
     /// enabled, the first time for each owner; remembered afterwards.

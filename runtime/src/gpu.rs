@@ -30,7 +30,7 @@ impl std::fmt::Debug for Gpu {
 }
 
 impl Gpu {
-    fn from_backend(backend: Box<dyn Ops>) -> Gpu {
+    pub(crate) fn from_backend(backend: Box<dyn Ops>) -> Gpu {
         Gpu {
             inner: Arc::new(Inner::new(backend)),
         }

@@ -47,7 +47,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// copied one: make the view after the writes.
     ///
     /// Errors: a failed query, enable or copy ([`crate::Error::Driver`] naming the call), out
-    /// of memory on `on` for the copy.
+    /// of memory on `on` for the copy; [`crate::Error::Usage`] naming both devices if one is a
+    /// GPU and the other the CPU simulator.
     pub fn peer_view(&self, on: &Gpu) -> Result<PeerView<'_, T>> {
         let view = |copy, path| PeerView {
             owner: self,
@@ -58,6 +59,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if Arc::ptr_eq(&self.gpu, &on.inner) {
             return Ok(view(None, PeerPath::Local));
         }
+        self.gpu
+            .same_backend(&on.inner, "DeviceBuffer::peer_view")?;
         let mine = self.gpu.ops();
         mine.fault().ensure_alive()?;
         if on.inner.reaches(&self.gpu)? {
@@ -71,7 +74,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     /// This buffer as an argument of kernels launched on `on`, always through a copy on `on`
     /// made now (a peer copy, waited for), even where `on` could read it in place. On the
-    /// owner's own device the view is the buffer itself.
+    /// owner's own device the view is the buffer itself. Errors as for
+    /// [`DeviceBuffer::peer_view`].
     pub fn peer_copy(&self, on: &Gpu) -> Result<PeerView<'_, T>> {
         let view = |copy, path| PeerView {
             owner: self,
@@ -82,6 +86,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if Arc::ptr_eq(&self.gpu, &on.inner) {
             return Ok(view(None, PeerPath::Local));
         }
+        self.gpu
+            .same_backend(&on.inner, "DeviceBuffer::peer_copy")?;
         let (mine, theirs) = (self.gpu.ops(), on.inner.ops());
         mine.fault().ensure_alive()?;
         let copy = on.alloc_zeroed::<T>(self.len())?;
@@ -258,6 +264,45 @@ mod tests {
         let fault = owner.inner.ops().fault();
         assert_eq!(fault.borrowed(Borrow::PeerView), 1);
         assert_eq!(fault.borrowed(Borrow::HostBuffer), 1);
+    }
+
+    /// Memory of one backend is never handed to a context of another (a CUDA GPU's device
+    /// address is no host pointer for the simulator, and the simulator's memory is nothing a
+    /// GPU reaches): a view or a copy either way is a typed error naming both devices, and
+    /// nothing is counted or copied. A simulated context posing as a CUDA one stands in for
+    /// the GPU (the real pair is tested on the GPU machine, `tests/tests/gpu.rs`).
+    #[test]
+    fn a_view_across_backends_is_refused() {
+        use crate::backend::Backend;
+        use crate::backend::simulator::Simulator;
+        let sim = Gpu::simulator();
+        let cuda = Gpu::from_backend(Box::new(Simulator::posing_as(Backend::Cuda)));
+        let (x, y) = (
+            sim.upload(&[1u32, 2]).unwrap(),
+            cuda.upload(&[3u32, 4]).unwrap(),
+        );
+        for e in [
+            x.peer_view(&cuda).unwrap_err(),
+            x.peer_copy(&cuda).unwrap_err(),
+            y.peer_view(&sim).unwrap_err(),
+            y.peer_copy(&sim).unwrap_err(),
+        ] {
+            let crate::Error::Usage(why) = &e else {
+                panic!("{e:?}")
+            };
+            assert!(why.contains("different backends"), "{why}");
+            for g in [&sim, &cuda] {
+                assert!(why.contains(g.name()), "{why}");
+            }
+            assert!(
+                why.contains("a CUDA GPU") && why.contains("the CPU simulator"),
+                "{why}"
+            );
+        }
+        for g in [&sim, &cuda] {
+            assert_eq!(g.inner.ops().fault().borrowed(Borrow::PeerView), 0);
+            assert!(g.inner.known_peers().is_empty(), "the topology was asked");
+        }
     }
 
     /// Memory of a lost context is not handed to another device, in place or copied: a

@@ -19,8 +19,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Identities of completions: never reused, so a use list can be recognised by them.
+/// One count for identities of completions and for ordering their recording: never reused, so
+/// a use list can be recognised by them. Read-modify-writes only, so that one value taken
+/// before another in the count's order also happens before it ([`Completion::ends_before`]).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The next value of [`NEXT_ID`].
+fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::AcqRel)
+}
 
 /// The bit of [`Completion::joins`] that says no more work may join it.
 const SEALED: u64 = 1 << 63;
@@ -32,8 +39,12 @@ type Waiter = (u64, usize, u64);
 /// The end of one launch, copy or pipelined run: a point on each stream it used.
 pub(crate) struct Completion {
     gpu: Arc<Inner>,
-    /// Unique among all completions of the process.
+    /// Unique among all completions of the process, taken before any point is recorded (for a
+    /// lazy completion, before it can take a point or be waited for).
     id: u64,
+    /// Taken from the same count once every point is recorded; `u64::MAX` for work whose end
+    /// is not fixed when it is queued (lazy, or of streams berth does not know).
+    recorded: u64,
     points: SmallVec<[Point; 1]>,
     /// The stream of each point.
     streams: SmallVec<[sys::CUstream; 1]>,
@@ -63,6 +74,7 @@ impl Completion {
     /// done. On failure to record (the context is lost or out of resources), every stream is
     /// synchronised instead and the error returned: nothing is left in flight then.
     pub(crate) fn record(gpu: &Arc<Inner>, streams: &[sys::CUstream]) -> Result<Arc<Completion>> {
+        let id = next_id();
         let mut points = SmallVec::with_capacity(streams.len());
         for &s in streams {
             match gpu.ops().record_point(s) {
@@ -70,7 +82,8 @@ impl Completion {
                 Err(e) => {
                     let done = Completion {
                         gpu: gpu.clone(),
-                        id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                        id,
+                        recorded: u64::MAX,
                         points,
                         streams: SmallVec::new(),
                         lazy: false,
@@ -89,7 +102,8 @@ impl Completion {
         }
         Ok(Arc::new(Completion {
             gpu: gpu.clone(),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id,
+            recorded: next_id(),
             points,
             streams: SmallVec::from_slice(streams),
             lazy: false,
@@ -112,7 +126,8 @@ impl Completion {
     pub(crate) fn lazy(gpu: &Arc<Inner>, stream: sys::CUstream) -> Arc<Completion> {
         Arc::new(Completion {
             gpu: gpu.clone(),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_id(),
+            recorded: u64::MAX,
             points: SmallVec::new(),
             streams: smallvec::smallvec![stream],
             lazy: true,
@@ -129,7 +144,8 @@ impl Completion {
     pub(crate) fn whole_context(gpu: &Arc<Inner>) -> Arc<Completion> {
         Arc::new(Completion {
             gpu: gpu.clone(),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_id(),
+            recorded: u64::MAX,
             points: SmallVec::new(),
             streams: SmallVec::new(),
             lazy: false,
@@ -170,21 +186,39 @@ impl Completion {
         self.streams.len() == 1 && self.streams[0] == stream
     }
 
+    /// Whether all of this work comes before every point `later` stands for, on the one stream
+    /// both are on alone: a use ending here is covered by a wait for `later`.
+    ///
+    /// Proven only for recorded work: its points were all recorded before `later` took its
+    /// identity ([`NEXT_ID`]'s order, whose read-modify-writes make that a happens-before), so
+    /// on the shared stream they precede `later`'s points, recorded (or, lazy, drained or
+    /// recorded) after that. A lazy completion may be joined by work queued after `later`'s
+    /// point, and two recordings of several threads on one stream may land in either order, so
+    /// neither counts.
+    fn ends_before(&self, later: &Completion) -> bool {
+        later.streams.len() == 1
+            && self.only_on(later.streams[0])
+            && Arc::ptr_eq(&self.gpu, &later.gpu)
+            && self.recorded < later.id
+    }
+
     /// Make work queued on `stream` of `gpu` from now on wait for this work on the GPU, without
     /// blocking the host: `false` if that cannot be done (work of streams berth does not know,
     /// a lost context or a failed driver call), and the host must wait instead.
     ///
     /// `gpu` may be another context than this work's, another device's (a peer view's launch
     /// after work pending on the owner's device, or the owner's launch after a peer's): a
-    /// stream may wait for an event of any context. `gpu` is current again on return.
+    /// stream may wait for an event of any context of its backend. `gpu` is current again on
+    /// return.
     ///
     /// A lazy completion has no point: one is recorded on its stream now, after everything
     /// queued there so far, this work included. Work that joins it later is not covered, but
     /// such work checks its own conflicts when it is queued.
     fn order_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
         // A lost context's events may be destroyed (its primary context reset): nothing may
-        // name them, and its work runs no more, which the host's wait finds at once.
-        if self.whole_context || self.gpu.is_lost() {
+        // name them, and its work runs no more, which the host's wait finds at once. Points of
+        // one backend mean nothing to another (a CUDA event to the simulator): the host waits.
+        if self.whole_context || self.gpu.is_lost() || self.gpu.ops().kind() != gpu.ops().kind() {
             return false;
         }
         // Read before the point is recorded: work that joined by now was queued before it.
@@ -322,8 +356,11 @@ impl crate::fault::PendingWork for Completion {
     }
 }
 
-// SAFETY: the stream handles are only compared, never dereferenced or used in a driver call;
-// the rest (`Arc<Inner>`, `Point`, an atomic) is thread-safe.
+// SAFETY: the stream handles are used in driver calls (a wait drains `streams[0]`, ordering a lazy
+// completion records a point on it) from whichever thread holds the completion: a stream of the
+// driver may be used from any thread, and it stays alive while the completion does (it is the
+// context's default stream or a pooled one, which live as long as the context the completion
+// holds). The rest (`Arc<Inner>`, `Point`, atomics, a mutex) is thread-safe.
 unsafe impl Send for Completion {}
 // SAFETY: as above.
 unsafe impl Sync for Completion {}
@@ -425,9 +462,10 @@ impl Uses {
         }
     }
 
-    /// Note a use by queued work that ends at `done`. Earlier uses by work on the same single
-    /// stream are folded into it (the new point comes later in that stream), keeping the
-    /// strongest access, so a queue of launches on one buffer keeps one entry.
+    /// Note a use by queued work that ends at `done`. Earlier uses proven to end before it on
+    /// its one stream are folded into it ([`Completion::ends_before`]), keeping the strongest
+    /// access, so a queue of launches on one buffer keeps one entry; so is an earlier note of
+    /// the same completion. Uses by lazy completions, and recordings that raced this one, stay.
     ///
     /// Noting again the one use the list holds, with no stronger access, changes nothing and
     /// takes no lock: a scope's launches share one completion. The list holds that completion
@@ -439,12 +477,11 @@ impl Uses {
         }
         let mut list = self.list.lock().expect("poisoned");
         let mut access = access;
-        let single = (done.streams.len() == 1).then(|| done.streams[0]);
         list.retain(|(c, a)| {
             if c.is_done() {
                 return false;
             }
-            if single.is_some_and(|s| c.only_on(s)) {
+            if c.id == done.id || c.ends_before(done) {
                 if *a == Access::Exclusive {
                     access = Access::Exclusive;
                 }
@@ -774,6 +811,128 @@ mod tests {
             prepare_reset(device, 3, "once more").unwrap().is_empty(),
             "done reads are not kept"
         );
+    }
+
+    /// A job for a simulated stream that runs until the returned sender sends (or is dropped),
+    /// then sets the returned flag.
+    fn held_job() -> (
+        std::sync::mpsc::Sender<()>,
+        Arc<AtomicBool>,
+        crate::sim_stream::Job,
+    ) {
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let ran = Arc::new(AtomicBool::new(false));
+        let flag = ran.clone();
+        let job = move || {
+            let _ = held.recv();
+            flag.store(true, Ordering::Release);
+            Ok(())
+        };
+        (release, ran, Box::new(job))
+    }
+
+    /// Two threads launching on one stream: one records its completion, the other then queues
+    /// its work, records after it and notes its use first. The later note of the earlier
+    /// completion must not fold the other use into it: a host write waits for both.
+    #[test]
+    fn a_use_recorded_later_on_the_same_stream_is_not_folded_into_an_earlier_point() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let s = gpu.default_stream;
+        let early = Completion::record(&gpu, &[s]).unwrap();
+        let (release, ran, job) = held_job();
+        enqueue(&gpu, s, job);
+        let late = Completion::record(&gpu, &[s]).unwrap();
+        let uses = Uses::default();
+        uses.add(&late, Access::Shared);
+        uses.add(&early, Access::Shared);
+        assert_eq!(uses.list.lock().unwrap().len(), 2, "a use was folded away");
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            release.send(()).unwrap();
+        });
+        uses.before_host_write();
+        assert!(
+            ran.load(Ordering::Acquire),
+            "the host went ahead while the later use still ran"
+        );
+        assert!(late.is_done() && early.is_done());
+        releaser.join().unwrap();
+        // Recorded one after the other, the later one covers the earlier: one entry.
+        let (a, b) = (
+            Completion::record(&gpu, &[s]).unwrap(),
+            Completion::record(&gpu, &[s]).unwrap(),
+        );
+        uses.add(&a, Access::Exclusive);
+        uses.add(&b, Access::Shared);
+        let list = uses.list.lock().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!((list[0].0.id, list[0].1), (b.id, Access::Exclusive));
+    }
+
+    /// A scope's lazy completion, noted on a buffer, is joined by work queued after another
+    /// thread recorded a point on the same stream; that thread's note must not fold the lazy
+    /// use into its point.
+    #[test]
+    fn a_lazy_use_is_not_folded_into_a_point_recorded_on_its_stream() {
+        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let s = gpu.default_stream;
+        let uses = Uses::default();
+        let lazy = Completion::lazy(&gpu, s);
+        assert!(lazy.join());
+        uses.add(&lazy, Access::Shared);
+        let point = Completion::record(&gpu, &[s]).unwrap();
+        let (release, ran, job) = held_job();
+        enqueue(&gpu, s, job);
+        assert!(lazy.join());
+        uses.add(&lazy, Access::Shared);
+        uses.add(&point, Access::Shared);
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            release.send(()).unwrap();
+        });
+        uses.before_host_write();
+        assert!(
+            ran.load(Ordering::Acquire),
+            "the host went ahead while work of the lazy use still ran"
+        );
+        assert!(lazy.is_done());
+        releaser.join().unwrap();
+        // A point recorded before a lazy completion began is covered by it.
+        let before = Completion::record(&gpu, &[s]).unwrap();
+        let lazy = Completion::lazy(&gpu, s);
+        assert!(lazy.join());
+        uses.add(&before, Access::Exclusive);
+        uses.add(&lazy, Access::Shared);
+        let list = uses.list.lock().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!((list[0].0.id, list[0].1), (lazy.id, Access::Exclusive));
+    }
+
+    /// A use pending on one backend, before work queued on a context of another: the other
+    /// backend's stream cannot wait for its point (a CUDA event means nothing to the
+    /// simulator), so the host waits. A simulated context posing as a CUDA one stands in for
+    /// the GPU.
+    #[test]
+    fn a_use_on_another_backend_is_waited_for_by_the_host() {
+        use crate::backend::Backend;
+        let sim = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let cuda = Arc::new(Inner::new(Box::new(Simulator::posing_as(Backend::Cuda))));
+        for (mine, theirs) in [(&sim, &cuda), (&cuda, &sim)] {
+            let uses = Uses::default();
+            let recorded = Completion::record(mine, &[mine.default_stream]).unwrap();
+            let lazy = Completion::lazy(mine, mine.ops().stream_new().unwrap());
+            assert!(lazy.join());
+            uses.add(&recorded, Access::Exclusive);
+            uses.add(&lazy, Access::Exclusive);
+            let start = position(theirs, theirs.default_stream);
+            uses.before_gpu(Access::Shared, Some((theirs, theirs.default_stream)));
+            assert!(recorded.is_done() && lazy.is_done(), "not waited for");
+            assert_eq!(
+                position(theirs, theirs.default_stream),
+                start,
+                "a stream of another backend was made to wait for a point"
+            );
+        }
     }
 
     #[test]

@@ -715,6 +715,55 @@ fn pinned_async_in_and_in_out_match_host() {
     }
 }
 
+/// A GPU and the CPU simulator share nothing: a peer view or copy either way, and portable
+/// pinned memory of one launched on the other, are typed errors naming both devices — never a
+/// CUDA device address read as a host pointer, nor a CUDA event handed to the simulator's
+/// stream (the pinned memory carries a use by a leaked launch guard of its own device, which
+/// the other backend's stream cannot wait for: the host waits for it).
+#[test]
+#[cfg(feature = "gpu")]
+fn a_gpu_and_the_simulator_share_no_memory() {
+    use berth::PinnedOptions;
+    use berth_examples::saxpy_pinned;
+    let (_g, gpu) = gpu();
+    let sim = Gpu::simulator();
+    let names = |e: &Error| match e {
+        Error::Usage(why) => {
+            why.contains("different backends")
+                && why.contains(gpu.name())
+                && why.contains(sim.name())
+        }
+        _ => false,
+    };
+    let on_gpu = gpu.upload(&[1.0f32, 2.0]).unwrap();
+    let on_sim = sim.upload(&[3.0f32, 4.0]).unwrap();
+    for e in [
+        on_gpu.peer_view(&sim).unwrap_err(),
+        on_gpu.peer_copy(&sim).unwrap_err(),
+        on_sim.peer_view(&gpu).unwrap_err(),
+        on_sim.peer_copy(&gpu).unwrap_err(),
+    ] {
+        assert!(names(&e), "{e:?}");
+    }
+    let n = 100_003;
+    let opts = PinnedOptions {
+        portable: true,
+        ..PinnedOptions::default()
+    };
+    for (owner, other) in [(&gpu, &sim), (&sim, &gpu)] {
+        let x = owner.pinned_with::<f32>(n, opts).unwrap();
+        let mut y = owner.pinned_with::<f32>(n, opts).unwrap();
+        assert!(x.flags().portable(), "{}", x.flags());
+        std::mem::forget(saxpy_pinned(owner, Grid::cover(n), 1.0, &x, &mut y).unwrap());
+        match saxpy_pinned(other, Grid::cover(n), 1.0, &x, &mut y) {
+            Err(e) => assert!(names(&e), "{e:?}"),
+            Ok(_) => panic!("memory of {} launched on {}", owner.name(), other.name()),
+        }
+        // The host waited for the leaked launch; the memory is usable again.
+        assert!(y.iter().all(|&v| v == 0.0));
+    }
+}
+
 #[test]
 fn write_only_inputs_are_write_combined_and_still_correct() {
     use berth::{HostAccess, PinnedOptions};

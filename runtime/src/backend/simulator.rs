@@ -34,6 +34,9 @@ pub(crate) struct Simulator {
     limits: OnceLock<DeviceLimits>,
     /// Which simulated device set this context belongs to (a set of its own when made alone).
     member: Member,
+    /// The backend it reports: the simulator, except in unit tests of what is refused across
+    /// backends ([`Simulator::posing_as`]).
+    kind: Backend,
 }
 
 /// A simulated context's place in its device set.
@@ -89,6 +92,17 @@ impl Simulator {
             fault: FaultState::default(),
             checked: Mutex::new(HashSet::new()),
             limits: OnceLock::new(),
+            kind: Backend::Simulator,
+        }
+    }
+
+    /// A simulated context that reports `kind` as its backend: a stand-in for a context of
+    /// another backend in tests without a GPU.
+    #[cfg(test)]
+    pub(crate) fn posing_as(kind: Backend) -> Simulator {
+        Simulator {
+            kind,
+            ..Simulator::new()
         }
     }
 
@@ -125,7 +139,7 @@ fn host_memory() -> (usize, usize) {
 
 impl ContextOps for Simulator {
     fn kind(&self) -> Backend {
-        Backend::Simulator
+        self.kind
     }
 
     fn name(&self) -> &str {

@@ -176,13 +176,25 @@ impl<'l> ArgSink<'l> {
 
     /// Push a (pointer, length) pair after checking the memory belongs to this context.
     pub(crate) fn slice(&mut self, a: &ArgRef<'_>, device_addr: u64) -> bool {
-        // Portable host memory is every device's: any context of the process may use it.
-        let portable = a.host != 0 && a.flags.is_some_and(|f| f.portable());
-        if !Arc::ptr_eq(a.gpu, self.gpu) && !portable {
-            self.error(Error::WrongContext {
-                kernel: self.kernel.name,
-            });
-            return false;
+        if !Arc::ptr_eq(a.gpu, self.gpu) {
+            // Portable host memory is every device's: any context of the process run by the
+            // same backend may use it (the simulator's host memory is nothing a GPU reaches).
+            let portable = a.host != 0 && a.flags.is_some_and(|f| f.portable());
+            if !portable {
+                self.error(Error::WrongContext {
+                    kernel: self.kernel.name,
+                });
+                return false;
+            }
+            let what = format!(
+                "kernel `{}`, argument `{}`",
+                self.kernel.name,
+                self.arg_name()
+            );
+            if let Err(e) = a.gpu.same_backend(self.gpu, &what) {
+                self.error(e);
+                return false;
+            }
         }
         self.put(&device_addr.to_ne_bytes());
         self.put(&(a.len as u64).to_ne_bytes());
