@@ -64,7 +64,7 @@ use core::mem::{MaybeUninit, align_of, size_of};
 const fn by_words<T>() -> bool {
     cfg!(target_arch = "nvptx64")
         && align_of::<T>() >= 16
-        && size_of::<T>() % 16 == 0
+        && size_of::<T>().is_multiple_of(16)
         && size_of::<T>() <= 64
 }
 
