@@ -238,8 +238,18 @@ pub struct Slot<T> {
     pub item: T,
 }
 
-// SAFETY: `#[repr(C)]` of a u32 and a DeviceCopy item: plain data (padding is never read).
-unsafe impl<T: DeviceCopy> DeviceCopy for Slot<T> {}
+// SAFETY: `#[repr(C)]` of a u32 and a DeviceCopy item, no pointers; all-zero bytes are a
+// value. A slot may have padding (`Slot<u64>`: 4 bytes after `seq`), so `__BERTH_NO_PADDING`
+// refuses such an instance wherever its bytes would be read as bytes (a kernel scalar).
+unsafe impl<T: DeviceCopy> DeviceCopy for Slot<T> {
+    const __BERTH_NO_PADDING: () = {
+        let () = T::__BERTH_NO_PADDING;
+        assert!(
+            size_of::<Slot<T>>() == size_of::<u32>() + size_of::<T>(),
+            "this `Slot<T>` has padding bytes after its `u32` sequence number (its item is aligned to more than 4), which must not be copied to the GPU as a scalar: pass the ring as `#[mapped] &Mailbox<T>`"
+        );
+    };
+}
 
 impl<T> Slot<T> {
     /// The bit of `seq` set while one party holds the slot (writing or reading its item); the
