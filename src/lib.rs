@@ -78,6 +78,27 @@
 //! let () = <Pair<u8> as DeviceCopy>::__BERTH_NO_PADDING;
 //! ```
 //!
+//! Padding inside an array's element or a mailbox slot is refused the same way:
+//!
+//! ```compile_fail,E0080
+//! # use berth::DeviceCopy;
+//! # #[repr(C)]
+//! # #[derive(Clone, Copy, DeviceCopy)]
+//! # pub struct Pair<T> { pub tag: u8, pub value: T }
+//! let () = <[Pair<u32>; 2] as DeviceCopy>::__BERTH_NO_PADDING;
+//! ```
+//!
+//! ```compile_fail,E0080
+//! # use berth::DeviceCopy;
+//! // A `u32` sequence number then a `u64`: four bytes of padding.
+//! let () = <berth::device::Slot<u64> as DeviceCopy>::__BERTH_NO_PADDING;
+//! ```
+//!
+//! ```
+//! # use berth::DeviceCopy;
+//! let () = <[berth::device::Slot<u32>; 2] as DeviceCopy>::__BERTH_NO_PADDING;
+//! ```
+//!
 //! Layers: [`berth_device`] (re-exported as [`device`] and in the [`prelude`]) is what kernel
 //! bodies call, on both targets; [`berth_runtime`] (host only) owns the context, memory,
 //! streams and launches; `berth_macros` writes the glue between them. Generated code names

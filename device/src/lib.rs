@@ -85,7 +85,9 @@ pub use slice::{PerBlock, Slice, SliceMut, Window};
 pub unsafe trait DeviceCopy: Copy + 'static {
     /// Evaluated wherever a value's bytes are read as bytes (a launch's scalar parameters):
     /// `#[derive(DeviceCopy)]` on a generic struct sets it to a compile-time assertion that the
-    /// instance has no padding, which a non-generic struct gets at its definition.
+    /// instance has no padding, which a non-generic struct gets at its definition. Impls over
+    /// other `DeviceCopy` types (arrays, `Slot<T>`, derived structs) evaluate their parts'
+    /// checks too, so padding inside a field or element is refused as well.
     #[doc(hidden)]
     const __BERTH_NO_PADDING: () = ();
 }
@@ -100,8 +102,12 @@ device_copy!(
     u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, bool, usize, isize
 );
 
-// SAFETY: an array of DeviceCopy elements has the elements' layout repeated, no pointers.
-unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
+// SAFETY: an array of DeviceCopy elements has the elements' layout repeated, no pointers, and
+// no padding between elements (a size is a multiple of its alignment); padding inside an
+// element is the element's check, forwarded.
+unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {
+    const __BERTH_NO_PADDING: () = T::__BERTH_NO_PADDING;
+}
 
 #[cfg(test)]
 mod tests {

@@ -325,6 +325,8 @@ impl<'a, T> Matrix<'a, T> {
     /// let m = Matrix::new(&data, 3, 2);
     /// assert_eq!(m.row(1).iter().sum::<u8>(), 7);
     /// assert!(std::panic::catch_unwind(|| m.row(3)).is_err());
+    /// // A zero-column matrix still has its rows, each empty.
+    /// assert!(m.submatrix(0, 0, 3, 0).row(2).is_empty());
     /// ```
     #[inline(always)]
     #[track_caller]
@@ -333,8 +335,14 @@ impl<'a, T> Matrix<'a, T> {
         if r >= self.rows {
             outside_matrix(r, 0, self.rows, self.cols)
         }
+        if self.cols == 0 {
+            // The invariant bounds `inner` only for a matrix with an element: a zero-column
+            // matrix's `inner` may be empty while its rows are not.
+            return &[];
+        }
         let start = r * self.stride;
-        // SAFETY: `r < rows`, so `start + cols <= (rows - 1) * stride + cols <= inner.len()`.
+        // SAFETY: `r < rows` and `cols >= 1`, so the field's invariant holds:
+        // `start + cols <= (rows - 1) * stride + cols <= inner.len()`.
         unsafe { self.inner.get_unchecked(start..start + self.cols) }
     }
 
@@ -1310,6 +1318,26 @@ mod tests {
         let empty = Matrix::new(&data[..0], 0, 5);
         assert!(empty.get_tile::<1, 1>(0, 0).is_none());
         assert_eq!(empty.get(0, 0), None);
+    }
+
+    /// A matrix with rows but no columns (a zero-width block of a larger one, or built so)
+    /// hands out each row as an empty slice, never a range of the empty `inner` it keeps.
+    #[test]
+    fn zero_column_matrices_have_empty_rows() {
+        let data: Vec<u32> = (0..16).collect();
+        let m = Matrix::new(&data, 4, 4);
+        for block in [
+            m.submatrix(0, 0, 4, 0),
+            m.submatrix(1, 4, 3, 0),
+            Matrix::new(&data[..0], 4, 0),
+        ] {
+            let last = block.rows() - 1;
+            assert_eq!(block.row(last), &[] as &[u32]);
+            assert_eq!(block.get(last, 0), None);
+            assert!(std::panic::catch_unwind(|| block.row(block.rows())).is_err());
+        }
+        let t = m.submatrix(0, 0, 4, 0).tile::<4, 0>(0, 0);
+        assert_eq!(t.row(3), &[] as &[u32; 0]);
     }
 
     /// Blocks of a matrix (and blocks of blocks) keep the enclosing stride: every element,

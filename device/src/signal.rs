@@ -219,6 +219,9 @@ impl Signals {
 /// One slot of a mailbox ring: a sequence number and an item. Shared layout of host and
 /// device.
 ///
+/// `seq`'s low 31 bits count messages (message numbers are taken modulo 2^31); its top bit,
+/// [`Slot::HELD`], is set while one party holds the slot to write or read its item.
+///
 /// ```
 /// use berth_device::Slot;
 /// // A fresh ring of 4 slots, as the host lays it out: slot k waits for message k.
@@ -228,16 +231,51 @@ impl Signals {
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct Slot<T> {
-    /// Whose turn: message `n` may be written when `seq == n` and read when `seq == n + 1`.
+    /// Whose turn: message `n` may be written when `seq == n` and read when `seq == n + 1`
+    /// (counted modulo 2^31); [`Slot::HELD`] is set while someone writes or reads the item.
     pub seq: u32,
     /// The item.
     pub item: T,
 }
 
-// SAFETY: `#[repr(C)]` of a u32 and a DeviceCopy item: plain data (padding is never read).
-unsafe impl<T: DeviceCopy> DeviceCopy for Slot<T> {}
+// SAFETY: `#[repr(C)]` of a u32 and a DeviceCopy item, no pointers; all-zero bytes are a
+// value. A slot may have padding (`Slot<u64>`: 4 bytes after `seq`), so `__BERTH_NO_PADDING`
+// refuses such an instance wherever its bytes would be read as bytes (a kernel scalar).
+unsafe impl<T: DeviceCopy> DeviceCopy for Slot<T> {
+    const __BERTH_NO_PADDING: () = {
+        let () = T::__BERTH_NO_PADDING;
+        assert!(
+            size_of::<Slot<T>>() == size_of::<u32>() + size_of::<T>(),
+            "this `Slot<T>` has padding bytes after its `u32` sequence number (its item is aligned to more than 4), which must not be copied to the GPU as a scalar: pass the ring as `#[mapped] &Mailbox<T>`"
+        );
+    };
+}
 
 impl<T> Slot<T> {
+    /// The bit of `seq` set while one party holds the slot (writing or reading its item); the
+    /// other 31 bits count messages.
+    ///
+    /// ```
+    /// use berth_device::Slot;
+    /// // Message 5's sequence number while its producer writes the item:
+    /// let writing = 5 | Slot::<u32>::HELD;
+    /// assert_eq!(writing & !Slot::<u32>::HELD, 5);
+    /// ```
+    pub const HELD: u32 = 1 << 31;
+
+    /// The `seq` that stands for message count `n` (its low 31 bits).
+    ///
+    /// ```
+    /// use berth_device::Slot;
+    /// assert_eq!(Slot::<u32>::count(7), 7);
+    /// assert_eq!(Slot::<u32>::count(7 + (1 << 31)), 7); // counted modulo 2^31
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub const fn count(n: u32) -> u32 {
+        n & !Self::HELD
+    }
+
     /// Slots of a fresh ring: slot `k` ready for message `k`.
     ///
     /// ```
@@ -249,19 +287,23 @@ impl<T> Slot<T> {
     }
 }
 
-/// A kernel's view of a single-producer, single-consumer ring of `T` in mapped host memory.
+/// A kernel's view of a ring of `T` in mapped host memory, shared with the host.
 ///
-/// Messages are numbered 0, 1, 2, … by each side itself (the producer counts what it sent,
-/// the consumer what it received): message `n` lives in slot `n % capacity`. The producer of
-/// `n` waits for `seq == n`, writes the item and publishes `seq = n + 1` (release); the
-/// consumer waits for `seq == n + 1` (acquire), reads the item and frees the slot for message
-/// `n + capacity`.
+/// Messages are numbered 0, 1, 2, … (modulo 2^31) by the caller: message `n` lives in slot
+/// `n % capacity`. A sender of `n` claims the slot when `seq == n` by swapping in
+/// `n | HELD` (compare-and-swap), writes the item and publishes `seq = n + 1` (release); a
+/// receiver of `n` claims it when `seq == n + 1` the same way, reads the item and frees the
+/// slot for message `n + capacity`. The claim makes each message's item one party's at a
+/// time, so any number of threads may call these methods at once: two threads that send (or
+/// receive) the same `n` never both write (or read) it — one gets the slot, the other waits
+/// for its next turn or times out.
 ///
 /// ```
 /// use berth_device::{Mailbox, Slot};
 /// let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
-/// // SAFETY: a fresh ring that outlives the view and is reached only through it. (In a kernel
-/// // the launcher builds the view of a `#[mapped] &Mailbox<T>` argument.)
+/// // SAFETY: a fresh ring of 2 slots (a power of two) that outlives the view and is reached
+/// // only through it. (In a kernel the launcher builds the view of a `#[mapped] &Mailbox<T>`
+/// // argument.)
 /// let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
 /// // One side sends messages 0 and 1, the other receives them in order.
 /// assert!(m.send(0, 10, 1_000_000) && m.send(1, 11, 1_000_000));
@@ -277,8 +319,12 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// The view of a kernel argument.
     ///
     /// # Safety
-    /// `ptr` addresses `len` slots laid out by the host's `MailboxBuffer`, valid for the
-    /// kernel; `seq` is accessed only atomically, `item` only under the protocol above.
+    /// 1. `ptr` addresses `len` slots laid out by the host's `MailboxBuffer` (slot `k`'s `seq`
+    ///    starts at `k`), valid for the kernel.
+    /// 2. `len` is a power of two, at least 2 and at most 2^30: then a slot's free and
+    ///    published sequence numbers never coincide, even after the counters wrap.
+    /// 3. Every party accesses `seq` only atomically, and touches `item` only while it holds
+    ///    the slot under the protocol above.
     ///
     /// ```
     /// # use berth_device::{Mailbox, Slot};
@@ -320,11 +366,28 @@ impl<T: DeviceCopy> Mailbox<T> {
         unsafe { AtomicU32::from_ptr(&raw mut (*self.slot(n)).seq) }
     }
 
-    fn wait_seq(&self, n: u32, want: u32, timeout_ns: u64) -> bool {
+    /// Hold message `n`'s slot once its `seq` shows `want` (swapping in `want | HELD`), waiting
+    /// at most `timeout_ns`; whether it is held.
+    fn claim(&self, n: u32, want: u32, timeout_ns: u64) -> bool {
+        if self.len == 0 {
+            return false;
+        }
         let s = self.seq(n);
+        let want = Slot::<T>::count(want);
         let start = now_ns();
         loop {
-            if s.load(Ordering::Acquire) == want {
+            // The swap is the poll: a failed compare-and-swap costs the link round trip a load
+            // would, so holding the slot adds none. (On this target atomic read-modify-writes
+            // drop their ordering, so the acquire is a fence.)
+            if s.compare_exchange(
+                want,
+                want | Slot::<T>::HELD,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+            {
+                core::sync::atomic::fence(Ordering::Acquire);
                 return true;
             }
             if now_ns().wrapping_sub(start) > timeout_ns {
@@ -334,7 +397,8 @@ impl<T: DeviceCopy> Mailbox<T> {
         }
     }
 
-    /// Receive message `n` (the consumer's own count), waiting at most `timeout_ns`.
+    /// Receive message `n`, waiting at most `timeout_ns`. Safe from any number of threads: a
+    /// message is received once, by the thread that holds its slot.
     ///
     /// ```
     /// # use berth_device::{Mailbox, Slot};
@@ -344,22 +408,26 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// assert_eq!(m.recv(0, 1_000), None); // nothing sent yet: timed out
     /// assert!(m.send(0, 42, 1_000));
     /// assert_eq!(m.recv(0, 1_000), Some(42));
+    /// assert_eq!(m.recv(0, 1_000), None); // received already: the slot waits for message 2
     /// ```
     #[track_caller]
     pub fn recv(&self, n: u32, timeout_ns: u64) -> Option<T> {
-        if self.len == 0 || !self.wait_seq(n, n.wrapping_add(1), timeout_ns) {
+        if !self.claim(n, n.wrapping_add(1), timeout_ns) {
             return None;
         }
-        // SAFETY: the producer published this slot for message n (acquired above); until we
-        // free it, only we touch the item.
+        // SAFETY: this thread holds the slot of published message n (claimed and acquired
+        // above): nobody else touches the item until it is freed below.
         let item = unsafe { (&raw const (*self.slot(n)).item).read_volatile() };
-        self.seq(n)
-            .store(n.wrapping_add(self.len as u32), Ordering::Release);
+        self.seq(n).store(
+            Slot::<T>::count(n.wrapping_add(self.len as u32)),
+            Ordering::Release,
+        );
         Some(item)
     }
 
-    /// Send message `n` (the producer's own count), waiting at most `timeout_ns` for the
-    /// slot to be free; `false` if it did not free up in time.
+    /// Send message `n`, waiting at most `timeout_ns` for the slot to be free; `false` if it
+    /// did not free up in time (or another thread sent `n` meanwhile). Safe from any number
+    /// of threads: a slot is written by the one thread that holds it.
     ///
     /// ```
     /// # use berth_device::{Mailbox, Slot};
@@ -383,9 +451,10 @@ impl<T: DeviceCopy> Mailbox<T> {
     }
 
     /// Wait (at most `timeout_ns`) until the slot of message `n` is free, and hold it: the
-    /// later [`Reserved::publish`] then writes without waiting. Reserving the reply slot
-    /// before waiting for the request takes a link round trip off every request–reply
-    /// exchange (the slot was usually freed long before).
+    /// later [`Reserved::publish`] then writes without waiting, and no other sender can take
+    /// the slot meanwhile (dropping the reservation unpublished frees it again). Reserving the
+    /// reply slot before waiting for the request takes a link round trip off every
+    /// request–reply exchange (the slot was usually freed long before).
     ///
     /// ```
     /// # use berth_device::{Mailbox, Slot};
@@ -394,18 +463,22 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// # let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
     /// // Reserve the reply's slot first; the later publish does not wait.
     /// let reply = m.reserve(0, 1_000).expect("a fresh ring's slot 0 is free");
+    /// assert!(m.reserve(0, 1_000).is_none()); // held: no second sender of message 0
     /// // … wait for the request, compute …
     /// reply.publish(99);
     /// assert_eq!(m.recv(0, 1_000), Some(99));
     /// ```
     #[track_caller]
     pub fn reserve(&self, n: u32, timeout_ns: u64) -> Option<Reserved<'_, T>> {
-        (self.len > 0 && self.wait_seq(n, n, timeout_ns)).then_some(Reserved { mailbox: self, n })
+        // `then`, not `then_some`: an unclaimed `Reserved` must never exist (its drop frees).
+        self.claim(n, n, timeout_ns)
+            .then(|| Reserved { mailbox: self, n })
     }
 }
 
-/// The slot of message `n` of a [`Mailbox`], free and held by this producer until it
-/// publishes (the consumer does not touch a slot before it is published).
+/// The slot of message `n` of a [`Mailbox`], free and held by this sender until it publishes
+/// (no receiver or other sender touches a held slot). Dropped unpublished, it frees the slot
+/// again for message `n`.
 ///
 /// ```
 /// # use berth_device::{Mailbox, Slot};
@@ -415,8 +488,10 @@ impl<T: DeviceCopy> Mailbox<T> {
 /// let slot = m.reserve(0, 1_000).unwrap();
 /// slot.publish(5);
 /// assert!(m.reserve(2, 1_000).is_none()); // message 2's slot holds message 0 until received
+/// drop(m.reserve(1, 1_000).unwrap()); // reserved, then given up: message 1 is still to send
+/// assert!(m.send(1, 6, 1_000));
 /// ```
-pub struct Reserved<'m, T> {
+pub struct Reserved<'m, T: DeviceCopy> {
     mailbox: &'m Mailbox<T>,
     n: u32,
 }
@@ -435,9 +510,95 @@ impl<T: DeviceCopy> Reserved<'_, T> {
     #[inline(always)]
     pub fn publish(self, item: T) {
         let (m, n) = (self.mailbox, self.n);
-        // SAFETY: the consumer freed this slot for message n (acquired by `reserve`); until we
-        // publish it, only we touch the item.
+        core::mem::forget(self);
+        // SAFETY: this thread holds the freed slot of message n (claimed and acquired by
+        // `reserve`): nobody else touches the item until it is published below.
         unsafe { (&raw mut (*m.slot(n)).item).write_volatile(item) };
-        m.seq(n).store(n.wrapping_add(1), Ordering::Release);
+        m.seq(n)
+            .store(Slot::<T>::count(n.wrapping_add(1)), Ordering::Release);
+    }
+}
+
+impl<T: DeviceCopy> Drop for Reserved<'_, T> {
+    /// An unpublished reservation frees the slot for message `n` again.
+    fn drop(&mut self) {
+        self.mailbox
+            .seq(self.n)
+            .store(Slot::<T>::count(self.n), Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Mailbox, Slot};
+
+    fn ring<const N: usize>() -> Vec<Slot<u64>> {
+        (0..N)
+            .map(|k| Slot {
+                seq: Slot::<u64>::initial_seq(k),
+                item: 0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_held_slot_is_not_taken_by_a_second_sender_or_receiver() {
+        let mut cells = ring::<2>();
+        // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+        let m = unsafe { Mailbox::from_raw(cells.as_mut_ptr(), cells.len()) };
+        let held = m.reserve(0, 1_000).unwrap();
+        assert!(m.reserve(0, 1_000).is_none());
+        assert!(!m.send(0, 2, 1_000));
+        held.publish(1);
+        assert_eq!(m.recv(0, 1_000), Some(1));
+        assert_eq!(m.recv(0, 1_000), None); // received once only
+    }
+
+    #[test]
+    fn threads_sending_and_receiving_one_message_each_take_it_once() {
+        /// Run `f` on 8 threads at once, each with its own view of the ring (as each simulated
+        /// thread has its own view of a kernel argument).
+        fn on_8_threads<R: Send>(
+            ring: &mut [Slot<u64>],
+            f: impl Fn(&Mailbox<u64>, u64) -> R + Sync,
+        ) -> Vec<R> {
+            let (addr, len) = (ring.as_mut_ptr() as usize, ring.len());
+            let go = std::sync::Barrier::new(8);
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..8u64)
+                    .map(|t| {
+                        let (f, go) = (&f, &go);
+                        s.spawn(move || {
+                            // SAFETY: the ring outlives the scope and is reached only through
+                            // these views.
+                            let m = unsafe { Mailbox::from_raw(addr as *mut Slot<u64>, len) };
+                            go.wait();
+                            f(&m, t)
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            })
+        }
+        for _ in 0..50 {
+            let mut cells = ring::<4>();
+            let sent = on_8_threads(&mut cells, |m, t| m.send(0, 100 + t, 1_000_000));
+            assert_eq!(sent.iter().filter(|&&s| s).count(), 1, "{sent:?}");
+            let got = on_8_threads(&mut cells, |m, _| m.recv(0, 1_000_000));
+            let got: Vec<u64> = got.into_iter().flatten().collect();
+            let winner = sent.iter().position(|&s| s).unwrap() as u64;
+            assert_eq!(got, [100 + winner]);
+        }
+    }
+
+    #[test]
+    fn counts_wrap_at_two_to_the_31() {
+        let mut cells = ring::<2>();
+        // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+        let m = unsafe { Mailbox::from_raw(cells.as_mut_ptr(), cells.len()) };
+        // Message 2^31 is message 0: same slot, same sequence number.
+        assert!(m.send(1 << 31, 7, 1_000));
+        assert_eq!(m.recv(0, 1_000), Some(7));
+        assert_eq!(cells[0].seq, 2);
     }
 }

@@ -1,8 +1,8 @@
 //! `#[derive(DeviceCopy)]`: the checked way to let a struct cross to the GPU by value or as a
 //! slice element. It requires a fixed layout (`#[repr(C)]` or `#[repr(transparent)]`), checks
 //! every field is `DeviceCopy` (errors point at the field's type) and that a non-generic
-//! struct has no padding (the launcher copies a value's bytes, and padding bytes are
-//! uninitialised), and writes the `unsafe impl` the user would otherwise write by hand.
+//! struct has no padding, neither between its fields nor inside them (the launcher copies a
+//! value's bytes, and padding bytes are uninitialised), and writes the `unsafe impl` the user would otherwise write by hand.
 
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
@@ -124,6 +124,35 @@ fn expand(item: &syn::DeriveInput) -> syn::Result<TokenStream> {
         }
     });
     let check_fn = syn::Ident::new("__berth_assert_device_copy", Span::call_site());
+    // Every field is `DeviceCopy` (the error points at its type). A non-generic struct's
+    // fields are also checked for padding inside them (`Pair<u32>`: a `u8` then a `u32`),
+    // which the sizes adding up does not show: their own checks, evaluated at the definition.
+    let field_checks = if generic {
+        quote! {
+            const _: () = {
+                fn #check_fn<T: ::berth::DeviceCopy>() {}
+                #[allow(dead_code)]
+                fn __berth_check #impl_g () #extra_where {
+                    #(#checks)*
+                }
+            };
+        }
+    } else {
+        // One helper per field, spanned at the field's type, so that both a missing impl and
+        // an evaluation failure point there.
+        let checks = fields.iter().map(|f| {
+            let ty = &f.ty;
+            quote_spanned! {ty.span()=> {
+                const fn #check_fn<T: ::berth::DeviceCopy>() {
+                    T::__BERTH_NO_PADDING
+                }
+                #check_fn::<#ty>();
+            }}
+        });
+        quote! {
+            const _: () = { #(#checks)* };
+        }
+    };
     Ok(quote! {
         // SAFETY: `#[repr(C)]`/`#[repr(transparent)]` (checked by the derive) gives host and
         // device one layout; every field is `DeviceCopy` (checked below), so the value is
@@ -136,12 +165,6 @@ fn expand(item: &syn::DeriveInput) -> syn::Result<TokenStream> {
 
         #padding_check
 
-        const _: () = {
-            fn #check_fn<T: ::berth::DeviceCopy>() {}
-            #[allow(dead_code)]
-            fn __berth_check #impl_g () #extra_where {
-                #(#checks)*
-            }
-        };
+        #field_checks
     })
 }

@@ -163,6 +163,15 @@ pub enum Error {
         /// The timeout.
         after: std::time::Duration,
     },
+    /// A mailbox was asked for with a capacity its ring cannot work with.
+    #[error(
+        "a mailbox of {capacity} slots: its capacity must be a power of two from 2 to 2^30 (e.g. {})",
+        (*capacity).clamp(2, 1 << 30).next_power_of_two()
+    )]
+    MailboxCapacity {
+        /// The capacity asked for.
+        capacity: usize,
+    },
     /// An API used in a way it does not allow (the message says how to use it).
     #[error("{0}")]
     Usage(String),

@@ -25,8 +25,9 @@ pub struct SignalBuffer {
 /// its consumer ([`MailboxBuffer::recv`]), never both; the kernel is the other side.
 ///
 /// Several host threads may send (or receive) on one mailbox at once: each message is claimed
-/// with an atomic compare-and-swap of the host's counter, so no two threads write (or read) one
-/// message, none is lost, and messages keep the order of their claims.
+/// with an atomic compare-and-swap of its slot's sequence number (the kernel side claims slots
+/// the same way), so no two threads write (or read) one message, none is lost, and messages
+/// keep the order of their claims.
 pub struct MailboxBuffer<T: DeviceCopy> {
     mem: MappedBuffer<Slot<T>>,
     /// Messages claimed by host senders.
@@ -43,13 +44,13 @@ impl Gpu {
         })
     }
 
-    /// A mailbox of `capacity` slots.
+    /// A mailbox of `capacity` slots: a power of two from 2 to 2^30, else
+    /// [`Error::MailboxCapacity`]. (With one slot, "message `n` published" and "free for
+    /// message `n + 1`" would be the same sequence number; with a capacity that does not divide
+    /// 2^31, a slot's numbers would skip when the message counts wrap.)
     pub fn mailbox<T: DeviceCopy>(&self, capacity: usize) -> Result<MailboxBuffer<T>> {
-        if capacity == 0 || capacity > u32::MAX as usize / 2 {
-            return Err(Error::Usage(format!(
-                "a mailbox needs between 1 and {} slots, not {capacity}",
-                u32::MAX / 2
-            )));
+        if !(2..=MAX_MAILBOX).contains(&capacity) || !capacity.is_power_of_two() {
+            return Err(Error::MailboxCapacity { capacity });
         }
         let mut mem = self.mapped_zeroed::<Slot<T>>(capacity)?;
         for (k, slot) in mem.iter_mut().enumerate() {
@@ -62,6 +63,9 @@ impl Gpu {
         })
     }
 }
+
+/// The most slots a mailbox may have (2^30: a power of two dividing the 2^31 message counts).
+const MAX_MAILBOX: usize = 1 << 30;
 
 fn spin_until(deadline: Instant, mut ready: impl FnMut() -> bool) -> bool {
     // First a tight poll (the clock read only every 64 polls): a kernel's answer usually lands
@@ -185,8 +189,9 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         unsafe { &raw mut (*self.mem.host_ptr().add(k)).item }
     }
 
-    /// Claim the next message of `counter` once its slot shows `seq(n) == want(n)`: the
-    /// claimed `n`, or the last `n` tried when `timeout` passes first.
+    /// Claim the next message of `counter` once its slot shows `seq(n) == want(n)`, holding
+    /// the slot (`want(n) | HELD`): the claimed `n`, or the last `n` tried when `timeout`
+    /// passes first.
     fn claim(
         &self,
         counter: &AtomicU32,
@@ -196,14 +201,20 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         let mut n = counter.load(Ordering::Relaxed);
         let claimed = spin_until(Instant::now() + timeout, || {
             n = counter.load(Ordering::Relaxed);
-            // Another host thread may claim `n` between the check and the swap: then the swap
-            // fails and the next poll tries the message after it.
-            self.seq(n).load(Ordering::Acquire) == want(n)
-                && counter
-                    .compare_exchange(n, n.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed)
+            let (s, w) = (self.seq(n), Slot::<T>::count(want(n)));
+            // Another thread (host or kernel) may take the slot between the check and the
+            // swap: then the swap fails and the next poll looks again. Only the thread holding
+            // message `n`'s slot advances the counter past `n`.
+            s.load(Ordering::Relaxed) == w
+                && s.compare_exchange(w, w | Slot::<T>::HELD, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
         });
-        if claimed { Ok(n) } else { Err(n) }
+        if claimed {
+            counter.store(n.wrapping_add(1), Ordering::Relaxed);
+            Ok(n)
+        } else {
+            Err(n)
+        }
     }
 
     /// Send the next item to the kernel, waiting at most `timeout` for a free slot.
@@ -220,10 +231,10 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
                 after: timeout,
             });
         }
-        // SAFETY: the consumer freed the slot for message n (acquired above), and this thread
-        // alone claimed message n: nobody else writes the slot until it is published.
+        // SAFETY: this thread holds the freed slot of message n (claimed and acquired above):
+        // nobody else touches the item until it is published.
         unsafe { self.item(n).write_volatile(item) };
-        s.store(n.wrapping_add(1), Ordering::Release);
+        s.store(Slot::<T>::count(n.wrapping_add(1)), Ordering::Release);
         Ok(())
     }
 
@@ -238,11 +249,13 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
                 after: timeout,
             });
         }
-        // SAFETY: the producer published message n (acquired above), and this thread alone
-        // claimed it: nobody else reads the slot, and the producer does not write it, until it
-        // is freed here.
+        // SAFETY: this thread holds the slot of published message n (claimed and acquired
+        // above): nobody else touches the item until it is freed here.
         let item = unsafe { self.item(n).read_volatile() };
-        s.store(n.wrapping_add(self.capacity() as u32), Ordering::Release);
+        s.store(
+            Slot::<T>::count(n.wrapping_add(self.capacity() as u32)),
+            Ordering::Release,
+        );
         Ok(item)
     }
 

@@ -71,7 +71,26 @@ fn host_side_signal_waits_time_out_with_a_typed_error() {
         m.send(3, Duration::from_millis(10)),
         Err(Error::Timeout { .. })
     ));
-    assert!(matches!(gpu.mailbox::<u32>(0), Err(Error::Usage(_))));
+}
+
+#[test]
+fn a_mailbox_capacity_is_a_power_of_two_of_at_least_two() {
+    let gpu = Gpu::simulator();
+    // One slot: "message 0 published" and "free for message 1" would both be seq 1. Three:
+    // slot numbers would skip when the message counts wrap.
+    for bad in [0, 1, 3, 6, 100, (1 << 30) + 1, 1 << 31] {
+        match gpu.mailbox::<u32>(bad) {
+            Err(e @ Error::MailboxCapacity { capacity }) => {
+                assert_eq!(capacity, bad);
+                assert!(e.to_string().contains("a power of two from 2"), "{e}");
+            }
+            Err(e) => panic!("{bad}: {e}"),
+            Ok(_) => panic!("a mailbox of {bad} slots was accepted"),
+        }
+    }
+    for good in [2, 4, 256] {
+        assert_eq!(gpu.mailbox::<u32>(good).unwrap().capacity(), good);
+    }
 }
 
 /// Run the ignored test `name` of this binary in a child process with `BERTH_BACKEND=value`
