@@ -214,13 +214,20 @@ impl<T> Drop for DeviceBuffer<T> {
         // whose guard was leaked.
         self.uses.before_host_write();
         // A lost context is reset as a whole; freeing into it could free a new allocation
-        // that reuses the address after `Gpu::recover`.
-        if self.ptr == 0 || self.gpu.is_lost() || self.gpu.bind().is_err() {
+        // that reuses the address after `Gpu::recover`. The section keeps a reset from
+        // starting between the check and the free.
+        if self.ptr == 0 {
             return;
         }
-        // SAFETY: allocated by `MemoryOps::alloc` in this context with this size, freed once.
-        // No GPU work uses it any more: live launches borrow it, and leaked ones were waited
-        // for above.
+        let Ok(_section) = self.gpu.ops().fault().enter() else {
+            return;
+        };
+        if self.gpu.bind().is_err() {
+            return;
+        }
+        // SAFETY: allocated by `MemoryOps::alloc` in this context with this size, freed once,
+        // before any reset of the context (the section above). No GPU work uses it any more:
+        // live launches borrow it, and leaked ones were waited for above.
         unsafe { self.gpu.ops().free(self.ptr, self.bytes_of_len()) };
     }
 }
