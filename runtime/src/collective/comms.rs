@@ -21,7 +21,7 @@ use crate::track::Completion;
 use cudarc::driver::sys::CUstream;
 use std::any::Any;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Each member's collective stream and the end of the work a collective queued there, in
 /// member order.
@@ -212,7 +212,11 @@ pub(crate) fn wait_parts(set: &DeviceSet, members: Members, what: &str) -> Vec<R
         // Nothing queued on the stream after this point counts as done by this wait.
         done.seal();
     }
-    let mut pause = Duration::from_micros(2);
+    // Yielding between polls for the first 2 ms, as the driver's default blocking wait spins
+    // or yields (a short collective ends microseconds after its last part is ready), then
+    // sleeping a little longer each time, up to a millisecond.
+    let start = Instant::now();
+    let mut pause = Duration::from_micros(50);
     loop {
         for (((stream, _), g), r) in members.iter().zip(set.iter()).zip(&mut out) {
             if r.is_none() && g.inner.idle(*stream) {
@@ -228,12 +232,12 @@ pub(crate) fn wait_parts(set: &DeviceSet, members: Members, what: &str) -> Vec<R
             drop(comms);
             break;
         }
-        if pause < Duration::from_micros(100) {
+        if start.elapsed() < Duration::from_millis(2) {
             std::thread::yield_now();
         } else {
             std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
         }
-        pause = (pause * 2).min(Duration::from_millis(1));
     }
     let results = members
         .iter()
