@@ -118,6 +118,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         self.gpu.bind()?;
         self.uses.before_host_write();
+        // No reset between the check and the copy into this address (see `FaultState::enter`).
+        let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
         // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
         // outlives the copy because we synchronise the stream before returning. (Copies go
@@ -140,6 +142,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         self.gpu.bind()?;
         self.uses.before_host_read();
+        // No reset between the check and the copy from this address (see `FaultState::enter`).
+        let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
         // SAFETY: as in copy_from, the other way; the device holds `len` initialised elements
         // of a `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
@@ -160,6 +164,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         }
         self.gpu.bind()?;
         self.uses.before_host_read();
+        // No reset between the check and the copy from this address (see `FaultState::enter`).
+        let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
         // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
         // as raw bytes by the copy, never read before `set_len`); the stream is synchronised
