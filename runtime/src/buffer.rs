@@ -114,6 +114,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // current, and the copy needs this one.
         self.uses.before_host_write();
         self.gpu.bind()?;
+        // No reset between the check and the copy into this address (see `FaultState::enter`).
+        let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
         // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
         // outlives the copy because we synchronise the stream before returning. (Copies go
@@ -138,6 +140,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // current, and the copy needs this one.
         self.uses.before_host_read();
         self.gpu.bind()?;
+        // No reset between the check and the copy from this address (see `FaultState::enter`).
+        let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
         // SAFETY: as in copy_from, the other way; the device holds `len` initialised elements
         // of a `DeviceCopy` type, for which any bytes the kernel wrote as T are valid.
@@ -160,6 +164,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // current, and the copy needs this one.
         self.uses.before_host_read();
         self.gpu.bind()?;
+        // No reset between the check and the copy from this address (see `FaultState::enter`).
+        let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
         // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
         // as raw bytes by the copy, never read before `set_len`); the stream is synchronised
@@ -214,13 +220,20 @@ impl<T> Drop for DeviceBuffer<T> {
         // whose guard was leaked.
         self.uses.before_host_write();
         // A lost context is reset as a whole; freeing into it could free a new allocation
-        // that reuses the address after `Gpu::recover`.
-        if self.ptr == 0 || self.gpu.is_lost() || self.gpu.bind().is_err() {
+        // that reuses the address after `Gpu::recover`. The section keeps a reset from
+        // starting between the check and the free.
+        if self.ptr == 0 {
             return;
         }
-        // SAFETY: allocated by `MemoryOps::alloc` in this context with this size, freed once.
-        // No GPU work uses it any more: live launches borrow it, and leaked ones were waited
-        // for above.
+        let Ok(_section) = self.gpu.ops().fault().enter() else {
+            return;
+        };
+        if self.gpu.bind().is_err() {
+            return;
+        }
+        // SAFETY: allocated by `MemoryOps::alloc` in this context with this size, freed once,
+        // before any reset of the context (the section above). No GPU work uses it any more:
+        // live launches borrow it, and leaked ones were waited for above.
         unsafe { self.gpu.ops().free(self.ptr, self.bytes_of_len()) };
     }
 }

@@ -23,11 +23,13 @@
 use crate::buffer::DeviceBuffer;
 use crate::devices::DeviceSet;
 use crate::error::{Error, Result};
-use crate::track::Completion;
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::sync::Arc;
+
+mod comms;
+
+use comms::Members;
 
 /// A collective in flight on every member of a set. It keeps the collective's buffers
 /// borrowed; [`Collective::wait`] waits for every member's part and returns the outcome (a
@@ -47,9 +49,6 @@ pub struct Collective<'a> {
     members: Members,
     _borrows: PhantomData<&'a mut ()>,
 }
-
-/// Each member's collective stream and the end of the work a collective queued there.
-type Members = Vec<(sys::CUstream, Arc<Completion>)>;
 
 impl<'a> Collective<'a> {
     fn new(set: &'a DeviceSet, what: &'static str, members: Members) -> Self {
@@ -84,21 +83,14 @@ impl<'a> Collective<'a> {
         self.what
     }
 
-    /// Wait for each member's stream and mark its part done: the outcome per member.
+    /// Wait for each member's stream and mark its part done: the outcome per member. A member
+    /// lost meanwhile does not hold the others up forever ([`comms::wait_parts`]).
     fn finish(&mut self) -> Vec<Result<()>> {
         let members = std::mem::take(&mut self.members);
-        members
-            .into_iter()
-            .zip(self.set.iter())
-            .map(|((stream, done), g)| {
-                // Nothing queued on the stream after this point counts as done by this wait.
-                done.seal();
-                let r = g.inner.sync(stream, Some(self.what));
-                // The stream passed the work, or stopped for good on a fault.
-                done.finished();
-                r
-            })
-            .collect()
+        if members.is_empty() {
+            return Vec::new();
+        }
+        comms::wait_parts(self.set, members, self.what)
     }
 }
 
@@ -455,6 +447,7 @@ mod nccl {
     //! of the member's collective stream (no event is recorded per call: the guard waits for
     //! the stream, and a wait through a buffer's uses drains it).
 
+    use super::comms::{self, Comms, Communicators};
     use super::{CollectiveType, Members, ReduceOp};
     use crate::buffer::DeviceBuffer;
     use crate::context::Inner;
@@ -465,57 +458,46 @@ mod nccl {
     use cudarc::driver::sys::CUstream;
     use cudarc::nccl::sys::{ncclComm_t, ncclRedOp_t};
     use std::ffi::c_void;
-    use std::sync::{Arc, Weak};
+    use std::sync::Arc;
 
-    /// The set's communicators, one per member, and the stream of each member they queue on:
-    /// one of the member context's pooled streams, which live as long as the context, so a
-    /// lazy completion on it (which holds the context) always finds it alive.
-    struct Comms {
-        comms: Vec<ncclComm_t>,
-        streams: Vec<(Arc<Inner>, CUstream)>,
-        /// The lazy completions of collectives queued on the streams that may still be waited
-        /// for: marked done when the communicators go (after the streams are drained), so that
-        /// nothing drains a stream once it is back in the pool.
-        pending: Vec<Weak<Completion>>,
-    }
+    /// NCCL's communicators of a set, one per member (from `ncclCommInitAll`).
+    struct Nccl(Vec<ncclComm_t>);
 
     // SAFETY: an NCCL communicator may be used from any thread, one call at a time: the set
-    // keeps it behind its mutex; a stream handle is a plain driver handle, usable from any
-    // thread with its context current (every use binds it first).
-    unsafe impl Send for Comms {}
+    // keeps it behind its mutex.
+    unsafe impl Send for Nccl {}
 
-    impl Drop for Comms {
-        fn drop(&mut self) {
-            for (g, s) in &self.streams {
-                // The communicators' work must be done before they go (a lost context runs
-                // nothing more).
-                if g.bind().is_ok() {
-                    g.drain(*s);
-                }
+    impl Communicators for Nccl {
+        type Comm = ncclComm_t;
+
+        fn comm(&self, i: usize) -> ncclComm_t {
+            self.0[i]
+        }
+
+        fn group_start(&mut self) -> Result<()> {
+            cudarc::nccl::result::group_start()
+                .map(|_| ())
+                .map_err(|e| nccl_error("ncclGroupStart", e))
+        }
+
+        fn group_end(&mut self) -> Result<()> {
+            cudarc::nccl::result::group_end()
+                .map(|_| ())
+                .map_err(|e| nccl_error("ncclGroupEnd", e))
+        }
+
+        fn abort(&mut self) {
+            for c in self.0.drain(..) {
+                // SAFETY: made by ncclCommInitAll in `make`, torn down once, here. Every
+                // member context is still there: a reset waits for the communicators to go.
+                let _ = unsafe { cudarc::nccl::result::comm_abort(c) };
             }
-            for c in self.pending.drain(..).filter_map(|w| w.upgrade()) {
-                // Its stream was drained above: the work it ends is complete.
-                c.finished();
-            }
-            // A lost member's communicator cannot finish its work: NCCL's abort tears the
-            // communicators down without waiting for it (its destroy would).
-            let lost = self.streams.iter().any(|(g, _)| g.is_lost());
-            for &c in &self.comms {
-                // SAFETY: made by ncclCommInitAll in `with_comms`, torn down once, here, after
-                // its work completed (or, with a member lost, never to complete). Every member
-                // context is still there: a reset waits for the communicators to go.
-                let _ = unsafe {
-                    if lost {
-                        cudarc::nccl::result::comm_abort(c)
-                    } else {
-                        cudarc::nccl::result::comm_destroy(c)
-                    }
-                };
-            }
-            for (g, s) in self.streams.drain(..) {
-                g.ops().fault().end_borrow(Borrow::Communicator);
-                // Idle, and no completion of this set waits for it any more.
-                g.put_stream(s);
+        }
+
+        fn destroy(&mut self) {
+            for c in self.0.drain(..) {
+                // SAFETY: as for `abort`; its work is complete (the caller drained the streams).
+                let _ = unsafe { cudarc::nccl::result::comm_destroy(c) };
             }
         }
     }
@@ -525,117 +507,90 @@ mod nccl {
     }
 
     /// One member's part of a collective: its communicator and stream.
-    pub(super) struct Rank {
-        comm: ncclComm_t,
-        stream: CUstream,
+    type Rank = comms::Rank<ncclComm_t>;
+
+    /// The set's communicators, each member's context counted as borrowed by them, with a
+    /// pooled stream of each member to queue on.
+    fn make(set: &DeviceSet) -> Result<Comms<Nccl>> {
+        // SAFETY: only probes whether libnccl can be opened: cudarc's entry points panic
+        // when it cannot, which is why this runs before the first of them.
+        if !unsafe { cudarc::nccl::sys::is_culib_present() } {
+            return Err(Error::NoDriver(
+                "libnccl.so not found on the library path (the collectives need NCCL; \
+                 cudarc looks for the unversioned name, which NCCL's development package \
+                 installs)"
+                    .into(),
+            ));
+        }
+        let mut streams = Vec::with_capacity(set.len());
+        for (i, g) in set.iter().enumerate() {
+            let s = g
+                .inner
+                .bind()
+                .and_then(|()| g.inner.take_stream())
+                .map_err(|e| set.on_device(i, e));
+            match s {
+                Ok(s) => streams.push((g.inner.clone(), s)),
+                Err(e) => {
+                    for (g, s) in streams {
+                        g.put_stream(s);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        // NCCL allocates in every member's context (device and pinned host memory) and its
+        // threads use it: no member may be reset while the communicators live.
+        let mut noted = 0;
+        let note = streams.iter().try_for_each(|(g, _)| {
+            g.ops().fault().begin_borrow(Borrow::Communicator)?;
+            noted += 1;
+            Ok::<_, Error>(())
+        });
+        let give_back = |streams: Vec<(Arc<Inner>, CUstream)>, noted: usize| {
+            for (i, (g, s)) in streams.into_iter().enumerate() {
+                if i < noted {
+                    g.ops().fault().end_borrow(Borrow::Communicator);
+                }
+                g.put_stream(s);
+            }
+        };
+        if let Err(e) = note {
+            let e = set.on_device(noted, e);
+            give_back(streams, noted);
+            return Err(e);
+        }
+        let ordinals: Vec<i32> = set.iter().map(|g| g.ordinal() as i32).collect();
+        let mut comms = vec![std::ptr::null_mut(); set.len()];
+        // SAFETY: `comms` has room for one communicator per ordinal; the ordinals are the
+        // set's distinct devices.
+        let made = unsafe {
+            cudarc::nccl::result::comm_init_all(
+                comms.as_mut_ptr(),
+                ordinals.len() as i32,
+                ordinals.as_ptr(),
+            )
+        }
+        .map_err(|e| nccl_error("ncclCommInitAll", e));
+        if let Err(e) = made {
+            give_back(streams, noted);
+            return Err(e);
+        }
+        Ok(Comms::new(Nccl(comms), streams))
     }
 
     /// Queue `queue(i, rank)` for every member inside one NCCL group, with the set's
     /// communicators (made on first use); `done(i, completion)` notes the end of member `i`'s
     /// part, a lazy completion of its collective stream, on the buffers used. Each member's
-    /// stream and completion, for the guard.
+    /// stream and completion, for the guard. See [`comms::queue_collective`] for a lost
+    /// member.
     fn with_comms(
         set: &DeviceSet,
-        mut queue: impl FnMut(usize, &Rank) -> Result<()>,
-        mut done: impl FnMut(usize, &Arc<Completion>),
+        queue: impl FnMut(usize, &Rank) -> Result<()>,
+        done: impl FnMut(usize, &Arc<Completion>),
     ) -> Result<Members> {
         let mut slot = set.collectives.lock().expect("poisoned");
-        if slot.as_ref().is_none_or(|b| !b.is::<Comms>()) {
-            // SAFETY: only probes whether libnccl can be opened: cudarc's entry points panic
-            // when it cannot, which is why this runs before the first of them.
-            if !unsafe { cudarc::nccl::sys::is_culib_present() } {
-                return Err(Error::NoDriver(
-                    "libnccl.so not found on the library path (the collectives need NCCL; \
-                     cudarc looks for the unversioned name, which NCCL's development package \
-                     installs)"
-                        .into(),
-                ));
-            }
-            let mut streams = Vec::with_capacity(set.len());
-            for (i, g) in set.iter().enumerate() {
-                let s = g
-                    .inner
-                    .bind()
-                    .and_then(|()| g.inner.take_stream())
-                    .map_err(|e| set.on_device(i, e));
-                match s {
-                    Ok(s) => streams.push((g.inner.clone(), s)),
-                    Err(e) => {
-                        for (g, s) in streams {
-                            g.put_stream(s);
-                        }
-                        return Err(e);
-                    }
-                }
-            }
-            // NCCL allocates in every member's context (device and pinned host memory) and
-            // its threads use it: no member may be reset while the communicators live.
-            let mut noted = 0;
-            let note = streams.iter().try_for_each(|(g, _)| {
-                g.ops().fault().begin_borrow(Borrow::Communicator)?;
-                noted += 1;
-                Ok::<_, Error>(())
-            });
-            let give_back = |streams: Vec<(Arc<Inner>, CUstream)>, noted: usize| {
-                for (i, (g, s)) in streams.into_iter().enumerate() {
-                    if i < noted {
-                        g.ops().fault().end_borrow(Borrow::Communicator);
-                    }
-                    g.put_stream(s);
-                }
-            };
-            if let Err(e) = note {
-                let e = set.on_device(noted, e);
-                give_back(streams, noted);
-                return Err(e);
-            }
-            let ordinals: Vec<i32> = set.iter().map(|g| g.ordinal() as i32).collect();
-            let mut comms = vec![std::ptr::null_mut(); set.len()];
-            // SAFETY: `comms` has room for one communicator per ordinal; the ordinals are the
-            // set's distinct devices.
-            let made = unsafe {
-                cudarc::nccl::result::comm_init_all(
-                    comms.as_mut_ptr(),
-                    ordinals.len() as i32,
-                    ordinals.as_ptr(),
-                )
-            }
-            .map_err(|e| nccl_error("ncclCommInitAll", e));
-            if let Err(e) = made {
-                give_back(streams, noted);
-                return Err(e);
-            }
-            *slot = Some(Box::new(Comms {
-                comms,
-                streams,
-                pending: Vec::new(),
-            }));
-        }
-        let c = slot
-            .as_mut()
-            .and_then(|b| b.downcast_mut::<Comms>())
-            .expect("made above");
-        cudarc::nccl::result::group_start().map_err(|e| nccl_error("ncclGroupStart", e))?;
-        let mut first = Ok(());
-        for (i, (&comm, &(_, stream))) in c.comms.iter().zip(&c.streams).enumerate() {
-            let rank = Rank { comm, stream };
-            if let Err(e) = queue(i, &rank) {
-                first = first.and(Err(set.on_device(i, e)));
-            }
-        }
-        let end = cudarc::nccl::result::group_end().map_err(|e| nccl_error("ncclGroupEnd", e));
-        // The work is queued now (at the group's end), or nothing is, which a wait for the
-        // stream covers alike: note its end on the buffers, even after a failure.
-        let mut members = Vec::with_capacity(set.len());
-        c.pending
-            .retain(|w| w.upgrade().is_some_and(|p| !p.is_done()));
-        for (i, (g, &(_, stream))) in set.iter().zip(&c.streams).enumerate() {
-            let completion = Completion::lazy(&g.inner, stream);
-            done(i, &completion);
-            c.pending.push(Arc::downgrade(&completion));
-            members.push((stream, completion));
-        }
-        first.and(end).map(|_| members)
+        comms::queue_collective(set, &mut slot, || make(set), queue, done)
     }
 
     /// Make `b` ready for a collective on `rank`'s stream: its context current, and earlier

@@ -29,6 +29,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         gpu.bind()?;
         a.uses.before_gpu(Access::Shared, Some((gpu, stream)));
         self.uses.before_gpu(Access::Exclusive, Some((gpu, stream)));
+        // No reset between the check and the copy (see `FaultState::enter`).
+        let _section = gpu.ops().fault().enter()?;
         if a.bytes > 0 {
             // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
             // allocation of the same size; both stay borrowed by the guard until completion.
@@ -56,6 +58,8 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         gpu.bind()?;
         a.uses.before_gpu(Access::Exclusive, Some((gpu, stream)));
         self.uses.before_gpu(Access::Shared, Some((gpu, stream)));
+        // No reset between the check and the copy (see `FaultState::enter`).
+        let _section = gpu.ops().fault().enter()?;
         if a.bytes > 0 {
             // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
             unsafe {

@@ -62,6 +62,9 @@ pub(crate) struct FaultState {
     communicators: AtomicUsize,
     /// Calls making cudarc's handle of the context right now.
     cudarc_making: AtomicUsize,
+    /// Sections of driver calls on the context's handles in progress
+    /// ([`FaultState::enter`]): a reset waits for them.
+    calls: AtomicUsize,
     /// cudarc's handle of the context, while anything of cudarc's made from it lives (its
     /// slices, streams and modules hold it): a reset would free their memory under them.
     cudarc: Mutex<Weak<cudarc::driver::CudaContext>>,
@@ -69,6 +72,15 @@ pub(crate) struct FaultState {
     /// dropped, and may still run (their guards were detached or leaked): a reset waits for
     /// them, for a bounded time ([`wait_for_peer_reads`]).
     peer_reads: Mutex<Vec<Arc<dyn PendingWork>>>,
+}
+
+/// A section of driver calls in progress ([`FaultState::enter`]).
+pub(crate) struct CallSection<'a>(&'a FaultState);
+
+impl Drop for CallSection<'_> {
+    fn drop(&mut self) {
+        self.0.calls.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// GPU work a reset must wait for (a launch of another context reading the memory in place),
@@ -168,6 +180,25 @@ impl FaultState {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Enter a section of driver calls on the context's handles (its memory, functions and
+    /// streams), refused once the context is lost. A reset waits for the sections entered
+    /// before it marked the context lost ([`prepare_reset`]), so a free or a launch that found
+    /// the context alive never reaches the driver after the reset, where the fresh context may
+    /// have given the same addresses to new allocations. The section ends when the returned
+    /// guard drops; only berth's own code holds one. A wait inside one (a synchronous copy's
+    /// stream) ends at once when the reset comes: a context is lost only to a fault that
+    /// poisoned it, and every call of a poisoned context fails at once. No section waits for
+    /// uses noted on the memory (those waits come before it).
+    ///
+    /// The same store-fence-load handshake as [`FaultState::begin_borrow`].
+    pub(crate) fn enter(&self) -> Result<CallSection<'_>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let section = CallSection(self);
+        self.ensure_alive()?;
+        Ok(section)
     }
 
     /// cudarc's handle of the context: the one that lives, or a new one from `make`, noted
@@ -421,6 +452,12 @@ pub(crate) fn prepare_reset(
             peer_reads: 0,
         });
     }
+    // Sections of driver calls that found a context alive before it was marked lost above
+    // finish before the reset (new ones are refused); they queue work or free memory and
+    // never wait for the GPU, and a lost context's calls fail at once.
+    while states.iter().any(|s| s.calls.load(Ordering::SeqCst) > 0) {
+        std::thread::yield_now();
+    }
     Ok(peer_reads)
 }
 
@@ -626,6 +663,41 @@ mod tests {
         let state = Arc::new(FaultState::default());
         register_context(device, &state);
         state
+    }
+
+    /// A section of driver calls that found the context alive holds a reset up until it ends
+    /// (the reset would otherwise come between its check and its calls, which could then free
+    /// or use what the fresh context gave out again); once the context is marked lost, no new
+    /// section is entered.
+    #[test]
+    fn a_reset_waits_for_driver_calls_already_past_their_check() {
+        use std::sync::atomic::AtomicBool;
+        let device = fake_device(40);
+        let state = context_on(device);
+        let section = state.enter().unwrap();
+        let ended = Arc::new(AtomicBool::new(false));
+        let reset = std::thread::spawn({
+            let ended = ended.clone();
+            move || {
+                let r = prepare_reset(device, 4, "test").map(|reads| reads.len());
+                (r, ended.load(Ordering::SeqCst))
+            }
+        });
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(
+            !reset.is_finished(),
+            "the reset did not wait for the section"
+        );
+        assert!(state.is_lost());
+        assert!(
+            state.enter().is_err(),
+            "a section was entered after the context was marked lost"
+        );
+        ended.store(true, Ordering::SeqCst);
+        drop(section);
+        let (r, after) = reset.join().unwrap();
+        assert_eq!(r.unwrap(), 0);
+        assert!(after, "the reset went ahead before the section ended");
     }
 
     /// A reset is refused while a host buffer or a peer view of any context on the device is

@@ -386,6 +386,9 @@ impl<'l> Launch<'l> {
     fn enqueue(&mut self) -> Result<()> {
         self.args.complete()?;
         let (gpu, kernel) = (self.gpu(), self.args.kernel);
+        // The function and the addresses are the context's as it is now: no reset may come
+        // between the check and the calls.
+        let _section = gpu.ops().fault().enter()?;
         let k = kernel.name;
         let _range = crate::nvtx::launch(k);
         let ops = gpu.ops();
