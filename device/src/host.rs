@@ -97,7 +97,9 @@ pub type At = &'static core::panic::Location<'static>;
 /// /// A block of one thread that logs its global-memory accesses.
 /// #[derive(Default)]
 /// struct Logged(RefCell<Vec<(usize, Access)>>);
-/// impl BlockServices for Logged {
+/// // SAFETY: the block is the one host thread that enters it: its barrier has nobody to wait
+/// // for, and each shared array is fresh, leaked memory, 16-aligned (all this example asks).
+/// unsafe impl BlockServices for Logged {
 ///     fn barrier(&self, _at: At) {} // one thread: nobody to wait for
 ///     fn global_access(&self, addr: usize, _bytes: usize, access: Access, _at: At) {
 ///         self.0.borrow_mut().push((addr, access));
@@ -114,7 +116,8 @@ pub type At = &'static core::panic::Location<'static>;
 /// let mut data = [0u32; 2];
 /// let addr = data.as_ptr() as usize;
 /// {
-///     let _in_block = host::enter(Coords::SINGLE, log.clone());
+///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+///     let _in_block = unsafe { host::enter(Coords::SINGLE, log.clone()) };
 ///     // SAFETY: `data` outlives the view; this thread is the launch.
 ///     let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), 2) };
 ///     out[thread::index()] = 7; // the body's write, reported to the block
@@ -122,7 +125,40 @@ pub type At = &'static core::panic::Location<'static>;
 /// assert_eq!(data, [7, 0]);
 /// assert_eq!(*log.0.borrow(), [(addr, Access::Write)]);
 /// ```
-pub trait BlockServices {
+///
+/// # Safety
+/// Kernel bodies trust these answers as they trust the GPU's hardware:
+/// 1. [`barrier`](BlockServices::barrier) returns only once every thread of the block that runs
+///    under these services has reached a barrier, and orders everything each of them did
+///    before it ahead of everything any of them does after it (or never returns to a thread
+///    that is discarded instead).
+/// 2. [`shared`](BlockServices::shared) returns, for each `key`, the same pointer to `bytes`
+///    bytes aligned to `align`, valid for reads and writes, reached by the threads of this block
+///    only, overlapping no other array it hands out, live until every thread of the block has
+///    finished or been discarded; [`dynamic_shared`](BlockServices::dynamic_shared) likewise
+///    for its one array (16-aligned, the size it returns).
+/// 3. [`warp`](BlockServices::warp) returns what [`crate::warp::model::exchange`] gives the
+///    calling lane for the calls of the lanes it met, and
+///    [`warp_active_mask`](BlockServices::warp_active_mask) names the calling lane.
+///
+/// The access reports (`shared_access`, `global_access`) are for checkers only: ignoring them
+/// is sound.
+///
+/// ```compile_fail,E0200
+/// use berth_device::host::{At, BlockServices};
+/// /// Not `unsafe impl`: nothing would promise that `shared` returns memory.
+/// struct Dangling;
+/// impl BlockServices for Dangling {
+///     fn barrier(&self, _: At) {}
+///     fn shared(&self, _: &'static str, _: usize, _: usize) -> *mut u8 {
+///         16 as *mut u8
+///     }
+///     fn dynamic_shared(&self) -> (*mut u8, usize) {
+///         (16 as *mut u8, 0)
+///     }
+/// }
+/// ```
+pub unsafe trait BlockServices {
     /// Wait until every thread of the block has called `barrier`; `at` is the call site.
     ///
     /// ```
@@ -131,7 +167,9 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -142,7 +180,8 @@ pub trait BlockServices {
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // SAFETY: this host thread is the whole block, and it reaches the barrier.
     /// unsafe { berth_device::sync_threads() }; // reaches `barrier`, located at this line
     /// assert_eq!(block.barriers.get(), 1);
@@ -157,7 +196,9 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -168,7 +209,8 @@ pub trait BlockServices {
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // An executor's report of a shared-memory store and load by the current thread.
     /// let at = core::panic::Location::caller();
     /// block.shared_access(0x100, 4, Access::Write, at);
@@ -187,7 +229,9 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -198,7 +242,8 @@ pub trait BlockServices {
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// let mut data = [1u32, 2];
     /// // SAFETY: `data` outlives the view; this thread is the launch.
     /// let out = unsafe { berth_device::SliceMut::from_raw(data.as_mut_ptr(), 2) };
@@ -218,7 +263,9 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -242,7 +289,9 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -268,7 +317,9 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -280,7 +331,8 @@ pub trait BlockServices {
     /// # }
     /// # let block = Rc::new(Rec::default());
     /// use berth_device::warp::{self, Op};
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // This executor's warp is the calling lane: a shuffle returns the lane's own value.
     /// assert_eq!(warp::shfl_down(1, 9u32, 1), 9);
     /// let call = block.warps.borrow()[0];
@@ -298,7 +350,9 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -309,7 +363,8 @@ pub trait BlockServices {
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // The default: only the calling lane (lane 0 here) is live.
     /// assert_eq!(berth_device::warp::active_mask(), 1);
     /// ```
@@ -346,11 +401,19 @@ thread_local! {
     static PRIVATE_SHARED: RefCell<HashMap<&'static str, Box<[u128]>>> = RefCell::new(HashMap::new());
 }
 
-/// Install `coords` and `services` for the current OS thread until the returned guard drops.
+/// Install `coords` and `services` for the current OS thread until the returned guard drops:
+/// what an executor does around each simulated thread's turn.
 ///
-/// An executor that suspends a simulated thread inside [`BlockServices::barrier`] or
-/// [`BlockServices::warp`] (a coroutine) keeps `services` alive itself until that thread has
-/// finished or been discarded: those calls hold no count of the `Rc` while suspended.
+/// # Safety
+/// 1. `coords` are the calling thread's own place in the launch it runs: no two threads of a
+///    launch run at once with the same coordinates (device views hand out elements by thread
+///    index on that ground: `Own`, grid-stride loops), and each coordinate lies inside its
+///    dimension.
+/// 2. `services` keep the contract of [`BlockServices`] for the block of `coords`. An executor
+///    that suspends a simulated thread inside [`BlockServices::barrier`] or
+///    [`BlockServices::warp`] (a coroutine) keeps `services` alive itself until that thread has
+///    finished or been discarded: those calls hold no count of the `Rc` while suspended.
+/// 3. The call is not made from a kernel body (whose coordinates are its executor's).
 ///
 /// ```
 /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
@@ -358,7 +421,9 @@ thread_local! {
 /// # use std::{cell::{Cell, RefCell}, rc::Rc};
 /// # #[derive(Default)]
 /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-/// # impl BlockServices for Rec {
+/// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+/// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+/// # unsafe impl BlockServices for Rec {
 /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
 /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
 /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -372,7 +437,8 @@ thread_local! {
 /// use berth_device::thread;
 /// let coords = Coords { thread: [1, 0, 0], block: [0, 0, 0], block_dim: [2, 1, 1], grid_dim: [1, 1, 1] };
 /// {
-///     let _in_block = host::enter(coords, block.clone());
+///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+///     let _in_block = unsafe { host::enter(coords, block.clone()) };
 ///     assert_eq!(thread::index().get(), 1);
 ///     // SAFETY: the call is outside any branch, so every thread of the block reaches it
 ///     // (here `Rec::barrier`, which returns at once).
@@ -381,7 +447,7 @@ thread_local! {
 /// // Dropped: back to a grid of one thread, and the block saw one barrier.
 /// assert_eq!((thread::count(), block.barriers.get()), (1, 1));
 /// ```
-pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
+pub unsafe fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
     let prev_coords = COORDS.with(|c| c.replace(coords));
     let prev_services = SERVICES.with(|s| s.borrow_mut().replace(services));
     Entered {
@@ -394,6 +460,10 @@ pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
 /// guard drops: the calling thread runs a kernel body as that one thread of a launch, alone.
 /// Its barrier returns at once, its shared memory is its own, and its warp is its own lane.
 /// For a unit test of index arithmetic, or an example.
+///
+/// # Panics
+/// Inside an executor's launch (a kernel body on the simulator): there every thread's
+/// coordinates are the executor's, and device views rely on no two threads sharing them.
 ///
 /// ```
 /// use berth_device::host::{self, Coords};
@@ -410,7 +480,14 @@ pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
 /// // The guard restored what was there before: outside an executor, a grid of one thread.
 /// assert_eq!(thread::count(), 1);
 /// ```
+#[track_caller]
 pub fn enter_thread(coords: Coords) -> Entered {
+    if services().is_some() {
+        panic!(
+            "host::enter_thread inside a simulated launch: a kernel thread's coordinates are its \
+             executor's (no two threads may share them); call it only outside a launch"
+        );
+    }
     let prev_coords = COORDS.with(|c| c.replace(coords));
     let prev_services = SERVICES.with(|s| s.borrow_mut().take());
     Entered {
@@ -513,7 +590,9 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 /// # use std::{cell::{Cell, RefCell}, rc::Rc};
 /// # #[derive(Default)]
 /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-/// # impl BlockServices for Rec {
+/// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+/// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+/// # unsafe impl BlockServices for Rec {
 /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
 /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
 /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
@@ -534,7 +613,8 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 /// }
 /// let data = [0.5f32, 1.5];
 /// {
-///     let _in_block = host::enter(Coords::SINGLE, block.clone());
+///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+///     let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
 ///     assert_eq!(read_at(data.as_ptr(), 1), 1.5);
 /// }
 /// assert_eq!(*block.global.borrow(), [(data.as_ptr() as usize + 4, Access::Read)]);
@@ -593,4 +673,46 @@ pub(crate) fn now_ns() -> u64 {
         .get_or_init(std::time::Instant::now)
         .elapsed()
         .as_nanos() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{At, BlockServices, Coords, enter, enter_thread};
+    use std::rc::Rc;
+
+    /// A block of the one thread that enters it.
+    struct One;
+    // SAFETY: one thread: the barrier has nobody to wait for; shared arrays are fresh leaked
+    // memory, 16-aligned (all these tests ask).
+    unsafe impl BlockServices for One {
+        fn barrier(&self, _: At) {}
+        fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+            Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice())
+                .as_mut_ptr()
+                .cast()
+        }
+        fn dynamic_shared(&self) -> (*mut u8, usize) {
+            (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0)
+        }
+    }
+
+    #[test]
+    fn enter_thread_is_refused_inside_a_launch() {
+        let inside = Coords {
+            thread: [1, 0, 0],
+            block_dim: [2, 1, 1],
+            ..Coords::SINGLE
+        };
+        // SAFETY: this thread alone runs the launch, as thread 1; `One` keeps the contract.
+        let _in = unsafe { enter(inside, Rc::new(One)) };
+        let Err(err) = std::panic::catch_unwind(|| enter_thread(Coords::SINGLE)) else {
+            panic!("enter_thread was allowed inside a launch");
+        };
+        let msg = (err.downcast_ref::<&str>().copied())
+            .or_else(|| err.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("");
+        assert!(msg.contains("inside a simulated launch"), "{msg}");
+        // The thread kept its own coordinates.
+        assert_eq!(crate::thread::idx_x(), 1);
+    }
 }

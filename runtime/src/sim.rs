@@ -240,7 +240,9 @@ fn run_plain(
     let fail = |t: usize, problem: String| simulator_error(k, dims, block, t, problem);
     for t in 0..dims.threads() {
         services.current.set(t);
-        let _in = host::enter(dims.coords(block, t), services.clone());
+        // SAFETY: thread `t` of `block` runs alone on this OS thread (its coordinates are its
+        // own); `Block` keeps the services' contract and outlives the call.
+        let _in = unsafe { host::enter(dims.coords(block, t), services.clone()) };
         // SAFETY: `run`'s contract: the pointers match the kernel's parameters.
         let r = in_kernel(|| unsafe { (k.sim)(params.0) });
         if let Err(report) = r {
@@ -309,7 +311,9 @@ fn run_coroutines(
             }
             services.current.set(t);
             let step = {
-                let _in = host::enter(dims.coords(block, t), services.clone());
+                // SAFETY: only thread `t`'s coroutine runs during this turn (its coordinates
+                // are its own); `services` outlives every coroutine of the block.
+                let _in = unsafe { host::enter(dims.coords(block, t), services.clone()) };
                 co.resume(())
             };
             match step {

@@ -169,7 +169,12 @@ impl Block {
     }
 }
 
-impl BlockServices for Block {
+// SAFETY: the barrier suspends the calling coroutine until every thread of the block has
+// reached one (or panics when the threads run one after another, so never returns); shared
+// arrays come from the block's own arena, distinct per key and live as long as the block,
+// and `dynamic` is its dynamic array; warp calls are answered by `warp::model::exchange`
+// once the lanes meet, and the active mask includes the calling lane, which has not returned.
+unsafe impl BlockServices for Block {
     fn barrier(&self, at: &'static Location<'static>) {
         if !self.coroutines {
             // The body does not name sync_threads, so the threads run one after another: a
