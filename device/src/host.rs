@@ -87,6 +87,62 @@ pub enum Access {
 /// ```
 pub type At = &'static core::panic::Location<'static>;
 
+/// Names one `shared_array!` expansion on the host. Each expansion declares its own `static`
+/// key, whose address tells it apart from every other; the name (the expansion's module path,
+/// array name and location) is for messages only: two arrays made by one invocation of a
+/// user's macro share it.
+///
+/// ```
+/// use berth_device::host::SharedKey;
+/// static A: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+/// static B: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+/// assert_eq!(A.name(), B.name());
+/// assert!(A.is(&A) && !A.is(&B));
+/// ```
+#[derive(Debug)]
+pub struct SharedKey {
+    name: &'static str,
+}
+
+impl SharedKey {
+    /// A key named `name` (`path::NAME (file:line:column)`); declare it as a `static`.
+    ///
+    /// ```
+    /// use berth_device::host::SharedKey;
+    /// static KEY: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+    /// assert_eq!(KEY.name(), "k::TILE (src/lib.rs:3:9)");
+    /// ```
+    #[must_use]
+    pub const fn new(name: &'static str) -> SharedKey {
+        SharedKey { name }
+    }
+
+    /// The name, for messages.
+    ///
+    /// ```
+    /// use berth_device::host::SharedKey;
+    /// static KEY: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+    /// assert!(KEY.name().starts_with("k::TILE"));
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether `self` and `other` are one key (one expansion): the same `static`.
+    ///
+    /// ```
+    /// use berth_device::host::SharedKey;
+    /// static A: SharedKey = SharedKey::new("TILE");
+    /// static B: SharedKey = SharedKey::new("TILE");
+    /// assert!(A.is(&A) && !A.is(&B));
+    /// ```
+    #[must_use]
+    pub fn is(&self, other: &SharedKey) -> bool {
+        core::ptr::eq(self, other)
+    }
+}
+
 /// What a block shares among its threads: the barrier and the shared-memory arena.
 ///
 /// ```
@@ -104,7 +160,7 @@ pub type At = &'static core::panic::Location<'static>;
 ///     fn global_access(&self, addr: usize, _bytes: usize, access: Access, _at: At) {
 ///         self.0.borrow_mut().push((addr, access));
 ///     }
-///     fn shared(&self, _key: &'static str, bytes: usize, _align: usize) -> *mut u8 {
+///     fn shared(&self, _key: &'static host::SharedKey, bytes: usize, _align: usize) -> *mut u8 {
 ///         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
 ///     }
 ///     fn dynamic_shared(&self) -> (*mut u8, usize) {
@@ -150,7 +206,7 @@ pub type At = &'static core::panic::Location<'static>;
 /// struct Dangling;
 /// impl BlockServices for Dangling {
 ///     fn barrier(&self, _: At) {}
-///     fn shared(&self, _: &'static str, _: usize, _: usize) -> *mut u8 {
+///     fn shared(&self, _: &'static berth_device::host::SharedKey, _: usize, _: usize) -> *mut u8 {
 ///         16 as *mut u8
 ///     }
 ///     fn dynamic_shared(&self) -> (*mut u8, usize) {
@@ -173,7 +229,7 @@ pub unsafe trait BlockServices {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -202,7 +258,7 @@ pub unsafe trait BlockServices {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -235,7 +291,7 @@ pub unsafe trait BlockServices {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -254,8 +310,9 @@ pub unsafe trait BlockServices {
     fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let _ = (addr, bytes, access, at);
     }
-    /// The block's static shared array named `key` (`bytes` long, `align`-aligned; its
-    /// contents are undefined until written, as on the GPU).
+    /// The block's static shared array of the `shared_array!` expansion `key` (`bytes` long,
+    /// `align`-aligned; its contents are undefined until written, as on the GPU). Keys are told
+    /// apart by [`SharedKey::is`], not by their names.
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
@@ -269,18 +326,19 @@ pub unsafe trait BlockServices {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// // An executor hands out `bytes` of 16-aligned, block-private memory per name.
-    /// let p = block.shared("TILE", 64, 16);
+    /// // An executor hands out `bytes` of 16-aligned, block-private memory per key.
+    /// static TILE: host::SharedKey = host::SharedKey::new("k::TILE (src/lib.rs:3:9)");
+    /// let p = block.shared(&TILE, 64, 16);
     /// assert!(!p.is_null() && p as usize % 16 == 0);
     /// ```
-    fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8;
+    fn shared(&self, key: &'static SharedKey, bytes: usize, align: usize) -> *mut u8;
     /// The block's dynamic shared memory: pointer and size in bytes.
     ///
     /// ```
@@ -295,7 +353,7 @@ pub unsafe trait BlockServices {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -323,7 +381,7 @@ pub unsafe trait BlockServices {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -356,7 +414,7 @@ pub unsafe trait BlockServices {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -395,10 +453,15 @@ fn lone_lane(call: crate::warp::Call, at: &'static core::panic::Location<'static
     }
 }
 
+/// A thread's own shared arrays outside an executor, by key address and size.
+type PrivateShared = HashMap<(usize, usize), Box<[u128]>>;
+
 thread_local! {
     static COORDS: Cell<Coords> = const { Cell::new(Coords::SINGLE) };
     static SERVICES: RefCell<Option<Rc<dyn BlockServices>>> = const { RefCell::new(None) };
-    static PRIVATE_SHARED: RefCell<HashMap<&'static str, Box<[u128]>>> = RefCell::new(HashMap::new());
+    /// Outside an executor: each expansion's array, per size (a generic helper's one expansion
+    /// may ask for several).
+    static PRIVATE_SHARED: RefCell<PrivateShared> = RefCell::new(HashMap::new());
 }
 
 /// Install `coords` and `services` for the current OS thread until the returned guard drops:
@@ -427,7 +490,7 @@ thread_local! {
 /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
 /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
 /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-/// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+/// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
 /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
 /// #     }
 /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -596,7 +659,7 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
 /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
 /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-/// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+/// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
 /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
 /// #     }
 /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -643,7 +706,7 @@ pub(crate) fn note_element<T>(p: *const T, access: Access) {
     );
 }
 
-pub(crate) fn shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {
+pub(crate) fn shared(key: &'static SharedKey, bytes: usize, align: usize) -> *mut u8 {
     if let Some(s) = services() {
         return s.shared(key, bytes, align);
     }
@@ -652,7 +715,7 @@ pub(crate) fn shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {
         let mut m = m.borrow_mut();
         let words = bytes.div_ceil(16).max(1);
         let buf = m
-            .entry(key)
+            .entry((key as *const SharedKey as usize, bytes))
             .or_insert_with(|| vec![0u128; words].into_boxed_slice());
         buf.as_mut_ptr().cast()
     })
@@ -686,7 +749,7 @@ mod tests {
     // memory, 16-aligned (all these tests ask).
     unsafe impl BlockServices for One {
         fn barrier(&self, _: At) {}
-        fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+        fn shared(&self, _: &'static super::SharedKey, bytes: usize, _: usize) -> *mut u8 {
             Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice())
                 .as_mut_ptr()
                 .cast()

@@ -6,7 +6,7 @@ use crate::sim_check::{self, Entry, Run};
 use crate::sim_report::{self as report, Args};
 use crate::sim_shared::{SharedMemory, Unwritten};
 use crate::sim_warp;
-use berth_device::host::{Access, At, BlockServices, Coords};
+use berth_device::host::{Access, At, BlockServices, Coords, SharedKey};
 use corosensei::Yielder;
 use std::cell::{Cell, RefCell};
 use std::panic::Location;
@@ -205,7 +205,7 @@ unsafe impl BlockServices for Block {
             .fold(0, |m, l| m | 1 << l)
     }
 
-    fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8 {
+    fn shared(&self, key: &'static SharedKey, bytes: usize, align: usize) -> *mut u8 {
         assert!(align <= 16, "shared arrays are at most 16-byte aligned");
         self.memory.borrow_mut().array(key, bytes)
     }
