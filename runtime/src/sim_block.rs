@@ -68,6 +68,8 @@ pub(crate) struct Block {
     pub(crate) current: Cell<usize>,
     coroutines: bool,
     pub(crate) barrier_at: Cell<Option<&'static Location<'static>>>,
+    /// The `sync_threads()` call each thread last waited in.
+    pub(crate) barrier_sites: RefCell<Vec<Option<&'static Location<'static>>>>,
     /// A barrier or warp call (its name) reached outside coroutine mode.
     pub(crate) stray_barrier: Cell<Option<(&'static str, &'static Location<'static>)>>,
     /// Each thread's pending warp call, and the result it gets when its warp meets.
@@ -102,6 +104,7 @@ impl Block {
             current: Cell::new(0),
             coroutines,
             barrier_at: Cell::new(None),
+            barrier_sites: RefCell::new(vec![None; dims.threads()]),
             stray_barrier: Cell::new(None),
             warp_calls: RefCell::new(vec![None; dims.threads()]),
             warp_results: RefCell::new(vec![0; dims.threads()]),
@@ -183,6 +186,7 @@ unsafe impl BlockServices for Block {
             panic!("{STRAY_BARRIER}");
         }
         self.barrier_at.set(Some(at));
+        self.barrier_sites.borrow_mut()[self.current.get()] = Some(at);
         self.suspend();
     }
 
