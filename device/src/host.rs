@@ -459,8 +459,8 @@ type PrivateShared = HashMap<(usize, usize), Box<[u128]>>;
 thread_local! {
     static COORDS: Cell<Coords> = const { Cell::new(Coords::SINGLE) };
     static SERVICES: RefCell<Option<Rc<dyn BlockServices>>> = const { RefCell::new(None) };
-    /// Outside an executor: each expansion's array, per size (a generic helper's one expansion
-    /// may ask for several).
+    // Outside an executor: each expansion's array, per size (a generic helper's one expansion
+    // may ask for several).
     static PRIVATE_SHARED: RefCell<PrivateShared> = RefCell::new(HashMap::new());
 }
 
