@@ -87,6 +87,62 @@ pub enum Access {
 /// ```
 pub type At = &'static core::panic::Location<'static>;
 
+/// Names one `shared_array!` expansion on the host. Each expansion declares its own `static`
+/// key, whose address tells it apart from every other; the name (the expansion's module path,
+/// array name and location) is for messages only: two arrays made by one invocation of a
+/// user's macro share it.
+///
+/// ```
+/// use berth_device::host::SharedKey;
+/// static A: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+/// static B: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+/// assert_eq!(A.name(), B.name());
+/// assert!(A.is(&A) && !A.is(&B));
+/// ```
+#[derive(Debug)]
+pub struct SharedKey {
+    name: &'static str,
+}
+
+impl SharedKey {
+    /// A key named `name` (`path::NAME (file:line:column)`); declare it as a `static`.
+    ///
+    /// ```
+    /// use berth_device::host::SharedKey;
+    /// static KEY: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+    /// assert_eq!(KEY.name(), "k::TILE (src/lib.rs:3:9)");
+    /// ```
+    #[must_use]
+    pub const fn new(name: &'static str) -> SharedKey {
+        SharedKey { name }
+    }
+
+    /// The name, for messages.
+    ///
+    /// ```
+    /// use berth_device::host::SharedKey;
+    /// static KEY: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+    /// assert!(KEY.name().starts_with("k::TILE"));
+    /// ```
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether `self` and `other` are one key (one expansion): the same `static`.
+    ///
+    /// ```
+    /// use berth_device::host::SharedKey;
+    /// static A: SharedKey = SharedKey::new("TILE");
+    /// static B: SharedKey = SharedKey::new("TILE");
+    /// assert!(A.is(&A) && !A.is(&B));
+    /// ```
+    #[must_use]
+    pub fn is(&self, other: &SharedKey) -> bool {
+        core::ptr::eq(self, other)
+    }
+}
+
 /// What a block shares among its threads: the barrier and the shared-memory arena.
 ///
 /// ```
@@ -97,12 +153,14 @@ pub type At = &'static core::panic::Location<'static>;
 /// /// A block of one thread that logs its global-memory accesses.
 /// #[derive(Default)]
 /// struct Logged(RefCell<Vec<(usize, Access)>>);
-/// impl BlockServices for Logged {
+/// // SAFETY: the block is the one host thread that enters it: its barrier has nobody to wait
+/// // for, and each shared array is fresh, leaked memory, 16-aligned (all this example asks).
+/// unsafe impl BlockServices for Logged {
 ///     fn barrier(&self, _at: At) {} // one thread: nobody to wait for
 ///     fn global_access(&self, addr: usize, _bytes: usize, access: Access, _at: At) {
 ///         self.0.borrow_mut().push((addr, access));
 ///     }
-///     fn shared(&self, _key: &'static str, bytes: usize, _align: usize) -> *mut u8 {
+///     fn shared(&self, _key: &'static host::SharedKey, bytes: usize, _align: usize) -> *mut u8 {
 ///         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
 ///     }
 ///     fn dynamic_shared(&self) -> (*mut u8, usize) {
@@ -114,7 +172,8 @@ pub type At = &'static core::panic::Location<'static>;
 /// let mut data = [0u32; 2];
 /// let addr = data.as_ptr() as usize;
 /// {
-///     let _in_block = host::enter(Coords::SINGLE, log.clone());
+///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+///     let _in_block = unsafe { host::enter(Coords::SINGLE, log.clone()) };
 ///     // SAFETY: `data` outlives the view; this thread is the launch.
 ///     let mut out = unsafe { SliceMut::from_raw(data.as_mut_ptr(), 2) };
 ///     out[thread::index()] = 7; // the body's write, reported to the block
@@ -122,7 +181,40 @@ pub type At = &'static core::panic::Location<'static>;
 /// assert_eq!(data, [7, 0]);
 /// assert_eq!(*log.0.borrow(), [(addr, Access::Write)]);
 /// ```
-pub trait BlockServices {
+///
+/// # Safety
+/// Kernel bodies trust these answers as they trust the GPU's hardware:
+/// 1. [`barrier`](BlockServices::barrier) returns only once every thread of the block that runs
+///    under these services has reached a barrier, and orders everything each of them did
+///    before it ahead of everything any of them does after it (or never returns to a thread
+///    that is discarded instead).
+/// 2. [`shared`](BlockServices::shared) returns, for each `key`, the same pointer to `bytes`
+///    bytes aligned to `align`, valid for reads and writes, reached by the threads of this block
+///    only, overlapping no other array it hands out, live until every thread of the block has
+///    finished or been discarded; [`dynamic_shared`](BlockServices::dynamic_shared) likewise
+///    for its one array (16-aligned, the size it returns).
+/// 3. [`warp`](BlockServices::warp) returns what [`crate::warp::model::exchange`] gives the
+///    calling lane for the calls of the lanes it met, and
+///    [`warp_active_mask`](BlockServices::warp_active_mask) names the calling lane.
+///
+/// The access reports (`shared_access`, `global_access`) are for checkers only: ignoring them
+/// is sound.
+///
+/// ```compile_fail,E0200
+/// use berth_device::host::{At, BlockServices};
+/// /// Not `unsafe impl`: nothing would promise that `shared` returns memory.
+/// struct Dangling;
+/// impl BlockServices for Dangling {
+///     fn barrier(&self, _: At) {}
+///     fn shared(&self, _: &'static berth_device::host::SharedKey, _: usize, _: usize) -> *mut u8 {
+///         16 as *mut u8
+///     }
+///     fn dynamic_shared(&self) -> (*mut u8, usize) {
+///         (16 as *mut u8, 0)
+///     }
+/// }
+/// ```
+pub unsafe trait BlockServices {
     /// Wait until every thread of the block has called `barrier`; `at` is the call site.
     ///
     /// ```
@@ -131,18 +223,21 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // SAFETY: this host thread is the whole block, and it reaches the barrier.
     /// unsafe { berth_device::sync_threads() }; // reaches `barrier`, located at this line
     /// assert_eq!(block.barriers.get(), 1);
@@ -157,18 +252,21 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // An executor's report of a shared-memory store and load by the current thread.
     /// let at = core::panic::Location::caller();
     /// block.shared_access(0x100, 4, Access::Write, at);
@@ -187,18 +285,21 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// let mut data = [1u32, 2];
     /// // SAFETY: `data` outlives the view; this thread is the launch.
     /// let out = unsafe { berth_device::SliceMut::from_raw(data.as_mut_ptr(), 2) };
@@ -209,8 +310,9 @@ pub trait BlockServices {
     fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let _ = (addr, bytes, access, at);
     }
-    /// The block's static shared array named `key` (`bytes` long, `align`-aligned; its
-    /// contents are undefined until written, as on the GPU).
+    /// The block's static shared array of the `shared_array!` expansion `key` (`bytes` long,
+    /// `align`-aligned; its contents are undefined until written, as on the GPU). Keys are told
+    /// apart by [`SharedKey::is`], not by their names.
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
@@ -218,22 +320,25 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// // An executor hands out `bytes` of 16-aligned, block-private memory per name.
-    /// let p = block.shared("TILE", 64, 16);
+    /// // An executor hands out `bytes` of 16-aligned, block-private memory per key.
+    /// static TILE: host::SharedKey = host::SharedKey::new("k::TILE (src/lib.rs:3:9)");
+    /// let p = block.shared(&TILE, 64, 16);
     /// assert!(!p.is_null() && p as usize % 16 == 0);
     /// ```
-    fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8;
+    fn shared(&self, key: &'static SharedKey, bytes: usize, align: usize) -> *mut u8;
     /// The block's dynamic shared memory: pointer and size in bytes.
     ///
     /// ```
@@ -242,11 +347,13 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -268,11 +375,13 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -280,7 +389,8 @@ pub trait BlockServices {
     /// # }
     /// # let block = Rc::new(Rec::default());
     /// use berth_device::warp::{self, Op};
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // This executor's warp is the calling lane: a shuffle returns the lane's own value.
     /// assert_eq!(warp::shfl_down(1, 9u32, 1), 9);
     /// let call = block.warps.borrow()[0];
@@ -298,18 +408,21 @@ pub trait BlockServices {
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-    /// # impl BlockServices for Rec {
+    /// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+    /// # unsafe impl BlockServices for Rec {
     /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
     /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
     /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-    /// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+    /// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
     /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
     /// #     }
     /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// let _in_block = host::enter(Coords::SINGLE, block.clone());
+    /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // The default: only the calling lane (lane 0 here) is live.
     /// assert_eq!(berth_device::warp::active_mask(), 1);
     /// ```
@@ -340,17 +453,30 @@ fn lone_lane(call: crate::warp::Call, at: &'static core::panic::Location<'static
     }
 }
 
+/// A thread's own shared arrays outside an executor, by key address and size.
+type PrivateShared = HashMap<(usize, usize), Box<[u128]>>;
+
 thread_local! {
     static COORDS: Cell<Coords> = const { Cell::new(Coords::SINGLE) };
     static SERVICES: RefCell<Option<Rc<dyn BlockServices>>> = const { RefCell::new(None) };
-    static PRIVATE_SHARED: RefCell<HashMap<&'static str, Box<[u128]>>> = RefCell::new(HashMap::new());
+    // Outside an executor: each expansion's array, per size (a generic helper's one expansion
+    // may ask for several).
+    static PRIVATE_SHARED: RefCell<PrivateShared> = RefCell::new(HashMap::new());
 }
 
-/// Install `coords` and `services` for the current OS thread until the returned guard drops.
+/// Install `coords` and `services` for the current OS thread until the returned guard drops:
+/// what an executor does around each simulated thread's turn.
 ///
-/// An executor that suspends a simulated thread inside [`BlockServices::barrier`] or
-/// [`BlockServices::warp`] (a coroutine) keeps `services` alive itself until that thread has
-/// finished or been discarded: those calls hold no count of the `Rc` while suspended.
+/// # Safety
+/// 1. `coords` are the calling thread's own place in the launch it runs: no two threads of a
+///    launch run at once with the same coordinates (device views hand out elements by thread
+///    index on that ground: `Own`, grid-stride loops), and each coordinate lies inside its
+///    dimension.
+/// 2. `services` keep the contract of [`BlockServices`] for the block of `coords`. An executor
+///    that suspends a simulated thread inside [`BlockServices::barrier`] or
+///    [`BlockServices::warp`] (a coroutine) keeps `services` alive itself until that thread has
+///    finished or been discarded: those calls hold no count of the `Rc` while suspended.
+/// 3. The call is not made from a kernel body (whose coordinates are its executor's).
 ///
 /// ```
 /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
@@ -358,11 +484,13 @@ thread_local! {
 /// # use std::{cell::{Cell, RefCell}, rc::Rc};
 /// # #[derive(Default)]
 /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-/// # impl BlockServices for Rec {
+/// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+/// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+/// # unsafe impl BlockServices for Rec {
 /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
 /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
 /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-/// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+/// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
 /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
 /// #     }
 /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -372,7 +500,8 @@ thread_local! {
 /// use berth_device::thread;
 /// let coords = Coords { thread: [1, 0, 0], block: [0, 0, 0], block_dim: [2, 1, 1], grid_dim: [1, 1, 1] };
 /// {
-///     let _in_block = host::enter(coords, block.clone());
+///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+///     let _in_block = unsafe { host::enter(coords, block.clone()) };
 ///     assert_eq!(thread::index().get(), 1);
 ///     // SAFETY: the call is outside any branch, so every thread of the block reaches it
 ///     // (here `Rec::barrier`, which returns at once).
@@ -381,7 +510,7 @@ thread_local! {
 /// // Dropped: back to a grid of one thread, and the block saw one barrier.
 /// assert_eq!((thread::count(), block.barriers.get()), (1, 1));
 /// ```
-pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
+pub unsafe fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
     let prev_coords = COORDS.with(|c| c.replace(coords));
     let prev_services = SERVICES.with(|s| s.borrow_mut().replace(services));
     Entered {
@@ -394,6 +523,10 @@ pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
 /// guard drops: the calling thread runs a kernel body as that one thread of a launch, alone.
 /// Its barrier returns at once, its shared memory is its own, and its warp is its own lane.
 /// For a unit test of index arithmetic, or an example.
+///
+/// # Panics
+/// Inside an executor's launch (a kernel body on the simulator): there every thread's
+/// coordinates are the executor's, and device views rely on no two threads sharing them.
 ///
 /// ```
 /// use berth_device::host::{self, Coords};
@@ -410,7 +543,14 @@ pub fn enter(coords: Coords, services: Rc<dyn BlockServices>) -> Entered {
 /// // The guard restored what was there before: outside an executor, a grid of one thread.
 /// assert_eq!(thread::count(), 1);
 /// ```
+#[track_caller]
 pub fn enter_thread(coords: Coords) -> Entered {
+    if services().is_some() {
+        panic!(
+            "host::enter_thread inside a simulated launch: a kernel thread's coordinates are its \
+             executor's (no two threads may share them); call it only outside a launch"
+        );
+    }
     let prev_coords = COORDS.with(|c| c.replace(coords));
     let prev_services = SERVICES.with(|s| s.borrow_mut().take());
     Entered {
@@ -513,11 +653,13 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 /// # use std::{cell::{Cell, RefCell}, rc::Rc};
 /// # #[derive(Default)]
 /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
-/// # impl BlockServices for Rec {
+/// # // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+/// # // wait for, and each shared array is fresh, leaked memory, 16-aligned (all these ask).
+/// # unsafe impl BlockServices for Rec {
 /// #     fn barrier(&self, _: At) { self.barriers.set(self.barriers.get() + 1) }
 /// #     fn shared_access(&self, _: usize, _: usize, a: Access, _: At) { self.shared.borrow_mut().push(a) }
 /// #     fn global_access(&self, addr: usize, _: usize, a: Access, _: At) { self.global.borrow_mut().push((addr, a)) }
-/// #     fn shared(&self, _: &'static str, bytes: usize, _: usize) -> *mut u8 {
+/// #     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
 /// #         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
 /// #     }
 /// #     fn dynamic_shared(&self) -> (*mut u8, usize) { (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0) }
@@ -534,7 +676,8 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 /// }
 /// let data = [0.5f32, 1.5];
 /// {
-///     let _in_block = host::enter(Coords::SINGLE, block.clone());
+///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+///     let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
 ///     assert_eq!(read_at(data.as_ptr(), 1), 1.5);
 /// }
 /// assert_eq!(*block.global.borrow(), [(data.as_ptr() as usize + 4, Access::Read)]);
@@ -563,7 +706,7 @@ pub(crate) fn note_element<T>(p: *const T, access: Access) {
     );
 }
 
-pub(crate) fn shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {
+pub(crate) fn shared(key: &'static SharedKey, bytes: usize, align: usize) -> *mut u8 {
     if let Some(s) = services() {
         return s.shared(key, bytes, align);
     }
@@ -572,7 +715,7 @@ pub(crate) fn shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {
         let mut m = m.borrow_mut();
         let words = bytes.div_ceil(16).max(1);
         let buf = m
-            .entry(key)
+            .entry((key as *const SharedKey as usize, bytes))
             .or_insert_with(|| vec![0u128; words].into_boxed_slice());
         buf.as_mut_ptr().cast()
     })
@@ -593,4 +736,46 @@ pub(crate) fn now_ns() -> u64 {
         .get_or_init(std::time::Instant::now)
         .elapsed()
         .as_nanos() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{At, BlockServices, Coords, enter, enter_thread};
+    use std::rc::Rc;
+
+    /// A block of the one thread that enters it.
+    struct One;
+    // SAFETY: one thread: the barrier has nobody to wait for; shared arrays are fresh leaked
+    // memory, 16-aligned (all these tests ask).
+    unsafe impl BlockServices for One {
+        fn barrier(&self, _: At) {}
+        fn shared(&self, _: &'static super::SharedKey, bytes: usize, _: usize) -> *mut u8 {
+            Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice())
+                .as_mut_ptr()
+                .cast()
+        }
+        fn dynamic_shared(&self) -> (*mut u8, usize) {
+            (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0)
+        }
+    }
+
+    #[test]
+    fn enter_thread_is_refused_inside_a_launch() {
+        let inside = Coords {
+            thread: [1, 0, 0],
+            block_dim: [2, 1, 1],
+            ..Coords::SINGLE
+        };
+        // SAFETY: this thread alone runs the launch, as thread 1; `One` keeps the contract.
+        let _in = unsafe { enter(inside, Rc::new(One)) };
+        let Err(err) = std::panic::catch_unwind(|| enter_thread(Coords::SINGLE)) else {
+            panic!("enter_thread was allowed inside a launch");
+        };
+        let msg = (err.downcast_ref::<&str>().copied())
+            .or_else(|| err.downcast_ref::<String>().map(String::as_str))
+            .unwrap_or("");
+        assert!(msg.contains("inside a simulated launch"), "{msg}");
+        // The thread kept its own coordinates.
+        assert_eq!(crate::thread::idx_x(), 1);
+    }
 }

@@ -187,6 +187,27 @@ mod tests {
         assert_eq!(whole.as_slice(), Some(&staged[..]));
     }
 
+    /// A user's macro that makes two arrays gives both one name and location: each is still
+    /// its own array, of its own size.
+    #[test]
+    fn two_arrays_from_one_macro_invocation_are_two_arrays() {
+        macro_rules! small_and_big {
+            () => {
+                (shared_array!(T: [u8; 4]), shared_array!(T: [u64; 64]))
+            };
+        }
+        let (small, big) = small_and_big!();
+        assert_ne!(small.as_ptr() as usize, big.as_ptr() as usize);
+        // SAFETY: one thread: nobody else touches the arrays.
+        unsafe {
+            small.write(0, 7);
+            for i in 0..64 {
+                big.write(i, u64::MAX);
+            }
+            assert_eq!(small.read(0), 7);
+        }
+    }
+
     #[test]
     fn outside_an_executor_the_grid_is_one_thread_with_private_shared_memory() {
         assert_eq!(

@@ -395,8 +395,10 @@ macro_rules! shared_array {
             ::core::ptr::addr_of_mut!($name) as *mut $t
         };
         #[cfg(not(target_arch = "nvptx64"))]
-        let __berth_p = $crate::__host_shared(
-            concat!(
+        let __berth_p = {
+            // This expansion's own key: its address identifies the array (two expansions of
+            // one user macro share the name and location text).
+            static __BERTH_KEY: $crate::host::SharedKey = $crate::host::SharedKey::new(concat!(
                 module_path!(),
                 "::",
                 stringify!($name),
@@ -407,10 +409,13 @@ macro_rules! shared_array {
                 ":",
                 column!(),
                 ")"
-            ),
-            ::core::mem::size_of::<$t>() * __BERTH_N,
-            ::core::mem::align_of::<$t>(),
-        ) as *mut $t;
+            ));
+            $crate::__host_shared(
+                &__BERTH_KEY,
+                ::core::mem::size_of::<$t>() * __BERTH_N,
+                ::core::mem::align_of::<$t>(),
+            ) as *mut $t
+        };
         // SAFETY: `__berth_p` addresses `$n` elements of `$t` of this block's shared memory
         // (the `.shared` array above on the GPU, the block's arena on the host), 16-aligned.
         unsafe { $crate::Shared::<$t>::from_raw(__berth_p, __BERTH_N) }
@@ -491,6 +496,6 @@ pub fn dynamic<T: Copy + Send>() -> Shared<T> {
 
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
-pub fn __host_shared(key: &'static str, bytes: usize, align: usize) -> *mut u8 {
+pub fn __host_shared(key: &'static crate::host::SharedKey, bytes: usize, align: usize) -> *mut u8 {
     crate::host::shared(key, bytes, align)
 }

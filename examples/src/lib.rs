@@ -393,6 +393,25 @@ pub mod broken {
         }
     }
 
+    /// Every thread reaches a barrier, but the first 16 of each block another
+    /// `sync_threads()` call than the rest: on the GPU a block's threads must meet at one
+    /// barrier, for the simulator to report.
+    #[gpu_kernel]
+    pub fn split_barrier(out: &mut [u32]) {
+        if thread::idx_x() < 16 {
+            // SAFETY: none — wrong on purpose: the other half of the block waits at the
+            // barrier below, not this one.
+            unsafe { sync_threads() };
+        } else {
+            // SAFETY: none — wrong on purpose, as above.
+            unsafe { sync_threads() };
+        }
+        let i = thread::index();
+        if i < out.len() {
+            out[i] = 3;
+        }
+    }
+
     /// The block barrier, from a function the kernel's body calls.
     ///
     /// # Safety

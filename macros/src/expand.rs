@@ -132,14 +132,34 @@ pub fn kernel(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {
     let descriptor = descriptor(opts, k, files);
     let launcher = launcher(opts, k);
     let pipelined = opts.elementwise.map(|_| pipelined(opts, k));
+    let aligns = scalar_align_checks(k);
     quote! {
         #body_fn
+        #aligns
         #entry
         #sim
         #descriptor
         #launcher
         #pipelined
     }
+}
+
+/// A scalar's alignment is at most 16 bytes: the GPU's parameter space and a launch's
+/// parameter slots promise no more (and rustc's NVPTX target refuses more, with an internal
+/// error). Checked at the scalar's type, at compile time.
+pub(crate) fn scalar_align_checks(k: &Kernel) -> TokenStream {
+    k.args
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ArgKind::Scalar(ty) => Some(quote_spanned! {ty.span()=>
+                const _: () = ::core::assert!(
+                    ::core::mem::align_of::<#ty>() <= 16,
+                    "a kernel scalar is aligned to at most 16 bytes (the GPU's parameter space promises no more): pass it in a buffer (`&[T]`), or lower its `#[repr(align)]`"
+                );
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 fn is_doc(a: &syn::Attribute) -> bool {
@@ -425,7 +445,9 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
     for (n, a) in k.args.iter().enumerate() {
         match &a.kind {
             ArgKind::Scalar(ty) => {
-                values.push(quote!(*(__p[#i] as *const #ty)));
+                // The slot is 16-aligned; the value's type is checked to need no more, and read
+                // unaligned all the same.
+                values.push(quote!((__p[#i] as *const #ty).read_unaligned()));
                 i += 1;
             }
             ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
@@ -471,7 +493,9 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
         unsafe fn #name(__p: &[*mut ::core::ffi::c_void]) {
             // SAFETY: the simulator passes one pointer per parameter of this kernel's layout
             // (checked against the launcher like the PTX entry's), each to a value of that
-            // parameter's type; slices are host memory it keeps alive for the launch. The
+            // parameter's type, in a 16-aligned slot (scalars are read unaligned: nothing
+            // here relies on their types' alignment); slices are host memory it keeps alive
+            // for the launch. The
             // members of a `same_len` group get their first member's length, checked equal
             // to theirs before the launch.
             unsafe { #body(#(#values),*) }

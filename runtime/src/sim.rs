@@ -34,6 +34,7 @@ use corosensei::stack::DefaultStack;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::panic::Location;
 use std::rc::Rc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -229,6 +230,30 @@ fn simulator_error(
     }
 }
 
+/// Among threads waiting at a barrier (`wait`), the first whose `sync_threads()` call is not
+/// the first waiting thread's, and the report.
+fn split_barrier(
+    sites: &[Option<&'static Location<'static>>],
+    wait: &[Wait],
+) -> Option<(usize, String)> {
+    let mut waiting = (0..wait.len()).filter(|&t| wait[t] == Wait::Barrier);
+    let first = waiting.next()?;
+    let other = waiting.find(|&t| sites[t] != sites[first])?;
+    let site = |t: usize| {
+        sites[t].map_or("an unknown place".to_string(), |l| {
+            format!("{}:{}:{}", l.file(), l.line(), l.column())
+        })
+    };
+    Some((
+        other,
+        format!(
+            "threads of one block wait at different barriers: thread {first} of the block in sync_threads() at {}, thread {other} at {} (on the GPU every thread of a block must reach the same sync_threads() call; meeting at different ones is undefined behaviour)",
+            site(first),
+            site(other)
+        ),
+    ))
+}
+
 /// Run a block's threads one after another, as plain calls.
 fn run_plain(
     k: &'static Kernel,
@@ -240,7 +265,9 @@ fn run_plain(
     let fail = |t: usize, problem: String| simulator_error(k, dims, block, t, problem);
     for t in 0..dims.threads() {
         services.current.set(t);
-        let _in = host::enter(dims.coords(block, t), services.clone());
+        // SAFETY: thread `t` of `block` runs alone on this OS thread (its coordinates are its
+        // own); `Block` keeps the services' contract and outlives the call.
+        let _in = unsafe { host::enter(dims.coords(block, t), services.clone()) };
         // SAFETY: `run`'s contract: the pointers match the kernel's parameters.
         let r = in_kernel(|| unsafe { (k.sim)(params.0) });
         if let Err(report) = r {
@@ -309,7 +336,9 @@ fn run_coroutines(
             }
             services.current.set(t);
             let step = {
-                let _in = host::enter(dims.coords(block, t), services.clone());
+                // SAFETY: only thread `t`'s coroutine runs during this turn (its coordinates
+                // are its own); `services` outlives every coroutine of the block.
+                let _in = unsafe { host::enter(dims.coords(block, t), services.clone()) };
                 co.resume(())
             };
             match step {
@@ -363,6 +392,12 @@ fn run_coroutines(
                     "a barrier reached by only part of the block: {at_barrier} threads wait in sync_threads(){at}, {done} have returned (on the GPU this hangs or is undefined)"
                 ),
             ));
+            break;
+        }
+        // Every thread is at a barrier; on the GPU it must be one barrier: `bar.sync` is
+        // aligned, and threads of a block waiting at different ones is undefined behaviour.
+        if let Some((t, problem)) = split_barrier(&services.barrier_sites.borrow(), &wait) {
+            result = Err(fail(t, problem));
             break;
         }
         // Every thread is at the barrier: a new interval begins.

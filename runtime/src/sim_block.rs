@@ -6,7 +6,7 @@ use crate::sim_check::{self, Entry, Run};
 use crate::sim_report::{self as report, Args};
 use crate::sim_shared::{SharedMemory, Unwritten};
 use crate::sim_warp;
-use berth_device::host::{Access, At, BlockServices, Coords};
+use berth_device::host::{Access, At, BlockServices, Coords, SharedKey};
 use corosensei::Yielder;
 use std::cell::{Cell, RefCell};
 use std::panic::Location;
@@ -68,6 +68,8 @@ pub(crate) struct Block {
     pub(crate) current: Cell<usize>,
     coroutines: bool,
     pub(crate) barrier_at: Cell<Option<&'static Location<'static>>>,
+    /// The `sync_threads()` call each thread last waited in.
+    pub(crate) barrier_sites: RefCell<Vec<Option<&'static Location<'static>>>>,
     /// A barrier or warp call (its name) reached outside coroutine mode.
     pub(crate) stray_barrier: Cell<Option<(&'static str, &'static Location<'static>)>>,
     /// Each thread's pending warp call, and the result it gets when its warp meets.
@@ -102,6 +104,7 @@ impl Block {
             current: Cell::new(0),
             coroutines,
             barrier_at: Cell::new(None),
+            barrier_sites: RefCell::new(vec![None; dims.threads()]),
             stray_barrier: Cell::new(None),
             warp_calls: RefCell::new(vec![None; dims.threads()]),
             warp_results: RefCell::new(vec![0; dims.threads()]),
@@ -169,7 +172,12 @@ impl Block {
     }
 }
 
-impl BlockServices for Block {
+// SAFETY: the barrier suspends the calling coroutine until every thread of the block has
+// reached one (or panics when the threads run one after another, so never returns); shared
+// arrays come from the block's own arena, distinct per key and live as long as the block,
+// and `dynamic` is its dynamic array; warp calls are answered by `warp::model::exchange`
+// once the lanes meet, and the active mask includes the calling lane, which has not returned.
+unsafe impl BlockServices for Block {
     fn barrier(&self, at: &'static Location<'static>) {
         if !self.coroutines {
             // The body does not name sync_threads, so the threads run one after another: a
@@ -178,6 +186,7 @@ impl BlockServices for Block {
             panic!("{STRAY_BARRIER}");
         }
         self.barrier_at.set(Some(at));
+        self.barrier_sites.borrow_mut()[self.current.get()] = Some(at);
         self.suspend();
     }
 
@@ -200,7 +209,7 @@ impl BlockServices for Block {
             .fold(0, |m, l| m | 1 << l)
     }
 
-    fn shared(&self, key: &'static str, bytes: usize, align: usize) -> *mut u8 {
+    fn shared(&self, key: &'static SharedKey, bytes: usize, align: usize) -> *mut u8 {
         assert!(align <= 16, "shared arrays are at most 16-byte aligned");
         self.memory.borrow_mut().array(key, bytes)
     }

@@ -6,7 +6,7 @@
 //! garbage on the GPU. So every array starts filled with [`POISON`] bytes, and a read (or
 //! atomic) of a byte no thread of the block has written is reported.
 
-use berth_device::host::Access;
+use berth_device::host::{Access, SharedKey};
 
 /// The byte every shared array starts filled with: all ones, so an unwritten `f32` or `f64`
 /// is a NaN and an unwritten integer is `MAX` (or `-1`).
@@ -16,7 +16,7 @@ pub(crate) const POISON: u8 = 0xff;
 struct Arena {
     /// The `shared_array!` key (`path::NAME (file:line:col)`), or `None` for the dynamic
     /// array.
-    key: Option<&'static str>,
+    key: Option<&'static SharedKey>,
     memory: Box<[u128]>,
     bytes: usize,
     /// One flag per byte: written by a thread of the block.
@@ -24,7 +24,7 @@ struct Arena {
 }
 
 impl Arena {
-    fn new(key: Option<&'static str>, bytes: usize) -> Arena {
+    fn new(key: Option<&'static SharedKey>, bytes: usize) -> Arena {
         let words = bytes.div_ceil(16).max(1);
         Arena {
             key,
@@ -63,13 +63,27 @@ impl SharedMemory {
         }
     }
 
-    /// The static array `key`, `bytes` long: created poisoned on the block's first use.
-    pub(crate) fn array(&mut self, key: &'static str, bytes: usize) -> *mut u8 {
+    /// The static array of expansion `key`, `bytes` long: created poisoned on the block's
+    /// first use.
+    ///
+    /// # Panics
+    /// If the block used `key` before with another size (one expansion in a generic helper
+    /// instantiated twice): the arena would be too small or too large for one of them.
+    pub(crate) fn array(&mut self, key: &'static SharedKey, bytes: usize) -> *mut u8 {
         let found = self.arenas[1..]
             .iter_mut()
-            .find(|a| a.key.is_some_and(|k| std::ptr::eq(k, key) || k == key));
+            .find(|a| a.key.is_some_and(|k| k.is(key)));
         let arena = match found {
-            Some(a) => a,
+            Some(a) => {
+                assert!(
+                    a.bytes == bytes,
+                    "the shared array {} is {} bytes here but was {} bytes earlier in this block",
+                    key.name(),
+                    bytes,
+                    a.bytes
+                );
+                a
+            }
             None => {
                 self.arenas.push(Arena::new(Some(key), bytes));
                 self.arenas.last_mut().expect("just pushed")
@@ -116,6 +130,7 @@ impl SharedMemory {
         match a.key {
             None => format!("element {index} of the dynamic shared array ({bytes}-byte elements)"),
             Some(key) => {
+                let key = key.name();
                 let (path, at) = key.split_once(" (").unwrap_or((key, ""));
                 let name = path.rsplit("::").next().unwrap_or(path);
                 let at = at.trim_end_matches(')');
@@ -132,7 +147,8 @@ mod tests {
     #[test]
     fn arrays_start_poisoned_and_unwritten_reads_are_found() {
         let mut m = SharedMemory::new(64);
-        let key = "k::TILE (src/lib.rs:3:9)";
+        static KEY: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+        let key = &KEY;
         let p = m.array(key, 40);
         // SAFETY: the array is 40 bytes long.
         assert!(
@@ -161,5 +177,22 @@ mod tests {
             m.describe(d as usize + 60, 4)
                 .starts_with("element 15 of the dynamic")
         );
+    }
+
+    /// Two expansions of one user macro share the key's text, not the key: each gets an
+    /// arena of its own size.
+    #[test]
+    fn arrays_are_told_apart_by_key_not_by_name() {
+        static SMALL: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+        static BIG: SharedKey = SharedKey::new("k::TILE (src/lib.rs:3:9)");
+        let mut m = SharedMemory::new(0);
+        let small = m.array(&SMALL, 4);
+        let big = m.array(&BIG, 512);
+        assert_ne!(small, big);
+        // SAFETY: `big` is 512 bytes long.
+        unsafe { big.write_bytes(1, 512) };
+        assert_eq!(m.array(&SMALL, 4), small);
+        let again = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| m.array(&BIG, 8)));
+        assert!(again.is_err(), "one key, another size");
     }
 }

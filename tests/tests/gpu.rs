@@ -438,6 +438,20 @@ fn bad_launches_are_typed_errors() {
         .err()
         .expect("grid y > 65535");
     assert!(matches!(e, Error::InvalidLaunch { .. }), "{e}");
+    // Every extent within its limit, but 2^73 threads in all: more than a 64-bit index numbers.
+    let e = saxpy(
+        &gpu,
+        Grid::new((i32::MAX as u32, 65535, 65535), 1024),
+        1.0,
+        &x,
+        &mut y,
+    )
+    .err()
+    .expect("2^64 threads or more");
+    assert!(
+        matches!(&e, Error::InvalidLaunch { reason, .. } if reason.contains("2^64")),
+        "{e}"
+    );
     // A buffer of another context is refused before anything runs.
     let other = backend();
     let foreign = other.upload(&random_f32(10)).unwrap();

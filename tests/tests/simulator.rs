@@ -4,7 +4,7 @@
 //! are checked by `tests/gpu.rs`, the same tests the GPU runs.)
 
 use berth::{Backend, Error, Gpu, Grid};
-use berth_examples::broken::{half_barrier, hidden_barrier, shared_race};
+use berth_examples::broken::{half_barrier, hidden_barrier, shared_race, split_barrier};
 use berth_examples::{block_sum, divide, saxpy, unchecked_copy};
 use berth_tests::{random_f32, random_u32, saxpy_host};
 
@@ -175,6 +175,35 @@ fn a_barrier_reached_by_part_of_a_block_is_reported_not_hung() {
     assert!(thread[0] < 16, "{err}");
     println!("reported: {err}");
     still_works(&gpu);
+}
+
+#[test]
+fn a_block_split_between_two_barriers_is_reported() {
+    let gpu = sim();
+    let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
+    let err = split_barrier(&gpu, Grid::new(2, 32), &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::Simulator {
+        kernel,
+        problem,
+        thread,
+        ..
+    } = &err
+    else {
+        panic!("expected a simulator report, got {err}");
+    };
+    assert_eq!(*kernel, "split_barrier");
+    assert!(problem.contains("different barriers"), "{err}");
+    assert!(
+        problem.matches("examples/src/lib.rs").count() == 2,
+        "names both barriers: {err}"
+    );
+    assert_eq!(
+        thread[0], 16,
+        "the first thread at the other barrier: {err}"
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@
 
 use super::{
     Embedded, LaunchFn, body_fn, body_ident, descriptor, entry, launch_fn, launcher_docs,
-    pipelined_fn, sim_entry,
+    pipelined_fn, scalar_align_checks, sim_entry,
 };
 use crate::parse::Options;
 use crate::validate::{ArgKind, Instance, Kernel};
@@ -31,6 +31,7 @@ pub fn kernel(
     for inst in instances {
         let ki = instantiate(k, inst);
         let callee = callee(k, inst);
+        items.push(scalar_align_checks(&ki));
         items.push(entry(opts, &ki, &callee));
         items.push(sim_entry(opts, &ki, &callee));
         items.push(descriptor(opts, &ki, files));

@@ -159,6 +159,14 @@ impl Grid {
                 "{b:?} blocks: x ≤ 2^31-1, y and z ≤ 65535 (for more elements, loop with thread::grid_stride_x())"
             ));
         }
+        // A thread's linear index and the thread count are 64-bit: with 2^64 threads or more
+        // they would wrap, and two threads would own one index (`Own`, grid-stride loops).
+        let total = u128::from(b.x) * u128::from(b.y) * u128::from(b.z) * u128::from(per_block);
+        if total > u128::from(u64::MAX) {
+            return bad(format!(
+                "{b:?} blocks of {t:?} threads: {total} threads, more than the 2^64 - 1 a 64-bit thread index can number; use fewer blocks and loop with thread::grid_stride()"
+            ));
+        }
         Ok(())
     }
 }
