@@ -493,12 +493,15 @@ pub fn square_worker(
     loop {
         // Hold the reply's slot before waiting for the job: the wait for it (a link round
         // trip) overlaps the host's turnaround instead of delaying the reply.
-        let Some(reply_slot) = outbox.reserve(n, patience) else {
+        // SAFETY: this thread is the only one of the grid past the check above, and the
+        // kernel sends on `outbox` alone (and receives on `inbox` alone).
+        let Some(reply_slot) = (unsafe { outbox.reserve(n, patience) }) else {
             ctl.store(worker_ctl::ANSWERED, n);
             ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
             fail("the host took no reply in time");
         };
-        let Some(job) = inbox.recv(n, patience) else {
+        // SAFETY: as for `reserve` above: the kernel's only receiver on `inbox`.
+        let Some(job) = (unsafe { inbox.recv(n, patience) }) else {
             ctl.store(worker_ctl::ANSWERED, n);
             ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
             fail("the host posted no job in time")
