@@ -493,8 +493,8 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// slot was usually freed long before).
     ///
     /// # Safety
-    /// From now until the reservation is published or dropped, no other kernel thread (of any
-    /// launch) sends on this mailbox (see
+    /// From now until the reservation is published or dropped, no other thread of the launch
+    /// sends on this mailbox (see
     /// [the type](Self#one-sender-and-one-receiver-on-the-kernels-side)).
     ///
     /// ```
