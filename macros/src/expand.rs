@@ -627,7 +627,7 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
         #[allow(non_upper_case_globals)]
         #vis static #desc: #krate::__private::Kernel = #krate::__private::Kernel {
             name: #name_str,
-            crate_name: env!("CARGO_CRATE_NAME"),
+            crate_name: concat!(env!("CARGO_CRATE_NAME"), "@", env!("CARGO_PKG_VERSION")),
             ptx: #ptx_expr,
             sass: #sass_expr,
             params: &[#(#params),*],

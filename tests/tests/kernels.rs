@@ -12,6 +12,23 @@ fn kernels() -> Vec<&'static berth::__private::Kernel> {
     berth::__private::registered_kernels().collect()
 }
 
+/// A descriptor names its crate with the crate's version: the module cache, the SASS lookup
+/// and the launcher check go by it, so two versions of one kernel crate never share a module.
+#[test]
+fn descriptors_name_their_crate_and_its_version() {
+    let want = format!("berth_examples@{}", env!("CARGO_PKG_VERSION"));
+    for k in kernels()
+        .iter()
+        .filter(|k| k.crate_name.starts_with("berth_examples"))
+    {
+        assert_eq!(k.crate_name, want, "`{}`", k.name);
+    }
+    assert!(
+        berth::__private::crate_sass("berth_examples").is_none(),
+        "a bare crate name must not find a versioned crate's SASS"
+    );
+}
+
 #[test]
 fn every_example_kernel_is_registered() {
     let names: BTreeSet<&str> = kernels().iter().map(|k| k.name).collect();
@@ -272,7 +289,7 @@ fn device_math_builds_with_and_without_libdevice() {
     let ks = kernels();
     let examples = ks
         .iter()
-        .find(|k| k.crate_name == "berth_examples")
+        .find(|k| k.crate_name.starts_with("berth_examples@"))
         .unwrap()
         .ptx;
     assert!(

@@ -82,7 +82,10 @@ impl Param {
 pub struct Kernel {
     /// Entry name in the PTX (the Rust function's name).
     pub name: &'static str,
-    /// The kernel crate (`CARGO_CRATE_NAME`); one PTX module per crate.
+    /// The kernel crate and its version, `name@version` (`CARGO_CRATE_NAME`,
+    /// `CARGO_PKG_VERSION`): one PTX module per crate version. Two semver-incompatible versions
+    /// of one kernel crate in a program (same crate name) are two modules, each checked
+    /// against its own launchers, never one module serving both.
     pub crate_name: &'static str,
     /// The crate's PTX.
     pub ptx: &'static str,
