@@ -186,11 +186,14 @@ impl FaultState {
     /// streams), refused once the context is lost. A reset waits for the sections entered
     /// before it marked the context lost ([`prepare_reset`]), so a free or a launch that found
     /// the context alive never reaches the driver after the reset, where the fresh context may
-    /// have given the same addresses to new allocations. The section ends when the returned
-    /// guard drops; only berth's own code holds one. A wait inside one (a synchronous copy's
-    /// stream) ends at once when the reset comes: a context is lost only to a fault that
-    /// poisoned it, and every call of a poisoned context fails at once. No section waits for
-    /// uses noted on the memory (those waits come before it).
+    /// have given the same addresses (or handles) to new allocations. The section ends when the
+    /// returned guard drops; only berth's own code holds one. The driver backend makes every
+    /// call on the context's handles (memory, streams, events, modules, graphs) inside one of
+    /// its own; callers that check something about the context before those calls (a launch's
+    /// function and addresses) hold one around the whole step. A wait inside one (a stream's
+    /// or an event's) ends at once when the reset comes: a context is lost only to a fault
+    /// that poisoned it, and every call of a poisoned context fails at once. No section waits
+    /// for uses noted on the memory (those waits come before it).
     ///
     /// The same store-fence-load handshake as [`FaultState::begin_borrow`].
     pub(crate) fn enter(&self) -> Result<CallSection<'_>> {

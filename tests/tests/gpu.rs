@@ -229,6 +229,89 @@ fn kernel_panic_is_reported_and_context_recovers() {
     }
 }
 
+/// A reset destroys every handle of the context: streams, events, modules, memory. Other
+/// threads still calling through the lost context's handles while one thread recovers it must
+/// get a typed error (the context is lost), never reach the driver with a handle the reset
+/// destroyed and the fresh context may have given out again. Four threads create, record,
+/// query, wait for and drop events and streams in a loop across the fault and the reset.
+#[test]
+#[cfg(feature = "gpu")]
+fn other_threads_event_and_stream_calls_across_a_reset_get_typed_errors() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    if !in_child() {
+        let name = "other_threads_event_and_stream_calls_across_a_reset_get_typed_errors";
+        let (ok, out) = run_isolated(name);
+        assert!(ok, "child failed:\n{out}");
+        assert!(out.contains("threads: "), "{out}");
+        return;
+    }
+    let (_g, gpu) = gpu();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (oks, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (gpu, stop) = (gpu.clone(), stop.clone());
+            let (oks, refused) = (oks.clone(), refused.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    let step = || -> Result<(), Error> {
+                        let stream = gpu.stream()?;
+                        let (a, b) = (gpu.event()?, gpu.event()?);
+                        a.record(&stream)?;
+                        b.record(&stream)?;
+                        stream.wait_event(&a)?;
+                        b.wait()?;
+                        a.is_complete()?;
+                        stream.synchronize()
+                    };
+                    match step() {
+                        Ok(()) => oks.fetch_add(1, Ordering::SeqCst),
+                        Err(e) if e.is_context_lost() => refused.fetch_add(1, Ordering::SeqCst),
+                        Err(e) => panic!("an event or stream call failed untyped: {e}"),
+                    };
+                }
+            })
+        })
+        .collect();
+    let running = |w: &[std::thread::JoinHandle<()>]| w.iter().all(|w| !w.is_finished());
+    while oks.load(Ordering::SeqCst) < 100 && running(&workers) {
+        std::thread::yield_now();
+    }
+    let n = 1000;
+    let x = gpu.upload(&random_u32(n)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let err = unchecked_copy(&gpu, Grid::cover(n), &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(err.is_context_lost(), "{err}");
+    drop((out, x));
+    // The workers keep calling through the lost context's handles during the reset.
+    let fresh = gpu.recover().expect("recovery");
+    let after = refused.load(Ordering::SeqCst);
+    while refused.load(Ordering::SeqCst) < after + 100 && running(&workers) {
+        std::thread::yield_now();
+    }
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().expect("a worker panicked");
+    }
+    assert!(oks.load(Ordering::SeqCst) >= 100);
+    assert!(refused.load(Ordering::SeqCst) >= after + 100);
+    // The fresh context's events and streams work.
+    let stream = fresh.stream().unwrap();
+    let ev = fresh.event().unwrap();
+    ev.record(&stream).unwrap();
+    ev.wait().unwrap();
+    check_saxpy(&fresh, 5000);
+    println!(
+        "threads: {} steps done, {} refused with the context lost",
+        oks.load(Ordering::SeqCst),
+        refused.load(Ordering::SeqCst)
+    );
+}
+
 /// A reset frees every allocation of the context, its page-locked host memory included:
 /// reading that afterwards kills the process (`bench/reset_frees_pinned.cu`). So while pinned
 /// or mapped buffers of a lost context live, a reset (`recover`, or a new `Gpu` on the device)

@@ -6,8 +6,8 @@
 use crate::backend::{Backend, ContextOps, Ops, PeerId};
 use crate::error::{Error, Result};
 use crate::fault::{
-    FaultState, Faults, MappedPanicRecord, PEER_READS_BOUND, PendingWork, is_sticky_name,
-    prepare_reset, register_context, wait_for_peer_reads,
+    CallSection, FaultState, Faults, MappedPanicRecord, PEER_READS_BOUND, PendingWork,
+    is_sticky_name, prepare_reset, register_context, wait_for_peer_reads,
 };
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
@@ -205,6 +205,24 @@ impl Driver {
         })
     }
 
+    /// Enter a section of driver calls on the context's handles ([`FaultState::enter`]):
+    /// refused once the context is lost, and a reset waits until it ends. Every call on the
+    /// context's handles (memory, streams, events, modules, graphs) is made inside one, so
+    /// none reaches the driver after a reset destroyed the handle, whether or not the caller
+    /// holds a section of its own.
+    pub(super) fn section(&self) -> Result<CallSection<'_>> {
+        self.faults.state.enter()
+    }
+
+    /// [`Driver::section`], with the context made current on the calling thread.
+    pub(super) fn enter(&self) -> Result<CallSection<'_>> {
+        let section = self.section()?;
+        // SAFETY: `ctx` is the retained primary context, alive while `self` is.
+        unsafe { result::ctx::set_current(self.ctx) }
+            .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
+        Ok(section)
+    }
+
     /// Our error for a failed driver call, recognising faults that poison the context.
     pub(super) fn error(
         &self,
@@ -261,7 +279,7 @@ impl ContextOps for Driver {
     }
 
     fn memory_info(&self) -> Result<(usize, usize)> {
-        self.bind()?;
+        let _section = self.enter()?;
         result::mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))
     }
 
@@ -328,7 +346,7 @@ impl ContextOps for Driver {
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.bind()?;
+        let _section = self.enter()?;
         let r = result::ctx::synchronize();
         self.check("cuCtxSynchronize", r, None)
     }
@@ -370,7 +388,7 @@ impl ContextOps for Driver {
         if peer.raw_context() == self.ctx {
             return Ok(());
         }
-        self.bind()?;
+        let _section = self.enter()?;
         // SAFETY: this context is current; `peer.raw_context()` is the live primary context of
         // another device (the caller holds it). Enabling twice is reported, not undefined.
         let r = unsafe { sys::cuCtxEnablePeerAccess(peer.raw_context(), 0) };
@@ -425,20 +443,21 @@ impl Drop for Driver {
             // The context is dead (and will be reset): its handles must not be touched.
             return;
         }
-        if self.bind().is_err() {
+        let Ok(section) = self.enter() else {
             return;
-        }
-        for (_, m) in self.modules.get_mut().expect("poisoned").drain() {
+        };
+        for (_, m) in self.modules.lock().expect("poisoned").drain() {
             // SAFETY: each module was loaded in this context and is unloaded once.
             let _ = unsafe { result::module::unload(m) };
         }
         // SAFETY: created in `open` in this context, destroyed once, here.
         let _ = unsafe { result::stream::destroy(self.default_stream) };
-        for ev in self.events.get_mut().expect("poisoned").drain(..) {
+        for ev in self.events.lock().expect("poisoned").drain(..) {
             // SAFETY: pooled events of this context, no longer referenced; destroyed once.
             let _ = unsafe { result::event::destroy(ev) };
         }
         self.faults.record.free();
+        drop(section);
         // SAFETY: balances the retain in `open`.
         let _ = unsafe { result::primary_ctx::release(self.device) };
     }

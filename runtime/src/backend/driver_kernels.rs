@@ -145,6 +145,7 @@ impl KernelOps for Driver {
         if let Some(&f) = self.functions.lock().expect("poisoned").get(&key) {
             return Ok(f);
         }
+        let _section = self.section()?;
         let module = self.module(kernel)?;
         let name = kernel.entry_name(entry);
         let cname = CString::new(name).expect("kernel names have no NUL");
@@ -172,15 +173,18 @@ impl KernelOps for Driver {
         stream: sys::CUstream,
         params: &mut [*mut c_void],
     ) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: the caller's contract.
         unsafe { driver_launch::launch(&self.faults, kernel, func, grid, stream, params) }
     }
 
     fn graph_build(&self, nodes: &[GraphNode]) -> Result<GraphExec> {
+        let _section = self.section()?;
         driver_launch::build(&self.faults, nodes)
     }
 
     fn graph_update(&self, exec: &GraphExec, new: &[GraphNode], old: &[GraphNode]) -> Result<()> {
+        let _section = self.section()?;
         driver_launch::update(&self.faults, exec, new, old)
     }
 
@@ -190,11 +194,16 @@ impl KernelOps for Driver {
         _nodes: &[GraphNode],
         stream: sys::CUstream,
     ) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: the caller's contract.
         unsafe { driver_launch::launch_graph(&self.faults, exec, stream) }
     }
 
     fn graph_drop(&self, exec: GraphExec) {
+        // A lost context's graphs go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
         driver_launch::destroy(exec);
     }
 }

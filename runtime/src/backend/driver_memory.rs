@@ -9,6 +9,7 @@ use std::ffi::c_void;
 
 impl MemoryOps for Driver {
     fn alloc(&self, bytes: usize) -> Result<u64> {
+        let _section = self.section()?;
         // SAFETY: plain allocation in the current context (the caller bound it).
         match unsafe { result::malloc_sync(bytes) } {
             Ok(p) => Ok(p),
@@ -21,11 +22,17 @@ impl MemoryOps for Driver {
     }
 
     unsafe fn free(&self, ptr: u64, _bytes: usize) {
+        // A lost context's memory goes with its reset; after it, the address may be a new
+        // allocation's.
+        let Ok(_section) = self.section() else {
+            return;
+        };
         // SAFETY: the caller's contract.
         let _ = unsafe { result::free_sync(ptr) };
     }
 
     fn alloc_host(&self, bytes: usize, flags: u32) -> Result<u64> {
+        let _section = self.section()?;
         let mut p = std::ptr::null_mut();
         // SAFETY: plain allocation in the current context (the caller bound it).
         let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) }.result();
@@ -41,11 +48,16 @@ impl MemoryOps for Driver {
     }
 
     unsafe fn free_host(&self, ptr: u64, _bytes: usize) {
+        // A lost context's host allocations go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
         // SAFETY: the caller's contract.
         let _ = unsafe { result::free_host(ptr as *mut c_void) };
     }
 
     fn mapped_address(&self, host: u64) -> Result<u64> {
+        let _section = self.section()?;
         let mut d = 0;
         // SAFETY: `host` is a live DEVICEMAP allocation of this (current) context.
         let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, host as *mut c_void, 0) };
@@ -54,6 +66,7 @@ impl MemoryOps for Driver {
     }
 
     unsafe fn register(&self, host: *mut c_void, bytes: usize) -> Result<u64> {
+        let _section = self.section()?;
         let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
         // SAFETY: `host..host+bytes` stays allocated until it is unregistered (the caller's
         // contract).
@@ -85,6 +98,10 @@ impl MemoryOps for Driver {
     }
 
     unsafe fn unregister(&self, host: *mut c_void) {
+        // A lost context's registrations go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
         // SAFETY: the caller's contract.
         let _ = unsafe { sys::cuMemHostUnregister(host) };
     }
@@ -97,6 +114,7 @@ impl MemoryOps for Driver {
         bytes: usize,
         kernel: &str,
     ) -> Result<()> {
+        let _section = self.section()?;
         let _range = crate::nvtx::copy(true, bytes, kernel);
         // SAFETY: the caller's contract.
         let r = unsafe { sys::cuMemcpyHtoDAsync_v2(device, host as *const c_void, bytes, stream) }
@@ -113,6 +131,7 @@ impl MemoryOps for Driver {
         bytes: usize,
         what: &str,
     ) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: the caller's contract: both ranges are device memory of their contexts, alive
         // and left alone until the stream has passed the copy; both contexts are live.
         let r = unsafe {
@@ -137,6 +156,7 @@ impl MemoryOps for Driver {
         bytes: usize,
         kernel: &str,
     ) -> Result<()> {
+        let _section = self.section()?;
         let _range = crate::nvtx::copy(false, bytes, kernel);
         // SAFETY: the caller's contract.
         let r = unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, device, bytes, stream) }
@@ -151,6 +171,7 @@ impl MemoryOps for Driver {
         bytes: usize,
         kernel: &str,
     ) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: the caller's contract.
         let r = unsafe { result::memset_d8_async(device, 0, bytes, stream) };
         self.check("cuMemsetD8Async", r, Some(kernel))
@@ -164,12 +185,16 @@ impl MemoryOps for Driver {
         count: usize,
         kernel: &str,
     ) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: the caller's contract.
         let r = unsafe { sys::cuMemsetD32Async(device, value, count, stream) }.result();
         self.check("cuMemsetD32Async", r, Some(kernel))
     }
 
     unsafe fn write_flag(&self, stream: sys::CUstream, _host: u64, device: u64) -> bool {
+        let Ok(_section) = self.section() else {
+            return false;
+        };
         // SAFETY: the caller's contract: `device` is a live u32 of mapped memory.
         unsafe { sys::cuStreamWriteValue32_v2(stream, device, 1, 0) }
             .result()

@@ -2,7 +2,7 @@
 //! queued work ends (completion points), and timed events.
 
 use crate::backend::driver::Driver;
-use crate::backend::{ContextOps, EventHandle, Point, StreamOps};
+use crate::backend::{EventHandle, Point, StreamOps};
 use crate::error::{Error, Result};
 use cudarc::driver::{result, sys};
 
@@ -24,6 +24,7 @@ impl Driver {
     /// Make work queued on `stream` from now on wait for `ev`'s latest record. Both belong to
     /// this context, current since the caller bound it, and `ev` is alive for the call.
     fn wait_event(&self, stream: sys::CUstream, ev: sys::CUevent) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: as the function says; the driver keeps what it needs of the event until the
         // wait is over.
         let r = unsafe {
@@ -46,12 +47,17 @@ impl StreamOps for Driver {
     }
 
     fn stream_new(&self) -> Result<sys::CUstream> {
+        let _section = self.section()?;
         // Non-blocking, so it never serialises with the legacy stream.
         result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| Error::driver("cuStreamCreate", e))
     }
 
     fn stream_drop(&self, stream: sys::CUstream) {
+        // A lost context's streams go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
         // SAFETY: a stream of this (current) context, destroyed once by its owner; the
         // driver would release it once idle anyway, the synchronise keeps the order plain.
         unsafe {
@@ -61,6 +67,7 @@ impl StreamOps for Driver {
     }
 
     fn sync(&self, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: `stream` belongs to this context, which the caller made current.
         let r = unsafe { result::stream::synchronize(stream) };
         self.check("cuStreamSynchronize", r, kernel)?;
@@ -69,9 +76,9 @@ impl StreamOps for Driver {
     }
 
     fn idle(&self, stream: sys::CUstream) -> bool {
-        if self.bind().is_err() {
+        let Ok(_section) = self.enter() else {
             return true;
-        }
+        };
         // SAFETY: `stream` belongs to this context, which is current.
         let r = unsafe { sys::cuStreamQuery(stream) };
         r != sys::CUresult::CUDA_ERROR_NOT_READY
@@ -83,6 +90,7 @@ impl StreamOps for Driver {
     }
 
     fn record_point(&self, stream: sys::CUstream) -> Result<Point> {
+        let _section = self.section()?;
         let ev = self.take_event()?;
         // SAFETY: `ev` and `stream` belong to this context, current since the caller's
         // launch or copy bound it.
@@ -96,7 +104,7 @@ impl StreamOps for Driver {
 
     fn wait_point(&self, point: &Point) {
         if let Point::Event(ev) = point
-            && self.bind().is_ok()
+            && let Ok(_section) = self.enter()
         {
             // SAFETY: `ev` is an event of this (current) context, alive while `point` is.
             let _ = unsafe { result::event::synchronize(*ev) };
@@ -107,9 +115,9 @@ impl StreamOps for Driver {
         let Point::Event(ev) = point else {
             unreachable!("a simulated point given to the driver")
         };
-        if self.bind().is_err() {
+        let Ok(_section) = self.enter() else {
             return true;
-        }
+        };
         // SAFETY: `ev` is an event of this (current) context, alive while `point` is.
         let r = unsafe { sys::cuEventQuery(*ev) };
         r != sys::CUresult::CUDA_ERROR_NOT_READY
@@ -134,24 +142,28 @@ impl StreamOps for Driver {
     }
 
     fn event_new(&self) -> Result<EventHandle> {
+        let _section = self.section()?;
         let ev = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
             .map_err(|e| self.error("cuEventCreate", e, None))?;
         Ok(EventHandle::Cuda(ev))
     }
 
     fn event_record(&self, event: &EventHandle, stream: sys::CUstream) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: the event and `stream` belong to this (current) context and are alive.
         let r = unsafe { result::event::record(cuda(event), stream) };
         self.check("cuEventRecord", r, None)
     }
 
     fn event_wait(&self, event: &EventHandle) -> Result<()> {
+        let _section = self.section()?;
         // SAFETY: an event of this (current) context.
         let r = unsafe { result::event::synchronize(cuda(event)) };
         self.check("cuEventSynchronize", r, None)
     }
 
     fn event_query(&self, event: &EventHandle) -> Result<bool> {
+        let _section = self.section()?;
         // SAFETY: an event of this (current) context.
         match unsafe { result::event::query(cuda(event)) } {
             Ok(()) => Ok(true),
@@ -161,6 +173,7 @@ impl StreamOps for Driver {
     }
 
     fn event_elapsed(&self, start: &EventHandle, stop: &EventHandle) -> Result<f64> {
+        let _section = self.section()?;
         // SAFETY: both are complete events of this (current) context, timing enabled.
         let ms = unsafe { result::event::elapsed(cuda(start), cuda(stop)) }
             .map_err(|e| self.error("cuEventElapsedTime", e, None))?;
@@ -172,6 +185,10 @@ impl StreamOps for Driver {
     }
 
     fn event_drop(&self, event: &EventHandle) {
+        // A lost context's events go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
         // SAFETY: created by `event_new`, destroyed once (the caller's contract); the driver
         // releases an event still pending on a stream once it completes.
         let _ = unsafe { result::event::destroy(cuda(event)) };
