@@ -521,7 +521,9 @@ impl<T: DeviceCopy> Mailbox<T> {
 
 /// The free slot of message `n` of a [`Mailbox`], which this sender alone may fill (the
 /// contract of [`Mailbox::reserve`]) and the receiver does not touch until it is published.
-/// Dropped unpublished, the slot stays free for message `n`.
+/// Dropped unpublished, the slot stays free for message `n`. Leaked (`mem::forget`), it stays
+/// reserved: on the simulator, which holds reserved slots, later sends and receives of message
+/// `n` time out (`false`, `None`); the ring's other slots are not affected.
 ///
 /// ```
 /// # use berth_device::{Mailbox, Slot};
@@ -653,6 +655,26 @@ mod tests {
             let winner = sent.iter().position(|&s| s).unwrap() as u64;
             assert_eq!(got, [100 + winner]);
         }
+    }
+
+    /// A reservation leaked with `mem::forget` keeps its slot held on the simulator: message
+    /// 0 can then never be sent or received (both time out, nothing torn is read), and the
+    /// ring's other slots go on working.
+    #[test]
+    fn a_leaked_reservation_keeps_its_slot_and_nothing_else() {
+        let mut cells = ring::<2>();
+        // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through
+        // it; this thread is its only sender and receiver.
+        unsafe {
+            let m = Mailbox::from_raw(cells.as_mut_ptr(), 2);
+            core::mem::forget(m.reserve(0, 1_000).expect("a fresh ring's slot 0 is free"));
+            assert!(!m.send(0, 7, 1_000), "a second sender took the leaked slot");
+            assert!(m.reserve(0, 1_000).is_none());
+            assert_eq!(m.recv(0, 1_000), None, "a message nobody published was read");
+            assert!(m.send(1, 8, 1_000));
+            assert_eq!(m.recv(1, 1_000), Some(8));
+        }
+        assert_eq!(cells[0].seq & Slot::<u64>::HELD, Slot::<u64>::HELD);
     }
 
     #[test]
