@@ -670,7 +670,11 @@ mod tests {
             core::mem::forget(m.reserve(0, 1_000).expect("a fresh ring's slot 0 is free"));
             assert!(!m.send(0, 7, 1_000), "a second sender took the leaked slot");
             assert!(m.reserve(0, 1_000).is_none());
-            assert_eq!(m.recv(0, 1_000), None, "a message nobody published was read");
+            assert_eq!(
+                m.recv(0, 1_000),
+                None,
+                "a message nobody published was read"
+            );
             assert!(m.send(1, 8, 1_000));
             assert_eq!(m.recv(1, 1_000), Some(8));
         }

@@ -229,6 +229,21 @@ fn kernel_panic_is_reported_and_context_recovers() {
     }
 }
 
+/// Poison `gpu`'s context: a launch indexing past its buffers (threads 300.. of a 1024-thread
+/// block) panics on the GPU. The launch's error, which says the context is lost, and its two
+/// device buffers (for tests that drop them after a reset).
+#[cfg(feature = "gpu")]
+fn poison(gpu: &Gpu) -> (Error, [berth::DeviceBuffer<u32>; 2]) {
+    let x = gpu.upload(&random_u32(300)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
+    let err = unchecked_copy(gpu, Grid::cover(300), &x, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(err.is_context_lost(), "{err}");
+    (err, [x, out])
+}
+
 /// A reset destroys every handle of the context: streams, events, modules, memory. Other
 /// threads still calling through the lost context's handles while one thread recovers it must
 /// get a typed error (the context is lost), never reach the driver with a handle the reset
@@ -279,15 +294,7 @@ fn other_threads_event_and_stream_calls_across_a_reset_get_typed_errors() {
     while oks.load(Ordering::SeqCst) < 100 && running(&workers) {
         std::thread::yield_now();
     }
-    let n = 1000;
-    let x = gpu.upload(&random_u32(n)).unwrap();
-    let mut out = gpu.alloc_zeroed::<u32>(n).unwrap();
-    let err = unchecked_copy(&gpu, Grid::cover(n), &x, &mut out)
-        .unwrap()
-        .wait()
-        .unwrap_err();
-    assert!(err.is_context_lost(), "{err}");
-    drop((out, x));
+    poison(&gpu);
     // The workers keep calling through the lost context's handles during the reset.
     // The reset happens either way; on drivers that keep a process unable to use the GPU
     // after a trap, opening the fresh context then fails (`ProcessPoisoned`).
@@ -348,13 +355,7 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
         let ctx = gpu.cudarc_context().unwrap();
         ctx.default_stream().alloc_zeros::<u32>(64).unwrap()
     };
-    let x = gpu.upload(&random_u32(300)).unwrap();
-    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
-    let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
-        .unwrap()
-        .wait()
-        .unwrap_err();
-    assert!(err.is_context_lost(), "{err}");
+    let (_, lost_buffers) = poison(&gpu);
 
     let refused = |e: Error| {
         assert!(
@@ -403,7 +404,7 @@ fn a_reset_waits_until_the_lost_contexts_host_buffers_are_dropped() {
         matches!(&again, Error::Usage(m) if m.contains("already reset")),
         "{again}"
     );
-    drop((x, out));
+    drop(lost_buffers);
 }
 
 /// Recover `gpu` now that nothing holds its reset off: a working context (checked with a
@@ -443,13 +444,7 @@ fn a_reset_waits_until_the_device_sets_communicators_are_gone() {
         .unwrap()
         .wait()
         .unwrap();
-    let x = gpu.upload(&random_u32(300)).unwrap();
-    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
-    let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
-        .unwrap()
-        .wait()
-        .unwrap_err();
-    assert!(err.is_context_lost(), "{err}");
+    let (_, lost_buffers) = poison(&gpu);
 
     let e = gpu.recover().map(|_| ()).unwrap_err();
     assert!(
@@ -472,7 +467,7 @@ fn a_reset_waits_until_the_device_sets_communicators_are_gone() {
         .and_then(|c| c.wait());
     assert!(again.is_err_and(|e| e.is_context_lost()));
 
-    drop((bufs, x, out));
+    drop((bufs, lost_buffers));
     drop(set);
     recover_now(&gpu, "the set was dropped");
 }
@@ -487,12 +482,7 @@ fn new_gpu_after_an_unrecovered_fault_is_fresh_or_a_typed_error() {
         return;
     }
     let (_g, gpu) = gpu();
-    let x = gpu.upload(&random_u32(300)).unwrap();
-    let mut out = gpu.alloc_zeroed::<u32>(300).unwrap();
-    let err = unchecked_copy(&gpu, Grid::cover(300), &x, &mut out)
-        .unwrap()
-        .wait()
-        .unwrap_err();
+    let (err, lost_buffers) = poison(&gpu);
     assert!(matches!(err, Error::KernelPanic { .. }), "{err}");
     // Keep the lost handles alive: a new Gpu resets the poisoned context (marking them lost)
     // or says the process cannot use the GPU any more; it never panics or hangs.
@@ -508,7 +498,7 @@ fn new_gpu_after_an_unrecovered_fault_is_fresh_or_a_typed_error() {
         }
         Err(e) => panic!("unexpected error: {e}"),
     }
-    drop((x, out, gpu));
+    drop((lost_buffers, gpu));
 }
 
 #[test]
