@@ -11,7 +11,7 @@
 //! | `#[pinned_async] y: &mut [T]` | `&mut PinnedBuffer<T>` | copied in before and back after the kernel (`(out)`: back only) |
 //! | `#[mapped] x: &[T]` / `&mut [T]` | `&`[`MappedBuffer<T>`] ([`Gpu::mapped_from`]) or `&`[`Registered<T>`] | the GPU reads and writes host memory in place, no copy |
 //! | `#[auto] t: &[T]` | `&MappedBuffer<T>` and a [`Touch`] hint | per launch: read in place, copy the table, or copy the hinted range |
-//! | `#[mapped] s: &Signals` / `&Mailbox<T>` | `&`[`SignalBuffer`] / `&`[`MailboxBuffer<T>`] | the host talks to a running kernel, atomics only |
+//! | `#[mapped] s: &Signals` / `&Inbox<T>` / `&Outbox<T>` | `&`[`SignalBuffer`] / `&`[`InboxBuffer<T>`] / `&`[`OutboxBuffer<T>`] | the host talks to a running kernel, atomics only |
 //!
 //! Which placement to choose, with the crossovers measured on an H200: the [`guide`]. Every
 //! argument form and option of the attribute, the generated launchers, the rules for kernel
@@ -112,9 +112,9 @@ pub mod guide {}
 pub use berth_device as device;
 pub use berth_device::warp;
 pub use berth_device::{
-    AtomicSlice, DeviceCopy, FastMath, GpuFloat, Mailbox, Matrix, MatrixMut, Own, PerBlock, Shared,
-    Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window, bf16, f16, gpu_assert,
-    gpu_or_host, math, shared_array,
+    AtomicSlice, DeviceCopy, FastMath, GpuFloat, Inbox, Mailbox, Matrix, MatrixMut, Outbox, Own,
+    PerBlock, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window, bf16, f16,
+    gpu_assert, gpu_or_host, math, shared_array,
 };
 #[doc = include_str!("gpu_kernel.md")]
 pub use berth_macros::gpu_kernel;
@@ -123,11 +123,11 @@ pub use berth_macros::{DeviceCopy, unroll};
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
     Backend, CollectiveType, DeviceArg, DeviceBuffer, DeviceLimits, DeviceProgress, DeviceSet,
-    Dim3, Error, Event, Gpu, Graph, Grid, Held, HostAccess, HostFlags, LinkProfile, MailboxBuffer,
-    MappedArg, MappedBuffer, PanicReport, PeerPath, PeerView, Pending, PinnedArg, PinnedBuffer,
-    PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue, RESTART_ENV,
-    Recorder, ReduceOp, RegisterError, Registered, Result, Scope, Sharded, SignalBuffer, Stream,
-    auto_plan, nvtx, placement, placement::Touch, ptx, raw, restart_process,
+    Dim3, Error, Event, Gpu, Graph, Grid, Held, HostAccess, HostFlags, InboxBuffer, LinkProfile,
+    MappedArg, MappedBuffer, OutboxBuffer, PanicReport, PeerPath, PeerView, Pending, PinnedArg,
+    PinnedBuffer, PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue,
+    RESTART_ENV, Recorder, ReduceOp, RegisterError, Registered, Result, Scope, Sharded,
+    SignalBuffer, Stream, auto_plan, nvtx, placement, placement::Touch, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.
@@ -137,8 +137,8 @@ pub mod prelude {
     pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
     pub use berth_device::{
-        AtomicSlice, DeviceCopy, Mailbox, Matrix, MatrixMut, Own, PerBlock, Shared, Signals, Slice,
-        SliceMut, Slot, Tile, TileMut, Tiles, Window,
+        AtomicSlice, DeviceCopy, Inbox, Matrix, MatrixMut, Outbox, Own, PerBlock, Shared, Signals,
+        Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window,
     };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
@@ -151,7 +151,8 @@ pub mod prelude {
     pub use berth_runtime::placement::Touch;
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{
-        DeviceBuffer, Gpu, Grid, MailboxBuffer, MappedBuffer, PinnedBuffer, SignalBuffer, Stream,
+        DeviceBuffer, Gpu, Grid, InboxBuffer, MappedBuffer, OutboxBuffer, PinnedBuffer,
+        SignalBuffer, Stream,
     };
 }
 
@@ -159,7 +160,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use berth_device::{
-        AtomicSlice, Mailbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
+        AtomicSlice, Inbox, Outbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
     };
 
     /// The alignment a kernel entry declares for a pointer parameter to `T`: `T`'s, at most
@@ -194,8 +195,8 @@ pub mod __private {
     pub use berth_runtime::__private::*;
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{
-        DeviceArg, DeviceBuffer, Gpu, Grid, MailboxBuffer, MappedArg, Pending, PinnedArg,
-        PipelineOptions, PipelineRun, Queue, Result, SignalBuffer, placement::Touch,
+        DeviceArg, DeviceBuffer, Gpu, Grid, InboxBuffer, MappedArg, OutboxBuffer, Pending,
+        PinnedArg, PipelineOptions, PipelineRun, Queue, Result, SignalBuffer, placement::Touch,
     };
     #[cfg(not(target_arch = "nvptx64"))]
     pub use inventory;

@@ -46,7 +46,7 @@ pub use shared::__host_shared;
 #[doc(hidden)]
 pub use shared::__private_shared;
 pub use shared::{Shared, dynamic as dynamic_shared};
-pub use signal::{Mailbox, Reserved, Signals, Slot};
+pub use signal::{Inbox, Mailbox, Outbox, Reserved, Signals, Slot};
 pub use slice::{PerBlock, Slice, SliceMut, Window};
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.

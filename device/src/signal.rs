@@ -1,8 +1,9 @@
 //! Signals between a running kernel and the host, in mapped (zero-copy) host memory.
 //!
-//! A kernel takes them as `#[mapped] s: &Signals` or `#[mapped] m: &Mailbox<T>`; the host
-//! holds the matching `berth::SignalBuffer` / `berth::MailboxBuffer<T>` and uses it while the
-//! kernel runs. Neither side ever holds a Rust reference to the shared cells: every access is
+//! A kernel takes them as `#[mapped] s: &Signals`, `#[mapped] inbox: &Inbox<T>` (the host
+//! sends, the kernel receives) or `#[mapped] outbox: &Outbox<T>` (the other way); the host
+//! holds the matching `berth::SignalBuffer`, `berth::InboxBuffer<T>` (which only sends) or
+//! `berth::OutboxBuffer<T>` (which only receives) and uses it while the kernel runs. Neither side ever holds a Rust reference to the shared cells: every access is
 //! an atomic at system scope (`ld.acquire.sys` / `st.release.sys` on the GPU), so a spin loop
 //! cannot be optimised into reading a stale value, and what a release store publishes (a
 //! mailbox item) is visible to the acquiring side. Waits are bounded by a timeout in
@@ -246,7 +247,7 @@ unsafe impl<T: DeviceCopy> DeviceCopy for Slot<T> {
         let () = T::__BERTH_NO_PADDING;
         assert!(
             size_of::<Slot<T>>() == size_of::<u32>() + size_of::<T>(),
-            "this `Slot<T>` has padding bytes after its `u32` sequence number (its item is aligned to more than 4), which must not be copied to the GPU as a scalar: pass the ring as `#[mapped] &Mailbox<T>`"
+            "this `Slot<T>` has padding bytes after its `u32` sequence number (its item is aligned to more than 4), which must not be copied to the GPU as a scalar: pass the ring as `#[mapped] &Inbox<T>` or `&Outbox<T>`"
         );
     };
 }
@@ -287,14 +288,17 @@ impl<T> Slot<T> {
     }
 }
 
-/// A kernel's view of a ring of `T` in mapped host memory, shared with the host.
+/// A ring of `T` in mapped host memory between the host and a kernel: the protocol under
+/// [`Inbox`] (the host sends, the kernel receives) and [`Outbox`] (the kernel sends), which
+/// are what kernels take as arguments. On its own it is the two-way view, for code that lays
+/// out a ring itself (`from_raw`).
 ///
 /// Messages are numbered 0, 1, 2, … (modulo 2^31) by the caller: message `n` lives in slot
 /// `n % capacity`. The sender of `n` waits for `seq == n` (acquire), writes the item and
 /// publishes `seq = n + 1` (release); the receiver of `n` waits for `seq == n + 1`, reads the
-/// item and frees the slot for message `n + capacity`. The host's `MailboxBuffer` holds a
-/// slot (`seq`'s [`Slot::HELD`] bit) while it writes or reads an item, which the kernel's
-/// waits see as "not yet".
+/// item and frees the slot for message `n + capacity`. The host's `InboxBuffer` and
+/// `OutboxBuffer` hold a slot (`seq`'s [`Slot::HELD`] bit) while they write or read an item,
+/// which the kernel's waits see as "not yet".
 ///
 /// # One sender and one receiver on the kernel's side
 ///
@@ -305,17 +309,18 @@ impl<T> Slot<T> {
 /// [`recv`](Self::recv) are `unsafe`: while a thread sends on a mailbox, no other thread of
 /// the launch sends on it, and likewise for receiving. The usual shape is one thread of the
 /// grid serving requests: the host sends into its inbox and receives from its outbox, the
-/// kernel the other way round. The host, or a second launch, taking the kernel's role as well
-/// (sending where the kernel sends) is a logic error no type can prevent: messages are lost
-/// or mixed, but every access of an item on either side stays a volatile access of plain data
-/// (any bytes are a valid `T`) in memory outside Rust's allocations, and `seq` an atomic.
+/// kernel the other way round. The types keep the host out of the kernel's role
+/// (`InboxBuffer` only sends, `OutboxBuffer` only receives); two launches running at once on
+/// one buffer would share the kernel's role, a logic error: messages are lost or mixed, but
+/// every access of an item on either side stays a volatile access of plain data (any bytes
+/// are a valid `T`) in memory outside Rust's allocations, and `seq` an atomic.
 ///
 /// ```
 /// use berth_device::{Mailbox, Slot};
 /// let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
 /// // SAFETY: a fresh ring of 2 slots (a power of two) that outlives the view and is reached
-/// // only through it. (In a kernel the launcher builds the view of a `#[mapped] &Mailbox<T>`
-/// // argument.)
+/// // only through it. (In a kernel the launcher builds the view of a `#[mapped] &Inbox<T>`
+/// // or `&Outbox<T>` argument.)
 /// let m = unsafe { Mailbox::from_raw(ring.as_mut_ptr(), ring.len()) };
 /// // One side sends messages 0 and 1, the other receives them in order.
 /// // SAFETY: this one thread is the ring's only sender and only receiver.
@@ -334,7 +339,7 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// The view of a kernel argument.
     ///
     /// # Safety
-    /// 1. `ptr` addresses `len` slots laid out by the host's `MailboxBuffer` (slot `k`'s `seq`
+    /// 1. `ptr` addresses `len` slots laid out by the host's `InboxBuffer` or `OutboxBuffer` (slot `k`'s `seq`
     ///    starts at `k`), valid for the kernel.
     /// 2. `len` is a power of two, at least 2 and at most 2^30: then a slot's free and
     ///    published sequence numbers never coincide, even after the counters wrap.
@@ -516,6 +521,118 @@ impl<T: DeviceCopy> Mailbox<T> {
         // drop lets go of the slot).
         self.wait_turn(n, n, timeout_ns)
             .then(|| Reserved { mailbox: self, n })
+    }
+}
+
+/// A kernel's inbox: a [`Mailbox`] the host sends into and the kernel receives from
+/// (`#[mapped] inbox: &Inbox<T>`; the host's side is `berth::InboxBuffer<T>`, which can only
+/// send). The direction is in the type on both sides, so neither side can take the other's
+/// role by mistake.
+///
+/// ```
+/// use berth_device::{Inbox, Slot};
+/// let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+/// ring[0].item = 7; // the host wrote message 0…
+/// ring[0].seq = 1; // …and published it
+/// // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+/// let inbox = unsafe { Inbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+/// // SAFETY: this one thread is the inbox's only receiver.
+/// assert_eq!(unsafe { inbox.recv(0, 1_000) }, Some(7));
+/// ```
+#[repr(transparent)]
+pub struct Inbox<T>(Mailbox<T>);
+
+impl<T: DeviceCopy> Inbox<T> {
+    /// The view of a kernel argument.
+    ///
+    /// # Safety
+    /// [`Mailbox::from_raw`]'s contract; the host only sends into the ring.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut Slot<T>, len: usize) -> Self {
+        // SAFETY: the caller's contract.
+        Inbox(unsafe { Mailbox::from_raw(ptr, len) })
+    }
+
+    /// Slots in the ring.
+    #[inline(always)]
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Receive message `n` (the host numbers its sends 0, 1, 2, …), waiting at most
+    /// `timeout_ns`; `None` if it did not arrive in time.
+    ///
+    /// # Safety
+    /// [`Mailbox::recv`]'s: while it runs, no other thread of the launch receives from this
+    /// inbox.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn recv(&self, n: u32, timeout_ns: u64) -> Option<T> {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.recv(n, timeout_ns) }
+    }
+}
+
+/// A kernel's outbox: a [`Mailbox`] the kernel sends into and the host receives from
+/// (`#[mapped] outbox: &Outbox<T>`; the host's side is `berth::OutboxBuffer<T>`, which can
+/// only receive).
+///
+/// ```
+/// use berth_device::{Outbox, Slot};
+/// let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+/// // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+/// let outbox = unsafe { Outbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+/// // SAFETY: this one thread is the outbox's only sender.
+/// assert!(unsafe { outbox.send(0, 42, 1_000) });
+/// assert_eq!((ring[0].seq, ring[0].item), (1, 42)); // published for the host
+/// ```
+#[repr(transparent)]
+pub struct Outbox<T>(Mailbox<T>);
+
+impl<T: DeviceCopy> Outbox<T> {
+    /// The view of a kernel argument.
+    ///
+    /// # Safety
+    /// [`Mailbox::from_raw`]'s contract; the host only receives from the ring.
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut Slot<T>, len: usize) -> Self {
+        // SAFETY: the caller's contract.
+        Outbox(unsafe { Mailbox::from_raw(ptr, len) })
+    }
+
+    /// Slots in the ring.
+    #[inline(always)]
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Send message `n` (numbered 0, 1, 2, … by the kernel; the host receives them in that
+    /// order), waiting at most `timeout_ns` for its slot to be free; `false` if it did not free
+    /// up in time.
+    ///
+    /// # Safety
+    /// [`Mailbox::send`]'s: while it runs, no other thread of the launch sends into this
+    /// outbox.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn send(&self, n: u32, item: T, timeout_ns: u64) -> bool {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.send(n, item, timeout_ns) }
+    }
+
+    /// Wait (at most `timeout_ns`) until the slot of message `n` is free, to publish into it
+    /// later without waiting ([`Mailbox::reserve`]).
+    ///
+    /// # Safety
+    /// [`Mailbox::reserve`]'s: until the reservation is published or dropped, no other thread
+    /// of the launch sends into this outbox.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn reserve(&self, n: u32, timeout_ns: u64) -> Option<Reserved<'_, T>> {
+        // SAFETY: the caller's contract.
+        unsafe { self.0.reserve(n, timeout_ns) }
     }
 }
 

@@ -480,8 +480,8 @@ pub mod worker_ctl {
 #[gpu_kernel]
 pub fn square_worker(
     patience_ms: u32,
-    #[mapped] inbox: &Mailbox<Job>,
-    #[mapped] outbox: &Mailbox<Reply>,
+    #[mapped] inbox: &Inbox<Job>,
+    #[mapped] outbox: &Outbox<Reply>,
     #[mapped] ctl: &Signals,
 ) {
     if thread::global_x() != 0 {

@@ -11,7 +11,7 @@
 //! Generated code names only `<berth>::__private::…`.
 
 use crate::parse::{self, Options, Placement};
-use crate::validate::{self, Arg, ArgKind, Kernel};
+use crate::validate::{self, Arg, ArgKind, Kernel, Way};
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
@@ -230,18 +230,19 @@ fn mut_view(a: &Arg) -> TokenStream {
     }
 }
 
-fn signal_view(krate: &syn::Path, mailbox: &Option<syn::Type>) -> TokenStream {
+fn signal_view(krate: &syn::Path, mailbox: &Option<(syn::Type, Way)>) -> TokenStream {
     match mailbox {
         None => quote!(#krate::__private::Signals),
-        Some(t) => quote!(#krate::__private::Mailbox<#t>),
+        Some((t, Way::ToKernel)) => quote!(#krate::__private::Inbox<#t>),
+        Some((t, Way::FromKernel)) => quote!(#krate::__private::Outbox<#t>),
     }
 }
 
 /// The element type of a signal argument's memory.
-fn signal_cell(krate: &syn::Path, mailbox: &Option<syn::Type>) -> TokenStream {
+fn signal_cell(krate: &syn::Path, mailbox: &Option<(syn::Type, Way)>) -> TokenStream {
     match mailbox {
         None => quote!(u32),
-        Some(t) => quote!(#krate::__private::Slot<#t>),
+        Some((t, _)) => quote!(#krate::__private::Slot<#t>),
     }
 }
 
@@ -741,10 +742,19 @@ fn args_and_pushes(
                 params.push(quote!(#n: &'__l #krate::__private::SignalBuffer));
                 pushes.push(quote_spanned!(span=> #builder.signals(#n);));
             }
-            ArgKind::Signal { mailbox: Some(t) } => {
+            ArgKind::Signal {
+                mailbox: Some((t, Way::ToKernel)),
+            } => {
                 let krate = &opts.krate;
-                params.push(quote!(#n: &'__l #krate::__private::MailboxBuffer<#t>));
-                pushes.push(quote_spanned!(span=> #builder.mailbox::<#t>(#n);));
+                params.push(quote!(#n: &'__l #krate::__private::InboxBuffer<#t>));
+                pushes.push(quote_spanned!(span=> #builder.inbox::<#t>(#n);));
+            }
+            ArgKind::Signal {
+                mailbox: Some((t, Way::FromKernel)),
+            } => {
+                let krate = &opts.krate;
+                params.push(quote!(#n: &'__l #krate::__private::OutboxBuffer<#t>));
+                pushes.push(quote_spanned!(span=> #builder.outbox::<#t>(#n);));
             }
         }
     }

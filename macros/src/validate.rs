@@ -11,10 +11,10 @@ pub enum ArgKind {
     /// By value; the type must implement `DeviceCopy` (checked by the generated code).
     Scalar(syn::Type),
     /// Signal memory shared with the host while the kernel runs: `&Signals` (`mailbox` =
-    /// `None`) or `&Mailbox<T>` (`Some(T)`); only with `#[mapped]`.
+    /// `None`), `&Inbox<T>` or `&Outbox<T>` (`Some((T, way))`); only with `#[mapped]`.
     Signal {
-        /// The mailbox item type, or `None` for `Signals`.
-        mailbox: Option<syn::Type>,
+        /// The mailbox's item type and which way its messages go, or `None` for `Signals`.
+        mailbox: Option<(syn::Type, Way)>,
     },
     /// A slice; the element must implement `DeviceCopy`.
     Slice {
@@ -23,6 +23,15 @@ pub enum ArgKind {
         /// `&mut [T]` rather than `&[T]`.
         mutable: bool,
     },
+}
+
+/// Which way a mailbox's messages go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Way {
+    /// `&Inbox<T>`: the host sends, the kernel receives.
+    ToKernel,
+    /// `&Outbox<T>`: the kernel sends, the host receives.
+    FromKernel,
 }
 
 /// One validated argument.
@@ -261,11 +270,18 @@ fn arg_kind(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ArgKind> {
                 ));
                 return None;
             }
+            if is_two_way_mailbox(&r.elem) {
+                errors.push(syn::Error::new(
+                    r.elem.span(),
+                    "say which way the kernel's messages go: `&Inbox<T>` (the host sends, the kernel receives) or `&Outbox<T>` (the kernel sends, the host receives)",
+                ));
+                return None;
+            }
             if let Some(kind) = signal_kind(&r.elem) {
                 if let Some(m) = &r.mutability {
                     errors.push(syn::Error::new(
                         m.span(),
-                        "signals are shared by the host and the kernel and only accessed atomically: take them by shared reference (`&Signals`, `&Mailbox<T>`)",
+                        "signals are shared by the host and the kernel and only accessed atomically: take them by shared reference (`&Signals`, `&Inbox<T>`, `&Outbox<T>`)",
                     ));
                     return None;
                 }
@@ -484,22 +500,45 @@ pub fn same_len(opts: &parse::Options, mut k: Kernel) -> Result<Kernel, Vec<syn:
     }
 }
 
-/// `Signals` or `Mailbox<T>` (by the last path segment), as a signal argument.
+/// `Signals`, `Inbox<T>` or `Outbox<T>` (by the last path segment), as a signal argument.
 fn signal_kind(ty: &syn::Type) -> Option<ArgKind> {
     let syn::Type::Path(p) = ty else { return None };
     let last = p.path.segments.last()?;
     if last.ident == "Signals" && last.arguments.is_none() {
         return Some(ArgKind::Signal { mailbox: None });
     }
-    if last.ident == "Mailbox"
-        && let syn::PathArguments::AngleBracketed(a) = &last.arguments
-        && let [syn::GenericArgument::Type(t)] = a.args.iter().collect::<Vec<_>>().as_slice()
-    {
-        return Some(ArgKind::Signal {
-            mailbox: Some(t.clone()),
-        });
+    let way = if last.ident == "Inbox" {
+        Way::ToKernel
+    } else if last.ident == "Outbox" {
+        Way::FromKernel
+    } else {
+        return None;
+    };
+    let item = one_type_argument(&last.arguments)?;
+    Some(ArgKind::Signal {
+        mailbox: Some((item, way)),
+    })
+}
+
+/// `Mailbox<T>` (by the last path segment): a ring with no direction, which a kernel does not
+/// take.
+fn is_two_way_mailbox(ty: &syn::Type) -> bool {
+    let syn::Type::Path(p) = ty else { return false };
+    p.path
+        .segments
+        .last()
+        .is_some_and(|last| last.ident == "Mailbox" && one_type_argument(&last.arguments).is_some())
+}
+
+/// `T` of `<T>`.
+fn one_type_argument(args: &syn::PathArguments) -> Option<syn::Type> {
+    let syn::PathArguments::AngleBracketed(a) = args else {
+        return None;
+    };
+    match a.args.iter().collect::<Vec<_>>().as_slice() {
+        [syn::GenericArgument::Type(t)] => Some(t.clone()),
+        _ => None,
     }
-    None
 }
 
 /// One instance of a generic kernel: its PTX entry's name and each generic parameter's value,

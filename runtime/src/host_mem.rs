@@ -577,7 +577,7 @@ mod tests {
     use crate::gpu::Gpu;
 
     /// Every page-locked host allocation is counted while its handle lives, whatever the
-    /// handle (pinned, mapped, signals, a mailbox), and not once it is gone: the count is what
+    /// handle (pinned, mapped, signals, an inbox or outbox), and not once it is gone: the count is what
     /// keeps a reset of the context from unmapping memory under a live buffer. A lost context
     /// refuses new ones without counting them.
     #[test]
@@ -587,13 +587,13 @@ mod tests {
         let pinned = gpu.pinned_from(&[1u32, 2, 3]).unwrap();
         let mapped = gpu.mapped_zeroed::<u8>(5).unwrap();
         let signals = gpu.signals(2).unwrap();
-        let mailbox = gpu.mailbox::<u64>(4).unwrap();
-        assert_eq!(live(), 4);
+        let (inbox, outbox) = (gpu.inbox::<u64>(4).unwrap(), gpu.outbox::<u64>(4).unwrap());
+        assert_eq!(live(), 5);
         drop(mapped);
-        assert_eq!(live(), 3);
+        assert_eq!(live(), 4);
         let moved = std::thread::spawn(move || pinned.iter().sum::<u32>());
         assert_eq!(moved.join().unwrap(), 6);
-        drop((signals, mailbox));
+        drop((signals, inbox, outbox));
         assert_eq!(live(), 0, "pool reuse does not count");
         let again = gpu.pinned_zeroed::<u32>(3).unwrap();
         assert_eq!(live(), 1, "a buffer from the pool counts");

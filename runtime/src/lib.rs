@@ -100,7 +100,7 @@ pub use pool::PoolStats;
 pub use queue::Queue;
 pub use restart::{RESTART_ENV, restart_process};
 pub use scope::Scope;
-pub use signal::{MailboxBuffer, SignalBuffer};
+pub use signal::{InboxBuffer, OutboxBuffer, SignalBuffer};
 pub use stream::Stream;
 
 #[doc(hidden)]

@@ -1,6 +1,7 @@
-//! The host side of signals: [`SignalBuffer`] (`u32` cells) and [`MailboxBuffer`] (a ring of
-//! `T` between the host and one kernel) in mapped host memory, used while a kernel that takes
-//! them (`#[mapped] s: &Signals`, `#[mapped] m: &Mailbox<T>`) runs.
+//! The host side of signals: [`SignalBuffer`] (`u32` cells), [`InboxBuffer`] and
+//! [`OutboxBuffer`] (rings of `T` the host sends into a kernel or receives from it) in mapped
+//! host memory, used while a kernel that takes them (`#[mapped] s: &Signals`,
+//! `#[mapped] inbox: &Inbox<T>`, `#[mapped] outbox: &Outbox<T>`) runs.
 //!
 //! A launch borrows them shared, so the host keeps using them meanwhile — through atomics
 //! only: neither type hands out references to the cells. Waits take a timeout and return
@@ -20,15 +21,23 @@ pub struct SignalBuffer {
     mem: MappedBuffer<u32>,
 }
 
-/// A ring of `T` in mapped host memory, shared with a running kernel
-/// (`#[mapped] m: &Mailbox<T>`). The host is either its producer ([`MailboxBuffer::send`]) or
-/// its consumer ([`MailboxBuffer::recv`]), never both; the kernel is the other side.
+/// A kernel's inbox in mapped host memory (`#[mapped] inbox: &Inbox<T>`): the host sends,
+/// the running kernel receives, in the order sent. Made by [`Gpu::inbox`].
 ///
-/// Several host threads may send (or receive) on one mailbox at once: each message is claimed
-/// with an atomic compare-and-swap of its slot's sequence number (the kernel side claims slots
-/// the same way), so no two threads write (or read) one message, none is lost, and messages
-/// keep the order of their claims.
-pub struct MailboxBuffer<T: DeviceCopy> {
+/// Several host threads may send at once: each message is claimed with an atomic
+/// compare-and-swap of its slot's sequence number, so no two threads write one message, none
+/// is lost, and messages keep the order of their claims.
+pub struct InboxBuffer<T: DeviceCopy>(Ring<T>);
+
+/// A kernel's outbox in mapped host memory (`#[mapped] outbox: &Outbox<T>`): the running
+/// kernel sends, the host receives, in the order sent. Made by [`Gpu::outbox`].
+///
+/// Several host threads may receive at once: each message goes to one of them (claimed as
+/// [`InboxBuffer`]'s sends are).
+pub struct OutboxBuffer<T: DeviceCopy>(Ring<T>);
+
+/// The ring under both: slots of `T` with their sequence numbers, and the host's counts.
+struct Ring<T: DeviceCopy> {
     mem: MappedBuffer<Slot<T>>,
     /// Messages claimed by host senders.
     sent: AtomicU32,
@@ -44,11 +53,22 @@ impl Gpu {
         })
     }
 
-    /// A mailbox of `capacity` slots: a power of two from 2 to 2^30, else
+    /// A kernel's inbox of `capacity` slots (`#[mapped] inbox: &Inbox<T>`), which the host
+    /// sends into: the capacity is a power of two from 2 to 2^30, else
     /// [`Error::MailboxCapacity`]. (With one slot, "message `n` published" and "free for
     /// message `n + 1`" would be the same sequence number; with a capacity that does not divide
     /// 2^31, a slot's numbers would skip when the message counts wrap.)
-    pub fn mailbox<T: DeviceCopy>(&self, capacity: usize) -> Result<MailboxBuffer<T>> {
+    pub fn inbox<T: DeviceCopy>(&self, capacity: usize) -> Result<InboxBuffer<T>> {
+        self.ring(capacity).map(InboxBuffer)
+    }
+
+    /// A kernel's outbox of `capacity` slots (`#[mapped] outbox: &Outbox<T>`), which the host
+    /// receives from; the capacity as for [`Gpu::inbox`].
+    pub fn outbox<T: DeviceCopy>(&self, capacity: usize) -> Result<OutboxBuffer<T>> {
+        self.ring(capacity).map(OutboxBuffer)
+    }
+
+    fn ring<T: DeviceCopy>(&self, capacity: usize) -> Result<Ring<T>> {
         if !(2..=MAX_MAILBOX).contains(&capacity) || !capacity.is_power_of_two() {
             return Err(Error::MailboxCapacity { capacity });
         }
@@ -56,7 +76,7 @@ impl Gpu {
         for (k, slot) in mem.iter_mut().enumerate() {
             slot.seq = Slot::<T>::initial_seq(k);
         }
-        Ok(MailboxBuffer {
+        Ok(Ring {
             mem,
             sent: AtomicU32::new(0),
             received: AtomicU32::new(0),
@@ -171,9 +191,42 @@ impl SignalBuffer {
     }
 }
 
-impl<T: DeviceCopy> MailboxBuffer<T> {
+impl<T: DeviceCopy> InboxBuffer<T> {
     /// Slots in the ring.
     pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Send the next item to the kernel, waiting at most `timeout` for a free slot
+    /// ([`Error::Timeout`] if the kernel has not taken the message `capacity` sends ago).
+    pub fn send(&self, item: T, timeout: Duration) -> Result<()> {
+        self.0.send(item, timeout)
+    }
+
+    pub(crate) fn arg(&self) -> ArgRef<'_> {
+        self.0.arg()
+    }
+}
+
+impl<T: DeviceCopy> OutboxBuffer<T> {
+    /// Slots in the ring.
+    pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Receive the next item from the kernel, waiting at most `timeout`
+    /// ([`Error::Timeout`]).
+    pub fn recv(&self, timeout: Duration) -> Result<T> {
+        self.0.recv(timeout)
+    }
+
+    pub(crate) fn arg(&self) -> ArgRef<'_> {
+        self.0.arg()
+    }
+}
+
+impl<T: DeviceCopy> Ring<T> {
+    fn capacity(&self) -> usize {
         self.mem.len()
     }
 
@@ -202,9 +255,9 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         let claimed = spin_until(Instant::now() + timeout, || {
             n = counter.load(Ordering::Relaxed);
             let (s, w) = (self.seq(n), Slot::<T>::count(want(n)));
-            // Another thread (host or kernel) may take the slot between the check and the
-            // swap: then the swap fails and the next poll looks again. Only the thread holding
-            // message `n`'s slot advances the counter past `n`.
+            // Another host thread may take the slot between the check and the swap: then the
+            // swap fails and the next poll looks again. Only the thread holding message `n`'s
+            // slot advances the counter past `n`.
             s.load(Ordering::Relaxed) == w
                 && s.compare_exchange(w, w | Slot::<T>::HELD, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
@@ -217,8 +270,7 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         }
     }
 
-    /// Send the next item to the kernel, waiting at most `timeout` for a free slot.
-    pub fn send(&self, item: T, timeout: Duration) -> Result<()> {
+    fn send(&self, item: T, timeout: Duration) -> Result<()> {
         let claimed = self.claim(&self.sent, |n| n, timeout);
         let (Ok(n) | Err(n)) = claimed;
         let s = self.seq(n);
@@ -238,8 +290,7 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         Ok(())
     }
 
-    /// Receive the next item from the kernel, waiting at most `timeout`.
-    pub fn recv(&self, timeout: Duration) -> Result<T> {
+    fn recv(&self, timeout: Duration) -> Result<T> {
         let claimed = self.claim(&self.received, |n| n.wrapping_add(1), timeout);
         let (Ok(n) | Err(n)) = claimed;
         let s = self.seq(n);
@@ -259,7 +310,7 @@ impl<T: DeviceCopy> MailboxBuffer<T> {
         Ok(item)
     }
 
-    pub(crate) fn arg(&self) -> ArgRef<'_> {
+    fn arg(&self) -> ArgRef<'_> {
         MappedArg::<Slot<T>>::__arg(&self.mem)
     }
 }

@@ -1477,8 +1477,8 @@ fn mailboxes_carry_ten_thousand_rounds_each_way_without_loss() {
     use std::time::Duration;
     let t = Duration::from_secs(20);
     let (_g, gpu) = gpu();
-    let inbox = gpu.mailbox::<Job>(64).unwrap();
-    let outbox = gpu.mailbox::<berth_examples::Reply>(64).unwrap();
+    let inbox = gpu.inbox::<Job>(64).unwrap();
+    let outbox = gpu.outbox::<berth_examples::Reply>(64).unwrap();
     let ctl = gpu.signals(2).unwrap();
     let stream = gpu.stream().unwrap();
     let pending = square_worker(&stream, Grid::new(1, 1), 20_000, &inbox, &outbox, &ctl).unwrap();
@@ -1532,8 +1532,8 @@ fn a_kernel_whose_host_never_answers_ends_with_an_error() {
     in_child_on_the_gpu!("a_kernel_whose_host_never_answers_ends_with_an_error");
     use berth_examples::{Job, Reply, square_worker, worker_ctl};
     let (_g, gpu) = gpu();
-    let inbox = gpu.mailbox::<Job>(4).unwrap();
-    let outbox = gpu.mailbox::<Reply>(4).unwrap();
+    let inbox = gpu.inbox::<Job>(4).unwrap();
+    let outbox = gpu.outbox::<Reply>(4).unwrap();
     let ctl = gpu.signals(2).unwrap();
     let stream = gpu.stream().unwrap();
     let started = std::time::Instant::now();

@@ -61,16 +61,17 @@ fn host_side_signal_waits_time_out_with_a_typed_error() {
     let e = s.wait(3, |v| v > 0, Duration::from_secs(60)).unwrap_err();
     assert!(matches!(e, Error::Usage(_)), "{e}");
     assert!(e.to_string().contains("signal 3 of a buffer of 3"), "{e}");
-    let m = gpu.mailbox::<u64>(2).unwrap();
-    let e = m.recv(Duration::from_millis(20)).unwrap_err();
+    // Nothing sent by a kernel: a receive times out.
+    let outbox = gpu.outbox::<u64>(2).unwrap();
+    let e = outbox.recv(Duration::from_millis(20)).unwrap_err();
     assert!(matches!(e, Error::Timeout { .. }), "{e}");
-    // Host to host through the ring: two sends fill it, a third times out.
-    m.send(1, Duration::ZERO).unwrap();
-    m.send(2, Duration::ZERO).unwrap();
-    assert!(matches!(
-        m.send(3, Duration::from_millis(10)),
-        Err(Error::Timeout { .. })
-    ));
+    // No kernel receiving: two sends fill the ring, a third times out.
+    let inbox = gpu.inbox::<u64>(2).unwrap();
+    inbox.send(1, Duration::ZERO).unwrap();
+    inbox.send(2, Duration::ZERO).unwrap();
+    let e = inbox.send(3, Duration::from_millis(10)).unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e}");
+    assert!(e.to_string().contains("message 2"), "{e}");
 }
 
 #[test]
@@ -79,17 +80,24 @@ fn a_mailbox_capacity_is_a_power_of_two_of_at_least_two() {
     // One slot: "message 0 published" and "free for message 1" would both be seq 1. Three:
     // slot numbers would skip when the message counts wrap.
     for bad in [0, 1, 3, 6, 100, (1 << 30) + 1, 1 << 31] {
-        match gpu.mailbox::<u32>(bad) {
-            Err(e @ Error::MailboxCapacity { capacity }) => {
-                assert_eq!(capacity, bad);
-                assert!(e.to_string().contains("a power of two from 2"), "{e}");
+        let made = [
+            gpu.inbox::<u32>(bad).map(|_| ()),
+            gpu.outbox::<u32>(bad).map(|_| ()),
+        ];
+        for made in made {
+            match made {
+                Err(e @ Error::MailboxCapacity { capacity }) => {
+                    assert_eq!(capacity, bad);
+                    assert!(e.to_string().contains("a power of two from 2"), "{e}");
+                }
+                Err(e) => panic!("{bad}: {e}"),
+                Ok(()) => panic!("a mailbox of {bad} slots was accepted"),
             }
-            Err(e) => panic!("{bad}: {e}"),
-            Ok(_) => panic!("a mailbox of {bad} slots was accepted"),
         }
     }
     for good in [2, 4, 256] {
-        assert_eq!(gpu.mailbox::<u32>(good).unwrap().capacity(), good);
+        assert_eq!(gpu.inbox::<u32>(good).unwrap().capacity(), good);
+        assert_eq!(gpu.outbox::<u32>(good).unwrap().capacity(), good);
     }
 }
 

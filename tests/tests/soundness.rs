@@ -308,8 +308,8 @@ fn a_mailbox_shared_by_two_senders_and_two_receivers_loses_nothing() {
     let t = Duration::from_secs(10);
     let per_sender = 3000u32;
     let total = 2 * per_sender as usize;
-    let inbox = gpu.mailbox::<Job>(16).unwrap();
-    let outbox = gpu.mailbox::<Reply>(16).unwrap();
+    let inbox = gpu.inbox::<Job>(16).unwrap();
+    let outbox = gpu.outbox::<Reply>(16).unwrap();
     let ctl = gpu.signals(2).unwrap();
     let stream = gpu.stream().unwrap();
     let worker = square_worker(&stream, Grid::new(1, 1), 20_000, &inbox, &outbox, &ctl).unwrap();

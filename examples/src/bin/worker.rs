@@ -55,8 +55,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Backend::Simulator => format!("the {} (no GPU here)", gpu.name()),
     };
     println!("worker: persistent kernel on {on}, {jobs} jobs each way");
-    let inbox = gpu.mailbox::<Job>(256)?;
-    let outbox = gpu.mailbox::<Reply>(256)?;
+    let inbox = gpu.inbox::<Job>(256)?;
+    let outbox = gpu.outbox::<Reply>(256)?;
     let ctl = gpu.signals(2)?;
     let stream = gpu.stream()?;
     let pending = square_worker(&stream, Grid::new(1, 1), 10_000, &inbox, &outbox, &ctl)?;

@@ -81,7 +81,7 @@ fn instantiate(k: &Kernel, inst: &Instance) -> Kernel {
                     mutable: *mutable,
                 },
                 ArgKind::Signal { mailbox } => ArgKind::Signal {
-                    mailbox: mailbox.as_ref().map(ty),
+                    mailbox: mailbox.as_ref().map(|(t, way)| (ty(t), *way)),
                 },
             };
             a.ty = ty(&a.ty);

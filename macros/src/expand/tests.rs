@@ -150,7 +150,12 @@ fn error_elementwise_and_out() {
 #[test]
 fn signals_and_mailboxes() {
     insta::assert_snapshot!(expand(quote! {
-        pub fn worker(#[mapped] inbox: &Mailbox<Job>, #[mapped] ctl: &Signals, out: &mut [u32]) {}
+        pub fn worker(
+            #[mapped] inbox: &Inbox<Job>,
+            #[mapped] outbox: &Outbox<Reply>,
+            #[mapped] ctl: &Signals,
+            out: &mut [u32],
+        ) {}
     }));
 }
 

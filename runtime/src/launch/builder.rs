@@ -15,7 +15,7 @@ use crate::placement::auto::decide_for;
 use crate::placement::model::{Choice, Touch};
 use crate::placement::probe::coherent;
 use crate::queue::{Mode, Queue, QueueRef};
-use crate::signal::{MailboxBuffer, SignalBuffer};
+use crate::signal::{InboxBuffer, OutboxBuffer, SignalBuffer};
 use crate::track::{Access, Completion};
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
@@ -104,9 +104,17 @@ impl<'l> Launch<'l> {
         self.in_place(s.arg(), Access::Shared, "mapped", what);
     }
 
-    /// Pass a mailbox (`#[mapped] m: &Mailbox<T>`): shared with the host while the kernel runs.
-    pub fn mailbox<T: DeviceCopy>(&mut self, m: &'l MailboxBuffer<T>) {
-        let what = "mailbox shared with the host while the kernel runs";
+    /// Pass an inbox (`#[mapped] inbox: &Inbox<T>`): the host sends into it while the kernel
+    /// runs.
+    pub fn inbox<T: DeviceCopy>(&mut self, m: &'l InboxBuffer<T>) {
+        let what = "inbox the host sends into while the kernel runs";
+        self.in_place(m.arg(), Access::Shared, "mapped", what);
+    }
+
+    /// Pass an outbox (`#[mapped] outbox: &Outbox<T>`): the host receives from it while the
+    /// kernel runs.
+    pub fn outbox<T: DeviceCopy>(&mut self, m: &'l OutboxBuffer<T>) {
+        let what = "outbox the host receives from while the kernel runs";
         self.in_place(m.arg(), Access::Shared, "mapped", what);
     }
 

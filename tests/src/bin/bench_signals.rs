@@ -37,8 +37,8 @@ fn main() {
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let gpu = Gpu::new()?;
     eprintln!("device: {} (berth signals bench)", gpu.name());
-    let inbox = gpu.mailbox::<Job>(CAP)?;
-    let outbox = gpu.mailbox::<Reply>(CAP)?;
+    let inbox = gpu.inbox::<Job>(CAP)?;
+    let outbox = gpu.outbox::<Reply>(CAP)?;
     let ctl = gpu.signals(2)?;
     let stream = gpu.stream()?;
     let pending = square_worker(&stream, Grid::new(1, 1), 30_000, &inbox, &outbox, &ctl)?;
