@@ -30,6 +30,11 @@
 //! helper pass its caller's scope through; the value is a constant at the call site, so it
 //! costs nothing. Shared arrays have no scoped variants: only their block can reach them.
 //!
+//! Block scope is a promise that no other block touches the element during the launch: an
+//! `atom.cta` is atomic only with respect to its own block's threads, so two blocks updating
+//! one element, either of them at block scope, race and lose updates. The simulator reports
+//! that race, naming both blocks and both call sites.
+//!
 //! ```
 //! use berth_device::atomic::{AtomicSlice, Scope};
 //! let mut data = [1.5f64, 0.0];
@@ -146,6 +151,7 @@ macro_rules! atomic_load {
                 if i >= self.len {
                     index_out_of_bounds(i, self.len)
                 }
+                note_atomic!(slice, self, i, Scope::Device);
                 // SAFETY: in bounds; aligned for `$t`, which has the atomic's size and
                 // alignment; every access to the element is atomic (from_raw's contract).
                 let bits = unsafe { <$atomic>::from_ptr(self.ptr.add(i).cast::<$bits>()) }.load(Relaxed);
@@ -178,14 +184,28 @@ from_bits! {
     f64, u64, f64::from_bits;
 }
 
-/// Report an atomic access to element `$i` of the view `$v` to the simulator's checks: on a
-/// shared array, to its race and initialisation checks (shared memory is also read and
-/// written plainly); located at the caller through `#[track_caller]`. An `#[atomic]`
-/// argument is reached only through atomics, which never race with each other: nothing to
-/// check.
+/// Report an atomic access at `$scope` to element `$i` of the view `$v` to the simulator's
+/// checks, located at the caller through `#[track_caller]`. On an `#[atomic]` argument, to
+/// the launch's race check: an `#[atomic]` argument is reached only through atomics, which
+/// never race with each other within a block, but one at block scope races with any access
+/// of another block to the element. On a shared array, to its race and initialisation checks
+/// (shared memory is also read and written plainly); only its block reaches it, so every
+/// atomic there is atomic for all who can see it.
 macro_rules! note_atomic {
-    (slice, $v:expr, $i:expr) => {};
-    (shared, $v:expr, $i:expr) => {
+    (slice, $v:expr, $i:expr, $scope:expr) => {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::note_element(
+            $v.raw_ptr().wrapping_add($i),
+            match $scope {
+                Scope::Block => crate::host::Access::BlockAtomic,
+                Scope::Device | Scope::System => crate::host::Access::Atomic,
+            },
+        );
+        #[cfg(target_arch = "nvptx64")]
+        let _ = $scope;
+    };
+    (shared, $v:expr, $i:expr, $scope:expr) => {
+        let _ = $scope;
         #[cfg(not(target_arch = "nvptx64"))]
         crate::host::note_shared_element(
             $v.raw_ptr().wrapping_add($i),
@@ -284,13 +304,15 @@ macro_rules! int_atomics {
     };
     (@impl $view:ty, $t:ty, $atomic:ty, $kind:ident, [$($unsafe:tt)?]) => {
         impl $view {
+            /// The atomic of element `i`, for an atomic at `scope` (which only the
+            /// simulator's checks read: the plain methods' atomics are at device scope).
             #[inline(always)]
             #[track_caller]
-            fn atomic_at(&self, i: usize) -> &$atomic {
+            fn atomic_at(&self, i: usize, scope: Scope) -> &$atomic {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
-                note_atomic!($kind, self, i);
+                note_atomic!($kind, self, i, scope);
                 // SAFETY: in bounds; the element is aligned for its type, which has the
                 // atomic's size and alignment; every access to it in the kernel that may race
                 // goes through these atomics.
@@ -304,7 +326,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_add(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i).fetch_add(v, Relaxed)
+                self.atomic_at(i, Scope::Device).fetch_add(v, Relaxed)
             }
 
             /// `self[i] = max(self[i], v)` atomically; returns the previous value.
@@ -314,7 +336,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_max(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i).fetch_max(v, Relaxed)
+                self.atomic_at(i, Scope::Device).fetch_max(v, Relaxed)
             }
 
             /// `self[i] = min(self[i], v)` atomically; returns the previous value.
@@ -324,7 +346,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_min(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i).fetch_min(v, Relaxed)
+                self.atomic_at(i, Scope::Device).fetch_min(v, Relaxed)
             }
 
             /// `self[i] = v` atomically; returns the previous value.
@@ -334,7 +356,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_exchange(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i).swap(v, Relaxed)
+                self.atomic_at(i, Scope::Device).swap(v, Relaxed)
             }
 
             /// If `self[i] == current`, set it to `new`; returns the previous value either way.
@@ -344,7 +366,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_cas(&self, i: usize, current: $t, new: $t) -> $t {
-                match self.atomic_at(i).compare_exchange(current, new, Relaxed, Relaxed) {
+                match self.atomic_at(i, Scope::Device).compare_exchange(current, new, Relaxed, Relaxed) {
                     Ok(v) | Err(v) => v,
                 }
             }
@@ -385,10 +407,18 @@ macro_rules! float_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_add(&self, i: usize, v: $t) -> $t {
+                self.add_at(i, v, Scope::Device)
+            }
+
+            /// [`atomic_add`](Self::atomic_add), with the `scope` the simulator's checks see
+            /// (on the GPU, the add is at device scope).
+            #[inline(always)]
+            #[track_caller]
+            fn add_at(&self, i: usize, v: $t, scope: Scope) -> $t {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
-                note_atomic!($kind, self, i);
+                note_atomic!($kind, self, i, scope);
                 // SAFETY: in bounds (checked above) and aligned.
                 let p = unsafe { self.raw_ptr().add(i) };
                 #[cfg(target_arch = "nvptx64")]
@@ -433,7 +463,7 @@ macro_rules! float_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
-                note_atomic!($kind, self, i);
+                note_atomic!($kind, self, i, Scope::Device);
                 // SAFETY: in bounds and aligned; the float, its bits and their atomics have
                 // one size and alignment; racing accesses go through these atomics.
                 unsafe {
@@ -509,7 +539,10 @@ float_atomics!(
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
-    /// The threads of the calling block (`atom.cta`).
+    /// The threads of the calling block (`atom.cta`): only for an element that no other
+    /// block touches during the launch (a per-block slot). Another block's access to the
+    /// element, even an atomic one, races with it; the simulator reports that race. Use
+    /// [`Scope::Device`] for an element that blocks share.
     Block,
     /// All threads of the GPU (`atom.gpu`): what the unscoped methods do.
     Device,
@@ -573,8 +606,8 @@ macro_rules! scoped_int {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = (p, scope);
-                    self.atomic_add(i, v)
+                    let _ = p;
+                    self.atomic_at(i, scope).fetch_add(v, Relaxed)
                 }
             }
 
@@ -591,8 +624,8 @@ macro_rules! scoped_int {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = (p, scope);
-                    self.atomic_max(i, v)
+                    let _ = p;
+                    self.atomic_at(i, scope).fetch_max(v, Relaxed)
                 }
             }
 
@@ -609,8 +642,8 @@ macro_rules! scoped_int {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = (p, scope);
-                    self.atomic_min(i, v)
+                    let _ = p;
+                    self.atomic_at(i, scope).fetch_min(v, Relaxed)
                 }
             }
 
@@ -627,8 +660,8 @@ macro_rules! scoped_int {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = (p, scope);
-                    self.atomic_exchange(i, v)
+                    let _ = p;
+                    self.atomic_at(i, scope).swap(v, Relaxed)
                 }
             }
 
@@ -645,8 +678,10 @@ macro_rules! scoped_int {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = (p, scope);
-                    self.atomic_cas(i, current, new)
+                    let _ = p;
+                    match self.atomic_at(i, scope).compare_exchange(current, new, Relaxed, Relaxed) {
+                        Ok(v) | Err(v) => v,
+                    }
                 }
             }
         }
@@ -686,8 +721,7 @@ macro_rules! scoped_float {
                 }
                 #[cfg(not(target_arch = "nvptx64"))]
                 {
-                    let _ = scope;
-                    self.atomic_add(i, v)
+                    self.add_at(i, v, scope)
                 }
             }
         }

@@ -57,12 +57,18 @@ impl Coords {
 /// What a kernel thread does to one element of memory, as the race checks see it.
 ///
 /// ```
-/// use berth_device::host::Access;
-/// /// Two accesses race unless both read, or both are atomic.
-/// fn conflict(a: Access, b: Access) -> bool {
-///     !matches!((a, b), (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic))
+/// use berth_device::host::Access::{self, *};
+/// /// Two accesses by threads of one block race unless both read, or both are atomic.
+/// fn conflict_in_block(a: Access, b: Access) -> bool {
+///     let atomic = |k| matches!(k, Atomic | BlockAtomic);
+///     !(a == Read && b == Read || atomic(a) && atomic(b))
 /// }
-/// assert!(conflict(Access::Write, Access::Read) && !conflict(Access::Atomic, Access::Atomic));
+/// /// Between blocks, an atomic at block scope is not atomic at all.
+/// fn conflict_across_blocks(a: Access, b: Access) -> bool {
+///     conflict_in_block(a, b) || a == BlockAtomic || b == BlockAtomic
+/// }
+/// assert!(conflict_in_block(Write, Read) && !conflict_in_block(Atomic, BlockAtomic));
+/// assert!(!conflict_across_blocks(Atomic, Atomic) && conflict_across_blocks(Atomic, BlockAtomic));
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
@@ -70,8 +76,14 @@ pub enum Access {
     Read,
     /// A plain write (or a `&mut` to the element, which may be written).
     Write,
-    /// An atomic read-modify-write: atomic with respect to other atomics only.
+    /// An atomic (a read-modify-write, or an atomic load) at device or system scope: atomic
+    /// with respect to other atomics only.
     Atomic,
+    /// An atomic at block scope ([`Scope::Block`](crate::atomic::Scope::Block), PTX
+    /// `atom.cta`): atomic with respect to other atomics of the same block only. For the
+    /// threads of another block it is no atomic at all: it races with any access of theirs to
+    /// the element, atomic or not.
+    BlockAtomic,
 }
 
 /// The call site of an access, as `#[track_caller]` gives it.
@@ -643,9 +655,11 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 /// `Location::caller()` from a `#[track_caller]` accessor, so the report names the kernel's
 /// line). The executor checks the launch's accesses against each other: two threads
 /// touching one element, at least one writing, with no barrier of their block between them
-/// and not both atomically, is a data race it reports. Device views call this from their
-/// element accessors; a view of kernel memory that hands out elements by other means (raw
-/// pointers) is not checked. Outside an executor it does nothing.
+/// and not both atomically, is a data race it reports — and so are two threads of different
+/// blocks touching one element where either uses an atomic at block scope
+/// ([`Access::BlockAtomic`]). Device views call this from their element accessors; a view
+/// of kernel memory that hands out elements by other means (raw pointers) is not checked.
+/// Outside an executor it does nothing.
 ///
 /// ```
 /// # use berth_device::host::{self, Access, At, BlockServices, Coords};

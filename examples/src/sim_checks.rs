@@ -1,9 +1,10 @@
 //! Kernels that break the contracts only the simulator checks — two threads on one element
 //! of global, mapped or shared memory through `unsafe` accessors, an atomic meeting a plain
-//! access in shared memory, an atomic or a read of shared memory nobody wrote — each beside
-//! its correct version. `tests/tests/sim_checks.rs` runs them: the broken ones must be
+//! access in shared memory, an atomic or a read of shared memory nobody wrote, blocks sharing
+//! an element through block-scoped atomics — each beside its correct version. `tests/tests/sim_checks.rs` runs them: the broken ones must be
 //! reported with their source lines, the correct ones must pass.
 
+use berth::device::atomic::Scope;
 use berth::prelude::*;
 
 /// Every thread writes element 0: a race between the threads of a block, and between
@@ -84,6 +85,35 @@ pub fn mapped_all_write_first(#[mapped] out: &mut [u32]) {
     if !out.is_empty() {
         // SAFETY: none — a deliberate race, for the simulator to report.
         unsafe { *out.get_unchecked_mut(0) = thread::idx_x() as u32 };
+    }
+}
+
+/// Every thread counts itself into `count[0]` with a block-scoped add: atomic among the
+/// threads of a block, but the blocks share the element, and on the GPU an `atom.cta` is not
+/// atomic with respect to another block (updates are lost).
+#[gpu_kernel]
+pub fn block_scoped_shared_counter(#[atomic] count: &mut [u32]) {
+    if !count.is_empty() {
+        // Wrong on purpose: every block updates element 0, so block scope is not enough — a
+        // race between blocks, for the simulator to report.
+        count.atomic_add_scoped(0, 1, Scope::Block);
+    }
+}
+
+/// A correct version: each block counts into its own element, where block scope suffices.
+#[gpu_kernel]
+pub fn block_scoped_own_counter(#[atomic] count: &mut [u32]) {
+    let b = block::idx_x();
+    if b < count.len() {
+        count.atomic_add_scoped(b, 1, Scope::Block);
+    }
+}
+
+/// The other correct version: the blocks share element 0, updated at device scope.
+#[gpu_kernel]
+pub fn device_scoped_shared_counter(#[atomic] count: &mut [u32]) {
+    if !count.is_empty() {
+        count.atomic_add_scoped(0, 1, Scope::Device);
     }
 }
 

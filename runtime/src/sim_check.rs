@@ -1,8 +1,10 @@
 //! The simulator's race checks: which accesses of a launch conflict.
 //!
 //! Two accesses to one element conflict when different threads make them, at least one
-//! writes, and they are not both atomic ([`conflicts`]). [`Fold`] keeps, per element, just
-//! enough of the accesses seen to find such a pair whatever order they come in.
+//! writes, and they are not both atomic ([`conflicts`]). Between blocks an atomic at block
+//! scope (`Scope::Block`, PTX `atom.cta`) counts as no atomic: it conflicts with any access
+//! of another block ([`conflicts_across_blocks`]). [`Fold`] keeps, per element, just enough
+//! of the accesses seen to find such a pair whatever order they come in.
 //!
 //! - **Shared memory** is checked as the accesses come ([`Interval`]: a map from address to
 //!   fold, cleared at each barrier): tiles are small and read many times, so a log would
@@ -46,23 +48,34 @@ impl Entry {
     }
 }
 
-const KINDS: [Access; 3] = [Access::Read, Access::Write, Access::Atomic];
+const KINDS: [Access; 4] = [
+    Access::Read,
+    Access::Write,
+    Access::Atomic,
+    Access::BlockAtomic,
+];
 
 fn slot(k: Access) -> usize {
     match k {
         Access::Read => 0,
         Access::Write => 1,
         Access::Atomic => 2,
+        Access::BlockAtomic => 3,
     }
 }
 
-/// Whether accesses of kinds `a` and `b` by two different threads race: unless both read, or
-/// both are atomic.
+/// Whether accesses of kinds `a` and `b` by two different threads of one block race: unless
+/// both read, or both are atomic (at any scope: the block is inside every scope).
 pub(crate) fn conflicts(a: Access, b: Access) -> bool {
-    !matches!(
-        (a, b),
-        (Access::Read, Access::Read) | (Access::Atomic, Access::Atomic)
-    )
+    let atomic = |k| matches!(k, Access::Atomic | Access::BlockAtomic);
+    !(a == Access::Read && b == Access::Read || atomic(a) && atomic(b))
+}
+
+/// Whether accesses of kinds `a` and `b` by threads of two different blocks race: as within
+/// a block ([`conflicts`]), and also when either is an atomic at block scope, which is atomic
+/// only with respect to the threads of its own block.
+pub(crate) fn conflicts_across_blocks(a: Access, b: Access) -> bool {
+    conflicts(a, b) || a == Access::BlockAtomic || b == Access::BlockAtomic
 }
 
 /// An access as the fold sees it: who made it (`id`: a thread, or a block), where, and what
@@ -77,15 +90,24 @@ pub(crate) struct Who {
 /// The accesses to one element seen so far, as much of them as finding a conflicting pair
 /// needs: per kind, up to two accesses with different `id`s. Whatever the order in which
 /// accesses arrive, the one that completes a conflicting pair finds its partner: a kept
-/// access of the conflicting kind with another id.
+/// access of the conflicting kind with another id (the kind's slot holds the partner itself,
+/// or two accesses with different ids, one of which is not the newcomer's). That holds for
+/// any symmetric relation between kinds, so one fold serves both [`conflicts`] (ids are
+/// threads of a block) and [`conflicts_across_blocks`] (ids are blocks); each kind the
+/// relation tells apart needs its own slot.
 #[derive(Default)]
 pub(crate) struct Fold {
-    seen: [[Option<Who>; 2]; 3],
+    seen: [[Option<Who>; 2]; KINDS.len()],
 }
 
 impl Fold {
-    /// Add an access; an earlier one it races with, if any.
-    pub(crate) fn add(&mut self, kind: Access, who: Who) -> Option<(Access, Who)> {
+    /// Add an access; an earlier one it races with by `conflicts` (symmetric), if any.
+    pub(crate) fn add(
+        &mut self,
+        kind: Access,
+        who: Who,
+        conflicts: fn(Access, Access) -> bool,
+    ) -> Option<(Access, Who)> {
         for k in KINDS {
             if !conflicts(k, kind) {
                 continue;
@@ -151,7 +173,11 @@ impl Interval {
             tag: u64::from(e.thread),
             at: e.at,
         };
-        let a = self.seen.entry(e.addr).or_default().add(e.kind, who)?;
+        let a = self
+            .seen
+            .entry(e.addr)
+            .or_default()
+            .add(e.kind, who, conflicts)?;
         Some(Race {
             addr: e.addr,
             bytes: usize::from(e.bytes),
@@ -186,7 +212,7 @@ fn check_group(group: &[Entry]) -> Option<Race> {
             tag: u64::from(e.thread),
             at: e.at,
         };
-        if let Some(a) = fold.add(e.kind, who) {
+        if let Some(a) = fold.add(e.kind, who, conflicts) {
             return Some(Race {
                 addr: e.addr,
                 bytes: usize::from(e.bytes),
@@ -248,7 +274,7 @@ pub(crate) struct Run {
     block: u64,
     /// Bit `slot(kind)` for each kind of access.
     kinds: u8,
-    reps: [Rep; 3],
+    reps: [Rep; KINDS.len()],
 }
 
 impl Run {
@@ -265,14 +291,14 @@ impl Run {
     }
 
     /// Extend the run by the element at `addr` with these accesses, if it continues it.
-    fn extend(&mut self, addr: usize, bytes: u32, kinds: u8, reps: &[Rep; 3]) -> bool {
+    fn extend(&mut self, addr: usize, bytes: u32, kinds: u8, reps: &[Rep; KINDS.len()]) -> bool {
         if addr != self.hi() || bytes != self.bytes || kinds != self.kinds || self.count == u32::MAX
         {
             return false;
         }
         let n = i64::from(self.count);
-        let mut steps = [0i32; 3];
-        for s in 0..3 {
+        let mut steps = [0i32; KINDS.len()];
+        for s in 0..KINDS.len() {
             if kinds & (1 << s) == 0 {
                 continue;
             }
@@ -323,7 +349,7 @@ pub(crate) fn runs(
         }
         let (addr, bytes) = (group[0].addr, u32::from(group[0].bytes));
         let mut kinds = 0u8;
-        let mut reps = [Rep::default(); 3];
+        let mut reps = [Rep::default(); KINDS.len()];
         for e in group {
             let s = slot(e.kind);
             if kinds & (1 << s) == 0 {
@@ -373,8 +399,9 @@ pub(crate) struct Side {
     pub(crate) at: At,
 }
 
-/// Find two blocks whose runs overlap with conflicting accesses. The sweep visits each
-/// stretch of addresses between two run boundaries once, folding the runs that cover it.
+/// Find two blocks whose runs overlap with conflicting accesses ([`conflicts_across_blocks`]).
+/// The sweep visits each stretch of addresses between two run boundaries once, folding the
+/// runs that cover it.
 pub(crate) fn cross_block(runs: &mut [Run]) -> Option<CrossRace> {
     if runs.len() < 2 {
         return None;
@@ -408,7 +435,7 @@ pub(crate) fn cross_block(runs: &mut [Run]) -> Option<CrossRace> {
                     tag: i as u64,
                     at,
                 };
-                if let Some((ka, wa)) = fold.add(k, who) {
+                if let Some((ka, wa)) = fold.add(k, who, conflicts_across_blocks) {
                     return Some(side_by_side(runs, p, (ka, wa.tag as usize), (k, i)));
                 }
             }
@@ -584,5 +611,145 @@ mod tests {
         assert_eq!(race.addr, 8);
         let reader = if race.a.kind == Read { race.a } else { race.b };
         assert_eq!((reader.block, reader.thread, reader.at), (99, 7, rd));
+    }
+
+    /// Every sequence of up to four accesses (of every kind, by three threads or blocks):
+    /// the fold finds a race exactly when some two of them conflict, and the pair it names
+    /// does, whatever the order.
+    #[test]
+    fn the_fold_finds_a_pair_under_either_relation_for_every_sequence() {
+        let at = here();
+        let accesses: Vec<(Access, u64)> = KINDS
+            .into_iter()
+            .flat_map(|k| (0..3).map(move |id| (k, id)))
+            .collect();
+        let n = accesses.len();
+        for rule in [conflicts, conflicts_across_blocks] {
+            for len in 1..=4u32 {
+                for code in 0..n.pow(len) {
+                    let seq: Vec<(Access, u64)> =
+                        (0..len).map(|d| accesses[code / n.pow(d) % n]).collect();
+                    let expected = seq
+                        .iter()
+                        .enumerate()
+                        .any(|(i, a)| seq[i + 1..].iter().any(|b| a.1 != b.1 && rule(a.0, b.0)));
+                    let mut fold = Fold::default();
+                    let found = seq.iter().find_map(|&(k, id)| {
+                        let who = Who { id, tag: id, at };
+                        fold.add(k, who, rule).map(|(ka, wa)| (ka, wa.id, k, id))
+                    });
+                    assert_eq!(found.is_some(), expected, "{seq:?}");
+                    if let Some((ka, ia, kb, ib)) = found {
+                        assert!(ia != ib && rule(ka, kb), "{seq:?}");
+                        assert!(seq.contains(&(ka, ia)), "{seq:?}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn within_a_block_a_block_scoped_atomic_is_an_atomic() {
+        use Access::*;
+        let at = here();
+        for (a, b) in [(BlockAtomic, BlockAtomic), (BlockAtomic, Atomic)] {
+            assert!(check_interval(&mut [e(0, 1, a, at), e(0, 2, b, at)]).is_none());
+            assert!(check_interval(&mut [e(0, 1, b, at), e(0, 2, a, at)]).is_none());
+        }
+        for plain in [Read, Write] {
+            for log in [
+                [e(0, 1, BlockAtomic, at), e(0, 2, plain, at)],
+                [e(0, 2, plain, at), e(0, 1, BlockAtomic, at)],
+            ] {
+                let r = check_interval(&mut log.clone()).expect("a plain access and an atomic");
+                let kinds = [r.a.0, r.b.0];
+                assert!(kinds.contains(&BlockAtomic) && kinds.contains(&plain));
+            }
+        }
+        // Shared memory's interval check, too.
+        let mut i = Interval::default();
+        assert!(i.add(e(0, 1, BlockAtomic, at)).is_none());
+        assert!(i.add(e(0, 2, Atomic, at)).is_none());
+        assert!(i.add(e(0, 3, Write, at)).is_some());
+    }
+
+    /// Block `b`'s threads `0..threads` each make an access of `kind` to element `elem(b)`.
+    fn block_log(
+        b: u64,
+        threads: u32,
+        kind: Access,
+        at: At,
+        elem: impl Fn(u64) -> usize,
+        out: &mut Vec<Run>,
+    ) -> Option<Race> {
+        let mut log: Vec<Entry> = (0..threads).map(|t| e(elem(b) * 4, t, kind, at)).collect();
+        runs(&mut log, b, false, out)
+    }
+
+    #[test]
+    fn blocks_updating_one_element_at_block_scope_race() {
+        use Access::*;
+        let at = here();
+        let mut all = Vec::new();
+        for b in 0..4 {
+            assert!(block_log(b, 32, BlockAtomic, at, |_| 0, &mut all).is_none());
+        }
+        let race = cross_block(&mut all).expect("four blocks on element 0 at block scope");
+        assert_eq!(
+            (race.addr, race.a.kind, race.b.kind),
+            (0, BlockAtomic, BlockAtomic)
+        );
+        assert_ne!(race.a.block, race.b.block);
+        // Each block on its own element: no race.
+        let mut all = Vec::new();
+        for b in 0..4 {
+            block_log(b, 32, BlockAtomic, at, |b| b as usize, &mut all);
+        }
+        assert!(cross_block(&mut all).is_none());
+        // All of them at device scope on element 0: no race.
+        let mut all = Vec::new();
+        for b in 0..4 {
+            block_log(b, 32, Atomic, at, |_| 0, &mut all);
+        }
+        assert!(cross_block(&mut all).is_none());
+    }
+
+    #[test]
+    fn a_block_scoped_atomic_races_with_any_access_of_another_block_in_either_order() {
+        use Access::*;
+        let (blk, other) = (here(), here());
+        for kind in KINDS {
+            for block_scoped_first in [true, false] {
+                // Block 0 updates element 2 at block scope and at device scope (within the
+                // block no race); block 1 makes an access of `kind` to it. The block that
+                // comes first in the sweep also touches element 1, so its run starts lower.
+                let (from0, from1) = if block_scoped_first { (1, 2) } else { (2, 1) };
+                let mut all = Vec::new();
+                let mut log: Vec<Entry> = (from0..=2)
+                    .flat_map(|x| [e(x * 4, 0, BlockAtomic, blk), e(x * 4, 1, Atomic, other)])
+                    .collect();
+                assert!(runs(&mut log, 0, true, &mut all).is_none());
+                let mut log: Vec<Entry> = (from1..=2).map(|x| e(x * 4, 5, kind, other)).collect();
+                runs(&mut log, 1, true, &mut all);
+                let race = cross_block(&mut all).unwrap_or_else(|| panic!("{kind:?}"));
+                let (mine, theirs) = if race.a.block == 0 {
+                    (race.a, race.b)
+                } else {
+                    (race.b, race.a)
+                };
+                assert_eq!(race.addr, 8);
+                assert_eq!((theirs.block, theirs.thread, theirs.kind), (1, 5, kind));
+                assert_eq!(mine.block, 0);
+                assert!(
+                    conflicts_across_blocks(mine.kind, kind),
+                    "{kind:?}: {mine:?}"
+                );
+                if kind == Atomic {
+                    assert_eq!((mine.thread, mine.kind, mine.at), (0, BlockAtomic, blk));
+                }
+                // The block that came second in the sweep completed the pair.
+                assert_eq!(race.b.block, u64::from(block_scoped_first));
+            }
+        }
     }
 }

@@ -80,6 +80,7 @@ fn did(k: Access) -> &'static str {
         Access::Read => "read it",
         Access::Write => "wrote it",
         Access::Atomic => "updated it atomically",
+        Access::BlockAtomic => "updated it atomically with Scope::Block",
     }
 }
 
@@ -147,9 +148,15 @@ pub(crate) fn global_race_across(what: &str, a: AcrossBlocks, b: AcrossBlocks) -
             at(l)
         )
     };
+    let why = if a.2 == Access::BlockAtomic || b.2 == Access::BlockAtomic {
+        "an atomic with Scope::Block is atomic only with respect to the threads of its own \
+         block: another block's access to the element, atomic or not, races with it, and on \
+         the GPU updates are lost; use Scope::Device for an element that blocks share"
+    } else {
+        "blocks run in no particular order: only atomics may share an element between them"
+    };
     format!(
-        "a data race on {what}, between blocks: {} and {} (blocks run in no particular order: \
-         only atomics may share an element between them)",
+        "a data race on {what}, between blocks: {} and {} ({why})",
         side(a),
         side(b)
     )
@@ -158,7 +165,7 @@ pub(crate) fn global_race_across(what: &str, a: AcrossBlocks, b: AcrossBlocks) -
 /// A thread read shared memory no thread of its block had written.
 pub(crate) fn unwritten(what: &str, kind: Access, l: At) -> String {
     let how = match kind {
-        Access::Atomic => "an atomic update of",
+        Access::Atomic | Access::BlockAtomic => "an atomic update of",
         _ => "a read of",
     };
     format!(

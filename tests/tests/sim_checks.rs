@@ -1,9 +1,10 @@
 //! The simulator's checks of what compute-sanitizer cannot see, on deliberately broken
 //! kernels (`examples/src/sim_checks.rs`): races on global and mapped memory within a block
-//! and between blocks, shared-memory races (an atomic meeting a plain access among them) named
-//! by array and element, reads of shared memory nobody wrote, and launches over the device's
-//! limits. (An atomic meeting a plain access of global memory cannot be written: an
-//! `#[atomic]` argument is reached only through atomics.)
+//! and between blocks (blocks sharing an element through block-scoped atomics among them),
+//! shared-memory races (an atomic meeting a plain access among them) named by array and
+//! element, reads of shared memory nobody wrote, and launches over the device's limits. (An
+//! atomic meeting a plain access of global memory cannot be written: an `#[atomic]` argument
+//! is reached only through atomics.)
 //! Each report must name the kernel, the element and both source lines; each kernel's correct
 //! version must pass.
 
@@ -92,6 +93,53 @@ fn blocks_writing_one_element_are_a_race_naming_both_blocks() {
     );
     let blocks = problem.matches("of block (").count();
     assert_eq!(blocks, 2, "{problem}");
+}
+
+#[test]
+fn blocks_sharing_an_element_through_block_scoped_atomics_race_naming_both_blocks() {
+    let gpu = Gpu::simulator();
+    let mut count = gpu.alloc_zeroed::<u32>(4).unwrap();
+    let r = block_scoped_shared_counter(&gpu, Grid::new(4, 32), &mut count)
+        .unwrap()
+        .wait();
+    let (kernel, _, _, problem) = report(r);
+    assert_eq!(kernel, "block_scoped_shared_counter");
+    let line = at("count.atomic_add_scoped(0, 1, Scope::Block);");
+    has(
+        &problem,
+        &[
+            "data race on element 0 of `count` (global memory), between blocks",
+            "updated it atomically with Scope::Block at",
+            "atomic only with respect to the threads of its own block",
+            "use Scope::Device for an element that blocks share",
+        ],
+    );
+    assert_eq!(problem.matches("of block (").count(), 2, "{problem}");
+    assert_eq!(problem.matches(&line).count(), 2, "{problem}");
+    // Within one block, block scope is enough.
+    let mut one = gpu.alloc_zeroed::<u32>(1).unwrap();
+    block_scoped_shared_counter(&gpu, Grid::new(1, 64), &mut one)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(one.to_vec().unwrap(), [64]);
+}
+
+#[test]
+fn block_scope_on_each_blocks_own_element_and_device_scope_on_a_shared_one_pass() {
+    let gpu = Gpu::simulator();
+    let mut count = gpu.alloc_zeroed::<u32>(4).unwrap();
+    block_scoped_own_counter(&gpu, Grid::new(4, 32), &mut count)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(count.to_vec().unwrap(), [32; 4]);
+    let mut total = gpu.alloc_zeroed::<u32>(1).unwrap();
+    device_scoped_shared_counter(&gpu, Grid::new(4, 32), &mut total)
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(total.to_vec().unwrap(), [128]);
 }
 
 #[test]
