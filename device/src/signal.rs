@@ -547,6 +547,14 @@ impl<T: DeviceCopy> Inbox<T> {
     ///
     /// # Safety
     /// [`Mailbox::from_raw`]'s contract; the host only sends into the ring.
+    ///
+    /// ```
+    /// # use berth_device::{Inbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// let inbox = unsafe { Inbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// assert_eq!(inbox.capacity(), 2);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut Slot<T>, len: usize) -> Self {
         // SAFETY: the caller's contract.
@@ -554,6 +562,15 @@ impl<T: DeviceCopy> Inbox<T> {
     }
 
     /// Slots in the ring.
+    ///
+    /// ```
+    /// # use berth_device::{Inbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Inbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// // Messages `n` and `n + capacity` share a slot.
+    /// assert_eq!(m.capacity(), 2);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn capacity(&self) -> usize {
@@ -566,6 +583,15 @@ impl<T: DeviceCopy> Inbox<T> {
     /// # Safety
     /// [`Mailbox::recv`]'s: while it runs, no other thread of the launch receives from this
     /// inbox.
+    ///
+    /// ```
+    /// # use berth_device::{Inbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Inbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// // SAFETY: this one thread is the inbox's only receiver.
+    /// assert_eq!(unsafe { m.recv(0, 1_000) }, None); // the host sent nothing: timed out
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub unsafe fn recv(&self, n: u32, timeout_ns: u64) -> Option<T> {
@@ -595,6 +621,14 @@ impl<T: DeviceCopy> Outbox<T> {
     ///
     /// # Safety
     /// [`Mailbox::from_raw`]'s contract; the host only receives from the ring.
+    ///
+    /// ```
+    /// # use berth_device::{Outbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// let outbox = unsafe { Outbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// assert_eq!(outbox.capacity(), 2);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(ptr: *mut Slot<T>, len: usize) -> Self {
         // SAFETY: the caller's contract.
@@ -602,6 +636,14 @@ impl<T: DeviceCopy> Outbox<T> {
     }
 
     /// Slots in the ring.
+    ///
+    /// ```
+    /// # use berth_device::{Outbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Outbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// assert_eq!(m.capacity(), 2);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn capacity(&self) -> usize {
@@ -615,6 +657,18 @@ impl<T: DeviceCopy> Outbox<T> {
     /// # Safety
     /// [`Mailbox::send`]'s: while it runs, no other thread of the launch sends into this
     /// outbox.
+    ///
+    /// ```
+    /// # use berth_device::{Outbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Outbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// // SAFETY: this one thread is the outbox's only sender.
+    /// unsafe {
+    ///     assert!(m.send(0, 1, 1_000) && m.send(1, 2, 1_000));
+    ///     assert!(!m.send(2, 3, 1_000)); // the host has not received message 0: timed out
+    /// }
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub unsafe fn send(&self, n: u32, item: T, timeout_ns: u64) -> bool {
@@ -628,6 +682,16 @@ impl<T: DeviceCopy> Outbox<T> {
     /// # Safety
     /// [`Mailbox::reserve`]'s: until the reservation is published or dropped, no other thread
     /// of the launch sends into this outbox.
+    ///
+    /// ```
+    /// # use berth_device::{Outbox, Slot};
+    /// # let mut ring: Vec<Slot<u64>> = (0..2).map(|k| Slot { seq: Slot::<u64>::initial_seq(k), item: 0 }).collect();
+    /// # // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through it.
+    /// # let m = unsafe { Outbox::from_raw(ring.as_mut_ptr(), ring.len()) };
+    /// // SAFETY: this one thread is the outbox's only sender.
+    /// let reply = unsafe { m.reserve(0, 1_000) }.expect("a fresh ring's slot 0 is free");
+    /// reply.publish(9);
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub unsafe fn reserve(&self, n: u32, timeout_ns: u64) -> Option<Reserved<'_, T>> {

@@ -86,6 +86,8 @@ pub(crate) struct Block {
     pub(crate) interval_start: Cell<usize>,
     /// The log's length at which it is next compacted ([`sim_check::compact`]).
     compact_at: Cell<usize>,
+    /// Atomic accesses already in the log, by element ([`AtomicsSeen`]).
+    atomics_seen: RefCell<AtomicsSeen>,
     /// The first read of shared memory no thread of the block had written.
     unwritten: Cell<Option<Unwritten>>,
 }
@@ -114,6 +116,7 @@ impl Block {
             global_log: RefCell::new(global_log),
             interval_start: Cell::new(0),
             compact_at: Cell::new(COMPACT_AT),
+            atomics_seen: RefCell::new(AtomicsSeen::default()),
             unwritten: Cell::new(None),
         }
     }
@@ -240,6 +243,11 @@ unsafe impl BlockServices for Block {
     }
 
     fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
+        if matches!(access, Access::Atomic | Access::BlockAtomic)
+            && self.atomics_seen.borrow_mut().seen(addr, bytes, access, at)
+        {
+            return;
+        }
         let t = self.current.get();
         let mut log = self.global_log.borrow_mut();
         log.push(Entry::new(addr, bytes, access, t, at));
@@ -248,6 +256,41 @@ unsafe impl BlockServices for Block {
             self.interval_start.set(start);
             self.compact_at.set((2 * log.len()).max(COMPACT_AT));
         }
+    }
+}
+
+/// Atomic accesses of one block already in its global log, by element: a repeat adds nothing
+/// to the checks, so it is not logged. Within a block, atomics conflict with no atomic, and
+/// the element of an `#[atomic]` argument is reached by atomics alone (there are no plain
+/// accesses to it for one to conflict with); across blocks, the checks keep one access per
+/// element, kind and block ([`sim_check::runs`]). Kernels that make every thread update a few
+/// counters (a ticket counter, a histogram) would otherwise log one entry per update.
+/// Direct-mapped: a slot holds the last atomic access whose element hashed to it.
+struct AtomicsSeen([Option<(usize, u16, Access, At)>; ATOMICS_SEEN]);
+
+/// Slots of [`AtomicsSeen`] (a power of two).
+const ATOMICS_SEEN: usize = 64;
+
+impl Default for AtomicsSeen {
+    fn default() -> Self {
+        AtomicsSeen([None; ATOMICS_SEEN])
+    }
+}
+
+impl AtomicsSeen {
+    /// Whether this access (element, width, kind, call site) is already logged; notes it if
+    /// not.
+    fn seen(&mut self, addr: usize, bytes: usize, kind: Access, at: At) -> bool {
+        let key = (addr, bytes.min(usize::from(u16::MAX)) as u16, kind, at);
+        // Elements are at least 4 bytes apart; fold the higher bits in for strided counters.
+        let slot = &mut self.0[((addr >> 2) ^ (addr >> 8)) % ATOMICS_SEEN];
+        if slot.is_some_and(|s| {
+            s.0 == key.0 && s.1 == key.1 && s.2 == key.2 && std::ptr::eq(s.3, key.3)
+        }) {
+            return true;
+        }
+        *slot = Some(key);
+        false
     }
 }
 
@@ -268,4 +311,38 @@ pub(crate) fn global_race(
             (thread(b.id), r.b.0, b.at),
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::AtomicsSeen;
+    use berth_device::host::Access;
+    use std::panic::Location;
+
+    /// A repeat of a logged atomic access (element, width, kind and call site) is seen;
+    /// any difference, or an element that took its slot since, logs it again.
+    #[test]
+    fn an_atomic_access_is_logged_once_per_element_kind_and_site() {
+        // Two call sites (different lines).
+        let here = Location::caller();
+        let there = Location::caller();
+        let mut seen = AtomicsSeen::default();
+        assert!(!seen.seen(0x1000, 4, Access::Atomic, here));
+        assert!(seen.seen(0x1000, 4, Access::Atomic, here));
+        assert!(!seen.seen(0x1000, 4, Access::BlockAtomic, here));
+        assert!(!seen.seen(0x1000, 4, Access::BlockAtomic, there));
+        assert!(!seen.seen(0x1000, 8, Access::BlockAtomic, there));
+        // Two counters in different slots are both remembered.
+        assert!(!seen.seen(0x2004, 4, Access::Atomic, here));
+        assert!(seen.seen(0x2004, 4, Access::Atomic, here));
+        // An element mapping to the same slot evicts the other, which is then logged again.
+        let clash = (0..1 << 20)
+            .map(|k| 0x1000 + 4 * k)
+            .find(|&a| {
+                a != 0x1000 && ((a >> 2) ^ (a >> 8)) % 64 == ((0x1000 >> 2) ^ (0x1000 >> 8)) % 64
+            })
+            .unwrap();
+        assert!(!seen.seen(clash, 8, Access::BlockAtomic, there));
+        assert!(!seen.seen(0x1000, 8, Access::BlockAtomic, there));
+    }
 }
