@@ -203,17 +203,36 @@ impl Signals {
     #[track_caller]
     pub fn wait(&self, i: usize, ready: impl Fn(u32) -> bool, timeout_ns: u64) -> Option<u32> {
         let c = self.cell(i);
-        let start = now_ns();
-        loop {
+        poll_until(timeout_ns, || {
             let v = c.load(Ordering::Acquire);
-            if ready(v) {
-                return Some(v);
-            }
-            if now_ns().wrapping_sub(start) > timeout_ns {
-                return None;
-            }
-            core::hint::spin_loop();
+            ready(v).then_some(v)
+        })
+    }
+}
+
+/// Polls between two reads of the clock in [`poll_until`].
+const POLLS_PER_CLOCK_READ: u32 = 16;
+
+/// Poll `ready` until it gives a value, for about `timeout_ns` at most (`None` then). A poll
+/// of mapped memory from the GPU is a round trip over the link, so the clock is read only once
+/// the first poll has failed, and then every [`POLLS_PER_CLOCK_READ`] polls: the timeout may
+/// pass by that many polls before it is noticed.
+#[inline(always)]
+fn poll_until<R>(timeout_ns: u64, mut ready: impl FnMut() -> Option<R>) -> Option<R> {
+    if let Some(r) = ready() {
+        return Some(r);
+    }
+    let start = now_ns();
+    let mut polls = 0u32;
+    loop {
+        if let Some(r) = ready() {
+            return Some(r);
         }
+        polls = polls.wrapping_add(1);
+        if polls % POLLS_PER_CLOCK_READ == 0 && now_ns().wrapping_sub(start) > timeout_ns {
+            return None;
+        }
+        core::hint::spin_loop();
     }
 }
 
@@ -395,33 +414,25 @@ impl<T: DeviceCopy> Mailbox<T> {
         }
         let s = self.seq(n);
         let want = Slot::<T>::count(want);
-        let start = now_ns();
-        loop {
+        poll_until(timeout_ns, || {
             #[cfg(target_arch = "nvptx64")]
-            if s.load(Ordering::Acquire) == want {
-                return true;
-            }
+            let turn = s.load(Ordering::Acquire) == want;
             // The simulator's threads are host threads, and its mapped memory a Rust
             // allocation: there the turn is held by compare-and-swap, as the host's calls hold
             // it, so that parties taking one role by mistake still never touch an item at
             // once (the GPU cannot swap on host memory; see the type).
             #[cfg(not(target_arch = "nvptx64"))]
-            if s.load(Ordering::Relaxed) == want
+            let turn = s.load(Ordering::Relaxed) == want
                 && s.compare_exchange(
                     want,
                     want | Slot::<T>::HELD,
                     Ordering::Acquire,
                     Ordering::Relaxed,
                 )
-                .is_ok()
-            {
-                return true;
-            }
-            if now_ns().wrapping_sub(start) > timeout_ns {
-                return false;
-            }
-            core::hint::spin_loop();
-        }
+                .is_ok();
+            turn.then_some(())
+        })
+        .is_some()
     }
 
     /// Receive message `n`, waiting at most `timeout_ns`.
