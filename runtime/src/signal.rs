@@ -87,12 +87,21 @@ impl Gpu {
 /// The most slots a mailbox may have (2^30: a power of two dividing the 2^31 message counts).
 const MAX_MAILBOX: usize = 1 << 30;
 
-fn spin_until(deadline: Instant, mut ready: impl FnMut() -> bool) -> bool {
-    // First a tight poll (the clock read only every 64 polls): a kernel's answer usually lands
-    // within a few µs, and a `pause` or a clock read per poll adds to every round trip (the
-    // H200 reference: 2.8 µs with a tight loop, 3.1 µs with `spin_loop()` per poll). After
-    // 50 µs, poll politely.
-    let hot_until = Instant::now() + Duration::from_micros(50);
+/// Poll `ready` until it holds, for at most `timeout` (any `Duration`: one too long for the
+/// clock waits without end); whether it held.
+fn spin_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    // No clock read when the first poll succeeds (a send into a ring with room). Then a tight
+    // poll (the clock read only every 64 polls): a kernel's answer usually lands within a few
+    // µs, and a `pause` or a clock read per poll adds to every round trip (the H200
+    // reference: 2.8 µs with a tight loop, 3.1 µs with `spin_loop()` per poll). After 50 µs,
+    // poll politely.
+    if ready() {
+        return true;
+    }
+    let start = Instant::now();
+    let deadline = start.checked_add(timeout);
+    let past = |now: Instant| deadline.is_some_and(|d| now >= d);
+    let hot_until = start + Duration::from_micros(50);
     let mut polls = 0u32;
     loop {
         if ready() {
@@ -101,7 +110,7 @@ fn spin_until(deadline: Instant, mut ready: impl FnMut() -> bool) -> bool {
         polls = polls.wrapping_add(1);
         if polls.is_multiple_of(64) {
             let now = Instant::now();
-            if now >= deadline {
+            if past(now) {
                 return false;
             }
             if now >= hot_until {
@@ -113,7 +122,7 @@ fn spin_until(deadline: Instant, mut ready: impl FnMut() -> bool) -> bool {
         if ready() {
             return true;
         }
-        if Instant::now() >= deadline {
+        if past(Instant::now()) {
             return false;
         }
         std::hint::spin_loop();
@@ -173,7 +182,7 @@ impl SignalBuffer {
         }
         let c = self.cell(i);
         let mut v = 0;
-        if spin_until(Instant::now() + timeout, || {
+        if spin_until(timeout, || {
             v = c.load(Ordering::Acquire);
             ready(v)
         }) {
@@ -252,7 +261,7 @@ impl<T: DeviceCopy> Ring<T> {
         timeout: Duration,
     ) -> std::result::Result<u32, u32> {
         let mut n = counter.load(Ordering::Relaxed);
-        let claimed = spin_until(Instant::now() + timeout, || {
+        let claimed = spin_until(timeout, || {
             n = counter.load(Ordering::Relaxed);
             let (s, w) = (self.seq(n), Slot::<T>::count(want(n)));
             // Another host thread may take the slot between the check and the swap: then the

@@ -74,6 +74,26 @@ fn host_side_signal_waits_time_out_with_a_typed_error() {
     assert!(e.to_string().contains("message 2"), "{e}");
 }
 
+/// A timeout too long for the clock (`Duration::MAX`: "wait as long as it takes") is a wait
+/// without end, not an overflow: a ready cell or a free slot returns at once, and a wait that
+/// must poll keeps polling until its value comes.
+#[test]
+fn waits_accept_any_timeout() {
+    use std::time::Duration;
+    let gpu = Gpu::simulator();
+    let s = gpu.signals(1).unwrap();
+    assert_eq!(s.wait(0, |v| v == 0, Duration::MAX).unwrap(), 0);
+    let inbox = gpu.inbox::<u64>(2).unwrap();
+    inbox.send(1, Duration::MAX).unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(5));
+            s.store(0, 3);
+        });
+        assert_eq!(s.wait(0, |v| v == 3, Duration::MAX).unwrap(), 3);
+    });
+}
+
 #[test]
 fn a_mailbox_capacity_is_a_power_of_two_of_at_least_two() {
     let gpu = Gpu::simulator();
