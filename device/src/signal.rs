@@ -229,7 +229,7 @@ fn poll_until<R>(timeout_ns: u64, mut ready: impl FnMut() -> Option<R>) -> Optio
             return Some(r);
         }
         polls = polls.wrapping_add(1);
-        if polls % POLLS_PER_CLOCK_READ == 0 && now_ns().wrapping_sub(start) > timeout_ns {
+        if polls.is_multiple_of(POLLS_PER_CLOCK_READ) && now_ns().wrapping_sub(start) > timeout_ns {
             return None;
         }
         core::hint::spin_loop();
