@@ -22,13 +22,25 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )
     };
     let bad: u64 = rows.iter().filter_map(|r| r["bad"].as_u64()).sum();
+    let rounds = rows
+        .iter()
+        .filter_map(|r| r["round"].as_u64())
+        .max()
+        .unwrap_or(1);
+    let rounds = match rounds {
+        1 => "one round".to_string(),
+        2 => "medians of two rounds".to_string(),
+        n => format!(
+            "medians of {n} rounds (runs of the benchmark one after another, two rounds each)"
+        ),
+    };
     writeln!(
         md,
         "\n## Signals: host ↔ persistent kernel through mapped memory\n"
     )?;
     writeln!(
         md,
-        "berth (`tests/src/bin/bench_signals.rs`, mailboxes of 256 slots, the `square_worker` kernel) against the same protocol in CUDA C++ (`bench/signals.cu`), same run, medians of two rounds.\n"
+        "berth (`tests/src/bin/bench_signals.rs`, mailboxes of 256 slots, the `square_worker` kernel) against the same protocol in CUDA C++ (`bench/signals.cu`), same run, {rounds}.\n"
     )?;
     writeln!(md, "| measure | berth | nvcc | ratio berth/nvcc | target |")?;
     writeln!(md, "|---|---:|---:|---:|---|")?;
