@@ -315,10 +315,9 @@ impl<T> Slot<T> {
 /// Messages are numbered 0, 1, 2, … (modulo 2^31) by the caller: message `n` lives in slot
 /// `n % capacity`. The sender of `n` waits for `seq == n` (acquire), writes the item and
 /// publishes `seq = n + 1` (release); the receiver of `n` waits for `seq == n + 1`, reads the
-/// item and frees the slot for message `n + capacity`: each side only reads `seq` until its
-/// turn comes, and writes it once to end the turn. On the simulator a kernel thread also holds
-/// the slot during its turn (`seq`'s [`Slot::HELD`] bit), which every other wait sees as "not
-/// yet".
+/// item and frees the slot for message `n + capacity`. The host's `InboxBuffer` and
+/// `OutboxBuffer` hold a slot (`seq`'s [`Slot::HELD`] bit) while they write or read an item,
+/// which the kernel's waits see as "not yet".
 ///
 /// # One sender and one receiver on the kernel's side
 ///
@@ -407,8 +406,8 @@ impl<T: DeviceCopy> Mailbox<T> {
     }
 
     /// Wait until message `n`'s `seq` shows `want` (acquire), at most `timeout_ns`; whether
-    /// it does. A held slot (`HELD` set) never shows it. On the simulator the slot is then
-    /// held (`HELD` set) until the turn ends.
+    /// it does. A slot the host holds (`HELD` set) never shows it. On the simulator the slot is
+    /// then held (`HELD` set) until the turn ends.
     fn wait_turn(&self, n: u32, want: u32, timeout_ns: u64) -> bool {
         if self.len == 0 {
             return false;
@@ -788,13 +787,12 @@ mod tests {
             .collect()
     }
 
-    /// A held slot (its `HELD` bit set while another simulated thread writes or reads the
-    /// item) is not the kernel's turn: the kernel's waits see it as "not yet", whatever the
-    /// count.
+    /// A slot the host holds (its `HELD` bit set while it writes or reads the item) is not
+    /// the kernel's turn: the kernel's waits see it as "not yet", whatever the count.
     #[test]
-    fn a_held_slot_is_not_the_kernels_turn() {
+    fn a_slot_the_host_holds_is_not_the_kernels_turn() {
         let mut cells = ring::<2>();
-        cells[0].seq = Slot::<u64>::HELD; // another party is writing message 0
+        cells[0].seq = Slot::<u64>::HELD; // the host is writing message 0
         cells[1].seq = 1 | Slot::<u64>::HELD; // ...and holds message 1's free slot
         let p = cells.as_mut_ptr();
         // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through

@@ -13,7 +13,7 @@ use crate::gpu::Gpu;
 use crate::host_mem::MappedBuffer;
 use berth_device::DeviceCopy;
 use berth_device::signal::Slot;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// `u32` cells in mapped host memory, shared with running kernels (`#[mapped] s: &Signals`).
@@ -24,44 +24,25 @@ pub struct SignalBuffer {
 /// A kernel's inbox in mapped host memory (`#[mapped] inbox: &Inbox<T>`): the host sends,
 /// the running kernel receives, in the order sent. Made by [`Gpu::inbox`].
 ///
-/// Several host threads may send at once: one at a time takes the host's turn (a flag in host
-/// memory), sends the next message and passes the turn on, so no two threads write one
-/// message, none is lost, and messages keep the order of their turns.
+/// Several host threads may send at once: each message is claimed with an atomic
+/// compare-and-swap of its slot's sequence number, so no two threads write one message, none
+/// is lost, and messages keep the order of their claims.
 pub struct InboxBuffer<T: DeviceCopy>(Ring<T>);
 
 /// A kernel's outbox in mapped host memory (`#[mapped] outbox: &Outbox<T>`): the running
 /// kernel sends, the host receives, in the order sent. Made by [`Gpu::outbox`].
 ///
-/// Several host threads may receive at once: each message goes to one of them (taking turns
-/// as [`InboxBuffer`]'s senders do).
+/// Several host threads may receive at once: each message goes to one of them (claimed as
+/// [`InboxBuffer`]'s sends are).
 pub struct OutboxBuffer<T: DeviceCopy>(Ring<T>);
 
-/// The ring under both: slots of `T` with their sequence numbers, and the host's side of the
-/// protocol (which sends into an inbox, or receives from an outbox, never both).
+/// The ring under both: slots of `T` with their sequence numbers, and the host's counts.
 struct Ring<T: DeviceCopy> {
     mem: MappedBuffer<Slot<T>>,
-    /// The host's next message.
-    next: AtomicU32,
-    /// Set while one host thread has the turn: from finding its message's slot ready until
-    /// it has published (or freed) it. Host memory the kernel never reads, so host threads
-    /// waiting for the turn do not touch the ring the kernel polls.
-    busy: AtomicBool,
-}
-
-/// One host thread's turn on a ring ([`Ring::claim`]): message `n`'s slot is ready for it.
-/// Dropped, it passes the turn on to message `n + 1`.
-struct Turn<'r, T: DeviceCopy> {
-    ring: &'r Ring<T>,
-    n: u32,
-}
-
-impl<T: DeviceCopy> Drop for Turn<'_, T> {
-    fn drop(&mut self) {
-        self.ring
-            .next
-            .store(self.n.wrapping_add(1), Ordering::Relaxed);
-        self.ring.busy.store(false, Ordering::Release);
-    }
+    /// Messages claimed by host senders.
+    sent: AtomicU32,
+    /// Messages claimed by host receivers.
+    received: AtomicU32,
 }
 
 impl Gpu {
@@ -97,8 +78,8 @@ impl Gpu {
         }
         Ok(Ring {
             mem,
-            next: AtomicU32::new(0),
-            busy: AtomicBool::new(false),
+            sent: AtomicU32::new(0),
+            received: AtomicU32::new(0),
         })
     }
 }
@@ -270,74 +251,71 @@ impl<T: DeviceCopy> Ring<T> {
         unsafe { &raw mut (*self.mem.host_ptr().add(k)).item }
     }
 
-    /// Take the host's turn once the slot of its next message `n` shows `seq == want(n)`
-    /// (acquire): the turn, or the last `n` tried when `timeout` passes first. The slot's
-    /// sequence number is only read here, as the kernel's side only reads it: the one write
-    /// to it is the caller's publish (or free), as in a single-producer ring.
+    /// Claim the next message of `counter` once its slot shows `seq(n) == want(n)`, holding
+    /// the slot (`want(n) | HELD`): the claimed `n`, or the last `n` tried when `timeout`
+    /// passes first.
     fn claim(
         &self,
+        counter: &AtomicU32,
         want: impl Fn(u32) -> u32,
         timeout: Duration,
-    ) -> std::result::Result<Turn<'_, T>, u32> {
-        let ready = |n: u32, order| self.seq(n).load(order) == Slot::<T>::count(want(n));
-        let mut n = self.next.load(Ordering::Relaxed);
+    ) -> std::result::Result<u32, u32> {
+        let mut n = counter.load(Ordering::Relaxed);
         let claimed = spin_until(timeout, || {
-            n = self.next.load(Ordering::Relaxed);
-            // Look first, then take the turn: a thread polling a slot that is not ready
-            // holds nobody up.
-            if !ready(n, Ordering::Relaxed) || self.busy.swap(true, Ordering::Acquire) {
-                return false;
-            }
-            // With the turn, `next` is ours to read (the last holder stored it before letting
-            // go); its slot is checked again, with acquire.
-            n = self.next.load(Ordering::Relaxed);
-            if ready(n, Ordering::Acquire) {
-                return true;
-            }
-            self.busy.store(false, Ordering::Release);
-            false
+            n = counter.load(Ordering::Relaxed);
+            let (s, w) = (self.seq(n), Slot::<T>::count(want(n)));
+            // Another host thread may take the slot between the check and the swap: then the
+            // swap fails and the next poll looks again. Only the thread holding message `n`'s
+            // slot advances the counter past `n`.
+            s.load(Ordering::Relaxed) == w
+                && s.compare_exchange(w, w | Slot::<T>::HELD, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
         });
         if claimed {
-            Ok(Turn { ring: self, n })
+            counter.store(n.wrapping_add(1), Ordering::Relaxed);
+            Ok(n)
         } else {
             Err(n)
         }
     }
 
     fn send(&self, item: T, timeout: Duration) -> Result<()> {
-        let turn = self.claim(|n| n, timeout).map_err(|n| Error::Timeout {
-            what: format!(
-                "a free mailbox slot for message {n} (the kernel has not taken message {})",
-                n.wrapping_sub(self.capacity() as u32)
-            ),
-            after: timeout,
-        })?;
-        let n = turn.n;
-        // SAFETY: message n's slot is free (its seq, acquired above, says so) and this thread
-        // has the host's turn: nobody else touches the item until it is published.
+        let claimed = self.claim(&self.sent, |n| n, timeout);
+        let (Ok(n) | Err(n)) = claimed;
+        let s = self.seq(n);
+        if claimed.is_err() {
+            return Err(Error::Timeout {
+                what: format!(
+                    "a free mailbox slot for message {n} (the kernel has not taken message {})",
+                    n.wrapping_sub(self.capacity() as u32)
+                ),
+                after: timeout,
+            });
+        }
+        // SAFETY: this thread holds the freed slot of message n (claimed and acquired above):
+        // nobody else touches the item until it is published.
         unsafe { self.item(n).write_volatile(item) };
-        self.seq(n)
-            .store(Slot::<T>::count(n.wrapping_add(1)), Ordering::Release);
-        drop(turn);
+        s.store(Slot::<T>::count(n.wrapping_add(1)), Ordering::Release);
         Ok(())
     }
 
     fn recv(&self, timeout: Duration) -> Result<T> {
-        let turn = self
-            .claim(|n| n.wrapping_add(1), timeout)
-            .map_err(|n| Error::Timeout {
+        let claimed = self.claim(&self.received, |n| n.wrapping_add(1), timeout);
+        let (Ok(n) | Err(n)) = claimed;
+        let s = self.seq(n);
+        if claimed.is_err() {
+            return Err(Error::Timeout {
                 what: format!("mailbox message {n} from the kernel"),
                 after: timeout,
-            })?;
-        let n = turn.n;
-        // SAFETY: message n is published (acquired above) and this thread has the host's
-        // turn: nobody else touches the item until it is freed here.
+            });
+        }
+        // SAFETY: this thread holds the slot of published message n (claimed and acquired
+        // above): nobody else touches the item until it is freed here.
         let item = unsafe { self.item(n).read_volatile() };
-        self.seq(n).store(
+        s.store(
             Slot::<T>::count(n.wrapping_add(self.capacity() as u32)),
             Ordering::Release,
         );
-        drop(turn);
         Ok(item)
     }
 
