@@ -91,29 +91,37 @@ impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
     }
 }
 
-/// Page-locked buffers (pinned or mapped) as `#[pinned_async]` arguments: the launch copies
-/// from and to their host address.
-macro_rules! pinned_arg {
-    ($($buffer:ident),*) => {$(
-        impl<T: DeviceCopy> PinnedArg<T> for $buffer<T> {
-            fn __arg(&self) -> ArgRef<'_> {
-                ArgRef {
-                    addr: self.host_ptr() as u64,
-                    len: self.len(),
-                    bytes: self.bytes(),
-                    gpu: self.gpu(),
-                    flags: Some(self.flags()),
-                    host: self.host_ptr() as u64,
-                    uses: self.uses(),
-                    held: 0,
-                    read_only: false,
-                }
-            }
+impl<T: DeviceCopy> PinnedArg<T> for PinnedBuffer<T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.host_ptr() as u64,
+            len: self.len(),
+            bytes: self.bytes(),
+            gpu: self.gpu(),
+            flags: Some(self.flags()),
+            host: self.host_ptr() as u64,
+            uses: self.uses(),
+            held: 0,
+            read_only: false,
         }
-    )*};
+    }
 }
 
-pinned_arg!(PinnedBuffer, MappedBuffer);
+impl<T: DeviceCopy> PinnedArg<T> for MappedBuffer<T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.host_ptr() as u64,
+            len: self.len(),
+            bytes: self.bytes(),
+            gpu: self.gpu(),
+            flags: Some(self.flags()),
+            host: self.host_ptr() as u64,
+            uses: self.uses(),
+            held: 0,
+            read_only: false,
+        }
+    }
+}
 
 impl<T: DeviceCopy> MappedArg<T> for MappedBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {
