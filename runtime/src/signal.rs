@@ -239,15 +239,21 @@ impl<T: DeviceCopy> Ring<T> {
         self.mem.len()
     }
 
+    /// The slot of message `n`: `n % capacity`, as a mask (the capacity is a power of two,
+    /// checked by [`Gpu::inbox`] / [`Gpu::outbox`]), since a poll forms it every time.
+    fn slot(&self, n: u32) -> usize {
+        n as usize & (self.mem.len() - 1)
+    }
+
     fn seq(&self, n: u32) -> &AtomicU32 {
-        let k = n as usize % self.mem.len();
-        // SAFETY: slot k of the live mapped ring; `seq` is only accessed atomically.
+        let k = self.slot(n);
+        // SAFETY: slot k (< len) of the live mapped ring; `seq` is only accessed atomically.
         unsafe { AtomicU32::from_ptr(&raw mut (*self.mem.host_ptr().add(k)).seq) }
     }
 
     fn item(&self, n: u32) -> *mut T {
-        let k = n as usize % self.mem.len();
-        // SAFETY: slot k of the live mapped ring.
+        let k = self.slot(n);
+        // SAFETY: slot k (< len) of the live mapped ring.
         unsafe { &raw mut (*self.mem.host_ptr().add(k)).item }
     }
 
