@@ -93,6 +93,8 @@ pub fn run(bench_only: bool) -> Result {
         "placement.cu",
         "pipeline.cu",
         "signals.cu",
+        "signals_split.cu",
+        "mailbox.h",
         "compute.cu",
         "launch.cu",
         "first_launch.cu",
