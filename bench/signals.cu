@@ -106,18 +106,8 @@ int main(int argc, char** argv) {
                 "\"p99_us\":%.3f,\"bad\":%zu}\n", rounds, at(50), at(99), bad_rt);
     std::fflush(stdout);
 
-    // 2. Throughput with the ring kept full, the same loop as the Rust side:
-    // before each send, while CAP-1 jobs are in flight, wait for the oldest
-    // reply; after the last send, take the remaining replies in order.
-    uint32_t first = h.sent, end = first + (uint32_t)jobs;
-    auto t0 = Clock::now();
-    auto take = [&] { uint32_t n = h.received; if (!reply_ok(h.recv(), n)) ++bad_tp; };
-    while (h.sent != end) {
-        while (h.sent - h.received >= CAP - 1) take();
-        h.send(h.sent, 0, job_value(h.sent));
-    }
-    while (h.received != end) take();
-    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    // 2. Throughput with the ring kept full (keep_full, mailbox.h).
+    double secs = keep_full(h, (uint32_t)jobs, bad_tp);
 
     // Stop the server; it records how many jobs it answered. A mismatch means
     // the protocol lost or invented messages; like the Rust side, it counts

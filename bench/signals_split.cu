@@ -82,16 +82,8 @@ static int drive(Rings& r, const char* kernel, long rounds, long jobs, uint32_t*
     auto at = [&](size_t pct) { return us[(us.size() - 1) * pct / 100]; };
     std::printf("{\"impl\":\"cpp_host\",\"kernel\":\"%s\",\"bench\":\"round_trip\",\"rounds\":%ld,"
                 "\"median_us\":%.3f,\"p99_us\":%.3f,\"bad\":%zu}\n", kernel, rounds, at(50), at(99), bad);
-    uint32_t first = h.sent, end = first + (uint32_t)jobs;
     size_t bad_tp = 0;
-    auto t0 = Clock::now();
-    auto take = [&] { uint32_t n = h.received; if (!reply_ok(h.recv(), n)) ++bad_tp; };
-    while (h.sent != end) {
-        while (h.sent - h.received >= CAP - 1) take();
-        h.send(h.sent, 0, job_value(h.sent));
-    }
-    while (h.received != end) take();
-    double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    double secs = keep_full(h, (uint32_t)jobs, bad_tp);
     uint32_t total = h.sent;
     h.send(total, 1, 0.0f);
     CUDA_CHECK(cudaDeviceSynchronize());
