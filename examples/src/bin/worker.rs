@@ -38,11 +38,20 @@ fn expect(fused: bool, job: &Job, r: &Reply) -> Result<(), String> {
     Ok(())
 }
 
+/// Job `id`, whose value is `id / 2` (rounded to `f32`).
+fn job(id: u32) -> Job {
+    Job {
+        id,
+        stop: 0,
+        value: id as f32 * 0.5,
+    }
+}
+
 /// A persistent kernel serving jobs through mailboxes in mapped host memory.
 #[derive(Parser)]
 struct Args {
-    /// Jobs to send each way
-    #[arg(default_value_t = 20_000)]
+    /// Jobs to send, at least 2: the first half one at a time, the rest with the ring full
+    #[arg(default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(2..))]
     jobs: u32,
 }
 
@@ -65,11 +74,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // Latency: one job in flight at a time.
     let mut lat = Vec::with_capacity(jobs as usize / 2);
     for id in 0..jobs / 2 {
-        let job = Job {
-            id,
-            stop: 0,
-            value: id as f32 * 0.5,
-        };
+        let job = job(id);
         let t = Instant::now();
         inbox.send(job, TIMEOUT)?;
         let r = outbox.recv(TIMEOUT)?;
@@ -84,39 +89,20 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let first = jobs / 2;
     let mut next_reply = first;
+    // Receive and check the oldest reply outstanding.
+    let take = |next: &mut u32| -> Result<(), Box<dyn std::error::Error>> {
+        expect(fused, &job(*next), &outbox.recv(TIMEOUT)?)?;
+        *next += 1;
+        Ok(())
+    };
     for id in first..jobs {
-        let job = Job {
-            id,
-            stop: 0,
-            value: id as f32 * 0.5,
-        };
         while id - next_reply >= inbox.capacity() as u32 - 1 {
-            let r = outbox.recv(TIMEOUT)?;
-            expect(
-                fused,
-                &Job {
-                    id: next_reply,
-                    stop: 0,
-                    value: next_reply as f32 * 0.5,
-                },
-                &r,
-            )?;
-            next_reply += 1;
+            take(&mut next_reply)?;
         }
-        inbox.send(job, TIMEOUT)?;
+        inbox.send(job(id), TIMEOUT)?;
     }
     while next_reply < jobs {
-        let r = outbox.recv(TIMEOUT)?;
-        expect(
-            fused,
-            &Job {
-                id: next_reply,
-                stop: 0,
-                value: next_reply as f32 * 0.5,
-            },
-            &r,
-        )?;
-        next_reply += 1;
+        take(&mut next_reply)?;
     }
     let secs = start.elapsed().as_secs_f64();
     inbox.send(
