@@ -20,7 +20,7 @@ struct Args {
     #[arg(long, default_value_t = 8_000_017)]
     n: usize,
     /// Simulated devices when there is no GPU.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     simulated: usize,
 }
 

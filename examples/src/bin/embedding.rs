@@ -26,10 +26,10 @@ struct Args {
     #[arg(long, default_value_t = 128)]
     dim: usize,
     /// Ids per batch
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batch: usize,
     /// Batches to run
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     batches: usize,
     /// Launch `embedding_gather_auto`: each batch read in place or copied, as the cost model
     /// predicts
