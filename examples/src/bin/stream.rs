@@ -10,6 +10,7 @@ use berth::{Gpu, PipelineOptions};
 use berth_examples::affine_one_pipelined;
 use berth_examples::cli::{host_memory_available, init_logging, parse_size, progress_bar};
 use clap::Parser;
+use indicatif::HumanBytes;
 use std::time::{Duration, Instant};
 
 /// A transform over a host array larger than the device memory it may use, through a
@@ -151,23 +152,23 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let rate = (n * 4) as f64 / secs / 1e9;
     let peak = free0.saturating_sub(min_free);
     println!(
-        "stream: {:.2} s, {rate:.1} GB/s input rate ({:.1} GB/s in + out); {} chunks of {:.0} MiB on {} streams",
+        "stream: {:.2} s, {rate:.1} GB/s input rate ({:.1} GB/s in + out); {} chunks of {} on {} streams",
         secs,
         2.0 * rate,
         stats.chunks,
-        (stats.chunk_elems * 4) as f64 / (1 << 20) as f64,
+        HumanBytes((stats.chunk_elems * 4) as u64),
         stats.streams
     );
     let peak = if gpu.backend() == berth::Backend::Cuda {
-        format!("{:.0} MiB", peak as f64 / (1 << 20) as f64)
+        HumanBytes(peak as u64).to_string()
     } else {
         "(not measured on the simulator)".to_owned()
     };
     println!(
-        "stream: staging ring {:.0} MiB; peak device memory used during the run {peak} (budget {:.0} MiB, data {:.0} MiB)",
-        stats.staging_bytes as f64 / (1 << 20) as f64,
-        budget as f64 / (1 << 20) as f64,
-        (2 * n * 4) as f64 / (1 << 20) as f64
+        "stream: staging ring {}; peak device memory used during the run {peak} (budget {}, data {})",
+        HumanBytes(stats.staging_bytes as u64),
+        HumanBytes(budget as u64),
+        HumanBytes((2 * n * 4) as u64)
     );
     let bad = (0..n)
         .step_by(997)

@@ -13,7 +13,10 @@ pub struct PipelineOptions {
     pub chunk_bytes: Option<usize>,
     /// Streams (and staging sets) in the ring.
     pub streams: Option<usize>,
-    /// Most device memory the staging ring may take.
+    /// Most device memory the staging ring may take. Staging buffers come in size classes
+    /// (at least 4 KiB, up to 25% above the chunk's bytes), counted as allocated; a budget
+    /// below the smallest ring that can run (streams × bulk arguments × 4 KiB) is an
+    /// [`Error::Usage`](crate::Error::Usage) when the run is planned, never exceeded.
     pub device_budget: Option<usize>,
     /// Threads per block of each chunk's launch.
     pub threads_per_block: u32,
@@ -110,6 +113,15 @@ pub(crate) fn plan(
         .checked_next_multiple_of(1024)
         .unwrap_or(usize::MAX)
         .min(n.max(1));
+    // The staging ring of `streams` sets of one buffer per bulk argument, `c` elements each:
+    // its device bytes, as allocated (in size classes, up to 25% larger, at least 4 KiB).
+    let ring = |c: usize, streams: usize| -> usize {
+        elems
+            .iter()
+            .map(|e| size_class(c.saturating_mul(*e)))
+            .fold(0usize, usize::saturating_add)
+            .saturating_mul(streams)
+    };
     if let Some(budget) = opts.device_budget {
         let fit = budget / streams.saturating_mul(per_elem).max(1);
         if fit == 0 {
@@ -118,20 +130,24 @@ pub(crate) fn plan(
             )));
         }
         chunk = chunk.min(fit);
-        // Staging comes in size classes (up to 25% larger): shrink until the ring fits.
-        let ring = |c: usize| -> usize {
-            elems
-                .iter()
-                .map(|e| size_class(c.saturating_mul(*e)))
-                .fold(0usize, usize::saturating_add)
-                .saturating_mul(streams)
-        };
-        while chunk > 1 && ring(chunk) > budget {
+        // Shrink until the ring fits.
+        while chunk > 1 && ring(chunk, streams) > budget {
             chunk -= (chunk / 8).max(1);
         }
     }
     let chunks = n.div_ceil(chunk);
     let streams = streams.min(chunks.max(1));
+    if let Some(budget) = opts.device_budget {
+        let least = ring(chunk, streams);
+        if least > budget {
+            return Err(Error::Usage(format!(
+                "a device budget of {budget} bytes is below the smallest staging ring: {streams} \
+                 stream(s) × {} buffer(s) take {least} bytes (staging buffers are at least {} bytes)",
+                elems.len(),
+                size_class(1)
+            )));
+        }
+    }
     Ok(Plan {
         chunk,
         chunks,
@@ -179,6 +195,33 @@ mod tests {
         ));
     }
 
+    /// Staging buffers take at least one size class (4 KiB): a budget below the smallest ring
+    /// that can run is refused, never exceeded; one just above it plans within it.
+    #[test]
+    fn a_budget_below_the_smallest_staging_ring_is_refused() {
+        for streams in [1, 3] {
+            let least = streams * 2 * size_class(1);
+            for (budget, fits) in [(1024, false), (least - 1, false), (least, true)] {
+                let opts = PipelineOptions {
+                    device_budget: Some(budget),
+                    streams: Some(streams),
+                    ..Default::default()
+                };
+                match plan(&opts, &LINK, 1 << 20, &[4, 4]) {
+                    Ok(p) => {
+                        assert!(fits, "budget {budget}: {p:?}");
+                        assert!(p.streams * 2 * size_class(p.chunk * 4) <= budget, "{p:?}");
+                    }
+                    Err(Error::Usage(m)) => {
+                        assert!(!fits, "budget {budget}: {m}");
+                        assert!(m.contains("smallest staging ring"), "{m}");
+                    }
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_run_shorter_than_one_chunk_uses_one_stream() {
         let p = plan(&PipelineOptions::default(), &LINK, 10, &[4]).unwrap();
@@ -203,6 +246,14 @@ mod tests {
                         match plan(&opts, &LINK, n, elems) {
                             Ok(p) => {
                                 assert!(p.chunk >= 1 && p.chunk <= n, "{opts:?}: {p:?}");
+                                if let Some(budget) = device_budget {
+                                    let ring: usize = elems
+                                        .iter()
+                                        .map(|e| size_class(p.chunk.saturating_mul(*e)))
+                                        .fold(0, usize::saturating_add);
+                                    let ring = ring.saturating_mul(p.streams);
+                                    assert!(ring <= budget, "{opts:?}: {p:?}: ring {ring}");
+                                }
                                 assert_eq!(p.chunks, n.div_ceil(p.chunk), "{opts:?}: {p:?}");
                                 assert!(p.streams >= 1, "{opts:?}: {p:?}");
                             }
