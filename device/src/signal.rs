@@ -469,6 +469,17 @@ impl<T: DeviceCopy> Mailbox<T> {
         // caller's contract), so the sender is done with it. A volatile read of plain data:
         // any bytes are a valid `T`.
         let item = unsafe { (&raw const (*self.slot(n)).item).read_volatile() };
+        // Keep a read of the ring in flight when the release below fences. On the H200 a
+        // system-scope fence issued once every read of the item has returned costs about half
+        // a microsecond more than one issued while a read is still out, and ptxas may put the
+        // caller's first use of the item (which waits for its read) before the fence. This
+        // read of the slot's own `seq`, unused, is issued after the item's and still out then.
+        #[cfg(target_arch = "nvptx64")]
+        // SAFETY: `seq` of the live slot; nothing writes it now (the host waits for the release
+        // below before it touches the slot again), so a plain read races with no write.
+        unsafe {
+            (&raw const (*self.slot(n)).seq).read_volatile();
+        }
         self.seq(n).store(
             Slot::<T>::count(n.wrapping_add(self.len as u32)),
             Ordering::Release,
