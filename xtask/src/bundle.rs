@@ -94,6 +94,7 @@ pub fn run(bench_only: bool) -> Result {
         "pipeline.cu",
         "signals.cu",
         "signals_split.cu",
+        "echo_variants.cu",
         "mailbox.h",
         "compute.cu",
         "launch.cu",
