@@ -210,6 +210,50 @@ impl Signals {
     }
 }
 
+/// Read `*src` with volatile loads of its words in ascending address order (words as wide as
+/// its alignment, up to 8 bytes), as nvcc reads a `volatile` struct. A plain `read_volatile` of
+/// a mailbox item let LLVM issue the last field's load first (12, 4, 8 for a 12-byte item);
+/// after such loads ptxas had the item's first use wait for the last load issued, and the
+/// release that follows cost about 0.5 µs more a message on the H200 than after loads issued
+/// in field order (`bench/echo_variants.cu`, `docs/design-notes.md`).
+///
+/// # Safety
+/// `src` is valid for volatile reads of `T` and aligned, and every bit pattern read is a valid
+/// `T` (`DeviceCopy`'s contract).
+#[inline(always)]
+unsafe fn read_volatile_in_order<T: DeviceCopy>(src: *const T) -> T {
+    let mut out = core::mem::MaybeUninit::<T>::uninit();
+    let dst = out.as_mut_ptr();
+    // SAFETY: the caller's contract; words of `T`'s alignment tile it exactly (a size is a
+    // multiple of the alignment).
+    unsafe {
+        match core::mem::align_of::<T>() {
+            1 => copy_words::<u8, T>(src, dst),
+            2 => copy_words::<u16, T>(src, dst),
+            4 => copy_words::<u32, T>(src, dst),
+            _ => copy_words::<u64, T>(src, dst),
+        }
+        out.assume_init()
+    }
+}
+
+/// Copy `*src` to `*dst` as volatile reads of `W` words, first word first.
+///
+/// # Safety
+/// `src` and `dst` are valid for `T` and aligned for `W`, whose size divides `T`'s.
+#[inline(always)]
+unsafe fn copy_words<W: Copy, T>(src: *const T, dst: *mut T) {
+    let (src, dst) = (
+        src.cast::<core::mem::MaybeUninit<W>>(),
+        dst.cast::<core::mem::MaybeUninit<W>>(),
+    );
+    for i in 0..core::mem::size_of::<T>() / core::mem::size_of::<W>() {
+        // SAFETY: word `i` lies inside both (the caller's contract); `MaybeUninit` words take
+        // any bytes.
+        unsafe { dst.add(i).write(src.add(i).read_volatile()) };
+    }
+}
+
 /// Polls between two reads of the clock in [`poll_until`].
 const POLLS_PER_CLOCK_READ: u32 = 16;
 
@@ -468,18 +512,7 @@ impl<T: DeviceCopy> Mailbox<T> {
         // published (acquired above) and this thread is the launch's only receiver (the
         // caller's contract), so the sender is done with it. A volatile read of plain data:
         // any bytes are a valid `T`.
-        let item = unsafe { (&raw const (*self.slot(n)).item).read_volatile() };
-        // Keep a read of the ring in flight when the release below fences. On the H200 a
-        // system-scope fence issued once every read of the item has returned costs about half
-        // a microsecond more than one issued while a read is still out, and ptxas may put the
-        // caller's first use of the item (which waits for its read) before the fence. This
-        // read of the slot's own `seq`, unused, is issued after the item's and still out then.
-        #[cfg(target_arch = "nvptx64")]
-        // SAFETY: `seq` of the live slot; nothing writes it now (the host waits for the release
-        // below before it touches the slot again), so a plain read races with no write.
-        unsafe {
-            (&raw const (*self.slot(n)).seq).read_volatile();
-        }
+        let item = unsafe { read_volatile_in_order(&raw const (*self.slot(n)).item) };
         self.seq(n).store(
             Slot::<T>::count(n.wrapping_add(self.len as u32)),
             Ordering::Release,
@@ -792,7 +825,29 @@ impl<T: DeviceCopy> Reserved<'_, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Mailbox, Slot};
+    use super::{Mailbox, Slot, read_volatile_in_order};
+    use crate::DeviceCopy;
+
+    /// Items of every word width (1, 2, 4 and 8 bytes, and 16-aligned) read back whole.
+    #[test]
+    fn items_read_in_order_come_back_whole() {
+        fn round_trip<T: DeviceCopy + PartialEq + core::fmt::Debug>(v: T) {
+            // SAFETY: a live, aligned `T`.
+            assert_eq!(unsafe { read_volatile_in_order(&raw const v) }, v);
+        }
+        #[derive(Clone, Copy, Debug, PartialEq)]
+        #[repr(C, align(16))]
+        struct Wide([u64; 4]);
+        // SAFETY: four `u64`, no padding, no pointers, zero bytes are a value.
+        unsafe impl DeviceCopy for Wide {}
+        round_trip([1u8, 2, 3]);
+        round_trip([0xbeefu16, 7, 9]);
+        round_trip([7u32, 0, 0x3f80_0000]);
+        round_trip(-3.5f64);
+        round_trip([u64::MAX, 1]);
+        round_trip(Wide([1, 2, 3, u64::MAX]));
+        round_trip(true);
+    }
 
     fn ring<const N: usize>() -> Vec<Slot<u64>> {
         (0..N)
