@@ -248,6 +248,28 @@ fn a_float4_struct_moves_to_shared_memory_in_one_access() {
     }
 }
 
+/// A mailbox item is read in ascending address order, as nvcc reads a `volatile` struct: the
+/// worker's three job loads after its acquire are at offsets 4, 8, 12 of the slot. (Issued
+/// last field first, ptxas let the stop check wait for every load before the release's fence,
+/// which cost the H200 about 0.5 µs a message; `docs/design-notes.md`.)
+#[test]
+fn a_mailbox_item_is_read_in_field_order() {
+    let body = entry_body("square_worker");
+    let offsets: Vec<u32> = body
+        .lines()
+        .filter(|l| l.contains("ld.volatile.global"))
+        .map(|l| {
+            let at = l.split('[').nth(1).expect("an address");
+            at.split('+').nth(1).map_or(0, |o| {
+                o.trim_end_matches(|c: char| !c.is_ascii_digit())
+                    .parse()
+                    .unwrap()
+            })
+        })
+        .collect();
+    assert_eq!(offsets, [4, 8, 12], "the job's loads:\n{body}");
+}
+
 /// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
 /// `#[auto]`'s close calls): hand-written PTX whose entries match their descriptors and which
 /// ptxas accepts for sm_90.
