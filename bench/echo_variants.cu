@@ -2,7 +2,7 @@
 // differences switched on one at a time, to find which of them costs berth's kernel its
 // mailbox gap. Built to PTX and run under signals_split.cu's C++ host as `cpp:` modules:
 //   nvcc -ptx -O3 -arch=sm_90 -std=c++20 [-D...] -o v.ptx echo_variants.cu
-//   ./signals_split cpp:LABEL=v.ptx ...
+//   ./signals_split cpp:LABEL=v.ptx ...   (runs the module's echo_variant)
 // Switches (none: mailbox.h's server, with its atomics written as the PTX they compile to):
 //   GLOBAL_POLL  poll with ld.acquire.sys.global (berth's LDG) instead of generic ld (LD)
 //   GLOBAL_REL   release with st.release.sys.global instead of generic st
@@ -11,15 +11,10 @@
 //   WAIT_LOADS   use the stop word before the fence (as ptxas schedules berth's stop check),
 //                so that with ORDER every item read has returned when the fence issues
 //   EXTRA_LOAD   one more, unused, read of the slot's seq after the item's
-// The protocol is mailbox.h's (see there); the layout must match it.
-#include <cuda_runtime.h>
-#include <cstdint>
-constexpr uint32_t CAP = 256;
-struct Job { uint32_t id; uint32_t stop; float value; };
-struct Reply { uint32_t id; float value; };
-template <typename T> struct Slot { uint32_t seq; T item; };
+// The protocol and the slot layout are mailbox.h's.
+#include "mailbox.h"
 
-__device__ __forceinline__ uint32_t d_acquire(uint32_t* p) {
+__device__ __forceinline__ uint32_t v_acquire(uint32_t* p) {
     uint32_t v;
 #ifdef GLOBAL_POLL
     asm volatile("ld.acquire.sys.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -28,7 +23,7 @@ __device__ __forceinline__ uint32_t d_acquire(uint32_t* p) {
 #endif
     return v;
 }
-__device__ __forceinline__ void d_release(uint32_t* p, uint32_t v) {
+__device__ __forceinline__ void v_release(uint32_t* p, uint32_t v) {
 #ifdef GLOBAL_REL
     asm volatile("st.release.sys.global.b32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
 #else
@@ -42,20 +37,20 @@ __device__ __forceinline__ uint64_t now() {
 // polls) or a bare spin.
 __device__ __forceinline__ bool wait_for(uint32_t* p, uint32_t want, uint64_t patience) {
 #ifdef TIMER
-    if (d_acquire(p) == want) return true;
+    if (v_acquire(p) == want) return true;
     uint64_t start = now();
     for (uint32_t polls = 0;;) {
-        if (d_acquire(p) == want) return true;
+        if (v_acquire(p) == want) return true;
         ++polls;
         if ((polls & 15) == 0 && now() - start > patience) return false;
     }
 #else
-    while (d_acquire(p) != want) {}
+    while (v_acquire(p) != want) {}
     return true;
 #endif
 }
 
-extern "C" __global__ void echo_server(Slot<Job>* inbox, Slot<Reply>* outbox, uint32_t* served) {
+extern "C" __global__ void echo_variant(Slot<Job>* inbox, Slot<Reply>* outbox, uint32_t* served) {
     uint64_t patience = 30000ull * 1000000ull;
     for (uint32_t n = 0;; ++n) {
         Slot<Reply>* out = &outbox[n % CAP];
@@ -79,7 +74,7 @@ extern "C" __global__ void echo_server(Slot<Job>* inbox, Slot<Reply>* outbox, ui
         __shared__ uint32_t sink;
         asm volatile("st.volatile.shared.u32 [%0], %1;" :: "l"(&sink), "r"(stop) : "memory");
 #endif
-        d_release(&in->seq, n + CAP);
+        v_release(&in->seq, n + CAP);
         if (stop) {
             *(volatile uint32_t*)served = n;
             return;
@@ -87,6 +82,6 @@ extern "C" __global__ void echo_server(Slot<Job>* inbox, Slot<Reply>* outbox, ui
         volatile Reply* r = &out->item;
         r->id = id;
         r->value = __fadd_rn(__fmul_rn(v, v), 1.0f);
-        d_release(&out->seq, n + 1);
+        v_release(&out->seq, n + 1);
     }
 }

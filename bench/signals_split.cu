@@ -133,7 +133,8 @@ static void serve(const Server& s, long rounds, long jobs) {
 
 int main(int argc, char** argv) {
     // Arguments: [--rounds N] [--jobs N] then servers, each `berth:LABEL=MODULE` (square_worker)
-    // or `cpp:LABEL=MODULE` (echo_server); the built-in C++ server always runs, as `cpp`.
+    // or `cpp:LABEL=MODULE` (its echo_variant, from echo_variants.cu, else its echo_server);
+    // the built-in C++ server always runs, as `cpp`.
     long rounds = 20000, jobs = 200000;
     CUDA_CHECK(cudaFree(nullptr));  // the primary context, current for the driver calls too
     std::vector<Server> servers{{"cpp", false, nullptr}};
@@ -150,7 +151,11 @@ int main(int argc, char** argv) {
         CUmodule m;
         CU_CHECK(cuModuleLoad(&m, a.substr(eq + 1).c_str()));
         CUfunction f;
-        CU_CHECK(cuModuleGetFunction(&f, m, berth ? "square_worker" : "echo_server"));
+        if (berth) {
+            CU_CHECK(cuModuleGetFunction(&f, m, "square_worker"));
+        } else if (cuModuleGetFunction(&f, m, "echo_variant") != CUDA_SUCCESS) {
+            CU_CHECK(cuModuleGetFunction(&f, m, "echo_server"));
+        }
         servers.push_back({strdup(a.substr(colon + 1, eq - colon - 1).c_str()), berth, f});
     }
     cudaDeviceProp prop = current_device_prop();
