@@ -9,10 +9,13 @@
 // ratios, so the ratios show berth's overhead, not the machine's.
 //
 // Build (on the GPU machine):  nvcc -O3 -arch=sm_90 -o placement placement.cu
-// Run:                         ./placement [copy|wc|mapped|gather|embedding|all] [reps=10]
+// Run:                         ./placement [copy|copy_fresh|wc|mapped|gather|embedding|all] [reps=10]
 //
 // Every measurement: one warm-up, then `reps` timed repetitions, median reported.
-// Two measurements cap reps at 5 (see kSlowRepCap). Output: one JSON line per
+// Two measurements cap reps at 5 (see kSlowRepCap); copies of 16 MiB or less take
+// at least kShortCopyReps (see copy_reps).
+// `copy_fresh` (not part of `all`): the copies with each size in allocations of its
+// own, made fresh, as berth's benchmark makes them. Output: one JSON line per
 // measurement on stdout; diagnostics (device name) on stderr.
 
 #include <cuda_runtime.h>
@@ -144,8 +147,16 @@ static void emit_bw(const char* bench, size_t bytes, double ms, int reps, size_t
 
 // ---------------------------------------------------------------- sections
 
+// Copies of 16 MiB or less take tens of microseconds at most, where one slow
+// repetition of ten moves the median by several percent: they take at least this
+// many repetitions (berth's benchmark does the same).
+static const int kShortCopyReps = 100;
+static int copy_reps(size_t bytes, int reps) {
+    return bytes <= 16 * MiB ? std::max(reps, kShortCopyReps) : reps;
+}
+
 // 1. Pinned (not write-combined) <-> device copies over a size sweep.
-static void bench_copy(cudaStream_t s, int reps) {
+static void bench_copy(cudaStream_t s, int reps_arg) {
     const size_t sizes[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB};
     const size_t maxb = 1 * GiB;
     unsigned char *src, *dst, *dev;
@@ -155,6 +166,7 @@ static void bench_copy(cudaStream_t s, int reps) {
     fill_random_bytes(src, maxb);  // every size copies a prefix of this
 
     for (size_t b : sizes) {
+        const int reps = copy_reps(b, reps_arg);
         // H2D. The device prefix is poisoned first, so the check proves the
         // copies (not an earlier, larger one) put the bytes there.
         CUDA_CHECK(cudaMemsetAsync(dev, 0xA5, b, s));
@@ -176,6 +188,36 @@ static void bench_copy(cudaStream_t s, int reps) {
     CUDA_CHECK(cudaFree(dev));
     CUDA_CHECK(cudaFreeHost(dst));
     CUDA_CHECK(cudaFreeHost(src));
+}
+
+// 1b. The same copies with every size in allocations of its own (host source and
+// destination, device buffer), made fresh for each size as berth's benchmark makes
+// them: tells the placement of the pages from the cost of the calls.
+static void bench_copy_fresh(cudaStream_t s, int reps_arg) {
+    const size_t sizes[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB};
+    for (size_t b : sizes) {
+        const int reps = copy_reps(b, reps_arg);
+        unsigned char *src, *dst, *dev;
+        CUDA_CHECK(cudaHostAlloc(&src, b, cudaHostAllocDefault));
+        CUDA_CHECK(cudaHostAlloc(&dst, b, cudaHostAllocDefault));
+        CUDA_CHECK(cudaMalloc(&dev, b));
+        fill_random_bytes(src, b);
+        CUDA_CHECK(cudaMemsetAsync(dev, 0xA5, b, s));
+        double ms = gpu_median_ms(s, reps, [&] {
+            CUDA_CHECK(cudaMemcpyAsync(dev, src, b, cudaMemcpyHostToDevice, s));
+        });
+        std::memset(dst, 0x5A, b);
+        copy_sync(s, dst, dev, b);
+        emit_bw("h2d_fresh", b, ms, reps, count_mismatch(dst, src, b));
+        std::memset(dst, 0x5A, b);
+        ms = gpu_median_ms(s, reps, [&] {
+            CUDA_CHECK(cudaMemcpyAsync(dst, dev, b, cudaMemcpyDeviceToHost, s));
+        });
+        emit_bw("d2h_fresh", b, ms, reps, count_mismatch(dst, src, b));
+        CUDA_CHECK(cudaFree(dev));
+        CUDA_CHECK(cudaFreeHost(dst));
+        CUDA_CHECK(cudaFreeHost(src));
+    }
 }
 
 // Wrapping sum of 64-bit words. noinline + the result being printed keep the
@@ -375,11 +417,11 @@ int main(int argc, char** argv) {
     const char* section = argc > 1 ? argv[1] : "all";
     bool all = !std::strcmp(section, "all");
     bool known = all;
-    for (const char* s : {"copy", "wc", "mapped", "gather", "embedding"}) known |= !std::strcmp(section, s);
+    for (const char* s : {"copy", "copy_fresh", "wc", "mapped", "gather", "embedding"}) known |= !std::strcmp(section, s);
     char* end = nullptr;
     long reps = argc > 2 ? std::strtol(argv[2], &end, 10) : 10;
     if (argc > 3 || !known || (argc > 2 && (*end || reps < 1 || reps > 100000))) {
-        std::fprintf(stderr, "usage: %s [copy|wc|mapped|gather|embedding|all] [reps=10]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s [copy|copy_fresh|wc|mapped|gather|embedding|all] [reps=10]\n", argv[0]);
         return 2;
     }
 
@@ -394,6 +436,7 @@ int main(int argc, char** argv) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     int r = (int)reps;
     if (all || !std::strcmp(section, "copy")) bench_copy(s, r);
+    if (!std::strcmp(section, "copy_fresh")) bench_copy_fresh(s, r);
     if (all || !std::strcmp(section, "wc")) bench_wc(s, r);
     if (all || !std::strcmp(section, "mapped")) bench_mapped(s, r);
     if (all || !std::strcmp(section, "gather")) bench_gather(s, r);

@@ -4,7 +4,7 @@
 //! `bench_placement [copy|wc|mapped|gather|all] [reps=10]`. Same sizes, repetitions, checks and
 //! JSON fields as the reference, with `"impl":"berth"`:
 //! - `h2d`/`d2h`: `DeviceBuffer::copy_from_pinned` / `copy_to_pinned` with `PinnedBuffer`s,
-//!   4 KiB … 1 GiB;
+//!   4 KiB … 1 GiB (at least 100 repetitions up to 16 MiB);
 //! - `h2d_wc`/`h2d_plain`, `cpu_read_wc`/`cpu_read_plain`: write-combined vs plain pinned
 //!   memory (`HostAccess::WriteOnly` vs the default), 256 MiB;
 //! - `mapped_seq_read`: the `mapped_sum` kernel over a 1 GiB `MappedBuffer` (16-byte loads);
@@ -97,9 +97,18 @@ fn gbps(bytes: usize, ms: f64) -> f64 {
     bytes as f64 / (ms * 1e-3) / 1e9
 }
 
-fn copies(gpu: &Gpu, timer: &Timer, reps: usize) -> Result<(), BoxError> {
+/// Copies of 16 MiB or less take tens of microseconds at most, where one slow repetition of
+/// ten moves the median by several percent: they take at least this many (as the reference).
+const SHORT_COPY_REPS: usize = 100;
+
+fn copies(gpu: &Gpu, timer: &Timer, reps_arg: usize) -> Result<(), BoxError> {
     let mut rng = Rng(1);
     for bytes in [4096usize, 65536, 1 << 20, 16 << 20, 256 << 20, 1 << 30] {
+        let reps = if bytes <= 16 << 20 {
+            reps_arg.max(SHORT_COPY_REPS)
+        } else {
+            reps_arg
+        };
         let mut src = gpu.pinned_zeroed::<u8>(bytes)?;
         for b in src.iter_mut() {
             *b = rng.next() as u8;
