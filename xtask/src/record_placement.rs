@@ -39,7 +39,8 @@ fn parse(text: &str) -> Result<BTreeMap<Key, Cell>> {
         let rate = v.get("gbps").or_else(|| v.get("maccess_per_s"));
         c.rate
             .push(rate.and_then(serde_json::Value::as_f64).unwrap_or(f64::NAN));
-        c.reps.extend(v.get("reps").and_then(serde_json::Value::as_u64));
+        c.reps
+            .extend(v.get("reps").and_then(serde_json::Value::as_u64));
         c.bad += v["bad"].as_u64().unwrap_or(1);
     }
     Ok(cells)
