@@ -388,13 +388,9 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
         Some(i) => old[..i].trim_end().to_owned(),
         None => old.trim_end().to_owned(),
     };
-    writeln!(
-        md,
-        "\n\n{TARGETED_HEADING}s: latest {}\n\nShorter device runs after the full one above \
-         (benchmarks added or changed since), same conventions: berth and CUDA C++ in the same \
-         run. Each section names the run it comes from; the latest run's machine:\n\n```\n{machine}```",
-        field(machine, "date")
-    )?;
+    // The sections first: the heading names the latest run among them.
+    let mut sections = String::new();
+    let mut latest = String::new();
     for s in TARGETED {
         let text = run.read(s.file);
         if text.trim().is_empty() {
@@ -402,6 +398,11 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
         }
         let from = run.read(&section_machine(s.file));
         let from = if from.is_empty() { machine } else { &from };
+        // ISO dates order as strings.
+        if latest.is_empty() || field(from, "date") > field(&latest, "date") {
+            latest = from.to_owned();
+        }
+        let md = &mut sections;
         let mut part = String::new();
         (s.render)(&mut part, &text, root)?;
         let part = part.replacen("\n## ", "\n### ", 1);
@@ -423,6 +424,18 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
         let raw = format!("{RESULTS}/targeted/{}", s.file);
         writeln!(md, "\nRaw lines: [`{raw}`]({raw}).")?;
     }
+    if sections.is_empty() {
+        return Ok(md + "\n");
+    }
+    writeln!(
+        md,
+        "\n\n{TARGETED_HEADING}s: latest {}\n\nBenchmarks measured by shorter device runs, same \
+         conventions: berth and CUDA C++ in the same run. Each section names the run it comes \
+         from; a full run replaces the sections it measures again. The latest of these runs' \
+         machine:\n\n```\n{latest}```",
+        field(&latest, "date")
+    )?;
+    md.push_str(&sections);
     Ok(md)
 }
 
