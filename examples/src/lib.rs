@@ -521,6 +521,39 @@ pub fn square_worker(
     }
 }
 
+/// Answers messages `first .. first + count` of `inbox` with `value + 1` in `outbox`, from one
+/// GPU thread, and sets `ctl[0]` to 1 while it runs and 2 once it is done. A mailbox's message
+/// numbers go on across launches: consecutive launches on one mailbox each take their range,
+/// and a launch on another stream that takes the same mailbox runs after the one before it,
+/// never beside it. Fails if the host posts nothing (or takes no reply) for `patience_ms`.
+#[gpu_kernel]
+pub fn relay(
+    first: u32,
+    count: u32,
+    patience_ms: u32,
+    #[mapped] inbox: &Inbox<u32>,
+    #[mapped] outbox: &Outbox<u32>,
+    #[mapped] ctl: &Signals,
+) {
+    if thread::global_x() != 0 {
+        return;
+    }
+    let patience = patience_ms as u64 * 1_000_000;
+    ctl.store(0, 1);
+    for n in first..first.wrapping_add(count) {
+        // SAFETY: this thread is the only one of the grid past the check above, and the
+        // kernel receives on `inbox` alone and sends on `outbox` alone.
+        let Some(v) = (unsafe { inbox.recv(n, patience) }) else {
+            fail("the host posted no message in time")
+        };
+        // SAFETY: as above.
+        if !unsafe { outbox.send(n, v.wrapping_add(1), patience) } {
+            fail("the host took no reply in time")
+        }
+    }
+    ctl.store(0, 2);
+}
+
 /// Bare flag round trips with the host, no mailbox: for `n` in `1..=rounds` one GPU thread
 /// waits until the host raises `s[0]` to `n`, then answers by setting `s[1] = n`. Fails if the
 /// host raises nothing for `patience_ms`.

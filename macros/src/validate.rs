@@ -394,6 +394,34 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
              or remove `elementwise`",
         )]);
     }
+    let mailboxes: Vec<syn::Error> = k
+        .args
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ArgKind::Signal {
+                mailbox: Some((_, way)),
+            } => Some((a, *way)),
+            _ => None,
+        })
+        .map(|(a, way)| {
+            let role = match way {
+                Way::ToKernel => "receiver",
+                Way::FromKernel => "sender",
+            };
+            syn::Error::new_spanned(
+                &a.ty,
+                format!(
+                    "`{}` is a mailbox passed whole to every chunk of this `elementwise` kernel, and chunks run at the same time on several streams: \
+                     every chunk would be the kernel's {role} at once, and a mailbox has one on each side; \
+                     report progress through `&Signals` (atomic cells), or remove `elementwise` and launch the kernel once",
+                    a.name
+                ),
+            )
+        })
+        .collect();
+    if !mailboxes.is_empty() {
+        return Err(mailboxes);
+    }
     let whole_outputs: Vec<syn::Error> = k
         .args
         .iter()

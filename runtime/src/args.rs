@@ -95,7 +95,7 @@ impl<T: DeviceCopy> PinnedArg<T> for PinnedBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {
         ArgRef {
             addr: self.host_ptr() as u64,
-            len: self.len(),
+            len: self.elems(),
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(self.flags()),
@@ -111,7 +111,7 @@ impl<T: DeviceCopy> PinnedArg<T> for MappedBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {
         ArgRef {
             addr: self.host_ptr() as u64,
-            len: self.len(),
+            len: self.elems(),
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(self.flags()),
@@ -127,7 +127,7 @@ impl<T: DeviceCopy> MappedArg<T> for MappedBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {
         ArgRef {
             addr: self.device_ptr(),
-            len: self.len(),
+            len: self.elems(),
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(self.flags()),
@@ -143,7 +143,7 @@ impl<T: DeviceCopy> MappedArg<T> for Registered<T> {
     fn __arg(&self) -> ArgRef<'_> {
         ArgRef {
             addr: self.device_ptr(),
-            len: self.len(),
+            len: self.elems(),
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(HostFlags(

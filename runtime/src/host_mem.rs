@@ -321,6 +321,14 @@ macro_rules! host_slice {
                 self.alloc.ptr.cast()
             }
 
+            /// The number of elements, read without the host access `Deref` makes (which
+            /// first waits for GPU work that may write the memory): for passing the memory
+            /// to more GPU work (ordered on the GPU, not by a host wait), and for memory the
+            /// host and a running kernel share through atomics (signal cells, mailboxes).
+            pub(crate) fn elems(&self) -> usize {
+                self.len
+            }
+
             pub(crate) fn gpu(&self) -> &Arc<Inner> {
                 &self.alloc.gpu
             }
@@ -497,6 +505,11 @@ impl<T: DeviceCopy> Registered<T> {
 
     pub(crate) fn host_ptr(&self) -> *const T {
         self.data.as_ptr()
+    }
+
+    /// The number of elements, without the host access `Deref` makes (see `MappedBuffer`'s).
+    pub(crate) fn elems(&self) -> usize {
+        self.data.len()
     }
 
     /// The address kernels use for this memory.

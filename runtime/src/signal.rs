@@ -131,7 +131,7 @@ fn spin_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
 
 impl SignalBuffer {
     fn cell(&self, i: usize) -> &AtomicU32 {
-        assert!(i < self.mem.len(), "signal {i} of {}", self.mem.len());
+        assert!(i < self.mem.elems(), "signal {i} of {}", self.mem.elems());
         // SAFETY: in bounds of the live mapped allocation; the cells are only ever accessed
         // atomically (by this type and by kernels), never through references to `u32`.
         unsafe { AtomicU32::from_ptr(self.mem.host_ptr().add(i)) }
@@ -139,12 +139,12 @@ impl SignalBuffer {
 
     /// Number of cells.
     pub fn len(&self) -> usize {
-        self.mem.len()
+        self.mem.elems()
     }
 
     /// Whether there are no cells.
     pub fn is_empty(&self) -> bool {
-        self.mem.is_empty()
+        self.mem.elems() == 0
     }
 
     /// Read cell `i` (acquire).
@@ -236,13 +236,13 @@ impl<T: DeviceCopy> OutboxBuffer<T> {
 
 impl<T: DeviceCopy> Ring<T> {
     fn capacity(&self) -> usize {
-        self.mem.len()
+        self.mem.elems()
     }
 
     /// The slot of message `n`: `n % capacity`, as a mask (the capacity is a power of two,
     /// checked by [`Gpu::inbox`] / [`Gpu::outbox`]), since a poll forms it every time.
     fn slot(&self, n: u32) -> usize {
-        n as usize & (self.mem.len() - 1)
+        n as usize & (self.mem.elems() - 1)
     }
 
     fn seq(&self, n: u32) -> &AtomicU32 {

@@ -364,6 +364,98 @@ fn a_mailbox_shared_by_two_senders_and_two_receivers_loses_nothing() {
 }
 
 #[test]
+fn a_launch_after_a_queued_write_of_host_memory_is_ordered_on_the_gpu_not_by_the_host() {
+    use berth_examples::gated::{gated_copy_mapped, gated_fill_mapped};
+    const N: usize = 4096;
+    let (_g, gpu) = gpu();
+    let gate = gpu.signals(1).unwrap();
+    let mut buf = gpu.mapped_zeroed::<u32>(N).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(N).unwrap();
+    let start = std::time::Instant::now();
+    // The fill waits for the gate, which opens only once both launches are queued: a host
+    // wait for the fill before queueing the copy would last until the fill gives up.
+    let queued = gpu
+        .scope(|s| {
+            gated_fill_mapped(s, Grid::cover(N), 7, &gate, &mut buf)?.detach();
+            gated_copy_mapped(s, Grid::cover(N), &gate, &buf, &mut out)?.detach();
+            let queued = start.elapsed();
+            gate.store(0, 1);
+            Ok(queued)
+        })
+        .unwrap();
+    assert!(
+        queued < Duration::from_secs(2),
+        "queueing waited {queued:?}"
+    );
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == 7));
+}
+
+#[test]
+fn a_second_launch_on_a_mailbox_runs_after_the_first_not_beside_it() {
+    use berth_examples::relay;
+    let (_g, gpu) = gpu();
+    let t = Duration::from_secs(10);
+    let inbox = gpu.inbox::<u32>(4).unwrap();
+    let outbox = gpu.outbox::<u32>(4).unwrap();
+    let (ctl_a, ctl_b) = (gpu.signals(1).unwrap(), gpu.signals(1).unwrap());
+    let (s1, s2) = (gpu.stream().unwrap(), gpu.stream().unwrap());
+    let a = relay(&s1, Grid::new(1, 1), 0, 12, 20_000, &inbox, &outbox, &ctl_a).unwrap();
+    // Another stream, the same mailbox: the launch is queued behind `a` on the GPU.
+    let b = relay(
+        &s2,
+        Grid::new(1, 1),
+        12,
+        12,
+        20_000,
+        &inbox,
+        &outbox,
+        &ctl_b,
+    )
+    .unwrap();
+    ctl_a.wait(0, |v| v == 1, t).unwrap();
+    use rand::Rng as _;
+    let mut rng = rand::rng();
+    for n in 0..24u32 {
+        if n < 12 {
+            // Beside `a`, `b` would be running now, waiting for its first message.
+            assert_eq!(
+                ctl_b.load(0),
+                0,
+                "the second launch ran beside the first (message {n})"
+            );
+        }
+        let v: u32 = rng.random();
+        inbox.send(v, t).unwrap();
+        assert_eq!(outbox.recv(t).unwrap(), v.wrapping_add(1), "message {n}");
+    }
+    a.wait().unwrap();
+    b.wait().unwrap();
+    assert_eq!((ctl_a.load(0), ctl_b.load(0)), (2, 2));
+}
+
+#[test]
+fn consecutive_launches_on_one_stream_take_consecutive_messages_of_a_mailbox() {
+    use berth_examples::relay;
+    let (_g, gpu) = gpu();
+    let t = Duration::from_secs(10);
+    let inbox = gpu.inbox::<u32>(2).unwrap();
+    let outbox = gpu.outbox::<u32>(2).unwrap();
+    let ctl = gpu.signals(1).unwrap();
+    let s = gpu.stream().unwrap();
+    let launches: Vec<_> = (0..3)
+        .map(|k| relay(&s, Grid::new(1, 1), 5 * k, 5, 20_000, &inbox, &outbox, &ctl).unwrap())
+        .collect();
+    for n in 0..15u32 {
+        inbox.send(n * 7, t).unwrap();
+        assert_eq!(outbox.recv(t).unwrap(), n * 7 + 1, "message {n}");
+    }
+    for l in launches {
+        l.wait().unwrap();
+    }
+    assert_eq!(ctl.load(0), 2);
+}
+
+#[test]
 fn launches_from_several_threads_on_one_context_and_one_stream_are_independent() {
     use berth_examples::saxpy;
     let (_g, gpu) = gpu();

@@ -106,16 +106,20 @@ impl<'l> Launch<'l> {
 
     /// Pass an inbox (`#[mapped] inbox: &Inbox<T>`): the host sends into it while the kernel
     /// runs.
+    ///
+    /// The launch takes the kernel's side of the mailbox exclusively (the host's side stays
+    /// shared): a launch on another stream that takes it too runs after this one on the GPU,
+    /// never beside it, and one launch cannot take it twice. A side has one receiver.
     pub fn inbox<T: DeviceCopy>(&mut self, m: &'l InboxBuffer<T>) {
         let what = "inbox the host sends into while the kernel runs";
-        self.in_place(m.arg(), Access::Shared, "mapped", what);
+        self.in_place(m.arg(), Access::Exclusive, "mapped", what);
     }
 
     /// Pass an outbox (`#[mapped] outbox: &Outbox<T>`): the host receives from it while the
-    /// kernel runs.
+    /// kernel runs. Taken exclusively by the launch, as [`Launch::inbox`] says.
     pub fn outbox<T: DeviceCopy>(&mut self, m: &'l OutboxBuffer<T>) {
         let what = "outbox the host receives from while the kernel runs";
-        self.in_place(m.arg(), Access::Shared, "mapped", what);
+        self.in_place(m.arg(), Access::Exclusive, "mapped", what);
     }
 
     /// Memory the kernel reaches where it is: device memory, or mapped host memory.

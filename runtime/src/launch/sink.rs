@@ -135,7 +135,7 @@ impl<'l> ArgSink<'l> {
         });
         if aliased {
             let reason = format!(
-                "argument `{}` is memory the launch already takes, and one of them is `&mut`",
+                "argument `{}` is memory the launch already takes, and one of them is `&mut` (or the kernel's side of a mailbox)",
                 self.arg_name()
             );
             self.invalid(reason);

@@ -12,7 +12,7 @@ use crate::pipeline::link::link_profile;
 use crate::pipeline::plan::{PipelineOptions, plan};
 use crate::pipeline::run::{Bulk, PipelineRun, Start, start};
 use crate::queue::Mode;
-use crate::signal::{InboxBuffer, OutboxBuffer, SignalBuffer};
+use crate::signal::SignalBuffer;
 use crate::track::Access;
 use berth_device::DeviceCopy;
 use cudarc::driver::sys;
@@ -89,14 +89,6 @@ impl<'l> Pipelined<'l> {
     /// Signal cells, passed whole to every chunk.
     pub fn signals(&mut self, s: &'l SignalBuffer) {
         self.whole(s.arg(), Access::Shared);
-    }
-    /// An inbox, passed whole to every chunk.
-    pub fn inbox<T: DeviceCopy>(&mut self, m: &'l InboxBuffer<T>) {
-        self.whole(m.arg(), Access::Shared);
-    }
-    /// An outbox, passed whole to every chunk.
-    pub fn outbox<T: DeviceCopy>(&mut self, m: &'l OutboxBuffer<T>) {
-        self.whole(m.arg(), Access::Shared);
     }
 
     fn bulk(&mut self, a: ArgRef<'l>, elem: usize, copy_in: bool, copy_out: bool) {
