@@ -223,7 +223,7 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
                 unsafe { ops.copy_d2h(stream, host, dev, len * b.elem, k) }?;
             }
         }
-        let flag_host = run.progress.as_ptr().wrapping_add(c) as u64;
+        let flag_host = run.progress.host_ptr().wrapping_add(c) as u64;
         let flag_device = run.progress.device_ptr() + 4 * c as u64;
         if by_kernel {
             let mut flag = flag_device;
@@ -306,7 +306,7 @@ impl PipelineRun<'_> {
     }
 
     fn flag(&self, c: usize) -> bool {
-        let p = self.progress.as_ptr().wrapping_add(c).cast_mut();
+        let p = self.progress.host_ptr().wrapping_add(c);
         // SAFETY: `p` is the c-th u32 of the live progress buffer (c < chunks), written by the
         // run's streams (see `FlagWriter`); read atomically.
         unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Acquire) == 1
