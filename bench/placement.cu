@@ -155,36 +155,43 @@ static int copy_reps(size_t bytes, int reps) {
     return bytes <= 16 * MiB ? std::max(reps, kShortCopyReps) : reps;
 }
 
-// 1. Pinned (not write-combined) <-> device copies over a size sweep.
-static void bench_copy(cudaStream_t s, int reps_arg) {
-    const size_t sizes[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB};
+// One size's H2D then D2H copies, timed and checked; `suffix` names the section
+// ("" or "_fresh"). The device range is poisoned first, so the check proves the
+// timed copies (not an earlier, larger one) put the bytes there; the host
+// destination is poisoned before each direction for the same reason.
+static void time_copies(cudaStream_t s, int reps, const unsigned char* src, unsigned char* dst,
+                        unsigned char* dev, size_t b, const char* suffix) {
+    char name[16];
+    CUDA_CHECK(cudaMemsetAsync(dev, 0xA5, b, s));
+    double ms = gpu_median_ms(s, reps, [&] {
+        CUDA_CHECK(cudaMemcpyAsync(dev, src, b, cudaMemcpyHostToDevice, s));
+    });
+    std::memset(dst, 0x5A, b);
+    copy_sync(s, dst, dev, b);
+    std::snprintf(name, sizeof name, "h2d%s", suffix);
+    emit_bw(name, b, ms, reps, count_mismatch(dst, src, b));
+
+    // D2H: the device now holds src's bytes (checked just above).
+    std::memset(dst, 0x5A, b);
+    ms = gpu_median_ms(s, reps, [&] {
+        CUDA_CHECK(cudaMemcpyAsync(dst, dev, b, cudaMemcpyDeviceToHost, s));
+    });
+    std::snprintf(name, sizeof name, "d2h%s", suffix);
+    emit_bw(name, b, ms, reps, count_mismatch(dst, src, b));
+}
+
+static const size_t kCopySizes[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB};
+
+// 1. Pinned (not write-combined) <-> device copies over a size sweep: prefixes of
+// 1 GiB buffers.
+static void bench_copy(cudaStream_t s, int reps) {
     const size_t maxb = 1 * GiB;
     unsigned char *src, *dst, *dev;
     CUDA_CHECK(cudaHostAlloc(&src, maxb, cudaHostAllocDefault));
     CUDA_CHECK(cudaHostAlloc(&dst, maxb, cudaHostAllocDefault));
     CUDA_CHECK(cudaMalloc(&dev, maxb));
     fill_random_bytes(src, maxb);  // every size copies a prefix of this
-
-    for (size_t b : sizes) {
-        const int reps = copy_reps(b, reps_arg);
-        // H2D. The device prefix is poisoned first, so the check proves the
-        // copies (not an earlier, larger one) put the bytes there.
-        CUDA_CHECK(cudaMemsetAsync(dev, 0xA5, b, s));
-        double ms = gpu_median_ms(s, reps, [&] {
-            CUDA_CHECK(cudaMemcpyAsync(dev, src, b, cudaMemcpyHostToDevice, s));
-        });
-        std::memset(dst, 0x5A, b);
-        copy_sync(s, dst, dev, b);
-        emit_bw("h2d", b, ms, reps, count_mismatch(dst, src, b));
-
-        // D2H: the device now holds src's bytes (checked just above); poison
-        // the host destination so only the timed copies can fill it.
-        std::memset(dst, 0x5A, b);
-        ms = gpu_median_ms(s, reps, [&] {
-            CUDA_CHECK(cudaMemcpyAsync(dst, dev, b, cudaMemcpyDeviceToHost, s));
-        });
-        emit_bw("d2h", b, ms, reps, count_mismatch(dst, src, b));
-    }
+    for (size_t b : kCopySizes) time_copies(s, copy_reps(b, reps), src, dst, dev, b, "");
     CUDA_CHECK(cudaFree(dev));
     CUDA_CHECK(cudaFreeHost(dst));
     CUDA_CHECK(cudaFreeHost(src));
@@ -193,27 +200,14 @@ static void bench_copy(cudaStream_t s, int reps_arg) {
 // 1b. The same copies with every size in allocations of its own (host source and
 // destination, device buffer), made fresh for each size as berth's benchmark makes
 // them: tells the placement of the pages from the cost of the calls.
-static void bench_copy_fresh(cudaStream_t s, int reps_arg) {
-    const size_t sizes[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1 * GiB};
-    for (size_t b : sizes) {
-        const int reps = copy_reps(b, reps_arg);
+static void bench_copy_fresh(cudaStream_t s, int reps) {
+    for (size_t b : kCopySizes) {
         unsigned char *src, *dst, *dev;
         CUDA_CHECK(cudaHostAlloc(&src, b, cudaHostAllocDefault));
         CUDA_CHECK(cudaHostAlloc(&dst, b, cudaHostAllocDefault));
         CUDA_CHECK(cudaMalloc(&dev, b));
         fill_random_bytes(src, b);
-        CUDA_CHECK(cudaMemsetAsync(dev, 0xA5, b, s));
-        double ms = gpu_median_ms(s, reps, [&] {
-            CUDA_CHECK(cudaMemcpyAsync(dev, src, b, cudaMemcpyHostToDevice, s));
-        });
-        std::memset(dst, 0x5A, b);
-        copy_sync(s, dst, dev, b);
-        emit_bw("h2d_fresh", b, ms, reps, count_mismatch(dst, src, b));
-        std::memset(dst, 0x5A, b);
-        ms = gpu_median_ms(s, reps, [&] {
-            CUDA_CHECK(cudaMemcpyAsync(dst, dev, b, cudaMemcpyDeviceToHost, s));
-        });
-        emit_bw("d2h_fresh", b, ms, reps, count_mismatch(dst, src, b));
+        time_copies(s, copy_reps(b, reps), src, dst, dev, b, "_fresh");
         CUDA_CHECK(cudaFree(dev));
         CUDA_CHECK(cudaFreeHost(dst));
         CUDA_CHECK(cudaFreeHost(src));
