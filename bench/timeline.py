@@ -106,11 +106,13 @@ def depths(ranges):
     return out
 
 
-def render(db, title):
+def render(db, title, name="pipeline", occurrence=1):
     ranges = nvtx_ranges(db)
-    pipeline = next((r for r in ranges if r[2].startswith("pipeline")), None)
-    if pipeline is None:
-        raise SystemExit("no berth `pipeline …` NVTX range in this report")
+    matching = [r for r in ranges if r[2].startswith("pipeline") and name in r[2]]
+    index = occurrence - 1 if occurrence > 0 else len(matching) + occurrence
+    if not 0 <= index < len(matching):
+        raise SystemExit(f"no berth `pipeline …` NVTX range containing {name!r} (occurrence {occurrence}) in this report")
+    pipeline = matching[index]
     calls = api_calls(db)
     ops = []
     for op in gpu_ops(db):
@@ -250,6 +252,10 @@ def main():
     p.add_argument("sqlite", nargs="?")
     p.add_argument("svg", nargs="?")
     p.add_argument("--title", default="berth's stream example in Nsight Systems, H200")
+    p.add_argument("--range", default="pipeline",
+                   help="draw the pipeline range whose name contains this (default: any)")
+    p.add_argument("--occurrence", type=int, default=1,
+                   help="which of the matching ranges: 1 the first, -1 the last")
     p.add_argument("--self-test", action="store_true")
     a = p.parse_args()
     if a.self_test:
@@ -257,7 +263,7 @@ def main():
         return
     if not a.sqlite or not a.svg:
         p.error("give the sqlite export and the SVG to write")
-    svg, ops = render(sqlite3.connect(a.sqlite), a.title)
+    svg, ops = render(sqlite3.connect(a.sqlite), a.title, a.range, a.occurrence)
     with open(a.svg, "w") as f:
         f.write(svg)
     print(f"{a.svg}: {len(ops)} copies and kernels on {len({o[2] for o in ops})} streams")

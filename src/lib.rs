@@ -110,11 +110,12 @@
 pub mod guide {}
 
 pub use berth_device as device;
+pub use berth_device::packed;
 pub use berth_device::warp;
 pub use berth_device::{
     AtomicSlice, DeviceCopy, FastMath, GpuFloat, Inbox, Mailbox, Matrix, MatrixMut, Outbox, Own,
-    PerBlock, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window, bf16, f16,
-    gpu_assert, gpu_or_host, math, shared_array,
+    Packed, Packing, PerBlock, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles,
+    Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
 #[doc = include_str!("gpu_kernel.md")]
 pub use berth_macros::gpu_kernel;
@@ -122,12 +123,13 @@ pub use berth_macros::{DeviceCopy, unroll};
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
-    Backend, CollectiveType, DeviceArg, DeviceBuffer, DeviceLimits, DeviceProgress, DeviceSet,
-    Dim3, Error, Event, Gpu, Graph, Grid, Held, HostAccess, HostFlags, InboxBuffer, LinkProfile,
-    MappedArg, MappedBuffer, OutboxBuffer, PanicReport, PeerPath, PeerView, Pending, PinnedArg,
-    PinnedBuffer, PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, PoolStats, Queue,
-    RESTART_ENV, Recorder, ReduceOp, RegisterError, Registered, Result, Scope, Sharded,
-    SignalBuffer, Stream, auto_plan, nvtx, placement, placement::Touch, ptx, raw, restart_process,
+    Backend, Cacheable, CollectiveType, DeviceArg, DeviceBuffer, DeviceCache, DeviceLimits,
+    DeviceProgress, DeviceSet, Dim3, Error, Event, Gpu, Graph, Grid, Held, HostAccess, HostFlags,
+    HostShared, InboxBuffer, LinkProfile, MappedArg, MappedBuffer, OutboxBuffer, PanicReport,
+    PeerPath, PeerView, Pending, PinnedArg, PinnedBuffer, PinnedOptions, PipelineOptions,
+    PipelineRun, PipelineStats, Placed, PoolStats, Queue, RESTART_ENV, Recorder, ReduceOp,
+    RegisterError, Registered, Result, Scope, Sharded, SharedHost, SignalBuffer, Stream, auto_plan,
+    nvtx, placement, placement::Touch, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.
@@ -137,8 +139,8 @@ pub mod prelude {
     pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
     pub use berth_device::{
-        AtomicSlice, DeviceCopy, Inbox, Matrix, MatrixMut, Outbox, Own, PerBlock, Shared, Signals,
-        Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window,
+        AtomicSlice, DeviceCopy, Inbox, Matrix, MatrixMut, Outbox, Own, Packed, Packing, PerBlock,
+        Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window,
     };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
@@ -163,12 +165,7 @@ pub mod __private {
         AtomicSlice, Inbox, Outbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
     };
 
-    /// The alignment a kernel entry declares for a pointer parameter to `T`: `T`'s, at most
-    /// 128 (it travels as one byte to the builder, which writes it into the PTX `.param`).
-    pub const fn param_align<T>() -> u8 {
-        let a = core::mem::align_of::<T>();
-        if a > 128 { 128 } else { a as u8 }
-    }
+    pub use berth_abi::param_align;
 
     /// Tells the optimiser that the launch is one-dimensional, at the top of a kernel's
     /// linear entry: `thread::index()` then compiles to `global_x()` without its test of the

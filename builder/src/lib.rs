@@ -1,13 +1,27 @@
 //! Builds a berth kernel crate for `nvptx64-nvidia-cuda` and hands its PTX to the host build.
 //!
 //! A kernel crate is an ordinary library: the host build compiles it with the launch glue that
-//! `#[gpu_kernel]` generates, and its build script calls [`kernels`], which runs a nested
-//! `cargo rustc` of the same crate for nvptx64 and exports the PTX's path as `BERTH_PTX`
-//! (read by the macro, which embeds the file). Where `ptxas` is found it also assembles the
-//! PTX into SASS for the build's architecture (a cubin, exported as `BERTH_CUBIN`), which the
-//! runtime loads first so the first launch needs no JIT. `cargo xtask ptx` drives the same
-//! [`Builder`]. Before the nested build, the toolchain components it needs are installed
-//! through rustup where missing ([`toolchain`]).
+//! `#[gpu_kernel]` generates, and its build script calls [`kernels`], which builds the same
+//! crate for nvptx64 and exports the PTX's path as `BERTH_PTX` (read by the macro, which
+//! embeds the file). `cargo xtask ptx` drives the same [`Builder`].
+//!
+//! A build is a pipeline of stages, each a function from what the one before produced to what
+//! the next needs:
+//!
+//! | stage | function | from | to |
+//! |---|---|---|---|
+//! | 1. toolchain | [`toolchain::ensure`] | the running toolchain | its missing components installed |
+//! | 2. nested build | [`nested::build`] | the crate | [`nested::Nested`]: the crate's bitcode, the libraries and exports rustc links it with |
+//! | 3. link | [`link::join`], [`link::device_math`] | `Nested` | [`link::Joined`]: the whole program's bitcode, with libdevice |
+//! | 4. IR rewrites | [`codegen::disassemble`], [`ir::rewrite`] | `Joined` | an [`ir::Module`], parsed once and rewritten, and what each rewrite did ([`ir::Report`]) |
+//! | 5. opt / llc | [`codegen::compile`] | the module | the PTX |
+//! | 6. ptxas | [`sass::build_cubin`] | the PTX | SASS for the build's architecture ([`Sass`]) and each kernel's resource usage, where ptxas is found |
+//! | 6b. lints | [`lints::lints`] | the PTX, the usage | what costs time that the source could avoid ([`Lint`]) |
+//! | 7. embed | [`embed::embed`] | [`Built`] | the files in `OUT_DIR` and the build script's lines for cargo |
+//!
+//! A rewrite a kernel needs that does not apply fails the build naming the kernel and the
+//! rewrite ([`ir::RewriteError`]). The names and encodings the macro, the runtime and the
+//! builder share are berth's kernel ABI ([`berth_abi`]).
 //!
 //! Facts this encodes (see the project's NVPTX notes): the nested build needs
 //! `RUSTC_BOOTSTRAP=1` and `-Zbuild-std=core`; its flags must be set through
@@ -17,19 +31,25 @@
 //! cargo's JSON messages.
 #![deny(missing_docs)]
 
+pub mod codegen;
+pub mod embed;
 pub mod ir;
 pub mod link;
+pub mod lints;
+pub mod nested;
 mod ptxas;
 pub mod sass;
 pub mod toolchain;
+pub mod tools;
 
-pub use link::{LinkError, find_libdevice};
+pub use berth_abi::PTX_ENV;
+pub use link::{LinkError, find_libdevice, libdevice_beside};
+pub use lints::{Lint, LintKind};
 pub use ptxas::{EntryUsage, PtxasError, find_ptxas, ptxas_usage};
 pub use sass::{CUBIN_ARCH_ENV, CUBIN_ENV, SASS_ENV, Sass};
 
-use std::io::{BufRead, BufReader};
+use nested::TARGET;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 /// The GPU architecture used when none is asked for.
 pub const DEFAULT_ARCH: &str = "sm_90";
@@ -41,9 +61,6 @@ pub const FP_CONTRACT_ENV: &str = "BERTH_FP_CONTRACT";
 pub const LSR_ENV: &str = "BERTH_LSR";
 /// Environment variable naming libdevice (`off` for none); see [`find_libdevice`].
 pub const LIBDEVICE_ENV: &str = "BERTH_LIBDEVICE";
-/// The environment variable the host build reads the PTX path from.
-pub const PTX_ENV: &str = "BERTH_PTX";
-const TARGET: &str = "nvptx64-nvidia-cuda";
 
 /// Why a kernel build failed.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +83,29 @@ pub enum Error {
     Build {
         /// The kernel crate.
         krate: String,
+    },
+    /// What rustc was asked to write for the later stages is not there, although cargo found
+    /// the build up to date (the files were removed by hand).
+    #[error(
+        "`{krate}`'s build is up to date but rustc's {path} is missing: remove {target_dir} to build it again"
+    )]
+    Outputs {
+        /// The kernel crate.
+        krate: String,
+        /// The missing file.
+        path: PathBuf,
+        /// The nested build's target directory.
+        target_dir: PathBuf,
+    },
+    /// rustc's linker command line (`--print=link-args`) is not in the form this knows.
+    #[error(
+        "the linker command line rustc printed for `{krate}` ({path}) does not name one module of the crate, its libraries and its exports (this berth-gpu-build does not know this rustc; please report it)"
+    )]
+    LinkArgs {
+        /// The kernel crate.
+        krate: String,
+        /// The file rustc printed it to.
+        path: PathBuf,
     },
     /// The build succeeded but produced no `.ptx`.
     #[error("building `{krate}` for {TARGET} produced no .ptx (is it a library crate?)")]
@@ -110,6 +150,8 @@ pub struct Built {
     pub libdevice: Option<PathBuf>,
     /// The SASS assembled from the PTX, or why there is none.
     pub sass: Sass,
+    /// The performance lints of the kernels (the local-frame ones only with SASS).
+    pub lints: Vec<Lint>,
 }
 
 /// A nested nvptx64 build of one kernel crate.
@@ -193,10 +235,14 @@ impl Builder {
         self
     }
 
-    /// Run the nested build, after installing the toolchain components it needs where they
-    /// are missing ([`toolchain::ensure`]).
+    /// Build the crate: the stages of the pipeline, one after the other.
     pub fn build(&self) -> Result<Built, Error> {
         validate_arch(&self.arch)?;
+        let krate = self
+            .name
+            .clone()
+            .unwrap_or_else(|| crate_name(&self.manifest_dir));
+        // 1. The toolchain components the nested build and the LLVM tools need.
         let cargo_warnings = self.cargo_warnings;
         toolchain::ensure(&toolchain::Toolchain::current()?, &mut |line| {
             if cargo_warnings {
@@ -205,123 +251,99 @@ impl Builder {
                 eprintln!("{line}");
             }
         })?;
-        let manifest = self.manifest_dir.join("Cargo.toml");
-        let mut cmd = Command::new(&self.cargo);
-        cmd.current_dir(&self.manifest_dir)
-            .args(["rustc", "--lib", "--crate-type", "cdylib", "--release"])
-            .args(["--target", TARGET, "-Zbuild-std=core"])
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&self.target_dir)
-            .arg("--message-format=json-render-diagnostics")
-            // Kernel crates are plain libraries: the attributes the PTX build needs are
-            // injected here, for this crate only, so users write none of them.
-            .args([
-                "--",
-                "-Zcrate-attr=no_std",
-                "-Zcrate-attr=feature(abi_ptx, asm_experimental_arch)",
-                "-Aunused-features",
-            ])
-            .env("RUSTC_BOOTSTRAP", "1")
-            // immediate-abort: `core`'s formatted panics trap at once instead of linking
-            // `core::fmt`, which would cost every kernel that can panic up to 255 registers
-            // (see berth_device::panic).
-            .env(
-                "CARGO_ENCODED_RUSTFLAGS",
-                format!(
-                    "-Ctarget-cpu={}\x1f-Zunstable-options\x1f-Cpanic=immediate-abort{}",
-                    self.arch,
-                    // berth's device math calls libdevice when the last step can link it.
-                    if self.libdevice.is_some() {
-                        "\x1f--cfg=berth_libdevice"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-            .env("CARGO_PROFILE_RELEASE_DEBUG", "0")
-            .env("CARGO_PROFILE_RELEASE_STRIP", "false")
-            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
-            .env_remove("RUSTFLAGS")
-            .env_remove("RUSTC_WRAPPER")
-            .env_remove("RUSTC_WORKSPACE_WRAPPER")
-            .env_remove("CARGO_TARGET_DIR")
-            .env_remove("CARGO_BUILD_TARGET")
-            .env_remove("CARGO_ENCODED_RUSTDOCFLAGS")
-            .stdout(Stdio::piped())
-            .stderr(if self.quiet {
-                Stdio::piped()
-            } else {
-                Stdio::inherit()
-            });
-        let krate = self
-            .name
-            .clone()
-            .unwrap_or_else(|| crate_name(&self.manifest_dir));
-        let mut child = cmd.spawn().map_err(|source| Error::Spawn {
-            cargo: self.cargo.clone(),
-            source,
+        // 2. The nested build, and what rustc says it built.
+        let nested = nested::build(&nested::NestedOptions {
+            manifest_dir: &self.manifest_dir,
+            target_dir: &self.target_dir,
+            cargo: &self.cargo,
+            krate: &krate,
+            arch: &self.arch,
+            libdevice: self.libdevice.is_some(),
+            quiet: self.quiet,
         })?;
-        let stdout = child.stdout.take().expect("piped stdout");
-        let stderr = child.stderr.take();
-        // Drain stderr concurrently so a chatty failing build cannot block on a full pipe.
-        let err_thread = stderr.map(|mut s| {
-            std::thread::spawn(move || {
-                let mut buf = String::new();
-                let _ = std::io::Read::read_to_string(&mut s, &mut buf);
-                buf
-            })
-        });
-        let mut ptx = None;
-        for line in BufReader::new(stdout).lines() {
-            let line = line.map_err(|source| Error::Io {
-                path: manifest.clone(),
-                source,
-            })?;
-            if let Some(p) = ptx_artifact(&line) {
-                ptx = Some(p);
-            }
-        }
-        let status = child.wait().map_err(|source| Error::Spawn {
-            cargo: self.cargo.clone(),
-            source,
-        })?;
-        let captured = err_thread.and_then(|t| t.join().ok()).unwrap_or_default();
-        if !status.success() {
-            eprint!("{captured}");
-            return Err(Error::Build { krate });
-        }
-        let linked_ptx = ptx.ok_or(Error::NoPtx {
-            krate: krate.clone(),
-        })?;
-        let sources = dep_info_sources(&linked_ptx.with_extension("d"));
         let link_err = |source| Error::Link {
             krate: krate.clone(),
             source,
         };
-        let (bc, symbols) = link::linker_leftovers(&linked_ptx).map_err(link_err)?;
-        let ptx = bc.with_extension("berth.ptx");
-        let opts = link::LinkOptions {
+        let tools = tools::Tools::find().map_err(link_err)?;
+        // 3. The whole program's bitcode, with libdevice where it does device math.
+        let joined = link::join(tools, &nested).map_err(link_err)?;
+        let joined =
+            link::device_math(tools, joined, self.libdevice.as_deref()).map_err(link_err)?;
+        // 4. The IR, parsed once and rewritten.
+        let mut module = codegen::disassemble(tools, &joined).map_err(link_err)?;
+        let report = ir::rewrite(
+            &mut module,
+            ir::Rewrite {
+                contract: self.contract,
+            },
+        )
+        .map_err(|e| link_err(e.into()))?;
+        // 5. opt and llc.
+        let opts = codegen::CodegenOptions {
             arch: self.arch.clone(),
-            contract: self.contract,
-            libdevice: self.libdevice.clone(),
             lsr: std::env::var(LSR_ENV).is_ok_and(|v| v == "on"),
         };
-        let report = link::relink(&bc, &symbols, &ptx, &opts).map_err(link_err)?;
-        let sass = if self.sass {
+        let ptx = codegen::compile(tools, &module, &joined, &krate, &opts).map_err(link_err)?;
+        // 6. ptxas, where found.
+        let (sass, usage) = if self.sass {
             sass::build_cubin(&ptx, &self.arch)
         } else {
-            Sass::Off
+            (Sass::Off, Vec::new())
         };
+        let text = tools::read(&ptx).map_err(link_err)?;
+        let lints = lints::lints(&text, &usage);
         Ok(Built {
             ptx,
-            sources,
+            sources: nested.sources,
             report,
-            libdevice: self.libdevice.clone(),
+            libdevice: (!joined.libdevice.is_empty())
+                .then(|| self.libdevice.clone())
+                .flatten(),
             sass,
+            lints,
         })
     }
+}
+
+/// The one warning of a build whose device math fell back to berth's portable versions
+/// (no libdevice found, and `BERTH_LIBDEVICE` not `off`): the kernels it affects, where
+/// libdevice was looked for and how to get it. `None` when libdevice was found or refused.
+fn portable_math_warning(built: &Built, package: &str) -> Option<String> {
+    let refused = std::env::var_os(LIBDEVICE_ENV).is_some_and(|v| v == "off" || v == "none");
+    if refused || find_libdevice().is_some() {
+        return None;
+    }
+    let ptx = std::fs::read_to_string(&built.ptx).unwrap_or_default();
+    Some(portable_math_message(
+        package,
+        &entries(&ptx),
+        find_ptxas().as_deref(),
+    ))
+}
+
+/// The text of [`portable_math_warning`].
+fn portable_math_message(package: &str, kernels: &[&str], ptxas: Option<&Path>) -> String {
+    let beside = ptxas.map_or_else(String::new, |p| {
+        format!(" (looked beside {} and in the CUDA toolkits)", p.display())
+    });
+    format!(
+        "no libdevice.10.bc found{beside}: the device math (exp, log, sin, pow, …) in {package}'s kernels ({}) uses berth's portable versions, slower than nvcc's; `pip install nvidia-cuda-nvcc==13.0.88` (libdevice beside its ptxas) or set {LIBDEVICE_ENV}=/path/to/libdevice.10.bc, then rebuild",
+        kernels.join(", ")
+    )
+}
+
+/// The `.entry` names of a PTX module.
+fn entries(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter_map(|l| {
+            l.trim_start()
+                .strip_prefix(".visible .entry ")?
+                .split('(')
+                .next()
+        })
+        .map(str::trim)
+        .collect()
 }
 
 fn validate_arch(arch: &str) -> Result<(), Error> {
@@ -338,54 +360,6 @@ fn crate_name(manifest_dir: &Path) -> String {
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// The `.ptx` path from one line of cargo's JSON output, if the line is an artifact message.
-fn ptx_artifact(line: &str) -> Option<PathBuf> {
-    let msg: serde_json::Value = serde_json::from_str(line).ok()?;
-    if msg.get("reason")?.as_str()? != "compiler-artifact" {
-        return None;
-    }
-    msg.get("filenames")?
-        .as_array()?
-        .iter()
-        .filter_map(|f| f.as_str())
-        .find(|f| f.ends_with(".ptx"))
-        .map(PathBuf::from)
-}
-
-/// Source files listed in a rustc dep-info file, minus the standard library's own sources.
-fn dep_info_sources(dep_file: &Path) -> Vec<PathBuf> {
-    let Ok(text) = std::fs::read_to_string(dep_file) else {
-        return Vec::new();
-    };
-    let Some(first) = text.lines().next() else {
-        return Vec::new();
-    };
-    let deps = first.split_once(": ").map(|(_, d)| d).unwrap_or("");
-    // Paths are separated by spaces; a space inside a path is escaped as `\ `.
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut chars = deps.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&' ') => {
-                cur.push(' ');
-                chars.next();
-            }
-            ' ' => {
-                if !cur.is_empty() {
-                    out.push(PathBuf::from(std::mem::take(&mut cur)));
-                }
-            }
-            _ => cur.push(c),
-        }
-    }
-    if !cur.is_empty() {
-        out.push(PathBuf::from(cur));
-    }
-    out.retain(|p| !p.components().any(|c| c.as_os_str() == "rustlib"));
-    out
 }
 
 /// The nested target dir shared by every kernel crate of a workspace: `<target>/berth-nvptx`,
@@ -435,32 +409,17 @@ fn try_kernels() -> Result<(), Error> {
         .quiet(true)
         .cargo_warnings(true)
         .build()?;
-    let dest = out_dir.join(format!(
-        "{}.ptx",
-        env_or_die("CARGO_PKG_NAME").replace('-', "_")
-    ));
-    std::fs::copy(&built.ptx, &dest).map_err(|source| Error::Io {
-        path: dest.clone(),
-        source,
-    })?;
-    println!("cargo:rustc-env={PTX_ENV}={}", dest.display());
-    match &built.sass {
-        Sass::Cubin(cubin) => {
-            let dest = dest.with_extension("cubin");
-            std::fs::copy(cubin, &dest).map_err(|source| Error::Io {
-                path: dest.clone(),
-                source,
-            })?;
-            println!("cargo:rustc-env={CUBIN_ENV}={}", dest.display());
-            println!("cargo:rustc-env={CUBIN_ARCH_ENV}={arch}");
-        }
-        Sass::Off => {}
-        Sass::Unavailable(why) => {
-            let why = why.lines().next().unwrap_or_default();
-            println!(
-                "cargo:warning=no SASS for {arch}, PTX only (the first launch will JIT-compile it): {why}"
-            );
-        }
+    // A local frame or spills is always worth a look; a check in a loop may be one the data
+    // needs (a gather), so those are listed by `cargo xtask ptx` rather than on every build.
+    for lint in built.lints.iter().filter(|l| l.warns_on_build()) {
+        println!("cargo:warning={lint}");
+    }
+    if let Some(warning) = portable_math_warning(&built, &env_or_die("CARGO_PKG_NAME")) {
+        println!("cargo:warning={warning}");
+    }
+    // 7. The files handed to the host build.
+    for line in embed::embed(&built, &out_dir, &env_or_die("CARGO_PKG_NAME"), &arch)? {
+        println!("{line}");
     }
     println!(
         "cargo:rerun-if-changed={}",
@@ -470,9 +429,6 @@ fn try_kernels() -> Result<(), Error> {
         "cargo:rerun-if-changed={}",
         manifest_dir.join("src").display()
     );
-    for src in &built.sources {
-        println!("cargo:rerun-if-changed={}", src.display());
-    }
     Ok(())
 }
 
@@ -488,11 +444,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn artifact_line_yields_ptx_path() {
-        let line = r#"{"reason":"compiler-artifact","filenames":["/t/x.d","/t/kern.ptx"]}"#;
-        assert_eq!(ptx_artifact(line), Some(PathBuf::from("/t/kern.ptx")));
-        assert_eq!(ptx_artifact(r#"{"reason":"build-finished"}"#), None);
-        assert_eq!(ptx_artifact("not json"), None);
+    fn the_portable_math_warning_names_the_kernels_the_search_and_the_fix() {
+        let ptx = ".version 8.7\n.visible .entry saxpy(\n\t.param .u64 a\n)\n{\n}\n\
+                   .func helper()\n.visible .entry black_scholes(\n)\n";
+        let kernels = entries(ptx);
+        assert_eq!(kernels, ["saxpy", "black_scholes"]);
+        let ptxas = Path::new("/opt/nvidia/cu13/bin/ptxas");
+        let m = portable_math_message("my-kernels", &kernels, Some(ptxas));
+        assert!(
+            m.starts_with("no libdevice.10.bc found (looked beside /opt/nvidia/cu13/bin/ptxas"),
+            "{m}"
+        );
+        assert!(
+            m.contains("my-kernels's kernels (saxpy, black_scholes) uses berth's portable"),
+            "{m}"
+        );
+        assert!(m.contains("pip install nvidia-cuda-nvcc"), "{m}");
+        assert!(m.contains("BERTH_LIBDEVICE="), "{m}");
+        assert!(!m.contains('\n'), "one line for cargo:warning: {m}");
+        let without = portable_math_message("k", &["a"], None);
+        assert!(
+            without.starts_with("no libdevice.10.bc found: "),
+            "{without}"
+        );
     }
 
     #[test]
@@ -502,26 +476,6 @@ mod tests {
         assert!(validate_arch("90").is_err());
         assert!(validate_arch("sm_").is_err());
         assert!(validate_arch("sm_9x").is_err());
-    }
-
-    #[test]
-    fn dep_info_drops_std_and_unescapes_spaces() {
-        let dir = std::env::temp_dir().join(format!("berth-dep-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("k.d");
-        std::fs::write(
-            &f,
-            "/t/k.ptx: /w/src/lib.rs /w/my\\ dir/a.rs /r/lib/rustlib/src/core/lib.rs\n\n/w/src/lib.rs:\n",
-        )
-        .unwrap();
-        let got = dep_info_sources(&f);
-        assert_eq!(
-            got,
-            vec![
-                PathBuf::from("/w/src/lib.rs"),
-                PathBuf::from("/w/my dir/a.rs")
-            ]
-        );
     }
 
     #[test]

@@ -1,36 +1,23 @@
-//! The last step of a kernel build: from the whole program's LLVM bitcode to PTX, with the
-//! rewrites of [`crate::ir`] and NVIDIA's libdevice for device math.
+//! Stage 3 of a kernel build: the whole program's bitcode, joined from what rustc built, with
+//! NVIDIA's libdevice for the device math it calls.
 //!
-//! rustc links an nvptx64 crate with `llvm-bitcode-linker`, which joins every crate's bitcode
-//! (`<name>.o` beside the PTX), optimises it and runs `llc`. That PTX has no fused
-//! multiply-adds and no shared-memory address space, and cannot call libdevice. So the
-//! builder takes the joined bitcode and the exported-symbol list the linker left, and does the
-//! last steps itself with the same LLVM tools (the `llvm-tools` component): `llvm-dis`, the
-//! text rewrites, `llvm-link` with libdevice (only the functions used), `opt -O3` with
-//! internalisation, `llc`.
+//! rustc links an nvptx64 crate with `llvm-bitcode-linker`, which joins every crate's bitcode,
+//! optimises it and runs `llc`. That PTX has no fused multiply-adds and no shared-memory
+//! address space, and cannot call libdevice. So the builder joins the same inputs itself —
+//! the crate's bitcode and the libraries rustc names ([`crate::nested`]) — with the
+//! toolchain's `llvm-link`, links libdevice where the program calls it (only the functions
+//! used), and hands the result to the IR rewrites ([`crate::ir`]) and code generation
+//! ([`crate::codegen`]).
 
-use crate::ir::{self, Report, Rewrite};
+use crate::ir;
+use crate::nested::Nested;
+use crate::tools::Tools;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
 
 /// Prefix of libdevice's functions (`__nv_expf`, …).
 const LIBDEVICE_PREFIX: &str = "__nv_";
 
-/// Settings of the last step.
-#[derive(Debug, Clone)]
-pub struct LinkOptions {
-    /// GPU architecture (`sm_90`).
-    pub arch: String,
-    /// Contract float multiply-adds (nvcc's default `-fmad=true`).
-    pub contract: bool,
-    /// libdevice, where found.
-    pub libdevice: Option<PathBuf>,
-    /// Run LLVM's loop strength reduction in `llc` (off by default; `BERTH_LSR=on`).
-    pub lsr: bool,
-}
-
-/// Why the last step failed.
+/// Why the last steps failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum LinkError {
@@ -39,11 +26,6 @@ pub enum LinkError {
         "the LLVM tools of the Rust toolchain were not found in {0}: `rustup component add llvm-tools llvm-bitcode-linker`"
     )]
     Tools(PathBuf),
-    /// The linker's intermediate files were not where expected.
-    #[error(
-        "the joined bitcode {0} is missing: this rustc's llvm-bitcode-linker leaves it beside the PTX (berth-build expects Rust 1.95's layout)"
-    )]
-    NoBitcode(PathBuf),
     /// A tool failed.
     #[error("{tool} failed on {file}:\n{stderr}")]
     Tool {
@@ -77,186 +59,95 @@ pub enum LinkError {
     },
 }
 
-/// The bitcode `llvm-bitcode-linker` joined for `ptx` (`deps/<name>.o`), and its exported
-/// symbols (`deps/<name>.symbols.txt`).
-pub fn linker_leftovers(ptx: &Path) -> Result<(PathBuf, PathBuf), LinkError> {
-    let stem = ptx.file_stem().unwrap_or_default().to_owned();
-    let dir = ptx.parent().unwrap_or(Path::new("."));
-    for d in [dir.to_path_buf(), dir.join("deps")] {
-        let bc = d.join(&stem).with_extension("o");
-        let syms = d.join(&stem).with_extension("symbols.txt");
-        if bc.is_file() && syms.is_file() {
-            return Ok((bc, syms));
-        }
-    }
-    Err(LinkError::NoBitcode(
-        dir.join("deps").join(stem).with_extension("o"),
-    ))
+/// The whole program as one module of bitcode.
+#[derive(Debug, Clone)]
+pub struct Joined {
+    /// The bitcode file.
+    pub bitcode: PathBuf,
+    /// The symbols the PTX keeps; everything else is internalised.
+    pub exports: Vec<String>,
+    /// The libdevice functions the program calls, linked in (empty when it calls none).
+    pub libdevice: Vec<String>,
+    /// The directory for the later stages' files.
+    pub work: PathBuf,
 }
 
-/// From the joined bitcode `bc` and its exported `symbols` to `out` (PTX).
-pub fn relink(
-    bc: &Path,
-    symbols: &Path,
-    out: &Path,
-    opts: &LinkOptions,
-) -> Result<Report, LinkError> {
-    let tools = llvm_tools()?;
-    let work = bc.with_extension("berth-link");
-    std::fs::create_dir_all(&work).map_err(|source| LinkError::Io {
-        path: work.clone(),
-        source,
+/// Join the crate's bitcode with the libraries rustc links it with, as rustc's linker joins
+/// them (`llvm-link --ignore-non-bitcode`: the libraries' metadata members are skipped).
+pub fn join(tools: Tools, nested: &Nested) -> Result<Joined, LinkError> {
+    let joined = nested.work.join("joined.bc");
+    tools.run("llvm-link", &nested.bitcode, |c| {
+        c.arg("--ignore-non-bitcode")
+            .arg(&nested.bitcode)
+            .args(&nested.libraries)
+            .arg("-o")
+            .arg(&joined)
     })?;
-    let ll = work.join("joined.ll");
-    run(tools, "llvm-dis", bc, |c| c.arg(bc).arg("-o").arg(&ll))?;
-    let mut text = read(&ll)?;
-    // libdevice first, so its plain multiplies and adds are contracted too, as nvcc's
-    // `-fmad=true` contracts them (its deliberate roundings are intrinsics, left alone).
-    let math: Vec<String> = ir::declared_functions(&text)
-        .into_iter()
-        .filter(|f| f.starts_with(LIBDEVICE_PREFIX))
-        .collect();
-    if !math.is_empty() {
-        let Some(lib) = &opts.libdevice else {
-            return Err(LinkError::NoLibdevice {
-                functions: math.join(", "),
-            });
-        };
-        let with_math = work.join("with-libdevice.bc");
-        run(tools, "llvm-link", bc, |c| {
-            c.arg(bc)
-                .arg("--only-needed")
-                .arg(lib)
-                .arg("-o")
-                .arg(&with_math)
-        })?;
-        run(tools, "llvm-dis", &with_math, |c| {
-            c.arg(&with_math).arg("-o").arg(&ll)
-        })?;
-        text = read(&ll)?;
-    }
-    let (text, report) = ir::rewrite(
-        &text,
-        Rewrite {
-            contract: opts.contract,
-        },
-    )?;
-    let rewritten = work.join("rewritten.ll");
-    write(&rewritten, &text)?;
-    let linked = work.join("linked.bc");
-    run(tools, "llvm-as", &rewritten, |c| {
-        c.arg(&rewritten).arg("-o").arg(&linked)
+    Ok(Joined {
+        bitcode: joined,
+        exports: nested.exports.clone(),
+        libdevice: Vec::new(),
+        work: nested.work.clone(),
+    })
+}
+
+/// Link libdevice's functions that `joined` calls (`__nv_*`, undefined in it), from the
+/// libdevice at `libdevice`. Linked before the rewrites, so libdevice's plain multiplies and
+/// adds are contracted too, as nvcc's `-fmad=true` contracts them (its deliberate roundings
+/// are intrinsics, left alone).
+pub fn device_math(
+    tools: Tools,
+    joined: Joined,
+    libdevice: Option<&Path>,
+) -> Result<Joined, LinkError> {
+    let undefined = tools.run("llvm-nm", &joined.bitcode, |c| {
+        c.arg("--undefined-only")
+            .arg("--format=just-symbols")
+            .arg(&joined.bitcode)
     })?;
-    let exports = work.join("exports.txt");
-    let kept: String = read(symbols)?
+    let math: Vec<String> = undefined
         .lines()
-        .filter(|s| !s.is_empty())
-        .map(|s| format!("{s}\n"))
+        .map(str::trim)
+        .filter(|f| f.starts_with(LIBDEVICE_PREFIX))
+        .map(str::to_owned)
         .collect();
-    write(&exports, &kept)?;
-    let optimized = work.join("optimized.bc");
-    run(tools, "opt", &linked, |c| {
-        c.arg(&linked)
-            .arg(format!("-mcpu={}", opts.arch))
-            .arg("-nvptx-short-ptr")
-            .arg(format!(
-                "--internalize-public-api-file={}",
-                exports.display()
-            ))
-            .arg("--passes=default<O3>,internalize,globaldce")
-            .arg("-o")
-            .arg(&optimized)
-    })?;
-    run(tools, "llc", &optimized, |c| {
-        c.arg(format!("-mcpu={}", opts.arch))
-            .arg("-nvptx-short-ptr")
-            // Loop strength reduction gives every checked access two induction variables (the
-            // index its bounds check compares, the address it loads): register-blocked kernels
-            // then need 28–34 more registers than nvcc's and run at half the occupancy. Without
-            // it each address is recomputed from its index (one multiply-add), as ptxas likes.
-            .args((!opts.lsr).then_some("-disable-lsr"))
-            .arg(&optimized)
-            .arg("-o")
-            .arg(out)
-    })?;
-    Ok(report)
-}
-
-fn read(p: &Path) -> Result<String, LinkError> {
-    std::fs::read_to_string(p).map_err(|source| LinkError::Io {
-        path: p.to_owned(),
-        source,
-    })
-}
-
-fn write(p: &Path, s: &str) -> Result<(), LinkError> {
-    std::fs::write(p, s).map_err(|source| LinkError::Io {
-        path: p.to_owned(),
-        source,
-    })
-}
-
-fn run(
-    tools: &Path,
-    tool: &'static str,
-    file: &Path,
-    args: impl FnOnce(&mut Command) -> &mut Command,
-) -> Result<(), LinkError> {
-    let mut cmd = Command::new(tools.join(tool));
-    let out = args(&mut cmd).output().map_err(|source| LinkError::Io {
-        path: tools.join(tool),
-        source,
-    })?;
-    if !out.status.success() {
-        return Err(LinkError::Tool {
-            tool,
-            file: file.to_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    if math.is_empty() {
+        return Ok(joined);
+    }
+    let Some(lib) = libdevice else {
+        return Err(LinkError::NoLibdevice {
+            functions: math.join(", "),
         });
-    }
-    Ok(())
+    };
+    let with_math = joined.work.join("with-libdevice.bc");
+    tools.run("llvm-link", &joined.bitcode, |c| {
+        c.arg(&joined.bitcode)
+            .arg("--only-needed")
+            .arg(lib)
+            .arg("-o")
+            .arg(&with_math)
+    })?;
+    Ok(Joined {
+        bitcode: with_math,
+        libdevice: math,
+        ..joined
+    })
 }
 
-/// The toolchain's LLVM tools: `<sysroot>/lib/rustlib/<host>/bin`.
-fn llvm_tools() -> Result<&'static Path, LinkError> {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let out = |args: &[&str]| {
-            Command::new(&rustc)
-                .args(args)
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default()
-        };
-        let sysroot = out(&["--print", "sysroot"]).trim().to_owned();
-        let host = out(&["-vV"])
-            .lines()
-            .find_map(|l| l.strip_prefix("host: ").map(str::to_owned))
-            .unwrap_or_default();
-        Path::new(&sysroot)
-            .join("lib/rustlib")
-            .join(host)
-            .join("bin")
-    });
-    if dir.join("llc").is_file() && dir.join("opt").is_file() {
-        Ok(dir)
-    } else {
-        Err(LinkError::Tools(dir.clone()))
-    }
-}
-
-/// Where libdevice is: `$BERTH_LIBDEVICE` (a path; `off` for none), the CUDA toolkit
-/// (`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`), or the `nvidia-cuda-nvcc` Python wheel.
+/// Where libdevice is: `$BERTH_LIBDEVICE` (a path; `off` for none), beside the `ptxas` that
+/// [`find_ptxas`](crate::find_ptxas) finds (the same toolkit or wheel, see
+/// [`libdevice_beside`]), the CUDA toolkit (`$CUDA_HOME`, `$CUDA_PATH`, `/usr/local/cuda`), or
+/// the `nvidia-cuda-nvcc` Python wheel.
 pub fn find_libdevice() -> Option<PathBuf> {
-    const FILE: &str = "nvvm/libdevice/libdevice.10.bc";
-    if let Some(p) = std::env::var_os("BERTH_LIBDEVICE") {
+    const FILE: &str = LIBDEVICE_IN_TOOLKIT;
+    if let Some(p) = std::env::var_os(crate::LIBDEVICE_ENV) {
         if p == "off" || p == "none" || p.is_empty() {
             return None;
         }
         return Some(PathBuf::from(p));
+    }
+    if let Some(p) = crate::ptxas::find_ptxas().and_then(|ptxas| libdevice_beside(&ptxas)) {
+        return Some(p);
     }
     let toolkits = ["CUDA_HOME", "CUDA_PATH"]
         .into_iter()
@@ -273,4 +164,66 @@ pub fn find_libdevice() -> Option<PathBuf> {
         .into_iter()
         .flat_map(|d| ["cu13", "cuda_nvcc", "cu12"].map(|v| d.join("nvidia").join(v).join(FILE)))
         .find(|p| p.is_file())
+}
+
+/// Where libdevice lies in a CUDA toolkit or an `nvidia-cuda-nvcc` wheel, from its root.
+const LIBDEVICE_IN_TOOLKIT: &str = "nvvm/libdevice/libdevice.10.bc";
+
+/// The libdevice of the toolkit or wheel that `ptxas` belongs to: `<root>/bin/ptxas` beside
+/// `<root>/nvvm/libdevice/libdevice.10.bc` (a toolkit's layout and the wheel's alike), with
+/// `ptxas` read through symbolic links (`/usr/bin/ptxas` to a toolkit's).
+pub fn libdevice_beside(ptxas: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(ptxas).unwrap_or_else(|_| ptxas.to_owned());
+    [ptxas, real.as_path()]
+        .into_iter()
+        .filter_map(|p| p.parent()?.parent())
+        .map(|root| root.join(LIBDEVICE_IN_TOOLKIT))
+        .find(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake toolkit (or wheel) root: `bin/ptxas` and, with `libdevice`, the bitcode.
+    fn toolkit(root: &Path, libdevice: bool) -> PathBuf {
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        let ptxas = root.join("bin/ptxas");
+        std::fs::write(&ptxas, "").unwrap();
+        if libdevice {
+            std::fs::create_dir_all(root.join("nvvm/libdevice")).unwrap();
+            std::fs::write(root.join(LIBDEVICE_IN_TOOLKIT), "").unwrap();
+        }
+        ptxas
+    }
+
+    #[test]
+    fn libdevice_is_found_beside_ptxas_in_its_toolkit_or_through_a_link() {
+        let dir = std::env::temp_dir().join(format!("berth-libdevice-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let wheel = dir.join("site-packages/nvidia/cu13");
+        let ptxas = toolkit(&wheel, true);
+        assert_eq!(
+            libdevice_beside(&ptxas),
+            Some(wheel.join("nvvm/libdevice/libdevice.10.bc"))
+        );
+        // A wheel or toolkit without libdevice: none, not another one.
+        let bare = toolkit(&dir.join("bare"), false);
+        assert_eq!(libdevice_beside(&bare), None);
+        // `ptxas` on PATH as a link into a toolkit: the toolkit's libdevice.
+        #[cfg(unix)]
+        {
+            std::fs::create_dir_all(dir.join("usr/bin")).unwrap();
+            let link = dir.join("usr/bin/ptxas");
+            std::os::unix::fs::symlink(&ptxas, &link).unwrap();
+            let found = libdevice_beside(&link).unwrap();
+            assert_eq!(
+                found,
+                std::fs::canonicalize(&wheel)
+                    .unwrap()
+                    .join(LIBDEVICE_IN_TOOLKIT)
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

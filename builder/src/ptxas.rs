@@ -113,7 +113,7 @@ fn numbers_before(line: &str, unit: &str) -> u32 {
         .unwrap_or(0)
 }
 
-fn parse_usage(text: &str) -> Vec<EntryUsage> {
+pub(crate) fn parse_usage(text: &str) -> Vec<EntryUsage> {
     let mut out: Vec<EntryUsage> = Vec::new();
     // "Function properties for X" blocks also appear for device functions (`.func`); only
     // those of the current entry describe it.

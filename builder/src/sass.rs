@@ -3,16 +3,13 @@
 //! driver's JIT compiler (hundreds of milliseconds for a crate of kernels, every process, when
 //! the driver's JIT cache is cold or off).
 
-use crate::ptxas::PtxasError;
+use crate::ptxas::{EntryUsage, PtxasError, parse_usage};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Environment variable turning the cubin off (`off`): the crate then embeds PTX only.
 pub const SASS_ENV: &str = "BERTH_SASS";
-/// The environment variable the host build reads the cubin's path from.
-pub const CUBIN_ENV: &str = "BERTH_CUBIN";
-/// The environment variable the host build reads the cubin's architecture (`sm_90`) from.
-pub const CUBIN_ARCH_ENV: &str = "BERTH_CUBIN_ARCH";
+pub use berth_abi::{CUBIN_ARCH_ENV, CUBIN_ENV};
 
 /// What a build did about SASS.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,11 +27,18 @@ pub fn sass_enabled() -> bool {
     std::env::var(SASS_ENV).map_or(true, |v| v != "off")
 }
 
-/// Assemble `ptx` into the cubin `out` for `arch` (`ptxas -arch=<arch> -O3`).
-pub fn assemble(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<(), PtxasError> {
+/// Assemble `ptx` into the cubin `out` for `arch` (`ptxas -arch=<arch> -O3 -v`), and return
+/// each entry's resource usage (registers, local frame, spills) from ptxas's report.
+pub fn assemble(
+    ptxas: &Path,
+    ptx: &Path,
+    arch: &str,
+    out: &Path,
+) -> Result<Vec<EntryUsage>, PtxasError> {
     let res = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
         .arg("-O3")
+        .arg("-v")
         .arg(ptx)
         .arg("-o")
         .arg(out)
@@ -46,24 +50,28 @@ pub fn assemble(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<(), 
             stderr: String::from_utf8_lossy(&res.stderr).into_owned(),
         });
     }
-    Ok(())
+    Ok(parse_usage(&String::from_utf8_lossy(&res.stderr)))
 }
 
 /// The SASS for the PTX at `ptx`, written beside it as `<stem>.cubin`: `ptxas` from
 /// [`find_ptxas`](crate::find_ptxas). Never fails the build: without ptxas, or when it
-/// rejects the PTX, the reason comes back and the crate keeps its PTX alone.
-pub(crate) fn build_cubin(ptx: &Path, arch: &str) -> Sass {
+/// rejects the PTX, the reason comes back and the crate keeps its PTX alone. With the SASS,
+/// each entry's resource usage (none without it).
+pub fn build_cubin(ptx: &Path, arch: &str) -> (Sass, Vec<EntryUsage>) {
     let Some(ptxas) = crate::find_ptxas() else {
-        return Sass::Unavailable(
-            "no ptxas found ($BERTH_PTXAS, PATH, a CUDA toolkit or `pip install \
-             nvidia-cuda-nvcc`)"
-                .into(),
+        return (
+            Sass::Unavailable(
+                "no ptxas found ($BERTH_PTXAS, PATH, a CUDA toolkit or `pip install \
+                 nvidia-cuda-nvcc`)"
+                    .into(),
+            ),
+            Vec::new(),
         );
     };
     let out = ptx.with_extension("cubin");
     match assemble(&ptxas, ptx, arch, &out) {
-        Ok(()) => Sass::Cubin(out),
-        Err(e) => Sass::Unavailable(e.to_string()),
+        Ok(usage) => (Sass::Cubin(out), usage),
+        Err(e) => (Sass::Unavailable(e.to_string()), Vec::new()),
     }
 }
 
@@ -113,10 +121,10 @@ mod tests {
         assemble(&ptxas, &ptx, "sm_90", &out).unwrap_or_else(|e| panic!("{e}"));
         let image = std::fs::read(&out).unwrap();
         assert_eq!(cubin_sm(&image), Some(90));
-        assert_eq!(build_cubin(&ptx, "sm_90"), Sass::Cubin(out));
+        assert_eq!(build_cubin(&ptx, "sm_90").0, Sass::Cubin(out));
         // PTX ptxas rejects: the build goes on without SASS and says why.
         std::fs::write(&ptx, "not ptx").unwrap();
-        assert!(matches!(build_cubin(&ptx, "sm_90"), Sass::Unavailable(_)));
+        assert!(matches!(build_cubin(&ptx, "sm_90").0, Sass::Unavailable(_)));
         std::fs::remove_dir_all(&dir).ok();
     }
 

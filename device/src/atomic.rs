@@ -23,17 +23,23 @@
 //! with a NaN in memory or in `v` the result is unspecified.
 //!
 //! **Scope.** The `_scoped` family on `&mut [T]` takes a [`Scope`]: who else may touch the
-//! element. [`Scope::Block`] (`atom.cta`) is cheaper when only the block contends (e.g. a
-//! per-block slot in global memory), [`Scope::System`] (`atom.sys`) is needed when the host
-//! or another GPU does (mapped memory); [`Scope::Device`] is what the plain methods do. A
-//! parameter rather than one method per scope keeps one family of five names, and lets a
-//! helper pass its caller's scope through; the value is a constant at the call site, so it
-//! costs nothing. Shared arrays have no scoped variants: only their block can reach them.
+//! element. [`Scope::System`] (`atom.sys`) is needed when the host or another GPU does
+//! (mapped memory); [`Scope::Device`] (`atom.gpu`) is what the plain methods do. A parameter
+//! rather than one method per scope keeps one family of five names, and lets a helper pass
+//! its caller's scope through; the value is a constant at the call site, so it costs nothing.
+//! Shared arrays have no scoped variants: only their block can reach them.
 //!
-//! Block scope is a promise that no other block touches the element during the launch: an
-//! `atom.cta` is atomic only with respect to its own block's threads, so two blocks updating
-//! one element, either of them at block scope, race and lose updates. The simulator reports
-//! that race, naming both blocks and both call sites.
+//! **Block scope** ([`Scope::Block`], `atom.cta`) is cheaper when only one block contends (a
+//! per-block slot in global memory), but it is atomic only with respect to the threads of
+//! the calling block: another block's access to the element, atomic or not, races with it,
+//! and on the GPU updates are lost. Every block of a launch (and of any launch running at
+//! once, such as the concurrent chunks of a pipelined `elementwise` launch) reaches every
+//! element of an `#[atomic]` argument, so no type proves an element private to a block:
+//! block scope takes the `unsafe` `_scoped_unchecked` family, whose contract is that no
+//! other block touches the element meanwhile. Passing `Scope::Block` to a safe `_scoped`
+//! method is a compile error that says so. The simulator reports two blocks of a launch
+//! meeting on an element where either uses block scope, naming both blocks and call sites,
+//! and checks the chunks of a pipelined launch as one launch.
 //!
 //! ```
 //! use berth_device::atomic::{AtomicSlice, Scope};
@@ -43,7 +49,17 @@
 //! assert_eq!(v.atomic_add(0, 2.0), 1.5);
 //! assert_eq!(v.atomic_max(1, -3.0), 0.0);
 //! assert_eq!(v.atomic_add_scoped(1, 1.0, Scope::System), 0.0);
-//! assert_eq!(data, [3.5, 1.0]);
+//! // SAFETY: one thread, so one block: no other block touches element 1.
+//! assert_eq!(unsafe { v.atomic_add_scoped_unchecked(1, 1.0, Scope::Block) }, 1.0);
+//! assert_eq!(data, [3.5, 2.0]);
+//! ```
+//!
+//! ```compile_fail
+//! use berth_device::atomic::{AtomicSlice, Scope};
+//! let mut data = [0u32];
+//! // SAFETY: `data` outlives the view, nothing else touches it.
+//! let v = unsafe { AtomicSlice::from_raw(data.as_mut_ptr(), 1) };
+//! v.atomic_add_scoped(0, 1, Scope::Block); // block scope needs `_scoped_unchecked`
 //! ```
 
 use crate::panic::index_out_of_bounds;
@@ -151,7 +167,7 @@ macro_rules! atomic_load {
                 if i >= self.len {
                     index_out_of_bounds(i, self.len)
                 }
-                note_atomic!(slice, self, i, Scope::Device);
+                note_atomic!(slice, self, i, Some(Scope::Device));
                 // SAFETY: in bounds; aligned for `$t`, which has the atomic's size and
                 // alignment; every access to the element is atomic (from_raw's contract).
                 let bits = unsafe { <$atomic>::from_ptr(self.ptr.add(i).cast::<$bits>()) }.load(Relaxed);
@@ -197,8 +213,8 @@ macro_rules! note_atomic {
         crate::host::note_element(
             $v.raw_ptr().wrapping_add($i),
             match $scope {
-                Scope::Block => crate::host::Access::BlockAtomic,
-                Scope::Device | Scope::System => crate::host::Access::Atomic,
+                None => crate::host::Access::BlockAtomic,
+                Some(Scope::Device | Scope::System) => crate::host::Access::Atomic,
             },
         );
         #[cfg(target_arch = "nvptx64")]
@@ -304,11 +320,11 @@ macro_rules! int_atomics {
     };
     (@impl $view:ty, $t:ty, $atomic:ty, $kind:ident, [$($unsafe:tt)?]) => {
         impl $view {
-            /// The atomic of element `i`, for an atomic at `scope` (which only the
-            /// simulator's checks read: the plain methods' atomics are at device scope).
+            /// The atomic of element `i`, for an atomic at `scope` (`None`: block scope), which
+            /// only the simulator's checks read: the plain methods' atomics are at device scope.
             #[inline(always)]
             #[track_caller]
-            fn atomic_at(&self, i: usize, scope: Scope) -> &$atomic {
+            fn atomic_at(&self, i: usize, scope: Option<Scope>) -> &$atomic {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
@@ -326,7 +342,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_add(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i, Scope::Device).fetch_add(v, Relaxed)
+                self.atomic_at(i, Some(Scope::Device)).fetch_add(v, Relaxed)
             }
 
             /// `self[i] = max(self[i], v)` atomically; returns the previous value.
@@ -336,7 +352,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_max(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i, Scope::Device).fetch_max(v, Relaxed)
+                self.atomic_at(i, Some(Scope::Device)).fetch_max(v, Relaxed)
             }
 
             /// `self[i] = min(self[i], v)` atomically; returns the previous value.
@@ -346,7 +362,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_min(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i, Scope::Device).fetch_min(v, Relaxed)
+                self.atomic_at(i, Some(Scope::Device)).fetch_min(v, Relaxed)
             }
 
             /// `self[i] = v` atomically; returns the previous value.
@@ -356,7 +372,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_exchange(&self, i: usize, v: $t) -> $t {
-                self.atomic_at(i, Scope::Device).swap(v, Relaxed)
+                self.atomic_at(i, Some(Scope::Device)).swap(v, Relaxed)
             }
 
             /// If `self[i] == current`, set it to `new`; returns the previous value either way.
@@ -366,7 +382,7 @@ macro_rules! int_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_cas(&self, i: usize, current: $t, new: $t) -> $t {
-                match self.atomic_at(i, Scope::Device).compare_exchange(current, new, Relaxed, Relaxed) {
+                match self.atomic_at(i, Some(Scope::Device)).compare_exchange(current, new, Relaxed, Relaxed) {
                     Ok(v) | Err(v) => v,
                 }
             }
@@ -407,14 +423,14 @@ macro_rules! float_atomics {
             #[inline(always)]
             #[track_caller]
             pub $($unsafe)? fn atomic_add(&self, i: usize, v: $t) -> $t {
-                self.add_at(i, v, Scope::Device)
+                self.add_at(i, v, Some(Scope::Device))
             }
 
             /// [`atomic_add`](Self::atomic_add), with the `scope` the simulator's checks see
-            /// (on the GPU, the add is at device scope).
+            /// (`None`: block scope; on the GPU, the add is at device scope).
             #[inline(always)]
             #[track_caller]
-            fn add_at(&self, i: usize, v: $t, scope: Scope) -> $t {
+            fn add_at(&self, i: usize, v: $t, scope: Option<Scope>) -> $t {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
@@ -463,7 +479,7 @@ macro_rules! float_atomics {
                 if i >= self.len() {
                     index_out_of_bounds(i, self.len())
                 }
-                note_atomic!($kind, self, i, Scope::Device);
+                note_atomic!($kind, self, i, Some(Scope::Device));
                 // SAFETY: in bounds and aligned; the float, its bits and their atomics have
                 // one size and alignment; racing accesses go through these atomics.
                 unsafe {
@@ -530,20 +546,15 @@ float_atomics!(
     AtomicI64
 );
 
-/// Which threads an atomic must be atomic with respect to (PTX's `.cta`, `.gpu`, `.sys`).
-/// See the [module docs](self) for when to choose which.
+/// Which threads an atomic must be atomic with respect to (PTX's `.gpu`, `.sys`, and `.cta`
+/// through [`Scope::Block`]). See the [module docs](self) for when to choose which.
 ///
 /// ```
 /// use berth_device::atomic::Scope;
-/// assert_ne!(Scope::Block, Scope::System);
+/// assert_ne!(Scope::Device, Scope::System);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Scope {
-    /// The threads of the calling block (`atom.cta`): only for an element that no other
-    /// block touches during the launch (a per-block slot). Another block's access to the
-    /// element, even an atomic one, races with it; the simulator reports that race. Use
-    /// [`Scope::Device`] for an element that blocks share.
-    Block,
     /// All threads of the GPU (`atom.gpu`): what the unscoped methods do.
     Device,
     /// The GPU, the host and other GPUs (`atom.sys`): for mapped or managed memory that
@@ -551,20 +562,125 @@ pub enum Scope {
     System,
 }
 
+#[allow(non_upper_case_globals)]
+impl Scope {
+    /// The threads of the calling block (`atom.cta`): only for an element that no other block
+    /// touches meanwhile (a per-block slot). Another block's access to the element, even an
+    /// atomic one, races with it. Its own type, [`BlockScope`], which the safe `_scoped`
+    /// methods refuse at compile time: it goes to the `unsafe` `_scoped_unchecked` family,
+    /// whose contract is that promise. Use [`Scope::Device`] for an element that blocks
+    /// share.
+    ///
+    /// ```
+    /// use berth_device::atomic::{AtomicSlice, Scope};
+    /// let mut slots = [0u32; 4];
+    /// // SAFETY: `slots` outlives the view, nothing else touches it.
+    /// let v = unsafe { AtomicSlice::from_raw(slots.as_mut_ptr(), 4) };
+    /// // SAFETY: one thread, so one block: no other block touches element 2.
+    /// unsafe { v.atomic_add_scoped_unchecked(2, 5, Scope::Block) };
+    /// assert_eq!(slots, [0, 0, 5, 0]);
+    /// ```
+    pub const Block: BlockScope = BlockScope;
+}
+
+/// The type of [`Scope::Block`]: block scope (`atom.cta`), taken only by the `unsafe`
+/// `_scoped_unchecked` methods.
+///
+/// ```
+/// use berth_device::atomic::{BlockScope, Scope};
+/// assert_eq!(Scope::Block, BlockScope);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockScope;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Scope {}
+    impl Sealed for super::BlockScope {}
+}
+
+/// A scope an `unsafe` `_scoped_unchecked` atomic takes: a [`Scope`] or [`Scope::Block`].
+/// Sealed.
+///
+/// ```
+/// use berth_device::atomic::{AtomicScope, AtomicSlice, Scope};
+/// /// A helper that passes its caller's scope through.
+/// ///
+/// /// # Safety
+/// /// As `atomic_add_scoped_unchecked` for `scope`.
+/// unsafe fn bump(v: &AtomicSlice<'_, u32>, i: usize, scope: impl AtomicScope) -> u32 {
+///     // SAFETY: the caller's contract.
+///     unsafe { v.atomic_add_scoped_unchecked(i, 1, scope) }
+/// }
+/// let mut d = [0u32];
+/// // SAFETY: `d` outlives the view, nothing else touches it.
+/// let v = unsafe { AtomicSlice::from_raw(d.as_mut_ptr(), 1) };
+/// // SAFETY: one thread, so one block.
+/// unsafe { (bump(&v, 0, Scope::Block), bump(&v, 0, Scope::Device)) };
+/// assert_eq!(d, [2]);
+/// ```
+pub trait AtomicScope: Copy + sealed::Sealed {
+    /// The scope, `None` for block scope.
+    #[doc(hidden)]
+    fn __scope(self) -> Option<Scope>;
+}
+
+impl AtomicScope for Scope {
+    #[inline(always)]
+    fn __scope(self) -> Option<Scope> {
+        Some(self)
+    }
+}
+
+impl AtomicScope for BlockScope {
+    #[inline(always)]
+    fn __scope(self) -> Option<Scope> {
+        None
+    }
+}
+
+/// A scope that reaches every block — [`Scope::Device`] or [`Scope::System`] — which the safe
+/// `_scoped` methods take: an atomic at such a scope never races with another atomic, whoever
+/// makes it. Sealed.
+///
+/// ```
+/// use berth_device::atomic::{AtomicSlice, GridScope, Scope};
+/// /// A helper that passes its caller's scope through.
+/// fn bump(v: &AtomicSlice<'_, u32>, i: usize, scope: impl GridScope) -> u32 {
+///     v.atomic_add_scoped(i, 1, scope)
+/// }
+/// let mut d = [0u32];
+/// // SAFETY: `d` outlives the view, nothing else touches it.
+/// let v = unsafe { AtomicSlice::from_raw(d.as_mut_ptr(), 1) };
+/// bump(&v, 0, Scope::System);
+/// assert_eq!(d, [1]);
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "block scope (`Scope::Block`) on an `#[atomic]` argument needs `unsafe`: other blocks can reach every element",
+    label = "block scope is atomic only among the threads of one block",
+    note = "use `Scope::Device` for an element that blocks may share",
+    note = "or, where no other block touches the element during the launch (a per-block slot), the `unsafe` form, with a `// SAFETY:` comment saying why: `unsafe {{ v.atomic_add_scoped_unchecked(i, x, Scope::Block) }}` (likewise `atomic_max_scoped_unchecked`, …)"
+)]
+pub trait GridScope: AtomicScope {}
+
+impl GridScope for Scope {}
+
 /// `atom.relaxed.{scope}.{op}` on a generic address, its previous value.
 #[cfg(target_arch = "nvptx64")]
 macro_rules! atom_scoped {
     ($scope:expr, $op:literal, $reg:ident, $t:ty, $p:expr, $($v:expr),+) => {
         match $scope {
-            Scope::Block => atom_scoped!(@one ".cta", $op, $reg, $t, $p, $($v),+),
-            Scope::Device => atom_scoped!(@one ".gpu", $op, $reg, $t, $p, $($v),+),
-            Scope::System => atom_scoped!(@one ".sys", $op, $reg, $t, $p, $($v),+),
+            None => atom_scoped!(@one ".cta", $op, $reg, $t, $p, $($v),+),
+            Some(Scope::Device) => atom_scoped!(@one ".gpu", $op, $reg, $t, $p, $($v),+),
+            Some(Scope::System) => atom_scoped!(@one ".sys", $op, $reg, $t, $p, $($v),+),
         }
     };
     (@one $scope:literal, $op:literal, $reg:ident, $t:ty, $p:expr, $($v:expr),+) => {{
         let old: $t;
         // SAFETY: `$p` is a valid, aligned generic address of an element of the view (the
-        // caller checked the index); the memory is only raced on through atomics.
+        // caller checked the index); the memory is only raced on through atomics, and a
+        // block-scoped one only where no other block touches the element (the contract of
+        // the `_scoped_unchecked` methods, the only ones that reach `.cta`).
         unsafe {
             core::arch::asm!(
                 concat!("atom.relaxed", $scope, ".", $op, " {old}, [{p}]",
@@ -580,6 +696,41 @@ macro_rules! atom_scoped {
     (@comma $v:expr) => { ", {}" };
 }
 
+/// The safe `_scoped` method `$name` (a scope that reaches every block) and its `unsafe`
+/// `_scoped_unchecked` twin `$unchecked` (any scope), both calling `$at` with the scope as an
+/// `Option<Scope>` (`None`: block scope). `$args` are the operands after the index.
+macro_rules! scoped_pair {
+    ($t:ty, $name:ident, $unchecked:ident, $at:ident, $plain:literal,
+     ($($arg:ident),+), $safe_ex:literal, $unchecked_ex:literal) => {
+        #[doc = concat!("[`", $plain, "`](Self::", $plain, ") at `scope`: [`Scope::Device`] or")]
+        /// [`Scope::System`]. Block scope needs the `unsafe`
+        #[doc = concat!("[`", stringify!($unchecked), "`](Self::", stringify!($unchecked), ").")]
+        ///
+        #[doc = example!(slice, $t, "5", $safe_ex)]
+        #[inline(always)]
+        #[track_caller]
+        pub fn $name(&self, i: usize, $($arg: $t,)+ scope: impl GridScope) -> $t {
+            self.$at(i, $($arg,)+ scope.__scope())
+        }
+
+        #[doc = concat!("[`", $plain, "`](Self::", $plain, ") at any `scope`, block scope included.")]
+        ///
+        /// # Safety
+        /// With [`Scope::Block`]: no thread of another block accesses element `i` while this
+        /// atomic may run — not in this launch, nor in a launch running at once (the chunks
+        /// of a pipelined `elementwise` launch run at once, and block `b` of each is a
+        /// different block). With [`Scope::Device`] or [`Scope::System`], none (the safe
+        #[doc = concat!("[`", stringify!($name), "`](Self::", stringify!($name), ") is the same).")]
+        ///
+        #[doc = example!(slice, $t, "5", $unchecked_ex)]
+        #[inline(always)]
+        #[track_caller]
+        pub unsafe fn $unchecked(&self, i: usize, $($arg: $t,)+ scope: impl AtomicScope) -> $t {
+            self.$at(i, $($arg,)+ scope.__scope())
+        }
+    };
+}
+
 macro_rules! scoped_int {
     ($t:ty, $reg:ident, $add:literal, $max:literal, $min:literal, $exch:literal, $cas:literal) => {
         impl AtomicSlice<'_, $t> {
@@ -593,12 +744,30 @@ macro_rules! scoped_int {
                 unsafe { self.raw_ptr().add(i) }
             }
 
-            /// [`atomic_add`](Self::atomic_add) at `scope`.
-            ///
-            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_add_scoped(0, 2, Scope::Block), 5);")]
+            scoped_pair!($t, atomic_add_scoped, atomic_add_scoped_unchecked, add_scoped_at,
+                "atomic_add", (v),
+                "assert_eq!(v.atomic_add_scoped(0, 2, Scope::Device), 5);",
+                "// SAFETY: one thread, so one block: no other block touches element 0.\nassert_eq!(unsafe { v.atomic_add_scoped_unchecked(0, 2, Scope::Block) }, 5);");
+            scoped_pair!($t, atomic_max_scoped, atomic_max_scoped_unchecked, max_scoped_at,
+                "atomic_max", (v),
+                "assert_eq!(v.atomic_max_scoped(0, 9, Scope::System), 5);",
+                "// SAFETY: one thread, so one block: no other block touches element 0.\nassert_eq!(unsafe { v.atomic_max_scoped_unchecked(0, 9, Scope::Block) }, 5);");
+            scoped_pair!($t, atomic_min_scoped, atomic_min_scoped_unchecked, min_scoped_at,
+                "atomic_min", (v),
+                "assert_eq!(v.atomic_min_scoped(0, 1, Scope::Device), 5);",
+                "// SAFETY: one thread, so one block: no other block touches element 0.\nassert_eq!(unsafe { v.atomic_min_scoped_unchecked(0, 1, Scope::Block) }, 5);");
+            scoped_pair!($t, atomic_exchange_scoped, atomic_exchange_scoped_unchecked,
+                exchange_scoped_at, "atomic_exchange", (v),
+                "assert_eq!(v.atomic_exchange_scoped(0, 1, Scope::Device), 5);",
+                "// SAFETY: one thread, so one block: no other block touches element 0.\nassert_eq!(unsafe { v.atomic_exchange_scoped_unchecked(0, 1, Scope::Block) }, 5);");
+            scoped_pair!($t, atomic_cas_scoped, atomic_cas_scoped_unchecked, cas_scoped_at,
+                "atomic_cas", (current, new),
+                "assert_eq!(v.atomic_cas_scoped(0, 5, 7, Scope::System), 5);\nassert_eq!(v.atomic_cas_scoped(0, 5, 9, Scope::System), 7);",
+                "// SAFETY: one thread, so one block: no other block touches element 0.\nassert_eq!(unsafe { v.atomic_cas_scoped_unchecked(0, 5, 7, Scope::Block) }, 5);");
+
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_add_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+            fn add_scoped_at(&self, i: usize, v: $t, scope: Option<Scope>) -> $t {
                 let p = self.scoped_ptr(i);
                 #[cfg(target_arch = "nvptx64")]
                 {
@@ -611,12 +780,9 @@ macro_rules! scoped_int {
                 }
             }
 
-            /// [`atomic_max`](Self::atomic_max) at `scope`.
-            ///
-            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_max_scoped(0, 9, Scope::System), 5);")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_max_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+            fn max_scoped_at(&self, i: usize, v: $t, scope: Option<Scope>) -> $t {
                 let p = self.scoped_ptr(i);
                 #[cfg(target_arch = "nvptx64")]
                 {
@@ -629,12 +795,9 @@ macro_rules! scoped_int {
                 }
             }
 
-            /// [`atomic_min`](Self::atomic_min) at `scope`.
-            ///
-            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_min_scoped(0, 1, Scope::Block), 5);")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_min_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+            fn min_scoped_at(&self, i: usize, v: $t, scope: Option<Scope>) -> $t {
                 let p = self.scoped_ptr(i);
                 #[cfg(target_arch = "nvptx64")]
                 {
@@ -647,12 +810,9 @@ macro_rules! scoped_int {
                 }
             }
 
-            /// [`atomic_exchange`](Self::atomic_exchange) at `scope`.
-            ///
-            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_exchange_scoped(0, 1, Scope::Device), 5);")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_exchange_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+            fn exchange_scoped_at(&self, i: usize, v: $t, scope: Option<Scope>) -> $t {
                 let p = self.scoped_ptr(i);
                 #[cfg(target_arch = "nvptx64")]
                 {
@@ -665,12 +825,9 @@ macro_rules! scoped_int {
                 }
             }
 
-            /// [`atomic_cas`](Self::atomic_cas) at `scope`.
-            ///
-            #[doc = example!(slice, $t, "5", "assert_eq!(v.atomic_cas_scoped(0, 5, 7, Scope::System), 5);\nassert_eq!(v.atomic_cas_scoped(0, 5, 9, Scope::System), 7);")]
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_cas_scoped(&self, i: usize, current: $t, new: $t, scope: Scope) -> $t {
+            fn cas_scoped_at(&self, i: usize, current: $t, new: $t, scope: Option<Scope>) -> $t {
                 let p = self.scoped_ptr(i);
                 #[cfg(target_arch = "nvptx64")]
                 {
@@ -704,12 +861,14 @@ scoped_int!(
 macro_rules! scoped_float {
     ($t:ty, $reg:ident, $add:literal) => {
         impl AtomicSlice<'_, $t> {
-            /// [`atomic_add`](Self::atomic_add) at `scope`.
-            ///
-            #[doc = example!(slice, $t, "0.5", "assert_eq!(v.atomic_add_scoped(0, 2.0, Scope::Block), 0.5);")]
+            scoped_pair!($t, atomic_add_scoped, atomic_add_scoped_unchecked, add_scoped_at,
+                "atomic_add", (v),
+                "assert_eq!(v.atomic_add_scoped(0, 2.0, Scope::Device), 5.0);",
+                "// SAFETY: one thread, so one block: no other block touches element 0.\nassert_eq!(unsafe { v.atomic_add_scoped_unchecked(0, 2.0, Scope::Block) }, 5.0);");
+
             #[inline(always)]
             #[track_caller]
-            pub fn atomic_add_scoped(&self, i: usize, v: $t, scope: Scope) -> $t {
+            fn add_scoped_at(&self, i: usize, v: $t, scope: Option<Scope>) -> $t {
                 #[cfg(target_arch = "nvptx64")]
                 {
                     if i >= self.len() {

@@ -9,6 +9,12 @@
 //! shared-memory accesses (for the block's race and initialisation checks) and accesses to
 //! global or mapped memory through `&mut [T]` views and atomics ([`note_global`], for the
 //! launch's race check). Without an executor the reports go nowhere.
+//!
+//! Warp calls end here too: [`warp`] says what a lane asks for and what its warp computes, and
+//! the installed services meet the lanes ([`BlockServices::warp`]). The kernel-facing
+//! functions of [`crate::warp`] call into this module; nothing here calls back into them.
+
+pub mod warp;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -84,6 +90,22 @@ pub enum Access {
     /// threads of another block it is no atomic at all: it races with any access of theirs to
     /// the element, atomic or not.
     BlockAtomic,
+}
+
+/// The side of a mailbox a kernel thread takes in a turn: [`BlockServices::mailbox_turn`].
+///
+/// ```
+/// use berth_device::host::MailboxRole;
+/// // `send` and `reserve` take the sending side, `recv` the receiving one.
+/// assert_ne!(MailboxRole::Sender, MailboxRole::Receiver);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MailboxRole {
+    /// Sending: [`Mailbox::send`](crate::Mailbox::send) or
+    /// [`Mailbox::reserve`](crate::Mailbox::reserve).
+    Sender,
+    /// Receiving: [`Mailbox::recv`](crate::Mailbox::recv).
+    Receiver,
 }
 
 /// The call site of an access, as `#[track_caller]` gives it.
@@ -205,9 +227,9 @@ impl SharedKey {
 ///    only, overlapping no other array it hands out, live until every thread of the block has
 ///    finished or been discarded; [`dynamic_shared`](BlockServices::dynamic_shared) likewise
 ///    for its one array (16-aligned, the size it returns).
-/// 3. [`warp`](BlockServices::warp) returns what [`crate::warp::model::exchange`] gives the
-///    calling lane for the calls of the lanes it met, and
-///    [`warp_active_mask`](BlockServices::warp_active_mask) names the calling lane.
+/// 3. [`warp`](BlockServices::warp) returns what [`warp::exchange`] gives the calling lane for
+///    the calls of the lanes it met, and [`warp_active_mask`](BlockServices::warp_active_mask)
+///    names the calling lane.
 ///
 /// The access reports (`shared_access`, `global_access`) are for checkers only: ignoring them
 /// is sound.
@@ -231,7 +253,7 @@ pub unsafe trait BlockServices {
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-    /// # use berth_device::warp::Call;
+    /// # use berth_device::host::warp::Call;
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -260,7 +282,7 @@ pub unsafe trait BlockServices {
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-    /// # use berth_device::warp::Call;
+    /// # use berth_device::host::warp::Call;
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -293,7 +315,7 @@ pub unsafe trait BlockServices {
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-    /// # use berth_device::warp::Call;
+    /// # use berth_device::host::warp::Call;
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -322,13 +344,60 @@ pub unsafe trait BlockServices {
     fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let _ = (addr, bytes, access, at);
     }
+    /// A turn of the current thread on the kernel's side of a mailbox, at `at`: a send or a
+    /// reservation (`role` [`MailboxRole::Sender`]) or a receive ([`MailboxRole::Receiver`]) on
+    /// the ring whose first slot is at `ring`. A mailbox's contract gives each role to one
+    /// thread of the launch; an executor that sees a second thread take a role the launch has
+    /// seen another take may stop the thread (panic) and report both. The default ignores it.
+    ///
+    /// ```
+    /// use berth_device::host::{self, At, BlockServices, Coords, MailboxRole};
+    /// use berth_device::{Mailbox, Slot};
+    /// use std::{cell::RefCell, rc::Rc};
+    ///
+    /// /// A block of one thread that logs its mailbox turns.
+    /// #[derive(Default)]
+    /// struct Turns(RefCell<Vec<(usize, MailboxRole)>>);
+    /// // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// // wait for, and each shared array is fresh, leaked memory, 16-aligned.
+    /// unsafe impl BlockServices for Turns {
+    ///     fn barrier(&self, _: At) {}
+    ///     fn mailbox_turn(&self, ring: usize, role: MailboxRole, _: At) {
+    ///         self.0.borrow_mut().push((ring, role));
+    ///     }
+    ///     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
+    ///         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    ///     }
+    ///     fn dynamic_shared(&self) -> (*mut u8, usize) {
+    ///         (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0)
+    ///     }
+    /// }
+    /// let block = Rc::new(Turns::default());
+    /// let mut ring: Vec<Slot<u32>> = (0..2).map(|k| Slot { seq: Slot::<u32>::initial_seq(k), item: 0 }).collect();
+    /// let at = ring.as_ptr() as usize;
+    /// {
+    ///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    ///     let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
+    ///     // SAFETY: a fresh ring of 2 slots that outlives the view and is reached only through
+    ///     // it; this one thread is its only sender and only receiver.
+    ///     unsafe {
+    ///         let m = Mailbox::from_raw(ring.as_mut_ptr(), ring.len());
+    ///         assert!(m.send(0, 7, 1_000));
+    ///         assert_eq!(m.recv(0, 1_000), Some(7));
+    ///     }
+    /// }
+    /// assert_eq!(*block.0.borrow(), [(at, MailboxRole::Sender), (at, MailboxRole::Receiver)]);
+    /// ```
+    fn mailbox_turn(&self, ring: usize, role: MailboxRole, at: At) {
+        let _ = (ring, role, at);
+    }
     /// The block's static shared array of the `shared_array!` expansion `key` (`bytes` long,
     /// `align`-aligned; its contents are undefined until written, as on the GPU). Keys are told
     /// apart by [`SharedKey::is`], not by their names.
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-    /// # use berth_device::warp::Call;
+    /// # use berth_device::host::warp::Call;
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -355,7 +424,7 @@ pub unsafe trait BlockServices {
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-    /// # use berth_device::warp::Call;
+    /// # use berth_device::host::warp::Call;
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -378,12 +447,12 @@ pub unsafe trait BlockServices {
     /// ```
     fn dynamic_shared(&self) -> (*mut u8, usize);
     /// A warp collective by the current thread, reached at `at`: meet the lanes its mask
-    /// names, return this lane's result ([`crate::warp::model::exchange`]). The default is a
+    /// names, return this lane's result ([`warp::exchange`]). The default is a
     /// warp whose only live lane is the calling thread.
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-    /// # use berth_device::warp::Call;
+    /// # use berth_device::host::warp::Call;
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -400,7 +469,8 @@ pub unsafe trait BlockServices {
     /// #     fn warp(&self, call: Call, _: At) -> u64 { self.warps.borrow_mut().push(call); call.value }
     /// # }
     /// # let block = Rc::new(Rec::default());
-    /// use berth_device::warp::{self, Op};
+    /// use berth_device::host::warp::Op;
+    /// use berth_device::warp;
     /// // SAFETY: this thread alone runs the launch, under services that keep their contract.
     /// let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
     /// // This executor's warp is the calling lane: a shuffle returns the lane's own value.
@@ -408,7 +478,7 @@ pub unsafe trait BlockServices {
     /// let call = block.warps.borrow()[0];
     /// assert_eq!((call.op, call.mask, call.value, call.arg), (Op::Down, 1, 9, 1));
     /// ```
-    fn warp(&self, call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
+    fn warp(&self, call: warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
         lone_lane(call, at)
     }
     /// The lanes of the current thread's warp that are inside the block and have not
@@ -416,7 +486,7 @@ pub unsafe trait BlockServices {
     ///
     /// ```
     /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-    /// # use berth_device::warp::Call;
+    /// # use berth_device::host::warp::Call;
     /// # use std::{cell::{Cell, RefCell}, rc::Rc};
     /// # #[derive(Default)]
     /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -439,14 +509,14 @@ pub unsafe trait BlockServices {
     /// assert_eq!(berth_device::warp::active_mask(), 1);
     /// ```
     fn warp_active_mask(&self) -> u32 {
-        1 << crate::warp::lane_id()
+        1 << lane()
     }
 }
 
 /// A warp call in a warp whose only live lane is the caller (no executor, or one without
 /// warps): it must name itself, and reads of other lanes return its own value.
-fn lone_lane(call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
-    let lane = crate::warp::lane_id();
+fn lone_lane(call: warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
+    let lane = lane();
     let me = 1u32 << lane;
     if call.mask & me == 0 {
         panic!(
@@ -459,7 +529,7 @@ fn lone_lane(call: crate::warp::Call, at: &'static core::panic::Location<'static
     }
     let mut calls = [None; 32];
     calls[lane] = Some(call);
-    match crate::warp::model::exchange(&calls, me, me) {
+    match warp::exchange(&calls, me, me) {
         Ok(r) => r[lane],
         Err((_, problem)) => panic!("{problem} at {}:{}", at.file(), at.line()),
     }
@@ -492,7 +562,7 @@ thread_local! {
 ///
 /// ```
 /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-/// # use berth_device::warp::Call;
+/// # use berth_device::host::warp::Call;
 /// # use std::{cell::{Cell, RefCell}, rc::Rc};
 /// # #[derive(Default)]
 /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -603,6 +673,15 @@ pub(crate) fn with<R>(f: impl FnOnce(&Coords) -> R) -> R {
     COORDS.with(|c| f(&c.get()))
 }
 
+/// The current thread's lane in its warp: its x-fastest index in the block, modulo 32.
+fn lane() -> usize {
+    with(|c| {
+        let [x, y, z] = c.thread.map(|v| v as usize);
+        let [dx, dy, _] = c.block_dim.map(|v| v as usize);
+        ((z * dy + y) * dx + x) % 32
+    })
+}
+
 fn services() -> Option<Rc<dyn BlockServices>> {
     SERVICES.with(|s| s.borrow().clone())
 }
@@ -622,12 +701,12 @@ pub(crate) fn barrier(at: &'static core::panic::Location<'static>) {
     with_suspending(|s| s.barrier(at));
 }
 
-pub(crate) fn warp(call: crate::warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
+pub(crate) fn warp_call(call: warp::Call, at: &'static core::panic::Location<'static>) -> u64 {
     with_suspending(|s| s.warp(call, at)).unwrap_or_else(|| lone_lane(call, at))
 }
 
 pub(crate) fn warp_active_mask() -> u32 {
-    services().map_or(1 << crate::warp::lane_id(), |s| s.warp_active_mask())
+    services().map_or(1 << lane(), |s| s.warp_active_mask())
 }
 
 pub(crate) fn shared_access(addr: usize, bytes: usize, access: Access, at: At) {
@@ -663,7 +742,7 @@ pub(crate) fn note_shared_element<T>(p: *const T, access: Access) {
 ///
 /// ```
 /// # use berth_device::host::{self, Access, At, BlockServices, Coords};
-/// # use berth_device::warp::Call;
+/// # use berth_device::host::warp::Call;
 /// # use std::{cell::{Cell, RefCell}, rc::Rc};
 /// # #[derive(Default)]
 /// # struct Rec { barriers: Cell<u32>, shared: RefCell<Vec<Access>>, global: RefCell<Vec<(usize, Access)>>, warps: RefCell<Vec<Call>> }
@@ -718,6 +797,22 @@ pub(crate) fn note_element<T>(p: *const T, access: Access) {
         access,
         core::panic::Location::caller(),
     );
+}
+
+/// Report a turn of the current thread on the kernel's side of the mailbox whose first slot
+/// is `ring`, made at the caller (or at its caller, through `#[track_caller]` methods):
+/// [`BlockServices::mailbox_turn`]. Outside an executor it does nothing.
+#[inline]
+#[track_caller]
+pub(crate) fn mailbox_turn(ring: usize, role: MailboxRole) {
+    let at = core::panic::Location::caller();
+    // Without a count of the services held across the call: an executor may stop the thread
+    // there (a panic), like a panic in the kernel body.
+    SERVICES.with(|s| {
+        if let Some(s) = s.borrow().as_ref() {
+            s.mailbox_turn(ring, role, at);
+        }
+    });
 }
 
 pub(crate) fn shared(key: &'static SharedKey, bytes: usize, align: usize) -> *mut u8 {

@@ -22,11 +22,14 @@ mod asm;
 pub mod atomic;
 pub mod dim;
 pub mod half;
+#[doc(hidden)]
+pub mod hint;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod host;
 pub mod math;
 pub mod matrix;
 pub mod own;
+pub mod packed;
 pub mod panic;
 pub mod shared;
 pub mod signal;
@@ -39,6 +42,7 @@ pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
 pub use matrix::{Matrix, MatrixMut, Tile, TileMut, Tiles};
 pub use own::Own;
+pub use packed::{Packed, Packing};
 pub use panic::fail;
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
@@ -48,6 +52,11 @@ pub use shared::__private_shared;
 pub use shared::{Shared, dynamic as dynamic_shared};
 pub use signal::{Inbox, Mailbox, Outbox, Reserved, Signals, Slot};
 pub use slice::{PerBlock, Slice, SliceMut, Window};
+
+/// berth's kernel ABI, for the expansions of this crate's macros (`shared_array!` names its
+/// section).
+#[doc(hidden)]
+pub use berth_abi as __abi;
 
 /// Scalars a kernel may take by value: plain data whose bytes mean the same on host and device.
 ///

@@ -199,3 +199,28 @@ mod tests {
         assert!(i < n && i == 3 && i + 1 == n);
     }
 }
+
+/// What indexes a [`SliceMut`](crate::SliceMut): an [`Own`], and nothing else. The trait
+/// exists so that indexing one with a plain `usize` says how to write at a computed index.
+#[diagnostic::on_unimplemented(
+    message = "a `&mut [T]` argument is written at an `Own` index, not at a computed `{Self}`",
+    label = "a computed index: another thread may compute the same one",
+    note = "for the element this thread owns, index with `thread::index()` or a step of `thread::grid_stride(n)`: `out[i] = v`",
+    note = "for a computed index, write `unsafe {{ out.write(k, v) }}` under a `// SAFETY:` comment saying why no other thread writes element `k`, or declare the argument `#[atomic]` and update it with atomics"
+)]
+pub trait OwnedIndex: Copy + sealed::Sealed {
+    /// The index as a number.
+    fn index(self) -> usize;
+}
+
+impl OwnedIndex for Own {
+    #[inline(always)]
+    fn index(self) -> usize {
+        self.i
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Own {}
+}

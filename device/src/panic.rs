@@ -35,7 +35,7 @@
 /// // and the claim word's device addresses in it.
 /// assert_eq!(berth_device::panic::RECORD_SYMBOL, "__berth_panic_record");
 /// ```
-pub const RECORD_SYMBOL: &str = "__berth_panic_record";
+pub const RECORD_SYMBOL: &str = berth_abi::PANIC_RECORD;
 
 /// What the runtime stores in each module's [`RECORD_SYMBOL`] global when it loads the module.
 ///
@@ -275,9 +275,9 @@ mod gpu {
     use core::sync::atomic::{AtomicU32, Ordering};
 
     /// Where the host's record and its claim word are; null until the runtime sets them.
-    #[unsafe(no_mangle)]
+    #[unsafe(export_name = berth_abi::panic_record!())]
     #[used]
-    static mut __berth_panic_record: PanicSlot = PanicSlot {
+    static mut PANIC_RECORD: PanicSlot = PanicSlot {
         record: 0,
         claim: 0,
     };
@@ -297,7 +297,7 @@ mod gpu {
     #[inline(always)]
     fn claim() -> Result<Claimed, Option<Claimed>> {
         // SAFETY: the global is written only by the host, before any launch of this module.
-        let slot = unsafe { core::ptr::read_volatile(&raw const __berth_panic_record) };
+        let slot = unsafe { core::ptr::read_volatile(&raw const PANIC_RECORD) };
         if slot.record == 0 || slot.claim == 0 {
             return Err(None);
         }

@@ -388,7 +388,7 @@ macro_rules! shared_array {
             #[allow(non_upper_case_globals)]
             // Moved to the `.shared` state space by the builder (section `berth:shared`);
             // never accessed as a Rust static, only through the handle below.
-            #[unsafe(link_section = "berth:shared")]
+            #[unsafe(link_section = $crate::__abi::shared_section!())]
             static mut $name: ::core::mem::MaybeUninit<
                 $crate::__private_shared::Aligned<[$t; __BERTH_N]>,
             > = ::core::mem::MaybeUninit::uninit();
@@ -433,7 +433,8 @@ pub mod __private_shared {
 #[cfg(target_arch = "nvptx64")]
 unsafe extern "C" {
     /// The block's dynamic shared memory; the builder declares it `.extern .shared`.
-    static mut __berth_dynamic_shared: [u8; 0];
+    #[link_name = berth_abi::dynamic_shared!()]
+    static mut DYNAMIC_SHARED: [u8; 0];
 }
 
 /// The block's dynamic shared memory (sized by the launch's `shared_mem_bytes`), seen as
@@ -480,7 +481,7 @@ pub fn dynamic<T: Copy + Send>() -> Shared<T> {
             );
         }
         (
-            core::ptr::addr_of_mut!(__berth_dynamic_shared) as *mut u8,
+            core::ptr::addr_of_mut!(DYNAMIC_SHARED) as *mut u8,
             bytes as usize,
         )
     };

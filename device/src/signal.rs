@@ -215,7 +215,7 @@ impl Signals {
 /// a mailbox item let LLVM issue the last field's load first (12, 4, 8 for a 12-byte item);
 /// after such loads ptxas had the item's first use wait for the last load issued, and the
 /// release that follows cost about 0.5 µs more a message on the H200 than after loads issued
-/// in field order (`bench/echo_variants.cu`, `docs/design-notes.md`).
+/// in field order (`bench/signals/echo_variants.cu`, `docs/design-notes.md`).
 ///
 /// # Safety
 /// `src` is valid for volatile reads of `T` and aligned, and every bit pattern read is a valid
@@ -369,9 +369,13 @@ impl<T> Slot<T> {
 /// read-modify-write on mapped host memory is not atomic against the host's on a machine
 /// without host-native atomics (PCIe), and on some machines it does not reach host memory at
 /// all. So the kernel's [`send`](Self::send), [`reserve`](Self::reserve) and
-/// [`recv`](Self::recv) are `unsafe`: while a thread sends on a mailbox, no other thread of
-/// the launch sends on it, and likewise for receiving. The usual shape is one thread of the
-/// grid serving requests: the host sends into its inbox and receives from its outbox, the
+/// [`recv`](Self::recv) are `unsafe`: one thread of the launch sends on a mailbox, and one
+/// receives on it (the same thread or another); no other thread of the launch takes either
+/// role. The simulator checks it: a second thread taking a role is a launch error naming both
+/// threads and the mailbox. The usual shape is one thread of the launch serving requests,
+/// picked by `if thread::index() != 0 { return; }` (thread numbers are distinct over every
+/// axis of the grid and the block; `thread::global_x()` is 0 in one thread of each row and
+/// layer of a 2D or 3D grid): the host sends into its inbox and receives from its outbox, the
 /// kernel the other way round. The types keep the host out of the kernel's role
 /// (`InboxBuffer` only sends, `OutboxBuffer` only receives); two launches running at once on
 /// one buffer would share the kernel's role, a logic error: messages are lost or mixed, but
@@ -487,7 +491,7 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// Receive message `n`, waiting at most `timeout_ns`.
     ///
     /// # Safety
-    /// While it runs, no other thread of the launch receives on this mailbox (see
+    /// No other thread of the launch receives on this mailbox (see
     /// [the type](Self#one-sender-and-one-receiver-on-the-kernels-side)).
     ///
     /// ```
@@ -505,6 +509,8 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// ```
     #[track_caller]
     pub unsafe fn recv(&self, n: u32, timeout_ns: u64) -> Option<T> {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::mailbox_turn(self.ptr as usize, crate::host::MailboxRole::Receiver);
         if !self.wait_turn(n, n.wrapping_add(1), timeout_ns) {
             return None;
         }
@@ -524,7 +530,7 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// did not free up in time.
     ///
     /// # Safety
-    /// While it runs, no other thread of the launch sends on this mailbox (see
+    /// No other thread of the launch sends on this mailbox (see
     /// [the type](Self#one-sender-and-one-receiver-on-the-kernels-side)).
     ///
     /// ```
@@ -558,8 +564,7 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// slot was usually freed long before).
     ///
     /// # Safety
-    /// From now until the reservation is published or dropped, no other thread of the launch
-    /// sends on this mailbox (see
+    /// No other thread of the launch sends on this mailbox (see
     /// [the type](Self#one-sender-and-one-receiver-on-the-kernels-side)).
     ///
     /// ```
@@ -577,6 +582,8 @@ impl<T: DeviceCopy> Mailbox<T> {
     /// ```
     #[track_caller]
     pub unsafe fn reserve(&self, n: u32, timeout_ns: u64) -> Option<Reserved<'_, T>> {
+        #[cfg(not(target_arch = "nvptx64"))]
+        crate::host::mailbox_turn(self.ptr as usize, crate::host::MailboxRole::Sender);
         // `then`, not `then_some`: a `Reserved` must exist only for a slot whose turn came (its
         // drop lets go of the slot).
         self.wait_turn(n, n, timeout_ns)
@@ -641,8 +648,7 @@ impl<T: DeviceCopy> Inbox<T> {
     /// `timeout_ns`; `None` if it did not arrive in time.
     ///
     /// # Safety
-    /// [`Mailbox::recv`]'s: while it runs, no other thread of the launch receives from this
-    /// inbox.
+    /// [`Mailbox::recv`]'s: no other thread of the launch receives from this inbox.
     ///
     /// ```
     /// # use berth_device::{Inbox, Slot};
@@ -715,8 +721,7 @@ impl<T: DeviceCopy> Outbox<T> {
     /// up in time.
     ///
     /// # Safety
-    /// [`Mailbox::send`]'s: while it runs, no other thread of the launch sends into this
-    /// outbox.
+    /// [`Mailbox::send`]'s: no other thread of the launch sends into this outbox.
     ///
     /// ```
     /// # use berth_device::{Outbox, Slot};
@@ -740,8 +745,7 @@ impl<T: DeviceCopy> Outbox<T> {
     /// later without waiting ([`Mailbox::reserve`]).
     ///
     /// # Safety
-    /// [`Mailbox::reserve`]'s: until the reservation is published or dropped, no other thread
-    /// of the launch sends into this outbox.
+    /// [`Mailbox::reserve`]'s: no other thread of the launch sends into this outbox.
     ///
     /// ```
     /// # use berth_device::{Outbox, Slot};

@@ -13,7 +13,7 @@
 //! slices: many `&` may coexist, and the launcher's borrows keep the host from writing the
 //! buffer while the launch is in flight. `docs/write-model.md` has the reasoning.
 
-use crate::own::Own;
+use crate::own::{Own, OwnedIndex};
 use core::marker::PhantomData;
 use core::ops::{Index, IndexMut};
 
@@ -314,11 +314,12 @@ impl<'a, T> SliceMut<'a, T> {
     }
 }
 
-impl<T> Index<Own> for SliceMut<'_, T> {
+impl<T, I: OwnedIndex> Index<I> for SliceMut<'_, T> {
     type Output = T;
     #[inline(always)]
     #[track_caller]
-    fn index(&self, i: Own) -> &T {
+    fn index(&self, i: I) -> &T {
+        let i = Own::new(i.index());
         match self.get(i) {
             Some(v) => v,
             None => out_of_bounds(i.get(), self.len),
@@ -326,10 +327,11 @@ impl<T> Index<Own> for SliceMut<'_, T> {
     }
 }
 
-impl<T> IndexMut<Own> for SliceMut<'_, T> {
+impl<T, I: OwnedIndex> IndexMut<I> for SliceMut<'_, T> {
     #[inline(always)]
     #[track_caller]
-    fn index_mut(&mut self, i: Own) -> &mut T {
+    fn index_mut(&mut self, i: I) -> &mut T {
+        let i = Own::new(i.index());
         let len = self.len;
         match self.get_mut(i) {
             Some(v) => v,

@@ -1,5 +1,5 @@
 //! Compute-bound kernels, written as a CUDA C++ programmer writes them: tiled and
-//! register-blocked SGEMM, all-pairs n-body, Black-Scholes. `bench/compute.cu` has the same
+//! register-blocked SGEMM, all-pairs n-body, Black-Scholes. `bench/compute/reference.cu` has the same
 //! algorithms in CUDA C++ (same tiling, same block shapes); the `bench_compute` benchmark
 //! runs both on the GPU and compares.
 
@@ -13,6 +13,11 @@ pub const TILE: usize = 16;
 /// shared-memory tiles. Launch with `Grid::new((n / 16, n / 16), (16, 16))`.
 #[gpu_kernel(block = (16, 16))]
 pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
+    // A grid with more than one layer along z would give two blocks one tile of `c`: the
+    // blocks of layer 0 compute, the others return whole (before any barrier).
+    if block::idx_z() != 0 {
+        return;
+    }
     let ta = shared_array!(TA: [[f32; TILE]; TILE]);
     let tb = shared_array!(TB: [[f32; TILE]; TILE]);
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
@@ -41,8 +46,9 @@ pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         t += TILE;
     }
     if col < n {
-        // SAFETY: thread (col, row) of the 2D grid is the only one with these coordinates,
-        // and with `col < n` the index `row * n + col` is one-to-one: no other thread of the
+        // SAFETY: thread (col, row) of the 2D grid is the only one with these coordinates in
+        // layer 0 along z (the only layer that gets here; the block is declared 16×16×1), and
+        // with `col < n` the index `row * n + col` is one-to-one: no other thread of the
         // launch touches this element.
         unsafe { c.write(row * n + col, acc) };
     }
@@ -62,6 +68,11 @@ pub const REG4_TILE: usize = 64;
 /// waits out one global load's latency in the middle of every step.
 #[gpu_kernel(block = (16, 16), min_blocks_per_sm = 4)]
 pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
+    // A grid with more than one layer along z would give two blocks one tile of `c`: the
+    // blocks of layer 0 compute, the others return whole (before any barrier).
+    if block::idx_z() != 0 {
+        return;
+    }
     const BK: usize = 16;
     // `sa[k][r]`: column k of the slice of `a`, rows of the tile; `sb[k][c]`: row k of `b`'s.
     let sa = shared_array!(SA4: [[f32; REG4_TILE]; BK]);
@@ -133,7 +144,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let mut patch = cm.tile_mut::<4, 4>(row0 + ty * 4, col0 + tx * 4);
     unroll! { for i in 0..4 {
         unroll! { for j in 0..4 {
-            // SAFETY: each thread of the launch writes its own 4×4 patch (rows
+            // SAFETY: each thread of the launch that gets here (layer 0 along z, checked
+            // above; the block is declared 16×16×1) writes its own 4×4 patch (rows
             // `row0 + 4 ty ..`, columns `col0 + 4 tx ..`: distinct for distinct threads,
             // all inside the `n × n` matrix, where `(row, col)` names one element): no other
             // thread touches these elements.
@@ -195,6 +207,11 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
     b: Slice<'_, f32>,
     c: &mut SliceMut<'_, f32>,
 ) {
+    // A grid with more than one layer along z would give two blocks one tile of `c`: the
+    // blocks of layer 0 compute, the others return whole (before any barrier).
+    if block::idx_z() != 0 {
+        return;
+    }
     const BK: usize = 8;
     let sa = shared_array!(SA8: [[f32; REG8_TILE]; BK]);
     let sb = shared_array!(SB8: [[f32; REG8_TILE]; BK]);
@@ -282,7 +299,8 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
             t += BK;
         }
     }
-    // Each thread of the launch writes its own 8×8 patch (rows `row0 + 8 ty ..`, columns
+    // Each thread of the launch that gets here (layer 0 along z, checked above; both callers
+    // declare 16×16×1 blocks) writes its own 8×8 patch (rows `row0 + 8 ty ..`, columns
     // `col0 + 8 tx ..`: distinct for distinct threads), all inside the `n × n` matrix (the
     // checked kernel's tile check, the unchecked kernel's up-front check), where
     // `(row, col)` names one element: no other thread touches these elements.

@@ -1,19 +1,20 @@
 //! The example kernels of berth. This crate is an ordinary library: the host build gets the
 //! launchers (and type-checks every kernel body); `build.rs` builds the same source for the
-//! GPU. The programs that call these kernels are in `src/bin/`.
+//! GPU. The programs that call these kernels are in `src/bin/`; the kernels berth's own tests
+//! need (wrong on purpose, failing on purpose, or covering one feature each) are in the
+//! `berth-fixtures` crate (`fixtures/`).
 
 use berth::prelude::*;
 
-pub mod atomics;
 pub mod chain;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;
 pub mod compute;
 pub mod half_precision;
 pub mod language;
+pub mod plain;
 pub mod reexport;
-pub mod sim_checks;
-pub mod warp_ops;
+pub mod tpch;
 
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]
@@ -87,37 +88,6 @@ pub fn block_sum(x: &[f32], #[per_block] partial: &mut [f32]) {
     }
 }
 
-/// Reads `x[i]` for every thread's global index `i`, without a length guard: launched over
-/// more threads than elements it panics on the GPU (used to test the panic path).
-#[gpu_kernel]
-pub fn unchecked_copy(x: &[u32], out: &mut [u32]) {
-    let i = thread::index();
-    out[i] = x[i];
-}
-
-/// Parameters of [`affine_clamp`], passed by value: a user `#[repr(C)]` struct.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, DeviceCopy)]
-pub struct Affine {
-    /// Multiplier.
-    pub scale: f32,
-    /// Added after scaling.
-    pub offset: f32,
-    /// Results are clamped to `[-limit, limit]` when clamping is on.
-    pub limit: f32,
-}
-
-/// `out[i] = scale * x[i] + offset`, clamped to `±limit` when `clamp` is set: a struct and a
-/// `bool` by value.
-#[gpu_kernel]
-pub fn affine_clamp(p: Affine, clamp: bool, x: &[f32], out: &mut [f32]) {
-    let i = thread::index();
-    if i < out.len() && i < x.len() {
-        let v = p.scale * x[i] + p.offset;
-        out[i] = if clamp { v.clamp(-p.limit, p.limit) } else { v };
-    }
-}
-
 /// As [`block_sum`], with the block's tile in dynamic shared memory: launch with
 /// `Grid::new(blocks, threads).shared_bytes(threads * 4)`, any power-of-two `threads`.
 #[gpu_kernel]
@@ -134,41 +104,6 @@ pub fn block_sum_dynamic(x: &[f32], #[per_block] partial: &mut [f32]) {
     let total = unsafe { block_tree_sum(tile, acc) };
     if let Some(slot) = partial.mine() {
         *slot = total;
-    }
-}
-
-/// A row-major `width`-wide matrix: `out[r][c] = a[r][c] + r * 1000 + c`, one thread per
-/// element over a 2D grid (exercises the y indices).
-#[gpu_kernel]
-pub fn add_coordinates(width: u32, a: &[f32], out: &mut [f32]) {
-    let c = thread::global_x();
-    let r = thread::global_y();
-    let w = width as usize;
-    if c < w && r * w + c < out.len() {
-        // SAFETY: thread (c, r) of the grid is the only one with these coordinates, and
-        // `c < w` makes `r * w + c` one-to-one: no other thread touches this element.
-        unsafe { out.write(r * w + c, a[r * w + c] + (r * 1000 + c) as f32) };
-    }
-}
-
-/// `out[i] = x[i] / d`: with `d == 0` the division panics inside `core` (used to test that a
-/// panic other than a bounds check ends the launch with an error naming the kernel).
-#[gpu_kernel]
-pub fn divide(d: u32, x: &[u32], out: &mut [u32]) {
-    let i = thread::index();
-    if i < x.len() && i < out.len() {
-        out[i] = x[i] / d;
-    }
-}
-
-/// Copies `x` into `out`, asserting (with `gpu_assert!`) that every value is below `limit`:
-/// a failing assertion comes back to the host with its file, line and message.
-#[gpu_kernel]
-pub fn copy_below(limit: u32, x: &[u32], out: &mut [u32]) {
-    let i = thread::index();
-    if i < x.len() && i < out.len() {
-        gpu_assert!(x[i] < limit, "value not below the limit");
-        out[i] = x[i];
     }
 }
 
@@ -216,16 +151,6 @@ pub fn mapped_sum(#[mapped] x: &[F4], #[per_block] partial: &mut [f32]) {
     let total = unsafe { block_tree_sum(tile, acc) };
     if let Some(slot) = partial.mine() {
         *slot = total;
-    }
-}
-
-/// Writes `out[i] = base + i` straight into mapped host memory: the host sees it after the
-/// launch, with no copy.
-#[gpu_kernel]
-pub fn mapped_iota(base: u32, #[mapped] out: &mut [u32]) {
-    let i = thread::index();
-    if i < out.len() {
-        out[i] = base.wrapping_add(i.get() as u32);
     }
 }
 
@@ -298,17 +223,6 @@ pub fn relax(steps: u32, #[pinned_async] x: &[f32], #[pinned_async(out)] y: &mut
     }
 }
 
-/// `y[i] = x[i] * scale`, asserting every input is finite: a NaN makes the launch fail with
-/// its location (used to test how a pipelined launch reports the failing chunk).
-#[gpu_kernel(elementwise)]
-pub fn scale_finite(scale: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [f32]) {
-    let i = thread::index();
-    if i < y.len() {
-        gpu_assert!(x[i].is_finite(), "input is not finite");
-        y[i] = x[i] * scale;
-    }
-}
-
 /// `bins[x[i] % bins.len()] += 1` for every element, with atomic adds: first into a
 /// per-block histogram in shared memory (up to 64 bins), then one global atomic add per
 /// bin and block. Any block shape.
@@ -336,104 +250,6 @@ pub fn histogram(x: &[u32], #[atomic] bins: &mut [u32]) {
         // SAFETY: bin `k` was cleared and added to before the barrier; nobody writes it
         // after.
         bins.atomic_add(k, unsafe { local.read(k) });
-    }
-}
-
-/// Every thread takes a ticket: `out[i]` = the value of `counter[0]` it incremented (so
-/// `out` is a permutation of `0..n`), and `sum[0]` accumulates `x[i]` with float atomics.
-#[gpu_kernel]
-pub fn tickets(
-    x: &[f32],
-    #[atomic] counter: &mut [u32],
-    #[atomic] sum: &mut [f32],
-    out: &mut [u32],
-) {
-    let i = thread::index();
-    if i < out.len() && i < x.len() {
-        out[i] = counter.atomic_add(0, 1);
-        sum.atomic_add(0, x[i]);
-    }
-}
-
-pub mod gated;
-
-/// Kernels that are wrong on purpose, for the simulator's checks (tests). Never launch them
-/// on a GPU: `half_barrier` would hang there.
-pub mod broken {
-    use berth::prelude::*;
-
-    /// Every thread of a block writes the same shared element between two barriers: a race
-    /// (`shared_one_writer` in `sim_checks` is the correct version).
-    #[gpu_kernel]
-    pub fn shared_race(#[per_block] out: &mut [u32]) {
-        let tile = shared_array!(RACE_TILE: [u32; 32]);
-        // SAFETY: none — wrong on purpose: every thread of the block writes element 0 in
-        // one barrier interval, a race for the simulator to report.
-        unsafe { tile.write(0, thread::idx_x() as u32) };
-        // SAFETY: every thread of the block reaches the barrier: no branch around it.
-        unsafe { sync_threads() };
-        if let Some(slot) = out.mine() {
-            // SAFETY: element 0 was written before the barrier; nobody writes it after.
-            *slot = unsafe { tile.read(0) };
-        }
-    }
-
-    /// Only the first 16 threads of each block reach the barrier: a call that breaks
-    /// `sync_threads`' contract, for the simulator to report.
-    #[gpu_kernel]
-    pub fn half_barrier(out: &mut [u32]) {
-        if thread::idx_x() < 16 {
-            // SAFETY: none — wrong on purpose: the barrier is under a thread-dependent
-            // condition, so half of the block never reaches it.
-            unsafe { sync_threads() };
-        }
-        let i = thread::index();
-        if i < out.len() {
-            out[i] = 1;
-        }
-    }
-
-    /// Every thread reaches a barrier, but the first 16 of each block another
-    /// `sync_threads()` call than the rest: on the GPU a block's threads must meet at one
-    /// barrier, for the simulator to report.
-    #[gpu_kernel]
-    pub fn split_barrier(out: &mut [u32]) {
-        if thread::idx_x() < 16 {
-            // SAFETY: none — wrong on purpose: the other half of the block waits at the
-            // barrier below, not this one.
-            unsafe { sync_threads() };
-        } else {
-            // SAFETY: none — wrong on purpose, as above.
-            unsafe { sync_threads() };
-        }
-        let i = thread::index();
-        if i < out.len() {
-            out[i] = 3;
-        }
-    }
-
-    /// The block barrier, from a function the kernel's body calls.
-    ///
-    /// # Safety
-    /// As [`sync_threads`]: every thread of the block that has not exited calls it, from
-    /// the same call site, the same number of times.
-    #[inline(never)]
-    unsafe fn wait_for_block() {
-        // SAFETY: every thread of the block reaches this call (the caller's contract).
-        unsafe { sync_threads() };
-    }
-
-    /// Calls `sync_threads` only through a helper the macro cannot see (not broken: the
-    /// simulator finds the barrier in the PTX).
-    #[gpu_kernel]
-    pub fn hidden_barrier(out: &mut [u32]) {
-        // SAFETY: every thread of the block calls it once: it is the body's first statement,
-        // under no branch.
-        unsafe { wait_for_block() };
-        let i = thread::index();
-        if i < out.len() {
-            out[i] = 2;
-        }
     }
 }
 
@@ -484,7 +300,9 @@ pub fn square_worker(
     #[mapped] outbox: &Outbox<Reply>,
     #[mapped] ctl: &Signals,
 ) {
-    if thread::global_x() != 0 {
+    // One thread of the whole launch (thread 0 of block 0, whatever the grid's and the
+    // block's shape) serves; every other returns.
+    if thread::index() != 0 {
         return;
     }
     let patience = patience_ms as u64 * 1_000_000;
@@ -493,8 +311,9 @@ pub fn square_worker(
     loop {
         // Hold the reply's slot before waiting for the job: the wait for it (a link round
         // trip) overlaps the host's turnaround instead of delaying the reply.
-        // SAFETY: this thread is the only one of the grid past the check above, and the
-        // kernel sends on `outbox` alone (and receives on `inbox` alone).
+        // SAFETY: this thread is the only one of the launch past the check above (the
+        // launch's thread numbers are distinct), and the kernel sends on `outbox` alone (and
+        // receives on `inbox` alone).
         let Some(reply_slot) = (unsafe { outbox.reserve(n, patience) }) else {
             ctl.store(worker_ctl::ANSWERED, n);
             ctl.store(worker_ctl::STATE, worker_ctl::HOST_GONE);
@@ -521,45 +340,14 @@ pub fn square_worker(
     }
 }
 
-/// Answers messages `first .. first + count` of `inbox` with `value + 1` in `outbox`, from one
-/// GPU thread, and sets `ctl[0]` to 1 while it runs and 2 once it is done. A mailbox's message
-/// numbers go on across launches: consecutive launches on one mailbox each take their range,
-/// and a launch on another stream that takes the same mailbox runs after the one before it,
-/// never beside it. Fails if the host posts nothing (or takes no reply) for `patience_ms`.
-#[gpu_kernel]
-pub fn relay(
-    first: u32,
-    count: u32,
-    patience_ms: u32,
-    #[mapped] inbox: &Inbox<u32>,
-    #[mapped] outbox: &Outbox<u32>,
-    #[mapped] ctl: &Signals,
-) {
-    if thread::global_x() != 0 {
-        return;
-    }
-    let patience = patience_ms as u64 * 1_000_000;
-    ctl.store(0, 1);
-    for n in first..first.wrapping_add(count) {
-        // SAFETY: this thread is the only one of the grid past the check above, and the
-        // kernel receives on `inbox` alone and sends on `outbox` alone.
-        let Some(v) = (unsafe { inbox.recv(n, patience) }) else {
-            fail("the host posted no message in time")
-        };
-        // SAFETY: as above.
-        if !unsafe { outbox.send(n, v.wrapping_add(1), patience) } {
-            fail("the host took no reply in time")
-        }
-    }
-    ctl.store(0, 2);
-}
-
 /// Bare flag round trips with the host, no mailbox: for `n` in `1..=rounds` one GPU thread
 /// waits until the host raises `s[0]` to `n`, then answers by setting `s[1] = n`. Fails if the
 /// host raises nothing for `patience_ms`.
 #[gpu_kernel]
 pub fn ping_pong(rounds: u32, patience_ms: u32, #[mapped] s: &Signals) {
-    if thread::global_x() != 0 {
+    // One thread of the whole launch (thread 0 of block 0, whatever the grid's and the
+    // block's shape) serves; every other returns.
+    if thread::index() != 0 {
         return;
     }
     let patience = patience_ms as u64 * 1_000_000;

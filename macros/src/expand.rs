@@ -12,8 +12,10 @@
 
 use crate::parse::{self, Options, Placement};
 use crate::validate::{self, Arg, ArgKind, Kernel, Way};
+use berth_abi::{Lowering, Part};
 use proc_macro2::{Group, Span, TokenStream, TokenTree};
 use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 /// The files a kernel crate's build script exported for the descriptor to embed.
@@ -133,9 +135,11 @@ pub fn kernel(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {
     let launcher = launcher(opts, k);
     let pipelined = opts.elementwise.map(|_| pipelined(opts, k));
     let aligns = scalar_align_checks(k);
+    let padding = padding_checks(opts, k);
     quote! {
         #body_fn
         #aligns
+        #padding
         #entry
         #sim
         #descriptor
@@ -160,6 +164,52 @@ pub(crate) fn scalar_align_checks(k: &Kernel) -> TokenStream {
             _ => None,
         })
         .collect()
+}
+
+/// Every type whose values cross to the GPU as bytes — a scalar, a slice's element, a mailbox's
+/// item — has no padding bytes (uninitialised memory): a generic `#[derive(DeviceCopy)]`
+/// struct is checked for each instance the kernel names, at compile time, at the type. Only
+/// types with generic arguments need it (a non-generic struct is checked where it is derived,
+/// a primitive has no padding), and only those get it: a type that is not `DeviceCopy` at all
+/// is reported once, by the launcher.
+pub(crate) fn padding_checks(opts: &Options, k: &Kernel) -> TokenStream {
+    let krate = &opts.krate;
+    k.args
+        .iter()
+        .filter_map(|a| match &a.kind {
+            ArgKind::Scalar(ty) => Some(ty),
+            ArgKind::Slice { elem, .. } => Some(elem),
+            ArgKind::Signal {
+                mailbox: Some((t, _)),
+            } => Some(t),
+            ArgKind::Signal { mailbox: None } => None,
+        })
+        .filter(|ty| has_generic_args(ty))
+        .map(|ty| {
+            let krate = respan(krate.to_token_stream(), ty.span());
+            quote_spanned! {ty.span()=>
+                #[cfg(not(target_arch = "nvptx64"))]
+                const _: () = <#ty as #krate::DeviceCopy>::__BERTH_NO_PADDING;
+            }
+        })
+        .collect()
+}
+
+/// Whether `ty` names a type with generic arguments anywhere (`Pair<u8, u32>`,
+/// `[Pair<u8, u32>; 2]`).
+fn has_generic_args(ty: &syn::Type) -> bool {
+    match ty {
+        syn::Type::Path(p) => p
+            .path
+            .segments
+            .iter()
+            .any(|s| !matches!(s.arguments, syn::PathArguments::None)),
+        syn::Type::Array(a) => has_generic_args(&a.elem),
+        syn::Type::Paren(p) => has_generic_args(&p.elem),
+        syn::Type::Group(g) => has_generic_args(&g.elem),
+        syn::Type::Tuple(t) => t.elems.iter().any(has_generic_args),
+        _ => false,
+    }
 }
 
 fn is_doc(a: &syn::Attribute) -> bool {
@@ -246,19 +296,23 @@ fn signal_cell(krate: &syn::Path, mailbox: &Option<(syn::Type, Way)>) -> TokenSt
     }
 }
 
-fn lowered(a: &Arg) -> (syn::Ident, syn::Ident) {
-    (
-        format_ident!("__berth_{}_ptr", a.name),
-        format_ident!("__berth_{}_len", a.name),
-    )
+/// The name of the entry parameter that passes `part` of argument `a`: the argument's own for
+/// a value, `__berth_<name>_<suffix>` for the parts of a lowered slice.
+fn param_ident(a: &Arg, part: Part) -> syn::Ident {
+    match part.suffix() {
+        None => a.name.clone(),
+        Some(suffix) => format_ident!("__berth_{}_{}", a.name, suffix),
+    }
 }
 
-/// The extra parameters of an `#[auto]` argument: the range of it the launch made available.
-fn window_bounds(a: &Arg) -> (syn::Ident, syn::Ident) {
-    (
-        format_ident!("__berth_{}_lo", a.name),
-        format_ident!("__berth_{}_hi", a.name),
-    )
+/// What a pointer parameter of argument `a` points to, and whether the kernel writes through
+/// it (`None` for a scalar).
+fn pointee(krate: &syn::Path, a: &Arg) -> Option<(TokenStream, bool)> {
+    match &a.kind {
+        ArgKind::Scalar(_) => None,
+        ArgKind::Slice { elem, mutable } => Some((elem.to_token_stream(), *mutable)),
+        ArgKind::Signal { mailbox } => Some((signal_cell(krate, mailbox), true)),
+    }
 }
 
 /// The PTX entry of `k`, calling the body function through `body` (its name, with the
@@ -270,59 +324,56 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
     let mut values = Vec::new();
     // Per parameter of the entry: the alignment of what a pointer points to, 0 otherwise.
     let mut aligns = Vec::new();
-    let align = |t: &dyn ToTokens| quote!(#krate::__private::param_align::<#t>());
-    let zero = quote!(0);
     for a in &k.args {
-        let n = &a.name;
-        match &a.kind {
-            ArgKind::Scalar(ty) => {
-                params.push(quote!(#n: #ty));
-                values.push(quote!(#n));
-                aligns.push(zero.clone());
-            }
-            ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
-                let (p, l) = lowered(a);
-                let (lo, hi) = window_bounds(a);
-                let len = view_len(k, a);
-                params.push(quote!(#p: *const #elem, #l: usize, #lo: usize, #hi: usize));
-                aligns.extend([align(elem), zero.clone(), zero.clone(), zero.clone()]);
-                values.push(quote!(#krate::__private::Window::from_raw(#p, #len, #lo, #hi)));
-            }
-            ArgKind::Slice { elem, mutable } => {
-                let (p, l) = lowered(a);
-                let len = view_len(k, a);
-                aligns.extend([align(elem), zero.clone()]);
-                if *mutable {
-                    params.push(quote!(#p: *mut #elem, #l: usize));
-                    let view = mut_view(a);
-                    values.push(quote!(#krate::__private::#view::from_raw(#p, #len)));
-                } else {
-                    params.push(quote!(#p: *const #elem, #l: usize));
-                    values.push(quote!(#krate::__private::Slice::from_raw(#p, #len)));
+        let pointee = pointee(krate, a);
+        // The entry's parameters, as the ABI lowers the argument.
+        for &part in a.lowering().parts() {
+            let p = param_ident(a, part);
+            match (part, &a.kind, &pointee) {
+                (Part::Value, ArgKind::Scalar(ty), _) => {
+                    params.push(quote!(#p: #ty));
+                    aligns.push(quote!(0));
+                }
+                (Part::Ptr, _, Some((t, mutable))) => {
+                    let m = if *mutable { quote!(mut) } else { quote!(const) };
+                    params.push(quote!(#p: *#m #t));
+                    aligns.push(quote!(#krate::__private::param_align::<#t>()));
+                }
+                _ => {
+                    params.push(quote!(#p: usize));
+                    aligns.push(quote!(0));
                 }
             }
-            ArgKind::Signal { mailbox } => {
-                let (p, l) = lowered(a);
-                let (view, cell) = (signal_view(krate, mailbox), signal_cell(krate, mailbox));
-                params.push(quote!(#p: *mut #cell, #l: usize));
-                aligns.extend([align(&cell), zero.clone()]);
-                values.push(quote!(&<#view>::from_raw(#p, #l)));
-            }
         }
+        // The view the body takes, rebuilt from them.
+        let ptr = param_ident(a, Part::Ptr);
+        let len = view_len(k, a);
+        values.push(match &a.kind {
+            ArgKind::Scalar(_) => param_ident(a, Part::Value).to_token_stream(),
+            ArgKind::Slice { .. } if a.lowering() == Lowering::PtrLenRange => {
+                let (lo, hi) = (param_ident(a, Part::Start), param_ident(a, Part::End));
+                quote!(#krate::__private::Window::from_raw(#ptr, #len, #lo, #hi))
+            }
+            ArgKind::Slice { mutable: true, .. } => {
+                let view = mut_view(a);
+                quote!(#krate::__private::#view::from_raw(#ptr, #len))
+            }
+            ArgKind::Slice { .. } => quote!(#krate::__private::Slice::from_raw(#ptr, #len)),
+            ArgKind::Signal { mailbox } => {
+                let view = signal_view(krate, mailbox);
+                let own = param_ident(a, Part::Len);
+                quote!(&<#view>::from_raw(#ptr, #own))
+            }
+        });
     }
-    // What the builder's last step turns into LLVM attributes (see berth_build::ir).
-    let mut attrs = Vec::new();
-    if let Some(([x, y, z], _)) = opts.block {
-        attrs.push(format!("reqntid={x},{y},{z}"));
-    }
-    if let Some((n, _)) = opts.min_blocks {
-        attrs.push(format!("minctasm={n}"));
-    }
-    if opts.exact_fp {
-        attrs.push("nocontract".to_owned());
-    }
+    // What the builder's last step turns into LLVM attributes (see berth_abi::Section).
+    let attrs = berth_abi::KernelAttrs {
+        block: opts.block.map(|(b, _)| b),
+        min_blocks: opts.min_blocks.map(|(n, _)| n),
+        exact_fp: opts.exact_fp,
+    };
     let section = (!attrs.is_empty()).then(|| {
-        let s = format!("berth:{}", attrs.join(";"));
+        let s = berth_abi::Section::Attributes(attrs).to_string();
         quote!(#[unsafe(link_section = #s)])
     });
     let general = entry_fn(
@@ -353,27 +404,32 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
     quote!(#general #linear)
 }
 
-/// For each argument, the index of its length among the PTX parameters (none for a scalar).
-fn len_params(k: &Kernel) -> Vec<Option<usize>> {
+/// For each argument, the index of its first PTX parameter.
+fn first_params(k: &Kernel) -> Vec<usize> {
     let mut next = 0usize;
     k.args
         .iter()
         .map(|a| {
-            let (len, count) = match (&a.kind, a.placement) {
-                (ArgKind::Scalar(_), _) => (None, 1),
-                (ArgKind::Slice { .. }, Placement::Auto(_)) => (Some(next + 1), 4),
-                _ => (Some(next + 1), 2),
-            };
-            next += count;
-            len
+            let first = next;
+            next += a.lowering().parts().len();
+            first
         })
+        .collect()
+}
+
+/// For each argument, the index of its length among the PTX parameters (none for a scalar).
+fn len_params(k: &Kernel) -> Vec<Option<usize>> {
+    k.args
+        .iter()
+        .zip(first_params(k))
+        .map(|(a, first)| Some(first + a.lowering().position(Part::Len)?))
         .collect()
 }
 
 /// The length parameter a slice's view is built with: its own, or, in a `same_len` group,
 /// the first member's (equal, checked by the launcher), so the optimiser sees one value.
 fn view_len(k: &Kernel, a: &Arg) -> syn::Ident {
-    lowered(a.len_of.map_or(a, |i| &k.args[i])).1
+    param_ident(a.len_of.map_or(a, |i| &k.args[i]), Part::Len)
 }
 
 /// Body names whose code a one-dimensional launch makes cheaper: `thread::index()` tests the
@@ -386,8 +442,12 @@ const SHAPE_NAMES: &[&str] = &["index", "grid_stride", "count"];
 /// that reads the shape is missed): the launcher runs the general entry of a kernel without.
 pub(crate) fn linear_ident(opts: &Options, k: &Kernel) -> Option<syn::Ident> {
     let block_linear = opts.block.is_none_or(|([_, y, z], _)| y == 1 && z == 1);
-    (block_linear && mentions(k.body.to_token_stream(), SHAPE_NAMES))
-        .then(|| format_ident!("{}__berth_1d", k.name))
+    (block_linear && mentions(k.body.to_token_stream(), SHAPE_NAMES)).then(|| {
+        format_ident!(
+            "{}",
+            berth_abi::linear_entry(&k.name.unraw().to_string()).to_string()
+        )
+    })
 }
 
 /// One PTX entry `name` of a kernel: the lowered parameters, rebuilt into the views the body
@@ -402,7 +462,8 @@ fn entry_fn(
     values: &[TokenStream],
     prologue: Option<TokenStream>,
 ) -> TokenStream {
-    let palign_section = format!("berth:palign:{name}");
+    // The entry's symbol: a raw name (`r#fn`) without its `r#`.
+    let palign_section = berth_abi::Section::ParamAlign(&name.unraw().to_string()).to_string();
     let count = aligns.len();
     quote! {
         #[cfg(target_arch = "nvptx64")]
@@ -438,52 +499,56 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
     let krate = &opts.krate;
     let name = sim_ident(&k.name);
     let mut values = Vec::new();
-    let mut i = 0usize;
     let lens = len_params(k);
     // The parameter holding the length of argument `n`'s view: its own, or its `same_len`
     // group's first member's (see `view_len`).
     let view_len = |n: usize, a: &Arg| lens[a.len_of.unwrap_or(n)].expect("a slice has a length");
-    for (n, a) in k.args.iter().enumerate() {
+    for ((n, a), first) in k.args.iter().enumerate().zip(first_params(k)) {
+        // The slot of each part the ABI lowers the argument to.
+        let at = |part: Part| first + a.lowering().position(part).expect("a part of the argument");
+        let word = |i: usize| quote!(*(__p[#i] as *const usize));
         match &a.kind {
             ArgKind::Scalar(ty) => {
                 // The slot is 16-aligned; the value's type is checked to need no more, and read
                 // unaligned all the same.
+                let i = at(Part::Value);
                 values.push(quote!((__p[#i] as *const #ty).read_unaligned()));
-                i += 1;
             }
-            ArgKind::Slice { elem, .. } if matches!(a.placement, Placement::Auto(_)) => {
-                let (j, lo, hi) = (view_len(n, a), i + 2, i + 3);
+            ArgKind::Slice { elem, .. } if a.lowering() == Lowering::PtrLenRange => {
+                let i = at(Part::Ptr);
+                let (len, lo, hi) = (
+                    word(view_len(n, a)),
+                    word(at(Part::Start)),
+                    word(at(Part::End)),
+                );
                 values.push(quote! {
                     #krate::__private::Window::from_raw(
                         *(__p[#i] as *const *const #elem),
-                        *(__p[#j] as *const usize),
-                        *(__p[#lo] as *const usize),
-                        *(__p[#hi] as *const usize),
+                        #len,
+                        #lo,
+                        #hi,
                     )
                 });
-                i += 4;
             }
             ArgKind::Slice { elem, mutable } => {
-                let j = view_len(n, a);
+                let (i, len) = (at(Part::Ptr), word(view_len(n, a)));
                 if *mutable {
                     let view = mut_view(a);
                     values.push(quote! {
-                        #krate::__private::#view::from_raw(*(__p[#i] as *const *mut #elem), *(__p[#j] as *const usize))
+                        #krate::__private::#view::from_raw(*(__p[#i] as *const *mut #elem), #len)
                     });
                 } else {
                     values.push(quote! {
-                        #krate::__private::Slice::from_raw(*(__p[#i] as *const *const #elem), *(__p[#j] as *const usize))
+                        #krate::__private::Slice::from_raw(*(__p[#i] as *const *const #elem), #len)
                     });
                 }
-                i += 2;
             }
             ArgKind::Signal { mailbox } => {
-                let j = i + 1;
+                let (i, len) = (at(Part::Ptr), word(at(Part::Len)));
                 let (view, cell) = (signal_view(krate, mailbox), signal_cell(krate, mailbox));
                 values.push(quote! {
-                    &<#view>::from_raw(*(__p[#i] as *const *mut #cell), *(__p[#j] as *const usize))
+                    &<#view>::from_raw(*(__p[#i] as *const *mut #cell), #len)
                 });
-                i += 2;
             }
         }
     }
@@ -538,13 +603,14 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
     let name = &k.name;
     let vis = &k.vis;
     let desc = descriptor_ident(name);
-    let name_str = name.to_string();
+    // The PTX entry's symbol: a raw name (`r#fn`) without its `r#`.
+    let name_str = name.unraw().to_string();
     let ptx_expr = match files.ptx {
         Some(path) => quote!(include_str!(#path)),
         None => {
             let msg = "this crate has no PTX: a crate with #[gpu_kernel] functions needs a build \
                        script that builds it for the GPU.\nAdd to its Cargo.toml:\n    \
-                       [build-dependencies]\n    berth-build = \"0.1\"\nand create build.rs \
+                       [build-dependencies]\n    berth-gpu-build = \"0.1\"\nand create build.rs \
                        beside it:\n    fn main() { berth_build::kernels() }";
             quote_spanned!(name.span()=> { compile_error!(#msg); "" })
         }
@@ -572,41 +638,30 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
         Some(([x, y, z], _)) => quote!(::core::option::Option::Some([#x, #y, #z])),
         None => quote!(::core::option::Option::None),
     };
+    // The kernel's parameters as the ABI lowers each argument, with what the runtime needs to
+    // know of each (a scalar's size, what a pointer points to).
     let mut params = Vec::new();
     for a in &k.args {
         let n = a.name.to_string();
-        match &a.kind {
-            ArgKind::Scalar(ty) => params.push(quote! {
-                #krate::__private::Param::scalar::<#ty>(#n)
-            }),
-            ArgKind::Slice { elem, mutable } => {
-                let placement = match a.placement {
-                    Placement::Device => quote!(Device),
-                    Placement::PinnedAsync(_) => quote!(PinnedAsync),
-                    Placement::PinnedOut(_) => quote!(PinnedOut),
-                    Placement::Mapped(_) => quote!(Mapped),
-                    Placement::Auto(_) => quote!(Auto),
-                };
-                params.push(quote! {
-                    #krate::__private::Param::slice_ptr::<#elem>(
-                        #n, #mutable, #krate::__private::Placement::#placement,
-                    )
-                });
-                params.push(quote!(#krate::__private::Param::slice_len(#n)));
-                if matches!(a.placement, Placement::Auto(_)) {
-                    params.push(quote!(#krate::__private::Param::scalar::<usize>(#n)));
-                    params.push(quote!(#krate::__private::Param::scalar::<usize>(#n)));
+        let pointee = pointee(krate, a);
+        for &part in a.lowering().parts() {
+            params.push(match (part, &a.kind, &pointee) {
+                (Part::Value, ArgKind::Scalar(ty), _) => {
+                    quote!(#krate::__private::Param::scalar::<#ty>(#n))
                 }
-            }
-            ArgKind::Signal { mailbox } => {
-                let cell = signal_cell(krate, mailbox);
-                params.push(quote! {
-                    #krate::__private::Param::slice_ptr::<#cell>(
-                        #n, true, #krate::__private::Placement::Mapped,
-                    )
-                });
-                params.push(quote!(#krate::__private::Param::slice_len(#n)));
-            }
+                (Part::Ptr, _, Some((t, mutable))) => {
+                    let placement = format_ident!("{}", a.placement.abi().name());
+                    quote! {
+                        #krate::__private::Param::slice_ptr::<#t>(
+                            #n, #mutable, #krate::__private::Placement::#placement,
+                        )
+                    }
+                }
+                _ => {
+                    let part = format_ident!("{}", part.name());
+                    quote!(#krate::__private::Param::word(#n, #krate::__private::Part::#part))
+                }
+            });
         }
     }
     // Each `same_len` group as the indices of its members' length parameters, first first.

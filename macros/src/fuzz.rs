@@ -3,25 +3,64 @@
 //! every mistake as a `compile_error!` at a token of the input (never the call site when a
 //! token is to blame), and, for an item that is a function, must stay valid Rust.
 //!
-//! 2,000 cases per property by default, a few seconds in `cargo test`; `PROPTEST_CASES=N`
-//! runs more. A failure prints the shrunk input; add it to the snapshot tests with its fix.
+//! The inputs are ones rustc can hand a macro: an attribute or a derive always applies to an
+//! item, so its item is never empty; `unroll!` may be called with nothing.
+//!
+//! 2,000 cases per property, a few seconds in `cargo test`, drawn from a fixed seed: every run
+//! tries the same cases. `PROPTEST_RNG_SEED=N` draws other cases and `PROPTEST_CASES=N` runs
+//! more of them. A failure prints the shrunk input and the seed that found it; nothing is
+//! written to disk. Add the input to `found_cases` below (or a snapshot test) with its fix.
 
 use proc_macro2::{Delimiter, Span, TokenStream, TokenTree};
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
+use proptest::strategy::ValueTree;
+use proptest::test_runner::{RngSeed, TestRunner};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::str::FromStr;
 
+/// The seed the properties draw their cases from unless `PROPTEST_RNG_SEED` gives another.
+/// (`berth` in ASCII.)
+const SEED: u64 = 0x62_65_72_74_68;
+
+/// 2,000 cases from a fixed seed (or those of the `PROPTEST_*` environment variables, which
+/// `ProptestConfig::default()` reads), and no failure file: a test run writes nothing.
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(2000);
+    let env = ProptestConfig::default();
+    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
+        env.cases
+    } else {
+        2000
+    };
+    let rng_seed = match env.rng_seed {
+        RngSeed::Random => RngSeed::Fixed(SEED),
+        fixed => fixed,
+    };
     ProptestConfig {
         cases,
         // Inputs that do not lex are skipped, not failures.
         max_global_rejects: cases * 4,
-        ..ProptestConfig::default()
+        rng_seed,
+        failure_persistence: None,
+        ..env
+    }
+}
+
+/// Run the property `test` on `cases` (see `config`), panicking with the shrunk input and the
+/// seed when it fails.
+fn check_property<S: Strategy>(
+    name: &str,
+    cases: S,
+    test: impl Fn(S::Value) -> Result<(), TestCaseError>,
+) {
+    let config = config();
+    let seed = config.rng_seed;
+    let mut runner = TestRunner::new(config);
+    if let Err(e) = runner.run(&cases, test) {
+        panic!(
+            "{name}: {e}\nseed {seed}: `PROPTEST_RNG_SEED={seed} cargo test -p berth-gpu-macros --lib \
+             fuzz::{name}` draws these cases again"
+        );
     }
 }
 
@@ -140,9 +179,14 @@ fn soup() -> impl Strategy<Value = String> {
     })
 }
 
-/// Several token trees.
+/// Several token trees, or none.
 fn soups() -> impl Strategy<Value = String> {
     prop::collection::vec(soup(), 0..12).prop_map(|v| v.join(" "))
+}
+
+/// One token tree or more: the item an attribute or a derive is given, which is never empty.
+fn item_soups() -> impl Strategy<Value = String> {
+    prop::collection::vec(soup(), 1..12).prop_map(|v| v.join(" "))
 }
 
 // ---- mutations --------------------------------------------------------------------------
@@ -487,8 +531,8 @@ fn expand_or_fail(
     })
 }
 
-/// Every error of `out` is at a token of the input, unless there is none (`empty`) or the
-/// input ran out.
+/// Every error of `out` is at a token of the input, unless there is none (`empty`, which only
+/// `unroll!()` can be) or the input ran out.
 fn check_errors(
     what: &str,
     input: &str,
@@ -510,8 +554,13 @@ fn check_kernel(opts: &str, item: &str) -> Result<(), TestCaseError> {
     let (Ok(args), Ok(tokens)) = (TokenStream::from_str(opts), TokenStream::from_str(item)) else {
         return Err(TestCaseError::reject("does not lex"));
     };
+    if tokens.is_empty() {
+        // Edits can delete every token; rustc never gives an attribute an empty item.
+        return Err(TestCaseError::reject(
+            "an attribute always applies to an item",
+        ));
+    }
     let input = format!("#[gpu_kernel({opts})] {item}");
-    let args_empty = args.is_empty();
     let out = expand_or_fail("#[gpu_kernel]", &input, || {
         crate::expand::gpu_kernel(
             args,
@@ -519,8 +568,7 @@ fn check_kernel(opts: &str, item: &str) -> Result<(), TestCaseError> {
             crate::expand::Embedded::ptx(Some("/p/k.ptx")),
         )
     })?;
-    let empty = args_empty && tokens.is_empty();
-    check_errors("#[gpu_kernel]", &input, empty, &out)?;
+    check_errors("#[gpu_kernel]", &input, false, &out)?;
     // A function in, valid Rust out: the errors and the item, so rustc adds no errors of its
     // own about the macro's output.
     if syn::parse2::<syn::ItemFn>(tokens).is_ok() {
@@ -538,11 +586,14 @@ fn check_derive(item: &str) -> Result<(), TestCaseError> {
     let Ok(tokens) = TokenStream::from_str(item) else {
         return Err(TestCaseError::reject("does not lex"));
     };
-    let empty = tokens.is_empty();
+    if tokens.is_empty() {
+        // Edits can delete every token; rustc never derives for an empty item.
+        return Err(TestCaseError::reject("a derive always applies to an item"));
+    }
     let out = expand_or_fail("#[derive(DeviceCopy)]", item, || {
         crate::derive::device_copy(tokens)
     })?;
-    check_errors("#[derive(DeviceCopy)]", item, empty, &out)
+    check_errors("#[derive(DeviceCopy)]", item, false, &out)
 }
 
 fn check_unroll(input: &str) -> Result<(), TestCaseError> {
@@ -561,37 +612,104 @@ fn check_unroll(input: &str) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-proptest! {
-    #![proptest_config(config())]
+#[test]
+fn gpu_kernel_on_token_soup() {
+    check_property(
+        "gpu_kernel_on_token_soup",
+        (soups(), item_soups()),
+        |(opts, item)| check_kernel(&opts, &item),
+    );
+}
 
-    #[test]
-    fn gpu_kernel_on_token_soup(opts in soups(), item in soups()) {
-        check_kernel(&opts, &item)?;
+#[test]
+fn gpu_kernel_on_edited_kernels() {
+    check_property(
+        "gpu_kernel_on_edited_kernels",
+        (kernel(), edits()),
+        |((opts, item), edits)| check_kernel(&opts, &mutate(&item, &edits)),
+    );
+}
+
+#[test]
+fn device_copy_on_token_soup() {
+    check_property("device_copy_on_token_soup", item_soups(), |item| {
+        check_derive(&item)
+    });
+}
+
+#[test]
+fn device_copy_on_edited_structs() {
+    check_property(
+        "device_copy_on_edited_structs",
+        (record(), edits()),
+        |(item, edits)| check_derive(&mutate(&item, &edits)),
+    );
+}
+
+#[test]
+fn unroll_on_token_soup() {
+    check_property("unroll_on_token_soup", soups(), |input| {
+        check_unroll(&input)
+    });
+}
+
+#[test]
+fn unroll_on_edited_loops() {
+    check_property(
+        "unroll_on_edited_loops",
+        (select(LOOPS), edits()),
+        |(input, edits)| check_unroll(&mutate(input, &edits)),
+    );
+}
+
+/// Inputs the properties once failed on, checked on every run whatever the seed.
+#[test]
+fn found_cases() {
+    let kernels = [
+        // An option without its value, on a valid kernel.
+        ("block", "fn k() {}"),
+        // Instances of a kernel whose name is a raw identifier.
+        ("instances(T = f32, f64)", "fn r#fn<T>() {}"),
+        // Options that parse, on an item that is not a function.
+        ("elementwise", "x"),
+    ];
+    for (opts, item) in kernels {
+        check_kernel(opts, item).unwrap_or_else(|e| panic!("{e}"));
     }
+    check_unroll("const").unwrap_or_else(|e| panic!("{e}"));
+}
 
-    #[test]
-    fn gpu_kernel_on_edited_kernels((opts, item) in kernel(), edits in edits()) {
-        check_kernel(&opts, &mutate(&item, &edits))?;
-    }
+/// Every run draws the same cases and writes no failure file into the source tree.
+#[test]
+fn the_cases_are_fixed_and_nothing_is_persisted() {
+    let config = config();
+    assert!(matches!(config.rng_seed, RngSeed::Fixed(_)));
+    assert!(config.failure_persistence.is_none());
+    let draw = || {
+        let mut runner = TestRunner::new(config.clone());
+        (0..50)
+            .map(|_| {
+                item_soups()
+                    .new_tree(&mut runner)
+                    .expect("a case")
+                    .current()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(draw(), draw());
+}
 
-    #[test]
-    fn device_copy_on_token_soup(item in soups()) {
-        check_derive(&item)?;
-    }
-
-    #[test]
-    fn device_copy_on_edited_structs(item in record(), edits in edits()) {
-        check_derive(&mutate(&item, &edits))?;
-    }
-
-    #[test]
-    fn unroll_on_token_soup(input in soups()) {
-        check_unroll(&input)?;
-    }
-
-    #[test]
-    fn unroll_on_edited_loops(input in select(LOOPS), edits in edits()) {
-        check_unroll(&mutate(input, &edits))?;
+/// The item given to `#[gpu_kernel]` or `#[derive(DeviceCopy)]` is never empty.
+#[test]
+fn an_attribute_is_never_given_an_empty_item() {
+    let mut runner = TestRunner::new(config());
+    for _ in 0..2000 {
+        let item = item_soups()
+            .new_tree(&mut runner)
+            .expect("a case")
+            .current();
+        let tokens = TokenStream::from_str(&item);
+        assert!(tokens.is_err() || !tokens.unwrap().is_empty(), "{item:?}");
     }
 }
 

@@ -14,15 +14,15 @@ mod validate;
 
 use proc_macro::TokenStream;
 
-/// `berth-macros` is the proc-macro half of berth: depend on `berth` and use this attribute
+/// `berth-gpu-macros` is the proc-macro half of berth: depend on `berth` and use this attribute
 /// as `berth::gpu_kernel` (also in `berth::prelude`). Without `berth`'s build script
 /// (`berth_build::kernels()`), which sets `BERTH_PTX`, every kernel is a compile error that says
 /// what to add.
 #[proc_macro_attribute]
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
-    let ptx = std::env::var("BERTH_PTX").ok();
-    let cubin = std::env::var("BERTH_CUBIN").ok();
-    let cubin_arch = std::env::var("BERTH_CUBIN_ARCH").ok();
+    let ptx = std::env::var(berth_abi::PTX_ENV).ok();
+    let cubin = std::env::var(berth_abi::CUBIN_ENV).ok();
+    let cubin_arch = std::env::var(berth_abi::CUBIN_ARCH_ENV).ok();
     let cubin = cubin.filter(|path| first_embedding(path));
     let files = expand::Embedded {
         ptx: ptx.as_deref(),

@@ -389,6 +389,17 @@ impl Placement {
         }
     }
 
+    /// The placement as the kernel's descriptor records it.
+    pub fn abi(self) -> berth_abi::Placement {
+        match self {
+            Placement::Device => berth_abi::Placement::Device,
+            Placement::Mapped(_) => berth_abi::Placement::Mapped,
+            Placement::PinnedAsync(_) => berth_abi::Placement::PinnedAsync,
+            Placement::PinnedOut(_) => berth_abi::Placement::PinnedOut,
+            Placement::Auto(_) => berth_abi::Placement::Auto,
+        }
+    }
+
     /// Where the attribute was written.
     pub fn span(self) -> Option<Span> {
         match self {

@@ -3,6 +3,7 @@
 
 use crate::parse::{self, Placement};
 use quote::ToTokens;
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 
 /// How one argument crosses to the GPU.
@@ -53,6 +54,18 @@ pub struct Arg {
     /// `same_len(..)`: the index of the argument whose length this slice's view takes (the
     /// first of its group; the launcher checks they are equal), or `None` for its own.
     pub len_of: Option<usize>,
+}
+
+impl Arg {
+    /// How the argument is passed to the PTX entry (berth's kernel ABI).
+    pub fn lowering(&self) -> berth_abi::Lowering {
+        match self.kind {
+            ArgKind::Scalar(_) => berth_abi::Lowering::Value,
+            // The memory of a signal or mailbox is passed as a slice of its cells.
+            ArgKind::Signal { .. } => berth_abi::Lowering::PtrLen,
+            ArgKind::Slice { .. } => self.placement.abi().lowering(),
+        }
+    }
 }
 
 /// A validated kernel.
@@ -698,7 +711,8 @@ pub fn instances(opts: &parse::Options, k: &Kernel) -> Result<Vec<Instance>, Vec
     let mut out: Vec<Instance> = Vec::new();
     for combo in combos {
         let suffix: Vec<&str> = combo.iter().map(|(_, _, s)| s.as_str()).collect();
-        let name = format!("{}_{}", k.name, suffix.join("_"));
+        // A raw name (`r#fn`) gives its plain text: `r#fn_f32` would not be an identifier.
+        let name = format!("{}_{}", k.name.unraw(), suffix.join("_"));
         let at = combo.last().map(|(_, v, _)| v.clone()).unwrap_or_default();
         if out.iter().any(|i| i.name == name) {
             errors.push(syn::Error::new_spanned(

@@ -5,6 +5,7 @@
 use crate::buffer::DeviceBuffer;
 use crate::context::Inner;
 use crate::host_mem::{HostFlags, MappedBuffer, PinnedBuffer, Registered};
+use crate::host_shared::{HostShared, SharedHost};
 use crate::track::Uses;
 use berth_device::DeviceCopy;
 use std::sync::Arc;
@@ -24,7 +25,8 @@ pub struct ArgRef<'a> {
     pub(crate) uses: &'a Uses,
     /// The graph that holds the memory for its whole life ([`crate::Held`]); 0 for none.
     pub(crate) held: u64,
-    /// Memory a launch may only read (a peer view, which may be a copy of its owner's memory):
+    /// Memory a launch may only read (a peer view, which may be a copy of its owner's memory;
+    /// shared host memory, which its owner shares with others):
     /// passing it to a `&mut [T]` argument is refused.
     pub(crate) read_only: bool,
 }
@@ -51,7 +53,7 @@ pub trait DeviceArg<T>: sealed::Sealed {
     message = "`{Self}` is not pinned host memory: this `#[pinned_async]` kernel argument takes a `PinnedBuffer<{T}>`",
     label = "expected a `PinnedBuffer<{T}>`",
     note = "make one with `gpu.pinned_from(&data)?` or `gpu.pinned_zeroed::<{T}>(n)?`; pageable memory such as a `Vec` would need a slow synchronous copy, which berth never makes silently",
-    note = "a `MappedBuffer<{T}>` is pinned too and also works; data already on the GPU goes to an argument without `#[pinned_async]`"
+    note = "a `MappedBuffer<{T}>`, a `Registered<{T}>` and a `HostShared` (`gpu.share(buffer)?`) are pinned too and also work; data already on the GPU goes to an argument without `#[pinned_async]`"
 )]
 pub trait PinnedArg<T>: sealed::Sealed {
     #[doc(hidden)]
@@ -60,9 +62,9 @@ pub trait PinnedArg<T>: sealed::Sealed {
 
 /// Memory for a `#[mapped]` slice argument: host memory mapped into the GPU's address space.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not mapped host memory: this `#[mapped]` kernel argument takes a `MappedBuffer<{T}>` or a `Registered<{T}>`",
-    label = "expected a `MappedBuffer<{T}>` or `Registered<{T}>`",
-    note = "make one with `gpu.mapped_from(&data)?`, or map an existing `Vec` in place with `gpu.register(data)?`",
+    message = "`{Self}` is not mapped host memory: this `#[mapped]` kernel argument takes a `MappedBuffer<{T}>`, a `Registered<{T}>` or a `HostShared`",
+    label = "expected a `MappedBuffer<{T}>`, `Registered<{T}>` or `HostShared`",
+    note = "make one with `gpu.mapped_from(&data)?`, map an existing `Vec` in place with `gpu.register(data)?`, or shared memory such as an Arrow buffer with `gpu.share(buffer)?`",
     note = "a `PinnedBuffer` is page-locked but not mapped into the GPU's address space; a `DeviceBuffer` is not host memory"
 )]
 pub trait MappedArg<T>: sealed::Sealed {
@@ -74,6 +76,7 @@ impl<T> sealed::Sealed for DeviceBuffer<T> {}
 impl<T> sealed::Sealed for PinnedBuffer<T> {}
 impl<T> sealed::Sealed for MappedBuffer<T> {}
 impl<T> sealed::Sealed for Registered<T> {}
+impl<H: SharedHost> sealed::Sealed for HostShared<H> {}
 
 impl<T: DeviceCopy> DeviceArg<T> for DeviceBuffer<T> {
     fn __arg(&self) -> ArgRef<'_> {
@@ -147,13 +150,46 @@ impl<T: DeviceCopy> MappedArg<T> for Registered<T> {
             bytes: self.bytes(),
             gpu: self.gpu(),
             flags: Some(HostFlags(
-                cudarc::driver::sys::CU_MEMHOSTALLOC_DEVICEMAP
-                    | cudarc::driver::sys::CU_MEMHOSTALLOC_PORTABLE,
+                crate::backend::HOST_DEVICEMAP | crate::backend::HOST_PORTABLE,
             )),
             host: self.host_ptr() as u64,
             uses: &self.uses,
             held: 0,
             read_only: false,
+        }
+    }
+}
+
+impl<T: DeviceCopy> PinnedArg<T> for Registered<T> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.host_ptr() as u64,
+            ..MappedArg::__arg(self)
+        }
+    }
+}
+
+impl<H: SharedHost> MappedArg<H::Elem> for HostShared<H> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.device_ptr(),
+            len: self.elems(),
+            bytes: self.bytes(),
+            gpu: self.gpu(),
+            flags: Some(self.flags()),
+            host: self.host_ptr() as u64,
+            uses: &self.uses,
+            held: 0,
+            read_only: true,
+        }
+    }
+}
+
+impl<H: SharedHost> PinnedArg<H::Elem> for HostShared<H> {
+    fn __arg(&self) -> ArgRef<'_> {
+        ArgRef {
+            addr: self.host_ptr() as u64,
+            ..MappedArg::__arg(self)
         }
     }
 }

@@ -1,30 +1,38 @@
-//! The one interface of the two backends: the CUDA driver ([`driver::Driver`]) and the CPU
-//! simulator ([`simulator::Simulator`]). Everything above it — memory kinds and pools,
-//! launches, graphs, events, pipelines, placement probes and the tracking of queued work — is
-//! written once against [`Ops`]; a context holds one implementation, chosen when it is made
-//! ([`crate::context::Inner`]), and nothing above this module asks which one it is.
+//! The one interface of the two backends: the CUDA driver ([`driver::Driver`], in `driver/`)
+//! and the CPU simulator ([`sim::Simulator`], in `sim/`). Everything above it — memory kinds
+//! and pools, launches, collectives, graphs, events, streams, pipelines, placement probes and
+//! the tracking of queued work — is written once against [`Ops`]; a context holds one
+//! implementation, chosen when it is made ([`open`]), and nothing above this module asks which
+//! one it is.
 //!
 //! [`Ops`] is four traits, one per concern, so that each backend implements them in a file per
 //! concern: the context ([`ContextOps`]), memory and copies ([`MemoryOps`]), streams, completion
 //! points and timed events ([`StreamOps`]), and kernels and graphs ([`KernelOps`]).
 //!
-//! Handles are the driver's types: a stream is a `CUstream` (on the simulator, a number that
-//! names a worker thread), a function a `CUfunction` (null on the simulator). Where the
-//! simulator lacks what the hardware has, the interface says so as a capability
-//! ([`ContextOps::has_link`]), not by naming the backend.
+//! The layers above hold no object of a backend's own. Streams and functions are ids into a
+//! table the context owns ([`StreamId`], [`FunctionId`]: `Copy`, `Send` and `Sync` by
+//! construction); completion points, timed events and graphs ready to replay are values of this
+//! interface ([`Point`], [`EventHandle`], [`GraphExec`]) whose insides only the backends read.
+//! The driver's raw handles stay in the driver backend, which keeps them in one wrapper
+//! (`driver/handle.rs`). Two methods lend them out on purpose, for libraries that queue on
+//! berth's context and streams (cudarc, NCCL) and for the expert escape hatch:
+//! [`ContextOps::raw_context`] and [`StreamOps::raw_stream`]; on the simulator they have
+//! nothing to lend. Where the simulator lacks what the hardware has, the interface says so as
+//! a capability ([`ContextOps::has_link`]), not by naming the backend.
 //!
 //! On the simulator every address is a host address: device memory and staging are
 //! 256-byte-aligned zeroed heap allocations, copies are `memcpy` jobs on the stream's worker
 //! thread, and the "device pointer" of mapped or registered memory is the host pointer itself.
 
 pub(crate) mod driver;
-mod driver_kernels;
-mod driver_launch;
-mod driver_memory;
-mod driver_streams;
-pub(crate) mod simulator;
-mod simulator_streams;
+pub(crate) mod ids;
+pub(crate) mod open;
+pub(crate) mod sim;
 
+pub(crate) use ids::{FunctionId, StreamId};
+
+use crate::backend::driver::handle::Handle;
+use crate::backend::sim::worker::{SimMark, SimStream};
 use crate::error::{Error, Result};
 use crate::fault::FaultState;
 use crate::launch::grid::Grid;
@@ -32,7 +40,6 @@ use crate::launch::kernel::{Entry, Kernel};
 use crate::launch::params::ParamBlock;
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
-use crate::sim_stream::{SimMark, SimStream};
 use cudarc::driver::{CudaContext, sys};
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
@@ -55,40 +62,45 @@ impl std::fmt::Display for Backend {
     }
 }
 
-/// A place in one stream's queue: everything queued on it before this point.
-pub(crate) enum Point {
+/// Who runs a device set's collectives on a backend's contexts
+/// ([`ContextOps::collective_engine`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CollectiveEngine {
+    /// NCCL, on a stream of each member (berth's `nccl` feature; refused without it).
+    Nccl,
+    /// The set itself, on the host: every member's memory is host memory, read, combined and
+    /// written back with the same checks and results.
+    Host,
+}
+
+/// A place in one stream's queue: everything queued on it before this point. Made by
+/// [`StreamOps::record_point`], given back to [`StreamOps::release_point`].
+pub(crate) struct Point(pub(in crate::backend) PointRepr);
+
+/// What a [`Point`] is on each backend.
+pub(in crate::backend) enum PointRepr {
     /// A CUDA event recorded on the stream (timing disabled; from the context's pool).
-    Event(sys::CUevent),
+    Event(Handle<sys::CUevent>),
     /// A simulated stream and its position.
     Sim(Arc<SimStream>, u64),
 }
 
-// SAFETY: a CUevent is a driver handle usable from any thread once its context is current there
-// (`StreamOps::wait_point` binds it); a `SimStream` is shared through an `Arc` of thread-safe
-// parts.
-unsafe impl Send for Point {}
-// SAFETY: as above; the driver serialises calls on one event.
-unsafe impl Sync for Point {}
-
 /// A timed event ([`StreamOps::event_new`]): recorded on a stream, waited for, timed against
 /// another, waited for by another stream.
-pub(crate) enum EventHandle {
+pub(crate) struct EventHandle(pub(in crate::backend) EventRepr);
+
+/// What an [`EventHandle`] is on each backend.
+pub(in crate::backend) enum EventRepr {
     /// A CUDA event with timing enabled.
-    Cuda(sys::CUevent),
+    Cuda(Handle<sys::CUevent>),
     /// Where a simulated event was last recorded (`None` before its first record).
     Sim(Mutex<Option<SimMark>>),
 }
 
-// SAFETY: a CUevent is a driver handle usable from any thread once its context is current
-// there (every caller binds it); the simulated state is behind a mutex.
-unsafe impl Send for EventHandle {}
-// SAFETY: as above; the driver serialises calls on one event.
-unsafe impl Sync for EventHandle {}
-
 /// One launch of a recorded sequence, as a graph replays it.
 pub(crate) struct GraphNode {
     pub(crate) kernel: &'static Kernel,
-    pub(crate) func: sys::CUfunction,
+    pub(crate) func: FunctionId,
     pub(crate) grid: Grid,
     pub(crate) params: ParamBlock,
 }
@@ -102,23 +114,31 @@ impl GraphNode {
     }
 }
 
-/// A recorded sequence made ready to replay ([`KernelOps::graph_build`]).
-pub(crate) enum GraphExec {
+/// A recorded sequence made ready to replay ([`KernelOps::graph_build`]). `Send`, not `Sync`:
+/// the driver does not synchronise calls on one graph, so whoever shares it serialises its
+/// uses (a mutex).
+pub(crate) struct GraphExec(pub(in crate::backend) GraphRepr);
+
+/// What a [`GraphExec`] is on each backend.
+pub(in crate::backend) enum GraphRepr {
     /// An instantiated CUDA graph and its kernel nodes, in recording order.
     Cuda {
-        graph: sys::CUgraph,
-        exec: sys::CUgraphExec,
-        nodes: Vec<sys::CUgraphNode>,
+        graph: Handle<sys::CUgraph>,
+        exec: Handle<sys::CUgraphExec>,
+        nodes: Vec<Handle<sys::CUgraphNode>>,
     },
     /// The simulator replays the recorded launches one by one.
     Replay,
 }
 
-// SAFETY: the graph handles are driver objects usable from any thread once the context is
-// current there (every caller binds it); callers serialise launches of one exec.
-unsafe impl Send for GraphExec {}
-// SAFETY: as above.
-unsafe impl Sync for GraphExec {}
+/// What a backend keeps across the parts of one launch queued as several
+/// ([`KernelOps::launch_group`]).
+pub(crate) enum LaunchGroup {
+    /// Nothing: the parts run as launches of their own (a GPU's case).
+    Unchecked,
+    /// The simulator's checks of the parts as one launch.
+    Sim(Arc<crate::backend::sim::run::Parts>),
+}
 
 /// Where a context's device sits for peer access ([`ContextOps::peer_id`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +157,14 @@ pub(crate) enum PeerId {
     },
 }
 
+/// `cuMemHostAlloc` flags of [`MemoryOps::alloc_host`]: memory mapped into the device's address
+/// space.
+pub(crate) const HOST_DEVICEMAP: u32 = sys::CU_MEMHOSTALLOC_DEVICEMAP;
+/// Pinned for every context of the process, not only the allocating one.
+pub(crate) const HOST_PORTABLE: u32 = sys::CU_MEMHOSTALLOC_PORTABLE;
+/// Write-combined: fast for the device to read over the link, slow for the host to read.
+pub(crate) const HOST_WRITECOMBINED: u32 = sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+
 /// A backend: every operation the layers above need.
 pub(crate) trait Ops: ContextOps + MemoryOps + StreamOps + KernelOps {}
 
@@ -144,8 +172,24 @@ impl<T: ContextOps + MemoryOps + StreamOps + KernelOps> Ops for T {}
 
 /// The device and the health of the context.
 pub(crate) trait ContextOps: Send + Sync {
-    /// Which backend this is (for [`crate::gpu::Gpu::backend`] only: nothing branches on it).
+    /// Which backend this is: for [`crate::gpu::Gpu::backend`] and for naming the backend in
+    /// messages. Outside this module nothing branches on it; the questions it would answer
+    /// are methods of their own ([`ContextOps::shares_work_with`],
+    /// [`ContextOps::collective_engine`]).
     fn kind(&self) -> Backend;
+
+    /// Whether this context and `other` can be handed each other's memory and work: a device
+    /// address of one means something to the other's kernels (peer access permitting), and a
+    /// stream of one can wait for a completion point or event of the other. Contexts of one
+    /// backend can; across backends nothing is shared (a CUDA device address means nothing to
+    /// the simulator, which would take it for a host pointer; the simulator's memory is
+    /// nothing a GPU can reach; neither can wait for the other's events).
+    fn shares_work_with(&self, other: &dyn Ops) -> bool {
+        self.kind() == other.kind()
+    }
+
+    /// Who runs a device set's collectives when every member is of this backend.
+    fn collective_engine(&self) -> CollectiveEngine;
 
     /// The device's name, e.g. "NVIDIA H200".
     fn name(&self) -> &str;
@@ -156,11 +200,17 @@ pub(crate) trait ContextOps: Send + Sync {
     /// Devices in the process: with more than one, pinned memory is made portable.
     fn device_count(&self) -> usize;
 
-    /// The driver's context handle (null on the simulator).
-    fn raw_context(&self) -> sys::CUcontext;
+    /// The driver's handle of this context, lent to other code that calls the driver itself
+    /// (the escape hatch, `raw.rs`): valid while this context lives and is not lost. `None`
+    /// on the simulator, which has no CUDA context.
+    fn raw_context(&self) -> Option<sys::CUcontext>;
 
-    /// A raw device attribute.
+    /// A raw device attribute (the escape hatch, `raw.rs`); refused on the simulator.
     fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32>;
+
+    /// The device's copy engines: how many copies run at once, each way (the pipeline's
+    /// plan). None on the simulator, whose copies are `memcpy`s on a stream's thread.
+    fn copy_engines(&self) -> Result<u32>;
 
     /// Compute capability (major, minor).
     fn compute_capability(&self) -> Result<(i32, i32)>;
@@ -173,7 +223,7 @@ pub(crate) trait ContextOps: Send + Sync {
     /// may still be given another.
     fn device_profile(&self) -> Result<Option<DeviceProfile>>;
 
-    /// The launch limits: the device's own, or (the simulator) those it enforces.
+    /// The launch limits: the device's own (read once), or (the simulator) those it enforces.
     fn device_limits(&self) -> Result<DeviceLimits>;
 
     /// Enforce `limits` from now on (the simulator, to check launches against another GPU);
@@ -192,6 +242,12 @@ pub(crate) trait ContextOps: Send + Sync {
 
     /// Whether the context was lost to a fault, and which kernels are in flight.
     fn fault(&self) -> &FaultState;
+
+    /// Whether a fault made the context unusable: every later operation is refused and every
+    /// later wait reports the fault, until [`ContextOps::recover`].
+    fn is_lost(&self) -> bool {
+        self.fault().is_lost()
+    }
 
     /// Make the context current on the calling thread; refuse if it was lost.
     fn bind(&self) -> Result<()>;
@@ -219,6 +275,13 @@ pub(crate) trait ContextOps: Send + Sync {
     /// healthy one (a reset would destroy its live buffers) and where there is nothing to
     /// recover.
     fn recover(&self) -> Result<Box<dyn Ops>>;
+
+    /// The simulator behind this context, for the simulator's test helpers
+    /// (`sim/testing.rs`); `None` on every other backend.
+    #[cfg(test)]
+    fn simulator(&self) -> Option<&sim::Simulator> {
+        None
+    }
 }
 
 /// Memory, copies and stream memory operations. Addresses are `u64`: device addresses, or host
@@ -252,7 +315,9 @@ pub(crate) trait MemoryOps {
     ///
     /// # Safety
     /// 1. `host..host + bytes` is live host memory that stays allocated, at the same place,
-    ///    until [`MemoryOps::unregister`].
+    ///    until [`MemoryOps::unregister`] — except bytes that no device work reaches (other
+    ///    allocations on the same pages), which may be freed meanwhile: registering
+    ///    page-locks and maps, and reads or writes nothing.
     unsafe fn register(&self, host: *mut c_void, bytes: usize) -> Result<u64>;
 
     /// Undo [`MemoryOps::register`].
@@ -271,7 +336,7 @@ pub(crate) trait MemoryOps {
     ///    host memory changes.
     unsafe fn copy_h2d(
         &self,
-        stream: sys::CUstream,
+        stream: StreamId,
         device: u64,
         host: u64,
         bytes: usize,
@@ -284,7 +349,7 @@ pub(crate) trait MemoryOps {
     /// As for [`MemoryOps::copy_h2d`], with the host memory borrowed exclusively.
     unsafe fn copy_d2h(
         &self,
-        stream: sys::CUstream,
+        stream: StreamId,
         host: u64,
         device: u64,
         bytes: usize,
@@ -300,7 +365,7 @@ pub(crate) trait MemoryOps {
     /// 2. Nothing writes `src`, or uses `dst`, meanwhile.
     unsafe fn copy_peer(
         &self,
-        stream: sys::CUstream,
+        stream: StreamId,
         dst: u64,
         from: &dyn Ops,
         src: u64,
@@ -314,13 +379,7 @@ pub(crate) trait MemoryOps {
     /// 1. `device` is device memory of at least `bytes`, alive until the stream has passed the
     ///    memset.
     /// 2. Nothing else uses it meanwhile.
-    unsafe fn zero(
-        &self,
-        stream: sys::CUstream,
-        device: u64,
-        bytes: usize,
-        kernel: &str,
-    ) -> Result<()>;
+    unsafe fn zero(&self, stream: StreamId, device: u64, bytes: usize, kernel: &str) -> Result<()>;
 
     /// Enqueue setting `count` 4-byte words of device memory at `device` to `value` on `stream`.
     ///
@@ -328,7 +387,7 @@ pub(crate) trait MemoryOps {
     /// As for [`MemoryOps::zero`], for `4 × count` bytes at a 4-aligned `device`.
     unsafe fn fill_u32(
         &self,
-        stream: sys::CUstream,
+        stream: StreamId,
         device: u64,
         value: u32,
         count: usize,
@@ -344,35 +403,35 @@ pub(crate) trait MemoryOps {
     /// 1. `host` is a 4-aligned `u32` of mapped memory of this context, alive until the stream
     ///    has passed the operation.
     /// 2. The host accesses it only atomically meanwhile.
-    unsafe fn write_flag(&self, stream: sys::CUstream, host: u64, device: u64) -> bool;
+    unsafe fn write_flag(&self, stream: StreamId, host: u64, device: u64) -> bool;
 }
 
 /// Streams, the completion points that track queued work, and timed events.
 pub(crate) trait StreamOps {
     /// The context's default stream (alive as long as the backend).
-    fn default_stream(&self) -> sys::CUstream;
+    fn default_stream(&self) -> StreamId;
 
     /// A new stream, which never serialises with the default stream.
-    fn stream_new(&self) -> Result<sys::CUstream>;
+    fn stream_new(&self) -> Result<StreamId>;
 
     /// Wait for `stream`'s work and destroy it. Called in a live context only.
-    fn stream_drop(&self, stream: sys::CUstream);
+    fn stream_drop(&self, stream: StreamId);
 
     /// Wait for everything queued on `stream`; the first failure of its work (`kernel` names
     /// the launch in a fault report).
-    fn sync(&self, stream: sys::CUstream, kernel: Option<&str>) -> Result<()>;
+    fn sync(&self, stream: StreamId, kernel: Option<&str>) -> Result<()>;
 
     /// Whether `stream` has nothing left to do: all its work ran, or it stopped on an error
     /// (the next synchronise reports it). Never blocks.
-    fn idle(&self, stream: sys::CUstream) -> bool;
+    fn idle(&self, stream: StreamId) -> bool;
 
     /// Keep `e`, a failure of `stream` that a synchronise took but nobody received, for the
     /// stream's next synchronise. On a GPU the failures that happen after work was queued are
     /// faults, which lose the context: every later call reports them already.
-    fn keep_failure(&self, stream: sys::CUstream, e: Error);
+    fn keep_failure(&self, stream: StreamId, e: Error);
 
     /// The point `stream` reaches once the work queued on it so far is done.
-    fn record_point(&self, stream: sys::CUstream) -> Result<Point>;
+    fn record_point(&self, stream: StreamId) -> Result<Point>;
 
     /// Block the host until `point` is reached. A context lost to a fault runs nothing any
     /// more, so a failed wait returns too.
@@ -385,7 +444,7 @@ pub(crate) trait StreamOps {
     /// Make work queued on `stream` from now on wait until `point` is reached, without
     /// blocking the host. `point` may be of another stream of this context; the wait holds
     /// for the work queued before the point even if the point's event is recorded again.
-    fn stream_wait_point(&self, stream: sys::CUstream, point: &Point) -> Result<()>;
+    fn stream_wait_point(&self, stream: StreamId, point: &Point) -> Result<()>;
 
     /// A point is no longer needed.
     fn release_point(&self, point: Point);
@@ -394,7 +453,7 @@ pub(crate) trait StreamOps {
     fn event_new(&self) -> Result<EventHandle>;
 
     /// Move `event` to the end of the work queued so far on `stream`.
-    fn event_record(&self, event: &EventHandle, stream: sys::CUstream) -> Result<()>;
+    fn event_record(&self, event: &EventHandle, stream: StreamId) -> Result<()>;
 
     /// Block the host until `event`'s latest record is reached (at once if never recorded).
     fn event_wait(&self, event: &EventHandle) -> Result<()>;
@@ -408,20 +467,44 @@ pub(crate) trait StreamOps {
 
     /// Make work queued on `stream` from now on wait until `event` is reached, without
     /// blocking the host.
-    fn stream_wait_event(&self, stream: sys::CUstream, event: &EventHandle) -> Result<()>;
+    fn stream_wait_event(&self, stream: StreamId, event: &EventHandle) -> Result<()>;
 
     /// Destroy `event`, which is not used again. Called in a live context only.
     fn event_drop(&self, event: &EventHandle);
+
+    /// The driver's handle of `stream`, lent to a library that queues work on it itself
+    /// (cudarc, NCCL) or to the escape hatch: it stays a valid stream of this context while
+    /// the context lives and is not lost (streams are destroyed only with their context), and
+    /// work queued on it runs in order with berth's. `None` on the simulator, whose streams
+    /// are threads, and for a stream of another context.
+    fn raw_stream(&self, stream: StreamId) -> Option<sys::CUstream>;
 }
 
 /// Kernels: function lookup, launches and graphs.
 pub(crate) trait KernelOps {
     /// The function of `kernel`'s `entry`, loading its crate's module on first use; the
-    /// launcher is checked against its PTX entries then. On the simulator there is no
-    /// function (null).
-    fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<sys::CUfunction>;
+    /// launcher is checked against its PTX entries then. On the simulator the id names the
+    /// entry only: one simulator entry runs both PTX entries' body.
+    fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<FunctionId>;
+
+    /// Refuse a block `func` (of `kernel`) cannot run with, as compiled: more threads than
+    /// its registers per thread leave room for ([`Error::InvalidLaunch`]). Called with the
+    /// device's own limits already checked, before anything of the launch is queued, so a
+    /// refusal has no side effect. The simulator has no compiled function: nothing to refuse.
+    fn check_function(
+        &self,
+        _kernel: &'static Kernel,
+        _func: FunctionId,
+        _grid: &Grid,
+    ) -> Result<()> {
+        Ok(())
+    }
 
     /// Enqueue `kernel` over `grid` on `stream` with the parameter values `params` point to.
+    /// Callers check the launch against the device's limits first
+    /// ([`Inner::check_limits`](crate::context::Inner::check_limits)), before anything of
+    /// theirs is queued: the simulator does not check again, and the GPU's driver refuses
+    /// only what it would have refused anyway.
     ///
     /// # Safety
     /// 1. `func` is `function(kernel, entry)` of this context, for `Entry::General` or for
@@ -433,11 +516,49 @@ pub(crate) trait KernelOps {
     unsafe fn launch(
         &self,
         kernel: &'static Kernel,
-        func: sys::CUfunction,
+        func: FunctionId,
         grid: &Grid,
-        stream: sys::CUstream,
+        stream: StreamId,
         params: &mut [*mut c_void],
     ) -> Result<()>;
+
+    /// Begin a launch of `kernel` queued as `parts` launches that run at once, on several
+    /// streams (the chunks of a pipelined launch); [`KernelOps::launch_part`] queues each.
+    /// Every part passes its own piece of the slice arguments whose pointers are at the
+    /// parameter slots of `own` (slot, element size), and the same memory in every other slice
+    /// argument, which the parts then share as the blocks of one launch do. The simulator
+    /// checks the parts' accesses to that memory against each other as it checks the blocks
+    /// of a launch; a GPU keeps nothing.
+    fn launch_group(
+        &self,
+        _kernel: &'static Kernel,
+        _parts: usize,
+        _own: &[(usize, usize)],
+    ) -> LaunchGroup {
+        LaunchGroup::Unchecked
+    }
+
+    /// [`KernelOps::launch`] of part `part` of `group`.
+    ///
+    /// # Safety
+    /// As for [`KernelOps::launch`], and: `group` came from `launch_group` of this context for
+    /// `kernel`; `part` is below its parts and queued once; `params` has a slice (pointer and
+    /// length) at each slot of the group's `own`, of memory no other part reaches while this
+    /// one runs.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn launch_part(
+        &self,
+        _group: &LaunchGroup,
+        _part: usize,
+        kernel: &'static Kernel,
+        func: FunctionId,
+        grid: &Grid,
+        stream: StreamId,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        // SAFETY: the caller's contract includes `launch`'s.
+        unsafe { self.launch(kernel, func, grid, stream, params) }
+    }
 
     /// Make the recorded launches `nodes` (each after the previous one) ready to replay.
     fn graph_build(&self, nodes: &[GraphNode]) -> Result<GraphExec>;
@@ -456,9 +577,41 @@ pub(crate) trait KernelOps {
         &self,
         exec: &GraphExec,
         nodes: &[GraphNode],
-        stream: sys::CUstream,
+        stream: StreamId,
     ) -> Result<()>;
 
     /// Destroy `exec`. Called in a live context only.
     fn graph_drop(&self, exec: GraphExec);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the layers above hold of a backend, and what holds it, crosses threads by
+    /// construction: no `unsafe impl` outside the driver's handle wrapper makes it so. A graph
+    /// ready to replay is `Send` only: whoever shares it serialises its uses.
+    #[test]
+    fn handles_and_what_holds_them_cross_threads_by_construction() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<StreamId>();
+        send_sync::<FunctionId>();
+        send_sync::<Point>();
+        send_sync::<EventHandle>();
+        send_sync::<GraphNode>();
+        send::<GraphExec>();
+        send_sync::<driver::Driver>();
+        send_sync::<sim::Simulator>();
+        send_sync::<crate::context::Inner>();
+        send_sync::<crate::track::Completion>();
+        send_sync::<crate::gpu::Gpu>();
+        send_sync::<crate::stream::Stream>();
+        send_sync::<crate::event::Event>();
+        send_sync::<crate::buffer::DeviceBuffer<f32>>();
+        send_sync::<crate::scope::Scope<'static>>();
+        send_sync::<crate::graph::Graph<'static>>();
+        send_sync::<crate::graph::Recorder<'static>>();
+        send::<crate::host_mem::PinnedBuffer<f32>>();
+    }
 }

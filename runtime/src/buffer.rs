@@ -5,7 +5,6 @@ use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::track::Uses;
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -14,18 +13,13 @@ use std::sync::Arc;
 /// Made with [`Gpu::alloc_zeroed`] or [`Gpu::upload`]; read back with [`DeviceBuffer::to_vec`].
 /// Kernels take it for slice arguments without a placement attribute.
 pub struct DeviceBuffer<T> {
-    pub(crate) ptr: sys::CUdeviceptr,
+    pub(crate) ptr: u64,
     len: usize,
     pub(crate) gpu: Arc<Inner>,
     /// What the GPU may still do with the memory.
     pub(crate) uses: Uses,
     _t: PhantomData<T>,
 }
-
-// SAFETY: the buffer owns device memory addressed by an integer; `T: DeviceCopy` is plain data.
-unsafe impl<T: DeviceCopy + Send> Send for DeviceBuffer<T> {}
-// SAFETY: shared access only reads through driver calls.
-unsafe impl<T: DeviceCopy + Sync> Sync for DeviceBuffer<T> {}
 
 impl Gpu {
     /// A buffer of `len` zeroed elements.
@@ -79,7 +73,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// 1. `ptr` is a live device allocation of this context holding at least `len` elements
     ///    of T (0 only for `len == 0`), freeable with `MemoryOps::free`;
     /// 2. nothing else owns or frees it, and no GPU work still uses it.
-    pub(crate) unsafe fn from_raw(gpu: Arc<Inner>, ptr: sys::CUdeviceptr, len: usize) -> Self {
+    pub(crate) unsafe fn from_raw(gpu: Arc<Inner>, ptr: u64, len: usize) -> Self {
         DeviceBuffer {
             ptr,
             len,
@@ -124,7 +118,6 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let host = data.as_ptr() as u64;
         unsafe {
             self.gpu
-                .ops()
                 .copy_h2d(stream, self.ptr, host, self.bytes(), "copy_from")
         }?;
         self.gpu.sync(stream, None)
@@ -148,7 +141,6 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let host = out.as_mut_ptr() as u64;
         unsafe {
             self.gpu
-                .ops()
                 .copy_d2h(stream, host, self.ptr, self.bytes(), "copy_to")
         }?;
         self.gpu.sync(stream, None)
@@ -173,7 +165,6 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let host = v.as_mut_ptr() as u64;
         unsafe {
             self.gpu
-                .ops()
                 .copy_d2h(stream, host, self.ptr, self.bytes(), "to_vec")
         }?;
         self.gpu.sync(stream, None)?;

@@ -3,12 +3,12 @@
 //! planner. Every handle — [`crate::gpu::Gpu`], buffers, streams, guards — shares one through
 //! an `Arc`, so this sits below all of them and names none of them.
 
-use crate::backend::Ops;
+use crate::backend::{FunctionId, Ops, StreamId};
 use crate::error::{Error, Result};
+use crate::page_runs::PageRuns;
 use crate::pipeline::plan::LinkProfile;
 use crate::placement::model::{DeviceProfile, LinkCosts};
 use crate::pool::{FreeLists, size_class};
-use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -17,16 +17,16 @@ use std::sync::{Mutex, OnceLock};
 pub(crate) struct Inner {
     backend: Box<dyn Ops>,
     /// Unique among the contexts of the process, never reused (unlike the address of an
-    /// `Inner` or the handles of its streams once it is dropped).
+    /// `Inner` or the ids of its streams once it is dropped).
     pub(crate) id: u64,
     /// The backend's default stream.
-    pub(crate) default_stream: sys::CUstream,
+    pub(crate) default_stream: StreamId,
     /// Device staging buffers of `#[pinned_async]` arguments.
     pub(crate) staging: FreeLists<()>,
     /// Pinned host allocations, by size class and flags.
     pub(crate) pinned: FreeLists<u32>,
     /// Streams of pipelined launches, kept for reuse.
-    streams: Mutex<Vec<sys::CUstream>>,
+    streams: Mutex<Vec<StreamId>>,
     /// The link, measured on first use by a pipelined launch.
     pub(crate) link: OnceLock<LinkProfile>,
     /// The placement model's constants, loaded on first use.
@@ -40,14 +40,9 @@ pub(crate) struct Inner {
     /// context's id: asked of the topology and enabled once per pair. A context made anew (a
     /// reset) has a new id, so its enablement is asked for again.
     peers: Mutex<HashMap<u64, bool>>,
+    /// The runs of host pages registered for shared memory (`Gpu::share`), with their users.
+    pub(crate) shared_pages: Mutex<PageRuns>,
 }
-
-// SAFETY: the backend is `Send + Sync`; the stream handles are driver objects usable from any
-// thread once the context is current there (every entry point binds it), kept behind a mutex
-// or only copied.
-unsafe impl Send for Inner {}
-// SAFETY: as above.
-unsafe impl Sync for Inner {}
 
 impl Inner {
     pub(crate) fn new(backend: Box<dyn Ops>) -> Inner {
@@ -64,6 +59,7 @@ impl Inner {
             profile: OnceLock::new(),
             random_rates: Mutex::new(HashMap::new()),
             peers: Mutex::new(HashMap::new()),
+            shared_pages: Mutex::new(PageRuns::default()),
         }
     }
 
@@ -72,9 +68,96 @@ impl Inner {
         &*self.backend
     }
 
+    /// Queue a copy of `bytes` from host memory at `host` to `device` on `stream`, cut where
+    /// the host range crosses the edge of memory registered by [`Gpu::share`](crate::Gpu::share):
+    /// the driver refuses one copy over several registrations, or over registered and
+    /// unregistered pages, which a buffer sharing a page with shared memory can be.
+    ///
+    /// # Safety
+    /// As for [`MemoryOps::copy_h2d`](crate::backend::MemoryOps::copy_h2d).
+    pub(crate) unsafe fn copy_h2d(
+        &self,
+        stream: StreamId,
+        device: u64,
+        host: u64,
+        bytes: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        for (at, len) in self.host_pieces(host, bytes) {
+            let offset = at - host;
+            // SAFETY: a part of the caller's ranges, at the same offset in both.
+            unsafe {
+                self.ops()
+                    .copy_h2d(stream, device + offset, at, len, kernel)
+            }?;
+        }
+        Ok(())
+    }
+
+    /// As [`copy_h2d`](Inner::copy_h2d), from `device` to host memory at `host`.
+    ///
+    /// # Safety
+    /// As for [`MemoryOps::copy_d2h`](crate::backend::MemoryOps::copy_d2h).
+    pub(crate) unsafe fn copy_d2h(
+        &self,
+        stream: StreamId,
+        host: u64,
+        device: u64,
+        bytes: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        for (at, len) in self.host_pieces(host, bytes) {
+            let offset = at - host;
+            // SAFETY: a part of the caller's ranges, at the same offset in both.
+            unsafe {
+                self.ops()
+                    .copy_d2h(stream, at, device + offset, len, kernel)
+            }?;
+        }
+        Ok(())
+    }
+
+    /// `host..host + bytes` as pieces that each lie within one shared-memory registration or
+    /// outside all of them (one piece when none is crossed, the common case).
+    fn host_pieces(&self, host: u64, bytes: usize) -> impl Iterator<Item = (u64, usize)> {
+        let end = host + bytes as u64;
+        let cuts = self.shared_pages.lock().expect("poisoned").cuts(host, end);
+        let mut at = host;
+        cuts.into_iter().chain(std::iter::once(end)).map(move |b| {
+            let piece = (at, (b - at) as usize);
+            at = b;
+            piece
+        })
+    }
+
     /// Make this context current on the calling thread; refuse if it was lost.
     pub(crate) fn bind(&self) -> Result<()> {
         self.backend.bind()
+    }
+
+    /// Check a launch of `kernel` over `grid` against the device's limits
+    /// ([`DeviceLimits::check_kernel`](crate::limits::DeviceLimits::check_kernel)):
+    /// [`Error::InvalidLaunch`](crate::Error::InvalidLaunch) naming the limit it exceeds. Every
+    /// launch path calls it before it queues anything or touches memory, and the backends do
+    /// not check again.
+    pub(crate) fn check_limits(
+        &self,
+        kernel: &'static crate::launch::kernel::Kernel,
+        grid: &crate::launch::grid::Grid,
+    ) -> Result<()> {
+        self.ops().device_limits()?.check_kernel(kernel, grid)
+    }
+
+    /// [`Inner::check_limits`], then what the compiled function `func` of `kernel` allows
+    /// ([`KernelOps::check_function`](crate::backend::KernelOps::check_function)).
+    pub(crate) fn check_launch(
+        &self,
+        kernel: &'static crate::launch::kernel::Kernel,
+        func: FunctionId,
+        grid: &crate::launch::grid::Grid,
+    ) -> Result<()> {
+        self.check_limits(kernel, grid)?;
+        self.ops().check_function(kernel, func, grid)
     }
 
     /// Whether an earlier fault made this context unusable.
@@ -84,14 +167,14 @@ impl Inner {
 
     /// Wait for everything queued on `stream`; the first failure of its work (`kernel` names
     /// the launch in a fault report).
-    pub(crate) fn sync(&self, stream: sys::CUstream, kernel: Option<&str>) -> Result<()> {
+    pub(crate) fn sync(&self, stream: StreamId, kernel: Option<&str>) -> Result<()> {
         self.bind()?;
         self.backend.sync(stream, kernel)
     }
 
     /// Wait for everything queued on `stream` so far without taking its failure (the next
     /// synchronise still reports it). A lost context runs nothing more: returns at once.
-    pub(crate) fn drain(&self, stream: sys::CUstream) {
+    pub(crate) fn drain(&self, stream: StreamId) {
         let ops = self.ops();
         if let Ok(p) = ops.record_point(stream) {
             ops.wait_point(&p);
@@ -103,13 +186,13 @@ impl Inner {
 
     /// Whether `stream` has nothing left to do: all its work ran, or it stopped on an error
     /// (the next synchronise reports it). Never blocks.
-    pub(crate) fn idle(&self, stream: sys::CUstream) -> bool {
+    pub(crate) fn idle(&self, stream: StreamId) -> bool {
         self.backend.idle(stream)
     }
 
     /// Keep `e`, a failure of `stream` that a synchronise took but nobody received, for the
     /// stream's next synchronise.
-    pub(crate) fn keep_failure(&self, stream: sys::CUstream, e: Error) {
+    pub(crate) fn keep_failure(&self, stream: StreamId, e: Error) {
         self.backend.keep_failure(stream, e);
     }
 
@@ -118,10 +201,10 @@ impl Inner {
     /// would take it for a host pointer), the simulator's memory is nothing a GPU can reach,
     /// and neither backend can wait for the other's events. `what` names the operation.
     pub(crate) fn same_backend(&self, other: &Inner, what: &str) -> Result<()> {
-        let (mine, theirs) = (self.ops().kind(), other.ops().kind());
-        if mine == theirs {
+        if self.ops().shares_work_with(other.ops()) {
             return Ok(());
         }
+        let (mine, theirs) = (self.ops().kind(), other.ops().kind());
         Err(Error::Usage(format!(
             "{what}: `{}` ({mine}) and `{}` ({theirs}) are run by different backends, which \
              cannot use each other's memory or wait for each other's work; copy through the \
@@ -167,7 +250,7 @@ impl Inner {
     /// A stream (for a `Stream`, a pipelined run, a device set's collectives), from the pool
     /// or new. Streams are destroyed only with the context: one a completion names stays
     /// live as long as the completion, which holds the context.
-    pub(crate) fn take_stream(&self) -> Result<sys::CUstream> {
+    pub(crate) fn take_stream(&self) -> Result<StreamId> {
         if let Some(s) = self.streams.lock().expect("poisoned").pop() {
             return Ok(s);
         }
@@ -175,7 +258,7 @@ impl Inner {
     }
 
     /// Give back a stream whose work is complete (and whose failures were taken).
-    pub(crate) fn put_stream(&self, s: sys::CUstream) {
+    pub(crate) fn put_stream(&self, s: StreamId) {
         self.streams.lock().expect("poisoned").push(s);
     }
 

@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Copy all of `src` (pinned host memory) into this buffer, asynchronously on `on`. The
-    /// guard keeps both borrowed until the copy is done. Lengths must match.
+    /// guard keeps both borrowed until the copy is done. Lengths must match. On a
+    /// [`Scope`](crate::Scope) the copy is queued like a launch: dropping or detaching its
+    /// guard leaves it queued without waiting (see [`Pending`]).
     pub fn copy_from_pinned<'l>(
         &'l mut self,
         on: &'l impl Queue,
@@ -34,18 +36,16 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if a.bytes > 0 {
             // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
             // allocation of the same size; both stay borrowed by the guard until completion.
-            unsafe {
-                gpu.ops()
-                    .copy_h2d(stream, self.ptr, a.addr, a.bytes, "copy host→device")
-            }?;
+            unsafe { gpu.copy_h2d(stream, self.ptr, a.addr, a.bytes, "copy host→device") }?;
         }
         tracing::debug!(bytes = a.bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
         let uses = [(a.uses, Access::Shared), (&self.uses, Access::Exclusive)];
-        Pending::copy(gpu, stream, "copy host→device", &uses)
+        Pending::copy(gpu, stream, mode, "copy host→device", &uses)
     }
 
     /// Copy this buffer into `dst` (pinned host memory), asynchronously on `on`. The guard
-    /// keeps both borrowed until the copy is done. Lengths must match.
+    /// keeps both borrowed until the copy is done. Lengths must match. On a
+    /// [`Scope`](crate::Scope), as [`DeviceBuffer::copy_from_pinned`].
     pub fn copy_to_pinned<'l>(
         &'l self,
         on: &'l impl Queue,
@@ -62,14 +62,11 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let _section = gpu.ops().fault().enter()?;
         if a.bytes > 0 {
             // SAFETY: as in copy_from_pinned; `dst` is borrowed mutably by the guard.
-            unsafe {
-                gpu.ops()
-                    .copy_d2h(stream, a.addr, self.ptr, a.bytes, "copy device→host")
-            }?;
+            unsafe { gpu.copy_d2h(stream, a.addr, self.ptr, a.bytes, "copy device→host") }?;
         }
         tracing::debug!(bytes = a.bytes, stream = ?stream, "copy device→host");
         let uses = [(a.uses, Access::Exclusive), (&self.uses, Access::Shared)];
-        Pending::copy(gpu, stream, "copy device→host", &uses)
+        Pending::copy(gpu, stream, mode, "copy device→host", &uses)
     }
 
     fn check_copy(

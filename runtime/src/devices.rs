@@ -7,7 +7,7 @@
 //! ring filled on one device's behalf can be copied to any other. Operations of the set that
 //! fail on one member say which: [`Error::OnDevice`] names its index, ordinal and name.
 
-use crate::backend::simulator::new_set_id;
+use crate::backend::open;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use std::any::Any;
@@ -37,7 +37,7 @@ impl std::fmt::Debug for DeviceSet {
 impl DeviceSet {
     /// How many CUDA devices the driver reports: `Error::NoDriver` without a driver.
     pub fn cuda_count() -> Result<usize> {
-        crate::backend::driver::device_count()
+        open::cuda_device_count()
     }
 
     /// Every CUDA device, in ordinal order. `Error::NoDriver` / `Error::NoDevice` when there
@@ -95,7 +95,7 @@ impl DeviceSet {
 
     fn simulated_set(count: usize, links: bool) -> DeviceSet {
         let count = count.max(1);
-        let set = new_set_id();
+        let set = open::new_simulated_set();
         DeviceSet::of(
             (0..count)
                 .map(|i| Gpu::simulated_member(set, i, count, links))

@@ -44,13 +44,14 @@ pub enum Error {
         /// Total device memory.
         total: usize,
     },
-    /// A kernel panicked (bounds check, `panic!`, …) and trapped. The context is now unusable.
+    /// A kernel panicked (bounds check, `panic!`, …) and trapped. The context is now unusable,
+    /// on a GPU (whose faults are sticky) and on the CPU simulator alike.
     #[error(
         "kernel `{kernel}` panicked at {report}{}",
         if *context_lost {
-            "; the GPU context is now unusable (CUDA errors are sticky): call `Gpu::recover()` to get a fresh one"
+            "; the context is now unusable (a kernel fault is sticky): call `Gpu::recover()` to get a fresh one"
         } else {
-            " (on the CPU simulator, which stays usable)"
+            ""
         }
     )]
     KernelPanic {
@@ -58,7 +59,8 @@ pub enum Error {
         kernel: String,
         /// Where and why.
         report: PanicReport,
-        /// Whether the context is lost (on a GPU; the simulator stays usable).
+        /// Whether the context is lost (always, once the panic is reported: a GPU's fault is
+        /// sticky, and the simulator follows it).
         context_lost: bool,
     },
     /// A kernel faulted without leaving a panic record (illegal address, trap from asm, …).
@@ -110,9 +112,10 @@ pub enum Error {
         /// the reset waited two seconds for them.
         peer_reads: usize,
     },
-    /// An earlier fault poisoned this context; nothing more can run on it.
+    /// An earlier fault poisoned this context; nothing more can run on it. The text is the
+    /// fault's own report (which kernel, where, why).
     #[error(
-        "the GPU context was lost to an earlier fault ({0}); call `Gpu::recover()` to get a fresh one"
+        "the context was lost to an earlier fault ({0}); call `Gpu::recover()` to get a fresh one"
     )]
     ContextLost(String),
     /// The launch configuration is not valid for this kernel or device.
@@ -143,7 +146,8 @@ pub enum Error {
     },
     /// A problem the CPU simulator found in a kernel: a data race on shared, global or mapped
     /// memory, a read of shared memory nobody wrote, a barrier reached by only part of a
-    /// block, a barrier it cannot honour.
+    /// block, a barrier it cannot honour. Like a kernel fault, it stops the simulated context:
+    /// later work is refused until [`crate::Gpu::recover`].
     #[error("simulated kernel `{kernel}`, block {block:?}, thread {thread:?}: {problem}")]
     Simulator {
         /// The kernel.
@@ -212,6 +216,19 @@ pub enum Error {
         /// The error itself.
         source: Box<Error>,
     },
+    /// Data asked to stay in device memory takes more than the budget given for it
+    /// ([`DeviceCache::require`](crate::DeviceCache::require)).
+    #[error(
+        "{what} need {needed} bytes of device memory, over the budget of {budget} bytes: raise the budget to at least {needed} bytes, or let them be read from host memory"
+    )]
+    DeviceBudget {
+        /// What was asked to stay resident.
+        what: String,
+        /// Bytes it needs.
+        needed: usize,
+        /// The budget.
+        budget: usize,
+    },
     /// A buffer from one GPU context was passed to a launch on another.
     #[error("a buffer passed to `{kernel}` belongs to a different GPU context")]
     WrongContext {
@@ -232,6 +249,7 @@ impl Error {
         ) || matches!(
             self,
             Error::KernelFault { .. }
+                | Error::Simulator { .. }
                 | Error::ContextLost(_)
                 | Error::ProcessPoisoned { .. }
                 | Error::ResetRefused { .. }
@@ -244,21 +262,6 @@ impl Error {
             self,
             Error::KernelPanic { .. } | Error::KernelFault { .. } | Error::Simulator { .. }
         )
-    }
-
-    pub(crate) fn driver(call: &'static str, e: cudarc::driver::DriverError) -> Error {
-        if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_NO_DEVICE {
-            return Error::NoDevice {
-                ordinal: 0,
-                count: 0,
-            };
-        }
-        let (name, message) = describe(e);
-        Error::Driver {
-            call,
-            name,
-            message,
-        }
     }
 }
 
@@ -323,18 +326,6 @@ fn trap_hint(name: &str) -> &'static str {
     } else {
         ""
     }
-}
-
-pub(crate) fn describe(e: cudarc::driver::DriverError) -> (String, String) {
-    let name = e
-        .error_name()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|_| format!("{:?}", e.0));
-    let message = e
-        .error_string()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    (name, message)
 }
 
 /// Where and why a kernel panicked, as its panicking thread recorded it.

@@ -8,13 +8,12 @@
 //! when the stream got there: waits and stream ordering behave as on a GPU, and elapsed times
 //! are host time.
 
-use crate::backend::EventHandle;
+use crate::backend::{EventHandle, StreamId};
 use crate::context::Inner;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::queue::{Queue, QueueRef};
 use crate::stream::Stream;
-use cudarc::driver::sys;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -166,7 +165,7 @@ impl<'g> Timing<'g> {
     /// Milliseconds the device spent on what `enqueue` queues on `stream`, waiting for it.
     pub(crate) fn time(
         &self,
-        stream: sys::CUstream,
+        stream: StreamId,
         enqueue: impl FnOnce() -> Result<()>,
     ) -> Result<f64> {
         let ops = self.gpu.ops();

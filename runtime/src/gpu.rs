@@ -1,14 +1,12 @@
 //! The public handle of a context, [`Gpu`]: which device it runs on (a CUDA GPU or the CPU
 //! simulator), what the device is, and context-wide waits, pools and recovery.
 
-use crate::backend::driver::Driver;
-use crate::backend::simulator::Simulator;
+use crate::backend::open;
 use crate::backend::{Backend, Ops};
 use crate::context::Inner;
 use crate::error::{Error, Result};
 use crate::limits::DeviceLimits;
 use crate::pool::PoolStats;
-use cudarc::driver::sys;
 use std::sync::Arc;
 
 /// A GPU context: one device, its default stream, and the kernels loaded into it.
@@ -47,19 +45,19 @@ impl Gpu {
     /// every berth handle on it is marked lost and the context is reset first: a poisoned
     /// context can never run anything again.
     pub fn with_ordinal(ordinal: usize) -> Result<Gpu> {
-        Ok(Gpu::from_backend(Box::new(Driver::with_ordinal(ordinal)?)))
+        Ok(Gpu::from_backend(open::cuda(ordinal)?))
     }
 
     /// The CPU simulator: kernels run on the host with GPU semantics (grid, blocks, barriers,
     /// shared memory) and checks the GPU cannot make. Always available.
     pub fn simulator() -> Gpu {
-        Gpu::from_backend(Box::new(Simulator::new()))
+        Gpu::from_backend(open::simulator())
     }
 
     /// Device `index` of a simulated device set of `count` devices (`set` from
-    /// `simulator::new_set_id`); `links`: whether they read each other's memory in place.
+    /// `open::new_simulated_set`); `links`: whether they read each other's memory in place.
     pub(crate) fn simulated_member(set: u64, index: usize, count: usize, links: bool) -> Gpu {
-        Gpu::from_backend(Box::new(Simulator::member_of(set, index, count, links)))
+        Gpu::from_backend(open::simulated_member(set, index, count, links))
     }
 
     /// The first GPU, or the CPU simulator when there is none (no driver or no device); the
@@ -109,11 +107,6 @@ impl Gpu {
         self.inner.ops().compute_capability()
     }
 
-    /// A raw device attribute.
-    pub fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32> {
-        self.inner.ops().attribute(attr)
-    }
-
     /// (free, total) device memory in bytes (host memory on the simulator).
     pub fn memory_info(&self) -> Result<(usize, usize)> {
         self.inner.ops().memory_info()
@@ -161,15 +154,17 @@ impl Gpu {
 
     /// Whether an earlier fault made this context unusable.
     pub fn is_lost(&self) -> bool {
-        self.inner.is_lost()
+        self.inner.ops().is_lost()
     }
 
     /// Tear down a context lost to a fault and return a fresh one on the same device.
     ///
-    /// Every device buffer, stream and module of the lost context becomes inert: dropping
-    /// them frees nothing (the reset already released their memory). Calling this on a healthy
-    /// context is refused, since it would destroy live allocations; so is calling it on the
-    /// simulator, which is never lost. So is the reset while handles outside the context
+    /// Every device buffer, stream and module of a lost GPU context becomes inert: dropping
+    /// them frees nothing (the reset already released their memory). On the CPU simulator,
+    /// which a failed kernel or a failed check stops as a fault stops a GPU, this returns a
+    /// fresh simulated context of the same device, and the lost one's buffers stay
+    /// ordinary memory, freed when dropped. Calling this on a healthy context is refused,
+    /// since it would destroy live allocations. So is the reset while handles outside the context
     /// still use memory it would free: pinned, mapped or registered host buffers of the
     /// context (the host reads them in safe code), peer views of its memory, device sets with
     /// NCCL communicators on it, and cudarc objects made from it; and launches of other

@@ -44,13 +44,6 @@ pub struct Graph<'b> {
     _held: PhantomData<fn(&'b mut ()) -> &'b mut ()>,
 }
 
-// SAFETY: the raw function handles of the recorded launches are driver objects usable from
-// any thread once the context is current there (every entry binds it); the exec is behind a
-// mutex; `Uses` is thread-safe.
-unsafe impl Send for Graph<'_> {}
-// SAFETY: as above.
-unsafe impl Sync for Graph<'_> {}
-
 /// A device buffer held by a [`Graph`] for the graph's whole life: pass it to launches
 /// recorded into that graph (as `&h` or `&mut h`; it is `Copy`). The host cannot reach the
 /// buffer while it is held, and launches elsewhere refuse it (`Error::InvalidLaunch`): the
@@ -112,11 +105,6 @@ pub struct Recorder<'r> {
     gpu: &'r Arc<Inner>,
     rec: Recording,
 }
-
-// SAFETY: see `Graph`; the recorded nodes are behind a mutex.
-unsafe impl Send for Recorder<'_> {}
-// SAFETY: as above.
-unsafe impl Sync for Recorder<'_> {}
 
 impl sealed::Sealed for Recorder<'_> {}
 

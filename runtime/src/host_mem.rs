@@ -8,6 +8,7 @@
 //! when asked for with [`HostAccess::WriteOnly`] (the host writes, the device reads), and an
 //! allocation refused with that flag falls back to plain pinned memory.
 
+use crate::backend::{HOST_DEVICEMAP, HOST_PORTABLE, HOST_WRITECOMBINED};
 use crate::context::Inner;
 use crate::error::{Error, Result};
 use crate::fault::Borrow;
@@ -15,7 +16,6 @@ use crate::gpu::Gpu;
 use crate::pool::size_class;
 use crate::track::Uses;
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -49,15 +49,15 @@ pub struct HostFlags(pub u32);
 impl HostFlags {
     /// Write-combined.
     pub fn write_combined(self) -> bool {
-        self.0 & sys::CU_MEMHOSTALLOC_WRITECOMBINED != 0
+        self.0 & HOST_WRITECOMBINED != 0
     }
     /// Mapped into the device's address space.
     pub fn device_mapped(self) -> bool {
-        self.0 & sys::CU_MEMHOSTALLOC_DEVICEMAP != 0
+        self.0 & HOST_DEVICEMAP != 0
     }
     /// Portable across contexts.
     pub fn portable(self) -> bool {
-        self.0 & sys::CU_MEMHOSTALLOC_PORTABLE != 0
+        self.0 & HOST_PORTABLE != 0
     }
 }
 
@@ -112,11 +112,11 @@ impl PinnedAlloc {
         let (p, flags) = match try_flags(wanted) {
             Ok(v) => v,
             // Write-combining is an optimisation: without it the buffer still works.
-            Err(_) if wanted & sys::CU_MEMHOSTALLOC_WRITECOMBINED != 0 => {
+            Err(_) if wanted & HOST_WRITECOMBINED != 0 => {
                 tracing::debug!(
                     "write-combined pinned allocation refused; using plain pinned memory"
                 );
-                try_flags(wanted & !sys::CU_MEMHOSTALLOC_WRITECOMBINED)?
+                try_flags(wanted & !HOST_WRITECOMBINED)?
             }
             Err(e) => return Err(e),
         };
@@ -129,7 +129,7 @@ impl PinnedAlloc {
         })
     }
 
-    fn device_ptr(&self) -> Result<sys::CUdeviceptr> {
+    fn device_ptr(&self) -> Result<u64> {
         self.gpu.ops().mapped_address(self.ptr as u64)
     }
 }
@@ -154,22 +154,20 @@ pub struct PinnedBuffer<T> {
     _t: PhantomData<T>,
 }
 
-// SAFETY: the buffer owns its host memory; `T: DeviceCopy` is plain data.
-unsafe impl<T: DeviceCopy + Send> Send for PinnedBuffer<T> {}
-// SAFETY: shared access is read-only through `Deref`.
+// `Send` for `T: Send` as its parts are (`PinnedAlloc` owns the memory and is `Send`).
+// SAFETY: shared access is read-only through `Deref` (the host and the GPU write only through
+// `&mut`), and `T: Sync`.
 unsafe impl<T: DeviceCopy + Sync> Sync for PinnedBuffer<T> {}
 
 /// `len` elements of `T` in page-locked host memory mapped into the GPU's address space:
 /// kernels (`#[mapped]` arguments) read and write it in place, no copy. Derefs to `[T]`.
 pub struct MappedBuffer<T> {
     alloc: PinnedAlloc,
-    device: sys::CUdeviceptr,
+    device: u64,
     len: usize,
     _t: PhantomData<T>,
 }
 
-// SAFETY: as for PinnedBuffer.
-unsafe impl<T: DeviceCopy + Send> Send for MappedBuffer<T> {}
 // SAFETY: as for PinnedBuffer.
 unsafe impl<T: DeviceCopy + Sync> Sync for MappedBuffer<T> {}
 
@@ -263,10 +261,10 @@ impl Gpu {
     fn pinned_flags(&self, opts: PinnedOptions) -> u32 {
         let mut flags = 0;
         if opts.access == HostAccess::WriteOnly {
-            flags |= sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+            flags |= HOST_WRITECOMBINED;
         }
         if opts.portable || self.inner.ops().device_count() > 1 {
-            flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
+            flags |= HOST_PORTABLE;
         }
         flags
     }
@@ -281,9 +279,9 @@ impl Gpu {
     /// A mapped buffer of `len` zeroed elements.
     pub fn mapped_zeroed<T: DeviceCopy>(&self, len: usize) -> Result<MappedBuffer<T>> {
         let bytes = checked_bytes::<T>(len)?;
-        let mut flags = sys::CU_MEMHOSTALLOC_DEVICEMAP;
+        let mut flags = HOST_DEVICEMAP;
         if self.inner.ops().device_count() > 1 {
-            flags |= sys::CU_MEMHOSTALLOC_PORTABLE;
+            flags |= HOST_PORTABLE;
         }
         let alloc = PinnedAlloc::new(&self.inner, bytes, flags)?;
         zero_fill(alloc.ptr, bytes);
@@ -380,7 +378,7 @@ impl<T: DeviceCopy> MappedBuffer<T> {
     /// A zeroed mapped buffer of the context `gpu` (for the runtime's own use).
     pub(crate) fn zeroed_in(gpu: &Arc<Inner>, len: usize) -> Result<Self> {
         let bytes = checked_bytes::<T>(len)?;
-        let alloc = PinnedAlloc::new(gpu, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP)?;
+        let alloc = PinnedAlloc::new(gpu, bytes, HOST_DEVICEMAP)?;
         zero_fill(alloc.ptr, bytes);
         let device = alloc.device_ptr()?;
         Ok(MappedBuffer {
@@ -408,7 +406,7 @@ impl<T: DeviceCopy> MappedBuffer<T> {
 /// still wrote into it. Leaking an owner only leaks the memory.
 pub struct Registered<T> {
     data: Vec<T>,
-    device: sys::CUdeviceptr,
+    device: u64,
     gpu: Arc<Inner>,
     pub(crate) uses: Uses,
     /// Whether the driver registration is still in place (until `into_inner` or drop).
@@ -480,7 +478,7 @@ impl Gpu {
     }
 
     /// Register the memory of `data` with the driver; its device address.
-    fn register_ptr<T: DeviceCopy>(&self, data: &[T]) -> Result<sys::CUdeviceptr> {
+    fn register_ptr<T: DeviceCopy>(&self, data: &[T]) -> Result<u64> {
         if data.is_empty() || std::mem::size_of::<T>() == 0 {
             return Err(Error::Usage(
                 "cannot register an empty slice: there is no memory to map".into(),

@@ -49,12 +49,21 @@ impl Stream {
             return Ok(s.clone());
         }
         let ctx = self.gpu.ops().cudarc_context()?;
-        // SAFETY: 1. `self.handle` is a stream of the context `ctx` retains (the device's
-        // primary context, berth's); 2. it stays alive while cudarc may use it: `Stream`'s
-        // drop destroys it only when the wrapper kept here is its last reference, and leaks it
-        // otherwise; 3. cudarc's work on it is ordered with berth's by the stream itself, and
-        // memory lent to cudarc records cudarc's use of it (`DeviceBuffer::with_cudarc`).
-        let wrapped = unsafe { ctx.wrap_borrowed_stream(self.handle) };
+        let raw = self
+            .gpu
+            .ops()
+            .raw_stream(self.handle)
+            .ok_or(Error::NeedsGpu {
+                what: "cudarc interop",
+            })?;
+        // SAFETY: 1. `raw` is the driver's handle of this stream, a stream of the context
+        // `ctx` retains (the device's primary context, berth's); 2. it stays alive while
+        // cudarc may use it: `Stream`'s drop gives it back to the context's pool (streams are
+        // destroyed only with their context, which cudarc's handle holds off a reset of) only
+        // when the wrapper kept here is its last reference, and leaks it otherwise; 3.
+        // cudarc's work on it is ordered with berth's by the stream itself, and memory lent to
+        // cudarc records cudarc's use of it (`DeviceBuffer::with_cudarc`).
+        let wrapped = unsafe { ctx.wrap_borrowed_stream(raw) };
         Ok(self.cudarc.get_or_init(|| wrapped).clone())
     }
 }

@@ -12,8 +12,8 @@
 //! Inside, dependencies point one way: one backend interface with two implementations (the
 //! CUDA driver and the CPU simulator) at the bottom, then the context and its pools, memory
 //! kinds, streams and events, placement, launches, and pipelines on top; nothing above the
-//! backend asks which backend it is (`docs/runtime-layers.md` has the map, and a test keeps
-//! the modules from naming each other in a circle).
+//! backend asks which backend it is (`docs/runtime-layers.md` has the map, and a test reads it
+//! and keeps the modules to it: no file names a higher layer, none names another in a circle).
 //!
 //! Libraries built on cudarc (cuBLAS, cuRAND, NCCL) work on berth's memory without copies:
 //! [`DeviceBuffer::with_cudarc`] lends a buffer as a cudarc view for a closure and records the
@@ -49,6 +49,7 @@ mod fault;
 mod gpu;
 mod graph;
 mod host_mem;
+mod host_shared;
 mod interop;
 mod launch;
 #[cfg(test)]
@@ -57,6 +58,7 @@ mod limits;
 mod numa;
 pub mod nvtx;
 mod own_kernels;
+mod page_runs;
 mod peer;
 mod pipeline;
 pub mod placement;
@@ -64,17 +66,10 @@ mod pool;
 pub mod ptx;
 mod queue;
 pub mod raw;
+mod resident;
 mod restart;
 mod scope;
 mod signal;
-mod sim;
-mod sim_block;
-mod sim_check;
-mod sim_panic;
-mod sim_report;
-mod sim_shared;
-mod sim_stream;
-mod sim_warp;
 mod stream;
 mod track;
 
@@ -90,6 +85,7 @@ pub use graph::{Graph, Held, Recorder};
 pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
 };
+pub use host_shared::{HostShared, SharedHost};
 pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
 pub use limits::DeviceLimits;
@@ -98,6 +94,7 @@ pub use pipeline::{DeviceProgress, Sharded};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};
 pub use pool::PoolStats;
 pub use queue::Queue;
+pub use resident::{Cacheable, DeviceCache, Placed};
 pub use restart::{RESTART_ENV, restart_process};
 pub use scope::Scope;
 pub use signal::{InboxBuffer, OutboxBuffer, SignalBuffer};
@@ -107,7 +104,7 @@ pub use stream::Stream;
 pub mod __private {
     pub use crate::launch::builder::Launch;
     pub use crate::launch::{
-        Entry, Kernel, KernelRegistration, Param, ParamKind, Placement, Sass, crate_sass,
+        Entry, Kernel, KernelRegistration, Param, Part, Placement, Pointee, Sass, crate_sass,
         registered_kernels,
     };
     pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};

@@ -270,13 +270,12 @@ mod tests {
     /// address is no host pointer for the simulator, and the simulator's memory is nothing a
     /// GPU reaches): a view or a copy either way is a typed error naming both devices, and
     /// nothing is counted or copied. A simulated context posing as a CUDA one stands in for
-    /// the GPU (the real pair is tested on the GPU machine, `tests/tests/gpu.rs`).
+    /// the GPU (the real pair is tested on the GPU machine, `tests/tests/gpu/`).
     #[test]
     fn a_view_across_backends_is_refused() {
         use crate::backend::Backend;
-        use crate::backend::simulator::Simulator;
         let sim = Gpu::simulator();
-        let cuda = Gpu::from_backend(Box::new(Simulator::posing_as(Backend::Cuda)));
+        let cuda = Gpu::from_backend(crate::backend::sim::testing::posing_as(Backend::Cuda));
         let (x, y) = (
             sim.upload(&[1u32, 2]).unwrap(),
             cuda.upload(&[3u32, 4]).unwrap(),

@@ -2,12 +2,11 @@
 //! how work given to a queue is handled ([`Mode`]) — waited for by its guard, queued in a scope
 //! (whose state, [`ScopeState`], is kept here), or recorded into a graph ([`Recording`]).
 
-use crate::backend::GraphNode;
+use crate::backend::{GraphNode, StreamId};
 use crate::context::Inner;
 use crate::error::{Error, Result};
 use crate::pool::size_class;
 use crate::track::Completion;
-use cudarc::driver::sys;
 use std::sync::{Arc, Mutex};
 
 pub(crate) mod sealed {
@@ -28,7 +27,7 @@ pub trait Queue: sealed::Sealed {
 #[doc(hidden)]
 pub struct QueueRef<'a>(
     pub(crate) &'a Arc<Inner>,
-    pub(crate) sys::CUstream,
+    pub(crate) StreamId,
     pub(crate) Mode<'a>,
 );
 
@@ -64,11 +63,11 @@ pub(crate) struct ScopeState {
 /// What a scope's launches left to settle once the scope has waited for its stream.
 #[derive(Default)]
 pub(crate) struct Kept {
-    /// Where the queued work ends: the completions its launches joined
+    /// Where the queued work ends: the completions its launches and copies joined
     /// ([`Completion::lazy`]) and those of graph replays, each once; marked done once the
     /// scope has waited.
     pub(crate) completions: Vec<Arc<Completion>>,
-    /// The completion the scope's next launch joins, if not sealed since; also in
+    /// The completion the scope's next launch or copy joins, if not sealed since; also in
     /// `completions`.
     current: Option<Arc<Completion>>,
     /// Staging of launches already queued, by (size class, address): later launches of the
@@ -79,30 +78,26 @@ pub(crate) struct Kept {
 
 impl ScopeState {
     /// A launch was just queued on the scope's `stream` (of `gpu`), with `leases` as its
-    /// staging: the completion it ends at, shared with the scope's other launches since its
-    /// last wait. No allocation once the scope has one that is not sealed.
+    /// staging: the completion it ends at, shared with the scope's other work since its last
+    /// wait. No allocation once the scope has one that is not sealed.
     pub(crate) fn joined(
         &self,
         gpu: &Arc<Inner>,
-        stream: sys::CUstream,
+        stream: StreamId,
         leases: impl Iterator<Item = (usize, u64)>,
     ) -> Arc<Completion> {
         let mut k = self.inner.lock().expect("poisoned");
-        let done = match &k.current {
-            // The launch was queued before this join, so before any wait that seals it later.
-            Some(c) if c.join() => c.clone(),
-            _ => {
-                let c = Completion::lazy(gpu, stream);
-                let joined = c.join();
-                debug_assert!(joined, "a new completion is not sealed");
-                k.completions.push(c.clone());
-                k.current = Some(c.clone());
-                c
-            }
-        };
+        let done = k.join(gpu, stream);
         k.staging.extend(leases);
         k.launches += 1;
         done
+    }
+
+    /// A copy was just queued on the scope's `stream` (of `gpu`): the completion it ends at,
+    /// as [`ScopeState::joined`] for a launch. The scope waits for it at its end; it is not
+    /// counted as a launch.
+    pub(crate) fn joined_copy(&self, gpu: &Arc<Inner>, stream: StreamId) -> Arc<Completion> {
+        self.inner.lock().expect("poisoned").join(gpu, stream)
     }
 
     /// Work was queued, ending at `done` (a completion of its own).
@@ -151,6 +146,25 @@ impl ScopeState {
             current: None,
             staging: std::mem::take(&mut k.staging),
             launches: k.launches,
+        }
+    }
+}
+
+impl Kept {
+    /// The completion that work just queued on the scope's `stream` ends at: the current one,
+    /// or a new one if something sealed it since.
+    fn join(&mut self, gpu: &Arc<Inner>, stream: StreamId) -> Arc<Completion> {
+        match &self.current {
+            // The work was queued before this join, so before any wait that seals it later.
+            Some(c) if c.join() => c.clone(),
+            _ => {
+                let c = Completion::lazy(gpu, stream);
+                let joined = c.join();
+                debug_assert!(joined, "a new completion is not sealed");
+                self.completions.push(c.clone());
+                self.current = Some(c.clone());
+                c
+            }
         }
     }
 }

@@ -13,12 +13,12 @@
 //! wait before a later launch of the scope (stream order runs it first). The reasoning is in
 //! `docs/design-notes.md` ("Queued launches: scopes").
 
+use crate::backend::StreamId;
 use crate::context::Inner;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::queue::{Kept, Mode, Queue, QueueRef, ScopeState, sealed};
 use crate::stream::Stream;
-use cudarc::driver::sys;
 use std::sync::Arc;
 
 /// A queue whose launches do not wait when their guards drop; see [`Gpu::scope`].
@@ -27,15 +27,9 @@ use std::sync::Arc;
 /// several host threads may queue on it at once (`std::thread::scope` inside the closure).
 pub struct Scope<'q> {
     gpu: &'q Arc<Inner>,
-    stream: sys::CUstream,
+    stream: StreamId,
     state: ScopeState,
 }
-
-// SAFETY: the stream handle is a driver object usable from any thread once the context is
-// current there (every launch binds it); the rest is behind a mutex or shared immutably.
-unsafe impl Send for Scope<'_> {}
-// SAFETY: as above; the driver serialises work queued on one stream from several threads.
-unsafe impl Sync for Scope<'_> {}
 
 impl sealed::Sealed for Scope<'_> {}
 
@@ -98,7 +92,7 @@ impl Drop for End<'_, '_> {
 
 fn run_scope<R>(
     gpu: &Arc<Inner>,
-    stream: sys::CUstream,
+    stream: StreamId,
     f: impl FnOnce(&Scope<'_>) -> Result<R>,
 ) -> Result<R> {
     let _range = crate::nvtx::scope();

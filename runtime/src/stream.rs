@@ -1,28 +1,23 @@
 //! Streams: ordered queues of GPU work. A [`Gpu`] queues on its default stream, a [`Stream`]
 //! on its own; both are [`Queue`]s.
 
+use crate::backend::StreamId;
 use crate::context::Inner;
 use crate::error::Result;
 use crate::gpu::Gpu;
 use crate::queue::{Mode, Queue, QueueRef, sealed};
-use cudarc::driver::{CudaStream, sys};
+use cudarc::driver::CudaStream;
 use std::sync::{Arc, OnceLock};
 
 /// A stream of the GPU: work queued on one stream runs in order; work on different streams
 /// may overlap.
 pub struct Stream {
     pub(crate) gpu: Arc<Inner>,
-    pub(crate) handle: sys::CUstream,
+    pub(crate) handle: StreamId,
     /// cudarc's view of the stream, made on first use by interop; shared with cudarc, so the
     /// handle is destroyed only when this is the last reference (see `Drop`).
     pub(crate) cudarc: OnceLock<Arc<CudaStream>>,
 }
-
-// SAFETY: a CUstream may be used from any thread once its context is current there, which
-// every berth entry point ensures (`Inner::bind`).
-unsafe impl Send for Stream {}
-// SAFETY: as above; the driver serialises work submitted to one stream from several threads.
-unsafe impl Sync for Stream {}
 
 impl Gpu {
     /// A new stream on this GPU (from the context's pool of idle streams when it has one).
@@ -114,7 +109,7 @@ mod tests {
                 t.spawn(|| {
                     for _ in 0..200 {
                         let s = gpu.stream().unwrap();
-                        let h = s.handle as usize;
+                        let h = s.handle;
                         assert!(live.lock().unwrap().insert(h), "a stream held twice");
                         seen.lock().unwrap().insert(h);
                         std::thread::yield_now();

@@ -10,12 +10,11 @@
 //! then the use is still pending, and the host access waits for the GPU instead of racing it.
 //! The reasoning is in `docs/design-notes.md` ("Soundness when guards are leaked").
 
-use crate::backend::Point;
+use crate::backend::{Point, StreamId};
 use crate::context::Inner;
 use crate::error::Result;
-use cudarc::driver::sys;
 use smallvec::SmallVec;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -32,9 +31,9 @@ fn next_id() -> u64 {
 /// The bit of [`Completion::joins`] that says no more work may join it.
 const SEALED: u64 = 1 << 63;
 
-/// A stream made to wait for a completion: its context's id, its handle, and the joins the
+/// A stream made to wait for a completion: its context's id, its id's bits, and the joins the
 /// wait covers.
-type Waiter = (u64, usize, u64);
+type Waiter = (u64, u64, u64);
 
 /// The end of one launch, copy or pipelined run: a point on each stream it used.
 pub(crate) struct Completion {
@@ -47,7 +46,7 @@ pub(crate) struct Completion {
     recorded: u64,
     points: SmallVec<[Point; 1]>,
     /// The stream of each point.
-    streams: SmallVec<[sys::CUstream; 1]>,
+    streams: SmallVec<[StreamId; 1]>,
     /// Work queued in a scope or by a collective: no point is recorded when it is queued (the
     /// scope at its end, or the collective's guard, waits for its stream and marks it done); a
     /// wait before then drains its stream, which covers it and anything queued before the
@@ -63,7 +62,7 @@ pub(crate) struct Completion {
     /// Known complete: its guard waited for it, or a host access did.
     done: AtomicBool,
     /// Streams already made to wait for this work on the GPU ([`Completion::order_before`]),
-    /// each named by its context's id and its handle (a dropped context's handles can be
+    /// each named by its context's id and its stream id (a dropped context's stream ids can be
     /// reused by another), with the count of joins the wait covers: later work on such a
     /// stream runs after it, with no new wait while no work has joined since.
     before: Mutex<SmallVec<[Waiter; 2]>>,
@@ -73,7 +72,7 @@ impl Completion {
     /// The point every stream in `streams` has reached once the work queued on them so far is
     /// done. On failure to record (the context is lost or out of resources), every stream is
     /// synchronised instead and the error returned: nothing is left in flight then.
-    pub(crate) fn record(gpu: &Arc<Inner>, streams: &[sys::CUstream]) -> Result<Arc<Completion>> {
+    pub(crate) fn record(gpu: &Arc<Inner>, streams: &[StreamId]) -> Result<Arc<Completion>> {
         let id = next_id();
         let mut points = SmallVec::with_capacity(streams.len());
         for &s in streams {
@@ -123,7 +122,7 @@ impl Completion {
     /// a collective's), and both live as long as the context, which the completion holds. In a
     /// scope, launches join it ([`Completion::join`]) after they are queued, until something
     /// seals it to wait.
-    pub(crate) fn lazy(gpu: &Arc<Inner>, stream: sys::CUstream) -> Arc<Completion> {
+    pub(crate) fn lazy(gpu: &Arc<Inner>, stream: StreamId) -> Arc<Completion> {
         Arc::new(Completion {
             gpu: gpu.clone(),
             id: next_id(),
@@ -182,7 +181,7 @@ impl Completion {
 
     /// Whether all of the work is on `stream` alone: work queued on `stream` later runs after
     /// it, with no wait needed.
-    fn only_on(&self, stream: sys::CUstream) -> bool {
+    fn only_on(&self, stream: StreamId) -> bool {
         self.streams.len() == 1 && self.streams[0] == stream
     }
 
@@ -214,16 +213,16 @@ impl Completion {
     /// A lazy completion has no point: one is recorded on its stream now, after everything
     /// queued there so far, this work included. Work that joins it later is not covered, but
     /// such work checks its own conflicts when it is queued.
-    fn order_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
+    fn order_before(&self, gpu: &Arc<Inner>, stream: StreamId) -> bool {
         // A lost context's events may be destroyed (its primary context reset): nothing may
         // name them, and its work runs no more, which the host's wait finds at once. Points of
         // one backend mean nothing to another (a CUDA event to the simulator): the host waits.
-        if self.whole_context || self.gpu.is_lost() || self.gpu.ops().kind() != gpu.ops().kind() {
+        if self.whole_context || self.gpu.is_lost() || !gpu.ops().shares_work_with(self.gpu.ops()) {
             return false;
         }
         // Read before the point is recorded: work that joined by now was queued before it.
         let joins = self.joins.load(Ordering::Acquire) & !SEALED;
-        let key = (gpu.id, stream as usize, joins);
+        let key = (gpu.id, stream.bits(), joins);
         if self.before.lock().expect("poisoned").contains(&key) {
             return true;
         }
@@ -245,7 +244,7 @@ impl Completion {
     /// [`Completion::order_before`] for a lazy completion: a point recorded on its stream now,
     /// waited for by `stream` of `gpu`. Recording needs this work's context current (an event
     /// taken from its pool may be created there); `gpu` is made current again after.
-    fn order_lazy_before(&self, gpu: &Arc<Inner>, stream: sys::CUstream) -> bool {
+    fn order_lazy_before(&self, gpu: &Arc<Inner>, stream: StreamId) -> bool {
         let foreign = !Arc::ptr_eq(&self.gpu, gpu);
         if foreign && self.gpu.bind().is_err() {
             // Lost since: the host's wait finds nothing to wait for.
@@ -356,15 +355,6 @@ impl crate::fault::PendingWork for Completion {
     }
 }
 
-// SAFETY: the stream handles are used in driver calls (a wait drains `streams[0]`, ordering a lazy
-// completion records a point on it) from whichever thread holds the completion: a stream of the
-// driver may be used from any thread, and it stays alive while the completion does (it is the
-// context's default stream or a pooled one, which live as long as the context the completion
-// holds). The rest (`Arc<Inner>`, `Point`, atomics, a mutex) is thread-safe.
-unsafe impl Send for Completion {}
-// SAFETY: as above.
-unsafe impl Sync for Completion {}
-
 impl Drop for Completion {
     fn drop(&mut self) {
         for p in self.points.drain(..) {
@@ -383,7 +373,7 @@ pub(crate) enum Access {
 }
 
 /// [`Uses::ordered`] when the pending uses are not all on one stream (or there are none).
-const MIXED: usize = usize::MAX;
+const MIXED: u64 = u64::MAX;
 
 /// The uses of one allocation that may not have finished.
 pub(crate) struct Uses {
@@ -393,7 +383,7 @@ pub(crate) struct Uses {
     exclusive: AtomicBool,
     /// The stream every use in the list is on alone, or [`MIXED`]: GPU work queued there
     /// needs no wait, without looking at the list.
-    ordered: AtomicUsize,
+    ordered: AtomicU64,
     /// `id << 1 | exclusive` of the one completion the list holds, or 0: noting the same use
     /// again (a scope's launches share a completion) changes nothing, without the lock.
     sole: AtomicU64,
@@ -405,7 +395,7 @@ impl Default for Uses {
         Uses {
             any: AtomicBool::new(false),
             exclusive: AtomicBool::new(false),
-            ordered: AtomicUsize::new(MIXED),
+            ordered: AtomicU64::new(MIXED),
             sole: AtomicU64::new(0),
             list: Mutex::new(Vec::new()),
         }
@@ -447,13 +437,13 @@ impl Uses {
     /// peer's buffer that the peer's work still writes, is queued at once. Work of streams
     /// berth does not know (memory used by another library) is waited for on the host. `gpu`
     /// of `on` is current on return, as the caller bound it.
-    pub(crate) fn before_gpu(&self, access: Access, on: Option<(&Arc<Inner>, sys::CUstream)>) {
+    pub(crate) fn before_gpu(&self, access: Access, on: Option<(&Arc<Inner>, StreamId)>) {
         let flag = match access {
             Access::Shared => &self.exclusive,
             Access::Exclusive => &self.any,
         };
         if flag.load(Ordering::Acquire) {
-            if on.is_some_and(|(_, s)| self.ordered.load(Ordering::Acquire) == s as usize) {
+            if on.is_some_and(|(_, s)| self.ordered.load(Ordering::Acquire) == s.bits()) {
                 // Every pending use is on this stream, which runs it first: what `settle`
                 // would find without waiting for anything.
                 return;
@@ -515,7 +505,7 @@ impl Uses {
             Some((c, _)) if c.streams.len() == 1 => {
                 let s = c.streams[0];
                 if list.iter().all(|(c, _)| c.only_on(s)) {
-                    s as usize
+                    s.bits()
                 } else {
                     MIXED
                 }
@@ -534,7 +524,7 @@ impl Uses {
     /// the stream of `on`, which stream order completes first, and those of other streams of
     /// its context by a wait of that stream), forget the finished ones, and recompute the
     /// flags.
-    fn settle(&self, all: bool, on: Option<(&Arc<Inner>, sys::CUstream)>) {
+    fn settle(&self, all: bool, on: Option<(&Arc<Inner>, StreamId)>) {
         let waits: SmallVec<[Arc<Completion>; 4]> = self
             .list
             .lock()
@@ -580,11 +570,16 @@ impl Uses {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::simulator::Simulator;
+    use crate::backend::sim::testing::{self, Job};
+
+    /// A simulated context.
+    fn simulated() -> Arc<Inner> {
+        Arc::new(Inner::new(crate::backend::open::simulator()))
+    }
 
     #[test]
     fn a_use_by_unknown_streams_is_waited_for_by_any_conflicting_access_then_forgotten() {
-        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let gpu = simulated();
         let uses = Uses::default();
         uses.add(&Completion::whole_context(&gpu), Access::Exclusive);
         assert!(uses.exclusive.load(Ordering::Acquire));
@@ -597,27 +592,19 @@ mod tests {
         assert!(uses.list.lock().unwrap().is_empty());
     }
 
-    /// A simulated stream and the jobs queued on it so far.
-    fn sim_stream(gpu: &Inner, stream: sys::CUstream) -> (Arc<crate::sim_stream::SimStream>, u64) {
-        match gpu.ops().record_point(stream).unwrap() {
-            Point::Sim(s, p) => (s, p),
-            Point::Event(_) => unreachable!("a simulated context"),
-        }
-    }
-
     /// Jobs queued on a simulated stream so far.
-    fn position(gpu: &Inner, stream: sys::CUstream) -> u64 {
-        sim_stream(gpu, stream).1
+    fn position(gpu: &Inner, stream: StreamId) -> u64 {
+        testing::position(gpu.ops(), stream)
     }
 
     /// Queue `job` on a simulated stream.
-    fn enqueue(gpu: &Inner, stream: sys::CUstream, job: crate::sim_stream::Job) {
-        sim_stream(gpu, stream).0.push(job);
+    fn enqueue(gpu: &Inner, stream: StreamId, job: Job) {
+        testing::enqueue(gpu.ops(), stream, job);
     }
 
     #[test]
     fn a_use_on_another_stream_is_waited_for_by_the_stream_once_until_work_joins_it() {
-        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let gpu = simulated();
         let (side, main) = (gpu.ops().stream_new().unwrap(), gpu.default_stream);
         let uses = Uses::default();
         let c = Completion::lazy(&gpu, side);
@@ -636,7 +623,7 @@ mod tests {
         );
         assert_eq!(
             c.before.lock().unwrap().as_slice(),
-            [(gpu.id, main as usize, 1)]
+            [(gpu.id, main.bits(), 1)]
         );
         // Nothing joined since: the stream waits for it already.
         uses.before_gpu(Access::Exclusive, Some((&gpu, main)));
@@ -651,14 +638,14 @@ mod tests {
         assert_eq!(position(&gpu, main), start + 2);
         assert_eq!(
             c.before.lock().unwrap().as_slice(),
-            [(gpu.id, main as usize, 2)]
+            [(gpu.id, main.bits(), 2)]
         );
         // The side stream's own work needs nothing.
         uses.before_gpu(Access::Exclusive, Some((&gpu, side)));
         assert!(!c.is_done());
         // Another context's stream waits for it too, on the GPU, and is told apart from this
         // context's streams by its context.
-        let other = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let other = simulated();
         let theirs = position(&other, other.default_stream);
         uses.before_gpu(Access::Shared, Some((&other, other.default_stream)));
         assert!(!c.is_done(), "the host waited for another context's stream");
@@ -666,8 +653,8 @@ mod tests {
         assert_eq!(
             c.before.lock().unwrap().as_slice(),
             [
-                (gpu.id, main as usize, 2),
-                (other.id, other.default_stream as usize, 2)
+                (gpu.id, main.bits(), 2),
+                (other.id, other.default_stream.bits(), 2)
             ]
         );
         uses.before_gpu(Access::Exclusive, Some((&other, other.default_stream)));
@@ -684,8 +671,8 @@ mod tests {
     fn another_contexts_stream_waits_for_a_recorded_use_on_the_gpu() {
         use std::sync::mpsc;
         use std::time::Duration;
-        let mine = Arc::new(Inner::new(Box::new(Simulator::new())));
-        let other = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let mine = simulated();
+        let other = simulated();
         // A job on `mine` held until the test lets it go, then the use that ends after it.
         let (release, held) = mpsc::channel::<()>();
         let job = move || {
@@ -720,106 +707,9 @@ mod tests {
             .expect("the other context's stream never resumed");
     }
 
-    /// Reads of the owner's memory by another context's work, still running when the view
-    /// they went through is dropped, are kept on the owner's fault state; a reset of the owner
-    /// is handed them and waits for them, for a bounded time: a read that runs on past the
-    /// bound refuses the reset (naming how many) instead of hanging it, and one that ends
-    /// within it lets the reset go ahead. Done reads are not kept. Both kinds of completion
-    /// are covered: a recorded one, and a lazy one (a scope's or a collective's), which the
-    /// wait seals.
-    #[test]
-    fn a_reset_waits_a_bounded_time_for_peer_reads_still_running() {
-        use crate::fault::{FaultState, prepare_reset, register_context, wait_for_peer_reads};
-        use std::sync::mpsc;
-        use std::time::{Duration, Instant};
-        let owner = Arc::new(Inner::new(Box::new(Simulator::new())));
-        let reader = Arc::new(Inner::new(Box::new(Simulator::new())));
-        let side = reader.ops().stream_new().unwrap();
-        // A job on each of the reader's streams that runs until released.
-        let hold = |stream| {
-            let (release, held) = mpsc::channel::<()>();
-            enqueue(
-                &reader,
-                stream,
-                Box::new(move || {
-                    let _ = held.recv();
-                    Ok(())
-                }),
-            );
-            release
-        };
-        let (release_recorded, release_lazy) = (hold(reader.default_stream), hold(side));
-        let recorded = Completion::record(&reader, &[reader.default_stream]).unwrap();
-        let lazy = Completion::lazy(&reader, side);
-        assert!(lazy.join());
-        let uses = Uses::default();
-        uses.add(&recorded, Access::Shared);
-        uses.add(&lazy, Access::Shared);
-        let own = Completion::record(&owner, &[owner.default_stream]).unwrap();
-        uses.add(&own, Access::Exclusive);
-        let elsewhere = uses.pending_elsewhere(owner.id);
-        assert_eq!(elsewhere.len(), 2, "only the other context's work");
-
-        // The owner's fault state, registered under a device no driver hands out.
-        let device = -2000;
-        let state = Arc::new(FaultState::default());
-        register_context(device, &state);
-        state.note_peer_reads(elsewhere);
-        let pending = prepare_reset(device, 3, "test").unwrap();
-        assert_eq!(pending.len(), 2);
-
-        let bound = Duration::from_millis(150);
-        let start = Instant::now();
-        let e = wait_for_peer_reads(3, &pending, bound).unwrap_err();
-        let waited = start.elapsed();
-        assert!(
-            matches!(
-                e,
-                crate::Error::ResetRefused {
-                    ordinal: 3,
-                    peer_reads: 2,
-                    host_buffers: 0,
-                    ..
-                }
-            ),
-            "{e:?}"
-        );
-        assert!(e.is_context_lost());
-        assert!(
-            e.to_string().contains("2 launch(es) of other devices"),
-            "{e}"
-        );
-        assert!(
-            waited >= bound && waited < bound * 10,
-            "the bound is the whole wait's, not each read's: {waited:?}"
-        );
-        assert!(!recorded.is_done() && !lazy.is_done());
-        assert!(!lazy.join(), "the wait sealed the lazy completion");
-
-        // Still kept for the next reset, which goes ahead once the reads end within its bound.
-        let pending = prepare_reset(device, 3, "again").unwrap();
-        assert_eq!(pending.len(), 2, "running reads are kept");
-        let releaser = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            release_recorded.send(()).unwrap();
-            release_lazy.send(()).unwrap();
-        });
-        wait_for_peer_reads(3, &pending, Duration::from_secs(30)).unwrap();
-        releaser.join().unwrap();
-        assert!(recorded.is_done() && lazy.is_done());
-        assert!(
-            prepare_reset(device, 3, "once more").unwrap().is_empty(),
-            "done reads are not kept"
-        );
-    }
-
     /// A job for a simulated stream that runs until the returned sender sends (or is dropped),
     /// then sets the returned flag.
-    fn held_job() -> (
-        std::sync::mpsc::Sender<()>,
-        Arc<AtomicBool>,
-        crate::sim_stream::Job,
-    ) {
+    fn held_job() -> (std::sync::mpsc::Sender<()>, Arc<AtomicBool>, Job) {
         let (release, held) = std::sync::mpsc::channel::<()>();
         let ran = Arc::new(AtomicBool::new(false));
         let flag = ran.clone();
@@ -836,7 +726,7 @@ mod tests {
     /// completion must not fold the other use into it: a host write waits for both.
     #[test]
     fn a_use_recorded_later_on_the_same_stream_is_not_folded_into_an_earlier_point() {
-        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let gpu = simulated();
         let s = gpu.default_stream;
         let early = Completion::record(&gpu, &[s]).unwrap();
         let (release, ran, job) = held_job();
@@ -874,7 +764,7 @@ mod tests {
     /// use into its point.
     #[test]
     fn a_lazy_use_is_not_folded_into_a_point_recorded_on_its_stream() {
-        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let gpu = simulated();
         let s = gpu.default_stream;
         let uses = Uses::default();
         let lazy = Completion::lazy(&gpu, s);
@@ -915,8 +805,8 @@ mod tests {
     #[test]
     fn a_use_on_another_backend_is_waited_for_by_the_host() {
         use crate::backend::Backend;
-        let sim = Arc::new(Inner::new(Box::new(Simulator::new())));
-        let cuda = Arc::new(Inner::new(Box::new(Simulator::posing_as(Backend::Cuda))));
+        let sim = simulated();
+        let cuda = Arc::new(Inner::new(testing::posing_as(Backend::Cuda)));
         for (mine, theirs) in [(&sim, &cuda), (&cuda, &sim)] {
             let uses = Uses::default();
             let recorded = Completion::record(mine, &[mine.default_stream]).unwrap();
@@ -937,7 +827,7 @@ mod tests {
 
     #[test]
     fn a_use_by_unknown_streams_is_never_waited_for_by_a_stream() {
-        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let gpu = simulated();
         let uses = Uses::default();
         let c = Completion::whole_context(&gpu);
         uses.add(&c, Access::Shared);
@@ -949,7 +839,7 @@ mod tests {
 
     #[test]
     fn a_shared_use_by_unknown_streams_does_not_hold_up_host_reads() {
-        let gpu = Arc::new(Inner::new(Box::new(Simulator::new())));
+        let gpu = simulated();
         let uses = Uses::default();
         let c = Completion::whole_context(&gpu);
         uses.add(&c, Access::Shared);

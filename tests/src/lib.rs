@@ -1,7 +1,9 @@
 //! Helpers shared by berth's integration tests, GPU tests and benchmarks: random inputs that
-//! are never all-zero, and host references for the example kernels.
+//! are never all-zero, and host references for the example kernels (`bench/` has its own
+//! timing helpers).
 
-use rand::Rng;
+use rand::{Rng, SeedableRng};
+use std::cell::Cell;
 
 /// The tests of one binary share the device: a test may reset its context, hold a gate
 /// closed that another's waits would stall on, or measure memory the others move.
@@ -23,29 +25,39 @@ pub fn gpu() -> (std::sync::MutexGuard<'static, ()>, berth::Gpu) {
     (guard, backend())
 }
 
-/// Element `i` of the benchmarks' streamed input: splitmix64 of `i`, scaled to `[-1, 1)`. A
-/// pure function of `i`, the same as `x_at` in `bench/stream_input.h` (the CUDA references'), so
-/// both sides stream identical data and any element can be checked without keeping the input.
-pub fn stream_input_at(i: usize) -> f32 {
-    let mut z = 0x243F_6A88_85A3_08D3u64.wrapping_add(
-        (i as u64)
-            .wrapping_add(1)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15),
-    );
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ((z ^ (z >> 31)) >> 40) as f32 * (2.0 / 16_777_216.0) - 1.0
+/// The seed [`rng`] starts from unless `BERTH_TEST_SEED` gives another.
+pub const TEST_SEED: u64 = 0x62_65_72_74_68;
+
+/// A generator of test data that draws the same numbers on every run: its seed is
+/// `BERTH_TEST_SEED` (else [`TEST_SEED`]) mixed with the name of the calling thread (the
+/// test's, which the test harness gives each test's thread) and how many generators that
+/// thread took before. Each test, and each call within it, gets data of its own that do not
+/// depend on which tests ran beside it; a failure comes back when the test runs again, and
+/// `BERTH_TEST_SEED=N` draws other data.
+pub fn rng() -> rand::rngs::StdRng {
+    thread_local!(static TAKEN: Cell<u64> = const { Cell::new(0) });
+    let taken = TAKEN.with(|t| {
+        let n = t.get();
+        t.set(n + 1);
+        n
+    });
+    let base = std::env::var("BERTH_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(TEST_SEED);
+    // FNV-1a of the thread's name: a hash that no toolchain or crate version changes.
+    let name = std::thread::current().name().unwrap_or("").to_owned();
+    let named = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    rand::rngs::StdRng::seed_from_u64(
+        base ^ named.rotate_left(17) ^ taken.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+    )
 }
 
-/// The median of the benchmarks' timings (the upper middle one for an even count).
-pub fn median_f64(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// `n` random floats in `[-1, 1)`, never all zero.
+/// `n` random floats in `[-1, 1)`, never all zero (drawn by [`rng`]).
 pub fn random_f32(n: usize) -> Vec<f32> {
-    let mut rng = rand::rng();
+    let mut rng = rng();
     let mut v: Vec<f32> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
     if let Some(first) = v.first_mut()
         && *first == 0.0
@@ -55,9 +67,9 @@ pub fn random_f32(n: usize) -> Vec<f32> {
     v
 }
 
-/// `n` random `u32`s, never all zero.
+/// `n` random `u32`s, never all zero (drawn by [`rng`]).
 pub fn random_u32(n: usize) -> Vec<u32> {
-    let mut rng = rand::rng();
+    let mut rng = rng();
     (0..n).map(|_| rng.random_range(1..u32::MAX)).collect()
 }
 
@@ -112,76 +124,48 @@ pub fn reduce_blocks(n: usize) -> u32 {
     n.div_ceil(per_block).clamp(1, 132 * 8) as u32
 }
 
-/// GPU timing for the benchmarks: CUDA events around work enqueued on the default stream.
-pub mod timing {
-    use berth::Gpu;
-    use berth::raw::{result, sys};
+/// A kernel source file that reports name: its path from the workspace root, as a report
+/// gives it, and its text. Tests that check reported source locations find the line
+/// ([`Source::line`]) instead of hard-coding it.
+#[derive(Clone, Copy, Debug)]
+pub struct Source {
+    /// The path, e.g. `fixtures/src/faults.rs`.
+    pub path: &'static str,
+    text: &'static str,
+}
 
-    type BoxError = Box<dyn std::error::Error>;
-
-    /// A pair of timing events on a GPU's default stream.
-    pub struct Timer {
-        start: sys::CUevent,
-        stop: sys::CUevent,
-        stream: sys::CUstream,
-    }
-
-    impl Timer {
-        /// Events on `gpu`'s default stream.
-        pub fn new(gpu: &Gpu) -> Result<Self, BoxError> {
-            let flags = sys::CUevent_flags::CU_EVENT_DEFAULT;
-            Ok(Timer {
-                start: result::event::create(flags)?,
-                stop: result::event::create(flags)?,
-                stream: gpu.raw_default_stream(),
-            })
-        }
-
-        /// Milliseconds the GPU work `f` enqueues takes. The stop event is recorded right
-        /// after `f` returns its guard, as the CUDA C++ reference records it after its launch,
-        /// so the time includes berth's host-side launch work but not the wait.
-        pub fn time<'a>(
-            &self,
-            f: impl FnOnce() -> berth::Result<berth::Pending<'a>>,
-        ) -> Result<f32, BoxError> {
-            // SAFETY: both events and the stream belong to the current context.
-            unsafe { result::event::record(self.start, self.stream) }?;
-            let pending = f()?;
-            // SAFETY: as above.
-            unsafe { result::event::record(self.stop, self.stream) }?;
-            pending.wait()?;
-            // SAFETY: as above.
-            unsafe {
-                result::event::synchronize(self.stop)?;
-                Ok(result::event::elapsed(self.start, self.stop)?)
-            }
-        }
-    }
-
-    /// The median of `v` (the mean of the middle two for an even count).
-    pub fn median(mut v: Vec<f32>) -> f64 {
-        v.sort_by(f32::total_cmp);
-        let n = v.len();
-        match n {
-            0 => f64::NAN,
-            _ if n % 2 == 1 => f64::from(v[n / 2]),
-            _ => (f64::from(v[n / 2 - 1]) + f64::from(v[n / 2])) / 2.0,
-        }
+impl Source {
+    /// The 1-based line of the first line containing `needle`.
+    pub fn line(self, needle: &str) -> u32 {
+        line_in(self.path, self.text, needle)
     }
 }
 
-/// The 1-based line of the first line of `examples/src/lib.rs` containing `needle`: tests
-/// that check reported source locations find the line instead of hard-coding it.
-pub fn example_line(needle: &str) -> u32 {
-    line_in(
-        "examples/src/lib.rs",
-        include_str!("../../examples/src/lib.rs"),
-        needle,
-    )
+macro_rules! source {
+    ($path:literal) => {
+        Source {
+            path: $path,
+            text: include_str!(concat!("../../", $path)),
+        }
+    };
 }
 
-/// [`example_line`] of another source file: the 1-based line of the first line of `src`
-/// (the text of `file`) containing `needle`.
+/// The example kernels' `lib.rs`.
+pub const EXAMPLES: Source = source!("examples/src/lib.rs");
+/// The example compute kernels.
+pub const COMPUTE: Source = source!("examples/src/compute.rs");
+/// The example chains of dependent launches.
+pub const CHAIN: Source = source!("examples/src/chain.rs");
+/// The fixture kernels that fail on purpose.
+pub const FAULTS: Source = source!("fixtures/src/faults.rs");
+/// The fixture kernels that are wrong on purpose.
+pub const BROKEN: Source = source!("fixtures/src/broken.rs");
+/// The fixture kernels of warp operations.
+pub const WARP_OPS: Source = source!("fixtures/src/warp_ops.rs");
+/// The fixture kernels of the simulator's checks.
+pub const SIM_CHECKS: Source = source!("fixtures/src/sim_checks.rs");
+
+/// The 1-based line of the first line of `src` (the text of `file`) containing `needle`.
 pub fn line_in(file: &str, src: &str, needle: &str) -> u32 {
     src.lines()
         .position(|l| l.contains(needle))
@@ -189,6 +173,16 @@ pub fn line_in(file: &str, src: &str, needle: &str) -> u32 {
         .unwrap_or_else(|| panic!("`{needle}` not found in {file}"))
 }
 pub mod warp_ref;
+
+/// The name libtest gives the test function `name` of the module whose `module_path!()` is
+/// `module`, for [`run_isolated`]: the module path without the crate, then the function
+/// (`faults::name` for a test in `tests/gpu/faults.rs`).
+pub fn test_path(module: &str, name: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{name}"),
+        None => name.to_owned(),
+    }
+}
 
 /// Set in a child process running one test of its binary (see [`run_isolated`]).
 pub const CHILD_ENV: &str = "BERTH_TEST_CHILD";
@@ -245,13 +239,48 @@ pub fn nbody_host(bodies: &[berth_examples::compute::Body], i: usize) -> ([f64; 
     (w, scale)
 }
 
+/// Point `i` of one step of the 5-point stencil of `berth_examples::plain::plain_stencil5` on
+/// a row-major `h × w` grid, in f64: half the point plus an eighth of each neighbour inside,
+/// the point itself on the border.
+pub fn stencil5_host(input: &[f32], w: usize, h: usize, i: usize) -> f64 {
+    let (x, y) = (i % w, i / w);
+    let at = |k: usize| f64::from(input[k]);
+    if x == 0 || y == 0 || x == w - 1 || y == h - 1 {
+        at(i)
+    } else {
+        0.5 * at(i) + 0.125 * (at(i - 1) + at(i + 1) + at(i - w) + at(i + w))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    /// The values `bench/stream_input.h`'s `x_at` gives (splitmix64, the top 24 bits scaled).
+    /// What a test thread named `name` draws: two batches of floats and one of integers.
+    fn drawn_by(name: &str) -> (Vec<f32>, Vec<f32>, Vec<u32>) {
+        std::thread::Builder::new()
+            .name(name.to_owned())
+            .spawn(|| {
+                (
+                    super::random_f32(64),
+                    super::random_f32(64),
+                    super::random_u32(64),
+                )
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    /// A test draws the same data on every run, whatever ran before it or beside it on other
+    /// threads; each of its calls draws data of its own, and each test other data.
     #[test]
-    fn the_streamed_input_matches_the_cuda_references() {
-        let got = [super::stream_input_at(0), super::stream_input_at(12345)];
-        let want = [-0.650_849_6_f32, 0.574_077_6];
-        assert_eq!(got, want);
+    fn test_data_are_the_same_on_every_run() {
+        let first = drawn_by("one::test");
+        // Another test drawing meanwhile, and in between.
+        let beside = std::thread::spawn(|| drawn_by("another::test"));
+        let again = drawn_by("one::test");
+        let other = beside.join().unwrap();
+        assert_eq!(first, again);
+        assert_ne!(first.0, first.1, "each call draws data of its own");
+        assert_ne!(first.0, other.0, "each test draws data of its own");
     }
 }

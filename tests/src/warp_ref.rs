@@ -1,7 +1,7 @@
 //! Host references of the warp example kernels (`berth_examples::warp_ops`), written from
 //! CUDA's definitions of the operations, not from the simulator's code.
 
-use berth_examples::warp_ops::WARP_LANES_OUT;
+use berth_fixtures::warp_ops::WARP_LANES_OUT;
 
 /// The 32 values of warp `w`, zero past the end of `x`.
 fn lanes<T: Copy + Default>(x: &[T], w: usize) -> [T; 32] {

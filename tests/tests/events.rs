@@ -3,7 +3,7 @@
 
 use berth::{Error, Event, Gpu, Grid};
 use berth_examples::busy;
-use berth_examples::gated::gated_fill;
+use berth_fixtures::gated::gated_fill;
 use berth_tests::gpu;
 use std::time::Duration;
 

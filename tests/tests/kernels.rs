@@ -1,4 +1,4 @@
-//! Whole-crate checks of the example kernels that need no GPU: every kernel's launcher passes
+//! Whole-crate checks of the example and fixture kernels that need no GPU: every kernel's launcher passes
 //! exactly the parameters its PTX entry declares, every PTX entry has a launcher, and every
 //! PTX module is accepted by `ptxas -arch=sm_90` (with `CI=true`, a missing ptxas fails),
 //! and the builder embedded SASS for the build's architecture next to the PTX.
@@ -7,8 +7,9 @@ use berth::ptx;
 use std::collections::BTreeSet;
 
 fn kernels() -> Vec<&'static berth::__private::Kernel> {
-    // Referencing a descriptor keeps the example crate (and its registrations) linked.
+    // Referencing a descriptor keeps each kernel crate (and its registrations) linked.
     std::hint::black_box(&berth_examples::__BERTH_KERNEL_saxpy);
+    std::hint::black_box(&berth_fixtures::__BERTH_KERNEL_mul_add);
     berth::__private::registered_kernels().collect()
 }
 
@@ -46,8 +47,8 @@ fn launchers_match_ptx_entries() {
         ptx::check_kernel(k).unwrap_or_else(|e| panic!("{e}"));
         // Slices lower to (pointer, length) pairs of 8 bytes each.
         for w in k.params.windows(2) {
-            if let berth::__private::ParamKind::SlicePtr { .. } = w[0].kind {
-                assert_eq!(w[1].kind, berth::__private::ParamKind::SliceLen);
+            if w[0].part == berth::__private::Part::Ptr {
+                assert_eq!(w[1].part, berth::__private::Part::Len);
             }
         }
     }
@@ -157,7 +158,7 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     let crates: BTreeSet<&str> = ks.iter().map(|k| k.crate_name).collect();
     let dir = std::env::temp_dir().join(format!("berth-ptxas-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let mut capped = 0;
+    let (mut capped, mut heavy) = (0, false);
     for c in crates {
         let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
         assert!(
@@ -206,15 +207,28 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
                 "{c}::{}: {} registers, {} B smem",
                 k.name, u.registers, u.shared
             );
+            // The GPU test of a launch refused for its registers (`soundness.rs`) runs
+            // `register_heavy` in blocks of 512 threads, which its registers must not fit.
+            if k.name == "register_heavy" {
+                assert!(
+                    u.registers * 512 > 65536,
+                    "`register_heavy`: {} registers fit a block of 512 threads",
+                    u.registers
+                );
+                heavy = true;
+            }
         }
-        let block_sum = usage.iter().find(|u| u.name == "block_sum").unwrap();
-        assert_eq!(
-            block_sum.shared, 1024,
-            "block_sum's shared tile must be real .shared memory"
-        );
+        if c.starts_with("berth_examples@") {
+            let block_sum = usage.iter().find(|u| u.name == "block_sum").unwrap();
+            assert_eq!(
+                block_sum.shared, 1024,
+                "block_sum's shared tile must be real .shared memory"
+            );
+        }
     }
     // `nbody_capped` (examples) declares `min_blocks_per_sm = 8`.
     assert!(capped >= 1, "no kernel with a register cap was checked");
+    assert!(heavy, "`register_heavy` was not checked");
 }
 
 /// The PTX of one example kernel's entry, from `.entry NAME(` to the end of its body.
@@ -309,15 +323,13 @@ fn the_runtime_kernels_are_valid_ptx() {
 #[test]
 fn device_math_builds_with_and_without_libdevice() {
     let ks = kernels();
-    let examples = ks
-        .iter()
-        .find(|k| k.crate_name.starts_with("berth_examples@"))
-        .unwrap()
-        .ptx;
-    assert!(
-        !examples.contains(".extern .func"),
-        "the examples' PTX calls functions it does not define"
-    );
+    for k in &ks {
+        assert!(
+            !k.ptx.contains(".extern .func"),
+            "the PTX of `{}` calls functions it does not define",
+            k.crate_name
+        );
+    }
     let Some(ptxas) = berth_build::find_ptxas() else {
         assert!(
             std::env::var("CI").is_err(),
@@ -328,7 +340,7 @@ fn device_math_builds_with_and_without_libdevice() {
     };
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let built = berth_build::Builder::new(
-        root.join("examples"),
+        root.join("fixtures"),
         root.join("target").join("berth-nvptx-portable"),
     )
     .libdevice(None)
@@ -344,7 +356,7 @@ fn device_math_builds_with_and_without_libdevice() {
     );
     let usage =
         berth_build::ptxas_usage(&ptxas, &built.ptx, "sm_90").unwrap_or_else(|e| panic!("{e}"));
-    for k in ["math_f32", "math_f64", "black_scholes"] {
+    for k in ["math_f32", "math_f64", "fast_math_f32"] {
         let u = usage
             .iter()
             .find(|u| u.name == k)
@@ -353,5 +365,149 @@ fn device_math_builds_with_and_without_libdevice() {
             "portable {k}: {} registers, {} B stack",
             u.registers, u.stack
         );
+    }
+}
+
+/// The builder's rewrites, seen in real PTX of small kernels (berth-fixtures), without a GPU:
+/// `a * b + c` on floats is one `fma.rn`; a shared array is reached with `ld.shared` /
+/// `st.shared`; a declared block shape (`.reqntid`) bounds the thread index, so the checks of
+/// the shared tile's indices are gone — and without the declaration they are there.
+#[test]
+fn the_builders_rewrites_show_in_the_ptx() {
+    let fma = entry_body("mul_add");
+    assert!(fma.contains("fma.rn.f32"), "mul_add:\n{fma}");
+    assert!(!fma.contains("mul.rn.f32"), "mul_add:\n{fma}");
+
+    let declared = entry_body("rotate_declared");
+    assert_eq!(
+        entry_threads(declared),
+        Some(32),
+        "rotate_declared has no .reqntid of 32 threads"
+    );
+    for access in ["st.shared", "ld.shared"] {
+        assert!(declared.contains(access), "rotate_declared:\n{declared}");
+    }
+    assert!(
+        !declared.contains("index_failure"),
+        "a bounds check of the tile is left in rotate_declared:\n{declared}"
+    );
+    let plain = entry_body("rotate_plain");
+    assert!(
+        plain.contains("index_failure"),
+        "rotate_plain lost the check the declared shape is needed to remove:\n{plain}"
+    );
+}
+
+/// The plain ports (`examples/src/plain.rs`: `for` loops over local arrays, checked reads, no
+/// declared block, no `unroll!`) compile as nvcc compiles the CUDA they port: their small
+/// constant-trip loops unroll and the local arrays live in registers — no local-memory frame,
+/// no spills (ptxas) — and the multiply loop between a tile step's two barriers computes no
+/// bounds check per step (the checks of the shared reads depend only on the thread, and are
+/// compared once, before the loop).
+#[test]
+fn plain_ports_keep_their_arrays_in_registers_and_checks_out_of_the_multiply_loop() {
+    let ks = kernels();
+    let plain: Vec<_> = ks.iter().filter(|k| k.name.starts_with("plain_")).collect();
+    assert!(plain.len() >= 6, "the plain ports are not all registered");
+    for name in ["plain_sgemm_tiled", "plain_sgemm_reg4", "plain_sgemm_reg8"] {
+        let body = entry_body(name);
+        let multiply = body
+            .split("bar.sync")
+            .nth(1)
+            .unwrap_or_else(|| panic!("`{name}` has no barrier:\n{body}"));
+        let compares: Vec<&str> = multiply.lines().filter(|l| l.contains("setp.")).collect();
+        // At most the counter of a loop that stays rolled (the 8 steps of plain_sgemm_reg8's
+        // k-loop, 64 multiply-adds each), compared with its constant trip count.
+        assert!(
+            compares.len() <= 1 && compares.iter().all(|c| c.trim_end().ends_with(", 8;")),
+            "`{name}` compares per step of its multiply loop: {compares:?}\n{multiply}"
+        );
+        let fmas = multiply.matches("fma.rn.f32").count();
+        assert!(
+            fmas >= 16,
+            "`{name}`: {fmas} multiply-adds between the barriers"
+        );
+    }
+    let Some(ptxas) = berth_build::find_ptxas() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "ptxas not found and CI is set"
+        );
+        eprintln!("ptxas not found: skipping the register check");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("berth-plain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("examples.ptx");
+    std::fs::write(&file, plain[0].ptx).unwrap();
+    let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    for k in &plain {
+        let u = usage
+            .iter()
+            .find(|u| u.name == k.name)
+            .unwrap_or_else(|| panic!("ptxas reported nothing for `{}`", k.name));
+        eprintln!(
+            "{}: {} registers, {} B stack, {} B spilled",
+            k.name, u.registers, u.stack, u.spill_stores
+        );
+        assert_eq!(
+            (u.stack, u.spill_stores, u.spill_loads),
+            (0, 0, 0),
+            "`{}` keeps a local-memory frame or spills",
+            k.name
+        );
+    }
+}
+
+/// The build's performance lints on real kernels: `nbody_capped` (a register cap that makes
+/// ptxas spill) gets the local-frame lint and the plain ports none; the plain tiled SGEMM's
+/// per-step checks of its global reads get the loop lint, and the idiomatic `sgemm_reg8`,
+/// whose tile walk is checked once, none.
+#[test]
+fn the_performance_lints_name_the_kernels_that_pay() {
+    use berth_build::lints::{LintKind, lints};
+    let k = kernels()
+        .into_iter()
+        .find(|k| k.name == "sgemm_reg8")
+        .unwrap();
+    let of = |found: &[berth_build::Lint], name: &str| -> Vec<LintKind> {
+        found
+            .iter()
+            .filter(|l| l.kernel == name)
+            .map(|l| l.kind.clone())
+            .collect()
+    };
+    let from_ptx = lints(k.ptx, &[]);
+    assert!(
+        matches!(
+            of(&from_ptx, "plain_sgemm_tiled")[..],
+            [LintKind::CheckInLoop { .. }]
+        ),
+        "{from_ptx:?}"
+    );
+    assert_eq!(of(&from_ptx, "sgemm_reg8"), [], "{from_ptx:?}");
+    let Some(ptxas) = berth_build::find_ptxas() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "ptxas not found and CI is set"
+        );
+        eprintln!("ptxas not found: skipping the local-frame lint");
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("berth-lints-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("examples.ptx");
+    std::fs::write(&file, k.ptx).unwrap();
+    let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let found = lints(k.ptx, &usage);
+    let capped = of(&found, "nbody_capped");
+    assert!(
+        matches!(capped[..], [LintKind::LocalFrame { spill_stores, .. }] if spill_stores > 0),
+        "{found:?}"
+    );
+    for l in found.iter().filter(|l| l.kernel.starts_with("plain_")) {
+        assert!(!l.warns_on_build(), "{l}");
     }
 }

@@ -1,8 +1,8 @@
-//! The kernel language against host references on fresh random data: device math within its
-//! stated error, shared tiles, declared block shapes, unrolled loops, contraction, and the
-//! compute kernels of the benchmarks.
+//! The kernel language against host references on random data (the same on every run, see
+//! `berth_tests::rng`): device math within its stated error, shared tiles, declared block
+//! shapes, unrolled loops, contraction, and the compute kernels of the benchmarks.
 //!
-//! Like `gpu.rs`, one source for two backends: the simulator in `cargo test`, the GPU with
+//! Like `gpu/`, one source for two backends: the simulator in `cargo test`, the GPU with
 //! `--features gpu` (the bundle). The measured errors are printed, so the GPU run records them.
 
 use berth::{Error, Grid};
@@ -10,17 +10,17 @@ use berth_examples::compute::{
     Body, NBODY_BLOCK, black_scholes, black_scholes_one, nbody, nbody_capped, nbody_fast,
     sgemm_reg4, sgemm_reg8, sgemm_reg8_unchecked, sgemm_tiled,
 };
-use berth_examples::language::{
-    MATH_F32, add_same_len, axpy, dot8, fast_math_f32, majority_swapped, math_f32, math_f64,
-    mul_add_contracted, mul_add_exact, own_every_index, per_block_sums, scale_pinned,
-    scale_pinned_pipelined, sum_groups, transpose,
+use berth_examples::language::{axpy, mul_add_contracted, mul_add_exact, transpose};
+use berth_examples::plain::{
+    plain_nbody, plain_sgemm_reg4, plain_sgemm_reg8, plain_sgemm_tiled, plain_stencil5,
+    plain_transpose,
 };
-use berth_tests::gpu;
-use rand::{Rng, SeedableRng};
-
-fn rng() -> rand::rngs::StdRng {
-    rand::rngs::StdRng::seed_from_u64(rand::random())
-}
+use berth_fixtures::language::{
+    MATH_F32, add_same_len, dot8, fast_math_f32, majority_swapped, math_f32, math_f64,
+    own_every_index, per_block_sums, scale_pinned, scale_pinned_pipelined, sum_groups,
+};
+use berth_tests::{gpu, rng};
+use rand::Rng;
 
 fn uniform32(n: usize, lo: f32, hi: f32, r: &mut impl Rng) -> Vec<f32> {
     (0..n).map(|_| r.random_range(lo..hi)).collect()
@@ -497,16 +497,20 @@ fn sgemm_error(n: usize, a: &[f32], b: &[f32], c: &[f32], r: &mut impl Rng) -> f
     worst
 }
 
-#[test]
-fn the_sgemm_kernels_match_the_host() {
-    let (_g, gpu) = gpu();
+/// An SGEMM launcher: grid, n, a, b, c; the launch waited for.
+type Sgemm<'a> = &'a dyn Fn(
+    Grid,
+    u32,
+    &berth::DeviceBuffer<f32>,
+    &berth::DeviceBuffer<f32>,
+    &mut berth::DeviceBuffer<f32>,
+) -> berth::Result<()>;
+
+/// Each SGEMM (`name`, the tile a block computes, `n`) against the host, on fresh random data
+/// with the output poisoned first.
+fn check_sgemms(gpu: &berth::Gpu, cases: &[(&str, usize, usize, Sgemm<'_>)]) {
     let mut r = rng();
-    for (name, tile, n) in [
-        ("sgemm_tiled", 16, 80),
-        ("sgemm_reg4", 64, 128),
-        ("sgemm_reg8", 128, 256),
-        ("sgemm_reg8_unchecked", 128, 256),
-    ] {
+    for &(name, tile, n, launch) in cases {
         let (a, b) = (
             uniform32(n * n, -1.0, 1.0, &mut r),
             uniform32(n * n, -1.0, 1.0, &mut r),
@@ -515,16 +519,7 @@ fn the_sgemm_kernels_match_the_host() {
         let mut dc = gpu.upload(&vec![f32::NAN; n * n]).unwrap();
         let blocks = (n / tile) as u32;
         let grid = Grid::new((blocks, blocks), (16, 16));
-        let nn = n as u32;
-        match name {
-            "sgemm_tiled" => sgemm_tiled(&gpu, grid, nn, &da, &db, &mut dc),
-            "sgemm_reg4" => sgemm_reg4(&gpu, grid, nn, &da, &db, &mut dc),
-            "sgemm_reg8" => sgemm_reg8(&gpu, grid, nn, &da, &db, &mut dc),
-            _ => sgemm_reg8_unchecked(&gpu, grid, nn, &da, &db, &mut dc),
-        }
-        .unwrap()
-        .wait()
-        .unwrap();
+        launch(grid, n as u32, &da, &db, &mut dc).unwrap();
         let c = dc.to_vec().unwrap();
         assert!(
             c.iter().all(|v| v.is_finite()),
@@ -533,6 +528,146 @@ fn the_sgemm_kernels_match_the_host() {
         let err = sgemm_error(n, &a, &b, &c, &mut r);
         assert!(err < 1e-5, "{name}: relative error {err:e}");
     }
+}
+
+#[test]
+fn the_sgemm_kernels_match_the_host() {
+    let (_g, gpu) = gpu();
+    check_sgemms(
+        &gpu,
+        &[
+            ("sgemm_tiled", 16, 80, &|g, n, a, b, c| {
+                sgemm_tiled(&gpu, g, n, a, b, c)?.wait()
+            }),
+            ("sgemm_reg4", 64, 128, &|g, n, a, b, c| {
+                sgemm_reg4(&gpu, g, n, a, b, c)?.wait()
+            }),
+            ("sgemm_reg8", 128, 256, &|g, n, a, b, c| {
+                sgemm_reg8(&gpu, g, n, a, b, c)?.wait()
+            }),
+            ("sgemm_reg8_unchecked", 128, 256, &|g, n, a, b, c| {
+                sgemm_reg8_unchecked(&gpu, g, n, a, b, c)?.wait()
+            }),
+        ],
+    );
+}
+
+/// The plain ports (`examples/src/plain.rs`) compute what the host does, on fresh random data
+/// with the outputs poisoned first.
+#[test]
+fn the_plain_sgemm_ports_match_the_host() {
+    let (_g, gpu) = gpu();
+    check_sgemms(
+        &gpu,
+        &[
+            ("plain_sgemm_tiled", 16, 80, &|g, n, a, b, c| {
+                plain_sgemm_tiled(&gpu, g, n, a, b, c)?.wait()
+            }),
+            ("plain_sgemm_reg4", 64, 128, &|g, n, a, b, c| {
+                plain_sgemm_reg4(&gpu, g, n, a, b, c)?.wait()
+            }),
+            ("plain_sgemm_reg8", 128, 256, &|g, n, a, b, c| {
+                plain_sgemm_reg8(&gpu, g, n, a, b, c)?.wait()
+            }),
+        ],
+    );
+}
+
+#[test]
+fn the_plain_nbody_stencil_and_transpose_ports_match_the_host() {
+    let (_g, gpu) = gpu();
+    let mut r = rng();
+    let n = 2 * NBODY_BLOCK;
+    let bodies: Vec<Body> = (0..n)
+        .map(|_| Body {
+            x: r.random_range(-1.0..1.0),
+            y: r.random_range(-1.0..1.0),
+            z: r.random_range(-1.0..1.0),
+            m: r.random_range(0.1..1.1),
+        })
+        .collect();
+    let db = gpu.upload(&bodies).unwrap();
+    let poison = Body {
+        x: f32::NAN,
+        y: f32::NAN,
+        z: f32::NAN,
+        m: f32::NAN,
+    };
+    let mut da = gpu.upload(&vec![poison; n]).unwrap();
+    let grid = Grid::new((n / NBODY_BLOCK) as u32, NBODY_BLOCK as u32);
+    plain_nbody(&gpu, grid, &db, &mut da)
+        .unwrap()
+        .wait()
+        .unwrap();
+    for (i, a) in da.to_vec().unwrap().iter().enumerate() {
+        let (w, scale) = berth_tests::nbody_host(&bodies, i);
+        for (k, got) in [a.x, a.y, a.z].into_iter().enumerate() {
+            let err = (f64::from(got) - w[k]).abs() / scale;
+            assert!(err < 1e-4, "plain_nbody: body {i}: error {err:e}");
+        }
+    }
+
+    // A grid that is not square, so that a swapped width and height shows.
+    let (w, h) = (96, 40);
+    let input = uniform32(w * h, -1.0, 1.0, &mut r);
+    let din = gpu.upload(&input).unwrap();
+    let mut dout = gpu.upload(&vec![f32::NAN; w * h]).unwrap();
+    let grid = Grid::new(((w / 32) as u32, (h / 8) as u32), (32, 8));
+    plain_stencil5(&gpu, grid, w as u32, h as u32, &din, &mut dout)
+        .unwrap()
+        .wait()
+        .unwrap();
+    for (i, &got) in dout.to_vec().unwrap().iter().enumerate() {
+        let want = berth_tests::stencil5_host(&input, w, h, i);
+        assert!(
+            (f64::from(got) - want).abs() < 1e-6,
+            "plain_stencil5: point {i}: {got} against {want}"
+        );
+    }
+
+    let (rows, cols) = (64, 96);
+    let m = uniform32(rows * cols, -1.0, 1.0, &mut r);
+    let dm = gpu.upload(&m).unwrap();
+    let mut dt = gpu.upload(&vec![f32::NAN; rows * cols]).unwrap();
+    let grid = Grid::new(((cols / 32) as u32, (rows / 32) as u32), (32, 8));
+    plain_transpose(&gpu, grid, rows as u32, cols as u32, &dm, &mut dt)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let t = dt.to_vec().unwrap();
+    for i in 0..rows {
+        for j in 0..cols {
+            assert_eq!(
+                t[j * rows + i],
+                m[i * cols + j],
+                "plain_transpose: ({i}, {j})"
+            );
+        }
+    }
+}
+
+/// A plain port launched on a block shape its tiles do not assume stops with its message
+/// (its `SAFETY` comments rest on that check), rather than racing.
+#[test]
+fn a_plain_port_refuses_another_block_shape() {
+    let (_g, gpu) = gpu();
+    // The simulator only: on a GPU the stop is a trap, which ends the process's CUDA state.
+    if cfg!(feature = "gpu") {
+        return;
+    }
+    let n = 64;
+    let a = gpu.upload(&vec![1.0f32; n * n]).unwrap();
+    let mut c = gpu.upload(&vec![f32::NAN; n * n]).unwrap();
+    let grid = Grid::new((2, 2), (32, 32));
+    let err = plain_sgemm_tiled(&gpu, grid, n as u32, &a, &a, &mut c)
+        .unwrap()
+        .wait()
+        .expect_err("a 32 × 32 block was accepted");
+    assert!(
+        err.to_string()
+            .contains("launch with blocks of 16 × 16 threads"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -711,7 +846,7 @@ fn shared_arrays_of_one_name_are_separate_arrays() {
         rng().random_range(1..1000u32),
     );
     let mut out = gpu.upload(&[u32::MAX; 3]).unwrap();
-    berth_examples::language::same_name_arrays(&gpu, Grid::new(3, 64), a, b, &mut out)
+    berth_fixtures::language::same_name_arrays(&gpu, Grid::new(3, 64), a, b, &mut out)
         .unwrap()
         .wait()
         .unwrap();

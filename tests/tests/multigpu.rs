@@ -646,7 +646,7 @@ fn a_pipelined_launch_spreads_over_every_device() {
 #[cfg(not(feature = "gpu"))]
 #[test]
 fn a_failed_chunk_names_the_device_and_the_chunk() {
-    use berth_examples::scale_finite_pipelined;
+    use berth_fixtures::faults::scale_finite_pipelined;
     let Some((_g, set)) = set(true) else { return };
     let chunk = 8192;
     let n = chunk * 40;
@@ -679,10 +679,13 @@ fn a_failed_chunk_names_the_device_and_the_chunk() {
     else {
         panic!("expected a failed chunk, got {source}")
     };
+    // The fault stops every stream of the device, so a chunk before the failing one may not
+    // have run either: the report names the first chunk that did not complete.
     let local = (bad - start1) / chunk;
-    assert_eq!(*c, local, "{err}");
+    assert!(*c <= local, "{err}");
+    assert_eq!(elements.len(), chunk, "{err}");
     assert!(
-        elements.contains(&bad),
+        elements.start <= bad && elements.start >= start1,
         "{elements:?} in the whole dataset: {err}"
     );
     assert!(err.to_string().contains("device 1 of the set"), "{err}");

@@ -5,7 +5,7 @@
 //! invariants that keep them sound (only held buffers in a graph, no `&` and `&mut` of one
 //! buffer in one launch) are typed errors when broken.
 //!
-//! One test body, two backends, as in `gpu.rs`: the simulator by default, the GPU with
+//! One test body, two backends, as in `gpu/`: the simulator by default, the GPU with
 //! `--features gpu`. The fault test runs in a child process on the GPU (a trap poisons the
 //! process's CUDA state on this driver).
 
@@ -14,7 +14,7 @@ use berth_examples::chain::{
     chain_host, gated_jacobi, jacobi, jacobi_host, relax_weighted, relax_weighted_host,
     relax_weighted_or_fail,
 };
-use berth_examples::gated::gated_fill_pinned;
+use berth_fixtures::gated::{gated_fill_pinned, gated_fill_within};
 use berth_tests::gpu;
 use berth_tests::{in_child, random_f32, run_isolated};
 use std::time::Duration;
@@ -23,6 +23,10 @@ use std::time::Duration;
 const N: usize = if cfg!(feature = "gpu") { 1 << 16 } else { 1000 };
 /// Launches of the long chain.
 const STEPS: usize = 1000;
+/// How long the gated launches of the tests that must never wait on the host wait for their
+/// gate before they fail: the closure opens it right after queueing, so a host wait on the way
+/// fails the test within this bound instead of hanging it.
+const PATIENCE_NS: u64 = 2_000_000_000;
 
 /// Two buffers holding `x`: the chain's ping and pong.
 fn pair(gpu: &Gpu, x: &[f32]) -> (DeviceBuffer<f32>, DeviceBuffer<f32>) {
@@ -206,6 +210,52 @@ fn host_reads_inside_a_scope_wait_for_a_launch_still_running() {
 }
 
 #[test]
+fn a_detached_copy_to_pinned_memory_in_a_scope_stays_queued_without_waiting() {
+    let (_g, gpu) = gpu();
+    let n = 1 << 12;
+    let gate = gpu.signals(1).unwrap();
+    let mut dev = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let mut host = gpu.pinned_zeroed::<u32>(n).unwrap();
+    // The copy queues behind the gated fill of `dev`, which cannot finish before the gate
+    // opens after the copy's guard is detached: a host wait in the detach would stall until the
+    // fill gives up, and the scope would report its failure.
+    gpu.scope(|s| {
+        gated_fill_within(s, Grid::cover(n), PATIENCE_NS, 5, &gate, &mut dev)?.detach();
+        dev.copy_to_pinned(s, &mut host)?.detach();
+        gate.store(0, 1);
+        // The detached copy's use of `host` is noted: this read waits for it.
+        assert!(host.iter().all(|&v| v == 5), "read before the copy ended");
+        Ok(())
+    })
+    .unwrap();
+    assert!(host.iter().all(|&v| v == 5), "host after the scope");
+}
+
+#[test]
+fn a_detached_copy_from_pinned_memory_in_a_scope_stays_queued_without_waiting() {
+    let (_g, gpu) = gpu();
+    let n = 1 << 12;
+    let gate = gpu.signals(1).unwrap();
+    let src = gpu.pinned_from(&vec![9u32; n]).unwrap();
+    let mut dev = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let mut back = gpu.pinned_zeroed::<u32>(n).unwrap();
+    // The copy into `dev` queues behind a gated fill of another buffer; so does a copy back,
+    // whose guard is dropped instead of detached. Neither may wait on the host.
+    gpu.scope(|s| {
+        gated_fill_within(s, Grid::cover(n), PATIENCE_NS, 1, &gate, &mut blocker)?.detach();
+        dev.copy_from_pinned(s, &src)?.detach();
+        let _ = dev.copy_to_pinned(s, &mut back)?;
+        gate.store(0, 1);
+        Ok(())
+    })
+    .unwrap();
+    assert!(back.iter().all(|&v| v == 9), "copied back");
+    assert!(dev.to_vec().unwrap().iter().all(|&v| v == 9), "dev");
+    assert!(blocker.to_vec().unwrap().iter().all(|&v| v == 1), "blocker");
+}
+
+#[test]
 fn pinned_launches_in_a_scope_reuse_their_staging() {
     let (_g, gpu) = gpu();
     let n = 3000;
@@ -288,11 +338,7 @@ fn a_short_input_stops_jacobi_at_its_one_check() {
         assert!(ok, "child failed:\n{out}");
         return;
     }
-    let line = include_str!("../../examples/src/chain.rs")
-        .lines()
-        .position(|l| l.contains("let a = a.prefix(n);"))
-        .expect("jacobi's prefix line")
-        + 1;
+    let line = berth_tests::CHAIN.line("let a = a.prefix(n);");
     // A GPU context is lost with the first panic: one grid per process there.
     let grids = if cfg!(feature = "gpu") {
         vec![Grid::cover(N)]
@@ -311,7 +357,7 @@ fn a_short_input_stops_jacobi_at_its_one_check() {
         };
         assert_eq!(kernel, "jacobi");
         assert!(report.file.ends_with("chain.rs"), "{g:?}: {report}");
-        assert_eq!(report.line as usize, line, "{g:?}: {report}");
+        assert_eq!(report.line, line, "{g:?}: {report}");
         let want = format!("the len is {} but the index is {}", N - 1, N - 1);
         assert!(report.message.contains(&want), "{g:?}: {report}");
     }
@@ -342,19 +388,13 @@ fn a_fault_in_the_middle_of_a_queue_is_reported_once() {
         "expected the kernel's failure, got {err}"
     );
     assert!(err.to_string().contains("relax_weighted"), "{err}");
-    // Reported once: the simulator goes on; a GPU context is lost and says so.
+    // Reported once as the kernel's failure; after it the context is lost and says so, on
+    // the simulator as on a GPU.
     let again = gpu.synchronize();
-    if cfg!(feature = "gpu") {
-        assert!(matches!(again, Err(Error::ContextLost(_))), "{again:?}");
-        assert!(a.to_vec().is_err());
-    } else {
-        again.unwrap();
-        // The stream skipped the work queued after the fault, as a GPU stops.
-        let now = a.to_vec().unwrap();
-        assert_eq!(now.len(), N);
-        let after = relax_weighted(&gpu, g, 0.5, &a, &mut b).unwrap().wait();
-        after.unwrap();
-    }
+    assert!(matches!(again, Err(Error::ContextLost(_))), "{again:?}");
+    assert!(a.to_vec().unwrap_err().is_context_lost());
+    let after = relax_weighted(&gpu, g, 0.5, &a, &mut b).and_then(|p| p.wait());
+    assert!(after.unwrap_err().is_context_lost());
     drop((a, b));
 }
 
@@ -425,12 +465,20 @@ fn waiting_for_one_launch_in_a_scope_takes_its_failure() {
     let g = Grid::cover(N);
     let r = gpu.scope(|s| {
         let failed = relax_weighted_or_fail(s, g, -1.0, &a, &mut b)?.wait();
-        assert!(failed.is_err(), "the guard's wait reports the failure");
+        assert!(
+            matches!(failed, Err(Error::KernelPanic { .. })),
+            "the guard's wait reports the failure: {failed:?}"
+        );
+        // The context is lost to it: the next launch is refused, and the scope reports
+        // that (not the failure again, which the wait took).
         jacobi(s, g, &a, &mut b)?.detach();
         Ok(())
     });
-    r.unwrap();
-    assert_bits(&b.to_vec().unwrap(), &jacobi_steps(&x, 1), "b");
+    let err = r.expect_err("a launch after the fault is refused");
+    assert!(
+        matches!(&err, Error::ContextLost(why) if why.contains("relax_weighted_or_fail")),
+        "{err}"
+    );
 }
 
 // ---- graphs ---------------------------------------------------------------------------------
@@ -708,10 +756,20 @@ fn a_dropped_guards_failure_is_reported_by_the_next_wait_on_its_stream() {
     let x = random_f32(N);
     let (a, mut b) = pair(&gpu, &x);
     drop(relax_weighted_or_fail(&gpu, Grid::cover(N), -1.0, &a, &mut b).unwrap());
-    // The next wait on the stream reports it, once.
-    let r = jacobi(&gpu, Grid::cover(N), &a, &mut b).unwrap().wait();
+    // Nobody took the failure: the next synchronise that covers it reports it, as the
+    // kernel's own.
+    let r = gpu.synchronize();
     assert!(matches!(r, Err(Error::KernelPanic { .. })), "{r:?}");
-    jacobi(&gpu, Grid::cover(N), &a, &mut b)
+    // The context is lost to it: later work is refused, naming the fault.
+    let again = jacobi(&gpu, Grid::cover(N), &a, &mut b).and_then(|p| p.wait());
+    let err = again.expect_err("work after a fault is refused");
+    assert!(
+        matches!(&err, Error::ContextLost(why) if why.contains("relax_weighted_or_fail")),
+        "{err}"
+    );
+    let fresh = gpu.recover().unwrap();
+    let (a, mut b) = pair(&fresh, &x);
+    jacobi(&fresh, Grid::cover(N), &a, &mut b)
         .unwrap()
         .wait()
         .unwrap();

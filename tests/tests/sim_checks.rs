@@ -9,16 +9,12 @@
 //! version must pass.
 
 use berth::{DeviceLimits, Error, Gpu, Grid};
-use berth_examples::sim_checks::*;
+use berth_fixtures::sim_checks::*;
 
-/// `examples/src/sim_checks.rs:LINE:` of the line containing `needle`.
+/// `fixtures/src/sim_checks.rs:LINE:` of the line containing `needle`.
 fn at(needle: &str) -> String {
-    let src = include_str!("../../examples/src/sim_checks.rs");
-    let line = src
-        .lines()
-        .position(|l| l.contains(needle))
-        .unwrap_or_else(|| panic!("`{needle}` not in examples/src/sim_checks.rs"));
-    format!("examples/src/sim_checks.rs:{}:", line + 1)
+    let src = berth_tests::SIM_CHECKS;
+    format!("{}:{}:", src.path, src.line(needle))
 }
 
 /// The simulator's report of a failed launch: (kernel, block, thread, problem).
@@ -62,6 +58,10 @@ fn threads_of_a_block_writing_one_element_are_a_located_race() {
             &line,
         ],
     );
+    // The report stopped the simulated context, as a fault stops a GPU's: the correct version
+    // runs on a fresh one.
+    let gpu = gpu.recover().unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(8).unwrap();
     // The correct version passes, on one block and on many.
     for grid in [Grid::new(1, 32), Grid::cover(8)] {
         each_writes_own(&gpu, grid, &mut out)
@@ -104,7 +104,7 @@ fn blocks_sharing_an_element_through_block_scoped_atomics_race_naming_both_block
         .wait();
     let (kernel, _, _, problem) = report(r);
     assert_eq!(kernel, "block_scoped_shared_counter");
-    let line = at("count.atomic_add_scoped(0, 1, Scope::Block);");
+    let line = at("unsafe { count.atomic_add_scoped_unchecked(0, 1, Scope::Block) };");
     has(
         &problem,
         &[
@@ -114,6 +114,9 @@ fn blocks_sharing_an_element_through_block_scoped_atomics_race_naming_both_block
             "use Scope::Device for an element that blocks share",
         ],
     );
+    // The report stopped the simulated context, as a fault stops a GPU's: the correct version
+    // runs on a fresh one.
+    let gpu = gpu.recover().unwrap();
     assert_eq!(problem.matches("of block (").count(), 2, "{problem}");
     assert_eq!(problem.matches(&line).count(), 2, "{problem}");
     // Within one block, block scope is enough.
@@ -160,6 +163,10 @@ fn overlapping_matrix_tiles_are_a_located_race() {
             &at("unsafe { patch.write(r, c, x as u32) };"),
         ],
     );
+    // The report stopped the simulated context, as a fault stops a GPU's: the correct version
+    // runs on a fresh one.
+    let gpu = gpu.recover().unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(2 * 16).unwrap();
     // Disjoint patches pass, and land where they are meant to.
     matrix_patches(&gpu, Grid::new(1, 8), 2, &mut out)
         .unwrap()
@@ -190,6 +197,11 @@ fn a_write_and_another_threads_read_of_it_race_unless_a_barrier_separates_them()
             &at("seen[o] = unsafe { *out.get_unchecked(i ^ 1) };"),
         ],
     );
+    // The report stopped the simulated context, as a fault stops a GPU's: the correct version
+    // runs on a fresh one.
+    let gpu = gpu.recover().unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let mut seen = gpu.alloc_zeroed::<u32>(n).unwrap();
     read_neighbour_synced(&gpu, Grid::new(2, 32), &mut out, &mut seen)
         .unwrap()
         .wait()
@@ -219,7 +231,7 @@ fn a_race_in_mapped_memory_is_reported_as_one() {
 
 #[test]
 fn a_shared_race_names_the_array_the_element_and_both_lines() {
-    use berth_examples::broken::shared_race;
+    use berth_fixtures::broken::shared_race;
     let gpu = Gpu::simulator();
     let mut out = gpu.alloc_zeroed::<u32>(4).unwrap();
     let r = shared_race(&gpu, Grid::new(4, 32), &mut out)
@@ -227,15 +239,19 @@ fn a_shared_race_names_the_array_the_element_and_both_lines() {
         .wait();
     let (kernel, _, _, problem) = report(r);
     assert_eq!(kernel, "shared_race");
-    let decl = berth_tests::example_line("shared_array!(RACE_TILE: [u32; 32])");
-    let store = berth_tests::example_line("unsafe { tile.write(0, thread::idx_x() as u32) };");
+    let broken = berth_tests::BROKEN;
+    let decl = broken.line("shared_array!(RACE_TILE: [u32; 32])");
+    let store = broken.line("unsafe { tile.write(0, thread::idx_x() as u32) };");
     has(
         &problem,
         &[
             "data race on shared memory between two barriers",
-            &format!("`RACE_TILE[0]` (the shared_array! at examples/src/lib.rs:{decl}:"),
+            &format!(
+                "`RACE_TILE[0]` (the shared_array! at {}:{decl}:",
+                broken.path
+            ),
             "both wrote it",
-            &format!("at examples/src/lib.rs:{store}:"),
+            &format!("at {}:{store}:", broken.path),
         ],
     );
 }
@@ -300,6 +316,10 @@ fn shared_bins_nobody_cleared_are_reported_and_cleared_ones_pass() {
             "0xff",
         ],
     );
+    // The report stopped the simulated context, as a fault stops a GPU's: the correct version
+    // runs on a fresh one.
+    let gpu = gpu.recover().unwrap();
+    let x = gpu.upload(&xs).unwrap();
     let mut hist = gpu.alloc_zeroed::<u32>(16).unwrap();
     histogram_cleared(&gpu, Grid::cover(n as usize), &x, &mut hist)
         .unwrap()
@@ -326,6 +346,10 @@ fn an_unwritten_element_of_dynamic_shared_memory_is_reported() {
             &at("*slot = unsafe { tile.read(k) };"),
         ],
     );
+    // The report stopped the simulated context, as a fault stops a GPU's: the correct version
+    // runs on a fresh one.
+    let gpu = gpu.recover().unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(2).unwrap();
     dynamic_read_back(&gpu, grid, 0, &mut out)
         .unwrap()
         .wait()
@@ -406,4 +430,97 @@ fn two_shared_arrays_of_one_name_in_one_scope_are_two_arrays() {
         .wait()
         .unwrap();
     assert!(out.to_vec().unwrap().iter().all(|&v| v == 3));
+}
+
+/// Two threads of one launch taking the kernel's side of a mailbox (a worker picked by
+/// `global_x() == 0` on a grid of two rows) are a report naming both threads, the mailbox and
+/// the line; the host's messages are still all answered (by the first thread).
+#[test]
+fn two_threads_on_one_side_of_a_mailbox_are_a_report_naming_both() {
+    use std::time::Duration;
+    let gpu = Gpu::simulator();
+    let t = Duration::from_secs(20);
+    let inbox = gpu.inbox::<u32>(4).unwrap();
+    let outbox = gpu.outbox::<u32>(4).unwrap();
+    let stream = gpu.stream().unwrap();
+    let run = relay_per_row(&stream, Grid::new((1, 2), 1), 3, 20_000, &inbox, &outbox).unwrap();
+    for n in 0..3u32 {
+        inbox.send(10 * n, t).unwrap();
+        assert_eq!(outbox.recv(t).unwrap(), 10 * n + 1, "message {n}");
+    }
+    let (kernel, block, thread, problem) = report(run.wait());
+    let line = at("let Some(v) = (unsafe { inbox.recv(n, patience) })");
+    assert_eq!(kernel, "relay_per_row");
+    assert!(block == [0, 0, 0] || block == [0, 1, 0], "{block:?}");
+    assert_eq!(thread, [0, 0, 0]);
+    has(
+        &problem,
+        &[
+            "two threads of the launch take one side of a mailbox",
+            "thread (0, 0, 0) of block (0, 0, 0)",
+            "thread (0, 0, 0) of block (0, 1, 0)",
+            "received from `inbox` (mapped host memory) at ",
+            &line,
+            "thread::index() != 0",
+        ],
+    );
+}
+
+/// The correct worker, `relay` (picked by `thread::index() == 0`), serves a mailbox alone on
+/// a grid of two rows and two layers of 2×2 blocks: one thread of the whole launch.
+#[test]
+fn a_worker_picked_by_its_own_index_is_one_thread_of_any_grid() {
+    use berth_fixtures::signals::relay;
+    use std::time::Duration;
+    let gpu = Gpu::simulator();
+    let t = Duration::from_secs(20);
+    let inbox = gpu.inbox::<u32>(4).unwrap();
+    let outbox = gpu.outbox::<u32>(4).unwrap();
+    let ctl = gpu.signals(1).unwrap();
+    let stream = gpu.stream().unwrap();
+    let grid = Grid::new((1, 2, 2), (2, 2));
+    let run = relay(&stream, grid, 0, 5, 20_000, &inbox, &outbox, &ctl).unwrap();
+    for n in 0..5u32 {
+        inbox.send(n, t).unwrap();
+        assert_eq!(outbox.recv(t).unwrap(), n + 1, "message {n}");
+    }
+    run.wait().unwrap();
+    assert_eq!(ctl.load(0), 2);
+}
+
+/// `atomics_scoped` numbers its blocks over the whole grid before updating a block's own
+/// slots at block scope: on a 2D grid (where `block::idx_x()` is shared by a column of
+/// blocks) each block still has its own slot, and the launch is race-free.
+#[test]
+fn block_scoped_slots_are_per_block_on_a_2d_grid() {
+    use berth_fixtures::atomics::atomics_scoped;
+    let gpu = Gpu::simulator();
+    let x: Vec<u32> = (0..4 * 32).collect();
+    let dx = gpu.upload(&x).unwrap();
+    let mut per_block = gpu.alloc_zeroed::<u32>(4).unwrap();
+    let mut last = gpu.upload(&[-1i32; 4]).unwrap();
+    let mut total = gpu.upload(&[0, 0, u64::MAX]).unwrap();
+    let mut owner = gpu.alloc_zeroed::<i64>(7).unwrap();
+    let mut fsum = gpu.alloc_zeroed::<f32>(1).unwrap();
+    let mut dsum = gpu.alloc_zeroed::<f64>(5).unwrap();
+    atomics_scoped(
+        &gpu,
+        Grid::new((2, 2), 32),
+        &dx,
+        &mut per_block,
+        &mut last,
+        &mut total,
+        &mut owner,
+        &mut fsum,
+        &mut dsum,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    assert_eq!(per_block.to_vec().unwrap(), [32; 4]);
+    let dsum = dsum.to_vec().unwrap();
+    let per: Vec<f64> = (0..4)
+        .map(|b| (32 * b..32 * b + 32).map(|v| f64::from(v % 8)).sum())
+        .collect();
+    assert_eq!(dsum[1..], per[..]);
 }

@@ -2,7 +2,7 @@
 //! with the device's free memory and the process's resident memory measured before and after.
 //! Nothing may leak: both must end flat, within a small tolerance.
 //!
-//! One test body, two backends, as in `gpu.rs`. On the GPU (`--features gpu`) the counts are
+//! One test body, two backends, as in `gpu/`. On the GPU (`--features gpu`) the counts are
 //! the full soak's (100,000 launches, 10,000 cycles per memory kind); on the simulator (CI)
 //! they are small so the code is exercised on every test run. `BERTH_SOAK_LAUNCHES` and
 //! `BERTH_SOAK_CYCLES` set them either way (`.gpu/run.sh soak` runs the full counts, the
@@ -13,7 +13,8 @@
 
 use berth::{DeviceBuffer, Gpu, Grid, PipelineOptions};
 use berth_examples::chain::{chain_host, jacobi, jacobi_host};
-use berth_examples::{affine_one_pipelined, mapped_iota, saxpy, saxpy_pinned};
+use berth_examples::{affine_one_pipelined, saxpy, saxpy_pinned};
+use berth_fixtures::args::mapped_iota;
 use berth_tests::gpu;
 use berth_tests::{affine_on, random_f32, saxpy_on};
 use std::time::Instant;
@@ -365,20 +366,24 @@ fn pipelined_runs_reuse_their_streams() {
 #[cfg(not(feature = "gpu"))]
 #[test]
 fn blocks_stopped_early_leak_nothing() {
-    use berth_examples::broken::half_barrier;
     use berth_examples::compute::sgemm_reg8_unchecked;
-    let (_g, gpu) = gpu();
+    use berth_fixtures::broken::half_barrier;
+    let (_g, _) = gpu();
     let shared = 48 << 10;
-    let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
     let n = 128;
-    let a = gpu.upload(&vec![1.0f32; n * n - 1]).unwrap();
-    let b = gpu.upload(&vec![1.0f32; n * n]).unwrap();
-    let mut c = gpu.alloc_zeroed::<f32>(n * n).unwrap();
-    let mut launch = || {
+    // A stopped kernel stops its simulated context, as a fault a GPU's: each launch gets a
+    // fresh one, and what a lost context holds is freed with it too.
+    let launch = || {
+        let gpu = Gpu::simulator();
+        let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
         let e = half_barrier(&gpu, Grid::new(1, 32).shared_bytes(shared), &mut out)
             .unwrap()
             .wait();
         assert!(e.is_err(), "half a block at a barrier must be reported");
+        let gpu = gpu.recover().unwrap();
+        let a = gpu.upload(&vec![1.0f32; n * n - 1]).unwrap();
+        let b = gpu.upload(&vec![1.0f32; n * n]).unwrap();
+        let mut c = gpu.alloc_zeroed::<f32>(n * n).unwrap();
         let grid = Grid::new((1, 1), (16, 16)).shared_bytes(shared);
         let e = sgemm_reg8_unchecked(&gpu, grid, n as u32, &a, &b, &mut c)
             .unwrap()

@@ -1,18 +1,21 @@
 //! What safe code cannot do to memory the GPU uses, on both backends: leaked guards
 //! (`mem::forget`) followed by a read, write, free or reuse of every memory kind; host threads
-//! sharing one mailbox or one context; output staging that a kernel does not write.
+//! sharing one mailbox or one context; output staging that a kernel does not write; launches
+//! refused by a check, which leave their outputs as they were and never wait.
 //!
-//! One test body, two backends, as in `gpu.rs`: the simulator by default, the GPU with
+//! One test body, two backends, as in `gpu/`: the simulator by default, the GPU with
 //! `--features gpu`. The leak tests launch kernels that wait for a gate (a signal cell) that
 //! another thread opens after [`OPEN_AFTER`]: until then the leaked launch is certainly in
 //! flight, so a host access that does not wait for it sees the memory change under it.
 
+use berth::placement::DeviceProfile;
 use berth::{Gpu, Grid, PipelineOptions, SignalBuffer};
-use berth_examples::gated::{
+use berth_fixtures::gated::{
     fill_bytes, gated_add, gated_add_pipelined, gated_copy_mapped, gated_fill, gated_fill_mapped,
-    gated_fill_pinned, set_some,
+    gated_fill_pinned, gated_fill_within, set_some,
 };
-use berth_tests::gpu;
+use berth_fixtures::language::scale_pinned;
+use berth_tests::{gpu, random_f32, random_u32};
 use std::time::Duration;
 
 /// Elements of the leak tests' buffers: 256 KiB of `u32`, above glibc's mmap threshold, so on
@@ -365,7 +368,7 @@ fn a_mailbox_shared_by_two_senders_and_two_receivers_loses_nothing() {
 
 #[test]
 fn a_launch_after_a_queued_write_of_host_memory_is_ordered_on_the_gpu_not_by_the_host() {
-    use berth_examples::gated::{gated_copy_mapped, gated_fill_mapped};
+    use berth_fixtures::gated::{gated_copy_mapped, gated_fill_mapped};
     const N: usize = 4096;
     let (_g, gpu) = gpu();
     let gate = gpu.signals(1).unwrap();
@@ -392,7 +395,7 @@ fn a_launch_after_a_queued_write_of_host_memory_is_ordered_on_the_gpu_not_by_the
 
 #[test]
 fn a_second_launch_on_a_mailbox_runs_after_the_first_not_beside_it() {
-    use berth_examples::relay;
+    use berth_fixtures::signals::relay;
     let (_g, gpu) = gpu();
     let t = Duration::from_secs(10);
     let inbox = gpu.inbox::<u32>(4).unwrap();
@@ -414,7 +417,7 @@ fn a_second_launch_on_a_mailbox_runs_after_the_first_not_beside_it() {
     .unwrap();
     ctl_a.wait(0, |v| v == 1, t).unwrap();
     use rand::Rng as _;
-    let mut rng = rand::rng();
+    let mut rng = berth_tests::rng();
     for n in 0..24u32 {
         if n < 12 {
             // Beside `a`, `b` would be running now, waiting for its first message.
@@ -435,7 +438,7 @@ fn a_second_launch_on_a_mailbox_runs_after_the_first_not_beside_it() {
 
 #[test]
 fn consecutive_launches_on_one_stream_take_consecutive_messages_of_a_mailbox() {
-    use berth_examples::relay;
+    use berth_fixtures::signals::relay;
     let (_g, gpu) = gpu();
     let t = Duration::from_secs(10);
     let inbox = gpu.inbox::<u32>(2).unwrap();
@@ -542,7 +545,7 @@ fn bytemuck_bools(v: &[bool]) -> &[u8] {
 
 #[test]
 fn pipelined_outputs_the_kernel_does_not_write_come_back_zeroed() {
-    use berth_examples::gated::mark_pipelined;
+    use berth_fixtures::gated::mark_pipelined;
     let (_g, gpu) = gpu();
     let n = 1 << 16;
     let opts = PipelineOptions {
@@ -573,6 +576,208 @@ fn pipelined_outputs_the_kernel_does_not_write_come_back_zeroed() {
             .all(|(i, &b)| b == u8::from(i % 7 == 0)),
         "unwritten elements kept stale staging bytes"
     );
+}
+
+// ---- refused launches -----------------------------------------------------------------------
+
+/// How long the gated launch of a refused-launch test waits for its gate before it fails: the
+/// closure opens it right after the refusal, so a host wait in the refusal fails the test
+/// within this bound.
+const PATIENCE_NS: u64 = 2_000_000_000;
+
+/// The backend under test, on the default profile or a coherent one (host memory passed to
+/// kernels in place, as on Grace Hopper).
+fn on_profile(coherent: bool) -> (std::sync::MutexGuard<'static, ()>, Gpu) {
+    let (g, gpu) = gpu();
+    if coherent {
+        assert!(gpu.set_device_profile(DeviceProfile {
+            pageable_memory_access: true,
+            uses_host_page_tables: true,
+        }));
+    }
+    (g, gpu)
+}
+
+// Each refusal is tried on its own, then in a scope behind a gated launch whose gate opens only
+// after the refusal: a refusal that waits for the stream fails the scope.
+
+#[test]
+fn a_launch_refused_for_its_lengths_leaves_its_output_unchanged_and_does_not_wait() {
+    for coherent in [false, true] {
+        let (_g, gpu) = on_profile(coherent);
+        let x = gpu.pinned_from(&random_f32(100)).unwrap();
+        let poison = random_f32(50);
+        let mut y = gpu.pinned_from(&poison).unwrap();
+        let refused = |e: berth::Error| {
+            assert!(
+                matches!(e, berth::Error::LengthMismatch { .. }),
+                "coherent {coherent}: {e}"
+            );
+        };
+        refused(
+            scale_pinned::<f32>(&gpu, Grid::cover(100), 2.0, &x, &mut y)
+                .map(|_| ())
+                .unwrap_err(),
+        );
+        assert_same_bits(&y, &poison, coherent, "after a plain launch");
+        let gate = gpu.signals(1).unwrap();
+        let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+        gpu.scope(|s| {
+            gated_fill_within(s, Grid::cover(N), PATIENCE_NS, 1, &gate, &mut blocker)?.detach();
+            refused(
+                scale_pinned::<f32>(s, Grid::cover(100), 2.0, &x, &mut y)
+                    .map(|_| ())
+                    .unwrap_err(),
+            );
+            gate.store(0, 1);
+            Ok(())
+        })
+        .unwrap();
+        assert_same_bits(&y, &poison, coherent, "after a launch in a scope");
+    }
+}
+
+#[test]
+fn a_launch_refused_for_the_device_limits_leaves_its_output_unchanged_and_does_not_wait() {
+    for coherent in [false, true] {
+        let (_g, gpu) = on_profile(coherent);
+        let poison = random_bytes(N);
+        let mut out = gpu.pinned_from(&poison).unwrap();
+        // 1 MiB of dynamic shared memory per block: more than any device allows.
+        let over = Grid::cover(N).shared_bytes(1 << 20);
+        let refused = |e: berth::Error| {
+            assert!(
+                matches!(e, berth::Error::InvalidLaunch { .. })
+                    && e.to_string().contains("shared memory"),
+                "coherent {coherent}: {e}"
+            );
+        };
+        refused(fill_bytes(&gpu, over, 7, &mut out).map(|_| ()).unwrap_err());
+        assert_eq!(
+            &out[..],
+            &poison[..],
+            "coherent {coherent}: after a plain launch"
+        );
+        let gate = gpu.signals(1).unwrap();
+        let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+        gpu.scope(|s| {
+            gated_fill_within(s, Grid::cover(N), PATIENCE_NS, 1, &gate, &mut blocker)?.detach();
+            refused(fill_bytes(s, over, 7, &mut out).map(|_| ()).unwrap_err());
+            gate.store(0, 1);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            &out[..],
+            &poison[..],
+            "coherent {coherent}: after a launch in a scope"
+        );
+        // The refusals took nothing from the launches that follow.
+        fill_bytes(&gpu, Grid::cover(N), 7, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert!(
+            out.iter().all(|&b| b == 7),
+            "coherent {coherent}: a launch after"
+        );
+    }
+}
+
+/// A launch in blocks the compiled kernel cannot run is refused with the registers and the
+/// limit before anything of it is queued: `register_heavy` needs more registers per thread
+/// than a block of 512 threads leaves room for (`kernels.rs` checks ptxas's count), and the
+/// GPU alone knows a compiled function's registers. Its output is left as it was on either
+/// profile (on the coherent one a launch that went ahead zeroes it first), plain or pipelined,
+/// the refusal does not wait, and the kernel then runs in blocks of 256 threads.
+#[cfg(feature = "gpu")]
+#[test]
+fn a_launch_refused_for_its_registers_leaves_its_output_unchanged_and_does_not_wait() {
+    use berth_fixtures::registers::{HELD, register_heavy, register_heavy_pipelined};
+    let n = 4096;
+    let xs = random_u32(n);
+    // `register_heavy` on the host: thread `i` folds `HELD` elements from `i % (n - HELD + 1)`.
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            let v = &xs[i % (n - HELD + 1)..][..HELD];
+            let s = v
+                .iter()
+                .fold(0u32, |s, &e| (s ^ e).wrapping_mul(0x9e37_79b9));
+            v.iter()
+                .rev()
+                .fold(s, |s, &e| (s ^ e).wrapping_mul(0x85eb_ca6b))
+        })
+        .collect();
+    for coherent in [false, true] {
+        let (_g, gpu) = on_profile(coherent);
+        let x = gpu.pinned_from(&xs).unwrap();
+        let poison = random_u32(n);
+        let mut y = gpu.pinned_from(&poison).unwrap();
+        let refused = |e: berth::Error| {
+            assert!(
+                matches!(&e, berth::Error::InvalidLaunch { kernel: "register_heavy", reason }
+                    if reason.contains("512 threads per block (512, 1, 1)")
+                        && reason.contains("registers per thread, the kernel runs at most")),
+                "coherent {coherent}: {e}"
+            );
+        };
+        let unchanged = |y: &[u32], what: &str| {
+            assert!(
+                y == &poison[..],
+                "coherent {coherent}: the output changed {what}"
+            );
+        };
+        let wide = Grid::cover_with_block(n, 512);
+        refused(
+            register_heavy(&gpu, wide, &x, &mut y)
+                .map(|_| ())
+                .unwrap_err(),
+        );
+        unchanged(&y, "after a plain launch");
+        let opts = PipelineOptions {
+            chunk_bytes: Some(1024 * 4),
+            streams: Some(2),
+            threads_per_block: 512,
+            ..Default::default()
+        };
+        refused(
+            register_heavy_pipelined(&gpu, opts, &x, &mut y)
+                .map(|_| ())
+                .unwrap_err(),
+        );
+        unchanged(&y, "after a pipelined launch");
+        let gate = gpu.signals(1).unwrap();
+        let mut blocker = gpu.alloc_zeroed::<u32>(N).unwrap();
+        gpu.scope(|s| {
+            gated_fill_within(s, Grid::cover(N), PATIENCE_NS, 1, &gate, &mut blocker)?.detach();
+            refused(register_heavy(s, wide, &x, &mut y).map(|_| ()).unwrap_err());
+            gate.store(0, 1);
+            Ok(())
+        })
+        .unwrap();
+        unchanged(&y, "after a launch in a scope");
+        // The refusals took nothing from the context: the kernel runs in smaller blocks.
+        register_heavy(&gpu, Grid::cover_with_block(n, 256), &x, &mut y)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert!(y[..] == want[..], "coherent {coherent}: blocks of 256");
+    }
+}
+
+/// `got` holds exactly the bits of `want`.
+fn assert_same_bits(got: &[f32], want: &[f32], coherent: bool, what: &str) {
+    let same = got.len() == want.len()
+        && got
+            .iter()
+            .zip(want)
+            .all(|(g, w)| g.to_bits() == w.to_bits());
+    assert!(same, "coherent {coherent}: the output changed {what}");
+}
+
+/// `n` random bytes, never zero.
+fn random_bytes(n: usize) -> Vec<u8> {
+    random_u32(n).iter().map(|v| (v % 255) as u8 + 1).collect()
 }
 
 // ---- memory lent to cudarc ------------------------------------------------------------------

@@ -1,9 +1,9 @@
 //! `cargo xtask gpu` / `cargo xtask bench`: stage everything the GPU machine runs in `.gpu/`.
 //!
-//! The GPU machine has no Rust toolchain: binaries are built here (profile `gpu`: release,
-//! no debug info, stripped — small enough to travel) and found through cargo's JSON
-//! messages. The CUDA C++ reference is copied as source and compiled there with nvcc, in the
-//! same run as the Rust benchmark.
+//! The GPU machine needs no Rust toolchain: binaries are built here (profile `gpu`: release,
+//! no debug info, stripped — small enough to copy for every run) and found through cargo's
+//! JSON messages. The CUDA C++ reference is copied as source and compiled there with nvcc, in
+//! the same run as the Rust benchmark.
 
 use crate::{Result, workspace_root};
 use std::io::{BufRead, BufReader};
@@ -12,9 +12,30 @@ use std::process::{Command, Stdio};
 
 const RUN_SH: &str = include_str!("run.sh");
 
-/// The most the device tool carries to the GPU machine (the working tree and `.gpu/` together;
-/// the bundle keeps a few MiB of room for the tree).
-const CARRY_LIMIT: u64 = 56 << 20;
+/// The CUDA C++ sources of the benchmarks (under `bench/`, one folder per benchmark) and the
+/// name each has in the bundle, beside `run.sh`, which compiles them there; the shared
+/// headers go beside them too, so their `#include "common.h"` finds them.
+const REFERENCES: &[(&str, &str)] = &[
+    ("kernels/reference.cu", "reference.cu"),
+    ("compute/reference.cu", "compute.cu"),
+    ("placement/reference.cu", "placement.cu"),
+    ("pipeline/reference.cu", "pipeline.cu"),
+    ("signals/reference.cu", "signals.cu"),
+    ("signals/split.cu", "signals_split.cu"),
+    ("signals/echo_variants.cu", "echo_variants.cu"),
+    ("launch/reference.cu", "launch.cu"),
+    ("first_launch/reference.cu", "first_launch.cu"),
+    ("multigpu/reference.cu", "multigpu.cu"),
+    ("include/common.h", "common.h"),
+    ("include/mailbox.h", "mailbox.h"),
+    ("include/stream_input.h", "stream_input.h"),
+    ("tpch/anchor.py", "tpch_anchor.py"),
+];
+
+/// The bundle's size budget. `.gpu/` is copied to the GPU machine for every run, so it stays
+/// small (about 8 MiB): one past this budget holds something staged by mistake (an unstripped
+/// or debug binary, a stray file), which is an error here rather than a slow copy there.
+const SIZE_BUDGET: u64 = 56 << 20;
 
 /// Test binaries that need cargo at run time (trybuild) stay behind.
 const HOST_ONLY_TESTS: &[&str] = &["ui"];
@@ -47,6 +68,8 @@ pub fn run(bench_only: bool) -> Result {
             "berth-tests",
             "-p",
             "berth-examples",
+            "-p",
+            "berth-bench",
         ])
         .args(["--features", "berth-tests/gpu", "--tests", "--bins"])
         .arg("--message-format=json-render-diagnostics")
@@ -88,22 +111,8 @@ pub fn run(bench_only: bool) -> Result {
     if !child.wait()?.success() {
         return Err("building the GPU bundle failed (errors above)".into());
     }
-    for cu in [
-        "reference.cu",
-        "placement.cu",
-        "pipeline.cu",
-        "signals.cu",
-        "signals_split.cu",
-        "echo_variants.cu",
-        "mailbox.h",
-        "compute.cu",
-        "launch.cu",
-        "first_launch.cu",
-        "multigpu.cu",
-        "common.h",
-        "stream_input.h",
-    ] {
-        std::fs::copy(root.join("bench").join(cu), gpu_dir.join(cu))?;
+    for (from, to) in REFERENCES {
+        std::fs::copy(root.join("bench").join(from), gpu_dir.join(to))?;
     }
     stage_nsys_libs(&gpu_dir.join("lib"))?;
     // The example kernels' PTX, for the resource report next to nvcc's (same ptxas there).
@@ -133,10 +142,9 @@ pub fn run(bench_only: bool) -> Result {
         .filter_map(|p| p.metadata().ok())
         .map(|m| m.len())
         .sum();
-    // The device tool carries at most 64 MiB. Every binary embeds the same kernel modules, so
-    // the packed tar is compressed with a dictionary larger than one binary (xz -9: 64 MiB),
-    // which stores that repeated part once; gzip's 32 KiB window cannot see it. run.sh
-    // unpacks it there.
+    // Every binary embeds the same kernel modules, so the packed tar is compressed with a
+    // dictionary larger than one binary (xz -9: 64 MiB), which stores that repeated part once;
+    // gzip's 32 KiB window cannot see it. run.sh unpacks it there.
     let packed = gpu_dir.join("binaries.tar.xz");
     let status = Command::new("tar")
         .current_dir(&gpu_dir)
@@ -159,29 +167,29 @@ pub fn run(bench_only: bool) -> Result {
     for p in &staged {
         eprintln!("  {}", p.strip_prefix(&root).unwrap_or(p).display());
     }
-    // What the device tool would refuse to carry is an error here, not a failed run there.
     let total = dir_bytes(&gpu_dir)?;
-    if total > CARRY_LIMIT {
+    if total > SIZE_BUDGET {
         return Err(format!(
-            "{} holds {:.1} MiB, over the {} MiB the device tool carries: \
+            "{} holds {:.1} MiB, over the bundle's budget of {} MiB: \
              leave something out of the bundle or pack it tighter",
             gpu_dir.display(),
             total as f64 / 1048576.0,
-            CARRY_LIMIT >> 20
+            SIZE_BUDGET >> 20
         )
         .into());
     }
-    let what = if bench_only { " bench" } else { "" };
+    let what = if bench_only { " bench" } else { " [MODE]" };
     eprintln!(
-        "\nrun on the GPU machine: device `run` with carry [\".gpu\"] and command \".gpu/run.sh{what}\"\n\
-         then record the results: cargo xtask record <the folder its $OUT files came back to>"
+        "\nto run it: copy .gpu/ to the GPU machine, run `OUT=<results folder> .gpu/run.sh{what}` \
+         there (DEVELOPMENT.md lists the modes),\n\
+         bring the results folder back and record it: cargo xtask record <results folder>"
     );
     Ok(())
 }
 
-/// Libraries Nsight Systems' importer (`QdstrmImporter`) loads but the GPU machine lacks:
-/// elfutils' `libdw` and what it needs beyond glibc and zlib. Built against glibc 2.34 at
-/// most (Debian 12's), they load on the GPU machine's newer glibc.
+/// Libraries Nsight Systems' importer (`QdstrmImporter`) loads but a machine with only the
+/// CUDA toolkit may lack: elfutils' `libdw` and what it needs beyond glibc and zlib. Built
+/// against glibc 2.34 at most (Debian 12's), they load on a newer glibc.
 const NSYS_LIBS: &[&str] = &["libdw.so.1", "libelf.so.1", "liblzma.so.5", "libbz2.so.1.0"];
 
 /// Copies [`NSYS_LIBS`] from this machine into `lib` for run.sh's `nsys` mode; a missing one
@@ -242,6 +250,31 @@ fn dir_bytes(dir: &Path) -> Result<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every benchmark folder's reference is staged, and nothing staged is missing.
+    #[test]
+    fn every_benchmark_reference_is_staged() {
+        let bench = workspace_root().join("bench");
+        for (from, _) in REFERENCES {
+            assert!(bench.join(from).is_file(), "bench/{from} is missing");
+        }
+        for entry in std::fs::read_dir(&bench).unwrap() {
+            let dir = entry.unwrap().path();
+            let reference = dir.join("reference.cu");
+            if reference.exists() {
+                let rel = reference
+                    .strip_prefix(&bench)
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .to_owned();
+                assert!(
+                    REFERENCES.iter().any(|(from, _)| *from == rel),
+                    "bench/{rel} is not staged in the bundle"
+                );
+            }
+        }
+    }
 
     #[test]
     fn dir_bytes_counts_files_in_subfolders() {

@@ -39,7 +39,7 @@ impl Tool {
 
 /// The packages whose tests run: the runtime (the simulator is in it), the device API, and the
 /// integration tests (simulator backend).
-const PACKAGES: [&str; 3] = ["berth-runtime", "berth-device", "berth-tests"];
+const PACKAGES: [&str; 3] = ["berth-gpu-runtime", "berth-gpu-device", "berth-tests"];
 
 /// Test binaries that cannot run under a checker: `ui` runs cargo and rustc (trybuild).
 const SKIP_BINARIES: [&str; 1] = ["ui"];
@@ -224,9 +224,9 @@ fn build(tool: Tool, root: &Path) -> Result<Vec<Binary>> {
     Ok(out)
 }
 
-/// The package's name in a cargo package id: `path+file:///…/runtime#berth-runtime@0.1.0`,
-/// `path+file:///…/berth-runtime#0.1.0` (the name is the folder's), or the older
-/// `berth-runtime 0.1.0 (path+file:///…)`.
+/// The package's name in a cargo package id: `path+file:///…/runtime#berth-gpu-runtime@0.1.0`,
+/// `path+file:///…/berth-gpu-runtime#0.1.0` (the name is the folder's), or the older
+/// `berth-gpu-runtime 0.1.0 (path+file:///…)`.
 fn package_name(id: &str) -> &str {
     match id.split_once('#') {
         Some((url, tail)) => match tail.split_once('@') {
@@ -375,16 +375,16 @@ mod tests {
     #[test]
     fn package_names_come_from_package_ids() {
         assert_eq!(
-            package_name("path+file:///w/runtime#berth-runtime@0.1.0"),
-            "berth-runtime"
+            package_name("path+file:///w/runtime#berth-gpu-runtime@0.1.0"),
+            "berth-gpu-runtime"
         );
         assert_eq!(
-            package_name("path+file:///w/berth-device#0.1.0"),
-            "berth-device"
+            package_name("path+file:///w/berth-gpu-device#0.1.0"),
+            "berth-gpu-device"
         );
         assert_eq!(
-            package_name("berth-device 0.1.0 (path+file:///w/device)"),
-            "berth-device"
+            package_name("berth-gpu-device 0.1.0 (path+file:///w/device)"),
+            "berth-gpu-device"
         );
     }
 }

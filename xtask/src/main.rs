@@ -5,7 +5,7 @@
 //!   builder as their build scripts, print per-kernel registers/stack/spills/shared memory
 //!   (ptxas), and copy the PTX where asked.
 //! - `gpu`: stage release-built, stripped GPU tests, examples, the benchmark and the CUDA C++
-//!   reference with a run script in `.gpu/`, for the GPU machine (which has no Rust).
+//!   reference with a run script in `.gpu/`, for the GPU machine (which needs no Rust).
 //! - `bench`: the same bundle; prints the command that runs only the benchmarks.
 //! - `calibrate [OUT.json]`: measure this machine's link (copies, mapped sequential and random
 //!   reads) for `#[auto]` placement and cache it (`LinkCosts::cache_path()`); needs a GPU.
@@ -16,21 +16,13 @@
 //! - `asan` / `valgrind [--no-record] [--skip TEST]`: the simulator's tests under
 //!   AddressSanitizer or valgrind; the result goes into `RELIABILITY.md`.
 
+mod benches;
 mod bundle;
 mod host_check;
 mod ptx;
 mod record;
-mod record_auto;
-mod record_compute;
-mod record_first_launch;
-mod record_kernels;
-mod record_launch;
-mod record_multigpu;
-mod record_nvtx;
-mod record_pipeline;
-mod record_placement;
-mod record_signals;
 mod reliability;
+mod stats;
 #[cfg(test)]
 mod tidy;
 
@@ -83,7 +75,7 @@ fn main() -> ExitCode {
     }
 }
 
-/// `cargo run --release -p berth-tests --bin calibrate [OUT.json]`: the calibration binary,
+/// `cargo run --release -p berth-bench --bin calibrate [OUT.json]`: the calibration binary,
 /// built and run here.
 fn calibrate(args: &[String]) -> Result {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -94,7 +86,7 @@ fn calibrate(args: &[String]) -> Result {
             "--release",
             "-q",
             "-p",
-            "berth-tests",
+            "berth-bench",
             "--bin",
             "calibrate",
             "--",

@@ -4,7 +4,7 @@ use crate::{Result, workspace_root};
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Workspace members whose build script depends on `berth-build`: (name, manifest dir).
+/// Workspace members whose build script depends on `berth-gpu-build`: (name, manifest dir).
 pub fn kernel_crates() -> Result<Vec<(String, PathBuf)>> {
     let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
         .args(["metadata", "--format-version", "1", "--no-deps"])
@@ -24,7 +24,7 @@ pub fn kernel_crates() -> Result<Vec<(String, PathBuf)>> {
             .as_array()
             .into_iter()
             .flatten()
-            .any(|d| d["name"] == "berth-build" && d["kind"] == "build");
+            .any(|d| d["name"] == "berth-gpu-build" && d["kind"] == "build");
         if builds_kernels {
             let manifest = PathBuf::from(p["manifest_path"].as_str().unwrap_or_default());
             let dir = manifest.parent().map(PathBuf::from).unwrap_or_default();
@@ -52,7 +52,7 @@ pub fn run(args: &[String]) -> Result {
     if let Some(name) = &only {
         crates.retain(|(n, _)| n == name);
         if crates.is_empty() {
-            return Err(format!("`{name}` is not a kernel crate of this workspace (none of its build-dependencies is berth-build)").into());
+            return Err(format!("`{name}` is not a kernel crate of this workspace (none of its build-dependencies is berth-gpu-build)").into());
         }
     }
     let target_dir = workspace_root().join("target").join("berth-nvptx");
@@ -61,7 +61,6 @@ pub fn run(args: &[String]) -> Result {
         eprintln!("building {name} for nvptx64 ({arch})");
         let built = berth_build::Builder::new(&dir, &target_dir)
             .arch(&arch)
-            .sass(false)
             .build()?;
         let dest = match &out_dir {
             Some(d) => {
@@ -90,6 +89,12 @@ pub fn run(args: &[String]) -> Result {
             None => println!(
                 "  (ptxas not found: `pip install nvidia-cuda-nvcc==13.0.88` or set BERTH_PTXAS for a resource report)"
             ),
+        }
+        if !built.lints.is_empty() {
+            println!("  performance lints:");
+            for lint in &built.lints {
+                println!("  warning: {lint}");
+            }
         }
     }
     Ok(())

@@ -6,7 +6,8 @@
 //!   ratios berth / nvcc (both measured in the same run);
 //! - `bench/results/`: the run's raw lines, one file per benchmark (a targeted run's under
 //!   `bench/results/targeted/`), linked from the summary;
-//! - `GPU-RESULTS.md`: what the GPU tests reported;
+//! - `GPU-RESULTS.md`: the status of the latest GPU test run, its log kept under
+//!   `bench/results/gpu-tests/`;
 //! - `RELIABILITY.md`: `soak.jsonl` and `sanitize.jsonl` (`reliability.rs`).
 //!
 //! `cargo xtask record bench/results` renders `BENCHMARKS.md` again from the recorded raw
@@ -27,37 +28,38 @@ struct Section {
 /// Sections a full and a targeted run render alike.
 const SIGNALS: Section = Section {
     file: "signals.jsonl",
-    render: |md, text, _| crate::record_signals::write(md, text),
+    render: |md, text, _| crate::benches::signals::write(md, text),
 };
 const COMPUTE: Section = Section {
     file: "compute.jsonl",
-    render: |md, text, _| crate::record_compute::write(md, text),
+    render: |md, text, _| crate::benches::compute::write(md, text),
 };
 const LAUNCH: Section = Section {
     file: "launch.jsonl",
-    render: |md, text, _| crate::record_launch::write(md, text),
+    render: |md, text, _| crate::benches::launch::write(md, text),
 };
 const FIRST_LAUNCH: Section = Section {
     file: "firstlaunch.jsonl",
-    render: |md, text, _| crate::record_first_launch::write(md, text),
+    render: |md, text, _| crate::benches::first_launch::write(md, text),
 };
 
 /// The sections of a full run (one with `bench.jsonl`), in their order in `BENCHMARKS.md`. A
-/// new benchmark adds a line here and its renderer in a `record_*.rs` of its own.
+/// new benchmark adds a line here and its renderer beside it, `bench/<name>/record.rs`
+/// (listed in `benches.rs`).
 const FULL: &[Section] = &[
     Section {
         file: "bench.jsonl",
-        render: |md, text, _| crate::record_kernels::write(md, text),
+        render: |md, text, _| crate::benches::kernels::write(md, text),
     },
     COMPUTE,
     Section {
         file: "placement.jsonl",
-        render: crate::record_placement::write,
+        render: crate::benches::placement::write,
     },
     SIGNALS,
     Section {
         file: "pipeline.jsonl",
-        render: crate::record_pipeline::write,
+        render: crate::benches::pipeline::write,
     },
     LAUNCH,
     FIRST_LAUNCH,
@@ -69,28 +71,33 @@ const TARGETED: &[Section] = &[
     SIGNALS,
     Section {
         file: "pipeline.jsonl",
-        render: crate::record_pipeline::write_short,
+        render: crate::benches::pipeline::write_short,
     },
     COMPUTE,
     LAUNCH,
     FIRST_LAUNCH,
     Section {
         file: "nvtx.jsonl",
-        render: |md, text, _| crate::record_nvtx::write(md, text),
+        render: |md, text, _| crate::benches::nvtx::write(md, text),
     },
     Section {
         // The `#[auto]` tables (and a new docs/auto-placement.svg when there is a sweep).
         file: "placement.jsonl",
-        render: crate::record_auto::write,
+        render: crate::benches::placement_auto::write,
     },
     Section {
         // The 2-GPU machine's run (`.gpu/run.sh multigpu`).
         file: "multigpu.jsonl",
-        render: |md, text, _| crate::record_multigpu::write(md, text),
+        render: |md, text, _| crate::benches::multigpu::write(md, text),
     },
     Section {
         file: "multigpu.log",
-        render: |md, text, _| crate::record_multigpu::write_tests(md, text),
+        render: |md, text, _| crate::benches::multigpu::write_tests(md, text),
+    },
+    Section {
+        // TPC-H against DuckDB and PyTorch (`.gpu/run.sh tpch`).
+        file: "tpch.jsonl",
+        render: |md, text, _| crate::benches::tpch::write(md, text),
     },
 ];
 
@@ -99,17 +106,6 @@ const TARGETED_HEADING: &str = "## Targeted run";
 
 /// Where the raw lines of the recorded runs live, relative to the workspace root.
 const RESULTS: &str = "bench/results";
-
-/// The median (the mean of the middle two for an even count; NaN for none).
-pub(crate) fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// What one run wrote: its files by name (empty when absent).
 struct Run {
@@ -187,7 +183,7 @@ pub fn run(dir: PathBuf) -> Result {
     let tests_log = run.read("tests.log");
     // A bench-only run (`.gpu/run.sh bench`) has a summary but no test log: keep the recorded tests.
     if !summary.is_empty() && !tests_log.trim().is_empty() {
-        gpu_results(&root, &machine, &summary, &tests_log)?;
+        gpu_results(&root, &run, &machine, &summary, &tests_log)?;
     } else if !summary.is_empty() && summary.contains("PASS  tests/") {
         eprintln!(
             "{}: a test summary without tests.log (not fetched?): GPU-RESULTS.md left as it was",
@@ -330,7 +326,7 @@ fn full(run: &Run, machine: &str, root: &Path) -> Result<String> {
     writeln!(md, "# Benchmarks\n")?;
     writeln!(
         md,
-        "berth against CUDA C++ doing the same work (`bench/*.cu`, `nvcc -O3 -arch=sm_90`), both \
+        "berth against CUDA C++ doing the same work (`bench/<name>/reference.cu`, `nvcc -O3 -arch=sm_90`), both \
          built and run on the GPU machine **in the same run**, so a ratio berth / nvcc compares \
          the code, not machines or sessions; 1 is parity. Each section says how its figures were \
          taken. Every result was checked against a host computation (`bad` = mismatches).\n"
@@ -439,47 +435,128 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
     Ok(md)
 }
 
-/// `GPU-RESULTS.md`: the run's summary and the lines of the test log worth keeping.
-fn gpu_results(root: &Path, machine: &str, summary: &str, tests_log: &str) -> Result {
-    let date = field(machine, "date");
-    let mut md = String::new();
-    writeln!(md, "# GPU results\n")?;
-    writeln!(
-        md,
-        "The GPU tests and examples, run on the GPU machine with `.gpu/run.sh` (staged by `cargo xtask gpu`), recorded with `cargo xtask record`. Run: {date}.\n"
+/// Where the latest GPU test run's files are kept (its log, summary and machine), relative to
+/// the workspace root; `GPU-RESULTS.md` is rendered from them.
+const GPU_TESTS: &str = "bench/results/gpu-tests";
+
+/// Keeps a test run's `machine.txt`, `summary.txt` and `tests.log` under [`GPU_TESTS`] (unless
+/// they are read from there) and writes `GPU-RESULTS.md` from them.
+fn gpu_results(root: &Path, run: &Run, machine: &str, summary: &str, tests_log: &str) -> Result {
+    let kept = root.join(GPU_TESTS);
+    if !same_dir(&run.dir, &kept) {
+        std::fs::create_dir_all(&kept)?;
+        std::fs::write(kept.join("machine.txt"), machine)?;
+        std::fs::write(kept.join("summary.txt"), summary)?;
+        std::fs::write(kept.join("tests.log"), tests_log)?;
+    }
+    std::fs::write(
+        root.join("GPU-RESULTS.md"),
+        gpu_results_md(machine, summary, tests_log)?,
     )?;
-    writeln!(md, "```\n{machine}```\n")?;
-    writeln!(md, "## Summary\n\n```\n{summary}```\n")?;
-    writeln!(md, "## Test output\n\n```")?;
+    eprintln!("wrote GPU-RESULTS.md and the run's log under {GPU_TESTS}/");
+    Ok(())
+}
+
+/// The counts of a test binary's own `test result:` line (its last in the log's section: the
+/// lines before it may be a child process's).
+#[derive(Default)]
+struct Counts {
+    passed: String,
+    failed: String,
+    ignored: String,
+}
+
+/// Each test binary's counts in a `tests.log` (sections opened by `=== test binary: NAME`).
+fn test_counts(tests_log: &str) -> Vec<(String, Counts)> {
+    let mut out: Vec<(String, Counts)> = Vec::new();
     for line in tests_log.lines() {
-        let keep = [
-            "===",
-            "test ",
-            "running",
-            "quickstart",
-            "reduction",
-            "stream:",
-            "reported:",
-            "recovered:",
-            "Gpu::recover",
-            "new Gpu after",
-            "--- child",
-            "automatic plan",
-            "4 MiB budget",
-            "pool after",
-            "write-only",
-            "embedding:",
-            "worker:",
-            "progress:",
-        ];
-        if keep.iter().any(|k| line.starts_with(k)) {
-            writeln!(md, "{line}")?;
+        if let Some(name) = line.strip_prefix("=== test binary: ") {
+            out.push((name.trim().to_owned(), Counts::default()));
+        } else if let (Some(rest), Some((_, counts))) =
+            (line.strip_prefix("test result: "), out.last_mut())
+        {
+            let count = |what: &str| {
+                rest.split(';')
+                    .find_map(|part| part.trim().strip_suffix(what))
+                    .and_then(|n| n.trim().rsplit(' ').next())
+                    .unwrap_or("?")
+                    .to_owned()
+            };
+            *counts = Counts {
+                passed: count(" passed"),
+                failed: count(" failed"),
+                ignored: count(" ignored"),
+            };
         }
     }
-    writeln!(md, "```")?;
-    std::fs::write(root.join("GPU-RESULTS.md"), md)?;
-    eprintln!("wrote GPU-RESULTS.md");
-    Ok(())
+    out
+}
+
+/// `GPU-RESULTS.md`: the status of the latest GPU test run, one row per test binary and
+/// example, stamped with the run's date and commit; the log stays under [`GPU_TESTS`].
+fn gpu_results_md(machine: &str, summary: &str, tests_log: &str) -> Result<String> {
+    let status = |label: &str| {
+        summary
+            .lines()
+            .find_map(|l| {
+                let (result, rest) = l.split_once("  ")?;
+                (rest.trim() == label).then(|| result.trim().to_owned())
+            })
+            .unwrap_or_else(|| "not run".to_owned())
+    };
+    let mut md = String::new();
+    writeln!(
+        md,
+        "# GPU results
+"
+    )?;
+    writeln!(
+        md,
+        "The latest run of the GPU tests and the examples on the GPU machine (`.gpu/run.sh tests`, \
+         staged by `cargo xtask gpu`, recorded by `cargo xtask record`): {}, commit `{}`, {}. \
+         The run's log, summary and machine: [`{GPU_TESTS}/`]({GPU_TESTS}/). What the benchmarks \
+         measured: [BENCHMARKS.md](BENCHMARKS.md); the soak and compute-sanitizer runs: \
+         [RELIABILITY.md](RELIABILITY.md).\n",
+        field(machine, "date"),
+        field(machine, "commit"),
+        field(machine, "gpu")
+    )?;
+    let counts = test_counts(tests_log);
+    let (pass, all) = (
+        summary.lines().filter(|l| l.starts_with("PASS")).count(),
+        summary.lines().filter(|l| !l.trim().is_empty()).count(),
+    );
+    writeln!(md, "{pass} of {all} pass.\n")?;
+    writeln!(md, "| test binary | result | passed | failed | ignored |")?;
+    writeln!(md, "|---|---|---:|---:|---:|")?;
+    for (name, c) in &counts {
+        writeln!(
+            md,
+            "| `tests/{name}` | {} | {} | {} | {} |",
+            status(&format!("tests/{name}")),
+            c.passed,
+            c.failed,
+            c.ignored
+        )?;
+    }
+    writeln!(md, "\n| example | result |")?;
+    writeln!(md, "|---|---|")?;
+    for line in summary.lines() {
+        if let Some((result, rest)) = line.split_once("  ")
+            && let Some(example) = rest.trim().strip_prefix("example ")
+        {
+            writeln!(md, "| `{example}` | {} |", result.trim())?;
+        }
+    }
+    for line in summary.lines() {
+        if let Some((_, rest)) = line.split_once("  ")
+            && !rest.starts_with("tests/")
+            && !rest.starts_with("example ")
+        {
+            writeln!(md, "\nAlso: {line}")?;
+        }
+    }
+    Ok(md)
 }
 
 #[cfg(test)]
@@ -571,6 +648,72 @@ mod tests {
         );
         std::fs::remove_dir_all(&base)?;
         Ok(())
+    }
+
+    /// The committed `GPU-RESULTS.md` is what `record` renders from the kept test run.
+    #[test]
+    fn gpu_results_md_is_rendered_from_the_kept_run() -> Result {
+        let root = workspace_root();
+        let run = Run {
+            dir: root.join(GPU_TESTS),
+        };
+        let md = gpu_results_md(
+            &run.machine()?,
+            &run.read("summary.txt"),
+            &run.read("tests.log"),
+        )?;
+        assert!(
+            md == std::fs::read_to_string(root.join("GPU-RESULTS.md"))?,
+            "GPU-RESULTS.md is not what `cargo xtask record {GPU_TESTS}` renders: run it"
+        );
+        Ok(())
+    }
+
+    /// A `tpch` run (its lines only) is recorded as a targeted section: the TPC-H tables,
+    /// one heading down, stamped with the run, and the link to its raw lines.
+    #[test]
+    fn a_tpch_run_is_a_targeted_section() -> Result {
+        let dir = std::env::temp_dir().join(format!("berth-tpch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        let line = r#"{"answer":["1193053.2253"],"bits":["ShipDate:12"],"bytes_moved":1684900,"checked":true,"first_ms":93.8,"gbps":0.02,"mode":"raw","placement":"raw","ms":74.1,"query":"q6","raw_bytes":1684900,"rows":60175,"sf":0.01}"#;
+        std::fs::write(dir.join("tpch.jsonl"), format!("{line}\n"))?;
+        let machine = "date: 2030-01-01\ncommit: abc\ngpu: NVIDIA H200\n";
+        let run = Run { dir: dir.clone() };
+        let md = with_targeted("# Benchmarks\n", &run, machine, &dir)?;
+        std::fs::remove_dir_all(&dir)?;
+        assert!(
+            md.contains(
+                "\n### TPC-H over host-resident columns\n\nMeasured 2030-01-01, commit `abc`."
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 0.01 | Q6 | 74.10 |"), "{md}");
+        assert!(
+            md.contains("Raw lines: [`bench/results/targeted/tpch.jsonl`]"),
+            "{md}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_binarys_counts_are_its_own_not_its_childs() {
+        let log = "=== test binary: gpu\nrunning 2 tests\n--- child `x` ---\n\
+                   test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 1 filtered out\n\
+                   test result: ok. 2 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out\n\
+                   === test binary: queue\ntest result: FAILED. 3 passed; 1 failed; 0 ignored\n";
+        let c = test_counts(log);
+        let got: Vec<_> = c
+            .iter()
+            .map(|(n, c)| {
+                (
+                    n.as_str(),
+                    c.passed.as_str(),
+                    c.failed.as_str(),
+                    c.ignored.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(got, [("gpu", "2", "0", "1"), ("queue", "3", "1", "0")]);
     }
 
     #[test]

@@ -276,12 +276,8 @@ fn soak_section(md: &mut String, soak: &str) -> Result {
     )?;
     writeln!(
         md,
-        "Raw lines (`bench/results/reliability/soak.jsonl`):\n\n```"
+        "Raw lines: [`bench/results/reliability/soak.jsonl`](bench/results/reliability/soak.jsonl).\n"
     )?;
-    for v in &rows {
-        writeln!(md, "{v}")?;
-    }
-    writeln!(md, "```\n")?;
     Ok(())
 }
 

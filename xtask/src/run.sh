@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys|multigpu]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys|multigpu|tpch]
 #        .gpu/run.sh sanitize [memcheck|racecheck|synccheck|initcheck|all] [BINARY...]
 #   firstlaunch: a fresh process's first launch with the driver's JIT cache off, the examples'
 #   module loaded as SASS and as PTX (BERTH_LOAD=ptx), five rounds each -> firstlaunch.jsonl;
@@ -20,28 +20,34 @@
 #   (BERTH_SANITIZE_BUDGET, 540 s) is spent, and lists those it did not run.
 #   launches: 1,000 dependent launches queued (berth scope vs one CUDA stream) and replayed
 #   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, five rounds -> launch.jsonl;
-#   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc;
+#   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc, and the
+#     plain line-by-line ports (examples/src/plain.rs) against the CUDA they port;
 #   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
 #   multigpu (the 2-GPU machine): the device-set tests (tests/multigpu) and the data_parallel
 #   example, then the multi-GPU benchmarks -> multigpu.jsonl: the 4 GiB in + 4 GiB out pipeline
 #   on GPU 0 and over every GPU, berth and the same pipeline in CUDA C++ (host memory from
 #   the main thread or each GPU's NUMA node); a kernel reading a peer GPU's buffer, and a step
 #   across devices (a write on GPU 1 read in place on GPU 0, ordered on the GPU), berth vs CUDA
-#   C++ (bench/multigpu.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
+#   C++ (bench/multigpu/reference.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
 #   NCCL called from C++; topology in topology.txt; NCCL's INIT and TUNING lines of one short
 #   all-reduce run of each side, counted, in nccl-init.log.
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
 #   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
 #   auto: calibration, then only the #[auto] benchmarks (two rounds) — short targeted runs.
-# Writes machine.txt, tests.log, bench.jsonl and summary.txt to $OUT (or .gpu/out); exits
-# non-zero if any test, example or result check fails.
+#   tpch: the tpch example (TPC-H Q1, Q6, Q12, Q14 raw, packed and warm, every answer checked)
+#   and tpch_anchor.py (DuckDB, PyTorch, the link bound) at each scale factor of
+#   BERTH_TPCH_SF (default "10 30") -> tpch.jsonl, tpch.log.
+# Writes its result files to the folder $OUT (created if needed; without OUT, out/ beside this
+# script): machine.txt and summary.txt in every mode, plus each mode's own (tests.log,
+# bench.jsonl, ...; DEVELOPMENT.md lists them). The binaries are unpacked, the CUDA C++
+# references built and scratch files kept beside this script. Exits non-zero if any test,
+# example or result check fails.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-$here/out}
 mkdir -p "$out"
 mode=${1:-all}
-# The binaries travel packed (cargo xtask gpu).
 # The binaries travel packed with xz (cargo xtask gpu); python3's lzma unpacks them where the
 # machine has no xz.
 if [[ -f "$here/binaries.tar.xz" ]]; then
@@ -112,7 +118,7 @@ run_nsys() {
     "$nsys" stats -r nvtx_sum,cuda_gpu_trace --force-export true "$rep.nsys-rep" > "$out/nsys-stats.txt" 2>>"$log"
     "$nsys" export --type sqlite --force-overwrite true -o "$here/nsys/stream.sqlite" "$rep.nsys-rep" >>"$log" 2>&1
     head -c 4000 "$out/nsys-stats.txt"
-    # The device tool brings back files of 16 MiB at most.
+    # $OUT keeps to small files: an export of 16 MB or more stays in nsys/ beside this script.
     if [[ -f $here/nsys/stream.sqlite && $(stat -c %s "$here/nsys/stream.sqlite") -lt 16000000 ]]; then
       cp "$here/nsys/stream.sqlite" "$out/stream.sqlite"
     else
@@ -131,9 +137,11 @@ run_nsys() {
 
 # The multi-GPU tests, example and benchmarks -> multigpu.jsonl (see the usage above).
 run_multigpu() {
-  # NVLink multicast stays off on these shared machines (it can take the host's GPUs out of
-  # service); NCCL reads this when the communicators are made.
-  export NCCL_NVLS_ENABLE=0
+  # NVLink multicast (NVLS) stays off unless NCCL_NVLS_ENABLE says otherwise: setting it up
+  # can take a host's GPUs out of service on some systems, and berth's all-reduce and NCCL's
+  # called from C++ run with the same settings either way. NCCL reads this when the
+  # communicators are made.
+  export NCCL_NVLS_ENABLE=${NCCL_NVLS_ENABLE:-0}
   # cudarc loads NCCL by its unversioned name: where only the versioned library of the Python
   # package is installed, link that name to it.
   local nccl_dir=""
@@ -340,7 +348,7 @@ if [[ $mode == all || $mode == tests ]]; then
       summary+=("FAIL  tests/$name"); fail=1
     fi
   done
-  for ex in quickstart reduction "stream --gib 16 --device-budget 1G" worker progress embedding "embedding --auto --batches 20" "cublas_gemm --n 2048"; do
+  for ex in quickstart reduction "stream --gib 16 --device-budget 1G" worker progress embedding "embedding --auto --batches 20" "cublas_gemm --n 2048" "tpch --sf 1 --repeat 3"; do
     echo "=== example: $ex" | tee -a "$out/tests.log"
     if "$here/bin/"$ex 2>&1 | tee -a "$out/tests.log"; then
       summary+=("PASS  example $ex")
@@ -392,7 +400,10 @@ run_compute() {
     for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \
                 "sgemm_reg8 2048" "sgemm_reg8 4096" "sgemm_reg8_unchecked 4096" "nbody 65536" "nbody_fast 65536" \
                 "black_scholes 67108864" "black_scholes_unchecked 67108864" "block_sum_warp 268435456" "haxpy2 134217728" \
-                "hdot 134217728"; do
+                "hdot 134217728" \
+                "plain_sgemm_tiled 2048" "plain_sgemm_tiled 4096" "plain_sgemm_reg4 2048" "plain_sgemm_reg4 4096" \
+                "plain_sgemm_reg8 2048" "plain_sgemm_reg8 4096" "plain_nbody 65536" "plain_stencil5 8192" \
+                "plain_transpose 8192"; do
       for round in 1 2; do
         "$here/compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
         "$here/bin/bench_compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
@@ -507,6 +518,28 @@ if [[ $mode == signals || $mode == auto || $mode == flags || $mode == compute ||
   else
     summary+=("PASS  benchmark result checks")
   fi
+fi
+
+if [[ $mode == tpch ]]; then
+  : > "$out/tpch.jsonl"; : > "$out/tpch.log"
+  for sf in ${BERTH_TPCH_SF:-10 30}; do
+    echo "=== tpch --sf $sf" | tee -a "$out/tpch.log"
+    if "$here/bin/tpch" --sf "$sf" --json --repeat 5 2>>"$out/tpch.log" | tee -a "$out/tpch.jsonl"; then
+      summary+=("PASS  tpch --sf $sf (every answer equal to the host's)")
+    else
+      summary+=("FAIL  tpch --sf $sf"); fail=1
+    fi
+    if python3 -c 'import duckdb, numpy' 2>/dev/null && command -v tpchgen-cli >/dev/null; then
+      if TPCH_DIR=${TPCH_DIR:-$here/tpch-data} python3 "$here/tpch_anchor.py" "$sf" 16 2>>"$out/tpch.log" | tee -a "$out/tpch.jsonl"; then
+        summary+=("PASS  tpch anchor --sf $sf")
+      else
+        summary+=("FAIL  tpch anchor --sf $sf"); fail=1
+      fi
+    else
+      echo '{"note":"tpch anchor skipped: needs duckdb, numpy and tpchgen-cli"}' | tee -a "$out/tpch.jsonl"
+      summary+=("SKIP  tpch anchor --sf $sf (needs duckdb, numpy and tpchgen-cli)")
+    fi
+  done
 fi
 
 if [[ $mode == soak ]]; then

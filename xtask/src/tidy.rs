@@ -190,12 +190,31 @@ fn items_without_examples(src: &str) -> Vec<String> {
 #[test]
 fn every_public_item_of_berth_device_has_an_example() {
     let dir = workspace_root().join("device/src");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|f| f.ends_with(".rs") && !DEVICE_EXAMPLES_PENDING.contains(&f.as_str()))
-        .collect();
+    // Every source file, in subfolders too (`host/warp.rs`), by its path below `src`.
+    let mut files = Vec::new();
+    let mut folders = vec![dir.clone()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+                continue;
+            }
+            let name = path
+                .strip_prefix(&dir)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if name.ends_with(".rs") && !DEVICE_EXAMPLES_PENDING.contains(&name.as_str()) {
+                files.push(name);
+            }
+        }
+    }
     files.sort();
+    assert!(
+        files.iter().any(|f| f == "host/warp.rs"),
+        "the walk missed a file in a subfolder"
+    );
     let missing: Vec<String> = files
         .iter()
         .flat_map(|f| {
@@ -207,7 +226,7 @@ fn every_public_item_of_berth_device_has_an_example() {
         .collect();
     assert!(
         missing.is_empty(),
-        "{} public items of berth-device have no example in their doc comment (a ``` block):\n{}",
+        "{} public items of berth-gpu-device have no example in their doc comment (a ``` block):\n{}",
         missing.len(),
         missing.join("\n")
     );

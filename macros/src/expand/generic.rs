@@ -10,7 +10,7 @@
 
 use super::{
     Embedded, LaunchFn, body_fn, body_ident, descriptor, entry, launch_fn, launcher_docs,
-    pipelined_fn, scalar_align_checks, sim_entry,
+    padding_checks, pipelined_fn, scalar_align_checks, sim_entry,
 };
 use crate::parse::Options;
 use crate::validate::{ArgKind, Instance, Kernel};
@@ -32,6 +32,7 @@ pub fn kernel(
         let ki = instantiate(k, inst);
         let callee = callee(k, inst);
         items.push(scalar_align_checks(&ki));
+        items.push(padding_checks(opts, &ki));
         items.push(entry(opts, &ki, &callee));
         items.push(sim_entry(opts, &ki, &callee));
         items.push(descriptor(opts, &ki, files));

@@ -1,6 +1,6 @@
 //! Snapshot tests of the `#[gpu_kernel]` expansion: one per argument kind and option, read
 //! through `prettyplease`, and the messages of misuse. The snapshots are in `snapshots/`;
-//! regenerate them with `INSTA_UPDATE=always cargo test -p berth-macros` and review the diff.
+//! regenerate them with `INSTA_UPDATE=always cargo test -p berth-gpu-macros` and review the diff.
 
 use crate::expand::Embedded;
 use proc_macro2::{TokenStream, TokenTree};
@@ -625,4 +625,30 @@ fn error_same_len() {
             )
         )
     );
+}
+
+/// The descriptor's `name` is the PTX entry's symbol, which a raw identifier gives without its
+/// `r#` (the driver looks the entry up by that name).
+#[test]
+fn a_raw_kernel_name_names_the_entry_without_its_prefix() {
+    let out = expand(quote! {
+        pub fn r#type(x: &mut [f32]) {}
+    });
+    assert!(out.contains(r#"name: "type","#), "{out}");
+    assert!(!out.contains(r##""r#type""##), "{out}");
+}
+
+/// An instance of a generic kernel with a raw name is named from the name's text: `fn_f32`,
+/// an identifier, where `r#fn_f32` is none.
+#[test]
+fn instances_of_a_raw_kernel_name_are_identifiers() {
+    let out = expand_with(
+        quote!(instances(T = f32, f64)),
+        quote! {
+            pub fn r#fn<T: Copy>(x: &mut [T]) {}
+        },
+        PTX,
+    );
+    assert!(out.contains(r#"name: "fn_f32","#), "{out}");
+    assert!(out.contains(r#"name: "fn_f64","#), "{out}");
 }

@@ -1,51 +1,67 @@
 //! The CUDA driver backend, through cudarc's `result`/`sys` layers: the context (device
-//! selection, the reset of a primary context poisoned by a fault, recovery) and the device's
-//! attributes. Its memory, streams and kernels are implemented in `driver_memory.rs`,
-//! `driver_streams.rs` and `driver_kernels.rs`.
+//! selection, the reset of a primary context poisoned by a fault, recovery), its tables of
+//! streams and functions, and the device's attributes. Its memory, streams and kernels are
+//! implemented in `driver/memory.rs`, `driver/streams.rs` and `driver/kernels.rs`, one launch
+//! and CUDA graphs in `driver/launch.rs`, its faults in `driver/fault.rs`. Every raw handle it
+//! keeps is a [`Handle`] (`driver/handle.rs`), which says once why handles may cross threads.
 
-use crate::backend::{Backend, ContextOps, Ops, PeerId};
-use crate::error::{Error, Result};
-use crate::fault::{
-    CallSection, FaultState, Faults, MappedPanicRecord, PEER_READS_BOUND, PendingWork,
-    is_sticky_name, prepare_reset, register_context, wait_for_peer_reads,
+pub(crate) mod fault;
+pub(crate) mod handle;
+mod kernels;
+mod launch;
+mod memory;
+mod streams;
+
+use crate::backend::driver::fault::{
+    Faults, MappedPanicRecord, is_sticky_name, prepare_reset, register_context,
 };
+use crate::backend::driver::handle::Handle;
+use crate::backend::ids::Serial;
+use crate::backend::{Backend, CollectiveEngine, ContextOps, FunctionId, Ops, PeerId, StreamId};
+use crate::error::{Error, Result};
+use crate::fault::{CallSection, FaultState, PEER_READS_BOUND, PendingWork, wait_for_peer_reads};
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use cudarc::driver::{CudaContext, result, sys};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// A context of the CUDA driver on one device: the device's primary context, its default
-/// stream, the modules loaded into it, and how its failures become errors.
+/// A context of the CUDA driver on one device: the device's primary context, its streams, the
+/// modules and functions loaded into it, and how its failures become errors.
+///
+/// Its streams and functions are tables: the layers above hold ids into them ([`StreamId`],
+/// [`FunctionId`]), which [`Driver::stream`] and [`Driver::func`] turn back into handles, and
+/// refuse when they are another context's.
 pub(crate) struct Driver {
+    /// Carried by the ids of this context's streams and functions.
+    serial: Serial,
     ordinal: usize,
     device: sys::CUdevice,
     /// How many resets of the device's primary context this process had made when this
     /// context was opened: a recovery through a handle of an older one would reset a fresh
     /// context made since, and is refused.
     generation: u64,
-    ctx: sys::CUcontext,
+    ctx: Handle<sys::CUcontext>,
     name: String,
     device_count: usize,
-    pub(super) default_stream: sys::CUstream,
+    /// Every stream made in this context, by index: the default stream first. Only added to;
+    /// read without a lock on every launch and copy.
+    pub(super) streams: boxcar::Vec<StreamSlot>,
     pub(super) faults: Faults,
-    /// Loaded entries, by the address of their (static) descriptor: hashing a pointer, not two
-    /// names, on every launch.
-    pub(super) functions: Mutex<HashMap<usize, sys::CUfunction>>,
-    /// The same functions, read without a lock on every launch.
+    /// Every function loaded, by index (a [`FunctionId`]'s). Only added to.
+    pub(super) function_table: boxcar::Vec<Handle<sys::CUfunction>>,
+    /// Loaded entries' indices in `function_table`, by the address of their (static)
+    /// descriptor: hashing a pointer, not two names, on every launch.
+    pub(super) functions: Mutex<HashMap<usize, usize>>,
+    /// The same indices, read without a lock on every launch.
     pub(super) function_cache: FunctionCache,
-    pub(super) modules: Mutex<HashMap<&'static str, sys::CUmodule>>,
+    pub(super) modules: Mutex<HashMap<&'static str, Handle<sys::CUmodule>>>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
-    pub(super) events: Mutex<Vec<sys::CUevent>>,
+    pub(super) events: Mutex<Vec<Handle<sys::CUevent>>>,
+    /// The device's launch limits, read once: every launch is checked against them.
+    limits: OnceLock<DeviceLimits>,
 }
-
-// SAFETY: the raw handles (context, device, stream, modules, functions, events) are driver
-// objects usable from any thread once the context is made current there, which every entry
-// point does (`bind`); the mutable maps are behind mutexes.
-unsafe impl Send for Driver {}
-// SAFETY: as above.
-unsafe impl Sync for Driver {}
 
 /// A driver that still refuses after a reset has poisoned the process, not just the context.
 fn unrecoverable(e: Error) -> Error {
@@ -181,27 +197,34 @@ impl Driver {
         let name = result::device::get_name(device).unwrap_or_else(|_| "unknown GPU".into());
         let default_stream = result::stream::create(result::stream::StreamKind::NonBlocking)
             .map_err(|e| Error::driver("cuStreamCreate", e))?;
+        let streams = boxcar::Vec::new();
+        // Index 0: `StreamOps::default_stream`.
+        streams.push(StreamSlot::new(default_stream));
         let record = MappedPanicRecord::new()?;
         let state = Arc::new(FaultState::default());
         register_context(device, &state);
         tracing::debug!(ordinal, %name, "GPU context ready");
         Ok(Driver {
+            serial: Serial::take(),
             ordinal,
             device,
             generation,
-            ctx,
+            ctx: Handle(ctx),
             name,
             device_count: count,
-            default_stream,
+            streams,
             faults: Faults {
                 state,
                 record,
                 device,
+                strings: Mutex::new(Vec::new()),
             },
+            function_table: boxcar::Vec::new(),
             functions: Mutex::new(HashMap::new()),
             function_cache: FunctionCache::new(),
             modules: Mutex::new(HashMap::new()),
             events: Mutex::new(Vec::new()),
+            limits: OnceLock::new(),
         })
     }
 
@@ -218,9 +241,46 @@ impl Driver {
     pub(super) fn enter(&self) -> Result<CallSection<'_>> {
         let section = self.section()?;
         // SAFETY: `ctx` is the retained primary context, alive while `self` is.
-        unsafe { result::ctx::set_current(self.ctx) }
+        unsafe { result::ctx::set_current(self.ctx.0) }
             .map_err(|e| Error::driver("cuCtxSetCurrent", e))?;
         Ok(section)
+    }
+
+    /// The stream `id` names: one of this context's, else a usage error (an id of another
+    /// context is never handed to the driver).
+    pub(super) fn stream(&self, id: StreamId) -> Result<sys::CUstream> {
+        id.index_in(&self.serial)
+            .and_then(|i| self.streams.get(i))
+            .filter(|s| !s.destroyed.load(Ordering::Acquire))
+            .map(|s| s.handle.0)
+            .ok_or_else(|| self.foreign(format!("{id:?}")))
+    }
+
+    /// The function `id` names, as [`Driver::stream`] does for streams.
+    pub(super) fn func(&self, id: FunctionId) -> Result<sys::CUfunction> {
+        id.index_in(&self.serial)
+            .and_then(|i| self.function_table.get(i))
+            .map(|h| h.0)
+            .ok_or_else(|| self.foreign(format!("{id:?}")))
+    }
+
+    fn foreign(&self, what: String) -> Error {
+        Error::Usage(format!(
+            "{what} is not one of `{}`'s (a handle of another context, or destroyed)",
+            self.name
+        ))
+    }
+
+    /// The id of stream `index` of this context.
+    pub(super) fn stream_id(&self, index: usize) -> Result<StreamId> {
+        StreamId::new(&self.serial, index)
+            .ok_or_else(|| Error::Usage(format!("`{}` has made too many streams", self.name)))
+    }
+
+    /// The id of function `index` of this context.
+    pub(super) fn function_id(&self, index: usize) -> Result<FunctionId> {
+        FunctionId::new(&self.serial, index)
+            .ok_or_else(|| Error::Usage(format!("`{}` has loaded too many functions", self.name)))
     }
 
     /// Our error for a failed driver call, recognising faults that poison the context.
@@ -261,14 +321,23 @@ impl ContextOps for Driver {
         self.device_count
     }
 
-    fn raw_context(&self) -> sys::CUcontext {
-        self.ctx
+    fn raw_context(&self) -> Option<sys::CUcontext> {
+        Some(self.ctx.0)
+    }
+
+    fn collective_engine(&self) -> CollectiveEngine {
+        CollectiveEngine::Nccl
     }
 
     fn attribute(&self, attr: sys::CUdevice_attribute) -> Result<i32> {
         // SAFETY: valid device handle; the attribute enum is the driver's own.
         unsafe { result::device::get_attribute(self.device, attr) }
             .map_err(|e| Error::driver("cuDeviceGetAttribute", e))
+    }
+
+    fn copy_engines(&self) -> Result<u32> {
+        let n = self.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?;
+        Ok(n.max(0) as u32)
     }
 
     fn compute_capability(&self) -> Result<(i32, i32)> {
@@ -280,7 +349,7 @@ impl ContextOps for Driver {
 
     fn memory_info(&self) -> Result<(usize, usize)> {
         let _section = self.enter()?;
-        result::mem_get_info().map_err(|e| Error::driver("cuMemGetInfo", e))
+        result::mem_get_info().map_err(|e| self.faults.error("cuMemGetInfo", e, None))
     }
 
     fn device_profile(&self) -> Result<Option<DeviceProfile>> {
@@ -295,9 +364,12 @@ impl ContextOps for Driver {
     }
 
     fn device_limits(&self) -> Result<DeviceLimits> {
+        if let Some(l) = self.limits.get() {
+            return Ok(*l);
+        }
         use sys::CUdevice_attribute::*;
         let a = |attr| self.attribute(attr).map(|v| v.max(0) as u32);
-        Ok(DeviceLimits {
+        let limits = DeviceLimits {
             shared_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK)?,
             shared_per_block_optin: a(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
             threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
@@ -311,7 +383,8 @@ impl ContextOps for Driver {
                 a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
                 a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
             ],
-        })
+        };
+        Ok(*self.limits.get_or_init(|| limits))
     }
 
     fn set_device_limits(&self, _limits: DeviceLimits) -> bool {
@@ -341,7 +414,7 @@ impl ContextOps for Driver {
     fn bind(&self) -> Result<()> {
         self.faults.state.ensure_alive()?;
         // SAFETY: `ctx` is the retained primary context, alive while `self` is.
-        unsafe { result::ctx::set_current(self.ctx) }
+        unsafe { result::ctx::set_current(self.ctx.0) }
             .map_err(|e| Error::driver("cuCtxSetCurrent", e))
     }
 
@@ -385,13 +458,20 @@ impl ContextOps for Driver {
     }
 
     fn enable_peer_access(&self, peer: &dyn Ops) -> Result<()> {
-        if peer.raw_context() == self.ctx {
+        let Some(peer_ctx) = peer.raw_context() else {
+            return Err(Error::Usage(format!(
+                "`{}` has no CUDA context for `{}` to reach",
+                peer.name(),
+                self.name
+            )));
+        };
+        if peer_ctx == self.ctx.0 {
             return Ok(());
         }
         let _section = self.enter()?;
-        // SAFETY: this context is current; `peer.raw_context()` is the live primary context of
-        // another device (the caller holds it). Enabling twice is reported, not undefined.
-        let r = unsafe { sys::cuCtxEnablePeerAccess(peer.raw_context(), 0) };
+        // SAFETY: this context is current; `peer_ctx` is the live primary context of another
+        // device (the caller holds it). Enabling twice is reported, not undefined.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(peer_ctx, 0) };
         match r {
             sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {
                 Ok(())
@@ -448,18 +528,38 @@ impl Drop for Driver {
         };
         for (_, m) in self.modules.lock().expect("poisoned").drain() {
             // SAFETY: each module was loaded in this context and is unloaded once.
-            let _ = unsafe { result::module::unload(m) };
+            let _ = unsafe { result::module::unload(m.0) };
         }
-        // SAFETY: created in `open` in this context, destroyed once, here.
-        let _ = unsafe { result::stream::destroy(self.default_stream) };
+        if let Some(default) = self.streams.get(0) {
+            // SAFETY: created in `open` in this context, destroyed once, here. The other
+            // streams went with the context's pool (`StreamOps::stream_drop`).
+            let _ = unsafe { result::stream::destroy(default.handle.0) };
+        }
         for ev in self.events.lock().expect("poisoned").drain(..) {
             // SAFETY: pooled events of this context, no longer referenced; destroyed once.
-            let _ = unsafe { result::event::destroy(ev) };
+            let _ = unsafe { result::event::destroy(ev.0) };
         }
         self.faults.record.free();
         drop(section);
         // SAFETY: balances the retain in `open`.
         let _ = unsafe { result::primary_ctx::release(self.device) };
+    }
+}
+
+/// One stream of a [`Driver`]'s table.
+pub(super) struct StreamSlot {
+    pub(super) handle: Handle<sys::CUstream>,
+    /// Destroyed ([`StreamOps::stream_drop`](crate::backend::StreamOps::stream_drop)): its id
+    /// is refused from then on.
+    pub(super) destroyed: AtomicBool,
+}
+
+impl StreamSlot {
+    fn new(s: sys::CUstream) -> StreamSlot {
+        StreamSlot {
+            handle: Handle(s),
+            destroyed: AtomicBool::new(false),
+        }
     }
 }
 
@@ -469,10 +569,11 @@ const _: () = assert!(CACHE_SLOTS.is_power_of_two());
 /// Slots probed from a descriptor's home slot before giving up on the cache.
 const CACHE_PROBES: usize = 8;
 
-/// The functions already loaded, by the address of their (static) kernel descriptor, read
-/// without a lock on every launch: an open-addressed table filled once per kernel (under the
-/// functions map's mutex, so by one writer at a time) and never emptied while the context
-/// lives. A kernel that finds no free slot near its home stays in the map only.
+/// The functions already loaded (their indices in the function table), by the address of
+/// their (static) kernel descriptor, read without a lock on every launch: an open-addressed
+/// table filled once per kernel (under the functions map's mutex, so by one writer at a time)
+/// and never emptied while the context lives. A kernel that finds no free slot near its home
+/// stays in the map only.
 pub(crate) struct FunctionCache {
     /// Descriptor address (0: free), published after the function.
     keys: [AtomicUsize; CACHE_SLOTS],
@@ -494,15 +595,15 @@ impl FunctionCache {
             >> (usize::BITS - CACHE_SLOTS.trailing_zeros())
     }
 
-    /// The cached function of the descriptor at `key`.
-    pub(super) fn get(&self, key: usize) -> Option<sys::CUfunction> {
+    /// The cached function index of the descriptor at `key`.
+    pub(super) fn get(&self, key: usize) -> Option<usize> {
         let home = Self::home(key);
         for i in 0..CACHE_PROBES {
             let slot = (home + i) % CACHE_SLOTS;
             match self.keys[slot].load(Ordering::Acquire) {
                 // The Acquire above sees the function stored before the key was published.
                 k if k == key => {
-                    return Some(self.functions[slot].load(Ordering::Relaxed) as sys::CUfunction);
+                    return Some(self.functions[slot].load(Ordering::Relaxed));
                 }
                 0 => return None,
                 _ => {}
@@ -511,15 +612,16 @@ impl FunctionCache {
         None
     }
 
-    /// Cache `f` for `key`. Callers hold the functions map's mutex: one writer at a time.
-    pub(super) fn insert(&self, key: usize, f: sys::CUfunction) {
+    /// Cache the function index `f` for `key`. Callers hold the functions map's mutex: one
+    /// writer at a time.
+    pub(super) fn insert(&self, key: usize, f: usize) {
         let home = Self::home(key);
         for i in 0..CACHE_PROBES {
             let slot = (home + i) % CACHE_SLOTS;
             match self.keys[slot].load(Ordering::Relaxed) {
                 k if k == key => return,
                 0 => {
-                    self.functions[slot].store(f as usize, Ordering::Relaxed);
+                    self.functions[slot].store(f, Ordering::Relaxed);
                     self.keys[slot].store(key, Ordering::Release);
                     return;
                 }
@@ -556,13 +658,13 @@ mod tests {
         let keys: Vec<usize> = (0..200).map(|i| 0x5555_0000 + 48 * i).collect();
         for &k in &keys {
             assert!(cache.get(k).is_none());
-            cache.insert(k, (k + 1) as sys::CUfunction);
+            cache.insert(k, k + 1);
         }
         let mut hits = 0;
         for &k in &keys {
             // A key is either absent (its neighbourhood was full) or maps to its own function.
             if let Some(f) = cache.get(k) {
-                assert_eq!(f as usize, k + 1);
+                assert_eq!(f, k + 1);
                 hits += 1;
             }
         }

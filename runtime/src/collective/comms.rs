@@ -13,19 +13,19 @@
 //! complete when its call returns); the rest is tested with stand-in communicators.
 #![cfg_attr(not(feature = "nccl"), allow(dead_code))]
 
+use crate::backend::StreamId;
 use crate::context::Inner;
 use crate::devices::DeviceSet;
 use crate::error::Result;
 use crate::fault::Borrow;
 use crate::track::Completion;
-use cudarc::driver::sys::CUstream;
 use std::any::Any;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 /// Each member's collective stream and the end of the work a collective queued there, in
 /// member order.
-pub(crate) type Members = Vec<(CUstream, Arc<Completion>)>;
+pub(crate) type Members = Vec<(StreamId, Arc<Completion>)>;
 
 /// What the collectives need of a library's communicators, one per member of the set.
 pub(crate) trait Communicators: Send + 'static {
@@ -47,7 +47,7 @@ pub(crate) trait Communicators: Send + 'static {
 /// One member's part of a collective: its communicator and stream.
 pub(crate) struct Rank<C> {
     pub(crate) comm: C,
-    pub(crate) stream: CUstream,
+    pub(crate) stream: StreamId,
 }
 
 /// The set's communicators and the stream of each member they queue on: one of the member
@@ -56,7 +56,7 @@ pub(crate) struct Rank<C> {
 /// borrowed ([`Borrow::Communicator`]) while they live: the library allocates in it.
 pub(crate) struct Comms<C: Communicators> {
     comms: C,
-    streams: Vec<(Arc<Inner>, CUstream)>,
+    streams: Vec<(Arc<Inner>, StreamId)>,
     /// The lazy completions of collectives queued on the streams that may still be waited
     /// for: marked done when the communicators go (after the streams are drained), so that
     /// nothing drains a stream once it is back in the pool.
@@ -66,14 +66,10 @@ pub(crate) struct Comms<C: Communicators> {
     broken: bool,
 }
 
-// SAFETY: `C` is `Send`; a stream handle is a plain driver handle, usable from any thread
-// with its context current (every use binds it first).
-unsafe impl<C: Communicators> Send for Comms<C> {}
-
 impl<C: Communicators> Comms<C> {
     /// Communicators `comms` queuing on `streams` (member order), whose contexts the caller
     /// counted as borrowed.
-    pub(crate) fn new(comms: C, streams: Vec<(Arc<Inner>, CUstream)>) -> Self {
+    pub(crate) fn new(comms: C, streams: Vec<(Arc<Inner>, StreamId)>) -> Self {
         Comms {
             comms,
             streams,
@@ -91,7 +87,7 @@ impl<C: Communicators> Comms<C> {
 
 /// Whether `g` is lost, looking at `stream` if it has stopped (a fault nobody has seen yet
 /// shows there; the failure stays for the stream's next synchronise).
-fn member_lost(g: &Inner, stream: CUstream) -> bool {
+fn member_lost(g: &Inner, stream: StreamId) -> bool {
     if g.is_lost() {
         return true;
     }
@@ -318,7 +314,7 @@ mod tests {
 
     /// Queue on `stream` of `g` a part that runs until the communicators are aborted (or, should
     /// nothing abort them, for 3 s, logging that), then logs its end.
-    fn hold_part(g: &Inner, stream: CUstream, log: &Log, held: &Mutex<Vec<Sender<()>>>) {
+    fn hold_part(g: &Inner, stream: StreamId, log: &Log, held: &Mutex<Vec<Sender<()>>>) {
         let (release, wait) = channel::<()>();
         held.lock().unwrap().push(release);
         let log = log.clone();
@@ -329,10 +325,7 @@ mod tests {
             log.lock().unwrap().push("part ended");
             Ok(())
         };
-        match g.ops().record_point(stream).unwrap() {
-            crate::backend::Point::Sim(s, _) => s.push(Box::new(job)),
-            crate::backend::Point::Event(_) => unreachable!("a simulated member"),
-        }
+        crate::backend::sim::testing::enqueue(g.ops(), stream, Box::new(job));
     }
 
     fn borrows(set: &DeviceSet) -> Vec<usize> {
@@ -451,10 +444,7 @@ mod tests {
                         lost.ops().fault().mark_lost("a fault in the part".into());
                         Ok(())
                     };
-                    match g.ops().record_point(rank.stream).unwrap() {
-                        crate::backend::Point::Sim(s, _) => s.push(Box::new(fault)),
-                        crate::backend::Point::Event(_) => unreachable!(),
-                    }
+                    crate::backend::sim::testing::enqueue(g.ops(), rank.stream, Box::new(fault));
                 }
                 Ok(())
             },

@@ -1,9 +1,16 @@
 //! The typed launch that generated launchers drive: arguments in (through the argument sink),
 //! staging and copies around the kernel chosen by each argument's placement, the kernel, and
 //! the guard out — or, on a graph's recorder, the launch kept for the graph.
+//!
+//! Passing arguments only records what the launch will do (it may take pooled staging, which
+//! goes back when a launch that never queued anything drops, and it may wait for earlier work
+//! on the memory); nothing is queued and no memory of the caller's is written until
+//! [`Launch::submit`] has checked everything: the grid against the device's limits (in
+//! [`Launch::new`]), every argument and the `same_len` groups. A refused launch leaves every
+//! buffer as it was.
 
 use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
-use crate::backend::GraphNode;
+use crate::backend::{FunctionId, GraphNode, StreamId};
 use crate::context::Inner;
 use crate::error::Result;
 use crate::launch::grid::Grid;
@@ -16,9 +23,8 @@ use crate::placement::model::{Choice, Touch};
 use crate::placement::probe::coherent;
 use crate::queue::{Mode, Queue, QueueRef};
 use crate::signal::{InboxBuffer, OutboxBuffer, SignalBuffer};
-use crate::track::{Access, Completion};
+use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -29,29 +35,43 @@ struct Copy {
     bytes: usize,
 }
 
+/// Host memory the kernel writes in place (an output on a coherent system), zeroed on the
+/// host once the launch is committed.
+struct HostZero<'l> {
+    uses: &'l Uses,
+    addr: u64,
+    bytes: usize,
+}
+
 /// One launch being assembled by a generated launcher.
 pub struct Launch<'l> {
     args: ArgSink<'l>,
-    stream: sys::CUstream,
+    stream: StreamId,
     grid: Grid,
-    func: sys::CUfunction,
+    func: FunctionId,
     /// Staging buffers taken from the pool: (size class, device address).
     leases: Vec<(usize, u64)>,
     h2d: Vec<Copy>,
     d2h: Vec<Copy>,
     /// Output staging zeroed before the kernel: (device address, bytes).
     zero: Vec<(u64, usize)>,
+    /// Outputs written in place, zeroed on the host before the kernel.
+    host_zero: Vec<HostZero<'l>>,
+    /// Something of the launch may be on its stream (its staging may be in use there).
+    queued: bool,
     /// The access hint for `#[auto]` arguments.
     touch: Option<Touch>,
 }
 
 impl<'l> Launch<'l> {
-    /// Start a launch of `kernel` on `queue`.
+    /// Start a launch of `kernel` on `queue`, its grid checked against the device's limits.
     pub fn new(queue: &'l impl Queue, kernel: &'static Kernel, grid: Grid) -> Result<Self> {
         let QueueRef(gpu, stream, mode) = queue.__queue();
         grid.validate(kernel)?;
         gpu.bind()?;
+        gpu.check_limits(kernel, &grid)?;
         let func = gpu.ops().function(kernel, grid.entry_of(kernel))?;
+        gpu.ops().check_function(kernel, func, &grid)?;
         Ok(Launch {
             args: ArgSink::new(gpu, kernel, mode, Some(stream)),
             stream,
@@ -61,6 +81,8 @@ impl<'l> Launch<'l> {
             h2d: Vec::new(),
             d2h: Vec::new(),
             zero: Vec::new(),
+            host_zero: Vec::new(),
+            queued: false,
             touch: None,
         })
     }
@@ -205,8 +227,7 @@ impl<'l> Launch<'l> {
                 self.args.slice(&a, a.addr + offset);
             }
         }
-        self.args.put(&(window.start as u64).to_ne_bytes());
-        self.args.put(&(window.end as u64).to_ne_bytes());
+        self.args.window(window);
     }
 
     /// Pass pinned host memory for a `#[pinned_async] &[T]` argument: copied host→device into
@@ -228,7 +249,9 @@ impl<'l> Launch<'l> {
     /// Pass pinned host memory for a `#[pinned_async(out)] &mut [T]` argument: copied
     /// device→host after the kernel only. The staging the kernel writes is zeroed first, so
     /// elements the kernel does not write come back as zero bytes (`0`, `false`), whatever
-    /// earlier launches left in the pooled staging: never an invalid value of `T`.
+    /// earlier launches left in the pooled staging: never an invalid value of `T`. On a
+    /// coherent system the kernel writes the host memory in place, zeroed first the same way
+    /// once the launch is accepted; a refused launch leaves it untouched.
     pub fn pinned_out<T: DeviceCopy>(&mut self, b: &'l mut impl PinnedArg<T>) {
         let a = b.__arg();
         self.args.track(&a, Access::Exclusive);
@@ -284,7 +307,7 @@ impl<'l> Launch<'l> {
         }
     }
 
-    fn pinned(&mut self, a: ArgRef<'_>, copy_in: bool, back: bool) {
+    fn pinned(&mut self, a: ArgRef<'l>, copy_in: bool, back: bool) {
         if let Mode::Record(_) = self.args.mode {
             self.args
                 .invalid("staged arguments cannot be recorded into a graph".into());
@@ -298,14 +321,14 @@ impl<'l> Launch<'l> {
                 "pinned_async",
                 "read and written in place: coherent system, no copy",
             );
-            if self.args.slice(&a, a.addr) && !copy_in {
-                // Not ordered on the stream like the rest of the launch: earlier work on the
-                // memory, even on this stream, must be over.
-                a.uses.before_host_write();
-                // Elements the kernel does not write come back zeroed, as with staging.
-                // SAFETY: `a` is host memory of `a.bytes` bytes that this launch borrows
-                // exclusively (an output), and no GPU work uses it (tracked above).
-                unsafe { std::ptr::write_bytes(a.addr as *mut u8, 0, a.bytes) };
+            if self.args.slice(&a, a.addr) && !copy_in && a.bytes > 0 {
+                // Elements the kernel does not write come back zeroed, as with staging: done
+                // by `enqueue`, once the launch is accepted.
+                self.host_zero.push(HostZero {
+                    uses: a.uses,
+                    addr: a.addr,
+                    bytes: a.bytes,
+                });
             }
             return;
         }
@@ -348,12 +371,14 @@ impl<'l> Launch<'l> {
         );
     }
 
-    /// Enqueue the copies in, the kernel and the copies out.
+    /// Check the arguments (each one, and the `same_len` groups), then enqueue the copies in,
+    /// the kernel and the copies out. A launch refused here has queued nothing and written no
+    /// memory of the caller's.
     pub fn submit(mut self) -> Result<Pending<'l>> {
         let gpu = self.gpu();
         let kernel = self.args.kernel;
+        self.args.complete()?;
         if let Mode::Record(rec) = self.args.mode {
-            self.args.complete()?;
             let params = std::mem::replace(&mut self.args.params, ParamBlock::new(&[]));
             rec.push(GraphNode {
                 kernel,
@@ -395,15 +420,28 @@ impl<'l> Launch<'l> {
         })
     }
 
+    /// Queue the checked launch: the first of its side effects.
     fn enqueue(&mut self) -> Result<()> {
-        self.args.complete()?;
         let (gpu, kernel) = (self.gpu(), self.args.kernel);
+        // Outputs zeroed on the host are not ordered on the stream like the rest of the
+        // launch: earlier work on them, even on this stream, must be over (a wait, so before
+        // the call section).
+        for z in &self.host_zero {
+            z.uses.before_host_write();
+        }
         // The function and the addresses are the context's as it is now: no reset may come
         // between the check and the calls.
         let _section = gpu.ops().fault().enter()?;
         let k = kernel.name;
         let _range = crate::nvtx::launch(k);
         let ops = gpu.ops();
+        for z in &self.host_zero {
+            // SAFETY: host memory of `z.bytes` bytes that this launch borrows exclusively (an
+            // output) for `'l`, and no GPU work uses it (waited for above; a launch that takes
+            // it later waits for this one).
+            unsafe { std::ptr::write_bytes(z.addr as *mut u8, 0, z.bytes) };
+        }
+        self.queued = true;
         for &(device, bytes) in &self.zero {
             // SAFETY: a staging lease of this launch of at least `bytes`, held until its guard
             // completes.
@@ -412,7 +450,7 @@ impl<'l> Launch<'l> {
         for c in &self.h2d {
             // SAFETY: `c.host` is pinned memory of `c.bytes` bytes borrowed by this launch
             // until its guard completes; `c.device` a staging buffer of at least that size.
-            unsafe { ops.copy_h2d(self.stream, c.device, c.host, c.bytes, k) }?;
+            unsafe { gpu.copy_h2d(self.stream, c.device, c.host, c.bytes, k) }?;
         }
         let mut ptrs = self.args.params.pointers();
         let (g, t) = (self.grid.blocks, self.grid.threads);
@@ -433,7 +471,7 @@ impl<'l> Launch<'l> {
         unsafe { ops.launch(kernel, self.func, &self.grid, self.stream, &mut ptrs) }?;
         for c in &self.d2h {
             // SAFETY: as for the copies in; the host memory is borrowed mutably by the launch.
-            unsafe { ops.copy_d2h(self.stream, c.host, c.device, c.bytes, k) }?;
+            unsafe { gpu.copy_d2h(self.stream, c.host, c.device, c.bytes, k) }?;
         }
         Ok(())
     }
@@ -445,6 +483,19 @@ impl Drop for Launch<'_> {
             return;
         }
         let gpu = self.gpu();
+        if !self.queued {
+            // Refused before anything was queued: the staging is as this launch found it,
+            // with no wait. In a scope some of it may be an earlier launch's, still in use on
+            // the stream: back to the scope, which hands it to the pool after its wait.
+            if let Mode::Scope(scope) = self.args.mode {
+                scope.give_back(self.leases.drain(..));
+            } else if !gpu.is_lost() {
+                for (class, p) in self.leases.drain(..) {
+                    gpu.staging.put(class, (), p);
+                }
+            }
+            return;
+        }
         if let Mode::Scope(scope) = self.args.mode {
             // Copies of this launch may be queued, reading or writing memory whose borrow
             // ends now: wait for them (keeping any failure for the scope to report). Later

@@ -5,7 +5,7 @@
 use crate::gpu::Gpu;
 use crate::launch::builder::Launch;
 use crate::launch::grid::Grid;
-use crate::launch::kernel::{Entry, Kernel, Param, Placement};
+use crate::launch::kernel::{Entry, Kernel, Param, Part, Placement};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
@@ -88,9 +88,9 @@ static COPY: Kernel = Kernel {
     sass: None,
     params: &[
         Param::slice_ptr::<f32>("a", false, Placement::Device),
-        Param::slice_len("a"),
+        Param::word("a", Part::Len),
         Param::slice_ptr::<f32>("b", true, Placement::Device),
-        Param::slice_len("b"),
+        Param::word("b", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: copy_sim,

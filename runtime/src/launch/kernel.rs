@@ -1,48 +1,29 @@
 //! Kernel descriptors: what `#[gpu_kernel]` records about each kernel (name, PTX, SASS,
 //! parameter layout, simulator entry, declared block shape), and their registry.
 
-/// What one PTX parameter of a kernel is.
+pub use berth_abi::{Part, Placement};
+
+/// What a pointer parameter points to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ParamKind {
-    /// A by-value scalar.
-    Scalar,
-    /// The device pointer of a slice argument.
-    SlicePtr {
-        /// Whether the kernel writes through it.
-        mutable: bool,
-        /// Where the slice's data lives.
-        placement: Placement,
-    },
-    /// The length (elements, `usize`) of the slice argument just before.
-    SliceLen,
+pub struct Pointee {
+    /// Whether the kernel writes through it.
+    pub mutable: bool,
+    /// Where the slice's data lives.
+    pub placement: Placement,
 }
 
-/// Where a slice argument's data lives, from its attribute in the kernel's signature.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// No attribute: device memory, passed in place.
-    Device,
-    /// `#[pinned_async]`: pinned host memory, copied to device staging around the launch.
-    PinnedAsync,
-    /// `#[pinned_async(out)]`: pinned host memory the kernel only writes: copied back only.
-    PinnedOut,
-    /// `#[mapped]`: host memory mapped into the GPU's address space, read in place.
-    Mapped,
-    /// `#[auto]`: mapped host memory, read in place or copied in, chosen per launch.
-    Auto,
-}
-
-/// One PTX parameter of a kernel, as the launcher will pass it.
+/// One PTX parameter of a kernel, as the launcher will pass it: one [`Part`] of an argument
+/// lowered by berth's kernel ABI ([`berth_abi::Lowering`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Param {
     /// The Rust argument it comes from.
     pub name: &'static str,
-    /// What it is.
-    pub kind: ParamKind,
+    /// Which part of the argument it is.
+    pub part: Part,
+    /// For a pointer ([`Part::Ptr`]): what it points to.
+    pub pointee: Option<Pointee>,
     /// Size in bytes.
     pub size: usize,
-    /// Alignment in bytes.
-    pub align: usize,
 }
 
 impl Param {
@@ -50,30 +31,30 @@ impl Param {
     pub const fn scalar<T>(name: &'static str) -> Param {
         Param {
             name,
-            kind: ParamKind::Scalar,
+            part: Part::Value,
+            pointee: None,
             size: std::mem::size_of::<T>(),
-            align: std::mem::align_of::<T>(),
         }
     }
 
-    /// The pointer half of a slice of `T`.
+    /// The pointer of a slice of `T`.
     pub const fn slice_ptr<T>(name: &'static str, mutable: bool, placement: Placement) -> Param {
+        Param::word(name, Part::Ptr).pointing(Pointee { mutable, placement })
+    }
+
+    /// A word-sized part of a lowered slice: its pointer, length or window bound.
+    pub const fn word(name: &'static str, part: Part) -> Param {
         Param {
             name,
-            kind: ParamKind::SlicePtr { mutable, placement },
-            size: 8,
-            align: 8,
+            part,
+            pointee: None,
+            size: berth_abi::WORD_BYTES,
         }
     }
 
-    /// The length half of a slice.
-    pub const fn slice_len(name: &'static str) -> Param {
-        Param {
-            name,
-            kind: ParamKind::SliceLen,
-            size: 8,
-            align: 8,
-        }
+    const fn pointing(mut self, pointee: Pointee) -> Param {
+        self.pointee = Some(pointee);
+        self
     }
 }
 
@@ -129,6 +110,14 @@ pub enum Entry {
 }
 
 impl Kernel {
+    /// The index of the length of the slice whose pointer is parameter `ptr`: its argument's
+    /// [`Part::Len`] (`None` when `ptr` is not a pointer).
+    pub fn len_of(&self, ptr: usize) -> Option<usize> {
+        let p = self.params.get(ptr).filter(|p| p.part == Part::Ptr)?;
+        (ptr + 1..self.params.len())
+            .find(|&i| self.params[i].name == p.name && self.params[i].part == Part::Len)
+    }
+
     /// The PTX name of `entry` (the general entry's where the kernel has no linear one).
     pub fn entry_name(&self, entry: Entry) -> &'static str {
         match (entry, self.linear) {

@@ -109,7 +109,7 @@ mod tests {
         let params = [
             Param::scalar::<u32>("a"),
             Param::slice_ptr::<f32>("b", false, crate::launch::kernel::Placement::Device),
-            Param::slice_len("b"),
+            Param::word("b", crate::launch::kernel::Part::Len),
         ];
         let mut p = ParamBlock::new(&params);
         p.set(1, &0x1122_3344_5566_7788u64.to_ne_bytes());

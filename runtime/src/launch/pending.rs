@@ -1,25 +1,26 @@
 //! The guard of a launch in flight.
 
+use crate::backend::StreamId;
 use crate::context::Inner;
 use crate::error::Result;
+use crate::queue::Mode;
 use crate::track::{Access, Completion, Uses};
-use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-/// A launch in flight. It keeps every buffer of the launch borrowed until the stream has
-/// finished it (copies back included); [`Pending::wait`] returns the outcome. Dropping it
-/// without waiting also waits (a failure is then reported by the next synchronise of the
-/// stream).
+/// A launch, copy or graph replay in flight. It keeps every buffer of the work borrowed until
+/// the stream has finished it (a launch's copies back included); [`Pending::wait`] returns the
+/// outcome. Dropping it without waiting also waits (a failure is then reported by the next
+/// synchronise of the stream).
 ///
-/// A launch queued in a [`Scope`](crate::Scope) is the exception: dropping its guard leaves it
+/// Work queued in a [`Scope`](crate::Scope) is the exception: dropping its guard leaves it
 /// queued (the scope waits for it at its end and reports its outcome), and so does
-/// [`Pending::detach`]. A launch recorded into a [`Graph`](crate::Graph) has not run: its
+/// [`Pending::detach`]; neither waits. A launch recorded into a [`Graph`](crate::Graph) has not run: its
 /// guard holds nothing and `wait` returns at once.
 #[must_use = "a launch is asynchronous: call .wait() to get its outcome (in a scope, .detach() leaves it queued)"]
 pub struct Pending<'l> {
     pub(super) gpu: Arc<Inner>,
-    pub(super) stream: sys::CUstream,
+    pub(super) stream: StreamId,
     pub(super) kernel: &'static str,
     pub(super) done: bool,
     /// Queued in a scope: the scope waits for it and reports its outcome.
@@ -32,24 +33,30 @@ pub struct Pending<'l> {
 }
 
 impl Pending<'_> {
-    /// The guard of a copy just queued on `stream` that uses `uses`.
+    /// The guard of a copy just queued on `stream` (given as `mode` says) that uses `uses`.
+    /// In a scope it joins the scope's work, as a launch does: the scope waits for it at its
+    /// end, and its guard never waits.
     pub(crate) fn copy(
         gpu: &Arc<Inner>,
-        stream: sys::CUstream,
+        stream: StreamId,
+        mode: Mode<'_>,
         what: &'static str,
         uses: &[(&Uses, Access)],
     ) -> Result<Self> {
-        let completion = Completion::record(gpu, &[stream])?;
+        let (completion, scoped) = match mode {
+            Mode::Scope(scope) => (scope.joined_copy(gpu, stream), true),
+            _ => (Completion::record(gpu, &[stream])?, false),
+        };
         for (u, access) in uses {
             u.add(&completion, *access);
         }
-        Ok(Pending::queued(gpu, stream, what, completion, false))
+        Ok(Pending::queued(gpu, stream, what, completion, scoped))
     }
 
     /// The guard of work just queued on `stream` that ends at `completion`.
     pub(crate) fn queued(
         gpu: &Arc<Inner>,
-        stream: sys::CUstream,
+        stream: StreamId,
         what: &'static str,
         completion: Arc<Completion>,
         scoped: bool,
@@ -82,10 +89,11 @@ impl Pending<'_> {
         r
     }
 
-    /// Leave the work queued without waiting. In a [`Scope`](crate::Scope), the scope waits
-    /// for it at its end and reports its outcome; the buffers' borrows end now, and host
-    /// access to them waits for the work first. Elsewhere the same as dropping the guard,
-    /// which waits.
+    /// In a [`Scope`](crate::Scope), leave the work (a launch, copy or graph replay) queued
+    /// without waiting: the scope waits for it at its end and reports its outcome; the
+    /// buffers' borrows end now, and host access to them waits for the work first. Elsewhere
+    /// the same as dropping the guard, which waits for the stream. For a launch recorded into
+    /// a graph it does nothing.
     pub fn detach(self) {}
 
     /// The kernel launched.

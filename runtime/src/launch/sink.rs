@@ -5,14 +5,14 @@
 //! their arguments through it, so every launch checks the same things.
 
 use crate::args::ArgRef;
+use crate::backend::StreamId;
 use crate::context::Inner;
 use crate::error::{Error, Result};
-use crate::launch::kernel::{Kernel, ParamKind};
+use crate::launch::kernel::{Kernel, Part};
 use crate::launch::params::ParamBlock;
 use crate::queue::Mode;
 use crate::track::{Access, Completion, Uses};
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 use smallvec::SmallVec;
 use std::sync::Arc;
 
@@ -24,7 +24,7 @@ pub(crate) struct ArgSink<'l> {
     /// Queued with a waiting guard, queued in a scope, or recorded into a graph.
     pub(crate) mode: Mode<'l>,
     /// The one stream the work goes to, if it is one: earlier work there needs no wait.
-    stream: Option<sys::CUstream>,
+    stream: Option<StreamId>,
     next: usize,
     error: Option<Error>,
     /// The memory of every argument and how it is borrowed, to note the launch's use on
@@ -37,7 +37,7 @@ impl<'l> ArgSink<'l> {
         gpu: &'l Arc<Inner>,
         kernel: &'static Kernel,
         mode: Mode<'l>,
-        stream: Option<sys::CUstream>,
+        stream: Option<StreamId>,
     ) -> Self {
         ArgSink {
             gpu,
@@ -51,8 +51,9 @@ impl<'l> ArgSink<'l> {
         }
     }
 
-    /// The next parameter's value.
-    pub(crate) fn put(&mut self, bytes: &[u8]) {
+    /// The next parameter's value, `part` of the argument being passed (berth's kernel ABI):
+    /// the kernel's layout must have that part there.
+    fn put(&mut self, part: Part, bytes: &[u8]) {
         let Some(p) = self.kernel.params.get(self.next) else {
             self.fail(format!(
                 "more arguments than the kernel's {} parameters",
@@ -60,6 +61,13 @@ impl<'l> ArgSink<'l> {
             ));
             return;
         };
+        if p.part != part {
+            self.fail(format!(
+                "parameter {} (`{}`) is a {:?} part in the kernel but a {part:?} part in the launch",
+                self.next, p.name, p.part
+            ));
+            return;
+        }
         if p.size != bytes.len() {
             self.fail(format!(
                 "parameter `{}` is {} bytes in the kernel but {} in the launch",
@@ -83,7 +91,7 @@ impl<'l> ArgSink<'l> {
         let bytes = unsafe {
             std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
         };
-        self.put(bytes);
+        self.put(Part::Value, bytes);
     }
 
     /// The index of the next parameter.
@@ -142,7 +150,7 @@ impl<'l> ArgSink<'l> {
         }
         if a.read_only && access == Access::Exclusive {
             let reason = format!(
-                "argument `{}` is a peer view, which kernels only read: write a buffer of the launching device instead",
+                "argument `{}` is read-only memory (a peer view, or host memory shared with `Gpu::share`), which kernels only read: write a buffer of the launching device instead",
                 self.arg_name()
             );
             self.invalid(reason);
@@ -196,9 +204,16 @@ impl<'l> ArgSink<'l> {
                 return false;
             }
         }
-        self.put(&device_addr.to_ne_bytes());
-        self.put(&(a.len as u64).to_ne_bytes());
+        self.put(Part::Ptr, &device_addr.to_ne_bytes());
+        self.put(Part::Len, &(a.len as u64).to_ne_bytes());
         true
+    }
+
+    /// The range of an `#[auto]` slice the launch makes available, after its pointer and
+    /// length ([`ArgSink::slice`]).
+    pub(crate) fn window(&mut self, window: std::ops::Range<usize>) {
+        self.put(Part::Start, &(window.start as u64).to_ne_bytes());
+        self.put(Part::End, &(window.end as u64).to_ne_bytes());
     }
 
     /// Every parameter was passed and every argument accepted.
@@ -223,11 +238,7 @@ impl<'l> ArgSink<'l> {
     fn check_same_len(&mut self) -> Result<()> {
         let params = self.kernel.params;
         for group in self.kernel.same_len {
-            let is_len = |i: &usize| {
-                params
-                    .get(*i)
-                    .is_some_and(|p| p.kind == ParamKind::SliceLen)
-            };
+            let is_len = |i: &usize| params.get(*i).is_some_and(|p| p.part == Part::Len);
             let Some((&first, rest)) = group.split_first().filter(|_| group.iter().all(is_len))
             else {
                 self.fail(format!(

@@ -3,10 +3,11 @@
 //! bulk data to cut into chunks, then the plan and the run.
 
 use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
+use crate::backend::FunctionId;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::launch::grid::Grid;
-use crate::launch::kernel::Kernel;
+use crate::launch::kernel::{Kernel, Part};
 use crate::launch::sink::ArgSink;
 use crate::pipeline::link::link_profile;
 use crate::pipeline::plan::{PipelineOptions, plan};
@@ -15,13 +16,12 @@ use crate::queue::Mode;
 use crate::signal::SignalBuffer;
 use crate::track::Access;
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 
 /// A pipelined launch being assembled by a generated `<kernel>_pipelined` launcher.
 pub struct Pipelined<'l> {
     gpu: &'l Gpu,
     args: ArgSink<'l>,
-    func: sys::CUfunction,
+    func: FunctionId,
     opts: PipelineOptions,
     bulk: Vec<Bulk>,
 }
@@ -80,10 +80,9 @@ impl<'l> Pipelined<'l> {
     /// An `#[auto]` argument, read in place by every chunk (all of it available).
     pub fn auto<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>) {
         let a = b.__arg();
-        let len = a.len as u64;
+        let len = a.len;
         self.whole(a, Access::Shared);
-        self.args.put(&0u64.to_ne_bytes());
-        self.args.put(&len.to_ne_bytes());
+        self.args.window(0..len);
     }
 
     /// Signal cells, passed whole to every chunk.
@@ -98,12 +97,18 @@ impl<'l> Pipelined<'l> {
             Access::Shared
         };
         self.args.track(&a, access);
-        let slot = self.args.slot();
+        // The argument's parameter slots, as the kernel ABI lowers a slice.
+        let at = |part| {
+            let i = berth_abi::Lowering::PtrLen.position(part);
+            self.args.slot() + i.expect("a slice passes a pointer and a length")
+        };
+        let (ptr, len) = (at(Part::Ptr), at(Part::Len));
         let name = self.args.arg_name();
         // Filled per chunk with the staging address and the chunk's length.
         if self.args.slice(&a, 0) {
             self.bulk.push(Bulk {
-                slot,
+                ptr,
+                len_slot: len,
                 name,
                 host: a.addr,
                 elem,
@@ -127,7 +132,9 @@ impl<'l> Pipelined<'l> {
         self.bulk(b.__arg(), std::mem::size_of::<T>(), false, true);
     }
 
-    /// Plan the chunks and enqueue every one of them.
+    /// Check the arguments, plan the chunks, check the chunks' grids against the device's
+    /// limits, and enqueue every chunk. A launch refused by a check has queued nothing and
+    /// written no memory of the caller's.
     pub fn submit(mut self) -> Result<PipelineRun<'l>> {
         self.args.complete()?;
         let k = self.args.kernel.name;
@@ -150,6 +157,11 @@ impl<'l> Pipelined<'l> {
         let link = link_profile(self.gpu)?;
         let elems: Vec<usize> = self.bulk.iter().map(|b| b.elem).collect();
         let plan = plan(&self.opts, &link, n, &elems)?;
+        // Every chunk's grid is at most the first's: checked once, before anything is queued.
+        let widest = Grid::cover_with_block(plan.chunk.min(n), self.opts.threads_per_block);
+        self.gpu
+            .inner
+            .check_launch(self.args.kernel, self.func, &widest)?;
         start(Start {
             args: self.args,
             func: self.func,

@@ -7,7 +7,6 @@ use crate::event::Timing;
 use crate::gpu::Gpu;
 use crate::host_mem::PinnedBuffer;
 use crate::pipeline::plan::LinkProfile;
-use cudarc::driver::sys;
 
 const PROFILE_SIZES: [usize; 6] = [256 << 10, 1 << 20, 2 << 20, 4 << 20, 16 << 20, 64 << 20];
 
@@ -75,11 +74,10 @@ fn measure_link(gpu: &Gpu) -> Result<LinkProfile> {
         .iter()
         .find(|(_, h, d)| *h >= 0.9 * h2d && *d >= 0.9 * d2h)
         .map_or(max, |r| r.0);
-    let engines = ops.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT)?;
     Ok(LinkProfile {
         h2d_gbps: h2d,
         d2h_gbps: d2h,
         efficient_copy_bytes: efficient,
-        copy_engines: engines.max(0) as u32,
+        copy_engines: ops.copy_engines()?,
     })
 }

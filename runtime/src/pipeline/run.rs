@@ -6,6 +6,7 @@
 //! copy behind its outputs' copy): progress is read without a driver call, and after a fault
 //! the host knows exactly which chunks reached their outputs.
 
+use crate::backend::{FunctionId, StreamId};
 use crate::context::Inner;
 use crate::error::{Error, Result};
 use crate::host_mem::MappedBuffer;
@@ -16,7 +17,6 @@ use crate::own_kernels::CHUNK_DONE;
 use crate::pipeline::plan::{LinkProfile, PipelineOptions, PipelineStats, Plan};
 use crate::placement::probe::coherent;
 use crate::track::Completion;
-use cudarc::driver::sys;
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::sync::Arc;
@@ -52,8 +52,10 @@ fn flag_writer() -> FlagWriter {
 
 /// One `#[pinned_async]` argument of a pipelined launch, cut into chunks.
 pub(crate) struct Bulk {
-    /// Its pointer's parameter slot (the length's is the next).
-    pub(crate) slot: usize,
+    /// Its pointer's parameter slot.
+    pub(crate) ptr: usize,
+    /// Its length's parameter slot.
+    pub(crate) len_slot: usize,
     pub(crate) name: &'static str,
     pub(crate) host: u64,
     pub(crate) elem: usize,
@@ -65,7 +67,7 @@ pub(crate) struct Bulk {
 /// What a pipelined launch has ready to queue.
 pub(crate) struct Start<'l> {
     pub(crate) args: ArgSink<'l>,
-    pub(crate) func: sys::CUfunction,
+    pub(crate) func: FunctionId,
     pub(crate) opts: PipelineOptions,
     pub(crate) bulk: Vec<Bulk>,
     pub(crate) n: usize,
@@ -122,14 +124,6 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
     // On a coherent system the kernel reads and writes the host arrays in place: no
     // staging and no copies, each chunk's launch gets its part of the host memory.
     let direct = coherent(gpu);
-    if direct {
-        for b in bulk.iter().filter(|b| !b.copy_in) {
-            // Elements the kernel does not write come back zeroed, as with staging.
-            // SAFETY: `b.host` is host memory of `b.len` elements that the run borrows
-            // exclusively (an output), and no GPU work uses it (tracked when passed).
-            unsafe { std::ptr::write_bytes(b.host as *mut u8, 0, b.len * b.elem) };
-        }
-    }
     // staging[s][b]: the device buffer of bulk argument b for stream s.
     let mut staging = vec![Vec::with_capacity(bulk.len()); streams];
     for set in staging.iter_mut() {
@@ -159,9 +153,9 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
     let writer = flag_writer();
     let by_kernel = use_flags && writer == FlagWriter::Kernel;
     let done_fn = if by_kernel {
-        ops.function(&CHUNK_DONE, Entry::General)?
+        Some(ops.function(&CHUNK_DONE, Entry::General)?)
     } else {
-        std::ptr::null_mut()
+        None
     };
     // Copied flags: one device word holding 1 per stream, set on that stream first. Without
     // a link there are no copy engines, and a stream memory operation publishes the flag.
@@ -179,6 +173,20 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
     } else {
         0
     };
+    if direct {
+        // Everything that may fail before the chunks is done: the outputs are written only
+        // now, by a run that goes ahead.
+        for b in bulk.iter().filter(|b| !b.copy_in) {
+            // Elements the kernel does not write come back zeroed, as with staging.
+            // SAFETY: `b.host` is host memory of `b.len` elements that the run borrows
+            // exclusively (an output), and no GPU work uses it (tracked when passed).
+            unsafe { std::ptr::write_bytes(b.host as *mut u8, 0, b.len * b.elem) };
+        }
+    }
+    // The chunks are the parts of one launch: each has its own piece of the bulk arguments,
+    // and every chunk reaches the rest of the memory, as the blocks of one launch do.
+    let own: Vec<(usize, usize)> = bulk.iter().map(|b| (b.ptr, b.elem)).collect();
+    let group = ops.launch_group(kernel, chunks, &own);
     for c in 0..chunks {
         let _chunk = crate::nvtx::chunk(k, c, chunks);
         let s = c % streams;
@@ -188,8 +196,8 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
         for (b, &dev) in bulk.iter().zip(&staging[s]) {
             if direct {
                 let host = b.host + (range.start * b.elem) as u64;
-                args.params.set(b.slot, &host.to_ne_bytes());
-                args.params.set(b.slot + 1, &(len as u64).to_ne_bytes());
+                args.params.set(b.ptr, &host.to_ne_bytes());
+                args.params.set(b.len_slot, &(len as u64).to_ne_bytes());
                 continue;
             }
             if !b.copy_in {
@@ -204,28 +212,29 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
                 // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the run;
                 // `dev` a staging buffer of at least `chunk` elements, reused on this stream
                 // only after the stream passed its previous chunk.
-                unsafe { ops.copy_h2d(stream, dev, host, len * b.elem, k) }?;
+                unsafe { gpu.copy_h2d(stream, dev, host, len * b.elem, k) }?;
             }
-            args.params.set(b.slot, &dev.to_ne_bytes());
-            args.params.set(b.slot + 1, &(len as u64).to_ne_bytes());
+            args.params.set(b.ptr, &dev.to_ne_bytes());
+            args.params.set(b.len_slot, &(len as u64).to_ne_bytes());
         }
         let grid = Grid::cover_with_block(len, opts.threads_per_block);
         let mut ptrs = args.params.pointers();
         // SAFETY: `func` is this kernel's function (checked against its parameters at load);
         // every bulk slot now holds a staging buffer of this stream (or, on a coherent
         // system, the chunk's part of the host memory) and the chunk length, the other slots
-        // the caller's memory, borrowed by the run.
-        unsafe { ops.launch(kernel, func, &grid, stream, &mut ptrs) }?;
+        // the caller's memory, borrowed by the run. `group` is this kernel's, of `chunks`
+        // parts, with the bulk slots as each part's own; chunk `c` is queued once.
+        unsafe { ops.launch_part(&group, c, kernel, func, &grid, stream, &mut ptrs) }?;
         for (b, &dev) in bulk.iter().zip(&staging[s]) {
             if b.copy_out && !direct {
                 let host = b.host + (range.start * b.elem) as u64;
                 // SAFETY: as for the copy in, with the host memory borrowed mutably.
-                unsafe { ops.copy_d2h(stream, host, dev, len * b.elem, k) }?;
+                unsafe { gpu.copy_d2h(stream, host, dev, len * b.elem, k) }?;
             }
         }
         let flag_host = run.progress.host_ptr().wrapping_add(c) as u64;
         let flag_device = run.progress.device_ptr() + 4 * c as u64;
-        if by_kernel {
+        if let Some(done_fn) = done_fn {
             let mut flag = flag_device;
             let mut ptrs = [(&raw mut flag).cast::<std::ffi::c_void>()];
             // SAFETY: CHUNK_DONE's one parameter is a u64 (checked at load), and it is the
@@ -260,7 +269,7 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
 pub struct PipelineRun<'l> {
     gpu: Arc<Inner>,
     kernel: &'static str,
-    streams: Vec<sys::CUstream>,
+    streams: Vec<StreamId>,
     leases: Vec<(usize, u64)>,
     progress: MappedBuffer<u32>,
     chunks: usize,
@@ -320,10 +329,18 @@ impl PipelineRun<'_> {
     /// complete and every later chunk that did (its outputs were written back).
     pub fn wait(mut self) -> Result<PipelineStats> {
         self.done = true;
-        let mut failure = None;
+        // The fault itself, where a stream reports it; the other streams then report the
+        // context lost to it.
+        let mut failure: Option<Error> = None;
         for &s in &self.streams {
             if let Err(e) = self.gpu.sync(s, Some(self.kernel)) {
-                failure.get_or_insert(e);
+                match &failure {
+                    Some(Error::ContextLost(_)) if !matches!(e, Error::ContextLost(_)) => {
+                        failure = Some(e)
+                    }
+                    Some(_) => {}
+                    None => failure = Some(e),
+                }
             }
         }
         let result = match failure {

@@ -3,6 +3,7 @@
 //! the random-read rate of the memory itself, measured on the device.
 
 use crate::args::{ArgRef, MappedArg};
+use crate::backend::StreamId;
 use crate::context::Inner;
 use crate::gpu::Gpu;
 use crate::placement::calibration::link_costs;
@@ -11,7 +12,6 @@ use crate::placement::model::{
 };
 use crate::placement::probe::{device_profile, random_read_rate};
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 use std::sync::Arc;
 
 /// [`Gpu::auto_decision`] for the argument `a` of `elem`-byte elements, probing on `stream`.
@@ -22,7 +22,7 @@ pub(crate) fn decide_for(
     a: &ArgRef<'_>,
     elem: usize,
     hint: Touch,
-    stream: sys::CUstream,
+    stream: StreamId,
 ) -> Decision {
     let profile = device_profile(inner).unwrap_or_default();
     let costs = link_costs(inner);

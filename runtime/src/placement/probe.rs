@@ -3,6 +3,7 @@
 //! runtime's probe kernel, timed with events, cached per allocation).
 
 use crate::args::{ArgRef, MappedArg};
+use crate::backend::StreamId;
 use crate::buffer::DeviceBuffer;
 use crate::context::Inner;
 use crate::error::Result;
@@ -14,7 +15,6 @@ use crate::own_kernels::RANDOM_PROBE;
 use crate::placement::calibration::link_costs;
 use crate::placement::model::{DeviceProfile, probe_reads};
 use berth_device::DeviceCopy;
-use cudarc::driver::sys;
 
 /// The coherence attributes of the context `gpu` (see [`Gpu::device_profile`]).
 pub(crate) fn device_profile(gpu: &Inner) -> Result<DeviceProfile> {
@@ -38,7 +38,7 @@ pub(crate) fn coherent(gpu: &Inner) -> bool {
 pub(crate) fn random_read_rate(
     gpu: &Gpu,
     a: &ArgRef<'_>,
-    stream: sys::CUstream,
+    stream: StreamId,
     reads: usize,
 ) -> Result<f64> {
     let inner = &gpu.inner;

@@ -1,0 +1,135 @@
+//! The kernel ABI of berth: what `#[gpu_kernel]` (`berth_macros`), the device API
+//! (`berth_device`), the runtime (`berth_runtime`) and the builder (`berth_build`) must agree
+//! on, written once.
+//!
+//! - **Parameters** ([`Lowering`], [`Part`]): how each kind of kernel argument becomes PTX
+//!   parameters. The macro declares the entry's parameters and the descriptor's layout from
+//!   it, the runtime packs a launch's parameter block by it, the simulator's entry reads it.
+//! - **Sections** ([`Section`], [`KernelAttrs`]): the section names that carry what rustc
+//!   cannot say to the builder (shared memory, per-kernel attributes, pointer alignments),
+//!   with their encoding: written by the macro and the device API, read by the builder.
+//! - **Symbols and variables**: the names the device code, the runtime and the builder look
+//!   each other up by ([`DYNAMIC_SHARED`], [`PANIC_RECORD`], [`LINEAR_SUFFIX`]), and the
+//!   environment variables through which a kernel crate's build script hands its PTX and SASS
+//!   to the macro ([`PTX_ENV`], [`CUBIN_ENV`], [`CUBIN_ARCH_ENV`]).
+//!
+//! The crate has no dependencies and is `no_std`: the device crate uses it in the nvptx64
+//! build, where only `core` exists.
+//!
+//! ```
+//! use berth_abi::{KernelAttrs, Lowering, Part, Section};
+//! // `y: &mut [f32]` is two PTX parameters, a pointer and a length.
+//! assert_eq!(Lowering::PtrLen.parts(), &[Part::Ptr, Part::Len]);
+//! // `#[gpu_kernel(block = (256, 1, 1))]` travels to the builder in the entry's section.
+//! let attrs = KernelAttrs { block: Some([256, 1, 1]), ..KernelAttrs::default() };
+//! let name = Section::Attributes(attrs).to_string();
+//! assert_eq!(name, "berth:reqntid=256,1,1");
+//! assert_eq!(Section::parse(&name), Some(Ok(Section::Attributes(attrs))));
+//! ```
+#![no_std]
+#![deny(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+mod params;
+mod section;
+
+pub use params::{Lowering, Part, Placement, WORD_BYTES, param_align};
+pub use section::{KernelAttrs, Section, UnknownAttribute};
+
+/// The section name of a block-shared static, as a string literal, for attributes
+/// (`#[link_section = berth_abi::shared_section!()]`), which take no constants.
+#[macro_export]
+macro_rules! shared_section {
+    () => {
+        "berth:shared"
+    };
+}
+
+/// The symbol of the block's dynamic shared memory, as a string literal, for attributes
+/// (`#[link_name = berth_abi::dynamic_shared!()]`).
+#[macro_export]
+macro_rules! dynamic_shared {
+    () => {
+        "__berth_dynamic_shared"
+    };
+}
+
+/// The symbol of a module's panic slot, as a string literal, for attributes
+/// (`#[export_name = berth_abi::panic_record!()]`).
+#[macro_export]
+macro_rules! panic_record {
+    () => {
+        "__berth_panic_record"
+    };
+}
+
+/// The section of a static that lives in block-shared memory: the device API's
+/// `shared_array!` places its static there, and the builder moves every static of this section
+/// to PTX's `.shared` state space (LLVM address space 3).
+pub const SHARED_SECTION: &str = shared_section!();
+
+/// The external array that is the block's dynamic shared memory (sized by the launch): the
+/// device API declares it, the builder moves it to `.extern .shared`.
+pub const DYNAMIC_SHARED: &str = dynamic_shared!();
+
+/// The module global where the runtime stores the addresses of the panic record and its claim
+/// word when it loads a module, and where a panicking kernel finds them. The builder keeps it
+/// exported beside the kernel entries.
+pub const PANIC_RECORD: &str = panic_record!();
+
+/// The suffix of a kernel's second entry, specialised for one-dimensional launches:
+/// `saxpy__berth_1d` beside `saxpy`.
+pub const LINEAR_SUFFIX: &str = "__berth_1d";
+
+/// The environment variable through which a kernel crate's build script gives the host build
+/// (and so `#[gpu_kernel]`) the path of the crate's PTX.
+pub const PTX_ENV: &str = "BERTH_PTX";
+
+/// The environment variable giving the host build the path of the crate's cubin (SASS), where
+/// the build made one.
+pub const CUBIN_ENV: &str = "BERTH_CUBIN";
+
+/// The environment variable giving the host build the architecture of that cubin (`sm_90`).
+pub const CUBIN_ARCH_ENV: &str = "BERTH_CUBIN_ARCH";
+
+/// The name of kernel `name`'s one-dimensional entry (`name` + [`LINEAR_SUFFIX`]).
+///
+/// ```
+/// assert_eq!(berth_abi::linear_entry("saxpy").to_string(), "saxpy__berth_1d");
+/// ```
+pub fn linear_entry(name: &str) -> impl core::fmt::Display + '_ {
+    struct Linear<'a>(&'a str);
+    impl core::fmt::Display for Linear<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            write!(f, "{}{LINEAR_SUFFIX}", self.0)
+        }
+    }
+    Linear(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn the_literal_macros_are_the_constants() {
+        assert_eq!(SHARED_SECTION, "berth:shared");
+        assert_eq!(
+            Section::parse(SHARED_SECTION),
+            Some(Ok(Section::SharedArray)),
+            "the shared section is one of the sections the builder reads"
+        );
+        assert_eq!(Section::SharedArray.to_string(), SHARED_SECTION);
+        for symbol in [DYNAMIC_SHARED, PANIC_RECORD] {
+            assert!(symbol.starts_with("__berth_"), "{symbol}");
+            assert!(
+                symbol
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            );
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! First-launch benchmark: how long a fresh process waits before its first kernel has run.
+//!
+//! `first_launch`: times `Gpu::new()`, then the first launch of `saxpy` (which loads the
+//! examples crate's module: its SASS where the build embedded some for this GPU, else its PTX,
+//! which the driver JIT-compiles) until the kernel has finished, then a second launch for
+//! comparison. Run it with `CUDA_CACHE_DISABLE=1` to keep the driver's JIT cache out, and with
+//! `BERTH_LOAD=ptx` to force the PTX. One JSON line:
+//! `{"bench":"first_launch","module":"sass"|"ptx","crate":..,"kernel":..,"init_ms":..,"ms":..,"second_ms":..,"bad":..}`
+//! (`ms`: the first launch, module load included). `bench/first_launch/reference.cu` is the same in CUDA
+//! C++. With `RUST_LOG=berth_runtime=debug` the module load's phases are logged on stderr.
+
+use berth::{Gpu, Grid};
+use berth_examples::saxpy;
+use std::time::Instant;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("first_launch: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    // `RUST_LOG=berth_runtime=debug` adds the module load's phases (check, load, fault
+    // set-up) on stderr.
+    if std::env::var_os("RUST_LOG").is_some() {
+        berth_examples::cli::init_logging();
+    }
+    let kernel = &berth_examples::__BERTH_KERNEL_saxpy;
+    let forced_ptx = std::env::var("BERTH_LOAD").is_ok_and(|v| v == "ptx");
+    let module = if berth::__private::crate_sass(kernel.crate_name).is_some() && !forced_ptx {
+        "sass"
+    } else {
+        "ptx"
+    };
+    let t = Instant::now();
+    let gpu = Gpu::new()?;
+    let init = t.elapsed().as_secs_f64();
+
+    let n = 1 << 16;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let dx = gpu.upload(&x)?;
+    let mut dy = gpu.upload(&vec![1.0f32; n])?;
+    let t = Instant::now();
+    saxpy(&gpu, Grid::cover(n), 2.0, &dx, &mut dy)?.wait()?;
+    let first = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    saxpy(&gpu, Grid::cover(n), 2.0, &dx, &mut dy)?.wait()?;
+    let second = t.elapsed().as_secs_f64();
+
+    let got = dy.to_vec()?;
+    let bad = (0..n).filter(|&i| got[i] != 4.0 * x[i] + 1.0).count();
+    println!(
+        "{{\"bench\":\"first_launch\",\"module\":\"{module}\",\"crate\":\"{}\",\"kernel\":\"{}\",\"init_ms\":{:.3},\"ms\":{:.3},\"second_ms\":{:.3},\"bad\":{bad}}}",
+        kernel.crate_name,
+        kernel.name,
+        init * 1e3,
+        first * 1e3,
+        second * 1e3
+    );
+    Ok(())
+}

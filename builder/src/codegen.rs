@@ -1,0 +1,91 @@
+//! The IR in and out of the rewrites (stage 4's input), and stage 5 of a kernel build: the
+//! rewritten module optimised (`opt -O3` with nvcc's appetite for unrolling small loops,
+//! everything but the exports internalised) and compiled to PTX (`llc`), with the toolchain's
+//! LLVM tools.
+
+use crate::ir::Module;
+use crate::link::{Joined, LinkError};
+use crate::tools::{self, Tools};
+use std::path::PathBuf;
+
+/// The cost (LLVM's instruction estimate) up to which `opt` unrolls a loop of constant trip
+/// count completely: `-unroll-threshold`, 300 at `-O3` otherwise.
+///
+/// nvcc unrolls small constant-trip loops whole, so an accumulator like `[[f32; 8]; 8]` indexed
+/// by the loop counters becomes 64 registers. LLVM's default leaves the outer loop of a
+/// register-blocked SGEMM's 8×8 write-back rolled (its body, eight checked stores, costs more
+/// than 300), and then the accumulator must stay addressable: a 256-byte local-memory frame,
+/// read back from memory in every step of the main loop. At 1000, loops of that size unroll
+/// and SROA (which the pipeline runs after full unrolling) puts the arrays in registers; in
+/// the example and fixture kernels no other loop changes (`tests/tests/kernels.rs` checks
+/// the plain ports' frames with ptxas). Loops whose trip count is not a constant are not
+/// affected: partial and runtime unrolling keep their own thresholds.
+pub const UNROLL_THRESHOLD: u32 = 1000;
+
+/// Settings of code generation.
+#[derive(Debug, Clone)]
+pub struct CodegenOptions {
+    /// GPU architecture (`sm_90`).
+    pub arch: String,
+    /// Run LLVM's loop strength reduction in `llc` (off by default; `BERTH_LSR=on`).
+    pub lsr: bool,
+}
+
+/// The joined program as a module to rewrite: its text (`joined.ll`, kept for reading),
+/// parsed once.
+pub fn disassemble(tools: Tools, joined: &Joined) -> Result<Module, LinkError> {
+    let ll = joined.work.join("joined.ll");
+    tools.run("llvm-dis", &joined.bitcode, |c| {
+        c.arg(&joined.bitcode).arg("-o").arg(&ll)
+    })?;
+    Ok(Module::parse(&tools::read(&ll)?))
+}
+
+/// The PTX of the rewritten `module`: `<work>/<crate>.ptx`. The rewritten text stays beside
+/// it as `rewritten.ll`.
+pub fn compile(
+    tools: Tools,
+    module: &Module,
+    joined: &Joined,
+    krate: &str,
+    opts: &CodegenOptions,
+) -> Result<PathBuf, LinkError> {
+    let work = &joined.work;
+    let rewritten = work.join("rewritten.ll");
+    tools::write(&rewritten, &module.to_string())?;
+    let linked = work.join("rewritten.bc");
+    tools.run("llvm-as", &rewritten, |c| {
+        c.arg(&rewritten).arg("-o").arg(&linked)
+    })?;
+    let exports = work.join("exports.txt");
+    let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
+    tools::write(&exports, &kept)?;
+    let optimized = work.join("optimized.bc");
+    tools.run("opt", &linked, |c| {
+        c.arg(&linked)
+            .arg(format!("-mcpu={}", opts.arch))
+            .arg("-nvptx-short-ptr")
+            .arg(format!(
+                "--internalize-public-api-file={}",
+                exports.display()
+            ))
+            .arg("--passes=default<O3>,internalize,globaldce")
+            .arg(format!("-unroll-threshold={UNROLL_THRESHOLD}"))
+            .arg("-o")
+            .arg(&optimized)
+    })?;
+    let ptx = work.join(format!("{}.ptx", krate.replace('-', "_")));
+    tools.run("llc", &optimized, |c| {
+        c.arg(format!("-mcpu={}", opts.arch))
+            .arg("-nvptx-short-ptr")
+            // Loop strength reduction gives every checked access two induction variables (the
+            // index its bounds check compares, the address it loads): register-blocked kernels
+            // then need 28–34 more registers than nvcc's and run at half the occupancy. Without
+            // it each address is recomputed from its index (one multiply-add), as ptxas likes.
+            .args((!opts.lsr).then_some("-disable-lsr"))
+            .arg(&optimized)
+            .arg("-o")
+            .arg(&ptx)
+    })?;
+    Ok(ptx)
+}

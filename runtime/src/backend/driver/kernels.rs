@@ -1,0 +1,317 @@
+//! Kernels on the CUDA driver: one module per kernel crate, loaded (and checked against
+//! every launcher of the crate) on first use — its SASS where the build made some for this
+//! GPU, else its PTX, which the driver JIT-compiles — the function cache, launches and graphs.
+
+use crate::backend::driver::Driver;
+use crate::backend::driver::handle::Handle;
+use crate::backend::driver::launch as driver_launch;
+use crate::backend::{ContextOps, FunctionId, GraphExec, GraphNode, KernelOps, StreamId};
+use crate::error::{Error, Result};
+use crate::launch::grid::Grid;
+use crate::launch::kernel::{Entry, Kernel, Sass, crate_sass, registered_kernels};
+
+// The function cache keys an entry by its descriptor's address with the low bit set for the
+// linear entry.
+const _: () = assert!(std::mem::align_of::<Kernel>() >= 2);
+use cudarc::driver::{result, sys};
+use std::ffi::{CString, c_void};
+use std::time::Instant;
+
+impl Driver {
+    fn module(&self, kernel: &'static Kernel) -> Result<sys::CUmodule> {
+        let mut modules = self.modules.lock().expect("poisoned");
+        if let Some(m) = modules.get(kernel.crate_name) {
+            return Ok(m.0);
+        }
+        let started = Instant::now();
+        // Check every entry of the PTX against its launcher before anything runs: a stale
+        // PTX or a macro bug must be an error here, not memory corruption later. One pass
+        // over the PTX for the whole crate (it holds every kernel of the crate).
+        let entries = crate::ptx::entries(kernel.ptx);
+        for k in registered_kernels().filter(|k| k.crate_name == kernel.crate_name) {
+            crate::ptx::check_against(k, &entries)?;
+        }
+        crate::ptx::check_against(kernel, &entries)?;
+        let checked = started.elapsed();
+        let force_ptx = std::env::var(LOAD_ENV).is_ok_and(|v| v == "ptx");
+        let sass = crate_sass(kernel.crate_name);
+        let module = match choose_image(sass.as_ref(), self.compute_capability().ok(), force_ptx) {
+            Image::Sass(sass) => match load_cubin(sass.cubin) {
+                Ok(m) => {
+                    tracing::debug!(
+                        krate = kernel.crate_name,
+                        arch = sass.arch,
+                        "SASS module loaded"
+                    );
+                    m
+                }
+                // A fault of earlier work surfacing here is that fault, not a bad image.
+                Err(e)
+                    if crate::backend::driver::fault::is_sticky(e.0)
+                        || self.faults.state.is_lost() =>
+                {
+                    return Err(self.faults.error("cuModuleLoadData", e, None));
+                }
+                Err(e) => {
+                    let (name, message) = crate::backend::driver::fault::describe(e);
+                    tracing::debug!(
+                        krate = kernel.crate_name,
+                        arch = sass.arch,
+                        "the driver rejected the SASS ({name}: {message}); loading the PTX"
+                    );
+                    self.load_ptx(kernel)?
+                }
+            },
+            Image::Ptx(why) => {
+                let m = self.load_ptx(kernel)?;
+                tracing::debug!(krate = kernel.crate_name, why, "PTX module loaded (JIT)");
+                m
+            }
+        };
+        let loaded = started.elapsed();
+        self.faults.record.install(module, &self.faults)?;
+        self.faults.index_strings(module, kernel.ptx);
+        tracing::debug!(
+            krate = kernel.crate_name,
+            check_ms = checked.as_secs_f64() * 1e3,
+            load_ms = (loaded - checked).as_secs_f64() * 1e3,
+            fault_setup_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
+            "module ready"
+        );
+        modules.insert(kernel.crate_name, Handle(module));
+        Ok(module)
+    }
+
+    fn load_ptx(&self, kernel: &'static Kernel) -> Result<sys::CUmodule> {
+        let src = CString::new(kernel.ptx).map_err(|_| Error::Module {
+            kernel: kernel.name,
+            reason: "the embedded PTX contains a NUL byte".into(),
+        })?;
+        // SAFETY: `src` is a NUL-terminated PTX image; the context is current (bind).
+        unsafe { result::module::load_data(src.as_ptr().cast()) }.map_err(|e| {
+            // A fault of earlier work surfacing here is reported as that fault.
+            self.faults.sticky_or("cuModuleLoadData", e, |e| {
+                let (name, message) = crate::backend::driver::fault::describe(e);
+                Error::Module {
+                    kernel: kernel.name,
+                    reason: format!(
+                        "the driver rejected the PTX of crate `{}`: {name} ({message}); was it built for a newer GPU than this one (BERTH_ARCH)?",
+                        kernel.crate_name
+                    ),
+                }
+            })
+        })
+    }
+}
+
+/// `BERTH_LOAD=ptx`: load every kernel crate's PTX even where its SASS would run (to measure
+/// the JIT, or to rule the cubin out).
+pub(crate) const LOAD_ENV: &str = "BERTH_LOAD";
+
+/// Which image of a kernel crate to load.
+#[derive(Debug)]
+enum Image<'a> {
+    /// The SASS, which runs on this GPU.
+    Sass(&'a Sass),
+    /// The PTX (JIT-compiled by the driver), and why not SASS.
+    Ptx(&'static str),
+}
+
+/// The crate's SASS where it runs on a GPU of compute capability `cc`, else its PTX.
+fn choose_image(sass: Option<&Sass>, cc: Option<(i32, i32)>, force_ptx: bool) -> Image<'_> {
+    match (sass, cc) {
+        _ if force_ptx => Image::Ptx("BERTH_LOAD=ptx"),
+        (None, _) => Image::Ptx("built without SASS"),
+        (Some(_), None) => Image::Ptx("compute capability unknown"),
+        (Some(s), Some(cc)) if s.runs_on(cc) => Image::Sass(s),
+        (Some(_), Some(_)) => Image::Ptx("SASS for another architecture"),
+    }
+}
+
+/// Load a cubin image into the current context.
+fn load_cubin(cubin: &[u8]) -> std::result::Result<sys::CUmodule, cudarc::driver::DriverError> {
+    // The driver reads the ELF image in place: give it 8-byte aligned storage (an embedded
+    // `include_bytes!` is only byte-aligned).
+    let mut aligned = vec![0u64; cubin.len().div_ceil(8)];
+    // SAFETY: `aligned` has at least `cubin.len()` bytes; the two do not overlap.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            cubin.as_ptr(),
+            aligned.as_mut_ptr().cast::<u8>(),
+            cubin.len(),
+        );
+    }
+    // SAFETY: `aligned` holds a complete cubin and outlives the call (the driver copies it);
+    // the context is current (bind).
+    unsafe { result::module::load_data(aligned.as_ptr().cast()) }
+}
+
+/// Threads per block that every compiled function runs with: a thread has at most 255
+/// registers, and 256 such threads fill exactly the 64 Ki registers a block may have (sm_50
+/// and later), so only larger blocks can be too many for a function's registers.
+const ALWAYS_FITS: u64 = 256;
+
+impl KernelOps for Driver {
+    fn check_function(&self, kernel: &'static Kernel, func: FunctionId, grid: &Grid) -> Result<()> {
+        let t = grid.threads;
+        let per_block = u64::from(t.x) * u64::from(t.y) * u64::from(t.z);
+        if per_block <= ALWAYS_FITS {
+            return Ok(());
+        }
+        let func = self.func(func)?;
+        let attribute = |a| {
+            // SAFETY: `func` is a function of this context (from `function`), which is current.
+            unsafe { result::function::get_function_attribute(func, a) }.map_err(|e| {
+                self.faults
+                    .error("cuFuncGetAttribute", e, Some(kernel.name))
+            })
+        };
+        use sys::CUfunction_attribute::*;
+        let max = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?;
+        if per_block <= max.max(0) as u64 {
+            return Ok(());
+        }
+        let regs = attribute(CU_FUNC_ATTRIBUTE_NUM_REGS)?;
+        Err(Error::InvalidLaunch {
+            kernel: kernel.name,
+            reason: format!(
+                "{per_block} threads per block ({}, {}, {}): as compiled, with {regs} registers \
+                 per thread, the kernel runs at most {max} threads per block (use smaller \
+                 blocks, or declare the block shape with `#[gpu_kernel(block = (..))]` so \
+                 that ptxas fits the registers to it)",
+                t.x, t.y, t.z
+            ),
+        })
+    }
+
+    fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<FunctionId> {
+        // Descriptors are statics aligned to at least 8 bytes: the low bit names the entry.
+        let key = std::ptr::from_ref(kernel) as usize | usize::from(entry == Entry::Linear);
+        if let Some(i) = self.function_cache.get(key) {
+            return self.function_id(i);
+        }
+        if let Some(&i) = self.functions.lock().expect("poisoned").get(&key) {
+            return self.function_id(i);
+        }
+        let _section = self.section()?;
+        let module = self.module(kernel)?;
+        let name = kernel.entry_name(entry);
+        let cname = CString::new(name).expect("kernel names have no NUL");
+        // SAFETY: `module` is a loaded module of this (current) context.
+        let f = unsafe { result::module::get_function(module, cname) }.map_err(|e| {
+            self.faults
+                .sticky_or("cuModuleGetFunction", e, |e| Error::Module {
+                    kernel: kernel.name,
+                    reason: format!(
+                        "entry `{name}` not found in the PTX of crate `{}` ({}); rebuild the crate",
+                        kernel.crate_name,
+                        crate::backend::driver::fault::describe(e).0
+                    ),
+                })
+        })?;
+        let mut functions = self.functions.lock().expect("poisoned");
+        // Looked up again under the lock: another thread may have loaded it meanwhile.
+        if let Some(&i) = functions.get(&key) {
+            return self.function_id(i);
+        }
+        let i = self.function_table.push(Handle(f));
+        let id = self.function_id(i)?;
+        functions.insert(key, i);
+        self.function_cache.insert(key, i);
+        Ok(id)
+    }
+
+    unsafe fn launch(
+        &self,
+        kernel: &'static Kernel,
+        func: FunctionId,
+        grid: &Grid,
+        stream: StreamId,
+        params: &mut [*mut c_void],
+    ) -> Result<()> {
+        let (func, stream) = (self.func(func)?, self.stream(stream)?);
+        let _section = self.section()?;
+        // SAFETY: the caller's contract.
+        unsafe { driver_launch::launch(&self.faults, kernel, func, grid, stream, params) }
+    }
+
+    fn graph_build(&self, nodes: &[GraphNode]) -> Result<GraphExec> {
+        let _section = self.section()?;
+        driver_launch::build(&self.faults, nodes, |n| self.func(n.func))
+    }
+
+    fn graph_update(&self, exec: &GraphExec, new: &[GraphNode], old: &[GraphNode]) -> Result<()> {
+        let _section = self.section()?;
+        driver_launch::update(&self.faults, exec, new, old, |n| self.func(n.func))
+    }
+
+    unsafe fn graph_launch(
+        &self,
+        exec: &GraphExec,
+        _nodes: &[GraphNode],
+        stream: StreamId,
+    ) -> Result<()> {
+        let stream = self.stream(stream)?;
+        let _section = self.section()?;
+        // SAFETY: the caller's contract.
+        unsafe { driver_launch::launch_graph(&self.faults, exec, stream) }
+    }
+
+    fn graph_drop(&self, exec: GraphExec) {
+        // A lost context's graphs go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
+        driver_launch::destroy(exec);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static SM_90: Sass = Sass {
+        arch: "sm_90",
+        cubin: b"",
+    };
+
+    #[test]
+    fn sass_where_it_runs_else_ptx() {
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((9, 0)), false),
+            Image::Sass(s) if std::ptr::eq(s, &SM_90)
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((8, 0)), false),
+            Image::Ptx(_)
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((10, 0)), false),
+            Image::Ptx(_)
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), Some((9, 0)), true),
+            Image::Ptx("BERTH_LOAD=ptx")
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), None, false),
+            Image::Ptx(_)
+        ));
+        assert!(matches!(
+            choose_image(None, Some((9, 0)), false),
+            Image::Ptx(_)
+        ));
+    }
+
+    #[test]
+    fn sass_runs_on_its_major_version() {
+        let sm = |arch| Sass { arch, cubin: b"" };
+        assert!(sm("sm_80").runs_on((8, 6)));
+        assert!(!sm("sm_86").runs_on((8, 0)));
+        assert!(sm("sm_90a").runs_on((9, 0)));
+        assert!(!sm("sm_90a").runs_on((9, 1)));
+        assert!(!sm("sm_100").runs_on((9, 0)));
+        assert!(sm("sm_100").runs_on((10, 0)));
+        assert!(!sm("compute_90").runs_on((9, 0)));
+    }
+}

@@ -1,0 +1,199 @@
+//! Memory on the CUDA driver: device and page-locked host allocations, registration of
+//! existing host memory, asynchronous copies and memsets, and stream memory operations.
+
+use crate::backend::driver::Driver;
+use crate::backend::{MemoryOps, StreamId};
+use crate::error::{Error, Result};
+use cudarc::driver::{result, sys};
+use std::ffi::c_void;
+
+impl MemoryOps for Driver {
+    fn alloc(&self, bytes: usize) -> Result<u64> {
+        let _section = self.section()?;
+        // SAFETY: plain allocation in the current context (the caller bound it).
+        match unsafe { result::malloc_sync(bytes) } {
+            Ok(p) => Ok(p),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                let (free, total) = result::mem_get_info().unwrap_or((0, 0));
+                Err(Error::OutOfMemory { bytes, free, total })
+            }
+            Err(e) => Err(self.error("cuMemAlloc", e, None)),
+        }
+    }
+
+    unsafe fn free(&self, ptr: u64, _bytes: usize) {
+        // A lost context's memory goes with its reset; after it, the address may be a new
+        // allocation's.
+        let Ok(_section) = self.section() else {
+            return;
+        };
+        // SAFETY: the caller's contract.
+        let _ = unsafe { result::free_sync(ptr) };
+    }
+
+    fn alloc_host(&self, bytes: usize, flags: u32) -> Result<u64> {
+        let _section = self.section()?;
+        let mut p = std::ptr::null_mut();
+        // SAFETY: plain allocation in the current context (the caller bound it).
+        let r = unsafe { sys::cuMemHostAlloc(&mut p, bytes, flags) }.result();
+        match r {
+            Ok(()) => Ok(p as u64),
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Err(Error::OutOfMemory {
+                bytes,
+                free: 0,
+                total: 0,
+            }),
+            Err(e) => Err(self.error("cuMemHostAlloc", e, None)),
+        }
+    }
+
+    unsafe fn free_host(&self, ptr: u64, _bytes: usize) {
+        // A lost context's host allocations go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
+        // SAFETY: the caller's contract.
+        let _ = unsafe { result::free_host(ptr as *mut c_void) };
+    }
+
+    fn mapped_address(&self, host: u64) -> Result<u64> {
+        let _section = self.section()?;
+        let mut d = 0;
+        // SAFETY: `host` is a live DEVICEMAP allocation of this (current) context.
+        let r = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, host as *mut c_void, 0) };
+        self.check("cuMemHostGetDevicePointer", r.result(), None)?;
+        Ok(d)
+    }
+
+    unsafe fn register(&self, host: *mut c_void, bytes: usize) -> Result<u64> {
+        let _section = self.section()?;
+        let flags = sys::CU_MEMHOSTREGISTER_DEVICEMAP | sys::CU_MEMHOSTREGISTER_PORTABLE;
+        // SAFETY: `host..host+bytes` stays allocated until it is unregistered (the caller's
+        // contract).
+        let r = unsafe { sys::cuMemHostRegister_v2(host, bytes, flags) }.result();
+        if let Err(e) = r {
+            use sys::CUresult::*;
+            return Err(match e.0 {
+                CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED => Error::Usage(
+                    "this memory (or a page of it) is already registered or pinned: register \
+                     each allocation once, or use a MappedBuffer"
+                        .into(),
+                ),
+                CUDA_ERROR_NOT_SUPPORTED => Error::Usage(
+                    "this platform does not support registering host memory: use a MappedBuffer"
+                        .into(),
+                ),
+                _ => self.error("cuMemHostRegister", e, None),
+            });
+        }
+        let mut device = 0;
+        // SAFETY: `host` was just registered with DEVICEMAP in the current context.
+        if let Err(e) = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host, 0) }.result()
+        {
+            // SAFETY: undo the registration above.
+            let _ = unsafe { sys::cuMemHostUnregister(host) };
+            return Err(self.error("cuMemHostGetDevicePointer", e, None));
+        }
+        Ok(device)
+    }
+
+    unsafe fn unregister(&self, host: *mut c_void) {
+        // A lost context's registrations go with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
+        // SAFETY: the caller's contract.
+        let _ = unsafe { sys::cuMemHostUnregister(host) };
+    }
+
+    unsafe fn copy_h2d(
+        &self,
+        stream: StreamId,
+        device: u64,
+        host: u64,
+        bytes: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        let stream = self.stream(stream)?;
+        let _section = self.section()?;
+        let _range = crate::nvtx::copy(true, bytes, kernel);
+        // SAFETY: the caller's contract.
+        let r = unsafe { sys::cuMemcpyHtoDAsync_v2(device, host as *const c_void, bytes, stream) }
+            .result();
+        self.check("cuMemcpyHtoDAsync", r, Some(kernel))
+    }
+
+    unsafe fn copy_peer(
+        &self,
+        stream: StreamId,
+        dst: u64,
+        from: &dyn crate::backend::Ops,
+        src: u64,
+        bytes: usize,
+        what: &str,
+    ) -> Result<()> {
+        let stream = self.stream(stream)?;
+        let Some(from_ctx) = from.raw_context() else {
+            return Err(Error::Usage(format!(
+                "{what}: `{}` has no CUDA memory to copy from",
+                from.name()
+            )));
+        };
+        let _section = self.section()?;
+        // SAFETY: the caller's contract: both ranges are device memory of their contexts, alive
+        // and left alone until the stream has passed the copy; both contexts are live.
+        let r = unsafe { sys::cuMemcpyPeerAsync(dst, self.ctx.0, src, from_ctx, bytes, stream) }
+            .result();
+        self.check("cuMemcpyPeerAsync", r, Some(what))
+    }
+
+    unsafe fn copy_d2h(
+        &self,
+        stream: StreamId,
+        host: u64,
+        device: u64,
+        bytes: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        let stream = self.stream(stream)?;
+        let _section = self.section()?;
+        let _range = crate::nvtx::copy(false, bytes, kernel);
+        // SAFETY: the caller's contract.
+        let r = unsafe { sys::cuMemcpyDtoHAsync_v2(host as *mut c_void, device, bytes, stream) }
+            .result();
+        self.check("cuMemcpyDtoHAsync", r, Some(kernel))
+    }
+
+    unsafe fn zero(&self, stream: StreamId, device: u64, bytes: usize, kernel: &str) -> Result<()> {
+        let stream = self.stream(stream)?;
+        let _section = self.section()?;
+        // SAFETY: the caller's contract.
+        let r = unsafe { result::memset_d8_async(device, 0, bytes, stream) };
+        self.check("cuMemsetD8Async", r, Some(kernel))
+    }
+
+    unsafe fn fill_u32(
+        &self,
+        stream: StreamId,
+        device: u64,
+        value: u32,
+        count: usize,
+        kernel: &str,
+    ) -> Result<()> {
+        let stream = self.stream(stream)?;
+        let _section = self.section()?;
+        // SAFETY: the caller's contract.
+        let r = unsafe { sys::cuMemsetD32Async(device, value, count, stream) }.result();
+        self.check("cuMemsetD32Async", r, Some(kernel))
+    }
+
+    unsafe fn write_flag(&self, stream: StreamId, _host: u64, device: u64) -> bool {
+        let (Ok(stream), Ok(_section)) = (self.stream(stream), self.section()) else {
+            return false;
+        };
+        // SAFETY: the caller's contract: `device` is a live u32 of mapped memory.
+        unsafe { sys::cuStreamWriteValue32_v2(stream, device, 1, 0) }
+            .result()
+            .is_ok()
+    }
+}
