@@ -187,78 +187,101 @@ pub(crate) fn start(s: Start<'_>) -> Result<PipelineRun<'_>> {
     // and every chunk reaches the rest of the memory, as the blocks of one launch do.
     let own: Vec<(usize, usize)> = bulk.iter().map(|b| (b.ptr, b.elem)).collect();
     let group = ops.launch_group(kernel, chunks, &own);
-    for c in 0..chunks {
-        let _chunk = crate::nvtx::chunk(k, c, chunks);
-        let s = c % streams;
-        let stream = run.streams[s];
-        let range = c * chunk..((c + 1) * chunk).min(n);
-        let len = range.len();
-        for (b, &dev) in bulk.iter().zip(&staging[s]) {
-            if direct {
-                let host = b.host + (range.start * b.elem) as u64;
-                args.params.set(b.ptr, &host.to_ne_bytes());
+    // Chunks queued so far: a failure to queue the next is reported below.
+    let mut queued = 0;
+    let mut queue = || -> Result<()> {
+        for c in 0..chunks {
+            let _chunk = crate::nvtx::chunk(k, c, chunks);
+            let s = c % streams;
+            let stream = run.streams[s];
+            let range = c * chunk..((c + 1) * chunk).min(n);
+            let len = range.len();
+            for (b, &dev) in bulk.iter().zip(&staging[s]) {
+                if direct {
+                    let host = b.host + (range.start * b.elem) as u64;
+                    args.params.set(b.ptr, &host.to_ne_bytes());
+                    args.params.set(b.len_slot, &(len as u64).to_ne_bytes());
+                    continue;
+                }
+                if !b.copy_in {
+                    // Elements the kernel does not write come back zeroed (see
+                    // `Launch::pinned_out`).
+                    // SAFETY: `dev` is a staging buffer of at least `chunk` elements, reused on
+                    // this stream only (stream order).
+                    unsafe { ops.zero(stream, dev, len * b.elem, k) }?;
+                }
+                if b.copy_in {
+                    let host = b.host + (range.start * b.elem) as u64;
+                    // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the run;
+                    // `dev` a staging buffer of at least `chunk` elements, reused on this stream
+                    // only after the stream passed its previous chunk.
+                    unsafe { gpu.copy_h2d(stream, dev, host, len * b.elem, k) }?;
+                }
+                args.params.set(b.ptr, &dev.to_ne_bytes());
                 args.params.set(b.len_slot, &(len as u64).to_ne_bytes());
-                continue;
             }
-            if !b.copy_in {
-                // Elements the kernel does not write come back zeroed (see
-                // `Launch::pinned_out`).
-                // SAFETY: `dev` is a staging buffer of at least `chunk` elements, reused on
-                // this stream only (stream order).
-                unsafe { ops.zero(stream, dev, len * b.elem, k) }?;
+            let grid = Grid::cover_with_block(len, opts.threads_per_block);
+            let mut ptrs = args.params.pointers();
+            // SAFETY: `func` is this kernel's function (checked against its parameters at load);
+            // every bulk slot now holds a staging buffer of this stream (or, on a coherent
+            // system, the chunk's part of the host memory) and the chunk length, the other slots
+            // the caller's memory, borrowed by the run. `group` is this kernel's, of `chunks`
+            // parts, with the bulk slots as each part's own; chunk `c` is queued once.
+            unsafe { ops.launch_part(&group, c, kernel, func, &grid, stream, &mut ptrs) }?;
+            for (b, &dev) in bulk.iter().zip(&staging[s]) {
+                if b.copy_out && !direct {
+                    let host = b.host + (range.start * b.elem) as u64;
+                    // SAFETY: as for the copy in, with the host memory borrowed mutably.
+                    unsafe { gpu.copy_d2h(stream, host, dev, len * b.elem, k) }?;
+                }
             }
-            if b.copy_in {
-                let host = b.host + (range.start * b.elem) as u64;
-                // SAFETY: `b.host` is pinned memory of `b.len` elements borrowed by the run;
-                // `dev` a staging buffer of at least `chunk` elements, reused on this stream
-                // only after the stream passed its previous chunk.
-                unsafe { gpu.copy_h2d(stream, dev, host, len * b.elem, k) }?;
+            let flag_host = run.progress.host_ptr().wrapping_add(c) as u64;
+            let flag_device = run.progress.device_ptr() + 4 * c as u64;
+            if let Some(done_fn) = done_fn {
+                let mut flag = flag_device;
+                let mut ptrs = [(&raw mut flag).cast::<std::ffi::c_void>()];
+                // SAFETY: CHUNK_DONE's one parameter is a u64 (checked at load), and it is the
+                // address of the c-th u32 of the run's mapped progress buffer, alive until the
+                // run's streams are synchronised.
+                unsafe { ops.launch(&CHUNK_DONE, done_fn, &Grid::new(1, 1), stream, &mut ptrs) }?;
+            } else if by_copy {
+                // SAFETY: 4 bytes from this stream's word of 1 (set on this stream above) into
+                // the c-th u32 of the run's mapped progress buffer, alive until the run's streams
+                // are synchronised.
+                unsafe { ops.copy_d2h(stream, flag_host, ones + 4 * s as u64, 4, k) }?;
+            } else if use_flags {
+                // SAFETY: the c-th u32 of the run's mapped progress buffer, alive until the run's
+                // streams are synchronised (the run waits for them) and read by the host only
+                // atomically.
+                if !unsafe { ops.write_flag(stream, flag_host, flag_device) } {
+                    tracing::debug!("stream memory operations unavailable: no per-chunk progress");
+                    use_flags = false;
+                    run.flags = false;
+                }
             }
-            args.params.set(b.ptr, &dev.to_ne_bytes());
-            args.params.set(b.len_slot, &(len as u64).to_ne_bytes());
+            queued = c + 1;
         }
-        let grid = Grid::cover_with_block(len, opts.threads_per_block);
-        let mut ptrs = args.params.pointers();
-        // SAFETY: `func` is this kernel's function (checked against its parameters at load);
-        // every bulk slot now holds a staging buffer of this stream (or, on a coherent
-        // system, the chunk's part of the host memory) and the chunk length, the other slots
-        // the caller's memory, borrowed by the run. `group` is this kernel's, of `chunks`
-        // parts, with the bulk slots as each part's own; chunk `c` is queued once.
-        unsafe { ops.launch_part(&group, c, kernel, func, &grid, stream, &mut ptrs) }?;
-        for (b, &dev) in bulk.iter().zip(&staging[s]) {
-            if b.copy_out && !direct {
-                let host = b.host + (range.start * b.elem) as u64;
-                // SAFETY: as for the copy in, with the host memory borrowed mutably.
-                unsafe { gpu.copy_d2h(stream, host, dev, len * b.elem, k) }?;
-            }
-        }
-        let flag_host = run.progress.host_ptr().wrapping_add(c) as u64;
-        let flag_device = run.progress.device_ptr() + 4 * c as u64;
-        if let Some(done_fn) = done_fn {
-            let mut flag = flag_device;
-            let mut ptrs = [(&raw mut flag).cast::<std::ffi::c_void>()];
-            // SAFETY: CHUNK_DONE's one parameter is a u64 (checked at load), and it is the
-            // address of the c-th u32 of the run's mapped progress buffer, alive until the
-            // run's streams are synchronised.
-            unsafe { ops.launch(&CHUNK_DONE, done_fn, &Grid::new(1, 1), stream, &mut ptrs) }?;
-        } else if by_copy {
-            // SAFETY: 4 bytes from this stream's word of 1 (set on this stream above) into
-            // the c-th u32 of the run's mapped progress buffer, alive until the run's streams
-            // are synchronised.
-            unsafe { ops.copy_d2h(stream, flag_host, ones + 4 * s as u64, 4, k) }?;
-        } else if use_flags {
-            // SAFETY: the c-th u32 of the run's mapped progress buffer, alive until the run's
-            // streams are synchronised (the run waits for them) and read by the host only
-            // atomically.
-            if !unsafe { ops.write_flag(stream, flag_host, flag_device) } {
-                tracing::debug!("stream memory operations unavailable: no per-chunk progress");
-                use_flags = false;
-                run.flags = false;
-            }
-        }
+        Ok(())
+    };
+    let queue_result = queue();
+    if queued > 0 {
+        ops.fault().launched(run.streams[0], kernel);
     }
-    ops.fault().launched(run.streams[0], kernel);
-    let completion = Completion::record(gpu, &run.streams)?;
+    if let Err(e) = queue_result {
+        // A chunk queued before faulted and took the context with it, so queueing the next
+        // was refused: report the run's failure as its wait would (the kernel's own error,
+        // located to a chunk where flags are set), not the refusal. Dropping the run (its
+        // error path) waits for the queued chunks as well.
+        if queued > 0 && e.is_context_lost() {
+            return Err(run.wait().err().unwrap_or(e));
+        }
+        return Err(e);
+    }
+    let completion = match Completion::record(gpu, &run.streams) {
+        Ok(c) => c,
+        Err(e) if e.is_context_lost() => return Err(run.wait().err().unwrap_or(e)),
+        Err(e) => return Err(e),
+    };
     args.used_until(&completion);
     run.completion = Some(completion);
     Ok(run)
