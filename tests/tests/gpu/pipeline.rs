@@ -208,16 +208,23 @@ fn a_failing_chunk_is_reported_once_with_its_index() {
         123,
         "{report}"
     );
-    // Chunks before the failing one, and those reported complete after it, hold results;
-    // the others were not written (still 0.5).
+    // Chunks before the failing one, and those reported complete after it, hold results. The
+    // failing chunk was never copied back (still 0.5). Any other chunk was either not written
+    // or written whole: the fault may stop its stream between its copy back and its flag, so
+    // the report is a lower bound on what came back, never more.
     for k in 0..41usize {
         let r = k * chunk..((k + 1) * chunk).min(n);
-        let written = k < c || completed_after.contains(&k);
-        let sample = r.start;
-        if written {
-            assert_eq!(py[sample], x[sample] * 2.0, "chunk {k}");
+        let reported = k < c || completed_after.contains(&k);
+        let (first, last) = (r.start, r.end - 1);
+        if reported {
+            assert_eq!(py[first], x[first] * 2.0, "chunk {k}");
+            assert_eq!(py[last], x[last] * 2.0, "chunk {k}");
+        } else if k == 17 {
+            assert_eq!(py[first], 0.5, "the failing chunk was copied back");
         } else {
-            assert_eq!(py[sample], 0.5, "chunk {k} was written but not reported");
+            let whole = py[first] == x[first] * 2.0 && py[last] == x[last] * 2.0;
+            let untouched = py[first] == 0.5 && py[last] == 0.5;
+            assert!(whole || untouched, "chunk {k}: {} {}", py[first], py[last]);
         }
     }
 }
