@@ -31,6 +31,8 @@
 #   C++ (bench/multigpu/reference.cu); all-reduce of 1 MiB, 64 MiB, 1 GiB, berth (NCCL through cudarc) vs
 #   NCCL called from C++; topology in topology.txt; NCCL's INIT and TUNING lines of one short
 #   all-reduce run of each side, counted, in nccl-init.log.
+#   bench: every benchmark against its CUDA C++ reference (BERTH_BENCH_PARTS picks some of
+#     reference, compute, placement, pipeline, signals);
 #   signals: only the signal benchmarks (berth and CUDA C++, two rounds);
 #   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
@@ -433,9 +435,15 @@ run_reference() {
   fi
 }
 
+# The parts of `bench` to run (BERTH_BENCH_PARTS, default all of them), so that a long bench can
+# be split over shorter runs, e.g. "reference compute placement" then "pipeline signals" into
+# two output folders whose files are then put together in one for `cargo xtask record`.
+bench_parts=" ${BERTH_BENCH_PARTS:-reference compute placement pipeline signals} "
+part() { [[ $bench_parts == *" $1 "* ]]; }
 if [[ $mode == all || $mode == bench ]]; then
-  run_reference
-  run_compute
+  part reference && run_reference
+  part compute && run_compute
+  if part placement; then
   : > "$out/placement.jsonl"
   if nvcc -O3 -arch=sm_90 -o "$here/placement" "$here/placement.cu" 2>&1; then
     for round in 1 2; do
@@ -446,6 +454,8 @@ if [[ $mode == all || $mode == bench ]]; then
   else
     summary+=("FAIL  nvcc build of placement.cu"); fail=1
   fi
+  fi
+  if part pipeline; then
   : > "$out/pipeline.jsonl"
   if nvcc -O3 -arch=sm_90 -o "$here/pipeline" "$here/pipeline.cu" 2>&1; then
     "$here/pipeline" all 3 >> "$out/pipeline.jsonl" || fail=1
@@ -457,8 +467,9 @@ if [[ $mode == all || $mode == bench ]]; then
   else
     summary+=("FAIL  nvcc build of pipeline.cu"); fail=1
   fi
-  run_signals
-  if grep -q '"bad":[1-9]' "$out/bench.jsonl" "$out/compute.jsonl" "$out/placement.jsonl" "$out/pipeline.jsonl" "$out/signals.jsonl"; then
+  fi
+  part signals && run_signals
+  if cat "$out"/{bench,compute,placement,pipeline,signals}.jsonl 2>/dev/null | grep -q '"bad":[1-9]'; then
     summary+=("FAIL  benchmark result check"); fail=1
   else
     summary+=("PASS  benchmark result checks")
