@@ -53,10 +53,16 @@ pub struct Nested {
     pub work: PathBuf,
 }
 
+/// The directory of `krate`'s files of the later stages (its PTX is `<crate>.ptx` there, the
+/// crate's name with `_` for `-`) under the nested build's target directory.
+pub fn work_dir(target_dir: &Path, krate: &str) -> PathBuf {
+    target_dir.join("berth").join(krate.replace('-', "_"))
+}
+
 /// Run the nested build.
 pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
     let manifest = o.manifest_dir.join("Cargo.toml");
-    let work = o.target_dir.join("berth").join(o.krate.replace('-', "_"));
+    let work = work_dir(o.target_dir, o.krate);
     std::fs::create_dir_all(&work).map_err(|source| Error::Io {
         path: work.clone(),
         source,

@@ -116,8 +116,8 @@ pub fn run(bench_only: bool) -> Result {
     }
     stage_nsys_libs(&gpu_dir.join("lib"))?;
     // The example kernels' PTX, for the resource report next to nvcc's (same ptxas there).
-    let ptx =
-        root.join("target/berth-nvptx/nvptx64-nvidia-cuda/release/deps/berth_examples.berth.ptx");
+    let ptx = berth_build::nested::work_dir(&root.join("target/berth-nvptx"), "berth_examples")
+        .join("berth_examples.ptx");
     std::fs::copy(&ptx, gpu_dir.join("berth_examples.ptx")).map_err(|e| {
         format!(
             "{}: {e} (the examples' PTX should have been built just now)",
