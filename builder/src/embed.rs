@@ -76,11 +76,9 @@ pub fn embed_errors(
     package: &str,
 ) -> Result<Vec<String>, Error> {
     let path = out_dir.join(format!("{}.gpu-errors.txt", package.replace('-', "_")));
-    std::fs::write(&path, gpu_errors_report(package, diagnostics)).map_err(|source| {
-        Error::Io {
-            path: path.clone(),
-            source,
-        }
+    std::fs::write(&path, gpu_errors_report(package, diagnostics)).map_err(|source| Error::Io {
+        path: path.clone(),
+        source,
     })?;
     Ok(vec![
         format!(
@@ -89,9 +87,9 @@ pub fn embed_errors(
             path.display()
         ),
         format!(
-            "cargo:warning=building `{package}` for the GPU ({TARGET}) failed: its errors are \
-             reported by the crate's host build (errors only the GPU build has, at code \
-             generation: `cargo build`, not `cargo check`)"
+            "cargo:warning=building `{package}` for the GPU ({TARGET}) failed: rustc's errors \
+             are reported by the crate's host build (those only the GPU build has by `cargo \
+             build`, not by `cargo check`)"
         ),
     ])
 }
@@ -179,7 +177,7 @@ mod tests {
         );
         assert!(
             lines[1].starts_with(
-                "cargo:warning=building `my-kernels` for the GPU (nvptx64-nvidia-cuda) failed: its errors are reported by the crate's host build"
+                "cargo:warning=building `my-kernels` for the GPU (nvptx64-nvidia-cuda) failed: rustc's errors are reported by the crate's host build"
             ),
             "{lines:?}"
         );

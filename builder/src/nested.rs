@@ -426,7 +426,10 @@ mod tests {
         assert_eq!(diagnostic(aborting).map(|d| d.error), Some(false));
         let note = r#"{"reason":"compiler-message","message":{"message":"For more information about this error, try `rustc --explain E0308`.","level":"failure-note","rendered":"For more information about this error, try `rustc --explain E0308`.\n"}}"#;
         assert_eq!(diagnostic(note).map(|d| d.error), Some(false));
-        assert_eq!(diagnostic(r#"{"reason":"build-finished","success":false}"#), None);
+        assert_eq!(
+            diagnostic(r#"{"reason":"build-finished","success":false}"#),
+            None
+        );
         assert_eq!(
             diagnostic(r#"{"reason":"compiler-artifact","filenames":[]}"#),
             None

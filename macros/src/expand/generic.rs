@@ -9,8 +9,8 @@
 //! instances that exist.
 
 use super::{
-    Embedded, LaunchFn, body_fn, body_ident, descriptor, entry, gpu_build_failed, launch_fn, launcher_docs,
-    padding_checks, pipelined_fn, scalar_align_checks, sim_entry,
+    Embedded, LaunchFn, body_fn, body_ident, descriptor, entry, gpu_build_failed, launch_fn,
+    launcher_docs, padding_checks, pipelined_fn, scalar_align_checks, sim_entry,
 };
 use crate::parse::Options;
 use crate::validate::{ArgKind, Instance, Kernel};
