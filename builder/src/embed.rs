@@ -62,8 +62,10 @@ pub fn embed(
 
 /// The build script's lines for cargo that hand the host build of the package `package` the
 /// errors rustc reported in its GPU build (`diagnostics`, as rustc rendered them), after
-/// writing them into `out_dir`: the file's path as [`berth_abi::GPU_BUILD_ERRORS_ENV`], and one
-/// warning saying where the errors will be reported.
+/// writing them into `out_dir`: the file's path as [`berth_abi::GPU_BUILD_ERRORS_ENV`], one
+/// warning saying where the errors will be reported, and a file to watch that never exists,
+/// so that cargo runs the build script again on every build until the GPU build succeeds
+/// (the mistake may be fixed anywhere, in a dependency too).
 ///
 /// The host build compiles the same kernel bodies, so an ordinary mistake in one is reported by
 /// its rustc, once, as a normal error. An error that only the GPU build has (host-only code
@@ -80,12 +82,16 @@ pub fn embed_errors(
         path: path.clone(),
         source,
     })?;
+    let never = path.with_extension("rerun");
+    // Left behind by nothing, but removed in case someone made it.
+    let _ = std::fs::remove_file(&never);
     Ok(vec![
         format!(
             "cargo:rustc-env={}={}",
             berth_abi::GPU_BUILD_ERRORS_ENV,
             path.display()
         ),
+        format!("cargo:rerun-if-changed={}", never.display()),
         format!(
             "cargo:warning=building `{package}` for the GPU ({TARGET}) failed: rustc's errors \
              are reported by the crate's host build (those only the GPU build has by `cargo \
@@ -170,19 +176,25 @@ mod tests {
         ];
         let lines = embed_errors(&diagnostics, &out, "my-kernels").unwrap();
         let file = out.join("my_kernels.gpu-errors.txt");
-        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(
             lines[0],
             format!("cargo:rustc-env=BERTH_GPU_BUILD_ERRORS={}", file.display())
         );
+        let never = out.join("my_kernels.gpu-errors.rerun");
+        assert_eq!(
+            lines[1],
+            format!("cargo:rerun-if-changed={}", never.display())
+        );
+        assert!(!never.exists());
         assert!(
-            lines[1].starts_with(
+            lines[2].starts_with(
                 "cargo:warning=building `my-kernels` for the GPU (nvptx64-nvidia-cuda) failed: rustc's errors are reported by the crate's host build"
             ),
             "{lines:?}"
         );
-        assert!(lines[1].contains("`cargo check`"), "{lines:?}");
-        assert!(!lines[1].contains('\n'), "one line for cargo: {lines:?}");
+        assert!(lines[2].contains("`cargo check`"), "{lines:?}");
+        assert!(!lines[2].contains('\n'), "one line for cargo: {lines:?}");
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(
             text.starts_with("building `my-kernels` for the GPU (nvptx64-nvidia-cuda) failed"),

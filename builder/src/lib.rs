@@ -425,16 +425,6 @@ fn try_kernels() -> Result<(), Error> {
     let manifest_dir = PathBuf::from(env_or_die("CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env_or_die("OUT_DIR"));
     let arch = std::env::var(ARCH_ENV).unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
-    let watch_sources = || {
-        println!(
-            "cargo:rerun-if-changed={}",
-            manifest_dir.join("Cargo.toml").display()
-        );
-        println!(
-            "cargo:rerun-if-changed={}",
-            manifest_dir.join("src").display()
-        );
-    };
     let built = match Builder::new(&manifest_dir, shared_target_dir(&out_dir))
         .name(env_or_die("CARGO_PKG_NAME"))
         .arch(&arch)
@@ -443,13 +433,13 @@ fn try_kernels() -> Result<(), Error> {
         .build()
     {
         Ok(built) => built,
-        // rustc's errors: reported by the host build, as its own.
+        // rustc's errors: reported by the host build, as its own. The lines make cargo run
+        // this script again on every build until the GPU build succeeds.
         Err(Error::Build { diagnostics, .. }) if !diagnostics.is_empty() => {
             let package = env_or_die("CARGO_PKG_NAME");
             for line in embed::embed_errors(&diagnostics, &out_dir, &package)? {
                 println!("{line}");
             }
-            watch_sources();
             return Ok(());
         }
         Err(e) => return Err(e),
@@ -466,7 +456,14 @@ fn try_kernels() -> Result<(), Error> {
     for line in embed::embed(&built, &out_dir, &env_or_die("CARGO_PKG_NAME"), &arch)? {
         println!("{line}");
     }
-    watch_sources();
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("Cargo.toml").display()
+    );
+    println!(
+        "cargo:rerun-if-changed={}",
+        manifest_dir.join("src").display()
+    );
     Ok(())
 }
 

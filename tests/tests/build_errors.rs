@@ -3,7 +3,7 @@
 //! `berth_build::kernels()`). A mistake in a kernel body is reported once, by the host build,
 //! as an ordinary rustc error, not through the build script's failure; an error only the GPU
 //! build has fails the build with one error that names the crate and holds the GPU build's
-//! rustc errors. No GPU is needed: the GPU build stops at rustc's errors.
+//! rustc errors; once fixed, the crate builds. No GPU is needed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -11,7 +11,7 @@ use std::process::Command;
 /// The kernel crate's package name, as the messages name it.
 const PACKAGE: &str = "berth-build-errors-case";
 
-/// A kernel whose body is fine, around `line` (a line in the body).
+/// A kernel crate of two kernels, with `before` above them and `line` in the first one's body.
 fn kernel_crate(before: &str, line: &str) -> String {
     format!(
         "use berth::prelude::*;\n\
@@ -157,4 +157,14 @@ fn kernel_errors_are_reported_once_by_the_host_build() {
     assert!(within.contains("error[E0433]"), "{out}");
     assert!(within.contains("`std`"), "{out}");
     assert!(within.contains("src/lib.rs:2:"), "{out}");
+
+    // The same code behind the `cfg`: both builds succeed, and nothing is left of the errors.
+    let (ok, out) = build(&kernel_crate(
+        "#[cfg(not(target_arch = \"nvptx64\"))]\n\
+         pub fn host_len(v: &std::vec::Vec<f32>) -> usize { v.len() }",
+        "",
+    ));
+    assert!(ok, "the build must succeed:\n{out}");
+    assert!(!out.contains(&warning), "{out}");
+    assert!(error_lines(&out).is_empty(), "{out}");
 }
