@@ -27,6 +27,7 @@
 //! `#[cfg(not(target_arch = "nvptx64"))]`) is reported by `#[gpu_kernel]` as one error of the
 //! host build holding rustc's errors in the GPU build, when the host build has no errors of
 //! its own (at code generation: `cargo build` reports it, `cargo check` shows the warning).
+//! Until the GPU build succeeds, cargo runs the build script on every build.
 //!
 //! A rewrite a kernel needs that does not apply fails the build naming the kernel and the
 //! rewrite ([`ir::RewriteError`]). The names and encodings the macro, the runtime and the
