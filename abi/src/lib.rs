@@ -11,7 +11,8 @@
 //! - **Symbols and variables**: the names the device code, the runtime and the builder look
 //!   each other up by ([`DYNAMIC_SHARED`], [`PANIC_RECORD`], [`LINEAR_SUFFIX`]), and the
 //!   environment variables through which a kernel crate's build script hands its PTX and SASS
-//!   to the macro ([`PTX_ENV`], [`CUBIN_ENV`], [`CUBIN_ARCH_ENV`]).
+//!   to the macro ([`PTX_ENV`], [`CUBIN_ENV`], [`CUBIN_ARCH_ENV`]), or the errors of a GPU
+//!   build that failed ([`GPU_BUILD_ERRORS_ENV`]).
 //!
 //! The crate has no dependencies and is `no_std`: the device crate uses it in the nvptx64
 //! build, where only `core` exists.
@@ -86,6 +87,13 @@ pub const LINEAR_SUFFIX: &str = "__berth_1d";
 /// The environment variable through which a kernel crate's build script gives the host build
 /// (and so `#[gpu_kernel]`) the path of the crate's PTX.
 pub const PTX_ENV: &str = "BERTH_PTX";
+
+/// The environment variable through which a kernel crate's build script tells the host build
+/// that the crate's GPU build failed, giving the path of a text file: rustc's errors in that
+/// build, under a line naming the crate. `#[gpu_kernel]` then embeds no PTX, and the host
+/// build reports the file as one error if it reaches code generation without errors of its own
+/// (an error only the GPU build has).
+pub const GPU_BUILD_ERRORS_ENV: &str = "BERTH_GPU_BUILD_ERRORS";
 
 /// The environment variable giving the host build the path of the crate's cubin (SASS), where
 /// the build made one.

@@ -19,6 +19,16 @@
 //! | 6b. lints | [`lints::lints`] | the PTX, the usage | what costs time that the source could avoid ([`Lint`]) |
 //! | 7. embed | [`embed::embed`] | [`Built`] | the files in `OUT_DIR` and the build script's lines for cargo |
 //!
+//! Errors in the kernel crate are reported once, by the host build, as ordinary rustc errors.
+//! When rustc reports errors in the nested build, [`kernels`] does not fail: it writes them to
+//! `OUT_DIR`, exports the file's path as `BERTH_GPU_BUILD_ERRORS` ([`embed::embed_errors`])
+//! and says so in one warning. The host build compiles every kernel body too, so a mistake in
+//! one is reported by its rustc; an error only the GPU build has (host-only code outside
+//! `#[cfg(not(target_arch = "nvptx64"))]`) is reported by `#[gpu_kernel]` as one error of the
+//! host build holding rustc's errors in the GPU build, when the host build has no errors of
+//! its own (at code generation: `cargo build` reports it, `cargo check` shows the warning).
+//! Until the GPU build succeeds, cargo runs the build script on every build.
+//!
 //! A rewrite a kernel needs that does not apply fails the build naming the kernel and the
 //! rewrite ([`ir::RewriteError`]). The names and encodings the macro, the runtime and the
 //! builder share are berth's kernel ABI ([`berth_abi`]).
@@ -42,7 +52,7 @@ pub mod sass;
 pub mod toolchain;
 pub mod tools;
 
-pub use berth_abi::PTX_ENV;
+pub use berth_abi::{GPU_BUILD_ERRORS_ENV, PTX_ENV};
 pub use link::{LinkError, find_libdevice, libdevice_beside};
 pub use lints::{Lint, LintKind};
 pub use ptxas::{EntryUsage, PtxasError, find_ptxas, ptxas_usage};
@@ -83,6 +93,9 @@ pub enum Error {
     Build {
         /// The kernel crate.
         krate: String,
+        /// rustc's errors, as it rendered them; empty when the build failed without any (cargo
+        /// itself failed).
+        diagnostics: Vec<String>,
     },
     /// What rustc was asked to write for the later stages is not there, although cargo found
     /// the build up to date (the files were removed by hand).
@@ -379,8 +392,18 @@ fn shared_target_dir(out_dir: &Path) -> PathBuf {
 /// Builds this crate for nvptx64 (arch from `BERTH_ARCH`, default `sm_90`), copies the PTX to
 /// `OUT_DIR`, and tells cargo to export its path as `BERTH_PTX` and when to rebuild; where
 /// ptxas is found (and `BERTH_SASS` is not `off`), the same for the cubin (`BERTH_CUBIN`,
-/// `BERTH_CUBIN_ARCH`). A failed build ends the build script with rustc's diagnostics and a
-/// one-line summary; a missing cubin is one warning.
+/// `BERTH_CUBIN_ARCH`). A missing cubin is one warning.
+///
+/// When rustc reports errors in the GPU build, the build script still succeeds: it hands the
+/// errors to the host build ([`embed::embed_errors`]) with one warning, and the host build of
+/// the crate reports them. A mistake in a kernel body is an error of the host build too (it
+/// compiles every body), reported there once as an ordinary rustc error; an error only the
+/// GPU build has (host-only code outside `#[cfg(not(target_arch = "nvptx64"))]`) is one error
+/// of the host build, naming the crate and holding rustc's errors in the GPU build, reported
+/// when the host build has no errors of its own and reaches code generation (`cargo build`,
+/// `cargo test`; under `cargo check` only the warning says so). Any other failure (the
+/// toolchain, cargo itself, the link, a rewrite, opt or llc) ends the build script with the
+/// diagnostics and a one-line summary.
 pub fn kernels() {
     if let Err(e) = try_kernels() {
         eprintln!("error: {e}");
@@ -403,12 +426,25 @@ fn try_kernels() -> Result<(), Error> {
     let manifest_dir = PathBuf::from(env_or_die("CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env_or_die("OUT_DIR"));
     let arch = std::env::var(ARCH_ENV).unwrap_or_else(|_| DEFAULT_ARCH.to_owned());
-    let built = Builder::new(&manifest_dir, shared_target_dir(&out_dir))
+    let built = match Builder::new(&manifest_dir, shared_target_dir(&out_dir))
         .name(env_or_die("CARGO_PKG_NAME"))
         .arch(&arch)
         .quiet(true)
         .cargo_warnings(true)
-        .build()?;
+        .build()
+    {
+        Ok(built) => built,
+        // rustc's errors: reported by the host build, as its own. The lines make cargo run
+        // this script again on every build until the GPU build succeeds.
+        Err(Error::Build { diagnostics, .. }) if !diagnostics.is_empty() => {
+            let package = env_or_die("CARGO_PKG_NAME");
+            for line in embed::embed_errors(&diagnostics, &out_dir, &package)? {
+                println!("{line}");
+            }
+            return Ok(());
+        }
+        Err(e) => return Err(e),
+    };
     // A local frame or spills is always worth a look; a check in a loop may be one the data
     // needs (a gather), so those are listed by `cargo xtask ptx` rather than on every build.
     for lint in built.lints.iter().filter(|l| l.warns_on_build()) {

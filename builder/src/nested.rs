@@ -81,7 +81,9 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
         .arg(&manifest)
         .arg("--target-dir")
         .arg(o.target_dir)
-        .arg("--message-format=json-render-diagnostics")
+        // rustc's diagnostics come as JSON on stdout, each with its rendered text: echoed
+        // unless quiet, and a failed build's errors kept for the build script to hand on.
+        .arg("--message-format=json")
         // Kernel crates are plain libraries: the attributes the PTX build needs are
         // injected here, for this crate only, so users write none of them.
         .args([
@@ -145,6 +147,7 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
         })
     });
     let mut ptx = None;
+    let mut errors = Vec::new();
     for line in BufReader::new(stdout).lines() {
         let line = line.map_err(|source| Error::Io {
             path: manifest.clone(),
@@ -152,6 +155,13 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
         })?;
         if let Some(p) = ptx_artifact(&line) {
             ptx = Some(p);
+        } else if let Some(d) = diagnostic(&line) {
+            if !o.quiet {
+                eprint!("{}", d.rendered);
+            }
+            if d.error {
+                errors.push(d.rendered);
+            }
         }
     }
     let status = child.wait().map_err(|source| Error::Spawn {
@@ -160,8 +170,16 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
     })?;
     let captured = err_thread.and_then(|t| t.join().ok()).unwrap_or_default();
     if !status.success() {
+        if o.quiet {
+            for e in &errors {
+                eprint!("{e}");
+            }
+        }
         eprint!("{captured}");
-        return Err(Error::Build { krate });
+        return Err(Error::Build {
+            krate,
+            diagnostics: errors,
+        });
     }
     let ptx = ptx.ok_or(Error::NoPtx {
         krate: krate.clone(),
@@ -291,6 +309,30 @@ fn ptx_artifact(line: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// One diagnostic of rustc, from a line of cargo's JSON output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Diagnostic {
+    /// rustc's text for it, as it prints it.
+    rendered: String,
+    /// Whether it is an error (not a warning or a note); rustc's closing "aborting due to N
+    /// previous errors" is none.
+    error: bool,
+}
+
+/// The diagnostic in one line of cargo's JSON output, if the line is a compiler message.
+fn diagnostic(line: &str) -> Option<Diagnostic> {
+    let msg: serde_json::Value = serde_json::from_str(line).ok()?;
+    if msg.get("reason")?.as_str()? != "compiler-message" {
+        return None;
+    }
+    let message = msg.get("message")?;
+    let rendered = message.get("rendered")?.as_str()?.to_owned();
+    let level = message.get("level")?.as_str()?;
+    let text = message.get("message")?.as_str().unwrap_or_default();
+    let error = level.starts_with("error") && !text.starts_with("aborting due to");
+    Some(Diagnostic { rendered, error })
+}
+
 /// Source files listed in a rustc dep-info file, minus the standard library's own sources.
 fn dep_info_sources(dep_file: &Path) -> Vec<PathBuf> {
     let Ok(text) = std::fs::read_to_string(dep_file) else {
@@ -364,6 +406,41 @@ mod tests {
         assert_eq!(LinkArgs::parse(&two), None);
         assert_eq!(LinkArgs::parse("not a command line"), None);
         assert_eq!(LinkArgs::parse(r#""unterminated"#), None);
+    }
+
+    /// Lines of cargo's JSON output as cargo 1.95 writes them for a failed build (shortened).
+    #[test]
+    fn compiler_messages_give_the_rendered_errors() {
+        let error = r#"{"reason":"compiler-message","package_id":"path+file:///w/k#0.1.0","target":{"name":"k"},"message":{"$message_type":"diagnostic","message":"mismatched types","code":{"code":"E0308"},"level":"error","spans":[],"children":[],"rendered":"error[E0308]: mismatched types\n --> src/lib.rs:5:18\n"}}"#;
+        assert_eq!(
+            diagnostic(error),
+            Some(Diagnostic {
+                rendered: "error[E0308]: mismatched types\n --> src/lib.rs:5:18\n".to_owned(),
+                error: true,
+            })
+        );
+        let warning = error
+            .replace(r#""level":"error""#, r#""level":"warning""#)
+            .replace("error[E0308]", "warning");
+        assert_eq!(diagnostic(&warning).map(|d| d.error), Some(false));
+        let ice = error.replace(
+            r#""level":"error""#,
+            r#""level":"error: internal compiler error""#,
+        );
+        assert_eq!(diagnostic(&ice).map(|d| d.error), Some(true));
+        let aborting = r#"{"reason":"compiler-message","message":{"message":"aborting due to 1 previous error","level":"error","rendered":"error: aborting due to 1 previous error\n\n"}}"#;
+        assert_eq!(diagnostic(aborting).map(|d| d.error), Some(false));
+        let note = r#"{"reason":"compiler-message","message":{"message":"For more information about this error, try `rustc --explain E0308`.","level":"failure-note","rendered":"For more information about this error, try `rustc --explain E0308`.\n"}}"#;
+        assert_eq!(diagnostic(note).map(|d| d.error), Some(false));
+        assert_eq!(
+            diagnostic(r#"{"reason":"build-finished","success":false}"#),
+            None
+        );
+        assert_eq!(
+            diagnostic(r#"{"reason":"compiler-artifact","filenames":[]}"#),
+            None
+        );
+        assert_eq!(diagnostic("error: could not compile `k`"), None);
     }
 
     #[test]

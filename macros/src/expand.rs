@@ -21,17 +21,31 @@ use syn::spanned::Spanned;
 /// The files a kernel crate's build script exported for the descriptor to embed.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Embedded<'a> {
-    /// The PTX's path (`None` when there is no build script).
+    /// The PTX's path (`None` when there is no build script, or when the GPU build failed).
     pub ptx: Option<&'a str>,
     /// The cubin's path and its architecture (`sm_90`), where ptxas made one.
     pub cubin: Option<(&'a str, &'a str)>,
+    /// The errors of the crate's GPU build, where it failed.
+    pub gpu_errors: Option<GpuErrors<'a>>,
+}
+
+/// The errors of a kernel crate's failed GPU build, as its build script handed them on.
+#[derive(Clone, Copy, Debug)]
+pub struct GpuErrors<'a> {
+    /// The file holding them (a line naming the crate, then rustc's errors).
+    pub path: &'a str,
+    /// Whether this kernel is the crate's first, which reports them.
+    pub first: bool,
 }
 
 #[cfg(test)]
 impl<'a> Embedded<'a> {
     /// The PTX alone.
     pub fn ptx(ptx: Option<&'a str>) -> Self {
-        Embedded { ptx, cubin: None }
+        Embedded {
+            ptx,
+            ..Embedded::default()
+        }
     }
 }
 
@@ -136,7 +150,9 @@ pub fn kernel(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {
     let pipelined = opts.elementwise.map(|_| pipelined(opts, k));
     let aligns = scalar_align_checks(k);
     let padding = padding_checks(opts, k);
+    let gpu_errors = gpu_build_failed(&k.name, files);
     quote! {
+        #gpu_errors
         #body_fn
         #aligns
         #padding
@@ -145,6 +161,35 @@ pub fn kernel(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {
         #descriptor
         #launcher
         #pipelined
+    }
+}
+
+/// Where the crate's GPU build failed, its first kernel carries the one error that reports it,
+/// at the kernel's name. The host build compiles the same kernel bodies, so most of the GPU
+/// build's errors are its own as well, and reported by its rustc; this error must add nothing
+/// to those. So it is a post-monomorphization error: a constant evaluated only when a generic
+/// function that names it is instantiated, which happens at code generation (from the `#[used]`
+/// static, which is always generated), and code generation happens only when the crate had no
+/// other errors. That leaves it for what only the GPU build rejects. `Option::expect` panics
+/// with the file's text as it is, in every edition.
+pub(crate) fn gpu_build_failed(name: &syn::Ident, files: Embedded<'_>) -> TokenStream {
+    let Some(GpuErrors { path, first: true }) = files.gpu_errors else {
+        return TokenStream::new();
+    };
+    quote_spanned! {name.span()=>
+        #[cfg(not(target_arch = "nvptx64"))]
+        const _: () = {
+            #[allow(dead_code)]
+            struct GpuBuild<T>(T);
+            impl<T> GpuBuild<T> {
+                const FAILED: () = ::core::option::Option::<()>::None.expect(include_str!(#path));
+            }
+            fn gpu_build_failed<T>() {
+                GpuBuild::<T>::FAILED
+            }
+            #[used]
+            static GPU_BUILD_FAILED: fn() = gpu_build_failed::<()>;
+        };
     }
 }
 
@@ -605,9 +650,11 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
     let desc = descriptor_ident(name);
     // The PTX entry's symbol: a raw name (`r#fn`) without its `r#`.
     let name_str = name.unraw().to_string();
-    let ptx_expr = match files.ptx {
-        Some(path) => quote!(include_str!(#path)),
-        None => {
+    let ptx_expr = match (files.ptx, files.gpu_errors) {
+        (Some(path), _) => quote!(include_str!(#path)),
+        // Reported by the crate's host build, or by `gpu_build_failed`.
+        (None, Some(_)) => quote!(""),
+        (None, None) => {
             let msg = "this crate has no PTX: a crate with #[gpu_kernel] functions needs a build \
                        script that builds it for the GPU.\nAdd to its Cargo.toml:\n    \
                        [build-dependencies]\n    berth-gpu-build = \"0.1\"\nand create build.rs \

@@ -17,24 +17,34 @@ use proc_macro::TokenStream;
 /// `berth-gpu-macros` is the proc-macro half of berth: depend on `berth` and use this attribute
 /// as `berth::gpu_kernel` (also in `berth::prelude`). Without `berth`'s build script
 /// (`berth_build::kernels()`), which sets `BERTH_PTX`, every kernel is a compile error that says
-/// what to add.
+/// what to add. Where the crate's GPU build failed, the build script sets
+/// `BERTH_GPU_BUILD_ERRORS` instead: the kernels embed no PTX, and the crate's first kernel
+/// reports the GPU build's errors, as one error at code generation, if the host build has
+/// none of its own.
 #[proc_macro_attribute]
 pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let ptx = std::env::var(berth_abi::PTX_ENV).ok();
     let cubin = std::env::var(berth_abi::CUBIN_ENV).ok();
     let cubin_arch = std::env::var(berth_abi::CUBIN_ARCH_ENV).ok();
     let cubin = cubin.filter(|path| first_embedding(path));
+    // Where the GPU build failed, its build script says so instead of giving the PTX.
+    let gpu_errors = std::env::var(berth_abi::GPU_BUILD_ERRORS_ENV).ok();
     let files = expand::Embedded {
         ptx: ptx.as_deref(),
         cubin: cubin.as_deref().zip(cubin_arch.as_deref()),
+        gpu_errors: gpu_errors.as_deref().map(|path| expand::GpuErrors {
+            path,
+            first: first_embedding(path),
+        }),
     };
     expand::gpu_kernel(args.into(), item.into(), files).into()
 }
 
-/// Whether no kernel of this compilation has embedded the cubin at `path` yet. Only the first
+/// Whether no kernel of this compilation has embedded the file at `path` yet. Only the first
 /// kernel of a crate carries the crate's cubin (the runtime finds it from any kernel of the
 /// crate): an embedded image is emitted once per codegen unit that refers to it, and half a
-/// megabyte per kernel descriptor would grow every binary by several copies.
+/// megabyte per kernel descriptor would grow every binary by several copies. Likewise only the
+/// first reports the errors of a failed GPU build, so they are reported once.
 fn first_embedding(path: &str) -> bool {
     static SEEN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());

@@ -9,8 +9,8 @@
 //! instances that exist.
 
 use super::{
-    Embedded, LaunchFn, body_fn, body_ident, descriptor, entry, launch_fn, launcher_docs,
-    padding_checks, pipelined_fn, scalar_align_checks, sim_entry,
+    Embedded, LaunchFn, body_fn, body_ident, descriptor, entry, gpu_build_failed, launch_fn,
+    launcher_docs, padding_checks, pipelined_fn, scalar_align_checks, sim_entry,
 };
 use crate::parse::Options;
 use crate::validate::{ArgKind, Instance, Kernel};
@@ -39,7 +39,9 @@ pub fn kernel(
         impls.push(instance_impl(opts, &ki, inst, &tr));
     }
     let launcher = launcher(opts, k, instances, &tr);
+    let gpu_errors = gpu_build_failed(&k.name, files);
     quote! {
+        #gpu_errors
         #body_fn
         #(#items)*
         #launcher

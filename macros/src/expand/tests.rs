@@ -2,7 +2,7 @@
 //! through `prettyplease`, and the messages of misuse. The snapshots are in `snapshots/`;
 //! regenerate them with `INSTA_UPDATE=always cargo test -p berth-gpu-macros` and review the diff.
 
-use crate::expand::Embedded;
+use crate::expand::{Embedded, GpuErrors};
 use proc_macro2::{TokenStream, TokenTree};
 use quote::quote;
 
@@ -233,6 +233,82 @@ fn no_ptx_message() {
     let mut msgs = Vec::new();
     compile_errors(out, &mut msgs);
     insta::assert_snapshot!(msgs.join("\n"));
+}
+
+/// Expand `item` for a crate whose GPU build failed, as its first kernel or a later one.
+fn expand_after_failed_gpu_build(args: TokenStream, item: TokenStream, first: bool) -> String {
+    let files = Embedded {
+        gpu_errors: Some(GpuErrors {
+            path: "/out/k.gpu-errors.txt",
+            first,
+        }),
+        ..Embedded::default()
+    };
+    let out = crate::expand::gpu_kernel(args, item, files);
+    let mut msgs = Vec::new();
+    compile_errors(out.clone(), &mut msgs);
+    assert_eq!(msgs, Vec::<String>::new(), "no error at expansion");
+    let file: syn::File = syn::parse2(out.clone())
+        .unwrap_or_else(|e| panic!("the expansion is not a valid file ({e}):\n{out}"));
+    prettyplease::unparse(&file)
+}
+
+#[test]
+fn failed_gpu_build_first_kernel() {
+    // The first kernel carries the one post-monomorphization error holding the GPU build's
+    // errors; no kernel says that the crate has no build script, and none embeds PTX.
+    let text = expand_after_failed_gpu_build(
+        TokenStream::new(),
+        quote! {
+            pub fn k(x: &[f32]) {}
+        },
+        true,
+    );
+    assert_eq!(text.matches("include_str!").count(), 1, "{text}");
+    assert!(text.contains("ptx: \"\","), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn failed_gpu_build_later_kernel() {
+    // A later kernel of the crate adds nothing: the crate's errors are reported once.
+    let text = expand_after_failed_gpu_build(
+        TokenStream::new(),
+        quote! {
+            pub fn k(x: &[f32]) {}
+        },
+        false,
+    );
+    assert!(!text.contains("include_str!"), "{text}");
+    assert!(!text.contains("GpuBuild"), "{text}");
+    assert!(text.contains("ptx: \"\","), "{text}");
+    // The rest of the expansion is the one with PTX, but for the embedded string.
+    let with_ptx = expand_with(
+        TokenStream::new(),
+        quote! {
+            pub fn k(x: &[f32]) {}
+        },
+        PTX,
+    );
+    assert_eq!(
+        text,
+        with_ptx.replace("ptx: include_str!(\"/path/k.ptx\"),", "ptx: \"\",")
+    );
+}
+
+#[test]
+fn failed_gpu_build_generic_kernel() {
+    // A generic kernel's instances each have a descriptor, but the crate's error is one.
+    let text = expand_after_failed_gpu_build(
+        quote!(instances(T = f32, u32)),
+        quote! {
+            pub fn fill<T: Copy>(x: T, out: &mut [T]) {}
+        },
+        true,
+    );
+    assert_eq!(text.matches("include_str!").count(), 1, "{text}");
+    assert_eq!(text.matches("static GPU_BUILD_FAILED").count(), 1, "{text}");
+    assert_eq!(text.matches("ptx: \"\",").count(), 2, "{text}");
 }
 
 #[test]
@@ -552,6 +628,7 @@ fn embedded_sass() {
         Embedded {
             ptx: PTX,
             cubin: Some(("/path/k.cubin", "sm_90")),
+            ..Embedded::default()
         },
     );
     let text = out.to_string();
