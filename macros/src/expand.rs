@@ -576,11 +576,15 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
                         unreachable!("validated: a scalar")
                     };
                     let slot = first_params(k)[c];
+                    // At the name in the attribute: a column count of the wrong type is
+                    // reported there.
+                    let path = respan(quote!(#krate::__private::matrix_cols), cols.span());
+                    let count = quote_spanned!(cols.span()=> #path((__p[#slot] as *const #ty).read_unaligned()));
                     values.push(quote! {
                         #krate::__private::GridMatrix::from_raw(
                             *(__p[#i] as *const *mut #elem),
                             #len,
-                            #krate::__private::matrix_cols((__p[#slot] as *const #ty).read_unaligned()),
+                            #count,
                         )
                     });
                 } else if *mutable {
