@@ -139,8 +139,8 @@ pub mod prelude {
     pub use berth_device::half::{HalfExt, bf16x2, f16x2};
     pub use berth_device::signal::now_ns;
     pub use berth_device::{
-        AtomicSlice, DeviceCopy, Inbox, Matrix, MatrixMut, Outbox, Own, Packed, Packing, PerBlock,
-        Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window,
+        AtomicSlice, DeviceCopy, GridMatrix, Inbox, Matrix, MatrixMut, Outbox, Own, Own2, Packed,
+        Packing, PerBlock, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window,
     };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
@@ -162,7 +162,7 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use berth_device::{
-        AtomicSlice, Inbox, Outbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
+        AtomicSlice, GridMatrix, Inbox, Outbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
     };
 
     pub use berth_abi::param_align;
@@ -185,6 +185,57 @@ pub mod __private {
             core::hint::assert_unchecked(grid::dim_z() == 1);
             core::hint::assert_unchecked(block::dim_y() == 1);
             core::hint::assert_unchecked(block::dim_z() == 1);
+        }
+    }
+
+    /// The column count of a `#[matrix(cols = n)]` argument, from the scalar argument `n`.
+    #[inline(always)]
+    pub fn matrix_cols<C: MatrixCols>(n: C) -> usize {
+        n.cols()
+    }
+
+    /// The types a `#[matrix(cols = n)]` argument's column count may have.
+    #[diagnostic::on_unimplemented(
+        message = "the column count of a `#[matrix(cols = ..)]` argument is a `usize` or `u32`, not `{Self}`",
+        label = "names an argument of type `{Self}`",
+        note = "declare the argument that `#[matrix(cols = n)]` names as `n: usize` or `n: u32`"
+    )]
+    pub trait MatrixCols {
+        /// The count as a `usize`.
+        fn cols(self) -> usize;
+    }
+    impl MatrixCols for usize {
+        #[inline(always)]
+        fn cols(self) -> usize {
+            self
+        }
+    }
+    impl MatrixCols for u32 {
+        #[inline(always)]
+        fn cols(self) -> usize {
+            self as usize
+        }
+    }
+
+    /// Tells the optimiser what the launcher guarantees of the grid of a kernel that declares
+    /// a block of `rank` dimensions (its last extent above 1 is axis `rank`): the grid has
+    /// extent 1 along every axis the block does not extend along (z for a 2D block, y and z
+    /// for a 1D one). `thread::index_2d()`'s test of the launch's z extents then folds away.
+    ///
+    /// # Safety
+    /// The running launch's grid has extent 1 along every axis past `rank`.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub unsafe fn assume_grid_rank(rank: u32) {
+        use berth_device::grid;
+        // SAFETY: the caller's contract; one assumption per extent.
+        unsafe {
+            if rank < 3 {
+                core::hint::assert_unchecked(grid::dim_z() == 1);
+            }
+            if rank < 2 {
+                core::hint::assert_unchecked(grid::dim_y() == 1);
+            }
         }
     }
 

@@ -102,6 +102,25 @@ pub const CUBIN_ENV: &str = "BERTH_CUBIN";
 /// The environment variable giving the host build the architecture of that cubin (`sm_90`).
 pub const CUBIN_ARCH_ENV: &str = "BERTH_CUBIN_ARCH";
 
+/// The number of axes a declared block shape extends along: 1 + the last axis whose extent
+/// is above 1 (1 for a single thread). The launcher refuses a grid of such a kernel that
+/// extends along an axis past it, and the kernel's entries assume so.
+///
+/// ```
+/// use berth_abi::block_rank;
+/// assert_eq!([block_rank([256, 1, 1]), block_rank([16, 16, 1]), block_rank([8, 8, 4])], [1, 2, 3]);
+/// assert_eq!([block_rank([1, 1, 1]), block_rank([16, 1, 2]), block_rank([1, 32, 1])], [1, 3, 2]);
+/// ```
+pub const fn block_rank(block: [u32; 3]) -> u32 {
+    if block[2] > 1 {
+        3
+    } else if block[1] > 1 {
+        2
+    } else {
+        1
+    }
+}
+
 /// The name of kernel `name`'s one-dimensional entry (`name` + [`LINEAR_SUFFIX`]).
 ///
 /// ```

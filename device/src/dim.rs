@@ -181,6 +181,57 @@ pub mod thread {
         crate::own::Own::new(b * block::size() + linear_in_block())
     }
 
+    /// This thread's position in a two-dimensional launch, `(global_x, global_y)`, as an
+    /// [`Own2`](crate::own::Own2): unique in the launch, so it indexes a `&mut [T]` argument
+    /// declared `#[matrix(cols = n)]` at element `(row = y, col = x)` safely.
+    ///
+    /// The position is unique only when the launch's grid and block have z extent 1 (two
+    /// threads that differ along z share it), so this checks that once, here.
+    ///
+    /// # Panics
+    /// Unless the grid's and the block's z extents are 1: stops the kernel (on the GPU, a
+    /// kernel panic with the caller's location). A kernel that declares a one- or
+    /// two-dimensional block (`#[gpu_kernel(block = (16, 16))]`) is never launched on such a
+    /// grid (the launcher refuses it), and the check compiles away there.
+    ///
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 0], block_dim: [32, 2, 1], grid_dim: [4, 4, 1],
+    /// # });
+    /// // As thread (5, 1) of block (2, 3), in a 4×4 grid of 32×2 blocks:
+    /// let p = thread::index_2d();
+    /// assert_eq!((p.x(), p.y()), (2 * 32 + 5, 3 * 2 + 1));
+    /// ```
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 1], block_dim: [32, 2, 1], grid_dim: [4, 4, 2],
+    /// # });
+    /// // As thread (5, 1, 0) of block (2, 3, 1), in a 4×4×2 grid: block (2, 3, 0) has a
+    /// // thread at the same position, so there is no 2D index to give.
+    /// let err = std::panic::catch_unwind(|| thread::index_2d()).unwrap_err();
+    /// assert!(err.downcast_ref::<String>().unwrap().starts_with("thread::index_2d()"));
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn index_2d() -> crate::own::Own2 {
+        use super::{block, grid};
+        // The extents are constants of the launch (no special-register reads on the GPU); a
+        // kernel with a declared 1D or 2D block knows both to be 1 (the launcher refuses
+        // other grids), and the test folds away.
+        if grid::dim_z() != 1 || block::dim_z() != 1 {
+            crate::panic::fail(
+                "thread::index_2d() needs a launch whose grid and block have z extent 1 (else \
+                 two threads share a position): launch a grid and block with z = 1, or declare \
+                 the block shape, `#[gpu_kernel(block = (16, 16))]`, and the launcher refuses \
+                 other grids",
+            )
+        }
+        crate::own::Own2::new(global_x(), global_y())
+    }
+
     /// The launch's number of threads (blocks × threads per block): the step of
     /// [`grid_stride`].
     ///

@@ -40,8 +40,8 @@ pub use ::half::{bf16, f16};
 pub use atomic::AtomicSlice;
 pub use dim::{block, grid, sync_threads, thread};
 pub use math::{FastMath, GpuFloat};
-pub use matrix::{Matrix, MatrixMut, Tile, TileMut, Tiles};
-pub use own::Own;
+pub use matrix::{GridMatrix, Matrix, MatrixMut, Tile, TileMut, Tiles};
+pub use own::{Own, Own2};
 pub use packed::{Packed, Packing};
 pub use panic::fail;
 #[doc(hidden)]

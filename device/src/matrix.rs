@@ -22,9 +22,10 @@
 //! assert!(m.get_tile::<2, 2>(2, 0).is_none()); // row 3 does not exist
 //! ```
 
+use crate::own::Own2;
 use crate::panic::{fail, index_out_of_bounds, outside_matrix};
 use core::marker::PhantomData;
-use core::ops::Index;
+use core::ops::{Index, IndexMut};
 
 /// Whether an `h × w` block at `(r0, c0)` lies inside a `rows × cols` matrix, without
 /// overflow: `h <= rows` first, then `r0 <= rows - h`.
@@ -683,6 +684,18 @@ impl<T> Index<(usize, usize)> for Matrix<'_, T> {
     }
 }
 
+impl<T> Index<Own2> for Matrix<'_, T> {
+    type Output = T;
+    /// Element `(row = p.y(), col = p.x())`: the element of a thread's 2D position
+    /// ([`thread::index_2d`](crate::thread::index_2d)); outside the matrix, stops the kernel
+    /// as `m[(row, col)]` does.
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, p: Own2) -> &T {
+        &self[(p.y(), p.x())]
+    }
+}
+
 /// An `R × C` tile of a [`Matrix`], checked to lie inside it when it was made
 /// ([`Matrix::tile`]): element `(r, c)` of the tile is element `(r0 + r, c0 + c)` of the
 /// matrix, and indexing it checks only `r < R` and `c < C`.
@@ -1151,6 +1164,190 @@ impl<'s, T> MatrixMut<'s, T> {
             origin: (r0, c0),
             _view: PhantomData,
         }
+    }
+}
+
+/// A `&mut [T]` argument declared `#[matrix(cols = n)]`: a row-major matrix of `n` columns
+/// (and `len / n` rows), whose element `(row, col)` belongs to the thread at position
+/// `(x = col, y = row)` of a two-dimensional launch. Indexed by that position,
+/// [`thread::index_2d`](crate::thread::index_2d), it reads and writes without `unsafe`:
+///
+/// ```ignore
+/// #[gpu_kernel(block = (16, 16))]
+/// pub fn scale(k: f32, cols: usize, a: &[f32], #[matrix(cols = cols)] out: &mut [f32]) {
+///     let p = thread::index_2d();
+///     if p.x() < out.cols() && p.y() < out.rows() {
+///         out[p] = k * a[p.y() * cols + p.x()];
+///     }
+/// }
+/// ```
+///
+/// Why it is sound: the column count comes from a kernel argument, so it is the same in
+/// every thread of the launch, and indexing checks `col < cols` as well as `row < rows` —
+/// so `row * cols + col` is one-to-one, and distinct positions are distinct elements. The
+/// argument is a matrix for the whole kernel: no thread reaches it through another map (an
+/// [`Own`](crate::Own) index, another width, a block of it), which could meet a position's
+/// element. Indexing outside the matrix stops the kernel at its line with the index and
+/// the shape.
+///
+/// Other writes (a patch per thread, a tile per block) go through
+/// [`as_matrix_mut`](GridMatrix::as_matrix_mut) and its `unsafe` accessors.
+///
+/// ```
+/// use berth_device::{GridMatrix, thread};
+/// let mut data = [0u32; 7];
+/// // SAFETY: `data` outlives the view; this one thread is the launch.
+/// let mut out = unsafe { GridMatrix::from_raw(data.as_mut_ptr(), data.len(), 3) };
+/// // 7 elements of 3 columns: two whole rows; the seventh element is not in the matrix.
+/// assert_eq!((out.rows(), out.cols()), (2, 3));
+/// let p = thread::index_2d(); // outside an executor: position (0, 0)
+/// out[p] = 5;
+/// out[p] += 1;
+/// assert_eq!((out[p], data[0]), (6, 6));
+/// ```
+pub struct GridMatrix<'s, T> {
+    /// Element `(r, c)` is `ptr + r * cols + c`; the `len` elements from `ptr` are valid for
+    /// reads and writes for `'s` (from `SliceMut::from_raw`'s contract).
+    ptr: *mut T,
+    len: usize,
+    cols: usize,
+    _view: PhantomData<&'s mut [T]>,
+}
+
+impl<T> core::fmt::Debug for GridMatrix<'_, T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("GridMatrix")
+            .field("rows", &self.rows())
+            .field("cols", &self.cols)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'s, T> GridMatrix<'s, T> {
+    /// The view a kernel's entry builds for a `#[matrix(cols = n)]` argument: `len`
+    /// elements at `ptr`, `cols` to a row. Not for kernel code (the launcher builds it).
+    ///
+    /// # Safety
+    /// As [`SliceMut::from_raw`](crate::SliceMut::from_raw) for `ptr` and `len`; and every
+    /// thread of the launch that reaches these elements does so through a `GridMatrix`
+    /// built with the same `cols` (the kernel's argument), and through no other view.
+    ///
+    /// ```
+    /// use berth_device::GridMatrix;
+    /// let mut data = [0u8; 12];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let m = unsafe { GridMatrix::from_raw(data.as_mut_ptr(), data.len(), 4) };
+    /// assert_eq!((m.rows(), m.cols()), (3, 4));
+    /// ```
+    #[doc(hidden)]
+    #[inline(always)]
+    pub unsafe fn from_raw(ptr: *mut T, len: usize, cols: usize) -> Self {
+        GridMatrix {
+            ptr,
+            len,
+            cols,
+            _view: PhantomData,
+        }
+    }
+
+    /// Number of rows: the whole rows of `cols` elements the argument holds (none when
+    /// `cols` is 0).
+    ///
+    /// ```
+    /// # use berth_device::GridMatrix;
+    /// # let mut data = [0u8; 10];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let m = unsafe { GridMatrix::from_raw(data.as_mut_ptr(), 10, 4) };
+    /// assert_eq!(m.rows(), 2); // 10 elements of 4 columns: elements 8 and 9 are past the matrix
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn rows(&self) -> usize {
+        self.len.checked_div(self.cols).unwrap_or(0)
+    }
+
+    /// Number of columns: the kernel argument named by `#[matrix(cols = ..)]`.
+    ///
+    /// ```
+    /// # use berth_device::GridMatrix;
+    /// # let mut data = [0u8; 10];
+    /// # // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let m = unsafe { GridMatrix::from_raw(data.as_mut_ptr(), 10, 4) };
+    /// assert_eq!(m.cols(), 4);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Pointer to element `(p.y(), p.x())`, stopping the kernel unless it is inside the
+    /// matrix: `x < cols` and `(y + 1) * cols <= len` (then `y * cols + x < len`).
+    #[inline(always)]
+    #[track_caller]
+    fn at(&self, p: Own2) -> *mut T {
+        let (r, c, cols, len) = (p.y(), p.x(), self.cols, self.len);
+        // `c < cols` makes `cols >= 1`; with `cols <= len` and `r * cols <= len - cols`,
+        // row `r` is one of the whole rows.
+        match r.checked_mul(cols) {
+            Some(rc) if c < cols && cols <= len && rc <= len - cols => {
+                self.ptr.wrapping_add(rc + c)
+            }
+            _ => outside_matrix(r, c, self.rows(), cols),
+        }
+    }
+
+    /// The matrix as a [`MatrixMut`] of its whole rows, for writes a position does not name
+    /// (a patch per thread, a tile per block): its accessors are `unsafe`, under the
+    /// contract that no other thread touches the element — including through a position.
+    ///
+    /// ```
+    /// # use berth_device::GridMatrix;
+    /// let mut data = [0u32; 6];
+    /// // SAFETY: `data` outlives the view; this one thread is the launch.
+    /// let mut out = unsafe { GridMatrix::from_raw(data.as_mut_ptr(), data.len(), 3) };
+    /// let mut m = out.as_matrix_mut();
+    /// // SAFETY: this one thread is the launch: no other thread touches element (1, 2).
+    /// unsafe { m.write(1, 2, 9) };
+    /// assert_eq!(data, [0, 0, 0, 0, 0, 9]);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn as_matrix_mut(&mut self) -> MatrixMut<'_, T> {
+        // SAFETY: `rows * cols <= len` elements from `ptr` are valid for reads and writes for
+        // as long as this view, which `&mut self` borrows.
+        unsafe { MatrixMut::from_raw(self.ptr, self.rows(), self.cols) }
+    }
+}
+
+impl<T> Index<Own2> for GridMatrix<'_, T> {
+    type Output = T;
+    /// Element `(row = p.y(), col = p.x())`, which this thread owns; outside the matrix,
+    /// stops the kernel with the caller's location, the index and the shape.
+    #[inline(always)]
+    #[track_caller]
+    fn index(&self, p: Own2) -> &T {
+        let e = self.at(p);
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(e, crate::host::Access::Read);
+        // SAFETY: inside the valid elements (`at`). No other thread writes the element: the
+        // position `p` is this thread's alone (`Own2`), every thread reaches this argument
+        // through this one map of positions to elements (`from_raw`'s contract), and the map
+        // is one-to-one (`x < cols`).
+        unsafe { &*e }
+    }
+}
+
+impl<T> IndexMut<Own2> for GridMatrix<'_, T> {
+    #[inline(always)]
+    #[track_caller]
+    fn index_mut(&mut self, p: Own2) -> &mut T {
+        let e = self.at(p);
+        #[cfg(not(target_arch = "nvptx64"))] // the simulator's race check
+        crate::host::note_element(e, crate::host::Access::Write);
+        // SAFETY: as in `index`: no other thread reads or writes the element, and `&mut self`
+        // keeps this thread's references to it unique.
+        unsafe { &mut *e }
     }
 }
 

@@ -14,6 +14,16 @@
 //! is neither `Send` nor `Sync`, so it cannot travel to another thread through shared memory
 //! (whose elements must be `Send`), a signal, a warp shuffle (sealed to numbers) or a static.
 //!
+//! **Two dimensions.** [`Own2`] ([`thread::index_2d`]) is the thread's position
+//! `(global_x, global_y)` in a two-dimensional launch. Two threads share it only if they
+//! differ along z, so obtaining one checks, once, that the launch's grid and block have z
+//! extent 1 (a kernel panic otherwise; on a kernel that declares a one- or two-dimensional
+//! block the launcher already refuses such grids, and the check compiles away). It indexes
+//! the one view whose element map is the same in every thread: a `&mut [T]` argument
+//! declared `#[matrix(cols = n)]` ([`GridMatrix`](crate::GridMatrix)), element
+//! `(row = y, col = x)`, checked against both extents. It does not index a `SliceMut`: the
+//! threads numbered by [`thread::index`] would meet the threads placed by their position.
+//!
 //! Everything else a thread may want to write is reached another way: atomics through an
 //! `#[atomic]` argument ([`AtomicSlice`](crate::atomic::AtomicSlice)), per-block data through
 //! shared memory, and writes at computed indices (a tile of a matrix, a block's partial sum, a
@@ -23,6 +33,7 @@
 //!
 //! [`thread::index`]: crate::thread::index
 //! [`thread::grid_stride`]: crate::thread::grid_stride
+//! [`thread::index_2d`]: crate::thread::index_2d
 
 use core::marker::PhantomData;
 
@@ -184,9 +195,107 @@ impl Iterator for GridStride {
     }
 }
 
+/// A thread's position in a two-dimensional launch, `(global_x, global_y)`, which no other
+/// thread of the launch holds; see the [module](self). From
+/// [`thread::index_2d`](crate::thread::index_2d).
+///
+/// It reads as two numbers (`p.x()`, `p.y()`) and indexes, at element `(row = y, col = x)`,
+/// a `#[matrix(cols = n)]` argument ([`GridMatrix`](crate::GridMatrix), read and write) and a
+/// [`Matrix`](crate::Matrix) (read).
+///
+/// ```
+/// use berth_device::{GridMatrix, Matrix, thread};
+/// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+/// #     thread: [1, 1, 0], block: [1, 0, 0], block_dim: [2, 2, 1], grid_dim: [2, 1, 1],
+/// # });
+/// // As thread (1, 1) of block (1, 0), in a 2×1 grid of 2×2 blocks: position (3, 1).
+/// let (input, mut data) = ([1.0f32; 8], [0.0f32; 8]);
+/// let a = Matrix::new(&input, 2, 4);
+/// // SAFETY: `data` outlives the view; nothing else touches it.
+/// let mut out = unsafe { GridMatrix::from_raw(data.as_mut_ptr(), data.len(), 4) };
+/// let p = thread::index_2d();
+/// assert_eq!((p.x(), p.y()), (3, 1));
+/// if p.x() < out.cols() && p.y() < out.rows() {
+///     out[p] = a[p] + 1.0; // element (row 1, column 3)
+/// }
+/// assert_eq!(data[7], 2.0);
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Own2 {
+    x: usize,
+    y: usize,
+    /// Not `Send`, not `Sync`: an `Own2` stays with the thread that obtained it.
+    _thread: PhantomData<*const ()>,
+}
+
+impl Own2 {
+    /// Only [`thread::index_2d`](crate::thread::index_2d) makes one, after checking that the
+    /// launch's grid and block have z extent 1; see the module's invariant.
+    #[inline(always)]
+    pub(crate) fn new(x: usize, y: usize) -> Own2 {
+        Own2 {
+            x,
+            y,
+            _thread: PhantomData,
+        }
+    }
+
+    /// The position along x: [`thread::global_x`](crate::thread::global_x), the column it
+    /// indexes.
+    ///
+    /// ```
+    /// let p = berth_device::thread::index_2d();
+    /// assert_eq!(p.x(), 0); // outside an executor: thread 0 of 1
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn x(self) -> usize {
+        self.x
+    }
+
+    /// The position along y: [`thread::global_y`](crate::thread::global_y), the row it
+    /// indexes.
+    ///
+    /// ```
+    /// use berth_device::thread;
+    /// # let _thread = berth_device::host::enter_thread(berth_device::host::Coords {
+    /// #     thread: [5, 1, 0], block: [2, 3, 0], block_dim: [32, 2, 1], grid_dim: [4, 4, 1],
+    /// # });
+    /// // As thread (5, 1) of block (2, 3), in a 4×4 grid of 32×2 blocks:
+    /// assert_eq!(thread::index_2d().y(), 3 * 2 + 1);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn y(self) -> usize {
+        self.y
+    }
+}
+
+impl core::fmt::Debug for Own2 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("").field(&self.x).field(&self.y).finish()
+    }
+}
+
+impl core::fmt::Display for Own2 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "({}, {})", self.x, self.y)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Own;
+    use super::{Own, Own2};
+
+    #[test]
+    fn a_position_reads_and_prints_as_two_numbers() {
+        let p = Own2::new(3, 7);
+        assert_eq!((p.x(), p.y()), (3, 7));
+        assert_eq!(
+            (format!("{p}"), format!("{p:?}")),
+            ("(3, 7)".into(), "(3, 7)".into())
+        );
+    }
 
     #[test]
     fn arithmetic_gives_plain_numbers() {
@@ -206,7 +315,8 @@ mod tests {
     message = "a `&mut [T]` argument is written at an `Own` index, not at a computed `{Self}`",
     label = "a computed index: another thread may compute the same one",
     note = "for the element this thread owns, index with `thread::index()` or a step of `thread::grid_stride(n)`: `out[i] = v`",
-    note = "for a computed index, write `unsafe {{ out.write(k, v) }}` under a `// SAFETY:` comment saying why no other thread writes element `k`, or declare the argument `#[atomic]` and update it with atomics"
+    note = "for a computed index, write `unsafe {{ out.write(k, v) }}` under a `// SAFETY:` comment saying why no other thread writes element `k`, or declare the argument `#[atomic]` and update it with atomics",
+    note = "for a thread's 2D position (`thread::index_2d()`), declare the argument a matrix, `#[matrix(cols = n)] out: &mut [T]`, and index it with the position: `out[p] = v`"
 )]
 pub trait OwnedIndex: Copy + sealed::Sealed {
     /// The index as a number.

@@ -332,20 +332,27 @@ mod gpu {
 
     #[inline(always)]
     fn write_common(r: *mut PanicRecord, k: u32, loc: &Location<'_>) {
-        // SAFETY: `r` was claimed by this thread, which alone writes it until DONE.
+        // SAFETY: `r` was claimed by this thread, which alone writes it until DONE; reading
+        // a PTX special register has no preconditions.
         unsafe {
             (*r).kind = k;
             (*r).line = loc.line();
             (*r).column = loc.column();
+            // The special registers themselves, not `crate::thread`: the coordinates' module
+            // stops kernels through this one.
+            use core::arch::nvptx::{
+                _block_idx_x, _block_idx_y, _block_idx_z, _thread_idx_x, _thread_idx_y,
+                _thread_idx_z,
+            };
             (*r).thread = [
-                crate::thread::idx_x() as u32,
-                crate::thread::idx_y() as u32,
-                crate::thread::idx_z() as u32,
+                _thread_idx_x() as u32,
+                _thread_idx_y() as u32,
+                _thread_idx_z() as u32,
             ];
             (*r).block = [
-                crate::block::idx_x() as u32,
-                crate::block::idx_y() as u32,
-                crate::block::idx_z() as u32,
+                _block_idx_x() as u32,
+                _block_idx_y() as u32,
+                _block_idx_z() as u32,
             ];
             (*r).file_addr = loc.file().as_ptr() as u64;
             (*r).file_len = loc.file().len() as u64;

@@ -11,19 +11,19 @@ pub const TILE: usize = 16;
 /// `c = a · b` for row-major `n × n` matrices, `n` a multiple of 16: each 16×16 block
 /// computes a 16×16 tile of `c`, stepping through `a`'s rows and `b`'s columns in 16×16
 /// shared-memory tiles. Launch with `Grid::new((n / 16, n / 16), (16, 16))`.
+///
+/// `c` is declared an `n`-column matrix: each thread writes its element `(row, col)` at its
+/// position in the 2D grid, `c[p] = acc`, with no `unsafe` (the declared block keeps the
+/// grid to one layer along z).
 #[gpu_kernel(block = (16, 16))]
-pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
-    // A grid with more than one layer along z would give two blocks one tile of `c`: the
-    // blocks of layer 0 compute, the others return whole (before any barrier).
-    if block::idx_z() != 0 {
-        return;
-    }
+pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], #[matrix(cols = n)] c: &mut [f32]) {
     let ta = shared_array!(TA: [[f32; TILE]; TILE]);
     let tb = shared_array!(TB: [[f32; TILE]; TILE]);
     let (tx, ty) = (thread::idx_x(), thread::idx_y());
     let n = n as usize;
-    let row = block::idx_y() * TILE + ty;
-    let col = block::idx_x() * TILE + tx;
+    // This thread's element of `c`: (block::idx_y() * 16 + ty, block::idx_x() * 16 + tx).
+    let p = thread::index_2d();
+    let (row, col) = (p.y(), p.x());
     let mut acc = 0.0f32;
     let mut t = 0;
     while t < n {
@@ -46,11 +46,7 @@ pub fn sgemm_tiled(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
         t += TILE;
     }
     if col < n {
-        // SAFETY: thread (col, row) of the 2D grid is the only one with these coordinates in
-        // layer 0 along z (the only layer that gets here; the block is declared 16×16×1), and
-        // with `col < n` the index `row * n + col` is one-to-one: no other thread of the
-        // launch touches this element.
-        unsafe { c.write(row * n + col, acc) };
+        c[p] = acc;
     }
 }
 
@@ -68,11 +64,6 @@ pub const REG4_TILE: usize = 64;
 /// waits out one global load's latency in the middle of every step.
 #[gpu_kernel(block = (16, 16), min_blocks_per_sm = 4)]
 pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
-    // A grid with more than one layer along z would give two blocks one tile of `c`: the
-    // blocks of layer 0 compute, the others return whole (before any barrier).
-    if block::idx_z() != 0 {
-        return;
-    }
     const BK: usize = 16;
     // `sa[k][r]`: column k of the slice of `a`, rows of the tile; `sb[k][c]`: row k of `b`'s.
     let sa = shared_array!(SA4: [[f32; REG4_TILE]; BK]);
@@ -144,8 +135,8 @@ pub fn sgemm_reg4(n: u32, a: &[f32], b: &[f32], c: &mut [f32]) {
     let mut patch = cm.tile_mut::<4, 4>(row0 + ty * 4, col0 + tx * 4);
     unroll! { for i in 0..4 {
         unroll! { for j in 0..4 {
-            // SAFETY: each thread of the launch that gets here (layer 0 along z, checked
-            // above; the block is declared 16×16×1) writes its own 4×4 patch (rows
+            // SAFETY: each thread of the launch (one layer along z: the launcher refuses
+            // other grids for the declared 16×16 block) writes its own 4×4 patch (rows
             // `row0 + 4 ty ..`, columns `col0 + 4 tx ..`: distinct for distinct threads,
             // all inside the `n × n` matrix, where `(row, col)` names one element): no other
             // thread touches these elements.
@@ -207,11 +198,6 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
     b: Slice<'_, f32>,
     c: &mut SliceMut<'_, f32>,
 ) {
-    // A grid with more than one layer along z would give two blocks one tile of `c`: the
-    // blocks of layer 0 compute, the others return whole (before any barrier).
-    if block::idx_z() != 0 {
-        return;
-    }
     const BK: usize = 8;
     let sa = shared_array!(SA8: [[f32; REG8_TILE]; BK]);
     let sb = shared_array!(SB8: [[f32; REG8_TILE]; BK]);
@@ -299,8 +285,8 @@ unsafe fn reg8_tiles<const CHECKED: bool>(
             t += BK;
         }
     }
-    // Each thread of the launch that gets here (layer 0 along z, checked above; both callers
-    // declare 16×16×1 blocks) writes its own 8×8 patch (rows `row0 + 8 ty ..`, columns
+    // Each thread of the launch (one layer along z: both callers declare 16×16 blocks, and
+    // the launcher refuses other grids for them) writes its own 8×8 patch (rows `row0 + 8 ty ..`, columns
     // `col0 + 8 tx ..`: distinct for distinct threads), all inside the `n × n` matrix (the
     // checked kernel's tile check, the unchecked kernel's up-front check), where
     // `(row, col)` names one element: no other thread touches these elements.

@@ -270,7 +270,10 @@ pub(crate) fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
         match &a.kind {
             ArgKind::Scalar(ty) => {
                 let m = a.binding_mut.then(|| quote!(mut));
-                quote!(#m #n: #ty)
+                // A `#[matrix(cols = n)]` argument's view holds `n`: the body need not name it.
+                let named = k.args.iter().any(|b| b.matrix_cols.as_ref() == Some(n));
+                let allow = named.then(|| quote!(#[allow(unused_variables)]));
+                quote!(#allow #m #n: #ty)
             }
             ArgKind::Slice {
                 elem,
@@ -322,6 +325,7 @@ fn mut_view(a: &Arg) -> TokenStream {
         None => quote!(SliceMut),
         Some(parse::Access::Atomic(_)) => quote!(AtomicSlice),
         Some(parse::Access::PerBlock(_)) => quote!(PerBlock),
+        Some(parse::Access::Matrix(_)) => quote!(GridMatrix),
     }
 }
 
@@ -399,6 +403,17 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
                 let (lo, hi) = (param_ident(a, Part::Start), param_ident(a, Part::End));
                 quote!(#krate::__private::Window::from_raw(#ptr, #len, #lo, #hi))
             }
+            ArgKind::Slice { mutable: true, .. } if a.matrix_cols.is_some() => {
+                let cols = a
+                    .matrix_cols
+                    .as_ref()
+                    .expect("a matrix names its column count");
+                quote! {
+                    #krate::__private::GridMatrix::from_raw(
+                        #ptr, #len, #krate::__private::matrix_cols(#cols),
+                    )
+                }
+            }
             ArgKind::Slice { mutable: true, .. } => {
                 let view = mut_view(a);
                 quote!(#krate::__private::#view::from_raw(#ptr, #len))
@@ -421,6 +436,20 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
         let s = berth_abi::Section::Attributes(attrs).to_string();
         quote!(#[unsafe(link_section = #s)])
     });
+    // A declared block of fewer than three dimensions: the launcher refuses grids that
+    // extend along the other axes, and both entries say so to the optimiser.
+    let flat_grid = opts
+        .block
+        .map(|(b, _)| berth_abi::block_rank(b))
+        .filter(|&rank| rank < 3)
+        .map(|rank| {
+            quote! {
+                // SAFETY: the kernel declares a block of `rank` dimensions, and the launcher
+                // refuses, before anything runs, a grid that extends along an axis past them
+                // (`Grid::validate`, on every launch of this kernel).
+                unsafe { #krate::__private::assume_grid_rank(#rank) };
+            }
+        });
     let general = entry_fn(
         name,
         section.as_ref(),
@@ -428,13 +457,14 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
         &aligns,
         body,
         &values,
-        None,
+        flat_grid.clone(),
     );
     let linear = linear_ident(opts, k).map(|l| {
         let assume = quote! {
             // SAFETY: the launcher runs this entry only for launches whose grid and block
             // extend along x alone (`Grid::entry_of`).
             unsafe { #krate::__private::assume_linear_launch() };
+            #flat_grid
         };
         entry_fn(
             &l,
@@ -528,7 +558,9 @@ fn entry_fn(
             // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed; for an
             // `#[auto]` slice, the range it made available and a pointer to its first element.
             // The members of a `same_len` group get their first member's length, which the
-            // launcher checked equal to each of theirs before queueing the launch.
+            // launcher checked equal to each of theirs before queueing the launch. A
+            // `#[matrix(cols = n)]` argument's view takes its column count from the scalar
+            // argument `n`, the same in every thread, and is the argument's only view.
             unsafe { #body(#(#values),*) }
         }
     }
@@ -577,7 +609,30 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
             }
             ArgKind::Slice { elem, mutable } => {
                 let (i, len) = (at(Part::Ptr), word(view_len(n, a)));
-                if *mutable {
+                if let Some(cols) = &a.matrix_cols {
+                    // The column count: the scalar argument's value, read as the scalar's
+                    // own arm above reads it.
+                    let c = k
+                        .args
+                        .iter()
+                        .position(|b| b.name == *cols)
+                        .expect("validated");
+                    let ArgKind::Scalar(ty) = &k.args[c].kind else {
+                        unreachable!("validated: a scalar")
+                    };
+                    let slot = first_params(k)[c];
+                    // At the name in the attribute: a column count of the wrong type is
+                    // reported there.
+                    let path = respan(quote!(#krate::__private::matrix_cols), cols.span());
+                    let count = quote_spanned!(cols.span()=> #path((__p[#slot] as *const #ty).read_unaligned()));
+                    values.push(quote! {
+                        #krate::__private::GridMatrix::from_raw(
+                            *(__p[#i] as *const *mut #elem),
+                            #len,
+                            #count,
+                        )
+                    });
+                } else if *mutable {
                     let view = mut_view(a);
                     values.push(quote! {
                         #krate::__private::#view::from_raw(*(__p[#i] as *const *mut #elem), #len)
@@ -608,7 +663,9 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
             // here relies on their types' alignment); slices are host memory it keeps alive
             // for the launch. The
             // members of a `same_len` group get their first member's length, checked equal
-            // to theirs before the launch.
+            // to theirs before the launch. A `#[matrix(cols = n)]` argument's view takes its
+            // column count from the scalar argument `n`, the same in every thread, and is
+            // the argument's only view.
             unsafe { #body(#(#values),*) }
         }
     }

@@ -12,6 +12,8 @@ pub mod kw {
     syn::custom_keyword!(pinned_async);
     syn::custom_keyword!(out);
     syn::custom_keyword!(auto);
+    syn::custom_keyword!(matrix);
+    syn::custom_keyword!(cols);
 }
 
 /// Placement keywords an argument may carry, for messages.
@@ -419,6 +421,9 @@ pub enum Access {
     Atomic(Span),
     /// `#[per_block]`: one element per block, written by the block's first thread.
     PerBlock(Span),
+    /// `#[matrix(cols = n)]`: a row-major matrix of `n` columns (a scalar argument), whose
+    /// element `(row, col)` the thread at 2D position `(col, row)` owns.
+    Matrix(Span),
 }
 
 impl Access {
@@ -427,28 +432,86 @@ impl Access {
         match self {
             Access::Atomic(_) => "#[atomic]",
             Access::PerBlock(_) => "#[per_block]",
+            Access::Matrix(_) => "#[matrix]",
         }
     }
 }
 
-/// Take `#[atomic]` / `#[per_block]` out of an argument's attributes: the access (one at
-/// most), and the other attributes, which name the placement.
+/// `cols = name` inside `#[matrix(..)]`.
+struct MatrixCols(syn::Ident);
+
+impl Parse for MatrixCols {
+    fn parse(input: ParseStream) -> syn::Result<Self> {
+        input.parse::<kw::cols>()?;
+        input.parse::<syn::Token![=]>()?;
+        let name = input.parse::<syn::Ident>()?;
+        if !input.is_empty() {
+            return Err(input.error("expected `)` after the column count's argument"));
+        }
+        Ok(MatrixCols(name))
+    }
+}
+
+/// Take `#[atomic]` / `#[per_block]` / `#[matrix(cols = n)]` out of an argument's
+/// attributes: the access (one at most), the argument `#[matrix]` names as its column
+/// count, and the other attributes, which name the placement.
 pub fn access(
     attrs: &[syn::Attribute],
     errors: &mut Vec<syn::Error>,
-) -> (Option<Access>, Vec<syn::Attribute>) {
+) -> (Option<Access>, Option<syn::Ident>, Vec<syn::Attribute>) {
     let mut found: Option<Access> = None;
+    let mut cols = None;
     let mut rest = Vec::new();
     for attr in attrs {
         let path = attr.path().to_token_stream();
         let this = if let Ok(kw) = syn::parse2::<kw::atomic>(path.clone()) {
             Access::Atomic(kw.span)
-        } else if let Ok(kw) = syn::parse2::<kw::per_block>(path) {
+        } else if let Ok(kw) = syn::parse2::<kw::per_block>(path.clone()) {
             Access::PerBlock(kw.span)
+        } else if let Ok(kw) = syn::parse2::<kw::matrix>(path) {
+            let this = Access::Matrix(kw.span);
+            let parsed = match &attr.meta {
+                syn::Meta::List(list) => syn::parse2::<MatrixCols>(list.tokens.clone()).ok(),
+                _ => None,
+            };
+            match parsed {
+                Some(MatrixCols(name)) => {
+                    if found.is_none() {
+                        cols = Some(name);
+                    }
+                }
+                None => errors.push(syn::Error::new_spanned(
+                    &attr.meta,
+                    "`#[matrix]` names the kernel argument that holds the matrix's column count: `#[matrix(cols = n)]`",
+                )),
+            }
+            if let Some(prev) = found {
+                errors.push(syn::Error::new_spanned(
+                    attr.path(),
+                    format!(
+                        "`{}` and `{}` exclude each other: keep one",
+                        prev.name(),
+                        this.name()
+                    ),
+                ));
+            } else {
+                found = Some(this);
+            }
+            continue;
         } else {
             rest.push(attr.clone());
             continue;
         };
+        if let Some(Access::Matrix(_)) = found {
+            errors.push(syn::Error::new_spanned(
+                attr.path(),
+                format!(
+                    "`#[matrix]` and `{}` exclude each other: keep one",
+                    this.name()
+                ),
+            ));
+            continue;
+        }
         if !matches!(attr.meta, syn::Meta::Path(_)) {
             errors.push(syn::Error::new_spanned(
                 &attr.meta,
@@ -471,7 +534,7 @@ pub fn access(
             )),
         }
     }
-    (found, rest)
+    (found, cols, rest)
 }
 
 /// Read an argument's attributes into a placement; every bad attribute is reported.
@@ -489,7 +552,7 @@ pub fn placement(attrs: &[syn::Attribute], errors: &mut Vec<syn::Error>) -> Plac
             let name = path_name(attr.path());
             errors.push(syn::Error::new_spanned(
                 path,
-                format!("unknown argument attribute `#[{name}]`: expected {PLACEMENTS}, or none for data already in device memory (and, on a `&mut [T]`, `#[atomic]` or `#[per_block]` for how the body writes it)"),
+                format!("unknown argument attribute `#[{name}]`: expected {PLACEMENTS}, or none for data already in device memory (and, on a `&mut [T]`, `#[atomic]`, `#[per_block]` or `#[matrix(cols = n)]` for how the body writes it)"),
             ));
             continue;
         };

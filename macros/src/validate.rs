@@ -49,6 +49,8 @@ pub struct Arg {
     /// `#[atomic]` / `#[per_block]`: how the body reaches a `&mut [T]` other than by the
     /// elements each thread owns.
     pub access: Option<parse::Access>,
+    /// `#[matrix(cols = n)]`: the scalar argument holding the matrix's column count.
+    pub matrix_cols: Option<syn::Ident>,
     /// The type as written, for spans.
     pub ty: syn::Type,
     /// `same_len(..)`: the index of the argument whose length this slice's view takes (the
@@ -166,6 +168,29 @@ pub fn kernel(f: &syn::ItemFn) -> Result<Kernel, Vec<syn::Error>> {
             }
         }
     }
+    for a in &args {
+        let Some(cols) = &a.matrix_cols else { continue };
+        match args.iter().find(|b| b.name == *cols) {
+            Some(Arg {
+                kind: ArgKind::Scalar(_),
+                ..
+            }) => {}
+            found => {
+                let what = if found.is_some() {
+                    "is not a scalar argument"
+                } else {
+                    "is not an argument of this kernel"
+                };
+                errors.push(syn::Error::new(
+                    cols.span(),
+                    format!(
+                        "`{cols}` {what}: `#[matrix(cols = n)]` names a scalar argument (`n: usize` or `n: u32`) \
+                         holding the column count, so that every thread of the launch sees the same one"
+                    ),
+                ));
+            }
+        }
+    }
     if errors.is_empty() {
         Ok(Kernel {
             attrs: f.attrs.clone(),
@@ -182,7 +207,7 @@ pub fn kernel(f: &syn::ItemFn) -> Result<Kernel, Vec<syn::Error>> {
 
 fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
     let before = errors.len();
-    let (access, attrs) = parse::access(&pt.attrs, errors);
+    let (access, matrix_cols, attrs) = parse::access(&pt.attrs, errors);
     let placement = parse::placement(&attrs, errors);
     // When the attributes themselves are wrong (unknown, duplicate, conflicting), that is the
     // error to fix: the checks of the placement against the type below would only add noise.
@@ -245,6 +270,10 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
                 span,
                 "`#[per_block]` applies to `&mut [T]` outputs with one element per block; remove it here",
             )),
+            (Some(_), parse::Access::Matrix(span)) => errors.push(syn::Error::new(
+                span,
+                "`#[matrix(cols = n)]` applies to `&mut [T]` outputs that threads write at their 2D position; an input is read at any index (`a[r * n + c]`, or `a.matrix(rows, n)[p]`): remove it here",
+            )),
         }
         if let (Placement::PinnedOut(p), parse::Access::Atomic(_)) = (placement, access) {
             errors.push(syn::Error::new(
@@ -268,6 +297,7 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
         kind: kind?,
         placement,
         access,
+        matrix_cols,
         ty: (*pt.ty).clone(),
         len_of: None,
     })
@@ -434,6 +464,24 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
         .collect();
     if !mailboxes.is_empty() {
         return Err(mailboxes);
+    }
+    let matrices: Vec<syn::Error> = k
+        .args
+        .iter()
+        .filter(|a| matches!(a.access, Some(crate::parse::Access::Matrix(_))))
+        .map(|a| {
+            syn::Error::new_spanned(
+                &a.ty,
+                format!(
+                    "`{}` is a `#[matrix]` argument, written by the threads at its 2D positions, and an `elementwise` kernel runs in \
+                     chunks of one-dimensional launches: remove `elementwise` and launch the kernel on a 2D grid",
+                    a.name
+                ),
+            )
+        })
+        .collect();
+    if !matrices.is_empty() {
+        return Err(matrices);
     }
     let whole_outputs: Vec<syn::Error> = k
         .args

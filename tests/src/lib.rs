@@ -164,6 +164,8 @@ pub const BROKEN: Source = source!("fixtures/src/broken.rs");
 pub const WARP_OPS: Source = source!("fixtures/src/warp_ops.rs");
 /// The fixture kernels of the simulator's checks.
 pub const SIM_CHECKS: Source = source!("fixtures/src/sim_checks.rs");
+/// The fixture kernels of arguments and launch shapes.
+pub const ARGS: Source = source!("fixtures/src/args.rs");
 
 /// The 1-based line of the first line of `src` (the text of `file`) containing `needle`.
 pub fn line_in(file: &str, src: &str, needle: &str) -> u32 {

@@ -500,14 +500,50 @@ fn the_performance_lints_name_the_kernels_that_pay() {
     let file = dir.join("examples.ptx");
     std::fs::write(&file, k.ptx).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
-    std::fs::remove_dir_all(&dir).unwrap();
     let found = lints(k.ptx, &usage);
-    let capped = of(&found, "nbody_capped");
+    // `nbody_capped` fits its cap of 32 registers without a frame.
+    assert_eq!(of(&found, "nbody_capped"), [], "{found:?}");
+    // Device math's argument reduction keeps a local array: a frame without spills.
+    let f = kernels()
+        .into_iter()
+        .find(|k| k.name == "math_f32")
+        .unwrap();
+    let file = dir.join("fixtures.ptx");
+    std::fs::write(&file, f.ptx).unwrap();
+    let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
+    let found_f = lints(f.ptx, &usage);
     assert!(
-        matches!(capped[..], [LintKind::LocalFrame { spill_stores, .. }] if spill_stores > 0),
-        "{found:?}"
+        matches!(of(&found_f, "math_f32")[..], [LintKind::LocalFrame { stack, .. }] if stack > 0),
+        "{found_f:?}"
     );
+    std::fs::remove_dir_all(&dir).unwrap();
     for l in found.iter().filter(|l| l.kernel.starts_with("plain_")) {
         assert!(!l.warns_on_build(), "{l}");
     }
+}
+
+/// `thread::index_2d()` checks that the launch's grid and block have z extent 1. In a kernel
+/// that declares a 2D block the launcher guarantees both (the block by `.reqntid`, the grid
+/// by refusing z > 1), and the check is gone from the PTX: no read of `%nctaid.z` or
+/// `%ntid.z`, one kernel-panic call fewer. Without the declaration, it is there.
+#[test]
+fn a_declared_2d_block_folds_the_z_check_of_index_2d_away() {
+    let calls = |body: &str| body.matches("message_failure").count();
+    let declared = entry_body("add_coordinates_16x16");
+    let plain = entry_body("add_coordinates");
+    for reg in ["%nctaid.z", "%ntid.z"] {
+        assert!(
+            !declared.contains(reg),
+            "add_coordinates_16x16 still reads {reg}:\n{declared}"
+        );
+        assert!(
+            plain.contains(reg),
+            "add_coordinates does not read {reg}:\n{plain}"
+        );
+    }
+    assert_eq!(
+        calls(plain),
+        calls(declared) + 1,
+        "the z check's panic call:\n{plain}\n----\n{declared}"
+    );
 }

@@ -858,3 +858,149 @@ fn launching_on_a_buffer_cudarc_still_writes_waits_for_it() {
         "cudarc's write ran after berth's"
     );
 }
+
+// ---- two-dimensional ownership: `thread::index_2d()` and `#[matrix]` arguments ------------
+
+/// `out[r][c] = a[r][c] + r * 1000 + c` on the host, for the whole rows of `cols` columns
+/// that `len` elements hold; the elements past them keep `poison`.
+fn add_coordinates_on_host(a: &[f32], cols: usize, poison: &[f32]) -> Vec<f32> {
+    let rows = poison.len() / cols;
+    let mut want = poison.to_vec();
+    for k in 0..rows * cols {
+        want[k] = a[k] + ((k / cols) * 1000 + k % cols) as f32;
+    }
+    want
+}
+
+/// On a 2D grid, both fixtures (block declared and not) write every element of their
+/// matrix at the thread's position, and nothing past its whole rows, whatever the grid's
+/// margin: the results are the host's on fresh random data over a poisoned output.
+#[test]
+fn a_matrix_argument_is_written_at_each_threads_2d_position() {
+    use berth_fixtures::args::{add_coordinates, add_coordinates_16x16};
+    let (_g, gpu) = gpu();
+    // 77 whole rows of 333 columns, and 5 elements of a 78th row that the matrix does not
+    // hold; the grids reach past both edges.
+    let (w, h) = (333usize, 77usize);
+    let len = w * h + 5;
+    let a = random_f32(len);
+    let poison = random_f32(len);
+    let want = add_coordinates_on_host(&a, w, &poison);
+    let da = gpu.upload(&a).unwrap();
+    for declared in [false, true] {
+        let mut out = gpu.upload(&poison).unwrap();
+        if declared {
+            let grid = Grid::cover_2d(w, h, (16, 16));
+            add_coordinates_16x16(&gpu, grid, w as u32, &da, &mut out)
+        } else {
+            let grid = Grid::new((w.div_ceil(32) as u32, h.div_ceil(8) as u32 + 1), (32, 8));
+            add_coordinates(&gpu, grid, w as u32, &da, &mut out)
+        }
+        .unwrap()
+        .wait()
+        .unwrap();
+        let got = out.to_vec().unwrap();
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "declared block: {declared}"
+        );
+    }
+}
+
+/// A grid with two layers along z would give two threads every 2D position. A kernel that
+/// declares a 2D block is refused before anything runs, naming the kernel and the grid to
+/// use; one that does not stops at its `thread::index_2d()` with a message saying what to
+/// do, before any thread writes.
+#[test]
+fn a_grid_with_z_layers_never_gives_two_threads_one_2d_position() {
+    use berth_fixtures::args::{add_coordinates, add_coordinates_16x16};
+    let (_g, gpu) = gpu();
+    let (w, h) = (40usize, 20usize);
+    let a = gpu.upload(&random_f32(w * h)).unwrap();
+    let poison = random_f32(w * h);
+    let mut out = gpu.upload(&poison).unwrap();
+    let layered = Grid::new((3, 2, 2), (16, 16));
+    let Err(err) = add_coordinates_16x16(&gpu, layered, w as u32, &a, &mut out) else {
+        panic!("a z = 2 grid of a kernel with a declared 2D block was accepted");
+    };
+    let berth::Error::InvalidLaunch { kernel, reason } = &err else {
+        panic!("expected InvalidLaunch, got {err}");
+    };
+    assert_eq!(*kernel, "add_coordinates_16x16");
+    assert!(
+        reason.contains("(3, 2, 2) blocks")
+            && reason.contains("Grid::new((blocks_x, blocks_y), (16, 16))"),
+        "{reason}"
+    );
+    gpu.synchronize().unwrap();
+    assert_eq!(
+        out.to_vec().unwrap(),
+        poison,
+        "a refused launch wrote its output"
+    );
+
+    // The same grid, its block now undeclared.
+    let err = add_coordinates(&gpu, layered, w as u32, &a, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let berth::Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected a kernel panic at thread::index_2d(), got {err}");
+    };
+    assert_eq!(kernel, "add_coordinates");
+    assert!(
+        report
+            .message
+            .starts_with("thread::index_2d() needs a launch whose grid and block have z extent 1")
+            && report.message.contains("#[gpu_kernel(block = (16, 16))]"),
+        "{report}"
+    );
+    assert_eq!(
+        (report.file.as_str(), report.line),
+        (
+            berth_tests::ARGS.path,
+            berth_tests::ARGS.line("let p = thread::index_2d();")
+        ),
+        "{report}"
+    );
+    // A panic loses the context: the next launch runs on a fresh one. A block with two
+    // layers along z is caught the same way.
+    drop((a, out));
+    let gpu = gpu.recover().unwrap();
+    let a = gpu.upload(&random_f32(w * h)).unwrap();
+    let mut out = gpu.upload(&poison).unwrap();
+    let err = add_coordinates(&gpu, Grid::new((3, 3), (16, 8, 2)), w as u32, &a, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(
+        matches!(&err, berth::Error::KernelPanic { report, .. }
+            if report.message.starts_with("thread::index_2d() needs")),
+        "{err}"
+    );
+    drop((a, out));
+    gpu.recover().unwrap();
+}
+
+/// A declared 1D block fixes the grid to x alone as well: a grid along y is refused.
+#[test]
+fn a_kernel_with_a_declared_1d_block_is_refused_a_2d_grid() {
+    let (_g, gpu) = gpu();
+    let poison = random_u32(12);
+    let mut out = gpu.upload(&poison).unwrap();
+    let err =
+        berth_fixtures::language::same_name_arrays(&gpu, Grid::new((3, 2), 64), 1, 2, &mut out)
+            .map(|_| ())
+            .unwrap_err();
+    let berth::Error::InvalidLaunch { kernel, reason } = &err else {
+        panic!("expected InvalidLaunch, got {err}");
+    };
+    assert_eq!(*kernel, "same_name_arrays");
+    assert!(
+        reason.contains("1D block") && reason.contains("Grid::new(blocks, 64)"),
+        "{reason}"
+    );
+    gpu.synchronize().unwrap();
+    assert_eq!(out.to_vec().unwrap(), poison);
+}

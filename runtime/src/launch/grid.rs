@@ -148,6 +148,35 @@ impl Grid {
                 "every extent must be at least 1 (blocks {b:?}, threads {t:?})"
             ));
         }
+        // A declared block that extends along fewer than three axes also fixes the grid's
+        // extent along the others to 1: a thread's position along the block's axes is then
+        // unique in the launch (`thread::index_2d`), which the kernel's entries assume.
+        if let Some(block) = kernel.block {
+            let rank = berth_abi::block_rank(block);
+            let (axes, flat) = match rank {
+                1 => ("x", b.y != 1 || b.z != 1),
+                2 => ("x and y", b.z != 1),
+                _ => ("x, y and z", false),
+            };
+            if flat {
+                let [x, y, _] = block;
+                let (shape, grid) = if rank == 1 {
+                    (format!("{x}"), format!("Grid::new(blocks, {x})"))
+                } else {
+                    (
+                        format!("({x}, {y})"),
+                        format!("Grid::new((blocks_x, blocks_y), ({x}, {y}))"),
+                    )
+                };
+                return bad(format!(
+                    "the kernel declares a {rank}D block (`#[gpu_kernel(block = {shape})]`), which \
+                     extends along {axes} alone, and the launch's grid of ({}, {}, {}) blocks \
+                     extends past them: launch it on a grid along {axes} alone, `{grid}`, or \
+                     declare a block that extends along every axis of the grid",
+                    b.x, b.y, b.z
+                ));
+            }
+        }
         let per_block = u64::from(t.x) * u64::from(t.y) * u64::from(t.z);
         if t.x > 1024 || t.y > 1024 || t.z > 64 || per_block > 1024 {
             return bad(format!(
