@@ -549,3 +549,52 @@ fn gpu_assert_reports_file_line_and_message() {
     );
     println!("reported: {err}");
 }
+
+/// `add_coordinates` (no declared block) launched on `grid`, whose grid or block has two
+/// layers along z, so that two threads would get every 2D position: its
+/// `thread::index_2d()` stops the kernel at that line with a message saying what to do,
+/// before any thread writes.
+fn index_2d_stops_a_launch_with_z_layers(grid: Grid) {
+    use berth_fixtures::args::add_coordinates;
+    let (_g, gpu) = gpu();
+    let (w, h) = (40usize, 20usize);
+    let a = gpu.upload(&random_f32(w * h)).unwrap();
+    let mut out = gpu.upload(&random_f32(w * h)).unwrap();
+    let err = add_coordinates(&gpu, grid, w as u32, &a, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected a kernel panic at thread::index_2d(), got {err}");
+    };
+    assert_eq!(kernel, "add_coordinates");
+    assert!(
+        report
+            .message
+            .starts_with("thread::index_2d() needs a launch whose grid and block have z extent 1")
+            && report.message.contains("#[gpu_kernel(block = (16, 16))]"),
+        "{report}"
+    );
+    assert_eq!(
+        (report.file.as_str(), report.line),
+        (
+            berth_tests::ARGS.path,
+            berth_tests::ARGS.line("let p = thread::index_2d();")
+        ),
+        "{report}"
+    );
+}
+
+/// A grid with two layers along z: see [`index_2d_stops_a_launch_with_z_layers`].
+#[test]
+fn index_2d_stops_a_grid_with_two_layers() {
+    in_child_on_the_gpu!("index_2d_stops_a_grid_with_two_layers");
+    index_2d_stops_a_launch_with_z_layers(Grid::new((3, 2, 2), (16, 16)));
+}
+
+/// A block with two layers along z: see [`index_2d_stops_a_launch_with_z_layers`].
+#[test]
+fn index_2d_stops_a_block_with_two_layers() {
+    in_child_on_the_gpu!("index_2d_stops_a_block_with_two_layers");
+    index_2d_stops_a_launch_with_z_layers(Grid::new((3, 3), (16, 8, 2)));
+}
