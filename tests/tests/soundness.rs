@@ -913,7 +913,7 @@ fn a_matrix_argument_is_written_at_each_threads_2d_position() {
 /// use. (One that does not stops at its `thread::index_2d()`: `gpu/faults.rs`.)
 #[test]
 fn a_grid_with_z_layers_never_gives_two_threads_one_2d_position() {
-    use berth_fixtures::args::{add_coordinates, add_coordinates_16x16};
+    use berth_fixtures::args::add_coordinates_16x16;
     let (_g, gpu) = gpu();
     let (w, h) = (40usize, 20usize);
     let a = gpu.upload(&random_f32(w * h)).unwrap();
