@@ -191,7 +191,8 @@ impl<T: DeviceCopy> HotTier<T> {
             ));
         }
         let row_bytes = width.saturating_mul(std::mem::size_of::<T>());
-        if width == 0 || row_bytes % HOT_UNIT != 0 || table.elems() % width != 0 {
+        if width == 0 || !row_bytes.is_multiple_of(HOT_UNIT) || !table.elems().is_multiple_of(width)
+        {
             return Err(Error::Usage(format!(
                 "a hot tier's rows are whole 16-byte units and its table whole rows: {width} elements of {} bytes per row, table of {} elements",
                 std::mem::size_of::<T>(),

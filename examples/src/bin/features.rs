@@ -4,7 +4,7 @@
 //! counts every few batches. Every batch is checked against the host.
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--batches K]
-//! [--refresh-every E]` (defaults: 8 Mi rows on a GPU, 16 Ki on the simulator; W = 128 floats;
+//! [--refresh-every E] [--json]` (defaults: 8 Mi rows on a GPU, 16 Ki on the simulator; W = 128 floats;
 //! a budget of a quarter of the table plus the slot table; S = 1.0; N = 65,536 ids on a GPU,
 //! 1,024 on the simulator; K = 50 on a GPU, 8 on the simulator; E = 1). Ranks of the Zipf law
 //! are scattered over the table by a random permutation.
@@ -46,6 +46,9 @@ struct Args {
     /// Seed of the permutation and the ids
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Also print the result as one JSON line (the `features` benchmark's)
+    #[arg(long)]
+    json: bool,
 }
 
 fn main() {
@@ -68,7 +71,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let batch = args.batch.unwrap_or(if on_gpu { 65_536 } else { 1024 });
     let batches = args.batches.unwrap_or(if on_gpu { 50 } else { 8 });
     let width = args.width;
-    if width == 0 || width % 4 != 0 {
+    if width == 0 || !width.is_multiple_of(4) {
         return Err("--width must be a positive multiple of 4".into());
     }
     if rows == 0 || rows > u32::MAX as usize {
@@ -176,6 +179,28 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         s.admitted,
         s.evicted,
     );
+    if args.json {
+        let line = serde_json::json!({
+            "impl": "berth_hot_tier",
+            "zipf": args.zipf,
+            "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
+            "dim": width,
+            "batch": batch,
+            "batches": batches,
+            "refresh_every": args.refresh_every,
+            "budget_bytes": budget,
+            "capacity_rows": tier.capacity(),
+            "gather_s": gather_s,
+            "refresh_s": refresh_s,
+            "mrows_s": n / (gather_s + refresh_s) / 1e6,
+            "hit_rate": s.hit_rate(),
+            "hit_rate_second_half": late,
+            "admitted": s.admitted,
+            "evicted": s.evicted,
+            "ok": bad == 0,
+        });
+        println!("{line}");
+    }
     if bad > 0 {
         std::process::exit(2);
     }
