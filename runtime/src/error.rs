@@ -229,6 +229,19 @@ pub enum Error {
         /// The budget.
         budget: usize,
     },
+    /// A row id given to a [`HotTier`](crate::HotTier) gather names no row of its table
+    /// (nothing was queued or counted).
+    #[error("batch {batch}, position {position}: id {id} is not a row of the table ({rows} rows)")]
+    IdOutOfRange {
+        /// The batch: the tier's gathers counted from 0.
+        batch: u64,
+        /// The first position in the batch whose id is out of range.
+        position: usize,
+        /// The id there.
+        id: u32,
+        /// Rows of the table.
+        rows: usize,
+    },
     /// A buffer from one GPU context was passed to a launch on another.
     #[error("a buffer passed to `{kernel}` belongs to a different GPU context")]
     WrongContext {

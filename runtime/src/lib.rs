@@ -50,6 +50,7 @@ mod gpu;
 mod graph;
 mod host_mem;
 mod host_shared;
+mod hot_tier;
 mod interop;
 mod launch;
 #[cfg(test)]
@@ -86,6 +87,7 @@ pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
 };
 pub use host_shared::{HostShared, SharedHost};
+pub use hot_tier::{HotTier, HotTierStats, Refresh};
 pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
 pub use limits::DeviceLimits;
@@ -107,7 +109,7 @@ pub mod __private {
         Entry, Kernel, KernelRegistration, Param, Part, Placement, Pointee, Sass, crate_sass,
         registered_kernels,
     };
-    pub use crate::own_kernels::{CHUNK_DONE, RANDOM_PROBE};
+    pub use crate::own_kernels::{CHUNK_DONE, HOT_FILL, HOT_GATHER, RANDOM_PROBE};
     pub use crate::pipeline::Pipelined;
     pub use crate::placement::Touch;
 }

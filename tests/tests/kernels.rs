@@ -285,14 +285,17 @@ fn a_mailbox_item_is_read_in_field_order() {
 }
 
 /// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
-/// `#[auto]`'s close calls): hand-written PTX whose entries match their descriptors and which
+/// `#[auto]`'s close calls; the hot tier's gather and fill): hand-written PTX whose entries match their descriptors and which
 /// ptxas accepts for sm_90.
 #[test]
 fn the_runtime_kernels_are_valid_ptx() {
     let k = &berth::__private::CHUNK_DONE;
     let probe = &berth::__private::RANDOM_PROBE;
-    assert_eq!(k.ptx, probe.ptx, "one module for the runtime's crate name");
-    for k in [k, probe] {
+    let (gather, fill) = (&berth::__private::HOT_GATHER, &berth::__private::HOT_FILL);
+    for other in [probe, gather, fill] {
+        assert_eq!(k.ptx, other.ptx, "one module for the runtime's crate name");
+    }
+    for k in [k, probe, gather, fill] {
         ptx::check_kernel(k).unwrap_or_else(|e| panic!("{e}"));
     }
     let Some(ptxas) = berth_build::find_ptxas() else {
@@ -308,7 +311,7 @@ fn the_runtime_kernels_are_valid_ptx() {
     let file = dir.join("runtime.ptx");
     std::fs::write(&file, k.ptx).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
-    for k in [k, probe] {
+    for k in [k, probe, gather, fill] {
         assert!(usage.iter().any(|u| u.name == k.name), "{usage:?}");
     }
     // The kernel stores with system-scope release semantics, nothing else.

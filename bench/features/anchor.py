@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Usage: python3 anchor.py [TABLE_GIB] [DIM] [BUDGET_GIB]. The anchor of the `features`
+benchmark: skewed gathers from a host table of TABLE_GIB (default 64) with DIM floats per row
+(default 128), batches of 65,536 Zipf-distributed ids (s = 0, 0.8, 1.0, 1.2; ranks scattered
+by a random permutation), by PyTorch's usual path (CPU index_select, 16 threads, into pinned
+memory, non-blocking copy), by a gather from the whole table on the GPU where it fits, and the
+hit fraction a BUDGET_GIB (default 16) device tier of the hottest rows would get. Prints JSON
+lines."""
+import json, sys, time, statistics as st
+import numpy as np, torch
+torch.set_num_threads(16)
+gib = float(sys.argv[1]) if len(sys.argv) > 1 else 64
+dim = int(sys.argv[2]) if len(sys.argv) > 2 else 128
+budget_gib = float(sys.argv[3]) if len(sys.argv) > 3 else 16
+batch = 65536
+rows = int(gib * (1 << 30)) // (dim * 4)
+budget_rows = int(budget_gib * (1 << 30)) // (dim * 4)
+def out(**k): print(json.dumps(k), flush=True)
+t = time.time(); tab = torch.empty(rows, dim); tab[:, 0] = torch.arange(rows, dtype=torch.float32); out(step="table", gib=gib, rows=rows, s=round(time.time() - t, 1))
+perm = torch.randperm(rows)
+outp = torch.empty(batch, dim).pin_memory(); dev = torch.empty(batch, dim, device="cuda")
+rng = np.random.default_rng(1)
+# The whole table on the GPU, where it fits beside what the run needs (2 GiB of headroom).
+free, _ = torch.cuda.mem_get_info()
+dtab = None
+if rows * dim * 4 + (2 << 30) < free:
+    dtab = tab.to("cuda")
+else:
+    out(note="the whole table does not fit on the GPU", table_gib=gib, free_gib=round(free / (1 << 30), 1))
+def timed(run):
+    for i in range(3): run(i)
+    ts = []
+    for i in range(16):
+        t = time.perf_counter(); run(i); ts.append(time.perf_counter() - t)
+    return st.median(ts) * 1e3
+for s in [0.0, 0.8, 1.0, 1.2]:
+    if s == 0:
+        batches = [torch.from_numpy(rng.integers(0, rows, batch)) for _ in range(8)]; hit = min(budget_rows / rows, 1.0)
+    else:
+        k = np.arange(1, rows + 1, dtype=np.float64); cdf = np.cumsum(k ** -s); cdf /= cdf[-1]; del k
+        batches = [perm[torch.from_numpy(np.searchsorted(cdf, rng.random(batch)))] for _ in range(8)]
+        hit = float(cdf[min(budget_rows, rows) - 1]); del cdf
+    def run(i):
+        torch.index_select(tab, 0, batches[i % 8], out=outp); dev.copy_(outp, non_blocking=True); torch.cuda.synchronize()
+    ms = timed(run)
+    ok = bool(torch.equal(dev[:, 0].cpu(), batches[15 % 8].to(torch.float32)))
+    out(impl="torch_cpu_gather_pinned_copy", zipf=s, table_gib=gib, dim=dim, batch=batch, ms=round(ms, 3), mrows_s=round(batch / ms / 1e3, 1), hit_fraction_tier=round(hit, 4), budget_gib=budget_gib, ok=ok)
+    if dtab is not None:
+        dids = [b.to("cuda") for b in batches]
+        def run_dev(i):
+            torch.index_select(dtab, 0, dids[i % 8], out=dev); torch.cuda.synchronize()
+        ms = timed(run_dev)
+        ok = bool(torch.equal(dev[:, 0].cpu(), batches[15 % 8].to(torch.float32)))
+        out(impl="torch_whole_table_on_gpu", zipf=s, table_gib=gib, dim=dim, batch=batch, ms=round(ms, 4), mrows_s=round(batch / ms / 1e3, 1), ok=ok)

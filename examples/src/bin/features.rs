@@ -1,0 +1,208 @@
+//! features: rows of a feature table in host memory gathered by Zipf-skewed ids through a
+//! hot tier (`Gpu::hot_tier`): the rows read most stay in device memory within a byte budget,
+//! the rest are read in place over the link, by one kernel; the tier is refreshed from the
+//! counts every few batches. Every batch is checked against the host.
+//!
+//! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--batches K]
+//! [--refresh-every E] [--json]` (defaults: 8 Mi rows on a GPU, 16 Ki on the simulator; W = 128 floats;
+//! a budget of a quarter of the table plus the slot table; S = 1.0; N = 65,536 ids on a GPU,
+//! 1,024 on the simulator; K = 50 on a GPU, 8 on the simulator; E = 1). Ranks of the Zipf law
+//! are scattered over the table by a random permutation.
+
+use berth::{Backend, Gpu};
+use berth_examples::F4;
+use berth_examples::cli::{Zipf, init_logging, parse_size};
+use clap::Parser;
+use rand::SeedableRng;
+use rand::seq::SliceRandom;
+use std::time::Instant;
+
+/// Rows gathered by Zipf-skewed ids through a hot tier over a host table
+/// (`RUST_LOG=berth_runtime=debug` shows each refresh).
+#[derive(Parser)]
+struct Args {
+    /// Rows of the table (default: 8 Mi on a GPU, 16 Ki on the simulator)
+    #[arg(long)]
+    rows: Option<usize>,
+    /// Floats per row, a multiple of 4 (64 to 256 is the usual range)
+    #[arg(long, default_value_t = 128)]
+    width: usize,
+    /// Device memory for the tier, slot table included, like 16G or 512M (default: the slot
+    /// table and a quarter of the table's rows)
+    #[arg(long, value_parser = parse_size)]
+    device_budget: Option<usize>,
+    /// Zipf exponent of the ids (0: uniform)
+    #[arg(long, default_value_t = 1.0)]
+    zipf: f64,
+    /// Ids per batch (default: 65,536 on a GPU, 1,024 on the simulator)
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Batches to run (default: 50 on a GPU, 8 on the simulator)
+    #[arg(long)]
+    batches: Option<usize>,
+    /// Refresh the tier after every this many batches
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    refresh_every: usize,
+    /// Seed of the permutation and the ids
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Also print the result as one JSON line (the `features` benchmark's)
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() {
+    init_logging();
+    if let Err(e) = run(Args::parse()) {
+        eprintln!("features: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Row r, lane c of the table: exact in f32, so checks are exact.
+fn value(r: usize, c: usize) -> f32 {
+    (r % 65_536) as f32 + (c % 512) as f32 / 512.0
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let gpu = Gpu::new_or_simulator()?;
+    let on_gpu = gpu.backend() == Backend::Cuda;
+    let rows = args.rows.unwrap_or(if on_gpu { 8 << 20 } else { 16 << 10 });
+    let batch = args.batch.unwrap_or(if on_gpu { 65_536 } else { 1024 });
+    let batches = args.batches.unwrap_or(if on_gpu { 50 } else { 8 });
+    let width = args.width;
+    if width == 0 || !width.is_multiple_of(4) {
+        return Err("--width must be a positive multiple of 4".into());
+    }
+    if rows == 0 || rows > u32::MAX as usize {
+        return Err("--rows must be between 1 and 2^32 - 1".into());
+    }
+    let d4 = width / 4;
+    let row_bytes = width * 4;
+    let budget = args
+        .device_budget
+        .unwrap_or(rows * 4 + rows.div_ceil(4) * row_bytes);
+    let zipf = Zipf::new(rows as u64, args.zipf)?;
+    println!(
+        "features: {rows} rows × {width} floats ({:.2} GiB) in host memory on {}, budget {:.1} MiB, Zipf s = {}, batches of {batch}",
+        (rows * row_bytes) as f64 / (1u64 << 30) as f64,
+        gpu.name(),
+        budget as f64 / (1u64 << 20) as f64,
+        args.zipf
+    );
+    let t = Instant::now();
+    let mut table = gpu.mapped_zeroed::<F4>(rows * d4)?;
+    let workers = std::thread::available_parallelism().map_or(4, |n| n.get());
+    let per = rows.div_ceil(workers);
+    std::thread::scope(|s| {
+        for (w, part) in table.chunks_mut(per * d4).enumerate() {
+            s.spawn(move || {
+                for (k, v) in part.iter_mut().enumerate() {
+                    let (r, c) = (w * per + k / d4, (k % d4) * 4);
+                    *v = F4 {
+                        x: value(r, c),
+                        y: value(r, c + 1),
+                        z: value(r, c + 2),
+                        w: value(r, c + 3),
+                    };
+                }
+            });
+        }
+    });
+    let mut rng = rand::rngs::StdRng::seed_from_u64(args.seed);
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut rng);
+    println!(
+        "features: table filled and ranks scattered in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let mut tier = gpu.hot_tier(table, d4, budget)?;
+    println!(
+        "features: the tier holds {} rows ({:.1}% of the table; {:.1} MiB of device memory)",
+        tier.capacity(),
+        100.0 * tier.capacity() as f64 / rows as f64,
+        tier.device_bytes() as f64 / (1u64 << 20) as f64
+    );
+    let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
+    let (mut gather_s, mut refresh_s, mut bad) = (0.0, 0.0, 0usize);
+    let mut hits_after_warmup = (0u64, 0u64);
+    for k in 0..batches {
+        let ids: Vec<u32> = (0..batch)
+            .map(|_| perm[zipf.sample(&mut rng) as usize])
+            .collect();
+        let before = tier.stats();
+        let t = Instant::now();
+        tier.gather(&gpu, &ids, &mut out)?.wait()?;
+        gather_s += t.elapsed().as_secs_f64();
+        if k >= batches / 2 {
+            let s = tier.stats();
+            hits_after_warmup.0 += s.hits - before.hits;
+            hits_after_warmup.1 += s.rows - before.rows;
+        }
+        let got = out.to_vec()?;
+        for (b, &id) in ids.iter().enumerate() {
+            for j in 0..d4 {
+                let (v, c, r) = (got[b * d4 + j], j * 4, id as usize);
+                if [v.x, v.y, v.z, v.w]
+                    != [
+                        value(r, c),
+                        value(r, c + 1),
+                        value(r, c + 2),
+                        value(r, c + 3),
+                    ]
+                {
+                    bad += 1;
+                }
+            }
+        }
+        if (k + 1) % args.refresh_every == 0 {
+            let t = Instant::now();
+            tier.refresh(&gpu)?;
+            refresh_s += t.elapsed().as_secs_f64();
+        }
+    }
+    let n = (batch * batches) as f64;
+    let s = tier.stats();
+    let late = if hits_after_warmup.1 == 0 {
+        0.0
+    } else {
+        hits_after_warmup.0 as f64 / hits_after_warmup.1 as f64
+    };
+    println!(
+        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, refreshes {:.3} s), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {bad} mismatches",
+        n / (gather_s + refresh_s) / 1e6,
+        n * row_bytes as f64 / (gather_s + refresh_s) / 1e9,
+        gather_s,
+        refresh_s,
+        100.0 * s.hit_rate(),
+        100.0 * late,
+        s.admitted,
+        s.evicted,
+    );
+    if args.json {
+        let line = serde_json::json!({
+            "impl": "berth_hot_tier",
+            "zipf": args.zipf,
+            "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
+            "dim": width,
+            "batch": batch,
+            "batches": batches,
+            "refresh_every": args.refresh_every,
+            "budget_bytes": budget,
+            "capacity_rows": tier.capacity(),
+            "gather_s": gather_s,
+            "refresh_s": refresh_s,
+            "mrows_s": n / (gather_s + refresh_s) / 1e6,
+            "hit_rate": s.hit_rate(),
+            "hit_rate_second_half": late,
+            "admitted": s.admitted,
+            "evicted": s.evicted,
+            "ok": bad == 0,
+        });
+        println!("{line}");
+    }
+    if bad > 0 {
+        std::process::exit(2);
+    }
+    Ok(())
+}

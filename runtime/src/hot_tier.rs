@@ -1,0 +1,553 @@
+//! A device-resident hot tier over a host table read in place ([`HotTier`]): the rows read
+//! most stay in device memory within a byte budget, the others are read from mapped host
+//! memory by the same kernel, which looks each row up in a slot table (row → device slot, or
+//! not resident).
+//!
+//! Counting is on the host, from the ids each gather is given: the host has them anyway (it
+//! checks them against the table before anything is queued), so counting costs one increment
+//! per id and no device memory, atomics or read-back; and the policy, which runs on the host,
+//! reads the counts where they are. The counts decay (halve) at every refresh, so the tier
+//! follows a hot set that drifts.
+//!
+//! Ordering is the runtime's use tracking, as for any launch: a gather reads the tier and the
+//! slot table (shared uses), a refresh writes them (exclusive uses: the fill kernel and the
+//! slot table's copy). Work queued on a stream waits on the GPU for the conflicting work of
+//! other streams, and host writes wait for the GPU work that reads what they overwrite, so a
+//! gather in flight always reads the slot table and the tier rows it was queued against,
+//! whatever is refreshed after it, and whatever guard is leaked.
+
+use crate::buffer::DeviceBuffer;
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::host_mem::{MappedBuffer, PinnedBuffer};
+use crate::launch::builder::Launch;
+use crate::launch::grid::Grid;
+use crate::launch::pending::Pending;
+use crate::own_kernels::{HOT_FILL, HOT_GATHER, HOT_UNIT};
+use crate::queue::Queue;
+use berth_device::DeviceCopy;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A slot table entry for a row that is not resident.
+const NOT_RESIDENT: u32 = u32::MAX;
+
+/// Device buffers of ids kept for gathers that may still be queued: a gather's ids live
+/// until this many later gathers have been queued (then freeing them waits for it).
+const IDS_IN_FLIGHT: usize = 4;
+
+/// What a [`HotTier`] has done so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HotTierStats {
+    /// Gathers queued.
+    pub gathers: u64,
+    /// Rows gathered (ids given to gathers).
+    pub rows: u64,
+    /// Rows gathered that were resident (read from device memory).
+    pub hits: u64,
+    /// Refreshes that ran.
+    pub refreshes: u64,
+    /// Rows copied into the tier by refreshes.
+    pub admitted: u64,
+    /// Rows dropped from the tier by refreshes.
+    pub evicted: u64,
+}
+
+impl HotTierStats {
+    /// Fraction of the rows gathered that were resident (0 before any gather).
+    pub fn hit_rate(&self) -> f64 {
+        if self.rows == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.rows as f64
+        }
+    }
+}
+
+/// What one [`HotTier::refresh`] changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refresh {
+    /// Rows copied into the tier.
+    pub admitted: usize,
+    /// Rows dropped from it to make room.
+    pub evicted: usize,
+    /// Rows resident after the refresh.
+    pub resident: usize,
+}
+
+/// A table of `rows × width` elements in mapped host memory, with the rows read most kept in
+/// device memory within a byte budget ([`Gpu::hot_tier`]).
+///
+/// [`gather`](HotTier::gather) runs one kernel for a batch of row ids: each row comes from
+/// the device tier if it is resident, else from host memory read in place over the link.
+/// Each gather counts its ids (on the host); [`refresh`](HotTier::refresh) makes the rows
+/// counted most resident (as many as the budget holds), copying the new ones in with a
+/// kernel queued after the gathers already in flight, and halves every count, so the tier
+/// follows a drifting hot set. Nothing is written to the table while the tier owns it, so a
+/// resident row always equals its host row.
+///
+/// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
+/// of the table) and the resident rows. A budget that holds the slot table and no row, or
+/// less, keeps nothing: every row is read from host memory. The device buffers of the last
+/// few batches' ids (4 bytes per id) come on top, as launch staging does.
+///
+/// Rows are whole 16-byte units (`width × size_of::<T>()` a multiple of 16: 4, 8, … floats),
+/// which the kernel moves with one 16-byte load each.
+///
+/// ```
+/// # fn main() -> berth_runtime::Result<()> {
+/// let gpu = berth_runtime::Gpu::simulator();
+/// let (rows, width) = (1000, 8);
+/// let table = gpu.mapped_from(&(0..rows * width).map(|v| v as f32).collect::<Vec<_>>())?;
+/// // The slot table (4000 bytes) and 100 rows of 32 bytes.
+/// let mut tier = gpu.hot_tier(table, width, 4000 + 100 * 32)?;
+/// assert_eq!(tier.capacity(), 100);
+/// let ids = [7u32, 7, 7, 999];
+/// let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width)?;
+/// tier.gather(&gpu, &ids, &mut out)?.wait()?;
+/// let r = tier.refresh(&gpu)?; // rows 7 and 999 were read: both fit
+/// assert_eq!((r.admitted, r.resident), (2, 2));
+/// tier.gather(&gpu, &ids, &mut out)?.wait()?; // all four from device memory
+/// assert_eq!(tier.stats().hits, 4);
+/// assert_eq!(out.to_vec()?[3 * width], (999 * width) as f32);
+/// # Ok(())
+/// # }
+/// ```
+pub struct HotTier<T: DeviceCopy> {
+    gpu: Gpu,
+    table: MappedBuffer<T>,
+    width: usize,
+    rows: usize,
+    /// 16-byte units per row.
+    units: usize,
+    budget: usize,
+    /// Rows the tier holds.
+    capacity: usize,
+    /// `capacity × width` elements: slot `s` holds row `resident[s]`.
+    tier: DeviceBuffer<T>,
+    /// The device's slot table: `rows` entries (none when `capacity` is 0).
+    slots: DeviceBuffer<u32>,
+    /// The host's slot table, the one the device's is copied from: equal to it once the last
+    /// refresh's copy is done.
+    slot_of: PinnedBuffer<u32>,
+    /// The row in each slot, or [`NOT_RESIDENT`].
+    resident: Vec<u32>,
+    /// Slots holding no row that no slot table the device has or will have names: the fill
+    /// writes only these.
+    free: Vec<u32>,
+    /// Slots emptied since the device's slot table was last copied: it may still name them,
+    /// so they join `free` only once the copy that drops them is queued.
+    quarantine: Vec<u32>,
+    /// Decayed reads of each row.
+    counts: Vec<u32>,
+    /// The rows whose count is not zero.
+    touched: Vec<u32>,
+    /// The ids of the last gathers, kept while they may be queued.
+    ids: VecDeque<DeviceBuffer<u32>>,
+    /// The last fill's ids and slots, kept while it may be queued.
+    fill: Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>,
+    stats: HotTierStats,
+    /// A batch larger than the tier was reported (once).
+    reported_small: bool,
+}
+
+impl<T: DeviceCopy> std::fmt::Debug for HotTier<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HotTier")
+            .field("rows", &self.rows)
+            .field("width", &self.width)
+            .field("budget", &self.budget)
+            .field("capacity", &self.capacity)
+            .field("resident", &self.resident_rows())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Gpu {
+    /// A hot tier over `table`, `width` elements per row, keeping the rows read most in at
+    /// most `budget` bytes of device memory ([`HotTier`]).
+    ///
+    /// # Errors
+    /// `Error::Usage` when `table` is of another context, `width` is 0, the table is not a
+    /// whole number of rows, a row is not a whole number of 16-byte units, or the table has
+    /// more rows than a `u32` id names; a failed device allocation (`Error::OutOfMemory` when
+    /// the device has less free memory than the budget asks).
+    pub fn hot_tier<T: DeviceCopy>(
+        &self,
+        table: MappedBuffer<T>,
+        width: usize,
+        budget: usize,
+    ) -> Result<HotTier<T>> {
+        HotTier::new(self, table, width, budget)
+    }
+}
+
+impl<T: DeviceCopy> HotTier<T> {
+    fn new(gpu: &Gpu, table: MappedBuffer<T>, width: usize, budget: usize) -> Result<Self> {
+        if !Arc::ptr_eq(table.gpu(), &gpu.inner) {
+            return Err(Error::Usage(
+                "a hot tier's table must be mapped memory of the tier's own context".into(),
+            ));
+        }
+        let row_bytes = width.saturating_mul(std::mem::size_of::<T>());
+        if width == 0 || !row_bytes.is_multiple_of(HOT_UNIT) || !table.elems().is_multiple_of(width)
+        {
+            return Err(Error::Usage(format!(
+                "a hot tier's rows are whole 16-byte units and its table whole rows: {width} elements of {} bytes per row, table of {} elements",
+                std::mem::size_of::<T>(),
+                table.elems()
+            )));
+        }
+        let rows = table.elems() / width;
+        if rows > NOT_RESIDENT as usize {
+            return Err(Error::Usage(format!(
+                "a hot tier's rows are named by u32 ids: {rows} rows is too many"
+            )));
+        }
+        let slot_bytes = rows * 4;
+        let capacity = (budget.saturating_sub(slot_bytes) / row_bytes).min(rows);
+        let capacity = if budget < slot_bytes { 0 } else { capacity };
+        if capacity == 0 {
+            tracing::debug!(
+                budget,
+                rows,
+                row_bytes,
+                slot_table_bytes = slot_bytes,
+                "hot tier: the budget holds no row beside the slot table: every row is read from host memory"
+            );
+        } else {
+            tracing::debug!(
+                budget,
+                rows,
+                row_bytes,
+                capacity,
+                "hot tier: rows resident at most"
+            );
+        }
+        let tier = gpu.alloc_zeroed::<T>(capacity * width)?;
+        let slot_len = if capacity == 0 { 0 } else { rows };
+        let mut slot_of = gpu.pinned_zeroed::<u32>(slot_len)?;
+        slot_of.fill(NOT_RESIDENT);
+        let mut slots = gpu.alloc_zeroed::<u32>(slot_len)?;
+        slots.copy_from_pinned(gpu, &slot_of)?.wait()?;
+        Ok(HotTier {
+            gpu: gpu.clone(),
+            table,
+            width,
+            rows,
+            units: row_bytes / HOT_UNIT,
+            budget,
+            capacity,
+            tier,
+            slots,
+            slot_of,
+            resident: vec![NOT_RESIDENT; capacity],
+            free: (0..capacity as u32).rev().collect(),
+            quarantine: Vec::new(),
+            counts: vec![0; rows],
+            touched: Vec::new(),
+            ids: VecDeque::with_capacity(IDS_IN_FLIGHT + 1),
+            fill: None,
+            stats: HotTierStats::default(),
+            reported_small: false,
+        })
+    }
+
+    /// The host table (read-only: the tier's copies stay equal to it).
+    pub fn table(&self) -> &MappedBuffer<T> {
+        &self.table
+    }
+
+    /// The host table back, once every gather and refresh queued is done.
+    pub fn into_table(self) -> MappedBuffer<T> {
+        self.table
+    }
+
+    /// Rows of the table.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Elements per row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The budget, bytes.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Rows the tier holds at most (0: every row is read from host memory).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes of device memory the tier keeps: the slot table and the rows it can hold (never
+    /// above the budget).
+    pub fn device_bytes(&self) -> usize {
+        self.slots.bytes() + self.tier.bytes()
+    }
+
+    /// Rows resident now.
+    pub fn resident_rows(&self) -> usize {
+        self.capacity - self.free.len() - self.quarantine.len()
+    }
+
+    /// Whether row `id` is resident now (gathers queued from now on read it from device
+    /// memory).
+    pub fn is_resident(&self, id: u32) -> bool {
+        self.capacity > 0 && (id as usize) < self.rows && self.slot_of[id as usize] != NOT_RESIDENT
+    }
+
+    /// The decayed read count of row `id` (0 for an id outside the table).
+    pub fn count(&self, id: u32) -> u32 {
+        self.counts.get(id as usize).copied().unwrap_or(0)
+    }
+
+    /// What the tier has done so far.
+    pub fn stats(&self) -> HotTierStats {
+        self.stats
+    }
+
+    /// Queue on `queue` the gather of the rows `ids` into `out` (`ids.len() × width`
+    /// elements: row `ids[b]` at `out[b × width..]`), each from device memory if resident,
+    /// else from the host table, and count the ids for the next refresh. Batch `n` is the
+    /// `n`-th call (from 0), failed ones included.
+    ///
+    /// The guard keeps `out` borrowed until the gather is done; in a
+    /// [`Scope`](crate::Scope), dropping or detaching it leaves the gather queued, and
+    /// refreshes may follow at once. Queuing a gather waits (on the host) only for the gather
+    /// queued four batches earlier, whose ids' device buffer it frees.
+    ///
+    /// # Errors
+    /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
+    /// of the table (nothing is queued, nothing counted); [`Error::LengthMismatch`] when `out`
+    /// is not `ids.len() × width` elements; the launch's errors (another context's `out`, a
+    /// queue recording a graph, which cannot take mapped memory).
+    pub fn gather<'a>(
+        &'a mut self,
+        queue: &'a impl Queue,
+        ids: &[u32],
+        out: &'a mut DeviceBuffer<T>,
+    ) -> Result<Pending<'a>> {
+        let batch = self.stats.gathers;
+        self.stats.gathers += 1;
+        if let Some(position) = ids.iter().position(|&id| id as usize >= self.rows) {
+            return Err(Error::IdOutOfRange {
+                batch,
+                position,
+                id: ids[position],
+                rows: self.rows,
+            });
+        }
+        let want = ids.len().saturating_mul(self.width);
+        if out.len() != want {
+            return Err(Error::LengthMismatch {
+                what: format!(
+                    "hot tier gather of batch {batch}: `out` holds {} ids of {} elements",
+                    ids.len(),
+                    self.width
+                ),
+                expected: want,
+                got: out.len(),
+            });
+        }
+        let threads = ids.len().saturating_mul(self.units);
+        if threads as u64 > u64::from(u32::MAX) * u64::from(Grid::DEFAULT_BLOCK) {
+            return Err(Error::Usage(format!(
+                "hot tier gather of batch {batch}: {} ids are more than one launch covers",
+                ids.len()
+            )));
+        }
+        let ids_dev = self.gpu.upload(ids)?;
+        if self.ids.len() == IDS_IN_FLIGHT {
+            // Freeing it waits for the gather that read it, if it is still queued.
+            self.ids.pop_front();
+        }
+        self.ids.push_back(ids_dev);
+        self.count_batch(batch, ids);
+        let this: &'a Self = self;
+        let ids_dev = this.ids.back().expect("just pushed");
+        let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
+        l.scalar(&(this.units as u64));
+        l.scalar(&(this.rows as u64));
+        l.scalar(&(this.capacity as u64));
+        l.mapped(&this.table);
+        l.device(&this.tier);
+        l.device(&this.slots);
+        l.device(ids_dev);
+        l.device_mut(out);
+        l.submit()
+    }
+
+    /// Count the ids of one batch, and its hits against the slot table its gather reads.
+    fn count_batch(&mut self, batch: u64, ids: &[u32]) {
+        if ids.len() > self.capacity && !self.reported_small {
+            self.reported_small = true;
+            tracing::debug!(
+                batch,
+                ids = ids.len(),
+                capacity = self.capacity,
+                budget = self.budget,
+                "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
+            );
+        }
+        let slot_of: &[u32] = if self.capacity == 0 {
+            &[]
+        } else {
+            &self.slot_of
+        };
+        let mut hits = 0u64;
+        for &id in ids {
+            let c = &mut self.counts[id as usize];
+            if *c == 0 {
+                self.touched.push(id);
+            }
+            *c = c.saturating_add(1);
+            hits += u64::from(slot_of.get(id as usize).is_some_and(|&s| s != NOT_RESIDENT));
+        }
+        self.stats.rows += ids.len() as u64;
+        self.stats.hits += hits;
+    }
+
+    /// Make the rows counted most resident, as many as the tier holds (ties: resident rows
+    /// first, then the lower id), then halve every count. New rows are copied in from the
+    /// host table by a kernel queued on `queue` into free slots, and the slot table follows
+    /// with an asynchronous copy on the same queue; gathers queued later read the new rows
+    /// from device memory. When the free slots are too few, resident rows no longer kept
+    /// leave (the least counted first), and their slots are refilled from the next refresh
+    /// on: gathers queued before this refresh may still read them, and only work queued
+    /// after this refresh's slot table copy may overwrite them.
+    ///
+    /// Nothing waits for the gathers in flight: the fill and the slot table's copy wait for
+    /// them on the GPU (the runtime's ordering of an exclusive use after shared ones), so
+    /// each reads the rows and slot table it was queued against. On a [`Gpu`] or a
+    /// [`Stream`](crate::Stream) the call returns once the fill and copy are done; in a
+    /// [`Scope`](crate::Scope) it returns at once, the scope waiting for them at its end. The
+    /// host waits only where it rewrites the slot table that the previous refresh's copy may
+    /// still be reading.
+    ///
+    /// # Errors
+    /// A failed upload or launch; the tier then holds fewer rows than it could (the rows whose
+    /// copy failed are not resident), never a row that differs from the table.
+    pub fn refresh(&mut self, queue: &impl Queue) -> Result<Refresh> {
+        self.stats.refreshes += 1;
+        let result = self.install(queue);
+        for id in &self.touched {
+            let c = &mut self.counts[*id as usize];
+            *c /= 2;
+        }
+        let counts = &self.counts;
+        self.touched.retain(|&id| counts[id as usize] > 0);
+        result
+    }
+
+    fn install(&mut self, queue: &impl Queue) -> Result<Refresh> {
+        if self.capacity == 0 {
+            return Ok(Refresh::default());
+        }
+        // The rows the policy keeps: the counted most, resident first among equals.
+        let slot_of = &*self.slot_of;
+        let counts = &self.counts;
+        let rank = |&id: &u32| {
+            (
+                std::cmp::Reverse(counts[id as usize]),
+                slot_of[id as usize] == NOT_RESIDENT,
+                id,
+            )
+        };
+        let mut chosen = self.touched.clone();
+        if chosen.len() > self.capacity {
+            chosen.select_nth_unstable_by_key(self.capacity - 1, rank);
+            chosen.truncate(self.capacity);
+        }
+        let mut admit: Vec<u32> = chosen
+            .iter()
+            .copied()
+            .filter(|&id| slot_of[id as usize] == NOT_RESIDENT)
+            .collect();
+        admit.sort_unstable_by_key(rank);
+        // Room: resident rows not kept leave, the least counted first, as many as the free
+        // slots lack; their slots are refilled from the next refresh on.
+        let short = admit.len().saturating_sub(self.free.len());
+        let mut evict = Vec::new();
+        if short > 0 {
+            let mut kept = vec![false; self.capacity];
+            for &id in &chosen {
+                let s = slot_of[id as usize];
+                if s != NOT_RESIDENT {
+                    kept[s as usize] = true;
+                }
+            }
+            evict = (0..self.capacity as u32)
+                .filter(|&s| !kept[s as usize] && self.resident[s as usize] != NOT_RESIDENT)
+                .collect();
+            evict.sort_unstable_by_key(|&s| {
+                let id = self.resident[s as usize];
+                (counts[id as usize], std::cmp::Reverse(id))
+            });
+            evict.truncate(short);
+        }
+        admit.truncate(self.free.len());
+        let dst: Vec<u32> = self.free[self.free.len() - admit.len()..].to_vec();
+        if admit.is_empty() && evict.is_empty() {
+            return Ok(Refresh {
+                resident: self.resident_rows(),
+                ..Refresh::default()
+            });
+        }
+        if !admit.is_empty() {
+            // The fill's ids and slots stay alive until the next refresh (freeing the
+            // previous ones waits for the previous fill, if it is still queued).
+            self.fill = None;
+            let fill_ids = self.gpu.upload(&admit)?;
+            let fill_dst = self.gpu.upload(&dst)?;
+            let fill = self.fill.insert((fill_ids, fill_dst));
+            let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(admit.len() * self.units))?;
+            l.scalar(&(self.units as u64));
+            l.scalar(&(self.rows as u64));
+            l.scalar(&(self.capacity as u64));
+            l.mapped(&self.table);
+            l.device(&fill.0);
+            l.device(&fill.1);
+            l.device_mut(&mut self.tier);
+            // Dropping the guard waits for the fill, except in a scope.
+            drop(l.submit()?);
+        }
+        // The fill is queued (it wrote only free slots, which no slot table the device has
+        // or will have before the copy below names). Now the host's slot table, which waits
+        // for the previous refresh's copy if that is still queued.
+        let slot_of = &mut *self.slot_of;
+        self.free.truncate(self.free.len() - admit.len());
+        for (&id, &s) in admit.iter().zip(&dst) {
+            slot_of[id as usize] = s;
+            self.resident[s as usize] = id;
+        }
+        for &s in &evict {
+            let id = self.resident[s as usize];
+            slot_of[id as usize] = NOT_RESIDENT;
+            self.resident[s as usize] = NOT_RESIDENT;
+            self.quarantine.push(s);
+        }
+        // Gathers queued before the copy may read the evicted rows' slots: those are refilled
+        // only by fills queued after it, which the runtime orders after those gathers.
+        drop(self.slots.copy_from_pinned(queue, &self.slot_of)?);
+        self.free.append(&mut self.quarantine);
+        self.stats.admitted += admit.len() as u64;
+        self.stats.evicted += evict.len() as u64;
+        tracing::debug!(
+            admitted = admit.len(),
+            evicted = evict.len(),
+            resident = self.resident_rows(),
+            candidates = self.touched.len(),
+            "hot tier refreshed"
+        );
+        Ok(Refresh {
+            admitted: admit.len(),
+            evicted: evict.len(),
+            resident: self.resident_rows(),
+        })
+    }
+}

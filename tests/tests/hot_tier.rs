@@ -1,0 +1,349 @@
+//! The hot tier (`Gpu::hot_tier`): gathers equal a host gather on fresh random data whatever
+//! is resident, across refreshes that admit and evict rows; ids out of range are a typed
+//! error that queues and counts nothing; a budget that holds no row, or fewer rows than a
+//! batch, reads from host memory and says so; refreshes queued behind gathers in flight (in a
+//! scope, on another stream, after a leaked guard) leave those gathers' results intact.
+
+use berth::{DeviceBuffer, Error, Gpu, HotTier};
+use berth_tests::{random_f32, rng};
+use rand::Rng;
+use rand::seq::SliceRandom;
+use std::sync::{Arc, Mutex};
+
+/// Floats per row: 8 units of 16 bytes.
+const WIDTH: usize = 32;
+/// What `out` holds before every gather: no value of the table (which is in (-1, 1)).
+const POISON: f32 = 1.0e30;
+
+fn gpu() -> Gpu {
+    Gpu::new_or_simulator().unwrap()
+}
+
+/// A tier over a fresh random table of `rows` rows; `rows_resident` rows fit beside the slot
+/// table. Returns the host copy of the table too.
+fn tier(gpu: &Gpu, rows: usize, rows_resident: usize) -> (HotTier<f32>, Vec<f32>) {
+    let host = random_f32(rows * WIDTH);
+    let table = gpu.mapped_from(&host).unwrap();
+    let budget = rows * 4 + rows_resident * WIDTH * 4;
+    let t = gpu.hot_tier(table, WIDTH, budget).unwrap();
+    assert_eq!(t.capacity(), rows_resident.min(rows));
+    assert!(t.device_bytes() <= t.budget(), "{t:?}");
+    (t, host)
+}
+
+fn poisoned(gpu: &Gpu, ids: usize) -> DeviceBuffer<f32> {
+    gpu.upload(&vec![POISON; ids * WIDTH]).unwrap()
+}
+
+/// `out` holds row `ids[b]` of `host` at `b × WIDTH`, bit for bit.
+fn check(host: &[f32], ids: &[u32], out: &DeviceBuffer<f32>) {
+    let got = out.to_vec().unwrap();
+    assert_eq!(got.len(), ids.len() * WIDTH);
+    for (b, &id) in ids.iter().enumerate() {
+        let want = &host[id as usize * WIDTH..][..WIDTH];
+        let row = &got[b * WIDTH..][..WIDTH];
+        assert!(
+            row.iter()
+                .zip(want)
+                .all(|(a, w)| a.to_bits() == w.to_bits()),
+            "position {b}, id {id}: got {:?}…, want {:?}…",
+            &row[..4],
+            &want[..4]
+        );
+    }
+}
+
+/// `n` ids drawn from `hot` (scattered rows of the table) three times in four, uniformly
+/// from the whole table otherwise.
+fn batch(r: &mut impl Rng, hot: &[u32], rows: usize, n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| {
+            if r.random_range(0..4) == 0 {
+                r.random_range(0..rows as u32)
+            } else {
+                hot[r.random_range(0..hot.len())]
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
+    let gpu = gpu();
+    let rows = 3000;
+    let (mut t, host) = tier(&gpu, rows, 64);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let (hot_a, hot_b) = (&perm[..48], &perm[48..96]);
+    let mut last_hits = 0;
+    for (phase, hot) in [hot_a, hot_b].into_iter().enumerate() {
+        for round in 0..6 {
+            let ids = batch(&mut r, hot, rows, 500);
+            let mut out = poisoned(&gpu, ids.len());
+            let before = t.stats();
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            check(&host, &ids, &out);
+            let hits = t.stats().hits - before.hits;
+            let resident_in_batch = ids.iter().filter(|&&id| t.is_resident(id)).count() as u64;
+            assert_eq!(hits, resident_in_batch, "phase {phase}, round {round}");
+            last_hits = hits;
+            let rf = t.refresh(&gpu).unwrap();
+            assert!(rf.resident <= t.capacity());
+            assert_eq!(rf.resident, t.resident_rows());
+        }
+        // After a few refreshes the phase's hot rows are all resident and most reads hit.
+        assert!(
+            hot.iter().all(|&id| t.is_resident(id)),
+            "phase {phase}: {t:?}"
+        );
+        assert!(last_hits >= 300, "phase {phase}: {last_hits} hits of 500");
+    }
+    let s = t.stats();
+    assert!(s.evicted >= 16, "hot set B pushed rows of A out: {s:?}");
+    assert!(s.admitted >= 96, "{s:?}");
+    assert_eq!((s.gathers, s.rows, s.refreshes), (12, 6000, 12));
+    // Counts decay: 3 reads, then halved by a refresh.
+    let id = perm[2000];
+    let base = t.count(id);
+    let mut out = poisoned(&gpu, 3);
+    t.gather(&gpu, &[id; 3], &mut out).unwrap().wait().unwrap();
+    check(&host, &[id; 3], &out);
+    assert_eq!(t.count(id), base + 3);
+    t.refresh(&gpu).unwrap();
+    assert_eq!(t.count(id), (base + 3) / 2);
+    // The table comes back unchanged.
+    assert!(
+        t.into_table()
+            .iter()
+            .zip(&host)
+            .all(|(a, b)| a.to_bits() == b.to_bits())
+    );
+}
+
+#[test]
+fn ids_out_of_range_are_a_typed_error_naming_batch_and_position() {
+    let gpu = gpu();
+    let rows = 500;
+    let (mut t, host) = tier(&gpu, rows, 16);
+    let ok: Vec<u32> = (0..40).collect();
+    let mut out = poisoned(&gpu, ok.len());
+    t.gather(&gpu, &ok, &mut out).unwrap().wait().unwrap();
+    check(&host, &ok, &out);
+    for (bad, position) in [(rows as u32, 5), (u32::MAX, 39), (rows as u32 + 7, 0)] {
+        let mut ids = ok.clone();
+        ids[position] = bad;
+        // A later position out of range too: the first is named.
+        ids[39] = ids[39].max(rows as u32);
+        let before = t.stats();
+        let counts: Vec<u32> = (0..rows as u32).map(|id| t.count(id)).collect();
+        let mut out = poisoned(&gpu, ids.len());
+        let Err(e) = t.gather(&gpu, &ids, &mut out) else {
+            panic!("an id out of range was queued")
+        };
+        match &e {
+            Error::IdOutOfRange {
+                batch,
+                position: p,
+                id,
+                rows: n,
+            } => {
+                assert_eq!((batch, p, id, n), (&before.gathers, &position, &bad, &rows));
+            }
+            other => panic!("{other}"),
+        }
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("batch {}", before.gathers))
+                && msg.contains(&format!("position {position}")),
+            "{msg}"
+        );
+        // Nothing was queued or counted.
+        assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
+        assert_eq!((t.stats().rows, t.stats().hits), (before.rows, before.hits));
+        assert!((0..rows as u32).all(|id| t.count(id) == counts[id as usize]));
+    }
+    // A wrong output length is refused too; the tier still works after both.
+    let mut short = poisoned(&gpu, 3);
+    assert!(matches!(
+        t.gather(&gpu, &ok, &mut short),
+        Err(Error::LengthMismatch { .. })
+    ));
+    t.refresh(&gpu).unwrap();
+    let mut out = poisoned(&gpu, ok.len());
+    t.gather(&gpu, &ok, &mut out).unwrap().wait().unwrap();
+    check(&host, &ok, &out);
+    assert_eq!(t.stats().hits, 16);
+}
+
+/// A tracing writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Log {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_budget_of_no_rows_or_fewer_than_a_batch_reads_host_memory_and_says_so() {
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let log = Log::default();
+    let sink = log.clone();
+    // Global: the only test of this binary that installs a subscriber.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::DEBUG)
+        .with_ansi(false)
+        .with_writer(move || sink.clone())
+        .finish()
+        .try_init()
+        .expect("no other test installs a global subscriber");
+
+    let gpu = gpu();
+    let rows = 700;
+    let host = random_f32(rows * WIDTH);
+    let mut r = rng();
+    // Budgets: none, the slot table alone, one byte short of a row beside it.
+    for budget in [0, rows * 4, rows * 4 + WIDTH * 4 - 1] {
+        let table = gpu.mapped_from(&host).unwrap();
+        let mut t = gpu.hot_tier(table, WIDTH, budget).unwrap();
+        assert_eq!((t.capacity(), t.device_bytes()), (0, 0), "budget {budget}");
+        for _ in 0..3 {
+            let ids: Vec<u32> = (0..200).map(|_| r.random_range(0..rows as u32)).collect();
+            let mut out = poisoned(&gpu, ids.len());
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            check(&host, &ids, &out);
+            assert_eq!(t.refresh(&gpu).unwrap(), berth::Refresh::default());
+        }
+        assert_eq!((t.stats().hits, t.resident_rows()), (0, 0));
+    }
+    // Room for 3 rows, batches of 100 distinct ones: 3 resident, the rest from host memory.
+    let table = gpu.mapped_from(&host).unwrap();
+    let mut t = gpu
+        .hot_tier(table, WIDTH, rows * 4 + 3 * WIDTH * 4)
+        .unwrap();
+    assert_eq!(t.capacity(), 3);
+    let ids: Vec<u32> = (100..200).collect();
+    for round in 0..3 {
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        t.refresh(&gpu).unwrap();
+        assert_eq!(t.resident_rows(), 3, "round {round}");
+    }
+    // Ties go to the lower ids, and resident rows keep their place among equals.
+    assert!((100..103).all(|id| t.is_resident(id)));
+    assert_eq!(t.stats().hits, 6);
+
+    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    let has = |needles: &[&str]| text.lines().any(|l| needles.iter().all(|n| l.contains(n)));
+    assert!(
+        has(&["DEBUG", "budget=0", "every row is read from host memory"]),
+        "{text}"
+    );
+    assert!(
+        has(&[
+            "DEBUG",
+            "ids=100",
+            "capacity=3",
+            "more rows than the budget holds"
+        ]),
+        "{text}"
+    );
+}
+
+#[test]
+fn refreshes_queued_behind_gathers_in_flight_leave_their_results_intact() {
+    let gpu = gpu();
+    let rows = 2000;
+    let (mut t, host) = tier(&gpu, rows, 40);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let hot: Vec<&[u32]> = perm.chunks(40).take(6).collect();
+    // In a scope nothing waits: gathers and refreshes queue one after another, the hot set
+    // moving every two batches, so refreshes evict rows that earlier gathers still read.
+    let batches: Vec<Vec<u32>> = (0..12)
+        .map(|k| batch(&mut r, hot[k / 2], rows, 300))
+        .collect();
+    let mut outs: Vec<DeviceBuffer<f32>> =
+        batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
+    gpu.scope(|s| {
+        for (ids, out) in batches.iter().zip(outs.iter_mut()) {
+            t.gather(s, ids, out)?.detach();
+            t.refresh(s)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    for (ids, out) in batches.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+    let s = t.stats();
+    assert!(s.evicted > 0 && s.hits > 0, "{s:?}");
+
+    // Gathers queued in a scope on the default stream, refreshes on another stream: the
+    // refresh's fill and copy wait for the queued gathers on the GPU.
+    let side = gpu.stream().unwrap();
+    let more: Vec<Vec<u32>> = (0..6)
+        .map(|k| batch(&mut r, hot[5 - k], rows, 300))
+        .collect();
+    let mut outs: Vec<DeviceBuffer<f32>> = more.iter().map(|b| poisoned(&gpu, b.len())).collect();
+    gpu.scope(|s| {
+        for (ids, out) in more.iter().zip(outs.iter_mut()) {
+            t.gather(s, ids, out)?.detach();
+            t.refresh(&side)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    for (ids, out) in more.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+
+    // A leaked guard: the refresh still follows the gather it did not wait for.
+    let ids = batch(&mut r, hot[0], rows, 300);
+    let mut out = poisoned(&gpu, ids.len());
+    std::mem::forget(t.gather(&gpu, &ids, &mut out).unwrap());
+    t.refresh(&gpu).unwrap();
+    check(&host, &ids, &out);
+    assert!(t.stats().evicted > s.evicted);
+}
+
+#[test]
+fn tables_the_tier_cannot_take_are_refused() {
+    let gpu = gpu();
+    // 3 floats per row: not whole 16-byte units.
+    let table = gpu.mapped_from(&[0f32; 30]).unwrap();
+    assert!(matches!(
+        gpu.hot_tier(table, 3, 1 << 20),
+        Err(Error::Usage(_))
+    ));
+    // Not a whole number of rows.
+    let table = gpu.mapped_from(&[0f32; 30]).unwrap();
+    assert!(matches!(
+        gpu.hot_tier(table, 8, 1 << 20),
+        Err(Error::Usage(_))
+    ));
+    let table = gpu.mapped_from(&[0f32; 32]).unwrap();
+    assert!(matches!(
+        gpu.hot_tier(table, 0, 1 << 20),
+        Err(Error::Usage(_))
+    ));
+    // Another context's table.
+    let other = Gpu::simulator();
+    let table = other.mapped_from(&[0f32; 32]).unwrap();
+    assert!(matches!(
+        gpu.hot_tier(table, 8, 1 << 20),
+        Err(Error::Usage(_))
+    ));
+    // A budget beyond the table holds every row, no more.
+    let table = gpu.mapped_from(&[1f32; 64]).unwrap();
+    let t = gpu.hot_tier(table, 8, 1 << 20).unwrap();
+    assert_eq!((t.rows(), t.width(), t.capacity()), (8, 8, 8));
+}
