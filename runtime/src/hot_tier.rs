@@ -43,7 +43,10 @@ pub struct HotTierStats {
     pub gathers: u64,
     /// Rows gathered (ids given to gathers).
     pub rows: u64,
-    /// Rows gathered that were resident (read from device memory).
+    /// Ids counted: every id by default, every `n`-th of each batch with
+    /// [`HotTier::count_every`].
+    pub counted: u64,
+    /// Counted ids whose rows were resident (read from device memory).
     pub hits: u64,
     /// Refreshes that ran.
     pub refreshes: u64,
@@ -54,12 +57,13 @@ pub struct HotTierStats {
 }
 
 impl HotTierStats {
-    /// Fraction of the rows gathered that were resident (0 before any gather).
+    /// Fraction of the counted ids whose rows were resident (0 before any gather): the
+    /// fraction of all rows gathered when every id is counted, an estimate of it otherwise.
     pub fn hit_rate(&self) -> f64 {
-        if self.rows == 0 {
+        if self.counted == 0 {
             0.0
         } else {
-            self.hits as f64 / self.rows as f64
+            self.hits as f64 / self.counted as f64
         }
     }
 }
@@ -149,6 +153,8 @@ pub struct HotTier<T: DeviceCopy> {
     stats: HotTierStats,
     /// A batch larger than the tier was reported (once).
     reported_small: bool,
+    /// Every this many ids of a batch, one is counted.
+    count_every: usize,
 }
 
 impl<T: DeviceCopy> std::fmt::Debug for HotTier<T> {
@@ -251,6 +257,7 @@ impl<T: DeviceCopy> HotTier<T> {
             fill: None,
             stats: HotTierStats::default(),
             reported_small: false,
+            count_every: 1,
         })
     }
 
@@ -382,7 +389,36 @@ impl<T: DeviceCopy> HotTier<T> {
         l.submit()
     }
 
-    /// Count the ids of one batch, and its hits against the slot table its gather reads.
+    /// Count every `every`-th id of each batch instead of every id (1, the default, counts
+    /// them all). Counting is host work with two random reads per counted id into arrays of
+    /// one entry per table row, which for a table of many millions of rows costs more than
+    /// the gather itself; the rows read most are still the ones counted most when only a
+    /// sample is counted, and [`HotTierStats::hit_rate`] becomes an estimate from the same
+    /// sample. Which ids of a batch are counted moves from batch to batch (batch `b` counts
+    /// positions `b mod every`, `b mod every + every`, …), so that every position is counted
+    /// in some batches.
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// use std::num::NonZeroUsize;
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_zeroed::<f32>(16 * 4)?; // 16 rows of 4 floats
+    /// let mut tier = gpu.hot_tier(table, 4, 1 << 20)?;
+    /// tier.count_every(NonZeroUsize::new(4).expect("not zero"));
+    /// let mut out = gpu.alloc_zeroed::<f32>(8 * 4)?;
+    /// tier.gather(&gpu, &[3, 3, 3, 3, 5, 5, 5, 5], &mut out)?.wait()?;
+    /// // Batch 0 counts positions 0 and 4.
+    /// assert_eq!((tier.stats().rows, tier.stats().counted), (8, 2));
+    /// assert_eq!((tier.count(3), tier.count(5)), (1, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn count_every(&mut self, every: std::num::NonZeroUsize) {
+        self.count_every = every.get();
+    }
+
+    /// Count the ids of one batch (every `count_every`-th), and their hits against the slot
+    /// table its gather reads.
     fn count_batch(&mut self, batch: u64, ids: &[u32]) {
         if ids.len() > self.capacity && !self.reported_small {
             self.reported_small = true;
@@ -400,7 +436,11 @@ impl<T: DeviceCopy> HotTier<T> {
             &self.slot_of
         };
         let mut hits = 0u64;
-        for &id in ids {
+        let every = self.count_every;
+        let first = (batch % every as u64) as usize;
+        let mut counted = 0u64;
+        for &id in ids.iter().skip(first).step_by(every) {
+            counted += 1;
             let c = &mut self.counts[id as usize];
             if *c == 0 {
                 self.touched.push(id);
@@ -409,6 +449,7 @@ impl<T: DeviceCopy> HotTier<T> {
             hits += u64::from(slot_of.get(id as usize).is_some_and(|&s| s != NOT_RESIDENT));
         }
         self.stats.rows += ids.len() as u64;
+        self.stats.counted += counted;
         self.stats.hits += hits;
     }
 

@@ -347,3 +347,47 @@ fn tables_the_tier_cannot_take_are_refused() {
     let t = gpu.hot_tier(table, 8, 1 << 20).unwrap();
     assert_eq!((t.rows(), t.width(), t.capacity()), (8, 8, 8));
 }
+
+/// Counting every third id of each batch counts exactly those positions (starting at
+/// `batch mod 3`), still makes the rows read most resident, and leaves every gather equal to
+/// the host's.
+#[test]
+fn counting_a_sample_of_the_ids_still_finds_the_hot_rows() {
+    let gpu = gpu();
+    let rows = 2000;
+    let (mut t, host) = tier(&gpu, rows, 40);
+    t.count_every(std::num::NonZeroUsize::new(3).unwrap());
+    let mut r = rng();
+    let mut all: Vec<u32> = (0..rows as u32).collect();
+    all.shuffle(&mut r);
+    let hot = &all[..40];
+    let mut counted = 0u64;
+    for k in 0..12u64 {
+        let ids = batch(&mut r, hot, rows, 300);
+        let before: Vec<u32> = ids.iter().map(|&id| t.count(id)).collect();
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        // The counted positions of batch k: k mod 3, then every third.
+        let sampled: Vec<u32> = ids
+            .iter()
+            .skip((k % 3) as usize)
+            .step_by(3)
+            .copied()
+            .collect();
+        counted += sampled.len() as u64;
+        for (i, &id) in ids.iter().enumerate() {
+            let times = sampled.iter().filter(|&&s| s == id).count() as u32;
+            assert_eq!(t.count(id), before[i] + times, "batch {k}, id {id}");
+        }
+        assert_eq!(t.stats().counted, counted);
+        if k % 4 == 3 {
+            t.refresh(&gpu).unwrap();
+        }
+    }
+    assert_eq!(t.stats().rows, 12 * 300);
+    // Three ids in four come from 40 hot rows, so the sample finds them: most are resident.
+    let resident = hot.iter().filter(|&&id| t.is_resident(id)).count();
+    assert!(resident >= 30, "{resident} of the 40 hot rows resident");
+    assert!(t.stats().hit_rate() > 0.4, "{:?}", t.stats());
+}

@@ -4,9 +4,10 @@
 //! counts every few batches. Every batch is checked against the host.
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--batches K]
-//! [--refresh-every E] [--json]` (defaults: 8 Mi rows on a GPU, 16 Ki on the simulator; W = 128 floats;
-//! a budget of a quarter of the table plus the slot table; S = 1.0; N = 65,536 ids on a GPU,
-//! 1,024 on the simulator; K = 50 on a GPU, 8 on the simulator; E = 1). Ranks of the Zipf law
+//! [--refresh-every E] [--count-every C] [--json]` (defaults: 8 Mi rows on a GPU, 16 Ki on the
+//! simulator; W = 128 floats; a budget of a quarter of the table plus the slot table; S = 1.0;
+//! N = 65,536 ids on a GPU, 1,024 on the simulator; K = 50 on a GPU, 8 on the simulator;
+//! E = 4; C = 16). Ranks of the Zipf law
 //! are scattered over the table by a random permutation.
 
 use berth::{Backend, Gpu};
@@ -41,8 +42,11 @@ struct Args {
     #[arg(long)]
     batches: Option<usize>,
     /// Refresh the tier after every this many batches
-    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     refresh_every: usize,
+    /// Count every this many ids of a batch (`HotTier::count_every`)
+    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    count_every: usize,
     /// Seed of the permutation and the ids
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -117,6 +121,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed().as_secs_f64()
     );
     let mut tier = gpu.hot_tier(table, d4, budget)?;
+    tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     println!(
         "features: the tier holds {} rows ({:.1}% of the table; {:.1} MiB of device memory)",
         tier.capacity(),
@@ -137,7 +142,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         if k >= batches / 2 {
             let s = tier.stats();
             hits_after_warmup.0 += s.hits - before.hits;
-            hits_after_warmup.1 += s.rows - before.rows;
+            hits_after_warmup.1 += s.counted - before.counted;
         }
         let got = out.to_vec()?;
         for (b, &id) in ids.iter().enumerate() {
@@ -188,6 +193,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "batch": batch,
             "batches": batches,
             "refresh_every": args.refresh_every,
+            "count_every": args.count_every,
             "budget_bytes": budget,
             "capacity_rows": tier.capacity(),
             "gather_s": gather_s,
