@@ -36,6 +36,47 @@ const NOT_RESIDENT: u32 = u32::MAX;
 /// until this many later gathers have been queued (then freeing them waits for it).
 const IDS_IN_FLIGHT: usize = 4;
 
+/// Whether bit `id` of `bits` is set.
+fn bit(bits: &[u64], id: u32) -> bool {
+    bits[id as usize / 64] & (1 << (id % 64)) != 0
+}
+
+/// `n` zeroed values on huge pages where the operating system grants them. The tier's
+/// per-row arrays are read and written at random, one access per counted id: with 4 KiB
+/// pages almost every access to an array of many millions of rows misses the TLB, which costs
+/// about 1.4 µs an access on a virtual machine (64 Mi random counters, 4,096 increments: 5.7 ms
+/// with 4 KiB pages, 0.07 ms with 2 MiB ones).
+fn huge_zeroed<T: Copy + Default>(n: usize) -> Vec<T> {
+    let v = vec![T::default(); n];
+    #[cfg(target_os = "linux")]
+    advise_huge_pages(&v);
+    v
+}
+
+/// Ask Linux to back the whole 2 MiB extents of `v` with huge pages (transparent huge pages
+/// in `madvise` mode, or `always`); a refusal leaves 4 KiB pages, said at `debug` level.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages<T>(v: &[T]) {
+    const HUGE: usize = 2 << 20;
+    let start = v.as_ptr() as usize;
+    let (first, end) = (
+        start.next_multiple_of(HUGE),
+        (start + size_of_val(v)) / HUGE * HUGE,
+    );
+    if end <= first {
+        return;
+    }
+    // SAFETY: [first, end) is a page-aligned range inside `v`'s allocation, borrowed here;
+    // MADV_HUGEPAGE only advises how to back the pages and changes no byte of them.
+    let r = unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+    if r != 0 {
+        tracing::debug!(
+            error = %std::io::Error::last_os_error(),
+            "hot tier: no huge pages for a per-row array"
+        );
+    }
+}
+
 /// What a [`HotTier`] has done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HotTierStats {
@@ -134,6 +175,9 @@ pub struct HotTier<T: DeviceCopy> {
     /// The host's slot table, the one the device's is copied from: equal to it once the last
     /// refresh's copy is done.
     slot_of: PinnedBuffer<u32>,
+    /// One bit per row, set while the row is resident: what `slot_of` says, in a table small
+    /// enough for the host's caches, for the hit statistics read at every counted id.
+    resident_bits: Vec<u64>,
     /// The row in each slot, or [`NOT_RESIDENT`].
     resident: Vec<u32>,
     /// Slots holding no row that no slot table the device has or will have names: the fill
@@ -248,10 +292,11 @@ impl<T: DeviceCopy> HotTier<T> {
             tier,
             slots,
             slot_of,
+            resident_bits: huge_zeroed(if capacity == 0 { 0 } else { rows.div_ceil(64) }),
             resident: vec![NOT_RESIDENT; capacity],
             free: (0..capacity as u32).rev().collect(),
             quarantine: Vec::new(),
-            counts: vec![0; rows],
+            counts: huge_zeroed(rows),
             touched: Vec::new(),
             ids: VecDeque::with_capacity(IDS_IN_FLIGHT + 1),
             fill: None,
@@ -305,7 +350,7 @@ impl<T: DeviceCopy> HotTier<T> {
     /// Whether row `id` is resident now (gathers queued from now on read it from device
     /// memory).
     pub fn is_resident(&self, id: u32) -> bool {
-        self.capacity > 0 && (id as usize) < self.rows && self.slot_of[id as usize] != NOT_RESIDENT
+        self.capacity > 0 && (id as usize) < self.rows && bit(&self.resident_bits, id)
     }
 
     /// The decayed read count of row `id` (0 for an id outside the table).
@@ -430,11 +475,6 @@ impl<T: DeviceCopy> HotTier<T> {
                 "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
             );
         }
-        let slot_of: &[u32] = if self.capacity == 0 {
-            &[]
-        } else {
-            &self.slot_of
-        };
         let mut hits = 0u64;
         let every = self.count_every;
         let first = (batch % every as u64) as usize;
@@ -446,7 +486,7 @@ impl<T: DeviceCopy> HotTier<T> {
                 self.touched.push(id);
             }
             *c = c.saturating_add(1);
-            hits += u64::from(slot_of.get(id as usize).is_some_and(|&s| s != NOT_RESIDENT));
+            hits += u64::from(self.capacity > 0 && bit(&self.resident_bits, id));
         }
         self.stats.rows += ids.len() as u64;
         self.stats.counted += counted;
@@ -564,11 +604,13 @@ impl<T: DeviceCopy> HotTier<T> {
         self.free.truncate(self.free.len() - admit.len());
         for (&id, &s) in admit.iter().zip(&dst) {
             slot_of[id as usize] = s;
+            self.resident_bits[id as usize / 64] |= 1 << (id % 64);
             self.resident[s as usize] = id;
         }
         for &s in &evict {
             let id = self.resident[s as usize];
             slot_of[id as usize] = NOT_RESIDENT;
+            self.resident_bits[id as usize / 64] &= !(1 << (id % 64));
             self.resident[s as usize] = NOT_RESIDENT;
             self.quarantine.push(s);
         }
