@@ -190,6 +190,11 @@ pub struct HotTier<T: DeviceCopy> {
     counts: Vec<u32>,
     /// The rows whose count is not zero.
     touched: Vec<u32>,
+    /// Ids gathered since the last refresh, up to as many as there are free slots: rows a
+    /// refresh may also admit while slots are free, counted or not.
+    recent: Vec<u32>,
+    /// Scratch: one bit per row, clear between refreshes.
+    picked: Vec<u64>,
     /// The ids of the last gathers, kept while they may be queued.
     ids: VecDeque<DeviceBuffer<u32>>,
     /// The last fill's ids and slots, kept while it may be queued.
@@ -298,6 +303,8 @@ impl<T: DeviceCopy> HotTier<T> {
             quarantine: Vec::new(),
             counts: huge_zeroed(rows),
             touched: Vec::new(),
+            recent: Vec::new(),
+            picked: huge_zeroed(if capacity == 0 { 0 } else { rows.div_ceil(64) }),
             ids: VecDeque::with_capacity(IDS_IN_FLIGHT + 1),
             fill: None,
             stats: HotTierStats::default(),
@@ -475,6 +482,10 @@ impl<T: DeviceCopy> HotTier<T> {
                 "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
             );
         }
+        if self.capacity > 0 {
+            let room = self.free.len().saturating_sub(self.recent.len());
+            self.recent.extend(ids.iter().take(room));
+        }
         let mut hits = 0u64;
         let every = self.count_every;
         let first = (batch % every as u64) as usize;
@@ -494,7 +505,9 @@ impl<T: DeviceCopy> HotTier<T> {
     }
 
     /// Make the rows counted most resident, as many as the tier holds (ties: resident rows
-    /// first, then the lower id), then halve every count. New rows are copied in from the
+    /// first, then the lower id), and while slots remain free, the rows gathered since the
+    /// last refresh too (counted or not, the first gathered first; see
+    /// [`HotTier::count_every`]); then halve every count. New rows are copied in from the
     /// host table by a kernel queued on `queue` into free slots, and the slot table follows
     /// with an asynchronous copy on the same queue; gathers queued later read the new rows
     /// from device memory. When the free slots are too few, resident rows no longer kept
@@ -516,6 +529,7 @@ impl<T: DeviceCopy> HotTier<T> {
     pub fn refresh(&mut self, queue: &impl Queue) -> Result<Refresh> {
         self.stats.refreshes += 1;
         let result = self.install(queue);
+        self.recent.clear();
         for id in &self.touched {
             let c = &mut self.counts[*id as usize];
             *c /= 2;
@@ -532,13 +546,8 @@ impl<T: DeviceCopy> HotTier<T> {
         // The rows the policy keeps: the counted most, resident first among equals.
         let slot_of = &*self.slot_of;
         let counts = &self.counts;
-        let rank = |&id: &u32| {
-            (
-                std::cmp::Reverse(counts[id as usize]),
-                slot_of[id as usize] == NOT_RESIDENT,
-                id,
-            )
-        };
+        let bits = &self.resident_bits;
+        let rank = |&id: &u32| (std::cmp::Reverse(counts[id as usize]), !bit(bits, id), id);
         let mut chosen = self.touched.clone();
         if chosen.len() > self.capacity {
             chosen.select_nth_unstable_by_key(self.capacity - 1, rank);
@@ -547,20 +556,41 @@ impl<T: DeviceCopy> HotTier<T> {
         let mut admit: Vec<u32> = chosen
             .iter()
             .copied()
-            .filter(|&id| slot_of[id as usize] == NOT_RESIDENT)
+            .filter(|&id| !bit(bits, id))
             .collect();
         admit.sort_unstable_by_key(rank);
+        // While slots are free, rows gathered lately join too (in the order they were
+        // gathered, each once), counted or not: with a sample counted, the tier would
+        // otherwise fill only as fast as the sample names rows. Their counts are what they
+        // are, so when room is short they are the first to leave.
+        if admit.len() < self.free.len() {
+            let picked = &mut self.picked;
+            for &id in &admit {
+                picked[id as usize / 64] |= 1 << (id % 64);
+            }
+            let mut extra = Vec::new();
+            for &id in &self.recent {
+                if admit.len() + extra.len() == self.free.len() {
+                    break;
+                }
+                if !bit(bits, id) && !bit(picked, id) {
+                    picked[id as usize / 64] |= 1 << (id % 64);
+                    extra.push(id);
+                }
+            }
+            for &id in admit.iter().chain(&extra) {
+                picked[id as usize / 64] &= !(1 << (id % 64));
+            }
+            admit.extend(extra);
+        }
         // Room: resident rows not kept leave, the least counted first, as many as the free
         // slots lack; their slots are refilled from the next refresh on.
         let short = admit.len().saturating_sub(self.free.len());
         let mut evict = Vec::new();
         if short > 0 {
             let mut kept = vec![false; self.capacity];
-            for &id in &chosen {
-                let s = slot_of[id as usize];
-                if s != NOT_RESIDENT {
-                    kept[s as usize] = true;
-                }
+            for &id in chosen.iter().filter(|&&id| bit(bits, id)) {
+                kept[slot_of[id as usize] as usize] = true;
             }
             evict = (0..self.capacity as u32)
                 .filter(|&s| !kept[s as usize] && self.resident[s as usize] != NOT_RESIDENT)
