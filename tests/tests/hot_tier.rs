@@ -391,3 +391,42 @@ fn counting_a_sample_of_the_ids_still_finds_the_hot_rows() {
     assert!(resident >= 30, "{resident} of the 40 hot rows resident");
     assert!(t.stats().hit_rate() > 0.4, "{:?}", t.stats());
 }
+
+/// While slots are free, a refresh admits every row gathered since the last one, counted or
+/// not (here one id in 16 is counted), the counted first; with fewer free slots than rows
+/// gathered, the tier fills and holds no more than its capacity, and gathers stay right.
+#[test]
+fn free_slots_take_the_rows_gathered_lately_counted_or_not() {
+    let gpu = gpu();
+    let rows = 1000;
+    let (mut t, host) = tier(&gpu, rows, 200);
+    t.count_every(std::num::NonZeroUsize::new(16).unwrap());
+    let mut r = rng();
+    let mut all: Vec<u32> = (0..rows as u32).collect();
+    all.shuffle(&mut r);
+    // 150 distinct rows: fewer than the 200 slots.
+    let first = all[..150].to_vec();
+    let mut out = poisoned(&gpu, first.len());
+    t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
+    check(&host, &first, &out);
+    let done = t.refresh(&gpu).unwrap();
+    assert_eq!((done.admitted, done.resident), (150, 150), "{done:?}");
+    assert!(first.iter().all(|&id| t.is_resident(id)));
+    // All from device memory now.
+    let mut out = poisoned(&gpu, first.len());
+    t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
+    check(&host, &first, &out);
+    // 300 more distinct rows: only 50 slots are free, and no resident row leaves for rows
+    // that were not counted.
+    let second = all[150..450].to_vec();
+    let mut out = poisoned(&gpu, second.len());
+    t.gather(&gpu, &second, &mut out).unwrap().wait().unwrap();
+    check(&host, &second, &out);
+    let done = t.refresh(&gpu).unwrap();
+    assert_eq!(done.resident, 200, "{done:?}");
+    assert_eq!(t.resident_rows(), 200);
+    let mixed: Vec<u32> = all[..450].to_vec();
+    let mut out = poisoned(&gpu, mixed.len());
+    t.gather(&gpu, &mixed, &mut out).unwrap().wait().unwrap();
+    check(&host, &mixed, &out);
+}
