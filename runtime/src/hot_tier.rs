@@ -190,11 +190,12 @@ pub struct HotTier<T: DeviceCopy> {
     counts: Vec<u32>,
     /// The rows whose count is not zero.
     touched: Vec<u32>,
-    /// Ids gathered since the last refresh, up to as many as there are free slots: rows a
-    /// refresh may also admit while slots are free, counted or not.
+    /// Rows gathered since the last refresh that were not resident, each once, up to as many
+    /// as there are free slots: rows a refresh may also admit while slots are free, counted
+    /// or not.
     recent: Vec<u32>,
-    /// Scratch: one bit per row, clear between refreshes.
-    picked: Vec<u64>,
+    /// One bit per row, set while the row is in `recent`.
+    in_recent: Vec<u64>,
     /// The ids of the last gathers, kept while they may be queued.
     ids: VecDeque<DeviceBuffer<u32>>,
     /// The last fill's ids and slots, kept while it may be queued.
@@ -304,7 +305,7 @@ impl<T: DeviceCopy> HotTier<T> {
             counts: huge_zeroed(rows),
             touched: Vec::new(),
             recent: Vec::new(),
-            picked: huge_zeroed(if capacity == 0 { 0 } else { rows.div_ceil(64) }),
+            in_recent: huge_zeroed(if capacity == 0 { 0 } else { rows.div_ceil(64) }),
             ids: VecDeque::with_capacity(IDS_IN_FLIGHT + 1),
             fill: None,
             stats: HotTierStats::default(),
@@ -483,8 +484,15 @@ impl<T: DeviceCopy> HotTier<T> {
             );
         }
         if self.capacity > 0 {
-            let room = self.free.len().saturating_sub(self.recent.len());
-            self.recent.extend(ids.iter().take(room));
+            for &id in ids {
+                if self.recent.len() >= self.free.len() {
+                    break;
+                }
+                if !bit(&self.resident_bits, id) && !bit(&self.in_recent, id) {
+                    self.in_recent[id as usize / 64] |= 1 << (id % 64);
+                    self.recent.push(id);
+                }
+            }
         }
         let mut hits = 0u64;
         let every = self.count_every;
@@ -529,7 +537,9 @@ impl<T: DeviceCopy> HotTier<T> {
     pub fn refresh(&mut self, queue: &impl Queue) -> Result<Refresh> {
         self.stats.refreshes += 1;
         let result = self.install(queue);
-        self.recent.clear();
+        for id in self.recent.drain(..) {
+            self.in_recent[id as usize / 64] &= !(1 << (id % 64));
+        }
         for id in &self.touched {
             let c = &mut self.counts[*id as usize];
             *c /= 2;
@@ -564,23 +574,20 @@ impl<T: DeviceCopy> HotTier<T> {
         // otherwise fill only as fast as the sample names rows. Their counts are what they
         // are, so when room is short they are the first to leave.
         if admit.len() < self.free.len() {
-            let picked = &mut self.picked;
+            // `in_recent` marks the rows of `recent` not admitted already (their bits are
+            // set again, or cleared, by `refresh` once this returns).
+            let in_recent = &mut self.in_recent;
             for &id in &admit {
-                picked[id as usize / 64] |= 1 << (id % 64);
+                in_recent[id as usize / 64] &= !(1 << (id % 64));
             }
-            let mut extra = Vec::new();
-            for &id in &self.recent {
-                if admit.len() + extra.len() == self.free.len() {
-                    break;
-                }
-                if !bit(bits, id) && !bit(picked, id) {
-                    picked[id as usize / 64] |= 1 << (id % 64);
-                    extra.push(id);
-                }
-            }
-            for &id in admit.iter().chain(&extra) {
-                picked[id as usize / 64] &= !(1 << (id % 64));
-            }
+            let room = self.free.len() - admit.len();
+            let extra: Vec<u32> = self
+                .recent
+                .iter()
+                .copied()
+                .filter(|&id| bit(in_recent, id) && !bit(bits, id))
+                .take(room)
+                .collect();
             admit.extend(extra);
         }
         // Room: resident rows not kept leave, the least counted first, as many as the free
