@@ -41,6 +41,16 @@ fn bit(bits: &[u64], id: u32) -> bool {
     bits[id as usize / 64] & (1 << (id % 64)) != 0
 }
 
+/// Set (`on`) or clear bit `id` of `bits`.
+fn set_bit(bits: &mut [u64], id: u32, on: bool) {
+    let (word, mask) = (id as usize / 64, 1u64 << (id % 64));
+    if on {
+        bits[word] |= mask;
+    } else {
+        bits[word] &= !mask;
+    }
+}
+
 /// `n` zeroed values on huge pages where the operating system grants them. The tier's
 /// per-row arrays are read and written at random, one access per counted id: with 4 KiB
 /// pages almost every access to an array of many millions of rows misses the TLB, which costs
@@ -489,7 +499,7 @@ impl<T: DeviceCopy> HotTier<T> {
                     break;
                 }
                 if !bit(&self.resident_bits, id) && !bit(&self.in_recent, id) {
-                    self.in_recent[id as usize / 64] |= 1 << (id % 64);
+                    set_bit(&mut self.in_recent, id, true);
                     self.recent.push(id);
                 }
             }
@@ -538,7 +548,7 @@ impl<T: DeviceCopy> HotTier<T> {
         self.stats.refreshes += 1;
         let result = self.install(queue);
         for id in self.recent.drain(..) {
-            self.in_recent[id as usize / 64] &= !(1 << (id % 64));
+            set_bit(&mut self.in_recent, id, false);
         }
         for id in &self.touched {
             let c = &mut self.counts[*id as usize];
@@ -578,7 +588,7 @@ impl<T: DeviceCopy> HotTier<T> {
             // set again, or cleared, by `refresh` once this returns).
             let in_recent = &mut self.in_recent;
             for &id in &admit {
-                in_recent[id as usize / 64] &= !(1 << (id % 64));
+                set_bit(in_recent, id, false);
             }
             let room = self.free.len() - admit.len();
             let extra: Vec<u32> = self
@@ -641,13 +651,13 @@ impl<T: DeviceCopy> HotTier<T> {
         self.free.truncate(self.free.len() - admit.len());
         for (&id, &s) in admit.iter().zip(&dst) {
             slot_of[id as usize] = s;
-            self.resident_bits[id as usize / 64] |= 1 << (id % 64);
+            set_bit(&mut self.resident_bits, id, true);
             self.resident[s as usize] = id;
         }
         for &s in &evict {
             let id = self.resident[s as usize];
             slot_of[id as usize] = NOT_RESIDENT;
-            self.resident_bits[id as usize / 64] &= !(1 << (id % 64));
+            set_bit(&mut self.resident_bits, id, false);
             self.resident[s as usize] = NOT_RESIDENT;
             self.quarantine.push(s);
         }
