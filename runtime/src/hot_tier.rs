@@ -5,13 +5,18 @@
 //!
 //! Counting is on the host, from the ids each gather is given: the host has them anyway (it
 //! checks them against the table before anything is queued), so counting costs one increment
-//! per id and no device memory, atomics or read-back; and the policy, which runs on the host,
+//! per counted id and no device memory or read-back; and the policy, which runs on the host,
 //! reads the counts where they are. The counts decay (halve) at every refresh, so the tier
-//! follows a hot set that drifts.
+//! follows a hot set that drifts. Which rows were missed is found on the device instead, where
+//! the gather reads the slot table anyway: each missed row is logged once (a compare-and-swap
+//! on its slot table entry), and a refresh admits the logged rows while slots are free. Found
+//! on the host, it would cost a random read into a table of one bit per row for every id of
+//! every batch.
 //!
-//! Ordering is the runtime's use tracking, as for any launch: a gather reads the tier and the
-//! slot table (shared uses), a refresh writes them (exclusive uses: the fill kernel and the
-//! slot table's copy). Work queued on a stream waits on the GPU for the conflicting work of
+//! Ordering is the runtime's use tracking, as for any launch: a gather reads the tier (a
+//! shared use) and claims slot table entries and writes the miss log (exclusive uses); a
+//! refresh reads the log (on the host) and writes the tier and the slot table (the fill and
+//! update kernels). Work queued on a stream waits on the GPU for the conflicting work of
 //! other streams, and host writes wait for the GPU work that reads what they overwrite, so a
 //! gather in flight always reads the slot table and the tier rows it was queued against,
 //! whatever is refreshed after it, and whatever guard is leaked.
@@ -19,18 +24,18 @@
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::host_mem::{MappedBuffer, PinnedBuffer};
+use crate::host_mem::MappedBuffer;
 use crate::launch::builder::Launch;
 use crate::launch::grid::Grid;
 use crate::launch::pending::Pending;
-use crate::own_kernels::{HOT_FILL, HOT_GATHER, HOT_UNIT};
+use crate::own_kernels::{FILL_U32, HOT_FILL, HOT_GATHER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT, PENDING};
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
-/// A slot table entry for a row that is not resident.
-const NOT_RESIDENT: u32 = u32::MAX;
+/// Entries of the miss log at most (4 MiB).
+const LOG_MAX: usize = 1 << 20;
 
 /// Device buffers of ids kept for gathers that may still be queued: a gather's ids live
 /// until this many later gathers have been queued (then freeing them waits for it).
@@ -51,15 +56,17 @@ fn set_bit(bits: &mut [u64], id: u32, on: bool) {
     }
 }
 
-/// `n` zeroed values on huge pages where the operating system grants them. The tier's
+/// `n` copies of `value` on huge pages where the operating system grants them. The tier's
 /// per-row arrays are read and written at random, one access per counted id: with 4 KiB
 /// pages almost every access to an array of many millions of rows misses the TLB, which costs
 /// about 1.4 µs an access on a virtual machine (64 Mi random counters, 4,096 increments: 5.7 ms
 /// with 4 KiB pages, 0.07 ms with 2 MiB ones).
-fn huge_zeroed<T: Copy + Default>(n: usize) -> Vec<T> {
-    let v = vec![T::default(); n];
+fn huge_vec<T: Copy>(n: usize, value: T) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    // Advised before the first write, so that the pages are faulted in huge.
     #[cfg(target_os = "linux")]
-    advise_huge_pages(&v);
+    advise_huge_pages(v.spare_capacity_mut());
+    v.resize(n, value);
     v
 }
 
@@ -136,15 +143,17 @@ pub struct Refresh {
 /// [`gather`](HotTier::gather) runs one kernel for a batch of row ids: each row comes from
 /// the device tier if it is resident, else from host memory read in place over the link.
 /// Each gather counts its ids (on the host); [`refresh`](HotTier::refresh) makes the rows
-/// counted most resident (as many as the budget holds), copying the new ones in with a
-/// kernel queued after the gathers already in flight, and halves every count, so the tier
+/// counted most resident (as many as the budget holds) and, while slots are free, the rows
+/// missed since the last refresh, copying the new ones in with a kernel queued after the
+/// gathers already in flight, and halves every count, so the tier
 /// follows a drifting hot set. Nothing is written to the table while the tier owns it, so a
 /// resident row always equals its host row.
 ///
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
 /// less, keeps nothing: every row is read from host memory. The device buffers of the last
-/// few batches' ids (4 bytes per id) come on top, as launch staging does.
+/// few batches' ids (4 bytes per id) and the log of missed rows (4 bytes per row the tier
+/// holds, at most 4 MiB) come on top, as launch staging does.
 ///
 /// Rows are whole 16-byte units (`width × size_of::<T>()` a multiple of 16: 4, 8, … floats),
 /// which the kernel moves with one 16-byte load each.
@@ -180,11 +189,20 @@ pub struct HotTier<T: DeviceCopy> {
     capacity: usize,
     /// `capacity × width` elements: slot `s` holds row `resident[s]`.
     tier: DeviceBuffer<T>,
-    /// The device's slot table: `rows` entries (none when `capacity` is 0).
+    /// The device's slot table: `rows` entries (none when `capacity` is 0). A row's entry is
+    /// its slot, [`NOT_RESIDENT`], or [`PENDING`] once a gather has logged it as missed.
     slots: DeviceBuffer<u32>,
-    /// The host's slot table, the one the device's is copied from: equal to it once the last
-    /// refresh's copy is done.
-    slot_of: PinnedBuffer<u32>,
+    /// The host's copy of the resident rows' slots (other rows: [`NOT_RESIDENT`]): what the
+    /// device's slot table says once the last refresh's update has run, pending rows aside.
+    slot_of: Vec<u32>,
+    /// The number of rows gathers have logged as missed since the last refresh (one counter).
+    log_n: DeviceBuffer<u64>,
+    /// The rows gathers missed since the last refresh, each once, in the order they claimed
+    /// their slot table entries: the first `log_limit` of them.
+    log: DeviceBuffer<u32>,
+    /// Misses the gathers until the next refresh log at most: the free slots there are, up to
+    /// the log's length.
+    log_limit: usize,
     /// One bit per row, set while the row is resident: what `slot_of` says, in a table small
     /// enough for the host's caches, for the hit statistics read at every counted id.
     resident_bits: Vec<u64>,
@@ -193,23 +211,19 @@ pub struct HotTier<T: DeviceCopy> {
     /// Slots holding no row that no slot table the device has or will have names: the fill
     /// writes only these.
     free: Vec<u32>,
-    /// Slots emptied since the device's slot table was last copied: it may still name them,
-    /// so they join `free` only once the copy that drops them is queued.
+    /// Slots emptied since the device's slot table was last updated: it may still name them,
+    /// so they join `free` only once the update that drops them is queued.
     quarantine: Vec<u32>,
     /// Decayed reads of each row.
     counts: Vec<u32>,
     /// The rows whose count is not zero.
     touched: Vec<u32>,
-    /// Rows gathered since the last refresh that were not resident, each once, up to as many
-    /// as there are free slots: rows a refresh may also admit while slots are free, counted
-    /// or not.
-    recent: Vec<u32>,
-    /// One bit per row, set while the row is in `recent`.
-    in_recent: Vec<u64>,
     /// The ids of the last gathers, kept while they may be queued.
     ids: VecDeque<DeviceBuffer<u32>>,
     /// The last fill's ids and slots, kept while it may be queued.
     fill: Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>,
+    /// The last slot table update's ids and entries, kept while it may be queued.
+    update: Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>,
     stats: HotTierStats,
     /// A batch larger than the tier was reported (once).
     reported_small: bool,
@@ -266,9 +280,9 @@ impl<T: DeviceCopy> HotTier<T> {
             )));
         }
         let rows = table.elems() / width;
-        if rows > NOT_RESIDENT as usize {
+        if rows >= PENDING as usize {
             return Err(Error::Usage(format!(
-                "a hot tier's rows are named by u32 ids: {rows} rows is too many"
+                "a hot tier's rows are named by u32 ids below {PENDING}: {rows} rows is too many"
             )));
         }
         let slot_bytes = rows * 4;
@@ -293,10 +307,14 @@ impl<T: DeviceCopy> HotTier<T> {
         }
         let tier = gpu.alloc_zeroed::<T>(capacity * width)?;
         let slot_len = if capacity == 0 { 0 } else { rows };
-        let mut slot_of = gpu.pinned_zeroed::<u32>(slot_len)?;
-        slot_of.fill(NOT_RESIDENT);
         let mut slots = gpu.alloc_zeroed::<u32>(slot_len)?;
-        slots.copy_from_pinned(gpu, &slot_of)?.wait()?;
+        if slot_len > 0 {
+            let mut l = Launch::new(gpu, &FILL_U32, Grid::cover(slot_len))?;
+            l.scalar(&u64::from(NOT_RESIDENT));
+            l.device_mut(&mut slots);
+            l.submit()?.wait()?;
+        }
+        let log_limit = capacity.min(LOG_MAX);
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -307,17 +325,19 @@ impl<T: DeviceCopy> HotTier<T> {
             capacity,
             tier,
             slots,
-            slot_of,
-            resident_bits: huge_zeroed(if capacity == 0 { 0 } else { rows.div_ceil(64) }),
+            slot_of: huge_vec(slot_len, NOT_RESIDENT),
+            log_n: gpu.alloc_zeroed::<u64>(usize::from(capacity > 0))?,
+            log: gpu.alloc_zeroed::<u32>(log_limit)?,
+            log_limit,
+            resident_bits: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
             resident: vec![NOT_RESIDENT; capacity],
             free: (0..capacity as u32).rev().collect(),
             quarantine: Vec::new(),
-            counts: huge_zeroed(rows),
+            counts: huge_vec(rows, 0),
             touched: Vec::new(),
-            recent: Vec::new(),
-            in_recent: huge_zeroed(if capacity == 0 { 0 } else { rows.div_ceil(64) }),
             ids: VecDeque::with_capacity(IDS_IN_FLIGHT + 1),
             fill: None,
+            update: None,
             stats: HotTierStats::default(),
             reported_small: false,
             count_every: 1,
@@ -387,9 +407,10 @@ impl<T: DeviceCopy> HotTier<T> {
     /// `n`-th call (from 0), failed ones included.
     ///
     /// The guard keeps `out` borrowed until the gather is done; in a
-    /// [`Scope`](crate::Scope), dropping or detaching it leaves the gather queued, and
-    /// refreshes may follow at once. Queuing a gather waits (on the host) only for the gather
-    /// queued four batches earlier, whose ids' device buffer it frees.
+    /// [`Scope`](crate::Scope), dropping or detaching it leaves the gather queued, and more
+    /// gathers may follow at once (a refresh waits for them: it reads the rows they missed).
+    /// Queuing a gather waits (on the host) only for the gather queued four batches earlier,
+    /// whose ids' device buffer it frees.
     ///
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
@@ -438,17 +459,32 @@ impl<T: DeviceCopy> HotTier<T> {
         }
         self.ids.push_back(ids_dev);
         self.count_batch(batch, ids);
-        let this: &'a Self = self;
-        let ids_dev = this.ids.back().expect("just pushed");
+        let HotTier {
+            table,
+            tier,
+            slots,
+            ids: ids_in_flight,
+            log_n,
+            log,
+            units,
+            rows,
+            capacity,
+            log_limit,
+            ..
+        } = self;
+        let ids_dev = ids_in_flight.back().expect("just pushed");
         let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
-        l.scalar(&(this.units as u64));
-        l.scalar(&(this.rows as u64));
-        l.scalar(&(this.capacity as u64));
-        l.mapped(&this.table);
-        l.device(&this.tier);
-        l.device(&this.slots);
+        l.scalar(&(*units as u64));
+        l.scalar(&(*rows as u64));
+        l.scalar(&(*capacity as u64));
+        l.scalar(&(*log_limit as u64));
+        l.mapped(table);
+        l.device(tier);
+        l.device_mut(slots);
         l.device(ids_dev);
         l.device_mut(out);
+        l.device_mut(log_n);
+        l.device_mut(log);
         l.submit()
     }
 
@@ -493,17 +529,6 @@ impl<T: DeviceCopy> HotTier<T> {
                 "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
             );
         }
-        if self.capacity > 0 {
-            for &id in ids {
-                if self.recent.len() >= self.free.len() {
-                    break;
-                }
-                if !bit(&self.resident_bits, id) && !bit(&self.in_recent, id) {
-                    set_bit(&mut self.in_recent, id, true);
-                    self.recent.push(id);
-                }
-            }
-        }
         let mut hits = 0u64;
         let every = self.count_every;
         let first = (batch % every as u64) as usize;
@@ -523,33 +548,27 @@ impl<T: DeviceCopy> HotTier<T> {
     }
 
     /// Make the rows counted most resident, as many as the tier holds (ties: resident rows
-    /// first, then the lower id), and while slots remain free, the rows gathered since the
-    /// last refresh too (counted or not, the first gathered first; see
+    /// first, then the lower id), and while slots remain free, the rows the gathers since the
+    /// last refresh missed too (counted or not, in the order the gathers logged them; see
     /// [`HotTier::count_every`]); then halve every count. New rows are copied in from the
-    /// host table by a kernel queued on `queue` into free slots, and the slot table follows
-    /// with an asynchronous copy on the same queue; gathers queued later read the new rows
-    /// from device memory. When the free slots are too few, resident rows no longer kept
-    /// leave (the least counted first), and their slots are refilled from the next refresh
-    /// on: gathers queued before this refresh may still read them, and only work queued
-    /// after this refresh's slot table copy may overwrite them.
+    /// host table by a kernel queued on `queue` into free slots, and the device's slot table
+    /// is updated by a second kernel there, for the entries that changed only; gathers queued
+    /// later read the new rows from device memory. When the free slots are too few, resident
+    /// rows no longer kept leave (the least counted first), and their slots are refilled from
+    /// the next refresh on: gathers queued before this refresh may still read them, and only
+    /// work queued after this refresh's slot table update may overwrite them.
     ///
-    /// Nothing waits for the gathers in flight: the fill and the slot table's copy wait for
-    /// them on the GPU (the runtime's ordering of an exclusive use after shared ones), so
-    /// each reads the rows and slot table it was queued against. On a [`Gpu`] or a
-    /// [`Stream`](crate::Stream) the call returns once the fill and copy are done; in a
-    /// [`Scope`](crate::Scope) it returns at once, the scope waiting for them at its end. The
-    /// host waits only where it rewrites the slot table that the previous refresh's copy may
-    /// still be reading.
+    /// The gathers log the rows they miss on the device; a refresh reads that log, so it
+    /// waits (on the host) for the gathers queued before it. Its own kernels are queued: on a
+    /// [`Gpu`] or a [`Stream`](crate::Stream) the call returns once they are done; in a
+    /// [`Scope`](crate::Scope) it returns at once, the scope waiting for them at its end.
     ///
     /// # Errors
-    /// A failed upload or launch; the tier then holds fewer rows than it could (the rows whose
-    /// copy failed are not resident), never a row that differs from the table.
+    /// A failed copy, upload or launch; the tier then holds fewer rows than it could (the
+    /// rows whose copy failed are not resident), never a row that differs from the table.
     pub fn refresh(&mut self, queue: &impl Queue) -> Result<Refresh> {
         self.stats.refreshes += 1;
-        let result = self.install(queue);
-        for id in self.recent.drain(..) {
-            set_bit(&mut self.in_recent, id, false);
-        }
+        let result = self.take_log().and_then(|logged| self.install(queue, &logged));
         for id in &self.touched {
             let c = &mut self.counts[*id as usize];
             *c /= 2;
@@ -559,12 +578,30 @@ impl<T: DeviceCopy> HotTier<T> {
         result
     }
 
-    fn install(&mut self, queue: &impl Queue) -> Result<Refresh> {
+    /// The rows the gathers since the last refresh logged as missed (distinct, not resident,
+    /// their device slot table entries [`PENDING`]), and the log emptied for the next ones.
+    fn take_log(&mut self) -> Result<Vec<u32>> {
+        if self.capacity == 0 {
+            return Ok(Vec::new());
+        }
+        // Both reads wait for the gathers that write the log.
+        let n = self.log_n.to_vec()?[0];
+        let n = usize::try_from(n).unwrap_or(usize::MAX).min(self.log_limit);
+        let mut logged = if n == 0 {
+            Vec::new()
+        } else {
+            self.log.to_vec()?
+        };
+        logged.truncate(n);
+        self.log_n.copy_from(&[0])?;
+        Ok(logged)
+    }
+
+    fn install(&mut self, queue: &impl Queue, logged: &[u32]) -> Result<Refresh> {
         if self.capacity == 0 {
             return Ok(Refresh::default());
         }
         // The rows the policy keeps: the counted most, resident first among equals.
-        let slot_of = &*self.slot_of;
         let counts = &self.counts;
         let bits = &self.resident_bits;
         let rank = |&id: &u32| (std::cmp::Reverse(counts[id as usize]), !bit(bits, id), id);
@@ -579,23 +616,17 @@ impl<T: DeviceCopy> HotTier<T> {
             .filter(|&id| !bit(bits, id))
             .collect();
         admit.sort_unstable_by_key(rank);
-        // While slots are free, rows gathered lately join too (in the order they were
-        // gathered, each once), counted or not: with a sample counted, the tier would
-        // otherwise fill only as fast as the sample names rows. Their counts are what they
-        // are, so when room is short they are the first to leave.
+        // While slots are free, the rows missed lately join too (in the order they were
+        // logged), counted or not: with a sample counted, the tier would otherwise fill only
+        // as fast as the sample names rows. Their counts are what they are, so when room is
+        // short they are the first to leave.
         if admit.len() < self.free.len() {
-            // `in_recent` marks the rows of `recent` not admitted already (their bits are
-            // set again, or cleared, by `refresh` once this returns).
-            let in_recent = &mut self.in_recent;
-            for &id in &admit {
-                set_bit(in_recent, id, false);
-            }
             let room = self.free.len() - admit.len();
-            let extra: Vec<u32> = self
-                .recent
+            let counted: HashSet<u32> = admit.iter().copied().collect();
+            let extra: Vec<u32> = logged
                 .iter()
                 .copied()
-                .filter(|&id| bit(in_recent, id) && !bit(bits, id))
+                .filter(|id| !counted.contains(id))
                 .take(room)
                 .collect();
             admit.extend(extra);
@@ -607,7 +638,7 @@ impl<T: DeviceCopy> HotTier<T> {
         if short > 0 {
             let mut kept = vec![false; self.capacity];
             for &id in chosen.iter().filter(|&&id| bit(bits, id)) {
-                kept[slot_of[id as usize] as usize] = true;
+                kept[self.slot_of[id as usize] as usize] = true;
             }
             evict = (0..self.capacity as u32)
                 .filter(|&s| !kept[s as usize] && self.resident[s as usize] != NOT_RESIDENT)
@@ -620,12 +651,6 @@ impl<T: DeviceCopy> HotTier<T> {
         }
         admit.truncate(self.free.len());
         let dst: Vec<u32> = self.free[self.free.len() - admit.len()..].to_vec();
-        if admit.is_empty() && evict.is_empty() {
-            return Ok(Refresh {
-                resident: self.resident_rows(),
-                ..Refresh::default()
-            });
-        }
         if !admit.is_empty() {
             // The fill's ids and slots stay alive until the next refresh (freeing the
             // previous ones waits for the previous fill, if it is still queued).
@@ -645,31 +670,59 @@ impl<T: DeviceCopy> HotTier<T> {
             drop(l.submit()?);
         }
         // The fill is queued (it wrote only free slots, which no slot table the device has
-        // or will have before the copy below names). Now the host's slot table, which waits
-        // for the previous refresh's copy if that is still queued.
-        let slot_of = &mut *self.slot_of;
+        // or will have before the update below names). Now the host's tables, and the
+        // entries of the device's slot table that change: the admitted rows' slots, and
+        // `NOT_RESIDENT` for the evicted rows and for the logged rows left out (which the
+        // gathers set `PENDING`).
         self.free.truncate(self.free.len() - admit.len());
+        let mut ids = Vec::with_capacity(admit.len() + evict.len() + logged.len());
+        let mut vals = Vec::with_capacity(ids.capacity());
         for (&id, &s) in admit.iter().zip(&dst) {
-            slot_of[id as usize] = s;
+            self.slot_of[id as usize] = s;
             set_bit(&mut self.resident_bits, id, true);
             self.resident[s as usize] = id;
+            ids.push(id);
+            vals.push(s);
         }
         for &s in &evict {
             let id = self.resident[s as usize];
-            slot_of[id as usize] = NOT_RESIDENT;
+            self.slot_of[id as usize] = NOT_RESIDENT;
             set_bit(&mut self.resident_bits, id, false);
             self.resident[s as usize] = NOT_RESIDENT;
             self.quarantine.push(s);
+            ids.push(id);
+            vals.push(NOT_RESIDENT);
         }
-        // Gathers queued before the copy may read the evicted rows' slots: those are refilled
-        // only by fills queued after it, which the runtime orders after those gathers.
-        drop(self.slots.copy_from_pinned(queue, &self.slot_of)?);
+        for &id in logged {
+            if !bit(&self.resident_bits, id) {
+                ids.push(id);
+                vals.push(NOT_RESIDENT);
+            }
+        }
+        if !ids.is_empty() {
+            self.update = None;
+            let update = self
+                .update
+                .insert((self.gpu.upload(&ids)?, self.gpu.upload(&vals)?));
+            let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(ids.len()))?;
+            l.scalar(&(self.rows as u64));
+            l.device(&update.0);
+            l.device(&update.1);
+            l.device_mut(&mut self.slots);
+            // Dropping the guard waits for the update, except in a scope.
+            drop(l.submit()?);
+        }
+        // Gathers queued before the update may read the evicted rows' slots: those are
+        // refilled only by fills queued after it, which the runtime orders after those
+        // gathers.
         self.free.append(&mut self.quarantine);
+        self.log_limit = self.free.len().min(self.log.len());
         self.stats.admitted += admit.len() as u64;
         self.stats.evicted += evict.len() as u64;
         tracing::debug!(
             admitted = admit.len(),
             evicted = evict.len(),
+            logged = logged.len(),
             resident = self.resident_rows(),
             candidates = self.touched.len(),
             "hot tier refreshed"
@@ -679,5 +732,86 @@ impl<T: DeviceCopy> HotTier<T> {
             evicted: evict.len(),
             resident: self.resident_rows(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::num::NonZeroUsize;
+
+    /// The device's slot table after a refresh: every resident row's slot, as the host's
+    /// table says, and `NOT_RESIDENT` everywhere else — no entry left `PENDING`.
+    fn assert_tables_agree(t: &HotTier<f32>) {
+        let device = t.slots.to_vec().unwrap();
+        assert_eq!(device, t.slot_of, "device and host slot tables");
+        for (id, &s) in device.iter().enumerate() {
+            assert!(s == NOT_RESIDENT || (s as usize) < t.capacity, "row {id}: {s:#x}");
+            assert_eq!(s != NOT_RESIDENT, t.is_resident(id as u32), "row {id}");
+        }
+    }
+
+    #[test]
+    fn missed_rows_are_logged_once_and_every_claim_is_settled_by_the_refresh() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (64usize, 4usize);
+        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let mut t = gpu.hot_tier(table, width, rows * 4 + 4 * width * 4).unwrap();
+        assert_eq!(t.capacity(), 4);
+        // Counting only position `b mod 1000` of batch `b`: the log decides what is admitted.
+        t.count_every(NonZeroUsize::new(1000).unwrap());
+        // Ten distinct rows missed, each many times, by one launch: four slots are free, so
+        // four claims are logged and the other six given back.
+        let ids: Vec<u32> = (0..200).map(|i| 10 + (i % 10)).collect();
+        let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        let device = t.slots.to_vec().unwrap();
+        let pending: Vec<usize> = (0..rows).filter(|&id| device[id] == PENDING).collect();
+        assert_eq!(pending.len(), 4, "{pending:?}");
+        assert!(pending.iter().all(|id| (10..20).contains(id)));
+        // Claims past the limit count too (and are given back): threads that saw the
+        // counter below the limit may still claim.
+        let n = t.log_n.to_vec().unwrap()[0];
+        assert!((4..=ids.len() as u64).contains(&n), "{n}");
+        let mut logged = t.log.to_vec().unwrap();
+        logged.sort_unstable();
+        assert_eq!(logged.iter().map(|&id| id as usize).collect::<Vec<_>>(), pending);
+        // Row 10 was counted (position 0 of batch 0); it and three logged rows are admitted.
+        let r = t.refresh(&gpu).unwrap();
+        assert_eq!((r.admitted, r.resident), (4, 4));
+        assert!(t.is_resident(10));
+        assert_tables_agree(&t);
+        assert_eq!(t.log_n.to_vec().unwrap(), [0]);
+        // The tier is full: misses are no longer logged, and the gathers stay right.
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        assert!(t.slots.to_vec().unwrap().iter().all(|&s| s != PENDING));
+        let got = out.to_vec().unwrap();
+        for (b, &id) in ids.iter().enumerate() {
+            let row = &host[id as usize * width..][..width];
+            assert_eq!(&got[b * width..][..width], row, "position {b}");
+        }
+        t.refresh(&gpu).unwrap();
+        assert_tables_agree(&t);
+    }
+
+    #[test]
+    fn logged_rows_the_counted_ones_displace_are_given_back() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (64usize, 4usize);
+        let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
+        let mut t = gpu.hot_tier(table, width, rows * 4 + 2 * width * 4).unwrap();
+        // Every id counted: rows 1 and 2 (three reads each) take both slots, and rows 3 and
+        // 4, logged as missed too, are left out.
+        let ids = [3u32, 4, 1, 1, 1, 2, 2, 2];
+        let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        let device = t.slots.to_vec().unwrap();
+        assert_eq!(device.iter().filter(|&&s| s == PENDING).count(), 2);
+        let r = t.refresh(&gpu).unwrap();
+        assert_eq!(r.admitted, 2);
+        assert!(t.is_resident(1) && t.is_resident(2));
+        assert!(!t.is_resident(3) && !t.is_resident(4));
+        assert_tables_agree(&t);
     }
 }

@@ -1,11 +1,11 @@
 //! The runtime's own kernels, hand-written PTX in one module (`berth_runtime`), JIT-compiled at
 //! first use: [`CHUNK_DONE`] (a pipelined chunk's progress flag), [`RANDOM_PROBE`] (how
 //! fast one mapped table answers random reads, for `#[auto]`'s close calls), and the hot
-//! tier's [`HOT_GATHER`] and [`HOT_FILL`] (`hot_tier.rs`). All are checked against their
+//! tier's [`HOT_GATHER`], [`HOT_FILL`] and [`HOT_SLOTS`] with [`FILL_U32`] (`hot_tier.rs`). All are checked against their
 //! descriptors and by ptxas in the tests (`tests/tests/kernels.rs`).
 
 use crate::launch::{Kernel, Param, Part, Placement};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// A one-thread kernel that marks a chunk done: `*flag = 1` with a system-scope release
 /// store, launched after a chunk's copy out on its stream with `BERTH_PIPELINE_FLAGS=kernel`
@@ -53,8 +53,16 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// `ids[g / units]` into unit `g` of `out`, from the device tier where the row's slot
 /// (`slots[id]`) is below `capacity`, else from the mapped host table. Threads whose id is
 /// not below `rows` write nothing; an empty slot table (`slots` of length 0) reads every row
-/// from the host table. Parameters: `units`, `rows`, `capacity`, then the slices `table`
-/// (mapped), `tier`, `slots`, `ids` and `out` (device), each a pointer and a length.
+/// from the host table.
+///
+/// It also logs the rows it missed, each once: the thread of a row's unit 0 that finds the
+/// slot [`NOT_RESIDENT`], while the 64-bit counter `log_n[0]` is below `log_limit` and `log`'s
+/// length, claims it ([`PENDING`], with a compare-and-swap, so one thread of the whole launch
+/// wins per row), adds 1 to the counter, and writes the id at `log[n]` if `n` is still below
+/// both; past them it gives the slot back (`NOT_RESIDENT`). `log_limit` 0 logs nothing. Slots are read with relaxed `.gpu` loads,
+/// since a launch's own claims may race with them. Parameters: `units`, `rows`, `capacity`,
+/// `log_limit`, then the slices `table` (mapped), `tier`, `slots` (written), `ids`, `out`
+/// (written), `log_n` (written) and `log` (written), each a pointer and a length.
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
@@ -64,19 +72,75 @@ pub static HOT_GATHER: Kernel = Kernel {
         Param::scalar::<u64>("units"),
         Param::scalar::<u64>("rows"),
         Param::scalar::<u64>("capacity"),
+        Param::scalar::<u64>("log_limit"),
         Param::slice_ptr::<u8>("table", false, Placement::Mapped),
         Param::word("table", Part::Len),
         Param::slice_ptr::<u8>("tier", false, Placement::Device),
         Param::word("tier", Part::Len),
-        Param::slice_ptr::<u32>("slots", false, Placement::Device),
+        Param::slice_ptr::<u32>("slots", true, Placement::Device),
         Param::word("slots", Part::Len),
         Param::slice_ptr::<u32>("ids", false, Placement::Device),
         Param::word("ids", Part::Len),
         Param::slice_ptr::<u8>("out", true, Placement::Device),
         Param::word("out", Part::Len),
+        Param::slice_ptr::<u64>("log_n", true, Placement::Device),
+        Param::word("log_n", Part::Len),
+        Param::slice_ptr::<u32>("log", true, Placement::Device),
+        Param::word("log", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: hot_gather_sim,
+    uses_barrier: false,
+    linear: None,
+    same_len: &[],
+    block: None,
+};
+
+/// A hot tier's slot table entry for a row that is not resident.
+pub(crate) const NOT_RESIDENT: u32 = u32::MAX;
+/// A hot tier's slot table entry for a row that is not resident and that a gather has logged
+/// as missed since the last refresh.
+pub(crate) const PENDING: u32 = u32::MAX - 1;
+
+/// The hot tier's slot table update: thread `i` sets `slots[ids[i]] = vals[i]`, for `i` below
+/// both lengths and ids below `rows` and the slot table's length. Parameters: `rows`, then the
+/// slices `ids`, `vals` and `slots` (written).
+pub static HOT_SLOTS: Kernel = Kernel {
+    name: "berth_hot_slots",
+    crate_name: "berth_runtime",
+    ptx: RUNTIME_PTX,
+    sass: None,
+    params: &[
+        Param::scalar::<u64>("rows"),
+        Param::slice_ptr::<u32>("ids", false, Placement::Device),
+        Param::word("ids", Part::Len),
+        Param::slice_ptr::<u32>("vals", false, Placement::Device),
+        Param::word("vals", Part::Len),
+        Param::slice_ptr::<u32>("slots", true, Placement::Device),
+        Param::word("slots", Part::Len),
+    ],
+    location: concat!(file!(), ":", line!()),
+    sim: hot_slots_sim,
+    uses_barrier: false,
+    linear: None,
+    same_len: &[],
+    block: None,
+};
+
+/// Thread `i` below the length of `dst` writes `value` (its low 32 bits) to `dst[i]`.
+/// Parameters: `value`, then the slice `dst` (written).
+pub static FILL_U32: Kernel = Kernel {
+    name: "berth_fill_u32",
+    crate_name: "berth_runtime",
+    ptx: RUNTIME_PTX,
+    sass: None,
+    params: &[
+        Param::scalar::<u64>("value"),
+        Param::slice_ptr::<u32>("dst", true, Placement::Device),
+        Param::word("dst", Part::Len),
+    ],
+    location: concat!(file!(), ":", line!()),
+    sim: fill_u32_sim,
     uses_barrier: false,
     linear: None,
     same_len: &[],
@@ -194,68 +258,185 @@ $L__done:
 \t.param .u64 berth_hot_gather_param_9,
 \t.param .u64 berth_hot_gather_param_10,
 \t.param .u64 berth_hot_gather_param_11,
-\t.param .u64 berth_hot_gather_param_12
+\t.param .u64 berth_hot_gather_param_12,
+\t.param .u64 berth_hot_gather_param_13,
+\t.param .u64 berth_hot_gather_param_14,
+\t.param .u64 berth_hot_gather_param_15,
+\t.param .u64 berth_hot_gather_param_16,
+\t.param .u64 berth_hot_gather_param_17
 )
 {
-\t.reg .pred \t%p<6>;
+\t.reg .pred \t%p<12>;
 \t.reg .b32 \t%r<10>;
-\t.reg .b64 \t%rd<24>;
+\t.reg .b64 \t%rd<32>;
 
 \tld.param.u64 \t%rd1, [berth_hot_gather_param_0];
 \tld.param.u64 \t%rd2, [berth_hot_gather_param_1];
 \tld.param.u64 \t%rd3, [berth_hot_gather_param_2];
 \tld.param.u64 \t%rd4, [berth_hot_gather_param_3];
-\tld.param.u64 \t%rd5, [berth_hot_gather_param_5];
-\tld.param.u64 \t%rd6, [berth_hot_gather_param_7];
+\tld.param.u64 \t%rd5, [berth_hot_gather_param_4];
+\tld.param.u64 \t%rd6, [berth_hot_gather_param_6];
 \tld.param.u64 \t%rd7, [berth_hot_gather_param_8];
 \tld.param.u64 \t%rd8, [berth_hot_gather_param_9];
 \tld.param.u64 \t%rd9, [berth_hot_gather_param_10];
 \tld.param.u64 \t%rd10, [berth_hot_gather_param_11];
+\tld.param.u64 \t%rd11, [berth_hot_gather_param_12];
+\tld.param.u64 \t%rd12, [berth_hot_gather_param_14];
+\tld.param.u64 \t%rd13, [berth_hot_gather_param_15];
+\tld.param.u64 \t%rd14, [berth_hot_gather_param_16];
+\tld.param.u64 \t%rd15, [berth_hot_gather_param_17];
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
 \tmov.u32 \t%r3, %tid.x;
-\tmul.wide.u32 \t%rd11, %r1, %r2;
-\tcvt.u64.u32 \t%rd12, %r3;
-\tadd.s64 \t%rd11, %rd11, %rd12;
+\tmul.wide.u32 \t%rd16, %r1, %r2;
+\tcvt.u64.u32 \t%rd17, %r3;
+\tadd.s64 \t%rd16, %rd16, %rd17;
 \tsetp.eq.u64 \t%p1, %rd1, 0;
 \t@%p1 bra \t$L__hot_gather_done;
-\tdiv.u64 \t%rd12, %rd11, %rd1;
-\tsetp.ge.u64 \t%p2, %rd12, %rd9;
+\tdiv.u64 \t%rd17, %rd16, %rd1;
+\tsetp.ge.u64 \t%p2, %rd17, %rd10;
 \t@%p2 bra \t$L__hot_gather_done;
-\tmul.lo.s64 \t%rd13, %rd12, %rd1;
-\tsub.s64 \t%rd13, %rd11, %rd13;
-\tcvta.to.global.u64 \t%rd14, %rd8;
-\tshl.b64 \t%rd15, %rd12, 2;
-\tadd.s64 \t%rd14, %rd14, %rd15;
-\tld.global.u32 \t%r4, [%rd14];
-\tcvt.u64.u32 \t%rd15, %r4;
-\tsetp.ge.u64 \t%p3, %rd15, %rd2;
+\tmul.lo.s64 \t%rd18, %rd17, %rd1;
+\tsub.s64 \t%rd18, %rd16, %rd18;
+\tcvta.to.global.u64 \t%rd19, %rd9;
+\tshl.b64 \t%rd20, %rd17, 2;
+\tadd.s64 \t%rd19, %rd19, %rd20;
+\tld.global.u32 \t%r4, [%rd19];
+\tcvt.u64.u32 \t%rd20, %r4;
+\tsetp.ge.u64 \t%p3, %rd20, %rd2;
 \t@%p3 bra \t$L__hot_gather_done;
-\tmov.u64 \t%rd16, %rd15;
-\tmov.u64 \t%rd17, %rd4;
-\tsetp.eq.u64 \t%p4, %rd7, 0;
+\tmov.u64 \t%rd21, %rd20;
+\tmov.u64 \t%rd22, %rd5;
+\tsetp.eq.u64 \t%p4, %rd8, 0;
 \t@%p4 bra \t$L__hot_gather_read;
-\tcvta.to.global.u64 \t%rd18, %rd6;
-\tshl.b64 \t%rd19, %rd15, 2;
-\tadd.s64 \t%rd18, %rd18, %rd19;
-\tld.global.u32 \t%r5, [%rd18];
-\tcvt.u64.u32 \t%rd19, %r5;
-\tsetp.ge.u64 \t%p5, %rd19, %rd3;
-\t@%p5 bra \t$L__hot_gather_read;
-\tmov.u64 \t%rd16, %rd19;
-\tmov.u64 \t%rd17, %rd5;
+\tcvta.to.global.u64 \t%rd23, %rd7;
+\tshl.b64 \t%rd24, %rd20, 2;
+\tadd.s64 \t%rd23, %rd23, %rd24;
+\tld.relaxed.gpu.global.u32 \t%r5, [%rd23];
+\tcvt.u64.u32 \t%rd24, %r5;
+\tsetp.lt.u64 \t%p5, %rd24, %rd3;
+\t@!%p5 bra \t$L__hot_gather_miss;
+\tmov.u64 \t%rd21, %rd24;
+\tmov.u64 \t%rd22, %rd6;
+\tbra.uni \t$L__hot_gather_read;
+$L__hot_gather_miss:
+\tsetp.ne.u64 \t%p6, %rd18, 0;
+\tsetp.eq.u64 \t%p7, %rd4, 0;
+\tor.pred \t%p6, %p6, %p7;
+\tsetp.eq.u64 \t%p7, %rd13, 0;
+\tor.pred \t%p6, %p6, %p7;
+\tsetp.ne.u32 \t%p7, %r5, 0xFFFFFFFF;
+\tor.pred \t%p6, %p6, %p7;
+\t@%p6 bra \t$L__hot_gather_read;
+\tcvta.to.global.u64 \t%rd25, %rd12;
+\tmin.u64 \t%rd27, %rd4, %rd15;
+\tld.relaxed.gpu.global.u64 \t%rd26, [%rd25];
+\tsetp.ge.u64 \t%p10, %rd26, %rd27;
+\t@%p10 bra \t$L__hot_gather_read;
+\tatom.relaxed.gpu.global.cas.b32 \t%r6, [%rd23], 0xFFFFFFFF, 0xFFFFFFFE;
+\tsetp.ne.u32 \t%p8, %r6, 0xFFFFFFFF;
+\t@%p8 bra \t$L__hot_gather_read;
+\tatom.relaxed.gpu.global.add.u64 \t%rd26, [%rd25], 1;
+\tsetp.lt.u64 \t%p9, %rd26, %rd27;
+\t@%p9 bra \t$L__hot_gather_log;
+\tatom.relaxed.gpu.global.exch.b32 \t%r7, [%rd23], 0xFFFFFFFF;
+\tbra.uni \t$L__hot_gather_read;
+$L__hot_gather_log:
+\tcvta.to.global.u64 \t%rd28, %rd14;
+\tshl.b64 \t%rd29, %rd26, 2;
+\tadd.s64 \t%rd28, %rd28, %rd29;
+\tst.global.u32 \t[%rd28], %r4;
 $L__hot_gather_read:
-\tmul.lo.s64 \t%rd20, %rd16, %rd1;
-\tadd.s64 \t%rd20, %rd20, %rd13;
-\tshl.b64 \t%rd20, %rd20, 4;
-\tcvta.to.global.u64 \t%rd21, %rd17;
-\tadd.s64 \t%rd21, %rd21, %rd20;
-\tld.global.v4.u32 \t{%r6, %r7, %r8, %r9}, [%rd21];
-\tcvta.to.global.u64 \t%rd22, %rd10;
-\tshl.b64 \t%rd23, %rd11, 4;
-\tadd.s64 \t%rd22, %rd22, %rd23;
-\tst.global.v4.u32 \t[%rd22], {%r6, %r7, %r8, %r9};
+\tmul.lo.s64 \t%rd30, %rd21, %rd1;
+\tadd.s64 \t%rd30, %rd30, %rd18;
+\tshl.b64 \t%rd30, %rd30, 4;
+\tcvta.to.global.u64 \t%rd31, %rd22;
+\tadd.s64 \t%rd31, %rd31, %rd30;
+\tld.global.v4.u32 \t{%r6, %r7, %r8, %r9}, [%rd31];
+\tcvta.to.global.u64 \t%rd25, %rd11;
+\tshl.b64 \t%rd26, %rd16, 4;
+\tadd.s64 \t%rd25, %rd25, %rd26;
+\tst.global.v4.u32 \t[%rd25], {%r6, %r7, %r8, %r9};
 $L__hot_gather_done:
+\tret;
+}
+
+.visible .entry berth_hot_slots(
+\t.param .u64 berth_hot_slots_param_0,
+\t.param .u64 berth_hot_slots_param_1,
+\t.param .u64 berth_hot_slots_param_2,
+\t.param .u64 berth_hot_slots_param_3,
+\t.param .u64 berth_hot_slots_param_4,
+\t.param .u64 berth_hot_slots_param_5,
+\t.param .u64 berth_hot_slots_param_6
+)
+{
+\t.reg .pred \t%p<4>;
+\t.reg .b32 \t%r<6>;
+\t.reg .b64 \t%rd<16>;
+
+\tld.param.u64 \t%rd1, [berth_hot_slots_param_0];
+\tld.param.u64 \t%rd2, [berth_hot_slots_param_1];
+\tld.param.u64 \t%rd3, [berth_hot_slots_param_2];
+\tld.param.u64 \t%rd4, [berth_hot_slots_param_3];
+\tld.param.u64 \t%rd5, [berth_hot_slots_param_4];
+\tld.param.u64 \t%rd6, [berth_hot_slots_param_5];
+\tld.param.u64 \t%rd7, [berth_hot_slots_param_6];
+\tmov.u32 \t%r1, %ctaid.x;
+\tmov.u32 \t%r2, %ntid.x;
+\tmov.u32 \t%r3, %tid.x;
+\tmul.wide.u32 \t%rd8, %r1, %r2;
+\tcvt.u64.u32 \t%rd9, %r3;
+\tadd.s64 \t%rd8, %rd8, %rd9;
+\tmin.u64 \t%rd9, %rd3, %rd5;
+\tsetp.ge.u64 \t%p1, %rd8, %rd9;
+\t@%p1 bra \t$L__hot_slots_done;
+\tshl.b64 \t%rd10, %rd8, 2;
+\tcvta.to.global.u64 \t%rd11, %rd2;
+\tadd.s64 \t%rd11, %rd11, %rd10;
+\tld.global.u32 \t%r4, [%rd11];
+\tcvta.to.global.u64 \t%rd12, %rd4;
+\tadd.s64 \t%rd12, %rd12, %rd10;
+\tld.global.u32 \t%r5, [%rd12];
+\tcvt.u64.u32 \t%rd13, %r4;
+\tmin.u64 \t%rd14, %rd1, %rd7;
+\tsetp.ge.u64 \t%p2, %rd13, %rd14;
+\t@%p2 bra \t$L__hot_slots_done;
+\tshl.b64 \t%rd13, %rd13, 2;
+\tcvta.to.global.u64 \t%rd15, %rd6;
+\tadd.s64 \t%rd15, %rd15, %rd13;
+\tst.global.u32 \t[%rd15], %r5;
+$L__hot_slots_done:
+\tret;
+}
+
+.visible .entry berth_fill_u32(
+\t.param .u64 berth_fill_u32_param_0,
+\t.param .u64 berth_fill_u32_param_1,
+\t.param .u64 berth_fill_u32_param_2
+)
+{
+\t.reg .pred \t%p<2>;
+\t.reg .b32 \t%r<5>;
+\t.reg .b64 \t%rd<8>;
+
+\tld.param.u64 \t%rd1, [berth_fill_u32_param_0];
+\tld.param.u64 \t%rd2, [berth_fill_u32_param_1];
+\tld.param.u64 \t%rd3, [berth_fill_u32_param_2];
+\tmov.u32 \t%r1, %ctaid.x;
+\tmov.u32 \t%r2, %ntid.x;
+\tmov.u32 \t%r3, %tid.x;
+\tmul.wide.u32 \t%rd4, %r1, %r2;
+\tcvt.u64.u32 \t%rd5, %r3;
+\tadd.s64 \t%rd4, %rd4, %rd5;
+\tsetp.ge.u64 \t%p1, %rd4, %rd3;
+\t@%p1 bra \t$L__fill_u32_done;
+\tcvt.u32.u64 \t%r4, %rd1;
+\tshl.b64 \t%rd6, %rd4, 2;
+\tcvta.to.global.u64 \t%rd7, %rd2;
+\tadd.s64 \t%rd7, %rd7, %rd6;
+\tst.global.u32 \t[%rd7], %r4;
+$L__fill_u32_done:
 \tret;
 }
 
@@ -383,19 +564,22 @@ unsafe fn copy_unit(src: u64, dst: u64) {
     unsafe { std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, HOT_UNIT) };
 }
 
-/// [`HOT_GATHER`] on the simulator: one simulated thread's unit, as the PTX does it.
+/// [`HOT_GATHER`] on the simulator: one simulated thread's unit, as the PTX does it (the slot
+/// table and the log counter through atomics, as there).
 ///
 /// # Safety
-/// `p` points at the 13 parameter values; `table` holds `rows × units` units and `tier`
-/// `capacity × units`, `slots` `slots_len` words (0, or `rows`), `ids` `ids_len` words, `out`
-/// `ids_len × units` units, and `out` overlaps neither the table nor the tier.
+/// `p` points at the 18 parameter values; `table` holds `rows × units` units and `tier`
+/// `capacity × units`, `slots` `slots_len` 4-aligned words (0, or `rows`), `ids` `ids_len`
+/// words, `out` `ids_len × units` units, `log_n` `log_n_len` 8-aligned words and `log`
+/// `log_len` words; `out` overlaps none of the others.
 unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 13] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 18] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         rows,
         capacity,
+        log_limit,
         table,
         _,
         tier,
@@ -406,6 +590,10 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
         ids_len,
         out,
         _,
+        log_n,
+        log_n_len,
+        log,
+        log_len,
     ] = v;
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || g / units >= ids_len {
@@ -419,16 +607,74 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     }
     let (mut base, mut row) = (table, id);
     if slots_len != 0 {
-        // SAFETY: `id < rows`, and a non-empty slot table has `rows` words.
-        let slot = u64::from(unsafe { *(slots as *const u32).add(id as usize) });
-        if slot < capacity {
-            (base, row) = (tier, slot);
+        // SAFETY: `id < rows`, and a non-empty slot table has `rows` 4-aligned words.
+        let entry = unsafe { AtomicU32::from_ptr((slots as *mut u32).add(id as usize)) };
+        let slot = entry.load(Ordering::Relaxed);
+        if u64::from(slot) < capacity {
+            (base, row) = (tier, u64::from(slot));
+        } else if j == 0 && log_limit != 0 && log_n_len != 0 && slot == NOT_RESIDENT {
+            // SAFETY: `log_n` holds at least one 8-aligned word (checked above).
+            let counter = unsafe { AtomicU64::from_ptr(log_n as *mut u64) };
+            let limit = log_limit.min(log_len);
+            if counter.load(Ordering::Relaxed) < limit
+                && entry
+                    .compare_exchange(NOT_RESIDENT, PENDING, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+            {
+                let n = counter.fetch_add(1, Ordering::Relaxed);
+                if n < limit {
+                    // SAFETY: `n` is below `log`'s length.
+                    unsafe { (log as *mut u32).add(n as usize).write(id as u32) };
+                } else {
+                    entry.swap(NOT_RESIDENT, Ordering::Relaxed);
+                }
+            }
         }
     }
     let unit = HOT_UNIT as u64;
     // SAFETY: `row` is below `rows` (table) or `capacity` (tier) and `j < units`, and `g` is
     // below `ids_len × units`: each unit is inside its allocation, and they do not overlap.
     unsafe { copy_unit(base + (row * units + j) * unit, out + g * unit) };
+}
+
+/// [`HOT_SLOTS`] on the simulator: one simulated thread's entry.
+///
+/// # Safety
+/// `p` points at the 7 parameter values; `ids`, `vals` and `slots` hold their lengths in
+/// words, `slots` distinct from the others.
+unsafe fn hot_slots_sim(p: &[*mut std::ffi::c_void]) {
+    // SAFETY: the caller's contract: each parameter value is a u64.
+    let [rows, ids, ids_len, vals, vals_len, slots, slots_len]: [u64; 7] =
+        std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let i = berth_device::thread::global_x() as u64;
+    if i >= ids_len.min(vals_len) {
+        return;
+    }
+    // SAFETY: `i` is below both lengths.
+    let (id, val) = unsafe {
+        (
+            u64::from(*(ids as *const u32).add(i as usize)),
+            *(vals as *const u32).add(i as usize),
+        )
+    };
+    if id < rows.min(slots_len) {
+        // SAFETY: `id` is below the slot table's length.
+        unsafe { (slots as *mut u32).add(id as usize).write(val) };
+    }
+}
+
+/// [`FILL_U32`] on the simulator: one simulated thread's word.
+///
+/// # Safety
+/// `p` points at the 3 parameter values; `dst` holds its length in words.
+unsafe fn fill_u32_sim(p: &[*mut std::ffi::c_void]) {
+    // SAFETY: the caller's contract: each parameter value is a u64.
+    let [value, dst, len]: [u64; 3] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let i = berth_device::thread::global_x() as u64;
+    if i < len {
+        // SAFETY: `i` is below `dst`'s length.
+        unsafe { (dst as *mut u32).add(i as usize).write(value as u32) };
+    }
 }
 
 /// [`HOT_FILL`] on the simulator: one simulated thread's unit, as the PTX does it.

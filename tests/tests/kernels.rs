@@ -285,17 +285,19 @@ fn a_mailbox_item_is_read_in_field_order() {
 }
 
 /// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
-/// `#[auto]`'s close calls; the hot tier's gather and fill): hand-written PTX whose entries match their descriptors and which
+/// `#[auto]`'s close calls; the hot tier's gather, fill and slot table update): hand-written PTX whose entries match their descriptors and which
 /// ptxas accepts for sm_90.
 #[test]
 fn the_runtime_kernels_are_valid_ptx() {
     let k = &berth::__private::CHUNK_DONE;
     let probe = &berth::__private::RANDOM_PROBE;
     let (gather, fill) = (&berth::__private::HOT_GATHER, &berth::__private::HOT_FILL);
-    for other in [probe, gather, fill] {
+    let (slots, fill_u32) = (&berth::__private::HOT_SLOTS, &berth::__private::FILL_U32);
+    let all = [k, probe, gather, fill, slots, fill_u32];
+    for other in all {
         assert_eq!(k.ptx, other.ptx, "one module for the runtime's crate name");
     }
-    for k in [k, probe, gather, fill] {
+    for k in all {
         ptx::check_kernel(k).unwrap_or_else(|e| panic!("{e}"));
     }
     let Some(ptxas) = berth_build::find_ptxas() else {
@@ -311,7 +313,7 @@ fn the_runtime_kernels_are_valid_ptx() {
     let file = dir.join("runtime.ptx");
     std::fs::write(&file, k.ptx).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, "sm_90").unwrap_or_else(|e| panic!("{e}"));
-    for k in [k, probe, gather, fill] {
+    for k in all {
         assert!(usage.iter().any(|u| u.name == k.name), "{usage:?}");
     }
     // The kernel stores with system-scope release semantics, nothing else.
