@@ -3,11 +3,12 @@
 //! the rest are read in place over the link, by one kernel; the tier is refreshed from the
 //! counts every few batches. Every batch is checked against the host.
 //!
-//! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--batches K]
-//! [--refresh-every E] [--count-every C] [--json]` (defaults: 8 Mi rows on a GPU, 16 Ki on the
-//! simulator; W = 128 floats; a budget of a quarter of the table plus the slot table; S = 1.0;
-//! N = 65,536 ids on a GPU, 1,024 on the simulator; K = 50 on a GPU, 8 on the simulator;
-//! E = 4; C = 16). Ranks of the Zipf law
+//! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--warmup U]
+//! [--batches K] [--refresh-every E] [--count-every C] [--json]` (defaults: 8 Mi rows on a GPU,
+//! 16 Ki on the simulator; W = 128 floats; a budget of a quarter of the table plus the slot
+//! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
+//! on the simulator; E = 4; C = 16). The first U batches fill the tier and are not timed (every
+//! 16th is checked); the K batches after them are timed and all checked. Ranks of the Zipf law
 //! are scattered over the table by a random permutation.
 
 use berth::{Backend, Gpu};
@@ -32,13 +33,17 @@ struct Args {
     /// table and a quarter of the table's rows)
     #[arg(long, value_parser = parse_size)]
     device_budget: Option<usize>,
-    /// Zipf exponent of the ids (0: uniform)
-    #[arg(long, default_value_t = 1.0)]
-    zipf: f64,
+    /// Zipf exponents of the ids (0: uniform), comma-separated: one run each over the same
+    /// table, each with a fresh tier
+    #[arg(long, value_delimiter = ',', default_value = "1.0")]
+    zipf: Vec<f64>,
     /// Ids per batch (default: 65,536 on a GPU, 1,024 on the simulator)
     #[arg(long)]
     batch: Option<usize>,
-    /// Batches to run (default: 50 on a GPU, 8 on the simulator)
+    /// Batches run first, to fill the tier, not timed
+    #[arg(long, default_value_t = 0)]
+    warmup: usize,
+    /// Batches timed (default: 50 on a GPU, 8 on the simulator)
     #[arg(long)]
     batches: Option<usize>,
     /// Refresh the tier after every this many batches
@@ -73,26 +78,28 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let on_gpu = gpu.backend() == Backend::Cuda;
     let rows = args.rows.unwrap_or(if on_gpu { 8 << 20 } else { 16 << 10 });
     let batch = args.batch.unwrap_or(if on_gpu { 65_536 } else { 1024 });
-    let batches = args.batches.unwrap_or(if on_gpu { 50 } else { 8 });
     let width = args.width;
     if width == 0 || !width.is_multiple_of(4) {
         return Err("--width must be a positive multiple of 4".into());
     }
-    if rows == 0 || rows > u32::MAX as usize {
-        return Err("--rows must be between 1 and 2^32 - 1".into());
+    if rows == 0 || rows > u32::MAX as usize - 2 {
+        return Err("--rows must be between 1 and 2^32 - 3".into());
     }
     let d4 = width / 4;
     let row_bytes = width * 4;
     let budget = args
         .device_budget
         .unwrap_or(rows * 4 + rows.div_ceil(4) * row_bytes);
-    let zipf = Zipf::new(rows as u64, args.zipf)?;
+    let zipfs = args
+        .zipf
+        .iter()
+        .map(|&s| Zipf::new(rows as u64, s))
+        .collect::<Result<Vec<_>, _>>()?;
     println!(
-        "features: {rows} rows × {width} floats ({:.2} GiB) in host memory on {}, budget {:.1} MiB, Zipf s = {}, batches of {batch}",
+        "features: {rows} rows × {width} floats ({:.2} GiB) in host memory on {}, budget {:.1} MiB, batches of {batch}",
         (rows * row_bytes) as f64 / (1u64 << 30) as f64,
         gpu.name(),
         budget as f64 / (1u64 << 20) as f64,
-        args.zipf
     );
     let t = Instant::now();
     let mut table = gpu.mapped_zeroed::<F4>(rows * d4)?;
@@ -120,6 +127,41 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "features: table filled and ranks scattered in {:.1} s",
         t.elapsed().as_secs_f64()
     );
+    let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
+    let mut bad = 0;
+    for (&exponent, zipf) in args.zipf.iter().zip(&zipfs) {
+        let (t, b) = run_one(&args, &gpu, table, &perm, exponent, zipf, &mut out, &mut rng)?;
+        table = t;
+        bad += b;
+    }
+    if bad > 0 {
+        std::process::exit(2);
+    }
+    Ok(())
+}
+
+/// One exponent's batches through a fresh tier over `table` (given back); the mismatches.
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    args: &Args,
+    gpu: &Gpu,
+    table: berth::MappedBuffer<F4>,
+    perm: &[u32],
+    exponent: f64,
+    zipf: &Zipf,
+    out: &mut berth::DeviceBuffer<F4>,
+    rng: &mut rand::rngs::StdRng,
+) -> Result<(berth::MappedBuffer<F4>, usize), Box<dyn std::error::Error>> {
+    let on_gpu = gpu.backend() == Backend::Cuda;
+    let batch = args.batch.unwrap_or(if on_gpu { 65_536 } else { 1024 });
+    let batches = args.batches.unwrap_or(if on_gpu { 50 } else { 8 });
+    let (width, d4) = (args.width, args.width / 4);
+    let row_bytes = width * 4;
+    let rows = table.len() / d4;
+    let budget = args
+        .device_budget
+        .unwrap_or(rows * 4 + rows.div_ceil(4) * row_bytes);
+    println!("features: Zipf s = {exponent}");
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     println!(
@@ -128,21 +170,34 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         100.0 * tier.capacity() as f64 / rows as f64,
         tier.device_bytes() as f64 / (1u64 << 20) as f64
     );
-    let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
     let (mut gather_s, mut refresh_s, mut bad) = (0.0, 0.0, 0usize);
     let mut hits_after_warmup = (0u64, 0u64);
-    for k in 0..batches {
+    let warmup_t = Instant::now();
+    let mut warmup_s = 0.0;
+    for k in 0..args.warmup + batches {
+        let timed = k >= args.warmup;
+        if k == args.warmup {
+            warmup_s = warmup_t.elapsed().as_secs_f64();
+        }
         let ids: Vec<u32> = (0..batch)
-            .map(|_| perm[zipf.sample(&mut rng) as usize])
+            .map(|_| perm[zipf.sample(rng) as usize])
             .collect();
         let before = tier.stats();
         let t = Instant::now();
-        tier.gather(&gpu, &ids, &mut out)?.wait()?;
-        gather_s += t.elapsed().as_secs_f64();
-        if k >= batches / 2 {
+        tier.gather(gpu, &ids, out)?.wait()?;
+        if timed {
+            gather_s += t.elapsed().as_secs_f64();
+        }
+        if k >= args.warmup + batches / 2 {
             let s = tier.stats();
             hits_after_warmup.0 += s.hits - before.hits;
             hits_after_warmup.1 += s.counted - before.counted;
+        }
+        if !timed && k % 16 != 0 {
+            if (k + 1) % args.refresh_every == 0 {
+                tier.refresh(gpu)?;
+            }
+            continue;
         }
         let got = out.to_vec()?;
         for (b, &id) in ids.iter().enumerate() {
@@ -162,9 +217,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         if (k + 1) % args.refresh_every == 0 {
             let t = Instant::now();
-            tier.refresh(&gpu)?;
-            refresh_s += t.elapsed().as_secs_f64();
+            tier.refresh(gpu)?;
+            if timed {
+                refresh_s += t.elapsed().as_secs_f64();
+            }
         }
+    }
+    if args.warmup > 0 {
+        println!(
+            "features: {} batches to fill the tier in {warmup_s:.1} s, {} rows resident",
+            args.warmup,
+            tier.resident_rows()
+        );
     }
     let n = (batch * batches) as f64;
     let s = tier.stats();
@@ -187,11 +251,14 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     if args.json {
         let line = serde_json::json!({
             "impl": "berth_hot_tier",
-            "zipf": args.zipf,
+            "zipf": exponent,
             "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
             "dim": width,
             "batch": batch,
             "batches": batches,
+            "warmup": args.warmup,
+            "warmup_s": warmup_s,
+            "resident_rows": tier.resident_rows(),
             "refresh_every": args.refresh_every,
             "count_every": args.count_every,
             "budget_bytes": budget,
@@ -207,8 +274,5 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         });
         println!("{line}");
     }
-    if bad > 0 {
-        std::process::exit(2);
-    }
-    Ok(())
+    Ok((tier.into_table(), bad))
 }
