@@ -148,8 +148,14 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     /// The buffer's contents as a `Vec` (synchronous).
     pub fn to_vec(&self) -> Result<Vec<T>> {
-        let mut v: Vec<T> = Vec::with_capacity(self.len);
-        if self.len == 0 {
+        self.prefix_to_vec(self.len)
+    }
+
+    /// The buffer's first `n` elements (all of them if it has fewer) as a `Vec` (synchronous).
+    pub(crate) fn prefix_to_vec(&self, n: usize) -> Result<Vec<T>> {
+        let n = n.min(self.len);
+        let mut v: Vec<T> = Vec::with_capacity(n);
+        if n == 0 {
             return Ok(v);
         }
         // Wait first: waiting for another device's work (a peer read) may make its context
@@ -159,17 +165,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // No reset between the check and the copy from this address (see `FaultState::enter`).
         let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
-        // SAFETY: the destination is `v`'s allocation of `len` elements (uninitialised, written
-        // as raw bytes by the copy, never read before `set_len`); the stream is synchronised
-        // before `v` is touched again.
+        // SAFETY: the destination is `v`'s allocation of `n` elements (uninitialised, written
+        // as raw bytes by the copy, never read before `set_len`), and `n ≤ len` elements are
+        // read from the buffer; the stream is synchronised before `v` is touched again.
         let host = v.as_mut_ptr() as u64;
-        unsafe {
-            self.gpu
-                .copy_d2h(stream, host, self.ptr, self.bytes(), "to_vec")
-        }?;
+        let bytes = n * std::mem::size_of::<T>();
+        unsafe { self.gpu.copy_d2h(stream, host, self.ptr, bytes, "to_vec") }?;
         self.gpu.sync(stream, None)?;
-        // SAFETY: the copy above initialised all `len` elements with bytes of a `DeviceCopy` T.
-        unsafe { v.set_len(self.len) };
+        // SAFETY: the copy above initialised all `n` elements with bytes of a `DeviceCopy` T.
+        unsafe { v.set_len(n) };
         Ok(v)
     }
 

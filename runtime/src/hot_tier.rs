@@ -214,6 +214,8 @@ pub struct HotTier<T: DeviceCopy> {
     /// Slots emptied since the device's slot table was last updated: it may still name them,
     /// so they join `free` only once the update that drops them is queued.
     quarantine: Vec<u32>,
+    /// Where the search for rows to evict starts: a slot.
+    hand: usize,
     /// Decayed reads of each row.
     counts: Vec<u32>,
     /// The rows whose count is not zero.
@@ -333,6 +335,7 @@ impl<T: DeviceCopy> HotTier<T> {
             resident: vec![NOT_RESIDENT; capacity],
             free: (0..capacity as u32).rev().collect(),
             quarantine: Vec::new(),
+            hand: 0,
             counts: huge_vec(rows, 0),
             touched: Vec::new(),
             ids: VecDeque::with_capacity(IDS_IN_FLIGHT + 1),
@@ -568,7 +571,10 @@ impl<T: DeviceCopy> HotTier<T> {
     /// rows whose copy failed are not resident), never a row that differs from the table.
     pub fn refresh(&mut self, queue: &impl Queue) -> Result<Refresh> {
         self.stats.refreshes += 1;
-        let result = self.take_log().and_then(|logged| self.install(queue, &logged));
+        let start = std::time::Instant::now();
+        let result = self
+            .take_log()
+            .and_then(|logged| self.install(queue, &logged, start));
         for id in &self.touched {
             let c = &mut self.counts[*id as usize];
             *c /= 2;
@@ -587,20 +593,21 @@ impl<T: DeviceCopy> HotTier<T> {
         // Both reads wait for the gathers that write the log.
         let n = self.log_n.to_vec()?[0];
         let n = usize::try_from(n).unwrap_or(usize::MAX).min(self.log_limit);
-        let mut logged = if n == 0 {
-            Vec::new()
-        } else {
-            self.log.to_vec()?
-        };
-        logged.truncate(n);
+        let logged = self.log.prefix_to_vec(n)?;
         self.log_n.copy_from(&[0])?;
         Ok(logged)
     }
 
-    fn install(&mut self, queue: &impl Queue, logged: &[u32]) -> Result<Refresh> {
+    fn install(
+        &mut self,
+        queue: &impl Queue,
+        logged: &[u32],
+        start: std::time::Instant,
+    ) -> Result<Refresh> {
         if self.capacity == 0 {
             return Ok(Refresh::default());
         }
+        let log_read = start.elapsed();
         // The rows the policy keeps: the counted most, resident first among equals.
         let counts = &self.counts;
         let bits = &self.resident_bits;
@@ -636,21 +643,42 @@ impl<T: DeviceCopy> HotTier<T> {
         let short = admit.len().saturating_sub(self.free.len());
         let mut evict = Vec::new();
         if short > 0 {
-            let mut kept = vec![false; self.capacity];
-            for &id in chosen.iter().filter(|&&id| bit(bits, id)) {
-                kept[self.slot_of[id as usize] as usize] = true;
+            let kept: HashSet<u32> = chosen.iter().copied().filter(|&id| bit(bits, id)).collect();
+            let resident = &self.resident;
+            let leaves = |s: usize| {
+                let id = resident[s];
+                id != NOT_RESIDENT && !kept.contains(&id)
+            };
+            // Rows counted 0 first, found by a hand that goes round the slots from where it
+            // stopped last time: with a large tier nearly every resident row is one, so this
+            // looks at about as many slots as rows leave, not at every slot.
+            let capacity = self.capacity;
+            let mut looked = 0;
+            while evict.len() < short && looked < capacity {
+                let s = (self.hand + looked) % capacity;
+                looked += 1;
+                if leaves(s) && counts[resident[s] as usize] == 0 {
+                    evict.push(s as u32);
+                }
             }
-            evict = (0..self.capacity as u32)
-                .filter(|&s| !kept[s as usize] && self.resident[s as usize] != NOT_RESIDENT)
-                .collect();
-            evict.sort_unstable_by_key(|&s| {
-                let id = self.resident[s as usize];
-                (counts[id as usize], std::cmp::Reverse(id))
-            });
-            evict.truncate(short);
+            self.hand = (self.hand + looked) % capacity;
+            if evict.len() < short {
+                // Then the least counted of the others.
+                let taken: HashSet<u32> = evict.iter().copied().collect();
+                let mut rest: Vec<u32> = (0..capacity as u32)
+                    .filter(|&s| leaves(s as usize) && !taken.contains(&s))
+                    .collect();
+                rest.sort_unstable_by_key(|&s| {
+                    let id = resident[s as usize];
+                    (counts[id as usize], std::cmp::Reverse(id))
+                });
+                rest.truncate(short - evict.len());
+                evict.extend(rest);
+            }
         }
         admit.truncate(self.free.len());
         let dst: Vec<u32> = self.free[self.free.len() - admit.len()..].to_vec();
+        let policy = start.elapsed();
         if !admit.is_empty() {
             // The fill's ids and slots stay alive until the next refresh (freeing the
             // previous ones waits for the previous fill, if it is still queued).
@@ -669,6 +697,7 @@ impl<T: DeviceCopy> HotTier<T> {
             // Dropping the guard waits for the fill, except in a scope.
             drop(l.submit()?);
         }
+        let filled = start.elapsed();
         // The fill is queued (it wrote only free slots, which no slot table the device has
         // or will have before the update below names). Now the host's tables, and the
         // entries of the device's slot table that change: the admitted rows' slots, and
@@ -725,6 +754,10 @@ impl<T: DeviceCopy> HotTier<T> {
             logged = logged.len(),
             resident = self.resident_rows(),
             candidates = self.touched.len(),
+            log_read_us = log_read.as_micros(),
+            policy_us = (policy - log_read).as_micros(),
+            fill_us = (filled - policy).as_micros(),
+            update_us = (start.elapsed() - filled).as_micros(),
             "hot tier refreshed"
         );
         Ok(Refresh {

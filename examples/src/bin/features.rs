@@ -15,7 +15,7 @@ use berth::{Backend, Gpu};
 use berth_examples::F4;
 use berth_examples::cli::{Zipf, init_logging, parse_size};
 use clap::Parser;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand::seq::SliceRandom;
 use std::time::Instant;
 
@@ -140,6 +140,26 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A batch of `n` ids: Zipf ranks mapped through `perm`, drawn by several threads (each from
+/// its own generator, seeded from `rng`).
+fn draw(zipf: &Zipf, perm: &[u32], rng: &mut rand::rngs::StdRng, n: usize) -> Vec<u32> {
+    let workers = std::thread::available_parallelism().map_or(4, |w| w.get());
+    let chunk = n.div_ceil(workers).max(4096);
+    let mut ids = vec![0u32; n];
+    let seeds: Vec<u64> = (0..n.div_ceil(chunk)).map(|_| rng.random()).collect();
+    std::thread::scope(|s| {
+        for (part, seed) in ids.chunks_mut(chunk).zip(seeds) {
+            s.spawn(move || {
+                let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+                for v in part {
+                    *v = perm[zipf.sample(&mut r) as usize];
+                }
+            });
+        }
+    });
+    ids
+}
+
 /// One exponent's batches through a fresh tier over `table` (given back); the mismatches.
 #[allow(clippy::too_many_arguments)]
 fn run_one(
@@ -179,9 +199,7 @@ fn run_one(
         if k == args.warmup {
             warmup_s = warmup_t.elapsed().as_secs_f64();
         }
-        let ids: Vec<u32> = (0..batch)
-            .map(|_| perm[zipf.sample(rng) as usize])
-            .collect();
+        let ids = draw(zipf, perm, rng, batch);
         let before = tier.stats();
         let t = Instant::now();
         tier.gather(gpu, &ids, out)?.wait()?;
