@@ -101,6 +101,19 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Overwrite the whole buffer with `data` (synchronous). Lengths must match.
     pub fn copy_from(&mut self, data: &[T]) -> Result<()> {
         self.check_len("copy_from", data.len())?;
+        self.copy_prefix_from(data)
+    }
+
+    /// Overwrite the buffer's first `data.len()` elements with `data` (synchronous); `data`
+    /// no longer than the buffer.
+    pub(crate) fn copy_prefix_from(&mut self, data: &[T]) -> Result<()> {
+        if data.len() > self.len {
+            return Err(Error::LengthMismatch {
+                what: "copy_prefix_from: data longer than the buffer".into(),
+                expected: self.len,
+                got: data.len(),
+            });
+        }
         if data.is_empty() {
             return Ok(());
         }
@@ -111,14 +124,16 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // No reset between the check and the copy into this address (see `FaultState::enter`).
         let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
-        // SAFETY: `self.ptr` holds `len` elements of T and `data` has `len` elements; `data`
-        // outlives the copy because we synchronise the stream before returning. (Copies go
-        // through a stream and a stream sync rather than cuMemcpyHtoD: for pageable memory
-        // the latter may return before the DMA lands, unordered with non-blocking streams.)
+        // SAFETY: `self.ptr` holds `len` elements of T and `data` has at most `len` elements
+        // (checked above); `data` outlives the copy because we synchronise the stream before
+        // returning. (Copies go through a stream and a stream sync rather than cuMemcpyHtoD:
+        // for pageable memory the latter may return before the DMA lands, unordered with
+        // non-blocking streams.)
         let host = data.as_ptr() as u64;
+        let bytes = std::mem::size_of_val(data);
         unsafe {
             self.gpu
-                .copy_h2d(stream, self.ptr, host, self.bytes(), "copy_from")
+                .copy_h2d(stream, self.ptr, host, bytes, "copy_from")
         }?;
         self.gpu.sync(stream, None)
     }

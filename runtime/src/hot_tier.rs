@@ -28,10 +28,11 @@ use crate::host_mem::MappedBuffer;
 use crate::launch::builder::Launch;
 use crate::launch::grid::Grid;
 use crate::launch::pending::Pending;
-use crate::own_kernels::{FILL_U32, HOT_FILL, HOT_GATHER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT, PENDING};
+use crate::own_kernels::{
+    FILL_U32, HOT_FILL, HOT_GATHER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT, PENDING,
+};
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
-use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
 /// Entries of the miss log at most (4 MiB).
@@ -92,6 +93,15 @@ fn advise_huge_pages<T>(v: &[T]) {
             "hot tier: no huge pages for a per-row array"
         );
     }
+}
+
+/// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
+/// if it is too short. Waits for the GPU work still reading `buf`.
+fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
+    if buf.len() < data.len() {
+        *buf = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
+    }
+    buf.copy_prefix_from(data)
 }
 
 /// What a [`HotTier`] has done so far.
@@ -192,9 +202,6 @@ pub struct HotTier<T: DeviceCopy> {
     /// The device's slot table: `rows` entries (none when `capacity` is 0). A row's entry is
     /// its slot, [`NOT_RESIDENT`], or [`PENDING`] once a gather has logged it as missed.
     slots: DeviceBuffer<u32>,
-    /// The host's copy of the resident rows' slots (other rows: [`NOT_RESIDENT`]): what the
-    /// device's slot table says once the last refresh's update has run, pending rows aside.
-    slot_of: Vec<u32>,
     /// The number of rows gathers have logged as missed since the last refresh (one counter).
     log_n: DeviceBuffer<u64>,
     /// The rows gathers missed since the last refresh, each once, in the order they claimed
@@ -203,8 +210,9 @@ pub struct HotTier<T: DeviceCopy> {
     /// Misses the gathers until the next refresh log at most: the free slots there are, up to
     /// the log's length.
     log_limit: usize,
-    /// One bit per row, set while the row is resident: what `slot_of` says, in a table small
-    /// enough for the host's caches, for the hit statistics read at every counted id.
+    /// One bit per row, set while the row is resident: what the device's slot table says
+    /// once the last refresh's update has run, in a table small enough for the host's
+    /// caches, for the hit statistics read at every counted id.
     resident_bits: Vec<u64>,
     /// The row in each slot, or [`NOT_RESIDENT`].
     resident: Vec<u32>,
@@ -220,12 +228,15 @@ pub struct HotTier<T: DeviceCopy> {
     counts: Vec<u32>,
     /// The rows whose count is not zero.
     touched: Vec<u32>,
-    /// The ids of the last gathers, kept while they may be queued.
-    ids: VecDeque<DeviceBuffer<u32>>,
-    /// The last fill's ids and slots, kept while it may be queued.
-    fill: Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>,
-    /// The last slot table update's ids and entries, kept while it may be queued.
-    update: Option<(DeviceBuffer<u32>, DeviceBuffer<u32>)>,
+    /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
+    /// kept, and grown when a batch is longer, rather than allocated for every batch.
+    ids: Vec<DeviceBuffer<u32>>,
+    /// The last fill's ids and slots (prefixes), kept the same way.
+    fill: (DeviceBuffer<u32>, DeviceBuffer<u32>),
+    /// The last slot table update's ids and entries (prefixes), kept the same way.
+    update: (DeviceBuffer<u32>, DeviceBuffer<u32>),
+    /// One bit per row, all clear between calls: the members of a set being built.
+    mark: Vec<u64>,
     stats: HotTierStats,
     /// A batch larger than the tier was reported (once).
     reported_small: bool,
@@ -327,7 +338,6 @@ impl<T: DeviceCopy> HotTier<T> {
             capacity,
             tier,
             slots,
-            slot_of: huge_vec(slot_len, NOT_RESIDENT),
             log_n: gpu.alloc_zeroed::<u64>(usize::from(capacity > 0))?,
             log: gpu.alloc_zeroed::<u32>(log_limit)?,
             log_limit,
@@ -338,9 +348,12 @@ impl<T: DeviceCopy> HotTier<T> {
             hand: 0,
             counts: huge_vec(rows, 0),
             touched: Vec::new(),
-            ids: VecDeque::with_capacity(IDS_IN_FLIGHT + 1),
-            fill: None,
-            update: None,
+            ids: (0..IDS_IN_FLIGHT)
+                .map(|_| gpu.alloc_zeroed::<u32>(0))
+                .collect::<Result<_>>()?,
+            fill: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
+            update: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
+            mark: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
             stats: HotTierStats::default(),
             reported_small: false,
             count_every: 1,
@@ -455,12 +468,10 @@ impl<T: DeviceCopy> HotTier<T> {
                 ids.len()
             )));
         }
-        let ids_dev = self.gpu.upload(ids)?;
-        if self.ids.len() == IDS_IN_FLIGHT {
-            // Freeing it waits for the gather that read it, if it is still queued.
-            self.ids.pop_front();
-        }
-        self.ids.push_back(ids_dev);
+        // Waits for the gather that read this buffer IDS_IN_FLIGHT batches ago, if it is
+        // still queued.
+        let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
+        stage(&self.gpu, &mut self.ids[ring], ids)?;
         self.count_batch(batch, ids);
         let HotTier {
             table,
@@ -475,7 +486,7 @@ impl<T: DeviceCopy> HotTier<T> {
             log_limit,
             ..
         } = self;
-        let ids_dev = ids_in_flight.back().expect("just pushed");
+        let ids_dev = &ids_in_flight[ring];
         let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
         l.scalar(&(*units as u64));
         l.scalar(&(*rows as u64));
@@ -484,7 +495,7 @@ impl<T: DeviceCopy> HotTier<T> {
         l.mapped(table);
         l.device(tier);
         l.device_mut(slots);
-        l.device(ids_dev);
+        l.device_prefix(ids_dev, ids.len());
         l.device_mut(out);
         l.device_mut(log_n);
         l.device_mut(log);
@@ -629,13 +640,19 @@ impl<T: DeviceCopy> HotTier<T> {
         // short they are the first to leave.
         if admit.len() < self.free.len() {
             let room = self.free.len() - admit.len();
-            let counted: HashSet<u32> = admit.iter().copied().collect();
+            let mark = &mut self.mark;
+            for &id in &admit {
+                set_bit(mark, id, true);
+            }
             let extra: Vec<u32> = logged
                 .iter()
                 .copied()
-                .filter(|id| !counted.contains(id))
+                .filter(|&id| !bit(mark, id))
                 .take(room)
                 .collect();
+            for &id in &admit {
+                set_bit(mark, id, false);
+            }
             admit.extend(extra);
         }
         // Room: resident rows not kept leave, the least counted first, as many as the free
@@ -643,11 +660,14 @@ impl<T: DeviceCopy> HotTier<T> {
         let short = admit.len().saturating_sub(self.free.len());
         let mut evict = Vec::new();
         if short > 0 {
-            let kept: HashSet<u32> = chosen.iter().copied().filter(|&id| bit(bits, id)).collect();
-            let resident = &self.resident;
+            let kept: Vec<u32> = chosen.iter().copied().filter(|&id| bit(bits, id)).collect();
+            for &id in &kept {
+                set_bit(&mut self.mark, id, true);
+            }
+            let (resident, mark) = (&self.resident, &self.mark);
             let leaves = |s: usize| {
                 let id = resident[s];
-                id != NOT_RESIDENT && !kept.contains(&id)
+                id != NOT_RESIDENT && !bit(mark, id)
             };
             // Rows counted 0 first, found by a hand that goes round the slots from where it
             // stopped last time: with a large tier nearly every resident row is one, so this
@@ -664,9 +684,12 @@ impl<T: DeviceCopy> HotTier<T> {
             self.hand = (self.hand + looked) % capacity;
             if evict.len() < short {
                 // Then the least counted of the others.
-                let taken: HashSet<u32> = evict.iter().copied().collect();
+                let mut taken = vec![false; capacity];
+                for &s in &evict {
+                    taken[s as usize] = true;
+                }
                 let mut rest: Vec<u32> = (0..capacity as u32)
-                    .filter(|&s| leaves(s as usize) && !taken.contains(&s))
+                    .filter(|&s| leaves(s as usize) && !taken[s as usize])
                     .collect();
                 rest.sort_unstable_by_key(|&s| {
                     let id = resident[s as usize];
@@ -675,24 +698,25 @@ impl<T: DeviceCopy> HotTier<T> {
                 rest.truncate(short - evict.len());
                 evict.extend(rest);
             }
+            for &id in &kept {
+                set_bit(&mut self.mark, id, false);
+            }
         }
         admit.truncate(self.free.len());
         let dst: Vec<u32> = self.free[self.free.len() - admit.len()..].to_vec();
         let policy = start.elapsed();
         if !admit.is_empty() {
-            // The fill's ids and slots stay alive until the next refresh (freeing the
-            // previous ones waits for the previous fill, if it is still queued).
-            self.fill = None;
-            let fill_ids = self.gpu.upload(&admit)?;
-            let fill_dst = self.gpu.upload(&dst)?;
-            let fill = self.fill.insert((fill_ids, fill_dst));
+            // Rewriting the fill's lists waits for the previous fill, if it is still queued.
+            stage(&self.gpu, &mut self.fill.0, &admit)?;
+            stage(&self.gpu, &mut self.fill.1, &dst)?;
+            let fill = &self.fill;
             let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(admit.len() * self.units))?;
             l.scalar(&(self.units as u64));
             l.scalar(&(self.rows as u64));
             l.scalar(&(self.capacity as u64));
             l.mapped(&self.table);
-            l.device(&fill.0);
-            l.device(&fill.1);
+            l.device_prefix(&fill.0, admit.len());
+            l.device_prefix(&fill.1, admit.len());
             l.device_mut(&mut self.tier);
             // Dropping the guard waits for the fill, except in a scope.
             drop(l.submit()?);
@@ -707,7 +731,6 @@ impl<T: DeviceCopy> HotTier<T> {
         let mut ids = Vec::with_capacity(admit.len() + evict.len() + logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
         for (&id, &s) in admit.iter().zip(&dst) {
-            self.slot_of[id as usize] = s;
             set_bit(&mut self.resident_bits, id, true);
             self.resident[s as usize] = id;
             ids.push(id);
@@ -715,7 +738,6 @@ impl<T: DeviceCopy> HotTier<T> {
         }
         for &s in &evict {
             let id = self.resident[s as usize];
-            self.slot_of[id as usize] = NOT_RESIDENT;
             set_bit(&mut self.resident_bits, id, false);
             self.resident[s as usize] = NOT_RESIDENT;
             self.quarantine.push(s);
@@ -729,14 +751,13 @@ impl<T: DeviceCopy> HotTier<T> {
             }
         }
         if !ids.is_empty() {
-            self.update = None;
-            let update = self
-                .update
-                .insert((self.gpu.upload(&ids)?, self.gpu.upload(&vals)?));
+            stage(&self.gpu, &mut self.update.0, &ids)?;
+            stage(&self.gpu, &mut self.update.1, &vals)?;
+            let update = &self.update;
             let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(ids.len()))?;
             l.scalar(&(self.rows as u64));
-            l.device(&update.0);
-            l.device(&update.1);
+            l.device_prefix(&update.0, ids.len());
+            l.device_prefix(&update.1, ids.len());
             l.device_mut(&mut self.slots);
             // Dropping the guard waits for the update, except in a scope.
             drop(l.submit()?);
@@ -777,9 +798,18 @@ mod tests {
     /// table says, and `NOT_RESIDENT` everywhere else — no entry left `PENDING`.
     fn assert_tables_agree(t: &HotTier<f32>) {
         let device = t.slots.to_vec().unwrap();
-        assert_eq!(device, t.slot_of, "device and host slot tables");
+        let mut host = vec![NOT_RESIDENT; t.rows];
+        for (s, &id) in t.resident.iter().enumerate() {
+            if id != NOT_RESIDENT {
+                host[id as usize] = s as u32;
+            }
+        }
+        assert_eq!(device, host, "device and host slot tables");
         for (id, &s) in device.iter().enumerate() {
-            assert!(s == NOT_RESIDENT || (s as usize) < t.capacity, "row {id}: {s:#x}");
+            assert!(
+                s == NOT_RESIDENT || (s as usize) < t.capacity,
+                "row {id}: {s:#x}"
+            );
             assert_eq!(s != NOT_RESIDENT, t.is_resident(id as u32), "row {id}");
         }
     }
@@ -790,7 +820,9 @@ mod tests {
         let (rows, width) = (64usize, 4usize);
         let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
         let table = gpu.mapped_from(&host).unwrap();
-        let mut t = gpu.hot_tier(table, width, rows * 4 + 4 * width * 4).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 4 * width * 4)
+            .unwrap();
         assert_eq!(t.capacity(), 4);
         // Counting only position `b mod 1000` of batch `b`: the log decides what is admitted.
         t.count_every(NonZeroUsize::new(1000).unwrap());
@@ -809,7 +841,10 @@ mod tests {
         assert!((4..=ids.len() as u64).contains(&n), "{n}");
         let mut logged = t.log.to_vec().unwrap();
         logged.sort_unstable();
-        assert_eq!(logged.iter().map(|&id| id as usize).collect::<Vec<_>>(), pending);
+        assert_eq!(
+            logged.iter().map(|&id| id as usize).collect::<Vec<_>>(),
+            pending
+        );
         // Row 10 was counted (position 0 of batch 0); it and three logged rows are admitted.
         let r = t.refresh(&gpu).unwrap();
         assert_eq!((r.admitted, r.resident), (4, 4));
@@ -833,7 +868,9 @@ mod tests {
         let gpu = Gpu::simulator();
         let (rows, width) = (64usize, 4usize);
         let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
-        let mut t = gpu.hot_tier(table, width, rows * 4 + 2 * width * 4).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 2 * width * 4)
+            .unwrap();
         // Every id counted: rows 1 and 2 (three reads each) take both slots, and rows 3 and
         // 4, logged as missed too, are left out.
         let ids = [3u32, 4, 1, 1, 1, 2, 2, 2];

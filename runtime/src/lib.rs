@@ -109,7 +109,9 @@ pub mod __private {
         Entry, Kernel, KernelRegistration, Param, Part, Placement, Pointee, Sass, crate_sass,
         registered_kernels,
     };
-    pub use crate::own_kernels::{CHUNK_DONE, FILL_U32, HOT_FILL, HOT_GATHER, HOT_SLOTS, RANDOM_PROBE};
+    pub use crate::own_kernels::{
+        CHUNK_DONE, FILL_U32, HOT_FILL, HOT_GATHER, HOT_SLOTS, RANDOM_PROBE,
+    };
     pub use crate::pipeline::Pipelined;
     pub use crate::placement::Touch;
 }

@@ -15,8 +15,8 @@ use berth::{Backend, Gpu};
 use berth_examples::F4;
 use berth_examples::cli::{Zipf, init_logging, parse_size};
 use clap::Parser;
-use rand::{Rng, SeedableRng};
 use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
 use std::time::Instant;
 
 /// Rows gathered by Zipf-skewed ids through a hot tier over a host table
@@ -130,7 +130,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
     let mut bad = 0;
     for (&exponent, zipf) in args.zipf.iter().zip(&zipfs) {
-        let (t, b) = run_one(&args, &gpu, table, &perm, exponent, zipf, &mut out, &mut rng)?;
+        let (t, b) = run_one(
+            &args, &gpu, table, &perm, exponent, zipf, &mut out, &mut rng,
+        )?;
         table = t;
         bad += b;
     }

@@ -112,6 +112,16 @@ impl<'l> Launch<'l> {
         self.in_place(b.__arg(), Access::Shared, "mapped", what);
     }
 
+    /// Pass the first `n` elements of device memory (all of them if it has fewer) for a
+    /// `&[T]` argument: the kernel sees a slice of that length, and the launch uses the whole
+    /// buffer.
+    pub(crate) fn device_prefix<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>, n: usize) {
+        let mut a = b.__arg();
+        a.len = a.len.min(n);
+        a.bytes = a.len * std::mem::size_of::<T>();
+        self.in_place(a, Access::Shared, "device", "in place, no copy");
+    }
+
     /// Pass mapped host memory for a `#[mapped] &mut [T]` argument.
     pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
         let what = "read and written in place over the link, no copy";
