@@ -21,6 +21,7 @@
 //! gather in flight always reads the slot table and the tier rows it was queued against,
 //! whatever is refreshed after it, and whatever guard is leaked.
 
+use crate::args::MappedArg;
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
@@ -187,9 +188,10 @@ pub struct Refresh {
 /// # Ok(())
 /// # }
 /// ```
-pub struct HotTier<T: DeviceCopy> {
+pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     gpu: Gpu,
-    table: MappedBuffer<T>,
+    table: M,
+    _elem: std::marker::PhantomData<fn() -> T>,
     width: usize,
     rows: usize,
     /// 16-byte units per row.
@@ -244,7 +246,7 @@ pub struct HotTier<T: DeviceCopy> {
     count_every: usize,
 }
 
-impl<T: DeviceCopy> std::fmt::Debug for HotTier<T> {
+impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HotTier")
             .field("rows", &self.rows)
@@ -266,33 +268,36 @@ impl Gpu {
     /// whole number of rows, a row is not a whole number of 16-byte units, or the table has
     /// more rows than a `u32` id names; a failed device allocation (`Error::OutOfMemory` when
     /// the device has less free memory than the budget asks).
-    pub fn hot_tier<T: DeviceCopy>(
+    pub fn hot_tier<T: DeviceCopy, M: MappedArg<T>>(
         &self,
-        table: MappedBuffer<T>,
+        table: M,
         width: usize,
         budget: usize,
-    ) -> Result<HotTier<T>> {
+    ) -> Result<HotTier<T, M>> {
         HotTier::new(self, table, width, budget)
     }
 }
 
-impl<T: DeviceCopy> HotTier<T> {
-    fn new(gpu: &Gpu, table: MappedBuffer<T>, width: usize, budget: usize) -> Result<Self> {
-        if !Arc::ptr_eq(table.gpu(), &gpu.inner) {
+impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
+    fn new(gpu: &Gpu, table: M, width: usize, budget: usize) -> Result<Self> {
+        let (table_gpu, elems) = {
+            let a = table.__arg();
+            (a.gpu.clone(), a.len)
+        };
+        if !Arc::ptr_eq(&table_gpu, &gpu.inner) {
             return Err(Error::Usage(
                 "a hot tier's table must be mapped memory of the tier's own context".into(),
             ));
         }
         let row_bytes = width.saturating_mul(std::mem::size_of::<T>());
-        if width == 0 || !row_bytes.is_multiple_of(HOT_UNIT) || !table.elems().is_multiple_of(width)
-        {
+        if width == 0 || !row_bytes.is_multiple_of(HOT_UNIT) || !elems.is_multiple_of(width) {
             return Err(Error::Usage(format!(
                 "a hot tier's rows are whole 16-byte units and its table whole rows: {width} elements of {} bytes per row, table of {} elements",
                 std::mem::size_of::<T>(),
-                table.elems()
+                elems
             )));
         }
-        let rows = table.elems() / width;
+        let rows = elems / width;
         if rows >= PENDING as usize {
             return Err(Error::Usage(format!(
                 "a hot tier's rows are named by u32 ids below {PENDING}: {rows} rows is too many"
@@ -331,6 +336,7 @@ impl<T: DeviceCopy> HotTier<T> {
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
+            _elem: std::marker::PhantomData,
             width,
             rows,
             units: row_bytes / HOT_UNIT,
@@ -361,12 +367,12 @@ impl<T: DeviceCopy> HotTier<T> {
     }
 
     /// The host table (read-only: the tier's copies stay equal to it).
-    pub fn table(&self) -> &MappedBuffer<T> {
+    pub fn table(&self) -> &M {
         &self.table
     }
 
     /// The host table back, once every gather and refresh queued is done.
-    pub fn into_table(self) -> MappedBuffer<T> {
+    pub fn into_table(self) -> M {
         self.table
     }
 

@@ -11,7 +11,7 @@
 //! 16th is checked); the K batches after them are timed and all checked. Ranks of the Zipf law
 //! are scattered over the table by a random permutation.
 
-use berth::{Backend, Gpu};
+use berth::{Backend, Gpu, MappedArg};
 use berth_examples::F4;
 use berth_examples::cli::{Zipf, init_logging, parse_size};
 use clap::Parser;
@@ -58,6 +58,10 @@ struct Args {
     /// Also print the result as one JSON line (the `features` benchmark's)
     #[arg(long)]
     json: bool,
+    /// Keep the table in a `Vec` on 2 MiB pages (transparent huge pages, asked for with
+    /// `madvise`), registered in place (`Gpu::register`), instead of a `MappedBuffer`
+    #[arg(long)]
+    huge_pages: bool,
 }
 
 fn main() {
@@ -102,7 +106,52 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         budget as f64 / (1u64 << 20) as f64,
     );
     let t = Instant::now();
-    let mut table = gpu.mapped_zeroed::<F4>(rows * d4)?;
+    if args.huge_pages {
+        let table = gpu.register(huge_vec::<F4>(rows * d4))?;
+        run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
+    } else {
+        let table = gpu.mapped_zeroed::<F4>(rows * d4)?;
+        run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
+    }
+}
+
+/// `n` zeroed values, on huge pages where Linux grants them.
+fn huge_vec<T: Copy + Default>(n: usize) -> Vec<T> {
+    const HUGE: usize = 2 << 20;
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    let start = v.as_ptr() as usize;
+    let end = start + n * size_of::<T>();
+    let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
+    if last > first {
+        // SAFETY: [first, last) is a page-aligned range inside `v`'s allocation; MADV_HUGEPAGE
+        // only advises how to back the pages and changes no byte of them.
+        let r = unsafe {
+            libc::madvise(
+                first as *mut libc::c_void,
+                last - first,
+                libc::MADV_HUGEPAGE,
+            )
+        };
+        if r != 0 {
+            eprintln!(
+                "features: no huge pages: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    v.resize(n, T::default());
+    v
+}
+
+/// Fill `table`, then run every exponent's batches over it.
+fn run_all<M: MappedArg<F4> + std::ops::DerefMut<Target = [F4]>>(
+    args: &Args,
+    gpu: &Gpu,
+    mut table: M,
+    (rows, d4, batch): (usize, usize, usize),
+    zipfs: &[Zipf],
+    t: Instant,
+) -> Result<(), Box<dyn std::error::Error>> {
     let workers = std::thread::available_parallelism().map_or(4, |n| n.get());
     let per = rows.div_ceil(workers);
     std::thread::scope(|s| {
@@ -129,10 +178,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
     let mut bad = 0;
-    for (&exponent, zipf) in args.zipf.iter().zip(&zipfs) {
-        let (t, b) = run_one(
-            &args, &gpu, table, &perm, exponent, zipf, &mut out, &mut rng,
-        )?;
+    for (&exponent, zipf) in args.zipf.iter().zip(zipfs) {
+        let (t, b) = run_one(args, gpu, table, &perm, exponent, zipf, &mut out, &mut rng)?;
         table = t;
         bad += b;
     }
@@ -164,16 +211,16 @@ fn draw(zipf: &Zipf, perm: &[u32], rng: &mut rand::rngs::StdRng, n: usize) -> Ve
 
 /// One exponent's batches through a fresh tier over `table` (given back); the mismatches.
 #[allow(clippy::too_many_arguments)]
-fn run_one(
+fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     args: &Args,
     gpu: &Gpu,
-    table: berth::MappedBuffer<F4>,
+    table: M,
     perm: &[u32],
     exponent: f64,
     zipf: &Zipf,
     out: &mut berth::DeviceBuffer<F4>,
     rng: &mut rand::rngs::StdRng,
-) -> Result<(berth::MappedBuffer<F4>, usize), Box<dyn std::error::Error>> {
+) -> Result<(M, usize), Box<dyn std::error::Error>> {
     let on_gpu = gpu.backend() == Backend::Cuda;
     let batch = args.batch.unwrap_or(if on_gpu { 65_536 } else { 1024 });
     let batches = args.batches.unwrap_or(if on_gpu { 50 } else { 8 });
