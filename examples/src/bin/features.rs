@@ -58,10 +58,6 @@ struct Args {
     /// Also print the result as one JSON line (the `features` benchmark's)
     #[arg(long)]
     json: bool,
-    /// Keep the table in a `Vec` on 2 MiB pages (transparent huge pages, asked for with
-    /// `madvise`), registered in place (`Gpu::register`), instead of a `MappedBuffer`
-    #[arg(long)]
-    huge_pages: bool,
 }
 
 fn main() {
@@ -106,41 +102,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         budget as f64 / (1u64 << 20) as f64,
     );
     let t = Instant::now();
-    if args.huge_pages {
-        let table = gpu.register(huge_vec::<F4>(rows * d4))?;
-        run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
-    } else {
-        let table = gpu.mapped_zeroed::<F4>(rows * d4)?;
-        run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
-    }
-}
-
-/// `n` zeroed values, on huge pages where Linux grants them.
-fn huge_vec<T: Copy + Default>(n: usize) -> Vec<T> {
-    const HUGE: usize = 2 << 20;
-    let mut v: Vec<T> = Vec::with_capacity(n);
-    let start = v.as_ptr() as usize;
-    let end = start + n * size_of::<T>();
-    let (first, last) = (start.next_multiple_of(HUGE), end / HUGE * HUGE);
-    if last > first {
-        // SAFETY: [first, last) is a page-aligned range inside `v`'s allocation; MADV_HUGEPAGE
-        // only advises how to back the pages and changes no byte of them.
-        let r = unsafe {
-            libc::madvise(
-                first as *mut libc::c_void,
-                last - first,
-                libc::MADV_HUGEPAGE,
-            )
-        };
-        if r != 0 {
-            eprintln!(
-                "features: no huge pages: {}",
-                std::io::Error::last_os_error()
-            );
-        }
-    }
-    v.resize(n, T::default());
-    v
+    let table = gpu.mapped_zeroed::<F4>(rows * d4)?;
+    run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
 }
 
 /// Fill `table`, then run every exponent's batches over it.
