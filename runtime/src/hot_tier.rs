@@ -39,6 +39,9 @@ use std::sync::Arc;
 /// Entries of the miss log at most (4 MiB).
 const LOG_MAX: usize = 1 << 20;
 
+/// The doorkeeper of [`HotTier::admit_on_repeat`] forgets every this many refreshes.
+const DOORKEEPER_REFRESHES: u64 = 16;
+
 /// Device buffers of ids kept for gathers that may still be queued: a gather's ids live
 /// until this many later gathers have been queued (then freeing them waits for it).
 const IDS_IN_FLIGHT: usize = 4;
@@ -163,8 +166,9 @@ pub struct Refresh {
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
 /// less, keeps nothing: every row is read from host memory. The device buffers of the last
-/// few batches' ids (4 bytes per id) and the log of missed rows (4 bytes per row the tier
-/// holds, at most 4 MiB) come on top, as launch staging does.
+/// few batches' ids (4 bytes per id), the log of missed rows (4 bytes per row the tier
+/// holds, at most 4 MiB) and the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
+/// of the table) come on top, as launch staging does.
 ///
 /// Rows are whole 16-byte units (`width × size_of::<T>()` a multiple of 16: 4, 8, … floats),
 /// which the kernel moves with one 16-byte load each.
@@ -212,6 +216,12 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// Misses the gathers until the next refresh log at most: the free slots there are, up to
     /// the log's length.
     log_limit: usize,
+    /// The doorkeeper: one bit per row, set by a row's first miss since it was last cleared
+    /// (every [`DOORKEEPER_REFRESHES`] refreshes); used only with
+    /// [`admit_on_repeat`](HotTier::admit_on_repeat).
+    seen: DeviceBuffer<u32>,
+    /// Whether gathers log a row only at its second miss ([`HotTier::admit_on_repeat`]).
+    on_repeat: bool,
     /// One bit per row, set while the row is resident: what the device's slot table says
     /// once the last refresh's update has run, in a table small enough for the host's
     /// caches, for the hit statistics read at every counted id.
@@ -347,6 +357,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             log_n: gpu.alloc_zeroed::<u64>(usize::from(capacity > 0))?,
             log: gpu.alloc_zeroed::<u32>(log_limit)?,
             log_limit,
+            seen: gpu.alloc_zeroed::<u32>(if capacity == 0 { 0 } else { rows.div_ceil(32) })?,
+            on_repeat: false,
             resident_bits: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
             resident: vec![NOT_RESIDENT; capacity],
             free: (0..capacity as u32).rev().collect(),
@@ -486,6 +498,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             ids: ids_in_flight,
             log_n,
             log,
+            seen,
+            on_repeat,
             units,
             rows,
             capacity,
@@ -505,6 +519,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         l.device_mut(out);
         l.device_mut(log_n);
         l.device_mut(log);
+        if *on_repeat {
+            l.device_mut(seen);
+        } else {
+            l.device_prefix(seen, 0);
+        }
         l.submit()
     }
 
@@ -534,6 +553,36 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ```
     pub fn count_every(&mut self, every: std::num::NonZeroUsize) {
         self.count_every = every.get();
+    }
+
+    /// Admit a missed row only once it has been missed twice (`true`), rather than at its
+    /// first miss (`false`, the default). Under a skewed law most of the rows a batch misses
+    /// are read once in a long while: admitting each costs a copy into the tier and host work
+    /// at the refresh, and takes a slot from a row read more often. A doorkeeper on the device
+    /// (one bit per row, 1/32 byte per row on top of the budget, cleared every 16 refreshes)
+    /// remembers the first miss; the second one is logged for admission. Rows counted most
+    /// are admitted either way.
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_zeroed::<f32>(16 * 4)?; // 16 rows of 4 floats
+    /// let mut tier = gpu.hot_tier(table, 4, 1 << 20)?;
+    /// // Batch b counts only its position b: row 3 in both batches below.
+    /// tier.count_every(std::num::NonZeroUsize::new(1000).expect("not zero"));
+    /// tier.admit_on_repeat(true);
+    /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
+    /// tier.gather(&gpu, &[3, 5], &mut out)?.wait()?;
+    /// tier.refresh(&gpu)?;
+    /// assert!(tier.is_resident(3) && !tier.is_resident(5)); // row 5 was missed once
+    /// tier.gather(&gpu, &[5, 3], &mut out)?.wait()?;
+    /// tier.refresh(&gpu)?;
+    /// assert!(tier.is_resident(5)); // and now twice
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn admit_on_repeat(&mut self, on: bool) {
+        self.on_repeat = on;
     }
 
     /// Count the ids of one batch (every `count_every`-th), and their hits against the slot
@@ -612,6 +661,16 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let n = usize::try_from(n).unwrap_or(usize::MAX).min(self.log_limit);
         let logged = self.log.prefix_to_vec(n)?;
         self.log_n.copy_from(&[0])?;
+        if self.on_repeat
+            && !self.seen.is_empty()
+            && self.stats.refreshes.is_multiple_of(DOORKEEPER_REFRESHES)
+        {
+            // The doorkeeper forgets (after the gathers that set its bits, waited for above).
+            let mut l = Launch::new(&self.gpu, &FILL_U32, Grid::cover(self.seen.len()))?;
+            l.scalar(&0u64);
+            l.device_mut(&mut self.seen);
+            l.submit()?.wait()?;
+        }
         Ok(logged)
     }
 

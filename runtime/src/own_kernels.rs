@@ -59,10 +59,13 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// slot [`NOT_RESIDENT`], while the 64-bit counter `log_n[0]` is below `log_limit` and `log`'s
 /// length, claims it ([`PENDING`], with a compare-and-swap, so one thread of the whole launch
 /// wins per row), adds 1 to the counter, and writes the id at `log[n]` if `n` is still below
-/// both; past them it gives the slot back (`NOT_RESIDENT`). `log_limit` 0 logs nothing. Slots are read with relaxed `.gpu` loads,
+/// both; past them it gives the slot back (`NOT_RESIDENT`). `log_limit` 0 logs nothing. With a
+/// doorkeeper (`seen`, one bit per row; none when its length is 0), a row is claimed only
+/// if its bit was set already: the first miss sets it (`atom.or`), a later one claims. Slots are read with relaxed `.gpu` loads,
 /// since a launch's own claims may race with them. Parameters: `units`, `rows`, `capacity`,
 /// `log_limit`, then the slices `table` (mapped), `tier`, `slots` (written), `ids`, `out`
-/// (written), `log_n` (written) and `log` (written), each a pointer and a length.
+/// (written), `log_n` (written), `log` (written) and `seen` (written), each a pointer and a
+/// length.
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
@@ -87,6 +90,8 @@ pub static HOT_GATHER: Kernel = Kernel {
         Param::word("log_n", Part::Len),
         Param::slice_ptr::<u32>("log", true, Placement::Device),
         Param::word("log", Part::Len),
+        Param::slice_ptr::<u32>("seen", true, Placement::Device),
+        Param::word("seen", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: hot_gather_sim,
@@ -263,12 +268,14 @@ $L__done:
 \t.param .u64 berth_hot_gather_param_14,
 \t.param .u64 berth_hot_gather_param_15,
 \t.param .u64 berth_hot_gather_param_16,
-\t.param .u64 berth_hot_gather_param_17
+\t.param .u64 berth_hot_gather_param_17,
+\t.param .u64 berth_hot_gather_param_18,
+\t.param .u64 berth_hot_gather_param_19
 )
 {
 \t.reg .pred \t%p<12>;
 \t.reg .b32 \t%r<10>;
-\t.reg .b64 \t%rd<32>;
+\t.reg .b64 \t%rd<36>;
 
 \tld.param.u64 \t%rd1, [berth_hot_gather_param_0];
 \tld.param.u64 \t%rd2, [berth_hot_gather_param_1];
@@ -285,6 +292,8 @@ $L__done:
 \tld.param.u64 \t%rd13, [berth_hot_gather_param_15];
 \tld.param.u64 \t%rd14, [berth_hot_gather_param_16];
 \tld.param.u64 \t%rd15, [berth_hot_gather_param_17];
+\tld.param.u64 \t%rd32, [berth_hot_gather_param_18];
+\tld.param.u64 \t%rd33, [berth_hot_gather_param_19];
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
 \tmov.u32 \t%r3, %tid.x;
@@ -333,6 +342,20 @@ $L__hot_gather_miss:
 \tld.relaxed.gpu.global.u64 \t%rd26, [%rd25];
 \tsetp.ge.u64 \t%p10, %rd26, %rd27;
 \t@%p10 bra \t$L__hot_gather_read;
+\tshr.u64 \t%rd34, %rd20, 5;
+\tsetp.ge.u64 \t%p11, %rd34, %rd33;
+\t@%p11 bra \t$L__hot_gather_claim;
+\tcvta.to.global.u64 \t%rd35, %rd32;
+\tshl.b64 \t%rd34, %rd34, 2;
+\tadd.s64 \t%rd35, %rd35, %rd34;
+\tand.b32 \t%r8, %r4, 31;
+\tmov.u32 \t%r9, 1;
+\tshl.b32 \t%r9, %r9, %r8;
+\tatom.relaxed.gpu.global.or.b32 \t%r8, [%rd35], %r9;
+\tand.b32 \t%r8, %r8, %r9;
+\tsetp.eq.u32 \t%p11, %r8, 0;
+\t@%p11 bra \t$L__hot_gather_read;
+$L__hot_gather_claim:
 \tatom.relaxed.gpu.global.cas.b32 \t%r6, [%rd23], 0xFFFFFFFF, 0xFFFFFFFE;
 \tsetp.ne.u32 \t%p8, %r6, 0xFFFFFFFF;
 \t@%p8 bra \t$L__hot_gather_read;
@@ -568,13 +591,13 @@ unsafe fn copy_unit(src: u64, dst: u64) {
 /// table and the log counter through atomics, as there).
 ///
 /// # Safety
-/// `p` points at the 18 parameter values; `table` holds `rows × units` units and `tier`
+/// `p` points at the 20 parameter values; `table` holds `rows × units` units and `tier`
 /// `capacity × units`, `slots` `slots_len` 4-aligned words (0, or `rows`), `ids` `ids_len`
 /// words, `out` `ids_len × units` units, `log_n` `log_n_len` 8-aligned words and `log`
-/// `log_len` words; `out` overlaps none of the others.
+/// `log_len` words, `seen` `seen_len` 4-aligned words; `out` overlaps none of the others.
 unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 18] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 20] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         rows,
@@ -594,6 +617,8 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
         log_n_len,
         log,
         log_len,
+        seen,
+        seen_len,
     ] = v;
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || g / units >= ids_len {
@@ -616,7 +641,19 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
             // SAFETY: `log_n` holds at least one 8-aligned word (checked above).
             let counter = unsafe { AtomicU64::from_ptr(log_n as *mut u64) };
             let limit = log_limit.min(log_len);
+            // The doorkeeper: a row's first miss only sets its bit.
+            let repeat = || {
+                let word = id / 32;
+                if word >= seen_len {
+                    return true;
+                }
+                let mask = 1u32 << (id % 32);
+                // SAFETY: `word` is below the doorkeeper's length, in 4-aligned words.
+                let w = unsafe { AtomicU32::from_ptr((seen as *mut u32).add(word as usize)) };
+                w.fetch_or(mask, Ordering::Relaxed) & mask != 0
+            };
             if counter.load(Ordering::Relaxed) < limit
+                && repeat()
                 && entry
                     .compare_exchange(NOT_RESIDENT, PENDING, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()

@@ -4,7 +4,7 @@
 //! counts every few batches. Every batch is checked against the host.
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--warmup U]
-//! [--batches K] [--refresh-every E] [--count-every C] [--json]` (defaults: 8 Mi rows on a GPU,
+//! [--batches K] [--refresh-every E] [--count-every C] [--admit-on-repeat] [--json]` (defaults: 8 Mi rows on a GPU,
 //! 16 Ki on the simulator; W = 128 floats; a budget of a quarter of the table plus the slot
 //! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
 //! on the simulator; E = 4; C = 16). The first U batches fill the tier and are not timed (every
@@ -52,6 +52,9 @@ struct Args {
     /// Count every this many ids of a batch (`HotTier::count_every`)
     #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     count_every: usize,
+    /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
+    #[arg(long)]
+    admit_on_repeat: bool,
     /// Seed of the permutation and the ids
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -196,6 +199,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     println!("features: Zipf s = {exponent}");
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
+    tier.admit_on_repeat(args.admit_on_repeat);
     println!(
         "features: the tier holds {} rows ({:.1}% of the table; {:.1} MiB of device memory)",
         tier.capacity(),
@@ -291,6 +295,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "resident_rows": tier.resident_rows(),
             "refresh_every": args.refresh_every,
             "count_every": args.count_every,
+            "admit_on_repeat": args.admit_on_repeat,
             "budget_bytes": budget,
             "capacity_rows": tier.capacity(),
             "gather_s": gather_s,
