@@ -4,6 +4,8 @@
 
 #[path = "../../bench/compute/record.rs"]
 pub mod compute;
+#[path = "../../bench/features/record.rs"]
+pub mod features;
 #[path = "../../bench/first_launch/record.rs"]
 pub mod first_launch;
 #[path = "../../bench/kernels/record.rs"]

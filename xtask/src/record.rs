@@ -99,6 +99,11 @@ const TARGETED: &[Section] = &[
         file: "tpch.jsonl",
         render: |md, text, _| crate::benches::tpch::write(md, text),
     },
+    Section {
+        // The hot tier against PyTorch (`.gpu/run.sh features`).
+        file: "features.jsonl",
+        render: |md, text, _| crate::benches::features::write(md, text),
+    },
 ];
 
 /// The heading of the targeted-run section of `BENCHMARKS.md`.

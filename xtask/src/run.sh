@@ -38,8 +38,9 @@
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
 #   auto: calibration, then only the #[auto] benchmarks (two rounds) — short targeted runs.
 #   features: the features example (a hot tier over a 64 GiB host table, a 16 GiB budget,
-#   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 600 batches to fill the tier, then 40
-#   timed, every timed row checked) and features_anchor.py (PyTorch's CPU gather into pinned
+#   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 3,000 batches to fill the tier, then
+#   64 timed with a refresh every 16, every timed row checked; then 64 without a tier) and
+#   features_anchor.py (PyTorch's CPU gather into pinned
 #   memory, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor).
@@ -564,9 +565,9 @@ if [[ $mode == features ]]; then
   rows=${BERTH_FEATURES_ROWS:-134217728}
   budget=${BERTH_FEATURES_BUDGET:-16G}
   zipf=${BERTH_FEATURES_ZIPF:-0,0.8,1.0,1.2}
-  warmup=${BERTH_FEATURES_WARMUP:-600}
+  warmup=${BERTH_FEATURES_WARMUP:-3000}
   echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
-  if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 40 --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+  if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
     summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
   else
     summary+=("FAIL  features --zipf $zipf"); fail=1

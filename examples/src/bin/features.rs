@@ -4,7 +4,8 @@
 //! counts every few batches. Every batch is checked against the host.
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--warmup U]
-//! [--batches K] [--refresh-every E] [--count-every C] [--admit-on-repeat] [--json]` (defaults: 8 Mi rows on a GPU,
+//! [--batches K] [--refresh-every E] [--count-every C] [--admit-on-repeat] [--baseline]
+//! [--json]` (defaults: 8 Mi rows on a GPU,
 //! 16 Ki on the simulator; W = 128 floats; a budget of a quarter of the table plus the slot
 //! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
 //! on the simulator; E = 4; C = 16). The first U batches fill the tier and are not timed (every
@@ -52,6 +53,9 @@ struct Args {
     /// Count every this many ids of a batch (`HotTier::count_every`)
     #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     count_every: usize,
+    /// Also time the same number of batches without a tier (every row read in place)
+    #[arg(long)]
+    baseline: bool,
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
@@ -309,5 +313,42 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         });
         println!("{line}");
     }
-    Ok((tier.into_table(), bad))
+    let table = tier.into_table();
+    if !args.baseline {
+        return Ok((table, bad));
+    }
+    // The same law without a tier: every row read in place (a tier with no budget).
+    let mut plain = gpu.hot_tier(table, d4, 0)?;
+    let mut plain_s = 0.0;
+    for _ in 0..batches {
+        let ids = draw(zipf, perm, rng, batch);
+        let t = Instant::now();
+        plain.gather(gpu, &ids, out)?.wait()?;
+        plain_s += t.elapsed().as_secs_f64();
+        let got = out.to_vec()?;
+        bad += ids
+            .iter()
+            .enumerate()
+            .filter(|&(b, &id)| got[b * d4].x != value(id as usize, 0))
+            .count();
+    }
+    println!(
+        "features: without a tier (every row read in place): {:.2} M rows/s",
+        n / plain_s / 1e6
+    );
+    if args.json {
+        let line = serde_json::json!({
+            "impl": "berth_mapped_only",
+            "zipf": exponent,
+            "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
+            "dim": width,
+            "batch": batch,
+            "batches": batches,
+            "gather_s": plain_s,
+            "mrows_s": n / plain_s / 1e6,
+            "ok": bad == 0,
+        });
+        println!("{line}");
+    }
+    Ok((plain.into_table(), bad))
 }

@@ -1,0 +1,163 @@
+//! The hot tier section of `BENCHMARKS.md`, from `features.jsonl` (run.sh's `features` mode):
+//! the `features` example's lines (`--json`: one per Zipf exponent for the tier, and one for
+//! the same law read without a tier, `--baseline`) and `bench/features/anchor.py`'s (PyTorch's
+//! CPU gather into pinned memory and its copy, the whole table gathered on the GPU where it
+//! fits, the hit fraction a tier of the hottest rows would get), in the same run. Per
+//! exponent: berth's rate and hit rate, the ratios to PyTorch's usual path and to the split
+//! bound, and the targets met or not.
+
+use std::fmt::Write as _;
+
+type Result<T = ()> = std::result::Result<T, Box<dyn std::error::Error>>;
+
+use serde_json::Value;
+
+/// The targets over PyTorch's usual path, by Zipf exponent.
+const TARGETS: [(f64, f64); 3] = [(0.0, 1.5), (0.8, 4.0), (1.0, 8.0)];
+
+/// The target over the split bound, at every exponent.
+const BOUND_TARGET: f64 = 0.7;
+
+fn line<'a>(rows: &'a [Value], imp: &str, zipf: f64) -> Option<&'a Value> {
+    rows.iter()
+        .find(|r| r["impl"] == imp && r["zipf"].as_f64().is_some_and(|z| (z - zipf).abs() < 1e-9))
+}
+
+fn mrows(v: Option<&Value>) -> Option<f64> {
+    v?["mrows_s"].as_f64()
+}
+
+fn cell(v: Option<f64>, digits: usize) -> String {
+    v.map_or("–".into(), |v| format!("{v:.digits$}"))
+}
+
+/// Write the section (nothing without a berth line).
+pub fn write(md: &mut String, text: &str) -> Result {
+    let mut rows: Vec<Value> = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(l)?);
+    }
+    let mut zipfs: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier")
+        .filter_map(|r| r["zipf"].as_f64())
+        .collect();
+    zipfs.sort_by(f64::total_cmp);
+    zipfs.dedup();
+    let Some(first) = rows.iter().find(|r| r["impl"] == "berth_hot_tier") else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "\n## Hot tier: skewed gathers from a table larger than the budget\n"
+    )?;
+    writeln!(
+        md,
+        "The `features` example (`docs/hot-tier.md`): a {} GiB host table of {}-float rows, a device budget of {:.1} GiB, batches of {} ids drawn from a Zipf law (ranks scattered over the table), {} batches to fill the tier untimed, then {} timed (gathers and refreshes, every {} batches; every row checked against the host). PyTorch's usual path (`bench/features/anchor.py`, same run): CPU `index_select` with 16 threads into pinned memory, then a non-blocking copy. The split bound: the hit fraction of a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on the GPU, and the rest at berth's rate for the uniform law without a tier (rows read in place).\n",
+        first["table_gib"].as_f64().unwrap_or(0.0),
+        first["dim"],
+        first["budget_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
+        first["batch"],
+        first["warmup"],
+        first["batches"],
+        first["refresh_every"],
+    )?;
+    writeln!(
+        md,
+        "| Zipf s | berth, M rows/s | hit rate (berth) | hit fraction (hottest rows) | PyTorch CPU gather + copy | berth / PyTorch | target | without a tier (berth) | whole table on the GPU | split bound | berth / bound | rows right |"
+    )?;
+    writeln!(
+        md,
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"
+    )?;
+    let mapped_uniform = mrows(line(&rows, "berth_mapped_only", 0.0));
+    for &z in &zipfs {
+        let berth = line(&rows, "berth_hot_tier", z);
+        let torch = line(&rows, "torch_cpu_gather_pinned_copy", z);
+        let whole = mrows(line(&rows, "torch_whole_table_on_gpu", z));
+        let plain = mrows(line(&rows, "berth_mapped_only", z));
+        let hit_ideal = torch.and_then(|t| t["hit_fraction_tier"].as_f64());
+        let b = mrows(berth);
+        let vs_torch = b.zip(mrows(torch)).map(|(b, t)| b / t);
+        let target = TARGETS
+            .iter()
+            .find(|(s, _)| (s - z).abs() < 1e-9)
+            .map(|&(_, t)| t);
+        let target_cell = match (target, vs_torch) {
+            (Some(t), Some(r)) => format!("≥ {t}×: {}", if r >= t { "✓" } else { "✗" }),
+            (Some(t), None) => format!("≥ {t}×"),
+            (None, _) => "–".into(),
+        };
+        let bound = match (hit_ideal, whole, mapped_uniform.or(plain)) {
+            (Some(h), Some(d), Some(m)) if d > 0.0 && m > 0.0 => {
+                Some(1.0 / (h / d + (1.0 - h) / m))
+            }
+            _ => None,
+        };
+        let vs_bound = b.zip(bound).map(|(b, x)| b / x);
+        let ok = [
+            berth.map(|v| &v["ok"]),
+            line(&rows, "berth_mapped_only", z).map(|v| &v["ok"]),
+        ]
+        .into_iter()
+        .flatten()
+        .all(|v| v == true);
+        writeln!(
+            md,
+            "| {z} | {} | {} | {} | {} | {} | {target_cell} | {} | {} | {} | {} | {} |",
+            cell(b, 1),
+            cell(
+                berth
+                    .and_then(|v| v["hit_rate_second_half"].as_f64())
+                    .map(|h| 100.0 * h),
+                1
+            ) + "%",
+            cell(hit_ideal.map(|h| 100.0 * h), 1) + "%",
+            cell(mrows(torch), 1),
+            cell(vs_torch, 2).to_string() + "×",
+            cell(plain, 1),
+            cell(whole, 0),
+            cell(bound, 0),
+            cell(vs_bound, 2).to_string()
+                + if vs_bound.is_some_and(|r| r >= BOUND_TARGET) {
+                    " ✓"
+                } else if vs_bound.is_some() {
+                    " ✗"
+                } else {
+                    ""
+                },
+            if ok { "yes" } else { "**no**" },
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_renders_its_ratios_and_bound() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"ok":true}
+{"impl":"berth_mapped_only","zipf":0.0,"mrows_s":20.0,"ok":true}
+{"impl":"berth_mapped_only","zipf":1.0,"mrows_s":25.0,"ok":true}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"mrows_s":40.0,"hit_fraction_tier":0.9}
+{"impl":"torch_whole_table_on_gpu","zipf":1.0,"mrows_s":1000.0}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        // Bound: 1 / (0.9 / 1000 + 0.1 / 20) = 169.5 M rows/s; berth 100 / 169.5 = 0.59.
+        assert!(md.contains("| 1 | 100.0 | 90.0% | 90.0% | 40.0 | 2.50× | ≥ 8×: ✗ | 25.0 | 1000 | 169 | 0.59 ✗ | yes |"), "{md}");
+        Ok(())
+    }
+
+    #[test]
+    fn no_berth_line_no_section() -> Result {
+        let mut md = String::new();
+        write(
+            &mut md,
+            r#"{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"mrows_s":40.0}"#,
+        )?;
+        assert!(md.is_empty());
+        Ok(())
+    }
+}
