@@ -1,17 +1,23 @@
 #!/usr/bin/env python3
-"""Usage: python3 anchor.py [TABLE_GIB] [DIM] [BUDGET_GIB]. The anchor of the `features`
+"""Usage: python3 anchor.py [TABLE_GIB] [DIM] [BUDGET_GIB] [IDS_FILE IDS_BATCH] [ZIPFS]. The
+anchor of the `features`
 benchmark: skewed gathers from a host table of TABLE_GIB (default 64) with DIM floats per row
 (default 128), batches of 65,536 Zipf-distributed ids (s = 0, 0.8, 1.0, 1.2; ranks scattered
 by a random permutation), by PyTorch's usual path (CPU index_select, 16 threads, into pinned
 memory, non-blocking copy), by a gather from the whole table on the GPU where it fits, and the
-hit fraction a BUDGET_GIB (default 16) device tier of the hottest rows would get. Prints JSON
-lines."""
+hit fraction a BUDGET_GIB (default 16) device tier of the hottest rows would get; with an
+IDS_FILE (little-endian u32 ids, IDS_BATCH per batch: `features --graph --dump-ids`) also the
+same two paths over those ids. ZIPFS: the exponents, comma-separated (an empty IDS_FILE
+argument skips the ids). Prints JSON lines."""
 import json, sys, time, statistics as st
 import numpy as np, torch
 torch.set_num_threads(16)
 gib = float(sys.argv[1]) if len(sys.argv) > 1 else 64
 dim = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 budget_gib = float(sys.argv[3]) if len(sys.argv) > 3 else 16
+ids_file = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+ids_batch = int(sys.argv[5]) if len(sys.argv) > 5 else 65536
+zipfs = [float(z) for z in sys.argv[6].split(",")] if len(sys.argv) > 6 else [0.0, 0.8, 1.0, 1.2]
 batch = 65536
 rows = int(gib * (1 << 30)) // (dim * 4)
 budget_rows = int(budget_gib * (1 << 30)) // (dim * 4)
@@ -33,22 +39,34 @@ def timed(run):
     for i in range(16):
         t = time.perf_counter(); run(i); ts.append(time.perf_counter() - t)
     return st.median(ts) * 1e3
-for s in [0.0, 0.8, 1.0, 1.2]:
+def measure(batches, **fields):
+    n = len(batches[0])
+    o = outp if n == batch else torch.empty(n, dim).pin_memory()
+    d = dev if n == batch else torch.empty(n, dim, device="cuda")
+    def run(i):
+        torch.index_select(tab, 0, batches[i % 8], out=o); d.copy_(o, non_blocking=True); torch.cuda.synchronize()
+    ms = timed(run)
+    ok = bool(torch.equal(d[:, 0].cpu(), batches[15 % 8].to(torch.float32)))
+    out(impl="torch_cpu_gather_pinned_copy", table_gib=gib, dim=dim, batch=n, ms=round(ms, 3), mrows_s=round(n / ms / 1e3, 1), ok=ok, **fields)
+    if dtab is not None:
+        dids = [b.to("cuda") for b in batches]
+        def run_dev(i):
+            torch.index_select(dtab, 0, dids[i % 8], out=d); torch.cuda.synchronize()
+        ms = timed(run_dev)
+        ok = bool(torch.equal(d[:, 0].cpu(), batches[15 % 8].to(torch.float32)))
+        out(impl="torch_whole_table_on_gpu", table_gib=gib, dim=dim, batch=n, ms=round(ms, 4), mrows_s=round(n / ms / 1e3, 1), ok=ok, **fields)
+if ids_file:
+    # The graph-sampled batches the `features` example dumped (--dump-ids): the same ids.
+    ids = np.fromfile(ids_file, dtype="<u4").astype(np.int64)
+    b = ids_batch
+    batches = [torch.from_numpy(ids[k * b:(k + 1) * b]) for k in range(min(8, len(ids) // b))]
+    batches = (batches * 8)[:8]
+    measure(batches, zipf=None, ids="rmat_2hop")
+for s in zipfs:
     if s == 0:
         batches = [torch.from_numpy(rng.integers(0, rows, batch)) for _ in range(8)]; hit = min(budget_rows / rows, 1.0)
     else:
         k = np.arange(1, rows + 1, dtype=np.float64); cdf = np.cumsum(k ** -s); cdf /= cdf[-1]; del k
         batches = [perm[torch.from_numpy(np.searchsorted(cdf, rng.random(batch)))] for _ in range(8)]
         hit = float(cdf[min(budget_rows, rows) - 1]); del cdf
-    def run(i):
-        torch.index_select(tab, 0, batches[i % 8], out=outp); dev.copy_(outp, non_blocking=True); torch.cuda.synchronize()
-    ms = timed(run)
-    ok = bool(torch.equal(dev[:, 0].cpu(), batches[15 % 8].to(torch.float32)))
-    out(impl="torch_cpu_gather_pinned_copy", zipf=s, table_gib=gib, dim=dim, batch=batch, ms=round(ms, 3), mrows_s=round(batch / ms / 1e3, 1), hit_fraction_tier=round(hit, 4), budget_gib=budget_gib, ok=ok)
-    if dtab is not None:
-        dids = [b.to("cuda") for b in batches]
-        def run_dev(i):
-            torch.index_select(dtab, 0, dids[i % 8], out=dev); torch.cuda.synchronize()
-        ms = timed(run_dev)
-        ok = bool(torch.equal(dev[:, 0].cpu(), batches[15 % 8].to(torch.float32)))
-        out(impl="torch_whole_table_on_gpu", zipf=s, table_gib=gib, dim=dim, batch=batch, ms=round(ms, 4), mrows_s=round(batch / ms / 1e3, 1), ok=ok)
+    measure(batches, zipf=s, ids="zipf", hit_fraction_tier=round(hit, 4), budget_gib=budget_gib)

@@ -129,6 +129,53 @@ pub fn write(md: &mut String, text: &str) -> Result {
             if ok { "yes" } else { "**no**" },
         )?;
     }
+    graph(md, &rows)
+}
+
+/// The graph-sampled batches' row (nothing without a berth line for them).
+fn graph(md: &mut String, rows: &[Value]) -> Result {
+    let by = |imp: &str| {
+        rows.iter()
+            .find(|r| r["impl"] == imp && r["ids"] == "rmat_2hop")
+    };
+    let Some(berth) = by("berth_hot_tier") else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "\nGraph-sampled batches: {} seeds drawn uniformly, 15 out-neighbours of each, 10 of each of those (with replacement, duplicates gathered), in an R-MAT graph over the rows (average degree 8, vertices scattered over the ids); PyTorch gathers the same ids.\n",
+        berth["batch"].as_u64().unwrap_or(0) / 166
+    )?;
+    writeln!(
+        md,
+        "| ids | berth, M rows/s | hit rate (berth) | PyTorch CPU gather + copy | berth / PyTorch | target | without a tier (berth) | whole table on the GPU | rows right |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---|---:|---:|---|")?;
+    let (b, t) = (
+        mrows(Some(berth)),
+        mrows(by("torch_cpu_gather_pinned_copy")),
+    );
+    let ratio = b.zip(t).map(|(b, t)| b / t);
+    let ok = [Some(berth), by("berth_mapped_only")]
+        .into_iter()
+        .flatten()
+        .all(|v| v["ok"] == true);
+    writeln!(
+        md,
+        "| R-MAT 2-hop | {} | {}% | {} | {}× | ≥ 4×: {} | {} | {} | {} |",
+        cell(b, 1),
+        cell(berth["hit_rate_second_half"].as_f64().map(|h| 100.0 * h), 1),
+        cell(t, 1),
+        cell(ratio, 2),
+        match ratio {
+            Some(r) if r >= 4.0 => "✓",
+            Some(_) => "✗",
+            None => "–",
+        },
+        cell(mrows(by("berth_mapped_only")), 1),
+        cell(mrows(by("torch_whole_table_on_gpu")), 0),
+        if ok { "yes" } else { "**no**" },
+    )?;
     Ok(())
 }
 
@@ -147,6 +194,21 @@ mod tests {
         write(&mut md, text)?;
         // Bound: 1 / (0.9 / 1000 + 0.1 / 20) = 169.5 M rows/s; berth 100 / 169.5 = 0.59.
         assert!(md.contains("| 1 | 100.0 | 90.0% | 90.0% | 40.0 | 2.50× | ≥ 8×: ✗ | 25.0 | 1000 | 169 | 0.59 ✗ | yes |"), "{md}");
+        Ok(())
+    }
+
+    #[test]
+    fn the_graph_row_compares_the_same_ids() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":1,"refresh_every":1,"mrows_s":100.0,"hit_rate_second_half":0.9,"ok":true}
+{"impl":"berth_hot_tier","zipf":null,"ids":"rmat_2hop","batch":65404,"mrows_s":90.0,"hit_rate_second_half":0.8,"ok":true}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":null,"ids":"rmat_2hop","mrows_s":20.0}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        assert!(md.contains("Graph-sampled batches: 394 seeds"), "{md}");
+        assert!(
+            md.contains("| R-MAT 2-hop | 90.0 | 80.0% | 20.0 | 4.50× | ≥ 4×: ✓ | – | – | yes |"),
+            "{md}"
+        );
         Ok(())
     }
 

@@ -10,6 +10,8 @@ pub mod chain;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;
 pub mod compute;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod graph;
 pub mod half_precision;
 pub mod language;
 pub mod plain;

@@ -43,7 +43,9 @@
 #   features_anchor.py (PyTorch's CPU gather into pinned
 #   memory, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
-#   BERTH_FEATURES_ANCHOR of 0 skips the anchor).
+#   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then the same over 2-hop samples of an R-MAT
+#   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
+#   skips it).
 #   tpch: the tpch example (TPC-H Q1, Q6, Q12, Q14 raw, packed and warm, every answer checked)
 #   and tpch_anchor.py (DuckDB, PyTorch, the link bound) at each scale factor of
 #   BERTH_TPCH_SF (default "10 30") -> tpch.jsonl, tpch.log.
@@ -572,12 +574,24 @@ if [[ $mode == features ]]; then
   else
     summary+=("FAIL  features --zipf $zipf"); fail=1
   fi
+  graph_ids=""
+  if [[ ${BERTH_FEATURES_GRAPH:-1} == 1 ]]; then
+    rm -f "$here/graph_ids.bin"
+    echo "=== features --graph --warmup $warmup" | tee -a "$out/features.log"
+    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --graph --dump-ids "$here/graph_ids.bin" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+      summary+=("PASS  features --graph (every row checked equal to the host's)")
+      graph_ids="$here/graph_ids.bin"
+    else
+      summary+=("FAIL  features --graph"); fail=1
+    fi
+  fi
   if [[ ${BERTH_FEATURES_ANCHOR:-1} == 0 ]]; then
     summary+=("SKIP  features anchor (BERTH_FEATURES_ANCHOR=0)")
   elif python3 -c 'import torch, numpy' 2>/dev/null; then
     gib=$(python3 -c "print($rows * 512 / 2**30)")
     bgib=$(python3 -c "s='$budget'; m={'K':2**-20,'M':2**-10,'G':1}; print(float(s[:-1]) * m[s[-1]] if s[-1] in m else float(s) / 2**30)")
-    if python3 "$here/features_anchor.py" "$gib" 128 "$bgib" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
+    # 65,536 ids rounded down to whole seeds of 166 ids (1 + 15 + 150): the graph's batches.
+    if python3 "$here/features_anchor.py" "$gib" 128 "$bgib" "$graph_ids" 65404 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
       summary+=("PASS  features anchor")
     else
       summary+=("FAIL  features anchor"); fail=1

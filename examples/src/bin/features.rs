@@ -15,6 +15,7 @@
 use berth::{Backend, Gpu, MappedArg};
 use berth_examples::F4;
 use berth_examples::cli::{Zipf, init_logging, parse_size};
+use berth_examples::graph::{Csr, ids_per_seed};
 use clap::Parser;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -53,6 +54,21 @@ struct Args {
     /// Count every this many ids of a batch (`HotTier::count_every`)
     #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     count_every: usize,
+    /// Ids from 2-hop neighbourhood samples (fan-out 15, then 10) of an R-MAT graph over the
+    /// rows instead of a Zipf law (`--zipf` is not used)
+    #[arg(long)]
+    graph: bool,
+    /// Average out-degree of the `--graph` graph
+    #[arg(long, default_value_t = 8)]
+    degree: usize,
+    /// Append the first 8 timed batches' ids to this file (little-endian u32s), for the
+    /// PyTorch anchor to gather the same ids
+    #[arg(long)]
+    dump_ids: Option<std::path::PathBuf>,
+    /// Move the hot set every this many timed batches (0: never): the Zipf ranks go to other
+    /// rows, and the batches after each move show how fast the tier follows
+    #[arg(long, default_value_t = 0)]
+    drift_every: usize,
     /// Also time the same number of batches without a tier (every row read in place)
     #[arg(long)]
     baseline: bool,
@@ -146,10 +162,32 @@ fn run_all<M: MappedArg<F4> + std::ops::DerefMut<Target = [F4]>>(
         "features: table filled and ranks scattered in {:.1} s",
         t.elapsed().as_secs_f64()
     );
+    let graph;
+    let laws: Vec<Law> = if args.graph {
+        let t = Instant::now();
+        graph = berth_examples::graph::rmat(rows, args.degree, &perm, args.seed, workers);
+        println!(
+            "features: an R-MAT graph of {rows} vertices and {} edges in {:.1} s; batches of {} seeds, fan-out 15 then 10",
+            graph.targets.len(),
+            t.elapsed().as_secs_f64(),
+            (batch / ids_per_seed(&FANOUT)).max(1)
+        );
+        vec![Law::Graph(&graph)]
+    } else {
+        args.zipf
+            .iter()
+            .zip(zipfs)
+            .map(|(&s, z)| Law::Zipf(s, z))
+            .collect()
+    };
+    let batch = match laws.first() {
+        Some(Law::Graph(_)) => (batch / ids_per_seed(&FANOUT)).max(1) * ids_per_seed(&FANOUT),
+        _ => batch,
+    };
     let mut out = gpu.alloc_zeroed::<F4>(batch * d4)?;
     let mut bad = 0;
-    for (&exponent, zipf) in args.zipf.iter().zip(zipfs) {
-        let (t, b) = run_one(args, gpu, table, &perm, exponent, zipf, &mut out, &mut rng)?;
+    for law in &laws {
+        let (t, b) = run_one(args, gpu, table, &perm, law, batch, &mut out, &mut rng)?;
         table = t;
         bad += b;
     }
@@ -159,9 +197,61 @@ fn run_all<M: MappedArg<F4> + std::ops::DerefMut<Target = [F4]>>(
     Ok(())
 }
 
-/// A batch of `n` ids: Zipf ranks mapped through `perm`, drawn by several threads (each from
-/// its own generator, seeded from `rng`).
-fn draw(zipf: &Zipf, perm: &[u32], rng: &mut rand::rngs::StdRng, n: usize) -> Vec<u32> {
+/// The fan-out of the graph-sampled batches: 15 neighbours of each seed, 10 of each of those.
+const FANOUT: [usize; 2] = [15, 10];
+
+/// Where a batch's ids come from.
+enum Law<'a> {
+    /// Zipf ranks with this exponent, scattered over the rows.
+    Zipf(f64, &'a Zipf),
+    /// 2-hop neighbourhoods of uniform seeds in a graph over the rows.
+    Graph(&'a Csr),
+}
+
+impl Law<'_> {
+    /// A batch of `n` ids, the hot set moved by `shift` rows.
+    fn draw(&self, perm: &[u32], shift: usize, rng: &mut rand::rngs::StdRng, n: usize) -> Vec<u32> {
+        match self {
+            Law::Zipf(_, z) => draw(z, perm, shift, rng, n),
+            Law::Graph(g) => {
+                let rows = perm.len();
+                let mut ids =
+                    berth_examples::graph::sample(g, n / ids_per_seed(&FANOUT), &FANOUT, rng);
+                if shift > 0 {
+                    for v in &mut ids {
+                        *v = ((*v as usize + shift) % rows) as u32;
+                    }
+                }
+                ids
+            }
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Law::Zipf(s, _) => format!("Zipf s = {s}"),
+            Law::Graph(_) => "R-MAT 2-hop samples".into(),
+        }
+    }
+
+    /// The JSON fields naming the law.
+    fn json(&self) -> (Option<f64>, &'static str) {
+        match self {
+            Law::Zipf(s, _) => (Some(*s), "zipf"),
+            Law::Graph(_) => (None, "rmat_2hop"),
+        }
+    }
+}
+
+/// A batch of `n` ids: Zipf ranks, moved by `shift`, mapped through `perm`, drawn by several
+/// threads (each from its own generator, seeded from `rng`).
+fn draw(
+    zipf: &Zipf,
+    perm: &[u32],
+    shift: usize,
+    rng: &mut rand::rngs::StdRng,
+    n: usize,
+) -> Vec<u32> {
     let workers = std::thread::available_parallelism().map_or(4, |w| w.get());
     let chunk = n.div_ceil(workers).max(4096);
     let mut ids = vec![0u32; n];
@@ -171,12 +261,41 @@ fn draw(zipf: &Zipf, perm: &[u32], rng: &mut rand::rngs::StdRng, n: usize) -> Ve
             s.spawn(move || {
                 let mut r = rand::rngs::StdRng::seed_from_u64(seed);
                 for v in part {
-                    *v = perm[zipf.sample(&mut r) as usize];
+                    *v = perm[(zipf.sample(&mut r) as usize + shift) % perm.len()];
                 }
             });
         }
     });
     ids
+}
+
+/// Append `ids` to the file at `path` as little-endian u32s.
+fn dump(path: &std::path::Path, ids: &[u32]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    let bytes: Vec<u8> = ids.iter().flat_map(|v| v.to_le_bytes()).collect();
+    f.write_all(&bytes)
+}
+
+/// How many batches after a move of the hot set at timed batch `at` the gathers took again at
+/// most 10% more than before it: the first `k` where the mean of batches `at + k ..` (4 of
+/// them) is within 10% of the mean of the 8 batches before `at`. `None` if there are fewer
+/// than 8 before, or it never happens.
+fn recovered_after(batch_s: &[f64], at: usize) -> Option<usize> {
+    const BEFORE: usize = 8;
+    const AFTER: usize = 4;
+    if at < BEFORE || at > batch_s.len() {
+        return None;
+    }
+    let steady = batch_s[at - BEFORE..at].iter().sum::<f64>() / BEFORE as f64;
+    let end = batch_s.len();
+    (at..end.saturating_sub(AFTER - 1)).find_map(|k| {
+        let w = &batch_s[k..k + AFTER];
+        (w.iter().sum::<f64>() / AFTER as f64 <= 1.1 * steady).then_some(k - at)
+    })
 }
 
 /// One exponent's batches through a fresh tier over `table` (given back); the mismatches.
@@ -186,13 +305,13 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     gpu: &Gpu,
     table: M,
     perm: &[u32],
-    exponent: f64,
-    zipf: &Zipf,
+    law: &Law,
+    batch: usize,
     out: &mut berth::DeviceBuffer<F4>,
     rng: &mut rand::rngs::StdRng,
 ) -> Result<(M, usize), Box<dyn std::error::Error>> {
     let on_gpu = gpu.backend() == Backend::Cuda;
-    let batch = args.batch.unwrap_or(if on_gpu { 65_536 } else { 1024 });
+    let (exponent, ids_from) = law.json();
     let batches = args.batches.unwrap_or(if on_gpu { 50 } else { 8 });
     let (width, d4) = (args.width, args.width / 4);
     let row_bytes = width * 4;
@@ -200,7 +319,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let budget = args
         .device_budget
         .unwrap_or(rows * 4 + rows.div_ceil(4) * row_bytes);
-    println!("features: Zipf s = {exponent}");
+    println!("features: {}", law.name());
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     tier.admit_on_repeat(args.admit_on_repeat);
@@ -214,17 +333,33 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut hits_after_warmup = (0u64, 0u64);
     let warmup_t = Instant::now();
     let mut warmup_s = 0.0;
+    // The timed batches' gather times, and where the hot set moved.
+    let (mut batch_s, mut moves) = (Vec::new(), Vec::new());
+    let mut shift = 0;
     for k in 0..args.warmup + batches {
         let timed = k >= args.warmup;
         if k == args.warmup {
             warmup_s = warmup_t.elapsed().as_secs_f64();
         }
-        let ids = draw(zipf, perm, rng, batch);
+        let i = k.saturating_sub(args.warmup);
+        if timed && args.drift_every > 0 && i > 0 && i % args.drift_every == 0 {
+            // A third of the table away: the new hot rows were cold.
+            shift = (shift + rows / 3 + 1) % rows;
+            moves.push(i);
+        }
+        let ids = law.draw(perm, shift, rng, batch);
+        if timed && i < 8 {
+            if let Some(path) = &args.dump_ids {
+                dump(path, &ids)?;
+            }
+        }
         let before = tier.stats();
         let t = Instant::now();
         tier.gather(gpu, &ids, out)?.wait()?;
         if timed {
-            gather_s += t.elapsed().as_secs_f64();
+            let dt = t.elapsed().as_secs_f64();
+            gather_s += dt;
+            batch_s.push(dt);
         }
         if k >= args.warmup + batches / 2 {
             let s = tier.stats();
@@ -269,6 +404,15 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         );
     }
     let n = (batch * batches) as f64;
+    let recovery: Vec<Option<usize>> = moves
+        .iter()
+        .map(|&m| recovered_after(&batch_s, m))
+        .collect();
+    if !moves.is_empty() {
+        println!(
+            "features: the hot set moved at timed batches {moves:?}; gathers back within 10% of their time before each move after {recovery:?} batches"
+        );
+    }
     let s = tier.stats();
     let late = if hits_after_warmup.1 == 0 {
         0.0
@@ -290,6 +434,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         let line = serde_json::json!({
             "impl": "berth_hot_tier",
             "zipf": exponent,
+            "ids": ids_from,
             "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
             "dim": width,
             "batch": batch,
@@ -300,6 +445,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "refresh_every": args.refresh_every,
             "count_every": args.count_every,
             "admit_on_repeat": args.admit_on_repeat,
+            "drift_every": args.drift_every,
+            "drift_recovery_batches": recovery,
             "budget_bytes": budget,
             "capacity_rows": tier.capacity(),
             "gather_s": gather_s,
@@ -321,7 +468,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut plain = gpu.hot_tier(table, d4, 0)?;
     let mut plain_s = 0.0;
     for _ in 0..batches {
-        let ids = draw(zipf, perm, rng, batch);
+        let ids = law.draw(perm, 0, rng, batch);
         let t = Instant::now();
         plain.gather(gpu, &ids, out)?.wait()?;
         plain_s += t.elapsed().as_secs_f64();
@@ -340,6 +487,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         let line = serde_json::json!({
             "impl": "berth_mapped_only",
             "zipf": exponent,
+            "ids": ids_from,
             "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
             "dim": width,
             "batch": batch,
