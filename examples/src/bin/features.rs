@@ -348,10 +348,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             moves.push(i);
         }
         let ids = law.draw(perm, shift, rng, batch);
-        if timed && i < 8 {
-            if let Some(path) = &args.dump_ids {
-                dump(path, &ids)?;
-            }
+        if timed
+            && i < 8
+            && let Some(path) = &args.dump_ids
+        {
+            dump(path, &ids)?;
         }
         let before = tier.stats();
         let t = Instant::now();
