@@ -30,7 +30,7 @@ use crate::launch::builder::Launch;
 use crate::launch::grid::Grid;
 use crate::launch::pending::Pending;
 use crate::own_kernels::{
-    FILL_U32, HOT_FILL, HOT_GATHER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT, PENDING,
+    FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT, PENDING,
 };
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
@@ -106,6 +106,55 @@ fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
         *buf = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
     }
     buf.copy_prefix_from(data)
+}
+
+/// One gather's launch parameters.
+struct Gather {
+    units: usize,
+    rows: usize,
+    capacity: usize,
+    log_limit: usize,
+    on_repeat: bool,
+    threads: usize,
+    n: usize,
+}
+
+impl Gather {
+    /// Queue the gather kernel.
+    #[allow(clippy::too_many_arguments)]
+    fn queue<'l, T: DeviceCopy, M: MappedArg<T>>(
+        &self,
+        queue: &'l impl Queue,
+        table: &'l M,
+        tier: &'l DeviceBuffer<T>,
+        slots: &'l mut DeviceBuffer<u32>,
+        ids: &'l DeviceBuffer<u32>,
+        out: &'l mut DeviceBuffer<T>,
+        log_n: &'l mut DeviceBuffer<u64>,
+        log: &'l mut DeviceBuffer<u32>,
+        seen: &'l mut DeviceBuffer<u32>,
+        claim: &'l mut DeviceBuffer<u32>,
+    ) -> Result<Pending<'l>> {
+        let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(self.threads))?;
+        l.scalar(&(self.units as u64));
+        l.scalar(&(self.rows as u64));
+        l.scalar(&(self.capacity as u64));
+        l.scalar(&(self.log_limit as u64));
+        l.mapped(table);
+        l.device(tier);
+        l.device_mut(slots);
+        l.device_prefix(ids, self.n);
+        l.device_mut(out);
+        l.device_mut(log_n);
+        l.device_mut(log);
+        if self.on_repeat {
+            l.device_mut(seen);
+        } else {
+            l.device_prefix(&*seen, 0);
+        }
+        l.device_mut(claim);
+        l.submit()
+    }
 }
 
 /// What a [`HotTier`] has done so far.
@@ -222,6 +271,17 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     seen: DeviceBuffer<u32>,
     /// Whether gathers log a row only at its second miss ([`HotTier::admit_on_repeat`]).
     on_repeat: bool,
+    /// For each row of the last gather, its place in the miss log if it logged it (else
+    /// [`NOT_RESIDENT`]), for the capture kernel after it.
+    claim: DeviceBuffer<u32>,
+    /// The slots granted to the miss log's places until the next refresh: a logged row is
+    /// copied into the slot of its place as soon as it is gathered. `granted` on the device.
+    grant: DeviceBuffer<u32>,
+    /// The host's copy of `grant`: slots taken from `free` for the log.
+    granted: Vec<u32>,
+    /// Whether every gather since the last refresh that may have logged rows had its capture
+    /// queued; if not, the refresh copies the logged rows from the table.
+    captured: bool,
     /// One bit per row, set while the row is resident: what the device's slot table says
     /// once the last refresh's update has run, in a table small enough for the host's
     /// caches, for the hit statistics read at every counted id.
@@ -343,6 +403,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             l.submit()?.wait()?;
         }
         let log_limit = capacity.min(LOG_MAX);
+        let mut free: Vec<u32> = (0..capacity as u32).rev().collect();
+        let granted = free.split_off(free.len() - log_limit);
+        let mut grant = gpu.alloc_zeroed::<u32>(0)?;
+        stage(gpu, &mut grant, &granted)?;
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -359,9 +423,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             log_limit,
             seen: gpu.alloc_zeroed::<u32>(if capacity == 0 { 0 } else { rows.div_ceil(32) })?,
             on_repeat: false,
+            claim: gpu.alloc_zeroed(0)?,
+            grant,
+            granted,
+            captured: true,
             resident_bits: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
             resident: vec![NOT_RESIDENT; capacity],
-            free: (0..capacity as u32).rev().collect(),
+            free,
             quarantine: Vec::new(),
             hand: 0,
             counts: huge_vec(rows, 0),
@@ -416,7 +484,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// Rows resident now.
     pub fn resident_rows(&self) -> usize {
-        self.capacity - self.free.len() - self.quarantine.len()
+        self.capacity - self.free.len() - self.quarantine.len() - self.granted.len()
     }
 
     /// Whether row `id` is resident now (gathers queued from now on read it from device
@@ -491,6 +559,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
         stage(&self.gpu, &mut self.ids[ring], ids)?;
         self.count_batch(batch, ids);
+        if self.claim.len() < ids.len() {
+            self.claim = self
+                .gpu
+                .alloc_zeroed::<u32>(ids.len().next_power_of_two())?;
+        }
+        let n = ids.len();
+        let capture = self.log_limit > 0;
         let HotTier {
             table,
             tier,
@@ -500,6 +575,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             log,
             seen,
             on_repeat,
+            claim,
+            grant,
+            captured,
             units,
             rows,
             capacity,
@@ -507,24 +585,44 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             ..
         } = self;
         let ids_dev = &ids_in_flight[ring];
-        let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
-        l.scalar(&(*units as u64));
-        l.scalar(&(*rows as u64));
-        l.scalar(&(*capacity as u64));
-        l.scalar(&(*log_limit as u64));
-        l.mapped(table);
-        l.device(tier);
-        l.device_mut(slots);
-        l.device_prefix(ids_dev, ids.len());
-        l.device_mut(out);
-        l.device_mut(log_n);
-        l.device_mut(log);
-        if *on_repeat {
-            l.device_mut(seen);
-        } else {
-            l.device_prefix(seen, 0);
+        let gather = Gather {
+            units: *units,
+            rows: *rows,
+            capacity: *capacity,
+            log_limit: *log_limit,
+            on_repeat: *on_repeat,
+            threads,
+            n,
+        };
+        if !capture {
+            return gather.queue(
+                queue, table, tier, slots, ids_dev, out, log_n, log, seen, claim,
+            );
         }
-        l.submit()
+        // The rows the gather logs are copied from `out` into the slots granted to their
+        // places in the log by a second kernel, which reads what the gather wrote: the
+        // gather's guard ends first (waiting for it on a Gpu or a Stream; in a Scope both stay
+        // queued, in order). If either is not queued, the refresh copies the logged rows from
+        // the table instead.
+        let all_captured = *captured;
+        *captured = false;
+        let gathered = gather.queue(
+            queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim,
+        )?;
+        drop(gathered);
+        let mut l = Launch::new(queue, &HOT_CAPTURE, Grid::cover(threads))?;
+        l.scalar(&(*units as u64));
+        l.scalar(&(*capacity as u64));
+        l.device_prefix(ids_dev, n);
+        l.device_prefix(&*claim, n);
+        l.device(&*log);
+        l.device(&*log_n);
+        l.device_prefix(&*grant, *log_limit);
+        l.device(&*out);
+        l.device_mut(tier);
+        let pending = l.submit()?;
+        *captured = all_captured;
+        Ok(pending)
     }
 
     /// Count every `every`-th id of each batch instead of every id (1, the default, counts
@@ -684,7 +782,17 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             return Ok(Refresh::default());
         }
         let log_read = start.elapsed();
-        // The rows the policy keeps: the counted most, resident first among equals.
+        // Gathers log nothing until the next places are granted, at the end (an error on the
+        // way leaves it so: the granted slots are handed out below).
+        self.log_limit = 0;
+        // The logged rows: each is in the slot granted to its place in the log (the gathers'
+        // captures copied it there, or the fill below does when a capture was not queued).
+        // The slots granted to places not taken are free again.
+        let granted = std::mem::take(&mut self.granted);
+        let logged = &logged[..logged.len().min(granted.len())];
+        self.free.extend_from_slice(&granted[logged.len()..]);
+        // The rows the policy keeps: the counted most, resident first among equals. A logged
+        // row they name keeps its slot.
         let counts = &self.counts;
         let bits = &self.resident_bits;
         let rank = |&id: &u32| (std::cmp::Reverse(counts[id as usize]), !bit(bits, id), id);
@@ -693,35 +801,49 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             chosen.select_nth_unstable_by_key(self.capacity - 1, rank);
             chosen.truncate(self.capacity);
         }
+        for &id in logged {
+            set_bit(&mut self.mark, id, true);
+        }
+        let mark = &self.mark;
         let mut admit: Vec<u32> = chosen
             .iter()
             .copied()
-            .filter(|&id| !bit(bits, id))
+            .filter(|&id| !bit(bits, id) && !bit(mark, id))
             .collect();
-        admit.sort_unstable_by_key(rank);
-        // While slots are free, the rows missed lately join too (in the order they were
-        // logged), counted or not: with a sample counted, the tier would otherwise fill only
-        // as fast as the sample names rows. Their counts are what they are, so when room is
-        // short they are the first to leave.
-        if admit.len() < self.free.len() {
-            let room = self.free.len() - admit.len();
-            let mark = &mut self.mark;
-            for &id in &admit {
-                set_bit(mark, id, true);
-            }
-            let extra: Vec<u32> = logged
-                .iter()
-                .copied()
-                .filter(|&id| !bit(mark, id))
-                .take(room)
-                .collect();
-            for &id in &admit {
-                set_bit(mark, id, false);
-            }
-            admit.extend(extra);
+        for &id in logged {
+            set_bit(&mut self.mark, id, false);
         }
-        // Room: resident rows not kept leave, the least counted first, as many as the free
-        // slots lack; their slots are refilled from the next refresh on.
+        admit.sort_unstable_by_key(rank);
+        // The counted rows come first: where the free slots are too few for them, logged rows
+        // give theirs up (the last logged first). No gather has read those slots (no slot
+        // table names them yet), so they are free at once.
+        let displace = admit
+            .len()
+            .saturating_sub(self.free.len())
+            .min(logged.len());
+        let kept = logged.len() - displace;
+        self.free.extend_from_slice(&granted[kept..logged.len()]);
+        let mut ids = Vec::with_capacity(2 * logged.len());
+        let mut vals = Vec::with_capacity(ids.capacity());
+        for (&id, &s) in logged[..kept].iter().zip(&granted[..kept]) {
+            set_bit(&mut self.resident_bits, id, true);
+            self.resident[s as usize] = id;
+            ids.push(id);
+            vals.push(s);
+        }
+        for &id in &logged[kept..] {
+            ids.push(id);
+            vals.push(NOT_RESIDENT);
+        }
+        let (mut fill_ids, mut fill_dst) = if self.captured {
+            (Vec::new(), Vec::new())
+        } else {
+            (logged[..kept].to_vec(), granted[..kept].to_vec())
+        };
+        self.captured = true;
+        let (counts, bits) = (&self.counts, &self.resident_bits);
+        // Room: resident rows not kept leave, rows counted 0 first, as many as the free slots
+        // lack; their slots are refilled from the next refresh on.
         let short = admit.len().saturating_sub(self.free.len());
         let mut evict = Vec::new();
         if short > 0 {
@@ -769,32 +891,32 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         admit.truncate(self.free.len());
         let dst: Vec<u32> = self.free[self.free.len() - admit.len()..].to_vec();
+        self.free.truncate(self.free.len() - admit.len());
+        fill_ids.extend_from_slice(&admit);
+        fill_dst.extend_from_slice(&dst);
         let policy = start.elapsed();
-        if !admit.is_empty() {
+        if !fill_ids.is_empty() {
             // Rewriting the fill's lists waits for the previous fill, if it is still queued.
-            stage(&self.gpu, &mut self.fill.0, &admit)?;
-            stage(&self.gpu, &mut self.fill.1, &dst)?;
+            stage(&self.gpu, &mut self.fill.0, &fill_ids)?;
+            stage(&self.gpu, &mut self.fill.1, &fill_dst)?;
             let fill = &self.fill;
-            let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(admit.len() * self.units))?;
+            let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(fill_ids.len() * self.units))?;
             l.scalar(&(self.units as u64));
             l.scalar(&(self.rows as u64));
             l.scalar(&(self.capacity as u64));
             l.mapped(&self.table);
-            l.device_prefix(&fill.0, admit.len());
-            l.device_prefix(&fill.1, admit.len());
+            l.device_prefix(&fill.0, fill_ids.len());
+            l.device_prefix(&fill.1, fill_ids.len());
             l.device_mut(&mut self.tier);
             // Dropping the guard waits for the fill, except in a scope.
             drop(l.submit()?);
         }
         let filled = start.elapsed();
-        // The fill is queued (it wrote only free slots, which no slot table the device has
-        // or will have before the update below names). Now the host's tables, and the
-        // entries of the device's slot table that change: the admitted rows' slots, and
-        // `NOT_RESIDENT` for the evicted rows and for the logged rows left out (which the
-        // gathers set `PENDING`).
-        self.free.truncate(self.free.len() - admit.len());
-        let mut ids = Vec::with_capacity(admit.len() + evict.len() + logged.len());
-        let mut vals = Vec::with_capacity(ids.capacity());
+        // The fill is queued (it wrote only granted or free slots, which no slot table the
+        // device has or will have before the update below names). Now the host's tables, and
+        // the entries of the device's slot table that change: the logged rows' and the
+        // admitted rows' slots (the logged rows' entries were pending), and `NOT_RESIDENT`
+        // for the evicted rows.
         for (&id, &s) in admit.iter().zip(&dst) {
             set_bit(&mut self.resident_bits, id, true);
             self.resident[s as usize] = id;
@@ -809,12 +931,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             ids.push(id);
             vals.push(NOT_RESIDENT);
         }
-        for &id in logged {
-            if !bit(&self.resident_bits, id) {
-                ids.push(id);
-                vals.push(NOT_RESIDENT);
-            }
-        }
         if !ids.is_empty() {
             stage(&self.gpu, &mut self.update.0, &ids)?;
             stage(&self.gpu, &mut self.update.1, &vals)?;
@@ -828,16 +944,22 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             drop(l.submit()?);
         }
         // Gathers queued before the update may read the evicted rows' slots: those are
-        // refilled only by fills queued after it, which the runtime orders after those
-        // gathers.
+        // refilled only by fills and captures queued after it, which the runtime orders after
+        // those gathers.
         self.free.append(&mut self.quarantine);
-        self.log_limit = self.free.len().min(self.log.len());
-        self.stats.admitted += admit.len() as u64;
+        // The next gathers' log: as many places as free slots, up to the log's length, each
+        // with its slot.
+        let take = self.free.len().min(self.log.len());
+        self.granted = self.free.split_off(self.free.len() - take);
+        stage(&self.gpu, &mut self.grant, &self.granted)?;
+        self.log_limit = take;
+        self.stats.admitted += (kept + admit.len()) as u64;
         self.stats.evicted += evict.len() as u64;
         tracing::debug!(
             admitted = admit.len(),
             evicted = evict.len(),
             logged = logged.len(),
+            displaced = displace,
             resident = self.resident_rows(),
             candidates = self.touched.len(),
             log_read_us = log_read.as_micros(),
@@ -847,7 +969,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             "hot tier refreshed"
         );
         Ok(Refresh {
-            admitted: admit.len(),
+            admitted: kept + admit.len(),
             evicted: evict.len(),
             resident: self.resident_rows(),
         })
@@ -926,6 +1048,30 @@ mod tests {
         }
         t.refresh(&gpu).unwrap();
         assert_tables_agree(&t);
+    }
+
+    /// When a gather's capture was not queued, the refresh copies the logged rows from the
+    /// table instead of trusting their slots.
+    #[test]
+    fn without_a_capture_the_fill_copies_the_logged_rows() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (64usize, 4usize);
+        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let mut t = gpu.hot_tier(table, width, rows * 4 + 8 * width * 4).unwrap();
+        let ids: Vec<u32> = (20..28).collect();
+        let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        // As if the capture had failed: the granted slots hold something else.
+        t.captured = false;
+        t.tier.copy_from(&vec![-1.0; t.tier.len()]).unwrap();
+        assert_eq!(t.refresh(&gpu).unwrap().admitted, 8);
+        assert_tables_agree(&t);
+        out.copy_from(&vec![-2.0; out.len()]).unwrap();
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        assert_eq!(t.stats().hits, 8);
+        let got = out.to_vec().unwrap();
+        assert_eq!(got, host[20 * width..28 * width]);
     }
 
     #[test]

@@ -64,8 +64,9 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// if its bit was set already: the first miss sets it (`atom.or`), a later one claims. Slots are read with relaxed `.gpu` loads,
 /// since a launch's own claims may race with them. Parameters: `units`, `rows`, `capacity`,
 /// `log_limit`, then the slices `table` (mapped), `tier`, `slots` (written), `ids`, `out`
-/// (written), `log_n` (written), `log` (written) and `seen` (written), each a pointer and a
-/// length.
+/// (written), `log_n` (written), `log` (written), `seen` (written) and `claim` (written), each
+/// a pointer and a length. The thread of unit 0 of row `b` writes `claim[b]` (for `b` below its
+/// length): the row's place in the log if it logged the row, else [`NOT_RESIDENT`].
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
@@ -92,9 +93,50 @@ pub static HOT_GATHER: Kernel = Kernel {
         Param::word("log", Part::Len),
         Param::slice_ptr::<u32>("seen", true, Placement::Device),
         Param::word("seen", Part::Len),
+        Param::slice_ptr::<u32>("claim", true, Placement::Device),
+        Param::word("claim", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: hot_gather_sim,
+    uses_barrier: false,
+    linear: None,
+    same_len: &[],
+    block: None,
+};
+
+/// The hot tier's capture, queued after a gather: thread `g` copies unit `g % units` of
+/// `out` row `b = g / units` into unit `g % units` of tier slot `grant[n]`, where `n =
+/// claim[b]` is the row's place in the miss log, if the gather logged it there: `n` below the
+/// lengths of `grant` and `log` and the counter `log_n[0]`, `log[n] == ids[b]`, and the slot
+/// below `capacity`. As for the gather, `out` holds `ids × units` units and `tier`
+/// `capacity × units` (their lengths count the host's elements, not bytes). Parameters:
+/// `units`, `capacity`, then the slices `ids`, `claim`, `log`, `log_n`, `grant`, `out` and
+/// `tier` (written).
+pub static HOT_CAPTURE: Kernel = Kernel {
+    name: "berth_hot_capture",
+    crate_name: "berth_runtime",
+    ptx: RUNTIME_PTX,
+    sass: None,
+    params: &[
+        Param::scalar::<u64>("units"),
+        Param::scalar::<u64>("capacity"),
+        Param::slice_ptr::<u32>("ids", false, Placement::Device),
+        Param::word("ids", Part::Len),
+        Param::slice_ptr::<u32>("claim", false, Placement::Device),
+        Param::word("claim", Part::Len),
+        Param::slice_ptr::<u32>("log", false, Placement::Device),
+        Param::word("log", Part::Len),
+        Param::slice_ptr::<u64>("log_n", false, Placement::Device),
+        Param::word("log_n", Part::Len),
+        Param::slice_ptr::<u32>("grant", false, Placement::Device),
+        Param::word("grant", Part::Len),
+        Param::slice_ptr::<u8>("out", false, Placement::Device),
+        Param::word("out", Part::Len),
+        Param::slice_ptr::<u8>("tier", true, Placement::Device),
+        Param::word("tier", Part::Len),
+    ],
+    location: concat!(file!(), ":", line!()),
+    sim: hot_capture_sim,
     uses_barrier: false,
     linear: None,
     same_len: &[],
@@ -270,12 +312,14 @@ $L__done:
 \t.param .u64 berth_hot_gather_param_16,
 \t.param .u64 berth_hot_gather_param_17,
 \t.param .u64 berth_hot_gather_param_18,
-\t.param .u64 berth_hot_gather_param_19
+\t.param .u64 berth_hot_gather_param_19,
+\t.param .u64 berth_hot_gather_param_20,
+\t.param .u64 berth_hot_gather_param_21
 )
 {
-\t.reg .pred \t%p<12>;
-\t.reg .b32 \t%r<10>;
-\t.reg .b64 \t%rd<36>;
+\t.reg .pred \t%p<14>;
+\t.reg .b32 \t%r<11>;
+\t.reg .b64 \t%rd<40>;
 
 \tld.param.u64 \t%rd1, [berth_hot_gather_param_0];
 \tld.param.u64 \t%rd2, [berth_hot_gather_param_1];
@@ -294,6 +338,8 @@ $L__done:
 \tld.param.u64 \t%rd15, [berth_hot_gather_param_17];
 \tld.param.u64 \t%rd32, [berth_hot_gather_param_18];
 \tld.param.u64 \t%rd33, [berth_hot_gather_param_19];
+\tld.param.u64 \t%rd36, [berth_hot_gather_param_20];
+\tld.param.u64 \t%rd37, [berth_hot_gather_param_21];
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
 \tmov.u32 \t%r3, %tid.x;
@@ -305,6 +351,7 @@ $L__done:
 \tdiv.u64 \t%rd17, %rd16, %rd1;
 \tsetp.ge.u64 \t%p2, %rd17, %rd10;
 \t@%p2 bra \t$L__hot_gather_done;
+\tmov.u32 \t%r10, 0xFFFFFFFF;
 \tmul.lo.s64 \t%rd18, %rd17, %rd1;
 \tsub.s64 \t%rd18, %rd16, %rd18;
 \tcvta.to.global.u64 \t%rd19, %rd9;
@@ -313,7 +360,7 @@ $L__done:
 \tld.global.u32 \t%r4, [%rd19];
 \tcvt.u64.u32 \t%rd20, %r4;
 \tsetp.ge.u64 \t%p3, %rd20, %rd2;
-\t@%p3 bra \t$L__hot_gather_done;
+\t@%p3 bra \t$L__hot_gather_claimed;
 \tmov.u64 \t%rd21, %rd20;
 \tmov.u64 \t%rd22, %rd5;
 \tsetp.eq.u64 \t%p4, %rd8, 0;
@@ -369,6 +416,7 @@ $L__hot_gather_log:
 \tshl.b64 \t%rd29, %rd26, 2;
 \tadd.s64 \t%rd28, %rd28, %rd29;
 \tst.global.u32 \t[%rd28], %r4;
+\tcvt.u32.u64 \t%r10, %rd26;
 $L__hot_gather_read:
 \tmul.lo.s64 \t%rd30, %rd21, %rd1;
 \tadd.s64 \t%rd30, %rd30, %rd18;
@@ -380,7 +428,112 @@ $L__hot_gather_read:
 \tshl.b64 \t%rd26, %rd16, 4;
 \tadd.s64 \t%rd25, %rd25, %rd26;
 \tst.global.v4.u32 \t[%rd25], {%r6, %r7, %r8, %r9};
+$L__hot_gather_claimed:
+\tsetp.ne.u64 \t%p12, %rd18, 0;
+\tsetp.ge.u64 \t%p13, %rd17, %rd37;
+\tor.pred \t%p12, %p12, %p13;
+\t@%p12 bra \t$L__hot_gather_done;
+\tcvta.to.global.u64 \t%rd38, %rd36;
+\tshl.b64 \t%rd39, %rd17, 2;
+\tadd.s64 \t%rd38, %rd38, %rd39;
+\tst.global.u32 \t[%rd38], %r10;
 $L__hot_gather_done:
+\tret;
+}
+
+.visible .entry berth_hot_capture(
+\t.param .u64 berth_hot_capture_param_0,
+\t.param .u64 berth_hot_capture_param_1,
+\t.param .u64 berth_hot_capture_param_2,
+\t.param .u64 berth_hot_capture_param_3,
+\t.param .u64 berth_hot_capture_param_4,
+\t.param .u64 berth_hot_capture_param_5,
+\t.param .u64 berth_hot_capture_param_6,
+\t.param .u64 berth_hot_capture_param_7,
+\t.param .u64 berth_hot_capture_param_8,
+\t.param .u64 berth_hot_capture_param_9,
+\t.param .u64 berth_hot_capture_param_10,
+\t.param .u64 berth_hot_capture_param_11,
+\t.param .u64 berth_hot_capture_param_12,
+\t.param .u64 berth_hot_capture_param_13,
+\t.param .u64 berth_hot_capture_param_14,
+\t.param .u64 berth_hot_capture_param_15
+)
+{
+\t.reg .pred \t%p<12>;
+\t.reg .b32 \t%r<12>;
+\t.reg .b64 \t%rd<40>;
+
+\tld.param.u64 \t%rd1, [berth_hot_capture_param_0];
+\tld.param.u64 \t%rd2, [berth_hot_capture_param_1];
+\tld.param.u64 \t%rd3, [berth_hot_capture_param_2];
+\tld.param.u64 \t%rd4, [berth_hot_capture_param_3];
+\tld.param.u64 \t%rd5, [berth_hot_capture_param_4];
+\tld.param.u64 \t%rd6, [berth_hot_capture_param_5];
+\tld.param.u64 \t%rd7, [berth_hot_capture_param_6];
+\tld.param.u64 \t%rd8, [berth_hot_capture_param_7];
+\tld.param.u64 \t%rd9, [berth_hot_capture_param_8];
+\tld.param.u64 \t%rd10, [berth_hot_capture_param_9];
+\tld.param.u64 \t%rd11, [berth_hot_capture_param_10];
+\tld.param.u64 \t%rd12, [berth_hot_capture_param_11];
+\tld.param.u64 \t%rd13, [berth_hot_capture_param_12];
+\tld.param.u64 \t%rd14, [berth_hot_capture_param_13];
+\tld.param.u64 \t%rd15, [berth_hot_capture_param_14];
+\tld.param.u64 \t%rd16, [berth_hot_capture_param_15];
+\tmov.u32 \t%r1, %ctaid.x;
+\tmov.u32 \t%r2, %ntid.x;
+\tmov.u32 \t%r3, %tid.x;
+\tmul.wide.u32 \t%rd17, %r1, %r2;
+\tcvt.u64.u32 \t%rd18, %r3;
+\tadd.s64 \t%rd17, %rd17, %rd18;
+\tsetp.eq.u64 \t%p1, %rd1, 0;
+\t@%p1 bra \t$L__hot_capture_done;
+\tsetp.eq.u64 \t%p1, %rd10, 0;
+\t@%p1 bra \t$L__hot_capture_done;
+\tdiv.u64 \t%rd18, %rd17, %rd1;
+\tmin.u64 \t%rd19, %rd4, %rd6;
+\tsetp.ge.u64 \t%p2, %rd18, %rd19;
+\t@%p2 bra \t$L__hot_capture_done;
+\tmul.lo.s64 \t%rd19, %rd18, %rd1;
+\tsub.s64 \t%rd19, %rd17, %rd19;
+\tshl.b64 \t%rd20, %rd18, 2;
+\tcvta.to.global.u64 \t%rd21, %rd5;
+\tadd.s64 \t%rd21, %rd21, %rd20;
+\tld.global.u32 \t%r4, [%rd21];
+\tcvt.u64.u32 \t%rd22, %r4;
+\tmin.u64 \t%rd23, %rd12, %rd8;
+\tsetp.ge.u64 \t%p3, %rd22, %rd23;
+\t@%p3 bra \t$L__hot_capture_done;
+\tcvta.to.global.u64 \t%rd24, %rd9;
+\tld.global.u64 \t%rd25, [%rd24];
+\tsetp.ge.u64 \t%p4, %rd22, %rd25;
+\t@%p4 bra \t$L__hot_capture_done;
+\tshl.b64 \t%rd26, %rd22, 2;
+\tcvta.to.global.u64 \t%rd27, %rd7;
+\tadd.s64 \t%rd27, %rd27, %rd26;
+\tld.global.u32 \t%r5, [%rd27];
+\tcvta.to.global.u64 \t%rd28, %rd3;
+\tadd.s64 \t%rd28, %rd28, %rd20;
+\tld.global.u32 \t%r6, [%rd28];
+\tsetp.ne.u32 \t%p5, %r5, %r6;
+\t@%p5 bra \t$L__hot_capture_done;
+\tcvta.to.global.u64 \t%rd29, %rd11;
+\tadd.s64 \t%rd29, %rd29, %rd26;
+\tld.global.u32 \t%r7, [%rd29];
+\tcvt.u64.u32 \t%rd30, %r7;
+\tsetp.ge.u64 \t%p6, %rd30, %rd2;
+\t@%p6 bra \t$L__hot_capture_done;
+\tmul.lo.s64 \t%rd32, %rd30, %rd1;
+\tadd.s64 \t%rd32, %rd32, %rd19;
+\tshl.b64 \t%rd34, %rd17, 4;
+\tcvta.to.global.u64 \t%rd35, %rd13;
+\tadd.s64 \t%rd35, %rd35, %rd34;
+\tld.global.v4.u32 \t{%r8, %r9, %r10, %r11}, [%rd35];
+\tshl.b64 \t%rd36, %rd32, 4;
+\tcvta.to.global.u64 \t%rd37, %rd15;
+\tadd.s64 \t%rd37, %rd37, %rd36;
+\tst.global.v4.u32 \t[%rd37], {%r8, %r9, %r10, %r11};
+$L__hot_capture_done:
 \tret;
 }
 
@@ -591,13 +744,14 @@ unsafe fn copy_unit(src: u64, dst: u64) {
 /// table and the log counter through atomics, as there).
 ///
 /// # Safety
-/// `p` points at the 20 parameter values; `table` holds `rows × units` units and `tier`
+/// `p` points at the 22 parameter values; `table` holds `rows × units` units and `tier`
 /// `capacity × units`, `slots` `slots_len` 4-aligned words (0, or `rows`), `ids` `ids_len`
 /// words, `out` `ids_len × units` units, `log_n` `log_n_len` 8-aligned words and `log`
-/// `log_len` words, `seen` `seen_len` 4-aligned words; `out` overlaps none of the others.
+/// `log_len` words, `seen` `seen_len` 4-aligned words, `claim` `claim_len` words; `out` and
+/// `claim` overlap none of the others.
 unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 20] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 22] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         rows,
@@ -619,6 +773,8 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
         log_len,
         seen,
         seen_len,
+        claim,
+        claim_len,
     ] = v;
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || g / units >= ids_len {
@@ -627,7 +783,15 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     let (b, j) = (g / units, g % units);
     // SAFETY: `b < ids_len` (checked above).
     let id = u64::from(unsafe { *(ids as *const u32).add(b as usize) });
+    let mut claimed = NOT_RESIDENT;
+    let write_claim = |claimed: u32| {
+        if j == 0 && b < claim_len {
+            // SAFETY: `b` is below `claim`'s length.
+            unsafe { (claim as *mut u32).add(b as usize).write(claimed) };
+        }
+    };
     if id >= rows {
+        write_claim(claimed);
         return;
     }
     let (mut base, mut row) = (table, id);
@@ -662,6 +826,7 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
                 if n < limit {
                     // SAFETY: `n` is below `log`'s length.
                     unsafe { (log as *mut u32).add(n as usize).write(id as u32) };
+                    claimed = n as u32;
                 } else {
                     entry.swap(NOT_RESIDENT, Ordering::Relaxed);
                 }
@@ -672,6 +837,65 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: `row` is below `rows` (table) or `capacity` (tier) and `j < units`, and `g` is
     // below `ids_len × units`: each unit is inside its allocation, and they do not overlap.
     unsafe { copy_unit(base + (row * units + j) * unit, out + g * unit) };
+    write_claim(claimed);
+}
+
+/// [`HOT_CAPTURE`] on the simulator: one simulated thread's unit, as the PTX does it.
+///
+/// # Safety
+/// `p` points at the 16 parameter values; each of `ids`, `claim`, `log`, `log_n` and `grant`
+/// holds its length in words, `out` holds `ids_len × units` units and `tier` `capacity ×
+/// units`, and `tier` overlaps none of the others.
+unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
+    // SAFETY: the caller's contract: each parameter value is a u64.
+    let v: [u64; 16] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let [
+        units,
+        capacity,
+        ids,
+        ids_len,
+        claim,
+        claim_len,
+        log,
+        log_len,
+        log_n,
+        log_n_len,
+        grant,
+        grant_len,
+        out,
+        _,
+        tier,
+        _,
+    ] = v;
+    let g = berth_device::thread::global_x() as u64;
+    if units == 0 || log_n_len == 0 {
+        return;
+    }
+    let (b, j) = (g / units, g % units);
+    if b >= ids_len.min(claim_len) {
+        return;
+    }
+    // SAFETY: `b` is below `claim`'s length.
+    let n = u64::from(unsafe { *(claim as *const u32).add(b as usize) });
+    // SAFETY: `log_n` holds at least one word.
+    if n >= grant_len.min(log_len) || n >= unsafe { *(log_n as *const u64) } {
+        return;
+    }
+    // SAFETY: `n` is below `log`'s and `grant`'s lengths, `b` below `ids`'.
+    let (logged, id, slot) = unsafe {
+        (
+            *(log as *const u32).add(n as usize),
+            *(ids as *const u32).add(b as usize),
+            u64::from(*(grant as *const u32).add(n as usize)),
+        )
+    };
+    if logged != id || slot >= capacity {
+        return;
+    }
+    let unit = HOT_UNIT as u64;
+    // SAFETY: `b < ids_len` and `j < units`: unit `g` is inside `out`; `slot < capacity`: unit
+    // `slot × units + j` is inside `tier`; the two do not overlap.
+    unsafe { copy_unit(out + g * unit, tier + (slot * units + j) * unit) };
 }
 
 /// [`HOT_SLOTS`] on the simulator: one simulated thread's entry.

@@ -285,7 +285,7 @@ fn a_mailbox_item_is_read_in_field_order() {
 }
 
 /// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
-/// `#[auto]`'s close calls; the hot tier's gather, fill and slot table update): hand-written PTX whose entries match their descriptors and which
+/// `#[auto]`'s close calls; the hot tier's gather, capture, fill and slot table update): hand-written PTX whose entries match their descriptors and which
 /// ptxas accepts for sm_90.
 #[test]
 fn the_runtime_kernels_are_valid_ptx() {
@@ -293,7 +293,8 @@ fn the_runtime_kernels_are_valid_ptx() {
     let probe = &berth::__private::RANDOM_PROBE;
     let (gather, fill) = (&berth::__private::HOT_GATHER, &berth::__private::HOT_FILL);
     let (slots, fill_u32) = (&berth::__private::HOT_SLOTS, &berth::__private::FILL_U32);
-    let all = [k, probe, gather, fill, slots, fill_u32];
+    let capture = &berth::__private::HOT_CAPTURE;
+    let all = [k, probe, gather, fill, slots, fill_u32, capture];
     for other in all {
         assert_eq!(k.ptx, other.ptx, "one module for the runtime's crate name");
     }
