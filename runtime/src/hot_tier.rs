@@ -791,8 +791,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let granted = std::mem::take(&mut self.granted);
         let logged = &logged[..logged.len().min(granted.len())];
         self.free.extend_from_slice(&granted[logged.len()..]);
-        // The rows the policy keeps: the counted most, resident first among equals. A logged
-        // row they name keeps its slot.
+        // Resident from here on (unless given up below, for a counted row).
+        for &id in logged {
+            set_bit(&mut self.resident_bits, id, true);
+        }
+        // The rows the policy keeps: the counted most, resident first among equals (a
+        // logged row they name keeps its slot).
         let counts = &self.counts;
         let bits = &self.resident_bits;
         let rank = |&id: &u32| (std::cmp::Reverse(counts[id as usize]), !bit(bits, id), id);
@@ -801,18 +805,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             chosen.select_nth_unstable_by_key(self.capacity - 1, rank);
             chosen.truncate(self.capacity);
         }
-        for &id in logged {
-            set_bit(&mut self.mark, id, true);
-        }
-        let mark = &self.mark;
         let mut admit: Vec<u32> = chosen
             .iter()
             .copied()
-            .filter(|&id| !bit(bits, id) && !bit(mark, id))
+            .filter(|&id| !bit(bits, id))
             .collect();
-        for &id in logged {
-            set_bit(&mut self.mark, id, false);
-        }
         admit.sort_unstable_by_key(rank);
         // The counted rows come first: where the free slots are too few for them, logged rows
         // give theirs up (the last logged first). No gather has read those slots (no slot
@@ -826,12 +823,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let mut ids = Vec::with_capacity(2 * logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
         for (&id, &s) in logged[..kept].iter().zip(&granted[..kept]) {
-            set_bit(&mut self.resident_bits, id, true);
             self.resident[s as usize] = id;
             ids.push(id);
             vals.push(s);
         }
         for &id in &logged[kept..] {
+            set_bit(&mut self.resident_bits, id, false);
             ids.push(id);
             vals.push(NOT_RESIDENT);
         }
