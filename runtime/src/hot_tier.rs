@@ -205,11 +205,11 @@ pub struct Refresh {
 ///
 /// [`gather`](HotTier::gather) runs one kernel for a batch of row ids: each row comes from
 /// the device tier if it is resident, else from host memory read in place over the link.
-/// Each gather counts its ids (on the host); [`refresh`](HotTier::refresh) makes the rows
-/// counted most resident (as many as the budget holds) and, while slots are free, the rows
-/// missed since the last refresh, copying the new ones in with a kernel queued after the
-/// gathers already in flight, and halves every count, so the tier
-/// follows a drifting hot set. Nothing is written to the table while the tier owns it, so a
+/// While slots are free, the rows it misses are logged, and a second kernel copies them from
+/// the batch into free slots. Each gather counts its ids (on the host);
+/// [`refresh`](HotTier::refresh) makes the logged rows resident, and the rows counted most
+/// (as many as the budget holds), copying those in with a kernel queued after the gathers
+/// already in flight, and halves every count, so the tier follows a drifting hot set. Nothing is written to the table while the tier owns it, so a
 /// resident row always equals its host row.
 ///
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
@@ -508,11 +508,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// else from the host table, and count the ids for the next refresh. Batch `n` is the
     /// `n`-th call (from 0), failed ones included.
     ///
-    /// The guard keeps `out` borrowed until the gather is done; in a
-    /// [`Scope`](crate::Scope), dropping or detaching it leaves the gather queued, and more
-    /// gathers may follow at once (a refresh waits for them: it reads the rows they missed).
-    /// Queuing a gather waits (on the host) only for the gather queued four batches earlier,
-    /// whose ids' device buffer it frees.
+    /// While the tier has free slots, the gather logs the rows it misses and a second kernel,
+    /// queued after it, copies them from `out` into slots granted to them; the guard is that
+    /// kernel's (queuing it waits for the gather on a [`Gpu`] or a
+    /// [`Stream`](crate::Stream)). The guard keeps `out` borrowed until both are done; in a
+    /// [`Scope`](crate::Scope), dropping or detaching it leaves them queued, and more gathers
+    /// may follow at once (a refresh waits for them: it reads the rows they missed). Queuing
+    /// a gather also waits (on the host) for the gather queued four batches earlier, whose
+    /// ids' device buffer it reuses.
     ///
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
