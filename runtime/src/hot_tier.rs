@@ -1058,7 +1058,9 @@ mod tests {
         let (rows, width) = (64usize, 4usize);
         let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
         let table = gpu.mapped_from(&host).unwrap();
-        let mut t = gpu.hot_tier(table, width, rows * 4 + 8 * width * 4).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 8 * width * 4)
+            .unwrap();
         let ids: Vec<u32> = (20..28).collect();
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();

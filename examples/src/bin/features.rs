@@ -501,3 +501,22 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     }
     Ok((plain.into_table(), bad))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::recovered_after;
+
+    #[test]
+    fn recovery_is_the_first_window_back_within_ten_percent() {
+        // Steady at 1.0, a move at 8 doubles the time, which falls back by batch 12.
+        let mut t = vec![1.0; 8];
+        t.extend([2.0, 2.0, 1.8, 1.5, 1.05, 1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(recovered_after(&t, 8), Some(4));
+        // Never back: none.
+        let mut slow = vec![1.0; 8];
+        slow.extend([2.0; 8]);
+        assert_eq!(recovered_after(&slow, 8), None);
+        // Too few batches before the move to know the steady state.
+        assert_eq!(recovered_after(&t, 4), None);
+    }
+}
