@@ -56,8 +56,8 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// from the host table.
 ///
 /// It also logs the rows it missed, each once: the thread of a row's unit 0 that finds the
-/// slot [`NOT_RESIDENT`], while the 64-bit counter `log_n[0]` is below `log_limit` and `log`'s
-/// length, claims it ([`PENDING`], with a compare-and-swap, so one thread of the whole launch
+/// slot `NOT_RESIDENT` (`u32::MAX`), while the 64-bit counter `log_n[0]` is below `log_limit` and `log`'s
+/// length, claims it (`PENDING` (`u32::MAX - 1`), with a compare-and-swap, so one thread of the whole launch
 /// wins per row), adds 1 to the counter, and writes the id at `log[n]` if `n` is still below
 /// both; past them it gives the slot back (`NOT_RESIDENT`). `log_limit` 0 logs nothing. With a
 /// doorkeeper (`seen`, one bit per row; none when its length is 0), a row is claimed only
@@ -66,7 +66,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// `log_limit`, then the slices `table` (mapped), `tier`, `slots` (written), `ids`, `out`
 /// (written), `log_n` (written), `log` (written), `seen` (written) and `claim` (written), each
 /// a pointer and a length. The thread of unit 0 of row `b` writes `claim[b]` (for `b` below its
-/// length): the row's place in the log if it logged the row, else [`NOT_RESIDENT`].
+/// length): the row's place in the log if it logged the row, else `NOT_RESIDENT`.
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
