@@ -29,16 +29,29 @@ impl Csr {
     }
 }
 
-/// One R-MAT edge over `2^scale` vertices.
+/// One R-MAT edge over `2^scale` vertices: at each level a quadrant drawn from 16 random
+/// bits (four levels per 64-bit draw).
 fn rmat_edge(rng: &mut impl Rng, scale: u32) -> (u64, u64) {
+    // The cumulative quadrant probabilities in 16-bit fixed point.
+    let cut = |p: f64| (p * 65536.0) as u64;
+    let [a, ab, abc] = [
+        cut(QUADRANTS[0]),
+        cut(QUADRANTS[0] + QUADRANTS[1]),
+        cut(QUADRANTS[0] + QUADRANTS[1] + QUADRANTS[2]),
+    ];
     let (mut src, mut dst) = (0u64, 0u64);
-    for _ in 0..scale {
-        let p: f64 = rng.random();
-        let (s, d) = if p < QUADRANTS[0] {
+    let mut bits = 0u64;
+    for level in 0..scale {
+        if level % 4 == 0 {
+            bits = rng.random();
+        }
+        let p = bits & 0xFFFF;
+        bits >>= 16;
+        let (s, d) = if p < a {
             (0, 0)
-        } else if p < QUADRANTS[0] + QUADRANTS[1] {
+        } else if p < ab {
             (0, 1)
-        } else if p < QUADRANTS[0] + QUADRANTS[1] + QUADRANTS[2] {
+        } else if p < abc {
             (1, 0)
         } else {
             (1, 1)
@@ -89,8 +102,8 @@ pub fn rmat(n: usize, degree: usize, perm: &[u32], seed: u64, workers: usize) ->
         at += u64::from(d.load(Ordering::Relaxed));
         offsets.push(at);
     }
-    // The cursors start at each vertex's offset (kept in `degree`'s place as a u64 would not
-    // fit; the position within the vertex's range is counted down from its degree).
+    // Each vertex's edges are placed from the end of its range down, its degree counting
+    // down to 0.
     let targets: Vec<AtomicU32> = (0..at).map(|_| AtomicU32::new(0)).collect();
     std::thread::scope(|sc| {
         for w in 0..workers {
