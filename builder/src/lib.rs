@@ -257,6 +257,7 @@ impl Builder {
             .unwrap_or_else(|| crate_name(&self.manifest_dir));
         // 1. The toolchain components the nested build and the LLVM tools need.
         let cargo_warnings = self.cargo_warnings;
+        let mut timings = Timings::start();
         toolchain::ensure(&toolchain::Toolchain::current()?, &mut |line| {
             if cargo_warnings {
                 println!("cargo:warning={line}");
@@ -274,6 +275,7 @@ impl Builder {
             libdevice: self.libdevice.is_some(),
             quiet: self.quiet,
         })?;
+        timings.stage("nested build");
         let link_err = |source| Error::Link {
             krate: krate.clone(),
             source,
@@ -283,6 +285,7 @@ impl Builder {
         let joined = link::join(tools, &nested).map_err(link_err)?;
         let joined =
             link::device_math(tools, joined, self.libdevice.as_deref()).map_err(link_err)?;
+        timings.stage("link");
         // 4. The IR, parsed once and rewritten.
         let mut module = codegen::disassemble(tools, &joined).map_err(link_err)?;
         let report = ir::rewrite(
@@ -292,20 +295,25 @@ impl Builder {
             },
         )
         .map_err(|e| link_err(e.into()))?;
+        timings.stage("disassembly and IR rewrites");
         // 5. opt and llc.
         let opts = codegen::CodegenOptions {
             arch: self.arch.clone(),
             lsr: std::env::var(LSR_ENV).is_ok_and(|v| v == "on"),
         };
         let ptx = codegen::compile(tools, &module, &joined, &krate, &opts).map_err(link_err)?;
+        timings.stage("opt and llc");
         // 6. ptxas, where found.
         let (sass, usage) = if self.sass {
             sass::build_cubin(&ptx, &self.arch)
         } else {
             (Sass::Off, Vec::new())
         };
+        timings.stage("ptxas");
         let text = tools::read(&ptx).map_err(link_err)?;
         let lints = lints::lints(&text, &usage);
+        timings.stage("lints");
+        timings.write(&joined.work.join("timings.txt"));
         Ok(Built {
             ptx,
             sources: nested.sources,
@@ -357,6 +365,34 @@ fn entries(ptx: &str) -> Vec<&str> {
         })
         .map(str::trim)
         .collect()
+}
+
+/// How long each stage of a build took, written beside its files (`timings.txt`) for reading.
+struct Timings {
+    last: std::time::Instant,
+    lines: String,
+}
+
+impl Timings {
+    fn start() -> Self {
+        Timings {
+            last: std::time::Instant::now(),
+            lines: String::new(),
+        }
+    }
+
+    /// The stage that ends now.
+    fn stage(&mut self, name: &str) {
+        let now = std::time::Instant::now();
+        let ms = (now - self.last).as_secs_f64() * 1e3;
+        self.lines.push_str(&format!("{name}: {ms:.0} ms\n"));
+        self.last = now;
+    }
+
+    /// Written for reading only: a build does not fail for want of it.
+    fn write(&self, path: &Path) {
+        let _ = std::fs::write(path, &self.lines);
+    }
 }
 
 fn validate_arch(arch: &str) -> Result<(), Error> {
