@@ -37,9 +37,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     ] {
         let of: Vec<&serde_json::Value> = rows
             .iter()
-            .filter(|r| {
-                modules.iter().any(|m| r["module"] == *m) && (r["impl"] == "nvcc") == nvcc
-            })
+            .filter(|r| modules.iter().any(|m| r["module"] == *m) && (r["impl"] == "nvcc") == nvcc)
             .collect();
         if of.is_empty() {
             continue;

@@ -165,6 +165,9 @@ pub struct Built {
     pub sass: Sass,
     /// The performance lints of the kernels (the local-frame ones only with SASS).
     pub lints: Vec<Lint>,
+    /// The kernels whose code calls device math (libdevice's functions, or the `libm`
+    /// crate's where libdevice is not linked), read from the IR before it is optimised.
+    pub math_kernels: Vec<String>,
 }
 
 /// A nested nvptx64 build of one kernel crate.
@@ -288,6 +291,7 @@ impl Builder {
         timings.stage("link");
         // 4. The IR, parsed once and rewritten.
         let mut module = codegen::disassemble(tools, &joined).map_err(link_err)?;
+        let math_kernels = ir::calls::kernels_reaching(&module, ir::calls::is_device_math);
         let report = ir::rewrite(
             &mut module,
             ir::Rewrite {
@@ -323,22 +327,24 @@ impl Builder {
                 .flatten(),
             sass,
             lints,
+            math_kernels,
         })
     }
 }
 
 /// The one warning of a build whose device math fell back to berth's portable versions
-/// (no libdevice found, and `BERTH_LIBDEVICE` not `off`): the kernels it affects, where
-/// libdevice was looked for and how to get it. `None` when libdevice was found or refused.
+/// (no libdevice found, and `BERTH_LIBDEVICE` not `off`): the kernels it affects (those whose
+/// code calls device math), where libdevice was looked for and how to get it. `None` when
+/// libdevice was found or refused, or no kernel calls device math.
 fn portable_math_warning(built: &Built, package: &str) -> Option<String> {
     let refused = std::env::var_os(LIBDEVICE_ENV).is_some_and(|v| v == "off" || v == "none");
-    if refused || find_libdevice().is_some() {
+    if refused || built.math_kernels.is_empty() || find_libdevice().is_some() {
         return None;
     }
-    let ptx = std::fs::read_to_string(&built.ptx).unwrap_or_default();
+    let kernels: Vec<&str> = built.math_kernels.iter().map(String::as_str).collect();
     Some(portable_math_message(
         package,
-        &entries(&ptx),
+        &kernels,
         find_ptxas().as_deref(),
     ))
 }
@@ -352,19 +358,6 @@ fn portable_math_message(package: &str, kernels: &[&str], ptxas: Option<&Path>) 
         "no libdevice.10.bc found{beside}: the device math (exp, log, sin, pow, …) in {package}'s kernels ({}) uses berth's portable versions, slower than nvcc's; `pip install nvidia-cuda-nvcc==13.0.88` (libdevice beside its ptxas) or set {LIBDEVICE_ENV}=/path/to/libdevice.10.bc, then rebuild",
         kernels.join(", ")
     )
-}
-
-/// The `.entry` names of a PTX module.
-fn entries(ptx: &str) -> Vec<&str> {
-    ptx.lines()
-        .filter_map(|l| {
-            l.trim_start()
-                .strip_prefix(".visible .entry ")?
-                .split('(')
-                .next()
-        })
-        .map(str::trim)
-        .collect()
 }
 
 /// How long each stage of a build took, written beside its files (`timings.txt`) for reading.
@@ -517,10 +510,7 @@ mod tests {
 
     #[test]
     fn the_portable_math_warning_names_the_kernels_the_search_and_the_fix() {
-        let ptx = ".version 8.7\n.visible .entry saxpy(\n\t.param .u64 a\n)\n{\n}\n\
-                   .func helper()\n.visible .entry black_scholes(\n)\n";
-        let kernels = entries(ptx);
-        assert_eq!(kernels, ["saxpy", "black_scholes"]);
+        let kernels = ["saxpy", "black_scholes"];
         let ptxas = Path::new("/opt/nvidia/cu13/bin/ptxas");
         let m = portable_math_message("my-kernels", &kernels, Some(ptxas));
         assert!(

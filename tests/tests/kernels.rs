@@ -429,6 +429,32 @@ fn device_math_builds_with_and_without_libdevice() {
     .build()
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(built.libdevice.is_none());
+    // The kernels the no-libdevice warning names: those whose code calls the portable math.
+    for k in ["math_f32", "math_f64"] {
+        assert!(
+            built.math_kernels.iter().any(|m| m == k),
+            "`{k}` not among the kernels calling device math: {:?}",
+            built.math_kernels
+        );
+    }
+    for k in ["mul_add", "fill", "rotate_plain"] {
+        assert!(
+            !built.math_kernels.iter().any(|m| m == k),
+            "`{k}` calls no device math: {:?}",
+            built.math_kernels
+        );
+    }
+    let all = ptx::entries(&std::fs::read_to_string(&built.ptx).unwrap()).len();
+    eprintln!(
+        "kernels calling device math: {:?} ({all} entries)",
+        built.math_kernels
+    );
+    assert!(
+        built.math_kernels.len() * 4 < all,
+        "{} of {all} entries call device math: {:?}",
+        built.math_kernels.len(),
+        built.math_kernels
+    );
     let text = std::fs::read_to_string(&built.ptx).unwrap();
     assert!(
         !text.contains("__nv_"),
