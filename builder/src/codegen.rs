@@ -51,14 +51,30 @@ pub fn compile(
     opts: &CodegenOptions,
 ) -> Result<PathBuf, LinkError> {
     let work = &joined.work;
+    let ptx = work.join(format!("{}.ptx", krate.replace('-', "_")));
+    let text = module.to_string();
+    // The same module, options and tools as the last build: its PTX is still right.
+    let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
+    let stamp = work.join("codegen.key");
+    let key = crate::memo::key(&[
+        text.as_bytes(),
+        kept.as_bytes(),
+        opts.arch.as_bytes(),
+        &[u8::from(opts.lsr)],
+        &UNROLL_THRESHOLD.to_le_bytes(),
+        tools.identity(&["llvm-as", "opt", "llc"]).as_bytes(),
+    ]);
+    if crate::memo::fresh(&stamp, &key, &[&ptx]) {
+        return Ok(ptx);
+    }
+    crate::memo::clear(&stamp);
     let rewritten = work.join("rewritten.ll");
-    tools::write(&rewritten, &module.to_string())?;
+    tools::write(&rewritten, &text)?;
     let linked = work.join("rewritten.bc");
     tools.run("llvm-as", &rewritten, |c| {
         c.arg(&rewritten).arg("-o").arg(&linked)
     })?;
     let exports = work.join("exports.txt");
-    let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
     tools::write(&exports, &kept)?;
     let optimized = work.join("optimized.bc");
     tools.run("opt", &linked, |c| {
@@ -74,7 +90,6 @@ pub fn compile(
             .arg("-o")
             .arg(&optimized)
     })?;
-    let ptx = work.join(format!("{}.ptx", krate.replace('-', "_")));
     tools.run("llc", &optimized, |c| {
         c.arg(format!("-mcpu={}", opts.arch))
             .arg("-nvptx-short-ptr")
@@ -87,5 +102,6 @@ pub fn compile(
             .arg("-o")
             .arg(&ptx)
     })?;
+    crate::memo::record(&stamp, &key);
     Ok(ptx)
 }

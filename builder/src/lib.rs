@@ -46,6 +46,7 @@ pub mod embed;
 pub mod ir;
 pub mod link;
 pub mod lints;
+mod memo;
 pub mod nested;
 mod ptxas;
 pub mod sass;
