@@ -41,6 +41,27 @@ pub fn disassemble(tools: Tools, joined: &Joined) -> Result<Module, LinkError> {
     Ok(Module::parse(&tools::read(&ll)?))
 }
 
+/// `text` without the values of its inline assembly's source locations (`!srcloc !N`, the
+/// byte offset of each `asm!` in its file, which any edit above it moves): they only place
+/// `llc`'s errors, so a module that differs in them alone compiles to the same PTX.
+fn without_source_locations(text: &str) -> String {
+    let ids: std::collections::HashSet<&str> = text
+        .match_indices("!srcloc !")
+        .map(|(i, m)| {
+            let rest = &text[i + m.len()..];
+            &rest[..rest.bytes().take_while(u8::is_ascii_digit).count()]
+        })
+        .collect();
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix('!')
+                .and_then(|r| r.split_once(" = !{i64 "))
+                .is_none_or(|(id, _)| !ids.contains(id))
+        })
+        .flat_map(|l| [l, "\n"])
+        .collect()
+}
+
 /// The PTX of the rewritten `module`: `<work>/<crate>.ptx`. The rewritten text stays beside
 /// it as `rewritten.ll`.
 pub fn compile(
@@ -57,7 +78,7 @@ pub fn compile(
     let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
     let stamp = work.join("codegen.key");
     let key = crate::memo::key(&[
-        text.as_bytes(),
+        without_source_locations(&text).as_bytes(),
         kept.as_bytes(),
         opts.arch.as_bytes(),
         &[u8::from(opts.lsr)],
@@ -104,4 +125,18 @@ pub fn compile(
     })?;
     crate::memo::record(&stamp, &key);
     Ok(ptx)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn source_locations_of_inline_assembly_do_not_count() {
+        let a = "call void asm \"bar.sync 0;\", \"\"(), !srcloc !3\n!2 = !{i64 0, i64 32}\n!3 = !{i64 1475342741355953}\n";
+        let moved = a.replace("1475342741355953", "1475308381617577");
+        let other_range = a.replace("i64 32", "i64 64");
+        let strip = super::without_source_locations;
+        assert_eq!(strip(a), strip(&moved));
+        assert_ne!(strip(a), strip(&other_range));
+        assert!(strip(a).contains("bar.sync"));
+    }
 }
