@@ -1,13 +1,15 @@
 //! First-launch benchmark: how long a fresh process waits before its first kernel has run.
 //!
-//! `first_launch`: times `Gpu::new()`, then the first launch of `saxpy` (which loads the
-//! examples crate's module: its SASS where the build embedded some for this GPU, else its PTX,
-//! which the driver JIT-compiles) until the kernel has finished, then a second launch for
-//! comparison. Run it with `CUDA_CACHE_DISABLE=1` to keep the driver's JIT cache out, and with
-//! `BERTH_LOAD=ptx` to force the PTX. One JSON line:
-//! `{"bench":"first_launch","module":"sass"|"ptx","crate":..,"kernel":..,"init_ms":..,"ms":..,"second_ms":..,"bad":..}`
-//! (`ms`: the first launch, module load included). `bench/first_launch/reference.cu` is the same in CUDA
-//! C++. With `RUST_LOG=berth_runtime=debug` the module load's phases are logged on stderr.
+//! `first_launch`: times `Gpu::new()`, then the first launch of `saxpy` (which loads a module:
+//! the examples crate's SASS where the build embedded some for this GPU, else saxpy's own PTX
+//! module, cut out of the crate's, which the driver JIT-compiles) until the kernel has
+//! finished, then a second launch for comparison. Run it with `CUDA_CACHE_DISABLE=1` to keep
+//! the driver's JIT cache out, with `BERTH_LOAD=ptx` to force the kernel's PTX, with
+//! `BERTH_LOAD=crate-ptx` to force the whole crate's PTX. One JSON line:
+//! `{"bench":"first_launch","module":"sass"|"kernel_ptx"|"crate_ptx","module_bytes":..,"crate":..,"kernel":..,"init_ms":..,"ms":..,"second_ms":..,"bad":..}`
+//! (`ms`: the first launch, module load included; `module_bytes`: the size of the image
+//! loaded). `bench/first_launch/reference.cu` is the same in CUDA C++. With
+//! `RUST_LOG=berth_runtime=debug` the module load's phases are logged on stderr.
 
 use berth::{Gpu, Grid};
 use berth_examples::saxpy;
@@ -27,11 +29,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         berth_examples::cli::init_logging();
     }
     let kernel = &berth_examples::__BERTH_KERNEL_saxpy;
-    let forced_ptx = std::env::var("BERTH_LOAD").is_ok_and(|v| v == "ptx");
-    let module = if berth::__private::crate_sass(kernel.crate_name).is_some() && !forced_ptx {
-        "sass"
-    } else {
-        "ptx"
+    // The image the runtime loads: the same choice as its driver backend's.
+    let sass = berth::__private::crate_sass(kernel.crate_name);
+    let (module, module_bytes) = match (std::env::var("BERTH_LOAD").as_deref(), sass) {
+        (Ok("crate-ptx"), _) => ("crate_ptx", kernel.ptx.len()),
+        (Ok("ptx"), _) | (_, None) => {
+            let mut entries = vec![kernel.name];
+            entries.extend(kernel.linear);
+            let piece = berth::ptx::kernel_module(kernel.ptx, &entries)?;
+            ("kernel_ptx", piece.len())
+        }
+        (_, Some(sass)) => ("sass", sass.cubin.len()),
     };
     let t = Instant::now();
     let gpu = Gpu::new()?;
@@ -51,7 +59,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let got = dy.to_vec()?;
     let bad = (0..n).filter(|&i| got[i] != 4.0 * x[i] + 1.0).count();
     println!(
-        "{{\"bench\":\"first_launch\",\"module\":\"{module}\",\"crate\":\"{}\",\"kernel\":\"{}\",\"init_ms\":{:.3},\"ms\":{:.3},\"second_ms\":{:.3},\"bad\":{bad}}}",
+        "{{\"bench\":\"first_launch\",\"module\":\"{module}\",\"module_bytes\":{module_bytes},\"crate\":\"{}\",\"kernel\":\"{}\",\"init_ms\":{:.3},\"ms\":{:.3},\"second_ms\":{:.3},\"bad\":{bad}}}",
         kernel.crate_name,
         kernel.name,
         init * 1e3,

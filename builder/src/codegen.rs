@@ -41,6 +41,27 @@ pub fn disassemble(tools: Tools, joined: &Joined) -> Result<Module, LinkError> {
     Ok(Module::parse(&tools::read(&ll)?))
 }
 
+/// `text` without the values of its inline assembly's source locations (`!srcloc !N`, the
+/// byte offset of each `asm!` in its file, which any edit above it moves): they only place
+/// `llc`'s errors, so a module that differs in them alone compiles to the same PTX.
+fn without_source_locations(text: &str) -> String {
+    let ids: std::collections::HashSet<&str> = text
+        .match_indices("!srcloc !")
+        .map(|(i, m)| {
+            let rest = &text[i + m.len()..];
+            &rest[..rest.bytes().take_while(u8::is_ascii_digit).count()]
+        })
+        .collect();
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix('!')
+                .and_then(|r| r.split_once(" = !{i64 "))
+                .is_none_or(|(id, _)| !ids.contains(id))
+        })
+        .flat_map(|l| [l, "\n"])
+        .collect()
+}
+
 /// The PTX of the rewritten `module`: `<work>/<crate>.ptx`. The rewritten text stays beside
 /// it as `rewritten.ll`.
 pub fn compile(
@@ -51,14 +72,30 @@ pub fn compile(
     opts: &CodegenOptions,
 ) -> Result<PathBuf, LinkError> {
     let work = &joined.work;
+    let ptx = work.join(format!("{}.ptx", krate.replace('-', "_")));
+    let text = module.to_string();
+    // The same module, options and tools as the last build: its PTX is still right.
+    let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
+    let stamp = work.join("codegen.key");
+    let key = crate::memo::key(&[
+        without_source_locations(&text).as_bytes(),
+        kept.as_bytes(),
+        opts.arch.as_bytes(),
+        &[u8::from(opts.lsr)],
+        &UNROLL_THRESHOLD.to_le_bytes(),
+        tools.identity(&["llvm-as", "opt", "llc"]).as_bytes(),
+    ]);
+    if crate::memo::fresh(&stamp, &key, &[&ptx]) {
+        return Ok(ptx);
+    }
+    crate::memo::clear(&stamp);
     let rewritten = work.join("rewritten.ll");
-    tools::write(&rewritten, &module.to_string())?;
+    tools::write(&rewritten, &text)?;
     let linked = work.join("rewritten.bc");
     tools.run("llvm-as", &rewritten, |c| {
         c.arg(&rewritten).arg("-o").arg(&linked)
     })?;
     let exports = work.join("exports.txt");
-    let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
     tools::write(&exports, &kept)?;
     let optimized = work.join("optimized.bc");
     tools.run("opt", &linked, |c| {
@@ -74,7 +111,6 @@ pub fn compile(
             .arg("-o")
             .arg(&optimized)
     })?;
-    let ptx = work.join(format!("{}.ptx", krate.replace('-', "_")));
     tools.run("llc", &optimized, |c| {
         c.arg(format!("-mcpu={}", opts.arch))
             .arg("-nvptx-short-ptr")
@@ -87,5 +123,20 @@ pub fn compile(
             .arg("-o")
             .arg(&ptx)
     })?;
+    crate::memo::record(&stamp, &key);
     Ok(ptx)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn source_locations_of_inline_assembly_do_not_count() {
+        let a = "call void asm \"bar.sync 0;\", \"\"(), !srcloc !3\n!2 = !{i64 0, i64 32}\n!3 = !{i64 1475342741355953}\n";
+        let moved = a.replace("1475342741355953", "1475308381617577");
+        let other_range = a.replace("i64 32", "i64 64");
+        let strip = super::without_source_locations;
+        assert_eq!(strip(a), strip(&moved));
+        assert_ne!(strip(a), strip(&other_range));
+        assert!(strip(a).contains("bar.sync"));
+    }
 }

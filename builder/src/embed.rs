@@ -136,6 +136,7 @@ mod tests {
             libdevice: None,
             sass: Sass::Cubin(cubin),
             lints: Vec::new(),
+            math_kernels: Vec::new(),
         };
         let lines = embed(&built, &out, "my-kernels", "sm_90").unwrap();
         let want_ptx = out.join("my_kernels.ptx");

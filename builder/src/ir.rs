@@ -17,6 +17,7 @@
 //! The names and encodings the rewrites read are berth's kernel ABI ([`berth_abi`]).
 
 mod align;
+pub mod calls;
 mod contract;
 mod kernel;
 pub mod module;

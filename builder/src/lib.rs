@@ -46,6 +46,7 @@ pub mod embed;
 pub mod ir;
 pub mod link;
 pub mod lints;
+mod memo;
 pub mod nested;
 mod ptxas;
 pub mod sass;
@@ -165,6 +166,9 @@ pub struct Built {
     pub sass: Sass,
     /// The performance lints of the kernels (the local-frame ones only with SASS).
     pub lints: Vec<Lint>,
+    /// The kernels whose code calls device math (libdevice's functions, or the `libm`
+    /// crate's where libdevice is not linked), read from the IR before it is optimised.
+    pub math_kernels: Vec<String>,
 }
 
 /// A nested nvptx64 build of one kernel crate.
@@ -257,6 +261,7 @@ impl Builder {
             .unwrap_or_else(|| crate_name(&self.manifest_dir));
         // 1. The toolchain components the nested build and the LLVM tools need.
         let cargo_warnings = self.cargo_warnings;
+        let mut timings = Timings::start();
         toolchain::ensure(&toolchain::Toolchain::current()?, &mut |line| {
             if cargo_warnings {
                 println!("cargo:warning={line}");
@@ -274,6 +279,7 @@ impl Builder {
             libdevice: self.libdevice.is_some(),
             quiet: self.quiet,
         })?;
+        timings.stage("nested build");
         let link_err = |source| Error::Link {
             krate: krate.clone(),
             source,
@@ -283,8 +289,10 @@ impl Builder {
         let joined = link::join(tools, &nested).map_err(link_err)?;
         let joined =
             link::device_math(tools, joined, self.libdevice.as_deref()).map_err(link_err)?;
+        timings.stage("link");
         // 4. The IR, parsed once and rewritten.
         let mut module = codegen::disassemble(tools, &joined).map_err(link_err)?;
+        let math_kernels = ir::calls::kernels_reaching(&module, ir::calls::is_device_math);
         let report = ir::rewrite(
             &mut module,
             ir::Rewrite {
@@ -292,20 +300,25 @@ impl Builder {
             },
         )
         .map_err(|e| link_err(e.into()))?;
+        timings.stage("disassembly and IR rewrites");
         // 5. opt and llc.
         let opts = codegen::CodegenOptions {
             arch: self.arch.clone(),
             lsr: std::env::var(LSR_ENV).is_ok_and(|v| v == "on"),
         };
         let ptx = codegen::compile(tools, &module, &joined, &krate, &opts).map_err(link_err)?;
+        timings.stage("opt and llc");
         // 6. ptxas, where found.
         let (sass, usage) = if self.sass {
             sass::build_cubin(&ptx, &self.arch)
         } else {
             (Sass::Off, Vec::new())
         };
+        timings.stage("ptxas");
         let text = tools::read(&ptx).map_err(link_err)?;
         let lints = lints::lints(&text, &usage);
+        timings.stage("lints");
+        timings.write(&joined.work.join("timings.txt"));
         Ok(Built {
             ptx,
             sources: nested.sources,
@@ -315,22 +328,24 @@ impl Builder {
                 .flatten(),
             sass,
             lints,
+            math_kernels,
         })
     }
 }
 
 /// The one warning of a build whose device math fell back to berth's portable versions
-/// (no libdevice found, and `BERTH_LIBDEVICE` not `off`): the kernels it affects, where
-/// libdevice was looked for and how to get it. `None` when libdevice was found or refused.
+/// (no libdevice found, and `BERTH_LIBDEVICE` not `off`): the kernels it affects (those whose
+/// code calls device math), where libdevice was looked for and how to get it. `None` when
+/// libdevice was found or refused, or no kernel calls device math.
 fn portable_math_warning(built: &Built, package: &str) -> Option<String> {
     let refused = std::env::var_os(LIBDEVICE_ENV).is_some_and(|v| v == "off" || v == "none");
-    if refused || find_libdevice().is_some() {
+    if refused || built.math_kernels.is_empty() || find_libdevice().is_some() {
         return None;
     }
-    let ptx = std::fs::read_to_string(&built.ptx).unwrap_or_default();
+    let kernels: Vec<&str> = built.math_kernels.iter().map(String::as_str).collect();
     Some(portable_math_message(
         package,
-        &entries(&ptx),
+        &kernels,
         find_ptxas().as_deref(),
     ))
 }
@@ -346,17 +361,32 @@ fn portable_math_message(package: &str, kernels: &[&str], ptxas: Option<&Path>) 
     )
 }
 
-/// The `.entry` names of a PTX module.
-fn entries(ptx: &str) -> Vec<&str> {
-    ptx.lines()
-        .filter_map(|l| {
-            l.trim_start()
-                .strip_prefix(".visible .entry ")?
-                .split('(')
-                .next()
-        })
-        .map(str::trim)
-        .collect()
+/// How long each stage of a build took, written beside its files (`timings.txt`) for reading.
+struct Timings {
+    last: std::time::Instant,
+    lines: String,
+}
+
+impl Timings {
+    fn start() -> Self {
+        Timings {
+            last: std::time::Instant::now(),
+            lines: String::new(),
+        }
+    }
+
+    /// The stage that ends now.
+    fn stage(&mut self, name: &str) {
+        let now = std::time::Instant::now();
+        let ms = (now - self.last).as_secs_f64() * 1e3;
+        self.lines.push_str(&format!("{name}: {ms:.0} ms\n"));
+        self.last = now;
+    }
+
+    /// Written for reading only: a build does not fail for want of it.
+    fn write(&self, path: &Path) {
+        let _ = std::fs::write(path, &self.lines);
+    }
 }
 
 fn validate_arch(arch: &str) -> Result<(), Error> {
@@ -481,10 +511,7 @@ mod tests {
 
     #[test]
     fn the_portable_math_warning_names_the_kernels_the_search_and_the_fix() {
-        let ptx = ".version 8.7\n.visible .entry saxpy(\n\t.param .u64 a\n)\n{\n}\n\
-                   .func helper()\n.visible .entry black_scholes(\n)\n";
-        let kernels = entries(ptx);
-        assert_eq!(kernels, ["saxpy", "black_scholes"]);
+        let kernels = ["saxpy", "black_scholes"];
         let ptxas = Path::new("/opt/nvidia/cu13/bin/ptxas");
         let m = portable_math_message("my-kernels", &kernels, Some(ptxas));
         assert!(

@@ -6,8 +6,11 @@
 //! `--emit=llvm-bc=<path>` says, and `--print=link-args=<path>` writes the linker's command
 //! line, whose inputs are the crate's dependencies (libraries of bitcode, `core` among them)
 //! and whose `--export-symbol`s are the symbols the PTX module must keep (the kernel entries
-//! and [`berth_abi::PANIC_RECORD`]). rustc still links its own PTX, which the builder does not
-//! use: that keeps cargo's record of the build complete, so an unchanged crate is not rebuilt.
+//! and [`berth_abi::PANIC_RECORD`]). rustc's own link, whose PTX the builder does not use, is
+//! given a linker that only writes an empty file where the PTX would be ([`stub_linker`]):
+//! the real one optimises and compiles the whole program a second time (5 of the examples
+//! crate's 6.5 s in rustc), and the empty file keeps cargo's record of the build complete, so
+//! an unchanged crate is not rebuilt.
 
 use crate::Error;
 use std::io::{BufRead, BufReader};
@@ -73,6 +76,11 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
     emit.push(&bitcode);
     let mut print = std::ffi::OsString::from("--print=link-args=");
     print.push(&link_args);
+    let linker = stub_linker(o.target_dir)?.map(|path| {
+        let mut arg = std::ffi::OsString::from("-Clinker=");
+        arg.push(path);
+        arg
+    });
     let mut cmd = Command::new(o.cargo);
     cmd.current_dir(o.manifest_dir)
         .args(["rustc", "--lib", "--crate-type", "cdylib", "--release"])
@@ -98,6 +106,7 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
         ])
         .arg(emit)
         .arg(print)
+        .args(linker)
         .env("RUSTC_BOOTSTRAP", "1")
         // immediate-abort: `core`'s formatted panics trap at once instead of linking
         // `core::fmt`, which would cost every kernel that can panic up to 255 registers
@@ -207,6 +216,43 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
         sources: dep_info_sources(&ptx.with_extension("d")),
         work,
     })
+}
+
+/// The linker rustc's own link of the kernel crate runs: a script that writes an empty file
+/// where the linker would write the PTX (`-o`), and nothing else. Written once into the nested
+/// target directory (the same path every build, so the crate's fingerprint does not change);
+/// `None` where there is no `/bin/sh` (rustc's own linker then runs).
+fn stub_linker(target_dir: &Path) -> Result<Option<PathBuf>, Error> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        const SCRIPT: &str = "#!/bin/sh\n\
+            # rustc's link of a berth kernel crate: berth-gpu-build makes the PTX itself from\n\
+            # the crate's bitcode, so this only leaves the file cargo expects.\n\
+            while [ $# -gt 0 ]; do\n\
+            \tif [ \"$1\" = -o ]; then : > \"$2\" || exit 1; fi\n\
+            \tshift\n\
+            done\n";
+        let path = target_dir.join("berth").join("no-link.sh");
+        let io = |source| Error::Io {
+            path: path.clone(),
+            source,
+        };
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(SCRIPT) {
+            std::fs::create_dir_all(target_dir.join("berth")).map_err(io)?;
+            // Written beside and renamed: a concurrent build never runs half a script.
+            let tmp = path.with_extension(format!("sh.{}", std::process::id()));
+            std::fs::write(&tmp, SCRIPT).map_err(io)?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).map_err(io)?;
+            std::fs::rename(&tmp, &path).map_err(io)?;
+        }
+        Ok(Some(path))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = target_dir;
+        Ok(None)
+    }
 }
 
 /// What the linker's command line says the crate is linked with.
@@ -370,6 +416,34 @@ fn dep_info_sources(dep_file: &Path) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn the_stub_linker_leaves_an_empty_file_where_the_ptx_would_be() {
+        let dir = std::env::temp_dir().join(format!("berth-no-link-{}", std::process::id()));
+        let linker = stub_linker(&dir).unwrap().expect("a stub linker on unix");
+        assert_eq!(stub_linker(&dir).unwrap(), Some(linker.clone()), "one path");
+        let out = dir.join("deps").join("k.ptx");
+        std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+        std::fs::write(&out, "old").unwrap();
+        let status = Command::new(&linker)
+            .args(["k.rcgu.o", "--export-symbol", "k", "-o"])
+            .arg(&out)
+            .args(["-O3", "--debug"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert_eq!(std::fs::read(&out).unwrap(), b"");
+        // Where the file cannot be written, rustc hears of it.
+        let status = Command::new(&linker)
+            .arg("-o")
+            .arg(dir.join("missing").join("k.ptx"))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(!status.success());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn artifact_line_yields_ptx_path() {

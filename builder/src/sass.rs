@@ -35,6 +35,11 @@ pub fn assemble(
     arch: &str,
     out: &Path,
 ) -> Result<Vec<EntryUsage>, PtxasError> {
+    Ok(parse_usage(&assemble_report(ptxas, ptx, arch, out)?))
+}
+
+/// [`assemble`], returning ptxas's report as it printed it.
+fn assemble_report(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<String, PtxasError> {
     let res = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
         .arg("-O3")
@@ -50,7 +55,7 @@ pub fn assemble(
             stderr: String::from_utf8_lossy(&res.stderr).into_owned(),
         });
     }
-    Ok(parse_usage(&String::from_utf8_lossy(&res.stderr)))
+    Ok(String::from_utf8_lossy(&res.stderr).into_owned())
 }
 
 /// The SASS for the PTX at `ptx`, written beside it as `<stem>.cubin`: `ptxas` from
@@ -69,8 +74,37 @@ pub fn build_cubin(ptx: &Path, arch: &str) -> (Sass, Vec<EntryUsage>) {
         );
     };
     let out = ptx.with_extension("cubin");
-    match assemble(&ptxas, ptx, arch, &out) {
-        Ok(usage) => (Sass::Cubin(out), usage),
+    // The same PTX, architecture and ptxas as the last build: its cubin is still right.
+    let (stamp, report) = (
+        ptx.with_extension("cubin.key"),
+        ptx.with_extension("ptxas.txt"),
+    );
+    let key = std::fs::read(ptx).ok().map(|text| {
+        let tool = std::fs::metadata(&ptxas).ok();
+        let tool = format!(
+            "{}:{:?}:{:?}",
+            ptxas.display(),
+            tool.as_ref().map(|m| m.len()),
+            tool.and_then(|m| m.modified().ok())
+        );
+        crate::memo::key(&[&text, arch.as_bytes(), tool.as_bytes()])
+    });
+    if let Some(key) = &key
+        && crate::memo::fresh(&stamp, key, &[&out, &report])
+        && let Ok(text) = std::fs::read_to_string(&report)
+    {
+        return (Sass::Cubin(out), parse_usage(&text));
+    }
+    crate::memo::clear(&stamp);
+    match assemble_report(&ptxas, ptx, arch, &out) {
+        Ok(text) => {
+            if let Some(key) = key
+                && std::fs::write(&report, &text).is_ok()
+            {
+                crate::memo::record(&stamp, &key);
+            }
+            (Sass::Cubin(out), parse_usage(&text))
+        }
         Err(e) => (Sass::Unavailable(e.to_string()), Vec::new()),
     }
 }
@@ -121,7 +155,21 @@ mod tests {
         assemble(&ptxas, &ptx, "sm_90", &out).unwrap_or_else(|e| panic!("{e}"));
         let image = std::fs::read(&out).unwrap();
         assert_eq!(cubin_sm(&image), Some(90));
-        assert_eq!(build_cubin(&ptx, "sm_90").0, Sass::Cubin(out));
+        assert_eq!(build_cubin(&ptx, "sm_90").0, Sass::Cubin(out.clone()));
+        // The same PTX again: the cubin is kept, not assembled again.
+        let stamp = ptx.with_extension("cubin.key");
+        assert!(stamp.is_file());
+        let before = std::fs::metadata(&out).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(build_cubin(&ptx, "sm_90").0, Sass::Cubin(out.clone()));
+        assert_eq!(std::fs::metadata(&out).unwrap().modified().unwrap(), before);
+        // Another PTX, or another architecture: assembled again.
+        std::fs::write(&ptx, format!("{TINY_PTX}.visible .entry k2() {{ ret; }}\n")).unwrap();
+        let (sass, usage) = build_cubin(&ptx, "sm_90");
+        assert_eq!(sass, Sass::Cubin(out.clone()));
+        assert!(usage.iter().any(|u| u.name == "k2"), "{usage:?}");
+        assert_ne!(std::fs::metadata(&out).unwrap().modified().unwrap(), before);
+        assert!(matches!(build_cubin(&ptx, "sm_80").0, Sass::Unavailable(_)));
         // PTX ptxas rejects: the build goes on without SASS and says why.
         std::fs::write(&ptx, "not ptx").unwrap();
         assert!(matches!(build_cubin(&ptx, "sm_90").0, Sass::Unavailable(_)));

@@ -42,6 +42,24 @@ impl Tools {
         }
     }
 
+    /// What identifies the installed `tools` (their paths, sizes and modification times),
+    /// for the stamps of stages that run them: a toolchain updated in place changes it.
+    pub(crate) fn identity(self, tools: &[&str]) -> String {
+        tools
+            .iter()
+            .map(|t| {
+                let path = self.0.join(t);
+                let meta = std::fs::metadata(&path).ok();
+                format!(
+                    "{}:{:?}:{:?}\n",
+                    path.display(),
+                    meta.as_ref().map(|m| m.len()),
+                    meta.and_then(|m| m.modified().ok())
+                )
+            })
+            .collect()
+    }
+
     /// Run `tool` on `file` with the arguments `args` adds: its standard output.
     pub fn run(
         self,

@@ -4,6 +4,9 @@ use crate::error::{Error, Result};
 use crate::launch::Kernel;
 use memchr::memmem;
 
+pub(crate) mod split;
+pub use split::{Split, SplitError, kernel_module};
+
 /// One `.param` of an entry: its declared name and size in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PtxParam {

@@ -231,6 +231,89 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     assert!(heavy, "`register_heavy` was not checked");
 }
 
+/// Where no SASS runs, the driver backend loads each kernel's own PTX module, cut out of its
+/// crate's (`berth::ptx::Split`): every such piece of the examples and the fixtures must
+/// assemble alone, hold exactly its kernel's entries, and be smaller than the crate's module.
+#[test]
+fn every_kernels_own_module_passes_ptxas() {
+    let Some(ptxas) = berth_build::find_ptxas() else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "ptxas not found and CI is set: install it with `pip install nvidia-cuda-nvcc==13.0.88`"
+        );
+        eprintln!(
+            "ptxas not found: skipping the kernel modules' check (set CI=true to make this fail)"
+        );
+        return;
+    };
+    let ks = kernels();
+    let dir = std::env::temp_dir().join(format!("berth-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut pieces = Vec::new();
+    for c in ks.iter().map(|k| k.crate_name).collect::<BTreeSet<_>>() {
+        let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
+        let split = ptx::Split::parse(text).unwrap_or_else(|e| panic!("crate `{c}`: {e}"));
+        for k in ks.iter().filter(|k| k.crate_name == c) {
+            let mut want: Vec<&str> = vec![k.name];
+            want.extend(k.linear);
+            let piece = split
+                .module(&want)
+                .unwrap_or_else(|e| panic!("`{}`: {e}", k.name));
+            let mut got: Vec<String> = ptx::entries(&piece).into_iter().map(|e| e.name).collect();
+            got.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(got, want, "the entries of `{}`'s module", k.name);
+            assert!(
+                piece.len() < text.len(),
+                "`{}`'s module is the crate's",
+                k.name
+            );
+            let file = dir.join(format!("{}.ptx", k.name));
+            std::fs::write(&file, &piece).unwrap();
+            pieces.push((k.name, file, piece.len(), text.len()));
+        }
+    }
+    assert!(pieces.len() > 100, "{} kernels", pieces.len());
+    // Two ptxas at a time: the pieces of both crates take a while one by one.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((name, file, _, _)) = pieces.get(i) else {
+                        break;
+                    };
+                    let usage = berth_build::ptxas_usage(&ptxas, file, "sm_90")
+                        .unwrap_or_else(|e| panic!("`{name}`'s own module: {e}"));
+                    assert!(
+                        usage.iter().any(|u| u.name == *name),
+                        "ptxas reported nothing for `{name}`"
+                    );
+                }
+            });
+        }
+    });
+    // The kernel a first launch usually is: a small part of its crate's JIT.
+    let (_, _, saxpy, whole) = pieces.iter().find(|p| p.0 == "saxpy").unwrap();
+    assert!(
+        saxpy * 50 < *whole,
+        "saxpy's module: {saxpy} of {whole} bytes"
+    );
+    let largest = pieces.iter().map(|p| p.2).max().unwrap_or(0);
+    // What a first launch without SASS spends cutting the module (the runtime keeps the parse).
+    let t = std::time::Instant::now();
+    let examples = berth_examples::__BERTH_KERNEL_saxpy.ptx;
+    let cut = ptx::kernel_module(examples, &["saxpy"]).unwrap();
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    assert!(cut.len() < examples.len());
+    eprintln!(
+        "{} kernel modules; saxpy's {saxpy} bytes of its crate's {whole}, cut in {ms:.1} ms; the largest {largest}",
+        pieces.len()
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The PTX of one example kernel's entry, from `.entry NAME(` to the end of its body.
 fn entry_body(name: &str) -> &'static str {
     let k = kernels().into_iter().find(|k| k.name == name).unwrap();
@@ -355,6 +438,32 @@ fn device_math_builds_with_and_without_libdevice() {
     .build()
     .unwrap_or_else(|e| panic!("{e}"));
     assert!(built.libdevice.is_none());
+    // The kernels the no-libdevice warning names: those whose code calls the portable math.
+    for k in ["math_f32", "math_f64"] {
+        assert!(
+            built.math_kernels.iter().any(|m| m == k),
+            "`{k}` not among the kernels calling device math: {:?}",
+            built.math_kernels
+        );
+    }
+    for k in ["mul_add", "fill", "rotate_plain"] {
+        assert!(
+            !built.math_kernels.iter().any(|m| m == k),
+            "`{k}` calls no device math: {:?}",
+            built.math_kernels
+        );
+    }
+    let all = ptx::entries(&std::fs::read_to_string(&built.ptx).unwrap()).len();
+    eprintln!(
+        "kernels calling device math: {:?} ({all} entries)",
+        built.math_kernels
+    );
+    assert!(
+        built.math_kernels.len() * 4 < all,
+        "{} of {all} entries call device math: {:?}",
+        built.math_kernels.len(),
+        built.math_kernels
+    );
     let text = std::fs::read_to_string(&built.ptx).unwrap();
     assert!(
         !text.contains("__nv_"),

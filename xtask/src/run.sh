@@ -4,7 +4,8 @@
 # Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys|multigpu|tpch|features]
 #        .gpu/run.sh sanitize [memcheck|racecheck|synccheck|initcheck|all] [BINARY...]
 #   firstlaunch: a fresh process's first launch with the driver's JIT cache off, the examples'
-#   module loaded as SASS and as PTX (BERTH_LOAD=ptx), five rounds each -> firstlaunch.jsonl;
+#   SASS, the kernel's own PTX module (BERTH_LOAD=ptx) and the crate's whole PTX
+#   (BERTH_LOAD=crate-ptx), five rounds each -> firstlaunch.jsonl;
 #   nsys: Nsight Systems over the stream example (--gib 0.5, `nsys profile -t cuda,nvtx`):
 #   nsys-stats.txt (the NVTX ranges and the GPU trace, `nsys stats`), stream.sqlite (`nsys
 #   export`, for `python3 bench/timeline.py`), and the NVTX overhead: bench_launch without a
@@ -230,9 +231,11 @@ run_firstlaunch() {
     [[ -n $ref ]] && { CUDA_CACHE_DISABLE=1 "$ref" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1; }
     CUDA_CACHE_DISABLE=1 "$here/bin/first_launch" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1
     CUDA_CACHE_DISABLE=1 BERTH_LOAD=ptx "$here/bin/first_launch" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1
+    CUDA_CACHE_DISABLE=1 BERTH_LOAD=crate-ptx "$here/bin/first_launch" | sed "s/}\$/,\"round\":$round}/" >> "$out/firstlaunch.jsonl" || fail=1
   done
-  # One more SASS run with the module load's phases logged.
+  # One more run of each of SASS and the kernel's PTX with the module load's phases logged.
   CUDA_CACHE_DISABLE=1 RUST_LOG=berth_runtime=debug "$here/bin/first_launch" > /dev/null 2> "$out/firstlaunch.log" || fail=1
+  CUDA_CACHE_DISABLE=1 BERTH_LOAD=ptx RUST_LOG=berth_runtime=debug "$here/bin/first_launch" > /dev/null 2>> "$out/firstlaunch.log" || fail=1
   cat "$out/firstlaunch.jsonl"
   grep -a "module ready" "$out/firstlaunch.log" || true
 }

@@ -56,7 +56,10 @@ pub(crate) struct Driver {
     pub(super) functions: Mutex<HashMap<usize, usize>>,
     /// The same indices, read without a lock on every launch.
     pub(super) function_cache: FunctionCache,
-    pub(super) modules: Mutex<HashMap<&'static str, Handle<sys::CUmodule>>>,
+    /// Loaded modules, by kernel crate: the crate's whole module (SASS, or its PTX where that
+    /// could not be cut into kernels) under `(crate, None)`, a kernel's own PTX module under
+    /// `(crate, Some(kernel))`.
+    pub(super) modules: Mutex<HashMap<ModuleKey, Handle<sys::CUmodule>>>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
     pub(super) events: Mutex<Vec<Handle<sys::CUevent>>>,
     /// The device's launch limits, read once: every launch is checked against them.
@@ -516,6 +519,9 @@ impl ContextOps for Driver {
         Ok(Box::new(fresh))
     }
 }
+
+/// What a loaded module holds: a kernel crate's kernels, or one kernel of it.
+pub(super) type ModuleKey = (&'static str, Option<&'static str>);
 
 impl Drop for Driver {
     fn drop(&mut self) {

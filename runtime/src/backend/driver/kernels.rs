@@ -1,10 +1,12 @@
-//! Kernels on the CUDA driver: one module per kernel crate, loaded (and checked against
-//! every launcher of the crate) on first use — its SASS where the build made some for this
-//! GPU, else its PTX, which the driver JIT-compiles — the function cache, launches and graphs.
+//! Kernels on the CUDA driver: modules loaded on first use (the crate's PTX checked against
+//! every launcher of the crate on its first load) — the crate's SASS where the build made
+//! some for this GPU, else the launched kernel's own PTX module, cut out of the crate's
+//! ([`crate::ptx::Split`]), which the driver JIT-compiles — the function cache, launches and
+//! graphs.
 
-use crate::backend::driver::Driver;
 use crate::backend::driver::handle::Handle;
 use crate::backend::driver::launch as driver_launch;
+use crate::backend::driver::{Driver, ModuleKey};
 use crate::backend::{ContextOps, FunctionId, GraphExec, GraphNode, KernelOps, StreamId};
 use crate::error::{Error, Result};
 use crate::launch::grid::Grid;
@@ -20,70 +22,114 @@ use std::time::Instant;
 impl Driver {
     fn module(&self, kernel: &'static Kernel) -> Result<sys::CUmodule> {
         let mut modules = self.modules.lock().expect("poisoned");
-        if let Some(m) = modules.get(kernel.crate_name) {
-            return Ok(m.0);
+        let krate = kernel.crate_name;
+        for key in [(krate, None), (krate, Some(kernel.name))] {
+            if let Some(m) = modules.get(&key) {
+                return Ok(m.0);
+            }
         }
         let started = Instant::now();
-        // Check every entry of the PTX against its launcher before anything runs: a stale
-        // PTX or a macro bug must be an error here, not memory corruption later. One pass
-        // over the PTX for the whole crate (it holds every kernel of the crate).
-        let entries = crate::ptx::entries(kernel.ptx);
-        for k in registered_kernels().filter(|k| k.crate_name == kernel.crate_name) {
-            crate::ptx::check_against(k, &entries)?;
-        }
-        crate::ptx::check_against(kernel, &entries)?;
-        let checked = started.elapsed();
-        let force_ptx = std::env::var(LOAD_ENV).is_ok_and(|v| v == "ptx");
-        let sass = crate_sass(kernel.crate_name);
-        let module = match choose_image(sass.as_ref(), self.compute_capability().ok(), force_ptx) {
-            Image::Sass(sass) => match load_cubin(sass.cubin) {
-                Ok(m) => {
-                    tracing::debug!(
-                        krate = kernel.crate_name,
-                        arch = sass.arch,
-                        "SASS module loaded"
-                    );
-                    m
-                }
-                // A fault of earlier work surfacing here is that fault, not a bad image.
-                Err(e)
-                    if crate::backend::driver::fault::is_sticky(e.0)
-                        || self.faults.state.is_lost() =>
-                {
-                    return Err(self.faults.error("cuModuleLoadData", e, None));
-                }
-                Err(e) => {
-                    let (name, message) = crate::backend::driver::fault::describe(e);
-                    tracing::debug!(
-                        krate = kernel.crate_name,
-                        arch = sass.arch,
-                        "the driver rejected the SASS ({name}: {message}); loading the PTX"
-                    );
-                    self.load_ptx(kernel)?
-                }
-            },
-            Image::Ptx(why) => {
-                let m = self.load_ptx(kernel)?;
-                tracing::debug!(krate = kernel.crate_name, why, "PTX module loaded (JIT)");
-                m
+        // Check every entry of the PTX against its launcher before anything of the crate
+        // runs: a stale PTX or a macro bug must be an error here, not memory corruption
+        // later. One pass over the PTX for the whole crate (it holds every kernel of the
+        // crate), on the crate's first load.
+        if !modules.keys().any(|(c, _)| *c == krate) {
+            let entries = crate::ptx::entries(kernel.ptx);
+            for k in registered_kernels().filter(|k| k.crate_name == krate) {
+                crate::ptx::check_against(k, &entries)?;
             }
-        };
+            crate::ptx::check_against(kernel, &entries)?;
+        }
+        let checked = started.elapsed();
+        let load = Load::from_env();
+        let sass = crate_sass(krate);
+        let (key, module, ptx, image) =
+            match choose_image(sass.as_ref(), self.compute_capability().ok(), load) {
+                Image::Sass(sass) => match load_cubin(sass.cubin) {
+                    Ok(m) => (
+                        (krate, None),
+                        m,
+                        std::borrow::Cow::Borrowed(kernel.ptx),
+                        "sass",
+                    ),
+                    // A fault of earlier work surfacing here is that fault, not a bad image.
+                    Err(e)
+                        if crate::backend::driver::fault::is_sticky(e.0)
+                            || self.faults.state.is_lost() =>
+                    {
+                        return Err(self.faults.error("cuModuleLoadData", e, None));
+                    }
+                    Err(e) => {
+                        let (name, message) = crate::backend::driver::fault::describe(e);
+                        tracing::debug!(
+                            krate,
+                            arch = sass.arch,
+                            "the driver rejected the SASS ({name}: {message}); loading the PTX"
+                        );
+                        self.load_kernel_ptx(kernel)?
+                    }
+                },
+                Image::Ptx(why) => {
+                    tracing::debug!(krate, kernel = kernel.name, why, "loading PTX (JIT)");
+                    self.load_kernel_ptx(kernel)?
+                }
+                Image::CratePtx(why) => {
+                    tracing::debug!(krate, why, "loading the crate's PTX (JIT)");
+                    let m = self.load_ptx(kernel, kernel.ptx)?;
+                    ((krate, None), m, kernel.ptx.into(), "crate ptx")
+                }
+            };
         let loaded = started.elapsed();
         self.faults.record.install(module, &self.faults)?;
-        self.faults.index_strings(module, kernel.ptx);
+        self.faults.index_strings(module, &ptx);
         tracing::debug!(
-            krate = kernel.crate_name,
+            krate,
+            kernel = key.1,
+            image,
+            ptx_bytes = ptx.len(),
             check_ms = checked.as_secs_f64() * 1e3,
             load_ms = (loaded - checked).as_secs_f64() * 1e3,
             fault_setup_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
             "module ready"
         );
-        modules.insert(kernel.crate_name, Handle(module));
+        modules.insert(key, Handle(module));
         Ok(module)
     }
 
-    fn load_ptx(&self, kernel: &'static Kernel) -> Result<sys::CUmodule> {
-        let src = CString::new(kernel.ptx).map_err(|_| Error::Module {
+    /// The PTX module of `kernel` alone (its entries and what they reach), so that the JIT
+    /// compiles what the program launches, not the whole crate; the crate's whole module
+    /// where its PTX cannot be cut.
+    #[allow(clippy::type_complexity)]
+    fn load_kernel_ptx(
+        &self,
+        kernel: &'static Kernel,
+    ) -> Result<(
+        ModuleKey,
+        sys::CUmodule,
+        std::borrow::Cow<'static, str>,
+        &'static str,
+    )> {
+        let krate = kernel.crate_name;
+        let mut entries = vec![kernel.name];
+        entries.extend(kernel.linear);
+        match crate::ptx::split::cached(kernel.ptx).and_then(|s| s.module(&entries)) {
+            Ok(piece) => {
+                let m = self.load_ptx(kernel, &piece)?;
+                Ok(((krate, Some(kernel.name)), m, piece.into(), "kernel ptx"))
+            }
+            Err(e) => {
+                tracing::debug!(
+                    krate,
+                    "the crate's PTX not cut into kernels ({e}): loading all of it"
+                );
+                let m = self.load_ptx(kernel, kernel.ptx)?;
+                Ok(((krate, None), m, kernel.ptx.into(), "crate ptx"))
+            }
+        }
+    }
+
+    fn load_ptx(&self, kernel: &'static Kernel, ptx: &str) -> Result<sys::CUmodule> {
+        let src = CString::new(ptx).map_err(|_| Error::Module {
             kernel: kernel.name,
             reason: "the embedded PTX contains a NUL byte".into(),
         })?;
@@ -104,23 +150,48 @@ impl Driver {
     }
 }
 
-/// `BERTH_LOAD=ptx`: load every kernel crate's PTX even where its SASS would run (to measure
-/// the JIT, or to rule the cubin out).
+/// `BERTH_LOAD=ptx`: load each kernel's own PTX module even where the crate's SASS would run
+/// (to measure the JIT, or to rule the cubin out); `BERTH_LOAD=crate-ptx`: the crate's whole
+/// PTX module (the JIT of every kernel of the crate at once).
 pub(crate) const LOAD_ENV: &str = "BERTH_LOAD";
+
+/// What `BERTH_LOAD` asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// The SASS where it runs, else each kernel's PTX.
+    Auto,
+    /// Each kernel's own PTX module.
+    KernelPtx,
+    /// The crate's whole PTX module.
+    CratePtx,
+}
+
+impl Load {
+    fn from_env() -> Load {
+        match std::env::var(LOAD_ENV).as_deref() {
+            Ok("ptx") => Load::KernelPtx,
+            Ok("crate-ptx") => Load::CratePtx,
+            _ => Load::Auto,
+        }
+    }
+}
 
 /// Which image of a kernel crate to load.
 #[derive(Debug)]
 enum Image<'a> {
     /// The SASS, which runs on this GPU.
     Sass(&'a Sass),
-    /// The PTX (JIT-compiled by the driver), and why not SASS.
+    /// The kernel's own PTX module (JIT-compiled by the driver), and why not SASS.
     Ptx(&'static str),
+    /// The crate's whole PTX module (`BERTH_LOAD=crate-ptx`).
+    CratePtx(&'static str),
 }
 
-/// The crate's SASS where it runs on a GPU of compute capability `cc`, else its PTX.
-fn choose_image(sass: Option<&Sass>, cc: Option<(i32, i32)>, force_ptx: bool) -> Image<'_> {
+/// The crate's SASS where it runs on a GPU of compute capability `cc`, else the kernel's PTX.
+fn choose_image(sass: Option<&Sass>, cc: Option<(i32, i32)>, load: Load) -> Image<'_> {
     match (sass, cc) {
-        _ if force_ptx => Image::Ptx("BERTH_LOAD=ptx"),
+        _ if load == Load::CratePtx => Image::CratePtx("BERTH_LOAD=crate-ptx"),
+        _ if load == Load::KernelPtx => Image::Ptx("BERTH_LOAD=ptx"),
         (None, _) => Image::Ptx("built without SASS"),
         (Some(_), None) => Image::Ptx("compute capability unknown"),
         (Some(s), Some(cc)) if s.runs_on(cc) => Image::Sass(s),
@@ -278,27 +349,35 @@ mod tests {
     #[test]
     fn sass_where_it_runs_else_ptx() {
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((9, 0)), false),
+            choose_image(Some(&SM_90), Some((9, 0)), Load::Auto),
             Image::Sass(s) if std::ptr::eq(s, &SM_90)
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((8, 0)), false),
+            choose_image(Some(&SM_90), Some((8, 0)), Load::Auto),
             Image::Ptx(_)
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((10, 0)), false),
+            choose_image(Some(&SM_90), Some((10, 0)), Load::Auto),
             Image::Ptx(_)
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((9, 0)), true),
+            choose_image(Some(&SM_90), Some((9, 0)), Load::KernelPtx),
             Image::Ptx("BERTH_LOAD=ptx")
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), None, false),
+            choose_image(Some(&SM_90), Some((9, 0)), Load::CratePtx),
+            Image::CratePtx(_)
+        ));
+        assert!(matches!(
+            choose_image(None, Some((9, 0)), Load::CratePtx),
+            Image::CratePtx(_)
+        ));
+        assert!(matches!(
+            choose_image(Some(&SM_90), None, Load::Auto),
             Image::Ptx(_)
         ));
         assert!(matches!(
-            choose_image(None, Some((9, 0)), false),
+            choose_image(None, Some((9, 0)), Load::Auto),
             Image::Ptx(_)
         ));
     }
