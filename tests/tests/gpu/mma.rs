@@ -1,0 +1,95 @@
+//! Tensor-core fragments: one 16×16×16 `a × b + c` through every load path, in `f16` and
+//! `bf16`, against the host's product.
+
+use super::*;
+use berth::{bf16, f16};
+use berth_fixtures::mma::{MMA_PATHS, mma_paths_bf16, mma_paths_f16};
+
+/// `a × b + c` of 16×16 matrices (`b` K×N row-major), products and sums in `f64`.
+fn product(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
+    (0..256)
+        .map(|i| {
+            let (r, n) = (i / 16, i % 16);
+            (0..16).fold(f64::from(c[i]), |s, k| {
+                s + f64::from(a[r * 16 + k]) * f64::from(b[k * 16 + n])
+            })
+        })
+        .collect()
+}
+
+/// Checks `got` (every path's result) against `want`; `ulp` is the tolerance relative to the
+/// sum of the terms' magnitudes.
+fn check(got: &[f32], want: &[f64], scale: &[f64], what: &str) {
+    for path in 0..MMA_PATHS {
+        for i in 0..256 {
+            let g = f64::from(got[path * 256 + i]);
+            let tol = scale[i] * 2f64.powi(-18) + 1e-30;
+            assert!(
+                (g - want[i]).abs() <= tol,
+                "{what}, path {path}: element ({}, {}) is {g}, want {} (±{tol})",
+                i / 16,
+                i % 16,
+                want[i]
+            );
+        }
+    }
+}
+
+fn magnitudes(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
+    let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+    product(&abs(a), &abs(b), &abs(c))
+}
+
+#[test]
+fn mma_fragments_multiply_like_the_host_through_every_load_path() {
+    let (_g, gpu) = gpu();
+    for round in 0..3 {
+        let v = |n| -> Vec<f32> { random_f32(n).iter().map(|x| x * 2.0).collect() };
+        let (a, b, c) = (v(256), v(256), v(256));
+        let dc = gpu.upload(&c).unwrap();
+
+        let (ah, bh): (Vec<f16>, Vec<f16>) = (
+            a.iter().map(|&x| f16::from_f32(x)).collect(),
+            b.iter().map(|&x| f16::from_f32(x)).collect(),
+        );
+        let (af, bf): (Vec<f32>, Vec<f32>) = (
+            ah.iter().map(|x| x.to_f32()).collect(),
+            bh.iter().map(|x| x.to_f32()).collect(),
+        );
+        let (da, db) = (gpu.upload(&ah).unwrap(), gpu.upload(&bh).unwrap());
+        let mut out = gpu.upload(&vec![f32::NAN; MMA_PATHS * 256]).unwrap();
+        mma_paths_f16(&gpu, Grid::new(1, 32), &da, &db, &dc, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want = product(&af, &bf, &c);
+        check(
+            &out.to_vec().unwrap(),
+            &want,
+            &magnitudes(&af, &bf, &c),
+            &format!("f16, round {round}"),
+        );
+
+        let (ab, bb): (Vec<bf16>, Vec<bf16>) = (
+            a.iter().map(|&x| bf16::from_f32(x)).collect(),
+            b.iter().map(|&x| bf16::from_f32(x)).collect(),
+        );
+        let (af, bf): (Vec<f32>, Vec<f32>) = (
+            ab.iter().map(|x| x.to_f32()).collect(),
+            bb.iter().map(|x| x.to_f32()).collect(),
+        );
+        let (da, db) = (gpu.upload(&ab).unwrap(), gpu.upload(&bb).unwrap());
+        let mut out = gpu.upload(&vec![f32::NAN; MMA_PATHS * 256]).unwrap();
+        mma_paths_bf16(&gpu, Grid::new(1, 32), &da, &db, &dc, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want = product(&af, &bf, &c);
+        check(
+            &out.to_vec().unwrap(),
+            &want,
+            &magnitudes(&af, &bf, &c),
+            &format!("bf16, round {round}"),
+        );
+    }
+}
