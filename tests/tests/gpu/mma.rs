@@ -93,3 +93,92 @@ fn mma_fragments_multiply_like_the_host_through_every_load_path() {
         );
     }
 }
+
+/// `a · b` (row-major `m × k` by `k × n`) on the host, in `f64`, and the sums of the terms'
+/// magnitudes (the scale of the rounding error).
+fn host_gemm(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut want = vec![0.0; m * n];
+    let mut scale = vec![0.0; m * n];
+    for r in 0..m {
+        for kk in 0..k {
+            let x = f64::from(a[r * k + kk]);
+            for c in 0..n {
+                let y = f64::from(b[kk * n + c]);
+                want[r * n + c] += x * y;
+                scale[r * n + c] += (x * y).abs();
+            }
+        }
+    }
+    (want, scale)
+}
+
+/// Runs `launch` on fresh random `a` (`m × k`) and `b` (`k × n`) rounded to `T` and checks
+/// `c` against the host's product of the rounded values.
+fn check_gemm<T: berth::DeviceCopy>(
+    gpu: &berth::Gpu,
+    (m, n, k): (usize, usize, usize),
+    round: impl Fn(f32) -> T,
+    widen: impl Fn(T) -> f32,
+    launch: impl Fn(
+        &berth::DeviceBuffer<T>,
+        &berth::DeviceBuffer<T>,
+        &mut berth::DeviceBuffer<f32>,
+    ) -> Result<(), Error>,
+    what: &str,
+) {
+    let (a, b): (Vec<T>, Vec<T>) = (
+        random_f32(m * k).into_iter().map(&round).collect(),
+        random_f32(k * n).into_iter().map(&round).collect(),
+    );
+    let (af, bf): (Vec<f32>, Vec<f32>) = (
+        a.iter().map(|&x| widen(x)).collect(),
+        b.iter().map(|&x| widen(x)).collect(),
+    );
+    let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let mut dc = gpu.upload(&vec![f32::NAN; m * n]).unwrap();
+    launch(&da, &db, &mut dc).unwrap();
+    let got = dc.to_vec().unwrap();
+    let (want, scale) = host_gemm(&af, &bf, m, n, k);
+    for i in 0..m * n {
+        let tol = scale[i] * 2f64.powi(-16) + 1e-30;
+        let g = f64::from(got[i]);
+        assert!(
+            (g - want[i]).abs() <= tol,
+            "{what} {m}×{n}×{k}: c({}, {}) is {g}, want {} (±{tol})",
+            i / n,
+            i % n,
+            want[i]
+        );
+    }
+}
+
+#[test]
+fn the_tensor_core_gemm_matches_the_host() {
+    use berth_examples::tensor::{MMA_BM, MMA_BN, MMA_THREADS, hgemm_bf16, hgemm_f16};
+    let (_g, gpu) = gpu();
+    let shapes: &[(usize, usize, usize)] = if cfg!(feature = "gpu") {
+        &[(128, 128, 32), (256, 384, 96), (1024, 512, 2048)]
+    } else {
+        &[(128, 128, 32), (256, 128, 96)]
+    };
+    for &(m, n, k) in shapes {
+        let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32);
+        let dims = (m as u32, n as u32, k as u32);
+        check_gemm(
+            &gpu,
+            (m, n, k),
+            f16::from_f32,
+            f16::to_f32,
+            |a, b, c| hgemm_f16(&gpu, grid, dims.0, dims.1, dims.2, a, b, c)?.wait(),
+            "f16",
+        );
+        check_gemm(
+            &gpu,
+            (m, n, k),
+            bf16::from_f32,
+            bf16::to_f32,
+            |a, b, c| hgemm_bf16(&gpu, grid, dims.0, dims.1, dims.2, a, b, c)?.wait(),
+            "bf16",
+        );
+    }
+}
