@@ -65,6 +65,11 @@ mod sealed {
 /// ```
 pub trait MmaInput: Copy + Send + sealed::Sealed + 'static {
     /// The PTX type name (`f16`, `bf16`).
+    ///
+    /// ```
+    /// use berth_device::mma::MmaInput;
+    /// assert_eq!(<berth_device::f16 as MmaInput>::NAME, "f16");
+    /// ```
     const NAME: &'static str;
     #[doc(hidden)]
     const IS_BF16: bool;
@@ -150,7 +155,7 @@ pub struct FragA<T: MmaInput> {
 /// // Lane 5 holds column 1, rows 2 and 3 (elements 0, 1) and 10, 11 (elements 2, 3).
 /// assert_eq!(FragB::<f16>::coords(5, 2), (10, 1));
 /// let b = FragB::from_fn(|k, n| f16::from_f32((k + n) as f32));
-/// assert_eq!(b.get(3).to_f32(), 1.0); // lane 0: k 9, n 0
+/// assert_eq!(b.get(3).to_f32(), 9.0); // lane 0: k 9, n 0
 /// ```
 #[derive(Clone, Copy)]
 pub struct FragB<T: MmaInput> {
