@@ -637,7 +637,7 @@ fn row_address<T: MmaInput>(tile: Shared<T>, stride: usize, row: usize, col: usi
         crate::panic::fail("ldmatrix: a row of the block is outside the shared tile");
     }
     let p = tile.as_ptr().wrapping_add(first);
-    if p as usize % 16 != 0 {
+    if !(p as usize).is_multiple_of(16) {
         crate::panic::fail(
             "ldmatrix: a row of the block is not 16-byte aligned (stride and column must be multiples of 8)",
         );
