@@ -17,13 +17,13 @@ fn product(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
         .collect()
 }
 
-/// Checks `got` (every path's result) against `want`; `ulp` is the tolerance relative to the
-/// sum of the terms' magnitudes.
+/// Checks `got` (every path's result) against `want`, within 2^-16 of the sum of the terms'
+/// magnitudes (`scale`).
 fn check(got: &[f32], want: &[f64], scale: &[f64], what: &str) {
     for path in 0..MMA_PATHS {
         for i in 0..256 {
             let g = f64::from(got[path * 256 + i]);
-            let tol = scale[i] * 2f64.powi(-18) + 1e-30;
+            let tol = scale[i] * 2f64.powi(-16) + 1e-30;
             assert!(
                 (g - want[i]).abs() <= tol,
                 "{what}, path {path}: element ({}, {}) is {g}, want {} (±{tol})",
@@ -140,7 +140,8 @@ fn check_gemm<T: berth::DeviceCopy>(
     let got = dc.to_vec().unwrap();
     let (want, scale) = host_gemm(&af, &bf, m, n, k);
     for i in 0..m * n {
-        let tol = scale[i] * 2f64.powi(-16) + 1e-30;
+        // The GPU's tensor cores sum in their own order and precision: k / 16 rounded steps.
+        let tol = scale[i] * 2f64.powi(-14) + 1e-30;
         let g = f64::from(got[i]);
         assert!(
             (g - want[i]).abs() <= tol,
