@@ -115,12 +115,6 @@ impl MmaInput for bf16 {
     }
 }
 
-/// The calling lane's `(g, t)`: its group of four lanes and its place in the group.
-#[inline(always)]
-fn lane_parts(lane: usize) -> (usize, usize) {
-    (lane / 4 % 8, lane % 4)
-}
-
 #[inline(always)]
 fn pack<T: MmaInput>(lo: T, hi: T) -> u32 {
     u32::from(lo.to_bits()) | u32::from(hi.to_bits()) << 16
@@ -622,7 +616,15 @@ pub unsafe fn mma<T: MmaInput>(a: FragA<T>, b: FragB<T>, c: FragC) -> FragC {
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        host::mma(a, b, c, core::panic::Location::caller())
+        FragC {
+            regs: host::mma(
+                a.regs,
+                b.regs,
+                c.regs,
+                |bits| T::from_bits(bits).widen(),
+                core::panic::Location::caller(),
+            ),
+        }
     }
 }
 
@@ -706,7 +708,7 @@ unsafe fn ldmatrix<const N: usize, const TRANS: bool>(p: *const impl MmaInput) -
     #[cfg(not(target_arch = "nvptx64"))]
     {
         // SAFETY: forwarded from the caller.
-        unsafe { host::ldmatrix(p, N, TRANS, core::panic::Location::caller()) }
+        unsafe { host::ldmatrix(p.cast(), N, TRANS, core::panic::Location::caller()) }
     }
 }
 

@@ -1,9 +1,8 @@
 //! The host's `mma.sync` and `ldmatrix`: each lane gathers the registers or row addresses it
 //! needs from the lanes that hold them, one warp call per 64-bit word (all 32 lanes take
 //! part in each, so a warp that is not whole is reported at the first), then computes its own
-//! part of the result.
+//! part of the result. It works on the fragments' registers, so it names nothing of `mma`.
 
-use super::{FragA, FragB, FragC, MmaInput, lane_parts, unpack};
 use crate::host::warp::{Call, Op};
 use core::panic::Location;
 
@@ -25,70 +24,78 @@ fn pair(lo: u32, hi: u32) -> u64 {
     u64::from(lo) | u64::from(hi) << 32
 }
 
-pub(super) fn mma<T: MmaInput>(
-    a: FragA<T>,
-    b: FragB<T>,
-    c: FragC,
+/// The calling lane's `(g, t)`: its group of four lanes and its place in the group.
+fn lane_parts() -> (usize, usize) {
+    let lane = crate::warp::lane_id();
+    (lane / 4 % 8, lane % 4)
+}
+
+/// The two 16-bit elements of a register, widened by `widen`.
+fn halves(reg: u32, widen: fn(u16) -> f32) -> (f32, f32) {
+    (widen(reg as u16), widen((reg >> 16) as u16))
+}
+
+/// This lane's part of `a × b + c` from its registers (`a`: 4, `b`: 2, `c`: 4 `f32`), the
+/// 16-bit elements read by `widen`.
+pub(super) fn mma(
+    a: [u32; 4],
+    b: [u32; 2],
+    c: [f32; 4],
+    widen: fn(u16) -> f32,
     at: &'static Location<'static>,
-) -> FragC {
-    let (g, t) = lane_parts(crate::warp::lane_id());
+) -> [f32; 4] {
+    let (g, t) = lane_parts();
     // Rows g and g + 8 of A, from lanes 4g..4g + 4: lane 4g + i holds columns 2i, 2i + 1
     // (registers 0 and 1: rows g, g + 8) and 2i + 8, 2i + 9 (registers 2 and 3).
     let mut rows = [[0f32; 16]; 2];
-    let (lo, hi) = (pair(a.regs[0], a.regs[1]), pair(a.regs[2], a.regs[3]));
+    let (lo, hi) = (pair(a[0], a[1]), pair(a[2], a[3]));
     for i in 0..4 {
         let src = 4 * g + i;
         let lo = gather(Op::Mma, lo, src, at);
         let hi = gather(Op::Mma, hi, src, at);
         for (reg, col) in [(lo as u32, 2 * i), (hi as u32, 2 * i + 8)] {
-            rows[0][col] = unpack::<T>(reg, false).widen();
-            rows[0][col + 1] = unpack::<T>(reg, true).widen();
+            (rows[0][col], rows[0][col + 1]) = halves(reg, widen);
         }
         for (reg, col) in [((lo >> 32) as u32, 2 * i), ((hi >> 32) as u32, 2 * i + 8)] {
-            rows[1][col] = unpack::<T>(reg, false).widen();
-            rows[1][col + 1] = unpack::<T>(reg, true).widen();
+            (rows[1][col], rows[1][col + 1]) = halves(reg, widen);
         }
     }
     // Columns 2t and 2t + 1 of B: column n is held by lanes 4n..4n + 4, lane 4n + i holding
     // rows 2i, 2i + 1 (register 0) and 2i + 8, 2i + 9 (register 1).
     let mut cols = [[0f32; 16]; 2];
-    let mine = pair(b.regs[0], b.regs[1]);
+    let mine = pair(b[0], b[1]);
     for (j, col) in cols.iter_mut().enumerate() {
         for i in 0..4 {
             let w = gather(Op::Mma, mine, 4 * (2 * t + j) + i, at);
             for (reg, k) in [(w as u32, 2 * i), ((w >> 32) as u32, 2 * i + 8)] {
-                col[k] = unpack::<T>(reg, false).widen();
-                col[k + 1] = unpack::<T>(reg, true).widen();
+                (col[k], col[k + 1]) = halves(reg, widen);
             }
         }
     }
-    FragC {
-        regs: core::array::from_fn(|e| {
-            let (row, col) = (&rows[e / 2], &cols[e % 2]);
-            // A product of two 11-bit (or 8-bit) significands fits f32's 24 bits: exact.
-            (0..16).fold(c.regs[e], |acc, k| acc + row[k] * col[k])
-        }),
-    }
+    core::array::from_fn(|e| {
+        let (row, col) = (&rows[e / 2], &cols[e % 2]);
+        // A product of two 11-bit (or 8-bit) significands fits f32's 24 bits: exact.
+        (0..16).fold(c[e], |acc, k| acc + row[k] * col[k])
+    })
 }
 
 /// # Safety
 /// As [`super::ldmatrix`]: `p` is an aligned row of eight elements in block-shared memory
 /// (in the host's backing of it), and the read contract holds for every row the warp names.
-pub(super) unsafe fn ldmatrix<T: MmaInput>(
-    p: *const T,
+pub(super) unsafe fn ldmatrix(
+    p: *const u16,
     matrices: usize,
     trans: bool,
     at: &'static Location<'static>,
 ) -> [u32; 4] {
-    let lane = crate::warp::lane_id();
-    let (g, t) = lane_parts(lane);
+    let (g, t) = lane_parts();
     let read = |row: u64, col: usize| -> u16 {
-        let e = (row as usize as *const T).wrapping_add(col);
+        let e = (row as usize as *const u16).wrapping_add(col);
         crate::host::shared_access(e as usize, 2, crate::host::Access::Read, at);
         // SAFETY: `row` is a lane's row address, which that lane checked to be eight
         // in-bounds elements of a shared tile (`row_address`), and `col < 8`; the read
         // contract is the caller's.
-        unsafe { e.read() }.to_bits()
+        unsafe { e.read() }
     };
     let mut regs = [0u32; 4];
     for (m, reg) in regs.iter_mut().enumerate().take(matrices) {
