@@ -28,6 +28,7 @@ pub mod hint;
 pub mod host;
 pub mod math;
 pub mod matrix;
+pub mod mma;
 pub mod own;
 pub mod packed;
 pub mod panic;

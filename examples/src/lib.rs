@@ -16,6 +16,7 @@ pub mod half_precision;
 pub mod language;
 pub mod plain;
 pub mod reexport;
+pub mod tensor;
 pub mod tpch;
 
 /// `y[i] = a * x[i] + y[i]`.

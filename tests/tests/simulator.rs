@@ -433,6 +433,42 @@ fn lanes_at_different_warp_calls_are_reported() {
 }
 
 #[test]
+fn an_mma_without_the_whole_warp_is_reported_where_it_is_called() {
+    use berth_fixtures::broken::mma_half_warp;
+    let (gpu, err) = warp_report(|gpu, out| mma_half_warp(gpu, Grid::new(2, 64), out)?.wait());
+    let Error::Simulator { problem, .. } = &err else {
+        unreachable!()
+    };
+    let at = format!(
+        "mma::mma() at fixtures/src/broken.rs:{}",
+        warp_line("let d = unsafe { mma::mma(a, b, FragC::zero()) };")
+    );
+    assert!(problem.contains(&at), "{err}");
+    assert!(problem.contains("which has returned"), "{err}");
+    still_works(&gpu);
+}
+
+#[test]
+fn an_ldmatrix_in_a_partial_warp_is_reported_where_it_is_called() {
+    use berth_fixtures::broken::ldmatrix_partial_warp;
+    let (gpu, err) =
+        warp_report(|gpu, out| ldmatrix_partial_warp(gpu, Grid::new(1, 48), out)?.wait());
+    let Error::Simulator { problem, .. } = &err else {
+        unreachable!()
+    };
+    assert!(
+        problem.contains("mma::ldmatrix() in lane 0 is a warp-wide operation"),
+        "{err}"
+    );
+    let line = warp_line("let a = unsafe { FragA::ldmatrix(tile, 16, 0, 0) };");
+    assert!(
+        problem.contains(&format!("fixtures/src/broken.rs:{line}")),
+        "{err}"
+    );
+    still_works(&gpu);
+}
+
+#[test]
 fn a_shuffle_in_a_helper_function_is_honoured() {
     // The body names no warp operation; its PTX shows `shfl.sync` through the helper.
     use berth_fixtures::broken::hidden_shuffle;

@@ -362,7 +362,7 @@ if [[ $mode == all || $mode == tests ]]; then
       summary+=("FAIL  tests/$name"); fail=1
     fi
   done
-  for ex in quickstart reduction "stream --gib 16 --device-budget 1G" worker progress embedding "embedding --auto --batches 20" "cublas_gemm --n 2048" "tpch --sf 1 --repeat 3"; do
+  for ex in quickstart reduction "stream --gib 16 --device-budget 1G" worker progress embedding "embedding --auto --batches 20" "cublas_gemm --n 2048" "tensor_gemm --m 4096 --n 4096 --k 4096" "tpch --sf 1 --repeat 3"; do
     echo "=== example: $ex" | tee -a "$out/tests.log"
     if "$here/bin/"$ex 2>&1 | tee -a "$out/tests.log"; then
       summary+=("PASS  example $ex")

@@ -41,6 +41,12 @@ pub enum Op {
     MaxI32,
     /// `bar.warp.sync`.
     Sync,
+    /// One step of a simulated `mma.sync`: read lane `arg`'s operand registers. Every lane of
+    /// the warp takes part.
+    Mma,
+    /// One step of a simulated `ldmatrix`: read lane `arg`'s row address. Every lane of the
+    /// warp takes part.
+    Ldmatrix,
 }
 
 impl Op {
@@ -63,6 +69,8 @@ impl Op {
             Op::MatchAll => "warp::match_all",
             Op::SumU32 | Op::MinU32 | Op::MaxU32 | Op::MinI32 | Op::MaxI32 => "warp::reduce",
             Op::Sync => "warp::sync_warp",
+            Op::Mma => "mma::mma",
+            Op::Ldmatrix => "mma::ldmatrix",
         }
     }
 }
@@ -165,6 +173,18 @@ pub fn exchange(
             Op::MinI32 => lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64,
             Op::MaxI32 => lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64,
             Op::Sync => 0,
+            Op::Mma | Op::Ldmatrix => {
+                if group != u32::MAX || exists != u32::MAX {
+                    return Err((
+                        l,
+                        format!(
+                            "{}() in lane {l} is a warp-wide operation: all 32 lanes of the warp must reach it together, but the lanes taking part are {group:#010x} (`.sync.aligned` on the GPU: undefined behaviour otherwise)",
+                            c.op.name()
+                        ),
+                    ));
+                }
+                value((c.arg & 31) as usize)
+            }
         };
     }
     Ok(out)

@@ -45,6 +45,7 @@ mod half;
 mod interop;
 mod kernels;
 mod launches;
+mod mma;
 mod pipeline;
 mod placement;
 mod signals;

@@ -1,0 +1,275 @@
+//! tensor_gemm: berth's tensor-core GEMM (`hgemm_f16` / `hgemm_bf16`: `f16` or `bf16` in,
+//! `f32` out) against cuBLAS's `cublasGemmEx` with the same types, on the same random
+//! matrices in berth's buffers; prints each one's time and TFLOP/s, and checks both against
+//! each other and sampled entries against the host.
+//!
+//! `cargo run --release -p berth-examples --features cublas --bin tensor_gemm -- [--m 4096]
+//! [--n 4096] [--k 4096] [--reps 20]` (`m`, `n` multiples of 128, `k` of 32). On the CPU
+//! simulator it runs berth's kernel alone, once, at the size given (keep it small there).
+
+use berth::{Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Stream, bf16, f16};
+use berth_examples::cli::init_logging;
+use berth_examples::tensor::{MMA_BK, MMA_BM, MMA_BN, MMA_THREADS, hgemm_bf16, hgemm_f16};
+use clap::Parser;
+use cudarc::cublas::CudaBlas;
+use cudarc::cublas::sys::{
+    cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType_t,
+};
+use cudarc::driver::DevicePtr;
+use rand::Rng;
+use std::time::Instant;
+
+type Failure = Box<dyn std::error::Error>;
+
+fn main() {
+    init_logging();
+    match run(Args::parse()) {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("tensor_gemm: FAILED");
+            std::process::exit(2);
+        }
+        Err(e) => {
+            eprintln!("tensor_gemm: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// berth's tensor-core GEMM against cuBLAS.
+#[derive(Parser)]
+struct Args {
+    /// Rows of `a` and `c` (a multiple of 128)
+    #[arg(long, default_value_t = 4096)]
+    m: usize,
+    /// Columns of `b` and `c` (a multiple of 128)
+    #[arg(long, default_value_t = 4096)]
+    n: usize,
+    /// Columns of `a`, rows of `b` (a multiple of 32)
+    #[arg(long, default_value_t = 4096)]
+    k: usize,
+    /// Timed repetitions of each GEMM (after one warm-up)
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+}
+
+/// The element types both sides run, with what cuBLAS calls them.
+trait Input: DeviceCopy + Send + Sync {
+    const NAME: &'static str;
+    const CUDA: cudaDataType_t;
+    fn round(x: f32) -> Self;
+    fn widen(self) -> f32;
+    #[allow(clippy::too_many_arguments)]
+    fn launch(
+        stream: &Stream,
+        grid: Grid,
+        dims: (u32, u32, u32),
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> berth::Result<()>;
+}
+
+impl Input for f16 {
+    const NAME: &'static str = "f16";
+    const CUDA: cudaDataType_t = cudaDataType_t::CUDA_R_16F;
+    fn round(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn launch(
+        s: &Stream,
+        g: Grid,
+        (m, n, k): (u32, u32, u32),
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> berth::Result<()> {
+        hgemm_f16(s, g, m, n, k, a, b, c)?.wait()
+    }
+}
+
+impl Input for bf16 {
+    const NAME: &'static str = "bf16";
+    const CUDA: cudaDataType_t = cudaDataType_t::CUDA_R_16BF;
+    fn round(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+    fn launch(
+        s: &Stream,
+        g: Grid,
+        (m, n, k): (u32, u32, u32),
+        a: &DeviceBuffer<Self>,
+        b: &DeviceBuffer<Self>,
+        c: &mut DeviceBuffer<f32>,
+    ) -> berth::Result<()> {
+        hgemm_bf16(s, g, m, n, k, a, b, c)?.wait()
+    }
+}
+
+/// `reps` runs of `c = a · b` (row-major) by cuBLAS on berth's buffers, each waited for; the
+/// seconds of the fastest.
+fn cublas_gemm<T: Input>(
+    blas: &CudaBlas,
+    stream: &Stream,
+    (m, n, k): (usize, usize, usize),
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &mut DeviceBuffer<f32>,
+    reps: usize,
+) -> Result<f64, Failure> {
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let timed = a.with_cudarc(stream, |a, s| {
+        b.with_cudarc(stream, |b, _| {
+            c.with_cudarc_mut(stream, |mut c, _| -> Result<f64, Failure> {
+                let (pa, _ra) = a.device_ptr(s);
+                let (pb, _rb) = b.device_ptr(s);
+                let (pc, _rc) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut c, s);
+                let mut best = f64::INFINITY;
+                for _ in 0..=reps {
+                    let start = Instant::now();
+                    // SAFETY: column-major `cᵀ = bᵀ · aᵀ` is row-major `c = a · b`: `b` is
+                    // `n × k` column-major with leading dimension `n`, `a` `k × m` with `k`,
+                    // `c` `n × m` with `n`; the three views hold exactly those elements, of
+                    // the types named; cuBLAS queues on `s`, the stream the views were lent on.
+                    unsafe {
+                        cudarc::cublas::result::gemm_ex(
+                            *blas.handle(),
+                            cublasOperation_t::CUBLAS_OP_N,
+                            cublasOperation_t::CUBLAS_OP_N,
+                            n as i32,
+                            m as i32,
+                            k as i32,
+                            (&alpha) as *const f32 as *const _,
+                            pb as *const _,
+                            T::CUDA,
+                            n as i32,
+                            pa as *const _,
+                            T::CUDA,
+                            k as i32,
+                            (&beta) as *const f32 as *const _,
+                            pc as *mut _,
+                            cudaDataType_t::CUDA_R_32F,
+                            n as i32,
+                            cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                        )?;
+                    }
+                    s.synchronize()?;
+                    best = best.min(start.elapsed().as_secs_f64());
+                }
+                Ok(best)
+            })
+        })
+    });
+    // Three lendings (berth's errors) around the timed loop (its own).
+    timed.and_then(|r| r).and_then(|r| r)?
+}
+
+/// `a · b` at `(i, j)` on the host, in `f64`.
+fn host_entry(a: &[f32], b: &[f32], (n, k): (usize, usize), i: usize, j: usize) -> f64 {
+    (0..k)
+        .map(|kk| f64::from(a[i * k + kk]) * f64::from(b[kk * n + j]))
+        .sum()
+}
+
+fn one<T: Input>(
+    gpu: &Gpu,
+    blas: Option<&CudaBlas>,
+    stream: &Stream,
+    (m, n, k): (usize, usize, usize),
+    reps: usize,
+) -> Result<bool, Failure> {
+    let mut rng = rand::rng();
+    let mut random = |len: usize| -> Vec<T> {
+        (0..len)
+            .map(|_| T::round(rng.random_range(-1.0..1.0)))
+            .collect()
+    };
+    let (a, b) = (random(m * k), random(k * n));
+    let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
+    let mut by_berth = gpu.upload(&vec![f32::NAN; m * n])?;
+    let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32);
+    let dims = (m as u32, n as u32, k as u32);
+    let flops = 2.0 * (m * n * k) as f64;
+    let mut best = f64::INFINITY;
+    for _ in 0..=reps {
+        let start = Instant::now();
+        T::launch(stream, grid, dims, &da, &db, &mut by_berth)?;
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    let c_berth = by_berth.to_vec()?;
+    let (af, bf): (Vec<f32>, Vec<f32>) = (
+        a.iter().map(|&x| x.widen()).collect(),
+        b.iter().map(|&x| x.widen()).collect(),
+    );
+    let off_host = (0..256)
+        .filter(|_| {
+            let (i, j) = (rng.random_range(0..m), rng.random_range(0..n));
+            let want = host_entry(&af, &bf, (n, k), i, j);
+            (f64::from(c_berth[i * n + j]) - want).abs() > 1e-3 * want.abs().max(1.0)
+        })
+        .count();
+    print!(
+        "tensor_gemm {}: {m}×{n}×{k}: berth {:.3} ms ({:.1} TFLOP/s)",
+        T::NAME,
+        best * 1e3,
+        flops / best / 1e12
+    );
+    let Some(blas) = blas else {
+        println!("; {off_host} of 256 sampled entries off the host's");
+        return Ok(off_host == 0);
+    };
+    let mut by_cublas = gpu.upload(&vec![f32::NAN; m * n])?;
+    let t_cublas = cublas_gemm(blas, stream, (m, n, k), &da, &db, &mut by_cublas, reps)?;
+    let c_cublas = by_cublas.to_vec()?;
+    let worst = c_cublas
+        .iter()
+        .zip(&c_berth)
+        .map(|(x, y)| (x - y).abs() / x.abs().max(1.0))
+        .fold(0.0f32, f32::max);
+    println!(
+        ", cuBLAS {:.3} ms ({:.1} TFLOP/s): berth at {:.2}× cuBLAS's time; largest relative \
+         difference {worst:.2e}; {off_host} of 256 sampled entries off the host's",
+        t_cublas * 1e3,
+        flops / t_cublas / 1e12,
+        best / t_cublas
+    );
+    Ok(worst < 1e-3 && off_host == 0)
+}
+
+fn run(args: Args) -> Result<bool, Failure> {
+    let (m, n, k) = (args.m, args.n, args.k);
+    if m == 0 || n == 0 || k == 0 || m % MMA_BM != 0 || n % MMA_BN != 0 || k % MMA_BK != 0 {
+        return Err(format!(
+            "--m {m} --n {n} --k {k}: m and n must be positive multiples of {MMA_BM}, k of {MMA_BK}"
+        )
+        .into());
+    }
+    let gpu = Gpu::new_or_simulator()?;
+    let stream = gpu.stream()?;
+    let blas = match gpu.cudarc_context() {
+        Ok(_) => {
+            // SAFETY: only checks whether the library can be opened; cudarc's cuBLAS calls
+            // panic when it cannot, which is why this runs first.
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err(
+                    "libcublas not found on the library path (cudarc loads it at run time)".into(),
+                );
+            }
+            Some(CudaBlas::new(stream.cudarc_stream()?)?)
+        }
+        Err(Error::NeedsGpu { .. }) if gpu.backend() == Backend::Simulator => None,
+        Err(e) => return Err(e.into()),
+    };
+    let reps = if blas.is_some() { args.reps } else { 0 };
+    println!("tensor_gemm: on {}", gpu.name());
+    let ok_f16 = one::<f16>(&gpu, blas.as_ref(), &stream, (m, n, k), reps)?;
+    let ok_bf16 = one::<bf16>(&gpu, blas.as_ref(), &stream, (m, n, k), reps)?;
+    Ok(ok_f16 && ok_bf16)
+}

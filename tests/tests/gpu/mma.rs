@@ -1,0 +1,185 @@
+//! Tensor-core fragments: one 16×16×16 `a × b + c` through every load path, in `f16` and
+//! `bf16`, against the host's product.
+
+use super::*;
+use berth::{bf16, f16};
+use berth_fixtures::mma::{MMA_PATHS, mma_paths_bf16, mma_paths_f16};
+
+/// `a × b + c` of 16×16 matrices (`b` K×N row-major), products and sums in `f64`.
+fn product(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
+    (0..256)
+        .map(|i| {
+            let (r, n) = (i / 16, i % 16);
+            (0..16).fold(f64::from(c[i]), |s, k| {
+                s + f64::from(a[r * 16 + k]) * f64::from(b[k * 16 + n])
+            })
+        })
+        .collect()
+}
+
+/// Checks `got` (every path's result) against `want`, within 2^-16 of the sum of the terms'
+/// magnitudes (`scale`).
+fn check(got: &[f32], want: &[f64], scale: &[f64], what: &str) {
+    for path in 0..MMA_PATHS {
+        for i in 0..256 {
+            let g = f64::from(got[path * 256 + i]);
+            let tol = scale[i] * 2f64.powi(-16) + 1e-30;
+            assert!(
+                (g - want[i]).abs() <= tol,
+                "{what}, path {path}: element ({}, {}) is {g}, want {} (±{tol})",
+                i / 16,
+                i % 16,
+                want[i]
+            );
+        }
+    }
+}
+
+fn magnitudes(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
+    let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
+    product(&abs(a), &abs(b), &abs(c))
+}
+
+#[test]
+fn mma_fragments_multiply_like_the_host_through_every_load_path() {
+    let (_g, gpu) = gpu();
+    for round in 0..3 {
+        let v = |n| -> Vec<f32> { random_f32(n).iter().map(|x| x * 2.0).collect() };
+        let (a, b, c) = (v(256), v(256), v(256));
+        let dc = gpu.upload(&c).unwrap();
+
+        let (ah, bh): (Vec<f16>, Vec<f16>) = (
+            a.iter().map(|&x| f16::from_f32(x)).collect(),
+            b.iter().map(|&x| f16::from_f32(x)).collect(),
+        );
+        let (af, bf): (Vec<f32>, Vec<f32>) = (
+            ah.iter().map(|x| x.to_f32()).collect(),
+            bh.iter().map(|x| x.to_f32()).collect(),
+        );
+        let (da, db) = (gpu.upload(&ah).unwrap(), gpu.upload(&bh).unwrap());
+        let mut out = gpu.upload(&vec![f32::NAN; MMA_PATHS * 256]).unwrap();
+        mma_paths_f16(&gpu, Grid::new(1, 32), &da, &db, &dc, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want = product(&af, &bf, &c);
+        check(
+            &out.to_vec().unwrap(),
+            &want,
+            &magnitudes(&af, &bf, &c),
+            &format!("f16, round {round}"),
+        );
+
+        let (ab, bb): (Vec<bf16>, Vec<bf16>) = (
+            a.iter().map(|&x| bf16::from_f32(x)).collect(),
+            b.iter().map(|&x| bf16::from_f32(x)).collect(),
+        );
+        let (af, bf): (Vec<f32>, Vec<f32>) = (
+            ab.iter().map(|x| x.to_f32()).collect(),
+            bb.iter().map(|x| x.to_f32()).collect(),
+        );
+        let (da, db) = (gpu.upload(&ab).unwrap(), gpu.upload(&bb).unwrap());
+        let mut out = gpu.upload(&vec![f32::NAN; MMA_PATHS * 256]).unwrap();
+        mma_paths_bf16(&gpu, Grid::new(1, 32), &da, &db, &dc, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let want = product(&af, &bf, &c);
+        check(
+            &out.to_vec().unwrap(),
+            &want,
+            &magnitudes(&af, &bf, &c),
+            &format!("bf16, round {round}"),
+        );
+    }
+}
+
+/// `a · b` (row-major `m × k` by `k × n`) on the host, in `f64`, and the sums of the terms'
+/// magnitudes (the scale of the rounding error).
+fn host_gemm(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> (Vec<f64>, Vec<f64>) {
+    let mut want = vec![0.0; m * n];
+    let mut scale = vec![0.0; m * n];
+    for r in 0..m {
+        for kk in 0..k {
+            let x = f64::from(a[r * k + kk]);
+            for c in 0..n {
+                let y = f64::from(b[kk * n + c]);
+                want[r * n + c] += x * y;
+                scale[r * n + c] += (x * y).abs();
+            }
+        }
+    }
+    (want, scale)
+}
+
+/// Runs `launch` on fresh random `a` (`m × k`) and `b` (`k × n`) rounded to `T` and checks
+/// `c` against the host's product of the rounded values.
+fn check_gemm<T: berth::DeviceCopy>(
+    gpu: &berth::Gpu,
+    (m, n, k): (usize, usize, usize),
+    round: impl Fn(f32) -> T,
+    widen: impl Fn(T) -> f32,
+    launch: impl Fn(
+        &berth::DeviceBuffer<T>,
+        &berth::DeviceBuffer<T>,
+        &mut berth::DeviceBuffer<f32>,
+    ) -> Result<(), Error>,
+    what: &str,
+) {
+    let (a, b): (Vec<T>, Vec<T>) = (
+        random_f32(m * k).into_iter().map(&round).collect(),
+        random_f32(k * n).into_iter().map(&round).collect(),
+    );
+    let (af, bf): (Vec<f32>, Vec<f32>) = (
+        a.iter().map(|&x| widen(x)).collect(),
+        b.iter().map(|&x| widen(x)).collect(),
+    );
+    let (da, db) = (gpu.upload(&a).unwrap(), gpu.upload(&b).unwrap());
+    let mut dc = gpu.upload(&vec![f32::NAN; m * n]).unwrap();
+    launch(&da, &db, &mut dc).unwrap();
+    let got = dc.to_vec().unwrap();
+    let (want, scale) = host_gemm(&af, &bf, m, n, k);
+    for i in 0..m * n {
+        // The GPU's tensor cores sum in their own order and precision: k / 16 rounded steps.
+        let tol = scale[i] * 2f64.powi(-14) + 1e-30;
+        let g = f64::from(got[i]);
+        assert!(
+            (g - want[i]).abs() <= tol,
+            "{what} {m}×{n}×{k}: c({}, {}) is {g}, want {} (±{tol})",
+            i / n,
+            i % n,
+            want[i]
+        );
+    }
+}
+
+#[test]
+fn the_tensor_core_gemm_matches_the_host() {
+    use berth_examples::tensor::{MMA_BM, MMA_BN, MMA_THREADS, hgemm_bf16, hgemm_f16};
+    let (_g, gpu) = gpu();
+    let shapes: &[(usize, usize, usize)] = if cfg!(feature = "gpu") {
+        &[(128, 128, 32), (256, 384, 96), (1024, 512, 2048)]
+    } else {
+        &[(128, 128, 32), (256, 128, 96)]
+    };
+    for &(m, n, k) in shapes {
+        let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32);
+        let dims = (m as u32, n as u32, k as u32);
+        check_gemm(
+            &gpu,
+            (m, n, k),
+            f16::from_f32,
+            f16::to_f32,
+            |a, b, c| hgemm_f16(&gpu, grid, dims.0, dims.1, dims.2, a, b, c)?.wait(),
+            "f16",
+        );
+        check_gemm(
+            &gpu,
+            (m, n, k),
+            bf16::from_f32,
+            bf16::to_f32,
+            |a, b, c| hgemm_bf16(&gpu, grid, dims.0, dims.1, dims.2, a, b, c)?.wait(),
+            "bf16",
+        );
+    }
+}
