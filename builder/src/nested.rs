@@ -7,7 +7,7 @@
 //! line, whose inputs are the crate's dependencies (libraries of bitcode, `core` among them)
 //! and whose `--export-symbol`s are the symbols the PTX module must keep (the kernel entries
 //! and [`berth_abi::PANIC_RECORD`]). rustc's own link, whose PTX the builder does not use, is
-//! given a linker that only writes an empty file where the PTX would be ([`stub_linker`]):
+//! given a linker that only writes an empty file where the PTX would be (`stub_linker`):
 //! the real one optimises and compiles the whole program a second time (5 of the examples
 //! crate's 6.5 s in rustc), and the empty file keeps cargo's record of the build complete, so
 //! an unchanged crate is not rebuilt.

@@ -5,7 +5,7 @@
 //! One [`mma`] multiplies a 16×16 matrix A by a 16×8 matrix B and adds a 16×8 matrix C, all
 //! spread over the 32 lanes of a warp: each lane holds eight elements of A ([`FragA`]), four
 //! of B ([`FragB`]) and four of C and of the result D ([`FragC`], `f32`). The element type
-//! of A and B ([`MmaInput`]: [`f16`] or [`bf16`]) is a type parameter of both fragments, and
+//! of A and B ([`MmaInput`]: [`f16`](struct@crate::f16) or [`bf16`]) is a type parameter of both fragments, and
 //! each operand role is its own type, so a B fragment passed as A, or an `f16` fragment
 //! multiplied with a `bf16` one, does not compile. Products of two `f16` or two `bf16` are
 //! exact in `f32`; the sums are `f32`.
@@ -53,7 +53,7 @@ mod sealed {
     impl Sealed for crate::bf16 {}
 }
 
-/// The element types of A and B an [`mma`] multiplies: [`f16`] and [`bf16`] (both with `f32`
+/// The element types of A and B an [`mma`] multiplies: [`f16`](struct@crate::f16) and [`bf16`] (both with `f32`
 /// accumulation).
 ///
 /// ```
