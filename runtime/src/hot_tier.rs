@@ -815,30 +815,42 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             .collect();
         admit.sort_unstable_by_key(rank);
         // The counted rows come first: where the free slots are too few for them, logged rows
-        // give theirs up (the last logged first). No gather has read those slots (no slot
-        // table names them yet), so they are free at once.
-        let displace = admit
-            .len()
-            .saturating_sub(self.free.len())
-            .min(logged.len());
+        // the policy did not choose give theirs up, the least counted first. No gather has read
+        // those slots (no slot table names them yet), so they are free at once.
+        for &id in &chosen {
+            set_bit(&mut self.mark, id, true);
+        }
+        let mut pairs: Vec<(u32, u32)> = logged
+            .iter()
+            .copied()
+            .zip(granted.iter().copied())
+            .collect();
+        let mark = &self.mark;
+        // Chosen rows first, then the others from most to least counted.
+        pairs.sort_by_key(|(id, _)| (!bit(mark, *id), rank(id)));
+        let unchosen = pairs.iter().filter(|(id, _)| !bit(mark, *id)).count();
+        for &id in &chosen {
+            set_bit(&mut self.mark, id, false);
+        }
+        let displace = admit.len().saturating_sub(self.free.len()).min(unchosen);
         let kept = logged.len() - displace;
-        self.free.extend_from_slice(&granted[kept..logged.len()]);
         let mut ids = Vec::with_capacity(2 * logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
-        for (&id, &s) in logged[..kept].iter().zip(&granted[..kept]) {
+        for &(id, s) in &pairs[..kept] {
             self.resident[s as usize] = id;
             ids.push(id);
             vals.push(s);
         }
-        for &id in &logged[kept..] {
+        for &(id, s) in &pairs[kept..] {
             set_bit(&mut self.resident_bits, id, false);
+            self.free.push(s);
             ids.push(id);
             vals.push(NOT_RESIDENT);
         }
         let (mut fill_ids, mut fill_dst) = if self.captured {
             (Vec::new(), Vec::new())
         } else {
-            (logged[..kept].to_vec(), granted[..kept].to_vec())
+            pairs[..kept].iter().copied().unzip()
         };
         self.captured = true;
         let (counts, bits) = (&self.counts, &self.resident_bits);

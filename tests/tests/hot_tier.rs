@@ -76,10 +76,20 @@ fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
     let mut perm: Vec<u32> = (0..rows as u32).collect();
     perm.shuffle(&mut r);
     let (hot_a, hot_b) = (&perm[..48], &perm[48..96]);
-    let mut last_hits = 0;
     for (phase, hot) in [hot_a, hot_b].into_iter().enumerate() {
-        for round in 0..6 {
-            let ids = batch(&mut r, hot, rows, 500);
+        // Batches with cold rows among the hot ones, then batches of hot rows alone. Which
+        // missed rows a gather logs first (and so which take the free slots) depends on the
+        // order the blocks run in; once no cold row competes for the slots, the hot rows
+        // settle in whatever that order was.
+        let mut last_hits = 0;
+        for round in 0..9 {
+            let ids = if round < 6 {
+                batch(&mut r, hot, rows, 500)
+            } else {
+                (0..500)
+                    .map(|_| hot[r.random_range(0..hot.len())])
+                    .collect()
+            };
             let mut out = poisoned(&gpu, ids.len());
             let before = t.stats();
             t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
@@ -92,17 +102,17 @@ fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
             assert!(rf.resident <= t.capacity());
             assert_eq!(rf.resident, t.resident_rows());
         }
-        // After a few refreshes the phase's hot rows are all resident and most reads hit.
+        // The phase's hot rows are all resident, and every read of the last batch hit.
         assert!(
             hot.iter().all(|&id| t.is_resident(id)),
             "phase {phase}: {t:?}"
         );
-        assert!(last_hits >= 300, "phase {phase}: {last_hits} hits of 500");
+        assert_eq!(last_hits, 500, "phase {phase}");
     }
     let s = t.stats();
     assert!(s.evicted >= 16, "hot set B pushed rows of A out: {s:?}");
     assert!(s.admitted >= 96, "{s:?}");
-    assert_eq!((s.gathers, s.rows, s.refreshes), (12, 6000, 12));
+    assert_eq!((s.gathers, s.rows, s.refreshes), (18, 9000, 18));
     // Counts decay: 3 reads, then halved by a refresh.
     let id = perm[2000];
     let base = t.count(id);
@@ -229,15 +239,26 @@ fn a_budget_of_no_rows_or_fewer_than_a_batch_reads_host_memory_and_says_so() {
         .unwrap();
     assert_eq!(t.capacity(), 3);
     let ids: Vec<u32> = (100..200).collect();
+    let mut first = Vec::new();
     for round in 0..3 {
         let mut out = poisoned(&gpu, ids.len());
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
         check(&host, &ids, &out);
         t.refresh(&gpu).unwrap();
         assert_eq!(t.resident_rows(), 3, "round {round}");
+        let resident: Vec<u32> = ids
+            .iter()
+            .copied()
+            .filter(|&id| t.is_resident(id))
+            .collect();
+        // The first batch's first 3 misses (in the order its blocks ran) take the 3 slots;
+        // among rows counted alike, resident rows keep their place.
+        if round == 0 {
+            first = resident;
+        } else {
+            assert_eq!(resident, first, "round {round}");
+        }
     }
-    // Ties go to the lower ids, and resident rows keep their place among equals.
-    assert!((100..103).all(|id| t.is_resident(id)));
     assert_eq!(t.stats().hits, 6);
 
     let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
