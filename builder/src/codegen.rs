@@ -15,12 +15,16 @@ use std::path::PathBuf;
 /// by the loop counters becomes 64 registers. LLVM's default leaves the outer loop of a
 /// register-blocked SGEMM's 8×8 write-back rolled (its body, eight checked stores, costs more
 /// than 300), and then the accumulator must stay addressable: a 256-byte local-memory frame,
-/// read back from memory in every step of the main loop. At 1000, loops of that size unroll
-/// and SROA (which the pipeline runs after full unrolling) puts the arrays in registers; in
-/// the example and fixture kernels no other loop changes (`tests/tests/kernels.rs` checks
-/// the plain ports' frames with ptxas). Loops whose trip count is not a constant are not
-/// affected: partial and runtime unrolling keep their own thresholds.
-pub const UNROLL_THRESHOLD: u32 = 1000;
+/// read back from memory in every step of the main loop. At 1000 loops of that size unroll
+/// and SROA (which the pipeline runs after full unrolling) puts the arrays in registers, but
+/// the 8 steps of that SGEMM's multiply loop (64 multiply-adds and four 16-byte shared reads
+/// each) stay a loop, whose shared reads then wait on the multiply-adds before them; nvcc
+/// unrolls it, and schedules the next step's reads under the current step's arithmetic. At
+/// 2000 it unrolls too; in the example and fixture kernels no other loop changes
+/// (`tests/tests/kernels.rs` checks the plain ports' multiply loops and frames). Loops whose
+/// trip count is not a constant are not affected: partial and runtime unrolling keep their
+/// own thresholds.
+pub const UNROLL_THRESHOLD: u32 = 2000;
 
 /// Settings of code generation.
 #[derive(Debug, Clone)]

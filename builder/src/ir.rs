@@ -48,6 +48,9 @@ pub struct Report {
     /// Reads of a thread index or block size given their exact range (kernels with a
     /// required block shape).
     pub ranged: usize,
+    /// Reads of a thread or block index followed by the assumption that it is below the
+    /// block or grid size of its axis (every kernel).
+    pub bounded: usize,
     /// Kernels whose pointer parameters were given an alignment, with the alignment of each
     /// parameter (0: not a pointer to data).
     pub param_align: Vec<(String, Vec<u8>)>,
@@ -135,6 +138,7 @@ pub fn rewrite(module: &mut Module, opts: Rewrite) -> Result<Report, RewriteErro
         0
     };
     let ranged = kernel::thread_ranges(module, &kernels)?;
+    let bounded = kernel::index_bounds(module);
     let short_pointers = short_pointers(module);
     Ok(Report {
         shared,
@@ -149,6 +153,7 @@ pub fn rewrite(module: &mut Module, opts: Rewrite) -> Result<Report, RewriteErro
         exact: exact.into_iter().map(str::to_owned).collect(),
         contracted,
         ranged,
+        bounded,
         param_align,
         short_pointers,
     })
@@ -390,6 +395,24 @@ define ptx_kernel void @odd(ptr %0, i64 %1) unnamed_addr #0 {
             // The declaration after the kernel is left alone.
             assert!(out.contains("\ndeclare i32 @llvm.nvvm.read.ptx.sreg.tid.x()\n"));
         }
+    }
+
+    #[test]
+    fn every_thread_and_block_index_read_is_assumed_below_its_axis_size() {
+        let m = "define ptx_kernel void @k() {\n  %t = tail call noundef range(i32 0, 1024) i32 @llvm.nvvm.read.ptx.sreg.tid.y()\n  %n = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()\n  ret void\n}\n\ndefine internal i32 @f() {\n  %b = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()\n  %l = call i32 @llvm.nvvm.read.ptx.sreg.laneid()\n  ret i32 %b\n}\n\ndeclare i32 @llvm.nvvm.read.ptx.sreg.ntid.y()\n";
+        let (out, report) = rewrite_text(m, Rewrite { contract: false }).unwrap();
+        assert_eq!(report.bounded, 2, "{out}");
+        for want in [
+            "  %t = tail call noundef range(i32 0, 1024) i32 @llvm.nvvm.read.ptx.sreg.tid.y()\n  %berth.limit.1 = call i32 @llvm.nvvm.read.ptx.sreg.ntid.y()\n  %berth.below.1 = icmp ult i32 %t, %berth.limit.1\n  call void @llvm.assume(i1 %berth.below.1)\n  %n = ",
+            "  %b = call i32 @llvm.nvvm.read.ptx.sreg.ctaid.z()\n  %berth.limit.2 = call i32 @llvm.nvvm.read.ptx.sreg.nctaid.z()\n  %berth.below.2 = icmp ult i32 %b, %berth.limit.2\n  call void @llvm.assume(i1 %berth.below.2)\n  %l = ",
+            "\ndeclare void @llvm.assume(i1 noundef)\n",
+            "\ndeclare noundef i32 @llvm.nvvm.read.ptx.sreg.nctaid.z()\n",
+        ] {
+            assert!(out.contains(want), "{want}\nnot in\n{out}");
+        }
+        // Declared once: the module's own declaration of ntid.y stays the only one.
+        assert_eq!(out.matches("declare").count(), 7, "{out}");
+        assert!(!out.contains("declare noundef i32 @llvm.nvvm.read.ptx.sreg.ntid.y()"));
     }
 
     #[test]

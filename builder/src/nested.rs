@@ -532,9 +532,8 @@ mod tests {
 
     #[test]
     fn dep_info_drops_std_and_unescapes_spaces() {
-        let dir = std::env::temp_dir().join(format!("berth-dep-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("k.d");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("k.d");
         std::fs::write(
             &f,
             "/t/k.ptx: /w/src/lib.rs /w/my\\ dir/a.rs /r/lib/rustlib/src/core/lib.rs\n\n/w/src/lib.rs:\n",

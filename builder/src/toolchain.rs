@@ -292,12 +292,12 @@ mod tests {
         std::env::join_paths(dirs).unwrap()
     }
 
-    /// A fresh directory under the temp dir.
-    fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("berth-tc-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        d
+    /// A fresh directory under the temp dir, removed when dropped.
+    fn scratch(name: &str) -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix(&format!("berth-tc-{name}-"))
+            .tempdir()
+            .unwrap()
     }
 
     /// A fake sysroot `<root>/toolchains/1.95.0-test` with the given components' files.
@@ -364,17 +364,20 @@ mod tests {
 
     #[test]
     fn missing_components_are_found_from_the_sysroot() {
-        let root = scratch("missing");
+        let tmp = scratch("missing");
+        let root = tmp.path().to_path_buf();
         let tc = sysroot(&root, &["llvm-tools"]);
         assert_eq!(tc.missing(), ["rust-src", "llvm-bitcode-linker"]);
         assert_eq!(tc.name.as_deref(), Some("1.95.0-test"));
-        let full = sysroot(&scratch("full"), &COMPONENTS);
+        let tmp_full = scratch("full");
+        let full = sysroot(tmp_full.path(), &COMPONENTS);
         assert!(full.missing().is_empty());
     }
 
     #[test]
     fn only_the_missing_components_are_installed_in_one_line() {
-        let root = scratch("install");
+        let tmp = scratch("install");
+        let root = tmp.path().to_path_buf();
         let tc = sysroot(&root, &["llvm-tools"]);
         let rustup = installing_rustup(&root, &tc);
         let mut notes = Vec::new();
@@ -408,7 +411,8 @@ mod tests {
 
     #[test]
     fn concurrent_builds_install_once() {
-        let root = scratch("race");
+        let tmp = scratch("race");
+        let root = tmp.path().to_path_buf();
         let tc = sysroot(&root, &[]);
         let rustup = installing_rustup(&root, &tc);
         let lock = root.join("lock");
@@ -426,7 +430,8 @@ mod tests {
 
     #[test]
     fn a_failed_install_prints_the_one_command() {
-        let root = scratch("fail");
+        let tmp = scratch("fail");
+        let root = tmp.path().to_path_buf();
         let tc = sysroot(&root, &["rust-src"]);
         let rustup = fake_rustup(&root, "echo 'error: could not download' >&2; exit 1");
         let err = ensure_with(&tc, Some(&rustup), &root.join("lock"), &mut |_| ())
@@ -443,7 +448,8 @@ mod tests {
 
     #[test]
     fn without_rustup_the_error_names_the_command() {
-        let root = scratch("norustup");
+        let tmp = scratch("norustup");
+        let root = tmp.path().to_path_buf();
         let mut tc = sysroot(&root, &["llvm-tools", "llvm-bitcode-linker"]);
         tc.name = None;
         let err = ensure_with(&tc, None, &root.join("lock"), &mut |_| ())
@@ -461,7 +467,8 @@ mod tests {
 
     #[test]
     fn rustup_is_found_on_path_or_in_cargo_home() {
-        let root = scratch("find");
+        let tmp = scratch("find");
+        let root = tmp.path().to_path_buf();
         let (a, b, home) = (root.join("a"), root.join("b"), root.join("home"));
         for d in [&a, &b, &home.join("bin")] {
             std::fs::create_dir_all(d).unwrap();

@@ -7,6 +7,7 @@ use berth::{Backend, Error, Gpu, Grid};
 use berth_examples::{block_sum, saxpy};
 use berth_fixtures::broken::{half_barrier, hidden_barrier, shared_race, split_barrier};
 use berth_fixtures::faults::{divide, unchecked_copy};
+use berth_fixtures::{rotate_plain, rotate_unguarded};
 use berth_tests::{random_f32, random_u32, saxpy_host};
 
 fn sim() -> Gpu {
@@ -705,5 +706,48 @@ fn chunks_sharing_an_element_at_device_scope_pass_and_count_every_thread() {
         }
         assert_eq!(per_block.to_vec().unwrap(), want, "coherent {coherent}");
         assert!(!gpu.is_lost());
+    }
+}
+
+/// The two ways a tile kernel meets a block wider than its tile: `rotate_plain` checks the
+/// block's shape and fails with its message; `rotate_unguarded` fails at the tile's bounds
+/// check. (Both compile without the tile's checks only where the shape is known: the checks a
+/// kernel keeps are the ones that catch this.) On blocks of 32 both rotate each block.
+#[test]
+fn a_block_wider_than_the_tile_fails_at_the_shape_check_or_the_tiles_bounds_check() {
+    let n = 96;
+    let x = random_u32(n);
+    let want: Vec<u32> = (0..n).map(|i| x[i / 32 * 32 + 31 - i % 32]).collect();
+    for unguarded in [false, true] {
+        let gpu = sim();
+        let dx = gpu.upload(&x).unwrap();
+        let mut out = gpu.upload(&vec![u32::MAX; n]).unwrap();
+        let grid = Grid::new(3, 32);
+        let done = if unguarded {
+            rotate_unguarded(&gpu, grid, &dx, &mut out)
+        } else {
+            rotate_plain(&gpu, grid, &dx, &mut out)
+        };
+        done.unwrap().wait().unwrap();
+        assert_eq!(out.to_vec().unwrap(), want, "unguarded: {unguarded}");
+        let grid = Grid::new(2, 64);
+        let err = if unguarded {
+            rotate_unguarded(&gpu, grid, &dx, &mut out)
+        } else {
+            rotate_plain(&gpu, grid, &dx, &mut out)
+        }
+        .unwrap()
+        .wait()
+        .unwrap_err();
+        let Error::KernelPanic { report, .. } = &err else {
+            panic!("expected KernelPanic, got {err}");
+        };
+        let message = if unguarded {
+            "index out of bounds: the len is 32 but the index is 32"
+        } else {
+            "rotate_plain: the block must be 32 threads along x"
+        };
+        assert!(report.message.starts_with(message), "{report}");
+        still_works(&gpu);
     }
 }

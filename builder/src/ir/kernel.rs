@@ -11,6 +11,12 @@
 //! derived from them in bounds (LLVM's own range pass bounds each axis only by the total). A
 //! read in a form this does not know fails the build naming the kernel, rather than leave the
 //! kernel without its ranges.
+//!
+//! In every kernel, declared shape or not, each read of the thread or block index is followed
+//! by an assumption of what the PTX ISA guarantees: `tid.x < ntid.x`, `ctaid.x < nctaid.x`.
+//! Where the kernel checks its block shape itself (`if block::dim_x() != 32 { fail(..) }`) the
+//! optimiser then knows the thread index's range past the check, as a declared shape would
+//! tell it, and drops the bounds checks it proves.
 
 use super::module::{Module, section};
 use super::{RewriteError, find_word, not_applied};
@@ -78,6 +84,75 @@ pub(super) fn thread_ranges(
         }
     }
     Ok(ranged)
+}
+
+/// After each read of `tid.{x,y,z}` or `ctaid.{x,y,z}` in any function, an `llvm.assume` that
+/// it is less than `ntid`/`nctaid` of the same axis (true of every thread the GPU runs); the
+/// intrinsics it calls are declared if the module does not yet. How many reads were bounded.
+pub(super) fn index_bounds(m: &mut Module) -> usize {
+    let mut n = 0;
+    for f in m.functions_mut() {
+        let mut body = Vec::with_capacity(f.body.len());
+        for line in std::mem::take(&mut f.body) {
+            let bound = index_read(&line).map(|(v, l, a)| (v.to_owned(), l, a.to_owned()));
+            body.push(line);
+            if let Some((value, limit, axis)) = bound {
+                n += 1;
+                let indent = "  ";
+                body.push(format!(
+                    "{indent}%berth.limit.{n} = call i32 {SREG}{limit}.{axis}()"
+                ));
+                body.push(format!(
+                    "{indent}%berth.below.{n} = icmp ult i32 {value}, %berth.limit.{n}"
+                ));
+                body.push(format!(
+                    "{indent}call void @llvm.assume(i1 %berth.below.{n})"
+                ));
+            }
+        }
+        f.body = body;
+    }
+    if n > 0 {
+        let declared = m.declared_functions();
+        let mut wanted = vec![(
+            "llvm.assume".to_owned(),
+            "declare void @llvm.assume(i1 noundef)".to_owned(),
+        )];
+        for limit in ["ntid", "nctaid"] {
+            for axis in ["x", "y", "z"] {
+                let name = format!("llvm.nvvm.read.ptx.sreg.{limit}.{axis}");
+                let line = format!("declare noundef i32 @{name}()");
+                wanted.push((name, line));
+            }
+        }
+        for (name, line) in wanted {
+            if !declared.contains(&name) {
+                m.items.push(super::module::Item::Other(line));
+            }
+        }
+    }
+    n
+}
+
+/// `(value, limit register, axis)` of a line that reads `tid` or `ctaid` into a value:
+/// `  %5 = tail call range(i32 0, 1024) i32 @llvm.nvvm.read.ptx.sreg.tid.x()` gives
+/// `("%5", "ntid", "x")`.
+fn index_read(line: &str) -> Option<(&str, &'static str, &str)> {
+    let at = line.find(SREG).filter(|_| line.starts_with(' '))?;
+    let rest = &line[at + SREG.len()..];
+    let (limit, rest) = if let Some(r) = rest.strip_prefix("tid.") {
+        ("ntid", r)
+    } else if let Some(r) = rest.strip_prefix("ctaid.") {
+        ("nctaid", r)
+    } else {
+        return None;
+    };
+    let axis = rest.get(..1).filter(|a| matches!(*a, "x" | "y" | "z"))?;
+    if !rest[1..].starts_with("()") || !line[..at].ends_with("i32 ") {
+        return None;
+    }
+    let (value, call) = line.trim_start().split_once(" = ")?;
+    (value.starts_with('%') && find_word(call, "call").is_some()).then_some((value, limit, axis))
 }
 
 /// The intrinsics reading a special register (`@llvm.nvvm.read.ptx.sreg.tid.x`).
