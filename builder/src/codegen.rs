@@ -33,6 +33,11 @@ pub struct CodegenOptions {
     pub arch: String,
     /// Run LLVM's loop strength reduction in `llc` (off by default; `BERTH_LSR=on`).
     pub lsr: bool,
+    /// Test the bounds checks of each straight stretch together at its start
+    /// ([`crate::ir::checks`]; on by default, `BERTH_COMBINE_CHECKS=off` turns it off).
+    pub combine_checks: bool,
+    /// Kernels whose checks stay as written (a declared block shape or register budget).
+    pub keep_checks: Vec<String>,
 }
 
 /// The joined program as a module to rewrite: its text (`joined.ll`, kept for reading),
@@ -85,8 +90,10 @@ pub fn compile(
         without_source_locations(&text).as_bytes(),
         kept.as_bytes(),
         opts.arch.as_bytes(),
-        &[u8::from(opts.lsr)],
+        &[u8::from(opts.lsr), u8::from(opts.combine_checks)],
+        opts.keep_checks.join(",").as_bytes(),
         &UNROLL_THRESHOLD.to_le_bytes(),
+        crate::memo::builder_identity().as_bytes(),
         tools.identity(&["llvm-as", "opt", "llc"]).as_bytes(),
     ]);
     if crate::memo::fresh(&stamp, &key, &[&ptx]) {
@@ -115,6 +122,11 @@ pub fn compile(
             .arg("-o")
             .arg(&optimized)
     })?;
+    let optimized = if opts.combine_checks {
+        combine_checks(tools, work, &optimized, &opts.keep_checks)?
+    } else {
+        optimized
+    };
     tools.run("llc", &optimized, |c| {
         c.arg(format!("-mcpu={}", opts.arch))
             .arg("-nvptx-short-ptr")
@@ -129,6 +141,30 @@ pub fn compile(
     })?;
     crate::memo::record(&stamp, &key);
     Ok(ptx)
+}
+
+/// The optimised module with the bounds checks of each straight stretch tested together
+/// ([`crate::ir::checks`]): `combined.bc`, its text beside it as `combined.ll`.
+fn combine_checks(
+    tools: Tools,
+    work: &std::path::Path,
+    optimized: &std::path::Path,
+    keep: &[String],
+) -> Result<PathBuf, LinkError> {
+    let text = work.join("optimized.ll");
+    tools.run("llvm-dis", optimized, |c| {
+        c.arg(optimized).arg("-o").arg(&text)
+    })?;
+    let mut module = Module::parse(&tools::read(&text)?);
+    let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
+    crate::ir::checks::combine(&mut module, &keep);
+    let combined_ll = work.join("combined.ll");
+    tools::write(&combined_ll, &module.to_string())?;
+    let combined = work.join("combined.bc");
+    tools.run("llvm-as", &combined_ll, |c| {
+        c.arg(&combined_ll).arg("-o").arg(&combined)
+    })?;
+    Ok(combined)
 }
 
 #[cfg(test)]

@@ -11,13 +11,19 @@
 //! - **Pointer parameters' alignment** (`ir/align.rs`).
 //! - **Shared memory in its address space** (`ir/shared.rs`).
 //! - **Contraction** (`ir/contract.rs`): float multiplies and adds may fuse into FMAs.
+//! - **Index bounds** (`ir/kernel.rs`): every read of a thread or block index is assumed below
+//!   its axis size, so a kernel that checks its block shape itself gets a declared shape's
+//!   ranges past the check.
 //! - **32-bit pointers** for the shared, constant and local spaces (`-nvptx-short-ptr`, nvcc's
 //!   default): shared addresses fit one register, not two.
+//!
+//! After `opt`, [`checks`] tests the bounds checks of each straight stretch together.
 //!
 //! The names and encodings the rewrites read are berth's kernel ABI ([`berth_abi`]).
 
 mod align;
 pub mod calls;
+pub mod checks;
 mod contract;
 mod kernel;
 pub mod module;

@@ -14,7 +14,7 @@
 //! | 2. nested build | [`nested::build`] | the crate | [`nested::Nested`]: the crate's bitcode, the libraries and exports rustc links it with |
 //! | 3. link | [`link::join`], [`link::device_math`] | `Nested` | [`link::Joined`]: the whole program's bitcode, with libdevice |
 //! | 4. IR rewrites | [`codegen::disassemble`], [`ir::rewrite`] | `Joined` | an [`ir::Module`], parsed once and rewritten, and what each rewrite did ([`ir::Report`]) |
-//! | 5. opt / llc | [`codegen::compile`] | the module | the PTX |
+//! | 5. opt / llc | [`codegen::compile`], [`ir::checks::combine`] between them | the module | the PTX |
 //! | 6. ptxas | [`sass::build_cubin`] | the PTX | SASS for the build's architecture ([`Sass`]) and each kernel's resource usage, where ptxas is found |
 //! | 6b. lints | [`lints::lints`] | the PTX, the usage | what costs time that the source could avoid ([`Lint`]) |
 //! | 7. embed | [`embed::embed`] | [`Built`] | the files in `OUT_DIR` and the build script's lines for cargo |
@@ -70,6 +70,8 @@ pub const ARCH_ENV: &str = "BERTH_ARCH";
 pub const FP_CONTRACT_ENV: &str = "BERTH_FP_CONTRACT";
 /// Environment variable turning LLVM's loop strength reduction back on (`on`).
 pub const LSR_ENV: &str = "BERTH_LSR";
+/// Environment variable turning the combined bounds checks off (`off`); see [`ir::checks`].
+pub const COMBINE_CHECKS_ENV: &str = "BERTH_COMBINE_CHECKS";
 /// Environment variable naming libdevice (`off` for none); see [`find_libdevice`].
 pub const LIBDEVICE_ENV: &str = "BERTH_LIBDEVICE";
 
@@ -305,6 +307,15 @@ impl Builder {
         let opts = codegen::CodegenOptions {
             arch: self.arch.clone(),
             lsr: std::env::var(LSR_ENV).is_ok_and(|v| v == "on"),
+            combine_checks: std::env::var(COMBINE_CHECKS_ENV)
+                .ok()
+                .is_none_or(|v| v != "off"),
+            keep_checks: report
+                .reqntid
+                .iter()
+                .map(|(k, _)| k.clone())
+                .chain(report.minctasm.iter().map(|(k, _)| k.clone()))
+                .collect(),
         };
         let ptx = codegen::compile(tools, &module, &joined, &krate, &opts).map_err(link_err)?;
         timings.stage("opt and llc");
@@ -446,6 +457,7 @@ fn try_kernels() -> Result<(), Error> {
     println!("cargo:rerun-if-env-changed={FP_CONTRACT_ENV}");
     println!("cargo:rerun-if-env-changed={LIBDEVICE_ENV}");
     println!("cargo:rerun-if-env-changed={LSR_ENV}");
+    println!("cargo:rerun-if-env-changed={COMBINE_CHECKS_ENV}");
     println!("cargo:rerun-if-env-changed={SASS_ENV}");
     println!("cargo:rerun-if-env-changed=BERTH_PTXAS");
     println!("cargo:rerun-if-env-changed={}", toolchain::RUSTUP_ENV);

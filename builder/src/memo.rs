@@ -17,6 +17,20 @@ pub(crate) fn key(parts: &[&[u8]]) -> String {
     format!("{:016x}", h.finish())
 }
 
+/// What identifies this builder's code: a hash of the running program (the build script it is
+/// linked into), so that a stage whose inputs are unchanged still runs again when the builder
+/// that transforms them changed. Empty where the program cannot be read (then the stamps
+/// miss only that).
+pub(crate) fn builder_identity() -> &'static str {
+    static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        std::env::current_exe()
+            .and_then(std::fs::read)
+            .map(|bytes| key(&[&bytes]))
+            .unwrap_or_default()
+    })
+}
+
 /// Whether `stamp` holds `key` and every output exists: the stage may be skipped.
 pub(crate) fn fresh(stamp: &Path, key: &str, outputs: &[&Path]) -> bool {
     std::fs::read_to_string(stamp).is_ok_and(|s| s == key) && outputs.iter().all(|p| p.is_file())

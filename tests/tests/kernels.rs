@@ -493,7 +493,8 @@ fn device_math_builds_with_and_without_libdevice() {
 /// `a * b + c` on floats is one `fma.rn`; a shared array is reached with `ld.shared` /
 /// `st.shared`; a declared block shape (`.reqntid`), or a check of the block's shape in the
 /// kernel, bounds the thread index, so the checks of the shared tile's indices are gone — and
-/// with neither they are there.
+/// with neither they are there; the checks of a straight stretch of reads are tested together,
+/// before the reads.
 #[test]
 fn the_builders_rewrites_show_in_the_ptx() {
     let fma = entry_body("mul_add");
@@ -524,6 +525,27 @@ fn the_builders_rewrites_show_in_the_ptx() {
     assert!(
         unguarded.contains("index_failure"),
         "rotate_unguarded lost the check nothing bounds:\n{unguarded}"
+    );
+    // Four checked reads in a straight stretch: their checks are tested together first, so
+    // the four loads follow one another with no comparison or branch between them (each
+    // issued before the previous one's data arrives), and every check still reports.
+    let four = entry_body("four_reads");
+    let lines: Vec<&str> = four.lines().map(str::trim).collect();
+    let loads: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("ld.global"))
+        .collect();
+    assert_eq!(loads.len(), 4, "four_reads:\n{four}");
+    let between = &lines[loads[0]..loads[3]];
+    assert!(
+        !between
+            .iter()
+            .any(|l| l.starts_with("setp") || l.contains("bra") || l.ends_with(':')),
+        "a check or a branch between four_reads' loads: {between:?}"
+    );
+    assert_eq!(
+        four.matches("index_failure").count(),
+        4,
+        "four_reads:\n{four}"
     );
 }
 

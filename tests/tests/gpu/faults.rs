@@ -598,3 +598,48 @@ fn index_2d_stops_a_block_with_two_layers() {
     in_child_on_the_gpu!("index_2d_stops_a_block_with_two_layers");
     index_2d_stops_a_launch_with_z_layers(Grid::new((3, 3), (16, 8, 2)));
 }
+
+/// Reads whose checks the builder tests together (one straight stretch, no declared block)
+/// run and report as written: every thread in range sums its four reads; a thread whose third
+/// and fourth reads are both out of range reports the third, with its index, length and line.
+#[test]
+fn combined_checks_report_the_first_read_out_of_range_in_program_order() {
+    in_child_on_the_gpu!("combined_checks_report_the_first_read_out_of_range_in_program_order");
+    let (_g, gpu) = gpu();
+    let (n, stride) = (1000usize, 7usize);
+    let x = random_u32(n + 3 * stride);
+    let dx = gpu.upload(&x).unwrap();
+    let mut out = gpu.upload(&vec![u32::MAX; n]).unwrap();
+    four_reads(&gpu, Grid::cover(n), stride as u32, &dx, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<u32> = (0..n)
+        .map(|i| (0..4).fold(0u32, |acc, k| acc.wrapping_add(x[i + k * stride])))
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+    // One thread, `x` of 2 × stride: its third read (index 14) and fourth (21) are past the
+    // end; the third is reported.
+    let short = gpu.upload(&x[..2 * stride]).unwrap();
+    let mut one = gpu.upload(&[u32::MAX]).unwrap();
+    let err = four_reads(&gpu, Grid::new(1, 1), stride as u32, &short, &mut one)
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected KernelPanic, got {err}");
+    };
+    assert_eq!(kernel, "four_reads");
+    assert_eq!(
+        (report.file.as_str(), report.line),
+        (
+            berth_tests::FAULTS.path,
+            berth_tests::FAULTS.line("// third read")
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        report.message, "index out of bounds: the len is 14 but the index is 14",
+        "{report}"
+    );
+}
