@@ -100,17 +100,15 @@ pub fn compile(
         return Ok(ptx);
     }
     crate::memo::clear(&stamp);
+    // The stages pass text: `opt` and `llc` read it as fast as bitcode, and the check
+    // combining between them works on text.
     let rewritten = work.join("rewritten.ll");
     tools::write(&rewritten, &text)?;
-    let linked = work.join("rewritten.bc");
-    tools.run("llvm-as", &rewritten, |c| {
-        c.arg(&rewritten).arg("-o").arg(&linked)
-    })?;
     let exports = work.join("exports.txt");
     tools::write(&exports, &kept)?;
-    let optimized = work.join("optimized.bc");
-    tools.run("opt", &linked, |c| {
-        c.arg(&linked)
+    let optimized = work.join("optimized.ll");
+    tools.run("opt", &rewritten, |c| {
+        c.arg(&rewritten)
             .arg(format!("-mcpu={}", opts.arch))
             .arg("-nvptx-short-ptr")
             .arg(format!(
@@ -119,11 +117,12 @@ pub fn compile(
             ))
             .arg("--passes=default<O3>,internalize,globaldce")
             .arg(format!("-unroll-threshold={UNROLL_THRESHOLD}"))
+            .arg("-S")
             .arg("-o")
             .arg(&optimized)
     })?;
     let optimized = if opts.combine_checks {
-        combine_checks(tools, work, &optimized, &opts.keep_checks)?
+        combine_checks(work, &optimized, &opts.keep_checks)?
     } else {
         optimized
     };
@@ -144,26 +143,17 @@ pub fn compile(
 }
 
 /// The optimised module with the bounds checks of each straight stretch tested together
-/// ([`crate::ir::checks`]): `combined.bc`, its text beside it as `combined.ll`.
+/// ([`crate::ir::checks`]): `combined.ll`.
 fn combine_checks(
-    tools: Tools,
     work: &std::path::Path,
     optimized: &std::path::Path,
     keep: &[String],
 ) -> Result<PathBuf, LinkError> {
-    let text = work.join("optimized.ll");
-    tools.run("llvm-dis", optimized, |c| {
-        c.arg(optimized).arg("-o").arg(&text)
-    })?;
-    let mut module = Module::parse(&tools::read(&text)?);
+    let mut module = Module::parse(&tools::read(optimized)?);
     let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     crate::ir::checks::combine(&mut module, &keep);
-    let combined_ll = work.join("combined.ll");
-    tools::write(&combined_ll, &module.to_string())?;
-    let combined = work.join("combined.bc");
-    tools.run("llvm-as", &combined_ll, |c| {
-        c.arg(&combined_ll).arg("-o").arg(&combined)
-    })?;
+    let combined = work.join("combined.ll");
+    tools::write(&combined, &module.to_string())?;
     Ok(combined)
 }
 

@@ -227,13 +227,12 @@ fn combine_in(f: &mut Function, chain_id: &mut usize) -> usize {
             .enumerate()
             .filter_map(|(i, b)| b.label.as_deref().map(|l| (l, i)))
             .collect();
-        // How many branches (and switches) reach each label.
+        // How many ways into each label: every `label %name` outside phis (branches, and the
+        // lines of a switch's table, which spans several lines).
         let mut preds: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-        for b in &bs {
-            if let Some((_, t)) = terminator(body, b) {
-                for l in targets(t) {
-                    *preds.entry(l).or_default() += 1;
-                }
+        for line in body.iter().filter(|l| !l.contains(" = phi ")) {
+            for l in targets(line) {
+                *preds.entry(l).or_default() += 1;
             }
         }
         let check_of = |b: &Block| -> Option<Check> {
@@ -332,8 +331,9 @@ fn combine_in(f: &mut Function, chain_id: &mut usize) -> usize {
                         continue;
                     }
                     let l = body[at.1].trim();
-                    let op = definition(l).map_or("", |(_, op)| op);
-                    if !PURE.contains(&op) {
+                    let (name, op) = definition(l).unwrap_or(("", ""));
+                    // A quoted name would not survive the copy's new name.
+                    if !PURE.contains(&op) || name.contains('"') {
                         movable = false;
                         break;
                     }
@@ -390,7 +390,7 @@ fn rewrite_chain(
         .iter()
         .filter_map(|&h| {
             let (name, _) = definition(body[h].trim())?;
-            Some((name.to_owned(), format!("%berth.chk.{id}.{}", &name[1..])))
+            Some((name.to_owned(), format!("%berth.chk.{id}.v.{}", &name[1..])))
         })
         .collect();
     let cloned = |v: &str| -> String {
@@ -426,13 +426,13 @@ fn rewrite_chain(
     for (j, (_, c)) in checks.iter().enumerate() {
         let cond = cloned(&c.cond);
         let pass = if c.fail_first {
-            let v = format!("%berth.chk.{id}.{j}.pass");
+            let v = format!("%berth.chk.{id}.pass.{j}");
             head.push(format!("  {v} = xor i1 {cond}, true"));
             v
         } else {
             cond
         };
-        let frozen = format!("%berth.chk.{id}.{j}");
+        let frozen = format!("%berth.chk.{id}.ok.{j}");
         head.push(format!("  {frozen} = freeze i1 {pass}"));
         passes.push(frozen);
     }
@@ -587,12 +587,12 @@ mod tests {
         // tests them at once.
         let b1 = &out[out.find("\n1:").unwrap()..out.find("\n2:").unwrap()];
         for want in [
-            "%berth.chk.1.i1 = add nuw i64 %i, %w",
-            "%berth.chk.1.c1 = icmp ult i64 %berth.chk.1.i1, %len",
-            "%berth.chk.1.i2 = shl i64 %berth.chk.1.i1, 1",
-            "%berth.chk.1.c2 = icmp uge i64 %berth.chk.1.i2, %len",
-            "%berth.chk.1.2.pass = xor i1 %berth.chk.1.c2, true",
-            "%berth.chk.1.1 = freeze i1 %berth.chk.1.c1",
+            "%berth.chk.1.v.i1 = add nuw i64 %i, %w",
+            "%berth.chk.1.v.c1 = icmp ult i64 %berth.chk.1.v.i1, %len",
+            "%berth.chk.1.v.i2 = shl i64 %berth.chk.1.v.i1, 1",
+            "%berth.chk.1.v.c2 = icmp uge i64 %berth.chk.1.v.i2, %len",
+            "%berth.chk.1.pass.2 = xor i1 %berth.chk.1.v.c2, true",
+            "%berth.chk.1.ok.1 = freeze i1 %berth.chk.1.v.c1",
             "br i1 %berth.chk.1.all.2, label %2, label %berth.chk.1.report.0",
         ] {
             assert!(b1.contains(want), "{want} not in\n{b1}");
@@ -612,10 +612,10 @@ mod tests {
         assert!(out.contains("br i1 %c3, label %5, label %9"), "{out}");
         // A failure is reported by the first check that fails, with its own index.
         for want in [
-            "berth.chk.1.report.0:\n  br i1 %berth.chk.1.0, label %berth.chk.1.report.1, label %9",
-            "berth.chk.1.report.1:\n  br i1 %berth.chk.1.1, label %berth.chk.1.report.2, label %9",
+            "berth.chk.1.report.0:\n  br i1 %berth.chk.1.ok.0, label %berth.chk.1.report.1, label %9",
+            "berth.chk.1.report.1:\n  br i1 %berth.chk.1.ok.1, label %berth.chk.1.report.2, label %9",
             "berth.chk.1.report.2:\n  br label %9",
-            "%x = phi i64 [ %i, %berth.chk.1.report.0 ], [ %berth.chk.1.i1, %berth.chk.1.report.1 ], [ %berth.chk.1.i2, %berth.chk.1.report.2 ], [ %i3, %4 ]",
+            "%x = phi i64 [ %i, %berth.chk.1.report.0 ], [ %berth.chk.1.v.i1, %berth.chk.1.report.1 ], [ %berth.chk.1.v.i2, %berth.chk.1.report.2 ], [ %i3, %4 ]",
         ] {
             assert!(out.contains(want), "{want} not in\n{out}");
         }
@@ -640,5 +640,73 @@ mod tests {
         assert!(out.contains("br i1 %c0, label %2, label %9"), "{out}");
         let b2 = &out[out.find("\n2:").unwrap()..out.find("\n3:").unwrap()];
         assert!(b2.contains("label %3, label %berth.chk.1.report.0"), "{b2}");
+    }
+
+    /// Every value the rewritten function defines, defined once.
+    fn defined_once(text: &str) {
+        let mut seen = std::collections::HashSet::new();
+        for l in text.lines() {
+            if let Some((name, _)) = definition(l.trim()) {
+                assert!(
+                    seen.insert(name.to_owned()),
+                    "{name} defined twice in\n{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn numbered_values_keep_their_numbers_and_the_copies_names_clash_with_nothing() {
+        let m = "define ptx_kernel void @n(ptr %0, i64 %1, i64 %2) {
+  br label %4
+
+4:
+  %5 = icmp ult i64 %2, %1
+  br i1 %5, label %6, label %12
+
+6:
+  %7 = add i64 %2, 1
+  %8 = icmp ult i64 %7, %1
+  br i1 %8, label %9, label %12
+
+9:
+  %10 = add i64 %2, 2
+  %11 = icmp ult i64 %10, %1
+  br i1 %11, label %13, label %12
+
+12:
+  %14 = phi i64 [ %2, %4 ], [ %7, %6 ], [ %10, %9 ]
+  call void @index_failure(i64 %14, i64 %1, ptr null)
+  unreachable
+
+13:
+  ret void
+}
+";
+        let mut module = Module::parse(m);
+        assert_eq!(combine(&mut module, &[]), 2);
+        let out = module.to_string();
+        defined_once(&out);
+        for want in [
+            "  %berth.chk.1.v.7 = add i64 %2, 1\n",
+            "  %berth.chk.1.v.10 = add i64 %2, 2\n",
+            "  %7 = add i64 %2, 1\n",
+            "  %14 = phi i64 [ %2, %berth.chk.1.report.0 ], [ %berth.chk.1.v.7, %berth.chk.1.report.1 ], [ %berth.chk.1.v.10, %berth.chk.1.report.2 ]",
+        ] {
+            assert!(out.contains(want), "{want} not in\n{out}");
+        }
+    }
+
+    #[test]
+    fn a_block_a_switch_also_reaches_is_not_part_of_a_chain() {
+        let switched = CHAIN.replace(
+            "  br label %1\n",
+            "  switch i64 %w, label %1 [\n    i64 0, label %3\n  ]\n",
+        );
+        let mut m = Module::parse(&switched);
+        assert_eq!(combine(&mut m, &[]), 1, "only the checks of blocks 1 and 2");
+        let out = m.to_string();
+        defined_once(&out);
+        assert!(out.contains("br i1 %c2, label %9, label %4"), "{out}");
     }
 }
