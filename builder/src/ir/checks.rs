@@ -198,6 +198,10 @@ fn definition(line: &str) -> Option<(&str, &str)> {
         .then(|| (name, rhs.split_whitespace().next().unwrap_or("")))
 }
 
+/// How the outlined report of a failed index check (`berth_device::panic::gpu::index_failure`)
+/// ends in its symbol's mangled name, followed by its argument list.
+const INDEX_FAILURE: &str = "5panic3gpu13index_failure(";
+
 /// Whether block `b` reports an index failure: optional phis, a call of `index_failure`,
 /// `unreachable`.
 fn is_index_failure(body: &[String], b: &Block) -> bool {
@@ -206,7 +210,7 @@ fn is_index_failure(body: &[String], b: &Block) -> bool {
         if l.contains(" = phi ") {
             continue;
         }
-        if !saw_call && l.contains("call ") && l.contains("index_failure(") {
+        if !saw_call && l.contains("call ") && l.contains(INDEX_FAILURE) {
             saw_call = true;
             continue;
         }
@@ -573,7 +577,7 @@ mod tests {
 
 9:                                                ; preds = %1, %2, %3, %4
   %x = phi i64 [ %i, %1 ], [ %i1, %2 ], [ %i2, %3 ], [ %i3, %4 ]
-  tail call void @index_failure(i64 %x, i64 %len, ptr @loc)
+  tail call void @_RNvNtNtCs1_12berth_device5panic3gpu13index_failure(i64 %x, i64 %len, ptr @loc)
   unreachable
 }
 ";
@@ -623,7 +627,7 @@ mod tests {
 
     #[test]
     fn a_check_whose_failure_is_not_an_index_failure_or_a_block_with_two_ways_in_ends_the_chain() {
-        let other = CHAIN.replace("@index_failure(", "@other_failure(");
+        let other = CHAIN.replace("13index_failure(", "13other_failure(");
         let mut m = Module::parse(&other);
         assert_eq!(combine(&mut m, &[]), 0);
         assert_eq!(m.to_string(), other);
@@ -676,7 +680,7 @@ mod tests {
 
 12:
   %14 = phi i64 [ %2, %4 ], [ %7, %6 ], [ %10, %9 ]
-  call void @index_failure(i64 %14, i64 %1, ptr null)
+  call void @_RNvNtNtCs1_12berth_device5panic3gpu13index_failure(i64 %14, i64 %1, ptr null)
   unreachable
 
 13:
