@@ -234,27 +234,34 @@ pub(crate) fn async_copy_misuse(
     copy: ([u32; 3], At),
     waited: bool,
 ) -> String {
+    let how = match access.1 {
+        Access::Read => "a read of",
+        Access::Write => "a write to",
+        Access::Atomic | Access::BlockAtomic => "an atomic update of",
+    };
     let who = if access.0 == copy.0 {
         "the same thread".to_string()
     } else {
         format!("thread {}", thread(copy.0))
     };
-    let (problem, rule) = if waited {
+    let (state, rule) = if waited {
         (
-            "with no barrier after the copying thread's wait",
+            "that another thread's asynchronous copy (cp.async) wrote, with no barrier after \
+             the copying thread's wait",
             "another thread's asynchronous copy becomes visible only after that thread's wait \
              and a sync_threads() after it",
         )
     } else {
         (
-            "before the wait for its group",
+            "while an asynchronous copy (cp.async) to it is in flight, before the wait for its \
+             group",
             "an asynchronous copy's bytes may arrive at any moment until its thread waits for \
              its group with async_copy::wait or wait_all",
         )
     };
     format!(
-        "shared memory reached while an asynchronous copy (cp.async) to it was in flight, \
-         {problem}: {what}: thread {} {} at {}, and {who} copied it at {} ({rule})",
+        "{how} shared memory {state}: {what}: thread {} {} at {}, and {who} copied it at {} \
+         ({rule})",
         thread(access.0),
         did(access.1),
         at(access.2),
