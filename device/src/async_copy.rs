@@ -70,8 +70,10 @@
 //!     // nobody writes it after.
 //!     unsafe { tile.read(4 * n) }
 //! }
-//! let src: Vec<f32> = (0..128).map(|x| x as f32).collect();
-//! assert_eq!(stage(&src), 0.0); // one thread outside a launch: its own first element
+//! #[repr(align(16))] // a kernel's arguments are 256-byte aligned; a host array may not be
+//! struct Aligned([f32; 128]);
+//! let src = Aligned(core::array::from_fn(|x| x as f32));
+//! assert_eq!(stage(&src.0), 0.0); // one thread outside a launch: its own first element
 //! ```
 
 use crate::Shared;
@@ -125,11 +127,13 @@ where
 ///
 /// ```
 /// use berth_device::{async_copy, shared_array};
-/// let src = [1u16, 2, 3, 4, 5, 6];
+/// #[repr(align(16))] // a kernel's arguments are 256-byte aligned; a host array may not be
+/// struct Aligned([u16; 6]);
+/// let src = Aligned([1, 2, 3, 4, 5, 6]);
 /// let tile = shared_array!(T: [u16; 8]);
 /// // SAFETY: one thread; it reads the elements only after waiting for the copy.
 /// let v = unsafe {
-///     async_copy::copy_ca::<u16, 2>(tile, 2, &src, 4); // 4 bytes
+///     async_copy::copy_ca::<u16, 2>(tile, 2, &src.0, 4); // 4 bytes
 ///     async_copy::wait_all();
 ///     tile.read(3)
 /// };
@@ -167,12 +171,14 @@ pub unsafe fn copy_ca<T: Copy + Send, const N: usize>(
 ///
 /// ```
 /// use berth_device::{async_copy, f16, shared_array};
-/// let src: Vec<f16> = (0..16).map(|x| f16::from_f32(x as f32)).collect();
+/// #[repr(align(16))]
+/// struct Aligned([f16; 16]);
+/// let src = Aligned(core::array::from_fn(|x| f16::from_f32(x as f32)));
 /// let tile = shared_array!(T: [f16; 16]);
 /// // SAFETY: one thread; it reads the elements only after waiting for both copies.
 /// let v = unsafe {
-///     async_copy::copy_cg::<f16, 8>(tile, 0, &src, 8);
-///     async_copy::copy_cg::<f16, 8>(tile, 8, &src, 0);
+///     async_copy::copy_cg::<f16, 8>(tile, 0, &src.0, 8);
+///     async_copy::copy_cg::<f16, 8>(tile, 8, &src.0, 0);
 ///     async_copy::commit();
 ///     async_copy::wait::<0>();
 ///     tile.read(9)
@@ -259,11 +265,13 @@ unsafe fn issue<T: Copy, const N: usize, const CG: bool>(d: *mut T, s: *const T)
 ///
 /// ```
 /// use berth_device::{async_copy, shared_array};
-/// let src = [7u32; 4];
+/// #[repr(align(16))]
+/// struct Aligned([u32; 4]);
+/// let src = Aligned([7; 4]);
 /// let tile = shared_array!(T: [u32; 4]);
 /// // SAFETY: one thread; it reads after waiting for the group.
 /// let v = unsafe {
-///     async_copy::copy_cg::<u32, 4>(tile, 0, &src, 0);
+///     async_copy::copy_cg::<u32, 4>(tile, 0, &src.0, 0);
 ///     async_copy::commit(); // group 1
 ///     async_copy::commit(); // group 2, empty
 ///     async_copy::wait::<0>();
@@ -291,13 +299,15 @@ pub fn commit() {
 ///
 /// ```
 /// use berth_device::{async_copy, shared_array};
-/// let src = [1u64, 2, 3, 4];
+/// #[repr(align(16))]
+/// struct Aligned([u64; 4]);
+/// let src = Aligned([1, 2, 3, 4]);
 /// let tile = shared_array!(T: [u64; 4]);
 /// // SAFETY: one thread. Each element is read only once the group of its copy is complete.
 /// let (a, b) = unsafe {
-///     async_copy::copy_ca::<u64, 2>(tile, 0, &src, 0);
+///     async_copy::copy_ca::<u64, 2>(tile, 0, &src.0, 0);
 ///     async_copy::commit();
-///     async_copy::copy_ca::<u64, 2>(tile, 2, &src, 2);
+///     async_copy::copy_ca::<u64, 2>(tile, 2, &src.0, 2);
 ///     async_copy::commit();
 ///     async_copy::wait::<1>(); // the first group is complete, the second may not be
 ///     let a = tile.read(1);
@@ -347,5 +357,55 @@ pub fn wait_all() {
         let at = core::panic::Location::caller();
         crate::host::async_commit(at);
         crate::host::async_wait(0, at);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[repr(align(16))]
+    struct Aligned([u32; 8]);
+
+    fn message(f: impl FnOnce() + std::panic::UnwindSafe) -> String {
+        let err = std::panic::catch_unwind(f).expect_err("the copy must fail");
+        (err.downcast_ref::<&str>().map(|s| s.to_string()))
+            .or_else(|| err.downcast_ref::<String>().cloned())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn copies_outside_either_end_or_misaligned_fail() {
+        let src = Aligned([1, 2, 3, 4, 5, 6, 7, 8]);
+        let tile = crate::shared_array!(T: [u32; 8]);
+        // SAFETY (each call): one thread, which waits before it reads (where the copy is
+        // made at all).
+        let past_source = message(|| unsafe { copy_cg::<u32, 4>(tile, 0, &src.0, 6) });
+        assert_eq!(
+            past_source,
+            "index out of bounds: the len is 8 but the index is 9"
+        );
+        let past_tile = message(|| unsafe { copy_ca::<u32, 2>(tile, 7, &src.0, 0) });
+        assert_eq!(
+            past_tile,
+            "index out of bounds: the len is 8 but the index is 8"
+        );
+        let misaligned = message(|| unsafe { copy_cg::<u32, 4>(tile, 0, &src.0, 1) });
+        assert!(
+            misaligned.contains("global source is not aligned"),
+            "{misaligned}"
+        );
+        let misaligned = message(|| unsafe { copy_ca::<u32, 2>(tile, 1, &src.0, 0) });
+        assert!(
+            misaligned.contains("shared destination is not aligned"),
+            "{misaligned}"
+        );
+        // SAFETY: as above.
+        let v = unsafe {
+            copy_ca::<u32, 2>(tile, 6, &src.0, 2);
+            wait_all();
+            tile.read(7)
+        };
+        assert_eq!(v, 4);
     }
 }

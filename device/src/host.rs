@@ -387,7 +387,9 @@ pub unsafe trait BlockServices {
     ///     let tile = shared_array!(T: [u32; 4]);
     ///     // SAFETY: one thread, which waits before it reads.
     ///     let v = unsafe {
-    ///         async_copy::copy_cg::<u32, 4>(tile, 0, &[1, 2, 3, 4], 0);
+    ///         #[repr(align(16))]
+    ///         struct Aligned([u32; 4]);
+    ///         async_copy::copy_cg::<u32, 4>(tile, 0, &Aligned([1, 2, 3, 4]).0, 0);
     ///         async_copy::wait_all();
     ///         tile.read(2)
     ///     };
