@@ -22,13 +22,17 @@
 //!    between the last barrier before the copy and the copy.
 //! 4. **Waited before returning.** The calling thread waits for every copy it started before
 //!    it returns from the kernel.
+//! 5. **The source stays put.** Nothing writes the source elements until the copy's group is
+//!    complete. A kernel's `&[T]` argument is never written during a launch, so a copy from
+//!    one keeps this by construction.
 //!
 //! [`copy_ca`] and [`copy_cg`] are therefore `unsafe`, like [`Shared::write`];
 //! [`commit`], [`wait`] and [`wait_all`] only order things and are safe. The global source
 //! is an argument's `&[T]`, which nothing writes during the launch; it is bounds-checked like
 //! any read of it (a copy past the end stops the thread at its line with the index and the
-//! length), and both ends must be aligned to the copy's size (PTX requires it; a misaligned
-//! copy stops the thread with a located report).
+//! length); it must lie in global memory (on the GPU a source elsewhere, such as a local
+//! array, stops the thread with a located report); and both ends must be aligned to the
+//! copy's size (PTX requires it; a misaligned copy stops the thread with a located report).
 //!
 //! # Groups
 //!
@@ -79,7 +83,8 @@
 use crate::Shared;
 use core::mem::size_of;
 
-/// Check the copy's bounds and alignment; the generic addresses of its two ends.
+/// Check the copy's bounds, its source's state space and both ends' alignment; the generic
+/// addresses of its two ends.
 #[inline(always)]
 #[track_caller]
 fn ends<T, const N: usize>(dst: Shared<T>, to: usize, src: &[T], from: usize) -> (*mut T, *const T)
@@ -98,6 +103,11 @@ where
         dst.as_ptr().wrapping_add(to),
         src.as_ptr().wrapping_add(from),
     );
+    if !in_global_memory(s) {
+        crate::panic::fail(
+            "async_copy: the source is not in global memory (a kernel's `&[T]` argument is; a local array is not)",
+        );
+    }
     if !(s as usize).is_multiple_of(bytes) {
         crate::panic::fail(
             "async_copy: the global source is not aligned to the copy's size (4, 8 or 16 bytes)",
@@ -111,19 +121,49 @@ where
     (d, s)
 }
 
+/// Whether the generic address `p` is in the global state space (`isspacep.global`): the
+/// copies read only global memory. Always true on the host, which has one space.
+#[inline(always)]
+fn in_global_memory<T>(p: *const T) -> bool {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let global: u32;
+        // SAFETY: tests which state space an address lies in; reads no memory.
+        unsafe {
+            core::arch::asm!(
+                "{{",
+                ".reg .pred %berth_g;",
+                "isspacep.global %berth_g, {p};",
+                "selp.u32 {g}, 1, 0, %berth_g;",
+                "}}",
+                p = in(reg64) p,
+                g = out(reg32) global,
+                options(pure, nomem, nostack),
+            )
+        };
+        global != 0
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let _ = p;
+        true
+    }
+}
+
 /// Start copying elements `from..from + N` of `src` (global memory: a kernel's `&[T]`
 /// argument) to elements `to..to + N` of `dst`, caching the source in L1 and L2
 /// (`cp.async.ca.shared.global`). The copy is `N * size_of::<T>()` bytes: 4, 8 or 16 (else
 /// the call does not compile).
 ///
-/// Both ranges are bounds-checked, and both ends must be aligned to the copy's size; a
-/// failing check stops the thread with a located report.
+/// Both ranges are bounds-checked, the source must lie in global memory and both ends must
+/// be aligned to the copy's size; a failing check stops the thread with a located report.
 ///
 /// # Safety
 /// The [module's contract](self#the-contract) for elements `to..to + N` of `dst`: nothing
 /// touches them until this thread's wait that completes the copy's group (and, for other
 /// threads, a barrier after that wait); no other thread touches them between the last
-/// barrier and this call; this thread waits for the copy before it returns.
+/// barrier and this call; this thread waits for the copy before it returns; nothing writes
+/// the source elements until then (true of a kernel's `&[T]` argument).
 ///
 /// ```
 /// use berth_device::{async_copy, shared_array};
@@ -154,8 +194,8 @@ pub unsafe fn copy_ca<T: Copy + Send, const N: usize>(
         )
     };
     let (d, s) = ends::<T, N>(dst, to, src, from);
-    // SAFETY: both ends are in bounds and aligned to the copy's size (`ends`); the rest is the
-    // caller's contract, forwarded.
+    // SAFETY: both ends are in bounds and aligned to the copy's size, and the source is in
+    // global memory (`ends`); the rest is the caller's contract, forwarded.
     unsafe { issue::<T, N, false>(d, s) }
 }
 
@@ -202,8 +242,8 @@ pub unsafe fn copy_cg<T: Copy + Send, const N: usize>(
 /// Issue the copy of `N` elements from `s` to `d`.
 ///
 /// # Safety
-/// `s` is `N` readable elements of global memory that nothing writes during the launch, `d`
-/// `N` elements of block-shared memory; both aligned to `N * size_of::<T>()`, which is 4, 8
+/// `s` is `N` readable elements of global memory that nothing writes until the copy is
+/// complete, `d` `N` elements of block-shared memory; both aligned to `N * size_of::<T>()`, which is 4, 8
 /// or 16 (16 when `CG`); the module's contract holds for the destination.
 #[inline(always)]
 #[track_caller]
