@@ -110,6 +110,7 @@
 pub mod guide {}
 
 pub use berth_device as device;
+pub use berth_device::async_copy;
 pub use berth_device::mma;
 pub use berth_device::packed;
 pub use berth_device::warp;
@@ -145,7 +146,7 @@ pub mod prelude {
     };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
-        block, dynamic_shared, fail, gpu_assert, gpu_or_host, grid, mma, shared_array,
+        async_copy, block, dynamic_shared, fail, gpu_assert, gpu_or_host, grid, mma, shared_array,
         sync_threads, thread, warp,
     };
     pub use berth_macros::{DeviceCopy, unroll};

@@ -231,8 +231,9 @@ impl SharedKey {
 ///    the calls of the lanes it met, and [`warp_active_mask`](BlockServices::warp_active_mask)
 ///    names the calling lane.
 ///
-/// The access reports (`shared_access`, `global_access`) are for checkers only: ignoring them
-/// is sound.
+/// The access reports (`shared_access`, `global_access`, and the `async_*` reports of
+/// asynchronous copies, which the device API performs itself) are for checkers only: ignoring
+/// them is sound.
 ///
 /// ```compile_fail,E0200
 /// use berth_device::host::{At, BlockServices};
@@ -343,6 +344,84 @@ pub unsafe trait BlockServices {
     /// ```
     fn global_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let _ = (addr, bytes, access, at);
+    }
+    /// An asynchronous copy ([`async_copy`](crate::async_copy)) by the current thread of
+    /// `bytes` bytes to the shared-memory address `addr`, issued at `at`. The device API has
+    /// already made the copy (the simulator copies at issue) and reported its elements as
+    /// writes through [`shared_access`](BlockServices::shared_access); this report says that
+    /// the bytes stay in flight until the thread waits for the copy's group. The default
+    /// ignores it.
+    ///
+    /// ```
+    /// use berth_device::host::{self, At, BlockServices, Coords};
+    /// use berth_device::{async_copy, shared_array};
+    /// use std::{cell::RefCell, rc::Rc};
+    ///
+    /// /// A block of one thread that logs its asynchronous copies, commits and waits.
+    /// #[derive(Default)]
+    /// struct Copies(RefCell<Vec<String>>);
+    /// // SAFETY: the block is the one host thread that enters it: its barrier has nobody to
+    /// // wait for, and each shared array is fresh, leaked memory, 16-aligned.
+    /// unsafe impl BlockServices for Copies {
+    ///     fn barrier(&self, _: At) {}
+    ///     fn async_copy(&self, _: usize, bytes: usize, _: At) {
+    ///         self.0.borrow_mut().push(format!("copy {bytes}"));
+    ///     }
+    ///     fn async_commit(&self, _: At) {
+    ///         self.0.borrow_mut().push("commit".into());
+    ///     }
+    ///     fn async_wait(&self, pending: usize, _: At) {
+    ///         self.0.borrow_mut().push(format!("wait {pending}"));
+    ///     }
+    ///     fn shared(&self, _: &'static host::SharedKey, bytes: usize, _: usize) -> *mut u8 {
+    ///         Box::leak(vec![0u128; bytes.div_ceil(16)].into_boxed_slice()).as_mut_ptr().cast()
+    ///     }
+    ///     fn dynamic_shared(&self) -> (*mut u8, usize) {
+    ///         (core::ptr::NonNull::<u128>::dangling().as_ptr().cast(), 0)
+    ///     }
+    /// }
+    /// let block = Rc::new(Copies::default());
+    /// {
+    ///     // SAFETY: this thread alone runs the launch, under services that keep their contract.
+    ///     let _in_block = unsafe { host::enter(Coords::SINGLE, block.clone()) };
+    ///     let tile = shared_array!(T: [u32; 4]);
+    ///     // SAFETY: one thread, which waits before it reads.
+    ///     let v = unsafe {
+    ///         #[repr(align(16))]
+    ///         struct Aligned([u32; 4]);
+    ///         async_copy::copy_cg::<u32, 4>(tile, 0, &Aligned([1, 2, 3, 4]).0, 0);
+    ///         async_copy::wait_all();
+    ///         tile.read(2)
+    ///     };
+    ///     assert_eq!(v, 3);
+    /// }
+    /// assert_eq!(*block.0.borrow(), ["copy 16", "commit", "wait 0"]);
+    /// ```
+    fn async_copy(&self, addr: usize, bytes: usize, at: At) {
+        let _ = (addr, bytes, at);
+    }
+    /// The current thread closed its asynchronous copies into a group
+    /// ([`async_copy::commit`](crate::async_copy::commit)), at `at`. The default ignores it;
+    /// the example of [`async_copy`](BlockServices::async_copy) logs it.
+    ///
+    /// ```
+    /// // Outside an executor a commit goes nowhere.
+    /// berth_device::async_copy::commit();
+    /// ```
+    fn async_commit(&self, at: At) {
+        let _ = at;
+    }
+    /// The current thread waited until at most `pending` of its most recent groups of
+    /// asynchronous copies are in flight ([`async_copy::wait`](crate::async_copy::wait)), at
+    /// `at`. The default ignores it; the example of [`async_copy`](BlockServices::async_copy)
+    /// logs it.
+    ///
+    /// ```
+    /// // Outside an executor a wait goes nowhere.
+    /// berth_device::async_copy::wait::<1>();
+    /// ```
+    fn async_wait(&self, pending: usize, at: At) {
+        let _ = (pending, at);
     }
     /// A turn of the current thread on the kernel's side of a mailbox, at `at`: a send or a
     /// reservation (`role` [`MailboxRole::Sender`]) or a receive ([`MailboxRole::Receiver`]) on
@@ -713,6 +792,30 @@ pub(crate) fn shared_access(addr: usize, bytes: usize, access: Access, at: At) {
     SERVICES.with(|s| {
         if let Some(s) = s.borrow().as_ref() {
             s.shared_access(addr, bytes, access, at);
+        }
+    });
+}
+
+pub(crate) fn async_copy(addr: usize, bytes: usize, at: At) {
+    SERVICES.with(|s| {
+        if let Some(s) = s.borrow().as_ref() {
+            s.async_copy(addr, bytes, at);
+        }
+    });
+}
+
+pub(crate) fn async_commit(at: At) {
+    SERVICES.with(|s| {
+        if let Some(s) = s.borrow().as_ref() {
+            s.async_commit(at);
+        }
+    });
+}
+
+pub(crate) fn async_wait(pending: usize, at: At) {
+    SERVICES.with(|s| {
+        if let Some(s) = s.borrow().as_ref() {
+            s.async_wait(pending, at);
         }
     });
 }

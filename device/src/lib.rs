@@ -19,6 +19,7 @@
 #![deny(missing_docs)]
 
 mod asm;
+pub mod async_copy;
 pub mod atomic;
 pub mod dim;
 pub mod half;

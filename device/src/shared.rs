@@ -22,6 +22,10 @@
 //!   with a valid `T` before it (the same thread earlier, or another thread before a barrier).
 //!   Shared memory starts undefined, with whatever an earlier block left there.
 //!
+//! An asynchronous copy from global memory ([`async_copy`](crate::async_copy)) is a write by
+//! the thread that starts it, lasting until that thread waits for it; its module states the
+//! contract that follows.
+//!
 //! The `// SAFETY:` comment of each `unsafe` block says why both hold — usually "each thread
 //! writes its own slot, and reads come after a barrier". The CPU simulator checks the contract
 //! on every launch: a race (naming the array, the element, both threads and both lines) and a

@@ -1,6 +1,7 @@
 //! Matrix products on tensor cores: `c = a · b` with `f16` or `bf16` inputs and `f32` sums,
 //! through warp-level `mma.sync` ([`berth::mma`]).
 
+use berth::async_copy;
 use berth::mma::{self, FragA, FragB, FragC, MmaInput};
 use berth::prelude::*;
 
@@ -28,8 +29,10 @@ const SB_LEN: usize = MMA_BK * SB_STRIDE;
 ///
 /// Each step stages a 128×32 slice of `a` and a 32×128 slice of `b` in shared memory, twice
 /// over: while the warps multiply one stage (`ldmatrix` into fragments, then `mma.sync`), the
-/// next slices are already loaded into registers, and are stored into the other stage after,
-/// so a step waits at one barrier and the global loads' latency overlaps the products.
+/// next slices are in flight into the other stage as asynchronous copies
+/// ([`berth::async_copy`]: global to shared memory without passing through registers), so a
+/// step waits for its copies and at one barrier, and the global loads' latency overlaps the
+/// products.
 #[inline(always)]
 fn hgemm<T: MmaInput + DeviceCopy>(
     m: usize,
@@ -73,50 +76,64 @@ fn hgemm<T: MmaInput + DeviceCopy>(
     let (warp, lane) = (tid / 32, warp::lane_id());
     // This warp's 64×32 part of the block's tile.
     let (wm, wn) = (warp / 4 * 64, warp % 4 * 32);
-    // This thread's share of a stage: 16 consecutive elements of one row of each slice.
-    let (ar, ac) = (tid / 2, tid % 2 * 16);
-    let (br, bc) = (tid / 8, tid % 8 * 16);
 
-    let load = |kt: usize| -> ([T; 16], [T; 16]) {
-        let (ga, gb) = ((row0 + ar) * k + kt + ac, (kt + br) * n + col0 + bc);
-        (
-            core::array::from_fn(|i| a[ga + i]),
-            core::array::from_fn(|i| b[gb + i]),
-        )
-    };
-    // SAFETY (for both stores' callers): thread `tid` writes elements `(ar, ac..ac + 16)` of
-    // stage `s` of `sa` and `(br, bc..bc + 16)` of `sb`, which no other thread's `tid`
-    // reaches (256 threads: 128 rows × 2 halves, 32 rows × 8 sixteenths).
-    let store = |s: usize, (va, vb): ([T; 16], [T; 16])| {
-        for i in 0..16 {
-            // SAFETY: see above; the stage is not read until the barrier that follows.
+    // Stage `s` of both slices, for the step whose slices start at column (of `a`) and row
+    // (of `b`) `kt`: 512 16-byte chunks of each, two per thread, copied asynchronously
+    // (`cp.async.cg`, global to shared without registers) and committed as one group.
+    // SAFETY (for the callers): thread `tid` copies chunks `tid` and `tid + 256` of each
+    // slice, which no other thread copies or writes. Every element of stage `s` was last read
+    // before the barrier that precedes the call (the warps multiply the other stage after
+    // it), and is read again only after the next barrier, which follows this thread's wait
+    // for the group. Each group is waited for at the start of the step after it is copied.
+    let copy_stage = |kt: usize, s: usize| {
+        for c in [tid, tid + MMA_THREADS] {
+            let (ar, ac) = (c / 4, c % 4 * 8);
+            let (br, bc) = (c / 16, c % 16 * 8);
+            // SAFETY: see above. The 8-element chunks are 16-byte aligned at both ends:
+            // strides, stage sizes, `k`, `n` and every column are multiples of 8 elements,
+            // and shared arrays and device allocations are 16-byte aligned.
             unsafe {
-                sa.write(s * SA_LEN + ar * SA_STRIDE + ac + i, va[i]);
-                sb.write(s * SB_LEN + br * SB_STRIDE + bc + i, vb[i]);
+                async_copy::copy_cg::<T, 8>(
+                    sa,
+                    s * SA_LEN + ar * SA_STRIDE + ac,
+                    &a,
+                    (row0 + ar) * k + kt + ac,
+                );
+                async_copy::copy_cg::<T, 8>(
+                    sb,
+                    s * SB_LEN + br * SB_STRIDE + bc,
+                    &b,
+                    (kt + br) * n + col0 + bc,
+                );
             }
         }
+        async_copy::commit();
     };
 
     let mut acc = [[FragC::zero(); 4]; 4];
-    store(0, load(0));
-    // SAFETY: every thread of the block reaches every barrier of this function the same number
-    // of times: the checks above stop the whole launch or none of it, and the loop's trip
-    // count depends only on `k`.
-    unsafe { sync_threads() };
     let steps = k / MMA_BK;
+    if steps > 0 {
+        copy_stage(0, 0);
+    }
     for step in 0..steps {
         let s = step % 2;
-        let next = if step + 1 < steps {
-            Some(load((step + 1) * MMA_BK))
-        } else {
-            None
-        };
+        // This thread's copies of stage `s` (the only group in flight) are complete; after
+        // the barrier every thread's are, and every warp has finished multiplying the other
+        // stage, which the copies of the next step may then overwrite.
+        async_copy::wait::<0>();
+        // SAFETY: every thread of the block reaches every barrier of this function the same
+        // number of times: the checks above stop the whole launch or none of it, and the
+        // loop's trip count depends only on `k`.
+        unsafe { sync_threads() };
+        if step + 1 < steps {
+            copy_stage((step + 1) * MMA_BK, 1 - s);
+        }
         for kk in (0..MMA_BK).step_by(16) {
             // SAFETY: all 32 lanes of each warp reach every `ldmatrix` and `mma` together (the
-            // loops' bounds are the same in every lane). Stage `s` was written before the last
-            // barrier and is not written until after the next one (the stores below go to the
-            // other stage). Rows are 16-byte aligned: both strides and every column are
-            // multiples of 8 elements.
+            // loops' bounds are the same in every lane). Stage `s` was copied by threads that
+            // waited for their copies before the barrier above, and is not written until
+            // after the next one (the copies above go to the other stage). Rows are 16-byte
+            // aligned: both strides and every column are multiples of 8 elements.
             unsafe {
                 let af: [FragA<T>; 4] = core::array::from_fn(|i| {
                     FragA::ldmatrix(sa, SA_STRIDE, s * MMA_BM + wm + 16 * i, kk)
@@ -131,11 +148,6 @@ fn hgemm<T: MmaInput + DeviceCopy>(
                 }
             }
         }
-        if let Some(v) = next {
-            store(1 - s, v);
-        }
-        // SAFETY: as for the first barrier.
-        unsafe { sync_threads() };
     }
 
     for (i, row) in acc.iter().enumerate() {

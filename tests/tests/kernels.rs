@@ -317,7 +317,8 @@ fn every_kernels_own_module_passes_ptxas() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
-/// The PTX of one example kernel's entry, from `.entry NAME(` to the end of its body.
+/// The PTX of one example kernel's entry, from `.entry NAME(` to the end of its body (the
+/// brace that closes the body's first: inline asm opens and closes scopes of its own).
 fn entry_body(name: &str) -> &'static str {
     let k = kernels().into_iter().find(|k| k.name == name).unwrap();
     let rest = k
@@ -325,7 +326,16 @@ fn entry_body(name: &str) -> &'static str {
         .split(&format!(".entry {name}("))
         .nth(1)
         .unwrap_or_else(|| panic!("no entry `{name}` in the PTX"));
-    rest.split("\n}\n").next().unwrap()
+    let mut depth = 0;
+    for (i, c) in rest.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 1 => return &rest[..i],
+            '}' => depth -= 1,
+            _ => {}
+        }
+    }
+    rest
 }
 
 /// A 16-byte aligned value moves between global and shared memory in one 16-byte access each
@@ -701,4 +711,29 @@ fn a_declared_2d_block_folds_the_z_check_of_index_2d_away() {
         calls(declared) + 1,
         "the z check's panic call:\n{plain}\n----\n{declared}"
     );
+}
+
+/// The tensor-core GEMM and the staging fixture copy global to shared memory with `cp.async`
+/// (global to shared without registers) and wait for their groups; ptxas accepts them
+/// (`ptx_is_for_sm_90_and_passes_ptxas` covers every kernel).
+#[test]
+fn the_pipelined_kernels_copy_with_cp_async_and_wait_for_their_groups() {
+    for (name, wait) in [
+        ("hgemm_f16", "cp.async.wait_group 0;"),
+        ("hgemm_bf16", "cp.async.wait_group 0;"),
+        ("stage_sums", "cp.async.wait_group 1;"),
+    ] {
+        let body = entry_body(name);
+        for ins in ["cp.async.cg.shared.global", "cp.async.commit_group;", wait] {
+            assert!(body.contains(ins), "`{name}` has no `{ins}`");
+        }
+        // The GEMM reads its slices only through the copies: no plain global loads of `a`/`b`.
+        if name.starts_with("hgemm") {
+            assert!(
+                !body.contains("ld.global.u16") && !body.contains("ld.global.b16"),
+                "`{name}` still loads its slices element by element"
+            );
+        }
+    }
+    assert!(entry_body("async_never_waited").contains("cp.async.ca.shared.global"));
 }

@@ -524,3 +524,105 @@ fn block_scoped_slots_are_per_block_on_a_2d_grid() {
         .collect();
     assert_eq!(dsum[1..], per[..]);
 }
+
+/// Launches the asynchronous-copy fixture `$kernel` of `broken.rs` on 128 fresh elements, one
+/// block of 32 threads; its report.
+macro_rules! async_report {
+    ($kernel:ident) => {{
+        use berth_fixtures::broken::$kernel;
+        let gpu = Gpu::simulator();
+        let x = gpu.upload(&berth_tests::random_u32(128)).unwrap();
+        let mut out = gpu.alloc_zeroed::<u32>(32).unwrap();
+        report($kernel(&gpu, Grid::new(1, 32), &x, &mut out).and_then(|p| p.wait()))
+    }};
+}
+
+#[test]
+fn a_read_of_an_asynchronous_copy_before_its_wait_is_reported() {
+    let (kernel, _, thread, problem) = async_report!(async_read_before_wait);
+    assert_eq!((kernel, thread), ("async_read_before_wait", [0, 0, 0]));
+    let broken = berth_tests::BROKEN;
+    let copy = broken.line("unsafe { async_copy::copy_cg::<u32, 4>(tile, 4 * t, &x, 4 * t) };");
+    let read = broken.line("let v = unsafe { tile.read(4 * t) };");
+    has(
+        &problem,
+        &[
+            "a read of shared memory while an asynchronous copy (cp.async) to it is in flight, before the wait for its group",
+            "`EARLY[0]`",
+            "thread (0, 0, 0) read it at",
+            &format!("{}:{read}:", broken.path),
+            &format!("the same thread copied it at {}:{copy}:", broken.path),
+        ],
+    );
+}
+
+#[test]
+fn a_read_of_another_threads_copy_without_a_barrier_after_its_wait_is_reported() {
+    let (kernel, _, thread, problem) = async_report!(async_read_without_barrier);
+    assert_eq!((kernel, thread), ("async_read_without_barrier", [1, 0, 0]));
+    let broken = berth_tests::BROKEN;
+    let read = broken.line("let v = unsafe { tile.read(4 * t.saturating_sub(1)) };");
+    has(
+        &problem,
+        &[
+            "a read of shared memory that another thread's asynchronous copy (cp.async) wrote, with no barrier after the copying thread's wait",
+            "`UNSYNCED[0]`",
+            &format!("thread (1, 0, 0) read it at {}:{read}:", broken.path),
+            "thread (0, 0, 0) copied it at",
+            "a sync_threads() after it",
+        ],
+    );
+}
+
+#[test]
+fn a_wait_that_leaves_the_copys_group_in_flight_does_not_complete_it() {
+    let (kernel, _, _, problem) = async_report!(async_wait_too_shallow);
+    assert_eq!(kernel, "async_wait_too_shallow");
+    has(
+        &problem,
+        &[
+            "before the wait for its group",
+            "`SHALLOW[4]`",
+            &at_broken("let v = unsafe { tile.read(4 * ((t + 1) % 32)) };"),
+        ],
+    );
+}
+
+#[test]
+fn a_thread_returning_with_a_copy_in_flight_is_reported() {
+    let (kernel, _, _, problem) = async_report!(async_never_waited);
+    assert_eq!(kernel, "async_never_waited");
+    has(
+        &problem,
+        &[
+            "returned with an asynchronous copy (cp.async) it started at",
+            &at_broken("unsafe { async_copy::copy_ca::<u32, 4>(tile, 4 * t, &x, 4 * t) };"),
+            "still in flight",
+        ],
+    );
+}
+
+#[test]
+fn an_asynchronous_copy_past_the_end_of_its_source_fails_at_its_line() {
+    use berth_fixtures::broken::async_copy_past_the_end;
+    let gpu = Gpu::simulator();
+    let x = gpu.upload(&berth_tests::random_u32(128)).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(32).unwrap();
+    let err = async_copy_past_the_end(&gpu, Grid::new(1, 32), &x, &mut out)
+        .and_then(|p| p.wait())
+        .unwrap_err();
+    let text = err.to_string();
+    for part in [
+        "async_copy_past_the_end",
+        "the len is 128 but the index is 129",
+        &at_broken("x.len() - 2"),
+    ] {
+        assert!(text.contains(part), "`{part}` missing from: {text}");
+    }
+}
+
+/// `fixtures/src/broken.rs:LINE:` of the line containing `needle`.
+fn at_broken(needle: &str) -> String {
+    let src = berth_tests::BROKEN;
+    format!("{}:{}:", src.path, src.line(needle))
+}

@@ -8,6 +8,7 @@
 //! shared memory (`sim/shared.rs`), race checks (`sim/check.rs`), the wording of reports
 //! (`sim/report.rs`) and caught panics (`sim/panic.rs`).
 
+mod async_copy;
 mod block;
 mod check;
 mod panic;

@@ -36,6 +36,7 @@ macro_rules! in_child_on_the_gpu {
     };
 }
 
+mod async_copy;
 mod atomics;
 mod auto;
 mod faults;

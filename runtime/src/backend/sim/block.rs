@@ -2,6 +2,7 @@
 //! and the logs its threads' accesses go to — the services ([`BlockServices`]) the device
 //! API calls while the block's threads run.
 
+use crate::backend::sim::async_copy::{AsyncCopies, Misuse};
 use crate::backend::sim::check::{self, Entry, Run};
 use crate::backend::sim::report::{self, Args};
 use crate::backend::sim::shared::{SharedMemory, Unwritten};
@@ -104,6 +105,10 @@ pub(crate) struct Block {
     atomics_seen: RefCell<AtomicsSeen>,
     /// The first read of shared memory no thread of the block had written.
     unwritten: Cell<Option<Unwritten>>,
+    /// Asynchronous copies not yet visible to every thread, and the first access that
+    /// reached one too early.
+    copies: RefCell<AsyncCopies>,
+    copy_misuse: Cell<Option<Misuse>>,
     /// The block's place in the grid, and the launch's shape.
     block: [u32; 3],
     dims: Dims,
@@ -144,11 +149,27 @@ impl Block {
             compact_at: Cell::new(COMPACT_AT),
             atomics_seen: RefCell::new(AtomicsSeen::default()),
             unwritten: Cell::new(None),
+            copies: RefCell::new(AsyncCopies::default()),
+            copy_misuse: Cell::new(None),
             block,
             dims: *dims,
             turns,
             turn_conflict: Cell::new(None),
         }
+    }
+
+    /// A copy that the block's threads never waited for, once the block has ended: as
+    /// (thread, problem).
+    pub(crate) fn copy_never_waited(
+        &self,
+        dims: &Dims,
+        block: [u32; 3],
+    ) -> Option<(usize, String)> {
+        let (t, at) = self.copies.borrow().never_waited()?;
+        Some((
+            t,
+            report::async_copy_never_waited(dims.coords(block, t).thread, at),
+        ))
     }
 
     /// Give the logs' buffers back to the worker.
@@ -169,6 +190,22 @@ impl Block {
     ) -> Option<(usize, String)> {
         let thread = |t: u64| dims.coords(block, t as usize).thread;
         self.shared_seen.borrow_mut().clear();
+        // Copies waited for before this barrier are now visible to every thread.
+        self.copies.borrow_mut().barrier();
+        if let Some(m) = self.copy_misuse.take() {
+            self.shared_race.take();
+            let what = self.memory.borrow().describe(m.addr, m.bytes);
+            let copier = (thread(m.copier as u64), m.copied_at);
+            return Some((
+                m.thread,
+                report::async_copy_misuse(
+                    &what,
+                    (thread(m.thread as u64), m.kind, m.at),
+                    copier,
+                    m.waited,
+                ),
+            ));
+        }
         if let Some(r) = self.shared_race.take() {
             let what = self.memory.borrow().describe(r.addr, r.bytes);
             let (a, b) = (r.a.1, r.b.1);
@@ -260,6 +297,12 @@ unsafe impl BlockServices for Block {
         if race.is_some() && self.shared_race.get().is_none() {
             self.shared_race.set(race);
         }
+        let copies = self.copies.borrow();
+        if !copies.is_empty() && self.copy_misuse.get().is_none() {
+            self.copy_misuse
+                .set(copies.check(addr, bytes, access, t, at));
+        }
+        drop(copies);
         let unwritten = self.memory.borrow_mut().access(addr, bytes, access);
         if unwritten && self.unwritten.get().is_none() {
             self.unwritten.set(Some(Unwritten {
@@ -270,6 +313,20 @@ unsafe impl BlockServices for Block {
                 at,
             }));
         }
+    }
+
+    fn async_copy(&self, addr: usize, bytes: usize, at: At) {
+        self.copies
+            .borrow_mut()
+            .issue(addr, bytes, self.current.get(), at);
+    }
+
+    fn async_commit(&self, _at: At) {
+        self.copies.borrow_mut().commit(self.current.get());
+    }
+
+    fn async_wait(&self, pending: usize, _at: At) {
+        self.copies.borrow_mut().wait(self.current.get(), pending);
     }
 
     /// The kernel's side of a mailbox is one thread of the launch per role: a second thread

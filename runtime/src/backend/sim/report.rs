@@ -227,6 +227,58 @@ pub(crate) fn unwritten(what: &str, kind: Access, l: At) -> String {
     )
 }
 
+/// A thread reached shared memory that an asynchronous copy had not yet made visible to it.
+pub(crate) fn async_copy_misuse(
+    what: &str,
+    access: InBlock,
+    copy: ([u32; 3], At),
+    waited: bool,
+) -> String {
+    let how = match access.1 {
+        Access::Read => "a read of",
+        Access::Write => "a write to",
+        Access::Atomic | Access::BlockAtomic => "an atomic update of",
+    };
+    let who = if access.0 == copy.0 {
+        "the same thread".to_string()
+    } else {
+        format!("thread {}", thread(copy.0))
+    };
+    let (state, rule) = if waited {
+        (
+            "that another thread's asynchronous copy (cp.async) wrote, with no barrier after \
+             the copying thread's wait",
+            "another thread's asynchronous copy becomes visible only after that thread's wait \
+             and a sync_threads() after it",
+        )
+    } else {
+        (
+            "while an asynchronous copy (cp.async) to it is in flight, before the wait for its \
+             group",
+            "an asynchronous copy's bytes may arrive at any moment until its thread waits for \
+             its group with async_copy::wait or wait_all",
+        )
+    };
+    format!(
+        "{how} shared memory {state}: {what}: thread {} {} at {}, and {who} copied it at {} \
+         ({rule})",
+        thread(access.0),
+        did(access.1),
+        at(access.2),
+        at(copy.1),
+    )
+}
+
+/// A thread returned while an asynchronous copy it started was never waited for.
+pub(crate) fn async_copy_never_waited(t: [u32; 3], l: At) -> String {
+    format!(
+        "thread {} returned with an asynchronous copy (cp.async) it started at {} still in \
+         flight: a thread waits for its copies (async_copy::wait or wait_all) before it returns",
+        thread(t),
+        at(l)
+    )
+}
+
 /// One thread's turn on a side of a mailbox: its block, the thread in it, and where.
 pub(crate) type Turn = ([u32; 3], [u32; 3], At);
 

@@ -317,6 +317,9 @@ fn run_block(
         if let Some((t, problem)) = services.end_interval(dims, block, args, !one_interval) {
             return Err(simulator_error(k, dims, block, t, problem));
         }
+        if let Some((t, problem)) = services.copy_never_waited(dims, block) {
+            return Err(simulator_error(k, dims, block, t, problem));
+        }
         let [x, y, z] = block.map(u64::from);
         let [gx, gy, _] = dims.grid.map(u64::from);
         scratch.runs.clear();
