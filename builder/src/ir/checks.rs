@@ -52,7 +52,7 @@ const PURE: &[&str] = &[
 
 /// The most checks tested together. Each read of a combined stretch can be issued before the
 /// previous one's data arrives, which is the point, and each holds a register until then:
-/// a long chain (the 64 fragment reads of a tensor-core tile) would run out of registers.
+/// a long chain (the 64 fragment reads of a tensor-core tile) can run out of registers.
 /// Eight covers the unrolled loops of the plain ports (four or eight reads a step).
 const MAX_CHAIN: usize = 8;
 
