@@ -451,3 +451,31 @@ fn free_slots_take_the_rows_gathered_lately_counted_or_not() {
     t.gather(&gpu, &mixed, &mut out).unwrap().wait().unwrap();
     check(&host, &mixed, &out);
 }
+
+/// When counted rows need the slots the last gathers' missed rows were logged into, the
+/// logged rows the ranking did not choose give theirs up, whatever order the gathers logged
+/// them in: a hot row logged last keeps its slot, and a row read once gives it up.
+#[test]
+fn logged_rows_the_ranking_keeps_hold_their_slots_whatever_their_place_in_the_log() {
+    let gpu = gpu();
+    let (mut t, host) = tier(&gpu, 100, 2);
+    let (p, q, h, k, m) = (10, 11, 20, 21, 30);
+    let run = |t: &mut HotTier<f32>, ids: &[u32]| {
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
+        check(&host, ids, &out);
+        t.refresh(&gpu).unwrap()
+    };
+    // Two rows read once fill the two slots through the log.
+    run(&mut t, &[p, q]);
+    assert!(t.is_resident(p) && t.is_resident(q), "{t:?}");
+    // Two hot rows push them out; their slots go to the next gathers' log.
+    run(&mut t, &[h, h, h, h, h, k, k, k, k, k]);
+    assert!(!t.is_resident(p) && !t.is_resident(q), "{t:?}");
+    // `m` (read once) and `h` (hot) miss and are logged, in either order.
+    run(&mut t, &[m, h, h, h]);
+    // The ranking keeps `h` and `k`: `k` takes the slot `m` was logged into.
+    assert!(t.is_resident(h), "{t:?}");
+    assert!(t.is_resident(k), "{t:?}");
+    assert!(!t.is_resident(m), "{t:?}");
+}
