@@ -6,6 +6,7 @@
 
 use berth::prelude::*;
 
+pub mod attention;
 pub mod chain;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;

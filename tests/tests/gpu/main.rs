@@ -37,6 +37,7 @@ macro_rules! in_child_on_the_gpu {
 }
 
 mod atomics;
+mod attention;
 mod auto;
 mod faults;
 mod half;
