@@ -19,22 +19,27 @@ const PAD: usize = 8;
 /// tail unused (constant indices throughout, so the unused entries are never built on the
 /// GPU).
 const D_MAX: usize = 128;
-/// The first shared-memory row of the staged queries, keys and values (rows of `D + PAD`
-/// elements).
-const Q_ROW: usize = 0;
-const K_ROW: usize = ATTN_BM;
-const V_ROW: usize = ATTN_BM + ATTN_BN;
+/// Shared memory holds 256 rows of `D + PAD` elements: two buffers of 128 rows, each a
+/// 64-key tile of `k` then one of `v`. Buffer 1 (rows `0..128`) holds the block's queries
+/// first, until they are in registers.
+const BUF_ROWS: usize = 2 * ATTN_BN;
+
+/// The first shared-memory row of buffer `b` (0 or 1).
+#[inline(always)]
+const fn buffer_row(b: usize) -> usize {
+    (1 - b) * BUF_ROWS
+}
 
 /// Bytes of dynamic shared memory a block of the attention kernel with head dimension `d`
-/// needs: the block's 128 query rows and one 64-key tile each of `k` and `v`, in 2-byte
-/// elements, rows padded by 8 elements.
+/// needs: two buffers of one 64-key tile each of `k` and `v` (the first also holds the block's
+/// 128 query rows at the start), in 2-byte elements, rows padded by 8 elements.
 ///
 /// ```
 /// assert_eq!(berth_examples::attention::attention_shared_bytes(128), 69_632);
 /// ```
 #[must_use]
 pub const fn attention_shared_bytes(d: usize) -> usize {
-    (ATTN_BM + 2 * ATTN_BN) * (d + PAD) * 2
+    2 * BUF_ROWS * (d + PAD) * 2
 }
 
 /// One block's 128 query rows of attention for one of the `batch·heads` matrices (`q`, `k`,
@@ -80,7 +85,7 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
         || q.len() != v.len()
         || q.len() != o.len()
         || (bh + 1) * len > q.len()
-        || smem.len() < (ATTN_BM + 2 * ATTN_BN) * sd
+        || smem.len() < 2 * BUF_ROWS * sd
         || block::dim_x() != ATTN_THREADS
     {
         fail(
@@ -105,15 +110,17 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
             let vals: [T; 8] = core::array::from_fn(|i| src[from + r * D + col + i]);
             for (i, x) in vals.into_iter().enumerate() {
                 // SAFETY: piece `c` (row `r`, columns `col..col + 8`) is written by thread
-                // `c % 256` alone, once per staging; every caller stages between two
-                // barriers, after every read of the region before the first and before every
-                // read after the second.
+                // `c % 256` alone, once per staging; every staging lies between two barriers,
+                // the region's earlier reads all before the first and its later reads all
+                // after the second.
                 unsafe { smem.write(to + r * sd + col + i, x) };
             }
         }
     };
 
-    stage(q, base + row0 * D, ATTN_BM, Q_ROW * sd);
+    stage(q, base + row0 * D, ATTN_BM, buffer_row(1) * sd);
+    stage(k, base, ATTN_BN, buffer_row(0) * sd);
+    stage(v, base, ATTN_BN, (buffer_row(0) + ATTN_BN) * sd);
     // SAFETY: every thread of the block reaches every barrier of this function the same
     // number of times: the checks above depend only on the block's index and the launch's
     // arguments, so they stop the whole block or none of it, and the loop's trip count
@@ -123,10 +130,13 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     let mut qf = [FragA::<T>::from_fn(|_, _| T::from_f32_fast(0.0)); D_MAX / 16];
     for (kk, f) in qf.iter_mut().enumerate().take(nq) {
         // SAFETY: the whole warp reaches each load (the bounds are the same in every lane);
-        // the queries were staged before the barrier above and are never written again; row
-        // starts are 16-byte aligned (the stride and every column are multiples of 8).
-        *f = unsafe { FragA::ldmatrix(smem, sd, Q_ROW + warp * 16, kk * 16) };
+        // the queries were staged before the barrier above and are not overwritten until
+        // after the next; row starts are 16-byte aligned (the stride and every column are
+        // multiples of 8).
+        *f = unsafe { FragA::ldmatrix(smem, sd, buffer_row(1) + warp * 16, kk * 16) };
     }
+    // SAFETY: as for the first barrier. After it, buffer 1 is free for keys and values.
+    unsafe { sync_threads() };
 
     let steps = if causal {
         (row0 + ATTN_BM) / ATTN_BN
@@ -139,11 +149,16 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
     let mut acc = [FragC::zero(); D_MAX / 8];
     for step in 0..steps {
+        // Step `step` reads buffer `step % 2`, staged during the step before (or before the
+        // loop), while the next tiles go into the other buffer, which the step before read.
+        // One barrier per step separates both.
+        let (kr, vr) = (buffer_row(step % 2), buffer_row(step % 2) + ATTN_BN);
+        if step + 1 < steps {
+            let (next, nr) = ((step + 1) * ATTN_BN * D, buffer_row((step + 1) % 2));
+            stage(k, base + next, ATTN_BN, nr * sd);
+            stage(v, base + next, ATTN_BN, (nr + ATTN_BN) * sd);
+        }
         let k0 = step * ATTN_BN;
-        stage(k, base + k0 * D, ATTN_BN, K_ROW * sd);
-        stage(v, base + k0 * D, ATTN_BN, V_ROW * sd);
-        // SAFETY: as for the first barrier.
-        unsafe { sync_threads() };
         // Warp-uniform: the warp's last query comes before every key of the step.
         if !(causal && k0 > wq + 15) {
             let mut s = [FragC::zero(); ATTN_BN / 8];
@@ -151,10 +166,11 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
                 for (j, sj) in s.iter_mut().enumerate() {
                     // SAFETY: the whole warp reaches each load and product (the condition
                     // above is the same in every lane of the warp, the bounds are constants);
-                    // the keys were staged before the last barrier and are not written until
-                    // after the next; rows are 16-byte aligned as for the queries.
+                    // the keys of buffer `step % 2` were staged before the last barrier and
+                    // are not written until after the next (this step stages into the other
+                    // buffer); rows are 16-byte aligned as for the queries.
                     unsafe {
-                        let b = FragB::ldmatrix(smem, sd, K_ROW + j * 8, kk * 16);
+                        let b = FragB::ldmatrix(smem, sd, kr + j * 8, kk * 16);
                         *sj = mma::mma(*a, b, *sj);
                     }
                 }
@@ -223,7 +239,7 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
                     // SAFETY: as for the keys' loads, for the values' tile.
                     unsafe {
                         let [b0, b1] =
-                            FragB::ldmatrix_trans_pair(smem, sd, V_ROW + kc * 16, n * 16);
+                            FragB::ldmatrix_trans_pair(smem, sd, vr + kc * 16, n * 16);
                         acc[2 * n] = mma::mma(pa, b0, acc[2 * n]);
                         acc[2 * n + 1] = mma::mma(pa, b1, acc[2 * n + 1]);
                     }
