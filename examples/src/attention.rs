@@ -67,19 +67,16 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     // SAFETY: the dynamic shared array is 16-byte aligned and `raw.len()` `u16`s long, valid
     // for the whole kernel; `f16` and `bf16` are `#[repr(transparent)]` `u16`s.
     let smem = unsafe { Shared::<T>::from_raw(raw.as_ptr().cast(), raw.len()) };
-    
+
     let tiles = seq / ATTN_BM;
-    let (bh, qt) = (
-        block::idx_x() / tiles.max(1),
-        block::idx_x() % tiles.max(1),
-    );
+    let (bh, qt) = (block::idx_x() / tiles.max(1), block::idx_x() % tiles.max(1));
     // Causal blocks with more key steps first: the last query tile of each matrix is the
     // heaviest.
     let qt = if causal { tiles.max(1) - 1 - qt } else { qt };
     let (len, row0) = (seq * D, qt * ATTN_BM);
     if seq == 0
         || !seq.is_multiple_of(ATTN_BM)
-        || D % 16 != 0
+        || !D.is_multiple_of(16)
         || D > D_MAX
         || q.len() != k.len()
         || q.len() != v.len()
@@ -238,8 +235,7 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
                 for n in 0..D / 16 {
                     // SAFETY: as for the keys' loads, for the values' tile.
                     unsafe {
-                        let [b0, b1] =
-                            FragB::ldmatrix_trans_pair(smem, sd, vr + kc * 16, n * 16);
+                        let [b0, b1] = FragB::ldmatrix_trans_pair(smem, sd, vr + kc * 16, n * 16);
                         acc[2 * n] = mma::mma(pa, b0, acc[2 * n]);
                         acc[2 * n + 1] = mma::mma(pa, b1, acc[2 * n + 1]);
                     }

@@ -76,7 +76,9 @@ pub fn flash_attention<'l, T: AttentionInput>(
         reason,
     };
     if d != 64 && d != 128 {
-        return Err(refuse(format!("head dimension {d}: only 64 and 128 are built")));
+        return Err(refuse(format!(
+            "head dimension {d}: only 64 and 128 are built"
+        )));
     }
     if seq == 0 || !seq.is_multiple_of(ATTN_BM) {
         return Err(refuse(format!(
@@ -90,7 +92,12 @@ pub fn flash_attention<'l, T: AttentionInput>(
         .checked_mul(seq)
         .and_then(|x| x.checked_mul(d))
         .ok_or_else(|| refuse(format!("{batch_heads}·{seq}·{d} elements overflow")))?;
-    for (name, got) in [("q", q.len()), ("k", k.len()), ("v", v.len()), ("o", o.len())] {
+    for (name, got) in [
+        ("q", q.len()),
+        ("k", k.len()),
+        ("v", v.len()),
+        ("o", o.len()),
+    ] {
         if got != len {
             return Err(refuse(format!(
                 "`{name}` holds {got} elements, not batch_heads·seq·d = {len}"
@@ -100,7 +107,8 @@ pub fn flash_attention<'l, T: AttentionInput>(
     let blocks = u32::try_from(batch_heads * (seq / ATTN_BM))
         .map_err(|_| refuse(format!("{batch_heads}·{seq} / {ATTN_BM} blocks exceed u32")))?;
     let seq32 = u32::try_from(seq).map_err(|_| refuse(format!("seq {seq} exceeds u32")))?;
-    let grid = Grid::new(blocks, ATTN_THREADS as u32).shared_bytes(attention_shared_bytes(d) as u32);
+    let grid =
+        Grid::new(blocks, ATTN_THREADS as u32).shared_bytes(attention_shared_bytes(d) as u32);
     let scale = 1.0 / (d as f32).sqrt();
     T::__launch(on, grid, d, seq32, causal, scale, [q, k, v], o)
 }

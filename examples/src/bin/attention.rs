@@ -139,7 +139,11 @@ fn one<T: Input>(gpu: &Gpu, args: &Args, reps: usize) -> Result<bool, Failure> {
     let (qf, kf, vf) = (widen(&q), widen(&k), widen(&v));
     // Unit roundoff of `T` (bf16 2^-8, f16 2^-11) in the probabilities and in the output,
     // twice over: the tests' tolerance (`tests/tests/gpu/attention.rs`).
-    let u = if T::NAME == "bf16" { 2f64.powi(-8) } else { 2f64.powi(-11) };
+    let u = if T::NAME == "bf16" {
+        2f64.powi(-8)
+    } else {
+        2f64.powi(-11)
+    };
     let rows = 32;
     let mut off = 0;
     for _ in 0..rows {
