@@ -24,6 +24,22 @@ const D_MAX: usize = 128;
 /// first, until they are in registers.
 const BUF_ROWS: usize = 2 * ATTN_BN;
 
+/// Eight 2-byte elements, 16-byte aligned: what one vector load or store moves.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Piece([u32; 4]);
+
+/// `x` as 16-byte pieces, where it starts 16-byte aligned (device allocations do): each
+/// piece of a row then moves in one vector load and one vector store.
+#[inline(always)]
+fn pieces<T: MmaInput>(x: Slice<'_, T>) -> Option<&[Piece]> {
+    // SAFETY: `T` is `f16` or `bf16` (`MmaInput` is sealed), `#[repr(transparent)]` `u16`s,
+    // and a `Piece` is four `u32`s: plain integers, every bit pattern valid both ways;
+    // `align_to` hands out only the aligned middle, inside the slice.
+    let (head, mid, _) = unsafe { x.as_slice().align_to::<Piece>() };
+    head.is_empty().then_some(mid)
+}
+
 /// The first shared-memory row of buffer `b` (0 or 1).
 #[inline(always)]
 const fn buffer_row(b: usize) -> usize {
@@ -97,27 +113,41 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     let wq = row0 + warp * 16;
     let (qi0, qi1) = (wq + g, wq + g + 8);
 
+    let (q8, k8, v8) = (pieces(q), pieces(k), pieces(v));
+    // SAFETY: the dynamic shared array is 16-byte aligned and `raw.len()` `u16`s long, so it
+    // holds `raw.len() / 8` whole pieces (the same memory as `smem`).
+    let smem8 = unsafe { Shared::<Piece>::from_raw(raw.as_ptr().cast(), raw.len() / 8) };
+
     // Copies `rows` rows of `src` starting at element `from` into shared memory at element
-    // `to`, in 8-element pieces, piece `c` by thread `c % 256`.
-    let stage = |src: Slice<T>, from: usize, rows: usize, to: usize| {
+    // `to`, in 8-element pieces, piece `c` by thread `c % 256`. `from`, `to`, `D` and the
+    // row stride are multiples of 8, so every piece is 16-byte aligned at both ends.
+    let stage = |src: Slice<T>, src8: Option<&[Piece]>, from: usize, rows: usize, to: usize| {
         let per_row = D / 8;
         for j in 0..rows * per_row / ATTN_THREADS {
             let c = tid + j * ATTN_THREADS;
             let (r, col) = (c / per_row, c % per_row * 8);
-            let vals: [T; 8] = core::array::from_fn(|i| src[from + r * D + col + i]);
-            for (i, x) in vals.into_iter().enumerate() {
-                // SAFETY: piece `c` (row `r`, columns `col..col + 8`) is written by thread
-                // `c % 256` alone, once per staging; every staging lies between two barriers,
-                // the region's earlier reads all before the first and its later reads all
-                // after the second.
-                unsafe { smem.write(to + r * sd + col + i, x) };
+            let (at, dst) = (from + r * D + col, to + r * sd + col);
+            // SAFETY (both arms): piece `c` (row `r`, columns `col..col + 8`) is written by
+            // thread `c % 256` alone, once per staging; every staging lies between two
+            // barriers, the region's earlier reads all before the first and its later reads
+            // all after the second.
+            if let Some(src8) = src8 {
+                let x = src8[at / 8];
+                // SAFETY: see above.
+                unsafe { smem8.write(dst / 8, x) };
+            } else {
+                let vals: [T; 8] = core::array::from_fn(|i| src[at + i]);
+                for (i, x) in vals.into_iter().enumerate() {
+                    // SAFETY: see above.
+                    unsafe { smem.write(dst + i, x) };
+                }
             }
         }
     };
 
-    stage(q, base + row0 * D, ATTN_BM, buffer_row(1) * sd);
-    stage(k, base, ATTN_BN, buffer_row(0) * sd);
-    stage(v, base, ATTN_BN, (buffer_row(0) + ATTN_BN) * sd);
+    stage(q, q8, base + row0 * D, ATTN_BM, buffer_row(1) * sd);
+    stage(k, k8, base, ATTN_BN, buffer_row(0) * sd);
+    stage(v, v8, base, ATTN_BN, (buffer_row(0) + ATTN_BN) * sd);
     // SAFETY: every thread of the block reaches every barrier of this function the same
     // number of times: the checks above depend only on the block's index and the launch's
     // arguments, so they stop the whole block or none of it, and the loop's trip count
@@ -152,8 +182,8 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
         let (kr, vr) = (buffer_row(step % 2), buffer_row(step % 2) + ATTN_BN);
         if step + 1 < steps {
             let (next, nr) = ((step + 1) * ATTN_BN * D, buffer_row((step + 1) % 2));
-            stage(k, base + next, ATTN_BN, nr * sd);
-            stage(v, base + next, ATTN_BN, (nr + ATTN_BN) * sd);
+            stage(k, k8, base + next, ATTN_BN, nr * sd);
+            stage(v, v8, base + next, ATTN_BN, (nr + ATTN_BN) * sd);
         }
         let k0 = step * ATTN_BN;
         // Warp-uniform: the warp's last query comes before every key of the step.
