@@ -24,13 +24,16 @@ const D_MAX: usize = 128;
 /// first, until they are in registers.
 const BUF_ROWS: usize = 2 * ATTN_BN;
 
+/// Pieces of a 64-row tile each thread moves, for the widest head dimension.
+const MAX_PER_THREAD: usize = ATTN_BN * D_MAX / 8 / ATTN_THREADS;
+
 /// Eight 2-byte elements, 16-byte aligned: what one vector load or store moves.
 #[derive(Clone, Copy)]
 #[repr(C, align(16))]
 struct Piece([u32; 4]);
 
 /// `x` as 16-byte pieces, where it starts 16-byte aligned (device allocations do): each
-/// piece of a row then moves in one vector load and one vector store.
+/// piece of a row moves in one vector load.
 #[inline(always)]
 fn pieces<T: MmaInput>(x: Slice<'_, T>) -> Option<&[Piece]> {
     // SAFETY: `T` is `f16` or `bf16` (`MmaInput` is sealed), `#[repr(transparent)]` `u16`s,
@@ -113,41 +116,52 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     let wq = row0 + warp * 16;
     let (qi0, qi1) = (wq + g, wq + g + 8);
 
-    let (q8, k8, v8) = (pieces(q), pieces(k), pieces(v));
+    let (Some(q8), Some(k8), Some(v8)) = (pieces(q), pieces(k), pieces(v)) else {
+        fail("flash_attention: q, k and v must start 16-byte aligned (device allocations do)");
+    };
     // SAFETY: the dynamic shared array is 16-byte aligned and `raw.len()` `u16`s long, so it
     // holds `raw.len() / 8` whole pieces (the same memory as `smem`).
     let smem8 = unsafe { Shared::<Piece>::from_raw(raw.as_ptr().cast(), raw.len() / 8) };
 
-    // Copies `rows` rows of `src` starting at element `from` into shared memory at element
-    // `to`, in 8-element pieces, piece `c` by thread `c % 256`. `from`, `to`, `D` and the
-    // row stride are multiples of 8, so every piece is 16-byte aligned at both ends.
-    let stage = |src: Slice<T>, src8: Option<&[Piece]>, from: usize, rows: usize, to: usize| {
-        let per_row = D / 8;
-        for j in 0..rows * per_row / ATTN_THREADS {
-            let c = tid + j * ATTN_THREADS;
-            let (r, col) = (c / per_row, c % per_row * 8);
-            let (at, dst) = (from + r * D + col, to + r * sd + col);
-            // SAFETY (both arms): piece `c` (row `r`, columns `col..col + 8`) is written by
-            // thread `c % 256` alone, once per staging; every staging lies between two
-            // barriers, the region's earlier reads all before the first and its later reads
-            // all after the second.
-            if let Some(src8) = src8 {
-                let x = src8[at / 8];
-                // SAFETY: see above.
-                unsafe { smem8.write(dst / 8, x) };
-            } else {
-                let vals: [T; 8] = core::array::from_fn(|i| src[at + i]);
-                for (i, x) in vals.into_iter().enumerate() {
-                    // SAFETY: see above.
-                    unsafe { smem.write(dst + i, x) };
-                }
-            }
+    // A thread's share of a 64-row tile of `k` or `v`: pieces `tid + 256 j` (8 elements of a
+    // row each) for `j < PER_THREAD`; `from`, `to`, `D` and the row stride are multiples of
+    // 8, so every piece is 16-byte aligned at both ends.
+    let per_row = D / 8;
+    let per_thread = ATTN_BN * per_row / ATTN_THREADS;
+    let piece = |j: usize| {
+        let c = tid + j * ATTN_THREADS;
+        (c / per_row, c % per_row * 8)
+    };
+    let fetch = |src8: &[Piece], from: usize| -> [Piece; MAX_PER_THREAD] {
+        let mut out = [Piece([0; 4]); MAX_PER_THREAD];
+        for (j, x) in out.iter_mut().enumerate().take(per_thread) {
+            let (r, col) = piece(j);
+            *x = src8[(from + r * D + col) / 8];
+        }
+        out
+    };
+    // SAFETY (for every caller): piece `tid + 256 j` is written by thread `tid` alone, once
+    // per staging; every staging lies between two barriers, the region's earlier reads all
+    // before the first and its later reads all after the second.
+    let put = |to: usize, vals: [Piece; MAX_PER_THREAD]| {
+        for (j, x) in vals.into_iter().enumerate().take(per_thread) {
+            let (r, col) = piece(j);
+            // SAFETY: see above.
+            unsafe { smem8.write((to + r * sd + col) / 8, x) };
+        }
+    };
+    let stage = |src8: &[Piece], from: usize, rows: usize, to: usize| {
+        for half in 0..rows / ATTN_BN {
+            put(
+                to + half * ATTN_BN * sd,
+                fetch(src8, from + half * ATTN_BN * D),
+            );
         }
     };
 
-    stage(q, q8, base + row0 * D, ATTN_BM, buffer_row(1) * sd);
-    stage(k, k8, base, ATTN_BN, buffer_row(0) * sd);
-    stage(v, v8, base, ATTN_BN, (buffer_row(0) + ATTN_BN) * sd);
+    stage(q8, base + row0 * D, ATTN_BM, buffer_row(1) * sd);
+    stage(k8, base, ATTN_BN, buffer_row(0) * sd);
+    stage(v8, base, ATTN_BN, (buffer_row(0) + ATTN_BN) * sd);
     // SAFETY: every thread of the block reaches every barrier of this function the same
     // number of times: the checks above depend only on the block's index and the launch's
     // arguments, so they stop the whole block or none of it, and the loop's trip count
@@ -177,14 +191,16 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     let mut acc = [FragC::zero(); D_MAX / 8];
     for step in 0..steps {
         // Step `step` reads buffer `step % 2`, staged during the step before (or before the
-        // loop), while the next tiles go into the other buffer, which the step before read.
-        // One barrier per step separates both.
+        // loop). The next tiles are loaded into registers first, so that their loads are in
+        // flight during the products, and stored into the other buffer after them; the step
+        // before read that buffer. One barrier per step separates both.
         let (kr, vr) = (buffer_row(step % 2), buffer_row(step % 2) + ATTN_BN);
-        if step + 1 < steps {
-            let (next, nr) = ((step + 1) * ATTN_BN * D, buffer_row((step + 1) % 2));
-            stage(k, k8, base + next, ATTN_BN, nr * sd);
-            stage(v, v8, base + next, ATTN_BN, (nr + ATTN_BN) * sd);
-        }
+        let next = if step + 1 < steps {
+            let from = base + (step + 1) * ATTN_BN * D;
+            Some((fetch(k8, from), fetch(v8, from)))
+        } else {
+            None
+        };
         let k0 = step * ATTN_BN;
         // Warp-uniform: the warp's last query comes before every key of the step.
         if !(causal && k0 > wq + 15) {
@@ -271,6 +287,11 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
                     }
                 }
             }
+        }
+        if let Some((nk, nv)) = next {
+            let nr = buffer_row((step + 1) % 2);
+            put(nr * sd, nk);
+            put((nr + ATTN_BN) * sd, nv);
         }
         // SAFETY: as for the first barrier.
         unsafe { sync_threads() };
