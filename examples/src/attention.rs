@@ -124,7 +124,7 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     let smem8 = unsafe { Shared::<Piece>::from_raw(raw.as_ptr().cast(), raw.len() / 8) };
 
     // A thread's share of a 64-row tile of `k` or `v`: pieces `tid + 256 j` (8 elements of a
-    // row each) for `j < PER_THREAD`; `from`, `to`, `D` and the row stride are multiples of
+    // row each) for `j < per_thread`; `from`, `to`, `D` and the row stride are multiples of
     // 8, so every piece is 16-byte aligned at both ends.
     let per_row = D / 8;
     let per_thread = ATTN_BN * per_row / ATTN_THREADS;
@@ -140,9 +140,10 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
         }
         out
     };
-    // SAFETY (for every caller): piece `tid + 256 j` is written by thread `tid` alone, once
-    // per staging; every staging lies between two barriers, the region's earlier reads all
-    // before the first and its later reads all after the second.
+    // SAFETY (for every caller): piece `tid + 256 j` of a tile is written by thread `tid`
+    // alone, once per staging; a barrier separates every staging from every earlier read of
+    // its rows (the last step's products, or the queries' fragment loads before the loop's
+    // first staging into buffer 1) and from every later read (the next step's products).
     let put = |to: usize, vals: [Piece; MAX_PER_THREAD]| {
         for (j, x) in vals.into_iter().enumerate().take(per_thread) {
             let (r, col) = piece(j);

@@ -123,6 +123,8 @@ fn attention_with_64_wide_heads_matches_the_host() {
             check_bf16(&gpu, (2, seq, 64, causal));
         }
     }
+    // Three matrices of three query tiles: the causal grid's reversed tile order.
+    check_bf16(&gpu, (3, 384, 64, true));
     check_f16(&gpu, (2, 128, 64, true));
 }
 
@@ -134,6 +136,7 @@ fn attention_with_128_wide_heads_matches_the_host() {
             check_bf16(&gpu, (2, seq, 128, causal));
         }
     }
+    check_bf16(&gpu, (3, 384, 128, true));
     check_f16(&gpu, (2, 128, 128, false));
 }
 
