@@ -38,6 +38,7 @@ macro_rules! in_child_on_the_gpu {
 
 mod async_copy;
 mod atomics;
+mod attention;
 mod auto;
 mod faults;
 mod half;
