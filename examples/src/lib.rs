@@ -6,10 +6,8 @@
 
 use berth::prelude::*;
 
-pub mod chain;
-// After `chain`: the first kernel the crate expands carries its cubin, and a generic kernel
-// such as attention's would carry it once per instance.
 pub mod attention;
+pub mod chain;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;
 pub mod compute;

@@ -28,13 +28,23 @@ pub fn kernel(
     let tr = trait_ident(k);
     let mut items = Vec::new();
     let mut impls = Vec::new();
-    for inst in instances {
+    for (i, inst) in instances.iter().enumerate() {
         let ki = instantiate(k, inst);
         let callee = callee(k, inst);
         items.push(scalar_align_checks(&ki));
         items.push(padding_checks(opts, &ki));
         items.push(entry(opts, &ki, &callee));
         items.push(sim_entry(opts, &ki, &callee));
+        // The crate's cubin, where this kernel carries it, goes with the first instance only:
+        // one image per crate, as for plain kernels.
+        let files = if i == 0 {
+            files
+        } else {
+            Embedded {
+                cubin: None,
+                ..files
+            }
+        };
         items.push(descriptor(opts, &ki, files));
         impls.push(instance_impl(opts, &ki, inst, &tr));
     }

@@ -641,6 +641,30 @@ fn embedded_sass() {
 }
 
 #[test]
+fn a_generic_kernel_carrying_the_cubin_embeds_it_once() {
+    // The first instance's descriptor carries the crate's cubin; the others do not.
+    let out = crate::expand::gpu_kernel(
+        quote!(instances(T = f32, f64, u32)),
+        quote!(
+            pub fn k<T: Copy>(x: &[T]) {}
+        ),
+        Embedded {
+            ptx: PTX,
+            cubin: Some(("/path/k.cubin", "sm_90")),
+            ..Embedded::default()
+        },
+    );
+    let text = out.to_string();
+    assert_eq!(text.matches("include_bytes !").count(), 1, "{text}");
+    assert_eq!(
+        text.matches("sass : :: core :: option :: Option :: None")
+            .count(),
+        2,
+        "{text}"
+    );
+}
+
+#[test]
 fn same_len_ties_the_views_to_one_length() {
     // Every member's view takes the first member's length (entry and simulator alike), and
     // the descriptor lists the group's length parameters for the launcher's check. The
