@@ -31,6 +31,7 @@ const REFERENCES: &[(&str, &str)] = &[
     ("include/stream_input.h", "stream_input.h"),
     ("tpch/anchor.py", "tpch_anchor.py"),
     ("features/anchor.py", "features_anchor.py"),
+    ("tensor/anchor.py", "tensor_anchor.py"),
 ];
 
 /// The bundle's size budget. `.gpu/` is copied to the GPU machine for every run, so it stays

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # berth's GPU run: every GPU test, the examples and the benchmarks, on the GPU machine.
 # Staged by `cargo xtask gpu` into .gpu/ (no Rust needed here).
-# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys|multigpu|tpch|features]
+# Usage: .gpu/run.sh [all|tests|bench|calibrate|signals|auto|flags|compute|kernels|launches|firstlaunch|soak|nsys|multigpu|tpch|features|tensor]
 #        .gpu/run.sh sanitize [memcheck|racecheck|synccheck|initcheck|all] [BINARY...]
 #   firstlaunch: a fresh process's first launch with the driver's JIT cache off, the examples'
 #   SASS, the kernel's own PTX module (BERTH_LOAD=ptx) and the crate's whole PTX
@@ -47,6 +47,12 @@
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then the same over 2-hop samples of an R-MAT
 #   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
 #   skips it).
+#   tensor: the tensor-core tests (mma, async copies, attention) of tests/gpu, then the
+#   tensor_gemm example (berth's mma.sync GEMM against cuBLAS, f16 and bf16) at
+#   BERTH_TENSOR_GEMM sizes (default "4096 8192"), the attention example (bf16, d = 64 and 128,
+#   causal and not) at BERTH_TENSOR_SEQ lengths (default "1024 4096 16384", batch x heads
+#   2 x 16 x max(1, 16384 / seq)), and tensor_anchor.py (cuBLAS through torch.matmul, PyTorch's
+#   flash SDPA, same shapes) -> tensor.log, tensor.jsonl (the anchor's lines);
 #   tpch: the tpch example (TPC-H Q1, Q6, Q12, Q14 raw, packed and warm, every answer checked)
 #   and tpch_anchor.py (DuckDB, PyTorch, the link bound) at each scale factor of
 #   BERTH_TPCH_SF (default "10 30") -> tpch.jsonl, tpch.log.
@@ -602,6 +608,43 @@ if [[ $mode == features ]]; then
   else
     echo '{"note":"features anchor skipped: needs torch and numpy"}' | tee -a "$out/features.jsonl"
     summary+=("SKIP  features anchor (needs torch and numpy)")
+  fi
+fi
+
+if [[ $mode == tensor ]]; then
+  : > "$out/tensor.log"; : > "$out/tensor.jsonl"
+  if "$here/tests/gpu" mma async_copy attention --test-threads=1 >> "$out/tensor.log" 2>&1; then
+    summary+=("PASS  tests/gpu mma async_copy attention")
+  else
+    summary+=("FAIL  tests/gpu mma async_copy attention"); fail=1
+  fi
+  for n in ${BERTH_TENSOR_GEMM:-4096 8192}; do
+    if "$here/bin/tensor_gemm" --m "$n" --n "$n" --k "$n" --reps 20 2>&1 | tee -a "$out/tensor.log"; then
+      summary+=("PASS  tensor_gemm $n (checked against cuBLAS and the host)")
+    else
+      summary+=("FAIL  tensor_gemm $n"); fail=1
+    fi
+  done
+  for d in 64 128; do
+    for seq in ${BERTH_TENSOR_SEQ:-1024 4096 16384}; do
+      heads=$(( (seq < 16384 ? 16384 / seq : 1) * 32 ))
+      for causal in "" --causal; do
+        if "$here/bin/attention" --seq "$seq" --d "$d" --heads "$heads" $causal --reps 20 2>&1 | tee -a "$out/tensor.log"; then
+          summary+=("PASS  attention d=$d seq=$seq $causal")
+        else
+          summary+=("FAIL  attention d=$d seq=$seq $causal"); fail=1
+        fi
+      done
+    done
+  done
+  if python3 -c 'import torch' 2>/dev/null; then
+    if python3 "$here/tensor_anchor.py" "${BERTH_TENSOR_GEMM:-4096 8192}" "${BERTH_TENSOR_SEQ:-1024 4096 16384}" 2>>"$out/tensor.log" | tee -a "$out/tensor.jsonl"; then
+      summary+=("PASS  tensor anchor")
+    else
+      summary+=("FAIL  tensor anchor"); fail=1
+    fi
+  else
+    summary+=("SKIP  tensor anchor (needs torch)")
   fi
 fi
 
