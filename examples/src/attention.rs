@@ -340,4 +340,4 @@ pub fn flash_attention_kernel<T, const D: usize>(
 #[cfg(not(target_arch = "nvptx64"))]
 mod host;
 #[cfg(not(target_arch = "nvptx64"))]
-pub use host::{AttentionInput, flash_attention, flash_attention_bf16, flash_attention_f16};
+pub use host::{AttentionInput, flash_attention};

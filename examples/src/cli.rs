@@ -15,6 +15,22 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// End a checking example: exit status 0 when its checks passed, 2 (after "`name`: FAILED")
+/// when they did not, 1 (after the error) when it could not run.
+pub fn exit_with<E: std::fmt::Display>(name: &str, outcome: Result<bool, E>) {
+    match outcome {
+        Ok(true) => {}
+        Ok(false) => {
+            eprintln!("{name}: FAILED");
+            std::process::exit(2);
+        }
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 /// A progress bar of `len` steps named `name`, drawn on stderr when it is a terminal (and not
 /// at all in CI logs).
 pub fn progress_bar(name: &str, len: u64, unit: &str) -> ProgressBar {

@@ -112,35 +112,3 @@ pub fn flash_attention<'l, T: AttentionInput>(
     let scale = 1.0 / (d as f32).sqrt();
     T::__launch(on, grid, d, seq32, causal, scale, [q, k, v], o)
 }
-
-/// [`flash_attention`] for `bf16` inputs and output.
-#[allow(clippy::too_many_arguments)]
-pub fn flash_attention_bf16<'l>(
-    on: &'l impl Queue,
-    q: &'l DeviceBuffer<bf16>,
-    k: &'l DeviceBuffer<bf16>,
-    v: &'l DeviceBuffer<bf16>,
-    o: &'l mut DeviceBuffer<bf16>,
-    batch_heads: usize,
-    seq: usize,
-    d: usize,
-    causal: bool,
-) -> Result<Pending<'l>> {
-    flash_attention(on, q, k, v, o, batch_heads, seq, d, causal)
-}
-
-/// [`flash_attention`] for `f16` inputs and output.
-#[allow(clippy::too_many_arguments)]
-pub fn flash_attention_f16<'l>(
-    on: &'l impl Queue,
-    q: &'l DeviceBuffer<f16>,
-    k: &'l DeviceBuffer<f16>,
-    v: &'l DeviceBuffer<f16>,
-    o: &'l mut DeviceBuffer<f16>,
-    batch_heads: usize,
-    seq: usize,
-    d: usize,
-    causal: bool,
-) -> Result<Pending<'l>> {
-    flash_attention(on, q, k, v, o, batch_heads, seq, d, causal)
-}

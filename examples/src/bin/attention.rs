@@ -11,7 +11,7 @@
 
 use berth::{Backend, DeviceBuffer, Gpu, bf16, f16};
 use berth_examples::attention::{ATTN_BM, AttentionInput, flash_attention};
-use berth_examples::cli::init_logging;
+use berth_examples::cli::{exit_with, init_logging};
 use clap::Parser;
 use rand::Rng;
 use std::time::Instant;
@@ -20,17 +20,7 @@ type Failure = Box<dyn std::error::Error>;
 
 fn main() {
     init_logging();
-    match run(Args::parse()) {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!("attention: FAILED");
-            std::process::exit(2);
-        }
-        Err(e) => {
-            eprintln!("attention: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit_with("attention", run(Args::parse()));
 }
 
 /// berth's tensor-core attention forward pass, timed and checked.

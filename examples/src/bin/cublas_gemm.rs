@@ -8,7 +8,7 @@
 //! so and exits successfully.
 
 use berth::{Backend, DeviceBuffer, Error, Gpu, Grid, Stream};
-use berth_examples::cli::init_logging;
+use berth_examples::cli::{exit_with, init_logging};
 use berth_examples::compute::{TILE, sgemm_tiled};
 use clap::Parser;
 use cudarc::cublas::sys::cublasOperation_t;
@@ -19,17 +19,7 @@ type Failure = Box<dyn std::error::Error>;
 
 fn main() {
     init_logging();
-    match run(Args::parse()) {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!("cublas_gemm: FAILED");
-            std::process::exit(2);
-        }
-        Err(e) => {
-            eprintln!("cublas_gemm: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit_with("cublas_gemm", run(Args::parse()));
 }
 
 /// cuBLAS through cudarc on berth's buffers, checked against berth's `sgemm_tiled` and the

@@ -8,7 +8,7 @@
 //! simulator it runs berth's kernel alone, once, at the size given (keep it small there).
 
 use berth::{Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Stream, bf16, f16};
-use berth_examples::cli::init_logging;
+use berth_examples::cli::{exit_with, init_logging};
 use berth_examples::tensor::{MMA_BK, MMA_BM, MMA_BN, MMA_THREADS, hgemm_bf16, hgemm_f16};
 use clap::Parser;
 use cudarc::cublas::CudaBlas;
@@ -23,17 +23,7 @@ type Failure = Box<dyn std::error::Error>;
 
 fn main() {
     init_logging();
-    match run(Args::parse()) {
-        Ok(true) => {}
-        Ok(false) => {
-            eprintln!("tensor_gemm: FAILED");
-            std::process::exit(2);
-        }
-        Err(e) => {
-            eprintln!("tensor_gemm: {e}");
-            std::process::exit(1);
-        }
-    }
+    exit_with("tensor_gemm", run(Args::parse()));
 }
 
 /// berth's tensor-core GEMM against cuBLAS.
