@@ -178,6 +178,10 @@ fn attention_refuses_shapes_it_is_not_built_for() {
 
 #[test]
 fn the_attention_kernel_launched_directly_with_a_bad_length_stops_with_a_report() {
+    // The report is a trap, which poisons the process's CUDA state on a GPU: a child runs it.
+    in_child_on_the_gpu!(
+        "the_attention_kernel_launched_directly_with_a_bad_length_stops_with_a_report"
+    );
     let (_g, gpu) = gpu();
     // Past the launcher's checks: the kernel's own refuse the launch as a panic report.
     let n = 192 * 64;
