@@ -117,6 +117,8 @@ struct Gather {
     on_repeat: bool,
     threads: usize,
     n: usize,
+    /// Rows the host staged for this gather (0: none, `staged` is not read).
+    staged_rows: usize,
 }
 
 impl Gather {
@@ -134,6 +136,7 @@ impl Gather {
         log: &'l mut DeviceBuffer<u32>,
         seen: &'l mut DeviceBuffer<u32>,
         claim: &'l mut DeviceBuffer<u32>,
+        (staged, stage): (&'l MappedBuffer<u32>, &'l MappedBuffer<T>),
     ) -> Result<Pending<'l>> {
         let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(self.threads))?;
         l.scalar(&(self.units as u64));
@@ -153,6 +156,9 @@ impl Gather {
             l.device_prefix(&*seen, 0);
         }
         l.device_mut(claim);
+        l.scalar(&(self.staged_rows as u64));
+        l.mapped_prefix(staged, if self.staged_rows > 0 { self.n } else { 0 });
+        l.mapped(stage);
         l.submit()
     }
 }
@@ -175,6 +181,9 @@ pub struct HotTierStats {
     pub admitted: u64,
     /// Rows dropped from the tier by refreshes.
     pub evicted: u64,
+    /// Rows not resident that host threads gathered into pinned memory for the GPU to read
+    /// in one stream ([`HotTier::host_gathers`]), rather than the GPU reading each in place.
+    pub staged: u64,
 }
 
 impl HotTierStats {
@@ -314,6 +323,13 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     reported_small: bool,
     /// Every this many ids of a batch, one is counted.
     count_every: usize,
+    /// Whether host threads gather the rows not resident ([`HotTier::host_gathers`]).
+    host_gathers: bool,
+    /// For each position of the last gather, the row of `stage` holding its row, or
+    /// [`NOT_RESIDENT`] (mapped: the host writes it, the gather reads it).
+    staged: MappedBuffer<u32>,
+    /// The rows host threads gathered for the last gather, back to back.
+    stage: MappedBuffer<T>,
 }
 
 impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
@@ -443,6 +459,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats: HotTierStats::default(),
             reported_small: false,
             count_every: 1,
+            host_gathers: true,
+            staged: gpu.mapped_zeroed(1)?,
+            stage: gpu.mapped_zeroed(width)?,
         })
     }
 
@@ -569,6 +588,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         let n = ids.len();
         let capture = self.log_limit > 0;
+        let staged_rows = if self.host_gathers {
+            self.stage_misses(ids)?
+        } else {
+            0
+        };
+        self.stats.staged += staged_rows as u64;
         let HotTier {
             table,
             tier,
@@ -585,8 +610,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             rows,
             capacity,
             log_limit,
+            staged,
+            stage,
             ..
         } = self;
+        let staging = (&*staged, &*stage);
         let ids_dev = &ids_in_flight[ring];
         let gather = Gather {
             units: *units,
@@ -596,10 +624,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             on_repeat: *on_repeat,
             threads,
             n,
+            staged_rows,
         };
         if !capture {
             return gather.queue(
-                queue, table, tier, slots, ids_dev, out, log_n, log, seen, claim,
+                queue, table, tier, slots, ids_dev, out, log_n, log, seen, claim, staging,
             );
         }
         // The rows the gather logs are copied from `out` into the slots granted to their
@@ -610,7 +639,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let all_captured = *captured;
         *captured = false;
         let gathered = gather.queue(
-            queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim,
+            queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim, staging,
         )?;
         drop(gathered);
         let mut l = Launch::new(queue, &HOT_CAPTURE, Grid::cover(threads))?;
@@ -626,6 +655,125 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let pending = l.submit()?;
         *captured = all_captured;
         Ok(pending)
+    }
+
+    /// Whether host threads gather the rows a batch does not find resident (on by default).
+    ///
+    /// On, each gather first looks its ids up in the host's copy of the residency (one bit per
+    /// row), and threads of the host copy the rows not resident from the table into pinned
+    /// memory, back to back; the gather kernel reads those rows from there in one stream
+    /// instead of each where it lies in the table. Random rows of a large table come faster
+    /// from the host's many cores, which read them from memory near them, than from the GPU's
+    /// reads across the link one row at a time; the rows then cross the link in order. Off,
+    /// the kernel reads every row not resident in place. A row that the host's copy calls
+    /// resident but the device does not (or the reverse) is still read right: the kernel
+    /// decides by the device's slot table and falls back to the table itself.
+    ///
+    /// ```
+    /// # use berth_runtime::Gpu;
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = Gpu::new()?;
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?;
+    /// let mut tier = gpu.hot_tier(table, 4, 1 << 10)?;
+    /// tier.host_gathers(false); // every row not resident read in place by the GPU
+    /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
+    /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
+    /// assert_eq!(tier.stats().staged, 0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn host_gathers(&mut self, on: bool) {
+        self.host_gathers = on;
+    }
+
+    /// Gather the rows of `ids` that the host's residency bits call not resident into
+    /// `stage`, back to back, and write each position's row of `stage` (or
+    /// [`NOT_RESIDENT`]) into `staged`; the number of rows staged. Writing either buffer
+    /// waits for the gather still reading it.
+    fn stage_misses(&mut self, ids: &[u32]) -> Result<usize> {
+        use rayon::prelude::*;
+        /// Ids per task: enough to amortise a task, few enough to spread a batch over cores.
+        const CHUNK: usize = 2048;
+        let n = ids.len();
+        if self.staged.len() < n {
+            self.staged = self.gpu.mapped_zeroed(n.next_power_of_two())?;
+        }
+        let (bits, capacity) = (&self.resident_bits, self.capacity);
+        let resident = |id: u32| capacity > 0 && bit(bits, id);
+        // First each chunk's positions: NOT_RESIDENT for rows resident, else the row's place
+        // among the chunk's misses.
+        let staged = &mut self.staged[..n];
+        let misses: Vec<usize> = staged
+            .par_chunks_mut(CHUNK)
+            .zip(ids.par_chunks(CHUNK))
+            .map(|(places, ids)| {
+                let mut m = 0;
+                for (place, &id) in places.iter_mut().zip(ids) {
+                    *place = if resident(id) {
+                        NOT_RESIDENT
+                    } else {
+                        m += 1;
+                        (m - 1) as u32
+                    };
+                }
+                m
+            })
+            .collect();
+        let total: usize = misses.iter().sum();
+        if total == 0 {
+            return Ok(0);
+        }
+        let width = self.width;
+        if self.stage.len() < total * width {
+            self.stage = self.gpu.mapped_zeroed(total.next_power_of_two() * width)?;
+        }
+        // Rows are copied as bytes: a `DeviceCopy` type has no padding (checked here for
+        // generic ones) and no pointers, so every byte of a value is initialised, and bytes
+        // copied from a value are that value.
+        let () = T::__BERTH_NO_PADDING;
+        let row = width * std::mem::size_of::<T>();
+        let table = self.table.__arg();
+        // SAFETY: `table.host` is the host address of the table's `table.bytes` bytes (host
+        // memory the tier owns, or an immutable shared buffer), every one initialised (above);
+        // nothing writes them while the tier holds the table (`HotTier::table` lends it
+        // read-only), and the GPU only reads them.
+        let table: &[u8] =
+            unsafe { std::slice::from_raw_parts(table.host as *const u8, table.bytes) };
+        let stage: &mut [T] = &mut self.stage[..total * width];
+        // SAFETY: the same memory as `stage`'s elements, borrowed from it mutably; any bytes
+        // written are copies of a table row's, so the elements stay values of T (above).
+        let stage: &mut [u8] = unsafe {
+            std::slice::from_raw_parts_mut(
+                stage.as_mut_ptr().cast::<u8>(),
+                stage.len() * size_of::<T>(),
+            )
+        };
+        // Then each chunk's rows, into its own stretch of `stage`.
+        let mut rest = stage;
+        let mut stretches = Vec::with_capacity(misses.len());
+        let mut firsts = Vec::with_capacity(misses.len());
+        let mut first = 0u32;
+        for &m in &misses {
+            let (mine, more) = rest.split_at_mut(m * row);
+            stretches.push(mine);
+            firsts.push(first);
+            first += m as u32;
+            rest = more;
+        }
+        staged
+            .par_chunks_mut(CHUNK)
+            .zip(ids.par_chunks(CHUNK))
+            .zip(stretches.into_par_iter().zip(firsts))
+            .for_each(|((places, ids), (stretch, first))| {
+                for (place, &id) in places.iter_mut().zip(ids) {
+                    if *place != NOT_RESIDENT {
+                        let (k, at) = (*place as usize, id as usize * row);
+                        stretch[k * row..(k + 1) * row].copy_from_slice(&table[at..at + row]);
+                        *place += first;
+                    }
+                }
+            });
+        Ok(total)
     }
 
     /// Count every `every`-th id of each batch instead of every id (1, the default, counts

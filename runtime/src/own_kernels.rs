@@ -67,6 +67,12 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// (written), `log_n` (written), `log` (written), `seen` (written) and `claim` (written), each
 /// a pointer and a length. The thread of unit 0 of row `b` writes `claim[b]` (for `b` below its
 /// length): the row's place in the log if it logged the row, else `NOT_RESIDENT`.
+///
+/// Rows the host gathered for it: a row of position `b` that is not read from the tier is read
+/// from row `staged[b]` of `stage` (mapped host memory the host filled, rows of `units` units
+/// back to back) where `b` is below `staged`'s length and `staged[b]` below `stage_rows`;
+/// else from the table. Parameters after `claim`: `stage_rows`, then the slices `staged` and
+/// `stage` (both mapped).
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
@@ -95,6 +101,11 @@ pub static HOT_GATHER: Kernel = Kernel {
         Param::word("seen", Part::Len),
         Param::slice_ptr::<u32>("claim", true, Placement::Device),
         Param::word("claim", Part::Len),
+        Param::scalar::<u64>("stage_rows"),
+        Param::slice_ptr::<u32>("staged", false, Placement::Mapped),
+        Param::word("staged", Part::Len),
+        Param::slice_ptr::<u8>("stage", false, Placement::Mapped),
+        Param::word("stage", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: hot_gather_sim,
@@ -314,12 +325,17 @@ $L__done:
 \t.param .u64 berth_hot_gather_param_18,
 \t.param .u64 berth_hot_gather_param_19,
 \t.param .u64 berth_hot_gather_param_20,
-\t.param .u64 berth_hot_gather_param_21
+\t.param .u64 berth_hot_gather_param_21,
+\t.param .u64 berth_hot_gather_param_22,
+\t.param .u64 berth_hot_gather_param_23,
+\t.param .u64 berth_hot_gather_param_24,
+\t.param .u64 berth_hot_gather_param_25,
+\t.param .u64 berth_hot_gather_param_26
 )
 {
-\t.reg .pred \t%p<14>;
-\t.reg .b32 \t%r<11>;
-\t.reg .b64 \t%rd<40>;
+\t.reg .pred \t%p<17>;
+\t.reg .b32 \t%r<13>;
+\t.reg .b64 \t%rd<46>;
 
 \tld.param.u64 \t%rd1, [berth_hot_gather_param_0];
 \tld.param.u64 \t%rd2, [berth_hot_gather_param_1];
@@ -340,6 +356,11 @@ $L__done:
 \tld.param.u64 \t%rd33, [berth_hot_gather_param_19];
 \tld.param.u64 \t%rd36, [berth_hot_gather_param_20];
 \tld.param.u64 \t%rd37, [berth_hot_gather_param_21];
+\tld.param.u64 \t%rd40, [berth_hot_gather_param_22];
+\tld.param.u64 \t%rd41, [berth_hot_gather_param_23];
+\tld.param.u64 \t%rd42, [berth_hot_gather_param_24];
+\tld.param.u64 \t%rd43, [berth_hot_gather_param_25];
+\tmov.u32 \t%r11, 0;
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
 \tmov.u32 \t%r3, %tid.x;
@@ -374,6 +395,7 @@ $L__done:
 \t@!%p5 bra \t$L__hot_gather_miss;
 \tmov.u64 \t%rd21, %rd24;
 \tmov.u64 \t%rd22, %rd6;
+\tmov.u32 \t%r11, 1;
 \tbra.uni \t$L__hot_gather_read;
 $L__hot_gather_miss:
 \tsetp.ne.u64 \t%p6, %rd18, 0;
@@ -418,6 +440,20 @@ $L__hot_gather_log:
 \tst.global.u32 \t[%rd28], %r4;
 \tcvt.u32.u64 \t%r10, %rd26;
 $L__hot_gather_read:
+\tsetp.ne.u32 \t%p14, %r11, 0;
+\t@%p14 bra \t$L__hot_gather_copy;
+\tsetp.ge.u64 \t%p15, %rd17, %rd42;
+\t@%p15 bra \t$L__hot_gather_copy;
+\tcvta.to.global.u64 \t%rd44, %rd41;
+\tshl.b64 \t%rd45, %rd17, 2;
+\tadd.s64 \t%rd44, %rd44, %rd45;
+\tld.global.u32 \t%r12, [%rd44];
+\tcvt.u64.u32 \t%rd45, %r12;
+\tsetp.ge.u64 \t%p16, %rd45, %rd40;
+\t@%p16 bra \t$L__hot_gather_copy;
+\tmov.u64 \t%rd21, %rd45;
+\tmov.u64 \t%rd22, %rd43;
+$L__hot_gather_copy:
 \tmul.lo.s64 \t%rd30, %rd21, %rd1;
 \tadd.s64 \t%rd30, %rd30, %rd18;
 \tshl.b64 \t%rd30, %rd30, 4;
@@ -744,14 +780,15 @@ unsafe fn copy_unit(src: u64, dst: u64) {
 /// table and the log counter through atomics, as there).
 ///
 /// # Safety
-/// `p` points at the 22 parameter values; `table` holds `rows × units` units and `tier`
+/// `p` points at the 27 parameter values; `table` holds `rows × units` units and `tier`
 /// `capacity × units`, `slots` `slots_len` 4-aligned words (0, or `rows`), `ids` `ids_len`
 /// words, `out` `ids_len × units` units, `log_n` `log_n_len` 8-aligned words and `log`
-/// `log_len` words, `seen` `seen_len` 4-aligned words, `claim` `claim_len` words; `out` and
-/// `claim` overlap none of the others.
+/// `log_len` words, `seen` `seen_len` 4-aligned words, `claim` `claim_len` words, `staged`
+/// `staged_len` words and `stage` `stage_rows × units` units; `out` and `claim` overlap none
+/// of the others.
 unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 22] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 27] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         rows,
@@ -775,6 +812,11 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
         seen_len,
         claim,
         claim_len,
+        stage_rows,
+        staged,
+        staged_len,
+        stage,
+        _,
     ] = v;
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || g / units >= ids_len {
@@ -833,9 +875,17 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
             }
         }
     }
+    if base == table && b < staged_len {
+        // SAFETY: `b` is below `staged`'s length.
+        let k = u64::from(unsafe { *(staged as *const u32).add(b as usize) });
+        if k < stage_rows {
+            (base, row) = (stage, k);
+        }
+    }
     let unit = HOT_UNIT as u64;
-    // SAFETY: `row` is below `rows` (table) or `capacity` (tier) and `j < units`, and `g` is
-    // below `ids_len × units`: each unit is inside its allocation, and they do not overlap.
+    // SAFETY: `row` is below `rows` (table), `capacity` (tier) or `stage_rows` (stage) and
+    // `j < units`, and `g` is below `ids_len × units`: each unit is inside its allocation, and
+    // they do not overlap.
     unsafe { copy_unit(base + (row * units + j) * unit, out + g * unit) };
     write_claim(claimed);
 }

@@ -122,6 +122,16 @@ impl<'l> Launch<'l> {
         self.in_place(a, Access::Shared, "device", "in place, no copy");
     }
 
+    /// Pass the first `n` elements of mapped host memory (all of them if it has fewer) for a
+    /// `#[mapped] &[T]` argument, as [`Launch::device_prefix`] does for device memory.
+    pub(crate) fn mapped_prefix<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>, n: usize) {
+        let mut a = b.__arg();
+        a.len = a.len.min(n);
+        a.bytes = a.len * std::mem::size_of::<T>();
+        let what = "read in place over the link, no copy";
+        self.in_place(a, Access::Shared, "mapped", what);
+    }
+
     /// Pass mapped host memory for a `#[mapped] &mut [T]` argument.
     pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
         let what = "read and written in place over the link, no copy";
