@@ -745,7 +745,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let stage: &mut [u8] = unsafe {
             std::slice::from_raw_parts_mut(
                 stage.as_mut_ptr().cast::<u8>(),
-                stage.len() * size_of::<T>(),
+                std::mem::size_of_val(stage),
             )
         };
         // Then each chunk's rows, into its own stretch of `stage`.
