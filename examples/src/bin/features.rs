@@ -75,6 +75,10 @@ struct Args {
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
+    /// Let the GPU read every row not resident in place, rather than host threads gathering
+    /// them into pinned memory first (`HotTier::host_gathers(false)`)
+    #[arg(long)]
+    no_host_gathers: bool,
     /// Seed of the permutation and the ids
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -323,6 +327,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     tier.admit_on_repeat(args.admit_on_repeat);
+    tier.host_gathers(!args.no_host_gathers);
     println!(
         "features: the tier holds {} rows ({:.1}% of the table; {:.1} MiB of device memory)",
         tier.capacity(),
@@ -427,7 +432,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         hits_after_warmup.0 as f64 / hits_after_warmup.1 as f64
     };
     println!(
-        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait; refreshes {:.3} s), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {bad} mismatches",
+        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait; refreshes {:.3} s), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
         n / (gather_s + refresh_s) / 1e6,
         n * row_bytes as f64 / (gather_s + refresh_s) / 1e9,
         gather_s,
@@ -437,6 +442,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         100.0 * late,
         s.admitted,
         s.evicted,
+        s.staged,
     );
     if args.json {
         let line = serde_json::json!({
@@ -465,6 +471,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "hit_rate_second_half": late,
             "admitted": s.admitted,
             "evicted": s.evicted,
+            "host_gathers": !args.no_host_gathers,
+            "staged": s.staged,
             "ok": bad == 0,
         });
         println!("{line}");
@@ -473,41 +481,50 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     if !args.baseline {
         return Ok((table, bad));
     }
-    // The same law without a tier: every row read in place (a tier with no budget).
-    let mut plain = gpu.hot_tier(table, d4, 0)?;
-    let mut plain_s = 0.0;
-    for _ in 0..batches {
-        let ids = law.draw(perm, 0, rng, batch);
-        let t = Instant::now();
-        plain.gather(gpu, &ids, out)?.wait()?;
-        plain_s += t.elapsed().as_secs_f64();
-        let got = out.to_vec()?;
-        bad += ids
-            .iter()
-            .enumerate()
-            .filter(|&(b, &id)| got[b * d4].x != value(id as usize, 0))
-            .count();
+    // The same law without a tier (a tier with no budget): every row read in place, then
+    // every row gathered by host threads.
+    let mut table = table;
+    for (host, name, what) in [
+        (false, "berth_mapped_only", "every row read in place"),
+        (true, "berth_host_gathered", "every row gathered by host threads"),
+    ] {
+        let mut plain = gpu.hot_tier(table, d4, 0)?;
+        plain.host_gathers(host);
+        let mut plain_s = 0.0;
+        for _ in 0..batches {
+            let ids = law.draw(perm, 0, rng, batch);
+            let t = Instant::now();
+            plain.gather(gpu, &ids, out)?.wait()?;
+            plain_s += t.elapsed().as_secs_f64();
+            let got = out.to_vec()?;
+            bad += ids
+                .iter()
+                .enumerate()
+                .filter(|&(b, &id)| got[b * d4].x != value(id as usize, 0))
+                .count();
+        }
+        println!(
+            "features: without a tier ({what}): {:.2} M rows/s",
+            n / plain_s / 1e6
+        );
+        if args.json {
+            let line = serde_json::json!({
+                "impl": name,
+                "zipf": exponent,
+                "ids": ids_from,
+                "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
+                "dim": width,
+                "batch": batch,
+                "batches": batches,
+                "gather_s": plain_s,
+                "mrows_s": n / plain_s / 1e6,
+                "ok": bad == 0,
+            });
+            println!("{line}");
+        }
+        table = plain.into_table();
     }
-    println!(
-        "features: without a tier (every row read in place): {:.2} M rows/s",
-        n / plain_s / 1e6
-    );
-    if args.json {
-        let line = serde_json::json!({
-            "impl": "berth_mapped_only",
-            "zipf": exponent,
-            "ids": ids_from,
-            "table_gib": (rows * row_bytes) as f64 / (1u64 << 30) as f64,
-            "dim": width,
-            "batch": batch,
-            "batches": batches,
-            "gather_s": plain_s,
-            "mrows_s": n / plain_s / 1e6,
-            "ok": bad == 0,
-        });
-        println!("{line}");
-    }
-    Ok((plain.into_table(), bad))
+    Ok((table, bad))
 }
 
 #[cfg(test)]
