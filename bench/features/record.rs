@@ -167,10 +167,14 @@ fn graph(md: &mut String, rows: &[Value]) -> Result {
         mrows(by("torch_cpu_gather_pinned_copy")),
     );
     let ratio = b.zip(t).map(|(b, t)| b / t);
-    let ok = [Some(berth), by("berth_mapped_only"), by("berth_host_gathered")]
-        .into_iter()
-        .flatten()
-        .all(|v| v["ok"] == true);
+    let ok = [
+        Some(berth),
+        by("berth_mapped_only"),
+        by("berth_host_gathered"),
+    ]
+    .into_iter()
+    .flatten()
+    .all(|v| v["ok"] == true);
     writeln!(
         md,
         "| R-MAT 2-hop | {} | {}% | {} | {}× | ≥ 4×: {} | {} | {} | {} | {} |",
@@ -220,7 +224,9 @@ mod tests {
         write(&mut md, text)?;
         assert!(md.contains("Graph-sampled batches: 394 seeds"), "{md}");
         assert!(
-            md.contains("| R-MAT 2-hop | 90.0 | 80.0% | 20.0 | 4.50× | ≥ 4×: ✓ | – | – | – | yes |"),
+            md.contains(
+                "| R-MAT 2-hop | 90.0 | 80.0% | 20.0 | 4.50× | ≥ 4×: ✓ | – | – | – | yes |"
+            ),
             "{md}"
         );
         Ok(())

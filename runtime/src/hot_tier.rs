@@ -890,12 +890,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let result = self
             .take_log()
             .and_then(|logged| self.install(queue, &logged, start));
-        for id in &self.touched {
-            let c = &mut self.counts[*id as usize];
+        // Halve each count, and forget the rows it leaves at 0, in one pass.
+        let counts = &mut self.counts;
+        self.touched.retain(|&id| {
+            let c = &mut counts[id as usize];
             *c /= 2;
-        }
-        let counts = &self.counts;
-        self.touched.retain(|&id| counts[id as usize] > 0);
+            *c > 0
+        });
         result
     }
 
@@ -951,31 +952,34 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let counts = &self.counts;
         let bits = &self.resident_bits;
         let rank = |&id: &u32| (std::cmp::Reverse(counts[id as usize]), !bit(bits, id), id);
-        let mut chosen = self.touched.clone();
-        if chosen.len() > self.capacity {
-            chosen.select_nth_unstable_by_key(self.capacity - 1, rank);
-            chosen.truncate(self.capacity);
+        // Each row's rank is read once (two random reads into per-row arrays far larger than
+        // the caches): the sorts below compare the keys, not the rows.
+        let mut ranked: Vec<_> = self.touched.iter().map(|id| (rank(id), *id)).collect();
+        if ranked.len() > self.capacity {
+            ranked.select_nth_unstable(self.capacity - 1);
+            ranked.truncate(self.capacity);
         }
-        let mut admit: Vec<u32> = chosen
-            .iter()
-            .copied()
-            .filter(|&id| !bit(bits, id))
-            .collect();
-        admit.sort_unstable_by_key(rank);
+        let chosen: Vec<u32> = ranked.iter().map(|&(_, id)| id).collect();
+        // Not resident: the second key is `!bit(bits, id)`.
+        ranked.retain(|&((_, out, _), _)| out);
+        ranked.sort_unstable();
+        let mut admit: Vec<u32> = ranked.into_iter().map(|(_, id)| id).collect();
         // The counted rows come first: where the free slots are too few for them, logged rows
         // the policy did not choose give theirs up, the least counted first. No gather has read
         // those slots (no slot table names them yet), so they are free at once.
         for &id in &chosen {
             set_bit(&mut self.mark, id, true);
         }
-        let mut pairs: Vec<(u32, u32)> = logged
+        let mark = &self.mark;
+        // Chosen rows first, then the others from most to least counted (keys read once).
+        let mut keyed: Vec<_> = logged
             .iter()
             .copied()
             .zip(granted.iter().copied())
+            .map(|(id, s)| ((!bit(mark, id), rank(&id)), id, s))
             .collect();
-        let mark = &self.mark;
-        // Chosen rows first, then the others from most to least counted.
-        pairs.sort_by_key(|(id, _)| (!bit(mark, *id), rank(id)));
+        keyed.sort_unstable();
+        let pairs: Vec<(u32, u32)> = keyed.into_iter().map(|(_, id, s)| (id, s)).collect();
         let unchosen = pairs.iter().filter(|(id, _)| !bit(mark, *id)).count();
         for &id in &chosen {
             set_bit(&mut self.mark, id, false);

@@ -486,7 +486,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut table = table;
     for (host, name, what) in [
         (false, "berth_mapped_only", "every row read in place"),
-        (true, "berth_host_gathered", "every row gathered by host threads"),
+        (
+            true,
+            "berth_host_gathered",
+            "every row gathered by host threads",
+        ),
     ] {
         let mut plain = gpu.hot_tier(table, d4, 0)?;
         plain.host_gathers(host);
