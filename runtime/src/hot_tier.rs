@@ -35,6 +35,7 @@ use crate::own_kernels::{
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Entries of the miss log at most (4 MiB).
 const LOG_MAX: usize = 1 << 20;
@@ -97,6 +98,13 @@ fn advise_huge_pages<T>(v: &[T]) {
             "hot tier: no huge pages for a per-row array"
         );
     }
+}
+
+/// `v` seen as atomics, for host threads that count rows together.
+fn atomic_view(v: &mut [u32]) -> &[AtomicU32] {
+    // SAFETY: `AtomicU32` has the size, alignment and bit validity of `u32`, and the exclusive
+    // borrow of `v` is held for the view's life, so nothing else reads or writes it meanwhile.
+    unsafe { std::slice::from_raw_parts(v.as_mut_ptr().cast::<AtomicU32>(), v.len()) }
 }
 
 /// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
@@ -847,19 +855,40 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
             );
         }
-        let mut hits = 0u64;
+        use rayon::prelude::*;
         let every = self.count_every;
         let first = (batch % every as u64) as usize;
-        let mut counted = 0u64;
-        for &id in ids.iter().skip(first).step_by(every) {
-            counted += 1;
-            let c = &mut self.counts[id as usize];
-            if *c == 0 {
-                self.touched.push(id);
-            }
-            *c = c.saturating_add(1);
-            hits += u64::from(self.capacity > 0 && bit(&self.resident_bits, id));
-        }
+        let counted: Vec<u32> = ids.iter().skip(first).step_by(every).copied().collect();
+        let (bits, capacity) = (&self.resident_bits, self.capacity);
+        let counts = atomic_view(&mut self.counts);
+        // Spread over the host's threads: each id is a random read and write into an array
+        // far larger than the caches. A row counted for the first time joins `touched`.
+        let (hits, fresh) = counted
+            .par_iter()
+            .fold(
+                || (0u64, Vec::new()),
+                |(mut hits, mut fresh), &id| {
+                    let old = counts[id as usize]
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                            Some(c.saturating_add(1))
+                        })
+                        .unwrap_or(u32::MAX);
+                    if old == 0 {
+                        fresh.push(id);
+                    }
+                    hits += u64::from(capacity > 0 && bit(bits, id));
+                    (hits, fresh)
+                },
+            )
+            .reduce(
+                || (0u64, Vec::new()),
+                |(h, mut f), (h2, f2)| {
+                    f.extend(f2);
+                    (h + h2, f)
+                },
+            );
+        self.touched.extend(fresh);
+        let counted = counted.len() as u64;
         self.stats.rows += ids.len() as u64;
         self.stats.counted += counted;
         self.stats.hits += hits;
@@ -890,13 +919,25 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let result = self
             .take_log()
             .and_then(|logged| self.install(queue, &logged, start));
-        // Halve each count, and forget the rows it leaves at 0, in one pass.
-        let counts = &mut self.counts;
-        self.touched.retain(|&id| {
-            let c = &mut counts[id as usize];
-            *c /= 2;
-            *c > 0
-        });
+        // Halve each count, and forget the rows it leaves at 0, in one pass spread over the
+        // host's threads: each is a random read and write into an array far larger than the
+        // caches, which many cores serve at once.
+        {
+            use rayon::prelude::*;
+            let counts = atomic_view(&mut self.counts);
+            let keep: Vec<bool> = self
+                .touched
+                .par_iter()
+                .map(|&id| {
+                    let c = &counts[id as usize];
+                    let halved = c.load(Ordering::Relaxed) / 2;
+                    c.store(halved, Ordering::Relaxed);
+                    halved > 0
+                })
+                .collect();
+            let mut k = keep.iter();
+            self.touched.retain(|_| *k.next().unwrap_or(&false));
+        }
         result
     }
 
@@ -953,8 +994,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let bits = &self.resident_bits;
         let rank = |&id: &u32| (std::cmp::Reverse(counts[id as usize]), !bit(bits, id), id);
         // Each row's rank is read once (two random reads into per-row arrays far larger than
-        // the caches): the sorts below compare the keys, not the rows.
-        let mut ranked: Vec<_> = self.touched.iter().map(|id| (rank(id), *id)).collect();
+        // the caches), by the host's threads together: the sorts below compare the keys.
+        use rayon::prelude::*;
+        let mut ranked: Vec<_> = self.touched.par_iter().map(|id| (rank(id), *id)).collect();
         if ranked.len() > self.capacity {
             ranked.select_nth_unstable(self.capacity - 1);
             ranked.truncate(self.capacity);
@@ -973,12 +1015,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let mark = &self.mark;
         // Chosen rows first, then the others from most to least counted (keys read once).
         let mut keyed: Vec<_> = logged
-            .iter()
+            .par_iter()
             .copied()
-            .zip(granted.iter().copied())
+            .zip(granted.par_iter().copied())
             .map(|(id, s)| ((!bit(mark, id), rank(&id)), id, s))
             .collect();
-        keyed.sort_unstable();
+        keyed.par_sort_unstable();
         let pairs: Vec<(u32, u32)> = keyed.into_iter().map(|(_, id, s)| (id, s)).collect();
         let unchosen = pairs.iter().filter(|(id, _)| !bit(mark, *id)).count();
         for &id in &chosen {
