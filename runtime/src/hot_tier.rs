@@ -30,7 +30,8 @@ use crate::launch::builder::Launch;
 use crate::launch::grid::Grid;
 use crate::launch::pending::Pending;
 use crate::own_kernels::{
-    FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT, PENDING,
+    FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SCATTER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT,
+    PENDING,
 };
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
@@ -100,6 +101,54 @@ fn advise_huge_pages<T>(v: &[T]) {
     }
 }
 
+/// Ids per host task: enough to amortise a task, few enough to spread a batch over cores.
+const CHUNK: usize = 2048;
+
+/// The share of the rows not resident that host threads gather by default, in 1/1024ths:
+/// about half, as the H200 machine's 16 cores and its link read random rows of a 64 GiB
+/// table at about the same rate.
+const DEFAULT_HOST_SHARE: u32 = 512;
+
+/// Copy row `ids[p]` of `table` into row `k` of `stage`, for each `p = pos[k]`, with the
+/// host's threads.
+fn copy_rows<T: DeviceCopy, M: MappedArg<T>>(
+    table: &M,
+    ids: &[u32],
+    pos: &[u32],
+    stage: &mut [T],
+    width: usize,
+) {
+    use rayon::prelude::*;
+    // Rows are copied as bytes: a `DeviceCopy` type has no padding (checked here for generic
+    // ones) and no pointers, so every byte of a value is initialised, and bytes copied from a
+    // value are that value.
+    let () = T::__BERTH_NO_PADDING;
+    let row = width * std::mem::size_of::<T>();
+    let table = table.__arg();
+    // SAFETY: `table.host` is the host address of the table's `table.bytes` bytes (host
+    // memory the tier owns, or an immutable shared buffer), every one initialised (above);
+    // nothing writes them while the tier holds the table (`HotTier::table` lends it
+    // read-only), and the GPU only reads them.
+    let table: &[u8] = unsafe { std::slice::from_raw_parts(table.host as *const u8, table.bytes) };
+    let stage = &mut stage[..pos.len() * width];
+    // SAFETY: the same memory as `stage`'s elements, borrowed from it mutably; the bytes
+    // written are copies of a table row's, so the elements stay values of T (above).
+    let stage: &mut [u8] = unsafe {
+        std::slice::from_raw_parts_mut(
+            stage.as_mut_ptr().cast::<u8>(),
+            std::mem::size_of_val(stage),
+        )
+    };
+    stage
+        .par_chunks_mut(row)
+        .zip(pos.par_iter())
+        .with_min_len(64)
+        .for_each(|(dst, &p)| {
+            let at = ids[p as usize] as usize * row;
+            dst.copy_from_slice(&table[at..at + row]);
+        });
+}
+
 /// `v` seen as atomics, for host threads that count rows together.
 fn atomic_view(v: &mut [u32]) -> &[AtomicU32] {
     // SAFETY: `AtomicU32` has the size, alignment and bit validity of `u32`, and the exclusive
@@ -125,8 +174,8 @@ struct Gather {
     on_repeat: bool,
     threads: usize,
     n: usize,
-    /// Rows the host staged for this gather (0: none, `staged` is not read).
-    staged_rows: usize,
+    /// Whether host threads gather some of this gather's rows (else `staged` is not read).
+    marked: bool,
 }
 
 impl Gather {
@@ -144,7 +193,7 @@ impl Gather {
         log: &'l mut DeviceBuffer<u32>,
         seen: &'l mut DeviceBuffer<u32>,
         claim: &'l mut DeviceBuffer<u32>,
-        (staged, stage): (&'l MappedBuffer<u32>, &'l MappedBuffer<T>),
+        staged: &'l MappedBuffer<u32>,
     ) -> Result<Pending<'l>> {
         let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(self.threads))?;
         l.scalar(&(self.units as u64));
@@ -164,9 +213,35 @@ impl Gather {
             l.device_prefix(&*seen, 0);
         }
         l.device_mut(claim);
-        l.scalar(&(self.staged_rows as u64));
-        l.mapped_prefix(staged, if self.staged_rows > 0 { self.n } else { 0 });
+        l.mapped_prefix(staged, if self.marked { self.n } else { 0 });
+        l.submit()
+    }
+}
+
+/// One scatter's launch parameters: the rows host threads gathered into `stage`, into their
+/// positions of `out`.
+struct Scatter {
+    units: usize,
+    n: usize,
+    marked: usize,
+}
+
+impl Scatter {
+    /// Queue the scatter kernel.
+    fn queue<'l, T: DeviceCopy>(
+        &self,
+        queue: &'l impl Queue,
+        stage_pos: &'l MappedBuffer<u32>,
+        stage: &'l MappedBuffer<T>,
+        out: &'l mut DeviceBuffer<T>,
+    ) -> Result<Pending<'l>> {
+        let mut l = Launch::new(queue, &HOT_SCATTER, Grid::cover(self.marked * self.units))?;
+        l.scalar(&(self.units as u64));
+        l.scalar(&(self.n as u64));
+        l.scalar(&(self.marked as u64));
+        l.mapped_prefix(stage_pos, self.marked);
         l.mapped(stage);
+        l.device_mut(out);
         l.submit()
     }
 }
@@ -331,11 +406,14 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     reported_small: bool,
     /// Every this many ids of a batch, one is counted.
     count_every: usize,
-    /// Whether host threads gather the rows not resident ([`HotTier::host_gathers`]).
-    host_gathers: bool,
-    /// For each position of the last gather, the row of `stage` holding its row, or
-    /// [`NOT_RESIDENT`] (mapped: the host writes it, the gather reads it).
+    /// The share of the rows not resident that host threads gather ([`HotTier::host_gathers`]),
+    /// in 1/1024ths.
+    host_share: u32,
+    /// For each position of the last gather, [`PENDING`] where host threads gather its row
+    /// (mapped: the host writes it, the gather reads it).
     staged: MappedBuffer<u32>,
+    /// The positions whose rows host threads gathered for the last gather, in `stage`'s order.
+    stage_pos: MappedBuffer<u32>,
     /// The rows host threads gathered for the last gather, back to back.
     stage: MappedBuffer<T>,
 }
@@ -467,8 +545,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats: HotTierStats::default(),
             reported_small: false,
             count_every: 1,
-            host_gathers: true,
+            host_share: DEFAULT_HOST_SHARE,
             staged: gpu.mapped_zeroed(1)?,
+            stage_pos: gpu.mapped_zeroed(1)?,
             stage: gpu.mapped_zeroed(width)?,
         })
     }
@@ -596,12 +675,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         let n = ids.len();
         let capture = self.log_limit > 0;
-        let staged_rows = if self.host_gathers {
-            self.stage_misses(ids)?
+        let marked = if self.host_share > 0 {
+            self.mark_misses(ids)?
         } else {
             0
         };
-        self.stats.staged += staged_rows as u64;
+        self.stats.staged += marked as u64;
         let HotTier {
             table,
             tier,
@@ -619,10 +698,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             capacity,
             log_limit,
             staged,
+            stage_pos,
             stage,
+            width,
             ..
         } = self;
-        let staging = (&*staged, &*stage);
         let ids_dev = &ids_in_flight[ring];
         let gather = Gather {
             units: *units,
@@ -632,24 +712,42 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             on_repeat: *on_repeat,
             threads,
             n,
-            staged_rows,
+            marked: marked > 0,
         };
-        if !capture {
+        if !capture && marked == 0 {
             return gather.queue(
-                queue, table, tier, slots, ids_dev, out, log_n, log, seen, claim, staging,
+                queue, table, tier, slots, ids_dev, out, log_n, log, seen, claim, staged,
             );
         }
         // The rows the gather logs are copied from `out` into the slots granted to their
-        // places in the log by a second kernel, which reads what the gather wrote: the
-        // gather's guard ends first (waiting for it on a Gpu or a Stream; in a Scope both stay
-        // queued, in order). If either is not queued, the refresh copies the logged rows from
-        // the table instead.
+        // places in the log by a later kernel, which reads what the gather (and the scatter)
+        // wrote: each guard ends before the next kernel is queued (waiting for it on a Gpu or
+        // a Stream; in a Scope all stay queued, in order). If any is not queued, the refresh
+        // copies the logged rows from the table instead.
         let all_captured = *captured;
         *captured = false;
         let gathered = gather.queue(
-            queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim, staging,
+            queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim, staged,
         )?;
-        drop(gathered);
+        if marked > 0 {
+            // While the GPU gathers the other rows, the host's threads gather these into
+            // `stage` (which the gather does not use; writing it waits for the last scatter).
+            copy_rows(table, ids, &stage_pos[..marked], &mut stage[..], *width);
+            drop(gathered);
+            let scatter = Scatter {
+                units: *units,
+                n,
+                marked,
+            };
+            if !capture {
+                let pending = scatter.queue(queue, stage_pos, stage, out)?;
+                *captured = all_captured;
+                return Ok(pending);
+            }
+            drop(scatter.queue(queue, stage_pos, stage, &mut *out)?);
+        } else {
+            drop(gathered);
+        }
         let mut l = Launch::new(queue, &HOT_CAPTURE, Grid::cover(threads))?;
         l.scalar(&(*units as u64));
         l.scalar(&(*capacity as u64));
@@ -665,123 +763,87 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         Ok(pending)
     }
 
-    /// Whether host threads gather the rows a batch does not find resident (on by default).
+    /// The share of the rows a batch does not find resident that the host's threads gather,
+    /// while the GPU reads the others in place (0 to 1; 0.5 by default).
     ///
-    /// On, each gather first looks its ids up in the host's copy of the residency (one bit per
-    /// row), and threads of the host copy the rows not resident from the table into pinned
-    /// memory, back to back; the gather kernel reads those rows from there in one stream
-    /// instead of each where it lies in the table. Random rows of a large table come faster
-    /// from the host's many cores, which read them from memory near them, than from the GPU's
-    /// reads across the link one row at a time; the rows then cross the link in order. Off,
-    /// the kernel reads every row not resident in place. A row that the host's copy calls
-    /// resident but the device does not (or the reverse) is still read right: the kernel
-    /// decides by the device's slot table and falls back to the table itself.
+    /// Each gather first looks its ids up in the host's copy of the residency (one bit per
+    /// row) and marks a `share` of the rows not resident, spread evenly over the batch. The
+    /// gather kernel is queued at once and skips the marked rows; meanwhile threads of the
+    /// host copy those rows from the table into pinned memory, back to back, and a second
+    /// kernel moves them into `out`, reading that memory in one stream. Random rows of a
+    /// large table are read at a few tens of millions a second either way, over the link by
+    /// the GPU or from memory by the host's cores; splitting them serves them at both rates
+    /// at once. A row the host's copy calls resident but the device does not (or the
+    /// reverse) is still read right: the kernel decides by the device's slot table, and only
+    /// rows the host marked are left to it.
     ///
     /// ```
     /// # use berth_runtime::Gpu;
     /// # fn main() -> berth_runtime::Result<()> {
-    /// let gpu = Gpu::new()?;
+    /// let gpu = Gpu::new_or_simulator()?;
     /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?;
     /// let mut tier = gpu.hot_tier(table, 4, 1 << 10)?;
-    /// tier.host_gathers(false); // every row not resident read in place by the GPU
+    /// tier.host_gathers(0.0); // every row not resident read in place by the GPU
     /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
     /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
     /// assert_eq!(tier.stats().staged, 0);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn host_gathers(&mut self, on: bool) {
-        self.host_gathers = on;
+    pub fn host_gathers(&mut self, share: f64) {
+        self.host_share = (share.clamp(0.0, 1.0) * 1024.0).round() as u32;
     }
 
-    /// Gather the rows of `ids` that the host's residency bits call not resident into
-    /// `stage`, back to back, and write each position's row of `stage` (or
-    /// [`NOT_RESIDENT`]) into `staged`; the number of rows staged. Writing either buffer
-    /// waits for the gather still reading it.
-    fn stage_misses(&mut self, ids: &[u32]) -> Result<usize> {
+    /// Mark the rows of `ids` the host's threads gather (a share of those the host's
+    /// residency bits call not resident): `PENDING` at their positions in `staged`
+    /// (`NOT_RESIDENT` elsewhere), the positions in order in `stage_pos`; the number marked.
+    /// Writing either buffer waits for the kernels still reading it.
+    fn mark_misses(&mut self, ids: &[u32]) -> Result<usize> {
         use rayon::prelude::*;
-        /// Ids per task: enough to amortise a task, few enough to spread a batch over cores.
-        const CHUNK: usize = 2048;
         let n = ids.len();
         if self.staged.len() < n {
             self.staged = self.gpu.mapped_zeroed(n.next_power_of_two())?;
         }
-        let (bits, capacity) = (&self.resident_bits, self.capacity);
+        let (bits, capacity, share) = (&self.resident_bits, self.capacity, self.host_share);
         let resident = |id: u32| capacity > 0 && bit(bits, id);
-        // First each chunk's positions: NOT_RESIDENT for rows resident, else the row's place
-        // among the chunk's misses.
-        let staged = &mut self.staged[..n];
-        let misses: Vec<usize> = staged
+        // Each chunk's positions: the rows not resident, every one whose running count
+        // crosses a multiple of 1024 / share is the host's.
+        let positions: Vec<Vec<u32>> = self.staged[..n]
             .par_chunks_mut(CHUNK)
             .zip(ids.par_chunks(CHUNK))
-            .map(|(places, ids)| {
-                let mut m = 0;
-                for (place, &id) in places.iter_mut().zip(ids) {
-                    *place = if resident(id) {
-                        NOT_RESIDENT
-                    } else {
-                        m += 1;
-                        (m - 1) as u32
-                    };
-                }
-                m
-            })
-            .collect();
-        let total: usize = misses.iter().sum();
-        if total == 0 {
-            return Ok(0);
-        }
-        let width = self.width;
-        if self.stage.len() < total * width {
-            self.stage = self.gpu.mapped_zeroed(total.next_power_of_two() * width)?;
-        }
-        // Rows are copied as bytes: a `DeviceCopy` type has no padding (checked here for
-        // generic ones) and no pointers, so every byte of a value is initialised, and bytes
-        // copied from a value are that value.
-        let () = T::__BERTH_NO_PADDING;
-        let row = width * std::mem::size_of::<T>();
-        let table = self.table.__arg();
-        // SAFETY: `table.host` is the host address of the table's `table.bytes` bytes (host
-        // memory the tier owns, or an immutable shared buffer), every one initialised (above);
-        // nothing writes them while the tier holds the table (`HotTier::table` lends it
-        // read-only), and the GPU only reads them.
-        let table: &[u8] =
-            unsafe { std::slice::from_raw_parts(table.host as *const u8, table.bytes) };
-        let stage: &mut [T] = &mut self.stage[..total * width];
-        // SAFETY: the same memory as `stage`'s elements, borrowed from it mutably; any bytes
-        // written are copies of a table row's, so the elements stay values of T (above).
-        let stage: &mut [u8] = unsafe {
-            std::slice::from_raw_parts_mut(
-                stage.as_mut_ptr().cast::<u8>(),
-                std::mem::size_of_val(stage),
-            )
-        };
-        // Then each chunk's rows, into its own stretch of `stage`.
-        let mut rest = stage;
-        let mut stretches = Vec::with_capacity(misses.len());
-        let mut firsts = Vec::with_capacity(misses.len());
-        let mut first = 0u32;
-        for &m in &misses {
-            let (mine, more) = rest.split_at_mut(m * row);
-            stretches.push(mine);
-            firsts.push(first);
-            first += m as u32;
-            rest = more;
-        }
-        staged
-            .par_chunks_mut(CHUNK)
-            .zip(ids.par_chunks(CHUNK))
-            .zip(stretches.into_par_iter().zip(firsts))
-            .for_each(|((places, ids), (stretch, first))| {
-                for (place, &id) in places.iter_mut().zip(ids) {
-                    if *place != NOT_RESIDENT {
-                        let (k, at) = (*place as usize, id as usize * row);
-                        stretch[k * row..(k + 1) * row].copy_from_slice(&table[at..at + row]);
-                        *place += first;
+            .enumerate()
+            .map(|(c, (places, ids))| {
+                let (mut misses, mut mine) = (0u32, Vec::new());
+                for (i, (place, &id)) in places.iter_mut().zip(ids).enumerate() {
+                    *place = NOT_RESIDENT;
+                    if !resident(id) {
+                        misses += 1;
+                        if (misses * share) / 1024 != ((misses - 1) * share) / 1024 {
+                            *place = PENDING;
+                            mine.push((c * CHUNK + i) as u32);
+                        }
                     }
                 }
-            });
-        Ok(total)
+                mine
+            })
+            .collect();
+        let marked: usize = positions.iter().map(Vec::len).sum();
+        if marked == 0 {
+            return Ok(0);
+        }
+        if self.stage_pos.len() < marked {
+            self.stage_pos = self.gpu.mapped_zeroed(marked.next_power_of_two())?;
+        }
+        let mut at = 0;
+        for p in positions {
+            self.stage_pos[at..at + p.len()].copy_from_slice(&p);
+            at += p.len();
+        }
+        let width = self.width;
+        if self.stage.len() < marked * width {
+            self.stage = self.gpu.mapped_zeroed(marked.next_power_of_two() * width)?;
+        }
+        Ok(marked)
     }
 
     /// Count every `every`-th id of each batch instead of every id (1, the default, counts

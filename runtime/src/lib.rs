@@ -110,7 +110,8 @@ pub mod __private {
         registered_kernels,
     };
     pub use crate::own_kernels::{
-        CHUNK_DONE, FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SLOTS, RANDOM_PROBE,
+        CHUNK_DONE, FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SCATTER, HOT_SLOTS,
+        RANDOM_PROBE,
     };
     pub use crate::pipeline::Pipelined;
     pub use crate::placement::Touch;

@@ -1,7 +1,7 @@
 //! The runtime's own kernels, hand-written PTX in one module (`berth_runtime`), JIT-compiled at
 //! first use: [`CHUNK_DONE`] (a pipelined chunk's progress flag), [`RANDOM_PROBE`] (how
 //! fast one mapped table answers random reads, for `#[auto]`'s close calls), and the hot
-//! tier's [`HOT_GATHER`], [`HOT_FILL`] and [`HOT_SLOTS`] with [`FILL_U32`] (`hot_tier.rs`). All are checked against their
+//! tier's [`HOT_GATHER`], [`HOT_SCATTER`], [`HOT_FILL`] and [`HOT_SLOTS`] with [`FILL_U32`] (`hot_tier.rs`). All are checked against their
 //! descriptors and by ptxas in the tests (`tests/tests/kernels.rs`).
 
 use crate::launch::{Kernel, Param, Part, Placement};
@@ -68,11 +68,10 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// a pointer and a length. The thread of unit 0 of row `b` writes `claim[b]` (for `b` below its
 /// length): the row's place in the log if it logged the row, else `NOT_RESIDENT`.
 ///
-/// Rows the host gathered for it: a row of position `b` that is not read from the tier is read
-/// from row `staged[b]` of `stage` (mapped host memory the host filled, rows of `units` units
-/// back to back) where `b` is below `staged`'s length and `staged[b]` below `stage_rows`;
-/// else from the table. Parameters after `claim`: `stage_rows`, then the slices `staged` and
-/// `stage` (both mapped).
+/// Rows the host gathers: a position `b` below `staged`'s length (a mapped slice, the last
+/// parameter) whose row is not read from the tier and whose `staged[b]` is `PENDING` is not
+/// written at all: the host's threads gather that row, and [`HOT_SCATTER`] writes it. Its
+/// claim and log entry are made as for any other miss.
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
@@ -101,14 +100,41 @@ pub static HOT_GATHER: Kernel = Kernel {
         Param::word("seen", Part::Len),
         Param::slice_ptr::<u32>("claim", true, Placement::Device),
         Param::word("claim", Part::Len),
-        Param::scalar::<u64>("stage_rows"),
         Param::slice_ptr::<u32>("staged", false, Placement::Mapped),
         Param::word("staged", Part::Len),
-        Param::slice_ptr::<u8>("stage", false, Placement::Mapped),
-        Param::word("stage", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: hot_gather_sim,
+    uses_barrier: false,
+    linear: None,
+    same_len: &[],
+    block: None,
+};
+
+/// The hot tier's scatter, queued after a gather whose host threads gathered some rows: thread
+/// `g` copies unit `g` of `stage` (row `k = g / units`, rows of `units` units back to back, in
+/// mapped host memory the host filled) into unit `g % units` of `out` row `pos[k]`, for `k`
+/// below `pos`'s length and `stage_rows`, and `pos[k]` below `out_rows`. Parameters: `units`,
+/// `out_rows`, `stage_rows`, then the slices `pos` (mapped), `stage` (mapped) and `out`
+/// (written).
+pub static HOT_SCATTER: Kernel = Kernel {
+    name: "berth_hot_scatter",
+    crate_name: "berth_runtime",
+    ptx: RUNTIME_PTX,
+    sass: None,
+    params: &[
+        Param::scalar::<u64>("units"),
+        Param::scalar::<u64>("out_rows"),
+        Param::scalar::<u64>("stage_rows"),
+        Param::slice_ptr::<u32>("pos", false, Placement::Mapped),
+        Param::word("pos", Part::Len),
+        Param::slice_ptr::<u8>("stage", false, Placement::Mapped),
+        Param::word("stage", Part::Len),
+        Param::slice_ptr::<u8>("out", true, Placement::Device),
+        Param::word("out", Part::Len),
+    ],
+    location: concat!(file!(), ":", line!()),
+    sim: hot_scatter_sim,
     uses_barrier: false,
     linear: None,
     same_len: &[],
@@ -327,10 +353,7 @@ $L__done:
 \t.param .u64 berth_hot_gather_param_20,
 \t.param .u64 berth_hot_gather_param_21,
 \t.param .u64 berth_hot_gather_param_22,
-\t.param .u64 berth_hot_gather_param_23,
-\t.param .u64 berth_hot_gather_param_24,
-\t.param .u64 berth_hot_gather_param_25,
-\t.param .u64 berth_hot_gather_param_26
+\t.param .u64 berth_hot_gather_param_23
 )
 {
 \t.reg .pred \t%p<17>;
@@ -356,10 +379,8 @@ $L__done:
 \tld.param.u64 \t%rd33, [berth_hot_gather_param_19];
 \tld.param.u64 \t%rd36, [berth_hot_gather_param_20];
 \tld.param.u64 \t%rd37, [berth_hot_gather_param_21];
-\tld.param.u64 \t%rd40, [berth_hot_gather_param_22];
-\tld.param.u64 \t%rd41, [berth_hot_gather_param_23];
-\tld.param.u64 \t%rd42, [berth_hot_gather_param_24];
-\tld.param.u64 \t%rd43, [berth_hot_gather_param_25];
+\tld.param.u64 \t%rd41, [berth_hot_gather_param_22];
+\tld.param.u64 \t%rd42, [berth_hot_gather_param_23];
 \tmov.u32 \t%r11, 0;
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
@@ -448,11 +469,8 @@ $L__hot_gather_read:
 \tshl.b64 \t%rd45, %rd17, 2;
 \tadd.s64 \t%rd44, %rd44, %rd45;
 \tld.global.u32 \t%r12, [%rd44];
-\tcvt.u64.u32 \t%rd45, %r12;
-\tsetp.ge.u64 \t%p16, %rd45, %rd40;
-\t@%p16 bra \t$L__hot_gather_copy;
-\tmov.u64 \t%rd21, %rd45;
-\tmov.u64 \t%rd22, %rd43;
+\tsetp.eq.u32 \t%p16, %r12, 0xFFFFFFFE;
+\t@%p16 bra \t$L__hot_gather_claimed;
 $L__hot_gather_copy:
 \tmul.lo.s64 \t%rd30, %rd21, %rd1;
 \tadd.s64 \t%rd30, %rd30, %rd18;
@@ -474,6 +492,64 @@ $L__hot_gather_claimed:
 \tadd.s64 \t%rd38, %rd38, %rd39;
 \tst.global.u32 \t[%rd38], %r10;
 $L__hot_gather_done:
+\tret;
+}
+
+.visible .entry berth_hot_scatter(
+\t.param .u64 berth_hot_scatter_param_0,
+\t.param .u64 berth_hot_scatter_param_1,
+\t.param .u64 berth_hot_scatter_param_2,
+\t.param .u64 berth_hot_scatter_param_3,
+\t.param .u64 berth_hot_scatter_param_4,
+\t.param .u64 berth_hot_scatter_param_5,
+\t.param .u64 berth_hot_scatter_param_6,
+\t.param .u64 berth_hot_scatter_param_7,
+\t.param .u64 berth_hot_scatter_param_8
+)
+{
+\t.reg .pred \t%p<4>;
+\t.reg .b32 \t%r<9>;
+\t.reg .b64 \t%rd<20>;
+
+\tld.param.u64 \t%rd1, [berth_hot_scatter_param_0];
+\tld.param.u64 \t%rd2, [berth_hot_scatter_param_1];
+\tld.param.u64 \t%rd3, [berth_hot_scatter_param_2];
+\tld.param.u64 \t%rd4, [berth_hot_scatter_param_3];
+\tld.param.u64 \t%rd5, [berth_hot_scatter_param_4];
+\tld.param.u64 \t%rd6, [berth_hot_scatter_param_5];
+\tld.param.u64 \t%rd7, [berth_hot_scatter_param_7];
+\tmov.u32 \t%r1, %ctaid.x;
+\tmov.u32 \t%r2, %ntid.x;
+\tmov.u32 \t%r3, %tid.x;
+\tmul.wide.u32 \t%rd8, %r1, %r2;
+\tcvt.u64.u32 \t%rd9, %r3;
+\tadd.s64 \t%rd8, %rd8, %rd9;
+\tsetp.eq.u64 \t%p1, %rd1, 0;
+\t@%p1 bra \t$L__hot_scatter_done;
+\tdiv.u64 \t%rd9, %rd8, %rd1;
+\tmin.u64 \t%rd10, %rd5, %rd3;
+\tsetp.ge.u64 \t%p2, %rd9, %rd10;
+\t@%p2 bra \t$L__hot_scatter_done;
+\tmul.lo.s64 \t%rd11, %rd9, %rd1;
+\tsub.s64 \t%rd11, %rd8, %rd11;
+\tcvta.to.global.u64 \t%rd12, %rd4;
+\tshl.b64 \t%rd13, %rd9, 2;
+\tadd.s64 \t%rd12, %rd12, %rd13;
+\tld.global.u32 \t%r4, [%rd12];
+\tcvt.u64.u32 \t%rd14, %r4;
+\tsetp.ge.u64 \t%p3, %rd14, %rd2;
+\t@%p3 bra \t$L__hot_scatter_done;
+\tcvta.to.global.u64 \t%rd15, %rd6;
+\tshl.b64 \t%rd16, %rd8, 4;
+\tadd.s64 \t%rd15, %rd15, %rd16;
+\tld.global.v4.u32 \t{%r5, %r6, %r7, %r8}, [%rd15];
+\tmul.lo.s64 \t%rd17, %rd14, %rd1;
+\tadd.s64 \t%rd17, %rd17, %rd11;
+\tshl.b64 \t%rd17, %rd17, 4;
+\tcvta.to.global.u64 \t%rd18, %rd7;
+\tadd.s64 \t%rd18, %rd18, %rd17;
+\tst.global.v4.u32 \t[%rd18], {%r5, %r6, %r7, %r8};
+$L__hot_scatter_done:
 \tret;
 }
 
@@ -780,15 +856,14 @@ unsafe fn copy_unit(src: u64, dst: u64) {
 /// table and the log counter through atomics, as there).
 ///
 /// # Safety
-/// `p` points at the 27 parameter values; `table` holds `rows × units` units and `tier`
+/// `p` points at the 24 parameter values; `table` holds `rows × units` units and `tier`
 /// `capacity × units`, `slots` `slots_len` 4-aligned words (0, or `rows`), `ids` `ids_len`
 /// words, `out` `ids_len × units` units, `log_n` `log_n_len` 8-aligned words and `log`
-/// `log_len` words, `seen` `seen_len` 4-aligned words, `claim` `claim_len` words, `staged`
-/// `staged_len` words and `stage` `stage_rows × units` units; `out` and `claim` overlap none
-/// of the others.
+/// `log_len` words, `seen` `seen_len` 4-aligned words, `claim` `claim_len` words and
+/// `staged` `staged_len` words; `out` and `claim` overlap none of the others.
 unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 27] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 24] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         rows,
@@ -812,11 +887,8 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
         seen_len,
         claim,
         claim_len,
-        stage_rows,
         staged,
         staged_len,
-        stage,
-        _,
     ] = v;
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || g / units >= ids_len {
@@ -875,19 +947,46 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
             }
         }
     }
-    if base == table && b < staged_len {
-        // SAFETY: `b` is below `staged`'s length.
-        let k = u64::from(unsafe { *(staged as *const u32).add(b as usize) });
-        if k < stage_rows {
-            (base, row) = (stage, k);
-        }
+    // SAFETY: `b` is below `staged`'s length where it is read.
+    if base == table
+        && b < staged_len
+        && unsafe { *(staged as *const u32).add(b as usize) } == PENDING
+    {
+        // The host delivers this row.
+        write_claim(claimed);
+        return;
     }
     let unit = HOT_UNIT as u64;
-    // SAFETY: `row` is below `rows` (table), `capacity` (tier) or `stage_rows` (stage) and
-    // `j < units`, and `g` is below `ids_len × units`: each unit is inside its allocation, and
-    // they do not overlap.
+    // SAFETY: `row` is below `rows` (table) or `capacity` (tier) and `j < units`, and `g` is
+    // below `ids_len × units`: each unit is inside its allocation, and they do not overlap.
     unsafe { copy_unit(base + (row * units + j) * unit, out + g * unit) };
     write_claim(claimed);
+}
+
+/// [`HOT_SCATTER`] on the simulator: one simulated thread's unit, as the PTX does it.
+///
+/// # Safety
+/// `p` points at the 9 parameter values; `pos` holds `pos_len` words, `stage` at least
+/// `min(pos_len, stage_rows) × units` units and `out` `out_rows × units` units, overlapping
+/// neither.
+unsafe fn hot_scatter_sim(p: &[*mut std::ffi::c_void]) {
+    // SAFETY: the caller's contract: each parameter value is a u64.
+    let v: [u64; 9] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let [units, out_rows, stage_rows, pos, pos_len, stage, _, out, _] = v;
+    let g = berth_device::thread::global_x() as u64;
+    if units == 0 || g / units >= pos_len.min(stage_rows) {
+        return;
+    }
+    let (k, j) = (g / units, g % units);
+    // SAFETY: `k` is below `pos`'s length.
+    let b = u64::from(unsafe { *(pos as *const u32).add(k as usize) });
+    if b >= out_rows {
+        return;
+    }
+    let unit = HOT_UNIT as u64;
+    // SAFETY: unit `g` of `stage` is below `min(pos_len, stage_rows) × units`, and unit
+    // `b × units + j` of `out` below `out_rows × units`; they do not overlap.
+    unsafe { copy_unit(stage + g * unit, out + (b * units + j) * unit) };
 }
 
 /// [`HOT_CAPTURE`] on the simulator: one simulated thread's unit, as the PTX does it.

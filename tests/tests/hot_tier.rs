@@ -480,39 +480,54 @@ fn logged_rows_the_ranking_keeps_hold_their_slots_whatever_their_place_in_the_lo
     assert!(!t.is_resident(m), "{t:?}");
 }
 
-/// Rows not resident come through the host's threads (staged in pinned memory) or are read in
-/// place by the GPU; either way every gathered row equals the table's, and the tier counts
-/// exactly the rows its residency did not hold as staged (none when host gathers are off).
+/// Rows not resident come through the host's threads (gathered into pinned memory while the
+/// GPU gathers the others, then scattered into `out`) or are read in place by the GPU, in any
+/// share; every gathered row equals the table's, and the tier counts as staged exactly the
+/// share of the rows its residency did not hold (none when host gathers are off).
 #[test]
-fn rows_staged_by_host_threads_equal_rows_read_in_place() {
+fn rows_gathered_by_host_threads_equal_rows_read_in_place() {
     let gpu = gpu();
     let rows = 5000;
-    let (mut on, host) = tier(&gpu, rows, 200);
-    let table = gpu.mapped_from(&host).unwrap();
-    let mut off = gpu.hot_tier(table, WIDTH, on.budget()).unwrap();
-    off.host_gathers(false);
+    let (mut all, host) = tier(&gpu, rows, 200);
+    all.host_gathers(1.0);
+    let mut half = gpu
+        .hot_tier(gpu.mapped_from(&host).unwrap(), WIDTH, all.budget())
+        .unwrap();
+    half.host_gathers(0.5);
+    let mut off = gpu
+        .hot_tier(gpu.mapped_from(&host).unwrap(), WIDTH, all.budget())
+        .unwrap();
+    off.host_gathers(0.0);
     let mut r = rng();
     let mut perm: Vec<u32> = (0..rows as u32).collect();
     perm.shuffle(&mut r);
     let hot = &perm[..150];
-    let mut staged_want = 0u64;
+    let (mut misses_all, mut misses_half) = (0u64, 0u64);
     for round in 0..8 {
-        // Batches longer than one host task (2048 ids), so several threads stage rows.
+        // Batches longer than one host task (2048 ids), so several threads mark rows.
         let ids = batch(&mut r, hot, rows, 5000 + round * 37);
-        staged_want += ids.iter().filter(|&&id| !on.is_resident(id)).count() as u64;
-        for t in [&mut on, &mut off] {
+        misses_all += ids.iter().filter(|&&id| !all.is_resident(id)).count() as u64;
+        misses_half += ids.iter().filter(|&&id| !half.is_resident(id)).count() as u64;
+        for t in [&mut all, &mut half, &mut off] {
             let mut out = poisoned(&gpu, ids.len());
             t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
             check(&host, &ids, &out);
             t.refresh(&gpu).unwrap();
         }
-        assert_eq!(on.stats().staged, staged_want, "round {round}");
+        assert_eq!(all.stats().staged, misses_all, "round {round}");
+        // Half of each 2048-id task's misses, rounded down.
+        let staged = half.stats().staged;
+        assert!(
+            staged <= misses_half / 2 && staged + 3 * (round as u64 + 1) >= misses_half / 2,
+            "round {round}: {staged} of {misses_half}"
+        );
     }
-    assert!(staged_want > 0 && on.stats().hits > 0, "{:?}", on.stats());
+    assert!(misses_all > 0 && all.stats().hits > 0, "{:?}", all.stats());
     assert_eq!(off.stats().staged, 0);
-    // A tier that keeps no row stages every row of a batch.
+    // A tier that keeps no row: every row of a batch through the host's threads.
     let table = gpu.mapped_from(&host).unwrap();
     let mut none = gpu.hot_tier(table, WIDTH, 16).unwrap();
+    none.host_gathers(1.0);
     let ids: Vec<u32> = (0..3000).map(|_| r.random_range(0..rows as u32)).collect();
     let mut out = poisoned(&gpu, ids.len());
     none.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();

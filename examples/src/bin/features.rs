@@ -75,10 +75,10 @@ struct Args {
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
-    /// Let the GPU read every row not resident in place, rather than host threads gathering
-    /// them into pinned memory first (`HotTier::host_gathers(false)`)
-    #[arg(long)]
-    no_host_gathers: bool,
+    /// The share of the rows not resident that host threads gather while the GPU reads the
+    /// others in place (`HotTier::host_gathers`; 0: the GPU reads them all)
+    #[arg(long, default_value_t = 0.5)]
+    host_share: f64,
     /// Seed of the permutation and the ids
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -327,7 +327,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     tier.admit_on_repeat(args.admit_on_repeat);
-    tier.host_gathers(!args.no_host_gathers);
+    tier.host_gathers(args.host_share);
     println!(
         "features: the tier holds {} rows ({:.1}% of the table; {:.1} MiB of device memory)",
         tier.capacity(),
@@ -471,7 +471,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "hit_rate_second_half": late,
             "admitted": s.admitted,
             "evicted": s.evicted,
-            "host_gathers": !args.no_host_gathers,
+            "host_share": args.host_share,
             "staged": s.staged,
             "ok": bad == 0,
         });
@@ -484,16 +484,16 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     // The same law without a tier (a tier with no budget): every row read in place, then
     // every row gathered by host threads.
     let mut table = table;
-    for (host, name, what) in [
-        (false, "berth_mapped_only", "every row read in place"),
+    for (share, name, what) in [
+        (0.0, "berth_mapped_only", "every row read in place"),
         (
-            true,
+            1.0,
             "berth_host_gathered",
             "every row gathered by host threads",
         ),
     ] {
         let mut plain = gpu.hot_tier(table, d4, 0)?;
-        plain.host_gathers(host);
+        plain.host_gathers(share);
         let mut plain_s = 0.0;
         for _ in 0..batches {
             let ids = law.draw(perm, 0, rng, batch);
