@@ -105,9 +105,11 @@ fn advise_huge_pages<T>(v: &[T]) {
 const CHUNK: usize = 2048;
 
 /// The share of the rows not resident that host threads gather by default, in 1/1024ths:
-/// about half, as the H200 machine's 16 cores and its link read random rows of a 64 GiB
-/// table at about the same rate.
-const DEFAULT_HOST_SHARE: u32 = 512;
+/// none. On the H200 machine (16 cores, a 64 GiB table of pinned 4 KiB pages) the host's
+/// threads gathered random rows at 15–27 M rows/s, no faster than the GPU's reads in place,
+/// and a tier gathering half its misses on the host ran slower than one leaving them all to
+/// the GPU (docs/hot-tier.md).
+const DEFAULT_HOST_SHARE: u32 = 0;
 
 /// Copy row `ids[p]` of `table` into row `k` of `stage`, for each `p = pos[k]`, with the
 /// host's threads.
@@ -764,7 +766,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// The share of the rows a batch does not find resident that the host's threads gather,
-    /// while the GPU reads the others in place (0 to 1; 0.5 by default).
+    /// while the GPU reads the others in place (0 to 1; 0, the GPU reads them all, by
+    /// default: see `docs/hot-tier.md` for when the host's threads pay).
     ///
     /// Each gather first looks its ids up in the host's copy of the residency (one bit per
     /// row) and marks a `share` of the rows not resident, spread evenly over the batch. The
@@ -917,40 +920,21 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
             );
         }
-        use rayon::prelude::*;
+        // One thread: a few thousand counted ids a batch cost less than waking the host's
+        // other threads (a parallel count measured slower on the H200 machine).
+        let mut hits = 0u64;
         let every = self.count_every;
         let first = (batch % every as u64) as usize;
-        let counted: Vec<u32> = ids.iter().skip(first).step_by(every).copied().collect();
-        let (bits, capacity) = (&self.resident_bits, self.capacity);
-        let counts = atomic_view(&mut self.counts);
-        // Spread over the host's threads: each id is a random read and write into an array
-        // far larger than the caches. A row counted for the first time joins `touched`.
-        let (hits, fresh) = counted
-            .par_iter()
-            .fold(
-                || (0u64, Vec::new()),
-                |(mut hits, mut fresh), &id| {
-                    let old = counts[id as usize]
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                            Some(c.saturating_add(1))
-                        })
-                        .unwrap_or(u32::MAX);
-                    if old == 0 {
-                        fresh.push(id);
-                    }
-                    hits += u64::from(capacity > 0 && bit(bits, id));
-                    (hits, fresh)
-                },
-            )
-            .reduce(
-                || (0u64, Vec::new()),
-                |(h, mut f), (h2, f2)| {
-                    f.extend(f2);
-                    (h + h2, f)
-                },
-            );
-        self.touched.extend(fresh);
-        let counted = counted.len() as u64;
+        let mut counted = 0u64;
+        for &id in ids.iter().skip(first).step_by(every) {
+            counted += 1;
+            let c = &mut self.counts[id as usize];
+            if *c == 0 {
+                self.touched.push(id);
+            }
+            *c = c.saturating_add(1);
+            hits += u64::from(self.capacity > 0 && bit(&self.resident_bits, id));
+        }
         self.stats.rows += ids.len() as u64;
         self.stats.counted += counted;
         self.stats.hits += hits;

@@ -24,5 +24,7 @@ pub mod placement;
 pub mod placement_auto;
 #[path = "../../bench/signals/record.rs"]
 pub mod signals;
+#[path = "../../bench/tensor/record.rs"]
+pub mod tensor;
 #[path = "../../bench/tpch/record.rs"]
 pub mod tpch;

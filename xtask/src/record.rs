@@ -104,6 +104,11 @@ const TARGETED: &[Section] = &[
         file: "features.jsonl",
         render: |md, text, _| crate::benches::features::write(md, text),
     },
+    Section {
+        // GEMM and attention on tensor cores against cuBLAS and PyTorch (`.gpu/run.sh tensor`).
+        file: "tensor.log",
+        render: |md, text, _| crate::benches::tensor::write(md, text),
+    },
 ];
 
 /// The heading of the targeted-run section of `BENCHMARKS.md`.

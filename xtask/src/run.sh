@@ -52,7 +52,7 @@
 #   BERTH_TENSOR_GEMM sizes (default "4096 8192"), the attention example (bf16, d = 64 and 128,
 #   causal and not) at BERTH_TENSOR_SEQ lengths (default "1024 4096 16384", batch x heads
 #   2 x 16 x max(1, 16384 / seq)), and tensor_anchor.py (cuBLAS through torch.matmul, PyTorch's
-#   flash SDPA, same shapes) -> tensor.log, tensor.jsonl (the anchor's lines);
+#   flash SDPA, same shapes) -> tensor.log (every line, the anchor's JSON lines too: what `cargo xtask record` reads), tensor.jsonl (the anchor's lines);
 #   tpch: the tpch example (TPC-H Q1, Q6, Q12, Q14 raw, packed and warm, every answer checked)
 #   and tpch_anchor.py (DuckDB, PyTorch, the link bound) at each scale factor of
 #   BERTH_TPCH_SF (default "10 30") -> tpch.jsonl, tpch.log.
@@ -638,7 +638,7 @@ if [[ $mode == tensor ]]; then
     done
   done
   if python3 -c 'import torch' 2>/dev/null; then
-    if python3 "$here/tensor_anchor.py" "${BERTH_TENSOR_GEMM:-4096 8192}" "${BERTH_TENSOR_SEQ:-1024 4096 16384}" 2>>"$out/tensor.log" | tee -a "$out/tensor.jsonl"; then
+    if python3 "$here/tensor_anchor.py" "${BERTH_TENSOR_GEMM:-4096 8192}" "${BERTH_TENSOR_SEQ:-1024 4096 16384}" 2>>"$out/tensor.log" | tee -a "$out/tensor.jsonl" >> "$out/tensor.log"; then
       summary+=("PASS  tensor anchor")
     else
       summary+=("FAIL  tensor anchor"); fail=1

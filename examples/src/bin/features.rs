@@ -77,7 +77,7 @@ struct Args {
     admit_on_repeat: bool,
     /// The share of the rows not resident that host threads gather while the GPU reads the
     /// others in place (`HotTier::host_gathers`; 0: the GPU reads them all)
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.0)]
     host_share: f64,
     /// Seed of the permutation and the ids
     #[arg(long, default_value_t = 1)]
