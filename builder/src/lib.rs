@@ -48,6 +48,7 @@ pub mod link;
 pub mod lints;
 mod memo;
 pub mod nested;
+mod ptx_join;
 mod ptxas;
 pub mod sass;
 pub mod toolchain;
