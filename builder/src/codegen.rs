@@ -3,10 +3,10 @@
 //! everything but the exports internalised) and compiled to PTX (`llc`), with the toolchain's
 //! LLVM tools.
 
-use crate::ir::Module;
+use crate::ir::{Module, reach};
 use crate::link::{Joined, LinkError};
 use crate::tools::{self, Tools};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The cost (LLVM's instruction estimate) up to which `opt` unrolls a loop of constant trip
 /// count completely: `-unroll-threshold`, 300 at `-O3` otherwise.
@@ -71,8 +71,13 @@ fn without_source_locations(text: &str) -> String {
         .collect()
 }
 
-/// The PTX of the rewritten `module`: `<work>/<crate>.ptx`. The rewritten text stays beside
-/// it as `rewritten.ll`.
+/// The PTX of the rewritten `module`: `<work>/<crate>.ptx`. The program `opt` is given stays
+/// beside it as `rewritten.ll`: the module without what no export reaches ([`reach::prune`]).
+///
+/// Each kernel is optimised and compiled alone, from its own module ([`reach::kernel_modules`]),
+/// in `<work>/kernels/`, and the kernels' PTX joined ([`crate::ptx_join`]). A kernel whose
+/// module, options and tools are those of the last build keeps its PTX: an edit to one kernel
+/// compiles that kernel again, an edit to a function several call compiles those.
 pub fn compile(
     tools: Tools,
     module: &Module,
@@ -82,38 +87,89 @@ pub fn compile(
 ) -> Result<PathBuf, LinkError> {
     let work = &joined.work;
     let ptx = work.join(format!("{}.ptx", krate.replace('-', "_")));
-    let text = module.to_string();
-    // The same module, options and tools as the last build: its PTX is still right.
+    let program = reach::prune(module, &joined.exports);
+    tools::write(&work.join("rewritten.ll"), &program.to_string())?;
     let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
-    let stamp = work.join("codegen.key");
+    let exports = work.join("exports.txt");
+    if tools::read(&exports).ok().as_deref() != Some(kept.as_str()) {
+        tools::write(&exports, &kept)?;
+    }
+    let mut units = reach::kernel_modules(&program, &joined.exports);
+    if units.is_empty() {
+        units.push(("crate".to_owned(), program));
+    }
+    let dir = work.join("kernels");
+    std::fs::create_dir_all(&dir).map_err(|source| LinkError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    let settings = Settings {
+        tools,
+        dir: &dir,
+        exports: &exports,
+        opts,
+        // What every kernel's stamp holds besides its module.
+        common: crate::memo::key(&[
+            kept.as_bytes(),
+            opts.arch.as_bytes(),
+            &[u8::from(opts.lsr), u8::from(opts.combine_checks)],
+            opts.keep_checks.join(",").as_bytes(),
+            &UNROLL_THRESHOLD.to_le_bytes(),
+            crate::memo::builder_identity().as_bytes(),
+            tools.identity(&["opt", "llc"]).as_bytes(),
+        ]),
+    };
+    let texts = in_parallel(&units, |(name, m)| compile_kernel(&settings, name, m))?;
+    let text = crate::ptx_join::join(&texts).map_err(|e| LinkError::Tool {
+        tool: "the PTX join",
+        file: dir.clone(),
+        stderr: e.to_string(),
+    })?;
+    if tools::read(&ptx).ok().as_deref() != Some(text.as_str()) {
+        tools::write(&ptx, &text)?;
+    }
+    Ok(ptx)
+}
+
+/// What compiling each kernel needs besides its module.
+struct Settings<'a> {
+    tools: Tools,
+    dir: &'a Path,
+    exports: &'a Path,
+    opts: &'a CodegenOptions,
+    common: String,
+}
+
+/// The PTX of one kernel's module: `<dir>/<kernel>.ptx`, kept from the last build when its
+/// stamp (`<kernel>.key`) says the module, options and tools are the same.
+fn compile_kernel(s: &Settings<'_>, kernel: &str, module: &Module) -> Result<String, LinkError> {
+    let stem = file_stem(kernel);
+    let file = |ext: &str| s.dir.join(format!("{stem}.{ext}"));
+    let (ptx, stamp) = (file("ptx"), file("key"));
+    let text = module.to_string();
     let key = crate::memo::key(&[
         without_source_locations(&text).as_bytes(),
-        kept.as_bytes(),
-        opts.arch.as_bytes(),
-        &[u8::from(opts.lsr), u8::from(opts.combine_checks)],
-        opts.keep_checks.join(",").as_bytes(),
-        &UNROLL_THRESHOLD.to_le_bytes(),
-        crate::memo::builder_identity().as_bytes(),
-        tools.identity(&["llvm-as", "opt", "llc"]).as_bytes(),
+        s.common.as_bytes(),
     ]);
-    if crate::memo::fresh(&stamp, &key, &[&ptx]) {
-        return Ok(ptx);
+    if crate::memo::fresh(&stamp, &key, &[&ptx])
+        && let Ok(kept) = tools::read(&ptx)
+    {
+        return Ok(kept);
     }
     crate::memo::clear(&stamp);
+    let (opts, tools) = (s.opts, s.tools);
     // The stages pass text: `opt` and `llc` read it as fast as bitcode, and the check
     // combining between them works on text.
-    let rewritten = work.join("rewritten.ll");
+    let rewritten = file("ll");
     tools::write(&rewritten, &text)?;
-    let exports = work.join("exports.txt");
-    tools::write(&exports, &kept)?;
-    let optimized = work.join("optimized.ll");
+    let optimized = file("opt.ll");
     tools.run("opt", &rewritten, |c| {
         c.arg(&rewritten)
             .arg(format!("-mcpu={}", opts.arch))
             .arg("-nvptx-short-ptr")
             .arg(format!(
                 "--internalize-public-api-file={}",
-                exports.display()
+                s.exports.display()
             ))
             .arg("--passes=default<O3>,internalize,globaldce")
             .arg(format!("-unroll-threshold={UNROLL_THRESHOLD}"))
@@ -122,7 +178,7 @@ pub fn compile(
             .arg(&optimized)
     })?;
     let optimized = if opts.combine_checks {
-        combine_checks(work, &optimized, &opts.keep_checks)?
+        combine_checks(&optimized, &file("combined.ll"), &opts.keep_checks)?
     } else {
         optimized
     };
@@ -138,23 +194,77 @@ pub fn compile(
             .arg("-o")
             .arg(&ptx)
     })?;
+    let out = tools::read(&ptx)?;
     crate::memo::record(&stamp, &key);
-    Ok(ptx)
+    Ok(out)
+}
+
+/// A file name for `kernel`'s files: its symbol where that is one (LLVM's unquoted names are
+/// letters, digits and `_.$`), otherwise a hash of it.
+fn file_stem(kernel: &str) -> String {
+    if !kernel.is_empty()
+        && kernel.len() < 200
+        && kernel.bytes().all(crate::ir::module::is_ident_byte)
+    {
+        kernel.to_owned()
+    } else {
+        format!("kernel-{}", crate::memo::key(&[kernel.as_bytes()]))
+    }
+}
+
+/// `f` of every item, on as many threads as the machine has cores (`opt` and `llc` are
+/// processes of their own; the threads only wait for them), in the items' order; the first
+/// error if any fails.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    f: impl Fn(&T) -> Result<R, LinkError> + Sync,
+) -> Result<Vec<R>, LinkError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(items.len())
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<std::sync::Mutex<Option<Result<R, LinkError>>>> =
+        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(item) = items.get(i) else { break };
+                    let r = f(item);
+                    let failed = r.is_err();
+                    *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                    if failed {
+                        // The others stop at their next item: the first error is reported.
+                        next.store(items.len(), std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let mut out = Vec::with_capacity(items.len());
+    // An item left undone comes after the error that stopped the others.
+    for r in results {
+        if let Some(r) = r.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            out.push(r?);
+        }
+    }
+    Ok(out)
 }
 
 /// The optimised module with the bounds checks of each straight stretch tested together
-/// ([`crate::ir::checks`]): `combined.ll`.
+/// ([`crate::ir::checks`]), written to `combined`.
 fn combine_checks(
-    work: &std::path::Path,
-    optimized: &std::path::Path,
+    optimized: &Path,
+    combined: &Path,
     keep: &[String],
 ) -> Result<PathBuf, LinkError> {
     let mut module = Module::parse(&tools::read(optimized)?);
     let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     crate::ir::checks::combine(&mut module, &keep);
-    let combined = work.join("combined.ll");
-    tools::write(&combined, &module.to_string())?;
-    Ok(combined)
+    tools::write(combined, &module.to_string())?;
+    Ok(combined.to_owned())
 }
 
 #[cfg(test)]
