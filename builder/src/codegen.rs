@@ -89,14 +89,30 @@ pub fn compile(
     let ptx = work.join(format!("{}.ptx", krate.replace('-', "_")));
     let program = reach::prune(module, &joined.exports);
     tools::write(&work.join("rewritten.ll"), &program.to_string())?;
-    let kept: String = joined.exports.iter().map(|s| format!("{s}\n")).collect();
-    let exports = work.join("exports.txt");
-    if tools::read(&exports).ok().as_deref() != Some(kept.as_str()) {
-        tools::write(&exports, &kept)?;
+    let (text, _) = kernels_ptx(tools, &program, &joined.exports, work, opts)?;
+    if tools::read(&ptx).ok().as_deref() != Some(text.as_str()) {
+        tools::write(&ptx, &text)?;
     }
-    let mut units = reach::kernel_modules(&program, &joined.exports);
+    Ok(ptx)
+}
+
+/// The PTX of `program`'s kernels, each compiled from its own module in `<work>/kernels/` or
+/// kept from the last build, joined; and the kernels compiled this time.
+fn kernels_ptx(
+    tools: Tools,
+    program: &Module,
+    exports: &[String],
+    work: &Path,
+    opts: &CodegenOptions,
+) -> Result<(String, Vec<String>), LinkError> {
+    let kept: String = exports.iter().map(|s| format!("{s}\n")).collect();
+    let exports_file = work.join("exports.txt");
+    if tools::read(&exports_file).ok().as_deref() != Some(kept.as_str()) {
+        tools::write(&exports_file, &kept)?;
+    }
+    let mut units = reach::kernel_modules(program, exports);
     if units.is_empty() {
-        units.push(("crate".to_owned(), program));
+        units.push(("crate".to_owned(), program.clone()));
     }
     let dir = work.join("kernels");
     std::fs::create_dir_all(&dir).map_err(|source| LinkError::Io {
@@ -106,7 +122,7 @@ pub fn compile(
     let settings = Settings {
         tools,
         dir: &dir,
-        exports: &exports,
+        exports: &exports_file,
         opts,
         // What every kernel's stamp holds besides its module.
         common: crate::memo::key(&[
@@ -119,16 +135,20 @@ pub fn compile(
             tools.identity(&["opt", "llc"]).as_bytes(),
         ]),
     };
-    let texts = in_parallel(&units, |(name, m)| compile_kernel(&settings, name, m))?;
+    let done = in_parallel(&units, |(name, m)| compile_kernel(&settings, name, m))?;
+    let compiled = units
+        .iter()
+        .zip(&done)
+        .filter(|(_, (_, compiled))| *compiled)
+        .map(|((name, _), _)| name.clone())
+        .collect();
+    let texts: Vec<String> = done.into_iter().map(|(text, _)| text).collect();
     let text = crate::ptx_join::join(&texts).map_err(|e| LinkError::Tool {
         tool: "the PTX join",
         file: dir.clone(),
         stderr: e.to_string(),
     })?;
-    if tools::read(&ptx).ok().as_deref() != Some(text.as_str()) {
-        tools::write(&ptx, &text)?;
-    }
-    Ok(ptx)
+    Ok((text, compiled))
 }
 
 /// What compiling each kernel needs besides its module.
@@ -141,8 +161,13 @@ struct Settings<'a> {
 }
 
 /// The PTX of one kernel's module: `<dir>/<kernel>.ptx`, kept from the last build when its
-/// stamp (`<kernel>.key`) says the module, options and tools are the same.
-fn compile_kernel(s: &Settings<'_>, kernel: &str, module: &Module) -> Result<String, LinkError> {
+/// stamp (`<kernel>.key`) says the module, options and tools are the same; and whether it was
+/// compiled (not kept).
+fn compile_kernel(
+    s: &Settings<'_>,
+    kernel: &str,
+    module: &Module,
+) -> Result<(String, bool), LinkError> {
     let stem = file_stem(kernel);
     let file = |ext: &str| s.dir.join(format!("{stem}.{ext}"));
     let (ptx, stamp) = (file("ptx"), file("key"));
@@ -154,7 +179,7 @@ fn compile_kernel(s: &Settings<'_>, kernel: &str, module: &Module) -> Result<Str
     if crate::memo::fresh(&stamp, &key, &[&ptx])
         && let Ok(kept) = tools::read(&ptx)
     {
-        return Ok(kept);
+        return Ok((kept, false));
     }
     crate::memo::clear(&stamp);
     let (opts, tools) = (s.opts, s.tools);
@@ -196,7 +221,7 @@ fn compile_kernel(s: &Settings<'_>, kernel: &str, module: &Module) -> Result<Str
     })?;
     let out = tools::read(&ptx)?;
     crate::memo::record(&stamp, &key);
-    Ok(out)
+    Ok((out, true))
 }
 
 /// A file name for `kernel`'s files: its symbol where that is one (LLVM's unquoted names are
@@ -269,6 +294,135 @@ fn combine_checks(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// Two kernels calling one function, and a third calling nothing.
+    const PROGRAM: &str = "target datalayout = \"e-p3:32:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64\"\n\
+        target triple = \"nvptx64-nvidia-cuda\"\n\
+        @__berth_panic_record = global [16 x i8] zeroinitializer, align 8\n\
+        @llvm.used = appending global [1 x ptr] [ptr @__berth_panic_record], section \"llvm.metadata\"\n\
+        define void @scale(ptr %p, float %x) {\n  %v = fmul float %x, 2.0\n  store float %v, ptr %p, align 4\n  ret void\n}\n\
+        define ptx_kernel void @a(ptr %p) {\n  call void @scale(ptr %p, float 1.0)\n  ret void\n}\n\
+        define ptx_kernel void @b(ptr %p, float %x) {\n  call void @scale(ptr %p, float %x)\n  ret void\n}\n\
+        define ptx_kernel void @c(ptr %p) {\n  store float 5.0, ptr %p, align 4\n  ret void\n}\n";
+
+    fn exports() -> Vec<String> {
+        ["a", "b", "c", "__berth_panic_record"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    fn options() -> CodegenOptions {
+        CodegenOptions {
+            arch: "sm_90".into(),
+            lsr: false,
+            combine_checks: true,
+            keep_checks: Vec::new(),
+        }
+    }
+
+    /// The toolchain's LLVM tools, or `None` (and the test is skipped) where they are not
+    /// installed.
+    fn tools() -> Option<Tools> {
+        let tools = Tools::find().ok();
+        if tools.is_none() {
+            eprintln!("the toolchain's LLVM tools are not installed: skipping");
+        }
+        tools
+    }
+
+    #[test]
+    fn an_edit_compiles_again_the_kernels_whose_module_it_changes() {
+        let Some(tools) = tools() else { return };
+        let work = tempfile::tempdir().unwrap();
+        let build = |text: &str| {
+            let program = reach::prune(&Module::parse(text), &exports());
+            kernels_ptx(tools, &program, &exports(), work.path(), &options()).unwrap()
+        };
+        let (first, compiled) = build(PROGRAM);
+        assert_eq!(compiled, ["a", "b", "c"]);
+        for k in ["a", "b", "c"] {
+            assert!(first.contains(&format!(".entry {k}(")), "{first}");
+        }
+        // The record every module holds is in the crate's module once.
+        assert_eq!(
+            first
+                .matches(".global .align 8 .b8 __berth_panic_record")
+                .count(),
+            1,
+            "{first}"
+        );
+        // Nothing changed: nothing compiled, the same PTX.
+        let (again, compiled) = build(PROGRAM);
+        assert!(compiled.is_empty(), "{compiled:?}");
+        assert_eq!(again, first);
+        // One kernel's body: that kernel.
+        let (_, compiled) = build(&PROGRAM.replace("float 5.0", "float 6.0"));
+        assert_eq!(compiled, ["c"]);
+        // A function two kernels call: those two.
+        let edited = PROGRAM
+            .replace("float 5.0", "float 6.0")
+            .replace("float %x, 2.0", "float %x, 4.0");
+        let (_, compiled) = build(&edited);
+        assert_eq!(compiled, ["a", "b"]);
+        // Another option: every kernel.
+        let program = reach::prune(&Module::parse(&edited), &exports());
+        let lsr = CodegenOptions {
+            lsr: true,
+            ..options()
+        };
+        let (_, compiled) = kernels_ptx(tools, &program, &exports(), work.path(), &lsr).unwrap();
+        assert_eq!(compiled, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn kernels_compiled_apart_are_the_kernels_of_the_whole_program() {
+        let Some(tools) = tools() else { return };
+        let work = tempfile::tempdir().unwrap();
+        let program = reach::prune(&Module::parse(PROGRAM), &exports());
+        let (split, _) = kernels_ptx(tools, &program, &exports(), work.path(), &options()).unwrap();
+        // The whole program through opt and llc at once, as one module.
+        let dir = work.path();
+        let (ll, opt, ptx) = (
+            dir.join("whole.ll"),
+            dir.join("whole.opt.ll"),
+            dir.join("whole.ptx"),
+        );
+        tools::write(&ll, &program.to_string()).unwrap();
+        tools
+            .run("opt", &ll, |c| {
+                c.arg(&ll)
+                    .arg("-mcpu=sm_90")
+                    .arg("-nvptx-short-ptr")
+                    .arg(format!(
+                        "--internalize-public-api-file={}",
+                        dir.join("exports.txt").display()
+                    ))
+                    .arg("--passes=default<O3>,internalize,globaldce")
+                    .arg(format!("-unroll-threshold={UNROLL_THRESHOLD}"))
+                    .arg("-S")
+                    .arg("-o")
+                    .arg(&opt)
+            })
+            .unwrap();
+        let combined = combine_checks(&opt, &dir.join("whole.combined.ll"), &[]).unwrap();
+        tools
+            .run("llc", &combined, |c| {
+                c.args(["-mcpu=sm_90", "-nvptx-short-ptr", "-disable-lsr"])
+                    .arg(&combined)
+                    .arg("-o")
+                    .arg(&ptx)
+            })
+            .unwrap();
+        let whole = tools::read(&ptx).unwrap();
+        let mut want = crate::ptx_join::entries(&whole);
+        let mut got = crate::ptx_join::entries(&split);
+        want.sort();
+        got.sort();
+        assert_eq!(got.len(), 3);
+        assert_eq!(got, want, "{split}\n----\n{whole}");
+    }
+
     #[test]
     fn source_locations_of_inline_assembly_do_not_count() {
         let a = "call void asm \"bar.sync 0;\", \"\"(), !srcloc !3\n!2 = !{i64 0, i64 32}\n!3 = !{i64 1475342741355953}\n";

@@ -170,6 +170,17 @@ fn canonical(text: &str) -> String {
     out
 }
 
+/// The module's `.entry` statements as [`join`] compares them, by name.
+#[cfg(test)]
+pub(crate) fn entries(ptx: &str) -> Vec<(String, String)> {
+    let (_, statements) = parse(ptx).expect("PTX");
+    statements
+        .iter()
+        .filter(|s| s.text.contains(".entry"))
+        .map(|s| (s.name.to_owned(), canonical(s.text)))
+        .collect()
+}
+
 /// The comment that opens `ptx` (up to its first statement), and its statements.
 fn parse(ptx: &str) -> Result<(&str, Vec<Statement<'_>>), JoinError> {
     let bytes = ptx.as_bytes();
