@@ -272,6 +272,7 @@ impl Builder {
                 eprintln!("{line}");
             }
         })?;
+        timings.stage("toolchain");
         // 2. The nested build, and what rustc says it built.
         let nested = nested::build(&nested::NestedOptions {
             manifest_dir: &self.manifest_dir,
