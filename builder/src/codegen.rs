@@ -6,6 +6,7 @@
 use crate::ir::{Module, reach};
 use crate::link::{Joined, LinkError};
 use crate::tools::{self, Tools};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// The cost (LLVM's instruction estimate) up to which `opt` unrolls a loop of constant trip
@@ -124,9 +125,9 @@ fn kernels_ptx(
         dir: &dir,
         exports: &exports_file,
         opts,
-        // What every kernel's stamp holds besides its module.
+        names: exports,
+        // What every kernel's stamp holds besides its module and its exports.
         common: crate::memo::key(&[
-            kept.as_bytes(),
             opts.arch.as_bytes(),
             &[u8::from(opts.lsr), u8::from(opts.combine_checks)],
             opts.keep_checks.join(",").as_bytes(),
@@ -142,6 +143,10 @@ fn kernels_ptx(
         .filter(|(_, (_, compiled))| *compiled)
         .map(|((name, _), _)| name.clone())
         .collect();
+    forget_others(
+        &dir,
+        units.iter().map(|(name, _)| file_stem(name)).collect(),
+    );
     let texts: Vec<String> = done.into_iter().map(|(text, _)| text).collect();
     let text = crate::ptx_join::join(&texts).map_err(|e| LinkError::Tool {
         tool: "the PTX join",
@@ -155,7 +160,10 @@ fn kernels_ptx(
 struct Settings<'a> {
     tools: Tools,
     dir: &'a Path,
+    /// The file of the exports, for `opt`.
     exports: &'a Path,
+    /// The exports.
+    names: &'a [String],
     opts: &'a CodegenOptions,
     common: String,
 }
@@ -172,8 +180,22 @@ fn compile_kernel(
     let file = |ext: &str| s.dir.join(format!("{stem}.{ext}"));
     let (ptx, stamp) = (file("ptx"), file("key"));
     let text = module.to_string();
+    // The exports this module defines: those `opt` keeps (another kernel added or removed
+    // changes the list, not this kernel's code).
+    let defined: HashSet<&str> = module
+        .functions()
+        .map(|f| f.name.as_str())
+        .chain(module.globals().map(|g| g.name.as_str()))
+        .collect();
+    let own: Vec<&str> = s
+        .names
+        .iter()
+        .map(String::as_str)
+        .filter(|e| defined.contains(e))
+        .collect();
     let key = crate::memo::key(&[
         without_source_locations(&text).as_bytes(),
+        own.join("\n").as_bytes(),
         s.common.as_bytes(),
     ]);
     if crate::memo::fresh(&stamp, &key, &[&ptx])
@@ -222,6 +244,29 @@ fn compile_kernel(
     let out = tools::read(&ptx)?;
     crate::memo::record(&stamp, &key);
     Ok((out, true))
+}
+
+/// The extensions of a kernel's files in `<work>/kernels/`.
+const KERNEL_FILES: [&str; 5] = ["ll", "opt.ll", "combined.ll", "ptx", "key"];
+
+/// Remove the files in `dir` of kernels the crate no longer has (renamed or removed), so
+/// that what is there to read is this build's. Written for tidiness only: a file that
+/// cannot be removed stays.
+fn forget_others(dir: &Path, stems: HashSet<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = KERNEL_FILES.iter().any(|ext| {
+            name.strip_suffix(ext)
+                .and_then(|n| n.strip_suffix('.'))
+                .is_some_and(|stem| stems.contains(stem))
+        });
+        if !ours {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// A file name for `kernel`'s files: its symbol where that is one (LLVM's unquoted names are
@@ -365,6 +410,19 @@ mod tests {
             .replace("float %x, 2.0", "float %x, 4.0");
         let (_, compiled) = build(&edited);
         assert_eq!(compiled, ["a", "b"]);
+        // A kernel removed: its files go, the others' stay.
+        let without_c = edited.replace("define ptx_kernel void @c(ptr %p) {\n  store float 6.0, ptr %p, align 4\n  ret void\n}\n", "");
+        let exports_ab = ["a", "b", "__berth_panic_record"]
+            .map(String::from)
+            .to_vec();
+        let program = reach::prune(&Module::parse(&without_c), &exports_ab);
+        let (text, compiled) =
+            kernels_ptx(tools, &program, &exports_ab, work.path(), &options()).unwrap();
+        assert!(!text.contains(".entry c("), "{text}");
+        assert!(compiled.is_empty(), "{compiled:?}");
+        let kernels = work.path().join("kernels");
+        assert!(!kernels.join("c.ptx").exists() && !kernels.join("c.key").exists());
+        assert!(kernels.join("a.ptx").is_file() && kernels.join("b.key").is_file());
         // Another option: every kernel.
         let program = reach::prune(&Module::parse(&edited), &exports());
         let lsr = CodegenOptions {
