@@ -75,10 +75,11 @@ fn without_source_locations(text: &str) -> String {
 /// The PTX of the rewritten `module`: `<work>/<crate>.ptx`. The program `opt` is given stays
 /// beside it as `rewritten.ll`: the module without what no export reaches ([`reach::prune`]).
 ///
-/// Each kernel is optimised and compiled alone, from its own module ([`reach::kernel_modules`]),
-/// in `<work>/kernels/`, and the kernels' PTX joined ([`crate::ptx_join`]). A kernel whose
-/// module, options and tools are those of the last build keeps its PTX: an edit to one kernel
-/// compiles that kernel again, an edit to a function several call compiles those.
+/// Each kernel is optimised and compiled alone, from its own module
+/// ([`reach::kernel_modules`]), in `<work>/kernels/`, and the kernels' PTX joined, with one
+/// copy of what they share. A kernel whose module, options and tools are those of the last
+/// build keeps its PTX: an edit to one kernel compiles that kernel again, an edit to a
+/// function several call compiles those.
 pub fn compile(
     tools: Tools,
     module: &Module,
