@@ -27,6 +27,7 @@ pub mod checks;
 mod contract;
 mod kernel;
 pub mod module;
+pub mod reach;
 mod shared;
 
 pub use module::Module;

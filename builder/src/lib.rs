@@ -48,6 +48,7 @@ pub mod link;
 pub mod lints;
 mod memo;
 pub mod nested;
+mod ptx_join;
 mod ptxas;
 pub mod sass;
 pub mod toolchain;
@@ -271,6 +272,7 @@ impl Builder {
                 eprintln!("{line}");
             }
         })?;
+        timings.stage("toolchain");
         // 2. The nested build, and what rustc says it built.
         let nested = nested::build(&nested::NestedOptions {
             manifest_dir: &self.manifest_dir,

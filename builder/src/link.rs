@@ -74,15 +74,34 @@ pub struct Joined {
 
 /// Join the crate's bitcode with the libraries rustc links it with, as rustc's linker joins
 /// them (`llvm-link --ignore-non-bitcode`: the libraries' metadata members are skipped).
+///
+/// Of the libraries only what the crate reaches is taken (`--only-needed`): the rest — most
+/// of `core` — would be dropped before `opt` ([`crate::ir::reach::prune`]), but not before
+/// being joined, disassembled and parsed, five times the crate's own text. Where an export is
+/// then missing (a library's symbol that nothing in the crate names), the libraries are
+/// joined whole.
 pub fn join(tools: Tools, nested: &Nested) -> Result<Joined, LinkError> {
     let joined = nested.work.join("joined.bc");
-    tools.run("llvm-link", &nested.bitcode, |c| {
-        c.arg("--ignore-non-bitcode")
-            .arg(&nested.bitcode)
-            .args(&nested.libraries)
-            .arg("-o")
+    let link = |only_needed: bool| {
+        tools.run("llvm-link", &nested.bitcode, |c| {
+            c.arg("--ignore-non-bitcode")
+                .args(only_needed.then_some("--only-needed"))
+                .arg(&nested.bitcode)
+                .args(&nested.libraries)
+                .arg("-o")
+                .arg(&joined)
+        })
+    };
+    link(true)?;
+    let defined = tools.run("llvm-nm", &joined, |c| {
+        c.arg("--defined-only")
+            .arg("--format=just-symbols")
             .arg(&joined)
     })?;
+    let defined: std::collections::HashSet<&str> = defined.lines().map(str::trim).collect();
+    if !nested.exports.iter().all(|e| defined.contains(e.as_str())) {
+        link(false)?;
+    }
     Ok(Joined {
         bitcode: joined,
         exports: nested.exports.clone(),

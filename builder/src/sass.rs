@@ -39,16 +39,32 @@ pub fn assemble(
 }
 
 /// [`assemble`], returning ptxas's report as it printed it.
+///
+/// ptxas compiles the module's functions on every core (`--split-compile 0`: the same machine
+/// code, the functions shared out among threads); a ptxas too old for the option assembles
+/// on one.
 fn assemble_report(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<String, PtxasError> {
-    let res = Command::new(ptxas)
-        .arg(format!("-arch={arch}"))
-        .arg("-O3")
-        .arg("-v")
-        .arg(ptx)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .map_err(|e| PtxasError::Spawn(ptxas.to_owned(), e))?;
+    let run = |split: bool| {
+        Command::new(ptxas)
+            .arg(format!("-arch={arch}"))
+            .arg("-O3")
+            .arg("-v")
+            .args(
+                split
+                    .then_some(["--split-compile", "0"])
+                    .into_iter()
+                    .flatten(),
+            )
+            .arg(ptx)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .map_err(|e| PtxasError::Spawn(ptxas.to_owned(), e))
+    };
+    let mut res = run(true)?;
+    if !res.status.success() && String::from_utf8_lossy(&res.stderr).contains("split-compile") {
+        res = run(false)?;
+    }
     if !res.status.success() {
         return Err(PtxasError::Rejected {
             file: ptx.to_owned(),
