@@ -280,9 +280,21 @@ fn a_budget_of_no_rows_or_fewer_than_a_batch_reads_host_memory_and_says_so() {
 
 #[test]
 fn refreshes_queued_behind_gathers_in_flight_leave_their_results_intact() {
+    in_flight(0.0);
+}
+
+/// The same with every missed row gathered by the host's threads and scattered by a second
+/// kernel, which a refresh queued behind it must wait for too.
+#[test]
+fn refreshes_queued_behind_host_gathers_in_flight_leave_their_results_intact() {
+    in_flight(1.0);
+}
+
+fn in_flight(host_share: f64) {
     let gpu = gpu();
     let rows = 2000;
     let (mut t, host) = tier(&gpu, rows, 40);
+    t.host_gathers(host_share);
     let mut r = rng();
     let mut perm: Vec<u32> = (0..rows as u32).collect();
     perm.shuffle(&mut r);
@@ -334,6 +346,7 @@ fn refreshes_queued_behind_gathers_in_flight_leave_their_results_intact() {
     t.refresh(&gpu).unwrap();
     check(&host, &ids, &out);
     assert!(t.stats().evicted > s.evicted);
+    assert_eq!(t.stats().staged > 0, host_share > 0.0, "{:?}", t.stats());
 }
 
 #[test]
