@@ -2,7 +2,8 @@
 //! is resident, across refreshes that admit and evict rows; ids out of range are a typed
 //! error that queues and counts nothing; a budget that holds no row, or fewer rows than a
 //! batch, reads from host memory and says so; refreshes queued behind gathers in flight (in a
-//! scope, on another stream, after a leaked guard) leave those gathers' results intact.
+//! scope, on another stream, after a leaked guard) leave those gathers' results intact; rows
+//! gathered by the host's threads equal rows read in place, in any share.
 
 use berth::{DeviceBuffer, Error, Gpu, HotTier};
 use berth_tests::{random_f32, rng};
