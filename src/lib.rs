@@ -112,6 +112,7 @@ pub mod guide {}
 pub use berth_device as device;
 pub use berth_device::async_copy;
 pub use berth_device::mma;
+pub use berth_device::{mbarrier, tma, wgmma};
 pub use berth_device::packed;
 pub use berth_device::warp;
 pub use berth_device::{

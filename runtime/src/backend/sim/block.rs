@@ -7,6 +7,7 @@ use crate::backend::sim::check::{self, Entry, Run};
 use crate::backend::sim::report::{self, Args};
 use crate::backend::sim::shared::{SharedMemory, Unwritten};
 use crate::backend::sim::warp;
+use berth_device::host::async_proxy::{AsyncOp, AsyncProxy};
 use berth_device::host::{Access, At, BlockServices, Coords, MailboxRole, SharedKey};
 use corosensei::Yielder;
 use std::cell::{Cell, RefCell};
@@ -109,6 +110,10 @@ pub(crate) struct Block {
     /// reached one too early.
     copies: RefCell<AsyncCopies>,
     copy_misuse: Cell<Option<Misuse>>,
+    /// The block's mbarriers and bulk tensor copies.
+    pub(crate) proxy: RefCell<AsyncProxy>,
+    /// Each thread that yielded in an mbarrier wait since the scheduler last looked.
+    pub(crate) spinning: RefCell<Vec<bool>>,
     /// The block's place in the grid, and the launch's shape.
     block: [u32; 3],
     dims: Dims,
@@ -151,6 +156,8 @@ impl Block {
             unwritten: Cell::new(None),
             copies: RefCell::new(AsyncCopies::default()),
             copy_misuse: Cell::new(None),
+            proxy: RefCell::new(AsyncProxy::default()),
+            spinning: RefCell::new(vec![false; dims.threads()]),
             block,
             dims: *dims,
             turns,
@@ -269,6 +276,21 @@ unsafe impl BlockServices for Block {
         self.warp_calls.borrow_mut()[t] = Some((call, at));
         self.suspend();
         self.warp_results.borrow()[t]
+    }
+
+    fn async_proxy(&self, op: AsyncOp, _at: At) -> Result<u64, String> {
+        self.proxy.borrow_mut().apply(self.current.get(), op)
+    }
+
+    /// A thread waiting on an mbarrier yields to the others (the scheduler runs it again in
+    /// its next round, and reports the block when a round of waits changes nothing).
+    fn spin(&self, at: At) {
+        if !self.coroutines {
+            self.stray_barrier.set(Some(("mbarrier wait", at)));
+            panic!("{STRAY_BARRIER}");
+        }
+        self.spinning.borrow_mut()[self.current.get()] = true;
+        self.suspend();
     }
 
     fn warp_active_mask(&self) -> u32 {
