@@ -18,6 +18,7 @@ pub mod language;
 pub mod plain;
 pub mod reexport;
 pub mod tensor;
+pub mod wgmma_gemm;
 pub mod tpch;
 
 /// `y[i] = a * x[i] + y[i]`.
