@@ -7,15 +7,15 @@
 //! stride), the box copied at a time and the layout it takes in shared memory. The host
 //! builds it (berth's runtime: `Gpu::tensor_map`, which calls the driver's
 //! `cuTensorMapEncodeTiled` on a GPU) and passes it to the kernel in a `&[TensorMap]`
-//! argument; the kernel also takes the matrix itself as a `&[T]` argument, and [`load`]
-//! checks that the map describes memory inside that slice, so a copy reads only what the
-//! launch lends.
+//! argument; the kernel also takes the matrix itself as a `&[T]` argument, and
+//! [`TensorMap::source`] checks, once, that the map describes memory inside that slice and
+//! the tile shape the copies write, so a copy ([`load`]) reads only what the launch lends.
 //!
 //! The destination is a [`SwizzledTile`]: `ROWS` rows of 128 bytes, 1024-byte aligned, in the
 //! 128-byte swizzle the copy writes (the 16-byte chunk `c` of row `r` is stored at chunk
 //! `c ^ (r % 8)`), which is the layout the tensor cores' matrix descriptors
-//! ([`crate::wgmma`]) read without bank conflicts. Its shape is in its type: a copy whose
-//! map's box is not `ROWS` × 128 bytes with that swizzle stops the launch.
+//! ([`crate::wgmma`]) read without bank conflicts. Its shape is in its type, and a
+//! [`TmaSource`] copies only into tiles of the shape it was checked for.
 //!
 //! # The contract
 //!
@@ -273,16 +273,91 @@ impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
     }
 }
 
-/// Start copying the box whose top-left element is `(row, col)` of the matrix `map` describes
-/// into `dst` (`cp.async.bulk.tensor.2d…mbarrier::complete_tx::bytes`), completing its bytes
+/// A [`TensorMap`] checked against the `&[T]` it describes and against the tile shape its
+/// copies write ([`TensorMap::source`]): what [`load`] copies from, with no check left to do
+/// per copy.
+///
+/// ```
+/// use berth_device::{bf16, tma::{MapShape, TensorMap}};
+/// let m = vec![bf16::ZERO; 64 * 64];
+/// let shape = MapShape { rows: 64, cols: 64, row_stride: 64, box_rows: 64, box_cols: 64, elem_bytes: 2, swizzle: 128 };
+/// // SAFETY: zeros: a map for the simulator, of `m`.
+/// let map = unsafe { TensorMap::from_parts([0; 16], m.as_ptr() as u64, shape) };
+/// let _src = map.source::<bf16, 64>(&m);
+/// ```
+pub struct TmaSource<'a, T, const ROWS: usize> {
+    map: &'a TensorMap,
+    src: &'a [T],
+}
+
+impl<T, const ROWS: usize> Clone for TmaSource<'_, T, ROWS> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const ROWS: usize> Copy for TmaSource<'_, T, ROWS> {}
+
+impl TensorMap {
+    /// This map as the source of copies of `src` into [`SwizzledTile<T, ROWS>`]s.
+    ///
+    /// Checked (a failure stops the thread with a located report): `src` is the matrix the
+    /// map describes (its address, and every row inside the slice), the map lies in global
+    /// memory (a kernel's `&[TensorMap]` argument), its box is `ROWS` × `COLS` elements of
+    /// `T` with the 128-byte swizzle.
+    ///
+    /// ```should_panic
+    /// use berth_device::{bf16, tma::{MapShape, TensorMap}};
+    /// let m = vec![bf16::ZERO; 64 * 64];
+    /// let shape = MapShape { rows: 64, cols: 64, row_stride: 64, box_rows: 64, box_cols: 64, elem_bytes: 2, swizzle: 128 };
+    /// // SAFETY: zeros: a map for the simulator, of `m`.
+    /// let map = unsafe { TensorMap::from_parts([0; 16], m.as_ptr() as u64, shape) };
+    /// let other = vec![bf16::ZERO; 64 * 64];
+    /// let _ = map.source::<bf16, 64>(&other); // not the matrix the map describes
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn source<'a, T: Copy + Send, const ROWS: usize>(
+        &'a self,
+        src: &'a [T],
+    ) -> TmaSource<'a, T, ROWS> {
+        let s = self.shape();
+        let rows_fit = s.rows == 0
+            || (u64::from(s.rows) - 1)
+                .checked_mul(s.row_stride)
+                .and_then(|x| x.checked_add(u64::from(s.cols)))
+                .is_some_and(|end| end <= src.len() as u64);
+        if self.base != src.as_ptr() as u64
+            || !rows_fit
+            || s.row_stride < u64::from(s.cols)
+            || s.elem_bytes as usize != size_of::<T>()
+        {
+            crate::panic::fail(
+                "tma: the tensor map does not describe the `&[T]` given (its address, shape or element size)",
+            );
+        }
+        if s.box_rows as usize != ROWS
+            || s.box_cols as usize != SwizzledTile::<T, ROWS>::COLS
+            || s.swizzle != 128
+        {
+            crate::panic::fail(
+                "tma: the tensor map's box is not the tile's shape (ROWS rows of 128 bytes, 128-byte swizzle)",
+            );
+        }
+        if !crate::async_copy::in_global_memory(self as *const TensorMap) {
+            crate::panic::fail(
+                "tma: the tensor map is not in global memory (pass it in a kernel's `&[TensorMap]` argument)",
+            );
+        }
+        TmaSource { map: self, src }
+    }
+}
+
+/// Start copying the box whose top-left element is `(row, col)` of `src`'s matrix into `dst`
+/// (`cp.async.bulk.tensor.2d…mbarrier::complete_tx::bytes`), completing its bytes
 /// (`SwizzledTile::<T, ROWS>::BYTES`, the zeros past the matrix's edge included) on `bar`.
 /// The usual step: [`MBarrier::arrive_expect_tx`] of the bytes of every copy of the stage,
-/// then the copies, by one thread.
-///
-/// Checked (a failure stops the thread with a located report): `src` is the matrix the map
-/// describes (its address, and every row inside the slice), the map lies in global memory
-/// (a kernel's `&[TensorMap]` argument), its box is `ROWS` × `COLS` elements of `T` with the
-/// 128-byte swizzle.
+/// then the copies, by one thread. Rows and columns past the matrix's edge are read as zeros.
 ///
 /// # Safety
 /// The [module's contract](self#the-contract): nothing touches the tile's bytes until the
@@ -307,7 +382,7 @@ impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
 /// // SAFETY: one arrival announcing the copy's bytes; nothing touches the tile meanwhile.
 /// unsafe {
 ///     bar.arrive_expect_tx(1024);
-///     tma::load(tile, &map, &m, 8, 0, bar);
+///     tma::load(tile, map.source(&m), 8, 0, bar);
 /// }
 /// bar.wait(0);
 /// // Row 8 + 1 of the matrix, column 0, is at chunk 0 ^ 1 of the tile's row 1.
@@ -317,51 +392,23 @@ impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
 #[track_caller]
 pub unsafe fn load<T: Copy + Send, const ROWS: usize>(
     dst: SwizzledTile<T, ROWS>,
-    map: &TensorMap,
-    src: &[T],
+    src: TmaSource<'_, T, ROWS>,
     row: u32,
     col: u32,
     bar: MBarrier,
 ) {
-    let s = map.shape();
-    let rows_fit = s.rows == 0
-        || (u64::from(s.rows) - 1)
-            .checked_mul(s.row_stride)
-            .and_then(|x| x.checked_add(u64::from(s.cols)))
-            .is_some_and(|end| end <= src.len() as u64);
-    if map.base != src.as_ptr() as u64
-        || !rows_fit
-        || s.row_stride < u64::from(s.cols)
-        || s.elem_bytes as usize != size_of::<T>()
-    {
-        crate::panic::fail(
-            "tma::load: the tensor map does not describe the `&[T]` given (its address, shape or element size)",
-        );
-    }
-    if s.box_rows as usize != ROWS
-        || s.box_cols as usize != SwizzledTile::<T, ROWS>::COLS
-        || s.swizzle != 128
-    {
-        crate::panic::fail(
-            "tma::load: the tensor map's box is not the tile's shape (ROWS rows of 128 bytes, 128-byte swizzle)",
-        );
-    }
     #[cfg(target_arch = "nvptx64")]
     {
-        if !crate::async_copy::in_global_memory(map as *const TensorMap) {
-            crate::panic::fail(
-                "tma::load: the tensor map is not in global memory (pass it in a kernel's `&[TensorMap]` argument)",
-            );
-        }
-        // SAFETY: the map describes global memory inside `src`, which the launch lends and
-        // nothing writes; the destination is a whole tile of shared memory, aligned for the
-        // swizzle; the barrier is initialised (`MBarrier` exists only after `init`); the
-        // rest is the caller's contract. Not `nomem`: the copy writes shared memory.
+        // SAFETY: the map describes global memory inside `src.src`, which the launch lends
+        // and nothing writes, with this tile's box and swizzle (`TensorMap::source`); the
+        // destination is a whole tile of shared memory, aligned for the swizzle; the barrier
+        // is initialised (`MBarrier` exists only after `init`); the rest is the caller's
+        // contract. Not `nomem`: the copy writes shared memory.
         unsafe {
             core::arch::asm!(
                 "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{d}], [{m}, {{{c}, {r}}}], [{b}];",
                 d = in(reg32) crate::mbarrier::shared_addr(dst.p),
-                m = in(reg64) map as *const TensorMap,
+                m = in(reg64) src.map as *const TensorMap,
                 c = in(reg32) col,
                 r = in(reg32) row,
                 b = in(reg32) bar.addr(),
@@ -371,6 +418,7 @@ pub unsafe fn load<T: Copy + Send, const ROWS: usize>(
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
+        let s = src.map.shape();
         let es = size_of::<T>();
         for r in 0..ROWS {
             for c in 0..SwizzledTile::<T, ROWS>::COLS {
@@ -378,10 +426,12 @@ pub unsafe fn load<T: Copy + Send, const ROWS: usize>(
                 let to = (dst.p as *mut u8).wrapping_add(SwizzledTile::<T, ROWS>::offset(r, c));
                 if gr < u64::from(s.rows) && gc < u64::from(s.cols) {
                     let i = (gr * s.row_stride + gc) as usize;
-                    // SAFETY: `i` is inside `src` (the map's rows fit it, checked above); the
-                    // destination is inside the tile, which the caller's contract keeps
+                    // SAFETY: `i` is inside `src` (the map's rows fit it: `TensorMap::source`);
+                    // the destination is inside the tile, which the caller's contract keeps
                     // untouched by anyone else.
-                    unsafe { core::ptr::copy_nonoverlapping((&raw const src[i]).cast::<u8>(), to, es) };
+                    unsafe {
+                        core::ptr::copy_nonoverlapping((&raw const src.src[i]).cast::<u8>(), to, es)
+                    };
                 } else {
                     // SAFETY: as above; the hardware fills the box past the edge with zeros.
                     unsafe { core::ptr::write_bytes(to, 0, es) };

@@ -183,15 +183,32 @@ impl<const REGS: usize> Acc<REGS> {
         )
     }
 
-    /// The thread's registers, in [`coords`](Self::coords) order. Read them only after a
-    /// [`wait`] that covers every product into them.
+    /// The thread's registers, in [`coords`](Self::coords) order. Call it only after a
+    /// [`wait`] that covers every product into them: on the GPU it passes the registers
+    /// through an empty asm statement, which the compiler keeps after the wait, so no read of
+    /// them is moved above it (the compiler does not know that `mma_async` writes them
+    /// later than it returns).
     ///
     /// ```
     /// assert_eq!(berth_device::wgmma::Acc::<32>::zero().regs(), &[0.0; 32]);
     /// ```
     #[inline(always)]
     #[must_use]
-    pub const fn regs(&self) -> &[f32; REGS] {
+    pub fn regs(&mut self) -> &[f32; REGS] {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let regs: *mut f32 = self.regs.as_mut_ptr();
+            // SAFETY (each arm): `REGS` is the arm's register count, so the cast names the
+            // same array.
+            unsafe {
+                match REGS {
+                    32 => ops::fence_operands_32(&mut *regs.cast()),
+                    64 => ops::fence_operands_64(&mut *regs.cast()),
+                    128 => ops::fence_operands_128(&mut *regs.cast()),
+                    _ => {}
+                }
+            }
+        }
         &self.regs
     }
 }
@@ -254,6 +271,11 @@ pub unsafe fn wait<const N: u32>() {
     unsafe {
         core::arch::asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack))
     };
+    // The simulator reads the operands when the product is issued; meeting the warp here
+    // keeps a lane's signal "the operands are free" (an arrival after the wait) behind every
+    // lane's reads, as the aligned wait does on the GPU.
+    #[cfg(not(target_arch = "nvptx64"))]
+    crate::warp::sync_warp(u32::MAX);
 }
 
 /// `acc = a · bᵀ + (accumulate ? acc : 0)` by the warpgroup

@@ -8,8 +8,9 @@
 //! complete on the stage's "full" barrier. Warpgroups 1 and 2 are the consumers, 64 rows of
 //! the tile each: per step they wait on the stage's full barrier, run four
 //! `wgmma.m64n256k16` (one per 16 columns of the step) into 128 `f32` accumulators per
-//! thread, wait for them, and arrive on the stage's "empty" barrier (one arrival per warp),
-//! which the producer waits on before copying into the stage again. The producer gives
+//! thread, wait for the previous step's products (keeping this step's in flight), and arrive
+//! on the previous stage's "empty" barrier (one arrival per warp), which the producer waits on
+//! before copying into that stage again. The producer gives
 //! registers back (`setmaxnreg`) and the consumers take them.
 
 use berth::mbarrier::MBarriers;
@@ -112,6 +113,10 @@ fn gemm<T: MmaInput + DeviceCopy>(
         // 128·40 + 256·232 registers fit the register file.
         unsafe { wgmma::release_registers::<40>() };
         if t == 0 {
+            let (src_a, src_b) = (
+                maps[0].source::<T, WG_BM>(&a),
+                maps[1].source::<T, WG_BN>(&b),
+            );
             for step in 0..steps {
                 let s = step % WG_STAGES;
                 // The consumers' arrivals of the step that last used stage `s` (a fresh
@@ -124,8 +129,8 @@ fn gemm<T: MmaInput + DeviceCopy>(
                 // the consumers read it again only after waiting on `bar` for this phase.
                 unsafe {
                     bar.arrive_expect_tx(STAGE_BYTES);
-                    tma::load(tile_a(s), &maps[0], &a, row0 as u32, (step * WG_BK) as u32, bar);
-                    tma::load(tile_b(s), &maps[1], &b, col0 as u32, (step * WG_BK) as u32, bar);
+                    tma::load(tile_a(s), src_a, row0 as u32, (step * WG_BK) as u32, bar);
+                    tma::load(tile_b(s), src_b, col0 as u32, (step * WG_BK) as u32, bar);
                 }
             }
         }
@@ -141,8 +146,9 @@ fn gemm<T: MmaInput + DeviceCopy>(
         let (ta, tb) = (tile_a(s), tile_b(s));
         // SAFETY: the whole warpgroup runs this loop together (its bounds are the same in
         // every thread). Stage `s` was written by the copies whose phase of `full` this thread
-        // waited for, and is not written again before this warp's arrival on `empty` below,
-        // which follows the wait for the products.
+        // waited for, and is not written again before this warp's arrival on `empty` for it,
+        // which follows a wait that covers these products: the next step's `wait::<1>`
+        // (which leaves only that step's group in flight), or the one after the loop.
         unsafe {
             wgmma::fence();
             for kk in 0..WG_BK / 16 {
@@ -154,24 +160,53 @@ fn gemm<T: MmaInput + DeviceCopy>(
                 );
             }
             wgmma::commit();
-            wgmma::wait::<0>();
-            if warp::lane_id() == 0 {
-                empty.get(s).arrive();
+            // The previous step's products are done: its stage may be copied into again,
+            // while this step's run on.
+            wgmma::wait::<1>();
+            if step > 0 && warp::lane_id() == 0 {
+                empty.get((step - 1) % WG_STAGES).arrive();
             }
         }
     }
+    // SAFETY: the whole warpgroup reaches it. The accumulators are read below, after it.
+    unsafe { wgmma::wait::<0>() };
     let tg = t % 128;
-    let regs = acc.regs();
-    // Unrolled: a rolled loop would index the accumulators, which puts them in local memory.
-    unroll! { for i in 0..128 {
-        let (r, cc) = Acc::<128>::coords(tg, i);
-        // SAFETY: `(block, warpgroup, thread, i)` names each element of `c` once: the blocks
-        // tile `c` in 128×256 (the grouped order is a bijection of the block indices), the
-        // consumers their block's tile in 64-row halves, and the accumulator layout gives
-        // each thread of a warpgroup distinct elements of its 64×256.
-        unsafe { c.write((row0 + half + r) * n + col0 + cc, regs[i]) };
+    let regs = acc.regs(); // after the last wait: ordered behind it
+    // Registers `4q`, `4q + 1` are row `r` columns `8q + c0`, `+ 1`; `4q + 2`, `4q + 3` the same
+    // columns of row `r + 8` (`Acc::coords`).
+    let (r, c0) = Acc::<128>::coords(tg, 0);
+    let first = (row0 + half + r) * n + col0 + c0;
+    #[cfg(target_arch = "nvptx64")]
+    let out = c.as_mut_ptr();
+    // Unrolled (a rolled loop would index the accumulators, which puts them in local memory),
+    // a pair of neighbouring columns per store.
+    unroll! { for q in 0..32 {
+        for h in 0..2 {
+            let at = first + h * 8 * n + 8 * q;
+            let (x, y) = (regs[4 * q + 2 * h], regs[4 * q + 2 * h + 1]);
+            // SAFETY: `(block, warpgroup, thread, q, h)` names each pair of elements of `c`
+            // once: the blocks tile `c` in 128×256 (the grouped order is a bijection of the
+            // block indices), the consumers their block's tile in 64-row halves, and the
+            // accumulator layout gives each thread of a warpgroup distinct pairs of its 64×256.
+            // The pair is inside `c`: its row `row0 + half + r + 8h < m` and its columns
+            // `col0 + c0 + 8q + 1 < n` (the tile is inside the matrix, and `c.len() >= m * n`,
+            // checked above), and 8-byte aligned (`c0` and `n` even, the buffer 256-byte
+            // aligned).
+            gpu_or_host! {
+                gpu => unsafe { out.add(at).cast::<Pair>().write(Pair([x, y])) },
+                host => unsafe {
+                    c.write(at, x);
+                    c.write(at + 1, y);
+                },
+            }
+        }
     }}
 }
+
+/// Two `f32` stored as one 8-byte access.
+#[cfg(target_arch = "nvptx64")]
+#[repr(C, align(8))]
+struct Pair([f32; 2]);
 
 /// `c = a · bᵀ` for `a` (`m × k`) and `b` (`n × k`) of `T`, row-major, `f32` out (`m × n`):
 /// launch through [`wgmma_gemm`], which makes the grid and the shared memory.
