@@ -32,7 +32,10 @@ pub fn raise(ptx: &str, arch: &str) -> (String, String) {
     for line in ptx.split_inclusive('\n') {
         let body = line.trim_end();
         if let Some(t) = body.strip_prefix(".target ") {
-            let rest = t.split_once(',').map(|(_, r)| format!(",{r}")).unwrap_or_default();
+            let rest = t
+                .split_once(',')
+                .map(|(_, r)| format!(",{r}"))
+                .unwrap_or_default();
             out.push_str(&format!(".target {arch}{rest}\n"));
         } else if let Some(v) = body.strip_prefix(".version ")
             && isa80
@@ -77,9 +80,18 @@ mod tests {
     fn bulk_copies_raise_the_version_only_and_plain_ptx_is_untouched() {
         let ptx = ".version 7.8\n.target sm_90\ncp.async.bulk.tensor.2d.x;\n";
         let (out, arch) = raise(ptx, "sm_90");
-        assert_eq!((arch.as_str(), out.starts_with(".version 8.0\n.target sm_90\n")), ("sm_90", true));
+        assert_eq!(
+            (
+                arch.as_str(),
+                out.starts_with(".version 8.0\n.target sm_90\n")
+            ),
+            ("sm_90", true)
+        );
         let plain = ".version 7.8\n.target sm_90\nret;\n";
-        assert_eq!(raise(plain, "sm_90"), (plain.to_owned(), "sm_90".to_owned()));
+        assert_eq!(
+            raise(plain, "sm_90"),
+            (plain.to_owned(), "sm_90".to_owned())
+        );
         let newer = ".version 8.7\n.target sm_100\nwgmma.x;\n";
         assert_eq!(raise(newer, "sm_100").0, newer);
     }

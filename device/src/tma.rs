@@ -239,7 +239,12 @@ impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
     #[track_caller]
     #[must_use]
     pub fn new(region: Shared<T>, at: usize) -> Self {
-        const { assert!(ROWS % 8 == 0 && ROWS > 0, "a swizzled tile has a multiple of 8 rows") };
+        const {
+            assert!(
+                ROWS.is_multiple_of(8) && ROWS > 0,
+                "a swizzled tile has a multiple of 8 rows"
+            )
+        };
         const { assert!(128 % size_of::<T>() == 0, "elements divide a 128-byte row") };
         let n = ROWS * Self::COLS;
         if at > region.len() || region.len() - at < n {
@@ -249,10 +254,7 @@ impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
         if !(p as usize).is_multiple_of(1024) {
             crate::panic::fail("swizzled tile: the tile must start 1024-byte aligned");
         }
-        SwizzledTile {
-            p,
-            _t: PhantomData,
-        }
+        SwizzledTile { p, _t: PhantomData }
     }
 
     /// The generic address of the tile's first byte.

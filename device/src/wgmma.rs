@@ -119,8 +119,14 @@ impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
     #[track_caller]
     #[must_use]
     pub fn desc<const R: usize>(&self, row: usize, k: usize) -> Desc<T, R> {
-        const { assert!(R % 8 == 0 && R > 0 && R <= ROWS, "a descriptor names a multiple of 8 rows of the tile") };
-        if !row.is_multiple_of(8) || row + R > ROWS || !k.is_multiple_of(16) || k + 16 > Self::COLS {
+        const {
+            assert!(
+                R.is_multiple_of(8) && R > 0 && R <= ROWS,
+                "a descriptor names a multiple of 8 rows of the tile"
+            )
+        };
+        if !row.is_multiple_of(8) || row + R > ROWS || !k.is_multiple_of(16) || k + 16 > Self::COLS
+        {
             crate::panic::fail(
                 "wgmma descriptor: rows must start at a multiple of 8 and stay in the tile, columns at a multiple of 16 and stay in the row",
             );
@@ -308,7 +314,12 @@ pub unsafe fn mma_async<T: MmaInput, const REGS: usize, const RB: usize>(
     b: Desc<T, RB>,
     accumulate: bool,
 ) {
-    const { assert!(RB == 2 * REGS && matches!(RB, 64 | 128 | 256), "wgmma: B has N = 64, 128 or 256 rows and the accumulator N / 2 registers") };
+    const {
+        assert!(
+            RB == 2 * REGS && matches!(RB, 64 | 128 | 256),
+            "wgmma: B has N = 64, 128 or 256 rows and the accumulator N / 2 registers"
+        )
+    };
     #[cfg(target_arch = "nvptx64")]
     {
         let (ab, bb, s) = (a.bits, b.bits, u32::from(accumulate));
@@ -352,7 +363,12 @@ pub unsafe fn mma_async<T: MmaInput, const REGS: usize, const RB: usize>(
 /// ```
 #[inline(always)]
 pub unsafe fn claim_registers<const N: u32>() {
-    const { assert!(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 from 24 to 256") };
+    const {
+        assert!(
+            N.is_multiple_of(8) && N >= 24 && N <= 256,
+            "setmaxnreg takes a multiple of 8 from 24 to 256"
+        )
+    };
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: the caller's contract.
     unsafe {
@@ -372,7 +388,12 @@ pub unsafe fn claim_registers<const N: u32>() {
 /// ```
 #[inline(always)]
 pub unsafe fn release_registers<const N: u32>() {
-    const { assert!(N % 8 == 0 && N >= 24 && N <= 256, "setmaxnreg takes a multiple of 8 from 24 to 256") };
+    const {
+        assert!(
+            N.is_multiple_of(8) && N >= 24 && N <= 256,
+            "setmaxnreg takes a multiple of 8 from 24 to 256"
+        )
+    };
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: the caller's contract.
     unsafe {

@@ -18,8 +18,8 @@ pub mod language;
 pub mod plain;
 pub mod reexport;
 pub mod tensor;
-pub mod wgmma_gemm;
 pub mod tpch;
+pub mod wgmma_gemm;
 
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]

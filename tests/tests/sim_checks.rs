@@ -636,16 +636,22 @@ fn a_tensor_core_read_of_a_bulk_copy_nobody_waited_for_is_reported() {
         .map(berth::bf16::from_f32)
         .collect();
     let da = gpu.upload(&a).unwrap();
-    let maps = gpu.upload(&[gpu.tensor_map(&da, 64, 64, 64).unwrap()]).unwrap();
+    let maps = gpu
+        .upload(&[gpu.tensor_map(&da, 64, 64, 64).unwrap()])
+        .unwrap();
     let mut out = gpu.alloc_zeroed::<f32>(128).unwrap();
     let grid = Grid::new(1, 128).shared_bytes(WGMMA_BEFORE_WAIT_SHARED);
     let r = wgmma_before_wait(&gpu, grid, &da, &maps, &mut out).and_then(|p| p.wait());
     let Err(Error::KernelPanic { kernel, report, .. }) = r else {
         panic!("expected a stopped thread, got {r:?}");
     };
-    assert_eq!((kernel.as_str(), report.thread), ("wgmma_before_wait", [0, 0, 0]));
+    assert_eq!(
+        (kernel.as_str(), report.thread),
+        ("wgmma_before_wait", [0, 0, 0])
+    );
     let broken = berth_tests::BROKEN;
-    let line = broken.line("wgmma::mma_async(&mut acc, tile.desc::<64>(0, 0), tile.desc::<64>(0, 0), false);");
+    let line = broken
+        .line("wgmma::mma_async(&mut acc, tile.desc::<64>(0, 0), tile.desc::<64>(0, 0), false);");
     has(
         &report.message,
         &[

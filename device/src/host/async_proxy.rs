@@ -211,7 +211,11 @@ impl AsyncProxy {
                 Ok(1)
             }
             AsyncOp::Read { addr, bytes } => {
-                for c in self.copies.iter().filter(|c| overlaps(c.dst, c.bytes, addr, bytes)) {
+                for c in self
+                    .copies
+                    .iter()
+                    .filter(|c| overlaps(c.dst, c.bytes, addr, bytes))
+                {
                     if self.bars[&c.bar].phase <= c.phase {
                         return Err(format!(
                             "a tensor-core read of shared bytes {addr:#x}..{:#x} that a bulk copy is still writing: its mbarrier ({:#x}) phase has not completed",
@@ -219,7 +223,11 @@ impl AsyncProxy {
                             c.bar
                         ));
                     }
-                    if self.seen.get(&(thread, c.bar)).is_none_or(|&s| s <= c.phase) {
+                    if self
+                        .seen
+                        .get(&(thread, c.bar))
+                        .is_none_or(|&s| s <= c.phase)
+                    {
                         return Err(format!(
                             "a tensor-core read of shared bytes {addr:#x}..{:#x} by a thread that did not wait on the mbarrier ({:#x}) phase that completes the bulk copy writing them",
                             addr + bytes,

@@ -9,7 +9,14 @@ use core::panic::Location;
 /// matrices of 8 rows × 16 bytes, `lbo` apart along k and `sbo` apart along the rows) and
 /// 128 bytes (rows of 128 bytes, eight-row groups `sbo` apart, the 16-byte chunk XOR-ed with
 /// address bits 7–9).
-fn element(desc: u64, hi: usize, row: usize, k: usize, es: usize, at: &'static Location<'static>) -> usize {
+fn element(
+    desc: u64,
+    hi: usize,
+    row: usize,
+    k: usize,
+    es: usize,
+    at: &'static Location<'static>,
+) -> usize {
     let start = hi + (((desc & 0x3fff) as usize) << 4);
     let lbo = (((desc >> 16) & 0x3fff) as usize) << 4;
     let sbo = (((desc >> 32) & 0x3fff) as usize) << 4;
@@ -29,9 +36,21 @@ fn element(desc: u64, hi: usize, row: usize, k: usize, es: usize, at: &'static L
 
 /// Read `es`-byte element `(row, k)` of `desc`'s operand, after checking its 16-byte chunk
 /// against the bulk copies in flight.
-fn read(desc: (u64, usize), row: usize, k: usize, widen: fn(u16) -> f32, at: &'static Location<'static>) -> f32 {
+fn read(
+    desc: (u64, usize),
+    row: usize,
+    k: usize,
+    widen: fn(u16) -> f32,
+    at: &'static Location<'static>,
+) -> f32 {
     let p = element(desc.0, desc.1, row, k, 2, at);
-    crate::host::async_proxy(AsyncOp::Read { addr: p & !15, bytes: 16 }, at);
+    crate::host::async_proxy(
+        AsyncOp::Read {
+            addr: p & !15,
+            bytes: 16,
+        },
+        at,
+    );
     // SAFETY: the descriptor was built from a shared tile (`SwizzledTile::desc`), whose rows
     // and columns it names, inside the block's shared memory; the read contract is the
     // caller's. A hand-made descriptor cannot reach here (its type has no public constructor).

@@ -102,7 +102,11 @@ fn check(m: usize, n: usize, k: usize, a: usize, b: usize, c: Option<usize>) -> 
             "{m}×{n}×{k}: m, n and k must be positive multiples of {WG_BM}, {WG_BN} and {WG_BK}"
         )));
     }
-    for (name, got, want) in [("a", a, m * k), ("b", b, n * k), ("c", c.unwrap_or(m * n), m * n)] {
+    for (name, got, want) in [
+        ("a", a, m * k),
+        ("b", b, n * k),
+        ("c", c.unwrap_or(m * n), m * n),
+    ] {
         if got != want {
             return Err(refuse(format!("`{name}` holds {got} elements, not {want}")));
         }
@@ -135,5 +139,13 @@ pub fn wgmma_gemm<'l, T: WgmmaGemmInput>(
     let blocks = u32::try_from((m / WG_BM) * (n / WG_BN))
         .map_err(|_| refuse(format!("{m}×{n} needs more than u32::MAX blocks")))?;
     let grid = Grid::new(blocks, WG_THREADS as u32).shared_bytes(WG_SHARED_BYTES as u32);
-    T::__launch(on, grid, [m as u32, n as u32, k as u32], a, b, &maps.maps, c)
+    T::__launch(
+        on,
+        grid,
+        [m as u32, n as u32, k as u32],
+        a,
+        b,
+        &maps.maps,
+        c,
+    )
 }
