@@ -204,8 +204,16 @@ impl<T, const ROWS: usize> Copy for SwizzledTile<T, ROWS> {}
 
 impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
     /// Elements per row (128 bytes).
+    ///
+    /// ```
+    /// assert_eq!(berth_device::tma::SwizzledTile::<f32, 8>::COLS, 32);
+    /// ```
     pub const COLS: usize = 128 / size_of::<T>();
     /// Bytes of the tile.
+    ///
+    /// ```
+    /// assert_eq!(berth_device::tma::SwizzledTile::<u16, 256>::BYTES, 32 * 1024);
+    /// ```
     pub const BYTES: usize = ROWS * 128;
 
     /// The byte offset in the tile of element `(row, col)`: the 16-byte chunk `col / COLS *
