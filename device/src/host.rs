@@ -615,7 +615,8 @@ pub unsafe trait BlockServices {
     /// let store = shared_array!(B: [u64; 1]);
     /// // SAFETY: one thread, the whole block.
     /// let bars = unsafe { MBarriers::init(store, 2) };
-    /// bars.get(0).arrive(); // one of two arrivals: the phase does not complete
+    /// // SAFETY: one of the phase's two arrivals: the phase does not complete.
+    /// unsafe { bars.get(0).arrive() };
     /// bars.get(0).wait(0); // nobody else can arrive: reported
     /// ```
     fn spin(&self, at: At) {

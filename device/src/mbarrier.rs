@@ -228,6 +228,9 @@ impl MBarrier {
     /// running phase, then arrive (`mbarrier.arrive.expect_tx`): the phase completes once
     /// those bytes are written as well. The usual producer step: this, then the copies.
     ///
+    /// `bytes` is below 2^20 (the transaction count's range; else the thread stops with a
+    /// located report).
+    ///
     /// # Safety
     /// As [`arrive`](Self::arrive); and the copies that complete on this barrier in the phase
     /// write exactly the announced bytes (more would complete a later phase early).
@@ -243,6 +246,9 @@ impl MBarrier {
     #[inline(always)]
     #[track_caller]
     pub unsafe fn arrive_expect_tx(&self, bytes: u32) {
+        if bytes >= 1 << 20 {
+            crate::panic::fail("mbarrier: a phase's transaction count is below 2^20 bytes");
+        }
         #[cfg(target_arch = "nvptx64")]
         // SAFETY: `p` is an initialised barrier in shared memory (`MBarriers::init`); the
         // arrival count is the caller's contract. Not `nomem`: it releases this thread's

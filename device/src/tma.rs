@@ -27,9 +27,10 @@
 //!
 //! The simulator performs the copy when it is issued (the same swizzle, zeros for the
 //! rows and columns past the matrix's edge, as the hardware fills them), completes the bytes
-//! on the barrier, and records them as in flight until the phase completes: a tensor-core
-//! read of them before that, or by a thread that did not wait for the phase, stops the launch
-//! with a report, as does a second copy over bytes still in flight.
+//! on the barrier, and records them as in flight until the phase completes: a read of them
+//! (through a tensor-core descriptor or a plain read) before that, or by a thread that did not
+//! wait for the phase, stops the launch with a report, as do a plain write and a second copy
+//! over bytes still in flight.
 //!
 //! ```
 //! use berth_device::tma::{SwizzledTile, TensorMap};

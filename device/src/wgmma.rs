@@ -153,7 +153,7 @@ impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
 ///
 /// ```
 /// use berth_device::wgmma::Acc;
-/// let acc = Acc::<64>::zero();
+/// let mut acc = Acc::<64>::zero();
 /// assert_eq!(acc.regs().len(), 64);
 /// ```
 #[derive(Clone, Copy, Debug)]

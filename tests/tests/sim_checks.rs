@@ -650,12 +650,11 @@ fn a_tensor_core_read_of_a_bulk_copy_nobody_waited_for_is_reported() {
         ("wgmma_before_wait", [0, 0, 0])
     );
     let broken = berth_tests::BROKEN;
-    let line = broken
-        .line("wgmma::mma_async(&mut acc, tile.desc::<64>(0, 0), tile.desc::<64>(0, 0), false);");
+    let line = broken.line("wgmma::mma_async(");
     has(
         &report.message,
         &[
-            "a tensor-core read of shared bytes",
+            "a read of shared bytes",
             "by a thread that did not wait on the mbarrier",
             &format!("{}:{line}", broken.path),
         ],
@@ -673,5 +672,32 @@ fn an_mbarrier_phase_that_can_never_complete_is_reported() {
     has(
         &problem,
         &["threads wait on an mbarrier phase that no thread can complete"],
+    );
+}
+
+#[test]
+fn a_plain_read_of_a_bulk_copy_nobody_waited_for_is_reported() {
+    use berth_fixtures::broken::tma_read_before_wait;
+    let gpu = Gpu::simulator();
+    let a = vec![berth::bf16::ONE; 8 * 64];
+    let da = gpu.upload(&a).unwrap();
+    let maps = gpu
+        .upload(&[gpu.tensor_map(&da, 8, 64, 8).unwrap()])
+        .unwrap();
+    let mut out = gpu.alloc_zeroed::<f32>(32).unwrap();
+    let r =
+        tma_read_before_wait(&gpu, Grid::new(1, 32), &da, &maps, &mut out).and_then(|p| p.wait());
+    let Err(Error::KernelPanic { report, .. }) = r else {
+        panic!("expected a stopped thread, got {r:?}");
+    };
+    let broken = berth_tests::BROKEN;
+    let line = broken.line("let v = unsafe { tile.read(skip + thread::linear_in_block()) };");
+    has(
+        &report.message,
+        &[
+            "a read of shared bytes",
+            "by a thread that did not wait on the mbarrier",
+            &format!("{}:{line}", broken.path),
+        ],
     );
 }

@@ -415,7 +415,9 @@ run_compute() {
   : > "$out/compute.jsonl"
   if nvcc -O3 -arch=sm_90 -Xptxas -v -o "$here/compute" "$here/compute.cu" > "$here/nvcc-ptxas.txt" 2>&1; then
     ptxas_json nvcc < "$here/nvcc-ptxas.txt" >> "$out/compute.jsonl"
-    ptxas -arch=sm_90 -v "$here/berth_examples.ptx" -o "$here/berth_examples.cubin" 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
+    # The examples' own target: sm_90a once their inline PTX uses the warpgroup instructions.
+    ptx_arch=$(sed -n 's/^\.target \([a-z0-9_]*\).*/\1/p' "$here/berth_examples.ptx" | head -n 1)
+    ptxas -arch="${ptx_arch:-sm_90}" -v "$here/berth_examples.ptx" -o "$here/berth_examples.cubin" 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
     cuobjdump -sass "$here/compute" | sass_json nvcc >> "$out/compute.jsonl"
     cuobjdump -sass "$here/berth_examples.cubin" | sass_json berth >> "$out/compute.jsonl"
     for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \

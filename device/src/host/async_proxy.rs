@@ -55,11 +55,19 @@ pub enum AsyncOp {
         /// The parity waited for.
         parity: u32,
     },
-    /// The async proxy reads `bytes` bytes at `addr` (a tensor-core operand in shared memory).
+    /// A read of `bytes` bytes at `addr`: a tensor-core operand in shared memory, or a plain
+    /// read of bytes a bulk copy wrote.
     Read {
         /// The first byte.
         addr: usize,
         /// Bytes read.
+        bytes: usize,
+    },
+    /// A plain write of `bytes` bytes at `addr` of shared memory.
+    Write {
+        /// The first byte.
+        addr: usize,
+        /// Bytes written.
         bytes: usize,
     },
 }
@@ -118,6 +126,21 @@ impl AsyncProxy {
     /// ```
     pub fn progress(&self) -> u64 {
         self.progress
+    }
+
+    /// Whether any bulk copy has written shared memory (a plain access needs checking only
+    /// then).
+    ///
+    /// ```
+    /// use berth_device::host::async_proxy::{AsyncOp, AsyncProxy};
+    /// let mut p = AsyncProxy::default();
+    /// assert!(!p.has_copies());
+    /// p.apply(0, AsyncOp::Init { bar: 8, count: 1 }).unwrap();
+    /// p.apply(0, AsyncOp::Copied { bar: 8, dst: 1024, bytes: 16 }).unwrap();
+    /// assert!(p.has_copies());
+    /// ```
+    pub fn has_copies(&self) -> bool {
+        !self.copies.is_empty()
     }
 
     fn bar(&mut self, bar: usize, what: &str) -> Result<&mut Barrier, String> {
@@ -229,11 +252,23 @@ impl AsyncProxy {
                         .is_none_or(|&s| s <= c.phase)
                     {
                         return Err(format!(
-                            "a tensor-core read of shared bytes {addr:#x}..{:#x} by a thread that did not wait on the mbarrier ({:#x}) phase that completes the bulk copy writing them",
+                            "a read of shared bytes {addr:#x}..{:#x} by a thread that did not wait on the mbarrier ({:#x}) phase that completes the bulk copy writing them",
                             addr + bytes,
                             c.bar
                         ));
                     }
+                }
+                Ok(0)
+            }
+            AsyncOp::Write { addr, bytes } => {
+                if let Some(c) = self.copies.iter().find(|c| {
+                    overlaps(c.dst, c.bytes, addr, bytes) && self.bars[&c.bar].phase <= c.phase
+                }) {
+                    return Err(format!(
+                        "a write of shared bytes {addr:#x}..{:#x} that a bulk copy is still writing: its mbarrier ({:#x}) phase has not completed",
+                        addr + bytes,
+                        c.bar
+                    ));
                 }
                 Ok(0)
             }

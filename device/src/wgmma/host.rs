@@ -75,8 +75,9 @@ pub(super) fn mma(
         );
     }
     let t = crate::thread::linear_in_block() % 128;
+    // Thread `t` holds rows `16 (t / 32) + t % 32 / 4` and 8 below (the accumulator layout).
     let rows: [[f32; 16]; 2] = core::array::from_fn(|h| {
-        let (m, _) = super::Acc::<2>::coords(t, 2 * h);
+        let m = 16 * (t / 32) + t % 32 / 4 + 8 * h;
         core::array::from_fn(|k| read(a, m, k, widen, at))
     });
     let n = 2 * acc.len();

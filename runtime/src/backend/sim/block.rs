@@ -279,7 +279,14 @@ unsafe impl BlockServices for Block {
     }
 
     fn async_proxy(&self, op: AsyncOp, _at: At) -> Result<u64, String> {
-        self.proxy.borrow_mut().apply(self.current.get(), op)
+        let r = self.proxy.borrow_mut().apply(self.current.get(), op);
+        if let (Ok(_), AsyncOp::Copied { dst, bytes, .. }) = (&r, op) {
+            // The copy's bytes count as written for the initialisation check; they are kept
+            // out of the race log, which knows barriers but not mbarrier phases (the proxy
+            // checks the accesses to them instead).
+            self.memory.borrow_mut().access(dst, bytes, Access::Write);
+        }
+        r
     }
 
     /// A thread waiting on an mbarrier yields to the others (the scheduler runs it again in
@@ -312,6 +319,24 @@ unsafe impl BlockServices for Block {
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let t = self.current.get();
+        // Bytes of a bulk copy: read only after waiting for its phase, written only after it
+        // completed.
+        let checked = {
+            let mut proxy = self.proxy.borrow_mut();
+            if proxy.has_copies() {
+                let op = if access == Access::Read {
+                    AsyncOp::Read { addr, bytes }
+                } else {
+                    AsyncOp::Write { addr, bytes }
+                };
+                proxy.apply(t, op)
+            } else {
+                Ok(0)
+            }
+        };
+        if let Err(problem) = checked {
+            panic!("{problem} (at {}:{})", at.file(), at.line());
+        }
         let race = self
             .shared_seen
             .borrow_mut()
