@@ -129,7 +129,11 @@ def main():
                    "-I", os.path.join(ROOT, "bench/include"),
                    os.path.join(ROOT, "bench/compute/reference.cu"), "-o", ref_cubin])
         berth_cubin = os.path.join(tmp, "berth.cubin")
-        ours = run([ptxas, f"-arch={arch}", "-O3", "-v", ptx, "-o", berth_cubin])
+        # The PTX's own target: sm_90a once the crate's inline PTX uses the warpgroup
+        # instructions (the same machine code as sm_90 for everything else).
+        target = re.search(r"^\.target (\w+)", open(ptx).read(), re.M)
+        ptx_arch = target.group(1) if target and target.group(1) == arch + "a" else arch
+        ours = run([ptxas, f"-arch={ptx_arch}", "-O3", "-v", ptx, "-o", berth_cubin])
         ref_use = {demangled(k): v for k, v in usage(ref.stderr).items()}
         our_use = usage(ours.stderr)
         ref_sass = {demangled(k): v for k, v in sass_counts(nvdisasm, ref_cubin).items()}

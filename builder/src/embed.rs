@@ -131,6 +131,7 @@ mod tests {
         std::fs::write(&cubin, b"\x7fELF").unwrap();
         let built = Built {
             ptx,
+            arch: "sm_90".to_owned(),
             sources: vec![PathBuf::from("/w/src/lib.rs")],
             report: Default::default(),
             libdevice: None,

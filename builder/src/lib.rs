@@ -15,6 +15,7 @@
 //! | 3. link | [`link::join`], [`link::device_math`] | `Nested` | [`link::Joined`]: the whole program's bitcode, with libdevice |
 //! | 4. IR rewrites | [`codegen::disassemble`], [`ir::rewrite`] | `Joined` | an [`ir::Module`], parsed once and rewritten, and what each rewrite did ([`ir::Report`]) |
 //! | 5. opt / llc | [`codegen::compile`], [`ir::checks::combine`] between them | the module | the PTX |
+//! | 5b. target | [`target::raise_file`] | the PTX | its `.target` (`sm_90a` for `wgmma`) and `.version` raised to what its inline PTX needs |
 //! | 6. ptxas | [`sass::build_cubin`] | the PTX | SASS for the build's architecture ([`Sass`]) and each kernel's resource usage, where ptxas is found |
 //! | 6b. lints | [`lints::lints`] | the PTX, the usage | what costs time that the source could avoid ([`Lint`]) |
 //! | 7. embed | [`embed::embed`] | [`Built`] | the files in `OUT_DIR` and the build script's lines for cargo |
@@ -51,6 +52,7 @@ pub mod nested;
 mod ptx_join;
 mod ptxas;
 pub mod sass;
+pub mod target;
 pub mod toolchain;
 pub mod tools;
 
@@ -159,6 +161,9 @@ pub enum Error {
 pub struct Built {
     /// The PTX file.
     pub ptx: PathBuf,
+    /// The architecture the PTX targets: the build's, or `sm_90a` where its inline PTX uses
+    /// that variant's instructions ([`target::raise`]).
+    pub arch: String,
     /// Source files the PTX depends on (from rustc's dep-info), excluding the standard library.
     pub sources: Vec<PathBuf>,
     /// What the IR rewrites did (shared arrays, block shapes, contraction).
@@ -320,10 +325,14 @@ impl Builder {
                 .collect(),
         };
         let ptx = codegen::compile(tools, &module, &joined, &krate, &opts).map_err(link_err)?;
+        let arch = target::raise_file(&ptx, &self.arch).map_err(|source| Error::Io {
+            path: ptx.clone(),
+            source,
+        })?;
         timings.stage("opt and llc");
         // 6. ptxas, where found.
         let (sass, usage) = if self.sass {
-            sass::build_cubin(&ptx, &self.arch)
+            sass::build_cubin(&ptx, &arch)
         } else {
             (Sass::Off, Vec::new())
         };
@@ -334,6 +343,7 @@ impl Builder {
         timings.write(&joined.work.join("timings.txt"));
         Ok(Built {
             ptx,
+            arch,
             sources: nested.sources,
             report,
             libdevice: (!joined.libdevice.is_empty())
@@ -498,7 +508,7 @@ fn try_kernels() -> Result<(), Error> {
         println!("cargo:warning={warning}");
     }
     // 7. The files handed to the host build.
-    for line in embed::embed(&built, &out_dir, &env_or_die("CARGO_PKG_NAME"), &arch)? {
+    for line in embed::embed(&built, &out_dir, &env_or_die("CARGO_PKG_NAME"), &built.arch)? {
         println!("{line}");
     }
     println!(

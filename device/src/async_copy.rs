@@ -124,7 +124,7 @@ where
 /// Whether the generic address `p` is in the global state space (`isspacep.global`): the
 /// copies read only global memory. Always true on the host, which has one space.
 #[inline(always)]
-fn in_global_memory<T>(p: *const T) -> bool {
+pub(crate) fn in_global_memory<T>(p: *const T) -> bool {
     #[cfg(target_arch = "nvptx64")]
     {
         let global: u32;

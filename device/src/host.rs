@@ -14,6 +14,7 @@
 //! the installed services meet the lanes ([`BlockServices::warp`]). The kernel-facing
 //! functions of [`crate::warp`] call into this module; nothing here calls back into them.
 
+pub mod async_proxy;
 pub mod warp;
 
 use std::cell::{Cell, RefCell};
@@ -590,6 +591,41 @@ pub unsafe trait BlockServices {
     fn warp_active_mask(&self) -> u32 {
         1 << lane()
     }
+    /// An operation of the current thread on the block's mbarriers and bulk copies, at `at`
+    /// ([`async_proxy::AsyncProxy::apply`] gives its meaning, its result and its errors). The
+    /// default applies it to a model of the calling OS thread's own (a block of one thread).
+    ///
+    /// ```
+    /// use berth_device::host::async_proxy::AsyncOp;
+    /// use berth_device::host;
+    /// // Outside an executor: the thread's own model.
+    /// host::async_proxy(AsyncOp::Init { bar: 16, count: 1 }, core::panic::Location::caller());
+    /// assert_eq!(host::async_proxy(AsyncOp::TryWait { bar: 16, parity: 1 }, core::panic::Location::caller()), 1);
+    /// ```
+    fn async_proxy(&self, op: async_proxy::AsyncOp, at: At) -> Result<u64, String> {
+        let _ = at;
+        OWN_PROXY.with(|p| p.borrow_mut().apply(0, op))
+    }
+    /// The current thread waits for another thread of the block (an mbarrier phase that has
+    /// not completed), at `at`: an executor runs the other threads before it returns. The
+    /// default has no other thread, so the wait could never end: it panics.
+    ///
+    /// ```should_panic
+    /// use berth_device::{mbarrier::MBarriers, shared_array};
+    /// let store = shared_array!(B: [u64; 1]);
+    /// // SAFETY: one thread, the whole block.
+    /// let bars = unsafe { MBarriers::init(store, 2) };
+    /// // SAFETY: one of the phase's two arrivals: the phase does not complete.
+    /// unsafe { bars.get(0).arrive() };
+    /// bars.get(0).wait(0); // nobody else can arrive: reported
+    /// ```
+    fn spin(&self, at: At) {
+        panic!(
+            "an mbarrier wait at {}:{} that no other thread can end (one thread, outside a launch)",
+            at.file(),
+            at.line()
+        );
+    }
 }
 
 /// A warp call in a warp whose only live lane is the caller (no executor, or one without
@@ -623,6 +659,8 @@ thread_local! {
     // Outside an executor: each expansion's array, per size (a generic helper's one expansion
     // may ask for several).
     static PRIVATE_SHARED: RefCell<PrivateShared> = RefCell::new(HashMap::new());
+    // Outside an executor: the thread's own mbarriers and bulk copies.
+    static OWN_PROXY: RefCell<async_proxy::AsyncProxy> = RefCell::new(Default::default());
 }
 
 /// Install `coords` and `services` for the current OS thread until the returned guard drops:
@@ -786,6 +824,35 @@ pub(crate) fn warp_call(call: warp::Call, at: &'static core::panic::Location<'st
 
 pub(crate) fn warp_active_mask() -> u32 {
     services().map_or(1 << lane(), |s| s.warp_active_mask())
+}
+
+/// Apply `op` through the current services (or the thread's own model outside an executor),
+/// stopping the thread with a located report when the model refuses it; the model's result.
+///
+/// ```
+/// use berth_device::host::{self, async_proxy::AsyncOp};
+/// let at = core::panic::Location::caller();
+/// host::async_proxy(AsyncOp::Init { bar: 32, count: 1 }, at);
+/// assert_eq!(host::async_proxy(AsyncOp::Arrive { bar: 32, tx: 0 }, at), 0);
+/// ```
+pub fn async_proxy(op: async_proxy::AsyncOp, at: At) -> u64 {
+    let r = match services() {
+        Some(s) => s.async_proxy(op, at),
+        None => OWN_PROXY.with(|p| p.borrow_mut().apply(0, op)),
+    };
+    r.unwrap_or_else(|problem| panic!("{problem} (at {}:{})", at.file(), at.line()))
+}
+
+/// The current thread waits for another thread of the block to change an mbarrier's state.
+pub(crate) fn spin(at: At) {
+    match with_suspending(|s| s.spin(at)) {
+        Some(()) => {}
+        None => panic!(
+            "an mbarrier wait at {}:{} that no other thread can end (one thread, outside a launch)",
+            at.file(),
+            at.line()
+        ),
+    }
 }
 
 pub(crate) fn shared_access(addr: usize, bytes: usize, access: Access, at: At) {

@@ -29,6 +29,7 @@ pub mod hint;
 pub mod host;
 pub mod math;
 pub mod matrix;
+pub mod mbarrier;
 pub mod mma;
 pub mod own;
 pub mod packed;
@@ -36,7 +37,9 @@ pub mod panic;
 pub mod shared;
 pub mod signal;
 pub mod slice;
+pub mod tma;
 pub mod warp;
+pub mod wgmma;
 
 pub use ::half::{bf16, f16};
 pub use atomic::AtomicSlice;

@@ -19,6 +19,7 @@ pub mod plain;
 pub mod reexport;
 pub mod tensor;
 pub mod tpch;
+pub mod wgmma_gemm;
 
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]

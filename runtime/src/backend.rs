@@ -290,6 +290,11 @@ pub(crate) trait MemoryOps {
     /// `bytes` (> 0) of device memory: uninitialised on the driver, zeroed on the simulator.
     fn alloc(&self, bytes: usize) -> Result<u64>;
 
+    /// The hardware's tensor map (`CUtensorMap`) of the 2-D matrix at device address `base`
+    /// with `shape` (checked by the caller: [`crate::tensor_map`]); zeros on the simulator,
+    /// which reads the shape itself.
+    fn tensor_map(&self, base: u64, shape: &berth_device::tma::MapShape) -> Result<[u64; 16]>;
+
     /// Free device memory from [`MemoryOps::alloc`].
     ///
     /// # Safety

@@ -72,6 +72,7 @@ mod restart;
 mod scope;
 mod signal;
 mod stream;
+mod tensor_map;
 mod track;
 
 pub use args::{DeviceArg, MappedArg, PinnedArg};

@@ -508,6 +508,8 @@ impl<'a> Module<'a> {
             "match.any.sync",
             "match.all.sync",
             "redux.sync",
+            // An mbarrier wait yields to the threads that arrive.
+            "mbarrier.try_wait",
         ];
         self.reachable(name)
             .iter()

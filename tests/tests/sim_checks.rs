@@ -626,3 +626,78 @@ fn at_broken(needle: &str) -> String {
     let src = berth_tests::BROKEN;
     format!("{}:{}:", src.path, src.line(needle))
 }
+
+#[test]
+fn a_tensor_core_read_of_a_bulk_copy_nobody_waited_for_is_reported() {
+    use berth_fixtures::broken::{WGMMA_BEFORE_WAIT_SHARED, wgmma_before_wait};
+    let gpu = Gpu::simulator();
+    let a: Vec<berth::bf16> = berth_tests::random_f32(64 * 64)
+        .into_iter()
+        .map(berth::bf16::from_f32)
+        .collect();
+    let da = gpu.upload(&a).unwrap();
+    let maps = gpu
+        .upload(&[gpu.tensor_map(&da, 64, 64, 64).unwrap()])
+        .unwrap();
+    let mut out = gpu.alloc_zeroed::<f32>(128).unwrap();
+    let grid = Grid::new(1, 128).shared_bytes(WGMMA_BEFORE_WAIT_SHARED);
+    let r = wgmma_before_wait(&gpu, grid, &da, &maps, &mut out).and_then(|p| p.wait());
+    let Err(Error::KernelPanic { kernel, report, .. }) = r else {
+        panic!("expected a stopped thread, got {r:?}");
+    };
+    assert_eq!(
+        (kernel.as_str(), report.thread),
+        ("wgmma_before_wait", [0, 0, 0])
+    );
+    let broken = berth_tests::BROKEN;
+    let line = broken.line("wgmma::mma_async(");
+    has(
+        &report.message,
+        &[
+            "a read of shared bytes",
+            "by a thread that did not wait on the mbarrier",
+            &format!("{}:{line}", broken.path),
+        ],
+    );
+}
+
+#[test]
+fn an_mbarrier_phase_that_can_never_complete_is_reported() {
+    use berth_fixtures::broken::mbarrier_never_completes;
+    let gpu = Gpu::simulator();
+    let mut out = gpu.alloc_zeroed::<u32>(64).unwrap();
+    let (kernel, _, _, problem) =
+        report(mbarrier_never_completes(&gpu, Grid::new(1, 64), &mut out).and_then(|p| p.wait()));
+    assert_eq!(kernel, "mbarrier_never_completes");
+    has(
+        &problem,
+        &["threads wait on an mbarrier phase that no thread can complete"],
+    );
+}
+
+#[test]
+fn a_plain_read_of_a_bulk_copy_nobody_waited_for_is_reported() {
+    use berth_fixtures::broken::tma_read_before_wait;
+    let gpu = Gpu::simulator();
+    let a = vec![berth::bf16::ONE; 8 * 64];
+    let da = gpu.upload(&a).unwrap();
+    let maps = gpu
+        .upload(&[gpu.tensor_map(&da, 8, 64, 8).unwrap()])
+        .unwrap();
+    let mut out = gpu.alloc_zeroed::<f32>(32).unwrap();
+    let r =
+        tma_read_before_wait(&gpu, Grid::new(1, 32), &da, &maps, &mut out).and_then(|p| p.wait());
+    let Err(Error::KernelPanic { report, .. }) = r else {
+        panic!("expected a stopped thread, got {r:?}");
+    };
+    let broken = berth_tests::BROKEN;
+    let line = broken.line("let v = unsafe { tile.read(skip + thread::linear_in_block()) };");
+    has(
+        &report.message,
+        &[
+            "a read of shared bytes",
+            "by a thread that did not wait on the mbarrier",
+            &format!("{}:{line}", broken.path),
+        ],
+    );
+}

@@ -74,7 +74,7 @@ pub fn run(args: &[String]) -> Result {
         println!("{name}: {}", dest.display());
         match &ptxas {
             Some(ptxas) => {
-                let usage = berth_build::ptxas_usage(ptxas, &built.ptx, &arch)?;
+                let usage = berth_build::ptxas_usage(ptxas, &built.ptx, &built.arch)?;
                 println!(
                     "  {:<28} {:>9} {:>8} {:>12} {:>11} {:>10}",
                     "kernel", "registers", "stack B", "spill st. B", "spill ld. B", "shared B"

@@ -47,8 +47,9 @@
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then the same over 2-hop samples of an R-MAT
 #   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
 #   skips it).
-#   tensor: the tensor-core tests (mma, async copies, attention) of tests/gpu, then the
-#   tensor_gemm example (berth's mma.sync GEMM against cuBLAS, f16 and bf16) at
+#   tensor: the tensor-core tests (mma, async copies, attention, wgmma) of tests/gpu, then the
+#   tensor_gemm example (berth's mma.sync GEMM against cuBLAS, f16 and bf16) and the
+#   wgmma_gemm example (the bulk-copy + warpgroup-MMA GEMM against cuBLAS, c = a · bᵀ) at
 #   BERTH_TENSOR_GEMM sizes (default "4096 8192"), the attention example (bf16, d = 64 and 128,
 #   causal and not) at BERTH_TENSOR_SEQ lengths (default "1024 4096 16384", batch x heads
 #   2 x 16 x max(1, 16384 / seq)), and tensor_anchor.py (cuBLAS through torch.matmul, PyTorch's
@@ -414,7 +415,9 @@ run_compute() {
   : > "$out/compute.jsonl"
   if nvcc -O3 -arch=sm_90 -Xptxas -v -o "$here/compute" "$here/compute.cu" > "$here/nvcc-ptxas.txt" 2>&1; then
     ptxas_json nvcc < "$here/nvcc-ptxas.txt" >> "$out/compute.jsonl"
-    ptxas -arch=sm_90 -v "$here/berth_examples.ptx" -o "$here/berth_examples.cubin" 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
+    # The examples' own target: sm_90a once their inline PTX uses the warpgroup instructions.
+    ptx_arch=$(sed -n 's/^\.target \([a-z0-9_]*\).*/\1/p' "$here/berth_examples.ptx" | head -n 1)
+    ptxas -arch="${ptx_arch:-sm_90}" -v "$here/berth_examples.ptx" -o "$here/berth_examples.cubin" 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
     cuobjdump -sass "$here/compute" | sass_json nvcc >> "$out/compute.jsonl"
     cuobjdump -sass "$here/berth_examples.cubin" | sass_json berth >> "$out/compute.jsonl"
     for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \
@@ -613,16 +616,23 @@ fi
 
 if [[ $mode == tensor ]]; then
   : > "$out/tensor.log"; : > "$out/tensor.jsonl"
-  if "$here/tests/gpu" mma async_copy attention --test-threads=1 >> "$out/tensor.log" 2>&1; then
-    summary+=("PASS  tests/gpu mma async_copy attention")
+  if "$here/tests/gpu" mma async_copy attention wgmma --test-threads=1 >> "$out/tensor.log" 2>&1; then
+    summary+=("PASS  tests/gpu mma async_copy attention wgmma")
   else
-    summary+=("FAIL  tests/gpu mma async_copy attention"); fail=1
+    summary+=("FAIL  tests/gpu mma async_copy attention wgmma"); fail=1
   fi
   for n in ${BERTH_TENSOR_GEMM:-4096 8192}; do
     if "$here/bin/tensor_gemm" --m "$n" --n "$n" --k "$n" --reps 20 2>&1 | tee -a "$out/tensor.log"; then
       summary+=("PASS  tensor_gemm $n (checked against cuBLAS and the host)")
     else
       summary+=("FAIL  tensor_gemm $n"); fail=1
+    fi
+  done
+  for n in ${BERTH_TENSOR_GEMM:-4096 8192}; do
+    if "$here/bin/wgmma_gemm" --m "$n" --n "$n" --k "$n" --reps 20 2>&1 | tee -a "$out/tensor.log"; then
+      summary+=("PASS  wgmma_gemm $n (checked against cuBLAS and the host)")
+    else
+      summary+=("FAIL  wgmma_gemm $n"); fail=1
     fi
   done
   for d in 64 128; do

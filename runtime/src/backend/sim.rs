@@ -376,6 +376,10 @@ fn layout(bytes: usize) -> Layout {
 }
 
 impl MemoryOps for Simulator {
+    fn tensor_map(&self, _base: u64, _shape: &berth_device::tma::MapShape) -> Result<[u64; 16]> {
+        Ok([0; 16])
+    }
+
     fn alloc(&self, bytes: usize) -> Result<u64> {
         self.streams.fault.check()?;
         let out_of_memory = || {

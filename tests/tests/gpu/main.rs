@@ -52,3 +52,4 @@ mod pipeline;
 mod placement;
 mod signals;
 mod warp;
+mod wgmma;

@@ -8,6 +8,55 @@ use cudarc::driver::{result, sys};
 use std::ffi::c_void;
 
 impl MemoryOps for Driver {
+    fn tensor_map(&self, base: u64, shape: &berth_device::tma::MapShape) -> Result<[u64; 16]> {
+        use sys::{
+            CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+            CUtensorMapL2promotion, CUtensorMapSwizzle,
+        };
+        let _section = self.section()?;
+        let es = u64::from(shape.elem_bytes);
+        let dtype = match shape.elem_bytes {
+            1 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            2 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT16,
+            4 => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT32,
+            _ => CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT64,
+        };
+        let swizzle = match shape.swizzle {
+            128 => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_128B,
+            _ => CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+        };
+        // Innermost dimension first: columns, then rows.
+        let dims = [u64::from(shape.cols), u64::from(shape.rows)];
+        let strides = [shape.row_stride * es];
+        let boxes = [shape.box_cols, shape.box_rows];
+        let element_strides = [1u32, 1];
+        let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+        // SAFETY: every array is as long as the rank (2; one stride: the innermost is the
+        // element), `map` is writable and 128-byte aligned (`CUtensorMap`'s own alignment),
+        // and `base` is a device allocation of this context holding the matrix (the
+        // caller's check); the call only encodes, it reads no device memory.
+        let r = unsafe {
+            sys::cuTensorMapEncodeTiled(
+                map.as_mut_ptr(),
+                dtype,
+                2,
+                base as *mut std::ffi::c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                element_strides.as_ptr(),
+                CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                swizzle,
+                CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        };
+        r.result()
+            .map_err(|e| self.error("cuTensorMapEncodeTiled", e, None))?;
+        // SAFETY: written by the call above (and zeroed before it).
+        Ok(unsafe { map.assume_init() }.opaque)
+    }
+
     fn alloc(&self, bytes: usize) -> Result<u64> {
         let _section = self.section()?;
         // SAFETY: plain allocation in the current context (the caller bound it).

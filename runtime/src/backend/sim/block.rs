@@ -7,6 +7,7 @@ use crate::backend::sim::check::{self, Entry, Run};
 use crate::backend::sim::report::{self, Args};
 use crate::backend::sim::shared::{SharedMemory, Unwritten};
 use crate::backend::sim::warp;
+use berth_device::host::async_proxy::{AsyncOp, AsyncProxy};
 use berth_device::host::{Access, At, BlockServices, Coords, MailboxRole, SharedKey};
 use corosensei::Yielder;
 use std::cell::{Cell, RefCell};
@@ -109,6 +110,10 @@ pub(crate) struct Block {
     /// reached one too early.
     copies: RefCell<AsyncCopies>,
     copy_misuse: Cell<Option<Misuse>>,
+    /// The block's mbarriers and bulk tensor copies.
+    pub(crate) proxy: RefCell<AsyncProxy>,
+    /// Each thread that yielded in an mbarrier wait since the scheduler last looked.
+    pub(crate) spinning: RefCell<Vec<bool>>,
     /// The block's place in the grid, and the launch's shape.
     block: [u32; 3],
     dims: Dims,
@@ -151,6 +156,8 @@ impl Block {
             unwritten: Cell::new(None),
             copies: RefCell::new(AsyncCopies::default()),
             copy_misuse: Cell::new(None),
+            proxy: RefCell::new(AsyncProxy::default()),
+            spinning: RefCell::new(vec![false; dims.threads()]),
             block,
             dims: *dims,
             turns,
@@ -271,6 +278,28 @@ unsafe impl BlockServices for Block {
         self.warp_results.borrow()[t]
     }
 
+    fn async_proxy(&self, op: AsyncOp, _at: At) -> Result<u64, String> {
+        let r = self.proxy.borrow_mut().apply(self.current.get(), op);
+        if let (Ok(_), AsyncOp::Copied { dst, bytes, .. }) = (&r, op) {
+            // The copy's bytes count as written for the initialisation check; they are kept
+            // out of the race log, which knows barriers but not mbarrier phases (the proxy
+            // checks the accesses to them instead).
+            self.memory.borrow_mut().access(dst, bytes, Access::Write);
+        }
+        r
+    }
+
+    /// A thread waiting on an mbarrier yields to the others (the scheduler runs it again in
+    /// its next round, and reports the block when a round of waits changes nothing).
+    fn spin(&self, at: At) {
+        if !self.coroutines {
+            self.stray_barrier.set(Some(("mbarrier wait", at)));
+            panic!("{STRAY_BARRIER}");
+        }
+        self.spinning.borrow_mut()[self.current.get()] = true;
+        self.suspend();
+    }
+
     fn warp_active_mask(&self) -> u32 {
         let t = self.current.get();
         let (w, returned) = (t / 32, self.returned.borrow());
@@ -290,6 +319,24 @@ unsafe impl BlockServices for Block {
 
     fn shared_access(&self, addr: usize, bytes: usize, access: Access, at: At) {
         let t = self.current.get();
+        // Bytes of a bulk copy: read only after waiting for its phase, written only after it
+        // completed.
+        let checked = {
+            let mut proxy = self.proxy.borrow_mut();
+            if proxy.has_copies() {
+                let op = if access == Access::Read {
+                    AsyncOp::Read { addr, bytes }
+                } else {
+                    AsyncOp::Write { addr, bytes }
+                };
+                proxy.apply(t, op)
+            } else {
+                Ok(0)
+            }
+        };
+        if let Err(problem) = checked {
+            panic!("{problem} (at {}:{})", at.file(), at.line());
+        }
         let race = self
             .shared_seen
             .borrow_mut()

@@ -458,6 +458,8 @@ fn run_coroutines(
     let mut wait = vec![Wait::No; n];
     let mut result = Ok(());
     'rounds: loop {
+        let progress = services.proxy.borrow().progress();
+        let (mut spun, mut stepped) = (None, false);
         for t in 0..n {
             let Some(co) = threads[t].as_mut() else {
                 continue;
@@ -474,10 +476,17 @@ fn run_coroutines(
             };
             match step {
                 CoroutineResult::Yield(()) => {
+                    if std::mem::take(&mut services.spinning.borrow_mut()[t]) {
+                        // Waiting on an mbarrier: run again next round.
+                        spun.get_or_insert(t);
+                        continue;
+                    }
+                    stepped = true;
                     let at_warp = services.warp_calls.borrow()[t].is_some();
                     wait[t] = if at_warp { Wait::Warp } else { Wait::Barrier };
                 }
                 CoroutineResult::Return(r) => {
+                    stepped = true;
                     stacks.push(threads[t].take().expect("present").into_stack());
                     wait[t] = Wait::Done;
                     if let Err(report) = r {
@@ -501,10 +510,25 @@ fn run_coroutines(
         match released {
             Ok(true) => continue,
             Ok(false) => {}
+            // Lanes still waiting on an mbarrier may yet join a warp call the others wait in.
+            Err(_) if spun.is_some() => {}
             Err((t, problem)) => {
                 result = Err(fail(t, problem));
                 break;
             }
+        }
+        if let Some(t) = spun {
+            if stepped || services.proxy.borrow().progress() != progress {
+                continue;
+            }
+            let others = wait.iter().filter(|&&w| w == Wait::Barrier).count();
+            result = Err(fail(
+                t,
+                format!(
+                    "threads wait on an mbarrier phase that no thread can complete any more ({others} other threads wait in sync_threads(), the rest have returned or wait on mbarriers too; on the GPU this hangs)"
+                ),
+            ));
+            break;
         }
         let done = wait.iter().filter(|&&w| w == Wait::Done).count();
         let at_barrier = n - done;

@@ -1,0 +1,98 @@
+//! Stage 5b of a kernel build: the PTX's `.target` and `.version` raised to what its
+//! instructions need. llc writes the build's architecture and its default ISA version; inline
+//! PTX it does not read may use more: the warpgroup instructions (`wgmma`, `setmaxnreg`) exist
+//! only on `sm_90a` (the architecture-specific variant of sm_90, which runs on sm_90 GPUs
+//! only), and the bulk copies and transaction-counting barriers need PTX ISA 8.0.
+
+use std::path::Path;
+
+/// Instructions of the `sm_90a` feature set (not in plain sm_90).
+const SM90A_ONLY: [&str; 2] = ["wgmma.", "setmaxnreg."];
+/// Instructions that need PTX ISA 8.0.
+const ISA_80: [&str; 5] = [
+    "wgmma.",
+    "setmaxnreg.",
+    "cp.async.bulk",
+    "expect_tx",
+    "fence.proxy.async",
+];
+
+/// `ptx` with its `.target` and `.version` raised for the instructions it holds, and the
+/// architecture to assemble it for: `arch` itself, or `sm_90a` for sm_90 PTX that uses
+/// `wgmma` or `setmaxnreg`.
+pub fn raise(ptx: &str, arch: &str) -> (String, String) {
+    let uses = |set: &[&str]| set.iter().any(|i| ptx.contains(i));
+    let arch = if arch == "sm_90" && uses(&SM90A_ONLY) {
+        "sm_90a".to_owned()
+    } else {
+        arch.to_owned()
+    };
+    let isa80 = uses(&ISA_80);
+    let mut out = String::with_capacity(ptx.len() + 8);
+    for line in ptx.split_inclusive('\n') {
+        let body = line.trim_end();
+        if let Some(t) = body.strip_prefix(".target ") {
+            let rest = t
+                .split_once(',')
+                .map(|(_, r)| format!(",{r}"))
+                .unwrap_or_default();
+            out.push_str(&format!(".target {arch}{rest}\n"));
+        } else if let Some(v) = body.strip_prefix(".version ")
+            && isa80
+            && version(v) < (8, 0)
+        {
+            out.push_str(".version 8.0\n");
+        } else {
+            out.push_str(line);
+        }
+    }
+    (out, arch)
+}
+
+fn version(v: &str) -> (u32, u32) {
+    let (a, b) = v.trim().split_once('.').unwrap_or((v, "0"));
+    (a.parse().unwrap_or(0), b.parse().unwrap_or(0))
+}
+
+/// [`raise`] the PTX file at `path` in place; the architecture to assemble it for.
+pub fn raise_file(path: &Path, arch: &str) -> std::io::Result<String> {
+    let text = std::fs::read_to_string(path)?;
+    let (raised, arch) = raise(&text, arch);
+    if raised != text {
+        std::fs::write(path, raised)?;
+    }
+    Ok(arch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wgmma_raises_the_target_and_the_version() {
+        let ptx = ".version 7.8\n.target sm_90\n.address_size 64\nwgmma.fence.sync.aligned;\n";
+        let (out, arch) = raise(ptx, "sm_90");
+        assert_eq!(arch, "sm_90a");
+        assert!(out.starts_with(".version 8.0\n.target sm_90a\n.address_size 64\n"));
+    }
+
+    #[test]
+    fn bulk_copies_raise_the_version_only_and_plain_ptx_is_untouched() {
+        let ptx = ".version 7.8\n.target sm_90\ncp.async.bulk.tensor.2d.x;\n";
+        let (out, arch) = raise(ptx, "sm_90");
+        assert_eq!(
+            (
+                arch.as_str(),
+                out.starts_with(".version 8.0\n.target sm_90\n")
+            ),
+            ("sm_90", true)
+        );
+        let plain = ".version 7.8\n.target sm_90\nret;\n";
+        assert_eq!(
+            raise(plain, "sm_90"),
+            (plain.to_owned(), "sm_90".to_owned())
+        );
+        let newer = ".version 8.7\n.target sm_100\nwgmma.x;\n";
+        assert_eq!(raise(newer, "sm_100").0, newer);
+    }
+}

@@ -1,0 +1,321 @@
+//! wgmma_gemm: berth's Hopper GEMM (`wgmma_gemm`: bulk tensor copies, mbarriers and warpgroup
+//! MMA; `c = a · bᵀ`, `bf16` or `f16` in, `f32` out) against cuBLAS's `cublasGemmEx` on the
+//! same problem (the "TN" layout: both operands K-major) in berth's buffers; prints each
+//! one's median and best time and TFLOP/s, checks both against each other and sampled entries
+//! against the host, and ends with one JSON line per type.
+//!
+//! `cargo run --release -p berth-examples --features cublas --bin wgmma_gemm -- [--m 4096]
+//! [--n 4096] [--k 4096] [--reps 20] [--batch 10] [--types bf16,f16]` (`m`, `n`, `k`
+//! multiples of 128, 256 and 64). Each timed sample is `batch` launches queued back to back
+//! with one wait. On the CPU simulator it runs berth's kernel alone, once, at the size given
+//! (keep it small there: `--m 256 --n 256 --k 128`).
+
+use berth::{Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Stream, bf16, f16};
+use berth_examples::cli::{exit_with, init_logging};
+use berth_examples::wgmma_gemm::{
+    WG_BK, WG_BM, WG_BN, WgmmaGemmInput, WgmmaGemmMaps, wgmma_gemm, wgmma_gemm_maps,
+};
+use clap::Parser;
+use cudarc::cublas::CudaBlas;
+use cudarc::cublas::sys::{
+    cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType_t,
+};
+use cudarc::driver::DevicePtr;
+use rand::Rng;
+use std::time::Instant;
+
+type Failure = Box<dyn std::error::Error>;
+
+fn main() {
+    init_logging();
+    exit_with("wgmma_gemm", run(Args::parse()));
+}
+
+/// berth's warpgroup GEMM against cuBLAS.
+#[derive(Parser)]
+struct Args {
+    /// Rows of `a` and `c` (a multiple of 128)
+    #[arg(long, default_value_t = 4096)]
+    m: usize,
+    /// Rows of `b`, columns of `c` (a multiple of 256)
+    #[arg(long, default_value_t = 4096)]
+    n: usize,
+    /// Columns of `a` and `b` (a multiple of 64)
+    #[arg(long, default_value_t = 4096)]
+    k: usize,
+    /// Timed samples of each GEMM (after one warm-up)
+    #[arg(long, default_value_t = 20)]
+    reps: usize,
+    /// Launches per timed sample, queued back to back
+    #[arg(long, default_value_t = 10)]
+    batch: usize,
+    /// Element types to run, comma-separated (bf16, f16)
+    #[arg(long, default_value = "bf16,f16")]
+    types: String,
+}
+
+/// The element types both sides run, with what cuBLAS calls them.
+trait Input: WgmmaGemmInput + DeviceCopy + Send + Sync {
+    const NAME: &'static str;
+    const CUDA: cudaDataType_t;
+    fn round(x: f32) -> Self;
+    fn widen(self) -> f32;
+}
+
+impl Input for f16 {
+    const NAME: &'static str = "f16";
+    const CUDA: cudaDataType_t = cudaDataType_t::CUDA_R_16F;
+    fn round(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+impl Input for bf16 {
+    const NAME: &'static str = "bf16";
+    const CUDA: cudaDataType_t = cudaDataType_t::CUDA_R_16BF;
+    fn round(x: f32) -> Self {
+        bf16::from_f32(x)
+    }
+    fn widen(self) -> f32 {
+        self.to_f32()
+    }
+}
+
+/// The median and the smallest of `v` (not empty).
+fn median_min(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0])
+}
+
+/// `reps` samples of berth's GEMM, each `batch` launches in one scope; per-launch seconds.
+fn berth_times<T: Input>(
+    stream: &Stream,
+    maps: &WgmmaGemmMaps,
+    (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
+    c: &mut DeviceBuffer<f32>,
+    reps: usize,
+    batch: usize,
+) -> Result<Vec<f64>, Failure> {
+    let mut times = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        let start = Instant::now();
+        stream.scope(|s| {
+            for _ in 0..batch {
+                wgmma_gemm(s, maps, a, b, c)?.detach();
+            }
+            Ok(())
+        })?;
+        if rep > 0 || reps == 0 {
+            times.push(start.elapsed().as_secs_f64() / batch as f64);
+        }
+    }
+    Ok(times)
+}
+
+/// `reps` samples of `c = a · bᵀ` (row-major) by cuBLAS on berth's buffers, each `batch`
+/// calls then one synchronise; per-call seconds.
+#[allow(clippy::too_many_arguments)]
+fn cublas_times<T: Input>(
+    blas: &CudaBlas,
+    stream: &Stream,
+    (m, n, k): (usize, usize, usize),
+    a: &DeviceBuffer<T>,
+    b: &DeviceBuffer<T>,
+    c: &mut DeviceBuffer<f32>,
+    reps: usize,
+    batch: usize,
+) -> Result<Vec<f64>, Failure> {
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let timed = a.with_cudarc(stream, |a, s| {
+        b.with_cudarc(stream, |b, _| {
+            c.with_cudarc_mut(stream, |mut c, _| -> Result<Vec<f64>, Failure> {
+                let (pa, _ra) = a.device_ptr(s);
+                let (pb, _rb) = b.device_ptr(s);
+                let (pc, _rc) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut c, s);
+                let mut times = Vec::with_capacity(reps);
+                for rep in 0..=reps {
+                    let start = Instant::now();
+                    for _ in 0..batch {
+                        // SAFETY: column-major `cᵀ = b · aᵀ` is row-major `c = a · bᵀ`: `b`
+                        // (`n × k` row-major) is `k × n` column-major with leading dimension
+                        // `k`, taken transposed; `a` is `k × m` column-major with `k`; `c` is
+                        // `n × m` column-major with `n`. The three views hold exactly those
+                        // elements of the types named; cuBLAS queues on `s`, the stream the
+                        // views were lent on.
+                        unsafe {
+                            cudarc::cublas::result::gemm_ex(
+                                *blas.handle(),
+                                cublasOperation_t::CUBLAS_OP_T,
+                                cublasOperation_t::CUBLAS_OP_N,
+                                n as i32,
+                                m as i32,
+                                k as i32,
+                                (&alpha) as *const f32 as *const _,
+                                pb as *const _,
+                                T::CUDA,
+                                k as i32,
+                                pa as *const _,
+                                T::CUDA,
+                                k as i32,
+                                (&beta) as *const f32 as *const _,
+                                pc as *mut _,
+                                cudaDataType_t::CUDA_R_32F,
+                                n as i32,
+                                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                            )?;
+                        }
+                    }
+                    s.synchronize()?;
+                    if rep > 0 {
+                        times.push(start.elapsed().as_secs_f64() / batch as f64);
+                    }
+                }
+                Ok(times)
+            })
+        })
+    });
+    // Three lendings (berth's errors) around the timed loop (its own).
+    timed.and_then(|r| r).and_then(|r| r)?
+}
+
+/// `a · bᵀ` at `(i, j)` on the host, in `f64`.
+fn host_entry(a: &[f32], b: &[f32], k: usize, i: usize, j: usize) -> f64 {
+    (0..k)
+        .map(|kk| f64::from(a[i * k + kk]) * f64::from(b[j * k + kk]))
+        .sum()
+}
+
+fn one<T: Input>(
+    gpu: &Gpu,
+    blas: Option<&CudaBlas>,
+    stream: &Stream,
+    (m, n, k): (usize, usize, usize),
+    (reps, batch): (usize, usize),
+) -> Result<bool, Failure> {
+    let mut rng = rand::rng();
+    let mut random = |len: usize| -> Vec<T> {
+        (0..len)
+            .map(|_| T::round(rng.random_range(-1.0..1.0)))
+            .collect()
+    };
+    let (a, b) = (random(m * k), random(n * k));
+    let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
+    let mut by_berth = gpu.upload(&vec![f32::NAN; m * n])?;
+    let maps = wgmma_gemm_maps(gpu, &da, &db, m, n, k)?;
+    let flops = 2.0 * (m * n * k) as f64;
+    let (med, best) = median_min(berth_times(
+        stream,
+        &maps,
+        (&da, &db),
+        &mut by_berth,
+        reps,
+        batch,
+    )?);
+    let c_berth = by_berth.to_vec()?;
+    let (af, bf): (Vec<f32>, Vec<f32>) = (
+        a.iter().map(|&x| x.widen()).collect(),
+        b.iter().map(|&x| x.widen()).collect(),
+    );
+    let off_host = (0..256)
+        .filter(|_| {
+            let (i, j) = (rng.random_range(0..m), rng.random_range(0..n));
+            let want = host_entry(&af, &bf, k, i, j);
+            let got = f64::from(c_berth[i * n + j]);
+            // A NaN (an entry never written) is off too.
+            (got - want).abs() > 1e-3 * want.abs().max(1.0) || got.is_nan()
+        })
+        .count();
+    print!(
+        "wgmma_gemm {}: {m}×{n}×{k}: berth median {:.3} ms ({:.1} TFLOP/s, best {:.1})",
+        T::NAME,
+        med * 1e3,
+        flops / med / 1e12,
+        flops / best / 1e12
+    );
+    let Some(blas) = blas else {
+        println!("; {off_host} of 256 sampled entries off the host's");
+        return Ok(off_host == 0);
+    };
+    let mut by_cublas = gpu.upload(&vec![f32::NAN; m * n])?;
+    let (cmed, cbest) = median_min(cublas_times(
+        blas,
+        stream,
+        (m, n, k),
+        &da,
+        &db,
+        &mut by_cublas,
+        reps,
+        batch,
+    )?);
+    let c_cublas = by_cublas.to_vec()?;
+    let worst = c_cublas
+        .iter()
+        .zip(&c_berth)
+        .map(|(x, y)| (x - y).abs() / x.abs().max(1.0))
+        .fold(
+            0.0f32,
+            |w, d| if d.is_nan() { f32::INFINITY } else { w.max(d) },
+        );
+    println!(
+        ", cuBLAS median {:.3} ms ({:.1} TFLOP/s, best {:.1}): berth at {:.3}× cuBLAS's \
+         throughput; largest relative difference {worst:.2e}; {off_host} of 256 sampled \
+         entries off the host's",
+        cmed * 1e3,
+        flops / cmed / 1e12,
+        flops / cbest / 1e12,
+        cmed / med
+    );
+    println!(
+        "{{\"bench\":\"wgmma_gemm\",\"type\":\"{}\",\"m\":{m},\"n\":{n},\"k\":{k},\"berth_tflops\":{:.1},\"cublas_tflops\":{:.1},\"ratio\":{:.3},\"worst_rel_diff\":{worst:e},\"off_host\":{off_host}}}",
+        T::NAME,
+        flops / med / 1e12,
+        flops / cmed / 1e12,
+        cmed / med
+    );
+    Ok(worst < 1e-3 && off_host == 0)
+}
+
+fn run(args: Args) -> Result<bool, Failure> {
+    let (m, n, k) = (args.m, args.n, args.k);
+    if m == 0 || n == 0 || k == 0 || m % WG_BM != 0 || n % WG_BN != 0 || k % WG_BK != 0 {
+        return Err(format!(
+            "--m {m} --n {n} --k {k}: m, n and k must be positive multiples of {WG_BM}, {WG_BN} and {WG_BK}"
+        )
+        .into());
+    }
+    let gpu = Gpu::new_or_simulator()?;
+    let stream = gpu.stream()?;
+    let blas = match gpu.cudarc_context() {
+        Ok(_) => {
+            // SAFETY: only checks whether the library can be opened; cudarc's cuBLAS calls
+            // panic when it cannot, which is why this runs first.
+            if !unsafe { cudarc::cublas::sys::is_culib_present() } {
+                return Err(
+                    "libcublas not found on the library path (cudarc loads it at run time)".into(),
+                );
+            }
+            Some(CudaBlas::new(stream.cudarc_stream()?)?)
+        }
+        Err(Error::NeedsGpu { .. }) if gpu.backend() == Backend::Simulator => None,
+        Err(e) => return Err(e.into()),
+    };
+    let (reps, batch) = if blas.is_some() {
+        (args.reps.max(1), args.batch.max(1))
+    } else {
+        (0, 1)
+    };
+    println!("wgmma_gemm: on {}", gpu.name());
+    let mut ok = true;
+    for ty in args.types.split(',') {
+        ok &= match ty.trim() {
+            "bf16" => one::<bf16>(&gpu, blas.as_ref(), &stream, (m, n, k), (reps, batch))?,
+            "f16" => one::<f16>(&gpu, blas.as_ref(), &stream, (m, n, k), (reps, batch))?,
+            other => return Err(format!("--types: `{other}` is not bf16 or f16").into()),
+        };
+    }
+    Ok(ok)
+}
