@@ -20,7 +20,7 @@
 //! # On the simulator
 //!
 //! The simulator keeps each barrier's count, pending arrivals, byte count and phase
-//! ([`crate::host::async_proxy`]); a wait that cannot return yet lets the block's other threads
+//! ([`mod@crate::host::async_proxy`]); a wait that cannot return yet lets the block's other threads
 //! run. It reports a barrier used before [`MBarriers::init`], more arrivals in a phase than
 //! its count, a wait that no thread can end (every thread of the block waiting), and
 //! tensor-core reads of copied bytes before their phase completed or by a thread that did
