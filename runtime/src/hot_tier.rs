@@ -920,8 +920,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
             );
         }
-        // One thread: a few thousand counted ids a batch cost less than waking the host's
-        // other threads (a parallel count measured slower on the H200 machine).
+        // One thread: a few thousand counted ids a batch (a build that spread them over the
+        // host's threads gathered more slowly on the H200 machine).
         let mut hits = 0u64;
         let every = self.count_every;
         let first = (batch % every as u64) as usize;
