@@ -315,6 +315,20 @@ pub(crate) trait MemoryOps {
     /// The device address of host memory allocated with `DEVICEMAP`.
     fn mapped_address(&self, host: u64) -> Result<u64>;
 
+    /// `bytes` (> 0) of unified (managed) memory kept in host memory: its preferred location
+    /// the host, mapped for this device, which reads and writes it in place without migrating
+    /// it; one address for the host and the device. Uninitialised on the driver (no page
+    /// placed until first touched), zeroed on the simulator. `Error::Usage` where the device
+    /// cannot use managed memory while the host does (no concurrent managed access).
+    fn alloc_managed_host(&self, bytes: usize) -> Result<u64>;
+
+    /// Free memory from [`MemoryOps::alloc_managed_host`].
+    ///
+    /// # Safety
+    /// 1. `ptr` came from `alloc_managed_host(bytes)` of this context and is freed once.
+    /// 2. Nothing uses it any more.
+    unsafe fn free_managed(&self, ptr: u64, bytes: usize);
+
     /// Page-lock `bytes` (> 0) of existing host memory at `host` and map it into the device's
     /// address space; its device address.
     ///

@@ -56,6 +56,7 @@ mod launch;
 #[cfg(test)]
 mod layers;
 mod limits;
+mod managed;
 mod numa;
 pub mod nvtx;
 mod own_kernels;
@@ -92,6 +93,7 @@ pub use hot_tier::{HotTier, HotTierStats, Refresh};
 pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
 pub use limits::DeviceLimits;
+pub use managed::ManagedBuffer;
 pub use peer::{PeerPath, PeerView};
 pub use pipeline::{DeviceProgress, Sharded};
 pub use pipeline::{LinkProfile, PipelineOptions, PipelineRun, PipelineStats, auto_plan};

@@ -207,6 +207,7 @@ fn allocations_of_impossible_sizes_or_alignments_are_refused() {
     for len in [usize::MAX, usize::MAX / 2 + 1, (1 << 63) + (1 << 62)] {
         oom(gpu.pinned_zeroed::<u8>(len).map(drop), "pinned_zeroed");
         oom(gpu.mapped_zeroed::<u8>(len).map(drop), "mapped_zeroed");
+        oom(gpu.managed_zeroed::<u8>(len).map(drop), "managed_zeroed");
         oom(gpu.alloc_zeroed::<u8>(len).map(drop), "alloc_zeroed");
         oom(
             gpu.pinned_with::<u8>(len, Default::default()).map(drop),
@@ -228,6 +229,7 @@ fn allocations_of_impossible_sizes_or_alignments_are_refused() {
     };
     usage(gpu.pinned_zeroed::<Wide>(4).map(drop), "pinned");
     usage(gpu.mapped_zeroed::<Wide>(4).map(drop), "mapped");
+    usage(gpu.managed_zeroed::<Wide>(4).map(drop), "managed");
     usage(gpu.alloc_zeroed::<Wide>(4).map(drop), "device");
     usage(gpu.upload(&[Wide([1; 512])]).map(drop), "upload");
 
@@ -238,5 +240,7 @@ fn allocations_of_impossible_sizes_or_alignments_are_refused() {
     let b = gpu.pinned_zeroed::<Aligned>(3).unwrap();
     assert_eq!(b.as_ptr() as usize % 256, 0);
     let m = gpu.mapped_zeroed::<Aligned>(3).unwrap();
+    assert_eq!(m.as_ptr() as usize % 256, 0);
+    let m = gpu.managed_zeroed::<Aligned>(3).unwrap();
     assert_eq!(m.as_ptr() as usize % 256, 0);
 }

@@ -78,6 +78,17 @@ fn reading_a_mapped_output_after_a_leaked_launch_waits_for_it() {
 }
 
 #[test]
+fn reading_a_managed_output_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut out = gpu.managed_zeroed::<u32>(N).unwrap();
+    with_gate(&gpu, |gate| {
+        let launch = gated_fill_mapped(&gpu, Grid::cover(N), 12, gate, &mut out).unwrap();
+        std::mem::forget(launch);
+        assert_settled(&gpu, &out, 12, "managed output");
+    });
+}
+
+#[test]
 fn reading_a_device_output_after_a_leaked_launch_waits_for_it() {
     let (_g, gpu) = gpu();
     let mut out = gpu.alloc_zeroed::<u32>(N).unwrap();
@@ -133,6 +144,21 @@ fn writing_a_mapped_input_after_a_leaked_launch_waits_for_it() {
     with_gate(&gpu, |gate| {
         std::mem::forget(gated_copy_mapped(&gpu, Grid::cover(N), gate, &x, &mut out).unwrap());
         // The kernel reads `x` once the gate opens: the write must wait until it has.
+        x.fill(4);
+    });
+    assert!(
+        out.to_vec().unwrap().iter().all(|&v| v == 3),
+        "the kernel saw a host write made after its launch"
+    );
+}
+
+#[test]
+fn writing_a_managed_input_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    let mut x = gpu.managed_from(&vec![3u32; N]).unwrap();
+    let mut out = gpu.alloc_zeroed::<u32>(N).unwrap();
+    with_gate(&gpu, |gate| {
+        std::mem::forget(gated_copy_mapped(&gpu, Grid::cover(N), gate, &x, &mut out).unwrap());
         x.fill(4);
     });
     assert!(
@@ -249,6 +275,26 @@ fn dropping_a_mapped_buffer_after_a_leaked_launch_keeps_its_reuse_clean() {
         drop(out);
         let reused = gpu.mapped_zeroed::<u32>(N).unwrap();
         assert_settled(&gpu, &reused, 0, "reused mapped memory");
+    });
+}
+
+#[test]
+fn dropping_a_managed_buffer_after_a_leaked_launch_waits_for_it() {
+    let (_g, gpu) = gpu();
+    with_gate(&gpu, |gate| {
+        let mut out = gpu.managed_zeroed::<u32>(N).unwrap();
+        std::mem::forget(gated_fill_mapped(&gpu, Grid::cover(N), 16, gate, &mut out).unwrap());
+        drop(out);
+        // The kernel writes `out` only once the gate opens: freeing it first would leave the
+        // write to freed memory (a fault on the simulator, whose large allocations are
+        // unmapped).
+        assert_eq!(
+            gate.load(0),
+            1,
+            "freed before the leaked launch could finish"
+        );
+        let fresh = gpu.managed_zeroed::<u32>(N).unwrap();
+        assert_settled(&gpu, &fresh, 0, "fresh managed memory");
     });
 }
 

@@ -5,7 +5,7 @@
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--warmup U]
 //! [--batches K] [--refresh-every E] [--count-every C] [--admit-on-repeat] [--baseline]
-//! [--json]` (defaults: 8 Mi rows on a GPU,
+//! [--table managed|pinned] [--json]` (defaults: 8 Mi rows on a GPU,
 //! 16 Ki on the simulator; W = 128 floats; a budget of a quarter of the table plus the slot
 //! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
 //! on the simulator; E = 4; C = 16). The first U batches fill the tier and are not timed (every
@@ -79,12 +79,33 @@ struct Args {
     /// others in place (`HotTier::host_gathers`; 0: the GPU reads them all)
     #[arg(long, default_value_t = 0.0)]
     host_share: f64,
+    /// The host memory of the table: `managed` (unified memory kept on the host and mapped
+    /// for the GPU in large pages: `Gpu::managed_zeroed`) or `pinned` (page-locked and mapped
+    /// page by page: `Gpu::mapped_zeroed`)
+    #[arg(long, value_enum, default_value_t = Table::Managed)]
+    table: Table,
     /// Seed of the permutation and the ids
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Also print the result as one JSON line (the `features` benchmark's)
     #[arg(long)]
     json: bool,
+}
+
+/// The host memory behind the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Table {
+    Managed,
+    Pinned,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Managed => "managed",
+            Table::Pinned => "pinned",
+        }
+    }
 }
 
 fn main() {
@@ -123,14 +144,23 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         .map(|&s| Zipf::new(rows as u64, s))
         .collect::<Result<Vec<_>, _>>()?;
     println!(
-        "features: {rows} rows × {width} floats ({:.2} GiB) in host memory on {}, budget {:.1} MiB, batches of {batch}",
+        "features: {rows} rows × {width} floats ({:.2} GiB) in {} host memory on {}, budget {:.1} MiB, batches of {batch}",
         (rows * row_bytes) as f64 / (1u64 << 30) as f64,
+        args.table.name(),
         gpu.name(),
         budget as f64 / (1u64 << 20) as f64,
     );
     let t = Instant::now();
-    let table = gpu.mapped_zeroed::<F4>(rows * d4)?;
-    run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
+    match args.table {
+        Table::Managed => {
+            let table = gpu.managed_zeroed::<F4>(rows * d4)?;
+            run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
+        }
+        Table::Pinned => {
+            let table = gpu.mapped_zeroed::<F4>(rows * d4)?;
+            run_all(&args, &gpu, table, (rows, d4, batch), &zipfs, t)
+        }
+    }
 }
 
 /// Fill `table`, then run every exponent's batches over it.
@@ -472,6 +502,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "admitted": s.admitted,
             "evicted": s.evicted,
             "host_share": args.host_share,
+            "table": args.table.name(),
             "staged": s.staged,
             "ok": bad == 0,
         });
@@ -522,6 +553,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
                 "batches": batches,
                 "gather_s": plain_s,
                 "mrows_s": n / plain_s / 1e6,
+                "table": args.table.name(),
                 "ok": bad == 0,
             });
             println!("{line}");

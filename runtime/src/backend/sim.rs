@@ -418,6 +418,17 @@ impl MemoryOps for Simulator {
         Ok(host)
     }
 
+    fn alloc_managed_host(&self, bytes: usize) -> Result<u64> {
+        // Host memory the simulated device reads in place, like every host allocation here.
+        self.alloc(bytes)
+    }
+
+    unsafe fn free_managed(&self, ptr: u64, bytes: usize) {
+        // SAFETY: the caller's contract: `ptr` came from `alloc_managed_host(bytes)`, which is
+        // `alloc(bytes)`.
+        unsafe { self.free(ptr, bytes) }
+    }
+
     unsafe fn register(&self, host: *mut c_void, _bytes: usize) -> Result<u64> {
         Ok(host as u64)
     }

@@ -2,7 +2,7 @@
 //! existing host memory, asynchronous copies and memsets, and stream memory operations.
 
 use crate::backend::driver::Driver;
-use crate::backend::{MemoryOps, StreamId};
+use crate::backend::{ContextOps, MemoryOps, StreamId};
 use crate::error::{Error, Result};
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
@@ -103,6 +103,81 @@ impl MemoryOps for Driver {
         };
         // SAFETY: the caller's contract.
         let _ = unsafe { result::free_host(ptr as *mut c_void) };
+    }
+
+    fn alloc_managed_host(&self, bytes: usize) -> Result<u64> {
+        use sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS;
+        use sys::CUmem_advise::{
+            CU_MEM_ADVISE_SET_ACCESSED_BY, CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+        };
+        if self.attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS)? == 0 {
+            return Err(Error::Usage(
+                "this device cannot read managed memory while the host uses it (no concurrent \
+                 managed access on this platform): use a MappedBuffer"
+                    .into(),
+            ));
+        }
+        let _section = self.section()?;
+        let mut p = 0;
+        // SAFETY: plain allocation in the current context (the caller bound it).
+        let r = unsafe {
+            sys::cuMemAllocManaged(
+                &mut p,
+                bytes,
+                sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32,
+            )
+        }
+        .result();
+        match r {
+            Ok(()) => {}
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                return Err(Error::OutOfMemory {
+                    bytes,
+                    free: 0,
+                    total: 0,
+                });
+            }
+            Err(e) => return Err(self.error("cuMemAllocManaged", e, None)),
+        }
+        let host = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_HOST,
+            id: 0,
+        };
+        let device = sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: self.ordinal as i32,
+        };
+        for (advice, location, what) in [
+            (
+                CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
+                host,
+                "cuMemAdvise(preferred location: host)",
+            ),
+            (
+                CU_MEM_ADVISE_SET_ACCESSED_BY,
+                device,
+                "cuMemAdvise(accessed by: this device)",
+            ),
+        ] {
+            // SAFETY: `p..p + bytes` is the managed allocation just made; advice changes
+            // where its pages live and how they are mapped, never their contents.
+            let r = unsafe { sys::cuMemAdvise_v2(p, bytes, advice, location) }.result();
+            if let Err(e) = r {
+                // SAFETY: nothing has used the allocation yet.
+                let _ = unsafe { result::free_sync(p) };
+                return Err(self.error(what, e, None));
+            }
+        }
+        Ok(p)
+    }
+
+    unsafe fn free_managed(&self, ptr: u64, _bytes: usize) {
+        // A lost context's memory goes with its reset.
+        let Ok(_section) = self.section() else {
+            return;
+        };
+        // SAFETY: the caller's contract.
+        let _ = unsafe { result::free_sync(ptr) };
     }
 
     fn mapped_address(&self, host: u64) -> Result<u64> {
