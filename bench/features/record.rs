@@ -53,17 +53,24 @@ pub fn write(md: &mut String, text: &str) -> Result {
     )?;
     writeln!(
         md,
-        "The `features` example (`docs/hot-tier.md`): a {} GiB host table of {}-float rows, a device budget of {:.1} GiB, batches of {} ids drawn from a Zipf law (ranks scattered over the table), {} batches to fill the tier untimed, then {} timed (gathers and refreshes, every {} batches; every row checked against the host). PyTorch's usual path (`bench/features/anchor.py`, same run): CPU `index_select` with 16 threads into pinned memory, then a non-blocking copy. Host threads gather {} of the rows not resident into pinned memory while the GPU reads the others in place (`--host-share`). Without a tier: the same ids, every row read in place by the GPU, or every row gathered by host threads. The split bound: the hit fraction of a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on the GPU, and the rest at berth's faster rate for the uniform law without a tier.\n",
+        "The `features` example (`docs/hot-tier.md`): a {} GiB host table of {}-float rows ({}), a device budget of {:.1} GiB, batches of {} ids drawn from a Zipf law (ranks scattered over the table), {} batches to fill the tier untimed, then {} timed (gathers and refreshes, every {} batches; every row checked against the host). PyTorch's usual path (`bench/features/anchor.py`, same run): CPU `index_select` with 16 threads into pinned memory, then a non-blocking copy. {} (`--host-share`). Without a tier: the same ids, every row read in place by the GPU, or every row gathered by host threads. The split bound: the hit fraction of a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on the GPU, and the rest at berth's faster rate for the uniform law without a tier.\n",
         first["table_gib"].as_f64().unwrap_or(0.0),
         first["dim"],
+        match first["table"].as_str() {
+            Some("managed") => "managed memory kept on the host and read in place by the GPU: `--table managed`",
+            Some("pinned") => "pinned memory mapped page by page: `--table pinned`",
+            _ => "pinned memory mapped page by page",
+        },
         first["budget_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
         first["batch"],
         first["warmup"],
         first["batches"],
         first["refresh_every"],
         match first["host_share"].as_f64() {
-            Some(s) if s > 0.0 => format!("a share of {s}"),
-            _ => "none".to_owned(),
+            Some(s) if s > 0.0 => format!(
+                "Host threads gather a share of {s} of the rows not resident into pinned memory while the GPU reads the others in place"
+            ),
+            _ => "The GPU reads every row not resident in place".to_owned(),
         },
     )?;
     writeln!(

@@ -5,10 +5,10 @@
 //! page, and a kernel that reads rows scattered over many gigabytes of it misses the GPU's
 //! address translation on nearly every row: on an H200, random 512-byte rows of a 64 GiB
 //! pinned table arrive at about 28 million a second, against 59 million from a 2 GiB one,
-//! whatever the host's page size. Unified memory whose preferred location is the host and
-//! which the device accesses without migrating is mapped by the driver in large pages, and
-//! the same reads run at the link's rate (about 99 million rows a second, 51 GB/s, at 2 and
-//! 64 GiB alike). `bench/features/mapped_pages.cu` measures both.
+//! whatever the host's page size. From unified memory whose preferred location is the host
+//! and which the device accesses without migrating, the same reads run at the link's rate
+//! (about 99 million rows a second, 51 GB/s, at 2 and 64 GiB alike): the driver maps it
+//! for the device its own way. `bench/features/mapped_pages.cu` measures both.
 
 use crate::args::{ArgRef, MappedArg, sealed};
 use crate::backend::HOST_DEVICEMAP;
@@ -28,9 +28,9 @@ use std::sync::Arc;
 /// derefs to `[T]`), made with [`Gpu::managed_zeroed`] or [`Gpu::managed_from`].
 ///
 /// It is the driver's unified memory with its pages kept on the host and mapped for the
-/// device, which the driver does in large pages: use it for large tables that kernels read
-/// sparsely (a [`HotTier`](crate::HotTier)'s table, embedding rows, graph features), where
-/// page-by-page mappings make every scattered read miss the GPU's address translation. The
+/// device: use it for large tables that kernels read sparsely (a
+/// [`HotTier`](crate::HotTier)'s table, embedding rows, graph features), where a
+/// `MappedBuffer`'s scattered reads run at half the link's rate or less. The
 /// memory is pageable host memory, not page-locked: it is not a source for asynchronous
 /// copies (`#[pinned_async]`), and its pages are placed by the first touch (zeroing, on the
 /// host's threads).

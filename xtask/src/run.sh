@@ -38,7 +38,8 @@
 #   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
 #   auto: calibration, then only the #[auto] benchmarks (two rounds) — short targeted runs.
-#   features: the features example (a hot tier over a 64 GiB host table, a 16 GiB budget,
+#   features: the features example (a hot tier over a 64 GiB host table in managed memory
+#   kept on the host, a 16 GiB budget,
 #   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 3,000 batches to fill the tier, then
 #   64 timed with a refresh every 16, every timed row checked; then 64 without a tier) and
 #   features_anchor.py (PyTorch's CPU gather into pinned

@@ -79,9 +79,9 @@ struct Args {
     /// others in place (`HotTier::host_gathers`; 0: the GPU reads them all)
     #[arg(long, default_value_t = 0.0)]
     host_share: f64,
-    /// The host memory of the table: `managed` (unified memory kept on the host and mapped
-    /// for the GPU in large pages: `Gpu::managed_zeroed`) or `pinned` (page-locked and mapped
-    /// page by page: `Gpu::mapped_zeroed`)
+    /// The host memory of the table: `managed` (unified memory kept on the host, read in
+    /// place by the GPU: `Gpu::managed_zeroed`) or `pinned` (page-locked and mapped:
+    /// `Gpu::mapped_zeroed`, whose scattered reads are slower)
     #[arg(long, value_enum, default_value_t = Table::Managed)]
     table: Table,
     /// Seed of the permutation and the ids
