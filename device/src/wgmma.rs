@@ -613,7 +613,10 @@ impl<T: MmaInput> RegA<T> {
     #[must_use]
     pub const fn coords(t: usize, e: usize) -> (usize, usize) {
         let (w, l) = (t / 32 % 4, t % 32);
-        (16 * w + l / 4 + 8 * (e / 2 % 2), 8 * (e / 4) + 2 * (l % 4) + e % 2)
+        (
+            16 * w + l / 4 + 8 * (e / 2 % 2),
+            8 * (e / 4) + 2 * (l % 4) + e % 2,
+        )
     }
 
     /// The fragment of elements `x`, in [`coords`](Self::coords) order.
@@ -755,11 +758,7 @@ pub unsafe fn mma_async_rs<T: MmaInput, const REGS: usize, B: BOperand<T>>(
                     }
                 };
             }
-            if B::TRANSPOSED {
-                arms!(1)
-            } else {
-                arms!(0)
-            }
+            if B::TRANSPOSED { arms!(1) } else { arms!(0) }
         }
     }
     #[cfg(not(target_arch = "nvptx64"))]

@@ -227,7 +227,12 @@ fn register_a_wgmma_multiplies_like_the_host() {
                 );
             }
         };
-        check("K-major", 0, 64, host_gemm(&af, &bf[..64 * 64], (64, 64, 64)));
+        check(
+            "K-major",
+            0,
+            64,
+            host_gemm(&af, &bf[..64 * 64], (64, 64, 64)),
+        );
         let mut at = 64 * 64;
         for n in [64, 128, 256] {
             check("N-major", at, n, host_gemm(&af, &vt[..n * 64], (64, n, 64)));
@@ -235,11 +240,13 @@ fn register_a_wgmma_multiplies_like_the_host() {
         }
         // The first product as the kernel has it (checked above), rounded to `T`: the A of
         // the last product.
-        let p: Vec<f64> = got[..64 * 64]
-            .iter()
-            .map(|&x| widen(round(x)))
-            .collect();
-        check("accumulator as A", at, 64, host_gemm(&p, &vt[..64 * 64], (64, 64, 64)));
+        let p: Vec<f64> = got[..64 * 64].iter().map(|&x| widen(round(x))).collect();
+        check(
+            "accumulator as A",
+            at,
+            64,
+            host_gemm(&p, &vt[..64 * 64], (64, 64, 64)),
+        );
     }
     let grid = Grid::new(1, 128).shared_bytes(WGMMA_RS_SHARED);
     run(
