@@ -60,6 +60,62 @@ pub const fn attention_wgmma_shared_bytes(d: usize) -> usize {
 #[repr(C, align(4))]
 struct Pair<T>([T; 2]);
 
+/// The online softmax's running state of a thread's two rows: the maxima of the raw scores
+/// so far, the thread's partial sums of the probabilities, and the scale (log2 units).
+struct Softmax {
+    m: [f32; 2],
+    l: [f32; 2],
+    scale_log2: f32,
+}
+
+impl Softmax {
+    /// One tile: `s` holds the tile's raw scores in an accumulator's layout (64×128, the
+    /// thread's two rows), and becomes the probabilities `2^(s·scale_log2 - m·scale_log2)`
+    /// against the new running maxima; the sums are rescaled and grow by them. Returns the
+    /// factor each row's output accumulator must be rescaled by. With `mask` (the thread's
+    /// first column in each 8-column slice and its two rows, for the diagonal tile, whose keys
+    /// start at the block's first query), keys after the row's query are left out.
+    #[inline(always)]
+    fn step(&mut self, s: &mut [f32; 64], mask: Option<(usize, [usize; 2])>) -> [f32; 2] {
+        if let Some((c_lo, rows)) = mask {
+            unroll! { for i in 0..64 {
+                if 8 * (i / 4) + c_lo + i % 2 > rows[i / 2 % 2] {
+                    s[i] = f32::NEG_INFINITY;
+                }
+            }}
+        }
+        let mut mt = [f32::NEG_INFINITY; 2];
+        unroll! { for i in 0..64 {
+            mt[i / 2 % 2] = mt[i / 2 % 2].max(s[i]);
+        }}
+        let mut base = [0.0f32; 2];
+        let mut alpha = [0.0f32; 2];
+        for h in 0..2 {
+            // The four threads of a row (same lane / 4) hold its 128 scores between them.
+            let mut mx = mt[h];
+            mx = mx.max(warp::shfl_xor(warp::FULL_MASK, mx, 1));
+            mx = mx.max(warp::shfl_xor(warp::FULL_MASK, mx, 2));
+            let m_new = self.m[h].max(mx);
+            // A row with no unmasked key yet keeps a maximum of -inf: subtract 0 instead, so
+            // that exp2 gives 0, not NaN.
+            base[h] = if m_new == f32::NEG_INFINITY {
+                0.0
+            } else {
+                m_new * self.scale_log2
+            };
+            alpha[h] = GpuFloat::mul_add(self.m[h], self.scale_log2, -base[h]).exp2_approx();
+            self.m[h] = m_new;
+            self.l[h] *= alpha[h];
+        }
+        unroll! { for i in 0..64 {
+            let p = GpuFloat::mul_add(s[i], self.scale_log2, -base[i / 2 % 2]).exp2_approx();
+            s[i] = p;
+            self.l[i / 2 % 2] += p;
+        }}
+        alpha
+    }
+}
+
 /// One block's 128 query rows; `OR` the output accumulator's registers (`D / 2`), `TR` the
 /// rows of one operand's tile in shared memory (`128 · D / 64`: `D / 64` blocks of 128 rows).
 #[inline(always)]
@@ -183,102 +239,102 @@ fn attention<
     let tg = t % 128;
     // This thread's two rows (of the block's 128) and its first column in each 8-column slice.
     let (r_lo, c_lo) = Acc::<64>::coords(tg, 0);
-    let (qrow0, qrow1) = (wg * 64 + r_lo, wg * 64 + r_lo + 8);
+    let rows = [wg * 64 + r_lo, wg * 64 + r_lo + 8];
     let scale_log2 = scale * core::f32::consts::LOG2_E;
-    // Running maxima (of the scaled scores, in log2 units) and this thread's partial sums of
-    // its two rows.
-    let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
+    // Running maxima (of the raw scores) and this thread's partial sums of its two rows.
+    let mut state = Softmax {
+        m: [f32::NEG_INFINITY; 2],
+        l: [0.0; 2],
+        scale_log2,
+    };
     let mut acc_o = Acc::<OR>::zero();
-    q_full.wait(0);
-    for j in 0..n_tiles {
+    // Start `s = q · kᵀ` of tile `j` (after waiting for its keys), into a fresh accumulator.
+    //
+    // SAFETY (for every caller): the whole warpgroup calls it together (the tile loop's bounds
+    // are the same in every thread), after a `fence`. The queries and the stage's keys were
+    // written by the copies whose barrier phases this thread waited for, and are not written
+    // again before every warp's arrival on `empty` for the tile, which follows a `wait` that
+    // covers these products.
+    let scores = |j: usize, acc_s: &mut Acc<64>| {
         let st = j % FA3_STAGES;
-        let parity = ((j / FA3_STAGES) % 2) as u32;
-        k_full.get(st).wait(parity);
+        k_full.get(st).wait(((j / FA3_STAGES) % 2) as u32);
         let tk = tile_k(st);
-        let mut acc_s = Acc::<64>::zero();
-        // SAFETY: the whole warpgroup runs this loop together (its bounds are the same in
-        // every thread). The queries and the stage's keys were written by the copies whose
-        // barrier phases this thread waited for; the keys are not written again before every
-        // warp's arrival on `empty` for this tile, which follows the waits below.
-        unsafe {
-            wgmma::fence();
-            for kk in 0..d / 16 {
-                let (b, kq) = (kk / 4, 16 * (kk % 4));
+        for kk in 0..D / 16 {
+            let (b, kq) = (kk / 4, 16 * (kk % 4));
+            // SAFETY: see above.
+            unsafe {
                 wgmma::mma_async(
-                    &mut acc_s,
+                    acc_s,
                     tile_q.desc::<64>(b * FA3_BN + wg * 64, kq),
                     tk.desc::<128>(b * FA3_BN, kq),
                     kk > 0,
                 );
             }
-            wgmma::commit();
+        }
+        // SAFETY: see above.
+        unsafe { wgmma::commit() };
+    };
+    // Start `o += p · v` of tile `j` (after waiting for its values).
+    //
+    // SAFETY (for every caller): as for `scores`, for the stage's values.
+    let values = |j: usize, p: &[RegA<T>; 8], acc_o: &mut Acc<OR>| {
+        let st = j % FA3_STAGES;
+        v_full.get(st).wait(((j / FA3_STAGES) % 2) as u32);
+        let tv = tile_v(st);
+        unroll! { for kc in 0..8 {
+            // SAFETY: see above.
+            unsafe { wgmma::mma_async_rs(acc_o, p[kc], tv.desc_mn::<D>(16 * kc, FA3_BN), true) };
+        }}
+        // SAFETY: see above.
+        unsafe { wgmma::commit() };
+    };
+    let mask = |j: usize| (causal && j == qt).then_some((c_lo, rows));
+    q_full.wait(0);
+
+    // Tile 0's scores and probabilities; then, per tile `j`, its scores are computed while the
+    // previous tile's `p · v` runs, and its softmax while `p · v` finishes.
+    let mut acc_s = Acc::<64>::zero();
+    // SAFETY: the whole warpgroup reaches the fence and the wait together.
+    unsafe { wgmma::fence() };
+    scores(0, &mut acc_s);
+    // SAFETY: as for the fence.
+    unsafe { wgmma::wait::<0>() };
+    state.step(acc_s.regs_mut(), mask(0));
+    let mut p: [RegA<T>; 8] = core::array::from_fn(|kc| RegA::from_acc(acc_s.regs(), kc));
+    for j in 1..n_tiles {
+        let mut acc_s = Acc::<64>::zero();
+        // SAFETY: as for the first fence; it also orders the output's rescale and the new
+        // probabilities (registers written since the last products) before the products.
+        unsafe { wgmma::fence() };
+        scores(j, &mut acc_s);
+        values(j - 1, &p, &mut acc_o);
+        // SAFETY: the whole warpgroup reaches the waits together. `wait::<1>` leaves only
+        // `p · v` in flight: the scores are ready.
+        unsafe { wgmma::wait::<1>() };
+        let alpha = state.step(acc_s.regs_mut(), mask(j));
+        // SAFETY: as above; after it the products of tile `j - 1` are done, and its stage is
+        // free once every warp arrives.
+        unsafe {
             wgmma::wait::<0>();
+            if warp::lane_id() == 0 {
+                empty.get((j - 1) % FA3_STAGES).arrive();
+            }
         }
-        // Scale, mask (the diagonal tile only: its keys and the block's queries start at the
-        // same row), the tile's row maxima.
-        let masked = causal && j == qt;
-        let s = acc_s.regs_mut();
-        let mut mt = [f32::NEG_INFINITY; 2];
-        unroll! { for i in 0..64 {
-            let key = 8 * (i / 4) + c_lo + i % 2;
-            let row = if i / 2 % 2 == 0 { qrow0 } else { qrow1 };
-            let y = if masked && key > row {
-                f32::NEG_INFINITY
-            } else {
-                s[i] * scale_log2
-            };
-            s[i] = y;
-            mt[i / 2 % 2] = mt[i / 2 % 2].max(y);
-        }}
-        let mut base = [0.0f32; 2];
-        let mut alpha = [0.0f32; 2];
-        for h in 0..2 {
-            // The four threads of a row (same `l / 4`) hold its 128 scores between them.
-            let mut mx = mt[h];
-            mx = mx.max(warp::shfl_xor(warp::FULL_MASK, mx, 1));
-            mx = mx.max(warp::shfl_xor(warp::FULL_MASK, mx, 2));
-            let m_new = m[h].max(mx);
-            // A row with no unmasked key yet keeps a maximum of -inf: subtract 0 instead, so
-            // that exp2 gives 0, not NaN.
-            base[h] = if m_new == f32::NEG_INFINITY {
-                0.0
-            } else {
-                m_new
-            };
-            alpha[h] = (m[h] - base[h]).exp2_approx();
-            m[h] = m_new;
-            l[h] *= alpha[h];
-        }
-        unroll! { for i in 0..64 {
-            let p = (s[i] - base[i / 2 % 2]).exp2_approx();
-            s[i] = p;
-            l[i / 2 % 2] += p;
-        }}
-        // The output's rescale: after the last tile's `wait`, before the `fence` below.
         let ro = acc_o.regs_mut();
         unroll! { for i in 0..64 {
             if i < OR {
                 ro[i] *= alpha[i / 2 % 2];
             }
         }}
-        let p: [RegA<T>; 8] = core::array::from_fn(|kc| RegA::from_acc(acc_s.regs(), kc));
-        v_full.get(st).wait(parity);
-        let tv = tile_v(st);
-        // SAFETY: as for the scores, for the stage's values: written by the copies whose phase
-        // this thread waited for, not written again before this warp's arrival below, which
-        // follows the wait that covers these products.
-        unsafe {
-            wgmma::fence();
-            unroll! { for kc in 0..8 {
-                wgmma::mma_async_rs(&mut acc_o, p[kc], tv.desc_mn::<D>(16 * kc, FA3_BN), true);
-            }}
-            wgmma::commit();
-            wgmma::wait::<0>();
-            if warp::lane_id() == 0 {
-                empty.get(st).arrive();
-            }
-        }
+        p = core::array::from_fn(|kc| RegA::from_acc(acc_s.regs(), kc));
     }
+    // SAFETY: as for the loop's fence and waits. The last stage needs no arrival: the
+    // producer copies nothing more.
+    unsafe { wgmma::fence() };
+    values(n_tiles - 1, &p, &mut acc_o);
+    // SAFETY: as above.
+    unsafe { wgmma::wait::<0>() };
+    let l = state.l;
 
     let mut inv = [0.0f32; 2];
     for h in 0..2 {
@@ -288,11 +344,11 @@ fn attention<
         inv[h] = 1.0 / s;
     }
     let ro = acc_o.regs(); // after the last wait: ordered behind it
-    let at0 = (bh * seq + row0 + qrow0) * d + c_lo;
+    let at0 = (bh * seq + row0 + rows[0]) * d + c_lo;
     #[cfg(target_arch = "nvptx64")]
     let out = o.as_mut_ptr();
-    // Registers `4q`, `4q + 1` are row `qrow0`, columns `8q + c_lo`, `+ 1`; `4q + 2`, `4q + 3`
-    // the same columns of row `qrow1` (`Acc::coords`).
+    // Registers `4q`, `4q + 1` are row `rows[0]`, columns `8q + c_lo`, `+ 1`; `4q + 2`, `4q + 3`
+    // the same columns of row `rows[1]` (`Acc::coords`).
     unroll! { for qq in 0..32 {
         if qq < OR / 4 {
             for h in 0..2 {
