@@ -172,14 +172,15 @@ fn attention<
     };
     let tile_bytes = (tile_elems * 2) as u32;
 
-    // SAFETY: every thread of the block reaches the four calls (the checks above stop all of
+    // SAFETY: every thread of the block reaches the five calls (the checks above stop all of
     // the launch or none of it), and the arrays are used for nothing else.
-    let (q_full, k_full, v_full, empty) = unsafe {
+    let (q_full, k_full, v_full, empty, turn) = unsafe {
         (
             MBarriers::init(shared_array!(FA3_Q_FULL: [u64; 1]), 1).get(0),
             MBarriers::init(shared_array!(FA3_K_FULL: [u64; FA3_STAGES]), 1),
             MBarriers::init(shared_array!(FA3_V_FULL: [u64; FA3_STAGES]), 1),
             MBarriers::init(shared_array!(FA3_EMPTY: [u64; FA3_STAGES]), 8),
+            MBarriers::init(shared_array!(FA3_TURN: [u64; 2]), 4),
         )
     };
     let row0 = qt * FA3_BM;
@@ -289,25 +290,42 @@ fn attention<
         unsafe { wgmma::commit() };
     };
     let mask = |j: usize| (causal && j == qt).then_some((c_lo, rows));
+    // The two consumers take turns issuing their products (a "ping-pong"): warpgroup `wg`
+    // issues its `pass`-th batch after the other's `pass`-th (warpgroup 0 first), so that one
+    // warpgroup's softmax runs while the other's products keep the tensor cores busy. Turn
+    // barrier `wg` completes a phase on the other warpgroup's four warps' arrivals; a fresh
+    // barrier's parity-1 wait returns at once (warpgroup 0's first pass).
+    let my_turn = |pass: usize| turn.get(wg).wait(((pass + 1 - wg) % 2) as u32);
+    let their_turn = || {
+        if warp::lane_id() == 0 {
+            // SAFETY: one arrival per warp of this warpgroup per pass (the phase's count is
+            // four), after the warp issued its products (`.sync.aligned`: all its lanes).
+            unsafe { turn.get(1 - wg).arrive() };
+        }
+    };
     q_full.wait(0);
 
     // Tile 0's scores and probabilities; then, per tile `j`, its scores are computed while the
     // previous tile's `p · v` runs, and its softmax while `p · v` finishes.
     let mut acc_s = Acc::<64>::zero();
+    my_turn(0);
     // SAFETY: the whole warpgroup reaches the fence and the wait together.
     unsafe { wgmma::fence() };
     scores(0, &mut acc_s);
+    their_turn();
     // SAFETY: as for the fence.
     unsafe { wgmma::wait::<0>() };
     state.step(acc_s.regs_mut(), mask(0));
     let mut p: [RegA<T>; 8] = core::array::from_fn(|kc| RegA::from_acc(acc_s.regs(), kc));
     for j in 1..n_tiles {
         let mut acc_s = Acc::<64>::zero();
+        my_turn(j);
         // SAFETY: as for the first fence; it also orders the output's rescale and the new
         // probabilities (registers written since the last products) before the products.
         unsafe { wgmma::fence() };
         scores(j, &mut acc_s);
         values(j - 1, &p, &mut acc_o);
+        their_turn();
         // SAFETY: the whole warpgroup reaches the waits together. `wait::<1>` leaves only
         // `p · v` in flight: the scores are ready.
         unsafe { wgmma::wait::<1>() };
@@ -328,10 +346,12 @@ fn attention<
         }}
         p = core::array::from_fn(|kc| RegA::from_acc(acc_s.regs(), kc));
     }
+    my_turn(n_tiles);
     // SAFETY: as for the loop's fence and waits. The last stage needs no arrival: the
     // producer copies nothing more.
     unsafe { wgmma::fence() };
     values(n_tiles - 1, &p, &mut acc_o);
+    their_turn();
     // SAFETY: as above.
     unsafe { wgmma::wait::<0>() };
     let l = state.l;
