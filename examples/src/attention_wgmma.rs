@@ -13,8 +13,11 @@
 //! accumulator, round the probabilities to `T` in the registers that held the scores (an
 //! accumulator's columns `16 j..16 j + 16` are laid out as an A operand), and add `p · v`
 //! (`wgmma` with A in registers and `v` read N-major, transposed, from its row-major tile).
-//! Each warp then arrives on the stage's "empty" barrier, which the producer waits on before
-//! copying into the stage again. With `causal`, key tiles after the block's last query are
+//! Each warp arrives on the stage's "keys empty" barrier once its scores are done and on its
+//! "values empty" barrier once `p · v` is, which the producer waits on before copying into
+//! the stage again. The next tile's scores are computed while the previous tile's `p · v`
+//! runs, and the two consumers take turns issuing their products, so that one's softmax
+//! overlaps the other's products. With `causal`, key tiles after the block's last query are
 //! not loaded, and only the diagonal tile is masked. The producer gives registers back
 //! (`setmaxnreg`) and the consumers take them.
 //!
@@ -172,14 +175,15 @@ fn attention<
     };
     let tile_bytes = (tile_elems * 2) as u32;
 
-    // SAFETY: every thread of the block reaches the five calls (the checks above stop all of
+    // SAFETY: every thread of the block reaches the six calls (the checks above stop all of
     // the launch or none of it), and the arrays are used for nothing else.
-    let (q_full, k_full, v_full, empty, turn) = unsafe {
+    let (q_full, k_full, v_full, k_empty, v_empty, turn) = unsafe {
         (
             MBarriers::init(shared_array!(FA3_Q_FULL: [u64; 1]), 1).get(0),
             MBarriers::init(shared_array!(FA3_K_FULL: [u64; FA3_STAGES]), 1),
             MBarriers::init(shared_array!(FA3_V_FULL: [u64; FA3_STAGES]), 1),
-            MBarriers::init(shared_array!(FA3_EMPTY: [u64; FA3_STAGES]), 8),
+            MBarriers::init(shared_array!(FA3_K_EMPTY: [u64; FA3_STAGES]), 8),
+            MBarriers::init(shared_array!(FA3_V_EMPTY: [u64; FA3_STAGES]), 8),
             MBarriers::init(shared_array!(FA3_TURN: [u64; 2]), 4),
         )
     };
@@ -211,20 +215,28 @@ fn attention<
             }
             for j in 0..n_tiles {
                 let s = j % FA3_STAGES;
-                // The consumers' arrivals of the tile that last used stage `s` (a fresh
-                // barrier's parity-1 wait returns at once: the first pass).
-                empty.get(s).wait(((j / FA3_STAGES) as u32 + 1) % 2);
+                // The consumers' arrivals of the tile that last used stage `s`, for its keys
+                // and then for its values (a fresh barrier's parity-1 wait returns at once:
+                // the first pass). The keys are released as soon as their scores are done,
+                // so the next keys are copied while the last values are still in use.
+                let phase = ((j / FA3_STAGES) as u32 + 1) % 2;
                 let key = (first + j * FA3_BN) as u32;
-                // SAFETY: each barrier's one arrival per phase, announcing the bytes of its
-                // copies. The stage was last read by the consumers' products, which they
-                // waited for before their arrivals on `empty` waited above; they read it
-                // again only after waiting on the full barriers for this phase.
+                let (kb, vb) = (k_full.get(s), v_full.get(s));
+                k_empty.get(s).wait(phase);
+                // SAFETY: each full barrier's one arrival per phase, announcing the bytes of
+                // its copies. The stage's keys (values) were last read by the consumers'
+                // products, which they waited for before their arrivals on `k_empty`
+                // (`v_empty`) waited for here; they read them again only after waiting on the
+                // full barrier for this phase.
                 unsafe {
-                    let (kb, vb) = (k_full.get(s), v_full.get(s));
                     kb.arrive_expect_tx(tile_bytes);
                     for b in 0..blocks {
                         tma::load(block_of(tile_k(s), b), src_k, key, (64 * b) as u32, kb);
                     }
+                }
+                v_empty.get(s).wait(phase);
+                // SAFETY: as above, for the values.
+                unsafe {
                     vb.arrive_expect_tx(tile_bytes);
                     for b in 0..blocks {
                         tma::load(block_of(tile_v(s), b), src_v, key, (64 * b) as u32, vb);
@@ -254,7 +266,7 @@ fn attention<
     // SAFETY (for every caller): the whole warpgroup calls it together (the tile loop's bounds
     // are the same in every thread), after a `fence`. The queries and the stage's keys were
     // written by the copies whose barrier phases this thread waited for, and are not written
-    // again before every warp's arrival on `empty` for the tile, which follows a `wait` that
+    // again before every warp's arrival on `k_empty` for the tile, which follows a `wait` that
     // covers these products.
     let scores = |j: usize, acc_s: &mut Acc<64>| {
         let st = j % FA3_STAGES;
@@ -277,7 +289,7 @@ fn attention<
     };
     // Start `o += p · v` of tile `j` (after waiting for its values).
     //
-    // SAFETY (for every caller): as for `scores`, for the stage's values.
+    // SAFETY (for every caller): as for `scores`, for the stage's values and `v_empty`.
     let values = |j: usize, p: &[RegA<T>; 8], acc_o: &mut Acc<OR>| {
         let st = j % FA3_STAGES;
         v_full.get(st).wait(((j / FA3_STAGES) % 2) as u32);
@@ -313,8 +325,14 @@ fn attention<
     unsafe { wgmma::fence() };
     scores(0, &mut acc_s);
     their_turn();
-    // SAFETY: as for the fence.
-    unsafe { wgmma::wait::<0>() };
+    // SAFETY: as for the fence; after the wait the keys of tile 0 are free once every warp
+    // arrives.
+    unsafe {
+        wgmma::wait::<0>();
+        if warp::lane_id() == 0 {
+            k_empty.get(0).arrive();
+        }
+    }
     state.step(acc_s.regs_mut(), mask(0));
     let mut p: [RegA<T>; 8] = core::array::from_fn(|kc| RegA::from_acc(acc_s.regs(), kc));
     for j in 1..n_tiles {
@@ -327,15 +345,21 @@ fn attention<
         values(j - 1, &p, &mut acc_o);
         their_turn();
         // SAFETY: the whole warpgroup reaches the waits together. `wait::<1>` leaves only
-        // `p · v` in flight: the scores are ready.
-        unsafe { wgmma::wait::<1>() };
+        // `p · v` in flight: the scores are ready, and tile `j`'s keys free once every warp
+        // arrives.
+        unsafe {
+            wgmma::wait::<1>();
+            if warp::lane_id() == 0 {
+                k_empty.get(j % FA3_STAGES).arrive();
+            }
+        }
         let alpha = state.step(acc_s.regs_mut(), mask(j));
-        // SAFETY: as above; after it the products of tile `j - 1` are done, and its stage is
+        // SAFETY: as above; after it the products of tile `j - 1` are done, and its values
         // free once every warp arrives.
         unsafe {
             wgmma::wait::<0>();
             if warp::lane_id() == 0 {
-                empty.get((j - 1) % FA3_STAGES).arrive();
+                v_empty.get((j - 1) % FA3_STAGES).arrive();
             }
         }
         let ro = acc_o.regs_mut();
