@@ -1,17 +1,23 @@
 //! Warpgroup matrix multiply-accumulate (`wgmma.mma_async`, sm_90a): the four warps of a
 //! warpgroup (128 threads, `128 k..128 k + 128` of the block) multiply a 64×16 tile A by a
-//! 16×N tile B, both read from shared memory through matrix descriptors, and add the product
-//! into a 64×N accumulator of `f32` spread over the group's registers ([`Acc`]).
+//! 16×N tile B, read from shared memory through matrix descriptors (A also from registers),
+//! and add the product into a 64×N accumulator of `f32` spread over the group's registers ([`Acc`]).
 //!
 //! # Operands
 //!
-//! Both operands are "K-major": A is 64 rows (m) of 16 elements (k), B is N rows (n) of 16
+//! In [`mma_async`] both operands are "K-major": A is 64 rows (m) of 16 elements (k), B is N rows (n) of 16
 //! elements (k) — B stored as its transpose, as in `C = A · Bᵀ` with A and B row-major. They
 //! live in [`SwizzledTile`]s (rows of 128 bytes, 128-byte swizzle, as the bulk copies of
 //! [`crate::tma`] write them); [`SwizzledTile::desc`] names rows `row..row + R` and columns
 //! `k..k + 16` of one as a [`Desc`] (start address, a stride of 1024 bytes between groups of
 //! eight rows, the swizzle mode), and the row count `R` is in the descriptor's type: A's is
 //! 64, B's is N, or the call does not compile.
+//!
+//! [`mma_async_rs`] is the register form: A comes from the warpgroup's registers ([`RegA`],
+//! eight elements a thread, laid out as an accumulator's 16 columns, so
+//! [`RegA::from_acc`] turns a product into the next product's A), and B is either K-major or
+//! N-major — 16 k rows of N contiguous columns, as a row-major K×N matrix is stored
+//! ([`SwizzledTile::desc_mn`], a [`DescMn`]; the instruction's transpose bit).
 //!
 //! # Asynchrony and the contract
 //!
@@ -28,7 +34,8 @@
 //!
 //! # On the simulator
 //!
-//! Each thread computes its own accumulator elements when [`mma_async`] is called, reading A
+//! Each thread computes its own accumulator elements when [`mma_async`] (or
+//! [`mma_async_rs`], which gathers its A rows from its warp's lanes) is called, reading A
 //! and B through the descriptors exactly as the hardware decodes them (start address, stride
 //! between eight-row groups, the 128-byte swizzle on the address bits), so a wrong descriptor
 //! gives wrong numbers there too; reads of bytes a bulk copy wrote are checked against its

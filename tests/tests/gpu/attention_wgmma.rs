@@ -171,3 +171,36 @@ fn wgmma_attention_refuses_other_shapes_and_other_buffers() {
         "`o` holds",
     );
 }
+
+#[test]
+fn the_wgmma_attention_kernel_launched_directly_with_a_bad_length_stops_with_a_report() {
+    use berth_examples::attention_wgmma::{
+        FA3_THREADS, attention_wgmma_shared_bytes, flash_attention_wgmma_kernel,
+    };
+    // The report is a trap, which poisons the process's CUDA state on a GPU: a child runs it.
+    in_child_on_the_gpu!(
+        "the_wgmma_attention_kernel_launched_directly_with_a_bad_length_stops_with_a_report"
+    );
+    let (_g, gpu) = gpu();
+    // Past the launcher's checks: the kernel's own refuse a sequence length that is not a
+    // multiple of 128 as a panic report.
+    let n = 192 * 64;
+    let buf = || gpu.upload(&vec![bf16::from_f32(0.5); n]).unwrap();
+    let (q, k, v, mut o) = (buf(), buf(), buf(), buf());
+    let maps = [
+        gpu.tensor_map(&q, 192, 64, 128).unwrap(),
+        gpu.tensor_map(&k, 192, 64, 128).unwrap(),
+        gpu.tensor_map(&v, 192, 64, 128).unwrap(),
+    ];
+    let maps = gpu.upload(&maps).unwrap();
+    let grid =
+        Grid::new(2, FA3_THREADS as u32).shared_bytes(attention_wgmma_shared_bytes(64) as u32);
+    let r = flash_attention_wgmma_kernel::<bf16, 64>(
+        &gpu, grid, 192, false, 0.125, &q, &k, &v, &maps, &mut o,
+    )
+    .and_then(|p| p.wait());
+    match r {
+        Err(Error::KernelPanic { .. }) => {}
+        other => panic!("expected a kernel panic report, got {other:?}"),
+    }
+}
