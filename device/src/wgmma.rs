@@ -1,17 +1,23 @@
 //! Warpgroup matrix multiply-accumulate (`wgmma.mma_async`, sm_90a): the four warps of a
 //! warpgroup (128 threads, `128 k..128 k + 128` of the block) multiply a 64×16 tile A by a
-//! 16×N tile B, both read from shared memory through matrix descriptors, and add the product
-//! into a 64×N accumulator of `f32` spread over the group's registers ([`Acc`]).
+//! 16×N tile B, read from shared memory through matrix descriptors (A also from registers),
+//! and add the product into a 64×N accumulator of `f32` spread over the group's registers ([`Acc`]).
 //!
 //! # Operands
 //!
-//! Both operands are "K-major": A is 64 rows (m) of 16 elements (k), B is N rows (n) of 16
+//! In [`mma_async`] both operands are "K-major": A is 64 rows (m) of 16 elements (k), B is N rows (n) of 16
 //! elements (k) — B stored as its transpose, as in `C = A · Bᵀ` with A and B row-major. They
 //! live in [`SwizzledTile`]s (rows of 128 bytes, 128-byte swizzle, as the bulk copies of
 //! [`crate::tma`] write them); [`SwizzledTile::desc`] names rows `row..row + R` and columns
 //! `k..k + 16` of one as a [`Desc`] (start address, a stride of 1024 bytes between groups of
 //! eight rows, the swizzle mode), and the row count `R` is in the descriptor's type: A's is
 //! 64, B's is N, or the call does not compile.
+//!
+//! [`mma_async_rs`] is the register form: A comes from the warpgroup's registers ([`RegA`],
+//! eight elements a thread, laid out as an accumulator's 16 columns, so
+//! [`RegA::from_acc`] turns a product into the next product's A), and B is either K-major or
+//! N-major — 16 k rows of N contiguous columns, as a row-major K×N matrix is stored
+//! ([`SwizzledTile::desc_mn`], a [`DescMn`]; the instruction's transpose bit).
 //!
 //! # Asynchrony and the contract
 //!
@@ -28,7 +34,8 @@
 //!
 //! # On the simulator
 //!
-//! Each thread computes its own accumulator elements when [`mma_async`] is called, reading A
+//! Each thread computes its own accumulator elements when [`mma_async`] (or
+//! [`mma_async_rs`], which gathers its A rows from its warp's lanes) is called, reading A
 //! and B through the descriptors exactly as the hardware decodes them (start address, stride
 //! between eight-row groups, the 128-byte swizzle on the address bits), so a wrong descriptor
 //! gives wrong numbers there too; reads of bytes a bulk copy wrote are checked against its
@@ -48,6 +55,8 @@ use core::marker::PhantomData;
 
 #[cfg(target_arch = "nvptx64")]
 mod ops;
+#[cfg(target_arch = "nvptx64")]
+mod ops_rs;
 
 /// A matrix descriptor of rows `row..row + R` (`R` a multiple of 8), 16 columns, of a
 /// [`SwizzledTile`] of `T` (from [`SwizzledTile::desc`]).
@@ -216,6 +225,22 @@ impl<const REGS: usize> Acc<REGS> {
             }
         }
         &self.regs
+    }
+
+    /// The thread's registers to change in place (a rescale), in [`coords`](Self::coords)
+    /// order. As [`regs`](Self::regs): call it only after a [`wait`] that covers every product
+    /// into them, and [`fence`] before the next `mma_async` into them.
+    ///
+    /// ```
+    /// let mut acc = berth_device::wgmma::Acc::<32>::zero();
+    /// acc.regs_mut()[3] = 2.0;
+    /// assert_eq!(acc.regs()[3], 2.0);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn regs_mut(&mut self) -> &mut [f32; REGS] {
+        let _ = self.regs();
+        &mut self.regs
     }
 }
 
@@ -399,6 +424,359 @@ pub unsafe fn release_registers<const N: u32>() {
     unsafe {
         core::arch::asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack))
     };
+}
+
+/// A matrix descriptor of an N-major ("MN-major", transposed) B operand: 16 rows (k) by `N`
+/// columns (n) with the columns contiguous, in a [`SwizzledTile`] (from
+/// [`SwizzledTile::desc_mn`]). `N` is a multiple of the tile's row (64 `bf16`): each 64
+/// columns are one block of the tile's rows, `block_rows` rows apart.
+///
+/// This is the layout of `v` in `o = p · v` with `v` row-major `[keys][d]`: the keys are k,
+/// the head dimension n.
+///
+/// ```
+/// use berth_device::{bf16, tma::SwizzledTile, shared::Shared};
+/// #[repr(align(1024))]
+/// struct Backing([bf16; 256 * 64]);
+/// let mut b = Backing([bf16::ZERO; 256 * 64]);
+/// // SAFETY: a host test: one thread; the array outlives the handle.
+/// let tile = SwizzledTile::<bf16, 256>::new(unsafe { Shared::from_raw(b.0.as_mut_ptr(), 256 * 64) }, 0);
+/// // Keys 16..32 of a 128-key tile of v with d = 128: columns 64..128 are rows 128..256.
+/// let d = tile.desc_mn::<128>(16, 128);
+/// assert_eq!(d.bits() >> 16 & 0x3fff, 128 * 128 >> 4); // the next 64 columns
+/// assert_eq!(d.bits() >> 32 & 0x3fff, 1024 >> 4); // the next eight keys
+/// ```
+pub struct DescMn<T, const N: usize> {
+    bits: u64,
+    #[cfg(not(target_arch = "nvptx64"))]
+    hi: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T, const N: usize> Clone for DescMn<T, N> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T, const N: usize> Copy for DescMn<T, N> {}
+
+impl<T, const N: usize> DescMn<T, N> {
+    /// The descriptor's 64 bits, as `wgmma` reads them: bits 0–13 the start address / 16,
+    /// 16–29 the leading byte offset / 16 (from one 64-column block to the next), 32–45 the
+    /// stride byte offset / 16 (from one group of eight k rows to the next: 1024 bytes), 62–63
+    /// the swizzle mode (1: 128 bytes).
+    ///
+    /// ```
+    /// use berth_device::{bf16, tma::SwizzledTile, shared::Shared};
+    /// #[repr(align(1024))]
+    /// struct Backing([bf16; 64 * 64]);
+    /// let mut b = Backing([bf16::ZERO; 64 * 64]);
+    /// // SAFETY: a host test: one thread; the array outlives the handle.
+    /// let tile = SwizzledTile::<bf16, 64>::new(unsafe { Shared::from_raw(b.0.as_mut_ptr(), 4096) }, 0);
+    /// // Sixteen k rows later: 2048 bytes on.
+    /// assert_eq!(tile.desc_mn::<64>(16, 64).bits() & 0x3fff, (tile.desc_mn::<64>(0, 64).bits() & 0x3fff) + 128);
+    /// ```
+    #[must_use]
+    pub const fn bits(&self) -> u64 {
+        self.bits
+    }
+}
+
+impl<T: Copy + Send, const ROWS: usize> SwizzledTile<T, ROWS> {
+    /// The N-major B descriptor of k rows `k..k + 16` and columns `0..N` of the matrix the tile
+    /// holds in blocks of [`COLS`](Self::COLS) columns: column `c` of k row `r` is element
+    /// `(b * block_rows + r, c % COLS)` of the tile, `b = c / COLS` (so a matrix of `N` columns
+    /// is `N / COLS` bulk copies of `block_rows` rows, one below the other). `k` a multiple of
+    /// 8, `block_rows` of 8, and the last block's rows inside the tile (else the thread stops
+    /// with a located report); `N` a multiple of `COLS` from 64 to 256 (else it does not
+    /// compile).
+    ///
+    /// ```
+    /// use berth_device::{bf16, tma::SwizzledTile, shared::Shared};
+    /// #[repr(align(1024))]
+    /// struct Backing([bf16; 128 * 64]);
+    /// let mut b = Backing([bf16::ZERO; 128 * 64]);
+    /// // SAFETY: a host test: one thread; the array outlives the handle.
+    /// let tile = SwizzledTile::<bf16, 128>::new(unsafe { Shared::from_raw(b.0.as_mut_ptr(), 128 * 64) }, 0);
+    /// let d = tile.desc_mn::<64>(32, 128); // k rows 32..48, columns 0..64
+    /// assert_eq!(d.bits() & 0x3fff, ((b.0.as_ptr() as u64 + 32 * 128) & 0x3ffff) >> 4);
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub fn desc_mn<const N: usize>(&self, k: usize, block_rows: usize) -> DescMn<T, N> {
+        const {
+            assert!(
+                N.is_multiple_of(Self::COLS) && N >= 64 && N <= 256,
+                "an N-major descriptor names 64 to 256 columns, whole rows of the tile"
+            )
+        };
+        let blocks = N / Self::COLS;
+        if !k.is_multiple_of(8)
+            || !block_rows.is_multiple_of(8)
+            || (blocks > 1 && block_rows < k + 16)
+            || (blocks - 1) * block_rows + k + 16 > ROWS
+        {
+            crate::panic::fail(
+                "wgmma N-major descriptor: k rows must start at a multiple of 8, blocks be a multiple of 8 rows apart holding the 16 rows, and every block stay in the tile",
+            );
+        }
+        let at = self.as_ptr().wrapping_add(k * Self::COLS);
+        #[cfg(target_arch = "nvptx64")]
+        let addr = u64::from(crate::mbarrier::shared_addr(at));
+        #[cfg(not(target_arch = "nvptx64"))]
+        let addr = at as u64;
+        let lbo = (block_rows * 128) as u64;
+        let bits = ((addr & 0x3ffff) >> 4) | (lbo >> 4) << 16 | (1024u64 >> 4) << 32 | 1 << 62;
+        DescMn {
+            bits,
+            #[cfg(not(target_arch = "nvptx64"))]
+            hi: at as usize & !0x3ffff,
+            _t: PhantomData,
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<T, const R: usize> Sealed for super::Desc<T, R> {}
+    impl<T, const N: usize> Sealed for super::DescMn<T, N> {}
+}
+
+/// A B operand of [`mma_async_rs`]: a K-major [`Desc`] (`N` rows of 16 k, as in `a · bᵀ`) or an
+/// N-major [`DescMn`] (16 k rows of `N` columns, as in `a · b`).
+///
+/// ```
+/// use berth_device::{bf16, wgmma::{BOperand, Desc, DescMn}};
+/// assert_eq!(<Desc<bf16, 128> as BOperand<bf16>>::N, 128);
+/// assert!(<DescMn<bf16, 64> as BOperand<bf16>>::TRANSPOSED);
+/// ```
+pub trait BOperand<T>: Copy + sealed::Sealed {
+    /// The columns of B (n).
+    const N: usize;
+    /// Whether B is N-major (the instruction's `imm-trans-b`).
+    const TRANSPOSED: bool;
+    #[doc(hidden)]
+    fn parts(&self) -> (u64, usize);
+}
+
+impl<T, const R: usize> BOperand<T> for Desc<T, R> {
+    const N: usize = R;
+    const TRANSPOSED: bool = false;
+    #[inline(always)]
+    fn parts(&self) -> (u64, usize) {
+        #[cfg(target_arch = "nvptx64")]
+        let hi = 0;
+        #[cfg(not(target_arch = "nvptx64"))]
+        let hi = self.hi;
+        (self.bits, hi)
+    }
+}
+
+impl<T, const N: usize> BOperand<T> for DescMn<T, N> {
+    const N: usize = N;
+    const TRANSPOSED: bool = true;
+    #[inline(always)]
+    fn parts(&self) -> (u64, usize) {
+        #[cfg(target_arch = "nvptx64")]
+        let hi = 0;
+        #[cfg(not(target_arch = "nvptx64"))]
+        let hi = self.hi;
+        (self.bits, hi)
+    }
+}
+
+/// A thread's part of a 64×16 A operand of `T` held in registers, for [`mma_async_rs`]: eight
+/// elements in four 32-bit registers. Thread `t` of the warpgroup (warp `w`, lane `l`) holds
+/// rows `16 w + l / 4` and `+ 8`, columns `2 (l % 4)`, `+ 1`, `+ 8`, `+ 9`
+/// ([`coords`](Self::coords)) — the places of accumulator registers `8 j..8 j + 8` of an
+/// [`Acc`] in its columns `16 j..16 j + 16`, so a product's rows become the next product's A
+/// without leaving the registers ([`from_acc`](Self::from_acc)).
+///
+/// ```
+/// use berth_device::{bf16, wgmma::{Acc, RegA}};
+/// for t in 0..128 {
+///     for e in 0..8 {
+///         let (r, c) = RegA::<bf16>::coords(t, e);
+///         assert_eq!(Acc::<64>::coords(t, 8 * 3 + e), (r, 16 * 3 + c));
+///     }
+/// }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct RegA<T> {
+    regs: [u32; 4],
+    _t: PhantomData<T>,
+}
+
+impl<T: MmaInput> RegA<T> {
+    /// The `(row, column)` of element `e` (`0..8`) of thread `t` (`0..128`) of the warpgroup.
+    ///
+    /// ```
+    /// use berth_device::{bf16, wgmma::RegA};
+    /// assert_eq!(RegA::<bf16>::coords(0, 6), (8, 8));
+    /// assert_eq!(RegA::<bf16>::coords(127, 7), (63, 15));
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub const fn coords(t: usize, e: usize) -> (usize, usize) {
+        let (w, l) = (t / 32 % 4, t % 32);
+        (
+            16 * w + l / 4 + 8 * (e / 2 % 2),
+            8 * (e / 4) + 2 * (l % 4) + e % 2,
+        )
+    }
+
+    /// The fragment of elements `x`, in [`coords`](Self::coords) order.
+    ///
+    /// ```
+    /// use berth_device::{bf16, wgmma::RegA};
+    /// let a = RegA::from_array(core::array::from_fn(|e| bf16::from_f32(e as f32)));
+    /// assert_eq!(a.to_array()[5].to_f32(), 5.0);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn from_array(x: [T; 8]) -> Self {
+        let pack = |lo: T, hi: T| u32::from(lo.to_bits()) | u32::from(hi.to_bits()) << 16;
+        Self {
+            regs: core::array::from_fn(|k| pack(x[2 * k], x[2 * k + 1])),
+            _t: PhantomData,
+        }
+    }
+
+    /// The elements, in [`coords`](Self::coords) order.
+    ///
+    /// ```
+    /// use berth_device::{f16, wgmma::RegA};
+    /// let a = RegA::from_array([f16::from_f32(2.0); 8]);
+    /// assert_eq!(a.to_array()[7].to_f32(), 2.0);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn to_array(&self) -> [T; 8] {
+        core::array::from_fn(|e| T::from_bits((self.regs[e / 2] >> (16 * (e % 2))) as u16))
+    }
+
+    /// Columns `16 j..16 j + 16` of the 64×N matrix `x` holds in an [`Acc`]'s layout (its
+    /// registers `8 j..8 j + 8`), each rounded to the nearest `T` (ties to even): the A operand
+    /// of the next product.
+    ///
+    /// ```
+    /// use berth_device::{bf16, wgmma::{Acc, RegA}};
+    /// let mut acc = Acc::<32>::zero();
+    /// acc.regs_mut()[8 + 5] = 1.0 / 3.0;
+    /// let a = RegA::<bf16>::from_acc(acc.regs(), 1);
+    /// assert_eq!(a.to_array()[5].to_f32(), 0.333_984_375);
+    /// ```
+    #[inline(always)]
+    #[must_use]
+    pub fn from_acc<const REGS: usize>(x: &[f32; REGS], j: usize) -> Self {
+        Self {
+            regs: core::array::from_fn(|k| round_pair::<T>(x[8 * j + 2 * k], x[8 * j + 2 * k + 1])),
+            _t: PhantomData,
+        }
+    }
+}
+
+/// `lo` and `hi` rounded to nearest `T`, packed `lo` in the low half.
+#[inline(always)]
+fn round_pair<T: MmaInput>(lo: f32, hi: f32) -> u32 {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let r: u32;
+        // SAFETY: a conversion of registers (`cvt.rn.{bf16x2,f16x2}.f32`, sm_80): it reads and
+        // writes nothing else.
+        unsafe {
+            if T::IS_BF16 {
+                core::arch::asm!("cvt.rn.bf16x2.f32 {r}, {h}, {l};", r = out(reg32) r, h = in(reg32) hi, l = in(reg32) lo, options(pure, nomem, nostack));
+            } else {
+                core::arch::asm!("cvt.rn.f16x2.f32 {r}, {h}, {l};", r = out(reg32) r, h = in(reg32) hi, l = in(reg32) lo, options(pure, nomem, nostack));
+            }
+        }
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let bits = |x: f32| {
+            if T::IS_BF16 {
+                crate::bf16::from_f32(x).to_bits()
+            } else {
+                crate::f16::from_f32(x).to_bits()
+            }
+        };
+        u32::from(bits(lo)) | u32::from(bits(hi)) << 16
+    }
+}
+
+/// `acc = a · b + (accumulate ? acc : 0)` by the warpgroup with A in registers
+/// (`wgmma.mma_async.sync.aligned.m64n{N}k16.f32.{T}.{T}`, the register form, N = `2 * REGS`):
+/// `a` the 64×16 A of the group's threads, `b` a K-major ([`Desc`]: N rows of 16) or N-major
+/// ([`DescMn`]: 16 rows of N, the transposed form) B in shared memory.
+///
+/// # Safety
+/// As [`mma_async`]: every thread of the warpgroup reaches the call together, with the same
+/// descriptor and its own part of `a`; nothing writes B's shared memory until a [`wait`]
+/// covers the call, and the bytes a bulk copy wrote there are read only after waiting for its
+/// barrier phase.
+///
+/// ```should_panic
+/// use berth_device::{bf16, tma::SwizzledTile, shared::Shared, wgmma::{self, Acc, RegA}};
+/// #[repr(align(1024))]
+/// struct Backing([bf16; 64 * 64]);
+/// let mut b = Backing([bf16::ONE; 64 * 64]);
+/// // SAFETY: a host test: one thread; the array outlives the handle.
+/// let tile = SwizzledTile::<bf16, 64>::new(unsafe { Shared::from_raw(b.0.as_mut_ptr(), 4096) }, 0);
+/// let mut acc = Acc::<32>::zero();
+/// let a = RegA::from_array([bf16::ONE; 8]);
+/// // Outside a launch of whole warpgroups this stops with a report.
+/// // SAFETY: (not met: a block of one thread) the warpgroup reaches it together.
+/// unsafe { wgmma::mma_async_rs(&mut acc, a, tile.desc_mn::<64>(0, 64), false) };
+/// ```
+#[inline(always)]
+#[track_caller]
+pub unsafe fn mma_async_rs<T: MmaInput, const REGS: usize, B: BOperand<T>>(
+    acc: &mut Acc<REGS>,
+    a: RegA<T>,
+    b: B,
+    accumulate: bool,
+) {
+    const {
+        assert!(
+            B::N == 2 * REGS && matches!(B::N, 64 | 128 | 256),
+            "wgmma: B has N = 64, 128 or 256 columns and the accumulator N / 2 registers"
+        )
+    };
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let (bb, s) = (b.parts().0, u32::from(accumulate));
+        let regs: *mut f32 = acc.regs.as_mut_ptr();
+        let ar = a.regs;
+        // SAFETY (each arm): `REGS` is the arm's register count (checked above), so the cast
+        // names the same array; the rest is the caller's contract, forwarded.
+        unsafe {
+            macro_rules! arms {
+                ($tb:literal) => {
+                    match (B::N, T::IS_BF16) {
+                        (64, true) => ops_rs::rs_m64n64_bf16::<$tb>(&mut *regs.cast(), ar, bb, s),
+                        (64, false) => ops_rs::rs_m64n64_f16::<$tb>(&mut *regs.cast(), ar, bb, s),
+                        (128, true) => ops_rs::rs_m64n128_bf16::<$tb>(&mut *regs.cast(), ar, bb, s),
+                        (128, false) => ops_rs::rs_m64n128_f16::<$tb>(&mut *regs.cast(), ar, bb, s),
+                        (_, true) => ops_rs::rs_m64n256_bf16::<$tb>(&mut *regs.cast(), ar, bb, s),
+                        (_, false) => ops_rs::rs_m64n256_f16::<$tb>(&mut *regs.cast(), ar, bb, s),
+                    }
+                };
+            }
+            if B::TRANSPOSED { arms!(1) } else { arms!(0) }
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    host::mma_rs(
+        &mut acc.regs,
+        a.regs,
+        (b.parts(), B::TRANSPOSED),
+        accumulate,
+        |bits| T::from_bits(bits).widen(),
+        core::panic::Location::caller(),
+    );
 }
 
 #[cfg(not(target_arch = "nvptx64"))]

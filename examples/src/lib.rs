@@ -7,6 +7,7 @@
 use berth::prelude::*;
 
 pub mod attention;
+pub mod attention_wgmma;
 pub mod chain;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;

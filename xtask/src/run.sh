@@ -51,9 +51,9 @@
 #   tensor: the tensor-core tests (mma, async copies, attention, wgmma) of tests/gpu, then the
 #   tensor_gemm example (berth's mma.sync GEMM against cuBLAS, f16 and bf16) and the
 #   wgmma_gemm example (the bulk-copy + warpgroup-MMA GEMM against cuBLAS, c = a · bᵀ) at
-#   BERTH_TENSOR_GEMM sizes (default "4096 8192"), the attention example (bf16, d = 64 and 128,
-#   causal and not) at BERTH_TENSOR_SEQ lengths (default "1024 4096 16384", batch x heads
-#   2 x 16 x max(1, 16384 / seq)), and tensor_anchor.py (cuBLAS through torch.matmul, PyTorch's
+#   BERTH_TENSOR_GEMM sizes (default "4096 8192"), the attention example (its mma.sync and
+#   wgmma kernels, bf16, d = 64 and 128, causal and not) at BERTH_TENSOR_SEQ lengths (default
+#   "1024 4096 16384", batch x heads 2 x 16 x max(1, 16384 / seq)), and tensor_anchor.py (cuBLAS through torch.matmul, PyTorch's
 #   flash SDPA, same shapes) -> tensor.log (every line, the anchor's JSON lines too: what `cargo xtask record` reads), tensor.jsonl (the anchor's lines);
 #   tpch: the tpch example (TPC-H Q1, Q6, Q12, Q14 raw, packed and warm, every answer checked)
 #   and tpch_anchor.py (DuckDB, PyTorch, the link bound) at each scale factor of
@@ -636,15 +636,17 @@ if [[ $mode == tensor ]]; then
       summary+=("FAIL  wgmma_gemm $n"); fail=1
     fi
   done
-  for d in 64 128; do
-    for seq in ${BERTH_TENSOR_SEQ:-1024 4096 16384}; do
-      heads=$(( (seq < 16384 ? 16384 / seq : 1) * 32 ))
-      for causal in "" --causal; do
-        if "$here/bin/attention" --seq "$seq" --d "$d" --heads "$heads" $causal --reps 20 2>&1 | tee -a "$out/tensor.log"; then
-          summary+=("PASS  attention d=$d seq=$seq $causal")
-        else
-          summary+=("FAIL  attention d=$d seq=$seq $causal"); fail=1
-        fi
+  for kernel in mma wgmma; do
+    for d in 64 128; do
+      for seq in ${BERTH_TENSOR_SEQ:-1024 4096 16384}; do
+        heads=$(( (seq < 16384 ? 16384 / seq : 1) * 32 ))
+        for causal in "" --causal; do
+          if "$here/bin/attention" --kernel "$kernel" --seq "$seq" --d "$d" --heads "$heads" $causal --reps 20 2>&1 | tee -a "$out/tensor.log"; then
+            summary+=("PASS  attention $kernel d=$d seq=$seq $causal")
+          else
+            summary+=("FAIL  attention $kernel d=$d seq=$seq $causal"); fail=1
+          fi
+        done
       done
     done
   done

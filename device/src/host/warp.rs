@@ -47,6 +47,9 @@ pub enum Op {
     /// One step of a simulated `ldmatrix`: read lane `arg`'s row address. Every lane of the
     /// warp takes part.
     Ldmatrix,
+    /// One step of a simulated `wgmma.mma_async` with A in registers: read lane `arg`'s A
+    /// registers. Every lane of the warp takes part.
+    Wgmma,
 }
 
 impl Op {
@@ -71,6 +74,7 @@ impl Op {
             Op::Sync => "warp::sync_warp",
             Op::Mma => "mma::mma",
             Op::Ldmatrix => "mma::ldmatrix",
+            Op::Wgmma => "wgmma::mma_async_rs",
         }
     }
 }
@@ -173,7 +177,7 @@ pub fn exchange(
             Op::MinI32 => lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64,
             Op::MaxI32 => lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64,
             Op::Sync => 0,
-            Op::Mma | Op::Ldmatrix => {
+            Op::Mma | Op::Ldmatrix | Op::Wgmma => {
                 if group != u32::MAX || exists != u32::MAX {
                     return Err((
                         l,

@@ -1,16 +1,22 @@
-//! attention: berth's tensor-core attention forward kernel (`flash_attention`: `bf16` or `f16`
-//! `q`, `k`, `v`, `[heads, seq, d]` row-major, `f32` softmax and sums) on random inputs;
-//! prints the median time of `--reps` runs (after one warm-up) and its TFLOP/s (4·seq²·d per
-//! head, half of it with `--causal`), and checks sampled output rows against the host's
-//! softmax in `f64`.
+//! attention: berth's tensor-core attention forward kernels (`bf16` or `f16` `q`, `k`, `v`,
+//! `[heads, seq, d]` row-major, `f32` softmax and sums) on random inputs: `--kernel mma`
+//! (`flash_attention`, FlashAttention-2 on `mma.sync`, sm_80 and later) or `--kernel wgmma`
+//! (`flash_attention_wgmma`, FlashAttention-3's layout on `wgmma` and bulk tensor copies,
+//! sm_90); prints the median time of `--reps` runs (after one warm-up) and its TFLOP/s
+//! (4·seq²·d per head, half of it with `--causal`), and checks sampled output rows against
+//! the host's softmax in `f64`. The `wgmma` kernel's line names it after the element type
+//! (`attention bf16 wgmma: …`).
 //!
-//! `cargo run --release -p berth-examples --bin attention -- [--seq 4096] [--d 128]
-//! [--heads 16] [--causal] [--f16] [--reps 20]` (`seq` a multiple of 128, `d` 64 or 128;
-//! `heads` counts batch × heads). On the CPU simulator it runs once, at the size given (keep
-//! it small there: `--seq 256 --heads 2`).
+//! `cargo run --release -p berth-examples --bin attention -- [--kernel mma|wgmma] [--seq 4096]
+//! [--d 128] [--heads 16] [--causal] [--f16] [--reps 20]` (`seq` a multiple of 128, `d` 64 or
+//! 128; `heads` counts batch × heads). On the CPU simulator it runs once, at the size given
+//! (keep it small there: `--seq 256 --heads 2`).
 
 use berth::{Backend, DeviceBuffer, Gpu, bf16, f16};
 use berth_examples::attention::{ATTN_BM, AttentionInput, flash_attention};
+use berth_examples::attention_wgmma::{
+    AttentionWgmmaInput, attention_wgmma_maps, flash_attention_wgmma,
+};
 use berth_examples::cli::{exit_with, init_logging};
 use clap::Parser;
 use rand::Rng;
@@ -23,9 +29,21 @@ fn main() {
     exit_with("attention", run(Args::parse()));
 }
 
+/// The attention kernels the example runs.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Kernel {
+    /// FlashAttention-2 on warp-level `mma.sync`
+    Mma,
+    /// FlashAttention-3's layout on warpgroup `wgmma` and bulk tensor copies (sm_90)
+    Wgmma,
+}
+
 /// berth's tensor-core attention forward pass, timed and checked.
 #[derive(Parser)]
 struct Args {
+    /// The kernel: `mma` (`mma.sync`) or `wgmma` (warpgroup MMA, sm_90)
+    #[arg(long, value_enum, default_value_t = Kernel::Mma)]
+    kernel: Kernel,
     /// Sequence length (a multiple of 128)
     #[arg(long, default_value_t = 4096)]
     seq: usize,
@@ -47,7 +65,7 @@ struct Args {
 }
 
 /// The element types the kernel runs, with their conversions.
-trait Input: AttentionInput + Send + Sync {
+trait Input: AttentionInput + AttentionWgmmaInput + Send + Sync {
     const NAME: &'static str;
     fn round(x: f32) -> Self;
     fn widen(self) -> f32;
@@ -119,15 +137,29 @@ fn one<T: Input>(gpu: &Gpu, args: &Args, reps: usize) -> Result<bool, Failure> {
     let mut dout: DeviceBuffer<T> = gpu.upload(&vec![T::round(f32::NAN); n])?;
     let flops = 4.0 * (seq * seq * d * heads) as f64 * if causal { 0.5 } else { 1.0 };
     let stream = gpu.stream()?;
+    let maps = if args.kernel == Kernel::Wgmma {
+        Some(attention_wgmma_maps(gpu, [&dq, &dk, &dv], heads, seq, d)?)
+    } else {
+        None
+    };
+    let launch = |dout: &mut DeviceBuffer<T>| -> Result<(), Failure> {
+        match &maps {
+            Some(maps) => {
+                flash_attention_wgmma(&stream, maps, [&dq, &dk, &dv], dout, causal)?.wait()?;
+            }
+            None => flash_attention(&stream, &dq, &dk, &dv, dout, heads, seq, d, causal)?.wait()?,
+        }
+        Ok(())
+    };
     // One warm-up, then the median of the timed runs (as the PyTorch anchor reports); with no
     // repetitions (the simulator), one run.
     if reps > 0 {
-        flash_attention(&stream, &dq, &dk, &dv, &mut dout, heads, seq, d, causal)?.wait()?;
+        launch(&mut dout)?;
     }
     let mut times = Vec::with_capacity(reps.max(1));
     for _ in 0..reps.max(1) {
         let start = Instant::now();
-        flash_attention(&stream, &dq, &dk, &dv, &mut dout, heads, seq, d, causal)?.wait()?;
+        launch(&mut dout)?;
         times.push(start.elapsed().as_secs_f64());
     }
     times.sort_by(f64::total_cmp);
@@ -155,9 +187,14 @@ fn one<T: Input>(gpu: &Gpu, args: &Args, reps: usize) -> Result<bool, Failure> {
         }
     }
     println!(
-        "attention {}: {heads} × {seq} × {d}{}: median {:.3} ms ({:.1} TFLOP/s); {off} of {} \
+        "attention {}{}: {heads} × {seq} × {d}{}: median {:.3} ms ({:.1} TFLOP/s); {off} of {} \
          sampled outputs off the host's",
         T::NAME,
+        if args.kernel == Kernel::Wgmma {
+            " wgmma"
+        } else {
+            ""
+        },
         if causal { ", causal" } else { "" },
         best * 1e3,
         flops / best / 1e12,

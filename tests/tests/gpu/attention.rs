@@ -11,7 +11,7 @@ use berth_examples::attention::{
 /// `softmax(q · kᵀ / √d) · v` per matrix in `f64`, and for each output element the scale of
 /// its rounding error: `Σ p_j |v_j| / Σ p_j`, the probability-weighted magnitude of the
 /// values it averages.
-fn host_attention(
+pub(super) fn host_attention(
     (q, k, v): (&[f64], &[f64], &[f64]),
     bh: usize,
     seq: usize,

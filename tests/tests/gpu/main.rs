@@ -39,6 +39,7 @@ macro_rules! in_child_on_the_gpu {
 mod async_copy;
 mod atomics;
 mod attention;
+mod attention_wgmma;
 mod auto;
 mod faults;
 mod half;

@@ -175,3 +175,100 @@ fn every_wgmma_shape_multiplies_like_the_host() {
         },
     );
 }
+
+/// The register-A `wgmma` of one warpgroup, in `bf16` and `f16`, against the host: K-major
+/// and N-major (transposed) B for each N, and a product's accumulator rounded to `T` as the
+/// next product's A (`RegA::from_acc`).
+#[test]
+fn register_a_wgmma_multiplies_like_the_host() {
+    use berth_fixtures::wgmma::{WGMMA_RS_SHARED, wgmma_register_a};
+    let (_g, gpu) = gpu();
+    fn run<T: berth::DeviceCopy + berth::mma::MmaInput>(
+        gpu: &Gpu,
+        round: impl Fn(f32) -> T,
+        widen: impl Fn(T) -> f64,
+        launch: impl FnOnce(
+            &Gpu,
+            [&berth::DeviceBuffer<T>; 3],
+            &berth::DeviceBuffer<berth::tma::TensorMap>,
+            &mut berth::DeviceBuffer<f32>,
+        ),
+    ) {
+        let a: Vec<T> = random_f32(64 * 64).into_iter().map(&round).collect();
+        let b: Vec<T> = random_f32(256 * 64).into_iter().map(&round).collect();
+        let v: Vec<T> = random_f32(64 * 256).into_iter().map(&round).collect();
+        let (da, db, dv) = (
+            gpu.upload(&a).unwrap(),
+            gpu.upload(&b).unwrap(),
+            gpu.upload(&v).unwrap(),
+        );
+        let maps = [
+            gpu.tensor_map(&db, 256, 64, 256).unwrap(),
+            gpu.tensor_map(&dv, 64, 256, 64).unwrap(),
+        ];
+        let maps = gpu.upload(&maps).unwrap();
+        let mut out = gpu.upload(&vec![f32::NAN; 64 * 576]).unwrap();
+        launch(gpu, [&da, &db, &dv], &maps, &mut out);
+        let got = out.to_vec().unwrap();
+        let wide = |x: Vec<T>| -> Vec<f64> { x.into_iter().map(&widen).collect() };
+        let (af, bf, vf) = (wide(a), wide(b), wide(v));
+        // `v` transposed (n × k), so that `a · v[.., ..n]` is `host_gemm` of `a` and its rows.
+        let vt: Vec<f64> = (0..256 * 64).map(|i| vf[i % 64 * 256 + i / 64]).collect();
+        let check = |what: &str, at: usize, n: usize, (want, mag): (Vec<f64>, Vec<f64>)| {
+            for i in 0..64 * n {
+                let tol = mag[i] * 80.0 * 2f64.powi(-24) + 1e-30;
+                let g = f64::from(got[at + i]);
+                assert!(
+                    (g - want[i]).abs() <= tol,
+                    "{what} m64n{n}k16: ({}, {}) is {g}, want {} (±{tol})",
+                    i / n,
+                    i % n,
+                    want[i]
+                );
+            }
+        };
+        check(
+            "K-major",
+            0,
+            64,
+            host_gemm(&af, &bf[..64 * 64], (64, 64, 64)),
+        );
+        let mut at = 64 * 64;
+        for n in [64, 128, 256] {
+            check("N-major", at, n, host_gemm(&af, &vt[..n * 64], (64, n, 64)));
+            at += 64 * n;
+        }
+        // The first product as the kernel has it (checked above), rounded to `T`: the A of
+        // the last product.
+        let p: Vec<f64> = got[..64 * 64].iter().map(|&x| widen(round(x))).collect();
+        check(
+            "accumulator as A",
+            at,
+            64,
+            host_gemm(&p, &vt[..64 * 64], (64, 64, 64)),
+        );
+    }
+    let grid = Grid::new(1, 128).shared_bytes(WGMMA_RS_SHARED);
+    run(
+        &gpu,
+        bf16::from_f32,
+        |x| f64::from(x.to_f32()),
+        |g, [a, b, v], m, o| {
+            wgmma_register_a::<bf16>(g, grid, a, b, v, m, o)
+                .unwrap()
+                .wait()
+                .unwrap()
+        },
+    );
+    run(
+        &gpu,
+        f16::from_f32,
+        |x| f64::from(x.to_f32()),
+        |g, [a, b, v], m, o| {
+            wgmma_register_a::<f16>(g, grid, a, b, v, m, o)
+                .unwrap()
+                .wait()
+                .unwrap()
+        },
+    );
+}
