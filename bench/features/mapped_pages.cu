@@ -209,8 +209,9 @@ int main(int argc, char** argv) {
         cuMemRelease(h);
       }
     }
-    {
-      // Managed memory kept on the host, mapped for the GPU.
+    for (int advise_huge = 1; advise_huge >= 0; advise_huge--) {
+      // Managed memory kept on the host, mapped for the GPU; with and without asking the
+      // kernel for huge pages.
       double t0 = now();
       float4* m;
       CK(cudaMallocManaged((void**)&m, bytes));
@@ -222,10 +223,10 @@ int main(int argc, char** argv) {
       gpu.id = 0;
       CK(cudaMemAdvise(m, bytes, cudaMemAdviseSetPreferredLocation, cpu));
       CK(cudaMemAdvise(m, bytes, cudaMemAdviseSetAccessedBy, gpu));
-      madvise(m, bytes, MADV_HUGEPAGE);
+      if (advise_huge) madvise(m, bytes, MADV_HUGEPAGE);
       fill(m, rows);
       fprintf(stderr, "managed on host %.0f GiB: %.1f s\n", gib, now() - t0);
-      bench("managed_preferred_host", m, rows, gib, "uvm");
+      bench("managed_preferred_host", m, rows, gib, advise_huge ? "madvise" : "none");
       CK(cudaFree(m));
     }
   }

@@ -57,7 +57,8 @@ pub fn write(md: &mut String, text: &str) -> Result {
         first["table_gib"].as_f64().unwrap_or(0.0),
         first["dim"],
         match first["table"].as_str() {
-            Some("managed") => "managed memory kept on the host and read in place by the GPU: `--table managed`",
+            Some("managed") =>
+                "managed memory kept on the host and read in place by the GPU: `--table managed`",
             Some("pinned") => "pinned memory mapped page by page: `--table pinned`",
             _ => "pinned memory mapped page by page",
         },

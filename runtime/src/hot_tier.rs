@@ -160,6 +160,37 @@ fn atomic_view(v: &mut [u32]) -> &[AtomicU32] {
 
 /// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
 /// if it is too short. Waits for the GPU work still reading `buf`.
+/// Count every `every`-th id of batch `batch` (from position `batch mod every`) in `counts`,
+/// noting the rows counted for the first time in `touched`; the ids counted, and how many of
+/// them `bits` (the host's residency) calls resident. A tier that holds no row counts
+/// nothing: `counts` is empty. On one thread: a few thousand counted ids a batch, made while
+/// the batch's gather runs (a build that spread them over the host's threads gathered more
+/// slowly).
+fn count_ids(
+    counts: &mut [u32],
+    touched: &mut Vec<u32>,
+    bits: &[u64],
+    every: usize,
+    batch: u64,
+    ids: &[u32],
+) -> (u64, u64) {
+    if counts.is_empty() {
+        return (0, 0);
+    }
+    let (mut counted, mut hits) = (0u64, 0u64);
+    let first = (batch % every as u64) as usize;
+    for &id in ids.iter().skip(first).step_by(every) {
+        counted += 1;
+        let c = &mut counts[id as usize];
+        if *c == 0 {
+            touched.push(id);
+        }
+        *c = c.saturating_add(1);
+        hits += u64::from(bit(bits, id));
+    }
+    (counted, hits)
+}
+
 fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
     if buf.len() < data.len() {
         *buf = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
@@ -256,7 +287,8 @@ pub struct HotTierStats {
     /// Rows gathered (ids given to gathers).
     pub rows: u64,
     /// Ids counted: every id by default, every `n`-th of each batch with
-    /// [`HotTier::count_every`].
+    /// [`HotTier::count_every`]; none by a tier that holds no row (nothing could become
+    /// resident).
     pub counted: u64,
     /// Counted ids whose rows were resident (read from device memory).
     pub hits: u64,
@@ -536,7 +568,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             free,
             quarantine: Vec::new(),
             hand: 0,
-            counts: huge_vec(rows, 0),
+            counts: huge_vec(if capacity == 0 { 0 } else { rows }, 0),
             touched: Vec::new(),
             ids: (0..IDS_IN_FLIGHT)
                 .map(|_| gpu.alloc_zeroed::<u32>(0))
@@ -669,7 +701,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // still queued.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
         stage(&self.gpu, &mut self.ids[ring], ids)?;
-        self.count_batch(batch, ids);
+        self.report_small(batch, ids.len());
+        self.stats.rows += ids.len() as u64;
         if self.claim.len() < ids.len() {
             self.claim = self
                 .gpu
@@ -703,8 +736,21 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stage_pos,
             stage,
             width,
+            counts,
+            touched,
+            resident_bits,
+            count_every,
+            stats,
             ..
         } = self;
+        // Counted while the gather runs (after it is queued), from the host's copy of the
+        // residency.
+        let mut count = || {
+            let (counted, hits) =
+                count_ids(counts, touched, resident_bits, *count_every, batch, ids);
+            stats.counted += counted;
+            stats.hits += hits;
+        };
         let ids_dev = &ids_in_flight[ring];
         let gather = Gather {
             units: *units,
@@ -717,9 +763,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             marked: marked > 0,
         };
         if !capture && marked == 0 {
-            return gather.queue(
+            let pending = gather.queue(
                 queue, table, tier, slots, ids_dev, out, log_n, log, seen, claim, staged,
-            );
+            )?;
+            count();
+            return Ok(pending);
         }
         // The rows the gather logs are copied from `out` into the slots granted to their
         // places in the log by a later kernel, which reads what the gather (and the scatter)
@@ -731,6 +779,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let gathered = gather.queue(
             queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim, staged,
         )?;
+        count();
         if marked > 0 {
             // While the GPU gathers the other rows, the host's threads gather these into
             // `stage` (which the gather does not use; writing it waits for the last scatter).
@@ -907,37 +956,18 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.on_repeat = on;
     }
 
-    /// Count the ids of one batch (every `count_every`-th), and their hits against the slot
-    /// table its gather reads.
-    fn count_batch(&mut self, batch: u64, ids: &[u32]) {
-        if ids.len() > self.capacity && !self.reported_small {
+    /// Report, once, a batch with more rows than the tier holds.
+    fn report_small(&mut self, batch: u64, ids: usize) {
+        if ids > self.capacity && !self.reported_small {
             self.reported_small = true;
             tracing::debug!(
                 batch,
-                ids = ids.len(),
+                ids,
                 capacity = self.capacity,
                 budget = self.budget,
                 "hot tier: a batch has more rows than the budget holds: the rest are read from host memory"
             );
         }
-        // One thread: a few thousand counted ids a batch (a build that spread them over the
-        // host's threads gathered more slowly on the H200 machine).
-        let mut hits = 0u64;
-        let every = self.count_every;
-        let first = (batch % every as u64) as usize;
-        let mut counted = 0u64;
-        for &id in ids.iter().skip(first).step_by(every) {
-            counted += 1;
-            let c = &mut self.counts[id as usize];
-            if *c == 0 {
-                self.touched.push(id);
-            }
-            *c = c.saturating_add(1);
-            hits += u64::from(self.capacity > 0 && bit(&self.resident_bits, id));
-        }
-        self.stats.rows += ids.len() as u64;
-        self.stats.counted += counted;
-        self.stats.hits += hits;
     }
 
     /// Make the rows counted most resident, as many as the tier holds (ties: resident rows
