@@ -80,6 +80,12 @@ pub const DYNAMIC_SHARED: &str = dynamic_shared!();
 /// exported beside the kernel entries.
 pub const PANIC_RECORD: &str = panic_record!();
 
+/// Instructions of the `sm_90a` feature set, not in plain sm_90: PTX holding any of them
+/// targets `sm_90a`, which runs on sm_90 GPUs only. The builder raises a crate's `.target` to
+/// `sm_90a` for them; the runtime lowers it back to `sm_90` in each kernel's own module that
+/// holds none, so that those kernels still compile for newer GPUs.
+pub const SM90A_ONLY: [&str; 2] = ["wgmma.", "setmaxnreg."];
+
 /// The suffix of a kernel's second entry, specialised for one-dimensional launches:
 /// `saxpy__berth_1d` beside `saxpy`.
 pub const LINEAR_SUFFIX: &str = "__berth_1d";

@@ -4,10 +4,8 @@
 //! only on `sm_90a` (the architecture-specific variant of sm_90, which runs on sm_90 GPUs
 //! only), and the bulk copies and transaction-counting barriers need PTX ISA 8.0.
 
+use berth_abi::SM90A_ONLY;
 use std::path::Path;
-
-/// Instructions of the `sm_90a` feature set (not in plain sm_90).
-const SM90A_ONLY: [&str; 2] = ["wgmma.", "setmaxnreg."];
 /// Instructions that need PTX ISA 8.0.
 const ISA_80: [&str; 5] = [
     "wgmma.",

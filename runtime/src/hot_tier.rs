@@ -1089,21 +1089,32 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             set_bit(&mut self.mark, id, true);
         }
         let mark = &self.mark;
-        // Chosen rows first, then the others from most to least counted (keys read once).
-        let mut keyed: Vec<_> = logged
-            .par_iter()
-            .copied()
-            .zip(granted.par_iter().copied())
-            .map(|(id, s)| ((!bit(mark, id), rank(&id)), id, s))
-            .collect();
-        keyed.par_sort_unstable();
-        let pairs: Vec<(u32, u32)> = keyed.into_iter().map(|(_, id, s)| (id, s)).collect();
-        let unchosen = pairs.iter().filter(|(id, _)| !bit(mark, *id)).count();
+        let unchosen = logged.iter().filter(|&&id| !bit(mark, id)).count();
+        let displace = admit.len().saturating_sub(self.free.len()).min(unchosen);
+        let kept = logged.len() - displace;
+        // The logged rows with their slots, those that keep them first. When every one keeps
+        // its slot (free slots enough for the counted rows), in the log's order; else the
+        // `displace` last of the order "chosen rows first, then the others from most to least
+        // counted" give theirs up (keys read once, the order found only where it splits).
+        let pairs: Vec<(u32, u32)> = if displace == 0 {
+            logged
+                .iter()
+                .copied()
+                .zip(granted.iter().copied())
+                .collect()
+        } else {
+            let mut keyed: Vec<_> = logged
+                .par_iter()
+                .copied()
+                .zip(granted.par_iter().copied())
+                .map(|(id, s)| ((!bit(mark, id), rank(&id)), id, s))
+                .collect();
+            keyed.select_nth_unstable(kept);
+            keyed.into_iter().map(|(_, id, s)| (id, s)).collect()
+        };
         for &id in &chosen {
             set_bit(&mut self.mark, id, false);
         }
-        let displace = admit.len().saturating_sub(self.free.len()).min(unchosen);
-        let kept = logged.len() - displace;
         let mut ids = Vec::with_capacity(2 * logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
         for &(id, s) in &pairs[..kept] {

@@ -137,9 +137,21 @@ impl<'a> Split<'a> {
                 }
             }
         }
+        // A crate raised to `sm_90a` for some kernels' instructions: a module without any of
+        // them is plain sm_90 PTX, which the driver also compiles for newer GPUs.
+        let arch_specific = self.items.iter().zip(&keep).any(|(item, &kept)| {
+            kept && berth_abi::SM90A_ONLY.iter().any(|i| item.text.contains(i))
+        });
         let mut out = String::new();
         for (item, kept) in self.items.iter().zip(keep) {
-            if kept || item.kind == Kind::Header {
+            if item.kind == Kind::Header
+                && !arch_specific
+                && let Some(rest) = item.text.strip_prefix(".target sm_90a")
+            {
+                out.push_str(".target sm_90");
+                out.push_str(rest);
+                out.push('\n');
+            } else if kept || item.kind == Kind::Header {
                 out.push_str(item.text);
                 out.push('\n');
             }
@@ -384,6 +396,25 @@ mod tests {
     fn statements(module: &str) -> Vec<String> {
         let split = Split::parse(module).unwrap();
         split.items.iter().map(|i| i.name.to_owned()).collect()
+    }
+
+    /// A crate raised to `sm_90a`: a kernel whose module reaches no `sm_90a` instruction gets
+    /// plain `sm_90`, one that does (here through a function it calls) keeps `sm_90a`.
+    #[test]
+    fn modules_without_arch_specific_instructions_target_plain_sm_90() {
+        let ptx = ".version 8.0\n.target sm_90a\n.address_size 64\n\
+                   .func mma()\n{\n\twgmma.fence.sync.aligned;\n\tret;\n}\n\
+                   .visible .entry gemm()\n{\n\tcall.uni mma, ();\n\tret;\n}\n\
+                   .visible .entry plain()\n{\n\tret;\n}\n";
+        let split = Split::parse(ptx).unwrap();
+        let gemm = split.module(&["gemm"]).unwrap();
+        assert!(gemm.starts_with(".version 8.0\n.target sm_90a\n"), "{gemm}");
+        let plain = split.module(&["plain"]).unwrap();
+        assert!(
+            plain.starts_with(".version 8.0\n.target sm_90\n"),
+            "{plain}"
+        );
+        assert!(!plain.contains("wgmma") && !plain.contains("sm_90a"));
     }
 
     #[test]
