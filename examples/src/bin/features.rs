@@ -366,6 +366,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     );
     let (mut gather_s, mut refresh_s, mut bad) = (0.0, 0.0, 0usize);
     let mut queue_s = 0.0;
+    // The GPU's time from before a gather's first kernel to after its last (idle gaps
+    // included): what the host's work around the kernels adds is the rest of `gather_s`.
+    let mut gpu_span_s = 0.0;
+    let (span_start, span_stop) = (gpu.event()?, gpu.event()?);
     let mut hits_after_warmup = (0u64, 0u64);
     let warmup_t = Instant::now();
     let mut warmup_s = 0.0;
@@ -392,15 +396,18 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         }
         let before = tier.stats();
         let t = Instant::now();
+        span_start.record(gpu)?;
         let pending = tier.gather(gpu, &ids, out)?;
         // The host's part of a gather (staging the ids, counting them, queuing the kernels),
         // apart from the wait for the GPU.
         let queued = t.elapsed().as_secs_f64();
+        span_stop.record(gpu)?;
         pending.wait()?;
         if timed {
             let dt = t.elapsed().as_secs_f64();
             gather_s += dt;
             queue_s += queued;
+            gpu_span_s += berth::Event::elapsed(&span_start, &span_stop)?.as_secs_f64();
             batch_s.push(dt);
         }
         if k >= args.warmup + batches / 2 {
@@ -462,11 +469,12 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         hits_after_warmup.0 as f64 / hits_after_warmup.1 as f64
     };
     println!(
-        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait; refreshes {:.3} s), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
+        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait, {:.3} s from the first kernel's start to the last one's end on the GPU; refreshes {:.3} s), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
         n / (gather_s + refresh_s) / 1e6,
         n * row_bytes as f64 / (gather_s + refresh_s) / 1e9,
         gather_s,
         queue_s,
+        gpu_span_s,
         refresh_s,
         100.0 * s.hit_rate(),
         100.0 * late,
@@ -495,6 +503,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "capacity_rows": tier.capacity(),
             "gather_s": gather_s,
             "gather_host_s": queue_s,
+            "gather_gpu_span_s": gpu_span_s,
             "refresh_s": refresh_s,
             "mrows_s": n / (gather_s + refresh_s) / 1e6,
             "hit_rate": s.hit_rate(),
