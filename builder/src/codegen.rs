@@ -334,6 +334,7 @@ fn combine_checks(
     let mut module = Module::parse(&tools::read(optimized)?);
     let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
     crate::ir::checks::combine(&mut module, &keep);
+    crate::ir::hoist::hoist(&mut module, &keep);
     tools::write(combined, &module.to_string())?;
     Ok(combined.to_owned())
 }
