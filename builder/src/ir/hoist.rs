@@ -196,9 +196,14 @@ fn hoist_one(body: &[String], id: usize) -> Option<(Vec<String>, Function)> {
             preds[j].push(i);
         }
     }
-    let (idom, depth) = dominators(&succs, &preds);
+    // The entry: the first block with instructions (a body that opens with a label leaves an
+    // empty block before it).
+    let entry = bs
+        .iter()
+        .position(|b| instructions(body, b).next().is_some())?;
+    let (idom, depth) = dominators(&succs, &preds, entry);
     let dominates = |a: usize, mut b: usize| -> bool {
-        if idom[b].is_none() && b != 0 {
+        if idom[b].is_none() {
             return false;
         }
         loop {
@@ -230,13 +235,17 @@ fn hoist_one(body: &[String], id: usize) -> Option<(Vec<String>, Function)> {
 
 /// Immediate dominators (`None` for blocks the entry does not reach; the entry its own) and
 /// depths in the dominator tree, by Cooper, Harvey and Kennedy's iteration.
-fn dominators(succs: &[Vec<usize>], preds: &[Vec<usize>]) -> (Vec<Option<usize>>, Vec<usize>) {
+fn dominators(
+    succs: &[Vec<usize>],
+    preds: &[Vec<usize>],
+    entry: usize,
+) -> (Vec<Option<usize>>, Vec<usize>) {
     let n = succs.len();
     let mut order = Vec::with_capacity(n);
     let mut seen = vec![false; n];
     // Post-order by an explicit stack.
-    let mut stack = vec![(0usize, 0usize)];
-    seen[0] = true;
+    let mut stack = vec![(entry, 0usize)];
+    seen[entry] = true;
     while let Some(&mut (b, ref mut k)) = stack.last_mut() {
         if *k < succs[b].len() {
             let s = succs[b][*k];
@@ -255,7 +264,7 @@ fn dominators(succs: &[Vec<usize>], preds: &[Vec<usize>]) -> (Vec<Option<usize>>
         rpo_index[b] = i;
     }
     let mut idom: Vec<Option<usize>> = vec![None; n];
-    idom[0] = Some(0);
+    idom[entry] = Some(entry);
     let mut changed = true;
     while changed {
         changed = false;
@@ -1018,5 +1027,140 @@ impl LoopBounds<'_, '_> {
         };
         e.memo.insert(v.to_owned(), b.clone());
         Some(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `step_by(16)` loop (a counter of steps down to zero) reading `a[t + base]`, checked.
+    const LOOP: &str = "target triple = \"nvptx64-nvidia-cuda\"
+@loc = private constant [24 x i8] zeroinitializer, align 8
+declare void @_RNvNtNtCs1_12berth_device5panic3gpu13index_failure(i64, i64, ptr)
+define ptx_kernel void @k(ptr %a, i64 %len, i64 %n, i64 %base) {
+start:
+  %c0 = lshr i64 %n, 4
+  %z = icmp eq i64 %c0, 0
+  br i1 %z, label %exit, label %pre
+
+pre:
+  br label %head
+
+head:
+  %t = phi i64 [ 0, %pre ], [ %tn, %body ]
+  %c = phi i64 [ %c0, %pre ], [ %cn, %body ]
+  %acc = phi float [ 0.0, %pre ], [ %acc2, %body ]
+  %tn = add nuw i64 %t, 16
+  %cn = add i64 %c, -1
+  %i = add nuw i64 %t, %base
+  %ok = icmp ult i64 %i, %len
+  br i1 %ok, label %body, label %fail, !prof !1
+
+body:
+  %p = getelementptr inbounds float, ptr %a, i64 %i
+  %v = load float, ptr %p, align 4
+  %acc2 = fadd float %acc, %v
+  %e = icmp eq i64 %cn, 0
+  br i1 %e, label %exit, label %head
+
+fail:
+  %x = phi i64 [ %i, %head ]
+  tail call void @_RNvNtNtCs1_12berth_device5panic3gpu13index_failure(i64 %x, i64 %len, ptr @loc)
+  unreachable
+
+exit:
+  %r = phi float [ 0.0, %start ], [ %acc2, %body ]
+  store float %r, ptr %a, align 4
+  ret void
+}
+!1 = !{!\"branch_weights\", i32 2000, i32 1}
+";
+
+    #[test]
+    fn a_counted_loop_checks_its_last_step_before_it_and_runs_without_the_check() {
+        let mut m = Module::parse(LOOP);
+        assert_eq!(hoist(&mut m, &[]), 1);
+        let out = m.to_string();
+        // The loop's check branch runs straight on; the failure block is still reachable in
+        // the text (its phi keeps its way in), from nowhere.
+        assert!(
+            out.contains("br i1 true, label %body, label %fail, !prof !1"),
+            "{out}"
+        );
+        // The preheader enters through the bound: the last step's index, `base + 16 (c0 - 1)`,
+        // against the length, every sum and product checked for overflow.
+        for want in [
+            "br label %berth.hoist.1.pre",
+            "%t = phi i64 [ 0, %berth.hoist.1.go ], [ %tn, %body ]",
+            "%berth.hoist.1.b.1 = icmp ne i64 %c0, 0",
+            "%berth.hoist.1.b.2 = add i64 %c0, -1",
+            "call { i64, i1 } @llvm.umul.with.overflow.i64(i64 %berth.hoist.1.b.2, i64 16)",
+            "call { i64, i1 } @llvm.uadd.with.overflow.i64(i64 0, i64 %berth.hoist.1.b.5)",
+            "label %berth.hoist.1.go, label %berth.hoist.1.slow",
+            "berth.hoist.1.go:\n  br label %head",
+        ] {
+            assert!(out.contains(want), "{want} not in\n{out}");
+        }
+        // The scan: the loop's arithmetic alone, its check, and the report with the scan's
+        // index; a function of the values it needs, called on the rare way.
+        let scan = &out[out
+            .find("define internal void @berth.hoist.scan.1(")
+            .unwrap()..];
+        for want in [
+            "i64 %berth.hoist.1.in.c0",
+            "%berth.hoist.1.s.t = phi i64 [ 0, %berth.hoist.1.pre ], [ %berth.hoist.1.s.tn, %berth.hoist.1.next ]",
+            "%berth.hoist.1.s.i = add nuw i64 %berth.hoist.1.s.t, %berth.hoist.1.in.base",
+            "%berth.hoist.1.s.ok = icmp ult i64 %berth.hoist.1.s.i, %berth.hoist.1.in.len",
+            "index_failure(i64 %berth.hoist.1.s.i, i64 %berth.hoist.1.in.len, ptr @loc)",
+            "br i1 %berth.hoist.1.s.e, label %berth.hoist.1.go, label %berth.hoist.1.scan",
+        ] {
+            assert!(scan.contains(want), "{want} not in\n{scan}");
+        }
+        assert!(!scan.contains("load "), "{scan}");
+        assert!(out.contains("call void @berth.hoist.scan.1("), "{out}");
+        // Nothing is taken twice.
+        let mut again = Module::parse(&out);
+        assert_eq!(hoist(&mut again, &[]), 0);
+    }
+
+    #[test]
+    fn a_loop_that_may_stop_or_leave_otherwise_or_index_by_memory_keeps_its_checks() {
+        for (what, from, to) in [
+            (
+                "a call",
+                "  %acc2 = fadd float %acc, %v\n",
+                "  %acc2 = fadd float %acc, %v\n  call void @other()\n",
+            ),
+            (
+                "an end that is not a counter's",
+                "  %e = icmp eq i64 %cn, 0\n",
+                "  %e = fcmp olt float %v, 0.0\n",
+            ),
+            (
+                "another way out",
+                "body:\n  %p",
+                "body:\n  %q = icmp eq i64 %t, 32\n  br i1 %q, label %exit, label %more\n\nmore:\n  %p",
+            ),
+            (
+                "an index read from memory",
+                "  %i = add nuw i64 %t, %base\n",
+                "  %b = load i64, ptr %a, align 8\n  %i = add nuw i64 %t, %b\n",
+            ),
+            (
+                "an index that steps down",
+                "  %i = add nuw i64 %t, %base\n",
+                "  %i = sub i64 %base, %t\n",
+            ),
+        ] {
+            let text = LOOP.replace(from, to);
+            assert_ne!(text, LOOP, "{what}");
+            let mut m = Module::parse(&text);
+            assert_eq!(hoist(&mut m, &[]), 0, "{what}");
+            assert_eq!(m.to_string(), text, "{what}");
+        }
+        // A kernel the builder keeps as written.
+        let mut m = Module::parse(LOOP);
+        assert_eq!(hoist(&mut m, &["k"]), 0);
     }
 }
