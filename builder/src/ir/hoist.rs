@@ -814,8 +814,8 @@ fn outline(scan: &[String], id: usize, entry: &str, done: &str) -> Option<(Funct
         format!("  br label %{}", scan[1].trim_end_matches(':')),
     ];
     for l in scan {
-        // Scoped alias metadata names the kernel's scopes.
-        let l = match l.find(", !noalias ") {
+        // Attached metadata (scoped aliasing, locations) names the kernel's scopes.
+        let l = match l.find(", !") {
             Some(at) => l[..at].to_owned(),
             None => l.clone(),
         };
