@@ -427,8 +427,10 @@ fn try_loop(
     if c_next != cn {
         return None;
     }
-    // Induction variables: `%t = phi [T0, pre], [%tn, latch]`, `%tn = add %t, c`, c > 0.
-    let mut ivs: HashMap<&str, (String, u64)> = HashMap::new();
+    // Induction variables: `%t = phi [T0, pre], [%tn, latch]`, `%tn = add %t, s`, the step `s`
+    // a literal or a value known before the loop (unsigned: the last step's value, computed
+    // without overflow, bounds every step's).
+    let mut ivs: HashMap<&str, (String, String)> = HashMap::new();
     for (name, ty, _) in &header_phis {
         if *ty != "i64" {
             continue;
@@ -439,12 +441,11 @@ fn try_loop(
         let Some((op, ty, ops)) = def_line(&next).and_then(parse_op) else {
             continue;
         };
-        if op == "add"
-            && ty == "i64"
-            && ops[0] == *name
-            && let Some(step) = ops[1].parse::<i64>().ok().filter(|&s| s > 0)
-        {
-            ivs.insert(name, (start, step as u64));
+        let step = ops.get(1).copied().unwrap_or_default();
+        let known = step.parse::<i64>().is_ok_and(|s| s >= 0)
+            || (step.starts_with('%') && !def_at.contains_key(step) && !step.contains('"'));
+        if op == "add" && ty == "i64" && ops[0] == *name && known {
+            ivs.insert(name, (start, step.to_owned()));
         }
     }
     // The check sites: blocks of the loop ending in a check, each running in every step.
@@ -971,7 +972,7 @@ impl Emit {
 struct LoopBounds<'a, 'b> {
     def_at: &'b HashMap<&'a str, (usize, usize)>,
     def_line: &'b dyn Fn(&str) -> Option<&'a str>,
-    ivs: &'b HashMap<&'a str, (String, u64)>,
+    ivs: &'b HashMap<&'a str, (String, String)>,
     counter: &'b str,
     /// The counter's start (the number of steps).
     c0: &'b str,
@@ -1002,7 +1003,7 @@ impl LoopBounds<'_, '_> {
             // It counts down from its start.
             self.c0.to_owned()
         } else if let Some((start, step)) = self.ivs.get(v) {
-            let d = e.checked("mul", self.steps_less_one, &step.to_string());
+            let d = e.checked("mul", self.steps_less_one, step);
             e.checked("add", start, &d)
         } else {
             let l = (self.def_line)(v)?;
