@@ -41,8 +41,8 @@
 //! value known before the loop and steps down by one reaches zero (how `step_by` loops
 //! compile); checks whose blocks run in every step, each comparing an index with a length
 //! known before the loop, the index computed from values known before the loop and the
-//! loop's induction variables (`+ c` per step) by additions, multiplications, shifts,
-//! disjoint `or`s and masks.
+//! loop's induction variables (each adding a step known before the loop) by additions,
+//! multiplications, divisions by constants, shifts, disjoint `or`s and masks.
 
 use super::checks::{
     PURE, blocks, cond_branch, definition, instructions, is_index_failure, label_of, operands,
@@ -1138,6 +1138,14 @@ exit:
         // Nothing is taken twice.
         let mut again = Module::parse(&out);
         assert_eq!(hoist(&mut again, &[]), 0);
+        // A step known before the loop (`step_by(s)`) bounds it as a literal does.
+        let mut m = Module::parse(&LOOP.replace("add nuw i64 %t, 16", "add nuw i64 %t, %n"));
+        assert_eq!(hoist(&mut m, &[]), 1);
+        let out = m.to_string();
+        assert!(
+            out.contains("@llvm.umul.with.overflow.i64(i64 %berth.hoist.1.b.2, i64 %n)"),
+            "{out}"
+        );
     }
 
     #[test]
