@@ -37,6 +37,9 @@ pub struct CodegenOptions {
     /// Test the bounds checks of each straight stretch together at its start
     /// ([`crate::ir::checks`]; on by default, `BERTH_COMBINE_CHECKS=off` turns it off).
     pub combine_checks: bool,
+    /// Take the bounds checks of counted loops out before the loop ([`crate::ir::hoist`]; on
+    /// by default, `BERTH_HOIST_CHECKS=off` turns it off).
+    pub hoist_checks: bool,
     /// Kernels whose checks stay as written (a declared block shape or register budget).
     pub keep_checks: Vec<String>,
 }
@@ -130,7 +133,11 @@ fn kernels_ptx(
         // What every kernel's stamp holds besides its module and its exports.
         common: crate::memo::key(&[
             opts.arch.as_bytes(),
-            &[u8::from(opts.lsr), u8::from(opts.combine_checks)],
+            &[
+                u8::from(opts.lsr),
+                u8::from(opts.combine_checks),
+                u8::from(opts.hoist_checks),
+            ],
             opts.keep_checks.join(",").as_bytes(),
             &UNROLL_THRESHOLD.to_le_bytes(),
             crate::memo::builder_identity().as_bytes(),
@@ -225,8 +232,13 @@ fn compile_kernel(
             .arg("-o")
             .arg(&optimized)
     })?;
-    let optimized = if opts.combine_checks {
-        combine_checks(&optimized, &file("combined.ll"), &opts.keep_checks)?
+    let optimized = if opts.combine_checks || opts.hoist_checks {
+        combine_checks(
+            &optimized,
+            &file("combined.ll"),
+            &opts.keep_checks,
+            (opts.combine_checks, opts.hoist_checks),
+        )?
     } else {
         optimized
     };
@@ -324,16 +336,22 @@ fn in_parallel<T: Sync, R: Send>(
     Ok(out)
 }
 
-/// The optimised module with the bounds checks of each straight stretch tested together
-/// ([`crate::ir::checks`]), written to `combined`.
+/// The rewrites of the optimised IR's bounds checks ([`crate::ir::checks`], then
+/// [`crate::ir::hoist`], as `(combine, hoist)` select), written to `combined`.
 fn combine_checks(
     optimized: &Path,
     combined: &Path,
     keep: &[String],
+    (combine, hoist): (bool, bool),
 ) -> Result<PathBuf, LinkError> {
     let mut module = Module::parse(&tools::read(optimized)?);
     let keep: Vec<&str> = keep.iter().map(String::as_str).collect();
-    crate::ir::checks::combine(&mut module, &keep);
+    if combine {
+        crate::ir::checks::combine(&mut module, &keep);
+    }
+    if hoist {
+        crate::ir::hoist::hoist(&mut module, &keep);
+    }
     tools::write(combined, &module.to_string())?;
     Ok(combined.to_owned())
 }
@@ -363,6 +381,7 @@ mod tests {
             arch: "sm_90".into(),
             lsr: false,
             combine_checks: true,
+            hoist_checks: true,
             keep_checks: Vec::new(),
         }
     }
@@ -464,7 +483,8 @@ mod tests {
                     .arg(&opt)
             })
             .unwrap();
-        let combined = combine_checks(&opt, &dir.join("whole.combined.ll"), &[]).unwrap();
+        let combined =
+            combine_checks(&opt, &dir.join("whole.combined.ll"), &[], (true, true)).unwrap();
         tools
             .run("llc", &combined, |c| {
                 c.args(["-mcpu=sm_90", "-nvptx-short-ptr", "-disable-lsr"])

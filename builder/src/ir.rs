@@ -25,6 +25,7 @@ mod align;
 pub mod calls;
 pub mod checks;
 mod contract;
+pub mod hoist;
 mod kernel;
 pub mod module;
 pub mod reach;

@@ -14,7 +14,7 @@
 //! | 2. nested build | [`nested::build`] | the crate | [`nested::Nested`]: the crate's bitcode, the libraries and exports rustc links it with |
 //! | 3. link | [`link::join`], [`link::device_math`] | `Nested` | [`link::Joined`]: the whole program's bitcode, with libdevice |
 //! | 4. IR rewrites | [`codegen::disassemble`], [`ir::rewrite`] | `Joined` | an [`ir::Module`], parsed once and rewritten, and what each rewrite did ([`ir::Report`]) |
-//! | 5. opt / llc | [`codegen::compile`], [`ir::checks::combine`] between them | the module | the PTX |
+//! | 5. opt / llc | [`codegen::compile`], [`ir::checks::combine`] and [`ir::hoist::hoist`] between them | the module | the PTX |
 //! | 5b. target | [`target::raise_file`] | the PTX | its `.target` (`sm_90a` for `wgmma`) and `.version` raised to what its inline PTX needs |
 //! | 6. ptxas | [`sass::build_cubin`] | the PTX | SASS for the build's architecture ([`Sass`]) and each kernel's resource usage, where ptxas is found |
 //! | 6b. lints | [`lints::lints`] | the PTX, the usage | what costs time that the source could avoid ([`Lint`]) |
@@ -75,6 +75,9 @@ pub const FP_CONTRACT_ENV: &str = "BERTH_FP_CONTRACT";
 pub const LSR_ENV: &str = "BERTH_LSR";
 /// Environment variable turning the combined bounds checks off (`off`); see [`ir::checks`].
 pub const COMBINE_CHECKS_ENV: &str = "BERTH_COMBINE_CHECKS";
+/// Environment variable leaving the bounds checks of counted loops in the loop (`off`); see
+/// [`ir::hoist`].
+pub const HOIST_CHECKS_ENV: &str = "BERTH_HOIST_CHECKS";
 /// Environment variable naming libdevice (`off` for none); see [`find_libdevice`].
 pub const LIBDEVICE_ENV: &str = "BERTH_LIBDEVICE";
 
@@ -317,6 +320,9 @@ impl Builder {
             combine_checks: std::env::var(COMBINE_CHECKS_ENV)
                 .ok()
                 .is_none_or(|v| v != "off"),
+            hoist_checks: std::env::var(HOIST_CHECKS_ENV)
+                .ok()
+                .is_none_or(|v| v != "off"),
             keep_checks: report
                 .reqntid
                 .iter()
@@ -470,6 +476,7 @@ fn try_kernels() -> Result<(), Error> {
     println!("cargo:rerun-if-env-changed={LIBDEVICE_ENV}");
     println!("cargo:rerun-if-env-changed={LSR_ENV}");
     println!("cargo:rerun-if-env-changed={COMBINE_CHECKS_ENV}");
+    println!("cargo:rerun-if-env-changed={HOIST_CHECKS_ENV}");
     println!("cargo:rerun-if-env-changed={SASS_ENV}");
     println!("cargo:rerun-if-env-changed=BERTH_PTXAS");
     println!("cargo:rerun-if-env-changed={}", toolchain::RUSTUP_ENV);

@@ -107,13 +107,15 @@ pub fn lints(ptx: &str, usage: &[EntryUsage]) -> Vec<Lint> {
     out
 }
 
-/// Each `.entry NAME(` of the PTX with its text up to the next entry.
+/// Each `.entry NAME(` of the PTX with its text up to the end of its body (`llc` closes each
+/// function with a `// -- End function` comment): the functions after it are not its loops.
 fn entries(ptx: &str) -> Vec<(&str, &str)> {
     ptx.split(".entry ")
         .skip(1)
         .filter_map(|rest| {
             let name = rest.split('(').next()?.trim();
-            Some((name, rest))
+            let body = rest.split("// -- End function").next().unwrap_or(rest);
+            Some((name, body))
         })
         .collect()
 }

@@ -31,7 +31,7 @@ use super::module::{Function, Module};
 
 /// Instructions whose value depends only on their operands and that cannot trap: the ones a
 /// condition may be computed from ahead of its block.
-const PURE: &[&str] = &[
+pub(super) const PURE: &[&str] = &[
     "add",
     "sub",
     "mul",
@@ -76,12 +76,12 @@ pub fn combine(m: &mut Module, keep: &[&str]) -> usize {
 /// A block of a function body: its label (without `%`; `None` for the entry block) and the
 /// range of its lines in the body (label line excluded).
 #[derive(Debug, Clone)]
-struct Block {
-    label: Option<String>,
+pub(super) struct Block {
+    pub(super) label: Option<String>,
     /// First line after the label line.
-    start: usize,
+    pub(super) start: usize,
     /// One past the terminator.
-    end: usize,
+    pub(super) end: usize,
 }
 
 /// A check: `br i1 %cond, label %ok, label %fail` (or with the targets the other way round,
@@ -94,7 +94,7 @@ struct Check {
     fail_first: bool,
 }
 
-fn blocks(body: &[String]) -> Vec<Block> {
+pub(super) fn blocks(body: &[String]) -> Vec<Block> {
     let mut out: Vec<Block> = Vec::new();
     let mut cur = Block {
         label: None,
@@ -119,7 +119,7 @@ fn blocks(body: &[String]) -> Vec<Block> {
 }
 
 /// `123:` or `name:` (with an optional `; preds = ...` comment): the label.
-fn label_of(line: &str) -> Option<&str> {
+pub(super) fn label_of(line: &str) -> Option<&str> {
     if line.starts_with(' ') || line.starts_with(';') || line.is_empty() {
         return None;
     }
@@ -132,7 +132,10 @@ fn label_of(line: &str) -> Option<&str> {
 }
 
 /// The instruction lines of a block (no blank lines or comments).
-fn instructions<'a>(body: &'a [String], b: &Block) -> impl Iterator<Item = (usize, &'a str)> {
+pub(super) fn instructions<'a>(
+    body: &'a [String],
+    b: &Block,
+) -> impl Iterator<Item = (usize, &'a str)> {
     (b.start..b.end).filter_map(move |i| {
         let l = body[i].trim();
         (!l.is_empty() && !l.starts_with(';')).then_some((i, l))
@@ -140,12 +143,12 @@ fn instructions<'a>(body: &'a [String], b: &Block) -> impl Iterator<Item = (usiz
 }
 
 /// The block's terminator: its last instruction.
-fn terminator<'a>(body: &'a [String], b: &Block) -> Option<(usize, &'a str)> {
+pub(super) fn terminator<'a>(body: &'a [String], b: &Block) -> Option<(usize, &'a str)> {
     instructions(body, b).last()
 }
 
 /// `br i1 %c, label %a, label %b[, !prof ...]`: `(c, a, b)`.
-fn cond_branch(line: &str) -> Option<(&str, &str, &str)> {
+pub(super) fn cond_branch(line: &str) -> Option<(&str, &str, &str)> {
     let rest = line.strip_prefix("br i1 ")?;
     let mut parts = rest.splitn(3, ", ");
     let cond = parts.next()?;
@@ -157,7 +160,7 @@ fn cond_branch(line: &str) -> Option<(&str, &str, &str)> {
 }
 
 /// Every `%name` a line mentions as a branch target (`label %name`).
-fn targets(line: &str) -> impl Iterator<Item = &str> {
+pub(super) fn targets(line: &str) -> impl Iterator<Item = &str> {
     line.match_indices("label %").map(move |(i, m)| {
         let rest = &line[i + m.len()..];
         let end = rest
@@ -169,7 +172,7 @@ fn targets(line: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The `%values` an instruction line uses (not the one it defines, not labels).
-fn operands(line: &str) -> Vec<&str> {
+pub(super) fn operands(line: &str) -> Vec<&str> {
     let rhs = line.split_once(" = ").map_or(line, |(_, r)| r);
     let mut out = Vec::new();
     let bytes = rhs.as_bytes();
@@ -192,7 +195,7 @@ fn operands(line: &str) -> Vec<&str> {
 }
 
 /// `%name = opcode ...`: `(name, opcode)`.
-fn definition(line: &str) -> Option<(&str, &str)> {
+pub(super) fn definition(line: &str) -> Option<(&str, &str)> {
     let (name, rhs) = line.split_once(" = ")?;
     name.starts_with('%')
         .then(|| (name, rhs.split_whitespace().next().unwrap_or("")))
@@ -204,7 +207,7 @@ const INDEX_FAILURE: &str = "5panic3gpu13index_failure(";
 
 /// Whether block `b` reports an index failure: optional phis, a call of `index_failure`,
 /// `unreachable`.
-fn is_index_failure(body: &[String], b: &Block) -> bool {
+pub(super) fn is_index_failure(body: &[String], b: &Block) -> bool {
     let mut saw_call = false;
     for (_, l) in instructions(body, b) {
         if l.contains(" = phi ") {
@@ -371,7 +374,7 @@ fn combine_in(f: &mut Function, chain_id: &mut usize) -> usize {
 }
 
 /// In a phi line, the value coming from `label`.
-fn phi_value<'a>(line: &'a str, label: &str) -> Option<&'a str> {
+pub(super) fn phi_value<'a>(line: &'a str, label: &str) -> Option<&'a str> {
     let want = format!(", %{label} ]");
     let at = line.find(&want)?;
     let open = line[..at].rfind("[ ")?;
@@ -518,7 +521,7 @@ fn rewrite_chain(
 }
 
 /// `line` with the value `from` (`%12`) renamed `to`, not touching longer names (`%123`).
-fn replace_value(line: &str, from: &str, to: &str) -> String {
+pub(super) fn replace_value(line: &str, from: &str, to: &str) -> String {
     let mut out = String::with_capacity(line.len() + 16);
     let mut rest = line;
     while let Some(at) = rest.find(from) {

@@ -643,3 +643,65 @@ fn combined_checks_report_the_first_read_out_of_range_in_program_order() {
         "{report}"
     );
 }
+
+/// A counted loop's check, which the builder tests before the loop for the loop's last step,
+/// runs and reports as written: every thread in range sums its strided reads; a thread whose
+/// reads go out of range from the fourth step (index 12 of 10) reports that step's index, not
+/// the last step's (20).
+#[test]
+fn a_counted_loops_check_reports_the_first_step_out_of_range() {
+    in_child_on_the_gpu!("a_counted_loops_check_reports_the_first_step_out_of_range");
+    let (_g, gpu) = gpu();
+    let (n, stride, span) = (1000usize, 4usize, 24usize);
+    let x = random_u32(n + span);
+    let dx = gpu.upload(&x).unwrap();
+    let mut out = gpu.upload(&vec![u32::MAX; n]).unwrap();
+    strided_sum(
+        &gpu,
+        Grid::cover(n),
+        stride as u32,
+        span as u32,
+        &dx,
+        &mut out,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    let want: Vec<u32> = (0..n)
+        .map(|i| {
+            (0..span)
+                .step_by(stride)
+                .fold(0u32, |acc, t| acc.wrapping_add(x[i + t]))
+        })
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+    let short = gpu.upload(&x[..10]).unwrap();
+    let mut one = gpu.upload(&[u32::MAX]).unwrap();
+    let err = strided_sum(
+        &gpu,
+        Grid::new(1, 1),
+        stride as u32,
+        span as u32,
+        &short,
+        &mut one,
+    )
+    .unwrap()
+    .wait()
+    .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected KernelPanic, got {err}");
+    };
+    assert_eq!(kernel, "strided_sum");
+    assert_eq!(
+        (report.file.as_str(), report.line),
+        (
+            berth_tests::FAULTS.path,
+            berth_tests::FAULTS.line("// strided read")
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        report.message, "index out of bounds: the len is 10 but the index is 12",
+        "{report}"
+    );
+}

@@ -10,7 +10,7 @@
 
 use berth::{Error, Gpu, Grid};
 use berth_examples::{REDUCE_BLOCK, block_sum, saxpy};
-use berth_fixtures::faults::{four_reads, unchecked_copy};
+use berth_fixtures::faults::{four_reads, strided_sum, unchecked_copy};
 use berth_tests::{
     affine_on, in_child, mul_add_on, random_f32, random_u32, reduce_blocks, run_isolated, saxpy_on,
     sum_f64,
