@@ -33,9 +33,7 @@ use berth::wgmma::{self, Acc, RegA};
 #[cfg(not(target_arch = "nvptx64"))]
 mod host;
 #[cfg(not(target_arch = "nvptx64"))]
-pub use host::{
-    AttentionWgmmaInput, AttentionWgmmaMaps, attention_wgmma_maps, flash_attention_wgmma,
-};
+pub use host::{AttentionWgmmaMaps, attention_wgmma_maps, flash_attention_wgmma};
 
 /// Query rows one block computes: two consumer warpgroups of 64.
 pub const FA3_BM: usize = 128;

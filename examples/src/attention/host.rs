@@ -2,9 +2,13 @@
 //! checks, the grid and the dynamic shared memory of a launch.
 
 use super::{ATTN_BM, ATTN_THREADS, attention_shared_bytes, flash_attention_kernel};
+use crate::attention_wgmma::flash_attention_wgmma_kernel;
+use berth::tma::TensorMap;
 use berth::{DeviceBuffer, DeviceCopy, Error, Grid, Pending, Queue, Result, bf16, f16};
 
-/// The element types the attention kernel is built for (`bf16`, `f16`).
+/// The element types the attention kernels are built for (`bf16`, `f16`): the `mma.sync`
+/// kernel's and the warpgroup kernel's
+/// ([`flash_attention_wgmma`](crate::attention_wgmma::flash_attention_wgmma)).
 pub trait AttentionInput: DeviceCopy + sealed::Sealed {
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -16,6 +20,20 @@ pub trait AttentionInput: DeviceCopy + sealed::Sealed {
         causal: bool,
         scale: f32,
         qkv: [&'l DeviceBuffer<Self>; 3],
+        o: &'l mut DeviceBuffer<Self>,
+    ) -> Result<Pending<'l>>;
+
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn __launch_wgmma<'l>(
+        on: &'l impl Queue,
+        grid: Grid,
+        d: usize,
+        seq: u32,
+        causal: bool,
+        scale: f32,
+        qkv: [&'l DeviceBuffer<Self>; 3],
+        maps: &'l DeviceBuffer<TensorMap>,
         o: &'l mut DeviceBuffer<Self>,
     ) -> Result<Pending<'l>>;
 }
@@ -43,6 +61,28 @@ macro_rules! input {
                     flash_attention_kernel::<$t, 64>(on, grid, seq, causal, scale, q, k, v, o)
                 } else {
                     flash_attention_kernel::<$t, 128>(on, grid, seq, causal, scale, q, k, v, o)
+                }
+            }
+
+            fn __launch_wgmma<'l>(
+                on: &'l impl Queue,
+                grid: Grid,
+                d: usize,
+                seq: u32,
+                causal: bool,
+                scale: f32,
+                [q, k, v]: [&'l DeviceBuffer<Self>; 3],
+                maps: &'l DeviceBuffer<TensorMap>,
+                o: &'l mut DeviceBuffer<Self>,
+            ) -> Result<Pending<'l>> {
+                if d == 64 {
+                    flash_attention_wgmma_kernel::<$t, 64>(
+                        on, grid, seq, causal, scale, q, k, v, maps, o,
+                    )
+                } else {
+                    flash_attention_wgmma_kernel::<$t, 128>(
+                        on, grid, seq, causal, scale, q, k, v, maps, o,
+                    )
                 }
             }
         }

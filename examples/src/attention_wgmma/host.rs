@@ -2,63 +2,10 @@
 //! tensor maps of `q`, `k` and `v`, argument checks, the grid and the dynamic shared memory of
 //! a launch.
 
-use super::flash_attention_wgmma_kernel;
 use super::{FA3_BM, FA3_BN, FA3_THREADS, attention_wgmma_shared_bytes};
+use crate::attention::AttentionInput;
 use berth::tma::TensorMap;
-use berth::{DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Pending, Queue, Result, bf16, f16};
-
-/// The element types the kernel is built for (`bf16`, `f16`).
-pub trait AttentionWgmmaInput: DeviceCopy + sealed::Sealed {
-    #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
-    fn __launch<'l>(
-        on: &'l impl Queue,
-        grid: Grid,
-        d: usize,
-        seq: u32,
-        causal: bool,
-        scale: f32,
-        qkv: [&'l DeviceBuffer<Self>; 3],
-        maps: &'l DeviceBuffer<TensorMap>,
-        o: &'l mut DeviceBuffer<Self>,
-    ) -> Result<Pending<'l>>;
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for berth::bf16 {}
-    impl Sealed for berth::f16 {}
-}
-
-macro_rules! input {
-    ($t:ty) => {
-        impl AttentionWgmmaInput for $t {
-            fn __launch<'l>(
-                on: &'l impl Queue,
-                grid: Grid,
-                d: usize,
-                seq: u32,
-                causal: bool,
-                scale: f32,
-                [q, k, v]: [&'l DeviceBuffer<Self>; 3],
-                maps: &'l DeviceBuffer<TensorMap>,
-                o: &'l mut DeviceBuffer<Self>,
-            ) -> Result<Pending<'l>> {
-                if d == 64 {
-                    flash_attention_wgmma_kernel::<$t, 64>(
-                        on, grid, seq, causal, scale, q, k, v, maps, o,
-                    )
-                } else {
-                    flash_attention_wgmma_kernel::<$t, 128>(
-                        on, grid, seq, causal, scale, q, k, v, maps, o,
-                    )
-                }
-            }
-        }
-    };
-}
-input!(bf16);
-input!(f16);
+use berth::{DeviceBuffer, Error, Gpu, Grid, Pending, Queue, Result};
 
 /// The tensor maps of one attention's `q`, `k` and `v` ([`attention_wgmma_maps`]), in device
 /// memory, with the shape and buffers they were made for.
@@ -121,7 +68,7 @@ fn check_lengths(len: usize, bufs: [(&str, usize); 4]) -> Result<()> {
 /// # Errors
 /// [`Error::InvalidLaunch`] for a shape the kernel does not run (`d` 64 or 128, `seq` a
 /// positive multiple of 128, the buffers `batch_heads·seq·d` long); the runtime's errors.
-pub fn attention_wgmma_maps<T: AttentionWgmmaInput>(
+pub fn attention_wgmma_maps<T: AttentionInput>(
     gpu: &Gpu,
     [q, k, v]: [&DeviceBuffer<T>; 3],
     batch_heads: usize,
@@ -156,7 +103,7 @@ pub fn attention_wgmma_maps<T: AttentionWgmmaInput>(
 /// # Errors
 /// [`Error::InvalidLaunch`] when the maps were made for other buffers, or `o` is not
 /// `batch_heads·seq·d` long; the launch's errors.
-pub fn flash_attention_wgmma<'l, T: AttentionWgmmaInput>(
+pub fn flash_attention_wgmma<'l, T: AttentionInput>(
     on: &'l impl Queue,
     maps: &'l AttentionWgmmaMaps,
     [q, k, v]: [&'l DeviceBuffer<T>; 3],
@@ -185,5 +132,5 @@ pub fn flash_attention_wgmma<'l, T: AttentionWgmmaInput>(
     let grid =
         Grid::new(blocks, FA3_THREADS as u32).shared_bytes(attention_wgmma_shared_bytes(d) as u32);
     let scale = 1.0 / (d as f32).sqrt();
-    T::__launch(on, grid, d, seq32, causal, scale, [q, k, v], &maps.maps, o)
+    T::__launch_wgmma(on, grid, d, seq32, causal, scale, [q, k, v], &maps.maps, o)
 }

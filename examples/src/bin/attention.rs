@@ -14,9 +14,7 @@
 
 use berth::{Backend, DeviceBuffer, Gpu, bf16, f16};
 use berth_examples::attention::{ATTN_BM, AttentionInput, flash_attention};
-use berth_examples::attention_wgmma::{
-    AttentionWgmmaInput, attention_wgmma_maps, flash_attention_wgmma,
-};
+use berth_examples::attention_wgmma::{attention_wgmma_maps, flash_attention_wgmma};
 use berth_examples::cli::{exit_with, init_logging};
 use clap::Parser;
 use rand::Rng;
@@ -65,7 +63,7 @@ struct Args {
 }
 
 /// The element types the kernel runs, with their conversions.
-trait Input: AttentionInput + AttentionWgmmaInput + Send + Sync {
+trait Input: AttentionInput + Send + Sync {
     const NAME: &'static str;
     fn round(x: f32) -> Self;
     fn widen(self) -> f32;

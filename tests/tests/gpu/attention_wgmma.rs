@@ -6,14 +6,13 @@
 use super::attention::host_attention;
 use super::*;
 use berth::{DeviceBuffer, bf16, f16};
-use berth_examples::attention_wgmma::{
-    AttentionWgmmaInput, attention_wgmma_maps, flash_attention_wgmma,
-};
+use berth_examples::attention::AttentionInput;
+use berth_examples::attention_wgmma::{attention_wgmma_maps, flash_attention_wgmma};
 
 /// Runs the kernel on fresh random `q`, `k`, `v` rounded to `T` (`q` spread over `[-3, 3)`,
 /// so that the rows' softmax is far from flat and the running maximum moves between key
 /// tiles) into a poisoned `o`, and checks every element against [`host_attention`].
-fn check<T: AttentionWgmmaInput>(
+fn check<T: AttentionInput>(
     gpu: &berth::Gpu,
     (bh, seq, d, causal): (usize, usize, usize, bool),
     round: impl Fn(f32) -> T,
