@@ -3,7 +3,8 @@
 //! error that queues and counts nothing; a budget that holds no row, or fewer rows than a
 //! batch, reads from host memory and says so; refreshes queued behind gathers in flight (in a
 //! scope, on another stream, after a leaked guard) leave those gathers' results intact; rows
-//! gathered by the host's threads equal rows read in place, in any share.
+//! gathered by the host's threads equal rows read in place, in any share; a table in managed
+//! memory reads like a mapped one.
 
 use berth::{DeviceBuffer, Error, Gpu, HotTier};
 use berth_tests::{random_f32, rng};
@@ -547,4 +548,37 @@ fn rows_gathered_by_host_threads_equal_rows_read_in_place() {
     none.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
     check(&host, &ids, &out);
     assert_eq!(none.stats().staged, 3000);
+}
+
+/// A table in managed memory (`Gpu::managed_from`) is read like a mapped one: gathers equal
+/// the host's rows across refreshes, resident or not; a tier that holds no row over it reads
+/// every row in place and counts nothing.
+#[test]
+fn a_managed_table_gathers_what_the_host_table_holds() {
+    let gpu = gpu();
+    let rows = 2000;
+    let host = random_f32(rows * WIDTH);
+    let table = gpu.managed_from(&host).unwrap();
+    let mut t: HotTier<f32, berth::ManagedBuffer<f32>> = gpu
+        .hot_tier(table, WIDTH, rows * 4 + 64 * WIDTH * 4)
+        .unwrap();
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    for round in 0..6 {
+        let ids = batch(&mut r, &perm[..32], rows, 400);
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        t.refresh(&gpu).unwrap();
+        assert!(round < 2 || t.resident_rows() > 0, "{t:?}");
+    }
+    assert!(t.stats().hits > 0, "{:?}", t.stats());
+    let mut plain = gpu.hot_tier(t.into_table(), WIDTH, 0).unwrap();
+    let ids = batch(&mut r, &perm[..32], rows, 400);
+    let mut out = poisoned(&gpu, ids.len());
+    plain.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+    check(&host, &ids, &out);
+    let s = plain.stats();
+    assert_eq!((s.rows, s.counted, s.hits), (400, 0, 0));
 }
