@@ -64,7 +64,7 @@ pub trait PinnedArg<T>: sealed::Sealed {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not mapped host memory: this `#[mapped]` kernel argument takes a `MappedBuffer<{T}>`, a `Registered<{T}>` or a `HostShared`",
     label = "expected a `MappedBuffer<{T}>`, `Registered<{T}>` or `HostShared`",
-    note = "make one with `gpu.mapped_from(&data)?`, map an existing `Vec` in place with `gpu.register(data)?`, or shared memory such as an Arrow buffer with `gpu.share(buffer)?`",
+    note = "make one with `gpu.mapped_from(&data)?` (or `gpu.managed_from(&data)?` for a large table read sparsely), map an existing `Vec` in place with `gpu.register(data)?`, or shared memory such as an Arrow buffer with `gpu.share(buffer)?`",
     note = "a `PinnedBuffer` is page-locked but not mapped into the GPU's address space; a `DeviceBuffer` is not host memory"
 )]
 pub trait MappedArg<T>: sealed::Sealed {
