@@ -289,6 +289,39 @@ impl<T: MmaInput> FragA<T> {
             _t: PhantomData,
         }
     }
+
+    /// [`ldmatrix`](Self::ldmatrix) with each lane naming its own row: lane `l` gives `at`,
+    /// the index in `tile` of the first of the eight elements of row `l % 16`, columns
+    /// `8 * (l / 16)..+8` of the 16×16 block. For layouts where the rows are not a fixed
+    /// stride apart, such as a tile whose 16-byte chunks are permuted (swizzled) per row.
+    ///
+    /// Each lane's eight elements must be inside the tile and start 16-byte aligned (`at` a
+    /// multiple of 8, for a 16-byte aligned tile); a lane whose are not stops the launch with
+    /// a located report.
+    ///
+    /// # Safety
+    /// As [`ldmatrix`](Self::ldmatrix), for the 32 rows the warp names.
+    ///
+    /// ```should_panic
+    /// use berth_device::{f16, mma::FragA, shared_array, warp};
+    /// let tile = shared_array!(T: [f16; 16 * 16]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let _ = unsafe { FragA::ldmatrix_at(tile, l % 16 * 16 + 8 * (l / 16)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_at(tile: Shared<T>, at: usize) -> Self {
+        let p = row_address(tile, 0, 0, at);
+        // SAFETY: as in `FragA::ldmatrix`.
+        let regs = unsafe { ldmatrix::<4, false>(p) };
+        Self {
+            regs,
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T: MmaInput> FragB<T> {
@@ -431,6 +464,44 @@ impl<T: MmaInput> FragB<T> {
             regs: [r0, r1],
             _t: PhantomData,
         }
+    }
+
+    /// [`ldmatrix_trans_pair`](Self::ldmatrix_trans_pair) with each lane naming its own row:
+    /// lane `l` gives `at`, the index in `tile` of the first of the eight elements of row
+    /// (k) `l % 16`, columns (n) `8 * (l / 16)..+8` of the 16×16 block; the result is the
+    /// fragments of its columns `0..8` and `8..16`. For swizzled layouts, as
+    /// [`FragA::ldmatrix_at`].
+    ///
+    /// Alignment and bounds as for [`FragA::ldmatrix_at`].
+    ///
+    /// # Safety
+    /// As [`FragA::ldmatrix`], for the 32 rows the warp names.
+    ///
+    /// ```should_panic
+    /// use berth_device::{bf16, mma::FragB, shared_array, warp};
+    /// let tile = shared_array!(T: [bf16; 16 * 16]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let [_b0, _b1] = unsafe { FragB::ldmatrix_trans_pair_at(tile, l % 16 * 16 + 8 * (l / 16)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_trans_pair_at(tile: Shared<T>, at: usize) -> [Self; 2] {
+        let p = row_address(tile, 0, 0, at);
+        // SAFETY: as in `FragA::ldmatrix`.
+        let [r0, r1, r2, r3] = unsafe { ldmatrix::<4, true>(p) };
+        [
+            Self {
+                regs: [r0, r1],
+                _t: PhantomData,
+            },
+            Self {
+                regs: [r2, r3],
+                _t: PhantomData,
+            },
+        ]
     }
 
     /// The fragments of two neighbouring 16×8 blocks, at `(k, n)` and `(k, n + 8)` of a
