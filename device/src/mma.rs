@@ -296,11 +296,14 @@ impl<T: MmaInput> FragA<T> {
     /// stride apart, such as a tile whose 16-byte chunks are permuted (swizzled) per row.
     ///
     /// Each lane's eight elements must be inside the tile and start 16-byte aligned (`at` a
-    /// multiple of 8, for a 16-byte aligned tile); a lane whose are not stops the launch with
-    /// a located report.
+    /// multiple of 8, for a 16-byte aligned tile). The simulator checks this (a lane whose are
+    /// not stops the launch with a located report); on the GPU it is the caller's contract,
+    /// unchecked, for kernels whose innermost loop would otherwise spend more instructions on
+    /// the checks than on the loads.
     ///
     /// # Safety
-    /// As [`ldmatrix`](Self::ldmatrix), for the 32 rows the warp names.
+    /// As [`ldmatrix`](Self::ldmatrix), for the 32 rows the warp names; and every lane's
+    /// eight elements are inside `tile` and start 16-byte aligned.
     ///
     /// ```should_panic
     /// use berth_device::{f16, mma::FragA, shared_array, warp};
@@ -314,8 +317,10 @@ impl<T: MmaInput> FragA<T> {
     #[track_caller]
     #[must_use]
     pub unsafe fn ldmatrix_at(tile: Shared<T>, at: usize) -> Self {
-        let p = row_address(tile, 0, 0, at);
-        // SAFETY: as in `FragA::ldmatrix`.
+        let p = lane_row(tile, at);
+        // SAFETY: `p` is an in-bounds, 16-byte aligned row of the tile (the caller's contract,
+        // checked on the simulator by `lane_row`); the whole-warp and read contracts are the
+        // caller's.
         let regs = unsafe { ldmatrix::<4, false>(p) };
         Self {
             regs,
@@ -472,10 +477,11 @@ impl<T: MmaInput> FragB<T> {
     /// fragments of its columns `0..8` and `8..16`. For swizzled layouts, as
     /// [`FragA::ldmatrix_at`].
     ///
-    /// Alignment and bounds as for [`FragA::ldmatrix_at`].
+    /// Alignment and bounds as for [`FragA::ldmatrix_at`]: checked on the simulator, the
+    /// caller's contract on the GPU.
     ///
     /// # Safety
-    /// As [`FragA::ldmatrix`], for the 32 rows the warp names.
+    /// As [`FragA::ldmatrix_at`].
     ///
     /// ```should_panic
     /// use berth_device::{bf16, mma::FragB, shared_array, warp};
@@ -489,8 +495,10 @@ impl<T: MmaInput> FragB<T> {
     #[track_caller]
     #[must_use]
     pub unsafe fn ldmatrix_trans_pair_at(tile: Shared<T>, at: usize) -> [Self; 2] {
-        let p = row_address(tile, 0, 0, at);
-        // SAFETY: as in `FragA::ldmatrix`.
+        let p = lane_row(tile, at);
+        // SAFETY: `p` is an in-bounds, 16-byte aligned row of the tile (the caller's contract,
+        // checked on the simulator by `lane_row`); the whole-warp and read contracts are the
+        // caller's.
         let [r0, r1, r2, r3] = unsafe { ldmatrix::<4, true>(p) };
         [
             Self {
@@ -716,6 +724,22 @@ fn row_address<T: MmaInput>(tile: Shared<T>, stride: usize, row: usize, col: usi
         );
     }
     p
+}
+
+/// The generic address of element `at` of `tile`, a lane's row of an `ldmatrix`: on the
+/// simulator after the checks of [`row_address`], on the GPU without them (the `_at` loads'
+/// contract).
+#[inline(always)]
+#[track_caller]
+fn lane_row<T: MmaInput>(tile: Shared<T>, at: usize) -> *const T {
+    #[cfg(target_arch = "nvptx64")]
+    {
+        tile.as_ptr().wrapping_add(at).cast_const()
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        row_address(tile, 0, 0, at)
+    }
 }
 
 /// `ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` from this lane's row address `p`; the

@@ -11,8 +11,13 @@ pub const MMA_BM: usize = 128;
 pub const MMA_BN: usize = 128;
 /// The depth of one step: columns of `a` and rows of `b` staged in shared memory at a time.
 pub const MMA_BK: usize = 32;
-/// Threads per block: eight warps, two along M by four along N, each computing 64×32 of `c`.
-pub const MMA_THREADS: usize = 256;
+/// Columns of `c` one warp computes (of 64 rows): each of its `mma` A fragments meets
+/// `MMA_WN / 8` B fragments.
+const MMA_WN: usize = 64;
+/// Threads per block: four warps, two along M by two along N, each computing 64×64 of `c`.
+pub const MMA_THREADS: usize = 32 * (MMA_BM / 64) * (MMA_BN / MMA_WN);
+/// 16-byte chunks of one staged slice (of `a` or of `b`) each thread copies.
+const CHUNKS: usize = MMA_BM * MMA_BK / 8 / MMA_THREADS;
 
 /// Stages of the shared-memory ring: while the warps multiply one, the copies of the next
 /// `MMA_STAGES - 1` slices are in flight.
@@ -58,7 +63,7 @@ const fn b_at(r: usize, c: usize) -> usize {
 /// asynchronous copies ([`berth::async_copy`]: global to shared memory without passing
 /// through registers). The copies of the slices `MMA_STAGES - 1` steps ahead are in flight
 /// while the warps multiply, so a step waits only for the oldest group
-/// (`cp.async.wait_group MMA_STAGES - 2`) and passes one barrier. Each warp computes 64×32 of
+/// (`cp.async.wait_group MMA_STAGES - 2`) and passes one barrier. Each warp computes 64×64 of
 /// the 128×128 tile; the fragments of the next 16-deep sub-step (across steps too) are loaded
 /// with `ldmatrix` before the products of the current one.
 #[inline(always)]
@@ -89,7 +94,7 @@ fn hgemm<T: MmaInput + DeviceCopy>(
         || !(b.as_ptr() as usize).is_multiple_of(16)
     {
         fail(
-            "hgemm: m and n must be multiples of 128 and k of 32, the grid (m / 128) · (n / 128) blocks of 256 threads with MMA_SHARED_BYTES of dynamic shared memory, and the slices m·k, k·n and m·n long, a and b 16-byte aligned",
+            "hgemm: m and n must be multiples of 128 and k of 32, the grid (m / 128) · (n / 128) blocks of 128 threads with MMA_SHARED_BYTES of dynamic shared memory, and the slices m·k, k·n and m·n long, a and b 16-byte aligned",
         );
     }
     // Grouped order: blocks `GROUP_M · tiles_n` apart start a new band of `GROUP_M` tile rows,
@@ -104,24 +109,22 @@ fn hgemm<T: MmaInput + DeviceCopy>(
     );
     let tid = thread::idx_x();
     let (warp, lane) = (tid / 32, warp::lane_id());
-    // This warp's 64×32 part of the block's tile.
-    let (wm, wn) = (warp / 4 * 64, warp % 4 * 32);
+    // This warp's 64×MMA_WN part of the block's tile.
+    let warps_n = MMA_BN / MMA_WN;
+    let (wm, wn) = (warp / warps_n * 64, warp % warps_n * MMA_WN);
     let (sa0, sb0) = (0, MMA_STAGES * SA_LEN);
 
-    // This thread's two 16-byte chunks of each slice: chunks `tid` and `tid + 256`, where
-    // they come from (relative to the step's first column of `a` / row of `b`) and go.
-    let chunk = |i: usize| {
-        let c = tid + i * MMA_THREADS;
-        let (ar, ac) = (c / 4, c % 4 * 8);
-        let (br, bc) = (c / 16, c % 16 * 8);
-        (
-            (row0 + ar) * k + ac,
-            a_at(ar, ac),
-            br * n + col0 + bc,
-            b_at(br, bc),
-        )
-    };
-    let chunks = [chunk(0), chunk(1)];
+    // This thread's chunks of each slice: chunks `tid + MMA_THREADS · i` (`i < CHUNKS`), 16
+    // bytes each. Chunk `i` of `a` is row `tid / 4 + MMA_THREADS / 4 · i`, columns
+    // `tid % 4 · 8..+8`; of `b`, row `tid / 16 + MMA_THREADS / 16 · i`, columns
+    // `tid % 16 · 8..+8`. The rows of chunk `i` are a multiple of 8 past those of chunk 0, so
+    // their swizzle is the same and chunk `i` lands `8 · MMA_THREADS · i` elements past
+    // chunk 0 in both slices.
+    let (ar, ac) = (tid / 4, tid % 4 * 8);
+    let (br, bc) = (tid / 16, tid % 16 * 8);
+    let (a_from, a_to) = ((row0 + ar) * k + ac, a_at(ar, ac));
+    let (b_from, b_to) = (br * n + col0 + bc, b_at(br, bc));
+    let (a_rows, b_rows) = (MMA_THREADS / 4, MMA_THREADS / 16);
     // Stage `kt / MMA_BK % MMA_STAGES` of both slices, for the step whose slices start at
     // column (of `a`) and row (of `b`) `kt`, copied asynchronously (`cp.async.cg`) and
     // committed as one group; with `kt` past `k`, an empty group (so that every step commits
@@ -134,27 +137,27 @@ fn hgemm<T: MmaInput + DeviceCopy>(
     let copy_stage = |kt: usize| {
         if kt < k {
             let s = kt / MMA_BK % MMA_STAGES;
-            for &(afrom, ato, bfrom, bto) in &chunks {
+            for i in 0..CHUNKS {
                 // SAFETY: see above. In bounds: `row0 + 128 <= m`, `col0 + 128 <= n` (the
                 // grouped order maps block `pid < tiles_m · tiles_n` to a tile inside `c`),
                 // `kt + 32 <= k`, the slices are at least `m·k` and `k·n` long, and each stage
                 // offset plus `a_at` / `b_at` (a permutation of the chunks of a slice) stays
                 // inside its `SA_LEN` / `SB_LEN` of the `MMA_SHARED_BYTES` checked above. Both
-                // slices are kernel arguments, which lie in global memory. Aligned: `a` and `b` start
-                // 16-byte aligned (checked), `k`, `n`, `kt`, `col0` and the chunk columns
-                // are multiples of 8 elements, as are the shared offsets.
+                // slices are kernel arguments, which lie in global memory. Aligned: `a` and
+                // `b` start 16-byte aligned (checked), `k`, `n`, `kt`, `col0` and the chunk
+                // columns are multiples of 8 elements, as are the shared offsets.
                 unsafe {
                     async_copy::copy_cg_unchecked::<T, 8>(
                         smem,
-                        sa0 + s * SA_LEN + ato,
+                        sa0 + s * SA_LEN + a_to + 8 * MMA_THREADS * i,
                         &a,
-                        afrom + kt,
+                        a_from + a_rows * i * k + kt,
                     );
                     async_copy::copy_cg_unchecked::<T, 8>(
                         smem,
-                        sb0 + s * SB_LEN + bto,
+                        sb0 + s * SB_LEN + b_to + 8 * MMA_THREADS * i,
                         &b,
-                        bfrom + kt * n,
+                        b_from + (kt + b_rows * i) * n,
                     );
                 }
             }
@@ -162,22 +165,24 @@ fn hgemm<T: MmaInput + DeviceCopy>(
         async_copy::commit();
     };
 
-    // Lane `lane`'s row of each `ldmatrix` (relative to its stage and to the warp's 16-row
-    // block of `a` / 16-column pair of `b`): for `a`, row `lane % 16`, chunk
-    // `2 kk + lane / 16` of the sub-step `kk`; for `b`, row (k) `16 kk + lane % 16`, column
-    // (n) `wn + 16 j + 8 (lane / 16)`.
+    // Lane `lane`'s row of each `ldmatrix` (relative to its stage): for the A fragment `i` of
+    // sub-step `kk`, row `wm + 16 i + lane % 16`, columns `16 kk + 8 (lane / 16)..+8`, which
+    // `a_at` puts at `a_lane[kk] + (wm + 16 i) · MMA_BK` (the swizzle of a row depends on its
+    // row modulo 8 only); for the B pair `j`, row (k) `16 kk + lane % 16`, columns (n)
+    // `wn + 16 j + 8 (lane / 16)..+8`, at `b_at` of those: chunk `wn / 8 + 2 j + lane / 16`,
+    // whose low three bits (`2 j + lane / 16`, as `wn` is a multiple of 64 elements) the row
+    // flips by `lane % 8`.
     let (lr, lh) = (lane % 16, lane / 16 * 8);
     let a_lane = [a_at(lr, lh), a_at(lr, 16 + lh)];
-    let b_lane = [
-        [b_at(lr, wn + lh), b_at(lr, wn + 16 + lh)],
-        [b_at(16 + lr, wn + lh), b_at(16 + lr, wn + 16 + lh)],
-    ];
+    let b_flip = lane / 16 ^ lane % 8;
+    let b_lane = |kk: usize, j: usize| (16 * kk + lr) * MMA_BN + wn + ((2 * j) ^ b_flip) * 8;
     // The warp's fragments of sub-step `kk` (0 or 1) of stage `s`.
     // SAFETY (for the callers): all 32 lanes of each warp make every call together (its
     // arguments are the same in every lane but the lane's own row). The stage was copied by
     // threads that waited for their copies before a barrier that precedes the call, and is
     // not written until after the barrier that follows the warp's last read of it. Rows are
-    // inside the stage and 16-byte aligned: offsets are multiples of 8 elements.
+    // inside their stage (`a_at` and `b_at` of coordinates inside the slice) and 16-byte
+    // aligned: every offset is a multiple of 8 elements of the 16-byte aligned array.
     let load = |s: usize, kk: usize| {
         let (a_base, b_base) = (sa0 + s * SA_LEN + wm * MMA_BK, sb0 + s * SB_LEN);
         // SAFETY: see above.
@@ -185,14 +190,16 @@ fn hgemm<T: MmaInput + DeviceCopy>(
             let af: [FragA<T>; 4] = core::array::from_fn(|i| {
                 FragA::ldmatrix_at(smem, a_base + 16 * i * MMA_BK + a_lane[kk])
             });
-            let [b0, b1] = FragB::ldmatrix_trans_pair_at(smem, b_base + b_lane[kk][0]);
-            let [b2, b3] = FragB::ldmatrix_trans_pair_at(smem, b_base + b_lane[kk][1]);
-            (af, [b0, b1, b2, b3])
+            let pairs: [[FragB<T>; 2]; MMA_WN / 16] = core::array::from_fn(|j| {
+                FragB::ldmatrix_trans_pair_at(smem, b_base + b_lane(kk, j))
+            });
+            let bf: [FragB<T>; MMA_WN / 8] = core::array::from_fn(|j| pairs[j / 2][j % 2]);
+            (af, bf)
         }
     };
 
-    let mut acc = [[FragC::zero(); 4]; 4];
-    let mut product = |(af, bf): ([FragA<T>; 4], [FragB<T>; 4])| {
+    let mut acc = [[FragC::zero(); MMA_WN / 8]; 4];
+    let mut product = |(af, bf): ([FragA<T>; 4], [FragB<T>; MMA_WN / 8])| {
         for (i, a) in af.iter().enumerate() {
             for (j, b) in bf.iter().enumerate() {
                 // SAFETY: all 32 lanes of each warp reach every `mma` together (no branch
@@ -244,7 +251,7 @@ fn hgemm<T: MmaInput + DeviceCopy>(
                 // SAFETY: `(block, warp, i, j, lane, e)` names each element of `c` once: the
                 // blocks tile `c` in 128×128 (the grouped order is a one-to-one map of
                 // `0..tiles_m · tiles_n` onto the tiles), the warps their block's tile in
-                // 64×32, `(i, j)` the warp's in 16×8, and the fragment layout gives each
+                // 64×64, `(i, j)` the warp's in 16×8, and the fragment layout gives each
                 // lane's four elements of a 16×8 tile, different for every lane.
                 unsafe { c.write(at, v) };
             }
@@ -254,14 +261,14 @@ fn hgemm<T: MmaInput + DeviceCopy>(
 
 /// `c = a · b` on tensor cores for `f16` `a` (`m × k`) and `b` (`k × n`), row-major, with
 /// `f32` products and sums into `c` (`m × n`). `m`, `n` multiples of 128, `k` of 32. Launch
-/// with `Grid::new((m / 128) * (n / 128), 256).shared_bytes(MMA_SHARED_BYTES as u32)`.
-#[gpu_kernel(block = 256)]
+/// with `Grid::new((m / 128) * (n / 128), 128).shared_bytes(MMA_SHARED_BYTES as u32)`.
+#[gpu_kernel(block = 128)]
 pub fn hgemm_f16(m: u32, n: u32, k: u32, a: &[f16], b: &[f16], c: &mut [f32]) {
     hgemm(m as usize, n as usize, k as usize, a, b, c);
 }
 
 /// [`hgemm_f16`] for `bf16` inputs.
-#[gpu_kernel(block = 256)]
+#[gpu_kernel(block = 128)]
 pub fn hgemm_bf16(m: u32, n: u32, k: u32, a: &[bf16], b: &[bf16], c: &mut [f32]) {
     hgemm(m as usize, n as usize, k as usize, a, b, c);
 }
