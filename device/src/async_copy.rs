@@ -274,15 +274,55 @@ pub unsafe fn copy_cg_unchecked<T: Copy + Send, const N: usize>(
 ) {
     const { assert!(N * size_of::<T>() == 16, "cp.async.cg copies 16 bytes") };
     #[cfg(target_arch = "nvptx64")]
-    let (d, s) = (
-        dst.as_ptr().wrapping_add(to),
-        src.as_ptr().wrapping_add(from),
-    );
+    {
+        // The destination as a 32-bit shared-memory address: the array's (which the compiler
+        // computes once) plus the offset, instead of a 64-bit generic address per copy.
+        let d = shared_address(dst.as_ptr()).wrapping_add((to * size_of::<T>()) as u32);
+        let s = src.as_ptr().wrapping_add(from);
+        // SAFETY: the caller's contract: `s` is in-bounds, 16-byte aligned global memory that
+        // nothing writes, `d` in-bounds, 16-byte aligned shared memory that nothing touches
+        // until the copy's group is waited for. Not `nomem`: the copy writes memory.
+        unsafe {
+            core::arch::asm!(
+                "{{",
+                ".reg .u64 %berth_s;",
+                "cvta.to.global.u64 %berth_s, {s};",
+                "cp.async.cg.shared.global [{d}], [%berth_s], 16;",
+                "}}",
+                d = in(reg32) d,
+                s = in(reg64) s,
+                options(nostack),
+            )
+        }
+    }
     #[cfg(not(target_arch = "nvptx64"))]
-    let (d, s) = ends::<T, N>(dst, to, src, from);
-    // SAFETY: the caller's contract: both ends in bounds and aligned, the source global (on
-    // the simulator also checked by `ends`); the rest as in `copy_ca`.
-    unsafe { issue::<T, N, true>(d, s) }
+    {
+        let (d, s) = ends::<T, N>(dst, to, src, from);
+        // SAFETY: the caller's contract, also checked by `ends`; the rest as in `copy_ca`.
+        unsafe { issue::<T, N, true>(d, s) }
+    }
+}
+
+/// The 32-bit shared-state-space address of `p`, a generic address inside block-shared
+/// memory (`cvta.to.shared`).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) fn shared_address<T>(p: *const T) -> u32 {
+    let a: u32;
+    // SAFETY: converts an address between state spaces; reads and writes no memory.
+    unsafe {
+        core::arch::asm!(
+            "{{",
+            ".reg .u64 %berth_t;",
+            "cvta.to.shared.u64 %berth_t, {p};",
+            "cvt.u32.u64 {a}, %berth_t;",
+            "}}",
+            p = in(reg64) p,
+            a = out(reg32) a,
+            options(pure, nomem, nostack),
+        )
+    };
+    a
 }
 
 /// Issue the copy of `N` elements from `s` to `d`.

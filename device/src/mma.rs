@@ -317,11 +317,9 @@ impl<T: MmaInput> FragA<T> {
     #[track_caller]
     #[must_use]
     pub unsafe fn ldmatrix_at(tile: Shared<T>, at: usize) -> Self {
-        let p = lane_row(tile, at);
-        // SAFETY: `p` is an in-bounds, 16-byte aligned row of the tile (the caller's contract,
-        // checked on the simulator by `lane_row`); the whole-warp and read contracts are the
-        // caller's.
-        let regs = unsafe { ldmatrix::<4, false>(p) };
+        // SAFETY: lane `l`'s row is in bounds and 16-byte aligned (the caller's contract,
+        // checked on the simulator); the whole-warp and read contracts are the caller's.
+        let regs = unsafe { ldmatrix_at::<4, false, T>(tile, at) };
         Self {
             regs,
             _t: PhantomData,
@@ -495,11 +493,8 @@ impl<T: MmaInput> FragB<T> {
     #[track_caller]
     #[must_use]
     pub unsafe fn ldmatrix_trans_pair_at(tile: Shared<T>, at: usize) -> [Self; 2] {
-        let p = lane_row(tile, at);
-        // SAFETY: `p` is an in-bounds, 16-byte aligned row of the tile (the caller's contract,
-        // checked on the simulator by `lane_row`); the whole-warp and read contracts are the
-        // caller's.
-        let [r0, r1, r2, r3] = unsafe { ldmatrix::<4, true>(p) };
+        // SAFETY: as in `FragA::ldmatrix_at`.
+        let [r0, r1, r2, r3] = unsafe { ldmatrix_at::<4, true, T>(tile, at) };
         [
             Self {
                 regs: [r0, r1],
@@ -726,19 +721,56 @@ fn row_address<T: MmaInput>(tile: Shared<T>, stride: usize, row: usize, col: usi
     p
 }
 
-/// The generic address of element `at` of `tile`, a lane's row of an `ldmatrix`: on the
-/// simulator after the checks of [`row_address`], on the GPU without them (the `_at` loads'
-/// contract).
+/// `ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16` with this lane's row at element `at`
+/// of `tile`: on the simulator after the checks of [`row_address`]; on the GPU without them,
+/// from the 32-bit shared address of the tile (computed once) plus the offset.
+///
+/// # Safety
+/// Element `at` starts eight in-bounds elements of `tile`, 16-byte aligned; the whole warp
+/// reaches the call together; the read contract holds for every row the warp names.
 #[inline(always)]
 #[track_caller]
-fn lane_row<T: MmaInput>(tile: Shared<T>, at: usize) -> *const T {
+unsafe fn ldmatrix_at<const N: usize, const TRANS: bool, T: MmaInput>(
+    tile: Shared<T>,
+    at: usize,
+) -> [u32; 4] {
+    const { assert!(N == 4, "the lane-addressed loads are `.x4`") };
     #[cfg(target_arch = "nvptx64")]
     {
-        tile.as_ptr().wrapping_add(at).cast_const()
+        let a = crate::async_copy::shared_address(tile.as_ptr())
+            .wrapping_add((at * core::mem::size_of::<T>()) as u32);
+        let mut r = [0u32; 4];
+        macro_rules! ld {
+            ($ins:literal) => {
+                // SAFETY: the caller's contract: `a` is an aligned row in shared memory, the
+                // whole warp is here, and the rows are not being written.
+                unsafe {
+                    core::arch::asm!(
+                        $ins,
+                        a = in(reg32) a,
+                        r0 = out(reg32) r[0],
+                        r1 = out(reg32) r[1],
+                        r2 = out(reg32) r[2],
+                        r3 = out(reg32) r[3],
+                        options(readonly, nostack),
+                    )
+                }
+            };
+        }
+        if TRANS {
+            ld!(
+                "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];"
+            );
+        } else {
+            ld!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];");
+        }
+        r
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
-        row_address(tile, 0, 0, at)
+        let p = row_address(tile, 0, 0, at);
+        // SAFETY: `p` is checked in bounds and aligned; the rest is the caller's contract.
+        unsafe { ldmatrix::<N, TRANS>(p) }
     }
 }
 
