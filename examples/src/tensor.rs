@@ -174,7 +174,7 @@ fn hgemm<T: MmaInput + DeviceCopy>(
     // flips by `lane % 8`.
     let (lr, lh) = (lane % 16, lane / 16 * 8);
     let a_lane = [a_at(lr, lh), a_at(lr, 16 + lh)];
-    let b_flip = lane / 16 ^ lane % 8;
+    let b_flip = (lane / 16) ^ (lane % 8);
     let b_lane = |kk: usize, j: usize| (16 * kk + lr) * MMA_BN + wn + ((2 * j) ^ b_flip) * 8;
     // The warp's fragments of sub-step `kk` (0 or 1) of stage `s`.
     // SAFETY (for the callers): all 32 lanes of each warp make every call together (its
