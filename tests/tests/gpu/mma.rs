@@ -172,7 +172,12 @@ fn the_tensor_core_gemm_matches_the_host() {
             (1024, 512, 2048),
         ]
     } else {
-        &[(128, 128, 32), (256, 128, 96), (256, 384, 320)]
+        &[
+            (128, 128, 32),
+            (256, 128, 96),
+            (256, 384, 320),
+            (1152, 256, 64),
+        ]
     };
     for &(m, n, k) in shapes {
         let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32)
