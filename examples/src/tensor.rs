@@ -32,6 +32,16 @@ const SB_LEN: usize = MMA_BK * MMA_BN;
 /// assert_eq!(berth_examples::tensor::MMA_SHARED_BYTES, 65_536);
 /// ```
 pub const MMA_SHARED_BYTES: usize = MMA_STAGES * (SA_LEN + SB_LEN) * 2;
+// What the copies' and loads' offsets below rely on: chunk `i` of a thread lies a multiple of
+// 8 rows past its chunk 0 in both slices (so the swizzle is the same), every thread copies
+// whole chunks of both slices, and a warp's columns of `b` start at a multiple of 64.
+const _: () = assert!(
+    MMA_THREADS.is_multiple_of(128)
+        && (MMA_BM * MMA_BK / 8).is_multiple_of(MMA_THREADS)
+        && MMA_BM * MMA_BK == MMA_BK * MMA_BN
+        && MMA_WN.is_multiple_of(64)
+        && MMA_BK == 32
+);
 /// Tile rows of `c` that consecutive blocks sweep together (grouped order: the blocks running
 /// at once share rows of `a` and columns of `b` in L2).
 const GROUP_M: usize = 8;
