@@ -239,6 +239,92 @@ pub unsafe fn copy_cg<T: Copy + Send, const N: usize>(
     unsafe { issue::<T, N, true>(d, s) }
 }
 
+/// [`copy_cg`] without the checks on the GPU, for a copy in a kernel's innermost loop whose
+/// bounds, state space and alignment the kernel has established itself (the checks of
+/// [`copy_cg`] cost more instructions than the copy). On the simulator it checks as
+/// [`copy_cg`] does, so a kernel's tests still catch a copy out of bounds or misaligned.
+///
+/// # Safety
+/// As [`copy_cg`], and also what [`copy_cg`] checks: elements `from..from + N` are inside
+/// `src`, which lies in global memory (a kernel's `&[T]` argument does), `to..to + N` inside
+/// `dst`, and both ends are 16-byte aligned.
+///
+/// ```
+/// use berth_device::{async_copy, f16, shared_array};
+/// #[repr(align(16))]
+/// struct Aligned([f16; 8]);
+/// let src = Aligned(core::array::from_fn(|x| f16::from_f32(x as f32)));
+/// let tile = shared_array!(T: [f16; 8]);
+/// // SAFETY: one thread; both ranges are in bounds and 16-byte aligned (the tile is, and
+/// // the source is an aligned array); it reads after waiting for the copy.
+/// let v = unsafe {
+///     async_copy::copy_cg_unchecked::<f16, 8>(tile, 0, &src.0, 0);
+///     async_copy::wait_all();
+///     tile.read(5)
+/// };
+/// assert_eq!(v.to_f32(), 5.0);
+/// ```
+#[inline(always)]
+#[track_caller]
+pub unsafe fn copy_cg_unchecked<T: Copy + Send, const N: usize>(
+    dst: Shared<T>,
+    to: usize,
+    src: &[T],
+    from: usize,
+) {
+    const { assert!(N * size_of::<T>() == 16, "cp.async.cg copies 16 bytes") };
+    #[cfg(target_arch = "nvptx64")]
+    {
+        // The destination as a 32-bit shared-memory address: the array's (which the compiler
+        // computes once) plus the offset, instead of a 64-bit generic address per copy.
+        let d = shared_address(dst.as_ptr()).wrapping_add((to * size_of::<T>()) as u32);
+        let s = src.as_ptr().wrapping_add(from);
+        // SAFETY: the caller's contract: `s` is in-bounds, 16-byte aligned global memory that
+        // nothing writes, `d` in-bounds, 16-byte aligned shared memory that nothing touches
+        // until the copy's group is waited for. Not `nomem`: the copy writes memory.
+        unsafe {
+            core::arch::asm!(
+                "{{",
+                ".reg .u64 %berth_s;",
+                "cvta.to.global.u64 %berth_s, {s};",
+                "cp.async.cg.shared.global [{d}], [%berth_s], 16;",
+                "}}",
+                d = in(reg32) d,
+                s = in(reg64) s,
+                options(nostack),
+            )
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let (d, s) = ends::<T, N>(dst, to, src, from);
+        // SAFETY: the caller's contract, also checked by `ends`; the rest as in `copy_ca`.
+        unsafe { issue::<T, N, true>(d, s) }
+    }
+}
+
+/// The 32-bit shared-state-space address of `p`, a generic address inside block-shared
+/// memory (`cvta.to.shared`).
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub(crate) fn shared_address<T>(p: *const T) -> u32 {
+    let a: u32;
+    // SAFETY: converts an address between state spaces; reads and writes no memory.
+    unsafe {
+        core::arch::asm!(
+            "{{",
+            ".reg .u64 %berth_t;",
+            "cvta.to.shared.u64 %berth_t, {p};",
+            "cvt.u32.u64 {a}, %berth_t;",
+            "}}",
+            p = in(reg64) p,
+            a = out(reg32) a,
+            options(pure, nomem, nostack),
+        )
+    };
+    a
+}
+
 /// Issue the copy of `N` elements from `s` to `d`.
 ///
 /// # Safety

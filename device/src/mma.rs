@@ -289,6 +289,42 @@ impl<T: MmaInput> FragA<T> {
             _t: PhantomData,
         }
     }
+
+    /// [`ldmatrix`](Self::ldmatrix) with each lane naming its own row: lane `l` gives `at`,
+    /// the index in `tile` of the first of the eight elements of row `l % 16`, columns
+    /// `8 * (l / 16)..+8` of the 16×16 block. For layouts where the rows are not a fixed
+    /// stride apart, such as a tile whose 16-byte chunks are permuted (swizzled) per row.
+    ///
+    /// Each lane's eight elements must be inside the tile and start 16-byte aligned (`at` a
+    /// multiple of 8, for a 16-byte aligned tile). The simulator checks this (a lane whose are
+    /// not stops the launch with a located report); on the GPU it is the caller's contract,
+    /// unchecked, for kernels whose innermost loop would otherwise spend more instructions on
+    /// the checks than on the loads.
+    ///
+    /// # Safety
+    /// As [`ldmatrix`](Self::ldmatrix), for the 32 rows the warp names; and every lane's
+    /// eight elements are inside `tile` and start 16-byte aligned.
+    ///
+    /// ```should_panic
+    /// use berth_device::{f16, mma::FragA, shared_array, warp};
+    /// let tile = shared_array!(T: [f16; 16 * 16]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let _ = unsafe { FragA::ldmatrix_at(tile, l % 16 * 16 + 8 * (l / 16)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_at(tile: Shared<T>, at: usize) -> Self {
+        // SAFETY: lane `l`'s row is in bounds and 16-byte aligned (the caller's contract,
+        // checked on the simulator); the whole-warp and read contracts are the caller's.
+        let regs = unsafe { ldmatrix_at::<4, false, T>(tile, at) };
+        Self {
+            regs,
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T: MmaInput> FragB<T> {
@@ -431,6 +467,44 @@ impl<T: MmaInput> FragB<T> {
             regs: [r0, r1],
             _t: PhantomData,
         }
+    }
+
+    /// [`ldmatrix_trans_pair`](Self::ldmatrix_trans_pair) with each lane naming its own row:
+    /// lane `l` gives `at`, the index in `tile` of the first of the eight elements of row
+    /// (k) `l % 16`, columns (n) `8 * (l / 16)..+8` of the 16×16 block; the result is the
+    /// fragments of its columns `0..8` and `8..16`. For swizzled layouts, as
+    /// [`FragA::ldmatrix_at`].
+    ///
+    /// Alignment and bounds as for [`FragA::ldmatrix_at`]: checked on the simulator, the
+    /// caller's contract on the GPU.
+    ///
+    /// # Safety
+    /// As [`FragA::ldmatrix_at`].
+    ///
+    /// ```should_panic
+    /// use berth_device::{bf16, mma::FragB, shared_array, warp};
+    /// let tile = shared_array!(T: [bf16; 16 * 16]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let [_b0, _b1] = unsafe { FragB::ldmatrix_trans_pair_at(tile, l % 16 * 16 + 8 * (l / 16)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_trans_pair_at(tile: Shared<T>, at: usize) -> [Self; 2] {
+        // SAFETY: as in `FragA::ldmatrix_at`.
+        let [r0, r1, r2, r3] = unsafe { ldmatrix_at::<4, true, T>(tile, at) };
+        [
+            Self {
+                regs: [r0, r1],
+                _t: PhantomData,
+            },
+            Self {
+                regs: [r2, r3],
+                _t: PhantomData,
+            },
+        ]
     }
 
     /// The fragments of two neighbouring 16×8 blocks, at `(k, n)` and `(k, n + 8)` of a
@@ -645,6 +719,59 @@ fn row_address<T: MmaInput>(tile: Shared<T>, stride: usize, row: usize, col: usi
         );
     }
     p
+}
+
+/// `ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16` with this lane's row at element `at`
+/// of `tile`: on the simulator after the checks of [`row_address`]; on the GPU without them,
+/// from the 32-bit shared address of the tile (computed once) plus the offset.
+///
+/// # Safety
+/// Element `at` starts eight in-bounds elements of `tile`, 16-byte aligned; the whole warp
+/// reaches the call together; the read contract holds for every row the warp names.
+#[inline(always)]
+#[track_caller]
+unsafe fn ldmatrix_at<const N: usize, const TRANS: bool, T: MmaInput>(
+    tile: Shared<T>,
+    at: usize,
+) -> [u32; 4] {
+    const { assert!(N == 4, "the lane-addressed loads are `.x4`") };
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let a = crate::async_copy::shared_address(tile.as_ptr())
+            .wrapping_add((at * core::mem::size_of::<T>()) as u32);
+        let mut r = [0u32; 4];
+        macro_rules! ld {
+            ($ins:literal) => {
+                // SAFETY: the caller's contract: `a` is an aligned row in shared memory, the
+                // whole warp is here, and the rows are not being written.
+                unsafe {
+                    core::arch::asm!(
+                        $ins,
+                        a = in(reg32) a,
+                        r0 = out(reg32) r[0],
+                        r1 = out(reg32) r[1],
+                        r2 = out(reg32) r[2],
+                        r3 = out(reg32) r[3],
+                        options(readonly, nostack),
+                    )
+                }
+            };
+        }
+        if TRANS {
+            ld!(
+                "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];"
+            );
+        } else {
+            ld!("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{r0}, {r1}, {r2}, {r3}}}, [{a}];");
+        }
+        r
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let p = row_address(tile, 0, 0, at);
+        // SAFETY: `p` is checked in bounds and aligned; the rest is the caller's contract.
+        unsafe { ldmatrix::<N, TRANS>(p) }
+    }
 }
 
 /// `ldmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` from this lane's row address `p`; the

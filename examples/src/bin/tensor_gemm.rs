@@ -9,7 +9,9 @@
 
 use berth::{Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Stream, bf16, f16};
 use berth_examples::cli::{exit_with, init_logging};
-use berth_examples::tensor::{MMA_BK, MMA_BM, MMA_BN, MMA_THREADS, hgemm_bf16, hgemm_f16};
+use berth_examples::tensor::{
+    MMA_BK, MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, hgemm_bf16, hgemm_f16,
+};
 use clap::Parser;
 use cudarc::cublas::CudaBlas;
 use cudarc::cublas::sys::{
@@ -184,7 +186,8 @@ fn one<T: Input>(
     let (a, b) = (random(m * k), random(k * n));
     let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
     let mut by_berth = gpu.upload(&vec![f32::NAN; m * n])?;
-    let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32);
+    let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32)
+        .shared_bytes(MMA_SHARED_BYTES as u32);
     let dims = (m as u32, n as u32, k as u32);
     let flops = 2.0 * (m * n * k) as f64;
     let mut best = f64::INFINITY;

@@ -155,15 +155,33 @@ fn check_gemm<T: berth::DeviceCopy>(
 
 #[test]
 fn the_tensor_core_gemm_matches_the_host() {
-    use berth_examples::tensor::{MMA_BM, MMA_BN, MMA_THREADS, hgemm_bf16, hgemm_f16};
+    use berth_examples::tensor::{
+        MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, hgemm_bf16, hgemm_f16,
+    };
     let (_g, gpu) = gpu();
+    // 256×384×320: ten steps, so every slot of the four-stage ring is filled and read more
+    // than once, and six blocks in the grouped order; k = 32 and 96: fewer steps than the
+    // ring has slots (empty groups at the start); 1152 rows: a band of eight tile rows and a
+    // band of one.
     let shapes: &[(usize, usize, usize)] = if cfg!(feature = "gpu") {
-        &[(128, 128, 32), (256, 384, 96), (1024, 512, 2048)]
+        &[
+            (128, 128, 32),
+            (256, 384, 96),
+            (256, 384, 320),
+            (1152, 256, 64),
+            (1024, 512, 2048),
+        ]
     } else {
-        &[(128, 128, 32), (256, 128, 96)]
+        &[
+            (128, 128, 32),
+            (256, 128, 96),
+            (256, 384, 320),
+            (1152, 256, 64),
+        ]
     };
     for &(m, n, k) in shapes {
-        let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32);
+        let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32)
+            .shared_bytes(MMA_SHARED_BYTES as u32);
         let dims = (m as u32, n as u32, k as u32);
         check_gemm(
             &gpu,
