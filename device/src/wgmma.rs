@@ -553,8 +553,18 @@ mod sealed {
 /// ```
 pub trait BOperand<T>: Copy + sealed::Sealed {
     /// The columns of B (n).
+    ///
+    /// ```
+    /// use berth_device::{f16, wgmma::{BOperand, DescMn}};
+    /// assert_eq!(<DescMn<f16, 256> as BOperand<f16>>::N, 256);
+    /// ```
     const N: usize;
     /// Whether B is N-major (the instruction's `imm-trans-b`).
+    ///
+    /// ```
+    /// use berth_device::{f16, wgmma::{BOperand, Desc}};
+    /// assert!(!<Desc<f16, 64> as BOperand<f16>>::TRANSPOSED);
+    /// ```
     const TRANSPOSED: bool;
     #[doc(hidden)]
     fn parts(&self) -> (u64, usize);
