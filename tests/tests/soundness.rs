@@ -533,6 +533,36 @@ fn launches_from_several_threads_on_one_context_and_one_stream_are_independent()
     });
 }
 
+#[test]
+fn a_managed_buffer_is_read_by_launches_and_the_host_of_several_threads_and_moved_to_another() {
+    let (_g, gpu) = gpu();
+    let data = random_u32(N);
+    let x = gpu.managed_from(&data).unwrap();
+    with_gate(&gpu, |gate| {
+        std::thread::scope(|s| {
+            for k in 0..2 {
+                let (gpu, x, data) = (&gpu, &x, &data);
+                s.spawn(move || {
+                    let mut out = gpu.alloc_zeroed::<u32>(N).unwrap();
+                    let launch = gated_copy_mapped(gpu, Grid::cover(N), gate, x, &mut out).unwrap();
+                    // The host reads it while the launches (which only read it) are in flight.
+                    assert_eq!(&x[..], &data[..], "thread {k}: host read");
+                    launch.wait().unwrap();
+                    assert_eq!(out.to_vec().unwrap(), *data, "thread {k}: kernel read");
+                });
+            }
+        });
+    });
+    // Moved to another thread, written and freed there.
+    std::thread::spawn(move || {
+        let mut x = x;
+        x.fill(9);
+        assert!(x.iter().all(|&v| v == 9));
+    })
+    .join()
+    .unwrap();
+}
+
 // ---- what output staging holds ---------------------------------------------------------------
 
 #[test]
