@@ -14,8 +14,14 @@
 //!   to the macro ([`PTX_ENV`], [`CUBIN_ENV`], [`CUBIN_ARCH_ENV`]), or the errors of a GPU
 //!   build that failed ([`GPU_BUILD_ERRORS_ENV`]).
 //!
+//! - **PTX and SASS** ([`ptx`], [`cubins`]): how a crate's PTX is read and cut into each
+//!   kernel's own module, and how the kernels' cubins are packed into the one image the host
+//!   build embeds: written by the builder, read by the runtime.
+//!
 //! The crate has no dependencies and is `no_std`: the device crate uses it in the nvptx64
-//! build, where only `core` exists.
+//! build, where only `core` exists. The `alloc` feature (the builder's and the runtime's)
+//! adds what needs an allocator: cutting a kernel's module out of its crate's
+//! ([`ptx::split`](ptx/split/index.html)).
 //!
 //! ```
 //! use berth_abi::{KernelAttrs, Lowering, Part, Section};
@@ -30,10 +36,14 @@
 #![no_std]
 #![deny(missing_docs)]
 
+#[cfg(feature = "alloc")]
+extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+pub mod cubins;
 mod params;
+pub mod ptx;
 mod section;
 
 pub use params::{Lowering, Part, Placement, WORD_BYTES, param_align};
@@ -101,11 +111,12 @@ pub const PTX_ENV: &str = "BERTH_PTX";
 /// (an error only the GPU build has).
 pub const GPU_BUILD_ERRORS_ENV: &str = "BERTH_GPU_BUILD_ERRORS";
 
-/// The environment variable giving the host build the path of the crate's cubin (SASS), where
-/// the build made one.
+/// The environment variable giving the host build the path of the crate's SASS, where the
+/// build made some: each kernel's cubin, packed as [`cubins`] says.
 pub const CUBIN_ENV: &str = "BERTH_CUBIN";
 
-/// The environment variable giving the host build the architecture of that cubin (`sm_90`).
+/// The environment variable giving the host build the architecture the crate was built for
+/// (`sm_90`; a kernel's own cubin may be for its `a` variant, [`SM90A_ONLY`]).
 pub const CUBIN_ARCH_ENV: &str = "BERTH_CUBIN_ARCH";
 
 /// The number of axes a declared block shape extends along: 1 + the last axis whose extent

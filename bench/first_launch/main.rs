@@ -39,7 +39,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let piece = berth::ptx::kernel_module(kernel.ptx, &entries)?;
             ("kernel_ptx", piece.len())
         }
-        (_, Some(sass)) => ("sass", sass.cubin.len()),
+        (_, Some(sass)) => (
+            "sass",
+            sass.kernel(kernel.name).map_or(0, |own| own.cubin.len()),
+        ),
     };
     let t = Instant::now();
     let gpu = Gpu::new()?;

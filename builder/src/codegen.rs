@@ -298,16 +298,16 @@ fn file_stem(kernel: &str) -> String {
 /// `f` of every item, on as many threads as the machine has cores (`opt` and `llc` are
 /// processes of their own; the threads only wait for them), in the items' order; the first
 /// error if any fails.
-fn in_parallel<T: Sync, R: Send>(
+pub(crate) fn in_parallel<T: Sync, R: Send, E: Send>(
     items: &[T],
-    f: impl Fn(&T) -> Result<R, LinkError> + Sync,
-) -> Result<Vec<R>, LinkError> {
+    f: impl Fn(&T) -> Result<R, E> + Sync,
+) -> Result<Vec<R>, E> {
     let threads = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .min(items.len())
         .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Vec<std::sync::Mutex<Option<Result<R, LinkError>>>> =
+    let results: Vec<std::sync::Mutex<Option<Result<R, E>>>> =
         items.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
         for _ in 0..threads {

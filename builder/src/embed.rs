@@ -33,8 +33,8 @@ pub fn embed(
         dest.display()
     ));
     match &built.sass {
-        Sass::Cubin(cubin) => {
-            let dest = dest.with_extension("cubin");
+        Sass::Cubins(cubin) => {
+            let dest = dest.with_extension("cubins");
             copy(cubin, &dest)?;
             lines.push(format!(
                 "cargo:rustc-env={}={}",
@@ -126,16 +126,16 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("berth-embed-{}", std::process::id()));
         let out = dir.join("out");
         std::fs::create_dir_all(&out).unwrap();
-        let (ptx, cubin) = (dir.join("k.ptx"), dir.join("k.cubin"));
+        let (ptx, cubin) = (dir.join("k.ptx"), dir.join("k.cubins"));
         std::fs::write(&ptx, ".version 8.7").unwrap();
-        std::fs::write(&cubin, b"\x7fELF").unwrap();
+        std::fs::write(&cubin, berth_abi::cubins::MAGIC).unwrap();
         let built = Built {
             ptx,
             arch: "sm_90".to_owned(),
             sources: vec![PathBuf::from("/w/src/lib.rs")],
             report: Default::default(),
             libdevice: None,
-            sass: Sass::Cubin(cubin),
+            sass: Sass::Cubins(cubin),
             lints: Vec::new(),
             math_kernels: Vec::new(),
         };
@@ -147,7 +147,7 @@ mod tests {
                 format!("cargo:rustc-env=BERTH_PTX={}", want_ptx.display()),
                 format!(
                     "cargo:rustc-env=BERTH_CUBIN={}",
-                    out.join("my_kernels.cubin").display()
+                    out.join("my_kernels.cubins").display()
                 ),
                 "cargo:rustc-env=BERTH_CUBIN_ARCH=sm_90".to_owned(),
                 "cargo:rerun-if-changed=/w/src/lib.rs".to_owned(),

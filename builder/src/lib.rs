@@ -16,7 +16,7 @@
 //! | 4. IR rewrites | [`codegen::disassemble`], [`ir::rewrite`] | `Joined` | an [`ir::Module`], parsed once and rewritten, and what each rewrite did ([`ir::Report`]) |
 //! | 5. opt / llc | [`codegen::compile`], [`ir::checks::combine`] and [`ir::hoist::hoist`] between them | the module | the PTX |
 //! | 5b. target | [`target::raise_file`] | the PTX | its `.target` (`sm_90a` for `wgmma`) and `.version` raised to what its inline PTX needs |
-//! | 6. ptxas | [`sass::build_cubin`] | the PTX | SASS for the build's architecture ([`Sass`]) and each kernel's resource usage, where ptxas is found |
+//! | 6. ptxas | [`sass::build_cubins`] | the PTX | each kernel's SASS for the build's architecture, packed into one image ([`Sass`]), and each kernel's resource usage, where ptxas is found |
 //! | 6b. lints | [`lints::lints`] | the PTX, the usage | what costs time that the source could avoid ([`Lint`]) |
 //! | 7. embed | [`embed::embed`] | [`Built`] | the files in `OUT_DIR` and the build script's lines for cargo |
 //!
@@ -217,7 +217,8 @@ impl Builder {
         }
     }
 
-    /// Also assemble the PTX into a cubin with ptxas (default: on, off with `BERTH_SASS=off`).
+    /// Also assemble each kernel's PTX into a cubin with ptxas (default: on, off with
+    /// `BERTH_SASS=off`).
     pub fn sass(mut self, on: bool) -> Self {
         self.sass = on;
         self
@@ -338,7 +339,7 @@ impl Builder {
         timings.stage("opt and llc");
         // 6. ptxas, where found.
         let (sass, usage) = if self.sass {
-            sass::build_cubin(&ptx, &arch)
+            sass::build_cubins(&ptx, &self.arch)
         } else {
             (Sass::Off, Vec::new())
         };
@@ -450,8 +451,8 @@ fn shared_target_dir(out_dir: &Path) -> PathBuf {
 ///
 /// Builds this crate for nvptx64 (arch from `BERTH_ARCH`, default `sm_90`), copies the PTX to
 /// `OUT_DIR`, and tells cargo to export its path as `BERTH_PTX` and when to rebuild; where
-/// ptxas is found (and `BERTH_SASS` is not `off`), the same for the cubin (`BERTH_CUBIN`,
-/// `BERTH_CUBIN_ARCH`). A missing cubin is one warning.
+/// ptxas is found (and `BERTH_SASS` is not `off`), the same for the kernels' cubins
+/// (`BERTH_CUBIN`, `BERTH_CUBIN_ARCH`). Missing SASS is one warning.
 ///
 /// When rustc reports errors in the GPU build, the build script still succeeds: it hands the
 /// errors to the host build ([`embed::embed_errors`]) with one warning, and the host build of

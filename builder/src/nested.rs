@@ -417,6 +417,23 @@ fn dep_info_sources(dep_file: &Path) -> Vec<PathBuf> {
 mod tests {
     use super::*;
 
+    /// `cmd`'s exit status, where `cmd` runs a script this process has just written: while
+    /// another test's thread forks, its child holds the script's file open for writing until it
+    /// execs, and running the script meanwhile fails with `ETXTBSY`; it is run again then.
+    #[cfg(unix)]
+    fn run_written_script(cmd: &mut Command) -> std::process::ExitStatus {
+        const ETXTBSY: i32 = 26;
+        for _ in 0..1000 {
+            match cmd.status() {
+                Err(e) if e.raw_os_error() == Some(ETXTBSY) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                status => return status.unwrap(),
+            }
+        }
+        panic!("the script stayed busy for 5 s")
+    }
+
     #[cfg(unix)]
     #[test]
     fn the_stub_linker_leaves_an_empty_file_where_the_ptx_would_be() {
@@ -426,21 +443,21 @@ mod tests {
         let out = dir.join("deps").join("k.ptx");
         std::fs::create_dir_all(out.parent().unwrap()).unwrap();
         std::fs::write(&out, "old").unwrap();
-        let status = Command::new(&linker)
-            .args(["k.rcgu.o", "--export-symbol", "k", "-o"])
-            .arg(&out)
-            .args(["-O3", "--debug"])
-            .status()
-            .unwrap();
+        let status = run_written_script(
+            Command::new(&linker)
+                .args(["k.rcgu.o", "--export-symbol", "k", "-o"])
+                .arg(&out)
+                .args(["-O3", "--debug"]),
+        );
         assert!(status.success());
         assert_eq!(std::fs::read(&out).unwrap(), b"");
         // Where the file cannot be written, rustc hears of it.
-        let status = Command::new(&linker)
-            .arg("-o")
-            .arg(dir.join("missing").join("k.ptx"))
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
+        let status = run_written_script(
+            Command::new(&linker)
+                .arg("-o")
+                .arg(dir.join("missing").join("k.ptx"))
+                .stderr(Stdio::null()),
+        );
         assert!(!status.success());
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -9,6 +9,7 @@
 //! an earlier module defines otherwise — LLVM numbers a module's anonymous constants from 0 —
 //! is renamed in its module (`name$N`), with every use of it there.
 
+use berth_abi::ptx::{self, ReadError, Statement};
 use std::collections::{HashMap, HashSet};
 
 /// Why the kernels' modules cannot be joined.
@@ -29,16 +30,13 @@ pub enum JoinError {
     Visible(String),
 }
 
-/// A module-scope statement.
-#[derive(Debug)]
-struct Statement<'a> {
-    text: &'a str,
-    /// The symbol it defines or declares; empty for the header's directives.
-    name: &'a str,
-    /// Whether it has a body or an initialiser, or only declares its symbol.
-    defines: bool,
-    /// Whether the symbol is seen outside the module (`.visible`, `.extern`, `.weak`, `.common`).
-    visible: bool,
+impl From<ReadError<'_>> for JoinError {
+    fn from(e: ReadError<'_>) -> Self {
+        match e {
+            ReadError::Unknown(s) => JoinError::Unknown(s.to_owned()),
+            ReadError::Unbalanced => JoinError::Unbalanced,
+        }
+    }
 }
 
 /// The crate's module made of the kernels' `modules` (in their order).
@@ -90,8 +88,8 @@ pub fn join(modules: &[String]) -> Result<String, JoinError> {
                 .filter(|s| !s.visible && s.defines && defined.contains_key(s.name))
                 .filter(|s| !renamed.contains(s.name))
                 .filter(|s| {
-                    symbols(s.text)
-                        .any(|r| r != s.name && locals.contains(r) && renamed.contains(r))
+                    ptx::symbol_spans(s.text, true)
+                        .any(|(_, r)| r != s.name && locals.contains(r) && renamed.contains(r))
                 })
                 .map(|s| s.name)
                 .collect();
@@ -183,174 +181,17 @@ pub(crate) fn entries(ptx: &str) -> Vec<(String, String)> {
 
 /// The comment that opens `ptx` (up to its first statement), and its statements.
 fn parse(ptx: &str) -> Result<(&str, Vec<Statement<'_>>), JoinError> {
-    let bytes = ptx.as_bytes();
-    let mut statements = Vec::new();
-    let mut comment = None;
-    let mut at = 0;
-    while at < bytes.len() {
-        match bytes[at] {
-            b if b.is_ascii_whitespace() => at += 1,
-            b'/' if bytes.get(at + 1) == Some(&b'/') => at = line_end(bytes, at),
-            b'/' if bytes.get(at + 1) == Some(&b'*') => at = block_comment_end(bytes, at)?,
-            _ => {
-                comment.get_or_insert(&ptx[..at]);
-                let end = statement_end(bytes, at)?;
-                statements.push(classify(&ptx[at..end])?);
-                at = end;
-            }
-        }
-    }
-    Ok((comment.unwrap_or(ptx), statements))
-}
-
-/// Where the line holding `at` ends (past its newline).
-fn line_end(bytes: &[u8], at: usize) -> usize {
-    bytes[at..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(bytes.len(), |n| at + n + 1)
-}
-
-fn block_comment_end(bytes: &[u8], at: usize) -> Result<usize, JoinError> {
-    bytes[at + 2..]
-        .windows(2)
-        .position(|w| w == b"*/")
-        .map(|n| at + 2 + n + 2)
-        .ok_or(JoinError::Unbalanced)
-}
-
-const HEADER: [&str; 4] = [".version", ".target", ".address_size", ".file"];
-
-/// The end of the statement that begins at `start`: its `;`, the `}` closing a body, or for
-/// the header's directives, which have neither, its line.
-fn statement_end(bytes: &[u8], start: usize) -> Result<usize, JoinError> {
-    if HEADER
-        .iter()
-        .any(|d| bytes[start..].starts_with(d.as_bytes()))
-    {
-        return Ok(line_end(bytes, start).min(bytes.len()));
-    }
-    let (mut depth, mut parens, mut initialiser) = (0usize, 0usize, false);
-    let mut at = start;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'/' if bytes.get(at + 1) == Some(&b'/') => {
-                at = line_end(bytes, at);
-                continue;
-            }
-            b'/' if bytes.get(at + 1) == Some(&b'*') => {
-                at = block_comment_end(bytes, at)?;
-                continue;
-            }
-            b'(' => parens += 1,
-            b')' => parens = parens.checked_sub(1).ok_or(JoinError::Unbalanced)?,
-            b'=' if depth == 0 => initialiser = true,
-            b'{' => depth += 1,
-            b'}' => {
-                depth = depth.checked_sub(1).ok_or(JoinError::Unbalanced)?;
-                if depth == 0 && !initialiser {
-                    return Ok(at + 1);
-                }
-            }
-            b';' if depth == 0 && parens == 0 => return Ok(at + 1),
-            _ => {}
-        }
-        at += 1;
-    }
-    Err(JoinError::Unbalanced)
-}
-
-/// What a statement defines or declares.
-fn classify(text: &str) -> Result<Statement<'_>, JoinError> {
-    let text = text.trim_end();
-    let unknown = || JoinError::Unknown(text.lines().next().unwrap_or_default().to_owned());
-    if HEADER.iter().any(|d| text.starts_with(d)) {
-        return Ok(Statement {
-            text,
-            name: "",
-            defines: false,
-            visible: false,
-        });
-    }
-    let mut rest = text;
-    let mut visible = false;
-    let what = loop {
-        let trimmed = rest.trim_start();
-        let end = trimmed
-            .find(|c: char| c.is_ascii_whitespace() || c == '(')
-            .unwrap_or(trimmed.len());
-        let word = &trimmed[..end];
-        rest = &trimmed[end..];
-        match word {
-            ".visible" | ".extern" | ".weak" | ".common" => visible = true,
-            ".entry" | ".func" | ".global" | ".const" | ".shared" => break word,
-            _ => return Err(unknown()),
-        }
-    };
-    let (name, defines) = if what == ".entry" || what == ".func" {
-        let mut r = rest.trim_start();
-        if r.starts_with('(') {
-            r = r.split_once(')').ok_or_else(unknown)?.1.trim_start();
-        }
-        let end = r
-            .find(|c: char| c.is_ascii_whitespace() || c == '(' || c == ';')
-            .unwrap_or(r.len());
-        (&r[..end], text.ends_with('}'))
-    } else {
-        let decl = rest.split(['=', ';']).next().unwrap_or_default();
-        let last = decl.split_ascii_whitespace().last().unwrap_or_default();
-        let extern_ = text.trim_start().starts_with(".extern");
-        (last.split('[').next().unwrap_or_default(), !extern_)
-    };
-    if name.is_empty() || !name.bytes().all(is_symbol_byte) {
-        return Err(unknown());
-    }
-    Ok(Statement {
-        text,
-        name,
-        defines,
-        visible,
-    })
-}
-
-fn is_symbol_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
-}
-
-/// The identifiers `text` names (registers, `%r1`, and directives, `.u32`, are not), with
-/// where each starts. Comments are read too: a name in one is renamed with the others.
-fn symbol_spans(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    let bytes = text.as_bytes();
-    let mut at = 0;
-    std::iter::from_fn(move || {
-        while at < bytes.len() {
-            let b = bytes[at];
-            if is_symbol_byte(b) {
-                let start = at;
-                while at < bytes.len() && is_symbol_byte(bytes[at]) {
-                    at += 1;
-                }
-                let prefixed = start > 0 && matches!(bytes[start - 1], b'%' | b'.');
-                if !prefixed && !b.is_ascii_digit() {
-                    return Some((start, &text[start..at]));
-                }
-            } else {
-                at += 1;
-            }
-        }
-        None
-    })
-}
-
-fn symbols(text: &str) -> impl Iterator<Item = &str> {
-    symbol_spans(text).map(|(_, s)| s)
+    let statements = ptx::statements(ptx).collect::<Result<Vec<_>, _>>()?;
+    let comment = statements.first().map_or(ptx, |s| &ptx[..s.start]);
+    Ok((comment, statements))
 }
 
 /// `text` with the symbols `names` maps renamed.
 fn rename(text: &str, names: &HashMap<&str, String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut last = 0;
-    for (at, sym) in symbol_spans(text) {
+    // Comments are read too: a name in one is renamed with the others.
+    for (at, sym) in ptx::symbol_spans(text, true) {
         if let Some(new) = names.get(sym) {
             out.push_str(&text[last..at]);
             out.push_str(new);

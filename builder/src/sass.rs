@@ -1,9 +1,13 @@
-//! SASS next to the PTX: the kernel crate's PTX assembled by `ptxas` into a cubin for the
-//! build's architecture, so the first launch loads machine code instead of waiting for the
-//! driver's JIT compiler (hundreds of milliseconds for a crate of kernels, every process, when
-//! the driver's JIT cache is cold or off).
+//! SASS next to the PTX: each kernel's own PTX module (its entries and what they reach, cut
+//! out of the crate's by [`berth_abi::ptx::split`]) assembled by `ptxas` into a cubin for the
+//! build's architecture, and the cubins packed into one image ([`berth_abi::cubins`]), so the
+//! first launch loads machine code instead of waiting for the driver's JIT compiler (hundreds
+//! of milliseconds for a crate of kernels, every process, when the driver's JIT cache is cold
+//! or off). Each kernel's cubin is kept while its module, the architecture and ptxas are
+//! unchanged: an edit to one kernel assembles that kernel again.
 
 use crate::ptxas::{EntryUsage, PtxasError, parse_usage};
+use berth_abi::ptx::split::Split;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -14,8 +18,9 @@ pub use berth_abi::{CUBIN_ARCH_ENV, CUBIN_ENV};
 /// What a build did about SASS.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sass {
-    /// The cubin, assembled for the build's architecture.
-    Cubin(PathBuf),
+    /// The kernels' cubins, assembled for the build's architecture and packed into one
+    /// image ([`berth_abi::cubins`]).
+    Cubins(PathBuf),
     /// Turned off (`BERTH_SASS=off` or [`Builder::sass`](crate::Builder::sass)).
     Off,
     /// No cubin, and why (no ptxas found, or ptxas failed): the first launch will JIT.
@@ -44,6 +49,17 @@ pub fn assemble(
 /// code, the functions shared out among threads); a ptxas too old for the option assembles
 /// on one.
 fn assemble_report(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<String, PtxasError> {
+    assemble_on(ptxas, ptx, arch, out, true)
+}
+
+/// [`assemble_report`], on every core (`split`) or on one.
+fn assemble_on(
+    ptxas: &Path,
+    ptx: &Path,
+    arch: &str,
+    out: &Path,
+    split: bool,
+) -> Result<String, PtxasError> {
     let run = |split: bool| {
         Command::new(ptxas)
             .arg(format!("-arch={arch}"))
@@ -61,8 +77,11 @@ fn assemble_report(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<S
             .output()
             .map_err(|e| PtxasError::Spawn(ptxas.to_owned(), e))
     };
-    let mut res = run(true)?;
-    if !res.status.success() && String::from_utf8_lossy(&res.stderr).contains("split-compile") {
+    let mut res = run(split)?;
+    if split
+        && !res.status.success()
+        && String::from_utf8_lossy(&res.stderr).contains("split-compile")
+    {
         res = run(false)?;
     }
     if !res.status.success() {
@@ -74,11 +93,18 @@ fn assemble_report(ptxas: &Path, ptx: &Path, arch: &str, out: &Path) -> Result<S
     Ok(String::from_utf8_lossy(&res.stderr).into_owned())
 }
 
-/// The SASS for the PTX at `ptx`, written beside it as `<stem>.cubin`: `ptxas` from
-/// [`find_ptxas`](crate::find_ptxas). Never fails the build: without ptxas, or when it
-/// rejects the PTX, the reason comes back and the crate keeps its PTX alone. With the SASS,
-/// each entry's resource usage (none without it).
-pub fn build_cubin(ptx: &Path, arch: &str) -> (Sass, Vec<EntryUsage>) {
+/// The SASS of the crate PTX at `ptx` for `arch` (the build's architecture, `BERTH_ARCH`):
+/// each kernel's own module — its entry, its one-dimensional entry where it has one, and what
+/// they reach ([`Split::module`]) — assembled into its cubin in `<dir>/sass/`, on every core,
+/// and the cubins packed beside the PTX as `<stem>.cubins` ([`berth_abi::cubins`]). A
+/// kernel's module that uses `sm_90a` instructions is assembled for `sm_90a`. `ptxas` comes
+/// from [`find_ptxas`](crate::find_ptxas). Never fails the build: without ptxas, or when it
+/// rejects a kernel's PTX, the reason comes back and the crate keeps its PTX alone. With the
+/// SASS, each entry's resource usage (none without it).
+///
+/// A kernel whose module, architecture and ptxas are those of the last build keeps its cubin
+/// (a stamp beside it, `<kernel>.cubin.key`): an edit to one kernel assembles that kernel.
+pub fn build_cubins(ptx: &Path, arch: &str) -> (Sass, Vec<EntryUsage>) {
     let Some(ptxas) = crate::find_ptxas() else {
         return (
             Sass::Unavailable(
@@ -89,40 +115,109 @@ pub fn build_cubin(ptx: &Path, arch: &str) -> (Sass, Vec<EntryUsage>) {
             Vec::new(),
         );
     };
-    let out = ptx.with_extension("cubin");
-    // The same PTX, architecture and ptxas as the last build: its cubin is still right.
-    let (stamp, report) = (
-        ptx.with_extension("cubin.key"),
-        ptx.with_extension("ptxas.txt"),
-    );
-    let key = std::fs::read(ptx).ok().map(|text| {
-        let tool = std::fs::metadata(&ptxas).ok();
-        let tool = format!(
+    match assemble_kernels(&ptxas, ptx, arch) {
+        Ok((image, usage)) => (Sass::Cubins(image), usage),
+        Err(why) => (Sass::Unavailable(why), Vec::new()),
+    }
+}
+
+/// Each kernel's cubin of [`build_cubins`], packed; or why there is none.
+fn assemble_kernels(
+    ptxas: &Path,
+    ptx: &Path,
+    arch: &str,
+) -> Result<(PathBuf, Vec<EntryUsage>), String> {
+    let text = std::fs::read_to_string(ptx).map_err(|e| format!("{}: {e}", ptx.display()))?;
+    let split = Split::parse(&text).map_err(|e| format!("{}: {e}", ptx.display()))?;
+    let entries: Vec<&str> = split.entries().collect();
+    // A kernel's entries: its general one and, where it has one, its one-dimensional one.
+    let kernels: Vec<Vec<&str>> = entries
+        .iter()
+        .filter(|e| {
+            e.strip_suffix(berth_abi::LINEAR_SUFFIX)
+                .is_none_or(|base| !entries.contains(&base))
+        })
+        .map(|&e| {
+            let linear = format!("{e}{}", berth_abi::LINEAR_SUFFIX);
+            let mut of = vec![e];
+            of.extend(entries.iter().copied().find(|&l| l == linear));
+            of
+        })
+        .collect();
+    let dir = ptx.with_file_name("sass");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let tool = {
+        let meta = std::fs::metadata(ptxas).ok();
+        format!(
             "{}:{:?}:{:?}",
             ptxas.display(),
-            tool.as_ref().map(|m| m.len()),
-            tool.and_then(|m| m.modified().ok())
+            meta.as_ref().map(|m| m.len()),
+            meta.and_then(|m| m.modified().ok())
+        )
+    };
+    // Many small modules at once: each ptxas on one core.
+    let built = crate::codegen::in_parallel(&kernels, |of| {
+        let piece = split.module(of).map_err(|e| e.to_string())?;
+        let (piece, arch) = crate::target::raise(&piece, arch);
+        let file = dir.join(format!("{}.ptx", of[0]));
+        let (out, stamp, report) = (
+            file.with_extension("cubin"),
+            file.with_extension("cubin.key"),
+            file.with_extension("ptxas.txt"),
         );
-        crate::memo::key(&[&text, arch.as_bytes(), tool.as_bytes()])
-    });
-    if let Some(key) = &key
-        && crate::memo::fresh(&stamp, key, &[&out, &report])
-        && let Ok(text) = std::fs::read_to_string(&report)
-    {
-        return (Sass::Cubin(out), parse_usage(&text));
-    }
-    crate::memo::clear(&stamp);
-    match assemble_report(&ptxas, ptx, arch, &out) {
-        Ok(text) => {
-            if let Some(key) = key
-                && std::fs::write(&report, &text).is_ok()
-            {
-                crate::memo::record(&stamp, &key);
-            }
-            (Sass::Cubin(out), parse_usage(&text))
+        let key = crate::memo::key(&[piece.as_bytes(), arch.as_bytes(), tool.as_bytes()]);
+        if crate::memo::fresh(&stamp, &key, &[&out, &report])
+            && let Ok(text) = std::fs::read_to_string(&report)
+        {
+            return Ok((arch, out, text));
         }
-        Err(e) => (Sass::Unavailable(e.to_string()), Vec::new()),
+        crate::memo::clear(&stamp);
+        std::fs::write(&file, &piece).map_err(|e| format!("{}: {e}", file.display()))?;
+        let text = assemble_on(ptxas, &file, &arch, &out, false)
+            .map_err(|e| format!("kernel `{}`: {e}", of[0]))?;
+        if std::fs::write(&report, &text).is_ok() {
+            crate::memo::record(&stamp, &key);
+        }
+        Ok::<_, String>((arch, out, text))
+    })?;
+    // What no kernel of this build has is left from an earlier one.
+    let names: std::collections::HashSet<&str> = kernels.iter().map(|of| of[0]).collect();
+    if let Ok(listing) = std::fs::read_dir(&dir) {
+        for f in listing.flatten() {
+            let name = f.file_name();
+            let stem = name.to_string_lossy();
+            let stem = stem.split('.').next().unwrap_or_default();
+            if !names.contains(stem) {
+                let _ = std::fs::remove_file(f.path());
+            }
+        }
     }
+    let mut images = Vec::with_capacity(built.len());
+    for (_, out, _) in &built {
+        images.push(std::fs::read(out).map_err(|e| format!("{}: {e}", out.display()))?);
+    }
+    let mut packed = Vec::new();
+    berth_abi::cubins::pack(
+        kernels
+            .iter()
+            .zip(&built)
+            .zip(&images)
+            .map(|((of, (arch, _, _)), image)| berth_abi::cubins::Cubin {
+                name: of[0],
+                arch,
+                image,
+            }),
+        |bytes| packed.extend_from_slice(bytes),
+    );
+    let image = ptx.with_extension("cubins");
+    if std::fs::read(&image).ok().as_deref() != Some(packed.as_slice()) {
+        std::fs::write(&image, &packed).map_err(|e| format!("{}: {e}", image.display()))?;
+    }
+    let usage = built
+        .iter()
+        .flat_map(|(_, _, text)| parse_usage(text))
+        .collect();
+    Ok((image, usage))
 }
 
 /// The SM number (`90` for `sm_90`) a cubin's ELF header names, or `None` if `image` is not
@@ -150,19 +245,27 @@ pub fn cubin_sm(image: &[u8]) -> Option<u32> {
 mod tests {
     use super::*;
 
-    const TINY_PTX: &str =
-        ".version 7.8\n.target sm_90\n.address_size 64\n.visible .entry k() { ret; }\n";
+    const TINY_PTX: &str = ".version 7.8\n.target sm_90\n.address_size 64\n\
+        .func f() { ret; }\n\
+        .visible .entry k() { call.uni f, (); ret; }\n\
+        .visible .entry k__berth_1d() { ret; }\n\
+        .visible .entry other() { ret; }\n";
 
-    #[test]
-    fn cubin_is_assembled_for_the_arch() {
-        let Some(ptxas) = crate::find_ptxas() else {
+    fn ptxas_or_skip() -> Option<PathBuf> {
+        let found = crate::find_ptxas();
+        if found.is_none() {
             assert!(
                 std::env::var("CI").is_err(),
                 "ptxas not found and CI is set: install it with `pip install nvidia-cuda-nvcc==13.0.88`"
             );
             eprintln!("ptxas not found: skipping the cubin check (set CI=true to make this fail)");
-            return;
-        };
+        }
+        found
+    }
+
+    #[test]
+    fn cubin_is_assembled_for_the_arch() {
+        let Some(ptxas) = ptxas_or_skip() else { return };
         let dir = std::env::temp_dir().join(format!("berth-sass-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let ptx = dir.join("k.ptx");
@@ -171,24 +274,86 @@ mod tests {
         assemble(&ptxas, &ptx, "sm_90", &out).unwrap_or_else(|e| panic!("{e}"));
         let image = std::fs::read(&out).unwrap();
         assert_eq!(cubin_sm(&image), Some(90));
-        assert_eq!(build_cubin(&ptx, "sm_90").0, Sass::Cubin(out.clone()));
-        // The same PTX again: the cubin is kept, not assembled again.
-        let stamp = ptx.with_extension("cubin.key");
-        assert!(stamp.is_file());
-        let before = std::fs::metadata(&out).unwrap().modified().unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn each_kernel_has_its_own_cubin_kept_while_its_module_is_unchanged() {
+        if ptxas_or_skip().is_none() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("berth-cubins-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ptx = dir.join("crate.ptx");
+        std::fs::write(&ptx, TINY_PTX).unwrap();
+        let (sass, usage) = build_cubins(&ptx, "sm_90");
+        let packed = dir.join("crate.cubins");
+        assert_eq!(sass, Sass::Cubins(packed.clone()));
+        let mut entries: Vec<&str> = usage.iter().map(|u| u.name.as_str()).collect();
+        entries.sort_unstable();
+        assert_eq!(entries, ["k", "k__berth_1d", "other"]);
+        let image = std::fs::read(&packed).unwrap();
+        let kernels: Vec<_> = berth_abi::cubins::read(&image).collect();
+        let names: Vec<(&str, &str)> = kernels.iter().map(|c| (c.name, c.arch)).collect();
+        // A kernel's one-dimensional entry is in its cubin, not one of its own.
+        assert_eq!(names, [("k", "sm_90"), ("other", "sm_90")]);
+        for c in &kernels {
+            assert_eq!(cubin_sm(c.image), Some(90), "{}", c.name);
+        }
+        let has =
+            |image: &[u8], name: &str| image.windows(name.len()).any(|w| w == name.as_bytes());
+        assert!(has(kernels[0].image, "k__berth_1d") && !has(kernels[0].image, "other"));
+        let cubin = |kernel: &str| dir.join("sass").join(format!("{kernel}.cubin"));
+        let modified = |kernel: &str| {
+            std::fs::metadata(cubin(kernel))
+                .unwrap()
+                .modified()
+                .unwrap()
+        };
+        let (k, other) = (modified("k"), modified("other"));
         std::thread::sleep(std::time::Duration::from_millis(20));
-        assert_eq!(build_cubin(&ptx, "sm_90").0, Sass::Cubin(out.clone()));
-        assert_eq!(std::fs::metadata(&out).unwrap().modified().unwrap(), before);
-        // Another PTX, or another architecture: assembled again.
-        std::fs::write(&ptx, format!("{TINY_PTX}.visible .entry k2() {{ ret; }}\n")).unwrap();
-        let (sass, usage) = build_cubin(&ptx, "sm_90");
-        assert_eq!(sass, Sass::Cubin(out.clone()));
-        assert!(usage.iter().any(|u| u.name == "k2"), "{usage:?}");
-        assert_ne!(std::fs::metadata(&out).unwrap().modified().unwrap(), before);
-        assert!(matches!(build_cubin(&ptx, "sm_80").0, Sass::Unavailable(_)));
-        // PTX ptxas rejects: the build goes on without SASS and says why.
+        // One kernel changed: that kernel is assembled again, the other kept.
+        std::fs::write(
+            &ptx,
+            TINY_PTX.replace("entry other() { ret; }", "entry other() { exit; }"),
+        )
+        .unwrap();
+        assert_eq!(build_cubins(&ptx, "sm_90").0, Sass::Cubins(packed.clone()));
+        assert_eq!(modified("k"), k);
+        assert_ne!(modified("other"), other);
+        // A kernel gone: its files go too.
+        std::fs::write(
+            &ptx,
+            TINY_PTX.replace(".visible .entry other() { ret; }\n", ""),
+        )
+        .unwrap();
+        build_cubins(&ptx, "sm_90");
+        assert!(!cubin("other").exists());
+        assert_eq!(
+            berth_abi::cubins::read(&std::fs::read(&packed).unwrap()).count(),
+            1
+        );
+        // Another architecture: assembled again; one ptxas does not know is no SASS, and why.
+        assert!(matches!(build_cubins(&ptx, "sm_80").0, Sass::Cubins(_)));
+        assert!(matches!(build_cubins(&ptx, "sm_1").0, Sass::Unavailable(_)));
+        // PTX the splitter or ptxas rejects: the build goes on without SASS and says why.
         std::fs::write(&ptx, "not ptx").unwrap();
-        assert!(matches!(build_cubin(&ptx, "sm_90").0, Sass::Unavailable(_)));
+        assert!(matches!(
+            build_cubins(&ptx, "sm_90").0,
+            Sass::Unavailable(_)
+        ));
+        std::fs::write(
+            &ptx,
+            TINY_PTX.replace(
+                "ret; }\n.visible .entry other",
+                "bogus; }\n.visible .entry other",
+            ),
+        )
+        .unwrap();
+        match build_cubins(&ptx, "sm_90").0 {
+            Sass::Unavailable(why) => assert!(why.contains("kernel `k`"), "{why}"),
+            other => panic!("{other:?}"),
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -719,12 +719,13 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
             quote_spanned!(name.span()=> { compile_error!(#msg); "" })
         }
     };
-    // The SASS the runtime loads first where the GPU matches (no JIT on the first launch).
+    // The kernels' SASS, which the runtime loads first where the GPU matches (no JIT on the
+    // first launch).
     let sass_expr = match files.cubin {
         Some((path, arch)) => quote! {
             ::core::option::Option::Some(#krate::__private::Sass {
                 arch: #arch,
-                cubin: include_bytes!(#path),
+                cubins: include_bytes!(#path),
             })
         },
         None => quote!(::core::option::Option::None),

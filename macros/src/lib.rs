@@ -41,7 +41,7 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
 }
 
 /// Whether no kernel of this compilation has embedded the file at `path` yet. Only the first
-/// kernel of a crate carries the crate's cubin (the runtime finds it from any kernel of the
+/// kernel of a crate carries the crate's cubins (the runtime finds them from any kernel of the
 /// crate): an embedded image is emitted once per codegen unit that refers to it, and half a
 /// megabyte per kernel descriptor would grow every binary by several copies. Likewise only the
 /// first reports the errors of a failed GPU build, so they are reported once.

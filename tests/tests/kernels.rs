@@ -90,8 +90,9 @@ fn every_ptx_entry_has_a_launcher() {
     }
 }
 
-/// Where ptxas is found, the builder assembled every kernel crate's PTX into a cubin for the
-/// build's architecture and the descriptors embed it: an ELF for that SM holding each entry.
+/// Where ptxas is found, the builder assembled each kernel's own PTX module into a cubin for
+/// the build's architecture and the crate's descriptors embed them: per kernel an ELF for
+/// that SM holding the kernel's entries.
 #[test]
 fn example_kernels_carry_sass_for_their_arch() {
     if berth_build::find_ptxas().is_none() {
@@ -120,13 +121,22 @@ fn example_kernels_carry_sass_for_their_arch() {
             .filter(|o| o.crate_name == k.crate_name && o.sass.is_some())
             .count();
         assert_eq!(carriers, 1, "crate `{}`", k.crate_name);
-        // A crate whose inline PTX uses the warpgroup instructions is raised to the `a`
-        // variant of the architecture (`sm_90a`), and so is its SASS.
-        assert!(
-            sass.arch == arch || sass.arch == format!("{arch}a"),
-            "kernel `{}`: SASS for {}, built for {arch}",
-            k.name,
-            sass.arch
+        // Each kernel has its own cubin, holding its entries: for the `a` variant of the
+        // architecture (`sm_90a`) where its own code uses the warpgroup instructions.
+        let own = sass
+            .kernel(k.name)
+            .unwrap_or_else(|| panic!("kernel `{}` has no cubin of its own", k.name));
+        let piece = berth::ptx::kernel_module(k.ptx, &[k.name]).unwrap();
+        let specific = ["wgmma.", "setmaxnreg."].iter().any(|i| piece.contains(i));
+        assert_eq!(
+            own.arch,
+            if specific {
+                format!("{arch}a")
+            } else {
+                arch.clone()
+            },
+            "kernel `{}`",
+            k.name
         );
         let sm: u32 = arch
             .trim_start_matches("sm_")
@@ -134,18 +144,33 @@ fn example_kernels_carry_sass_for_their_arch() {
             .parse()
             .unwrap();
         assert_eq!(
-            berth_build::sass::cubin_sm(sass.cubin),
+            berth_build::sass::cubin_sm(own.cubin),
             Some(sm),
             "kernel `{}`",
             k.name
         );
-        assert!(
-            sass.cubin
-                .windows(k.name.len())
-                .any(|w| w == k.name.as_bytes()),
-            "the cubin has no symbol `{}`",
-            k.name
-        );
+        let has = |name: &str| own.cubin.windows(name.len()).any(|w| w == name.as_bytes());
+        for entry in std::iter::once(k.name).chain(k.linear) {
+            assert!(
+                has(entry),
+                "the cubin of `{}` has no symbol `{entry}`",
+                k.name
+            );
+        }
+    }
+    // One cubin per kernel, no more: every cubin is a kernel's.
+    for krate in ks
+        .iter()
+        .map(|k| k.crate_name)
+        .filter(|c| *c != "berth_runtime")
+    {
+        let sass = berth::__private::crate_sass(krate).unwrap();
+        for (name, _) in sass.kernels() {
+            assert!(
+                ks.iter().any(|k| k.crate_name == krate && k.name == name),
+                "crate `{krate}` has a cubin for `{name}`, which is no kernel of it"
+            );
+        }
     }
 }
 

@@ -619,7 +619,7 @@ fn error_generics() {
 
 #[test]
 fn embedded_sass() {
-    // Where ptxas made a cubin, the descriptor embeds it with its architecture.
+    // Where ptxas made the kernels' cubins, the descriptor embeds them with the architecture.
     let out = crate::expand::gpu_kernel(
         TokenStream::new(),
         quote!(
@@ -627,14 +627,14 @@ fn embedded_sass() {
         ),
         Embedded {
             ptx: PTX,
-            cubin: Some(("/path/k.cubin", "sm_90")),
+            cubin: Some(("/path/k.cubins", "sm_90")),
             ..Embedded::default()
         },
     );
     let text = out.to_string();
     assert!(
         text.contains(
-            "sass : :: core :: option :: Option :: Some (:: berth :: __private :: Sass { arch : \"sm_90\" , cubin : include_bytes ! (\"/path/k.cubin\") , })"
+            "sass : :: core :: option :: Option :: Some (:: berth :: __private :: Sass { arch : \"sm_90\" , cubins : include_bytes ! (\"/path/k.cubins\") , })"
         ),
         "{text}"
     );
@@ -642,7 +642,7 @@ fn embedded_sass() {
 
 #[test]
 fn a_generic_kernel_carrying_the_cubin_embeds_it_once() {
-    // The first instance's descriptor carries the crate's cubin; the others do not.
+    // The first instance's descriptor carries the crate's cubins; the others do not.
     let out = crate::expand::gpu_kernel(
         quote!(instances(T = f32, f64, u32)),
         quote!(
@@ -650,7 +650,7 @@ fn a_generic_kernel_carrying_the_cubin_embeds_it_once() {
         ),
         Embedded {
             ptx: PTX,
-            cubin: Some(("/path/k.cubin", "sm_90")),
+            cubin: Some(("/path/k.cubins", "sm_90")),
             ..Embedded::default()
         },
     );

@@ -70,9 +70,10 @@ pub struct Kernel {
     pub crate_name: &'static str,
     /// The crate's PTX.
     pub ptx: &'static str,
-    /// The crate's SASS for one architecture, where ptxas was found at build time: loaded
-    /// first on a GPU that runs it, so the first launch needs no JIT compilation. One
-    /// descriptor of the crate carries it (the image is embedded once); [`crate_sass`] finds it.
+    /// The crate's SASS for one architecture (each kernel's cubin), where ptxas was found at
+    /// build time: a kernel's cubin is loaded on its first launch on a GPU that runs it, so
+    /// that launch needs no JIT compilation. One descriptor of the crate carries it (the image
+    /// is embedded once); [`crate_sass`] finds it.
     pub sass: Option<Sass>,
     /// PTX parameters in order.
     pub params: &'static [Param],
@@ -127,25 +128,69 @@ impl Kernel {
     }
 }
 
-/// A kernel crate's machine code (a cubin) and the architecture it was assembled for.
+/// A kernel crate's machine code: each kernel's cubin, assembled from the kernel's own PTX
+/// module for the build's architecture, packed as [`berth_abi::cubins`] says.
 #[derive(Clone, Copy)]
 pub struct Sass {
-    /// `sm_NN` (or `sm_NNa`), as `BERTH_ARCH` named it.
+    /// The architecture the crate was built for (`sm_NN`, as `BERTH_ARCH` named it, or its
+    /// `sm_NNa` variant); each kernel's cubin names its own ([`KernelSass::arch`]).
     pub arch: &'static str,
-    /// The cubin (an ELF image).
-    pub cubin: &'static [u8],
+    /// The kernels' cubins, packed.
+    pub cubins: &'static [u8],
 }
 
 impl std::fmt::Debug for Sass {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Sass")
             .field("arch", &self.arch)
-            .field("cubin_bytes", &self.cubin.len())
+            .field("kernels", &berth_abi::cubins::read(self.cubins).count())
+            .field("bytes", &self.cubins.len())
             .finish()
     }
 }
 
 impl Sass {
+    /// The cubin of the kernel whose general entry is `name` (it holds the kernel's entries).
+    pub fn kernel(&self, name: &str) -> Option<KernelSass> {
+        berth_abi::cubins::find(self.cubins, name).map(|c| KernelSass {
+            arch: c.arch,
+            cubin: c.image,
+        })
+    }
+
+    /// Every kernel's cubin, by the kernel's name.
+    pub fn kernels(&self) -> impl Iterator<Item = (&'static str, KernelSass)> {
+        berth_abi::cubins::read(self.cubins).map(|c| {
+            (
+                c.name,
+                KernelSass {
+                    arch: c.arch,
+                    cubin: c.image,
+                },
+            )
+        })
+    }
+}
+
+/// One kernel's machine code and the architecture it was assembled for.
+#[derive(Clone, Copy)]
+pub struct KernelSass {
+    /// `sm_NN` or `sm_NNa`.
+    pub arch: &'static str,
+    /// The cubin (an ELF image).
+    pub cubin: &'static [u8],
+}
+
+impl std::fmt::Debug for KernelSass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KernelSass")
+            .field("arch", &self.arch)
+            .field("cubin_bytes", &self.cubin.len())
+            .finish()
+    }
+}
+
+impl KernelSass {
     /// Whether a GPU of compute capability `major.minor` runs this code: SASS runs on the
     /// same major version with an equal or higher minor one, except the architecture-specific
     /// `sm_NNa`, which runs only on exactly that GPU.

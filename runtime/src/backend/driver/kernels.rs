@@ -10,7 +10,7 @@ use crate::backend::driver::{Driver, ModuleKey};
 use crate::backend::{ContextOps, FunctionId, GraphExec, GraphNode, KernelOps, StreamId};
 use crate::error::{Error, Result};
 use crate::launch::grid::Grid;
-use crate::launch::kernel::{Entry, Kernel, Sass, crate_sass, registered_kernels};
+use crate::launch::kernel::{Entry, Kernel, KernelSass, crate_sass, registered_kernels};
 
 // The function cache keys an entry by its descriptor's address with the low bit set for the
 // linear entry.
@@ -43,13 +43,17 @@ impl Driver {
         let checked = started.elapsed();
         let load = Load::from_env();
         let sass = crate_sass(krate);
+        let own = sass.as_ref().and_then(|s| s.kernel(kernel.name));
         let (key, module, ptx, image) =
-            match choose_image(sass.as_ref(), self.compute_capability().ok(), load) {
-                Image::Sass(sass) => match load_cubin(sass.cubin) {
+            match choose_image(sass.is_some(), own, self.compute_capability().ok(), load) {
+                Image::Sass(own) => match load_cubin(own.cubin) {
+                    // The piece of the crate's PTX the cubin was assembled from: its constant
+                    // strings are the module's (for the messages of its faults).
                     Ok(m) => (
-                        (krate, None),
+                        (krate, Some(kernel.name)),
                         m,
-                        std::borrow::Cow::Borrowed(kernel.ptx),
+                        self::kernel_piece(kernel)
+                            .map_or(std::borrow::Cow::Borrowed(kernel.ptx), Into::into),
                         "sass",
                     ),
                     // A fault of earlier work surfacing here is that fault, not a bad image.
@@ -63,7 +67,8 @@ impl Driver {
                         let (name, message) = crate::backend::driver::fault::describe(e);
                         tracing::debug!(
                             krate,
-                            arch = sass.arch,
+                            kernel = kernel.name,
+                            arch = own.arch,
                             "the driver rejected the SASS ({name}: {message}); loading the PTX"
                         );
                         self.load_kernel_ptx(kernel)?
@@ -110,9 +115,7 @@ impl Driver {
         &'static str,
     )> {
         let krate = kernel.crate_name;
-        let mut entries = vec![kernel.name];
-        entries.extend(kernel.linear);
-        match crate::ptx::split::cached(kernel.ptx).and_then(|s| s.module(&entries)) {
+        match kernel_piece(kernel) {
             Ok(piece) => {
                 let m = self.load_ptx(kernel, &piece)?;
                 Ok(((krate, Some(kernel.name)), m, piece.into(), "kernel ptx"))
@@ -150,6 +153,13 @@ impl Driver {
     }
 }
 
+/// The PTX module of `kernel` alone: its entries and what they reach, cut out of the crate's.
+fn kernel_piece(kernel: &'static Kernel) -> std::result::Result<String, crate::ptx::SplitError> {
+    let mut entries = vec![kernel.name];
+    entries.extend(kernel.linear);
+    crate::ptx::split::cached(kernel.ptx).and_then(|s| s.module(&entries))
+}
+
 /// `BERTH_LOAD=ptx`: load each kernel's own PTX module even where the crate's SASS would run
 /// (to measure the JIT, or to rule the cubin out); `BERTH_LOAD=crate-ptx`: the crate's whole
 /// PTX module (the JIT of every kernel of the crate at once).
@@ -178,20 +188,27 @@ impl Load {
 
 /// Which image of a kernel crate to load.
 #[derive(Debug)]
-enum Image<'a> {
-    /// The SASS, which runs on this GPU.
-    Sass(&'a Sass),
+enum Image {
+    /// The kernel's SASS, which runs on this GPU.
+    Sass(KernelSass),
     /// The kernel's own PTX module (JIT-compiled by the driver), and why not SASS.
     Ptx(&'static str),
     /// The crate's whole PTX module (`BERTH_LOAD=crate-ptx`).
     CratePtx(&'static str),
 }
 
-/// The crate's SASS where it runs on a GPU of compute capability `cc`, else the kernel's PTX.
-fn choose_image(sass: Option<&Sass>, cc: Option<(i32, i32)>, load: Load) -> Image<'_> {
-    match (sass, cc) {
+/// The kernel's SASS (`own`, from its crate's where the crate has some) where it runs on a
+/// GPU of compute capability `cc`, else the kernel's PTX.
+fn choose_image(
+    crate_has: bool,
+    own: Option<KernelSass>,
+    cc: Option<(i32, i32)>,
+    load: Load,
+) -> Image {
+    match (own, cc) {
         _ if load == Load::CratePtx => Image::CratePtx("BERTH_LOAD=crate-ptx"),
         _ if load == Load::KernelPtx => Image::Ptx("BERTH_LOAD=ptx"),
+        (None, _) if crate_has => Image::Ptx("no SASS for this kernel in its crate's"),
         (None, _) => Image::Ptx("built without SASS"),
         (Some(_), None) => Image::Ptx("compute capability unknown"),
         (Some(s), Some(cc)) if s.runs_on(cc) => Image::Sass(s),
@@ -199,7 +216,6 @@ fn choose_image(sass: Option<&Sass>, cc: Option<(i32, i32)>, load: Load) -> Imag
     }
 }
 
-/// Load a cubin image into the current context.
 fn load_cubin(cubin: &[u8]) -> std::result::Result<sys::CUmodule, cudarc::driver::DriverError> {
     // The driver reads the ELF image in place: give it 8-byte aligned storage (an embedded
     // `include_bytes!` is only byte-aligned).
@@ -341,50 +357,58 @@ impl KernelOps for Driver {
 mod tests {
     use super::*;
 
-    static SM_90: Sass = Sass {
+    const SM_90: KernelSass = KernelSass {
         arch: "sm_90",
         cubin: b"",
     };
 
     #[test]
     fn sass_where_it_runs_else_ptx() {
+        let sass = |image: &Image| match image {
+            Image::Sass(s) => Some(s.arch),
+            _ => None,
+        };
+        assert_eq!(
+            sass(&choose_image(true, Some(SM_90), Some((9, 0)), Load::Auto)),
+            Some("sm_90")
+        );
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((9, 0)), Load::Auto),
-            Image::Sass(s) if std::ptr::eq(s, &SM_90)
-        ));
-        assert!(matches!(
-            choose_image(Some(&SM_90), Some((8, 0)), Load::Auto),
+            choose_image(true, Some(SM_90), Some((8, 0)), Load::Auto),
             Image::Ptx(_)
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((10, 0)), Load::Auto),
+            choose_image(true, Some(SM_90), Some((10, 0)), Load::Auto),
             Image::Ptx(_)
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((9, 0)), Load::KernelPtx),
+            choose_image(true, Some(SM_90), Some((9, 0)), Load::KernelPtx),
             Image::Ptx("BERTH_LOAD=ptx")
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), Some((9, 0)), Load::CratePtx),
+            choose_image(true, Some(SM_90), Some((9, 0)), Load::CratePtx),
             Image::CratePtx(_)
         ));
         assert!(matches!(
-            choose_image(None, Some((9, 0)), Load::CratePtx),
+            choose_image(false, None, Some((9, 0)), Load::CratePtx),
             Image::CratePtx(_)
         ));
         assert!(matches!(
-            choose_image(Some(&SM_90), None, Load::Auto),
+            choose_image(true, Some(SM_90), None, Load::Auto),
             Image::Ptx(_)
         ));
         assert!(matches!(
-            choose_image(None, Some((9, 0)), Load::Auto),
-            Image::Ptx(_)
+            choose_image(false, None, Some((9, 0)), Load::Auto),
+            Image::Ptx("built without SASS")
+        ));
+        assert!(matches!(
+            choose_image(true, None, Some((9, 0)), Load::Auto),
+            Image::Ptx("no SASS for this kernel in its crate's")
         ));
     }
 
     #[test]
     fn sass_runs_on_its_major_version() {
-        let sm = |arch| Sass { arch, cubin: b"" };
+        let sm = |arch| KernelSass { arch, cubin: b"" };
         assert!(sm("sm_80").runs_on((8, 6)));
         assert!(!sm("sm_86").runs_on((8, 0)));
         assert!(sm("sm_90a").runs_on((9, 0)));
@@ -392,5 +416,36 @@ mod tests {
         assert!(!sm("sm_100").runs_on((9, 0)));
         assert!(sm("sm_100").runs_on((10, 0)));
         assert!(!sm("compute_90").runs_on((9, 0)));
+    }
+
+    #[test]
+    fn a_crates_sass_finds_each_kernels_cubin() {
+        let mut image = Vec::new();
+        berth_abi::cubins::pack(
+            [
+                berth_abi::cubins::Cubin {
+                    name: "a",
+                    arch: "sm_90",
+                    image: b"\x7fELF-a",
+                },
+                berth_abi::cubins::Cubin {
+                    name: "b",
+                    arch: "sm_90a",
+                    image: b"\x7fELF-b",
+                },
+            ],
+            |bytes| image.extend_from_slice(bytes),
+        );
+        let sass = crate::launch::Sass {
+            arch: "sm_90",
+            cubins: image.leak(),
+        };
+        let b = sass.kernel("b").unwrap();
+        assert_eq!((b.arch, b.cubin), ("sm_90a", &b"\x7fELF-b"[..]));
+        assert!(sass.kernel("c").is_none());
+        assert_eq!(
+            sass.kernels().map(|(n, _)| n).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
     }
 }
