@@ -1053,7 +1053,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// `Error::Usage` when an earlier ranking panicked (the tier then reads the rows resident
     /// before it, and refreshes no more).
     pub fn begin_refresh(&mut self, queue: &impl Queue) -> Result<()> {
-        self.finish_refresh(queue)?;
+        let start = std::time::Instant::now();
+        if self.refresh_pending() {
+            self.finish_refresh(queue)?;
+            tracing::debug!(
+                finish_us = start.elapsed().as_micros(),
+                "hot tier: a refresh begun with the last one pending finished that one first"
+            );
+        }
         if self.capacity == 0 {
             self.stats.refreshes += 1;
             return Ok(());
@@ -1063,7 +1070,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 "a hot tier's ranking panicked: the tier refreshes no more".into(),
             ));
         }
-        let start = std::time::Instant::now();
         let logged = self.take_log()?;
         self.stats.refreshes += 1;
         // Gathers log nothing until the next places are granted, when the plan is applied.
