@@ -13,6 +13,12 @@
 //! on the host, it would cost a random read into a table of one bit per row for every id of
 //! every batch.
 //!
+//! The ranking (which rows to admit and evict, and where) is host work that grows with the
+//! rows logged and counted since the last refresh. [`HotTier::begin_refresh`] hands it to a
+//! thread of its own, with everything it reads and writes (the counts, the host's records of
+//! the slots), and gathers go on meanwhile; the first gather that finds it done queues its
+//! kernels before its own.
+//!
 //! Ordering is the runtime's use tracking, as for any launch: a gather reads the tier (a
 //! shared use) and claims slot table entries and writes the miss log (exclusive uses); a
 //! refresh reads the log (on the host) and writes the tier and the slot table (the fill and
@@ -291,11 +297,11 @@ pub struct HotTierStats {
     pub counted: u64,
     /// Counted ids whose rows were resident (read from device memory).
     pub hits: u64,
-    /// Refreshes that ran.
+    /// Refreshes begun (on a tier that holds no row, refreshes called).
     pub refreshes: u64,
-    /// Rows copied into the tier by refreshes.
+    /// Rows copied into the tier by refreshes whose kernels are queued.
     pub admitted: u64,
-    /// Rows dropped from the tier by refreshes.
+    /// Rows dropped from the tier by refreshes whose kernels are queued.
     pub evicted: u64,
     /// Rows not resident that host threads gathered into pinned memory for the GPU to read
     /// in one stream ([`HotTier::host_gathers`]), rather than the GPU reading each in place.
@@ -314,7 +320,7 @@ impl HotTierStats {
     }
 }
 
-/// What one [`HotTier::refresh`] changed.
+/// What one [`HotTier::refresh`] (or [`HotTier::finish_refresh`]) changed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refresh {
     /// Rows copied into the tier.
@@ -334,7 +340,10 @@ pub struct Refresh {
 /// the batch into free slots. Each gather counts its ids (on the host);
 /// [`refresh`](HotTier::refresh) makes the logged rows resident, and the rows counted most
 /// (as many as the budget holds), copying those in with a kernel queued after the gathers
-/// already in flight, and halves every count, so the tier follows a drifting hot set. Nothing is written to the table while the tier owns it, so a
+/// already in flight, and halves every count, so the tier follows a drifting hot set.
+/// [`begin_refresh`](HotTier::begin_refresh) does the same without making the caller wait for
+/// the ranking: it runs on a thread of its own while later gathers go on, and the first
+/// gather that finds it done queues its kernels. Nothing is written to the table while the tier owns it, so a
 /// resident row always equals its host row.
 ///
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
@@ -655,11 +664,23 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// a gather also waits (on the host) for the gather queued four batches earlier, whose
     /// ids' device buffer it reuses.
     ///
+    /// While a refresh begun with [`begin_refresh`](HotTier::begin_refresh) ranks, the gather
+    /// does not wait for it: it reads the rows resident before the refresh, logs no missed
+    /// row, and keeps the ids it counts for the ranking's halved counts. Once the ranking is
+    /// done, the next gather queues the refresh's fill and slot table update on `queue`
+    /// before its own kernel (on a [`Gpu`] or a [`Stream`](crate::Stream), waiting for
+    /// them), and reads what they leave.
+    ///
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
-    /// of the table (nothing is queued, nothing counted); [`Error::LengthMismatch`] when `out`
-    /// is not `ids.len() × width` elements; the launch's errors (another context's `out`, a
-    /// queue recording a graph, which cannot take mapped memory).
+    /// of the table (nothing is queued, nothing counted, a pending refresh left pending);
+    /// [`Error::LengthMismatch`] when `out` is not `ids.len() × width` elements; a failed
+    /// copy or launch of a finished refresh's kernels (nothing of this gather is queued, and
+    /// the refresh stays pending, tried again by the next gather); the launch's errors
+    /// (another context's `out`, a queue recording a graph, which cannot take mapped memory).
+    ///
+    /// # Panics
+    /// When the ranking of a pending refresh panicked: its panic, passed on.
     pub fn gather<'a>(
         &'a mut self,
         queue: &'a impl Queue,
@@ -1030,7 +1051,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// if it is not done.
     ///
     /// A refresh still pending is finished first (on `queue`). On a tier that holds no row,
-    /// a refresh does nothing.
+    /// a refresh does nothing. Where the system starts no thread, the ranking runs on the
+    /// caller's (said at `debug` level), and the next gather or `finish_refresh` queues its
+    /// kernels.
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
@@ -1121,8 +1144,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// # Errors
     /// A failed copy, upload or launch: the refresh stays pending, its kernels not queued
     /// yet tried again by the next gather or `finish_refresh` (until then gathers read the
-    /// rows resident before it, which equal the table's); `Error::Usage` when the ranking
-    /// panicked (the panic is passed on to the caller first).
+    /// rows resident before it, which equal the table's).
+    ///
+    /// # Panics
+    /// When the ranking panicked: its panic, passed on (the tier then reads the rows
+    /// resident before it, and [`begin_refresh`](HotTier::begin_refresh) refuses to start
+    /// another).
     pub fn finish_refresh(&mut self, queue: &impl Queue) -> Result<Option<Refresh>> {
         self.receive(true);
         self.apply(queue)
@@ -1138,7 +1165,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// Hold the rankings of the refreshes begun from now on until the returned guard is
-    /// released or dropped: for tests that show what runs while a ranking is pending.
+    /// released or dropped: for tests that show what runs while a ranking is pending. While
+    /// one is held, [`count`](HotTier::count) and [`finish_refresh`](HotTier::finish_refresh)
+    /// wait for it: release it first. Dropping the tier releases it too.
     #[doc(hidden)]
     pub fn __hold_refreshes(&mut self) -> RefreshHold {
         let gate = Arc::new(Gate::default());
@@ -1310,7 +1339,7 @@ struct Job {
 
 impl Job {
     /// Wait at the gate, if any, then rank: the policy back with its plan.
-    fn run(mut self) -> (Box<Policy>, Plan) {
+    fn run(mut self) -> Ranked {
         if let Some(gate) = self.gate {
             gate.wait();
         }
@@ -1367,10 +1396,13 @@ impl Drop for RefreshHold {
     }
 }
 
+/// The policy back from its thread, with its plan.
+type Ranked = (Box<Policy>, Plan);
+
 /// A ranking on its thread. Dropping it (with the tier) lets the thread finish on its own:
 /// everything it reads and writes is its own, dropped when it ends.
 struct Worker {
-    handle: Option<std::thread::JoinHandle<Option<(Box<Policy>, Plan)>>>,
+    handle: Option<std::thread::JoinHandle<Option<Ranked>>>,
     /// The gate the thread may wait at, opened when the tier lets go of the thread.
     gate: Option<Arc<Gate>>,
 }
