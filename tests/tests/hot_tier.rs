@@ -4,7 +4,9 @@
 //! batch, reads from host memory and says so; refreshes queued behind gathers in flight (in a
 //! scope, on another stream, after a leaked guard) leave those gathers' results intact; rows
 //! gathered by the host's threads equal rows read in place, in any share; a table in managed
-//! memory reads like a mapped one.
+//! memory reads like a mapped one; refreshes begun with `begin_refresh` rank on a thread of
+//! their own while gathers go on without waiting for them (held by a test hook), through ids
+//! out of range, leaked guards, scopes, a dropped tier and kernels that fail to queue.
 
 use berth::{DeviceBuffer, Error, Gpu, HotTier};
 use berth_tests::{random_f32, rng};
@@ -859,4 +861,42 @@ fn a_tier_dropped_with_a_refresh_pending() {
     let mut out = poisoned(&gpu, ids.len());
     t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
     check(&host, &ids, &out);
+}
+
+/// A refresh whose kernels cannot be queued (here: on another context's queue) stays
+/// pending: nothing changes what gathers read, and the next gather on the tier's own
+/// context queues them. Rows logged by the gathers (their slot table update fails) or, with
+/// `admit_on_repeat`, rows copied from the table (their fill fails).
+#[test]
+fn a_refresh_whose_kernels_fail_to_queue_stays_pending() {
+    let gpu = gpu();
+    let other = Gpu::simulator();
+    let rows = 600;
+    for on_repeat in [false, true] {
+        let (mut t, host) = tier(&gpu, rows, 50);
+        t.admit_on_repeat(on_repeat);
+        let ids: Vec<u32> = (0..40).map(|i| i * 11).collect();
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        t.begin_refresh(&gpu).unwrap();
+        assert!(t.finish_refresh(&other).is_err());
+        assert!(t.refresh_pending());
+        let mut out = poisoned(&gpu, ids.len());
+        assert!(t.gather(&other, &ids, &mut out).is_err());
+        assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
+        assert!(t.refresh_pending());
+        assert_eq!((t.stats().admitted, t.resident_rows()), (0, 0));
+        assert!(ids.iter().all(|&id| !t.is_resident(id)));
+        // On the tier's own context the refresh's kernels go first.
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        assert!(!t.refresh_pending());
+        assert_eq!(t.resident_rows(), 40, "on_repeat {on_repeat}");
+        assert_eq!(t.stats().hits, 40);
+        let done = t.refresh(&gpu).unwrap();
+        assert_eq!(done.resident, 40);
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+    }
 }
