@@ -16,7 +16,8 @@
 //! The ranking (which rows to admit and evict, and where) is host work that grows with the
 //! rows logged and counted since the last refresh. [`HotTier::begin_refresh`] hands it to a
 //! thread of its own, with everything it reads and writes (the counts, the host's records of
-//! the slots), and gathers go on meanwhile; the first gather that finds it done queues its
+//! the slots, the miss log's device buffers, which it reads once the gathers that wrote them
+//! are done), and gathers go on meanwhile; the first gather that finds it done queues its
 //! kernels before its own.
 //!
 //! Ordering is the runtime's use tracking, as for any launch: a gather reads the tier (a
@@ -428,6 +429,12 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     policy: PolicyState,
     /// The ids counted while the policy was away, added to its counts when it comes back.
     deferred: Vec<u32>,
+    /// Empty stand-ins for the miss log's and the doorkeeper's buffers, given to the gathers
+    /// while a ranking has those (`None` then).
+    spare: Option<MissLog>,
+    /// Why the last ranking could not read the log, for the next `begin_refresh` or
+    /// `finish_refresh`.
+    failed: Option<Error>,
     /// The gate the next refresh's policy waits at before it starts ([`HotTier::__hold_refreshes`]).
     gate: Option<Arc<Gate>>,
     /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
@@ -567,6 +574,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             resident_count: 0,
             policy: PolicyState::Idle(Box::new(policy)),
             deferred: Vec::new(),
+            spare: Some(MissLog {
+                n: gpu.alloc_zeroed(0)?,
+                log: gpu.alloc_zeroed(0)?,
+                seen: gpu.alloc_zeroed(0)?,
+            }),
+            failed: None,
             gate: None,
             ids: (0..IDS_IN_FLIGHT)
                 .map(|_| gpu.alloc_zeroed::<u32>(0))
@@ -1025,7 +1038,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// the ranking. A batch loop that should not wait for it calls `begin_refresh` instead.
     ///
     /// The gathers log the rows they miss on the device; a refresh reads that log, so it
-    /// waits (on the host) for the gathers queued before it. Its own kernels are queued: on a
+    /// waits (on the host) for the gathers queued before it (`begin_refresh` leaves that wait
+    /// to the ranking's thread). Its own kernels are queued: on a
     /// [`Gpu`] or a [`Stream`](crate::Stream) the call returns once they are done; in a
     /// [`Scope`](crate::Scope) it returns at once, the scope waiting for them at its end.
     ///
@@ -1039,11 +1053,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// Start a refresh ([`refresh`](HotTier::refresh) says what it does) without waiting for
-    /// its ranking: the call reads the miss log (waiting for the gathers queued before it)
-    /// and hands the ranking, the choice of slots and the halving of the counts to a thread
-    /// of its own, then returns. Gathers go on meanwhile, reading the slot table and the rows
-    /// resident before the refresh; they count their ids (added to the halved counts once
-    /// the ranking is done) and log no missed row. The first gather that finds the ranking
+    /// it: the call hands the miss log's device buffers, the ranking, the choice of slots
+    /// and the halving of the counts to a thread of its own, then returns. That thread reads
+    /// the log once the gathers queued before the call are done (the caller's thread does not
+    /// wait for them), then ranks. Gathers go on meanwhile, reading the slot table and the
+    /// rows resident before the refresh; they count their ids (added to the halved counts
+    /// once the ranking is done) and log no missed row. The first gather that finds the ranking
     /// done queues the refresh's fill and slot table update on its own queue before its
     /// gather kernel (with the runtime's ordering after the gathers in flight, as for
     /// `refresh`), and grants the free slots to the next gathers' log;
@@ -1071,10 +1086,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ```
     ///
     /// # Errors
-    /// Those of finishing a pending refresh; a failed read of the miss log or launch of the
-    /// doorkeeper's reset, which starts nothing and leaves the log to the next refresh;
-    /// `Error::Usage` when an earlier ranking panicked (the tier then reads the rows resident
-    /// before it, and refreshes no more).
+    /// Those of finishing a pending refresh; the error of the last refresh's ranking when it
+    /// could not read the miss log or clear the doorkeeper (a failed copy or launch, found
+    /// since: that refresh changed nothing, and left the log to the next); `Error::Usage`
+    /// when an earlier ranking panicked (the tier then reads the rows resident before it,
+    /// and refreshes no more). Each error is returned once; nothing is started.
     pub fn begin_refresh(&mut self, queue: &impl Queue) -> Result<()> {
         let start = std::time::Instant::now();
         if self.refresh_pending() {
@@ -1083,6 +1099,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 finish_us = start.elapsed().as_micros(),
                 "hot tier: a refresh begun with the last one pending finished that one first"
             );
+        }
+        if let Some(e) = self.failed.take() {
+            return Err(e);
         }
         if self.capacity == 0 {
             self.stats.refreshes += 1;
@@ -1093,23 +1112,33 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 "a hot tier's ranking panicked: the tier refreshes no more".into(),
             ));
         }
-        let logged = self.take_log()?;
-        self.stats.refreshes += 1;
-        // Gathers log nothing until the next places are granted, when the plan is applied.
-        self.log_limit = 0;
-        let captured = std::mem::replace(&mut self.captured, true);
         let PolicyState::Idle(policy) = std::mem::replace(&mut self.policy, PolicyState::Lost)
         else {
             unreachable!("a pending refresh was finished above")
         };
-        let log_read = start.elapsed();
+        // The miss log and the doorkeeper go with the ranking, which reads the log once the
+        // gathers queued before now are done; gathers queued meanwhile log nothing, and are
+        // given empty buffers in their place.
+        let clear_seen = self.on_repeat
+            && !self.seen.is_empty()
+            && (self.stats.refreshes + 1).is_multiple_of(DOORKEEPER_REFRESHES);
+        let mut misses = self
+            .spare
+            .take()
+            .expect("the log's stand-ins are here while no refresh is pending");
+        misses.swap(self);
         let job = Job {
             policy,
-            logged,
-            captured,
-            log_read,
+            misses,
+            gpu: self.gpu.clone(),
+            limit: self.log_limit,
+            clear_seen,
+            captured: std::mem::replace(&mut self.captured, true),
             gate: self.gate.clone(),
         };
+        self.stats.refreshes += 1;
+        // Gathers log nothing until the next places are granted, when the plan is applied.
+        self.log_limit = 0;
         // The thread gets its data through a channel, so that the data stays here when no
         // thread can be started (then the ranking runs on this thread).
         let (send, recv) = std::sync::mpsc::channel::<Job>();
@@ -1132,8 +1161,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 job
             }
         };
-        let (policy, plan) = unsent.run();
-        self.policy = PolicyState::Ready(policy, plan);
+        self.settle(unsent.run());
         Ok(())
     }
 
@@ -1144,7 +1172,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// # Errors
     /// A failed copy, upload or launch: the refresh stays pending, its kernels not queued
     /// yet tried again by the next gather or `finish_refresh` (until then gathers read the
-    /// rows resident before it, which equal the table's).
+    /// rows resident before it, which equal the table's). A ranking that could not read the
+    /// miss log: its error, once (the refresh changed nothing, and left the log, which the
+    /// gathers go on filling, to the next).
     ///
     /// # Panics
     /// When the ranking panicked: its panic, passed on (the tier then reads the rows
@@ -1152,6 +1182,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// another).
     pub fn finish_refresh(&mut self, queue: &impl Queue) -> Result<Option<Refresh>> {
         self.receive(true);
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
         self.apply(queue)
     }
 
@@ -1185,22 +1218,45 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             return;
         };
         match handle.join() {
+            Ok(Some(ranked)) => self.settle(ranked),
             Ok(None) => {
                 // The thread got no job: not reached, as the job is sent before the state
                 // says Running.
                 self.policy = PolicyState::Lost;
                 self.deferred = Vec::new();
             }
-            Ok(Some((mut policy, plan))) => {
-                for id in self.deferred.drain(..) {
-                    add_count(&mut policy.counts, &mut policy.touched, id);
-                }
-                self.policy = PolicyState::Ready(policy, plan);
-            }
             Err(panic) => {
                 self.policy = PolicyState::Lost;
                 self.deferred = Vec::new();
                 std::panic::resume_unwind(panic);
+            }
+        }
+    }
+
+    /// Take back what a ranking had: the log's buffers, and the policy with the counts
+    /// deferred meanwhile added; with its plan to apply, or, when the log could not be read,
+    /// as it was (the log, untaken, goes on where it stopped), the error kept for the next
+    /// `begin_refresh` or `finish_refresh`.
+    fn settle(&mut self, ranked: Ranked) {
+        let Ranked {
+            mut policy,
+            mut misses,
+            plan,
+            limit,
+            captured,
+        } = ranked;
+        misses.swap(self);
+        self.spare = Some(misses);
+        for id in self.deferred.drain(..) {
+            add_count(&mut policy.counts, &mut policy.touched, id);
+        }
+        match plan {
+            Ok(plan) => self.policy = PolicyState::Ready(policy, plan),
+            Err(e) => {
+                self.policy = PolicyState::Idle(policy);
+                self.log_limit = limit;
+                self.captured = captured;
+                self.failed = Some(e);
             }
         }
     }
@@ -1303,48 +1359,86 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         );
         Ok(())
     }
+}
 
-    /// The rows the gathers since the last refresh logged as missed (distinct, not resident,
-    /// their device slot table entries [`PENDING`]), and the log emptied for the next ones.
-    /// On an error nothing is taken: the next refresh reads the log again.
-    fn take_log(&mut self) -> Result<Vec<u32>> {
-        if self.on_repeat
-            && !self.seen.is_empty()
-            && (self.stats.refreshes + 1).is_multiple_of(DOORKEEPER_REFRESHES)
-        {
-            // The doorkeeper forgets (after the gathers that set its bits: the runtime
-            // orders it after them).
-            let mut l = Launch::new(&self.gpu, &FILL_U32, Grid::cover(self.seen.len()))?;
+/// The miss log's device buffers and the doorkeeper's: the tier's while no refresh is
+/// pending, the ranking's while one is (the tier's gathers then get stand-ins, empty).
+struct MissLog {
+    n: DeviceBuffer<u64>,
+    log: DeviceBuffer<u32>,
+    seen: DeviceBuffer<u32>,
+}
+
+impl MissLog {
+    /// Swap these buffers with the tier's.
+    fn swap<T: DeviceCopy, M: MappedArg<T>>(&mut self, tier: &mut HotTier<T, M>) {
+        std::mem::swap(&mut self.n, &mut tier.log_n);
+        std::mem::swap(&mut self.log, &mut tier.log);
+        std::mem::swap(&mut self.seen, &mut tier.seen);
+    }
+
+    /// The rows the gathers logged as missed (distinct, not resident, their device slot
+    /// table entries [`PENDING`]; the first `limit`), and the log emptied for the next ones;
+    /// first the doorkeeper cleared, with `clear_seen`. Each host access waits for the
+    /// gathers queued before that wrote the buffer; on an error nothing is taken.
+    fn take(&mut self, gpu: &Gpu, limit: usize, clear_seen: bool) -> Result<Vec<u32>> {
+        if clear_seen {
+            // After the gathers that set its bits: the runtime orders it after them.
+            let mut l = Launch::new(gpu, &FILL_U32, Grid::cover(self.seen.len()))?;
             l.scalar(&0u64);
             l.device_mut(&mut self.seen);
             l.submit()?.wait()?;
         }
-        // Both reads wait for the gathers that write the log.
-        let n = self.log_n.to_vec()?[0];
-        let n = usize::try_from(n).unwrap_or(usize::MAX).min(self.log_limit);
+        let n = self.n.to_vec()?[0];
+        let n = usize::try_from(n).unwrap_or(usize::MAX).min(limit);
         let logged = self.log.prefix_to_vec(n)?;
-        self.log_n.copy_from(&[0])?;
+        self.n.copy_from(&[0])?;
         Ok(logged)
     }
 }
 
-/// What a ranking thread is given: the policy's state and what it ranks.
+/// What a ranking thread is given: the policy's state and the log to read.
 struct Job {
     policy: Box<Policy>,
-    logged: Vec<u32>,
+    misses: MissLog,
+    gpu: Gpu,
+    /// Places of the log the gathers could take.
+    limit: usize,
+    /// Whether the doorkeeper forgets first.
+    clear_seen: bool,
+    /// Whether every gather that may have logged rows had its capture queued.
     captured: bool,
-    log_read: std::time::Duration,
     gate: Option<Arc<Gate>>,
 }
 
+/// What a ranking thread gives back.
+struct Ranked {
+    policy: Box<Policy>,
+    misses: MissLog,
+    /// The plan, or why the log could not be read (the policy then untouched).
+    plan: Result<Plan>,
+    limit: usize,
+    captured: bool,
+}
+
 impl Job {
-    /// Wait at the gate, if any, then rank: the policy back with its plan.
+    /// Wait at the gate, if any, read the log, then rank.
     fn run(mut self) -> Ranked {
-        if let Some(gate) = self.gate {
+        if let Some(gate) = &self.gate {
             gate.wait();
         }
-        let plan = self.policy.plan(&self.logged, self.captured, self.log_read);
-        (self.policy, plan)
+        let start = std::time::Instant::now();
+        let plan = self
+            .misses
+            .take(&self.gpu, self.limit, self.clear_seen)
+            .map(|logged| self.policy.plan(&logged, self.captured, start.elapsed()));
+        Ranked {
+            policy: self.policy,
+            misses: self.misses,
+            plan,
+            limit: self.limit,
+            captured: self.captured,
+        }
     }
 }
 
@@ -1395,9 +1489,6 @@ impl Drop for RefreshHold {
         self.gate.open();
     }
 }
-
-/// The policy back from its thread, with its plan.
-type Ranked = (Box<Policy>, Plan);
 
 /// A ranking on its thread. Dropping it (with the tier) lets the thread finish on its own:
 /// everything it reads and writes is its own, dropped when it ends.

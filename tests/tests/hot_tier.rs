@@ -588,12 +588,23 @@ fn a_managed_table_gathers_what_the_host_table_holds() {
 /// Refreshes begun while gathers go on (`begin_refresh`): gathers queued while a ranking is
 /// held, and gathers that apply a finished ranking's kernels before their own, all equal the
 /// host's rows, across evictions of a hot set that moves every few batches; the tier ends as
-/// full as its capacity allows, with every row of the last hot set resident.
+/// full as its capacity allows, with every row of the last hot set resident. With
+/// `admit_on_repeat` too, whose doorkeeper the rankings' threads clear.
 #[test]
 fn gathers_stay_right_while_refreshes_rank_in_the_background() {
+    background(false);
+}
+
+#[test]
+fn gathers_stay_right_while_refreshes_rank_in_the_background_admitting_on_repeat() {
+    background(true);
+}
+
+fn background(on_repeat: bool) {
     let gpu = gpu();
     let rows = 3000;
     let (mut t, host) = tier(&gpu, rows, 48);
+    t.admit_on_repeat(on_repeat);
     let mut r = rng();
     let mut perm: Vec<u32> = (0..rows as u32).collect();
     perm.shuffle(&mut r);
