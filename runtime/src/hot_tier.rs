@@ -601,7 +601,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         &self.table
     }
 
-    /// The host table back, once every gather and refresh queued is done.
+    /// The host table back, once every gather and refresh queued is done. A refresh still
+    /// pending is dropped (once its ranking has ended), its kernels not queued.
     pub fn into_table(self) -> M {
         self.table
     }
@@ -1490,8 +1491,9 @@ impl Drop for RefreshHold {
     }
 }
 
-/// A ranking on its thread. Dropping it (with the tier) lets the thread finish on its own:
-/// everything it reads and writes is its own, dropped when it ends.
+/// A ranking on its thread. Dropping it (with the tier) opens its gate and waits for the
+/// thread to end (a ranking at most, and the gathers before it, whose log it reads), so that
+/// the log's device buffers and the host's records are freed with the tier.
 struct Worker {
     handle: Option<std::thread::JoinHandle<Option<Ranked>>>,
     /// The gate the thread may wait at, opened when the tier lets go of the thread.
@@ -1502,6 +1504,10 @@ impl Drop for Worker {
     fn drop(&mut self) {
         if let Some(gate) = &self.gate {
             gate.open();
+        }
+        if let Some(handle) = self.handle.take() {
+            // A panic of the ranking is not passed on from a drop.
+            drop(handle.join());
         }
     }
 }
