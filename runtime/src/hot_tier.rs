@@ -1901,6 +1901,48 @@ mod tests {
         assert_eq!(got, host[20 * width..28 * width]);
     }
 
+    /// Refreshes begun while gathers go on: once each is finished, the device's slot table,
+    /// the host's residency and the policy's records agree, through admissions and
+    /// evictions; the ids counted while a ranking ran are in the counts.
+    #[test]
+    fn tables_agree_after_refreshes_that_ranked_while_gathers_ran() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (500usize, 4usize);
+        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 24 * width * 4)
+            .unwrap();
+        let mut out = gpu.alloc_zeroed::<f32>(60 * width).unwrap();
+        for k in 0..12u32 {
+            // A hot set of 20 rows that moves by 7 rows every refresh.
+            let ids: Vec<u32> = (0..60).map(|i| (k * 7 + i % 20) % rows as u32).collect();
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            let hold = t.__hold_refreshes();
+            t.begin_refresh(&gpu).unwrap();
+            let before = matches!(t.policy, PolicyState::Running(_));
+            assert!(before && t.deferred.is_empty());
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            assert_eq!(t.deferred.len(), ids.len());
+            let got = out.to_vec().unwrap();
+            for (b, &id) in ids.iter().enumerate() {
+                assert_eq!(got[b * width], (id as usize * width) as f32, "position {b}");
+            }
+            hold.release();
+            t.finish_refresh(&gpu).unwrap().unwrap();
+            assert!(t.deferred.is_empty());
+            assert_tables_agree(&t);
+            assert_eq!(
+                t.resident_rows(),
+                t.resident_bits
+                    .iter()
+                    .map(|w| w.count_ones() as usize)
+                    .sum::<usize>()
+            );
+        }
+        assert!(t.stats().evicted > 0, "{:?}", t.stats());
+    }
+
     #[test]
     fn logged_rows_the_counted_ones_displace_are_given_back() {
         let gpu = Gpu::simulator();

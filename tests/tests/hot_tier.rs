@@ -592,19 +592,27 @@ fn a_managed_table_gathers_what_the_host_table_holds() {
 /// `admit_on_repeat` too, whose doorkeeper the rankings' threads clear.
 #[test]
 fn gathers_stay_right_while_refreshes_rank_in_the_background() {
-    background(false);
+    background(false, 0.0);
 }
 
 #[test]
 fn gathers_stay_right_while_refreshes_rank_in_the_background_admitting_on_repeat() {
-    background(true);
+    background(true, 0.0);
 }
 
-fn background(on_repeat: bool) {
+/// The same with half the rows not resident gathered by the host's threads, which mark them
+/// from the host's residency while the ranking runs.
+#[test]
+fn host_gathers_stay_right_while_refreshes_rank_in_the_background() {
+    background(false, 0.5);
+}
+
+fn background(on_repeat: bool, host_share: f64) {
     let gpu = gpu();
     let rows = 3000;
     let (mut t, host) = tier(&gpu, rows, 48);
     t.admit_on_repeat(on_repeat);
+    t.host_gathers(host_share);
     let mut r = rng();
     let mut perm: Vec<u32> = (0..rows as u32).collect();
     perm.shuffle(&mut r);
