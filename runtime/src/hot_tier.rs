@@ -344,8 +344,8 @@ pub struct Refresh {
 /// already in flight, and halves every count, so the tier follows a drifting hot set.
 /// [`begin_refresh`](HotTier::begin_refresh) does the same without making the caller wait for
 /// the ranking: it runs on a thread of its own while later gathers go on, and the first
-/// gather that finds it done queues its kernels. Nothing is written to the table while the tier owns it, so a
-/// resident row always equals its host row.
+/// gather that finds it done queues its kernels. Nothing is written to the table while the
+/// tier owns it, so a resident row always equals its host row.
 ///
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
@@ -393,6 +393,8 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// its slot, [`NOT_RESIDENT`], or [`PENDING`] once a gather has logged it as missed.
     slots: DeviceBuffer<u32>,
     /// The number of rows gathers have logged as missed since the last refresh (one counter).
+    /// While a refresh's ranking has it (and `log` and `seen`), an empty stand-in: gathers
+    /// log nothing then.
     log_n: DeviceBuffer<u64>,
     /// The rows gathers missed since the last refresh, each once, in the order they claimed
     /// their slot table entries: the first `log_limit` of them.
@@ -649,6 +651,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// The decayed read count of row `id` (0 for an id outside the table): halved by the
     /// refreshes begun so far, with the reads counted since each. While a refresh's ranking
     /// runs, this waits for it (on the host), as the ranking halves the counts.
+    ///
+    /// # Panics
+    /// When the ranking of a pending refresh panicked: its panic, passed on.
     pub fn count(&mut self, id: u32) -> u32 {
         self.receive(true);
         match &self.policy {
@@ -1365,8 +1370,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 /// The miss log's device buffers and the doorkeeper's: the tier's while no refresh is
 /// pending, the ranking's while one is (the tier's gathers then get stand-ins, empty).
 struct MissLog {
+    /// The tier's `log_n`.
     n: DeviceBuffer<u64>,
+    /// The tier's `log`.
     log: DeviceBuffer<u32>,
+    /// The tier's `seen`.
     seen: DeviceBuffer<u32>,
 }
 
