@@ -13,6 +13,13 @@
 //! on the host, it would cost a random read into a table of one bit per row for every id of
 //! every batch.
 //!
+//! The ranking (which rows to admit and evict, and where) is host work that grows with the
+//! rows logged and counted since the last refresh. [`HotTier::begin_refresh`] hands it to a
+//! thread of its own, with everything it reads and writes (the counts, the host's records of
+//! the slots, the miss log's device buffers, which it reads once the gathers that wrote them
+//! are done), and gathers go on meanwhile; the first gather that finds it done queues its
+//! kernels before its own.
+//!
 //! Ordering is the runtime's use tracking, as for any launch: a gather reads the tier (a
 //! shared use) and claims slot table entries and writes the miss log (exclusive uses); a
 //! refresh reads the log (on the host) and writes the tier and the slot table (the fill and
@@ -158,39 +165,38 @@ fn atomic_view(v: &mut [u32]) -> &[AtomicU32] {
     unsafe { std::slice::from_raw_parts(v.as_mut_ptr().cast::<AtomicU32>(), v.len()) }
 }
 
-/// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
-/// if it is too short. Waits for the GPU work still reading `buf`.
-/// Count every `every`-th id of batch `batch` (from position `batch mod every`) in `counts`,
-/// noting the rows counted for the first time in `touched`; the ids counted, and how many of
-/// them `bits` (the host's residency) calls resident. A tier that holds no row counts
-/// nothing: `counts` is empty. On one thread: a few thousand counted ids a batch, made while
-/// the batch's gather runs (a build that spread them over the host's threads gathered more
-/// slowly).
+/// Count every `every`-th id of batch `batch` (from position `batch mod every`), handing each
+/// to `add`; the ids counted, and how many of them `bits` (the host's residency) calls
+/// resident. On one thread: a few thousand counted ids a batch, made while the batch's
+/// gather runs (a build that spread them over the host's threads gathered more slowly).
 fn count_ids(
-    counts: &mut [u32],
-    touched: &mut Vec<u32>,
     bits: &[u64],
     every: usize,
     batch: u64,
     ids: &[u32],
+    mut add: impl FnMut(u32),
 ) -> (u64, u64) {
-    if counts.is_empty() {
-        return (0, 0);
-    }
     let (mut counted, mut hits) = (0u64, 0u64);
     let first = (batch % every as u64) as usize;
     for &id in ids.iter().skip(first).step_by(every) {
         counted += 1;
-        let c = &mut counts[id as usize];
-        if *c == 0 {
-            touched.push(id);
-        }
-        *c = c.saturating_add(1);
+        add(id);
         hits += u64::from(bit(bits, id));
     }
     (counted, hits)
 }
 
+/// Count one more read of row `id` in `counts`, noting it in `touched` if it was counted 0.
+fn add_count(counts: &mut [u32], touched: &mut Vec<u32>, id: u32) {
+    let c = &mut counts[id as usize];
+    if *c == 0 {
+        touched.push(id);
+    }
+    *c = c.saturating_add(1);
+}
+
+/// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
+/// if it is too short. Waits for the GPU work still reading `buf`.
 fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
     if buf.len() < data.len() {
         *buf = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
@@ -292,11 +298,11 @@ pub struct HotTierStats {
     pub counted: u64,
     /// Counted ids whose rows were resident (read from device memory).
     pub hits: u64,
-    /// Refreshes that ran.
+    /// Refreshes begun (on a tier that holds no row, refreshes called).
     pub refreshes: u64,
-    /// Rows copied into the tier by refreshes.
+    /// Rows copied into the tier by refreshes whose kernels are queued.
     pub admitted: u64,
-    /// Rows dropped from the tier by refreshes.
+    /// Rows dropped from the tier by refreshes whose kernels are queued.
     pub evicted: u64,
     /// Rows not resident that host threads gathered into pinned memory for the GPU to read
     /// in one stream ([`HotTier::host_gathers`]), rather than the GPU reading each in place.
@@ -315,7 +321,7 @@ impl HotTierStats {
     }
 }
 
-/// What one [`HotTier::refresh`] changed.
+/// What one [`HotTier::refresh`] (or [`HotTier::finish_refresh`]) changed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refresh {
     /// Rows copied into the tier.
@@ -335,8 +341,11 @@ pub struct Refresh {
 /// the batch into free slots. Each gather counts its ids (on the host);
 /// [`refresh`](HotTier::refresh) makes the logged rows resident, and the rows counted most
 /// (as many as the budget holds), copying those in with a kernel queued after the gathers
-/// already in flight, and halves every count, so the tier follows a drifting hot set. Nothing is written to the table while the tier owns it, so a
-/// resident row always equals its host row.
+/// already in flight, and halves every count, so the tier follows a drifting hot set.
+/// [`begin_refresh`](HotTier::begin_refresh) does the same without making the caller wait for
+/// the ranking: it runs on a thread of its own while later gathers go on, and the first
+/// gather that finds it done queues its kernels. Nothing is written to the table while the
+/// tier owns it, so a resident row always equals its host row.
 ///
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
@@ -384,6 +393,8 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// its slot, [`NOT_RESIDENT`], or [`PENDING`] once a gather has logged it as missed.
     slots: DeviceBuffer<u32>,
     /// The number of rows gathers have logged as missed since the last refresh (one counter).
+    /// While a refresh's ranking has it (and `log` and `seen`), an empty stand-in: gathers
+    /// log nothing then.
     log_n: DeviceBuffer<u64>,
     /// The rows gathers missed since the last refresh, each once, in the order they claimed
     /// their slot table entries: the first `log_limit` of them.
@@ -401,31 +412,33 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// [`NOT_RESIDENT`]), for the capture kernel after it.
     claim: DeviceBuffer<u32>,
     /// The slots granted to the miss log's places until the next refresh: a logged row is
-    /// copied into the slot of its place as soon as it is gathered. `granted` on the device.
+    /// copied into the slot of its place as soon as it is gathered. The policy's `granted`
+    /// on the device.
     grant: DeviceBuffer<u32>,
-    /// The host's copy of `grant`: slots taken from `free` for the log.
-    granted: Vec<u32>,
     /// Whether every gather since the last refresh that may have logged rows had its capture
     /// queued; if not, the refresh copies the logged rows from the table.
     captured: bool,
     /// One bit per row, set while the row is resident: what the device's slot table says
-    /// once the last refresh's update has run, in a table small enough for the host's
-    /// caches, for the hit statistics read at every counted id.
+    /// once the last slot table update queued has run, in a table small enough for the
+    /// host's caches, for the hit statistics read at every counted id and the host's share
+    /// of the gathers. The policy keeps its own copy, which runs ahead of this one while a
+    /// refresh is pending.
     resident_bits: Vec<u64>,
-    /// The row in each slot, or [`NOT_RESIDENT`].
-    resident: Vec<u32>,
-    /// Slots holding no row that no slot table the device has or will have names: the fill
-    /// writes only these.
-    free: Vec<u32>,
-    /// Slots emptied since the device's slot table was last updated: it may still name them,
-    /// so they join `free` only once the update that drops them is queued.
-    quarantine: Vec<u32>,
-    /// Where the search for rows to evict starts: a slot.
-    hand: usize,
-    /// Decayed reads of each row.
-    counts: Vec<u32>,
-    /// The rows whose count is not zero.
-    touched: Vec<u32>,
+    /// Rows resident once the last slot table update queued has run.
+    resident_count: usize,
+    /// The ranking policy's state: here between refreshes, on a thread of its own while one
+    /// ranks, back with its plan until the plan's kernels are queued.
+    policy: PolicyState,
+    /// The ids counted while the policy was away, added to its counts when it comes back.
+    deferred: Vec<u32>,
+    /// Empty stand-ins for the miss log's and the doorkeeper's buffers, given to the gathers
+    /// while a ranking has those (`None` then).
+    spare: Option<MissLog>,
+    /// Why the last ranking could not read the log, for the next `begin_refresh` or
+    /// `finish_refresh`.
+    failed: Option<Error>,
+    /// The gate the next refresh's policy waits at before it starts ([`HotTier::__hold_refreshes`]).
+    gate: Option<Arc<Gate>>,
     /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
     /// kept, and grown when a batch is longer, rather than allocated for every batch.
     ids: Vec<DeviceBuffer<u32>>,
@@ -433,8 +446,6 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     fill: (DeviceBuffer<u32>, DeviceBuffer<u32>),
     /// The last slot table update's ids and entries (prefixes), kept the same way.
     update: (DeviceBuffer<u32>, DeviceBuffer<u32>),
-    /// One bit per row, all clear between calls: the members of a set being built.
-    mark: Vec<u64>,
     stats: HotTierStats,
     /// A batch larger than the tier was reported (once).
     reported_small: bool,
@@ -539,10 +550,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             l.submit()?.wait()?;
         }
         let log_limit = capacity.min(LOG_MAX);
-        let mut free: Vec<u32> = (0..capacity as u32).rev().collect();
-        let granted = free.split_off(free.len() - log_limit);
+        let policy = Policy::new(capacity, rows, log_limit);
         let mut grant = gpu.alloc_zeroed::<u32>(0)?;
-        stage(gpu, &mut grant, &granted)?;
+        stage(gpu, &mut grant, &policy.granted)?;
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -561,21 +571,23 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             on_repeat: false,
             claim: gpu.alloc_zeroed(0)?,
             grant,
-            granted,
             captured: true,
             resident_bits: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
-            resident: vec![NOT_RESIDENT; capacity],
-            free,
-            quarantine: Vec::new(),
-            hand: 0,
-            counts: huge_vec(if capacity == 0 { 0 } else { rows }, 0),
-            touched: Vec::new(),
+            resident_count: 0,
+            policy: PolicyState::Idle(Box::new(policy)),
+            deferred: Vec::new(),
+            spare: Some(MissLog {
+                n: gpu.alloc_zeroed(0)?,
+                log: gpu.alloc_zeroed(0)?,
+                seen: gpu.alloc_zeroed(0)?,
+            }),
+            failed: None,
+            gate: None,
             ids: (0..IDS_IN_FLIGHT)
                 .map(|_| gpu.alloc_zeroed::<u32>(0))
                 .collect::<Result<_>>()?,
             fill: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
             update: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
-            mark: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
             stats: HotTierStats::default(),
             reported_small: false,
             count_every: 1,
@@ -591,7 +603,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         &self.table
     }
 
-    /// The host table back, once every gather and refresh queued is done.
+    /// The host table back, once every gather and refresh queued is done. A refresh still
+    /// pending is dropped (once its ranking has ended), its kernels not queued.
     pub fn into_table(self) -> M {
         self.table
     }
@@ -622,9 +635,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.slots.bytes() + self.tier.bytes()
     }
 
-    /// Rows resident now.
+    /// Rows resident now: once the last refresh whose kernels are queued has run (a refresh
+    /// still pending counts once a gather or [`finish_refresh`](HotTier::finish_refresh)
+    /// queues its kernels).
     pub fn resident_rows(&self) -> usize {
-        self.capacity - self.free.len() - self.quarantine.len() - self.granted.len()
+        self.resident_count
     }
 
     /// Whether row `id` is resident now (gathers queued from now on read it from device
@@ -633,9 +648,20 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.capacity > 0 && (id as usize) < self.rows && bit(&self.resident_bits, id)
     }
 
-    /// The decayed read count of row `id` (0 for an id outside the table).
-    pub fn count(&self, id: u32) -> u32 {
-        self.counts.get(id as usize).copied().unwrap_or(0)
+    /// The decayed read count of row `id` (0 for an id outside the table): halved by the
+    /// refreshes begun so far, with the reads counted since each. While a refresh's ranking
+    /// runs, this waits for it (on the host), as the ranking halves the counts.
+    ///
+    /// # Panics
+    /// When the ranking of a pending refresh panicked: its panic, passed on.
+    pub fn count(&mut self, id: u32) -> u32 {
+        self.receive(true);
+        match &self.policy {
+            PolicyState::Idle(p) | PolicyState::Ready(p, _) => {
+                p.counts.get(id as usize).copied().unwrap_or(0)
+            }
+            PolicyState::Running(_) | PolicyState::Lost => 0,
+        }
     }
 
     /// What the tier has done so far.
@@ -657,11 +683,23 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// a gather also waits (on the host) for the gather queued four batches earlier, whose
     /// ids' device buffer it reuses.
     ///
+    /// While a refresh begun with [`begin_refresh`](HotTier::begin_refresh) ranks, the gather
+    /// does not wait for it: it reads the rows resident before the refresh, logs no missed
+    /// row, and keeps the ids it counts for the ranking's halved counts. Once the ranking is
+    /// done, the next gather queues the refresh's fill and slot table update on `queue`
+    /// before its own kernel (on a [`Gpu`] or a [`Stream`](crate::Stream), waiting for
+    /// them), and reads what they leave.
+    ///
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
-    /// of the table (nothing is queued, nothing counted); [`Error::LengthMismatch`] when `out`
-    /// is not `ids.len() × width` elements; the launch's errors (another context's `out`, a
-    /// queue recording a graph, which cannot take mapped memory).
+    /// of the table (nothing is queued, nothing counted, a pending refresh left pending);
+    /// [`Error::LengthMismatch`] when `out` is not `ids.len() × width` elements; a failed
+    /// copy or launch of a finished refresh's kernels (nothing of this gather is queued, and
+    /// the refresh stays pending, tried again by the next gather); the launch's errors
+    /// (another context's `out`, a queue recording a graph, which cannot take mapped memory).
+    ///
+    /// # Panics
+    /// When the ranking of a pending refresh panicked: its panic, passed on.
     pub fn gather<'a>(
         &'a mut self,
         queue: &'a impl Queue,
@@ -697,6 +735,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 ids.len()
             )));
         }
+        // A refresh whose ranking is done: its kernels go first, so that this gather reads
+        // the slot table and rows it leaves.
+        self.receive(false);
+        self.apply(queue)?;
         // Waits for the gather that read this buffer IDS_IN_FLIGHT batches ago, if it is
         // still queued.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
@@ -736,18 +778,34 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stage_pos,
             stage,
             width,
-            counts,
-            touched,
+            policy,
+            deferred,
             resident_bits,
             count_every,
             stats,
             ..
         } = self;
         // Counted while the gather runs (after it is queued), from the host's copy of the
-        // residency.
+        // residency; while the policy ranks on its thread, kept for when it is back.
         let mut count = || {
-            let (counted, hits) =
-                count_ids(counts, touched, resident_bits, *count_every, batch, ids);
+            if *capacity == 0 {
+                return;
+            }
+            let every = *count_every;
+            let (counted, hits) = match policy {
+                PolicyState::Idle(p) | PolicyState::Ready(p, _) => {
+                    let Policy {
+                        counts, touched, ..
+                    } = &mut **p;
+                    count_ids(resident_bits, every, batch, ids, |id| {
+                        add_count(counts, touched, id)
+                    })
+                }
+                PolicyState::Running(_) => {
+                    count_ids(resident_bits, every, batch, ids, |id| deferred.push(id))
+                }
+                PolicyState::Lost => count_ids(resident_bits, every, batch, ids, |_| {}),
+            };
             stats.counted += counted;
             stats.hits += hits;
         };
@@ -981,93 +1039,585 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// the next refresh on: gathers queued before this refresh may still read them, and only
     /// work queued after this refresh's slot table update may overwrite them.
     ///
+    /// This is [`begin_refresh`](HotTier::begin_refresh) and
+    /// [`finish_refresh`](HotTier::finish_refresh) in one call: the caller's thread waits for
+    /// the ranking. A batch loop that should not wait for it calls `begin_refresh` instead.
+    ///
     /// The gathers log the rows they miss on the device; a refresh reads that log, so it
-    /// waits (on the host) for the gathers queued before it. Its own kernels are queued: on a
+    /// waits (on the host) for the gathers queued before it (`begin_refresh` leaves that wait
+    /// to the ranking's thread). Its own kernels are queued: on a
     /// [`Gpu`] or a [`Stream`](crate::Stream) the call returns once they are done; in a
     /// [`Scope`](crate::Scope) it returns at once, the scope waiting for them at its end.
     ///
     /// # Errors
-    /// A failed copy, upload or launch; the tier then holds fewer rows than it could (the
-    /// rows whose copy failed are not resident), never a row that differs from the table.
+    /// Those of [`begin_refresh`](HotTier::begin_refresh) and
+    /// [`finish_refresh`](HotTier::finish_refresh); the tier stays consistent (never a
+    /// resident row that differs from the table).
     pub fn refresh(&mut self, queue: &impl Queue) -> Result<Refresh> {
-        self.stats.refreshes += 1;
-        let start = std::time::Instant::now();
-        let result = self
-            .take_log()
-            .and_then(|logged| self.install(queue, &logged, start));
-        // Halve each count, and forget the rows it leaves at 0, in one pass spread over the
-        // host's threads: each is a random read and write into an array far larger than the
-        // caches, which many cores serve at once.
-        {
-            use rayon::prelude::*;
-            let counts = atomic_view(&mut self.counts);
-            let keep: Vec<bool> = self
-                .touched
-                .par_iter()
-                .map(|&id| {
-                    let c = &counts[id as usize];
-                    let halved = c.load(Ordering::Relaxed) / 2;
-                    c.store(halved, Ordering::Relaxed);
-                    halved > 0
-                })
-                .collect();
-            let mut k = keep.iter();
-            self.touched.retain(|_| *k.next().unwrap_or(&false));
-        }
-        result
+        self.begin_refresh(queue)?;
+        Ok(self.finish_refresh(queue)?.unwrap_or_default())
     }
 
-    /// The rows the gathers since the last refresh logged as missed (distinct, not resident,
-    /// their device slot table entries [`PENDING`]), and the log emptied for the next ones.
-    fn take_log(&mut self) -> Result<Vec<u32>> {
-        if self.capacity == 0 {
-            return Ok(Vec::new());
+    /// Start a refresh ([`refresh`](HotTier::refresh) says what it does) without waiting for
+    /// it: the call hands the miss log's device buffers, the ranking, the choice of slots
+    /// and the halving of the counts to a thread of its own, then returns. That thread reads
+    /// the log once the gathers queued before the call are done (the caller's thread does not
+    /// wait for them), then ranks. Gathers go on meanwhile, reading the slot table and the
+    /// rows resident before the refresh; they count their ids (added to the halved counts
+    /// once the ranking is done) and log no missed row. The first gather that finds the ranking
+    /// done queues the refresh's fill and slot table update on its own queue before its
+    /// gather kernel (with the runtime's ordering after the gathers in flight, as for
+    /// `refresh`), and grants the free slots to the next gathers' log;
+    /// [`finish_refresh`](HotTier::finish_refresh) does it at once, waiting for the ranking
+    /// if it is not done.
+    ///
+    /// A refresh still pending is finished first (on `queue`). On a tier that holds no row,
+    /// a refresh does nothing. Where the system starts no thread, the ranking runs on the
+    /// caller's (said at `debug` level), and the next gather or `finish_refresh` queues its
+    /// kernels.
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
+    /// let mut tier = gpu.hot_tier(table, 4, 1 << 20)?;
+    /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
+    /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
+    /// tier.begin_refresh(&gpu)?; // ranks on another thread
+    /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?; // does not wait for the ranking
+    /// tier.finish_refresh(&gpu)?; // if the gather did not apply it yet
+    /// assert!(!tier.refresh_pending() && tier.is_resident(3) && tier.is_resident(9));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// Those of finishing a pending refresh; the error of the last refresh's ranking when it
+    /// could not read the miss log or clear the doorkeeper (a failed copy or launch, found
+    /// since: that refresh changed nothing, and left the log to the next); `Error::Usage`
+    /// when an earlier ranking panicked (the tier then reads the rows resident before it,
+    /// and refreshes no more). Each error is returned once; nothing is started.
+    pub fn begin_refresh(&mut self, queue: &impl Queue) -> Result<()> {
+        let start = std::time::Instant::now();
+        if self.refresh_pending() {
+            self.finish_refresh(queue)?;
+            tracing::debug!(
+                finish_us = start.elapsed().as_micros(),
+                "hot tier: a refresh begun with the last one pending finished that one first"
+            );
         }
-        // Both reads wait for the gathers that write the log.
-        let n = self.log_n.to_vec()?[0];
-        let n = usize::try_from(n).unwrap_or(usize::MAX).min(self.log_limit);
-        let logged = self.log.prefix_to_vec(n)?;
-        self.log_n.copy_from(&[0])?;
-        if self.on_repeat
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if self.capacity == 0 {
+            self.stats.refreshes += 1;
+            return Ok(());
+        }
+        if matches!(self.policy, PolicyState::Lost) {
+            return Err(Error::Usage(
+                "a hot tier's ranking panicked: the tier refreshes no more".into(),
+            ));
+        }
+        let PolicyState::Idle(policy) = std::mem::replace(&mut self.policy, PolicyState::Lost)
+        else {
+            unreachable!("a pending refresh was finished above")
+        };
+        // The miss log and the doorkeeper go with the ranking, which reads the log once the
+        // gathers queued before now are done; gathers queued meanwhile log nothing, and are
+        // given empty buffers in their place.
+        let clear_seen = self.on_repeat
             && !self.seen.is_empty()
-            && self.stats.refreshes.is_multiple_of(DOORKEEPER_REFRESHES)
-        {
-            // The doorkeeper forgets (after the gathers that set its bits, waited for above).
-            let mut l = Launch::new(&self.gpu, &FILL_U32, Grid::cover(self.seen.len()))?;
+            && (self.stats.refreshes + 1).is_multiple_of(DOORKEEPER_REFRESHES);
+        let mut misses = self
+            .spare
+            .take()
+            .expect("the log's stand-ins are here while no refresh is pending");
+        misses.swap(self);
+        let job = Job {
+            policy,
+            misses,
+            gpu: self.gpu.clone(),
+            limit: self.log_limit,
+            clear_seen,
+            captured: std::mem::replace(&mut self.captured, true),
+            gate: self.gate.clone(),
+        };
+        self.stats.refreshes += 1;
+        // Gathers log nothing until the next places are granted, when the plan is applied.
+        self.log_limit = 0;
+        // The thread gets its data through a channel, so that the data stays here when no
+        // thread can be started (then the ranking runs on this thread).
+        let (send, recv) = std::sync::mpsc::channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("berth-hot-tier".into())
+            .spawn(move || recv.recv().ok().map(Job::run));
+        let unsent = match spawned {
+            Ok(handle) => match send.send(job) {
+                Ok(()) => {
+                    self.policy = PolicyState::Running(Worker {
+                        handle: Some(handle),
+                        gate: self.gate.clone(),
+                    });
+                    return Ok(());
+                }
+                Err(std::sync::mpsc::SendError(job)) => job,
+            },
+            Err(e) => {
+                tracing::debug!(error = %e, "hot tier: no thread for the ranking: it runs on the caller's");
+                job
+            }
+        };
+        self.settle(unsent.run());
+        Ok(())
+    }
+
+    /// Finish the pending refresh, if any: wait for its ranking (on the host) and queue its
+    /// fill and slot table update on `queue`, as [`refresh`](HotTier::refresh) does; what it
+    /// changed, or `None` when no refresh was pending (or a gather already applied it).
+    ///
+    /// # Errors
+    /// A failed copy, upload or launch: the refresh stays pending, its kernels not queued
+    /// yet tried again by the next gather or `finish_refresh` (until then gathers read the
+    /// rows resident before it, which equal the table's). A ranking that could not read the
+    /// miss log: its error, once (the refresh changed nothing, and left the log, which the
+    /// gathers go on filling, to the next).
+    ///
+    /// # Panics
+    /// When the ranking panicked: its panic, passed on (the tier then reads the rows
+    /// resident before it, and [`begin_refresh`](HotTier::begin_refresh) refuses to start
+    /// another).
+    pub fn finish_refresh(&mut self, queue: &impl Queue) -> Result<Option<Refresh>> {
+        self.receive(true);
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        self.apply(queue)
+    }
+
+    /// Whether a refresh has begun and its kernels are not queued yet (its ranking may still
+    /// run): gathers read the rows resident before it meanwhile.
+    pub fn refresh_pending(&self) -> bool {
+        matches!(
+            self.policy,
+            PolicyState::Running(_) | PolicyState::Ready(..)
+        )
+    }
+
+    /// Hold the rankings of the refreshes begun from now on until the returned guard is
+    /// released or dropped: for tests that show what runs while a ranking is pending. While
+    /// one is held, [`count`](HotTier::count) and [`finish_refresh`](HotTier::finish_refresh)
+    /// wait for it: release it first. Dropping the tier releases it too.
+    #[doc(hidden)]
+    pub fn __hold_refreshes(&mut self) -> RefreshHold {
+        let gate = Arc::new(Gate::default());
+        self.gate = Some(gate.clone());
+        RefreshHold { gate }
+    }
+
+    /// Take the ranking's result if it is done (or, with `block`, once it is), adding the
+    /// counts deferred meanwhile.
+    fn receive(&mut self, block: bool) {
+        let PolicyState::Running(worker) = &mut self.policy else {
+            return;
+        };
+        let Some(handle) = worker.handle.take_if(|h| block || h.is_finished()) else {
+            return;
+        };
+        match handle.join() {
+            Ok(Some(ranked)) => self.settle(ranked),
+            Ok(None) => {
+                // The thread got no job: not reached, as the job is sent before the state
+                // says Running.
+                self.policy = PolicyState::Lost;
+                self.deferred = Vec::new();
+            }
+            Err(panic) => {
+                self.policy = PolicyState::Lost;
+                self.deferred = Vec::new();
+                std::panic::resume_unwind(panic);
+            }
+        }
+    }
+
+    /// Take back what a ranking had: the log's buffers, and the policy with the counts
+    /// deferred meanwhile added; with its plan to apply, or, when the log could not be read,
+    /// as it was (the log, untaken, goes on where it stopped), the error kept for the next
+    /// `begin_refresh` or `finish_refresh`.
+    fn settle(&mut self, ranked: Ranked) {
+        let Ranked {
+            mut policy,
+            mut misses,
+            plan,
+            limit,
+            captured,
+        } = ranked;
+        misses.swap(self);
+        self.spare = Some(misses);
+        for id in self.deferred.drain(..) {
+            add_count(&mut policy.counts, &mut policy.touched, id);
+        }
+        match plan {
+            Ok(plan) => self.policy = PolicyState::Ready(policy, plan),
+            Err(e) => {
+                self.policy = PolicyState::Idle(policy);
+                self.log_limit = limit;
+                self.captured = captured;
+                self.failed = Some(e);
+            }
+        }
+    }
+
+    /// Queue the ready plan's kernels on `queue` (those not queued yet) and grant the free
+    /// slots to the next gathers' log; what the refresh changed.
+    fn apply(&mut self, queue: &impl Queue) -> Result<Option<Refresh>> {
+        if !matches!(self.policy, PolicyState::Ready(..)) {
+            return Ok(None);
+        }
+        let PolicyState::Ready(policy, mut plan) =
+            std::mem::replace(&mut self.policy, PolicyState::Lost)
+        else {
+            unreachable!("checked above")
+        };
+        let result = self.apply_plan(queue, &policy, &mut plan);
+        match result {
+            Ok(()) => {
+                self.policy = PolicyState::Idle(policy);
+                Ok(Some(plan.refresh))
+            }
+            Err(e) => {
+                self.policy = PolicyState::Ready(policy, plan);
+                Err(e)
+            }
+        }
+    }
+
+    /// The steps of [`apply`](HotTier::apply) not done yet, in order: the fill, the slot
+    /// table update, the grant. Each is marked done in `plan` once queued, so that a failed
+    /// step is tried again from where it stopped.
+    fn apply_plan(&mut self, queue: &impl Queue, policy: &Policy, plan: &mut Plan) -> Result<()> {
+        let start = std::time::Instant::now();
+        if !plan.filled {
+            let n = plan.fill_ids.len();
+            if n > 0 {
+                // Rewriting the fill's lists waits for the previous fill, if it is still
+                // queued.
+                stage(&self.gpu, &mut self.fill.0, &plan.fill_ids)?;
+                stage(&self.gpu, &mut self.fill.1, &plan.fill_dst)?;
+                let fill = &self.fill;
+                let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
+                l.scalar(&(self.units as u64));
+                l.scalar(&(self.rows as u64));
+                l.scalar(&(self.capacity as u64));
+                l.mapped(&self.table);
+                l.device_prefix(&fill.0, n);
+                l.device_prefix(&fill.1, n);
+                l.device_mut(&mut self.tier);
+                // Dropping the guard waits for the fill, except in a scope.
+                drop(l.submit()?);
+            }
+            plan.filled = true;
+        }
+        let filled = start.elapsed();
+        if !plan.updated {
+            // The fill is queued (it wrote only granted or free slots, which no slot table
+            // the device has or will have before this update names). Now the entries of the
+            // device's slot table that change: the logged rows' and the admitted rows' slots
+            // (the logged rows' entries were pending), and `NOT_RESIDENT` for the rows that
+            // leave.
+            let n = plan.update_ids.len();
+            if n > 0 {
+                stage(&self.gpu, &mut self.update.0, &plan.update_ids)?;
+                stage(&self.gpu, &mut self.update.1, &plan.update_vals)?;
+                let update = &self.update;
+                let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(n))?;
+                l.scalar(&(self.rows as u64));
+                l.device_prefix(&update.0, n);
+                l.device_prefix(&update.1, n);
+                l.device_mut(&mut self.slots);
+                // Dropping the guard waits for the update, except in a scope.
+                drop(l.submit()?);
+            }
+            for (&id, &s) in plan.update_ids.iter().zip(&plan.update_vals) {
+                set_bit(&mut self.resident_bits, id, s != NOT_RESIDENT);
+            }
+            self.resident_count = plan.refresh.resident;
+            self.stats.admitted += plan.refresh.admitted as u64;
+            self.stats.evicted += plan.refresh.evicted as u64;
+            plan.updated = true;
+        }
+        // The next gathers' log: the slots the policy granted, each to a place. Gathers
+        // queued before the update may read the slots of the rows that left: captures into
+        // them are queued after the update, which the runtime orders after those gathers.
+        stage(&self.gpu, &mut self.grant, &policy.granted)?;
+        self.log_limit = policy.granted.len();
+        tracing::debug!(
+            admitted = plan.refresh.admitted,
+            evicted = plan.refresh.evicted,
+            logged = plan.logged,
+            displaced = plan.displaced,
+            resident = plan.refresh.resident,
+            candidates = plan.candidates,
+            log_read_us = plan.log_read.as_micros(),
+            policy_us = plan.policy.as_micros(),
+            fill_us = filled.as_micros(),
+            update_us = (start.elapsed() - filled).as_micros(),
+            "hot tier refreshed"
+        );
+        Ok(())
+    }
+}
+
+/// The miss log's device buffers and the doorkeeper's: the tier's while no refresh is
+/// pending, the ranking's while one is (the tier's gathers then get stand-ins, empty).
+struct MissLog {
+    /// The tier's `log_n`.
+    n: DeviceBuffer<u64>,
+    /// The tier's `log`.
+    log: DeviceBuffer<u32>,
+    /// The tier's `seen`.
+    seen: DeviceBuffer<u32>,
+}
+
+impl MissLog {
+    /// Swap these buffers with the tier's.
+    fn swap<T: DeviceCopy, M: MappedArg<T>>(&mut self, tier: &mut HotTier<T, M>) {
+        std::mem::swap(&mut self.n, &mut tier.log_n);
+        std::mem::swap(&mut self.log, &mut tier.log);
+        std::mem::swap(&mut self.seen, &mut tier.seen);
+    }
+
+    /// The rows the gathers logged as missed (distinct, not resident, their device slot
+    /// table entries [`PENDING`]; the first `limit`), and the log emptied for the next ones;
+    /// first the doorkeeper cleared, with `clear_seen`. Each host access waits for the
+    /// gathers queued before that wrote the buffer; on an error nothing is taken.
+    fn take(&mut self, gpu: &Gpu, limit: usize, clear_seen: bool) -> Result<Vec<u32>> {
+        if clear_seen {
+            // After the gathers that set its bits: the runtime orders it after them.
+            let mut l = Launch::new(gpu, &FILL_U32, Grid::cover(self.seen.len()))?;
             l.scalar(&0u64);
             l.device_mut(&mut self.seen);
             l.submit()?.wait()?;
         }
+        let n = self.n.to_vec()?[0];
+        let n = usize::try_from(n).unwrap_or(usize::MAX).min(limit);
+        let logged = self.log.prefix_to_vec(n)?;
+        self.n.copy_from(&[0])?;
         Ok(logged)
     }
+}
 
-    fn install(
-        &mut self,
-        queue: &impl Queue,
-        logged: &[u32],
-        start: std::time::Instant,
-    ) -> Result<Refresh> {
-        if self.capacity == 0 {
-            return Ok(Refresh::default());
+/// What a ranking thread is given: the policy's state and the log to read.
+struct Job {
+    policy: Box<Policy>,
+    misses: MissLog,
+    gpu: Gpu,
+    /// Places of the log the gathers could take.
+    limit: usize,
+    /// Whether the doorkeeper forgets first.
+    clear_seen: bool,
+    /// Whether every gather that may have logged rows had its capture queued.
+    captured: bool,
+    gate: Option<Arc<Gate>>,
+}
+
+/// What a ranking thread gives back.
+struct Ranked {
+    policy: Box<Policy>,
+    misses: MissLog,
+    /// The plan, or why the log could not be read (the policy then untouched).
+    plan: Result<Plan>,
+    limit: usize,
+    captured: bool,
+}
+
+impl Job {
+    /// Wait at the gate, if any, read the log, then rank.
+    fn run(mut self) -> Ranked {
+        if let Some(gate) = &self.gate {
+            gate.wait();
         }
-        let log_read = start.elapsed();
-        // Gathers log nothing until the next places are granted, at the end (an error on the
-        // way leaves it so: the granted slots are handed out below).
-        self.log_limit = 0;
+        let start = std::time::Instant::now();
+        let plan = self
+            .misses
+            .take(&self.gpu, self.limit, self.clear_seen)
+            .map(|logged| self.policy.plan(&logged, self.captured, start.elapsed()));
+        Ranked {
+            policy: self.policy,
+            misses: self.misses,
+            plan,
+            limit: self.limit,
+            captured: self.captured,
+        }
+    }
+}
+
+/// A gate a ranking thread waits at until it is opened ([`HotTier::__hold_refreshes`]).
+#[derive(Default)]
+struct Gate {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl Gate {
+    fn wait(&self) {
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        while !*open {
+            open = self
+                .opened
+                .wait(open)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    fn open(&self) {
+        *self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        self.opened.notify_all();
+    }
+}
+
+/// Holds the rankings of a [`HotTier`]'s refreshes until released or dropped
+/// ([`HotTier::__hold_refreshes`]).
+#[doc(hidden)]
+pub struct RefreshHold {
+    gate: Arc<Gate>,
+}
+
+impl RefreshHold {
+    /// Let the held rankings run.
+    pub fn release(self) {}
+}
+
+impl Drop for RefreshHold {
+    fn drop(&mut self) {
+        self.gate.open();
+    }
+}
+
+/// A ranking on its thread. Dropping it (with the tier) opens its gate and waits for the
+/// thread to end (a ranking at most, and the gathers before it, whose log it reads), so that
+/// the log's device buffers and the host's records are freed with the tier.
+struct Worker {
+    handle: Option<std::thread::JoinHandle<Option<Ranked>>>,
+    /// The gate the thread may wait at, opened when the tier lets go of the thread.
+    gate: Option<Arc<Gate>>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if let Some(gate) = &self.gate {
+            gate.open();
+        }
+        if let Some(handle) = self.handle.take() {
+            // A panic of the ranking is not passed on from a drop.
+            drop(handle.join());
+        }
+    }
+}
+
+/// Where the ranking policy's state is.
+enum PolicyState {
+    /// With the tier, no refresh pending.
+    Idle(Box<Policy>),
+    /// On the ranking's thread.
+    Running(Worker),
+    /// Back, with a plan whose kernels are not all queued yet.
+    Ready(Box<Policy>, Plan),
+    /// Lost with a ranking that panicked (or for the moment of a swap): the device's slot
+    /// table and the host's residency are left as the last plan applied them.
+    Lost,
+}
+
+/// The host's records of the tier's slots and the counts: what the ranking reads and
+/// writes, owned by the thread that ranks.
+struct Policy {
+    capacity: usize,
+    /// Places of the miss log: the most slots granted to it.
+    log_len: usize,
+    /// Decayed reads of each row.
+    counts: Vec<u32>,
+    /// The rows whose count is not zero.
+    touched: Vec<u32>,
+    /// One bit per row, set while the row is resident once the plans made so far are
+    /// applied.
+    bits: Vec<u64>,
+    /// The row in each slot, or [`NOT_RESIDENT`].
+    resident: Vec<u32>,
+    /// Slots holding no row that no slot table the device has or will have names (once the
+    /// last plan is applied): the fill writes only these.
+    free: Vec<u32>,
+    /// The slots granted to the miss log's places, in order.
+    granted: Vec<u32>,
+    /// Where the search for rows to evict starts: a slot.
+    hand: usize,
+    /// One bit per row, all clear between calls: the members of a set being built.
+    mark: Vec<u64>,
+}
+
+/// What a ranking decided: the kernels to queue, and what they change.
+struct Plan {
+    /// Rows to copy from the table, and their slots.
+    fill_ids: Vec<u32>,
+    fill_dst: Vec<u32>,
+    /// Slot table entries to write, and their values.
+    update_ids: Vec<u32>,
+    update_vals: Vec<u32>,
+    refresh: Refresh,
+    logged: usize,
+    displaced: usize,
+    candidates: usize,
+    log_read: std::time::Duration,
+    policy: std::time::Duration,
+    /// Whether the fill is queued.
+    filled: bool,
+    /// Whether the slot table update is queued.
+    updated: bool,
+}
+
+impl Policy {
+    fn new(capacity: usize, rows: usize, log_len: usize) -> Policy {
+        let rows = if capacity == 0 { 0 } else { rows };
+        let mut free: Vec<u32> = (0..capacity as u32).rev().collect();
+        let granted = free.split_off(free.len() - log_len);
+        Policy {
+            capacity,
+            log_len,
+            counts: huge_vec(rows, 0),
+            touched: Vec::new(),
+            bits: huge_vec(rows.div_ceil(64), 0),
+            resident: vec![NOT_RESIDENT; capacity],
+            free,
+            granted,
+            hand: 0,
+            mark: huge_vec(rows.div_ceil(64), 0),
+        }
+    }
+
+    /// Rank the counted rows and settle the logged ones (`logged`, each in the slot granted
+    /// to its place; copied there by the gathers' captures if `captured`), choose the rows
+    /// to admit and evict and their slots, grant the free slots to the next gathers' log,
+    /// and halve every count. Host work only: the plan's kernels are queued by the tier.
+    fn plan(&mut self, logged: &[u32], captured: bool, log_read: std::time::Duration) -> Plan {
+        let start = std::time::Instant::now();
         // The logged rows: each is in the slot granted to its place in the log (the gathers'
-        // captures copied it there, or the fill below does when a capture was not queued).
-        // The slots granted to places not taken are free again.
+        // captures copied it there, or the fill does when a capture was not queued). The
+        // slots granted to places not taken are free again.
         let granted = std::mem::take(&mut self.granted);
         let logged = &logged[..logged.len().min(granted.len())];
         self.free.extend_from_slice(&granted[logged.len()..]);
         // Resident from here on (unless given up below, for a counted row).
         for &id in logged {
-            set_bit(&mut self.resident_bits, id, true);
+            set_bit(&mut self.bits, id, true);
         }
         // The rows the policy keeps: the counted most, resident first among equals (a
         // logged row they name keeps its slot).
         let counts = &self.counts;
-        let bits = &self.resident_bits;
+        let bits = &self.bits;
         let rank = |&id: &u32| (std::cmp::Reverse(counts[id as usize]), !bit(bits, id), id);
         // Each row's rank is read once (two random reads into per-row arrays far larger than
         // the caches), by the host's threads together: the sorts below compare the keys.
@@ -1123,18 +1673,17 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             vals.push(s);
         }
         for &(id, s) in &pairs[kept..] {
-            set_bit(&mut self.resident_bits, id, false);
+            set_bit(&mut self.bits, id, false);
             self.free.push(s);
             ids.push(id);
             vals.push(NOT_RESIDENT);
         }
-        let (mut fill_ids, mut fill_dst) = if self.captured {
+        let (mut fill_ids, mut fill_dst): (Vec<u32>, Vec<u32>) = if captured {
             (Vec::new(), Vec::new())
         } else {
             pairs[..kept].iter().copied().unzip()
         };
-        self.captured = true;
-        let (counts, bits) = (&self.counts, &self.resident_bits);
+        let (counts, bits) = (&self.counts, &self.bits);
         // Room: resident rows not kept leave, rows counted 0 first, as many as the free slots
         // lack; their slots are refilled from the next refresh on.
         let short = admit.len().saturating_sub(self.free.len());
@@ -1187,85 +1736,69 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.free.truncate(self.free.len() - admit.len());
         fill_ids.extend_from_slice(&admit);
         fill_dst.extend_from_slice(&dst);
-        let policy = start.elapsed();
-        if !fill_ids.is_empty() {
-            // Rewriting the fill's lists waits for the previous fill, if it is still queued.
-            stage(&self.gpu, &mut self.fill.0, &fill_ids)?;
-            stage(&self.gpu, &mut self.fill.1, &fill_dst)?;
-            let fill = &self.fill;
-            let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(fill_ids.len() * self.units))?;
-            l.scalar(&(self.units as u64));
-            l.scalar(&(self.rows as u64));
-            l.scalar(&(self.capacity as u64));
-            l.mapped(&self.table);
-            l.device_prefix(&fill.0, fill_ids.len());
-            l.device_prefix(&fill.1, fill_ids.len());
-            l.device_mut(&mut self.tier);
-            // Dropping the guard waits for the fill, except in a scope.
-            drop(l.submit()?);
-        }
-        let filled = start.elapsed();
-        // The fill is queued (it wrote only granted or free slots, which no slot table the
-        // device has or will have before the update below names). Now the host's tables, and
-        // the entries of the device's slot table that change: the logged rows' and the
-        // admitted rows' slots (the logged rows' entries were pending), and `NOT_RESIDENT`
-        // for the evicted rows.
         for (&id, &s) in admit.iter().zip(&dst) {
-            set_bit(&mut self.resident_bits, id, true);
+            set_bit(&mut self.bits, id, true);
             self.resident[s as usize] = id;
             ids.push(id);
             vals.push(s);
         }
+        // The evicted rows' slots: gathers queued before the plan's slot table update may
+        // still read them, so they are granted or filled only by work queued after it (the
+        // tier queues the plan's kernels, then grants).
+        let mut emptied = Vec::with_capacity(evict.len());
         for &s in &evict {
             let id = self.resident[s as usize];
-            set_bit(&mut self.resident_bits, id, false);
+            set_bit(&mut self.bits, id, false);
             self.resident[s as usize] = NOT_RESIDENT;
-            self.quarantine.push(s);
+            emptied.push(s);
             ids.push(id);
             vals.push(NOT_RESIDENT);
         }
-        if !ids.is_empty() {
-            stage(&self.gpu, &mut self.update.0, &ids)?;
-            stage(&self.gpu, &mut self.update.1, &vals)?;
-            let update = &self.update;
-            let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(ids.len()))?;
-            l.scalar(&(self.rows as u64));
-            l.device_prefix(&update.0, ids.len());
-            l.device_prefix(&update.1, ids.len());
-            l.device_mut(&mut self.slots);
-            // Dropping the guard waits for the update, except in a scope.
-            drop(l.submit()?);
-        }
-        // Gathers queued before the update may read the evicted rows' slots: those are
-        // refilled only by fills and captures queued after it, which the runtime orders after
-        // those gathers.
-        self.free.append(&mut self.quarantine);
+        self.free.append(&mut emptied);
         // The next gathers' log: as many places as free slots, up to the log's length, each
         // with its slot.
-        let take = self.free.len().min(self.log.len());
+        let take = self.free.len().min(self.log_len);
         self.granted = self.free.split_off(self.free.len() - take);
-        stage(&self.gpu, &mut self.grant, &self.granted)?;
-        self.log_limit = take;
-        self.stats.admitted += (kept + admit.len()) as u64;
-        self.stats.evicted += evict.len() as u64;
-        tracing::debug!(
-            admitted = admit.len(),
-            evicted = evict.len(),
-            logged = logged.len(),
-            displaced = displace,
-            resident = self.resident_rows(),
-            candidates = self.touched.len(),
-            log_read_us = log_read.as_micros(),
-            policy_us = (policy - log_read).as_micros(),
-            fill_us = (filled - policy).as_micros(),
-            update_us = (start.elapsed() - filled).as_micros(),
-            "hot tier refreshed"
-        );
-        Ok(Refresh {
-            admitted: kept + admit.len(),
-            evicted: evict.len(),
-            resident: self.resident_rows(),
-        })
+        let candidates = self.touched.len();
+        self.halve();
+        Plan {
+            fill_ids,
+            fill_dst,
+            update_ids: ids,
+            update_vals: vals,
+            refresh: Refresh {
+                admitted: kept + admit.len(),
+                evicted: evict.len(),
+                resident: self.capacity - self.free.len() - self.granted.len(),
+            },
+            logged: logged.len(),
+            displaced: displace,
+            candidates,
+            log_read,
+            policy: start.elapsed(),
+            filled: false,
+            updated: false,
+        }
+    }
+
+    /// Halve each count, and forget the rows it leaves at 0, in one pass spread over the
+    /// host's threads: each is a random read and write into an array far larger than the
+    /// caches, which many cores serve at once.
+    fn halve(&mut self) {
+        use rayon::prelude::*;
+        let counts = atomic_view(&mut self.counts);
+        let keep: Vec<bool> = self
+            .touched
+            .par_iter()
+            .map(|&id| {
+                let c = &counts[id as usize];
+                let halved = c.load(Ordering::Relaxed) / 2;
+                c.store(halved, Ordering::Relaxed);
+                halved > 0
+            })
+            .collect();
+        let mut k = keep.iter();
+        self.touched.retain(|_| *k.next().unwrap_or(&false));
     }
 }
 
@@ -1277,9 +1810,16 @@ mod tests {
     /// The device's slot table after a refresh: every resident row's slot, as the host's
     /// table says, and `NOT_RESIDENT` everywhere else — no entry left `PENDING`.
     fn assert_tables_agree(t: &HotTier<f32>) {
+        let PolicyState::Idle(policy) = &t.policy else {
+            panic!("a refresh is pending")
+        };
+        assert_eq!(
+            policy.bits, t.resident_bits,
+            "the policy's and the tier's residency"
+        );
         let device = t.slots.to_vec().unwrap();
         let mut host = vec![NOT_RESIDENT; t.rows];
-        for (s, &id) in t.resident.iter().enumerate() {
+        for (s, &id) in policy.resident.iter().enumerate() {
             if id != NOT_RESIDENT {
                 host[id as usize] = s as u32;
             }
@@ -1367,6 +1907,48 @@ mod tests {
         assert_eq!(t.stats().hits, 8);
         let got = out.to_vec().unwrap();
         assert_eq!(got, host[20 * width..28 * width]);
+    }
+
+    /// Refreshes begun while gathers go on: once each is finished, the device's slot table,
+    /// the host's residency and the policy's records agree, through admissions and
+    /// evictions; the ids counted while a ranking ran are in the counts.
+    #[test]
+    fn tables_agree_after_refreshes_that_ranked_while_gathers_ran() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (500usize, 4usize);
+        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 24 * width * 4)
+            .unwrap();
+        let mut out = gpu.alloc_zeroed::<f32>(60 * width).unwrap();
+        for k in 0..12u32 {
+            // A hot set of 20 rows that moves by 7 rows every refresh.
+            let ids: Vec<u32> = (0..60).map(|i| (k * 7 + i % 20) % rows as u32).collect();
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            let hold = t.__hold_refreshes();
+            t.begin_refresh(&gpu).unwrap();
+            let before = matches!(t.policy, PolicyState::Running(_));
+            assert!(before && t.deferred.is_empty());
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            assert_eq!(t.deferred.len(), ids.len());
+            let got = out.to_vec().unwrap();
+            for (b, &id) in ids.iter().enumerate() {
+                assert_eq!(got[b * width], (id as usize * width) as f32, "position {b}");
+            }
+            hold.release();
+            t.finish_refresh(&gpu).unwrap().unwrap();
+            assert!(t.deferred.is_empty());
+            assert_tables_agree(&t);
+            assert_eq!(
+                t.resident_rows(),
+                t.resident_bits
+                    .iter()
+                    .map(|w| w.count_ones() as usize)
+                    .sum::<usize>()
+            );
+        }
+        assert!(t.stats().evicted > 0, "{:?}", t.stats());
     }
 
     #[test]

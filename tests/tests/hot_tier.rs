@@ -4,7 +4,9 @@
 //! batch, reads from host memory and says so; refreshes queued behind gathers in flight (in a
 //! scope, on another stream, after a leaked guard) leave those gathers' results intact; rows
 //! gathered by the host's threads equal rows read in place, in any share; a table in managed
-//! memory reads like a mapped one.
+//! memory reads like a mapped one; refreshes begun with `begin_refresh` rank on a thread of
+//! their own while gathers go on without waiting for them (held by a test hook), through ids
+//! out of range, leaked guards, scopes, a dropped tier and kernels that fail to queue.
 
 use berth::{DeviceBuffer, Error, Gpu, HotTier};
 use berth_tests::{random_f32, rng};
@@ -581,4 +583,339 @@ fn a_managed_table_gathers_what_the_host_table_holds() {
     check(&host, &ids, &out);
     let s = plain.stats();
     assert_eq!((s.rows, s.counted, s.hits), (400, 0, 0));
+}
+
+/// Refreshes begun while gathers go on (`begin_refresh`): gathers queued while a ranking is
+/// held, and gathers that apply a finished ranking's kernels before their own, all equal the
+/// host's rows, across evictions of a hot set that moves every few batches; the tier ends as
+/// full as its capacity allows, with every row of the last hot set resident. With
+/// `admit_on_repeat` too, whose doorkeeper the rankings' threads clear.
+#[test]
+fn gathers_stay_right_while_refreshes_rank_in_the_background() {
+    background(false, 0.0);
+}
+
+#[test]
+fn gathers_stay_right_while_refreshes_rank_in_the_background_admitting_on_repeat() {
+    background(true, 0.0);
+}
+
+/// The same with half the rows not resident gathered by the host's threads, which mark them
+/// from the host's residency while the ranking runs.
+#[test]
+fn host_gathers_stay_right_while_refreshes_rank_in_the_background() {
+    background(false, 0.5);
+}
+
+fn background(on_repeat: bool, host_share: f64) {
+    let gpu = gpu();
+    let rows = 3000;
+    let (mut t, host) = tier(&gpu, rows, 48);
+    t.admit_on_repeat(on_repeat);
+    t.host_gathers(host_share);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let hot: Vec<&[u32]> = perm.chunks(40).take(4).collect();
+    for k in 0..32 {
+        let hot = hot[(k / 8) % hot.len()];
+        // Every third refresh is held for two batches: those gathers run while it ranks.
+        let held = (k % 3 == 0).then(|| t.__hold_refreshes());
+        t.begin_refresh(&gpu).unwrap();
+        for _ in 0..2 {
+            let ids = batch(&mut r, hot, rows, 400);
+            let mut out = poisoned(&gpu, ids.len());
+            let before = t.stats();
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            check(&host, &ids, &out);
+            if held.is_some() {
+                // Nothing of the held refresh is applied: no row admitted or evicted.
+                assert!(t.refresh_pending(), "batch {k}");
+                assert_eq!(
+                    (t.stats().admitted, t.stats().evicted),
+                    (before.admitted, before.evicted)
+                );
+            }
+        }
+        drop(held);
+    }
+    t.finish_refresh(&gpu).unwrap();
+    assert!(!t.refresh_pending());
+    // The last hot set alone, until it is resident.
+    let last = hot[3];
+    for _ in 0..3 {
+        let ids: Vec<u32> = (0..400)
+            .map(|_| last[r.random_range(0..last.len())])
+            .collect();
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        t.begin_refresh(&gpu).unwrap();
+    }
+    t.finish_refresh(&gpu).unwrap();
+    assert!(last.iter().all(|&id| t.is_resident(id)), "{t:?}");
+    let s = t.stats();
+    assert!(s.evicted > 0 && s.hits > 0, "{s:?}");
+    assert_eq!(t.resident_rows(), t.capacity());
+}
+
+/// A gather queued while a refresh's ranking is held (not done, and not to be done until
+/// released) returns, and its guard's wait too, without waiting for it: the batch loop does
+/// not stall. Its rows are read as resident before the refresh; the refresh's rows become
+/// resident only once it is finished, and the ids counted meanwhile are added to the halved
+/// counts.
+#[test]
+fn a_gather_does_not_wait_for_a_pending_ranking() {
+    let gpu = gpu();
+    let rows = 500;
+    let (mut t, host) = tier(&gpu, rows, 64);
+    let first: Vec<u32> = (0..8).flat_map(|id| [id * 7; 4]).collect();
+    let mut out = poisoned(&gpu, first.len());
+    t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
+    assert_eq!(t.count(7), 4);
+    let hold = t.__hold_refreshes();
+    t.begin_refresh(&gpu).unwrap();
+    assert!(t.refresh_pending());
+    // The ranking cannot have run: the gather still reads every row from host memory.
+    for _ in 0..3 {
+        let mut out = poisoned(&gpu, first.len());
+        t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
+        check(&host, &first, &out);
+    }
+    assert!(t.refresh_pending());
+    assert_eq!(t.stats().hits, 0);
+    assert!((0..8).all(|id| !t.is_resident(id * 7)));
+    assert_eq!((t.stats().admitted, t.resident_rows()), (0, 0));
+    hold.release();
+    let done = t
+        .finish_refresh(&gpu)
+        .unwrap()
+        .expect("a refresh was pending");
+    assert_eq!((done.admitted, done.resident), (8, 8));
+    assert!(!t.refresh_pending());
+    assert_eq!(t.finish_refresh(&gpu).unwrap(), None);
+    assert!((0..8).all(|id| t.is_resident(id * 7)));
+    // 4 reads halved, then 12 counted while the ranking was held.
+    assert_eq!(t.count(7), 2 + 12);
+    let mut out = poisoned(&gpu, first.len());
+    t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
+    check(&host, &first, &out);
+    assert_eq!(t.stats().hits, first.len() as u64);
+}
+
+/// `refresh` and `begin_refresh` then `finish_refresh` do the same.
+#[test]
+fn begin_and_finish_equal_a_refresh() {
+    let gpu = gpu();
+    let rows = 2000;
+    let host = random_f32(rows * WIDTH);
+    let budget = rows * 4 + 40 * WIDTH * 4;
+    let mut sync = gpu
+        .hot_tier(gpu.mapped_from(&host).unwrap(), WIDTH, budget)
+        .unwrap();
+    let mut split = gpu
+        .hot_tier(gpu.mapped_from(&host).unwrap(), WIDTH, budget)
+        .unwrap();
+    // Which missed rows the log holds depends on the order the gather's blocks ran in, so
+    // the two tiers may admit different rows; the counts they rank by are the same.
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    for round in 0..6 {
+        let ids = batch(&mut r, &perm[round * 10..round * 10 + 60], rows, 300);
+        for t in [&mut sync, &mut split] {
+            let mut out = poisoned(&gpu, ids.len());
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            check(&host, &ids, &out);
+        }
+        let a = sync.refresh(&gpu).unwrap();
+        split.begin_refresh(&gpu).unwrap();
+        let b = split.finish_refresh(&gpu).unwrap().unwrap();
+        assert!(a.resident <= 40 && b.resident <= 40, "round {round}");
+        assert_eq!(
+            (sync.resident_rows(), split.resident_rows()),
+            (a.resident, b.resident)
+        );
+        assert_eq!(sync.stats().refreshes, split.stats().refreshes);
+        for &id in &ids {
+            assert_eq!(sync.count(id), split.count(id), "round {round}, row {id}");
+        }
+    }
+}
+
+/// While a ranking is held: an id out of range is the same typed error, and queues,
+/// counts and applies nothing; leaked gather guards (`mem::forget`) leave their gathers to
+/// the runtime's ordering, which the refresh's kernels, queued by the next gather, follow;
+/// in a scope, gathers and the refresh's kernels all stay queued and right.
+#[test]
+fn ids_out_of_range_and_leaked_guards_while_a_refresh_is_pending() {
+    let gpu = gpu();
+    let rows = 1500;
+    let (mut t, host) = tier(&gpu, rows, 32);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let (hot_a, hot_b) = (&perm[..32], &perm[32..64]);
+    for round in 0..3 {
+        let ids: Vec<u32> = (0..200).map(|_| hot_a[r.random_range(0..32)]).collect();
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        t.refresh(&gpu).unwrap();
+        assert!(round == 0 || hot_a.iter().all(|&id| t.is_resident(id)));
+    }
+    // The next hot set, counted; then a refresh held.
+    let ids: Vec<u32> = (0..300).map(|_| hot_b[r.random_range(0..32)]).collect();
+    let mut out = poisoned(&gpu, ids.len());
+    t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+    let hold = t.__hold_refreshes();
+    t.begin_refresh(&gpu).unwrap();
+    let before = t.stats();
+    let mut bad = ids.clone();
+    bad[17] = rows as u32;
+    let mut out = poisoned(&gpu, bad.len());
+    match t.gather(&gpu, &bad, &mut out) {
+        Err(Error::IdOutOfRange {
+            batch, position, ..
+        }) => assert_eq!((batch, position), (before.gathers, 17)),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("an id out of range was queued"),
+    }
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
+    assert_eq!(
+        (t.stats().rows, t.stats().counted),
+        (before.rows, before.counted)
+    );
+    assert!(t.refresh_pending());
+    // Gathers whose guards are leaked, reading hot set A from device memory while the held
+    // refresh is about to evict it.
+    let leaked: Vec<Vec<u32>> = (0..3)
+        .map(|_| (0..200).map(|_| hot_a[r.random_range(0..32)]).collect())
+        .collect();
+    let mut outs: Vec<_> = leaked.iter().map(|b| poisoned(&gpu, b.len())).collect();
+    for (ids, out) in leaked.iter().zip(outs.iter_mut()) {
+        std::mem::forget(t.gather(&gpu, ids, out).unwrap());
+    }
+    hold.release();
+    // The refresh's kernels are queued by this gather (or by `finish_refresh`).
+    let mut out = poisoned(&gpu, ids.len());
+    std::mem::forget(t.gather(&gpu, &ids, &mut out).unwrap());
+    t.finish_refresh(&gpu).unwrap();
+    check(&host, &ids, &out);
+    for (ids, out) in leaked.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+    assert!(t.stats().evicted > before.evicted, "{:?}", t.stats());
+    // Rows of hot set A left; their slots take hot set B's rows from the next refreshes
+    // (a slot emptied by a refresh is refilled from the refresh after it).
+    for _ in 0..6 {
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        t.refresh(&gpu).unwrap();
+    }
+    assert!(hot_b.iter().all(|&id| t.is_resident(id)), "{t:?}");
+    // The counts saw the leaked gathers' ids, not the failed one's.
+    let id = bad[17 - 1];
+    assert!(t.count(id) > 0);
+
+    // In a scope: a held refresh, gathers queued behind one another, the release, and the
+    // refresh's kernels queued by a later gather or `finish_refresh`, nothing waited for.
+    let batches: Vec<Vec<u32>> = (0..6)
+        .map(|k| {
+            let hot = if k % 2 == 0 { hot_a } else { hot_b };
+            batch(&mut r, hot, rows, 250)
+        })
+        .collect();
+    let mut outs: Vec<_> = batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
+    gpu.scope(|s| {
+        for (k, (ids, out)) in batches.iter().zip(outs.iter_mut()).enumerate() {
+            let hold = (k % 2 == 0).then(|| t.__hold_refreshes());
+            t.begin_refresh(s)?;
+            t.gather(s, ids, out)?.detach();
+            drop(hold);
+        }
+        t.finish_refresh(s)?;
+        Ok(())
+    })
+    .unwrap();
+    for (ids, out) in batches.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+}
+
+/// A tier dropped, or its table taken back, while a refresh's ranking is pending (held, or
+/// running): nothing hangs or fails, and the table comes back unchanged.
+#[test]
+fn a_tier_dropped_with_a_refresh_pending() {
+    let gpu = gpu();
+    let rows = 800;
+    let host = random_f32(rows * WIDTH);
+    let ids: Vec<u32> = (0..300).map(|i| (i * 13 % rows) as u32).collect();
+    for held in [false, true] {
+        for into_table in [false, true] {
+            let (mut t, _) = tier(&gpu, rows, 100);
+            let mut out = poisoned(&gpu, ids.len());
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            let hold = held.then(|| t.__hold_refreshes());
+            t.begin_refresh(&gpu).unwrap();
+            let mut out = poisoned(&gpu, ids.len());
+            std::mem::forget(t.gather(&gpu, &ids, &mut out).unwrap());
+            if into_table {
+                let table = t.into_table();
+                assert_eq!(table.len(), rows * WIDTH);
+            } else {
+                drop(t);
+            }
+            // The ranking thread, if still held, runs once the hold goes.
+            drop(hold);
+        }
+    }
+    // A fresh tier over the same host data still works.
+    let table = gpu.mapped_from(&host).unwrap();
+    let mut t = gpu
+        .hot_tier(table, WIDTH, rows * 4 + 100 * WIDTH * 4)
+        .unwrap();
+    t.begin_refresh(&gpu).unwrap();
+    let mut out = poisoned(&gpu, ids.len());
+    t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+    check(&host, &ids, &out);
+}
+
+/// A refresh whose kernels cannot be queued (here: on another context's queue) stays
+/// pending: nothing changes what gathers read, and the next gather on the tier's own
+/// context queues them. Rows logged by the gathers (their slot table update fails) or, with
+/// `admit_on_repeat`, rows copied from the table (their fill fails).
+#[test]
+fn a_refresh_whose_kernels_fail_to_queue_stays_pending() {
+    let gpu = gpu();
+    let other = Gpu::simulator();
+    let rows = 600;
+    for on_repeat in [false, true] {
+        let (mut t, host) = tier(&gpu, rows, 50);
+        t.admit_on_repeat(on_repeat);
+        let ids: Vec<u32> = (0..40).map(|i| i * 11).collect();
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        t.begin_refresh(&gpu).unwrap();
+        assert!(t.finish_refresh(&other).is_err());
+        assert!(t.refresh_pending());
+        let mut out = poisoned(&gpu, ids.len());
+        assert!(t.gather(&other, &ids, &mut out).is_err());
+        assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
+        assert!(t.refresh_pending());
+        assert_eq!((t.stats().admitted, t.resident_rows()), (0, 0));
+        assert!(ids.iter().all(|&id| !t.is_resident(id)));
+        // On the tier's own context the refresh's kernels go first.
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        assert!(!t.refresh_pending());
+        assert_eq!(t.resident_rows(), 40, "on_repeat {on_repeat}");
+        assert_eq!(t.stats().hits, 40);
+        let done = t.refresh(&gpu).unwrap();
+        assert_eq!(done.resident, 40);
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+    }
 }

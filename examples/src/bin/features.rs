@@ -4,11 +4,11 @@
 //! counts every few batches. Every batch is checked against the host.
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--warmup U]
-//! [--batches K] [--refresh-every E] [--count-every C] [--admit-on-repeat] [--baseline]
+//! [--batches K] [--refresh-every E] [--refresh sync|async] [--count-every C] [--admit-on-repeat] [--baseline]
 //! [--table managed|pinned] [--json]` (defaults: 8 Mi rows on a GPU,
 //! 16 Ki on the simulator; W = 128 floats; a budget of a quarter of the table plus the slot
 //! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
-//! on the simulator; E = 4; C = 16). The first U batches fill the tier and are not timed (every
+//! on the simulator; E = 4; async refreshes; C = 16). The first U batches fill the tier and are not timed (every
 //! 16th is checked); the K batches after them are timed and all checked. Ranks of the Zipf law
 //! are scattered over the table by a random permutation.
 
@@ -51,6 +51,12 @@ struct Args {
     /// Refresh the tier after every this many batches
     #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     refresh_every: usize,
+    /// How the batch loop refreshes the tier: `async` (`HotTier::begin_refresh`: the ranking
+    /// runs on a thread of its own while the next batches gather, and a later gather queues
+    /// its kernels) or `sync` (`HotTier::refresh`: the loop waits for the ranking and the
+    /// kernels)
+    #[arg(long, value_enum, default_value_t = RefreshMode::Async)]
+    refresh: RefreshMode,
     /// Count every this many ids of a batch (`HotTier::count_every`)
     #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     count_every: usize,
@@ -90,6 +96,34 @@ struct Args {
     /// Also print the result as one JSON line (the `features` benchmark's)
     #[arg(long)]
     json: bool,
+}
+
+/// How the batch loop refreshes the tier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum RefreshMode {
+    Sync,
+    Async,
+}
+
+impl RefreshMode {
+    fn name(self) -> &'static str {
+        match self {
+            RefreshMode::Sync => "sync",
+            RefreshMode::Async => "async",
+        }
+    }
+
+    /// Refresh `tier` on `gpu` this way.
+    fn refresh<T: berth::DeviceCopy, M: MappedArg<T>>(
+        self,
+        tier: &mut berth::HotTier<T, M>,
+        gpu: &Gpu,
+    ) -> berth::Result<()> {
+        match self {
+            RefreshMode::Sync => tier.refresh(gpu).map(drop),
+            RefreshMode::Async => tier.begin_refresh(gpu),
+        }
+    }
 }
 
 /// The host memory behind the table.
@@ -417,7 +451,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         }
         if !timed && k % 16 != 0 {
             if (k + 1) % args.refresh_every == 0 {
-                tier.refresh(gpu)?;
+                args.refresh.refresh(&mut tier, gpu)?;
             }
             continue;
         }
@@ -438,8 +472,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             }
         }
         if (k + 1) % args.refresh_every == 0 {
+            // The time the batch loop's thread spends in the call: with `--refresh async`,
+            // reading the miss log and starting the ranking (the ranking's kernels are queued,
+            // and waited for, inside a later gather, and counted in its time).
             let t = Instant::now();
-            tier.refresh(gpu)?;
+            args.refresh.refresh(&mut tier, gpu)?;
             if timed {
                 refresh_s += t.elapsed().as_secs_f64();
             }
@@ -469,12 +506,13 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         hits_after_warmup.0 as f64 / hits_after_warmup.1 as f64
     };
     println!(
-        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait, {:.3} s from the first kernel's start to the last one's end on the GPU; refreshes {:.3} s), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
+        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait, {:.3} s from the first kernel's start to the last one's end on the GPU; refreshes ({}) {:.3} s on the batch loop's thread), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
         n / (gather_s + refresh_s) / 1e6,
         n * row_bytes as f64 / (gather_s + refresh_s) / 1e9,
         gather_s,
         queue_s,
         gpu_span_s,
+        args.refresh.name(),
         refresh_s,
         100.0 * s.hit_rate(),
         100.0 * late,
@@ -495,6 +533,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "warmup_s": warmup_s,
             "resident_rows": tier.resident_rows(),
             "refresh_every": args.refresh_every,
+            "refresh": args.refresh.name(),
             "count_every": args.count_every,
             "admit_on_repeat": args.admit_on_repeat,
             "drift_every": args.drift_every,
