@@ -32,11 +32,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     // The image the runtime loads: the same choice as its driver backend's.
     let sass = berth::__private::crate_sass(kernel.crate_name);
     let (module, module_bytes) = match (std::env::var("BERTH_LOAD").as_deref(), sass) {
-        (Ok("crate-ptx"), _) => ("crate_ptx", kernel.ptx.len()),
+        (Ok("crate-ptx"), _) => ("crate_ptx", kernel.ptx().len()),
         (Ok("ptx"), _) | (_, None) => {
             let mut entries = vec![kernel.name];
             entries.extend(kernel.linear);
-            let piece = berth::ptx::kernel_module(kernel.ptx, &entries)?;
+            let piece = berth::ptx::kernel_module(kernel.ptx(), &entries)?;
             ("kernel_ptx", piece.len())
         }
         (_, Some(sass)) => (

@@ -212,7 +212,7 @@ fn host_costs(gpu: &Gpu) -> Result<(), Box<dyn std::error::Error>> {
     // SAFETY: `ctx` is berth's live context; the module and function are this context's.
     let func = unsafe {
         result::ctx::set_current(ctx)?;
-        let module = result::module::load_data(std::ffi::CString::new(k.ptx)?.as_ptr().cast())?;
+        let module = result::module::load_data(std::ffi::CString::new(k.ptx())?.as_ptr().cast())?;
         result::module::get_function(module, entry)?
     };
     let per_call = |f: &mut dyn FnMut()| -> f64 {

@@ -23,6 +23,9 @@ use syn::spanned::Spanned;
 pub struct Embedded<'a> {
     /// The PTX's path (`None` when there is no build script, or when the GPU build failed).
     pub ptx: Option<&'a str>,
+    /// Whether this kernel's descriptor embeds the PTX: the crate's first kernel's does (one
+    /// copy per crate, so that an edit to one kernel recompiles little of the host crate).
+    pub carries_ptx: bool,
     /// The cubin's path and its architecture (`sm_90`), where ptxas made one.
     pub cubin: Option<(&'a str, &'a str)>,
     /// The errors of the crate's GPU build, where it failed.
@@ -44,6 +47,7 @@ impl<'a> Embedded<'a> {
     pub fn ptx(ptx: Option<&'a str>) -> Self {
         Embedded {
             ptx,
+            carries_ptx: true,
             ..Embedded::default()
         }
     }
@@ -708,15 +712,19 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
     // The PTX entry's symbol: a raw name (`r#fn`) without its `r#`.
     let name_str = name.unraw().to_string();
     let ptx_expr = match (files.ptx, files.gpu_errors) {
-        (Some(path), _) => quote!(include_str!(#path)),
+        (Some(path), _) if files.carries_ptx => {
+            quote!(::core::option::Option::Some(include_str!(#path)))
+        }
+        // The crate's first kernel carries it; the runtime finds it there.
+        (Some(_), _) => quote!(::core::option::Option::None),
         // Reported by the crate's host build, or by `gpu_build_failed`.
-        (None, Some(_)) => quote!(""),
+        (None, Some(_)) => quote!(::core::option::Option::None),
         (None, None) => {
             let msg = "this crate has no PTX: a crate with #[gpu_kernel] functions needs a build \
                        script that builds it for the GPU.\nAdd to its Cargo.toml:\n    \
                        [build-dependencies]\n    berth-gpu-build = \"0.1\"\nand create build.rs \
                        beside it:\n    fn main() { berth_build::kernels() }";
-            quote_spanned!(name.span()=> { compile_error!(#msg); "" })
+            quote_spanned!(name.span()=> { compile_error!(#msg); ::core::option::Option::None })
         }
     };
     // The kernels' SASS, which the runtime loads first where the GPU matches (no JIT on the
@@ -789,7 +797,7 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
         #vis static #desc: #krate::__private::Kernel = #krate::__private::Kernel {
             name: #name_str,
             crate_name: concat!(env!("CARGO_CRATE_NAME"), "@", env!("CARGO_PKG_VERSION")),
-            ptx: #ptx_expr,
+            crate_ptx: #ptx_expr,
             sass: #sass_expr,
             params: &[#(#params),*],
             location: concat!(file!(), ":", line!()),

@@ -27,10 +27,12 @@ pub fn gpu_kernel(args: TokenStream, item: TokenStream) -> TokenStream {
     let cubin = std::env::var(berth_abi::CUBIN_ENV).ok();
     let cubin_arch = std::env::var(berth_abi::CUBIN_ARCH_ENV).ok();
     let cubin = cubin.filter(|path| first_embedding(path));
+    let carries_ptx = ptx.as_deref().is_some_and(first_embedding);
     // Where the GPU build failed, its build script says so instead of giving the PTX.
     let gpu_errors = std::env::var(berth_abi::GPU_BUILD_ERRORS_ENV).ok();
     let files = expand::Embedded {
         ptx: ptx.as_deref(),
+        carries_ptx,
         cubin: cubin.as_deref().zip(cubin_arch.as_deref()),
         gpu_errors: gpu_errors.as_deref().map(|path| expand::GpuErrors {
             path,

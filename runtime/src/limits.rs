@@ -123,7 +123,7 @@ pub(crate) fn static_shared_bytes(k: &'static Kernel) -> usize {
     *cache
         .get_or_insert_with(HashMap::new)
         .entry(key)
-        .or_insert_with(|| crate::ptx::Module::cached(k.ptx).static_shared_bytes(k.name))
+        .or_insert_with(|| crate::ptx::Module::cached(k.ptx()).static_shared_bytes(k.name))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub static CHUNK_DONE: Kernel = Kernel {
     name: "berth_chunk_done",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[Param::scalar::<u64>("flag")],
     location: concat!(file!(), ":", line!()),
@@ -33,7 +33,7 @@ pub static CHUNK_DONE: Kernel = Kernel {
 pub static RANDOM_PROBE: Kernel = Kernel {
     name: "berth_random_probe",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[
         Param::scalar::<u64>("table"),
@@ -75,7 +75,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[
         Param::scalar::<u64>("units"),
@@ -120,7 +120,7 @@ pub static HOT_GATHER: Kernel = Kernel {
 pub static HOT_SCATTER: Kernel = Kernel {
     name: "berth_hot_scatter",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[
         Param::scalar::<u64>("units"),
@@ -152,7 +152,7 @@ pub static HOT_SCATTER: Kernel = Kernel {
 pub static HOT_CAPTURE: Kernel = Kernel {
     name: "berth_hot_capture",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[
         Param::scalar::<u64>("units"),
@@ -192,7 +192,7 @@ pub(crate) const PENDING: u32 = u32::MAX - 1;
 pub static HOT_SLOTS: Kernel = Kernel {
     name: "berth_hot_slots",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[
         Param::scalar::<u64>("rows"),
@@ -216,7 +216,7 @@ pub static HOT_SLOTS: Kernel = Kernel {
 pub static FILL_U32: Kernel = Kernel {
     name: "berth_fill_u32",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[
         Param::scalar::<u64>("value"),
@@ -238,7 +238,7 @@ pub static FILL_U32: Kernel = Kernel {
 pub static HOT_FILL: Kernel = Kernel {
     name: "berth_hot_fill",
     crate_name: "berth_runtime",
-    ptx: RUNTIME_PTX,
+    crate_ptx: Some(RUNTIME_PTX),
     sass: None,
     params: &[
         Param::scalar::<u64>("units"),

@@ -142,7 +142,7 @@ fn byte_global(line: &str) -> Option<(String, Vec<u8>)> {
 
 /// Check that `kernel`'s PTX entry has exactly the parameters its launcher passes.
 pub fn check_kernel(kernel: &Kernel) -> Result<()> {
-    check_against(kernel, &entries(kernel.ptx))
+    check_against(kernel, &entries(kernel.ptx()))
 }
 
 /// [`check_kernel`] against the already parsed entries of the kernel's PTX, so that the
@@ -191,7 +191,7 @@ mod tests {
         Kernel {
             name: "fill",
             crate_name: "test",
-            ptx,
+            crate_ptx: Some(ptx),
             sass: None,
             params: PARAMS,
             location: "here",

@@ -113,7 +113,7 @@ fn the_builder_reads_what_the_macro_wrote() {
         })
         .collect();
     for name in [k.name, k.linear.unwrap()] {
-        let header = header(k.ptx, name);
+        let header = header(k.ptx(), name);
         let params: Vec<&str> = header
             .lines()
             .filter(|l| l.trim_start().starts_with(".param"))
@@ -130,17 +130,17 @@ fn the_builder_reads_what_the_macro_wrote() {
         }
         assert!(header.contains(".reqntid 32, 1, 1"), "{header}");
         assert!(header.contains(".minnctapersm 4"), "{header}");
-        let body = body(k.ptx, name);
+        let body = body(k.ptx(), name);
         assert!(
             body.contains("mul.rn.f32") && !body.contains("fma.rn.f32"),
             "`{name}` asked for exact arithmetic:\n{body}"
         );
     }
     // The same `a * b + c` in a kernel that did not ask fuses (so the check above can fail).
-    let fused = body(berth_fixtures::__BERTH_KERNEL_mul_add.ptx, "mul_add");
+    let fused = body(berth_fixtures::__BERTH_KERNEL_mul_add.ptx(), "mul_add");
     assert!(fused.contains("fma.rn.f32"), "{fused}");
     assert!(
-        !k.ptx.contains("berth:"),
+        !k.ptx().contains("berth:"),
         "a section of berth's is left in the PTX"
     );
 }

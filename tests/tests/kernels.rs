@@ -77,7 +77,7 @@ fn every_ptx_entry_has_a_launcher() {
     let ks = kernels();
     let crates: BTreeSet<&str> = ks.iter().map(|k| k.crate_name).collect();
     for c in crates {
-        let ptx_text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
+        let ptx_text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx();
         for e in ptx::entries(ptx_text) {
             // A kernel's linear entry belongs to its launcher too.
             assert!(
@@ -126,7 +126,7 @@ fn example_kernels_carry_sass_for_their_arch() {
         let own = sass
             .kernel(k.name)
             .unwrap_or_else(|| panic!("kernel `{}` has no cubin of its own", k.name));
-        let piece = berth::ptx::kernel_module(k.ptx, &[k.name]).unwrap();
+        let piece = berth::ptx::kernel_module(k.ptx(), &[k.name]).unwrap();
         let specific = ["wgmma.", "setmaxnreg."].iter().any(|i| piece.contains(i));
         assert_eq!(
             own.arch,
@@ -213,7 +213,7 @@ fn ptx_is_for_sm_90_and_passes_ptxas() {
     let dir = tmp.path();
     let (mut capped, mut heavy) = (0, false);
     for c in crates {
-        let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
+        let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx();
         assert!(
             text.contains(".target sm_90"),
             "crate `{c}` PTX is not for sm_90"
@@ -304,7 +304,7 @@ fn every_kernels_own_module_passes_ptxas() {
     std::fs::create_dir_all(&dir).unwrap();
     let mut pieces = Vec::new();
     for c in ks.iter().map(|k| k.crate_name).collect::<BTreeSet<_>>() {
-        let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx;
+        let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx();
         let split = ptx::Split::parse(text).unwrap_or_else(|e| panic!("crate `{c}`: {e}"));
         for k in ks.iter().filter(|k| k.crate_name == c) {
             let mut want: Vec<&str> = vec![k.name];
@@ -356,7 +356,7 @@ fn every_kernels_own_module_passes_ptxas() {
     let largest = pieces.iter().map(|p| p.2).max().unwrap_or(0);
     // What a first launch without SASS spends cutting the module (the runtime keeps the parse).
     let t = std::time::Instant::now();
-    let examples = berth_examples::__BERTH_KERNEL_saxpy.ptx;
+    let examples = berth_examples::__BERTH_KERNEL_saxpy.ptx();
     let cut = ptx::kernel_module(examples, &["saxpy"]).unwrap();
     let ms = t.elapsed().as_secs_f64() * 1e3;
     assert!(cut.len() < examples.len());
@@ -372,7 +372,7 @@ fn every_kernels_own_module_passes_ptxas() {
 fn entry_body(name: &str) -> &'static str {
     let k = kernels().into_iter().find(|k| k.name == name).unwrap();
     let rest = k
-        .ptx
+        .ptx()
         .split(&format!(".entry {name}("))
         .nth(1)
         .unwrap_or_else(|| panic!("no entry `{name}` in the PTX"));
@@ -442,7 +442,11 @@ fn the_runtime_kernels_are_valid_ptx() {
     let capture = &berth::__private::HOT_CAPTURE;
     let all = [k, probe, gather, fill, slots, fill_u32, capture];
     for other in all {
-        assert_eq!(k.ptx, other.ptx, "one module for the runtime's crate name");
+        assert_eq!(
+            k.ptx(),
+            other.ptx(),
+            "one module for the runtime's crate name"
+        );
     }
     for k in all {
         ptx::check_kernel(k).unwrap_or_else(|e| panic!("{e}"));
@@ -461,14 +465,14 @@ fn the_runtime_kernels_are_valid_ptx() {
         .unwrap();
     let dir = tmp.path();
     let file = dir.join("runtime.ptx");
-    std::fs::write(&file, k.ptx).unwrap();
+    std::fs::write(&file, k.ptx()).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, &target_of(&file))
         .unwrap_or_else(|e| panic!("{e}"));
     for k in all {
         assert!(usage.iter().any(|u| u.name == k.name), "{usage:?}");
     }
     // The kernel stores with system-scope release semantics, nothing else.
-    assert!(k.ptx.contains("st.release.sys.global.u32"));
+    assert!(k.ptx().contains("st.release.sys.global.u32"));
 }
 
 /// The default build links libdevice into every module that calls device math (no
@@ -481,7 +485,7 @@ fn device_math_builds_with_and_without_libdevice() {
     let ks = kernels();
     for k in &ks {
         assert!(
-            !k.ptx.contains(".extern .func"),
+            !k.ptx().contains(".extern .func"),
             "the PTX of `{}` calls functions it does not define",
             k.crate_name
         );
@@ -655,7 +659,7 @@ fn plain_ports_keep_their_arrays_in_registers_and_checks_out_of_the_multiply_loo
     let dir = std::env::temp_dir().join(format!("berth-plain-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("examples.ptx");
-    std::fs::write(&file, plain[0].ptx).unwrap();
+    std::fs::write(&file, plain[0].ptx()).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, &target_of(&file))
         .unwrap_or_else(|e| panic!("{e}"));
     std::fs::remove_dir_all(&dir).unwrap();
@@ -697,7 +701,7 @@ fn the_performance_lints_name_the_kernels_that_pay() {
             .map(|l| l.kind.clone())
             .collect()
     };
-    let from_ptx = lints(k.ptx, &[]);
+    let from_ptx = lints(k.ptx(), &[]);
     assert!(
         matches!(
             of(&from_ptx, "sgemm_tiled")[..],
@@ -724,10 +728,10 @@ fn the_performance_lints_name_the_kernels_that_pay() {
     let dir = std::env::temp_dir().join(format!("berth-lints-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("examples.ptx");
-    std::fs::write(&file, k.ptx).unwrap();
+    std::fs::write(&file, k.ptx()).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, &target_of(&file))
         .unwrap_or_else(|e| panic!("{e}"));
-    let found = lints(k.ptx, &usage);
+    let found = lints(k.ptx(), &usage);
     // `nbody_capped` fits its cap of 32 registers without a frame.
     assert_eq!(of(&found, "nbody_capped"), [], "{found:?}");
     // Device math's argument reduction keeps a local array: a frame without spills.
@@ -736,10 +740,10 @@ fn the_performance_lints_name_the_kernels_that_pay() {
         .find(|k| k.name == "math_f32")
         .unwrap();
     let file = dir.join("fixtures.ptx");
-    std::fs::write(&file, f.ptx).unwrap();
+    std::fs::write(&file, f.ptx()).unwrap();
     let usage = berth_build::ptxas_usage(&ptxas, &file, &target_of(&file))
         .unwrap_or_else(|e| panic!("{e}"));
-    let found_f = lints(f.ptx, &usage);
+    let found_f = lints(f.ptx(), &usage);
     assert!(
         matches!(of(&found_f, "math_f32")[..], [LintKind::LocalFrame { stack, .. }] if stack > 0),
         "{found_f:?}"

@@ -20,6 +20,7 @@ mod benches;
 mod bundle;
 mod host_check;
 mod ptx;
+mod rebuild;
 mod record;
 mod reliability;
 mod stats;
@@ -43,6 +44,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   gpu                                         stage GPU tests + benchmarks in .gpu/
   bench                                       stage the same bundle, print the benchmark command
   calibrate [OUT.json]                        measure this machine's link for #[auto] placement (GPU)
+  rebuild [--profile dev|release] [--edits N] time a one-line kernel edit's rebuild (no GPU)
   record DIR                                  write BENCHMARKS.md, bench/results/, GPU-RESULTS.md and RELIABILITY.md from a run's output
   asan [--no-record] [--skip TEST]...         the simulator's tests under AddressSanitizer (RELIABILITY.md)
   valgrind [--no-record] [--skip TEST]...     the same under valgrind's memcheck (slow)";
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Some("gpu") => bundle::run(false),
         Some("bench") => bundle::run(true),
         Some("calibrate") => calibrate(&args[1..]),
+        Some("rebuild") => rebuild::run(&args[1..]),
         Some("asan") => host_check::asan(&args[1..]),
         Some("valgrind") => host_check::valgrind(&args[1..]),
         Some("record") => match args.get(1) {

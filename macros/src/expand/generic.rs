@@ -35,13 +35,14 @@ pub fn kernel(
         items.push(padding_checks(opts, &ki));
         items.push(entry(opts, &ki, &callee));
         items.push(sim_entry(opts, &ki, &callee));
-        // The crate's cubin, where this kernel carries it, goes with the first instance only:
-        // one image per crate, as for plain kernels.
+        // The crate's PTX and cubins, where this kernel carries them, go with the first
+        // instance only: one copy per crate, as for plain kernels.
         let files = if i == 0 {
             files
         } else {
             Embedded {
                 cubin: None,
+                carries_ptx: false,
                 ..files
             }
         };

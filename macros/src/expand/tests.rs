@@ -265,7 +265,10 @@ fn failed_gpu_build_first_kernel() {
         true,
     );
     assert_eq!(text.matches("include_str!").count(), 1, "{text}");
-    assert!(text.contains("ptx: \"\","), "{text}");
+    assert!(
+        text.contains("crate_ptx: ::core::option::Option::None,"),
+        "{text}"
+    );
     insta::assert_snapshot!(text);
 }
 
@@ -281,7 +284,10 @@ fn failed_gpu_build_later_kernel() {
     );
     assert!(!text.contains("include_str!"), "{text}");
     assert!(!text.contains("GpuBuild"), "{text}");
-    assert!(text.contains("ptx: \"\","), "{text}");
+    assert!(
+        text.contains("crate_ptx: ::core::option::Option::None,"),
+        "{text}"
+    );
     // The rest of the expansion is the one with PTX, but for the embedded string.
     let with_ptx = expand_with(
         TokenStream::new(),
@@ -292,7 +298,54 @@ fn failed_gpu_build_later_kernel() {
     );
     assert_eq!(
         text,
-        with_ptx.replace("ptx: include_str!(\"/path/k.ptx\"),", "ptx: \"\",")
+        with_ptx.replace(
+            "crate_ptx: ::core::option::Option::Some(include_str!(\"/path/k.ptx\")),",
+            "crate_ptx: ::core::option::Option::None,"
+        )
+    );
+}
+
+#[test]
+fn only_the_crates_first_kernel_embeds_the_ptx() {
+    // Embedded once per crate: a later kernel's descriptor names none, and the runtime finds
+    // the crate's from the first (a copy per descriptor would be one per codegen unit, all
+    // compiled again whenever one kernel changes).
+    let later = Embedded {
+        carries_ptx: false,
+        ..Embedded::ptx(PTX)
+    };
+    let text = crate::expand::gpu_kernel(
+        TokenStream::new(),
+        quote!(
+            pub fn k(x: &[f32]) {}
+        ),
+        later,
+    )
+    .to_string();
+    assert!(!text.contains("include_str"), "{text}");
+    assert!(
+        text.contains("crate_ptx : :: core :: option :: Option :: None"),
+        "{text}"
+    );
+    let first = expand(quote!(
+        pub fn k(x: &[f32]) {}
+    ));
+    assert_eq!(first.matches("include_str!").count(), 1, "{first}");
+    // A generic kernel's first instance carries it, the others do not.
+    let generic = expand_with(
+        quote!(instances(T = f32, f64, u32)),
+        quote!(
+            pub fn g<T: Copy>(x: &[T]) {}
+        ),
+        PTX,
+    );
+    assert_eq!(generic.matches("include_str!").count(), 1, "{generic}");
+    assert_eq!(
+        generic
+            .matches("crate_ptx: ::core::option::Option::None,")
+            .count(),
+        2,
+        "{generic}"
     );
 }
 
@@ -308,7 +361,12 @@ fn failed_gpu_build_generic_kernel() {
     );
     assert_eq!(text.matches("include_str!").count(), 1, "{text}");
     assert_eq!(text.matches("static GPU_BUILD_FAILED").count(), 1, "{text}");
-    assert_eq!(text.matches("ptx: \"\",").count(), 2, "{text}");
+    assert_eq!(
+        text.matches("crate_ptx: ::core::option::Option::None,")
+            .count(),
+        2,
+        "{text}"
+    );
 }
 
 #[test]

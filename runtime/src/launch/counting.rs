@@ -70,7 +70,8 @@ fn allocations(f: impl FnOnce()) -> u64 {
 static COPY: Kernel = Kernel {
     name: "berth_test_copy",
     crate_name: "berth_runtime_counting",
-    ptx: "\
+    crate_ptx: Some(
+        "\
 .version 6.0
 .target sm_70
 .address_size 64
@@ -85,6 +86,7 @@ static COPY: Kernel = Kernel {
 \tret;
 }
 ",
+    ),
     sass: None,
     params: &[
         Param::slice_ptr::<f32>("a", false, Placement::Device),

@@ -68,8 +68,11 @@ pub struct Kernel {
     /// of one kernel crate in a program (same crate name) are two modules, each checked
     /// against its own launchers, never one module serving both.
     pub crate_name: &'static str,
-    /// The crate's PTX.
-    pub ptx: &'static str,
+    /// The crate's PTX, where this descriptor carries it: one descriptor of the crate does
+    /// (the module is embedded once, so that an edit to one kernel recompiles one codegen unit
+    /// of the crate beside the kernel's, not every one holding a descriptor);
+    /// [`Kernel::ptx`] finds it from any.
+    pub crate_ptx: Option<&'static str>,
     /// The crate's SASS for one architecture (each kernel's cubin), where ptxas was found at
     /// build time: a kernel's cubin is loaded on its first launch on a GPU that runs it, so
     /// that launch needs no JIT compilation. One descriptor of the crate carries it (the image
@@ -111,6 +114,25 @@ pub enum Entry {
 }
 
 impl Kernel {
+    /// The PTX of the kernel's crate (`""` where no descriptor of the crate carries it: a
+    /// crate whose GPU build failed does not compile).
+    pub fn ptx(&self) -> &'static str {
+        if let Some(ptx) = self.crate_ptx {
+            return ptx;
+        }
+        static FOUND: std::sync::Mutex<Vec<(&str, &str)>> = std::sync::Mutex::new(Vec::new());
+        let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&(_, ptx)) = found.iter().find(|(c, _)| *c == self.crate_name) {
+            return ptx;
+        }
+        let ptx = registered_kernels()
+            .filter(|k| k.crate_name == self.crate_name)
+            .find_map(|k| k.crate_ptx)
+            .unwrap_or("");
+        found.push((self.crate_name, ptx));
+        ptx
+    }
+
     /// The index of the length of the slice whose pointer is parameter `ptr`: its argument's
     /// [`Part::Len`] (`None` when `ptr` is not a pointer).
     pub fn len_of(&self, ptr: usize) -> Option<usize> {

@@ -34,7 +34,7 @@ impl Driver {
         // later. One pass over the PTX for the whole crate (it holds every kernel of the
         // crate), on the crate's first load.
         if !modules.keys().any(|(c, _)| *c == krate) {
-            let entries = crate::ptx::entries(kernel.ptx);
+            let entries = crate::ptx::entries(kernel.ptx());
             for k in registered_kernels().filter(|k| k.crate_name == krate) {
                 crate::ptx::check_against(k, &entries)?;
             }
@@ -53,7 +53,7 @@ impl Driver {
                         (krate, Some(kernel.name)),
                         m,
                         self::kernel_piece(kernel)
-                            .map_or(std::borrow::Cow::Borrowed(kernel.ptx), Into::into),
+                            .map_or(std::borrow::Cow::Borrowed(kernel.ptx()), Into::into),
                         "sass",
                     ),
                     // A fault of earlier work surfacing here is that fault, not a bad image.
@@ -80,8 +80,8 @@ impl Driver {
                 }
                 Image::CratePtx(why) => {
                     tracing::debug!(krate, why, "loading the crate's PTX (JIT)");
-                    let m = self.load_ptx(kernel, kernel.ptx)?;
-                    ((krate, None), m, kernel.ptx.into(), "crate ptx")
+                    let m = self.load_ptx(kernel, kernel.ptx())?;
+                    ((krate, None), m, kernel.ptx().into(), "crate ptx")
                 }
             };
         let loaded = started.elapsed();
@@ -125,8 +125,8 @@ impl Driver {
                     krate,
                     "the crate's PTX not cut into kernels ({e}): loading all of it"
                 );
-                let m = self.load_ptx(kernel, kernel.ptx)?;
-                Ok(((krate, None), m, kernel.ptx.into(), "crate ptx"))
+                let m = self.load_ptx(kernel, kernel.ptx())?;
+                Ok(((krate, None), m, kernel.ptx().into(), "crate ptx"))
             }
         }
     }
@@ -157,7 +157,7 @@ impl Driver {
 fn kernel_piece(kernel: &'static Kernel) -> std::result::Result<String, crate::ptx::SplitError> {
     let mut entries = vec![kernel.name];
     entries.extend(kernel.linear);
-    crate::ptx::split::cached(kernel.ptx).and_then(|s| s.module(&entries))
+    crate::ptx::split::cached(kernel.ptx()).and_then(|s| s.module(&entries))
 }
 
 /// `BERTH_LOAD=ptx`: load each kernel's own PTX module even where the crate's SASS would run

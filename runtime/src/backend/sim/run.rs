@@ -265,7 +265,9 @@ fn uses_barrier(k: &'static Kernel) -> bool {
     *cache
         .get_or_insert_with(HashMap::new)
         .entry(key)
-        .or_insert_with(|| k.uses_barrier || crate::ptx::Module::cached(k.ptx).uses_barrier(k.name))
+        .or_insert_with(|| {
+            k.uses_barrier || crate::ptx::Module::cached(k.ptx()).uses_barrier(k.name)
+        })
 }
 
 /// Run one block to completion, then check it: its last barrier interval, and its

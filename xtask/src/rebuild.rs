@@ -1,0 +1,198 @@
+//! `cargo xtask rebuild`: how long a one-line edit of a kernel takes to rebuild. A workspace
+//! of a kernel crate (`bench/rebuild/kernels.rs`) and a program that launches its kernels
+//! (`bench/rebuild/app.rs`), depending on this checkout by path, is written under
+//! `target/rebuild/`; the program is built once (dependencies and all), then a constant in
+//! one kernel is changed and the program built again, `--edits` times (changed back and
+//! forth), then a comment alone is changed. Each build's wall time is printed with the GPU
+//! build's stages (the kernel crate's `timings.txt`), one JSON line each into `--out`.
+//! Nothing is written outside `target/`.
+
+use crate::Result;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const USAGE: &str =
+    "usage: cargo xtask rebuild [--profile dev|release]... [--edits N] [--out FILE]";
+
+/// The line of `kernels.rs` the edits change, and what they change it to.
+const EDIT: (&str, &str) = ("let scale = 2.0f32; // EDIT", "let scale = 3.0f32; // EDIT");
+
+pub fn run(args: &[String]) -> Result {
+    let mut profiles = Vec::new();
+    let mut edits = 3usize;
+    let root = crate::workspace_root();
+    let mut out = root.join("target/rebuild/rebuild.jsonl");
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| format!("{a} needs a value\n{USAGE}"))
+        };
+        match a.as_str() {
+            "--profile" => match value()?.as_str() {
+                p @ ("dev" | "release") => profiles.push(p.to_owned()),
+                other => return Err(format!("no profile `{other}`\n{USAGE}").into()),
+            },
+            "--edits" => edits = value()?.parse().map_err(|e| format!("--edits: {e}"))?,
+            "--out" => out = PathBuf::from(value()?),
+            _ => return Err(USAGE.into()),
+        }
+    }
+    if profiles.is_empty() {
+        profiles = vec!["dev".into(), "release".into()];
+    }
+    let ws = root.join("target/rebuild/ws");
+    write_workspace(&root, &ws)?;
+    let target = root.join("target/rebuild/target");
+    let mut lines = Vec::new();
+    let commit = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(&root)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default();
+    println!(
+        "| profile | build | wall s | nested rustc | link + rewrites | opt + llc | ptxas | load |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for profile in &profiles {
+        let lib = ws.join("kernels/src/lib.rs");
+        let source = std::fs::read_to_string(root.join("bench/rebuild/kernels.rs"))?;
+        std::fs::write(&lib, &source)?;
+        let mut builds: Vec<(String, String)> = vec![("first build".into(), source.clone())];
+        for k in 0..edits {
+            let text = if k % 2 == 0 {
+                source.replace(EDIT.0, EDIT.1)
+            } else {
+                source.clone()
+            };
+            builds.push(("a constant in one kernel".into(), text));
+        }
+        let last = builds.last().map(|(_, t)| t.clone()).unwrap_or_default();
+        builds.push((
+            "a comment".into(),
+            last.replace("// EDIT", "// EDIT (a comment changed)"),
+        ));
+        for (what, text) in builds {
+            std::fs::write(&lib, &text)?;
+            let timings = target.join("berth-nvptx/berth/rebuild_kernels/timings.txt");
+            let before = std::fs::metadata(&timings).and_then(|m| m.modified()).ok();
+            let start = Instant::now();
+            let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .current_dir(&ws)
+                .args(["build", "-q", "-p", "rebuild-app", "--profile", profile])
+                .arg("--target-dir")
+                .arg(&target)
+                .status()?;
+            let wall = start.elapsed().as_secs_f64();
+            if !status.success() {
+                return Err(format!("the {profile} build after `{what}` failed").into());
+            }
+            let ran = std::fs::metadata(&timings).and_then(|m| m.modified()).ok() != before;
+            let stages = if ran {
+                read_stages(&timings)
+            } else {
+                Vec::new()
+            };
+            let stage = |names: &[&str]| -> Option<f64> {
+                let found: Vec<f64> = stages
+                    .iter()
+                    .filter(|(n, _)| names.contains(&n.as_str()))
+                    .map(|(_, s)| *s)
+                    .collect();
+                (!found.is_empty()).then(|| found.iter().sum())
+            };
+            let load = std::fs::read_to_string("/proc/loadavg")
+                .ok()
+                .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+                .unwrap_or_default();
+            let cell = |v: Option<f64>| v.map_or("–".to_owned(), |s| format!("{s:.2}"));
+            println!(
+                "| {profile} | {what} | {wall:.2} | {} | {} | {} | {} | {load} |",
+                cell(stage(&["nested build"])),
+                cell(stage(&["link", "disassembly and IR rewrites"])),
+                cell(stage(&["opt and llc"])),
+                cell(stage(&["ptxas"])),
+            );
+            let stages_json: Vec<String> = stages
+                .iter()
+                .map(|(n, s)| format!("{:?}: {s:.3}", n))
+                .collect();
+            lines.push(format!(
+                "{{\"bench\": \"rebuild\", \"commit\": \"{commit}\", \"profile\": \"{profile}\", \"build\": \"{what}\", \"wall_s\": {wall:.3}, \"gpu_build_ran\": {ran}, \"stages_s\": {{{}}}, \"load\": \"{load}\", \"cores\": {}}}",
+                stages_json.join(", "),
+                std::thread::available_parallelism().map_or(1, usize::from),
+            ));
+        }
+    }
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&out, lines.join("\n") + "\n")?;
+    println!("\nraw lines: {}", out.display());
+    Ok(())
+}
+
+/// The workspace under `ws`: the kernel crate and the program, on this checkout by path, with
+/// this checkout's lock file (the same versions of every dependency).
+fn write_workspace(root: &Path, ws: &Path) -> Result {
+    let dep = |p: &str| format!("{{ path = {:?} }}", root.join(p).display().to_string());
+    let files = [
+        (
+            "Cargo.toml",
+            "[workspace]\nmembers = [\"kernels\", \"app\"]\nresolver = \"3\"\n".to_owned(),
+        ),
+        (
+            "kernels/Cargo.toml",
+            format!(
+                "[package]\nname = \"rebuild-kernels\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
+                 [dependencies]\nberth-gpu = {}\n\n[build-dependencies]\nberth-gpu-build = {}\n",
+                dep("."),
+                dep("builder")
+            ),
+        ),
+        (
+            "kernels/build.rs",
+            "fn main() {\n    berth_build::kernels()\n}\n".to_owned(),
+        ),
+        (
+            "app/Cargo.toml",
+            format!(
+                "[package]\nname = \"rebuild-app\"\nversion = \"0.1.0\"\nedition = \"2024\"\npublish = false\n\n\
+                 [dependencies]\nberth-gpu = {}\nrebuild-kernels = {{ path = \"../kernels\" }}\n",
+                dep(".")
+            ),
+        ),
+        (
+            "app/src/main.rs",
+            std::fs::read_to_string(root.join("bench/rebuild/app.rs"))?,
+        ),
+    ];
+    for (path, text) in files {
+        let path = ws.join(path);
+        std::fs::create_dir_all(path.parent().expect("a file in a folder"))?;
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            std::fs::write(&path, text)?;
+        }
+    }
+    std::fs::create_dir_all(ws.join("kernels/src"))?;
+    if !ws.join("Cargo.lock").is_file() {
+        std::fs::copy(root.join("Cargo.lock"), ws.join("Cargo.lock"))?;
+    }
+    Ok(())
+}
+
+/// The stages of a GPU build's `timings.txt` (`stage: N ms`), in seconds.
+fn read_stages(path: &Path) -> Vec<(String, f64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (name, ms) = l.split_once(": ")?;
+            let ms: f64 = ms.strip_suffix(" ms")?.parse().ok()?;
+            Some((name.to_owned(), ms / 1e3))
+        })
+        .collect()
+}
