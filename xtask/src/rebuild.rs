@@ -61,7 +61,8 @@ pub fn run(args: &[String]) -> Result {
         let lib = ws.join("kernels/src/lib.rs");
         let source = std::fs::read_to_string(root.join("bench/rebuild/kernels.rs"))?;
         std::fs::write(&lib, &source)?;
-        let mut builds: Vec<(String, String)> = vec![("first build of the run".into(), source.clone())];
+        let mut builds: Vec<(String, String)> =
+            vec![("first build of the run".into(), source.clone())];
         for k in 0..edits {
             let text = if k % 2 == 0 {
                 source.replace(EDIT.0, EDIT.1)
