@@ -12,7 +12,9 @@ makes it). Needs nvcc, ptxas and nvdisasm of one CUDA release on PATH or in the
 (`pip install nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-cccl==13.0.85
 nvidia-cuda-nvdisasm`).
 
-The instruction count is static: every path of the kernel, its failure paths included, not
+The hot loop is the loop holding the most floating-point instructions: its length is what
+each trip executes (checks hoisted out of it leave a second, checked copy elsewhere that the
+static count includes). The instruction count is static: every path of the kernel, its failure paths included, not
 the instructions a launch executes. It shows where a kernel's code differs from nvcc's
 (unrolled or not, checks, 64-bit arithmetic); only a GPU run says what that costs.
 """
@@ -88,17 +90,40 @@ def usage(ptxas_log):
 
 
 def sass_counts(nvdisasm, cubin):
-    """{function name: machine instructions} of a cubin."""
+    """{function name: (machine instructions, hot loop)} of a cubin, where the hot loop is
+    (instructions, floating-point instructions) of the loop holding the most floating-point
+    instructions (its body from the target of a backward branch to the branch), or None."""
     text = run([nvdisasm, "-c", cubin]).stdout
-    counts, cur = collections.Counter(), None
+    funcs, cur = collections.defaultdict(list), None
+    labels = collections.defaultdict(dict)
     for line in text.splitlines():
         m = re.match(r"\s*\.text\.(\S+):", line)
         if m:
             cur = m.group(1)
             continue
-        if cur and re.match(r"\s*/\*[0-9a-f]{4,}\*/", line):
-            counts[cur] += 1
-    return counts
+        if not cur:
+            continue
+        m = re.match(r"\s*(\.L\w+):", line)
+        if m:
+            labels[cur][m.group(1)] = len(funcs[cur])
+            continue
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s*(.*?);", line)
+        if m:
+            funcs[cur].append(m.group(1))
+    out = {}
+    for name, code in funcs.items():
+        best = None
+        for i, ins in enumerate(code):
+            m = re.search(r"\bBRA\b.*?(\.L\w+)", ins)
+            start = labels[name].get(m.group(1)) if m else None
+            if start is None or start > i:
+                continue
+            body = code[start:i + 1]
+            fp = sum(bool(re.search(r"\b(FFMA|FADD|FMUL|MUFU|DFMA|HFMA2)\b", x)) for x in body)
+            if fp and (best is None or fp > best[1]):
+                best = (len(body), fp)
+        out[name] = (len(code), best)
+    return out
 
 
 def demangled(name):
@@ -147,18 +172,26 @@ def main():
             "kernel": berth, "reference": cuda,
             "registers": br, "nvcc_registers": nr,
             "stack": bs, "spill_stores": bsp, "nvcc_stack": ns,
-            "sass": our_sass.get(berth, 0), "nvcc_sass": ref_sass.get(cuda, 0),
+            "sass": our_sass.get(berth, (0, None))[0],
+            "nvcc_sass": ref_sass.get(cuda, (0, None))[0],
+            "hot_loop": our_sass.get(berth, (0, None))[1],
+            "nvcc_hot_loop": ref_sass.get(cuda, (0, None))[1],
         })
     if "--json" in sys.argv:
         for r in rows:
             print(json.dumps(r))
         return
-    print(f"| kernel | nvcc kernel | registers (nvcc) | stack / spills (nvcc stack) | SASS instructions (nvcc) |")
-    print("|---|---|---:|---:|---:|")
+    def loop(hot):
+        return "—" if hot is None else f"{hot[0]} / {hot[1]}"
+
+    print("| kernel | nvcc kernel | registers (nvcc) | stack / spills (nvcc stack) "
+          "| SASS instructions (nvcc) | hot loop: instructions / FP (nvcc) |")
+    print("|---|---|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['kernel']} | {r['reference']} | {r['registers']} ({r['nvcc_registers']}) "
               f"| {r['stack']} / {r['spill_stores']} ({r['nvcc_stack']}) "
-              f"| {r['sass']} ({r['nvcc_sass']}) |")
+              f"| {r['sass']} ({r['nvcc_sass']}) "
+              f"| {loop(r['hot_loop'])} ({loop(r['nvcc_hot_loop'])}) |")
 
 
 if __name__ == "__main__":
