@@ -44,6 +44,10 @@ pub enum Op {
     /// One step of a simulated `mma.sync`: read lane `arg`'s operand registers. Every lane of
     /// the warp takes part.
     Mma,
+    /// One step of a simulated TF32 `mma.sync` (`mma::tf32::mma`).
+    MmaTf32,
+    /// One step of a simulated 8-bit integer `mma.sync` (`mma::int8::mma`).
+    MmaInt8,
     /// One step of a simulated `ldmatrix`: read lane `arg`'s row address. Every lane of the
     /// warp takes part.
     Ldmatrix,
@@ -73,6 +77,8 @@ impl Op {
             Op::SumU32 | Op::MinU32 | Op::MaxU32 | Op::MinI32 | Op::MaxI32 => "warp::reduce",
             Op::Sync => "warp::sync_warp",
             Op::Mma => "mma::mma",
+            Op::MmaTf32 => "mma::tf32::mma",
+            Op::MmaInt8 => "mma::int8::mma",
             Op::Ldmatrix => "mma::ldmatrix",
             Op::Wgmma => "wgmma::mma_async_rs",
         }
@@ -177,7 +183,7 @@ pub fn exchange(
             Op::MinI32 => lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64,
             Op::MaxI32 => lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64,
             Op::Sync => 0,
-            Op::Mma | Op::Ldmatrix | Op::Wgmma => {
+            Op::Mma | Op::MmaTf32 | Op::MmaInt8 | Op::Ldmatrix | Op::Wgmma => {
                 if group != u32::MAX || exists != u32::MAX {
                     return Err((
                         l,

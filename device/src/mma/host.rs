@@ -79,6 +79,96 @@ pub(super) fn mma(
     })
 }
 
+/// This lane's part of the TF32 `a × b + c` (m16n8k8) from its registers (`a`: 4, `b`: 2
+/// TF32 values, `c`: 4).
+pub(super) fn mma_tf32(
+    a: [f32; 4],
+    b: [f32; 2],
+    c: [f32; 4],
+    at: &'static Location<'static>,
+) -> [f32; 4] {
+    let (g, t) = lane_parts();
+    // Rows g and g + 8 of A, from lanes 4g..4g + 4: lane 4g + i holds column i (registers 0
+    // and 1: rows g, g + 8) and column i + 4 (registers 2 and 3).
+    let mut rows = [[0f32; 8]; 2];
+    let (lo, hi) = (
+        pair(a[0].to_bits(), a[1].to_bits()),
+        pair(a[2].to_bits(), a[3].to_bits()),
+    );
+    for i in 0..4 {
+        for (w, col) in [(lo, i), (hi, i + 4)] {
+            let w = gather(Op::MmaTf32, w, 4 * g + i, at);
+            rows[0][col] = f32::from_bits(w as u32);
+            rows[1][col] = f32::from_bits((w >> 32) as u32);
+        }
+    }
+    // Columns 2t and 2t + 1 of B: column n is held by lanes 4n..4n + 4, lane 4n + i holding
+    // rows i (register 0) and i + 4 (register 1).
+    let mut cols = [[0f32; 8]; 2];
+    let mine = pair(b[0].to_bits(), b[1].to_bits());
+    for (j, col) in cols.iter_mut().enumerate() {
+        for i in 0..4 {
+            let w = gather(Op::MmaTf32, mine, 4 * (2 * t + j) + i, at);
+            (col[i], col[i + 4]) = (f32::from_bits(w as u32), f32::from_bits((w >> 32) as u32));
+        }
+    }
+    core::array::from_fn(|e| {
+        let (row, col) = (&rows[e / 2], &cols[e % 2]);
+        // A product of two 11-bit significands fits f32's 24 bits: exact.
+        (0..8).fold(c[e], |acc, k| acc + row[k] * col[k])
+    })
+}
+
+/// This lane's part of the 8-bit `a × b + c` (m16n8k32) from its registers (`a`: 4, `b`: 2,
+/// four elements each, read by `wa` and `wb`; `c`: 4): the exact sum, clamped to `i32`.
+pub(super) fn mma_int8(
+    a: [u32; 4],
+    b: [u32; 2],
+    c: [i32; 4],
+    wa: fn(u8) -> i32,
+    wb: fn(u8) -> i32,
+    at: &'static Location<'static>,
+) -> [i32; 4] {
+    let (g, t) = lane_parts();
+    // Rows g and g + 8 of A, from lanes 4g..4g + 4: lane 4g + i holds columns 4i..4i + 4
+    // (registers 0 and 1: rows g, g + 8) and 4i + 16..4i + 20 (registers 2 and 3).
+    let mut rows = [[0i32; 32]; 2];
+    let (lo, hi) = (pair(a[0], a[1]), pair(a[2], a[3]));
+    for i in 0..4 {
+        for (w, col) in [(lo, 4 * i), (hi, 4 * i + 16)] {
+            let w = gather(Op::MmaInt8, w, 4 * g + i, at);
+            for (r, row) in rows.iter_mut().enumerate() {
+                let bytes = ((w >> (32 * r)) as u32).to_le_bytes();
+                for (j, &byte) in bytes.iter().enumerate() {
+                    row[col + j] = wa(byte);
+                }
+            }
+        }
+    }
+    // Columns 2t and 2t + 1 of B: column n is held by lanes 4n..4n + 4, lane 4n + i holding
+    // rows 4i..4i + 4 (register 0) and 4i + 16..4i + 20 (register 1).
+    let mut cols = [[0i32; 32]; 2];
+    let mine = pair(b[0], b[1]);
+    for (j, col) in cols.iter_mut().enumerate() {
+        for i in 0..4 {
+            let w = gather(Op::MmaInt8, mine, 4 * (2 * t + j) + i, at);
+            for (r, k0) in [(0, 4 * i), (1, 4 * i + 16)] {
+                let bytes = ((w >> (32 * r)) as u32).to_le_bytes();
+                for (j, &byte) in bytes.iter().enumerate() {
+                    col[k0 + j] = wb(byte);
+                }
+            }
+        }
+    }
+    core::array::from_fn(|e| {
+        let (row, col) = (&rows[e / 2], &cols[e % 2]);
+        let sum = (0..32).fold(i64::from(c[e]), |acc, k| {
+            acc + i64::from(row[k]) * i64::from(col[k])
+        });
+        sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+    })
+}
+
 /// # Safety
 /// As [`super::ldmatrix`]: `p` is an aligned row of eight elements in block-shared memory
 /// (in the host's backing of it), and the read contract holds for every row the warp names.

@@ -2,8 +2,11 @@
 //! `bf16`, against the host's product.
 
 use super::*;
+use berth::mma::tf32;
 use berth::{bf16, f16};
-use berth_fixtures::mma::{MMA_PATHS, mma_paths_bf16, mma_paths_f16};
+use berth_fixtures::mma::{
+    MMA_PATHS, mma_paths_bf16, mma_paths_f16, mma_s8_product, mma_tf32_product, mma_u8s8_product,
+};
 
 /// `a × b + c` of 16×16 matrices (`b` K×N row-major), products and sums in `f64`.
 fn product(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
@@ -90,6 +93,168 @@ fn mma_fragments_multiply_like_the_host_through_every_load_path() {
             &want,
             &magnitudes(&af, &bf, &c),
             &format!("bf16, round {round}"),
+        );
+    }
+}
+
+/// `x` (finite, not zero) rounded to 11 significant bits, to nearest, ties away from zero:
+/// TF32's `cvt.rna`, computed apart from `berth::mma::tf32::round`.
+fn to_tf32(x: f32) -> f32 {
+    let x = f64::from(x);
+    let ulp = 2f64.powi(x.abs().log2().floor() as i32 - 10);
+    ((x / ulp).round() * ulp) as f32
+}
+
+#[test]
+fn tf32_rounding_is_to_nearest_ties_away() {
+    for x in random_f32(10_000).iter().map(|x| x * 8.0 - 4.0) {
+        assert_eq!(tf32::round(x), to_tf32(x), "{x}");
+    }
+    // Ties: 1 + 2^-11 and 3 · 2^-11 above 1 lie halfway between TF32 neighbours.
+    for (x, want) in [
+        (1.0 + 2f32.powi(-11), 1.0 + 2f32.powi(-10)),
+        (-(1.0 + 2f32.powi(-11)), -(1.0 + 2f32.powi(-10))),
+        (1.0 + 3.0 * 2f32.powi(-11), 1.0 + 2.0 * 2f32.powi(-10)),
+    ] {
+        assert_eq!(tf32::round(x), want, "{x}");
+    }
+    assert_eq!(tf32::round(f32::MAX), f32::INFINITY);
+    assert_eq!(tf32::round(f32::NEG_INFINITY), f32::NEG_INFINITY);
+    assert!(tf32::round(f32::NAN).is_nan());
+}
+
+#[test]
+fn tf32_fragments_multiply_the_rounded_values_like_the_host() {
+    let (_g, gpu) = gpu();
+    for round in 0..3 {
+        let v = |n| -> Vec<f32> { random_f32(n).iter().map(|x| x * 4.0 - 2.0).collect() };
+        let (a, b, c) = (v(256), v(256), v(256));
+        let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
+        let (da, db, dc) = (
+            gpu.upload(&a).unwrap(),
+            gpu.upload(&b).unwrap(),
+            gpu.upload(&c).unwrap(),
+        );
+        mma_tf32_product(&gpu, Grid::new(1, 32), &da, &db, &dc, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        // What the tensor cores multiply: the inputs rounded to TF32 (as `cvt.rna`).
+        let (ar, br): (Vec<f32>, Vec<f32>) = (
+            a.iter().map(|&x| to_tf32(x)).collect(),
+            b.iter().map(|&x| to_tf32(x)).collect(),
+        );
+        assert!(
+            a.iter().zip(&ar).any(|(x, r)| x != r),
+            "the random inputs are not all TF32 values already"
+        );
+        let (want, scale) = (product(&ar, &br, &c), magnitudes(&ar, &br, &c));
+        let got = out.to_vec().unwrap();
+        // Products exact, 16 sums in the tensor cores' order and precision (as the 16-bit
+        // products' test allows).
+        for i in 0..256 {
+            let g = f64::from(got[i]);
+            let tol = scale[i] * 2f64.powi(-16) + 1e-30;
+            assert!(
+                (g - want[i]).abs() <= tol,
+                "tf32, round {round}: element ({}, {}) is {g}, want {} (±{tol})",
+                i / 16,
+                i % 16,
+                want[i]
+            );
+        }
+        // And the unrounded inputs' product is further off than that, for some element: the
+        // rounding is what the test sees.
+        let (exact, _) = host_gemm(&a, &b, 16, 16, 16);
+        let exact: Vec<f64> = exact
+            .iter()
+            .zip(&c)
+            .map(|(x, &c)| x + f64::from(c))
+            .collect();
+        assert!(
+            (0..256).any(|i| (exact[i] - want[i]).abs() > scale[i] * 2f64.powi(-16)),
+            "tf32, round {round}: rounding the inputs changed no element beyond the tolerance"
+        );
+    }
+}
+
+/// `a × b + c` of `a` 16×64 and `b` 64×16 (K×N row-major) as the kernel computes it: two
+/// products of 32 steps of k, each sum exact and clamped to `i32` (the `.satfinite` of each
+/// 8-bit `mma`).
+fn int8_product(a: &[i32], b: &[i32], c: &[i32]) -> Vec<i32> {
+    (0..256)
+        .map(|i| {
+            let (r, n) = (i / 16, i % 16);
+            [0, 32].iter().fold(c[i], |acc, &k0| {
+                let s = (k0..k0 + 32).fold(i64::from(acc), |s, k| {
+                    s + i64::from(a[r * 64 + k]) * i64::from(b[k * 16 + n])
+                });
+                s.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn int8_fragments_multiply_exactly_and_saturate_like_the_host() {
+    let (_g, gpu) = gpu();
+    for round in 0..3 {
+        let bytes = |n| -> Vec<u8> { random_u32(n).iter().map(|x| *x as u8).collect() };
+        let (ab, bb) = (bytes(1024), bytes(1024));
+        // Sums of 64 products reach about ±2^20: C near the ends of i32's range saturates
+        // some elements, both ways, and the rest are random.
+        let c: Vec<i32> = random_u32(256)
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| match i % 8 {
+                0 => i32::MAX - (x % 1000) as i32,
+                1 => i32::MIN + (x % 1000) as i32,
+                _ => x as i32 >> 4,
+            })
+            .collect();
+        let dc = gpu.upload(&c).unwrap();
+        let b: Vec<i8> = bb.iter().map(|&x| x as i8).collect();
+        let bw: Vec<i32> = b.iter().map(|&x| i32::from(x)).collect();
+        let db = gpu.upload(&b).unwrap();
+
+        let a: Vec<i8> = ab.iter().map(|&x| x as i8).collect();
+        let mut out = gpu.upload(&vec![i32::MIN; 256]).unwrap();
+        mma_s8_product(
+            &gpu,
+            Grid::new(1, 32),
+            &gpu.upload(&a).unwrap(),
+            &db,
+            &dc,
+            &mut out,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        let aw: Vec<i32> = a.iter().map(|&x| i32::from(x)).collect();
+        let want = int8_product(&aw, &bw, &c);
+        assert_eq!(out.to_vec().unwrap(), want, "s8 × s8, round {round}");
+        assert!(
+            want.iter().any(|&x| x == i32::MAX) || want.iter().any(|&x| x == i32::MIN),
+            "no element saturated: the test does not see `.satfinite`"
+        );
+
+        let mut out = gpu.upload(&vec![i32::MIN; 256]).unwrap();
+        mma_u8s8_product(
+            &gpu,
+            Grid::new(1, 32),
+            &gpu.upload(&ab).unwrap(),
+            &db,
+            &dc,
+            &mut out,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        let aw: Vec<i32> = ab.iter().map(|&x| i32::from(x)).collect();
+        assert_eq!(
+            out.to_vec().unwrap(),
+            int8_product(&aw, &bw, &c),
+            "u8 × s8, round {round}"
         );
     }
 }
