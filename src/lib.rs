@@ -119,6 +119,7 @@ pub use berth_device::{
     Packed, Packing, PerBlock, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles,
     Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
+pub use berth_device::{F8E4M3, F8E5M2};
 pub use berth_device::{mbarrier, tma, wgmma};
 #[doc = include_str!("gpu_kernel.md")]
 pub use berth_macros::gpu_kernel;

@@ -2,7 +2,8 @@
 //! instructions need. llc writes the build's architecture and its default ISA version; inline
 //! PTX it does not read may use more: the warpgroup instructions (`wgmma`, `setmaxnreg`) exist
 //! only on `sm_90a` (the architecture-specific variant of sm_90, which runs on sm_90 GPUs
-//! only), and the bulk copies and transaction-counting barriers need PTX ISA 8.0.
+//! only), the bulk copies and transaction-counting barriers need PTX ISA 8.0, and `mma` on
+//! 8-bit floats PTX ISA 8.4.
 
 use berth_abi::SM90A_ONLY;
 use std::path::Path;
@@ -15,6 +16,9 @@ const ISA_80: [&str; 5] = [
     "fence.proxy.async",
 ];
 
+/// Types whose `mma` needs PTX ISA 8.4.
+const ISA_84: [&str; 2] = [".e4m3", ".e5m2"];
+
 /// `ptx` with its `.target` and `.version` raised for the instructions it holds, and the
 /// architecture to assemble it for: `arch` itself, or `sm_90a` for sm_90 PTX that uses
 /// `wgmma` or `setmaxnreg`.
@@ -25,7 +29,13 @@ pub fn raise(ptx: &str, arch: &str) -> (String, String) {
     } else {
         arch.to_owned()
     };
-    let isa80 = uses(&ISA_80);
+    let isa = if uses(&ISA_84) {
+        Some((8, 4))
+    } else if uses(&ISA_80) {
+        Some((8, 0))
+    } else {
+        None
+    };
     let mut out = String::with_capacity(ptx.len() + 8);
     for line in ptx.split_inclusive('\n') {
         let body = line.trim_end();
@@ -36,10 +46,10 @@ pub fn raise(ptx: &str, arch: &str) -> (String, String) {
                 .unwrap_or_default();
             out.push_str(&format!(".target {arch}{rest}\n"));
         } else if let Some(v) = body.strip_prefix(".version ")
-            && isa80
-            && version(v) < (8, 0)
+            && let Some((major, minor)) = isa
+            && version(v) < (major, minor)
         {
-            out.push_str(".version 8.0\n");
+            out.push_str(&format!(".version {major}.{minor}\n"));
         } else {
             out.push_str(line);
         }
@@ -72,6 +82,17 @@ mod tests {
         let (out, arch) = raise(ptx, "sm_90");
         assert_eq!(arch, "sm_90a");
         assert!(out.starts_with(".version 8.0\n.target sm_90a\n.address_size 64\n"));
+    }
+
+    #[test]
+    fn fp8_products_raise_the_version_to_8_4() {
+        let ptx =
+            ".version 8.0\n.target sm_90\nmma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32 x;\n";
+        let (out, arch) = raise(ptx, "sm_90");
+        assert!(out.starts_with(".version 8.4\n.target sm_90\n"), "{out}");
+        assert_eq!(arch, "sm_90");
+        let newer = ".version 8.7\n.target sm_90\nmma.e4m3;\n";
+        assert_eq!(raise(newer, "sm_90").0, newer);
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod tma;
 pub mod warp;
 pub mod wgmma;
 
+pub use ::float8::{F8E4M3, F8E5M2};
 pub use ::half::{bf16, f16};
 pub use atomic::AtomicSlice;
 pub use dim::{block, grid, sync_threads, thread};
@@ -115,6 +116,11 @@ macro_rules! device_copy {
 device_copy!(
     u8, u16, u32, u64, i8, i16, i32, i64, f32, f64, bool, usize, isize
 );
+// SAFETY: the `float8` crate's 8-bit floats are `#[repr(transparent)]` wrappers of a `u8`:
+// fixed layout, no pointers, every byte (zero too) a value, the same on host and device.
+unsafe impl DeviceCopy for F8E4M3 {}
+// SAFETY: as above.
+unsafe impl DeviceCopy for F8E5M2 {}
 
 // SAFETY: an array of DeviceCopy elements has the elements' layout repeated, no pointers, and
 // no padding between elements (a size is a multiple of its alignment); padding inside an

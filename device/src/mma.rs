@@ -1,7 +1,7 @@
 //! Tensor cores: the warp-level matrix multiply-accumulate `mma.sync.aligned.m16n8k16` on
 //! typed fragments, and the loads that fill them from shared memory (`ldmatrix`, or plain
-//! per-lane reads); TF32 products (m16n8k8) in [`tf32`] and 8-bit integer ones (m16n8k32)
-//! in [`int8`].
+//! per-lane reads); TF32 products (m16n8k8) in [`tf32`], 8-bit integer and floating-point
+//! ones (m16n8k32) in [`int8`] and [`fp8`].
 //!
 //! One [`mma`] multiplies a 16×16 matrix A by a 16×8 matrix B and adds a 16×8 matrix C, all
 //! spread over the 32 lanes of a warp: each lane holds eight elements of A ([`FragA`]), four
@@ -840,7 +840,9 @@ unsafe fn ldmatrix<const N: usize, const TRANS: bool>(p: *const impl MmaInput) -
     }
 }
 
+pub mod fp8;
 #[cfg(not(target_arch = "nvptx64"))]
 mod host;
 pub mod int8;
+pub mod m16n8k32;
 pub mod tf32;

@@ -473,8 +473,9 @@ impl<T, const N: usize> DescMn<T, N> {
     /// let mut b = Backing([bf16::ZERO; 64 * 64]);
     /// // SAFETY: a host test: one thread; the array outlives the handle.
     /// let tile = SwizzledTile::<bf16, 64>::new(unsafe { Shared::from_raw(b.0.as_mut_ptr(), 4096) }, 0);
-    /// // Sixteen k rows later: 2048 bytes on.
-    /// assert_eq!(tile.desc_mn::<64>(16, 64).bits() & 0x3fff, (tile.desc_mn::<64>(0, 64).bits() & 0x3fff) + 128);
+    /// // Sixteen k rows later: 2048 bytes on (the 14-bit field of a host address wraps).
+    /// let start = |k| tile.desc_mn::<64>(k, 64).bits() & 0x3fff;
+    /// assert_eq!(start(16), (start(0) + 128) & 0x3fff);
     /// ```
     #[must_use]
     pub const fn bits(&self) -> u64 {

@@ -48,6 +48,8 @@ pub enum Op {
     MmaTf32,
     /// One step of a simulated 8-bit integer `mma.sync` (`mma::int8::mma`).
     MmaInt8,
+    /// One step of a simulated 8-bit floating-point `mma.sync` (`mma::fp8::mma`).
+    MmaFp8,
     /// One step of a simulated `ldmatrix`: read lane `arg`'s row address. Every lane of the
     /// warp takes part.
     Ldmatrix,
@@ -79,6 +81,7 @@ impl Op {
             Op::Mma => "mma::mma",
             Op::MmaTf32 => "mma::tf32::mma",
             Op::MmaInt8 => "mma::int8::mma",
+            Op::MmaFp8 => "mma::fp8::mma",
             Op::Ldmatrix => "mma::ldmatrix",
             Op::Wgmma => "wgmma::mma_async_rs",
         }
@@ -183,7 +186,7 @@ pub fn exchange(
             Op::MinI32 => lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64,
             Op::MaxI32 => lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64,
             Op::Sync => 0,
-            Op::Mma | Op::MmaTf32 | Op::MmaInt8 | Op::Ldmatrix | Op::Wgmma => {
+            Op::Mma | Op::MmaTf32 | Op::MmaInt8 | Op::MmaFp8 | Op::Ldmatrix | Op::Wgmma => {
                 if group != u32::MAX || exists != u32::MAX {
                     return Err((
                         l,

@@ -119,24 +119,26 @@ pub(super) fn mma_tf32(
     })
 }
 
-/// This lane's part of the 8-bit `a × b + c` (m16n8k32) from its registers (`a`: 4, `b`: 2,
-/// four elements each, read by `wa` and `wb`; `c`: 4): the exact sum, clamped to `i32`.
-pub(super) fn mma_int8(
+/// Rows `g` and `g + 8` of A (16×32) and columns `2t` and `2t + 1` of B (32×8) of an
+/// m16n8k32 product, gathered from the lanes that hold them (`a`: 4, `b`: 2 registers of
+/// four 8-bit elements each, read by `wa` and `wb`), for lane `(g, t)`.
+#[allow(clippy::type_complexity)]
+fn gather_k32<E: Copy + Default>(
+    op: Op,
     a: [u32; 4],
     b: [u32; 2],
-    c: [i32; 4],
-    wa: fn(u8) -> i32,
-    wb: fn(u8) -> i32,
+    wa: fn(u8) -> E,
+    wb: fn(u8) -> E,
     at: &'static Location<'static>,
-) -> [i32; 4] {
+) -> ([[E; 32]; 2], [[E; 32]; 2]) {
     let (g, t) = lane_parts();
-    // Rows g and g + 8 of A, from lanes 4g..4g + 4: lane 4g + i holds columns 4i..4i + 4
-    // (registers 0 and 1: rows g, g + 8) and 4i + 16..4i + 20 (registers 2 and 3).
-    let mut rows = [[0i32; 32]; 2];
+    // Lane 4g + i holds columns 4i..4i + 4 (registers 0 and 1: rows g, g + 8) and
+    // 4i + 16..4i + 20 (registers 2 and 3).
+    let mut rows = [[E::default(); 32]; 2];
     let (lo, hi) = (pair(a[0], a[1]), pair(a[2], a[3]));
     for i in 0..4 {
         for (w, col) in [(lo, 4 * i), (hi, 4 * i + 16)] {
-            let w = gather(Op::MmaInt8, w, 4 * g + i, at);
+            let w = gather(op, w, 4 * g + i, at);
             for (r, row) in rows.iter_mut().enumerate() {
                 let bytes = ((w >> (32 * r)) as u32).to_le_bytes();
                 for (j, &byte) in bytes.iter().enumerate() {
@@ -145,13 +147,13 @@ pub(super) fn mma_int8(
             }
         }
     }
-    // Columns 2t and 2t + 1 of B: column n is held by lanes 4n..4n + 4, lane 4n + i holding
-    // rows 4i..4i + 4 (register 0) and 4i + 16..4i + 20 (register 1).
-    let mut cols = [[0i32; 32]; 2];
+    // Column n is held by lanes 4n..4n + 4, lane 4n + i holding rows 4i..4i + 4 (register 0)
+    // and 4i + 16..4i + 20 (register 1).
+    let mut cols = [[E::default(); 32]; 2];
     let mine = pair(b[0], b[1]);
     for (j, col) in cols.iter_mut().enumerate() {
         for i in 0..4 {
-            let w = gather(Op::MmaInt8, mine, 4 * (2 * t + j) + i, at);
+            let w = gather(op, mine, 4 * (2 * t + j) + i, at);
             for (r, k0) in [(0, 4 * i), (1, 4 * i + 16)] {
                 let bytes = ((w >> (32 * r)) as u32).to_le_bytes();
                 for (j, &byte) in bytes.iter().enumerate() {
@@ -160,12 +162,44 @@ pub(super) fn mma_int8(
             }
         }
     }
+    (rows, cols)
+}
+
+/// This lane's part of the 8-bit integer `a × b + c` (m16n8k32): the exact sum, clamped to
+/// `i32`.
+pub(super) fn mma_int8(
+    a: [u32; 4],
+    b: [u32; 2],
+    c: [i32; 4],
+    wa: fn(u8) -> i32,
+    wb: fn(u8) -> i32,
+    at: &'static Location<'static>,
+) -> [i32; 4] {
+    let (rows, cols) = gather_k32(Op::MmaInt8, a, b, wa, wb, at);
     core::array::from_fn(|e| {
         let (row, col) = (&rows[e / 2], &cols[e % 2]);
         let sum = (0..32).fold(i64::from(c[e]), |acc, k| {
             acc + i64::from(row[k]) * i64::from(col[k])
         });
         sum.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32
+    })
+}
+
+/// This lane's part of the 8-bit floating-point `a × b + c` (m16n8k32): exact products
+/// summed in `f32`.
+pub(super) fn mma_fp8(
+    a: [u32; 4],
+    b: [u32; 2],
+    c: [f32; 4],
+    wa: fn(u8) -> f32,
+    wb: fn(u8) -> f32,
+    at: &'static Location<'static>,
+) -> [f32; 4] {
+    let (rows, cols) = gather_k32(Op::MmaFp8, a, b, wa, wb, at);
+    core::array::from_fn(|e| {
+        let (row, col) = (&rows[e / 2], &cols[e % 2]);
+        // A product of two significands of at most 4 bits fits f32's 24 bits: exact.
+        (0..32).fold(c[e], |acc, k| acc + row[k] * col[k])
     })
 }
 

@@ -11,12 +11,14 @@
 //! row (k) `4 * t + i % 4 + 16 * (i / 4)`, column (n) `g`; C's element `i` (`0..4`) at row
 //! `g + 8 * (i / 2)`, column `2 * t + i % 2` (as [`super::FragC`]'s). Four elements share a
 //! 32-bit register. Each role and element type is its own type, so a B fragment passed as
-//! A, an `f32` accumulator, or a 16-bit fragment does not compile.
+//! A, an `f32` accumulator, or a 16-bit fragment does not compile. The A and B fragments are
+//! [`super::m16n8k32`]'s, shared with the 8-bit floats of [`super::fp8`] (the same layout).
 //!
 //! The product is warp-wide and `unsafe` as [`super::mma`] is; it needs sm_80 or newer.
 //!
 //! ```
-//! use berth_device::mma::int8::{FragA, FragB, FragC};
+//! use berth_device::mma::int8::FragC;
+//! use berth_device::mma::m16n8k32::{FragA, FragB};
 //! let a = FragA::from_fn(|r, c| (r + c) as i8);
 //! let b = FragB::from_fn(|k, n| (k as u8) ^ (n as u8));
 //! // Lane 0's A element 9 is row 0, column 17; its B element 5 is k 17, n 0.
@@ -24,22 +26,21 @@
 //! assert_eq!(FragC::zero().to_array(), [0; 4]);
 //! ```
 
-use core::marker::PhantomData;
+use super::m16n8k32::{Elem8, FragA, FragB};
 
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for i8 {}
-    impl Sealed for u8 {}
-}
-
-/// The element types of A and B an 8-bit [`mma`] multiplies: [`i8`] (`s8`) and [`u8`]
-/// (`u8`), with `i32` accumulation.
+/// The element types of A and B an 8-bit integer [`mma`] multiplies: [`i8`] (`s8`) and
+/// [`u8`] (`u8`), with `i32` accumulation.
 ///
 /// ```
 /// use berth_device::mma::int8::Int8;
 /// assert_eq!((<i8 as Int8>::NAME, <u8 as Int8>::NAME), ("s8", "u8"));
 /// ```
-pub trait Int8: Copy + Send + sealed::Sealed + 'static {
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an 8-bit integer: `int8::mma` multiplies fragments of `i8` or `u8`",
+    label = "a fragment of `{Self}`",
+    note = "8-bit float fragments (`F8E4M3`, `F8E5M2`) are multiplied by `mma::fp8::mma`, into an `f32` `FragC`"
+)]
+pub trait Int8: Elem8 {
     /// The PTX type name (`s8`, `u8`).
     ///
     /// ```
@@ -50,24 +51,12 @@ pub trait Int8: Copy + Send + sealed::Sealed + 'static {
     #[doc(hidden)]
     const SIGNED: bool;
     #[doc(hidden)]
-    fn to_byte(self) -> u8;
-    #[doc(hidden)]
-    fn from_byte(b: u8) -> Self;
-    #[doc(hidden)]
     fn widen(b: u8) -> i32;
 }
 
 impl Int8 for i8 {
     const NAME: &'static str = "s8";
     const SIGNED: bool = true;
-    #[inline(always)]
-    fn to_byte(self) -> u8 {
-        self as u8
-    }
-    #[inline(always)]
-    fn from_byte(b: u8) -> Self {
-        b as i8
-    }
     #[inline(always)]
     fn widen(b: u8) -> i32 {
         i32::from(b as i8)
@@ -78,53 +67,9 @@ impl Int8 for u8 {
     const NAME: &'static str = "u8";
     const SIGNED: bool = false;
     #[inline(always)]
-    fn to_byte(self) -> u8 {
-        self
-    }
-    #[inline(always)]
-    fn from_byte(b: u8) -> Self {
-        b
-    }
-    #[inline(always)]
     fn widen(b: u8) -> i32 {
         i32::from(b)
     }
-}
-
-/// The register of four elements `e(4 r)..e(4 r + 4)`, the first in the low byte.
-#[inline(always)]
-fn pack<T: Int8>(mut e: impl FnMut(usize) -> T, r: usize) -> u32 {
-    u32::from_le_bytes(core::array::from_fn(|j| e(4 * r + j).to_byte()))
-}
-
-/// A lane's part of the A operand of [`mma`]: a 16×32 row-major matrix of `T`, sixteen
-/// elements per lane in four 32-bit registers.
-///
-/// ```
-/// use berth_device::mma::int8::FragA;
-/// assert_eq!(FragA::<i8>::coords(6, 13), (9, 25));
-/// let a = FragA::from_fn(|r, c| (r * 32 + c) as u8);
-/// assert_eq!(a.get(4), 0); // lane 0: row 8, column 0 (256 as u8)
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FragA<T: Int8> {
-    regs: [u32; 4],
-    _t: PhantomData<T>,
-}
-
-/// A lane's part of the B operand of [`mma`]: a 32×8 matrix of `T` (k rows, n columns;
-/// PTX's `.col`), eight elements per lane in two 32-bit registers.
-///
-/// ```
-/// use berth_device::mma::int8::FragB;
-/// assert_eq!(FragB::<u8>::coords(6, 5), (25, 1));
-/// let b = FragB::from_fn(|k, _| k as i8);
-/// assert_eq!(b.get(7), 19); // lane 0: k 19, n 0
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FragB<T: Int8> {
-    regs: [u32; 2],
-    _t: PhantomData<T>,
 }
 
 /// A lane's part of the C operand and the result D of [`mma`]: a 16×8 matrix of `i32`, four
@@ -138,161 +83,6 @@ pub struct FragB<T: Int8> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragC {
     regs: [i32; 4],
-}
-
-impl<T: Int8> FragA<T> {
-    /// The `(row, column)` of element `i` (`0..16`) of lane `lane`'s fragment.
-    ///
-    /// ```
-    /// use berth_device::mma::int8::FragA;
-    /// assert_eq!(FragA::<i8>::coords(0, 4), (8, 0));
-    /// assert_eq!(FragA::<i8>::coords(31, 15), (15, 31));
-    /// ```
-    #[inline(always)]
-    #[must_use]
-    pub const fn coords(lane: usize, i: usize) -> (usize, usize) {
-        let (g, t) = (lane / 4 % 8, lane % 4);
-        (g + 8 * (i / 4 % 2), 4 * t + i % 4 + 16 * (i / 8 % 2))
-    }
-
-    /// The calling lane's fragment, element `i` being `f(row, column)` at
-    /// [`coords`](Self::coords)`(lane, i)`.
-    ///
-    /// ```
-    /// use berth_device::mma::int8::FragA;
-    /// let a = FragA::from_fn(|r, c| if r == c { 1i8 } else { 0 });
-    /// assert_eq!(a.get(0), 1); // lane 0's (0, 0)
-    /// ```
-    #[inline(always)]
-    #[must_use]
-    pub fn from_fn(mut f: impl FnMut(usize, usize) -> T) -> Self {
-        let lane = crate::warp::lane_id();
-        let mut e = |i| {
-            let (r, c) = Self::coords(lane, i);
-            f(r, c)
-        };
-        Self {
-            regs: core::array::from_fn(|r| pack(&mut e, r)),
-            _t: PhantomData,
-        }
-    }
-
-    /// Element `i` (`0..16`) of the calling lane's fragment.
-    ///
-    /// ```
-    /// use berth_device::mma::int8::FragA;
-    /// assert_eq!(FragA::from_fn(|r, _| r as u8).get(5), 8); // lane 0: row 8
-    /// ```
-    #[inline(always)]
-    #[must_use]
-    pub fn get(&self, i: usize) -> T {
-        T::from_byte(self.regs[i / 4].to_le_bytes()[i % 4])
-    }
-
-    /// Load the calling lane's fragment of the 16×32 block whose top-left element is
-    /// `(row, col)` of `tile`, a row-major matrix of `stride` elements per row, with plain
-    /// (bounds-checked) shared-memory reads, sixteen per lane.
-    ///
-    /// # Safety
-    /// The [contract of plain reads](crate::shared#the-contract-of-plain-accesses) for the
-    /// sixteen elements this lane reads.
-    ///
-    /// ```
-    /// use berth_device::{mma::int8::FragA, shared_array};
-    /// let tile = shared_array!(T: [i8; 16 * 32]);
-    /// for i in 0..tile.len() {
-    ///     // SAFETY: one thread: nobody else touches the tile.
-    ///     unsafe { tile.write(i, (i % 100) as i8) };
-    /// }
-    /// // SAFETY: every element was written above, by this thread.
-    /// let a = unsafe { FragA::load(tile, 32, 0, 0) };
-    /// assert_eq!(a.get(8), 16); // lane 0, element 8: (0, 16)
-    /// ```
-    #[inline(always)]
-    #[track_caller]
-    #[must_use]
-    pub unsafe fn load(tile: crate::Shared<T>, stride: usize, row: usize, col: usize) -> Self {
-        // SAFETY: each read is bounds-checked by `Shared::read`; the rest is the caller's
-        // contract, forwarded.
-        Self::from_fn(|r, c| unsafe { tile.read((row + r) * stride + col + c) })
-    }
-}
-
-impl<T: Int8> FragB<T> {
-    /// The `(k, n)` (row, column) of element `i` (`0..8`) of lane `lane`'s fragment.
-    ///
-    /// ```
-    /// use berth_device::mma::int8::FragB;
-    /// assert_eq!(FragB::<i8>::coords(0, 4), (16, 0));
-    /// assert_eq!(FragB::<i8>::coords(31, 7), (31, 7));
-    /// ```
-    #[inline(always)]
-    #[must_use]
-    pub const fn coords(lane: usize, i: usize) -> (usize, usize) {
-        let (g, t) = (lane / 4 % 8, lane % 4);
-        (4 * t + i % 4 + 16 * (i / 4 % 2), g)
-    }
-
-    /// The calling lane's fragment, element `i` being `f(k, n)` at
-    /// [`coords`](Self::coords)`(lane, i)`.
-    ///
-    /// ```
-    /// use berth_device::mma::int8::FragB;
-    /// assert_eq!(FragB::from_fn(|k, _| k as u8).get(3), 3);
-    /// ```
-    #[inline(always)]
-    #[must_use]
-    pub fn from_fn(mut f: impl FnMut(usize, usize) -> T) -> Self {
-        let lane = crate::warp::lane_id();
-        let mut e = |i| {
-            let (k, n) = Self::coords(lane, i);
-            f(k, n)
-        };
-        Self {
-            regs: core::array::from_fn(|r| pack(&mut e, r)),
-            _t: PhantomData,
-        }
-    }
-
-    /// Element `i` (`0..8`) of the calling lane's fragment.
-    ///
-    /// ```
-    /// use berth_device::mma::int8::FragB;
-    /// assert_eq!(FragB::from_fn(|k, n| (k + n) as i8).get(4), 16);
-    /// ```
-    #[inline(always)]
-    #[must_use]
-    pub fn get(&self, i: usize) -> T {
-        T::from_byte(self.regs[i / 4].to_le_bytes()[i % 4])
-    }
-
-    /// Load the calling lane's fragment of the 32×8 block whose top-left element is `(k, n)`
-    /// of `tile`, a row-major K×N matrix of `stride` elements per row, with plain
-    /// (bounds-checked) shared-memory reads, eight per lane.
-    ///
-    /// # Safety
-    /// The [contract of plain reads](crate::shared#the-contract-of-plain-accesses) for the
-    /// eight elements this lane reads.
-    ///
-    /// ```
-    /// use berth_device::{mma::int8::FragB, shared_array};
-    /// let tile = shared_array!(T: [u8; 32 * 8]);
-    /// for i in 0..tile.len() {
-    ///     // SAFETY: one thread: nobody else touches the tile.
-    ///     unsafe { tile.write(i, i as u8) };
-    /// }
-    /// // SAFETY: every element was written above, by this thread.
-    /// let b = unsafe { FragB::load(tile, 8, 0, 0) };
-    /// assert_eq!(b.get(1), 8); // lane 0, element 1: k 1, n 0
-    /// ```
-    #[inline(always)]
-    #[track_caller]
-    #[must_use]
-    pub unsafe fn load(tile: crate::Shared<T>, stride: usize, k: usize, n: usize) -> Self {
-        // SAFETY: each read is bounds-checked by `Shared::read`; the rest is the caller's
-        // contract, forwarded.
-        Self::from_fn(|kk, nn| unsafe { tile.read((k + kk) * stride + n + nn) })
-    }
 }
 
 impl FragC {
@@ -383,7 +173,8 @@ impl FragC {
 /// a warp that does not).
 ///
 /// ```should_panic
-/// use berth_device::mma::int8::{self, FragA, FragB, FragC};
+/// use berth_device::mma::int8::{self, FragC};
+/// use berth_device::mma::m16n8k32::{FragA, FragB};
 /// let a = FragA::from_fn(|_, _| -1i8);
 /// let b = FragB::from_fn(|_, _| 3u8);
 /// // In a simulated launch every element of the result is 32 × -3 = -96. Outside one the

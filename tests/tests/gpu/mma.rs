@@ -3,9 +3,11 @@
 
 use super::*;
 use berth::mma::tf32;
+use berth::{F8E4M3, F8E5M2};
 use berth::{bf16, f16};
 use berth_fixtures::mma::{
-    MMA_PATHS, mma_paths_bf16, mma_paths_f16, mma_s8_product, mma_tf32_product, mma_u8s8_product,
+    MMA_PATHS, mma_e4m3_product, mma_e5m2_e4m3_product, mma_paths_bf16, mma_paths_f16,
+    mma_s8_product, mma_tf32_product, mma_u8s8_product,
 };
 
 /// `a × b + c` of 16×16 matrices (`b` K×N row-major), products and sums in `f64`.
@@ -234,8 +236,8 @@ fn int8_fragments_multiply_exactly_and_saturate_like_the_host() {
         let want = int8_product(&aw, &bw, &c);
         assert_eq!(out.to_vec().unwrap(), want, "s8 × s8, round {round}");
         assert!(
-            want.iter().any(|&x| x == i32::MAX) || want.iter().any(|&x| x == i32::MIN),
-            "no element saturated: the test does not see `.satfinite`"
+            want.contains(&i32::MAX) && want.contains(&i32::MIN),
+            "no element saturated both ways: the test does not see `.satfinite`"
         );
 
         let mut out = gpu.upload(&vec![i32::MIN; 256]).unwrap();
@@ -256,6 +258,81 @@ fn int8_fragments_multiply_exactly_and_saturate_like_the_host() {
             int8_product(&aw, &bw, &c),
             "u8 × s8, round {round}"
         );
+    }
+}
+
+#[test]
+fn fp8_fragments_multiply_like_the_host_in_both_formats() {
+    let (_g, gpu) = gpu();
+    for round in 0..3 {
+        // Values over several binades of each format (E4M3 reaches ±448, E5M2 ±57344).
+        let v = |n, scale: f32| -> Vec<f32> {
+            random_f32(n)
+                .iter()
+                .map(|x| (x * 2.0 - 1.0) * scale)
+                .collect()
+        };
+        let c = v(256, 64.0);
+        let dc = gpu.upload(&c).unwrap();
+        let b: Vec<F8E4M3> = v(1024, 16.0).into_iter().map(F8E4M3::from_f32).collect();
+        let bw: Vec<f32> = b.iter().map(|x| x.to_f32()).collect();
+        let db = gpu.upload(&b).unwrap();
+        // The k-major host product of `a` (16×64) and `b` (64×16) plus `c`, and its scale.
+        let host = |aw: &[f32]| {
+            let (p, s) = host_gemm(aw, &bw, 16, 16, 64);
+            let want: Vec<f64> = p.iter().zip(&c).map(|(p, &c)| p + f64::from(c)).collect();
+            let scale: Vec<f64> = s
+                .iter()
+                .zip(&c)
+                .map(|(s, &c)| s + f64::from(c.abs()))
+                .collect();
+            (want, scale)
+        };
+        let check = |got: Vec<f32>, (want, scale): (Vec<f64>, Vec<f64>), what: &str| {
+            for i in 0..256 {
+                let g = f64::from(got[i]);
+                let tol = scale[i] * 2f64.powi(-16) + 1e-30;
+                assert!(
+                    (g - want[i]).abs() <= tol,
+                    "{what}, round {round}: element ({}, {}) is {g}, want {} (±{tol})",
+                    i / 16,
+                    i % 16,
+                    want[i]
+                );
+            }
+        };
+
+        let a: Vec<F8E4M3> = v(1024, 16.0).into_iter().map(F8E4M3::from_f32).collect();
+        let aw: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+        let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
+        mma_e4m3_product(
+            &gpu,
+            Grid::new(1, 32),
+            &gpu.upload(&a).unwrap(),
+            &db,
+            &dc,
+            &mut out,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        check(out.to_vec().unwrap(), host(&aw), "e4m3 × e4m3");
+
+        let a: Vec<F8E5M2> = v(1024, 1000.0).into_iter().map(F8E5M2::from_f32).collect();
+        let aw: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
+        let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
+        mma_e5m2_e4m3_product(
+            &gpu,
+            Grid::new(1, 32),
+            &gpu.upload(&a).unwrap(),
+            &db,
+            &dc,
+            &mut out,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        check(out.to_vec().unwrap(), host(&aw), "e5m2 × e4m3");
     }
 }
 
