@@ -508,6 +508,45 @@ impl<T: MmaInput> FragB<T> {
         ]
     }
 
+    /// The fragments of two neighbouring 16×8 blocks of B stored N×K (as
+    /// [`ldmatrix`](Self::ldmatrix) reads one), with each lane naming its own row in one
+    /// `ldmatrix.sync.aligned.x4`: lane `l` gives `at`, the index in `tile` of the first of
+    /// the eight elements of row (n) `l % 8 + 8 * (l / 16)`, columns (k) `8 * (l / 8 % 2)..+8`
+    /// of the 16×16 block; the result is the fragments of its rows (n) `0..8` and `8..16`.
+    /// For the keys of `q · kᵀ` (`k` row-major is `kᵀ` stored N×K) and swizzled layouts.
+    ///
+    /// Alignment and bounds as for [`FragA::ldmatrix_at`]: checked on the simulator, the
+    /// caller's contract on the GPU.
+    ///
+    /// # Safety
+    /// As [`FragA::ldmatrix_at`].
+    ///
+    /// ```should_panic
+    /// use berth_device::{bf16, mma::FragB, shared_array, warp};
+    /// let tile = shared_array!(T: [bf16; 16 * 16]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let [_b0, _b1] = unsafe { FragB::ldmatrix_pair_at(tile, (l % 8 + 8 * (l / 16)) * 16 + 8 * (l / 8 % 2)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_pair_at(tile: Shared<T>, at: usize) -> [Self; 2] {
+        // SAFETY: as in `FragA::ldmatrix_at`.
+        let [r0, r1, r2, r3] = unsafe { ldmatrix_at::<4, false, T>(tile, at) };
+        [
+            Self {
+                regs: [r0, r1],
+                _t: PhantomData,
+            },
+            Self {
+                regs: [r2, r3],
+                _t: PhantomData,
+            },
+        ]
+    }
+
     /// The fragments of two neighbouring 16×8 blocks, at `(k, n)` and `(k, n + 8)` of a
     /// row-major K×N `tile`, with one `ldmatrix.sync.aligned.x4.trans`: lane `l` gives the
     /// address of row `k + l % 16`, columns `n + 8 * (l / 16)..+8`.

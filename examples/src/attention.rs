@@ -94,6 +94,7 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
     let qt = if causal { tiles.max(1) - 1 - qt } else { qt };
     let (len, row0) = (seq * D, qt * ATTN_BM);
     if seq == 0
+        || seq > i32::MAX as usize
         || !seq.is_multiple_of(ATTN_BM)
         || !D.is_multiple_of(16)
         || D > D_MAX
@@ -105,7 +106,7 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
         || block::dim_x() != ATTN_THREADS
     {
         fail(
-            "flash_attention: seq must be a positive multiple of 128, q, k, v and o batch·heads·seq·d long, the grid batch·heads·(seq / 128) blocks of 256 threads with attention_shared_bytes(d) of dynamic shared memory",
+            "flash_attention: seq must be a positive multiple of 128 below 2^31, q, k, v and o batch·heads·seq·d long, the grid batch·heads·(seq / 128) blocks of 256 threads with attention_shared_bytes(d) of dynamic shared memory",
         );
     }
     let base = bh * len;
@@ -133,10 +134,13 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
         (c / per_row, c % per_row * 8)
     };
     let fetch = |src8: &[Piece], from: usize| -> [Piece; MAX_PER_THREAD] {
+        // The tile's 64 rows, checked once; each piece's index in it is below its length
+        // (`r < ATTN_BN`, `col < D`), which the compiler sees from the block's shape.
+        let tile = &src8[from / 8..from / 8 + ATTN_BN * per_row];
         let mut out = [Piece([0; 4]); MAX_PER_THREAD];
         for (j, x) in out.iter_mut().enumerate().take(per_thread) {
             let (r, col) = piece(j);
-            *x = src8[(from + r * D + col) / 8];
+            *x = tile[(r * D + col) / 8];
         }
         out
     };
@@ -186,6 +190,13 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
         seq / ATTN_BN
     };
     let scale_log2 = scale * core::f32::consts::LOG2_E;
+    // Where this lane's rows of the step's `ldmatrix` loads start, from the first row and
+    // column of the 16×16 block read: for the keys (B of `q · kᵀ`, stored N×K: one
+    // `ldmatrix_pair_at` per 16 keys), row `l % 8 + 8 (l / 16)`, column `8 (l / 8 % 2)`; for
+    // the values (B of `p · v`, stored K×N: one `ldmatrix_trans_pair_at` per 16 columns),
+    // row `l % 16`, column `8 (l / 16)`. Computed once: the loads add only constants.
+    let key_at = (lane % 8 + 8 * (lane / 16)) * sd + 8 * (lane / 8 % 2);
+    let val_at = lane % 16 * sd + 8 * (lane / 16);
     // Running maxima (of the scaled scores, in log2 units) and this lane's partial sums of
     // rows `qi0`, `qi1`.
     let (mut m, mut l) = ([f32::NEG_INFINITY; 2], [0.0f32; 2]);
@@ -207,27 +218,36 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
         if !(causal && k0 > wq + 15) {
             let mut s = [FragC::zero(); ATTN_BN / 8];
             for (kk, a) in qf.iter().enumerate().take(nq) {
-                for (j, sj) in s.iter_mut().enumerate() {
+                for j in 0..ATTN_BN / 16 {
                     // SAFETY: the whole warp reaches each load and product (the condition
                     // above is the same in every lane of the warp, the bounds are constants);
                     // the keys of buffer `step % 2` were staged before the last barrier and
                     // are not written until after the next (this step stages into the other
-                    // buffer); rows are 16-byte aligned as for the queries.
+                    // buffer). Each lane's eight elements are inside the tile and 16-byte
+                    // aligned: its row is at most `kr + 63 < 2 BUF_ROWS` (`kr` is 0 or
+                    // `BUF_ROWS`), its columns `kk 16 + 8 (l / 8 % 2)..+8` end by `D < sd`,
+                    // `smem` holds `2 BUF_ROWS` rows of `sd` (checked above), and `sd` and
+                    // every column are multiples of 8 in a 16-byte aligned array.
                     unsafe {
-                        let b = FragB::ldmatrix(smem, sd, kr + j * 8, kk * 16);
-                        *sj = mma::mma(*a, b, *sj);
+                        let [b0, b1] =
+                            FragB::ldmatrix_pair_at(smem, (kr + j * 16) * sd + kk * 16 + key_at);
+                        s[2 * j] = mma::mma(*a, b0, s[2 * j]);
+                        s[2 * j + 1] = mma::mma(*a, b1, s[2 * j + 1]);
                     }
                 }
             }
             // Scale, mask, and the step's row maxima.
             let masked = causal && k0 + ATTN_BN - 1 > wq;
+            // Element `e` of fragment `j` is key `k0 + j 8 + 2 t + e % 2`, masked past query
+            // `qi`: past `qi - k0 - 2 t` counted from the step's first key and the lane's
+            // column (in 32 bits: keys and queries are below `seq <= i32::MAX`, checked
+            // above).
+            let last = [qi0, qi1].map(|qi| qi as i32 - k0 as i32 - 2 * t as i32);
             let mut x = [[0.0f32; 4]; ATTN_BN / 8];
             let mut mt = [f32::NEG_INFINITY; 2];
             for (j, sj) in s.iter().enumerate() {
                 for (e, val) in sj.to_array().into_iter().enumerate() {
-                    let key = k0 + j * 8 + 2 * t + e % 2;
-                    let qi = if e < 2 { qi0 } else { qi1 };
-                    let y = if masked && key > qi {
+                    let y = if masked && (j * 8 + e % 2) as i32 > last[e / 2] {
                         f32::NEG_INFINITY
                     } else {
                         val * scale_log2
@@ -280,9 +300,14 @@ fn attention<T: MmaInput + DeviceCopy + HalfExt, const D: usize>(
                     T::from_f32_fast(p[2 * kc + c / 8][2 * (r / 8) + c % 2])
                 });
                 for n in 0..D / 16 {
-                    // SAFETY: as for the keys' loads, for the values' tile.
+                    // SAFETY: as for the keys' loads, for the values' tile: its rows are at
+                    // most `vr + 63 = kr + 127 < 2 BUF_ROWS`, its columns
+                    // `n 16 + 8 (l / 16)..+8` end by `D`.
                     unsafe {
-                        let [b0, b1] = FragB::ldmatrix_trans_pair(smem, sd, vr + kc * 16, n * 16);
+                        let [b0, b1] = FragB::ldmatrix_trans_pair_at(
+                            smem,
+                            (vr + kc * 16) * sd + n * 16 + val_at,
+                        );
                         acc[2 * n] = mma::mma(pa, b0, acc[2 * n]);
                         acc[2 * n + 1] = mma::mma(pa, b1, acc[2 * n + 1]);
                     }
