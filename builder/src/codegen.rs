@@ -245,10 +245,11 @@ fn compile_kernel(
     tools.run("llc", &optimized, |c| {
         c.arg(format!("-mcpu={}", opts.arch))
             .arg("-nvptx-short-ptr")
-            // Loop strength reduction gives every checked access two induction variables (the
-            // index its bounds check compares, the address it loads): register-blocked kernels
-            // then need 28–34 more registers than nvcc's and run at half the occupancy. Without
-            // it each address is recomputed from its index (one multiply-add), as ptxas likes.
+            // Loop strength reduction gives a checked access two induction variables (the
+            // index its bounds check compares, the address it loads), which costs registers
+            // where checks stay in loops (and, with them hoisted, still raises more kernels'
+            // register counts than it lowers: docs/kernel-language.md). Without it each
+            // address is recomputed from its index (one multiply-add), as ptxas likes.
             .args((!opts.lsr).then_some("-disable-lsr"))
             .arg(&optimized)
             .arg("-o")
