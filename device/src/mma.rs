@@ -284,7 +284,7 @@ impl<T: MmaInput> FragA<T> {
         let p = row_address(tile, stride, row + l % 16, col + 8 * (l / 16));
         // SAFETY: `p` is an in-bounds, 16-byte aligned row of the tile (`row_address`); the
         // whole-warp and read contracts are the caller's.
-        let regs = unsafe { ldmatrix::<4, false>(p) };
+        let regs = unsafe { ldmatrix::<4, false, T>(p) };
         Self {
             regs,
             _t: PhantomData,
@@ -431,7 +431,7 @@ impl<T: MmaInput> FragB<T> {
         let l = crate::warp::lane_id();
         let p = row_address(tile, stride, k + l % 16, n);
         // SAFETY: as in `FragA::ldmatrix`.
-        let [r0, r1, _, _] = unsafe { ldmatrix::<2, true>(p) };
+        let [r0, r1, _, _] = unsafe { ldmatrix::<2, true, T>(p) };
         Self {
             regs: [r0, r1],
             _t: PhantomData,
@@ -463,7 +463,7 @@ impl<T: MmaInput> FragB<T> {
         let l = crate::warp::lane_id();
         let p = row_address(tile, stride, n + l % 8, k + 8 * (l / 8 % 2));
         // SAFETY: as in `FragA::ldmatrix`.
-        let [r0, r1, _, _] = unsafe { ldmatrix::<2, false>(p) };
+        let [r0, r1, _, _] = unsafe { ldmatrix::<2, false, T>(p) };
         Self {
             regs: [r0, r1],
             _t: PhantomData,
@@ -575,7 +575,7 @@ impl<T: MmaInput> FragB<T> {
         let l = crate::warp::lane_id();
         let p = row_address(tile, stride, k + l % 16, n + 8 * (l / 16));
         // SAFETY: as in `FragA::ldmatrix`.
-        let [r0, r1, r2, r3] = unsafe { ldmatrix::<4, true>(p) };
+        let [r0, r1, r2, r3] = unsafe { ldmatrix::<4, true, T>(p) };
         [
             Self {
                 regs: [r0, r1],
@@ -743,19 +743,24 @@ pub unsafe fn mma<T: MmaInput>(a: FragA<T>, b: FragB<T>, c: FragC) -> FragC {
 }
 
 /// The generic address of row `row`, column `col` of `tile` (row-major, `stride` per row),
-/// after checking that the row's eight elements are inside the tile and start 16-byte
-/// aligned, as `ldmatrix` needs.
+/// after checking that the row's 16 bytes (eight 2-byte elements, sixteen 1-byte, four
+/// 4-byte) are inside the tile and start 16-byte aligned, as `ldmatrix` needs.
 #[inline(always)]
 #[track_caller]
-fn row_address<T: MmaInput>(tile: Shared<T>, stride: usize, row: usize, col: usize) -> *const T {
+pub(crate) fn row_address<T: Copy + Send>(
+    tile: Shared<T>,
+    stride: usize,
+    row: usize,
+    col: usize,
+) -> *const T {
     let first = row * stride + col;
-    if first + 8 > tile.len() {
+    if first + 16 / core::mem::size_of::<T>() > tile.len() {
         crate::panic::fail("ldmatrix: a row of the block is outside the shared tile");
     }
     let p = tile.as_ptr().wrapping_add(first);
     if !(p as usize).is_multiple_of(16) {
         crate::panic::fail(
-            "ldmatrix: a row of the block is not 16-byte aligned (stride and column must be multiples of 8)",
+            "ldmatrix: a row of the block is not 16-byte aligned (the stride and column must put every row at a multiple of 16 bytes)",
         );
     }
     p
@@ -766,11 +771,11 @@ fn row_address<T: MmaInput>(tile: Shared<T>, stride: usize, row: usize, col: usi
 /// from the 32-bit shared address of the tile (computed once) plus the offset.
 ///
 /// # Safety
-/// Element `at` starts eight in-bounds elements of `tile`, 16-byte aligned; the whole warp
+/// Element `at` starts 16 in-bounds bytes of `tile`, 16-byte aligned; the whole warp
 /// reaches the call together; the read contract holds for every row the warp names.
 #[inline(always)]
 #[track_caller]
-unsafe fn ldmatrix_at<const N: usize, const TRANS: bool, T: MmaInput>(
+pub(crate) unsafe fn ldmatrix_at<const N: usize, const TRANS: bool, T: Copy + Send>(
     tile: Shared<T>,
     at: usize,
 ) -> [u32; 4] {
@@ -810,7 +815,7 @@ unsafe fn ldmatrix_at<const N: usize, const TRANS: bool, T: MmaInput>(
     {
         let p = row_address(tile, 0, 0, at);
         // SAFETY: `p` is checked in bounds and aligned; the rest is the caller's contract.
-        unsafe { ldmatrix::<N, TRANS>(p) }
+        unsafe { ldmatrix::<N, TRANS, T>(p) }
     }
 }
 
@@ -822,7 +827,7 @@ unsafe fn ldmatrix_at<const N: usize, const TRANS: bool, T: MmaInput>(
 /// warp reaches the call together; the read contract holds for every row the warp names.
 #[inline(always)]
 #[track_caller]
-unsafe fn ldmatrix<const N: usize, const TRANS: bool>(p: *const impl MmaInput) -> [u32; 4] {
+unsafe fn ldmatrix<const N: usize, const TRANS: bool, T>(p: *const T) -> [u32; 4] {
     #[cfg(target_arch = "nvptx64")]
     {
         let mut r = [0u32; 4];

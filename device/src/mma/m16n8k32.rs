@@ -189,6 +189,44 @@ impl<T: Elem8> FragA<T> {
         // contract, forwarded.
         Self::from_fn(|r, c| unsafe { tile.read((row + r) * stride + col + c) })
     }
+
+    /// Load the warp's fragments of the 16×32 block with one `ldmatrix.sync.aligned.x4`,
+    /// each lane naming its own row: lane `l` gives `at`, the index in `tile` of the first
+    /// of the sixteen elements of row `l % 16`, columns `16 (l / 16)..+16` of the block (the
+    /// same 16-byte rows as [`mma::FragA::ldmatrix_at`](super::FragA::ldmatrix_at) names
+    /// for a 16×16 block of 2-byte elements).
+    ///
+    /// Each lane's sixteen elements must be inside the tile and start 16-byte aligned (`at`
+    /// a multiple of 16, for a 16-byte aligned tile): checked on the simulator (a lane whose
+    /// are not stops the launch with a located report), the caller's contract on the GPU.
+    ///
+    /// # Safety
+    /// - All 32 lanes of the warp reach this call together (`.sync.aligned`).
+    /// - Every lane's sixteen elements are inside `tile` and start 16-byte aligned.
+    /// - The [contract of plain reads](crate::shared#the-contract-of-plain-accesses) for the
+    ///   whole block.
+    ///
+    /// ```should_panic
+    /// use berth_device::{mma::m16n8k32::FragA, shared_array, warp};
+    /// let tile = shared_array!(T: [i8; 16 * 32]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let _ = unsafe { FragA::ldmatrix_at(tile, l % 16 * 32 + 16 * (l / 16)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_at(tile: crate::Shared<T>, at: usize) -> Self {
+        // SAFETY: lane `l`'s 16 bytes are in bounds and 16-byte aligned (the caller's
+        // contract, checked on the simulator); the whole-warp and read contracts are the
+        // caller's.
+        let regs = unsafe { super::ldmatrix_at::<4, false, T>(tile, at) };
+        Self {
+            regs,
+            _t: PhantomData,
+        }
+    }
 }
 
 impl<T: Elem8> FragB<T> {
@@ -265,5 +303,46 @@ impl<T: Elem8> FragB<T> {
         // SAFETY: each read is bounds-checked by `Shared::read`; the rest is the caller's
         // contract, forwarded.
         Self::from_fn(|kk, nn| unsafe { tile.read((k + kk) * stride + n + nn) })
+    }
+
+    /// Load the fragments of two neighbouring 32×8 blocks of B stored N×K (rows n, columns
+    /// k: a row-major `n × k` matrix), n `0..8` and `8..16` of a 16×32 block, with one
+    /// `ldmatrix.sync.aligned.x4`, each lane naming its own row: lane `l` gives `at`, the
+    /// index in `tile` of the first of the sixteen elements of row (n) `l % 8 + 8 (l / 16)`,
+    /// columns (k) `16 (l / 8 % 2)..+16` (the same 16-byte rows as
+    /// [`mma::FragB::ldmatrix_pair_at`](super::FragB::ldmatrix_pair_at) names for 2-byte
+    /// elements).
+    ///
+    /// Alignment and bounds as for [`FragA::ldmatrix_at`]: checked on the simulator, the
+    /// caller's contract on the GPU.
+    ///
+    /// # Safety
+    /// As [`FragA::ldmatrix_at`].
+    ///
+    /// ```should_panic
+    /// use berth_device::{mma::m16n8k32::FragB, shared_array, warp};
+    /// let tile = shared_array!(T: [u8; 16 * 32]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let [_b0, _b1] =
+    ///     unsafe { FragB::ldmatrix_pair_at(tile, (l % 8 + 8 * (l / 16)) * 32 + 16 * (l / 8 % 2)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_pair_at(tile: crate::Shared<T>, at: usize) -> [Self; 2] {
+        // SAFETY: as in `FragA::ldmatrix_at`.
+        let [r0, r1, r2, r3] = unsafe { super::ldmatrix_at::<4, false, T>(tile, at) };
+        [
+            Self {
+                regs: [r0, r1],
+                _t: PhantomData,
+            },
+            Self {
+                regs: [r2, r3],
+                _t: PhantomData,
+            },
+        ]
     }
 }

@@ -190,6 +190,42 @@ impl FragA {
         // contract, forwarded.
         Self::from_fn(|r, c| unsafe { tile.read((row + r) * stride + col + c) })
     }
+
+    /// Load the warp's fragments of the 16×8 block with one `ldmatrix.sync.aligned.x4`, each
+    /// lane naming its own row: lane `l` gives `at`, the index in `tile` of the first of the
+    /// four elements of row `l % 16`, columns `4 (l / 16)..+4` of the block; each element is
+    /// rounded to TF32 as it arrives.
+    ///
+    /// Each lane's four elements must be inside the tile and start 16-byte aligned (`at` a
+    /// multiple of 4, for a 16-byte aligned tile): checked on the simulator, the caller's
+    /// contract on the GPU.
+    ///
+    /// # Safety
+    /// - All 32 lanes of the warp reach this call together (`.sync.aligned`).
+    /// - Every lane's four elements are inside `tile` and start 16-byte aligned.
+    /// - The [contract of plain reads](crate::shared#the-contract-of-plain-accesses) for the
+    ///   whole block.
+    ///
+    /// ```should_panic
+    /// use berth_device::{mma::tf32::FragA, shared_array, warp};
+    /// let tile = shared_array!(T: [f32; 16 * 8]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let _ = unsafe { FragA::ldmatrix_at(tile, l % 16 * 8 + 4 * (l / 16)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_at(tile: crate::Shared<f32>, at: usize) -> Self {
+        // SAFETY: lane `l`'s 16 bytes are in bounds and 16-byte aligned (the caller's
+        // contract, checked on the simulator); the whole-warp and read contracts are the
+        // caller's.
+        let regs = unsafe { super::ldmatrix_at::<4, false, f32>(tile, at) };
+        Self {
+            regs: regs.map(|r| round(f32::from_bits(r))),
+        }
+    }
 }
 
 impl FragB {
@@ -276,6 +312,44 @@ impl FragB {
         // SAFETY: each read is bounds-checked by `Shared::read`; the rest is the caller's
         // contract, forwarded.
         Self::from_fn(|kk, nn| unsafe { tile.read((k + kk) * stride + n + nn) })
+    }
+
+    /// Load the fragments of two neighbouring 8×8 blocks of B stored N×K (rows n, columns k:
+    /// a row-major `n × k` matrix), n `0..8` and `8..16` of a 16×8 block, with one
+    /// `ldmatrix.sync.aligned.x4`, each lane naming its own row: lane `l` gives `at`, the
+    /// index in `tile` of the first of the four elements of row (n) `l % 8 + 8 (l / 16)`,
+    /// columns (k) `4 (l / 8 % 2)..+4`; each element is rounded to TF32 as it arrives.
+    ///
+    /// Alignment and bounds as for [`FragA::ldmatrix_at`]: checked on the simulator, the
+    /// caller's contract on the GPU.
+    ///
+    /// # Safety
+    /// As [`FragA::ldmatrix_at`].
+    ///
+    /// ```should_panic
+    /// use berth_device::{mma::tf32::FragB, shared_array, warp};
+    /// let tile = shared_array!(T: [f32; 16 * 8]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// let [_b0, _b1] =
+    ///     unsafe { FragB::ldmatrix_pair_at(tile, (l % 8 + 8 * (l / 16)) * 8 + 4 * (l / 8 % 2)) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    #[must_use]
+    pub unsafe fn ldmatrix_pair_at(tile: crate::Shared<f32>, at: usize) -> [Self; 2] {
+        // SAFETY: as in `FragA::ldmatrix_at`.
+        let [r0, r1, r2, r3] = unsafe { super::ldmatrix_at::<4, false, f32>(tile, at) };
+        let f = |r: u32| round(f32::from_bits(r));
+        [
+            Self {
+                regs: [f(r0), f(r1)],
+            },
+            Self {
+                regs: [f(r2), f(r3)],
+            },
+        ]
     }
 }
 

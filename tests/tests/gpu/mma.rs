@@ -131,7 +131,7 @@ fn tf32_fragments_multiply_the_rounded_values_like_the_host() {
     for round in 0..3 {
         let v = |n| -> Vec<f32> { random_f32(n).iter().map(|x| x * 4.0 - 2.0).collect() };
         let (a, b, c) = (v(256), v(256), v(256));
-        let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
+        let mut out = gpu.upload(&vec![f32::NAN; 512]).unwrap();
         let (da, db, dc) = (
             gpu.upload(&a).unwrap(),
             gpu.upload(&b).unwrap(),
@@ -152,6 +152,13 @@ fn tf32_fragments_multiply_the_rounded_values_like_the_host() {
         );
         let (want, scale) = (product(&ar, &br, &c), magnitudes(&ar, &br, &c));
         let got = out.to_vec().unwrap();
+        // The lane-addressed `ldmatrix` loads give the same fragments as the plain ones.
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&got[256..]),
+            bits(&got[..256]),
+            "tf32, round {round}: the ldmatrix path differs from the plain loads"
+        );
         // Products exact, 16 sums in the tensor cores' order and precision (as the 16-bit
         // products' test allows).
         for i in 0..256 {
@@ -220,7 +227,7 @@ fn int8_fragments_multiply_exactly_and_saturate_like_the_host() {
         let db = gpu.upload(&b).unwrap();
 
         let a: Vec<i8> = ab.iter().map(|&x| x as i8).collect();
-        let mut out = gpu.upload(&vec![i32::MIN; 256]).unwrap();
+        let mut out = gpu.upload(&vec![i32::MIN; 512]).unwrap();
         mma_s8_product(
             &gpu,
             Grid::new(1, 32),
@@ -234,13 +241,15 @@ fn int8_fragments_multiply_exactly_and_saturate_like_the_host() {
         .unwrap();
         let aw: Vec<i32> = a.iter().map(|&x| i32::from(x)).collect();
         let want = int8_product(&aw, &bw, &c);
-        assert_eq!(out.to_vec().unwrap(), want, "s8 × s8, round {round}");
+        let got = out.to_vec().unwrap();
+        assert_eq!(got[..256], want, "s8 × s8, round {round}");
+        assert_eq!(got[256..], want, "s8 × s8 through ldmatrix, round {round}");
         assert!(
             want.contains(&i32::MAX) && want.contains(&i32::MIN),
             "no element saturated both ways: the test does not see `.satfinite`"
         );
 
-        let mut out = gpu.upload(&vec![i32::MIN; 256]).unwrap();
+        let mut out = gpu.upload(&vec![i32::MIN; 512]).unwrap();
         mma_u8s8_product(
             &gpu,
             Grid::new(1, 32),
@@ -253,11 +262,9 @@ fn int8_fragments_multiply_exactly_and_saturate_like_the_host() {
         .wait()
         .unwrap();
         let aw: Vec<i32> = ab.iter().map(|&x| i32::from(x)).collect();
-        assert_eq!(
-            out.to_vec().unwrap(),
-            int8_product(&aw, &bw, &c),
-            "u8 × s8, round {round}"
-        );
+        let (got, want) = (out.to_vec().unwrap(), int8_product(&aw, &bw, &c));
+        assert_eq!(got[..256], want, "u8 × s8, round {round}");
+        assert_eq!(got[256..], want, "u8 × s8 through ldmatrix, round {round}");
     }
 }
 
@@ -288,13 +295,15 @@ fn fp8_fragments_multiply_like_the_host_in_both_formats() {
                 .collect();
             (want, scale)
         };
+        // Both paths' results (plain loads, then `ldmatrix`) against the host's.
         let check = |got: Vec<f32>, (want, scale): (Vec<f64>, Vec<f64>), what: &str| {
-            for i in 0..256 {
-                let g = f64::from(got[i]);
+            for (at, &g) in got.iter().enumerate() {
+                let (g, i) = (f64::from(g), at % 256);
                 let tol = scale[i] * 2f64.powi(-16) + 1e-30;
+                let path = if at < 256 { "plain loads" } else { "ldmatrix" };
                 assert!(
                     (g - want[i]).abs() <= tol,
-                    "{what}, round {round}: element ({}, {}) is {g}, want {} (±{tol})",
+                    "{what} ({path}), round {round}: element ({}, {}) is {g}, want {} (±{tol})",
                     i / 16,
                     i % 16,
                     want[i]
@@ -304,7 +313,7 @@ fn fp8_fragments_multiply_like_the_host_in_both_formats() {
 
         let a: Vec<F8E4M3> = v(1024, 16.0).into_iter().map(F8E4M3::from_f32).collect();
         let aw: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
-        let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
+        let mut out = gpu.upload(&vec![f32::NAN; 512]).unwrap();
         mma_e4m3_product(
             &gpu,
             Grid::new(1, 32),
@@ -320,7 +329,7 @@ fn fp8_fragments_multiply_like_the_host_in_both_formats() {
 
         let a: Vec<F8E5M2> = v(1024, 1000.0).into_iter().map(F8E5M2::from_f32).collect();
         let aw: Vec<f32> = a.iter().map(|x| x.to_f32()).collect();
-        let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
+        let mut out = gpu.upload(&vec![f32::NAN; 512]).unwrap();
         mma_e5m2_e4m3_product(
             &gpu,
             Grid::new(1, 32),
