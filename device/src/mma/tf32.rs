@@ -44,7 +44,8 @@ pub fn round(x: f32) -> f32 {
     f32::from_bits(round_bits(x))
 }
 
-/// [`round`]'s bits: on the GPU one `cvt.rna.tf32.f32`.
+/// [`round`]'s bits: on the GPU one `cvt.rna.tf32.f32`, its 13 low bits then cleared (the
+/// PTX ISA gives the result's value in TF32, not those bits).
 #[inline(always)]
 fn round_bits(x: f32) -> u32 {
     #[cfg(target_arch = "nvptx64")]
@@ -60,7 +61,7 @@ fn round_bits(x: f32) -> u32 {
                 options(pure, nomem, nostack),
             )
         };
-        r
+        r & !0x1fff
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
