@@ -24,6 +24,15 @@ mod sealed {
 /// An element of an 8-bit A or B fragment: [`i8`], [`u8`], [`F8E4M3`](crate::F8E4M3) or
 /// [`F8E5M2`](crate::F8E5M2). Sealed; the products bound their operands by
 /// [`Int8`](super::int8::Int8) or [`Fp8`](super::fp8::Fp8).
+///
+/// ```
+/// use berth_device::mma::m16n8k32::{Elem8, FragA};
+/// // Code over any 8-bit fragment: lane 0's element 8 is row 0, column 16.
+/// fn first_of_second_half<T: Elem8>(a: &FragA<T>) -> T {
+///     a.get(8)
+/// }
+/// assert_eq!(first_of_second_half(&FragA::from_fn(|_, c| c as u8)), 16);
+/// ```
 pub trait Elem8: Copy + Send + sealed::Sealed + 'static {
     #[doc(hidden)]
     fn to_byte(self) -> u8;
