@@ -242,8 +242,9 @@ fn compile_kernel(
     } else {
         optimized
     };
+    let cpu = crate::target::llc_arch(&text, &opts.arch);
     tools.run("llc", &optimized, |c| {
-        c.arg(format!("-mcpu={}", opts.arch))
+        c.arg(format!("-mcpu={cpu}"))
             .arg("-nvptx-short-ptr")
             // Loop strength reduction gives a checked access two induction variables (the
             // index its bounds check compares, the address it loads), which costs registers

@@ -57,6 +57,22 @@ pub fn raise(ptx: &str, arch: &str) -> (String, String) {
     (out, arch)
 }
 
+/// LLVM's intrinsics that exist on `sm_90a` only: the warpgroup fences, commits and waits and
+/// `setmaxnreg` (berth's device crate calls them rather than inline PTX, because they are
+/// `convergent`).
+const SM90A_INTRINSICS: [&str; 2] = ["@llvm.nvvm.wgmma.", "@llvm.nvvm.setmaxnreg."];
+
+/// The architecture llc compiles a kernel's module `ir` (LLVM IR text) for: `arch`, or
+/// `sm_90a` for an sm_90 build whose module calls an sm_90a-only intrinsic (llc cannot select
+/// them for plain sm_90).
+pub fn llc_arch<'a>(ir: &str, arch: &'a str) -> std::borrow::Cow<'a, str> {
+    if arch == "sm_90" && SM90A_INTRINSICS.iter().any(|i| ir.contains(i)) {
+        "sm_90a".into()
+    } else {
+        arch.into()
+    }
+}
+
 fn version(v: &str) -> (u32, u32) {
     let (a, b) = v.trim().split_once('.').unwrap_or((v, "0"));
     (a.parse().unwrap_or(0), b.parse().unwrap_or(0))
@@ -75,6 +91,21 @@ pub fn raise_file(path: &Path, arch: &str) -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_module_calling_warpgroup_intrinsics_compiles_for_sm_90a() {
+        let wait = "  call void @llvm.nvvm.wgmma.wait_group.sync.aligned(i64 0)\n";
+        let regs = "  call void @llvm.nvvm.setmaxnreg.inc.sync.aligned.u32(i32 240)\n";
+        assert_eq!(llc_arch(wait, "sm_90"), "sm_90a");
+        assert_eq!(llc_arch(regs, "sm_90"), "sm_90a");
+        assert_eq!(
+            llc_arch("  call void @llvm.nvvm.barrier0()\n", "sm_90"),
+            "sm_90"
+        );
+        // Other architectures are left as asked.
+        assert_eq!(llc_arch(wait, "sm_100"), "sm_100");
+        assert_eq!(llc_arch(wait, "sm_90a"), "sm_90a");
+    }
 
     #[test]
     fn wgmma_raises_the_target_and_the_version() {

@@ -244,6 +244,27 @@ impl<const REGS: usize> Acc<REGS> {
     }
 }
 
+/// LLVM's NVPTX intrinsics for the warpgroup-wide instructions that take no register operands.
+/// Unlike inline PTX, they are `convergent`: the optimiser never duplicates one into paths
+/// that only some lanes take (jump threading would copy a `wait_group` that follows
+/// `if lane == 0 { arrive }` into both arms, and an `.aligned` instruction reached by part of
+/// a warp hangs the warpgroup), nor moves one across divergent control flow.
+#[cfg(target_arch = "nvptx64")]
+mod nv {
+    unsafe extern "C" {
+        #[link_name = "llvm.nvvm.wgmma.fence.sync.aligned"]
+        pub fn fence();
+        #[link_name = "llvm.nvvm.wgmma.commit_group.sync.aligned"]
+        pub fn commit_group();
+        #[link_name = "llvm.nvvm.wgmma.wait_group.sync.aligned"]
+        pub fn wait_group(n: u64);
+        #[link_name = "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32"]
+        pub fn setmaxnreg_inc(n: u32);
+        #[link_name = "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32"]
+        pub fn setmaxnreg_dec(n: u32);
+    }
+}
+
 /// Order this thread's earlier register and shared-memory accesses before the `mma_async`s
 /// that follow (`wgmma.fence.sync.aligned`): needed before the first one, and after the
 /// accumulator was written by anything else. Warpgroup-wide on the GPU.
@@ -261,7 +282,7 @@ pub unsafe fn fence() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: orders accesses; the caller has the warpgroup reach it together.
     unsafe {
-        core::arch::asm!("wgmma.fence.sync.aligned;", options(nostack))
+        nv::fence()
     };
 }
 
@@ -280,7 +301,7 @@ pub unsafe fn commit() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: as `fence`.
     unsafe {
-        core::arch::asm!("wgmma.commit_group.sync.aligned;", options(nostack))
+        nv::commit_group()
     };
 }
 
@@ -300,7 +321,7 @@ pub unsafe fn wait<const N: u32>() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: as `fence`. Not `nomem`: the operands' shared memory is free after it.
     unsafe {
-        core::arch::asm!("wgmma.wait_group.sync.aligned {n};", n = const N, options(nostack))
+        nv::wait_group(N as u64)
     };
     // The simulator reads the operands when the product is issued; meeting the warp here
     // keeps a lane's signal "the operands are free" (an arrival after the wait) behind every
@@ -397,7 +418,7 @@ pub unsafe fn claim_registers<const N: u32>() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: the caller's contract.
     unsafe {
-        core::arch::asm!("setmaxnreg.inc.sync.aligned.u32 {n};", n = const N, options(nostack))
+        nv::setmaxnreg_inc(N)
     };
 }
 
@@ -422,7 +443,7 @@ pub unsafe fn release_registers<const N: u32>() {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: the caller's contract.
     unsafe {
-        core::arch::asm!("setmaxnreg.dec.sync.aligned.u32 {n};", n = const N, options(nostack))
+        nv::setmaxnreg_dec(N)
     };
 }
 

@@ -430,6 +430,37 @@ fn a_mailbox_item_is_read_in_field_order() {
     assert_eq!(offsets, [4, 8, 12], "the job's loads:\n{body}");
 }
 
+/// The warpgroup kernels wait for their products where their source does, in code every lane
+/// reaches: `wgmma.wait_group` is `.aligned`, and one copied into the arms of an
+/// `if lane == 0 { arrive }` (which jump threading does to inline PTX, not to LLVM's
+/// convergent intrinsics) is reached by part of a warp and hangs the warpgroup. The attention
+/// kernel waits at four places (the first tile's scores, the loop's scores and values, the
+/// last values), the GEMM at two (the loop, after it).
+#[test]
+fn warpgroup_waits_are_not_copied_into_lane_divergent_branches() {
+    for (name, sites) in [
+        ("flash_attention_wgmma_kernel_bf16_64", 4),
+        ("flash_attention_wgmma_kernel_bf16_128", 4),
+        ("flash_attention_wgmma_kernel_f16_64", 4),
+        ("flash_attention_wgmma_kernel_f16_128", 4),
+        ("wgmma_gemm_kernel_bf16", 2),
+        ("wgmma_gemm_kernel_f16", 2),
+    ] {
+        let body = entry_body(name);
+        let waits = body
+            .lines()
+            .filter(|l| l.contains("wgmma.wait_group.sync.aligned"))
+            .count();
+        assert_eq!(waits, sites, "`{name}`'s waits:\n{body}");
+        for ins in [
+            "wgmma.fence.sync.aligned",
+            "wgmma.commit_group.sync.aligned",
+        ] {
+            assert!(body.contains(ins), "`{name}` has no `{ins}`");
+        }
+    }
+}
+
 /// The runtime's own kernels (pipelined launches' progress flags; the random-read probe of
 /// `#[auto]`'s close calls; the hot tier's gather, capture, fill and slot table update): hand-written PTX whose entries match their descriptors and which
 /// ptxas accepts for sm_90.
