@@ -1,6 +1,6 @@
 //! The tensor-core section of `BENCHMARKS.md`, from `tensor.log` (run.sh's `tensor` mode): the
 //! `tensor_gemm` example's lines (berth's GEMM and cuBLAS called through cudarc, same
-//! process), the `attention` example's, and `bench/tensor/anchor.py`'s JSON lines (cuBLAS
+//! process), the `wgmma_gemm` example's JSON lines, the `attention` example's, and `bench/tensor/anchor.py`'s JSON lines (cuBLAS
 //! through `torch.matmul`, PyTorch's flash `scaled_dot_product_attention`), all from the same
 //! run. Per shape: berth's TFLOP/s, the references', the ratio and the target.
 
@@ -89,6 +89,26 @@ fn attention(line: &str) -> Option<Attention> {
     })
 }
 
+/// The `wgmma_gemm` example's JSON line: `{"bench":"wgmma_gemm","type":"bf16","m":8192,
+/// "n":8192,"k":8192,"berth_tflops":…,"cublas_tflops":…,…}` (square problems only: the table's
+/// `n` is all three sizes).
+fn wgmma_gemm(v: &Value) -> Option<Gemm> {
+    if v["bench"] != "wgmma_gemm" {
+        return None;
+    }
+    let n = v["n"].as_u64()?;
+    if v["m"].as_u64() != Some(n) || v["k"].as_u64() != Some(n) {
+        return None;
+    }
+    Some(Gemm {
+        dtype: v["type"].as_str()?.to_owned(),
+        kernel: "wgmma".to_owned(),
+        n,
+        berth: v["berth_tflops"].as_f64()?,
+        cublas: v["cublas_tflops"].as_f64(),
+    })
+}
+
 fn cell(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
@@ -100,13 +120,14 @@ fn gemm_target(kernel: &str) -> f64 {
 
 /// Write the section (nothing without a berth line).
 pub fn write(md: &mut String, text: &str) -> Result {
-    let gemms: Vec<Gemm> = text.lines().filter_map(gemm).collect();
     let attns: Vec<Attention> = text.lines().filter_map(attention).collect();
     let anchors: Vec<Value> = text
         .lines()
         .filter(|l| l.starts_with('{'))
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
+    let mut gemms: Vec<Gemm> = text.lines().filter_map(gemm).collect();
+    gemms.extend(anchors.iter().filter_map(wgmma_gemm));
     if gemms.is_empty() && attns.is_empty() {
         return Ok(());
     }
@@ -114,7 +135,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     if !gemms.is_empty() {
         writeln!(
             md,
-            "`tensor_gemm` (`examples/src/tensor.rs`): C = A·B, row-major f16/bf16 inputs, f32 output, M = N = K = n; berth's time is the best of its runs, and so is cuBLAS's (called through cudarc in the same process, checked equal); `torch.matmul` is the median of the anchor's runs (`bench/tensor/anchor.py`, same run, bf16/f16 output). Targets: 0.55× cuBLAS for the `mma.sync` kernel, 0.80× for a warpgroup (`wgmma`) kernel.\n"
+            "`tensor_gemm` (`examples/src/tensor.rs`): C = A·B, row-major f16/bf16 inputs, f32 output, M = N = K = n; berth's time is the best of its runs, and so is cuBLAS's (called through cudarc in the same process, checked equal); `wgmma_gemm` (`examples/src/wgmma_gemm.rs`: C = A·Bᵀ, the bulk-copy and warpgroup-MMA kernel) shows the medians of its runs and of cuBLAS's on the same problem; `torch.matmul` is the median of the anchor's runs (`bench/tensor/anchor.py`, same run, bf16/f16 output). Targets: 0.55× cuBLAS for the `mma.sync` kernel, 0.80× for a warpgroup (`wgmma`) kernel.\n"
         )?;
         writeln!(
             md,
@@ -192,6 +213,7 @@ tensor_gemm bf16 wgmma: 8192×8192×8192: berth 1.700 ms (646.8 TFLOP/s), cuBLAS
 attention bf16: 128 × 4096 × 128, causal: median 6.425 ms (85.6 TFLOP/s); 0 of 4096 sampled outputs off the host's
 attention bf16: 32 × 16384 × 64: median 27.050 ms (81.3 TFLOP/s); 3 of 2048 sampled outputs off the host's
 attention bf16 wgmma: 128 × 4096 × 128, causal: median 1.800 ms (305.4 TFLOP/s); 0 of 4096 sampled outputs off the host's
+{"bench":"wgmma_gemm","type":"bf16","m":4096,"n":4096,"k":4096,"berth_tflops":512.3,"cublas_tflops":700.0,"ratio":0.732,"worst_rel_diff":0e0,"off_host":0}
 {"impl": "cublas_torch_matmul", "dtype": "bf16", "n": 4096, "ms": 0.1969, "tflops": 697.9}
 {"impl": "torch_sdpa_flash", "dtype": "bf16", "d": 128, "seq": 4096, "heads": 128, "causal": true, "ms": 1.7903, "tflops": 307.1}"#;
 
@@ -205,6 +227,10 @@ attention bf16 wgmma: 128 × 4096 × 128, causal: median 1.800 ms (305.4 TFLOP/s
         );
         assert!(
             md.contains("| bf16 | wgmma | 8192 | 646.8 | 769.4 | – | 0.84× | ≥ 0.8×: ✓ |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| bf16 | wgmma | 4096 | 512.3 | 700.0 | 697.9 | 0.73× | ≥ 0.8×: ✗ |"),
             "{md}"
         );
         assert!(
