@@ -1,8 +1,8 @@
 //! The tensor-core section of `BENCHMARKS.md`, from `tensor.log` (run.sh's `tensor` mode): the
 //! `tensor_gemm` example's lines (berth's GEMM and cuBLAS called through cudarc, same
-//! process), the `wgmma_gemm` example's JSON lines, the `attention` example's, and `bench/tensor/anchor.py`'s JSON lines (cuBLAS
-//! through `torch.matmul`, PyTorch's flash `scaled_dot_product_attention`), all from the same
-//! run. Per shape: berth's TFLOP/s, the references', the ratio and the target.
+//! process), the `wgmma_gemm` example's JSON lines, the `attention` example's, and
+//! `bench/tensor/anchor.py`'s JSON lines (cuBLAS through `torch.matmul`, PyTorch's flash
+//! `scaled_dot_product_attention`), all from the same run. Per shape: berth's TFLOP/s, the references', the ratio and the target.
 
 use std::fmt::Write as _;
 

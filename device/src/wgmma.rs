@@ -319,7 +319,8 @@ pub unsafe fn commit() {
 #[inline(always)]
 pub unsafe fn wait<const N: u32>() {
     #[cfg(target_arch = "nvptx64")]
-    // SAFETY: as `fence`. Not `nomem`: the operands' shared memory is free after it.
+    // SAFETY: as `fence`. To LLVM the intrinsic may read and write any memory, so no access
+    // moves across it: the operands' shared memory is free after it.
     unsafe {
         nv::wait_group(N as u64)
     };
