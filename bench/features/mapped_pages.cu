@@ -5,10 +5,16 @@
 //
 // Also host memory allocated through the driver's virtual memory management (cuMemCreate on
 // the host, mapped with the allocation granularity) and managed memory kept on the host
-// (preferred location the CPU, accessed by the GPU).
+// (preferred location the CPU, accessed by the GPU), with and without MADV_HUGEPAGE.
+//
+// Each case times the gather kernel twice: back to back (ids already on the device, events
+// around the launches: what the link and the table's mappings allow), and one batch at a time
+// (ids copied from pageable memory, the kernel, a wait: what a program that uses each batch
+// before the next sees).
 //
 //   nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp mapped_pages.cu -o mapped_pages -lcuda
 //   ./mapped_pages [GiB ...]        (default: 2 16 64)
+//   ONLY_MANAGED=1 ./mapped_pages 64   (managed memory only)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <omp.h>
@@ -76,6 +82,18 @@ static void bench(const char* kind, float4* host, size_t rows, double gib, const
   float ms;
   CK(cudaEventElapsedTime(&ms, a, b));
   double gpu = (double)n * reps / (ms / 1e3) / 1e6;
+  // One batch at a time, as a program that gathers a batch and then uses it does: the batch's
+  // ids copied from pageable memory, the kernel, a wait. Wall time on the host.
+  unsigned* d_batch;
+  CK(cudaMalloc(&d_batch, (size_t)n * 4));
+  double t_batch = now();
+  for (int k = 0; k < reps; k++) {
+    CK(cudaMemcpy(d_batch, ids.data() + (size_t)k * n, (size_t)n * 4, cudaMemcpyHostToDevice));
+    gather<<<blocks, threads>>>(dev_table, d_batch, d_out, n);
+    CK(cudaDeviceSynchronize());
+  }
+  double per_batch = (double)n * reps / (now() - t_batch) / 1e6;
+  CK(cudaFree(d_batch));
   // Host threads gathering the same rows into pinned memory.
   float4* pinned;
   CK(cudaHostAlloc((void**)&pinned, (size_t)n * ROW, cudaHostAllocDefault));
@@ -87,9 +105,10 @@ static void bench(const char* kind, float4* host, size_t rows, double gib, const
     for (int i = 0; i < n; i++) memcpy(pinned + (size_t)i * W4, host + (size_t)batch[i] * W4, ROW);
   }
   double cpu = host_reads ? (double)n * reps / (now() - t0) / 1e6 : 0.0;
-  printf("{\"table\": \"%s\", \"thp\": \"%s\", \"gib\": %.0f, \"gpu_mapped_mrows_s\": %.1f, "
+  printf("{\"impl\": \"cuda_mapped_gather\", \"table\": \"%s\", \"thp\": \"%s\", \"gib\": %.0f, "
+         "\"batch\": %d, \"gpu_mapped_mrows_s\": %.1f, \"gpu_mapped_per_batch_mrows_s\": %.1f, "
          "\"host_threads\": %d, \"host_gather_mrows_s\": %.1f}\n",
-         kind, thp, gib, gpu, omp_get_max_threads(), cpu);
+         kind, thp, gib, n, gpu, per_batch, omp_get_max_threads(), cpu);
   fflush(stdout);
   CK(cudaFreeHost(pinned));
   CK(cudaFree(d_ids));
@@ -133,7 +152,9 @@ int main(int argc, char** argv) {
   fprintf(stderr, "THP: %s\n", mode.c_str());
   for (double gib : sizes) {
     size_t bytes = (size_t)(gib * (1ull << 30)), rows = bytes / ROW;
-    bool only_new = getenv("ONLY_DRIVER_MANAGED") != nullptr;
+    // ONLY_MANAGED: managed memory alone (the kind a berth `ManagedBuffer` is).
+    bool only_managed = getenv("ONLY_MANAGED") != nullptr;
+    bool only_new = only_managed || getenv("ONLY_DRIVER_MANAGED") != nullptr;
     if (!only_new) {
       double t0 = now();
       float4* t;
@@ -160,7 +181,7 @@ int main(int argc, char** argv) {
       CK(cudaHostUnregister(p));
       munmap(p, bytes);
     }
-    {
+    if (!only_managed) {
       // Driver-managed virtual memory on the host.
       CUmemAllocationProp prop = {};
       prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;

@@ -152,7 +152,64 @@ pub fn write(md: &mut String, text: &str) -> Result {
             if ok { "yes" } else { "**no**" },
         )?;
     }
-    graph(md, &rows)
+    graph(md, &rows)?;
+    link(md, &rows)
+}
+
+/// Where the time of a gather read in place goes: berth's in-place rate without a tier against
+/// its own GPU time, and a plain CUDA kernel's over the same kind of table (`mapped_pages.cu`),
+/// back to back and a batch at a time (nothing without either).
+fn link(md: &mut String, rows: &[Value]) -> Result {
+    let cuda: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["impl"] == "cuda_mapped_gather")
+        .collect();
+    let berth = rows.iter().find(|r| {
+        r["impl"] == "berth_mapped_only"
+            && r["zipf"].as_f64() == Some(0.0)
+            && r["gather_gpu_span_s"].as_f64().is_some()
+    });
+    if cuda.is_empty() && berth.is_none() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\nThe in-place path alone, uniform ids (Zipf s = 0): berth's gather without a tier (wall time of each batch, and the GPU's time from before its first kernel to after its last), and a plain CUDA kernel (`bench/features/mapped_pages.cu`, same run: one warp a row, managed memory kept on the host and mapped for the GPU, filled by 16 threads) timed back to back (ids on the device, events around 20 launches) and a batch at a time (ids copied from pageable memory, the kernel, a wait).\n"
+    )?;
+    writeln!(
+        md,
+        "| gather | table | M rows/s, a batch at a time (wall) | M rows/s, GPU time / back to back |"
+    )?;
+    writeln!(md, "|---|---|---:|---:|")?;
+    if let Some(b) = berth {
+        let n = b["batch"].as_f64().unwrap_or(0.0) * b["batches"].as_f64().unwrap_or(0.0);
+        let span = b["gather_gpu_span_s"].as_f64().filter(|&s| s > 0.0);
+        writeln!(
+            md,
+            "| berth, no tier | {} GiB, {} | {} | {} |",
+            b["table_gib"].as_f64().unwrap_or(0.0),
+            b["table"].as_str().unwrap_or("?"),
+            cell(mrows(Some(b)), 1),
+            cell(span.map(|s| n / s / 1e6), 1),
+        )?;
+    }
+    for c in cuda {
+        writeln!(
+            md,
+            "| plain CUDA | {} GiB, {} ({}) | {} | {} |",
+            c["gib"].as_f64().unwrap_or(0.0),
+            c["table"].as_str().unwrap_or("?"),
+            match c["thp"].as_str() {
+                Some("madvise") => "MADV_HUGEPAGE",
+                Some("none") => "no madvise",
+                Some(other) => other,
+                None => "?",
+            },
+            cell(c["gpu_mapped_per_batch_mrows_s"].as_f64(), 1),
+            cell(c["gpu_mapped_mrows_s"].as_f64(), 1),
+        )?;
+    }
+    Ok(())
 }
 
 /// The graph-sampled batches' row (nothing without a berth line for them).
@@ -238,6 +295,27 @@ mod tests {
         assert!(
             md.contains(
                 "| R-MAT 2-hop | 90.0 | 80.0% | 20.0 | 4.50× | ≥ 4×: ✓ | – | – | – | yes |"
+            ),
+            "{md}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_in_place_path_is_shown_beside_the_plain_kernel() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":0.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":1,"refresh_every":1,"mrows_s":50.0,"hit_rate_second_half":0.2,"ok":true}
+{"impl":"berth_mapped_only","zipf":0.0,"table_gib":64.0,"table":"managed","batch":65536,"batches":64,"gather_s":0.134,"gather_gpu_span_s":0.0524288,"mrows_s":31.3,"ok":true}
+{"impl":"cuda_mapped_gather","table":"managed_preferred_host","thp":"none","gib":64,"batch":65536,"gpu_mapped_mrows_s":99.5,"gpu_mapped_per_batch_mrows_s":80.25,"host_threads":16,"host_gather_mrows_s":60.9}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        // 64 batches of 65,536 rows in 0.0524288 s on the GPU: 80.0 M rows/s.
+        assert!(
+            md.contains("| berth, no tier | 64 GiB, managed | 31.3 | 80.0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| plain CUDA | 64 GiB, managed_preferred_host (no madvise) | 80.2 | 99.5 |"
             ),
             "{md}"
         );

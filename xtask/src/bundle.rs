@@ -31,6 +31,7 @@ const REFERENCES: &[(&str, &str)] = &[
     ("include/stream_input.h", "stream_input.h"),
     ("tpch/anchor.py", "tpch_anchor.py"),
     ("features/anchor.py", "features_anchor.py"),
+    ("features/mapped_pages.cu", "mapped_pages.cu"),
     ("tensor/anchor.py", "tensor_anchor.py"),
 ];
 

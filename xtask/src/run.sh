@@ -47,6 +47,8 @@
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then the same over 2-hop samples of an R-MAT
 #   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
+#   skips it); then mapped_pages.cu (a plain CUDA gather from managed memory kept on the host,
+#   with and without MADV_HUGEPAGE, back to back and a batch at a time; BERTH_FEATURES_CUDA=0
 #   skips it).
 #   tensor: the tensor-core tests (mma, async copies, attention, wgmma) of tests/gpu, then the
 #   tensor_gemm example (berth's mma.sync GEMM against cuBLAS, f16 and bf16) and the
@@ -612,6 +614,20 @@ if [[ $mode == features ]]; then
   else
     echo '{"note":"features anchor skipped: needs torch and numpy"}' | tee -a "$out/features.jsonl"
     summary+=("SKIP  features anchor (needs torch and numpy)")
+  fi
+  # The link's own rate for the same gathers: a plain CUDA kernel over managed memory kept on
+  # the host (what a ManagedBuffer is), back to back and one batch at a time.
+  if [[ ${BERTH_FEATURES_CUDA:-1} == 0 ]]; then
+    summary+=("SKIP  mapped_pages.cu (BERTH_FEATURES_CUDA=0)")
+  elif nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp -o "$here/mapped_pages" "$here/mapped_pages.cu" -lcuda >> "$out/features.log" 2>&1; then
+    gib=$(python3 -c "print(round($rows * 512 / 2**30))")
+    if ONLY_MANAGED=1 "$here/mapped_pages" "$gib" 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+      summary+=("PASS  mapped_pages.cu (managed, $gib GiB)")
+    else
+      summary+=("FAIL  mapped_pages.cu"); fail=1
+    fi
+  else
+    summary+=("FAIL  nvcc build of mapped_pages.cu"); fail=1
   fi
 fi
 
