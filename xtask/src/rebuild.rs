@@ -143,7 +143,11 @@ fn write_workspace(root: &Path, ws: &Path) -> Result {
     let files = [
         (
             "Cargo.toml",
-            "[workspace]\nmembers = [\"kernels\", \"app\"]\nresolver = \"3\"\n".to_owned(),
+            // The builder optimised, as docs/getting-started.md recommends.
+            "[workspace]\nmembers = [\"kernels\", \"app\"]\nresolver = \"3\"\n\n\
+             [profile.dev.package.berth-gpu-build]\nopt-level = 3\n\n\
+             [profile.release.package.berth-gpu-build]\nopt-level = 3\n"
+                .to_owned(),
         ),
         (
             "kernels/Cargo.toml",
