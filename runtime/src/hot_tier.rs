@@ -32,7 +32,7 @@ use crate::args::MappedArg;
 use crate::buffer::DeviceBuffer;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
-use crate::host_mem::MappedBuffer;
+use crate::host_mem::{MappedBuffer, PinnedBuffer};
 use crate::launch::builder::Launch;
 use crate::launch::grid::Grid;
 use crate::launch::pending::Pending;
@@ -202,6 +202,30 @@ fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
         *buf = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
     }
     buf.copy_prefix_from(data)
+}
+
+/// Put a gather's `ids` at the start of `buf`, first replacing `buf` (and `host`, kept the same
+/// length) by a longer one (a power of two) if it is too short: written into the pinned
+/// `host` (waiting for the copy that last read it), then copied on `queue`'s stream and left
+/// queued. The gather queued next on that stream reads `buf` after the copy, with no wait on
+/// the host; the buffers' uses record the copy, so their next host access, or their drop,
+/// waits for it.
+fn stage_ids(
+    gpu: &Gpu,
+    queue: &impl Queue,
+    buf: &mut DeviceBuffer<u32>,
+    host: &mut PinnedBuffer<u32>,
+    ids: &[u32],
+) -> Result<()> {
+    if buf.len() < ids.len() {
+        *buf = gpu.alloc_zeroed::<u32>(ids.len().next_power_of_two())?;
+    }
+    if host.len() != buf.len() {
+        *host = gpu.pinned_zeroed::<u32>(buf.len())?;
+    }
+    host[..ids.len()].copy_from_slice(ids);
+    buf.copy_from_pinned(queue, &*host)?.leave_queued();
+    Ok(())
 }
 
 /// One gather's launch parameters.
@@ -442,6 +466,8 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
     /// kept, and grown when a batch is longer, rather than allocated for every batch.
     ids: Vec<DeviceBuffer<u32>>,
+    /// Pinned memory the same length as each of `ids`, the source of its copy.
+    ids_host: Vec<PinnedBuffer<u32>>,
     /// The last fill's ids and slots (prefixes), kept the same way.
     fill: (DeviceBuffer<u32>, DeviceBuffer<u32>),
     /// The last slot table update's ids and entries (prefixes), kept the same way.
@@ -585,6 +611,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             gate: None,
             ids: (0..IDS_IN_FLIGHT)
                 .map(|_| gpu.alloc_zeroed::<u32>(0))
+                .collect::<Result<_>>()?,
+            ids_host: (0..IDS_IN_FLIGHT)
+                .map(|_| gpu.pinned_zeroed::<u32>(0))
                 .collect::<Result<_>>()?,
             fill: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
             update: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
@@ -742,7 +771,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // Waits for the gather that read this buffer IDS_IN_FLIGHT batches ago, if it is
         // still queued.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
-        stage(&self.gpu, &mut self.ids[ring], ids)?;
+        stage_ids(
+            &self.gpu,
+            queue,
+            &mut self.ids[ring],
+            &mut self.ids_host[ring],
+            ids,
+        )?;
         self.report_small(batch, ids.len());
         self.stats.rows += ids.len() as u64;
         if self.claim.len() < ids.len() {
@@ -829,9 +864,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         // The rows the gather logs are copied from `out` into the slots granted to their
         // places in the log by a later kernel, which reads what the gather (and the scatter)
-        // wrote: each guard ends before the next kernel is queued (waiting for it on a Gpu or
-        // a Stream; in a Scope all stay queued, in order). If any is not queued, the refresh
-        // copies the logged rows from the table instead.
+        // wrote: each guard ends before the next kernel is queued (the gather's is left queued,
+        // the next kernel following it on its stream; the scatter's waits on a Gpu or a Stream,
+        // after the host's threads; in a Scope all stay queued, in order). If any is not
+        // queued, the refresh copies the logged rows from the table instead.
         let all_captured = *captured;
         *captured = false;
         let gathered = gather.queue(
@@ -855,7 +891,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             }
             drop(scatter.queue(queue, stage_pos, stage, &mut *out)?);
         } else {
-            drop(gathered);
+            // Queued after the gather on its stream, ordered by it and by the buffers' uses.
+            gathered.leave_queued();
         }
         let mut l = Launch::new(queue, &HOT_CAPTURE, Grid::cover(threads))?;
         l.scalar(&(*units as u64));

@@ -294,6 +294,35 @@ fn refreshes_queued_behind_host_gathers_in_flight_leave_their_results_intact() {
     in_flight(1.0);
 }
 
+/// A gather's ids go to the device through pinned memory kept by the tier, by a copy left
+/// queued on the gather's stream. Gathers on a stream whose guards are leaked, more of them
+/// than the tier keeps id buffers for, and longer and longer (so the buffers are replaced while
+/// copies and gathers that use them are queued): each reads its own ids.
+#[test]
+fn leaked_gathers_in_flight_each_read_their_own_staged_ids() {
+    let gpu = gpu();
+    let rows = 1500;
+    let (mut t, host) = tier(&gpu, rows, 30);
+    let mut r = rng();
+    let hot: Vec<u32> = (0..30).map(|_| r.random_range(0..rows as u32)).collect();
+    let stream = gpu.stream().unwrap();
+    let batches: Vec<Vec<u32>> = (0..10)
+        .map(|k| batch(&mut r, &hot, rows, 40 << (k / 3)))
+        .collect();
+    let mut outs: Vec<DeviceBuffer<f32>> =
+        batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
+    for (k, (ids, out)) in batches.iter().zip(outs.iter_mut()).enumerate() {
+        std::mem::forget(t.gather(&stream, ids, out).unwrap());
+        if k % 4 == 3 {
+            t.refresh(&stream).unwrap();
+        }
+    }
+    for (ids, out) in batches.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+    assert_eq!(t.stats().gathers, 10);
+}
+
 fn in_flight(host_share: f64) {
     let gpu = gpu();
     let rows = 2000;

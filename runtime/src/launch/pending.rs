@@ -96,6 +96,18 @@ impl Pending<'_> {
     /// a graph it does nothing.
     pub fn detach(self) {}
 
+    /// Leave the work queued without waiting for it, outside a scope too: for work the
+    /// runtime queues more work after, on the same stream, under a guard of its own. Sound as
+    /// a leaked guard is: every buffer the work uses recorded it, so their host accesses and
+    /// frees wait for it, and work queued after it on other streams is ordered after it. Work
+    /// holding pooled staging waits instead, as when dropped: its staging goes back to the
+    /// pool only once the stream has passed it.
+    pub(crate) fn leave_queued(mut self) {
+        if self.leases.is_empty() {
+            self.done = true;
+        }
+    }
+
     /// The kernel launched.
     pub fn kernel(&self) -> &'static str {
         self.kernel
