@@ -583,6 +583,10 @@ if [[ $mode == features ]]; then
   budget=${BERTH_FEATURES_BUDGET:-16G}
   zipf=${BERTH_FEATURES_ZIPF:-0,0.8,1.0,1.2}
   warmup=${BERTH_FEATURES_WARMUP:-3000}
+  # Free physically contiguous memory by order (order 9: 2 MiB) before the 64 GiB table is
+  # allocated: unified memory kept on the host is mapped for the GPU in 2 MiB pages only where
+  # its 2 MiB chunks could be allocated whole.
+  { echo "=== /proc/buddyinfo before the features example"; cat /proc/buddyinfo 2>/dev/null; grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo 2>/dev/null; } >> "$out/features.log"
   echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
   if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
     summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
@@ -621,6 +625,7 @@ if [[ $mode == features ]]; then
     summary+=("SKIP  mapped_pages.cu (BERTH_FEATURES_CUDA=0)")
   elif nvcc -O3 -arch=sm_90 -Xcompiler -fopenmp -o "$here/mapped_pages" "$here/mapped_pages.cu" -lcuda >> "$out/features.log" 2>&1; then
     gib=$(python3 -c "print(round($rows * 512 / 2**30))")
+    { echo "=== /proc/buddyinfo before mapped_pages"; cat /proc/buddyinfo 2>/dev/null; } >> "$out/features.log"
     if ONLY_MANAGED=1 "$here/mapped_pages" "$gib" 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
       summary+=("PASS  mapped_pages.cu (managed, $gib GiB)")
     else
