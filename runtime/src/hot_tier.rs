@@ -768,8 +768,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // the slot table and rows it leaves.
         self.receive(false);
         self.apply(queue)?;
-        // Waits for the gather that read this buffer IDS_IN_FLIGHT batches ago, if it is
-        // still queued.
+        // The copy into this buffer follows the gather that read it IDS_IN_FLIGHT batches ago
+        // (on the GPU: by the stream, or an event where that gather ran on another one); the
+        // host waits only for the copy that last read the pinned memory.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
         stage_ids(
             &self.gpu,
