@@ -153,7 +153,58 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?;
     }
     graph(md, &rows)?;
+    refreshes(md, &rows)?;
     link(md, &rows)
+}
+
+/// What the timed batches' refreshes cost on the host, per refresh (nothing without the
+/// lines' refresh times).
+fn refreshes(md: &mut String, rows: &[Value]) -> Result {
+    let tiers: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier" && r["refresh_ranking_s"].is_number())
+        .collect();
+    let Some(first) = tiers.first() else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "\nThe timed batches' refreshes ({}, one every {} batches), per refresh: the ranking's host time ({}), reading the miss log (waiting for the gathers queued before it), and queuing the fill and slot table update kernels; the batch loop's thread spends the refresh column of the first table.\n",
+        first["refresh"].as_str().unwrap_or("?"),
+        first["refresh_every"],
+        if first["refresh"] == "async" {
+            "on the tier's thread, beside the gathers"
+        } else {
+            "on the batch loop's thread"
+        },
+    )?;
+    writeln!(
+        md,
+        "| ids | refreshes | ranking, ms | miss log read, ms | kernels queued, ms | on the batch loop's thread, ms |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|")?;
+    for t in tiers {
+        let n = t["batches"].as_f64().unwrap_or(0.0)
+            / t["refresh_every"]
+                .as_f64()
+                .unwrap_or(f64::INFINITY)
+                .max(1.0);
+        let n = n.floor();
+        let each = |key: &str| t[key].as_f64().filter(|_| n > 0.0).map(|v| 1e3 * v / n);
+        writeln!(
+            md,
+            "| {} | {n} | {} | {} | {} | {} |",
+            match t["zipf"].as_f64() {
+                Some(z) => format!("Zipf s = {z}"),
+                None => "R-MAT 2-hop".to_owned(),
+            },
+            cell(each("refresh_ranking_s"), 2),
+            cell(each("refresh_log_read_s"), 2),
+            cell(each("refresh_apply_s"), 2),
+            cell(each("refresh_s"), 2),
+        )?;
+    }
+    Ok(())
 }
 
 /// Where the time of a gather read in place goes: berth's in-place rate without a tier against
@@ -317,6 +368,23 @@ mod tests {
             md.contains(
                 "| plain CUDA | 64 GiB, managed_preferred_host (no madvise) | 80.2 | 99.5 |"
             ),
+            "{md}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn refreshes_are_shown_per_refresh() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":64,"refresh_every":16,"refresh":"async","mrows_s":100.0,"hit_rate_second_half":0.9,"refresh_s":0.004,"refresh_ranking_s":0.0372,"refresh_log_read_s":0.002,"refresh_apply_s":0.0056,"ok":true}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        assert!(
+            md.contains("on the tier's thread, beside the gathers"),
+            "{md}"
+        );
+        // 4 refreshes in 64 batches.
+        assert!(
+            md.contains("| Zipf s = 1 | 4 | 9.30 | 0.50 | 1.40 | 1.00 |"),
             "{md}"
         );
         Ok(())

@@ -331,6 +331,14 @@ pub struct HotTierStats {
     /// Rows not resident that host threads gathered into pinned memory for the GPU to read
     /// in one stream ([`HotTier::host_gathers`]), rather than the GPU reading each in place.
     pub staged: u64,
+    /// Host time the rankings of the refreshes applied so far took (on a thread of the
+    /// tier's own, beside the gathers, for [`HotTier::begin_refresh`]).
+    pub ranking: std::time::Duration,
+    /// Host time reading their miss logs (waiting for the gathers queued before included).
+    pub log_read: std::time::Duration,
+    /// Host time queuing their fill and slot table update kernels, on the thread that
+    /// applied them (a refresh on a `Gpu` or a `Stream` waits for the kernels too).
+    pub apply: std::time::Duration,
 }
 
 impl HotTierStats {
@@ -1401,6 +1409,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             update_us = (start.elapsed() - filled).as_micros(),
             "hot tier refreshed"
         );
+        self.stats.ranking += plan.policy;
+        self.stats.log_read += plan.log_read;
+        self.stats.apply += start.elapsed();
         Ok(())
     }
 }

@@ -407,6 +407,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut hits_after_warmup = (0u64, 0u64);
     let warmup_t = Instant::now();
     let mut warmup_s = 0.0;
+    // The tier's counters when the timed batches begin.
+    let mut at_timed = tier.stats();
     // The timed batches' gather times, and where the hot set moved.
     let (mut batch_s, mut moves) = (Vec::new(), Vec::new());
     let mut shift = 0;
@@ -414,6 +416,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         let timed = k >= args.warmup;
         if k == args.warmup {
             warmup_s = warmup_t.elapsed().as_secs_f64();
+            at_timed = tier.stats();
         }
         let i = k.saturating_sub(args.warmup);
         if timed && args.drift_every > 0 && i > 0 && i % args.drift_every == 0 {
@@ -552,6 +555,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "host_share": args.host_share,
             "table": args.table.name(),
             "staged": s.staged,
+            // The refreshes applied in the timed batches: the ranking's host time (beside the
+            // gathers with `--refresh async`), reading the miss log, queuing the kernels.
+            "refresh_ranking_s": s.ranking.saturating_sub(at_timed.ranking).as_secs_f64(),
+            "refresh_log_read_s": s.log_read.saturating_sub(at_timed.log_read).as_secs_f64(),
+            "refresh_apply_s": s.apply.saturating_sub(at_timed.apply).as_secs_f64(),
             "ok": bad == 0,
         });
         println!("{line}");
