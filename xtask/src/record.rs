@@ -412,11 +412,14 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
         let mut part = String::new();
         (s.render)(&mut part, &text, root)?;
         let part = part.replacen("\n## ", "\n### ", 1);
-        // The run's date and commit under the section's heading.
+        // The run's date, commit and GPU under the section's heading: sections of different
+        // runs may come from different GPUs.
+        let gpu = field(from, "gpu").split(',').next().unwrap_or_default().trim();
         let stamp = format!(
-            "\n\nMeasured {}, commit `{}`.",
+            "\n\nMeasured {}, commit `{}`, on {}.",
             field(from, "date"),
-            field(from, "commit")
+            field(from, "commit"),
+            if gpu.is_empty() { "unknown" } else { gpu }
         );
         match part.trim_start_matches('\n').find('\n') {
             Some(end) => {
@@ -693,7 +696,7 @@ mod tests {
         std::fs::remove_dir_all(&dir)?;
         assert!(
             md.contains(
-                "\n### TPC-H over host-resident columns\n\nMeasured 2030-01-01, commit `abc`."
+                "\n### TPC-H over host-resident columns\n\nMeasured 2030-01-01, commit `abc`, on NVIDIA H200."
             ),
             "{md}"
         );

@@ -56,7 +56,7 @@
 #   BERTH_TENSOR_GEMM sizes (default "4096 8192"), the attention example (its mma.sync and
 #   wgmma kernels, bf16, d = 64 and 128, causal and not) at BERTH_TENSOR_SEQ lengths (default
 #   "1024 4096 16384", batch x heads 2 x 16 x max(1, 16384 / seq)), and tensor_anchor.py (cuBLAS through torch.matmul, PyTorch's
-#   flash SDPA, same shapes) -> tensor.log (every line, the anchor's JSON lines too: what `cargo xtask record` reads), tensor.jsonl (the anchor's lines);
+#   flash SDPA, same shapes; every step stopped after BERTH_TENSOR_TIMEOUT seconds, default 180) -> tensor.log (every line, the anchor's JSON lines too: what `cargo xtask record` reads), tensor.jsonl (the anchor's lines);
 #   tpch: the tpch example (TPC-H Q1, Q6, Q12, Q14 raw, packed and warm, every answer checked)
 #   and tpch_anchor.py (DuckDB, PyTorch, the link bound) at each scale factor of
 #   BERTH_TPCH_SF (default "10 30") -> tpch.jsonl, tpch.log.
@@ -638,20 +638,27 @@ fi
 
 if [[ $mode == tensor ]]; then
   : > "$out/tensor.log"; : > "$out/tensor.jsonl"
-  if "$here/tests/gpu" mma async_copy attention wgmma --test-threads=1 >> "$out/tensor.log" 2>&1; then
+  # A kernel that hangs (a warpgroup instruction some lanes never reach) must not take the whole
+  # run with it: every step has a time limit (BERTH_TENSOR_TIMEOUT seconds, default 180).
+  limit=${BERTH_TENSOR_TIMEOUT:-180}
+  timeout -k 10 "$limit" "$here/tests/gpu" mma async_copy attention wgmma --test-threads=1 >> "$out/tensor.log" 2>&1
+  status=$?
+  if (( status == 0 )); then
     summary+=("PASS  tests/gpu mma async_copy attention wgmma")
+  elif (( status == 124 || status == 137 )); then
+    summary+=("FAIL  tests/gpu mma async_copy attention wgmma (no end within ${limit} s)"); fail=1
   else
     summary+=("FAIL  tests/gpu mma async_copy attention wgmma"); fail=1
   fi
   for n in ${BERTH_TENSOR_GEMM:-4096 8192}; do
-    if "$here/bin/tensor_gemm" --m "$n" --n "$n" --k "$n" --reps 20 2>&1 | tee -a "$out/tensor.log"; then
+    if timeout -k 10 "$limit" "$here/bin/tensor_gemm" --m "$n" --n "$n" --k "$n" --reps 20 2>&1 | tee -a "$out/tensor.log"; then
       summary+=("PASS  tensor_gemm $n (checked against cuBLAS and the host)")
     else
       summary+=("FAIL  tensor_gemm $n"); fail=1
     fi
   done
   for n in ${BERTH_TENSOR_GEMM:-4096 8192}; do
-    if "$here/bin/wgmma_gemm" --m "$n" --n "$n" --k "$n" --reps 20 2>&1 | tee -a "$out/tensor.log"; then
+    if timeout -k 10 "$limit" "$here/bin/wgmma_gemm" --m "$n" --n "$n" --k "$n" --reps 20 2>&1 | tee -a "$out/tensor.log"; then
       summary+=("PASS  wgmma_gemm $n (checked against cuBLAS and the host)")
     else
       summary+=("FAIL  wgmma_gemm $n"); fail=1
@@ -662,7 +669,7 @@ if [[ $mode == tensor ]]; then
       for seq in ${BERTH_TENSOR_SEQ:-1024 4096 16384}; do
         heads=$(( (seq < 16384 ? 16384 / seq : 1) * 32 ))
         for causal in "" --causal; do
-          if "$here/bin/attention" --kernel "$kernel" --seq "$seq" --d "$d" --heads "$heads" $causal --reps 20 2>&1 | tee -a "$out/tensor.log"; then
+          if timeout -k 10 "$limit" "$here/bin/attention" --kernel "$kernel" --seq "$seq" --d "$d" --heads "$heads" $causal --reps 20 2>&1 | tee -a "$out/tensor.log"; then
             summary+=("PASS  attention $kernel d=$d seq=$seq $causal")
           else
             summary+=("FAIL  attention $kernel d=$d seq=$seq $causal"); fail=1

@@ -1,8 +1,8 @@
 //! Kernels on the CUDA driver: modules loaded on first use (the crate's PTX checked against
 //! every launcher of the crate on its first load) — the crate's SASS where the build made
-//! some for this GPU, else the launched kernel's own PTX module, cut out of the crate's
-//! ([`crate::ptx::Split`]), which the driver JIT-compiles — the function cache, launches and
-//! graphs.
+//! some for this GPU, every kernel of the crate at its first launch, else the launched
+//! kernel's own PTX module, cut out of the crate's ([`crate::ptx::Split`]), which the driver
+//! JIT-compiles — the function cache, launches and graphs.
 
 use crate::backend::driver::handle::Handle;
 use crate::backend::driver::launch as driver_launch;
@@ -99,6 +99,80 @@ impl Driver {
         );
         modules.insert(key, Handle(module));
         Ok(module)
+    }
+
+    /// Loads the function of `kernel`'s `entry` (its module first, where not yet loaded) and
+    /// adds it to the function table under `key`.
+    fn load_function(
+        &self,
+        kernel: &'static Kernel,
+        entry: Entry,
+        key: usize,
+    ) -> Result<FunctionId> {
+        let _section = self.section()?;
+        let module = self.module(kernel)?;
+        let name = kernel.entry_name(entry);
+        let cname = CString::new(name).expect("kernel names have no NUL");
+        // SAFETY: `module` is a loaded module of this (current) context.
+        let f = unsafe { result::module::get_function(module, cname) }.map_err(|e| {
+            self.faults
+                .sticky_or("cuModuleGetFunction", e, |e| Error::Module {
+                    kernel: kernel.name,
+                    reason: format!(
+                        "entry `{name}` not found in the PTX of crate `{}` ({}); rebuild the crate",
+                        kernel.crate_name,
+                        crate::backend::driver::fault::describe(e).0
+                    ),
+                })
+        })?;
+        let mut functions = self.functions.lock().expect("poisoned");
+        // Looked up again under the lock: another thread may have loaded it meanwhile.
+        if let Some(&i) = functions.get(&key) {
+            return self.function_id(i);
+        }
+        let i = self.function_table.push(Handle(f));
+        let id = self.function_id(i)?;
+        functions.insert(key, i);
+        self.function_cache.insert(key, i);
+        Ok(id)
+    }
+
+    /// Loads, on the first launch of a kernel of `first`'s crate, every kernel of the crate
+    /// whose SASS runs on this GPU, with its functions. Loading a module, or a function
+    /// of one, may wait until the kernels running in the context have finished: loaded one at
+    /// a time on first launch, a kernel queued behind one that waits on the host (a gate the
+    /// host opens after queueing more) would stall the host until that wait gave up. A cubin
+    /// costs a module load, not a JIT, so the whole crate is loaded up front; kernels that run
+    /// from PTX are still compiled on their first launch (docs/performance.md says what that
+    /// means for kernels that wait on the host). An image that fails here is left to its own
+    /// first launch, which reports it.
+    fn load_crate_sass(&self, first: &'static Kernel) {
+        let krate = first.crate_name;
+        if !self.crates_loaded.lock().expect("poisoned").insert(krate) {
+            return;
+        }
+        if Load::from_env() != Load::Auto {
+            return;
+        }
+        let (Some(sass), Ok(cc)) = (crate_sass(krate), self.compute_capability()) else {
+            return;
+        };
+        let kernels = registered_kernels()
+            .filter(|k| k.crate_name == krate)
+            .filter(|k| sass.kernel(k.name).is_some_and(|own| own.runs_on(cc)));
+        for k in kernels {
+            let entries = [Some(Entry::General), k.linear.map(|_| Entry::Linear)];
+            for entry in entries.into_iter().flatten() {
+                if let Err(e) = self.function(k, entry) {
+                    tracing::debug!(
+                        krate,
+                        kernel = k.name,
+                        "not loaded ahead of its launch: {e}"
+                    );
+                    return;
+                }
+            }
+        }
     }
 
     /// The PTX module of `kernel` alone (its entries and what they reach), so that the JIT
@@ -280,31 +354,8 @@ impl KernelOps for Driver {
         if let Some(&i) = self.functions.lock().expect("poisoned").get(&key) {
             return self.function_id(i);
         }
-        let _section = self.section()?;
-        let module = self.module(kernel)?;
-        let name = kernel.entry_name(entry);
-        let cname = CString::new(name).expect("kernel names have no NUL");
-        // SAFETY: `module` is a loaded module of this (current) context.
-        let f = unsafe { result::module::get_function(module, cname) }.map_err(|e| {
-            self.faults
-                .sticky_or("cuModuleGetFunction", e, |e| Error::Module {
-                    kernel: kernel.name,
-                    reason: format!(
-                        "entry `{name}` not found in the PTX of crate `{}` ({}); rebuild the crate",
-                        kernel.crate_name,
-                        crate::backend::driver::fault::describe(e).0
-                    ),
-                })
-        })?;
-        let mut functions = self.functions.lock().expect("poisoned");
-        // Looked up again under the lock: another thread may have loaded it meanwhile.
-        if let Some(&i) = functions.get(&key) {
-            return self.function_id(i);
-        }
-        let i = self.function_table.push(Handle(f));
-        let id = self.function_id(i)?;
-        functions.insert(key, i);
-        self.function_cache.insert(key, i);
+        let id = self.load_function(kernel, entry, key)?;
+        self.load_crate_sass(kernel);
         Ok(id)
     }
 
