@@ -339,6 +339,13 @@ pub struct HotTierStats {
     /// Host time queuing their fill and slot table update kernels, on the thread that
     /// applied them (a refresh on a `Gpu` or a `Stream` waits for the kernels too).
     pub apply: std::time::Duration,
+    /// Host time the gathers spent counting their sampled ids for the policy (one id in
+    /// [`HotTier::count_every`]), on the gathering thread after the batch's kernels are
+    /// queued.
+    pub counting: std::time::Duration,
+    /// Host time the gathers spent staging their ids: checking them, waiting for the copy
+    /// that last read the pinned buffer, writing it and queuing its copy to the device.
+    pub staging: std::time::Duration,
 }
 
 impl HotTierStats {
@@ -745,6 +752,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     ) -> Result<Pending<'a>> {
         let batch = self.stats.gathers;
         self.stats.gathers += 1;
+        let started = std::time::Instant::now();
         if let Some(position) = ids.iter().position(|&id| id as usize >= self.rows) {
             return Err(Error::IdOutOfRange {
                 batch,
@@ -772,10 +780,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 ids.len()
             )));
         }
+        let checked = started.elapsed();
         // A refresh whose ranking is done: its kernels go first, so that this gather reads
         // the slot table and rows it leaves.
         self.receive(false);
         self.apply(queue)?;
+        let started = std::time::Instant::now();
         // The copy into this buffer follows the gather that read it IDS_IN_FLIGHT batches ago
         // (on the GPU: by the stream, or an event where that gather ran on another one); the
         // host waits only for the copy that last read the pinned memory.
@@ -787,6 +797,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             &mut self.ids_host[ring],
             ids,
         )?;
+        self.stats.staging += checked + started.elapsed();
         self.report_small(batch, ids.len());
         self.stats.rows += ids.len() as u64;
         if self.claim.len() < ids.len() {
@@ -829,12 +840,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats,
             ..
         } = self;
-        // Counted while the gather runs (after it is queued), from the host's copy of the
-        // residency; while the policy ranks on its thread, kept for when it is back.
+        // Counted while the batch's kernels run (after they are queued), from the host's copy
+        // of the residency; while the policy ranks on its thread, kept for when it is back.
         let mut count = || {
             if *capacity == 0 {
                 return;
             }
+            let started = std::time::Instant::now();
             let every = *count_every;
             let (counted, hits) = match policy {
                 PolicyState::Idle(p) | PolicyState::Ready(p, _) => {
@@ -852,6 +864,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             };
             stats.counted += counted;
             stats.hits += hits;
+            stats.counting += started.elapsed();
         };
         let ids_dev = &ids_in_flight[ring];
         let gather = Gather {
@@ -882,7 +895,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let gathered = gather.queue(
             queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim, staged,
         )?;
-        count();
         if marked > 0 {
             // While the GPU gathers the other rows, the host's threads gather these into
             // `stage` (which the gather does not use; writing it waits for the last scatter).
@@ -896,6 +908,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             if !capture {
                 let pending = scatter.queue(queue, stage_pos, stage, out)?;
                 *captured = all_captured;
+                count();
                 return Ok(pending);
             }
             drop(scatter.queue(queue, stage_pos, stage, &mut *out)?);
@@ -915,6 +928,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         l.device_mut(tier);
         let pending = l.submit()?;
         *captured = all_captured;
+        count();
         Ok(pending)
     }
 

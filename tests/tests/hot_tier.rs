@@ -115,12 +115,13 @@ fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
     }
     let s = t.stats();
     assert!(s.evicted >= 16, "hot set B pushed rows of A out: {s:?}");
-    // The host time of the 18 refreshes is summed.
+    // The host time of the 18 refreshes is summed, and the gathers' counting and staging.
     let zero = std::time::Duration::ZERO;
     assert!(
         s.ranking > zero && s.log_read > zero && s.apply > zero,
         "{s:?}"
     );
+    assert!(s.counting > zero && s.staging > zero, "{s:?}");
     assert!(s.admitted >= 96, "{s:?}");
     assert_eq!((s.gathers, s.rows, s.refreshes), (18, 9000, 18));
     // Counts decay: 3 reads, then halved by a refresh.

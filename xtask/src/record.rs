@@ -414,7 +414,11 @@ fn with_targeted(old: &str, run: &Run, machine: &str, root: &Path) -> Result<Str
         let part = part.replacen("\n## ", "\n### ", 1);
         // The run's date, commit and GPU under the section's heading: sections of different
         // runs may come from different GPUs.
-        let gpu = field(from, "gpu").split(',').next().unwrap_or_default().trim();
+        let gpu = field(from, "gpu")
+            .split(',')
+            .next()
+            .unwrap_or_default()
+            .trim();
         let stamp = format!(
             "\n\nMeasured {}, commit `{}`, on {}.",
             field(from, "date"),

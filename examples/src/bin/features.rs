@@ -560,6 +560,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "refresh_ranking_s": s.ranking.saturating_sub(at_timed.ranking).as_secs_f64(),
             "refresh_log_read_s": s.log_read.saturating_sub(at_timed.log_read).as_secs_f64(),
             "refresh_apply_s": s.apply.saturating_sub(at_timed.apply).as_secs_f64(),
+            // Of `gather_host_s`: counting the sampled ids for the policy, and staging the ids
+            // (the rest is applying refreshes and queuing the kernels).
+            "gather_counting_s": s.counting.saturating_sub(at_timed.counting).as_secs_f64(),
+            "gather_staging_s": s.staging.saturating_sub(at_timed.staging).as_secs_f64(),
             "ok": bad == 0,
         });
         println!("{line}");
