@@ -17,7 +17,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     writeln!(md, "\n## First launch: a fresh process, no JIT cache\n")?;
     writeln!(
         md,
-        "`Gpu::new()`, then the first `saxpy` launch until it has finished (`bench/first_launch/main.rs`): the launch loads the examples crate's SASS the build embedded (ptxas, `-O3`), or PTX, which the driver JIT-compiles: saxpy's own module, cut out of the crate's (`BERTH_LOAD=ptx`, what a GPU without matching SASS loads), or the crate's whole module (`BERTH_LOAD=crate-ptx`). One process per run, `CUDA_CACHE_DISABLE=1`; medians over the runs, the range in brackets.{}\n",
+        "`Gpu::new()`, then the first `saxpy` launch until it has finished (`bench/first_launch/main.rs`): the launch loads the SASS the build embedded (ptxas, `-O3`) for every kernel of the examples crate (module KiB: saxpy's cubin), or PTX, which the driver JIT-compiles: saxpy's own module, cut out of the crate's (`BERTH_LOAD=ptx`, what a GPU without matching SASS loads), or the crate's whole module (`BERTH_LOAD=crate-ptx`). One process per run, `CUDA_CACHE_DISABLE=1`; medians over the runs, the range in brackets.{}\n",
         if rows.iter().any(|r| r["impl"] == "nvcc") {
             " The CUDA C++ reference (`bench/first_launch/reference.cu`, same run) does the same with `cudaFree(0)` in place of `Gpu::new()`, from its one-kernel program's SASS."
         } else {
