@@ -157,20 +157,15 @@ impl Driver {
         let (Some(sass), Ok(cc)) = (crate_sass(krate), self.compute_capability()) else {
             return;
         };
-        let kernels = registered_kernels()
-            .filter(|k| k.crate_name == krate)
-            .filter(|k| sass.kernel(k.name).is_some_and(|own| own.runs_on(cc)));
-        for k in kernels {
-            let entries = [Some(Entry::General), k.linear.map(|_| Entry::Linear)];
-            for entry in entries.into_iter().flatten() {
-                if let Err(e) = self.function(k, entry) {
-                    tracing::debug!(
-                        krate,
-                        kernel = k.name,
-                        "not loaded ahead of its launch: {e}"
-                    );
-                    return;
-                }
+        for (k, entry) in ahead_of_launch(registered_kernels(), krate, |name| sass.kernel(name), cc)
+        {
+            if let Err(e) = self.function(k, entry) {
+                tracing::debug!(
+                    krate,
+                    kernel = k.name,
+                    "not loaded ahead of its launch: {e}"
+                );
+                return;
             }
         }
     }
@@ -288,6 +283,27 @@ fn choose_image(
         (Some(s), Some(cc)) if s.runs_on(cc) => Image::Sass(s),
         (Some(_), Some(_)) => Image::Ptx("SASS for another architecture"),
     }
+}
+
+/// The entries loaded when a kernel of crate `krate` is first launched from SASS: every entry
+/// (the general one, and the linear one where the kernel has it) of every kernel of `kernels`
+/// in that crate whose own cubin (`sass`) runs on a GPU of compute capability `cc`.
+fn ahead_of_launch<'k>(
+    kernels: impl Iterator<Item = &'k Kernel>,
+    krate: &str,
+    sass: impl Fn(&str) -> Option<KernelSass>,
+    cc: (i32, i32),
+) -> Vec<(&'k Kernel, Entry)> {
+    kernels
+        .filter(|k| k.crate_name == krate)
+        .filter(|k| sass(k.name).is_some_and(|own| own.runs_on(cc)))
+        .flat_map(|k| {
+            [Some(Entry::General), k.linear.map(|_| Entry::Linear)]
+                .into_iter()
+                .flatten()
+                .map(move |e| (k, e))
+        })
+        .collect()
 }
 
 fn load_cubin(cubin: &[u8]) -> std::result::Result<sys::CUmodule, cudarc::driver::DriverError> {
@@ -455,6 +471,69 @@ mod tests {
             choose_image(true, None, Some((9, 0)), Load::Auto),
             Image::Ptx("no SASS for this kernel in its crate's")
         ));
+    }
+
+    /// A kernel `name` of crate `krate`, with a linear entry where `linear`.
+    fn kernel(name: &'static str, krate: &'static str, linear: bool) -> Kernel {
+        unsafe fn nothing(_: &[*mut c_void]) {}
+        Kernel {
+            name,
+            crate_name: krate,
+            crate_ptx: None,
+            sass: None,
+            params: &[],
+            location: "here",
+            sim: nothing,
+            uses_barrier: false,
+            block: None,
+            linear: linear.then_some("linear"),
+            same_len: &[],
+        }
+    }
+
+    /// The first launch of a crate's kernel from SASS loads every entry of every kernel of the
+    /// crate that has SASS for the GPU, and nothing of other crates.
+    #[test]
+    fn a_crates_first_launch_loads_every_entry_with_sass_that_runs() {
+        let kernels = [
+            kernel("a", "one", true),
+            kernel("b", "one", false),
+            kernel("c", "one", false),
+            kernel("d", "one", true),
+            kernel("e", "two", false),
+        ];
+        let sm_90 = KernelSass {
+            arch: "sm_90",
+            cubin: b"",
+        };
+        let sm_100 = KernelSass {
+            arch: "sm_100",
+            cubin: b"",
+        };
+        // `c` has no cubin, `d` one for another GPU.
+        let sass = |name: &str| match name {
+            "a" | "b" | "e" => Some(sm_90),
+            "d" => Some(sm_100),
+            _ => None,
+        };
+        let loaded: Vec<_> = ahead_of_launch(kernels.iter(), "one", sass, (9, 0))
+            .into_iter()
+            .map(|(k, e)| (k.name, e))
+            .collect();
+        assert_eq!(
+            loaded,
+            [
+                ("a", Entry::General),
+                ("a", Entry::Linear),
+                ("b", Entry::General)
+            ]
+        );
+        assert!(ahead_of_launch(kernels.iter(), "one", sass, (8, 0)).is_empty());
+        let two: Vec<_> = ahead_of_launch(kernels.iter(), "two", sass, (9, 0))
+            .into_iter()
+            .map(|(k, e)| (k.name, e))
+            .collect();
+        assert_eq!(two, [("e", Entry::General)]);
     }
 
     #[test]
