@@ -22,7 +22,8 @@
 #   launches: 1,000 dependent launches queued (berth scope vs one CUDA stream) and replayed
 #   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, five rounds -> launch.jsonl;
 #   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc, and the
-#     plain line-by-line ports (examples/src/plain.rs) against the CUDA they port;
+#     plain line-by-line ports (examples/src/plain.rs) against the CUDA they port
+#     (BERTH_COMPUTE_MATCH, a regular expression, keeps the kernels it matches: '^plain_');
 #   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
 #   multigpu (the 2-GPU machine): the device-set tests (tests/multigpu) and the data_parallel
 #   example, then the multi-GPU benchmarks -> multigpu.jsonl: the 4 GiB in + 4 GiB out pipeline
@@ -430,6 +431,9 @@ run_compute() {
                 "plain_sgemm_tiled 2048" "plain_sgemm_tiled 4096" "plain_sgemm_reg4 2048" "plain_sgemm_reg4 4096" \
                 "plain_sgemm_reg8 2048" "plain_sgemm_reg8 4096" "plain_nbody 65536" "plain_stencil5 8192" \
                 "plain_transpose 8192"; do
+      # BERTH_COMPUTE_MATCH (an extended regular expression) keeps only the kernels whose
+      # names match it, e.g. '^plain_' for the plain ports alone.
+      [[ $spec =~ ${BERTH_COMPUTE_MATCH:-.} ]] || continue
       for round in 1 2; do
         "$here/compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
         "$here/bin/bench_compute" $spec 10 | sed "s/}\$/,\"round\":$round}/" >> "$out/compute.jsonl" || fail=1
