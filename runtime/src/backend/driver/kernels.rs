@@ -143,9 +143,9 @@ impl Driver {
     /// a time on first launch, a kernel queued behind one that waits on the host (a gate the
     /// host opens after queueing more) would stall the host until that wait gave up. A cubin
     /// costs a module load, not a JIT, so the whole crate is loaded up front; kernels that run
-    /// from PTX are still compiled on their first launch (docs/performance.md says what that
-    /// means for kernels that wait on the host). An image that fails here is left to its own
-    /// first launch, which reports it.
+    /// from PTX are still compiled on their first launch (docs/kernel-language.md, "SASS next
+    /// to the PTX", says what that means for kernels that wait on the host). A kernel that
+    /// fails here is left to its own first launch, which reports it; the others still load.
     fn load_crate_sass(&self, first: &'static Kernel) {
         let krate = first.crate_name;
         if !self.crates_loaded.lock().expect("poisoned").insert(krate) {
@@ -165,7 +165,6 @@ impl Driver {
                     kernel = k.name,
                     "not loaded ahead of its launch: {e}"
                 );
-                return;
             }
         }
     }
