@@ -3,8 +3,9 @@
 //! statement names. The builder joins the kernels' separately compiled modules into the
 //! crate's with it; the builder and the runtime cut a kernel's own module out of the crate's
 //! with [`split`] (the same cut on both sides: the builder assembles the piece into the
-//! kernel's SASS, the runtime loads the piece where no SASS runs, and reads the piece's
-//! constant strings for the messages of its faults).
+//! kernel's SASS and names the piece's constant strings beside it, the runtime loads the
+//! piece where no SASS runs), and [`byte_globals`] finds the constant strings (for the
+//! messages of faults).
 //!
 //! ```
 //! use berth_abi::ptx::{Kind, statements};
@@ -152,6 +153,76 @@ pub fn symbols(text: &str) -> impl Iterator<Item = &str> {
 /// Whether `b` can be part of a PTX symbol.
 pub fn is_symbol_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'$'
+}
+
+/// A byte-array global with an initialiser, as one line of PTX declares it (`.global .align 1
+/// .b8 NAME[N] = {..};`): where constant strings (the file names of panic locations) live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteGlobal<'a> {
+    /// The global's name.
+    pub name: &'a str,
+    /// Its declared length in bytes.
+    pub len: usize,
+    /// The initialiser's text between the braces: decimal bytes separated by commas.
+    pub init: &'a str,
+}
+
+impl<'a> ByteGlobal<'a> {
+    /// `line` (one line of PTX) as a byte-array global with an initialiser, if it is one.
+    ///
+    /// ```
+    /// use berth_abi::ptx::ByteGlobal;
+    /// let g = ByteGlobal::parse(".global .align 1 .b8 msg[3] = {104, 105};").unwrap();
+    /// assert_eq!((g.name, g.len), ("msg", 3));
+    /// assert_eq!(g.bytes().collect::<Vec<u8>>(), [104, 105]);
+    /// assert!(ByteGlobal::parse(".global .align 8 .u64 p[1] = {0};").is_none());
+    /// ```
+    pub fn parse(line: &'a str) -> Option<ByteGlobal<'a>> {
+        let line = line.trim();
+        if !(line.starts_with(".global")
+            || line.starts_with(".visible .global")
+            || line.starts_with(".const"))
+        {
+            return None;
+        }
+        let (decl, init) = line.split_once(" = {")?;
+        let pos = decl.find(".b8 ")?;
+        let (name, count) = decl[pos + 4..].trim().split_once('[')?;
+        let len = count.trim_end_matches(']').parse::<usize>().ok()?;
+        Some(ByteGlobal {
+            name,
+            len,
+            init: init.trim_end().trim_end_matches("};"),
+        })
+    }
+
+    /// The initialiser's bytes (the declared bytes past them are zero).
+    pub fn bytes(&self) -> impl Iterator<Item = u8> + 'a {
+        self.init.split(',').filter_map(|b| b.trim().parse().ok())
+    }
+}
+
+/// The byte-array globals with initialisers of a module ([`ByteGlobal`]), in order. Only the
+/// lines holding ` = {` (which nothing else in PTX has) are read.
+///
+/// ```
+/// use berth_abi::ptx::byte_globals;
+/// let ptx = ".version 8.7\n.global .align 1 .b8 a[2] = {104, 105};\n\
+///            .global .align 1 .b8 b[1] = {33};\n.global .align 8 .u64 p[1] = {0};\n";
+/// let names: Vec<&str> = byte_globals(ptx).map(|g| g.name).collect();
+/// assert_eq!(names, ["a", "b"]);
+/// ```
+pub fn byte_globals(ptx: &str) -> impl Iterator<Item = ByteGlobal<'_>> {
+    let mut done = 0;
+    ptx.match_indices(" = {").filter_map(move |(pos, _)| {
+        if pos < done {
+            return None;
+        }
+        let start = ptx[..pos].rfind('\n').map_or(0, |n| n + 1);
+        let end = ptx[pos..].find('\n').map_or(ptx.len(), |n| pos + n);
+        done = end;
+        ByteGlobal::parse(&ptx[start..end])
+    })
 }
 
 /// The directives of a module's header: each is one line, without `;`.

@@ -165,11 +165,16 @@ fn assemble_kernels(
             file.with_extension("cubin.key"),
             file.with_extension("ptxas.txt"),
         );
+        // The piece's constant strings, which the runtime looks up in the loaded cubin.
+        let strings: Vec<&str> = berth_abi::ptx::byte_globals(&piece)
+            .map(|g| g.name)
+            .collect();
+        let strings = strings.join("\n");
         let key = crate::memo::key(&[piece.as_bytes(), arch.as_bytes(), tool.as_bytes()]);
         if crate::memo::fresh(&stamp, &key, &[&out, &report])
             && let Ok(text) = std::fs::read_to_string(&report)
         {
-            return Ok((arch, out, text));
+            return Ok((arch, strings, out, text));
         }
         crate::memo::clear(&stamp);
         std::fs::write(&file, &piece).map_err(|e| format!("{}: {e}", file.display()))?;
@@ -178,7 +183,7 @@ fn assemble_kernels(
         if std::fs::write(&report, &text).is_ok() {
             crate::memo::record(&stamp, &key);
         }
-        Ok::<_, String>((arch, out, text))
+        Ok::<_, String>((arch, strings, out, text))
     })?;
     // What no kernel of this build has is left from an earlier one.
     let names: std::collections::HashSet<&str> = kernels.iter().map(|of| of[0]).collect();
@@ -193,7 +198,7 @@ fn assemble_kernels(
         }
     }
     let mut images = Vec::with_capacity(built.len());
-    for (_, out, _) in &built {
+    for (_, _, out, _) in &built {
         images.push(std::fs::read(out).map_err(|e| format!("{}: {e}", out.display()))?);
     }
     let mut packed = Vec::new();
@@ -202,11 +207,14 @@ fn assemble_kernels(
             .iter()
             .zip(&built)
             .zip(&images)
-            .map(|((of, (arch, _, _)), image)| berth_abi::cubins::Cubin {
-                name: of[0],
-                arch,
-                image,
-            }),
+            .map(
+                |((of, (arch, strings, _, _)), image)| berth_abi::cubins::Cubin {
+                    name: of[0],
+                    arch,
+                    strings,
+                    image,
+                },
+            ),
         |bytes| packed.extend_from_slice(bytes),
     );
     let image = ptx.with_extension("cubins");
@@ -215,7 +223,7 @@ fn assemble_kernels(
     }
     let usage = built
         .iter()
-        .flat_map(|(_, _, text)| parse_usage(text))
+        .flat_map(|(_, _, _, text)| parse_usage(text))
         .collect();
     Ok((image, usage))
 }
@@ -247,9 +255,11 @@ mod tests {
 
     const TINY_PTX: &str = ".version 7.8\n.target sm_90\n.address_size 64\n\
         .func f() { ret; }\n\
+        .global .align 1 .b8 msg[2] = {104, 105};\n\
         .visible .entry k() { call.uni f, (); ret; }\n\
         .visible .entry k__berth_1d() { ret; }\n\
-        .visible .entry other() { ret; }\n";
+        .visible .entry other() { .reg .b16 %rs<2>; ld.global.u8 %rs1, [msg]; \
+        st.global.u8 [msg+1], %rs1; ret; }\n";
 
     fn ptxas_or_skip() -> Option<PathBuf> {
         let found = crate::find_ptxas();
@@ -303,6 +313,10 @@ mod tests {
         let has =
             |image: &[u8], name: &str| image.windows(name.len()).any(|w| w == name.as_bytes());
         assert!(has(kernels[0].image, "k__berth_1d") && !has(kernels[0].image, "other"));
+        // Each cubin names the constant byte arrays of its module, which it holds.
+        assert_eq!(kernels[0].strings().count(), 0);
+        assert_eq!(kernels[1].strings().collect::<Vec<_>>(), ["msg"]);
+        assert!(has(kernels[1].image, "msg"));
         let cubin = |kernel: &str| dir.join("sass").join(format!("{kernel}.cubin"));
         let modified = |kernel: &str| {
             std::fs::metadata(cubin(kernel))
@@ -313,18 +327,14 @@ mod tests {
         let (k, other) = (modified("k"), modified("other"));
         std::thread::sleep(std::time::Duration::from_millis(20));
         // One kernel changed: that kernel is assembled again, the other kept.
-        std::fs::write(
-            &ptx,
-            TINY_PTX.replace("entry other() { ret; }", "entry other() { exit; }"),
-        )
-        .unwrap();
+        std::fs::write(&ptx, TINY_PTX.replace("%rs1; ret; }", "%rs1; exit; }")).unwrap();
         assert_eq!(build_cubins(&ptx, "sm_90").0, Sass::Cubins(packed.clone()));
         assert_eq!(modified("k"), k);
         assert_ne!(modified("other"), other);
         // A kernel gone: its files go too.
         std::fs::write(
             &ptx,
-            TINY_PTX.replace(".visible .entry other() { ret; }\n", ""),
+            &TINY_PTX[..TINY_PTX.find(".visible .entry other").unwrap()],
         )
         .unwrap();
         build_cubins(&ptx, "sm_90");

@@ -93,51 +93,32 @@ pub fn entries(ptx: &str) -> Vec<PtxEntry> {
 /// Byte-array globals with initialisers (`.global .align 1 .b8 NAME[N] = {..};`): where
 /// constant strings (file names of panic locations) live. Returns (name, bytes).
 ///
-/// Only the lines with an initialiser (` = {`, which nothing else in PTX has) are read:
-/// they are found with `memchr`'s substring finder, not by walking every line.
+/// Only the lines with an initialiser (` = {`, which nothing else in PTX has) are read
+/// ([`berth_abi::ptx::byte_globals`]).
 pub fn byte_globals(ptx: &str) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut done = 0;
-    for pos in memmem::find_iter(ptx.as_bytes(), " = {") {
-        if pos < done {
-            continue;
-        }
-        let start = ptx[..pos].rfind('\n').map_or(0, |n| n + 1);
-        let end = ptx[pos..].find('\n').map_or(ptx.len(), |n| pos + n);
-        done = end;
-        if let Some(global) = byte_global(&ptx[start..end]) {
-            out.push(global);
-        }
-    }
-    out
+    berth_abi::ptx::byte_globals(ptx)
+        .map(|g| (g.name.to_owned(), global_bytes(&g)))
+        .collect()
 }
 
-/// The most zero bytes [`byte_global`] appends past an initialiser.
+/// The bytes of the byte-array global `name` of `ptx`, if it declares one.
+pub(crate) fn byte_global(ptx: &str, name: &str) -> Option<Vec<u8>> {
+    berth_abi::ptx::byte_globals(ptx)
+        .find(|g| g.name == name)
+        .map(|g| global_bytes(&g))
+}
+
+/// The most zero bytes [`global_bytes`] appends past an initialiser.
 const MAX_ZERO_TAIL: usize = 4096;
 
-/// One line of PTX as a byte-array global with an initialiser, if it is one.
-fn byte_global(line: &str) -> Option<(String, Vec<u8>)> {
-    let line = line.trim();
-    if !(line.starts_with(".global")
-        || line.starts_with(".visible .global")
-        || line.starts_with(".const"))
-    {
-        return None;
-    }
-    let (decl, init) = line.split_once(" = {")?;
-    let pos = decl.find(".b8 ")?;
-    let (name, count) = decl[pos + 4..].trim().split_once('[')?;
-    let count = count.trim_end_matches(']').parse::<usize>().ok()?;
-    let mut bytes: Vec<u8> = init
-        .trim_end_matches("};")
-        .split(',')
-        .filter_map(|b| b.trim().parse().ok())
-        .collect();
-    // The bytes past the initialiser are zero. A declared size far beyond it (a huge array
-    // with a short initialiser, or text that only looks like PTX) is not materialised: the
-    // fault reports read strings, which end within their initialiser.
-    bytes.resize(count.min(bytes.len().saturating_add(MAX_ZERO_TAIL)), 0);
-    Some((name.to_owned(), bytes))
+/// A byte-array global's bytes: its initialiser's, then zeros up to its declared length. A
+/// declared size far beyond the initialiser (a huge array with a short initialiser, or text
+/// that only looks like PTX) is not materialised: the fault reports read strings, which end
+/// within their initialiser.
+fn global_bytes(g: &berth_abi::ptx::ByteGlobal<'_>) -> Vec<u8> {
+    let mut bytes: Vec<u8> = g.bytes().collect();
+    bytes.resize(g.len.min(bytes.len().saturating_add(MAX_ZERO_TAIL)), 0);
+    bytes
 }
 
 /// Check that `kernel`'s PTX entry has exactly the parameters its launcher passes.

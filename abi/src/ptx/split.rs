@@ -9,7 +9,7 @@
 //! edit to one kernel assembles that kernel again; where no SASS runs on the GPU, the runtime
 //! loads each kernel's piece on its first launch, so that the driver's JIT compiles what the
 //! program launches, not the whole crate. Both cut with this module, so the piece a kernel's
-//! SASS was assembled from is the piece the runtime reads its constant strings from.
+//! SASS was assembled from is the piece the runtime would load in its place.
 //!
 //! Each piece has its own copy of the module-scope variables it names. Kernel code has no
 //! writable module-scope variable but the panic record, which the runtime points at the same

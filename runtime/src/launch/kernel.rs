@@ -176,6 +176,7 @@ impl Sass {
     pub fn kernel(&self, name: &str) -> Option<KernelSass> {
         berth_abi::cubins::find(self.cubins, name).map(|c| KernelSass {
             arch: c.arch,
+            strings: c.strings,
             cubin: c.image,
         })
     }
@@ -187,6 +188,7 @@ impl Sass {
                 c.name,
                 KernelSass {
                     arch: c.arch,
+                    strings: c.strings,
                     cubin: c.image,
                 },
             )
@@ -199,6 +201,9 @@ impl Sass {
 pub struct KernelSass {
     /// `sm_NN` or `sm_NNa`.
     pub arch: &'static str,
+    /// The names of the cubin's constant byte arrays, one per line
+    /// ([`berth_abi::cubins::Cubin::strings`]).
+    pub strings: &'static str,
     /// The cubin (an ELF image).
     pub cubin: &'static [u8],
 }

@@ -1,8 +1,8 @@
 //! A kernel's own PTX module, cut out of its crate's ([`berth_abi::ptx::split`]): where no
 //! SASS runs on the GPU, the runtime loads each kernel's piece on its first launch, so that
-//! the driver's JIT compiles what the program launches, not the whole crate; where SASS runs,
-//! the kernel's cubin was assembled from the same piece, whose constant strings the runtime
-//! reads for the messages of the kernel's faults.
+//! the driver's JIT compiles what the program launches, not the whole crate. Where SASS runs,
+//! the kernel's cubin was assembled from the same piece, and the build names the piece's
+//! constant strings beside it: loading a cubin reads no PTX.
 
 pub use berth_abi::ptx::split::{Split, SplitError, kernel_module};
 use std::collections::HashMap;

@@ -165,33 +165,58 @@ pub(crate) struct Faults {
     pub(crate) device: sys::CUdevice,
     /// Where the loaded modules' constant byte arrays live on the device (to resolve a panic's
     /// file name).
-    pub(crate) strings: Mutex<Vec<(sys::CUdeviceptr, Vec<u8>)>>,
+    pub(crate) strings: Mutex<Vec<StringGlobal>>,
+}
+
+/// A loaded module's constant byte array: where it lives on the device, and where its bytes
+/// are declared. The bytes are read from the PTX only when a fault names the array.
+pub(crate) struct StringGlobal {
+    addr: sys::CUdeviceptr,
+    size: usize,
+    name: String,
+    /// The crate's PTX, which declares the array (a kernel's module is cut out of it).
+    ptx: &'static str,
 }
 
 impl Faults {
-    /// Note where `module`'s constant byte arrays live on the device. Called at load, while
-    /// the context is healthy: after a fault nothing can be asked of it.
-    pub(crate) fn index_strings(&self, module: sys::CUmodule, ptx: &str) {
+    /// Note where `module`'s constant byte arrays (`names`, declared in `ptx`) live on the
+    /// device. Called at load, while the context is healthy: after a fault nothing can be
+    /// asked of it. A name the module does not hold is skipped.
+    pub(crate) fn index_strings<'n>(
+        &self,
+        module: sys::CUmodule,
+        names: impl IntoIterator<Item = &'n str>,
+        ptx: &'static str,
+    ) {
         let mut table = self.strings.lock().expect("poisoned");
-        for (name, bytes) in crate::ptx::byte_globals(ptx) {
+        for name in names {
             let Ok(cname) = CString::new(name) else {
                 continue;
             };
             // SAFETY: `module` is loaded in the current context.
-            if let Ok((addr, _)) = unsafe { result::module::get_global(module, cname) } {
-                table.push((addr, bytes));
+            if let Ok((addr, size)) = unsafe { result::module::get_global(module, cname) } {
+                table.push(StringGlobal {
+                    addr,
+                    size,
+                    name: name.to_owned(),
+                    ptx,
+                });
             }
         }
     }
 
-    /// The string of `len` bytes at device address `addr`, if it is a known constant.
+    /// The string of `len` bytes at device address `addr`, if it lies in a known constant.
     fn resolve(&self, addr: u64, len: u64) -> Option<String> {
         let table = self.strings.lock().expect("poisoned");
-        table.iter().find_map(|(base, bytes)| {
-            let off = addr.checked_sub(*base)? as usize;
-            let s = bytes.get(off..off.checked_add(len as usize)?)?;
-            Some(String::from_utf8_lossy(s).into_owned())
-        })
+        let g = table.iter().find(|g| {
+            addr.checked_sub(g.addr)
+                .and_then(|off| off.checked_add(len))
+                .is_some_and(|end| end <= g.size as u64)
+        })?;
+        let bytes = crate::ptx::byte_global(g.ptx, &g.name)?;
+        let off = (addr - g.addr) as usize;
+        let s = bytes.get(off..off.checked_add(len as usize)?)?;
+        Some(String::from_utf8_lossy(s).into_owned())
     }
 
     /// Classify a failed driver call. Sticky errors mark the context lost and become

@@ -44,16 +44,15 @@ impl Driver {
         let load = Load::from_env();
         let sass = crate_sass(krate);
         let own = sass.as_ref().and_then(|s| s.kernel(kernel.name));
-        let (key, module, ptx, image) =
+        let (key, module, strings, image) =
             match choose_image(sass.is_some(), own, self.compute_capability().ok(), load) {
                 Image::Sass(own) => match load_cubin(own.cubin) {
-                    // The piece of the crate's PTX the cubin was assembled from: its constant
-                    // strings are the module's (for the messages of its faults).
+                    // The constant strings of the piece of the crate's PTX the cubin was
+                    // assembled from, named by the build (for the messages of its faults).
                     Ok(m) => (
                         (krate, Some(kernel.name)),
                         m,
-                        self::kernel_piece(kernel)
-                            .map_or(std::borrow::Cow::Borrowed(kernel.ptx()), Into::into),
+                        own.strings.lines().map(str::to_owned).collect(),
                         "sass",
                     ),
                     // A fault of earlier work surfacing here is that fault, not a bad image.
@@ -81,17 +80,18 @@ impl Driver {
                 Image::CratePtx(why) => {
                     tracing::debug!(krate, why, "loading the crate's PTX (JIT)");
                     let m = self.load_ptx(kernel, kernel.ptx())?;
-                    ((krate, None), m, kernel.ptx().into(), "crate ptx")
+                    ((krate, None), m, string_names(kernel.ptx()), "crate ptx")
                 }
             };
         let loaded = started.elapsed();
         self.faults.record.install(module, &self.faults)?;
-        self.faults.index_strings(module, &ptx);
+        self.faults
+            .index_strings(module, strings.iter().map(String::as_str), kernel.ptx());
         tracing::debug!(
             krate,
             kernel = key.1,
             image,
-            ptx_bytes = ptx.len(),
+            strings = strings.len(),
             check_ms = checked.as_secs_f64() * 1e3,
             load_ms = (loaded - checked).as_secs_f64() * 1e3,
             fault_setup_ms = (started.elapsed() - loaded).as_secs_f64() * 1e3,
@@ -176,17 +176,17 @@ impl Driver {
     fn load_kernel_ptx(
         &self,
         kernel: &'static Kernel,
-    ) -> Result<(
-        ModuleKey,
-        sys::CUmodule,
-        std::borrow::Cow<'static, str>,
-        &'static str,
-    )> {
+    ) -> Result<(ModuleKey, sys::CUmodule, Vec<String>, &'static str)> {
         let krate = kernel.crate_name;
         match kernel_piece(kernel) {
             Ok(piece) => {
                 let m = self.load_ptx(kernel, &piece)?;
-                Ok(((krate, Some(kernel.name)), m, piece.into(), "kernel ptx"))
+                Ok((
+                    (krate, Some(kernel.name)),
+                    m,
+                    string_names(&piece),
+                    "kernel ptx",
+                ))
             }
             Err(e) => {
                 tracing::debug!(
@@ -194,7 +194,7 @@ impl Driver {
                     "the crate's PTX not cut into kernels ({e}): loading all of it"
                 );
                 let m = self.load_ptx(kernel, kernel.ptx())?;
-                Ok(((krate, None), m, kernel.ptx().into(), "crate ptx"))
+                Ok(((krate, None), m, string_names(kernel.ptx()), "crate ptx"))
             }
         }
     }
@@ -219,6 +219,13 @@ impl Driver {
             })
         })
     }
+}
+
+/// The names of the constant byte arrays `ptx` declares.
+fn string_names(ptx: &str) -> Vec<String> {
+    berth_abi::ptx::byte_globals(ptx)
+        .map(|g| g.name.to_owned())
+        .collect()
 }
 
 /// The PTX module of `kernel` alone: its entries and what they reach, cut out of the crate's.
@@ -425,6 +432,7 @@ mod tests {
 
     const SM_90: KernelSass = KernelSass {
         arch: "sm_90",
+        strings: "",
         cubin: b"",
     };
 
@@ -503,10 +511,12 @@ mod tests {
         ];
         let sm_90 = KernelSass {
             arch: "sm_90",
+            strings: "",
             cubin: b"",
         };
         let sm_100 = KernelSass {
             arch: "sm_100",
+            strings: "",
             cubin: b"",
         };
         // `c` has no cubin, `d` one for another GPU.
@@ -537,7 +547,11 @@ mod tests {
 
     #[test]
     fn sass_runs_on_its_major_version() {
-        let sm = |arch| KernelSass { arch, cubin: b"" };
+        let sm = |arch| KernelSass {
+            arch,
+            strings: "",
+            cubin: b"",
+        };
         assert!(sm("sm_80").runs_on((8, 6)));
         assert!(!sm("sm_86").runs_on((8, 0)));
         assert!(sm("sm_90a").runs_on((9, 0)));
@@ -555,11 +569,13 @@ mod tests {
                 berth_abi::cubins::Cubin {
                     name: "a",
                     arch: "sm_90",
+                    strings: "",
                     image: b"\x7fELF-a",
                 },
                 berth_abi::cubins::Cubin {
                     name: "b",
                     arch: "sm_90a",
+                    strings: "anon_$_1\nanon_$_2",
                     image: b"\x7fELF-b",
                 },
             ],
@@ -571,6 +587,10 @@ mod tests {
         };
         let b = sass.kernel("b").unwrap();
         assert_eq!((b.arch, b.cubin), ("sm_90a", &b"\x7fELF-b"[..]));
+        assert_eq!(
+            b.strings.lines().collect::<Vec<_>>(),
+            ["anon_$_1", "anon_$_2"]
+        );
         assert!(sass.kernel("c").is_none());
         assert_eq!(
             sass.kernels().map(|(n, _)| n).collect::<Vec<_>>(),
