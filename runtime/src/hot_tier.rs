@@ -158,6 +158,21 @@ fn copy_rows<T: DeviceCopy, M: MappedArg<T>>(
         });
 }
 
+/// The position of the first of `ids` that is not below `rows`, if any. Every gather checks
+/// all its ids: first in one pass that compilers vectorise (no early exit), then, only where
+/// one is out of range, the search for the first.
+fn first_out_of_range(ids: &[u32], rows: usize) -> Option<usize> {
+    let rows = u32::try_from(rows).ok()?;
+    let out = ids
+        .chunks(4096)
+        .any(|c| c.iter().fold(false, |out, &id| out | (id >= rows)));
+    if out {
+        ids.iter().position(|&id| id >= rows)
+    } else {
+        None
+    }
+}
+
 /// `v` seen as atomics, for host threads that count rows together.
 fn atomic_view(v: &mut [u32]) -> &[AtomicU32] {
     // SAFETY: `AtomicU32` has the size, alignment and bit validity of `u32`, and the exclusive
@@ -468,8 +483,12 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The ranking policy's state: here between refreshes, on a thread of its own while one
     /// ranks, back with its plan until the plan's kernels are queued.
     policy: PolicyState,
-    /// The ids counted while the policy was away, added to its counts when it comes back.
+    /// The ids counted while the policy was away (ranking, or counting the last batch's ids),
+    /// added to its counts when it comes back.
     deferred: Vec<u32>,
+    /// The thread that adds the gathers' counted ids to the policy's counts, off the thread
+    /// that queues the gathers (`None` where none could be started: the gathers count).
+    counter: Option<Counter>,
     /// Empty stand-ins for the miss log's and the doorkeeper's buffers, given to the gathers
     /// while a ranking has those (`None` then).
     spare: Option<MissLog>,
@@ -617,6 +636,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             resident_count: 0,
             policy: PolicyState::Idle(Box::new(policy)),
             deferred: Vec::new(),
+            counter: if capacity == 0 {
+                None
+            } else {
+                Counter::start()
+            },
             spare: Some(MissLog {
                 n: gpu.alloc_zeroed(0)?,
                 log: gpu.alloc_zeroed(0)?,
@@ -700,11 +724,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// When the ranking of a pending refresh panicked: its panic, passed on.
     pub fn count(&mut self, id: u32) -> u32 {
         self.receive(true);
+        self.reclaim();
         match &self.policy {
             PolicyState::Idle(p) | PolicyState::Ready(p, _) => {
                 p.counts.get(id as usize).copied().unwrap_or(0)
             }
-            PolicyState::Running(_) | PolicyState::Lost => 0,
+            PolicyState::Counting | PolicyState::Running(_) | PolicyState::Lost => 0,
         }
     }
 
@@ -753,7 +778,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let batch = self.stats.gathers;
         self.stats.gathers += 1;
         let started = std::time::Instant::now();
-        if let Some(position) = ids.iter().position(|&id| id as usize >= self.rows) {
+        if let Some(position) = first_out_of_range(ids, self.rows) {
             return Err(Error::IdOutOfRange {
                 batch,
                 position,
@@ -835,13 +860,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             width,
             policy,
             deferred,
+            counter,
             resident_bits,
             count_every,
             stats,
             ..
         } = self;
-        // Counted while the batch's kernels run (after they are queued), from the host's copy
-        // of the residency; while the policy ranks on its thread, kept for when it is back.
+        // Counted while the batch's kernels run (after they are queued): the hits from the
+        // host's copy of the residency, the counts on the counting thread (here, where there
+        // is none); while the policy ranks on its thread, kept for when it is back.
         let mut count = || {
             if *capacity == 0 {
                 return;
@@ -849,19 +876,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             let started = std::time::Instant::now();
             let every = *count_every;
             let (counted, hits) = match policy {
-                PolicyState::Idle(p) | PolicyState::Ready(p, _) => {
-                    let Policy {
-                        counts, touched, ..
-                    } = &mut **p;
-                    count_ids(resident_bits, every, batch, ids, |id| {
-                        add_count(counts, touched, id)
-                    })
-                }
-                PolicyState::Running(_) => {
-                    count_ids(resident_bits, every, batch, ids, |id| deferred.push(id))
-                }
                 PolicyState::Lost => count_ids(resident_bits, every, batch, ids, |_| {}),
+                _ => count_ids(resident_bits, every, batch, ids, |id| deferred.push(id)),
             };
+            hand_over(policy, deferred, counter);
             stats.counted += counted;
             stats.hits += hits;
             stats.counting += started.elapsed();
@@ -1173,9 +1191,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             self.stats.refreshes += 1;
             return Ok(());
         }
+        // The counts of the ids gathered so far go into the ranking.
+        self.reclaim();
         if matches!(self.policy, PolicyState::Lost) {
             return Err(Error::Usage(
-                "a hot tier's ranking panicked: the tier refreshes no more".into(),
+                "a hot tier's ranking (or counting) panicked: the tier refreshes no more".into(),
             ));
         }
         let PolicyState::Idle(policy) = std::mem::replace(&mut self.policy, PolicyState::Lost)
@@ -1295,6 +1315,30 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 self.policy = PolicyState::Lost;
                 self.deferred = Vec::new();
                 std::panic::resume_unwind(panic);
+            }
+        }
+    }
+
+    /// Take the policy back from the counting thread (waiting for the ids it counts), with
+    /// the ids kept since added: the policy is then here, unless a refresh is pending (or the
+    /// counting panicked: then it is lost, as [`hand_over`] says).
+    fn reclaim(&mut self) {
+        if let PolicyState::Counting = self.policy {
+            self.policy = match self.counter.as_mut().and_then(Counter::wait) {
+                Some(Ok(policy)) => PolicyState::Idle(policy),
+                _ => {
+                    self.counter = None;
+                    self.deferred = Vec::new();
+                    PolicyState::Lost
+                }
+            };
+        }
+        if let PolicyState::Idle(p) = &mut self.policy {
+            let Policy {
+                counts, touched, ..
+            } = &mut **p;
+            for id in self.deferred.drain(..) {
+                add_count(counts, touched, id);
             }
         }
     }
@@ -1583,10 +1627,154 @@ impl Drop for Worker {
     }
 }
 
+/// What the counting thread is given and gives back: the policy, and the ids to count (the
+/// list comes back empty, for the next).
+type CountJob = (Box<Policy>, Vec<u32>);
+
+/// The thread that adds the ids each gather counts to the policy's counts while the gathering
+/// thread goes on: a few thousand ids of a batch land in a count table as large as the table
+/// has rows (4 bytes a row), each a miss in the host's caches — work that costs the thread
+/// that queues the batches as much as the GPU takes for a batch mostly read from device
+/// memory. Dropping it (with the tier) waits for the ids it counts.
+struct Counter {
+    send: Option<std::sync::mpsc::Sender<CountJob>>,
+    back: std::sync::mpsc::Receiver<std::thread::Result<CountJob>>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Counter {
+    /// The counting thread, or `None` where none could be started (said at `debug` level).
+    fn start() -> Option<Counter> {
+        let (send, jobs) = std::sync::mpsc::channel::<CountJob>();
+        let (done, back) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("berth-hot-count".into())
+            .spawn(move || {
+                for (mut policy, mut ids) in jobs {
+                    let counted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        let Policy {
+                            counts, touched, ..
+                        } = &mut *policy;
+                        for id in ids.drain(..) {
+                            add_count(counts, touched, id);
+                        }
+                    }));
+                    let panicked = counted.is_err();
+                    if done.send(counted.map(|()| (policy, ids))).is_err() || panicked {
+                        return;
+                    }
+                }
+            });
+        match spawned {
+            Ok(handle) => Some(Counter {
+                send: Some(send),
+                back,
+                handle: Some(handle),
+            }),
+            Err(e) => {
+                tracing::debug!(error = %e, "hot tier: no thread for the counts: the gathers count");
+                None
+            }
+        }
+    }
+
+    /// Hand `policy` and the `ids` to count to the thread; the policy back if it has ended.
+    fn give(&mut self, policy: Box<Policy>, ids: Vec<u32>) -> std::result::Result<(), CountJob> {
+        match &self.send {
+            Some(send) => send.send((policy, ids)).map_err(|e| e.0),
+            None => Err((policy, ids)),
+        }
+    }
+
+    /// The policy back once its ids are counted (with the emptied list), if they are; `None`
+    /// while they are not.
+    fn poll(&mut self) -> Option<std::thread::Result<CountJob>> {
+        match self.back.try_recv() {
+            Ok(r) => Some(r),
+            Err(std::sync::mpsc::TryRecvError::Empty) => None,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                Some(Err(Box::new("the hot tier's counting thread ended")))
+            }
+        }
+    }
+
+    /// The policy back, waiting for its ids to be counted; `None` if the thread has ended
+    /// without giving it back.
+    fn wait(&mut self) -> Option<std::thread::Result<Box<Policy>>> {
+        self.back.recv().ok().map(|r| r.map(|(p, _)| p))
+    }
+}
+
+impl Drop for Counter {
+    fn drop(&mut self) {
+        // No more jobs: the thread ends after the one it counts.
+        drop(self.send.take());
+        if let Some(handle) = self.handle.take() {
+            drop(handle.join());
+        }
+    }
+}
+
+/// After a gather's ids are kept in `deferred`: where the policy is with the tier (or back
+/// from counting the last batch's ids), hand it and them to the counting thread; count them
+/// here where there is no thread. While the policy ranks (or the last ids are still being
+/// counted), they wait in `deferred`. A counting thread that panicked (which indexes only
+/// checked ids) leaves the policy lost: the tier refreshes no more, and says so.
+fn hand_over(policy: &mut PolicyState, deferred: &mut Vec<u32>, counter: &mut Option<Counter>) {
+    if let PolicyState::Counting = policy {
+        match counter.as_mut().and_then(Counter::poll) {
+            None if counter.is_some() => return,
+            Some(Ok((p, spare))) => {
+                *policy = PolicyState::Idle(p);
+                if deferred.capacity() < spare.capacity() {
+                    let kept = std::mem::replace(deferred, spare);
+                    deferred.extend_from_slice(&kept);
+                }
+            }
+            _ => {
+                *policy = PolicyState::Lost;
+                deferred.clear();
+                *counter = None;
+                return;
+            }
+        }
+    }
+    if deferred.is_empty() || !matches!(policy, PolicyState::Idle(_)) {
+        return;
+    }
+    let PolicyState::Idle(p) = std::mem::replace(policy, PolicyState::Lost) else {
+        unreachable!("matched above")
+    };
+    let ids = std::mem::take(deferred);
+    let (mut p, mut ids) = match counter.as_mut() {
+        Some(c) => match c.give(p, ids) {
+            Ok(()) => {
+                *policy = PolicyState::Counting;
+                return;
+            }
+            Err(job) => {
+                *counter = None;
+                job
+            }
+        },
+        None => (p, ids),
+    };
+    let Policy {
+        counts, touched, ..
+    } = &mut *p;
+    for id in ids.drain(..) {
+        add_count(counts, touched, id);
+    }
+    *deferred = ids;
+    *policy = PolicyState::Idle(p);
+}
+
 /// Where the ranking policy's state is.
 enum PolicyState {
     /// With the tier, no refresh pending.
     Idle(Box<Policy>),
+    /// On the counting thread ([`Counter`]), no refresh pending.
+    Counting,
     /// On the ranking's thread.
     Running(Worker),
     /// Back, with a plan whose kernels are not all queued yet.
@@ -1872,7 +2060,8 @@ mod tests {
 
     /// The device's slot table after a refresh: every resident row's slot, as the host's
     /// table says, and `NOT_RESIDENT` everywhere else — no entry left `PENDING`.
-    fn assert_tables_agree(t: &HotTier<f32>) {
+    fn assert_tables_agree(t: &mut HotTier<f32>) {
+        t.reclaim();
         let PolicyState::Idle(policy) = &t.policy else {
             panic!("a refresh is pending")
         };
@@ -1932,7 +2121,7 @@ mod tests {
         let r = t.refresh(&gpu).unwrap();
         assert_eq!((r.admitted, r.resident), (4, 4));
         assert!(t.is_resident(10));
-        assert_tables_agree(&t);
+        assert_tables_agree(&mut t);
         assert_eq!(t.log_n.to_vec().unwrap(), [0]);
         // The tier is full: misses are no longer logged, and the gathers stay right.
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
@@ -1943,7 +2132,7 @@ mod tests {
             assert_eq!(&got[b * width..][..width], row, "position {b}");
         }
         t.refresh(&gpu).unwrap();
-        assert_tables_agree(&t);
+        assert_tables_agree(&mut t);
     }
 
     /// When a gather's capture was not queued, the refresh copies the logged rows from the
@@ -1964,7 +2153,7 @@ mod tests {
         t.captured = false;
         t.tier.copy_from(&vec![-1.0; t.tier.len()]).unwrap();
         assert_eq!(t.refresh(&gpu).unwrap().admitted, 8);
-        assert_tables_agree(&t);
+        assert_tables_agree(&mut t);
         out.copy_from(&vec![-2.0; out.len()]).unwrap();
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
         assert_eq!(t.stats().hits, 8);
@@ -2002,7 +2191,7 @@ mod tests {
             hold.release();
             t.finish_refresh(&gpu).unwrap().unwrap();
             assert!(t.deferred.is_empty());
-            assert_tables_agree(&t);
+            assert_tables_agree(&mut t);
             assert_eq!(
                 t.resident_rows(),
                 t.resident_bits
@@ -2012,6 +2201,63 @@ mod tests {
             );
         }
         assert!(t.stats().evicted > 0, "{:?}", t.stats());
+    }
+
+    /// The counting thread adds every counted id once, in whatever state the gathers find
+    /// it, and a refresh ranks with all of them.
+    #[test]
+    fn the_counting_thread_counts_every_id_once() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (512usize, 4usize);
+        let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 8 * width * 4)
+            .unwrap();
+        assert!(t.counter.is_some());
+        let mut expect = vec![0u32; rows];
+        let mut out = gpu.alloc_zeroed::<f32>(64 * width).unwrap();
+        let mut handed = 0;
+        for k in 0..200u32 {
+            let ids: Vec<u32> = (0..64).map(|i| (k * 31 + i * i) % rows as u32).collect();
+            for &id in &ids {
+                expect[id as usize] += 1;
+            }
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            handed += usize::from(matches!(t.policy, PolicyState::Counting));
+        }
+        assert!(handed > 0, "no batch was counted on the thread");
+        for id in 0..rows as u32 {
+            assert_eq!(t.count(id), expect[id as usize], "row {id}");
+        }
+        assert!(t.deferred.is_empty());
+        // A tier dropped while its counts are on the thread waits for them.
+        t.gather(
+            &gpu,
+            &[1, 2, 3],
+            &mut gpu.alloc_zeroed::<f32>(3 * width).unwrap(),
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        drop(t);
+    }
+
+    #[test]
+    fn the_first_id_out_of_range_is_found_wherever_it_is() {
+        let mut ids: Vec<u32> = (0..10_000).map(|i| i % 100).collect();
+        assert_eq!(first_out_of_range(&ids, 100), None);
+        assert_eq!(first_out_of_range(&ids, 99), Some(99));
+        for at in [0, 4095, 4096, 9_999] {
+            let kept = ids[at];
+            ids[at] = 100;
+            assert_eq!(first_out_of_range(&ids, 100), Some(at), "at {at}");
+            ids[at] = u32::MAX;
+            assert_eq!(first_out_of_range(&ids, 100), Some(at), "at {at}");
+            ids[at] = kept;
+        }
+        assert_eq!(first_out_of_range(&[], 0), None);
+        assert_eq!(first_out_of_range(&[0], 0), Some(0));
+        assert_eq!(first_out_of_range(&[u32::MAX], 1 << 33), None);
     }
 
     #[test]
@@ -2033,6 +2279,6 @@ mod tests {
         assert_eq!(r.admitted, 2);
         assert!(t.is_resident(1) && t.is_resident(2));
         assert!(!t.is_resident(3) && !t.is_resident(4));
-        assert_tables_agree(&t);
+        assert_tables_agree(&mut t);
     }
 }
