@@ -176,6 +176,8 @@ pub(crate) struct StringGlobal {
     name: String,
     /// The crate's PTX, which declares the array (a kernel's module is cut out of it).
     ptx: &'static str,
+    /// The array's bytes, read from `ptx` when a fault first names the array.
+    bytes: std::sync::OnceLock<Option<Vec<u8>>>,
 }
 
 impl Faults {
@@ -200,6 +202,7 @@ impl Faults {
                     size,
                     name: name.to_owned(),
                     ptx,
+                    bytes: std::sync::OnceLock::new(),
                 });
             }
         }
@@ -213,7 +216,10 @@ impl Faults {
                 .and_then(|off| off.checked_add(len))
                 .is_some_and(|end| end <= g.size as u64)
         })?;
-        let bytes = crate::ptx::byte_global(g.ptx, &g.name)?;
+        let bytes = g
+            .bytes
+            .get_or_init(|| crate::ptx::byte_global(g.ptx, &g.name))
+            .as_deref()?;
         let off = (addr - g.addr) as usize;
         let s = bytes.get(off..off.checked_add(len as usize)?)?;
         Some(String::from_utf8_lossy(s).into_owned())
@@ -225,12 +231,14 @@ impl Faults {
         // The panic record is pinned host memory of this context: counted while this may read
         // it, so that a reset of the device (by another handle) cannot unmap it meanwhile. A
         // lost context reads nothing.
+        // Only the copy of the record is taken under the borrow: resolving its strings may
+        // read the PTX, and a recovery waits for the borrows to end.
         if let Err(lost) = self.state.begin_borrow(Borrow::HostBuffer) {
             return lost;
         }
-        let err = self.classify_alive(call, e, kernel_hint);
+        let record = self.record.take_copy();
         self.state.end_borrow(Borrow::HostBuffer);
-        err
+        self.classify_alive(call, e, kernel_hint, record)
     }
 
     fn classify_alive(
@@ -238,6 +246,7 @@ impl Faults {
         call: &'static str,
         e: DriverError,
         kernel_hint: Option<&str>,
+        record: Option<PanicRecord>,
     ) -> Error {
         if !is_sticky(e.0) {
             if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
@@ -252,7 +261,7 @@ impl Faults {
         }
         let (name, message) = describe(e);
         let candidates = self.state.in_flight_kernels();
-        let err = match self.record.read(|a, l| self.resolve(a, l)) {
+        let err = match record.map(|r| report(&r, |a, l| self.resolve(a, l))) {
             Some(report) => {
                 let kernel = candidates
                     .iter()
@@ -427,9 +436,8 @@ impl MappedPanicRecord {
             .map_err(|e| faults.error("cuMemcpyHtoD", e, None))
     }
 
-    /// The record, if a kernel completed one; `resolve` turns a device string address into
-    /// the string.
-    pub(crate) fn read(&self, resolve: impl Fn(u64, u64) -> Option<String>) -> Option<PanicReport> {
+    /// A copy of the record, if a kernel completed one.
+    pub(crate) fn take_copy(&self) -> Option<PanicRecord> {
         // SAFETY: the record lives as long as `self`, and stays mapped while it is read (the
         // caller counts it as a borrowed host buffer, which holds a reset off); `state` is a
         // 4-aligned u32 that the device writes with a system-scope release store.
@@ -438,46 +446,7 @@ impl MappedPanicRecord {
             return None;
         }
         // SAFETY: state DONE means the writer finished; nothing writes the record again.
-        let r = unsafe { self.host.read_volatile() };
-        let text = |b: &[u8], n: u32| {
-            String::from_utf8_lossy(&b[..(n as usize).min(b.len())]).into_owned()
-        };
-        let file = || {
-            resolve(r.file_addr, r.file_len)
-                .unwrap_or_else(|| format!("(file at device address {:#x})", r.file_addr))
-        };
-        let (file, message) = match r.kind {
-            kind::INDEX => (
-                file(),
-                format!(
-                    "index out of bounds: the len is {} but the index is {}",
-                    r.len, r.index
-                ),
-            ),
-            kind::WINDOW => (
-                file(),
-                berth_device::panic::window_message(r.index, r.len, r.lo, r.hi),
-            ),
-            kind::MATRIX => (
-                file(),
-                berth_device::panic::matrix_message(r.index, r.lo, r.len, r.hi),
-            ),
-            kind::MESSAGE => (
-                file(),
-                resolve(r.message_addr, r.message_addr_len).unwrap_or_else(|| {
-                    format!("(message at device address {:#x})", r.message_addr)
-                }),
-            ),
-            _ => (text(&r.file, r.file_bytes), text(&r.message, r.message_len)),
-        };
-        Some(PanicReport {
-            file,
-            line: r.line,
-            column: r.column,
-            message,
-            block: r.block,
-            thread: r.thread,
-        })
+        Some(unsafe { self.host.read_volatile() })
     }
 
     pub(crate) fn free(&self) {
@@ -485,6 +454,48 @@ impl MappedPanicRecord {
         let _ = unsafe { result::free_host(self.host.cast()) };
         // SAFETY: allocated by cuMemAlloc in this context; freed once, from Inner::drop.
         let _ = unsafe { result::free_sync(self.claim) };
+    }
+}
+
+/// The report of a completed panic record `r`; `resolve` turns a device string address into
+/// the string.
+fn report(r: &PanicRecord, resolve: impl Fn(u64, u64) -> Option<String>) -> PanicReport {
+    let text =
+        |b: &[u8], n: u32| String::from_utf8_lossy(&b[..(n as usize).min(b.len())]).into_owned();
+    let file = || {
+        resolve(r.file_addr, r.file_len)
+            .unwrap_or_else(|| format!("(file at device address {:#x})", r.file_addr))
+    };
+    let (file, message) = match r.kind {
+        kind::INDEX => (
+            file(),
+            format!(
+                "index out of bounds: the len is {} but the index is {}",
+                r.len, r.index
+            ),
+        ),
+        kind::WINDOW => (
+            file(),
+            berth_device::panic::window_message(r.index, r.len, r.lo, r.hi),
+        ),
+        kind::MATRIX => (
+            file(),
+            berth_device::panic::matrix_message(r.index, r.lo, r.len, r.hi),
+        ),
+        kind::MESSAGE => (
+            file(),
+            resolve(r.message_addr, r.message_addr_len)
+                .unwrap_or_else(|| format!("(message at device address {:#x})", r.message_addr)),
+        ),
+        _ => (text(&r.file, r.file_bytes), text(&r.message, r.message_len)),
+    };
+    PanicReport {
+        file,
+        line: r.line,
+        column: r.column,
+        message,
+        block: r.block,
+        thread: r.thread,
     }
 }
 
