@@ -42,8 +42,8 @@ use crate::own_kernels::{
 };
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Entries of the miss log at most (4 MiB).
 const LOG_MAX: usize = 1 << 20;
@@ -1638,7 +1638,8 @@ type CountJob = (Box<Policy>, Vec<u32>);
 /// memory. Dropping it (with the tier) waits for the ids it counts.
 struct Counter {
     send: Option<std::sync::mpsc::Sender<CountJob>>,
-    back: std::sync::mpsc::Receiver<std::thread::Result<CountJob>>,
+    /// Behind a lock (only the tier's `&mut` methods take it) so that the tier stays `Sync`.
+    back: Mutex<std::sync::mpsc::Receiver<std::thread::Result<CountJob>>>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -1668,7 +1669,7 @@ impl Counter {
         match spawned {
             Ok(handle) => Some(Counter {
                 send: Some(send),
-                back,
+                back: Mutex::new(back),
                 handle: Some(handle),
             }),
             Err(e) => {
@@ -1689,7 +1690,8 @@ impl Counter {
     /// The policy back once its ids are counted (with the emptied list), if they are; `None`
     /// while they are not.
     fn poll(&mut self) -> Option<std::thread::Result<CountJob>> {
-        match self.back.try_recv() {
+        let back = self.back.get_mut().unwrap_or_else(PoisonError::into_inner);
+        match back.try_recv() {
             Ok(r) => Some(r),
             Err(std::sync::mpsc::TryRecvError::Empty) => None,
             Err(std::sync::mpsc::TryRecvError::Disconnected) => {
@@ -1701,7 +1703,8 @@ impl Counter {
     /// The policy back, waiting for its ids to be counted; `None` if the thread has ended
     /// without giving it back.
     fn wait(&mut self) -> Option<std::thread::Result<Box<Policy>>> {
-        self.back.recv().ok().map(|r| r.map(|(p, _)| p))
+        let back = self.back.get_mut().unwrap_or_else(PoisonError::into_inner);
+        back.recv().ok().map(|r| r.map(|(p, _)| p))
     }
 }
 
@@ -2240,6 +2243,13 @@ mod tests {
         .wait()
         .unwrap();
         drop(t);
+    }
+
+    /// A tier can be shared with threads that read its state, and moved to another.
+    #[test]
+    fn a_tier_is_send_and_sync() {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<HotTier<f32>>();
     }
 
     #[test]
