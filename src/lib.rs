@@ -193,6 +193,28 @@ pub mod __private {
         }
     }
 
+    /// Tells the optimiser that the launch has extent 1 along z, at the top of a kernel's
+    /// planar entry: a thread's and its block's z coordinates are the constant 0, so a guard
+    /// such as `if thread::global_z() != 0 { return; }` (which makes a 2D kernel's ownership
+    /// of `(x, y)` hold on any grid) and `thread::index_2d()`'s test of the z extents compile
+    /// to nothing.
+    ///
+    /// # Safety
+    /// The grid and the block of the running launch have extent 1 along z.
+    #[cfg(target_arch = "nvptx64")]
+    #[inline(always)]
+    pub unsafe fn assume_planar_launch() {
+        use berth_device::{block, grid, thread};
+        // SAFETY: the caller's contract; a coordinate is below its extent, so with extent 1
+        // it is 0.
+        unsafe {
+            core::hint::assert_unchecked(grid::dim_z() == 1);
+            core::hint::assert_unchecked(block::dim_z() == 1);
+            core::hint::assert_unchecked(block::idx_z() == 0);
+            core::hint::assert_unchecked(thread::idx_z() == 0);
+        }
+    }
+
     /// The column count of a `#[matrix(cols = n)]` argument, from the scalar argument `n`.
     #[inline(always)]
     pub fn matrix_cols<C: MatrixCols>(n: C) -> usize {
@@ -232,14 +254,17 @@ pub mod __private {
     #[cfg(target_arch = "nvptx64")]
     #[inline(always)]
     pub unsafe fn assume_grid_rank(rank: u32) {
-        use berth_device::grid;
-        // SAFETY: the caller's contract; one assumption per extent.
+        use berth_device::{block, grid};
+        // SAFETY: the caller's contract; one assumption per extent, and a block's coordinate
+        // below an extent of 1 is 0.
         unsafe {
             if rank < 3 {
                 core::hint::assert_unchecked(grid::dim_z() == 1);
+                core::hint::assert_unchecked(block::idx_z() == 0);
             }
             if rank < 2 {
                 core::hint::assert_unchecked(grid::dim_y() == 1);
+                core::hint::assert_unchecked(block::idx_y() == 0);
             }
         }
     }

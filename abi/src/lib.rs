@@ -9,7 +9,7 @@
 //!   cannot say to the builder (shared memory, per-kernel attributes, pointer alignments),
 //!   with their encoding: written by the macro and the device API, read by the builder.
 //! - **Symbols and variables**: the names the device code, the runtime and the builder look
-//!   each other up by ([`DYNAMIC_SHARED`], [`PANIC_RECORD`], [`LINEAR_SUFFIX`]), and the
+//!   each other up by ([`DYNAMIC_SHARED`], [`PANIC_RECORD`], [`LINEAR_SUFFIX`], [`PLANAR_SUFFIX`]), and the
 //!   environment variables through which a kernel crate's build script hands its PTX and SASS
 //!   to the macro ([`PTX_ENV`], [`CUBIN_ENV`], [`CUBIN_ARCH_ENV`]), or the errors of a GPU
 //!   build that failed ([`GPU_BUILD_ERRORS_ENV`]).
@@ -100,6 +100,14 @@ pub const SM90A_ONLY: [&str; 2] = ["wgmma.", "setmaxnreg."];
 /// `saxpy__berth_1d` beside `saxpy`.
 pub const LINEAR_SUFFIX: &str = "__berth_1d";
 
+/// The suffix of a kernel's entry specialised for launches whose grid and block have extent 1
+/// along z (every one- and two-dimensional launch): `stencil__berth_2d` beside `stencil`.
+pub const PLANAR_SUFFIX: &str = "__berth_2d";
+
+/// The suffixes of a kernel's specialised entries, beside its general one (named as the
+/// kernel).
+pub const ENTRY_SUFFIXES: [&str; 2] = [LINEAR_SUFFIX, PLANAR_SUFFIX];
+
 /// The environment variable through which a kernel crate's build script gives the host build
 /// (and so `#[gpu_kernel]`) the path of the crate's PTX.
 pub const PTX_ENV: &str = "BERTH_PTX";
@@ -151,6 +159,42 @@ pub fn linear_entry(name: &str) -> impl core::fmt::Display + '_ {
         }
     }
     Linear(name)
+}
+
+/// The name of kernel `name`'s entry for launches without extent along z (`name` +
+/// [`PLANAR_SUFFIX`]).
+///
+/// ```
+/// assert_eq!(berth_abi::planar_entry("stencil").to_string(), "stencil__berth_2d");
+/// ```
+pub fn planar_entry(name: &str) -> impl core::fmt::Display + '_ {
+    struct Planar<'a>(&'a str);
+    impl core::fmt::Display for Planar<'_> {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            write!(f, "{}{PLANAR_SUFFIX}", self.0)
+        }
+    }
+    Planar(name)
+}
+
+/// The kernel an entry belongs to: `entry` without an [`ENTRY_SUFFIXES`] suffix where
+/// `is_entry` says the rest names an entry too (a kernel may itself be named `x__berth_1d`),
+/// else `entry` itself.
+///
+/// ```
+/// let entries = ["k", "k__berth_1d", "k__berth_2d", "j__berth_2d"];
+/// let is_entry = |n: &str| entries.contains(&n);
+/// assert_eq!(berth_abi::kernel_of_entry("k__berth_2d", is_entry), "k");
+/// assert_eq!(berth_abi::kernel_of_entry("k__berth_1d", is_entry), "k");
+/// assert_eq!(berth_abi::kernel_of_entry("k", is_entry), "k");
+/// // No entry `j`: `j__berth_2d` is a kernel's own name.
+/// assert_eq!(berth_abi::kernel_of_entry("j__berth_2d", is_entry), "j__berth_2d");
+/// ```
+pub fn kernel_of_entry<'a>(entry: &'a str, is_entry: impl Fn(&str) -> bool) -> &'a str {
+    ENTRY_SUFFIXES
+        .iter()
+        .find_map(|s| entry.strip_suffix(s).filter(|base| is_entry(base)))
+        .unwrap_or(entry)
 }
 
 #[cfg(test)]

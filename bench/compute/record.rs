@@ -85,7 +85,8 @@ pub fn write(md: &mut String, compute: &str) -> Result {
          both sides' `ptxas -v` (the same ptxas, sm_90); SASS is the number of machine \
          instructions `cuobjdump -sass` lists for the kernel (static, all paths). berth's \
          columns are the entry these launches run: `<kernel>__berth_1d` where the kernel has \
-         one (all its launches here are one-dimensional), its general entry otherwise.\n"
+         one (all its launches here are one-dimensional), else `<kernel>__berth_2d` where it \
+         has one (all its launches here are two-dimensional), its general entry otherwise.\n"
     )?;
     writeln!(
         md,
@@ -94,7 +95,8 @@ pub fn write(md: &mut String, compute: &str) -> Result {
     writeln!(md, "|---|---:|---|---:|---:|---:|---|---|---|---|---|---:|")?;
     // The entry a benchmark launch runs: nvcc's kernel (one for a kernel and its unchecked
     // twin); berth's one-dimensional entry where the kernel has one (every launch of this
-    // benchmark of such a kernel is one-dimensional), its general entry otherwise.
+    // benchmark of such a kernel is one-dimensional), else its entry without z where it has
+    // one (every launch of such a kernel here is two-dimensional), its general entry otherwise.
     let entry = |side: &str, k: &str| -> (String, String) {
         if side == "nvcc" {
             let base = k
@@ -103,12 +105,12 @@ pub fn write(md: &mut String, compute: &str) -> Result {
             return (side.to_owned(), base.to_owned());
         }
         let linear = berth_abi::linear_entry(k).to_string();
-        let key = (side.to_owned(), linear);
-        if regs.contains_key(&key) || sass.contains_key(&key) {
-            key
-        } else {
-            (side.to_owned(), k.to_owned())
-        }
+        let planar = berth_abi::planar_entry(k).to_string();
+        [linear, planar]
+            .into_iter()
+            .map(|e| (side.to_owned(), e))
+            .find(|key| regs.contains_key(key) || sass.contains_key(key))
+            .unwrap_or_else(|| (side.to_owned(), k.to_owned()))
     };
     let spill = |side: &str, k: &str| {
         regs.get(&entry(side, k))

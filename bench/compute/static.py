@@ -164,7 +164,11 @@ def main():
         ref_sass = {demangled(k): v for k, v in sass_counts(nvdisasm, ref_cubin).items()}
         our_sass = sass_counts(nvdisasm, berth_cubin)
     rows = []
-    for berth, cuda in PAIRS:
+    for kernel, cuda in PAIRS:
+        # The entry the compute benchmark's launches run: the one-dimensional entry where the
+        # kernel has one, else the one without z, else the general one.
+        berth = next((e for e in (kernel + "__berth_1d", kernel + "__berth_2d", kernel)
+                      if e in our_use), kernel)
         if berth not in our_use or cuda not in ref_use:
             continue
         (br, bs, bsp), (nr, ns, nsp) = our_use[berth], ref_use[cuda]

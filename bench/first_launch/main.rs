@@ -34,8 +34,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (module, module_bytes) = match (std::env::var("BERTH_LOAD").as_deref(), sass) {
         (Ok("crate-ptx"), _) => ("crate_ptx", kernel.ptx().len()),
         (Ok("ptx"), _) | (_, None) => {
-            let mut entries = vec![kernel.name];
-            entries.extend(kernel.linear);
+            let entries: Vec<&str> = kernel.entries().map(|(_, name)| name).collect();
             let piece = berth::ptx::kernel_module(kernel.ptx(), &entries)?;
             ("kernel_ptx", piece.len())
         }

@@ -130,17 +130,19 @@ fn assemble_kernels(
     let text = std::fs::read_to_string(ptx).map_err(|e| format!("{}: {e}", ptx.display()))?;
     let split = Split::parse(&text).map_err(|e| format!("{}: {e}", ptx.display()))?;
     let entries: Vec<&str> = split.entries().collect();
-    // A kernel's entries: its general one and, where it has one, its one-dimensional one.
+    // A kernel's entries: its general one and, where it has them, its specialised ones.
+    let is_entry = |n: &str| entries.contains(&n);
     let kernels: Vec<Vec<&str>> = entries
         .iter()
-        .filter(|e| {
-            e.strip_suffix(berth_abi::LINEAR_SUFFIX)
-                .is_none_or(|base| !entries.contains(&base))
-        })
+        .filter(|&&e| berth_abi::kernel_of_entry(e, is_entry) == e)
         .map(|&e| {
-            let linear = format!("{e}{}", berth_abi::LINEAR_SUFFIX);
             let mut of = vec![e];
-            of.extend(entries.iter().copied().find(|&l| l == linear));
+            of.extend(
+                entries
+                    .iter()
+                    .copied()
+                    .filter(|&s| s != e && berth_abi::kernel_of_entry(s, is_entry) == e),
+            );
             of
         })
         .collect();
@@ -258,6 +260,7 @@ mod tests {
         .global .align 1 .b8 msg[2] = {104, 105};\n\
         .visible .entry k() { call.uni f, (); ret; }\n\
         .visible .entry k__berth_1d() { ret; }\n\
+        .visible .entry k__berth_2d() { ret; }\n\
         .visible .entry other() { .reg .b16 %rs<2>; ld.global.u8 %rs1, [msg]; \
         st.global.u8 [msg+1], %rs1; ret; }\n";
 
@@ -301,11 +304,11 @@ mod tests {
         assert_eq!(sass, Sass::Cubins(packed.clone()));
         let mut entries: Vec<&str> = usage.iter().map(|u| u.name.as_str()).collect();
         entries.sort_unstable();
-        assert_eq!(entries, ["k", "k__berth_1d", "other"]);
+        assert_eq!(entries, ["k", "k__berth_1d", "k__berth_2d", "other"]);
         let image = std::fs::read(&packed).unwrap();
         let kernels: Vec<_> = berth_abi::cubins::read(&image).collect();
         let names: Vec<(&str, &str)> = kernels.iter().map(|c| (c.name, c.arch)).collect();
-        // A kernel's one-dimensional entry is in its cubin, not one of its own.
+        // A kernel's specialised entries are in its cubin, not cubins of their own.
         assert_eq!(names, [("k", "sm_90"), ("other", "sm_90")]);
         for c in &kernels {
             assert_eq!(cubin_sm(c.image), Some(90), "{}", c.name);
@@ -313,6 +316,7 @@ mod tests {
         let has =
             |image: &[u8], name: &str| image.windows(name.len()).any(|w| w == name.as_bytes());
         assert!(has(kernels[0].image, "k__berth_1d") && !has(kernels[0].image, "other"));
+        assert!(has(kernels[0].image, "k__berth_2d"));
         // Each cubin names the constant byte arrays of its module, which it holds.
         assert_eq!(kernels[0].strings().count(), 0);
         assert_eq!(kernels[1].strings().collect::<Vec<_>>(), ["msg"]);

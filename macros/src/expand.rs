@@ -480,7 +480,23 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
             Some(assume),
         )
     });
-    quote!(#general #linear)
+    let planar = planar_ident(opts, k).map(|p| {
+        let assume = quote! {
+            // SAFETY: the launcher runs this entry only for launches whose grid and block
+            // have extent 1 along z (`Grid::entry_of`).
+            unsafe { #krate::__private::assume_planar_launch() };
+        };
+        entry_fn(
+            &p,
+            section.as_ref(),
+            &params,
+            &aligns,
+            body,
+            &values,
+            Some(assume),
+        )
+    });
+    quote!(#general #linear #planar)
 }
 
 /// For each argument, the index of its first PTX parameter.
@@ -514,6 +530,24 @@ fn view_len(k: &Kernel, a: &Arg) -> syn::Ident {
 /// Body names whose code a one-dimensional launch makes cheaper: `thread::index()` tests the
 /// launch's shape, `count()`/`grid_stride` multiply by its y and z extents.
 const SHAPE_NAMES: &[&str] = &["index", "grid_stride", "count"];
+
+/// Body names whose code a launch without extent along z makes cheaper: the z coordinates
+/// and extents (a 2D kernel's guard `global_z() != 0`), and `index_2d()`, which tests them.
+const PLANAR_NAMES: &[&str] = &["global_z", "idx_z", "dim_z", "index_2d"];
+
+/// The name of the kernel's entry specialised for launches with extent 1 along z, where it
+/// gets one: its body mentions a [`PLANAR_NAMES`] name and it declares no block (a declared
+/// block of one or two dimensions already tells its entries that the grid has no extent
+/// along z; one of three never has a planar launch). Like the linear entry, a matter of code
+/// size only: the launcher runs the general entry of a kernel without.
+pub(crate) fn planar_ident(opts: &Options, k: &Kernel) -> Option<syn::Ident> {
+    (opts.block.is_none() && mentions(k.body.to_token_stream(), PLANAR_NAMES)).then(|| {
+        format_ident!(
+            "{}",
+            berth_abi::planar_entry(&k.name.unraw().to_string()).to_string()
+        )
+    })
+}
 
 /// The name of the kernel's second entry, specialised for one-dimensional launches, where it
 /// gets one: its body mentions a [`SHAPE_NAMES`] name, and its declared block, if any, is
@@ -747,6 +781,13 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
         }
         None => quote!(::core::option::Option::None),
     };
+    let planar = match planar_ident(opts, k) {
+        Some(p) => {
+            let p = p.to_string();
+            quote!(::core::option::Option::Some(#p))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let block = match opts.block {
         Some(([x, y, z], _)) => quote!(::core::option::Option::Some([#x, #y, #z])),
         None => quote!(::core::option::Option::None),
@@ -805,6 +846,7 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
             uses_barrier: #uses_barrier,
             block: #block,
             linear: #linear,
+            planar: #planar,
             same_len: &[#(#same_len),*],
         };
         #[cfg(not(target_arch = "nvptx64"))]

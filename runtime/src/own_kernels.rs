@@ -21,6 +21,7 @@ pub static CHUNK_DONE: Kernel = Kernel {
     sim: chunk_done_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };
@@ -45,6 +46,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
     sim: random_probe_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };
@@ -107,6 +109,7 @@ pub static HOT_GATHER: Kernel = Kernel {
     sim: hot_gather_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };
@@ -137,6 +140,7 @@ pub static HOT_SCATTER: Kernel = Kernel {
     sim: hot_scatter_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };
@@ -176,6 +180,7 @@ pub static HOT_CAPTURE: Kernel = Kernel {
     sim: hot_capture_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };
@@ -207,6 +212,7 @@ pub static HOT_SLOTS: Kernel = Kernel {
     sim: hot_slots_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };
@@ -227,6 +233,7 @@ pub static FILL_U32: Kernel = Kernel {
     sim: fill_u32_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };
@@ -257,6 +264,7 @@ pub static HOT_FILL: Kernel = Kernel {
     sim: hot_fill_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };

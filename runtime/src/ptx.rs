@@ -135,7 +135,7 @@ pub fn check_against(kernel: &Kernel, all: &[PtxEntry]) -> Result<()> {
             reason,
         })
     };
-    for name in std::iter::once(kernel.name).chain(kernel.linear) {
+    for (_, name) in kernel.entries() {
         let Some(entry) = all.iter().find(|e| e.name == name) else {
             return fail(format!(
                 "no `.entry {name}` in the PTX of crate `{}`; rebuild it",
@@ -180,6 +180,7 @@ mod tests {
             uses_barrier: false,
             block: None,
             linear,
+            planar: None,
             same_len: &[],
         }
     }
@@ -225,6 +226,64 @@ mod tests {
         let k = fill("", None);
         assert_eq!(Grid::cover(1000).entry_of(&k), Entry::General);
         assert_eq!(k.entry_name(Entry::Linear), "fill");
+    }
+
+    /// The planar entry runs only where the grid and the block have extent 1 along z, and
+    /// the linear entry keeps the launches it takes.
+    #[test]
+    fn launches_without_z_run_the_planar_entry() {
+        use crate::launch::{Entry, Grid};
+        let both = Kernel {
+            planar: Some("fill__berth_2d"),
+            ..fill("", Some("fill__berth_1d"))
+        };
+        let planar = Kernel {
+            planar: Some("fill__berth_2d"),
+            ..fill("", None)
+        };
+        for (grid, with_both, with_planar) in [
+            (Grid::cover(1000), Entry::Linear, Entry::Planar),
+            (Grid::new((4, 2), 256), Entry::Planar, Entry::Planar),
+            (Grid::new(4, (32, 8)), Entry::Planar, Entry::Planar),
+            (
+                Grid::new((4, 2, 2), (32, 8)),
+                Entry::General,
+                Entry::General,
+            ),
+            (Grid::new(4, (8, 8, 2)), Entry::General, Entry::General),
+            (Grid::new((1, 1, 2), 32), Entry::General, Entry::General),
+        ] {
+            assert_eq!(grid.entry_of(&both), with_both, "{grid:?}");
+            assert_eq!(grid.entry_of(&planar), with_planar, "{grid:?}");
+        }
+        assert_eq!(both.entry_name(Entry::Planar), "fill__berth_2d");
+        assert_eq!(fill("", None).entry_name(Entry::Planar), "fill");
+        let names: Vec<_> = both.entries().collect();
+        assert_eq!(
+            names,
+            [
+                (Entry::General, "fill"),
+                (Entry::Linear, "fill__berth_1d"),
+                (Entry::Planar, "fill__berth_2d")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_planar_entry_is_checked_like_the_general_one() {
+        const BOTH: &str = ".visible .entry fill(\n\t.param .u64 fill_param_0\n)\n{ ret; }\n\
+                            .visible .entry fill__berth_2d(\n\t.param .u64 fill__berth_2d_param_0\n)\n{ ret; }\n";
+        const GENERAL: &str = ".visible .entry fill(\n\t.param .u64 fill_param_0\n)\n{ ret; }\n";
+        let planar = |ptx| Kernel {
+            planar: Some("fill__berth_2d"),
+            ..fill(ptx, None)
+        };
+        check_kernel(&planar(BOTH)).unwrap();
+        let missing = check_kernel(&planar(GENERAL)).unwrap_err();
+        assert!(
+            missing.to_string().contains("no `.entry fill__berth_2d`"),
+            "{missing}"
+        );
     }
 
     #[test]

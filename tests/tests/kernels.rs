@@ -79,10 +79,10 @@ fn every_ptx_entry_has_a_launcher() {
     for c in crates {
         let ptx_text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx();
         for e in ptx::entries(ptx_text) {
-            // A kernel's linear entry belongs to its launcher too.
+            // A kernel's specialised entries belong to its launcher too.
             assert!(
-                ks.iter().any(|k| k.crate_name == c
-                    && (k.name == e.name || k.linear == Some(e.name.as_str()))),
+                ks.iter()
+                    .any(|k| k.crate_name == c && k.entries().any(|(_, n)| n == e.name)),
                 "PTX entry `{}` of crate `{c}` has no launcher",
                 e.name
             );
@@ -150,7 +150,7 @@ fn example_kernels_carry_sass_for_their_arch() {
             k.name
         );
         let has = |name: &str| own.cubin.windows(name.len()).any(|w| w == name.as_bytes());
-        for entry in std::iter::once(k.name).chain(k.linear) {
+        for (_, entry) in k.entries() {
             assert!(
                 has(entry),
                 "the cubin of `{}` has no symbol `{entry}`",
@@ -307,8 +307,7 @@ fn every_kernels_own_module_passes_ptxas() {
         let text = ks.iter().find(|k| k.crate_name == c).unwrap().ptx();
         let split = ptx::Split::parse(text).unwrap_or_else(|e| panic!("crate `{c}`: {e}"));
         for k in ks.iter().filter(|k| k.crate_name == c) {
-            let mut want: Vec<&str> = vec![k.name];
-            want.extend(k.linear);
+            let mut want: Vec<&str> = k.entries().map(|(_, n)| n).collect();
             let piece = split
                 .module(&want)
                 .unwrap_or_else(|e| panic!("`{}`: {e}", k.name));

@@ -1016,6 +1016,33 @@ fn a_grid_with_z_layers_never_gives_two_threads_one_2d_position() {
     );
 }
 
+/// A kernel that returns from the threads off layer 0 along z runs its planar entry (which
+/// takes every z coordinate as 0) on a grid without z, and its general entry on a grid with
+/// z layers: both write every element once, with the same values.
+#[test]
+fn a_z_guarded_kernel_writes_the_same_with_or_without_z_layers() {
+    use berth::__private::Entry;
+    use berth_fixtures::args::{__BERTH_KERNEL_layer0_coordinates as KERNEL, layer0_coordinates};
+    let (_g, gpu) = gpu();
+    let (w, h) = (45usize, 21usize);
+    let want: Vec<f32> = (0..w * h)
+        .map(|i| ((i / w) * 1000 + i % w) as f32)
+        .collect();
+    for (grid, entry) in [
+        (Grid::new((2, 3), (32, 8)), Entry::Planar),
+        (Grid::new((2, 3, 2), (32, 8)), Entry::General),
+        (Grid::new((2, 3), (32, 8, 2)), Entry::General),
+    ] {
+        assert_eq!(grid.entry_of(&KERNEL), entry, "{grid:?}");
+        let mut out = gpu.upload(&random_f32(w * h)).unwrap();
+        layer0_coordinates(&gpu, grid, w as u32, &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(out.to_vec().unwrap(), want, "{grid:?}");
+    }
+}
+
 /// A declared 1D block fixes the grid to x alone as well: a grid along y is refused.
 #[test]
 fn a_kernel_with_a_declared_1d_block_is_refused_a_2d_grid() {

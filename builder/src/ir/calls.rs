@@ -7,7 +7,7 @@ use super::module::is_ident_byte;
 use std::collections::{HashMap, HashSet};
 
 /// The kernels of `module` (their entries' names, a one-dimensional entry's under its
-/// kernel's: [`berth_abi::LINEAR_SUFFIX`] removed) whose code reaches, directly or through
+/// kernel's: [`berth_abi::kernel_of_entry`]) whose code reaches, directly or through
 /// the functions it calls, a function that `wanted` says yes to (defined in the module or
 /// only declared), in the module's order, each once.
 pub fn kernels_reaching(module: &Module, wanted: impl Fn(&str) -> bool) -> Vec<String> {
@@ -33,10 +33,9 @@ pub fn kernels_reaching(module: &Module, wanted: impl Fn(&str) -> bool) -> Vec<S
             }
             todo.extend(callees.get(f).into_iter().flatten());
         }
-        let name = kernel
-            .name
-            .strip_suffix(berth_abi::LINEAR_SUFFIX)
-            .unwrap_or(&kernel.name);
+        let name = berth_abi::kernel_of_entry(&kernel.name, |n| {
+            module.functions().any(|f| f.is_kernel() && f.name == n)
+        });
         if reaches && !out.iter().any(|k| k == name) {
             out.push(name.to_owned());
         }
@@ -116,6 +115,10 @@ define ptx_kernel void @exp_kernel(ptr %p) {
   ret void
 }
 define ptx_kernel void @exp_kernel__berth_1d(ptr %p) {
+  %r = tail call float @helper(float 1.0)
+  ret void
+}
+define ptx_kernel void @exp_kernel__berth_2d(ptr %p) {
   %r = tail call float @helper(float 1.0)
   ret void
 }

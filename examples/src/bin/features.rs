@@ -311,8 +311,11 @@ impl Law<'_> {
     }
 }
 
-/// A batch of `n` ids: Zipf ranks, moved by `shift`, mapped through `perm`, drawn by several
-/// threads (each from its own generator, seeded from `rng`).
+/// A batch of `n` ids: Zipf ranks, moved by `shift`, mapped through `perm`, drawn in chunks
+/// of [`DRAW_CHUNK`] on rayon's pool of threads (each chunk from its own generator, seeded
+/// from `rng`: the same ids on any number of cores). The pool's threads stay: a thread
+/// started and ended per batch would unmap its stack while the next batch is timed, and an
+/// unmap stalls every thread of the process that touches its memory map meanwhile.
 fn draw(
     zipf: &Zipf,
     perm: &[u32],
@@ -320,22 +323,22 @@ fn draw(
     rng: &mut rand::rngs::StdRng,
     n: usize,
 ) -> Vec<u32> {
-    let workers = std::thread::available_parallelism().map_or(4, |w| w.get());
-    let chunk = n.div_ceil(workers).max(4096);
+    use rayon::prelude::*;
     let mut ids = vec![0u32; n];
-    let seeds: Vec<u64> = (0..n.div_ceil(chunk)).map(|_| rng.random()).collect();
-    std::thread::scope(|s| {
-        for (part, seed) in ids.chunks_mut(chunk).zip(seeds) {
-            s.spawn(move || {
-                let mut r = rand::rngs::StdRng::seed_from_u64(seed);
-                for v in part {
-                    *v = perm[(zipf.sample(&mut r) as usize + shift) % perm.len()];
-                }
-            });
-        }
-    });
+    let seeds: Vec<u64> = (0..n.div_ceil(DRAW_CHUNK)).map(|_| rng.random()).collect();
+    ids.par_chunks_mut(DRAW_CHUNK)
+        .zip(seeds)
+        .for_each(|(part, seed)| {
+            let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+            for v in part {
+                *v = perm[(zipf.sample(&mut r) as usize + shift) % perm.len()];
+            }
+        });
     ids
 }
+
+/// The ids [`draw`] takes from one generator.
+const DRAW_CHUNK: usize = 4096;
 
 /// Append `ids` to the file at `path` as little-endian u32s.
 fn dump(path: &std::path::Path, ids: &[u32]) -> std::io::Result<()> {

@@ -518,6 +518,63 @@ fn no_linear_entry_without_a_shape_question_or_for_a_two_dimensional_block() {
 }
 
 #[test]
+fn planar_entry_for_a_kernel_that_reads_z_and_declares_no_block() {
+    // (entry, prologue, descriptor's name of it)
+    let planar = |args: TokenStream, item: TokenStream| {
+        let out = crate::expand::gpu_kernel(args, item, Embedded::ptx(PTX)).to_string();
+        (
+            out.contains("pub unsafe extern \"ptx-kernel\" fn k__berth_2d"),
+            out.contains("assume_planar_launch"),
+            out.contains("planar : :: core :: option :: Option :: Some (\"k__berth_2d\")"),
+        )
+    };
+    let guarded = quote!(
+        pub fn k(w: u32, y: &mut [f32]) {
+            if thread::global_z() != 0 {
+                return;
+            }
+            let i = thread::global_y() * w as usize + thread::global_x();
+            if i < y.len() {
+                unsafe { y.write(i, 0.0) };
+            }
+        }
+    );
+    assert_eq!(
+        planar(TokenStream::new(), guarded.clone()),
+        (true, true, true)
+    );
+    // A declared block already tells the entries the grid's z extent (or has one of its own).
+    assert_eq!(
+        planar(quote!(block = (16, 16)), guarded),
+        (false, false, false)
+    );
+    for body in [
+        quote!(
+            pub fn k(y: &mut [f32]) {
+                if block::idx_z() == 0 {
+                    let _ = y;
+                }
+            }
+        ),
+        quote!(
+            pub fn k(y: &mut [f32]) {
+                let p = thread::index_2d();
+                let _ = (p, y);
+            }
+        ),
+    ] {
+        assert_eq!(planar(TokenStream::new(), body), (true, true, true));
+    }
+    let flat = quote!(
+        pub fn k(y: &mut [f32]) {
+            let i = thread::global_x();
+            let _ = (i, y);
+        }
+    );
+    assert_eq!(planar(TokenStream::new(), flat), (false, false, false));
+}
+
+#[test]
 fn error_block_shapes() {
     for (args, name) in [
         (quote!(block = (0, 16)), "error_block_zero"),

@@ -523,7 +523,7 @@ impl MemoryOps for Simulator {
 
 impl KernelOps for Simulator {
     fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<FunctionId> {
-        // One simulator entry runs both PTX entries' body.
+        // One simulator entry runs the body of every PTX entry.
         let key = (kernel.crate_name, kernel.name);
         if !self.checked.lock().expect("poisoned").contains(&key) {
             // As a module load would, once: a stale PTX or a macro bug is an error here.
@@ -531,7 +531,7 @@ impl KernelOps for Simulator {
             self.checked.lock().expect("poisoned").insert(key);
         }
         // The id names the entry: the simulator has no function table.
-        FunctionId::new(&self.serial, usize::from(entry == Entry::Linear))
+        FunctionId::new(&self.serial, entry.number())
             .ok_or_else(|| Error::Usage("a simulator entry's id".into()))
     }
 

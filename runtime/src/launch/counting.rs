@@ -98,6 +98,7 @@ static COPY: Kernel = Kernel {
     sim: copy_sim,
     uses_barrier: false,
     linear: None,
+    planar: None,
     same_len: &[],
     block: None,
 };

@@ -88,13 +88,30 @@ impl Grid {
     }
 
     /// The entry of `kernel` a launch over this grid runs: the one-dimensional entry where the
-    /// kernel has one and the grid is [linear](Grid::is_linear), the general one otherwise.
+    /// kernel has one and the grid is [linear](Grid::is_linear), else the entry without z
+    /// where it has one and the grid is [planar](Grid::is_planar), the general one otherwise.
     pub fn entry_of(&self, kernel: &Kernel) -> Entry {
         if kernel.linear.is_some() && self.is_linear() {
             Entry::Linear
+        } else if kernel.planar.is_some() && self.is_planar() {
+            Entry::Planar
         } else {
             Entry::General
         }
+    }
+
+    /// Whether the grid and the block have extent 1 along z (every one- and two-dimensional
+    /// launch).
+    ///
+    /// ```
+    /// use berth_runtime::Grid;
+    /// assert!(Grid::cover(1000).is_planar());
+    /// assert!(Grid::new((4, 2, 1), (32, 8)).is_planar());
+    /// assert!(!Grid::new((4, 2, 2), (32, 8)).is_planar());
+    /// assert!(!Grid::new(4, (8, 8, 2)).is_planar());
+    /// ```
+    pub fn is_planar(&self) -> bool {
+        self.blocks.z == 1 && self.threads.z == 1
     }
 
     /// Total threads launched along x.

@@ -96,6 +96,11 @@ pub struct Kernel {
     /// the optimiser knows the launch's shape, so `thread::index()` is `global_x()` with no
     /// test of the shape. Launches of that shape run it ([`Grid::entry_of`](crate::Grid::entry_of)).
     pub linear: Option<&'static str>,
+    /// The name of a PTX entry of the same body specialised for launches whose grid and block
+    /// have extent 1 along z, where the kernel has one: there a thread's z coordinates are 0,
+    /// so a 2D kernel's guard on them costs nothing. Such launches that the linear entry does
+    /// not take run it ([`Grid::entry_of`](crate::Grid::entry_of)).
+    pub planar: Option<&'static str>,
     /// `#[gpu_kernel(same_len(a, b, ..))]`: groups of slice arguments of one length, each as
     /// the indices in [`Kernel::params`] of its members' length parameters. Every launch
     /// checks them equal before anything is queued, and the kernel's entries build each
@@ -111,6 +116,20 @@ pub enum Entry {
     /// The entry for one-dimensional launches ([`Kernel::linear`]), which assumes the launch
     /// is one.
     Linear,
+    /// The entry for launches with extent 1 along z ([`Kernel::planar`]), which assumes the
+    /// launch has no other.
+    Planar,
+}
+
+impl Entry {
+    /// 0, 1 or 2: a number per entry, below 4 (a key's low bits).
+    pub(crate) fn number(self) -> usize {
+        match self {
+            Entry::General => 0,
+            Entry::Linear => 1,
+            Entry::Planar => 2,
+        }
+    }
 }
 
 impl Kernel {
@@ -141,12 +160,26 @@ impl Kernel {
             .find(|&i| self.params[i].name == p.name && self.params[i].part == Part::Len)
     }
 
-    /// The PTX name of `entry` (the general entry's where the kernel has no linear one).
+    /// The kernel's entries with their PTX names: the general one, then the linear and the
+    /// planar one where it has them.
+    pub fn entries(&self) -> impl Iterator<Item = (Entry, &'static str)> + use<> {
+        [
+            Some((Entry::General, self.name)),
+            self.linear.map(|n| (Entry::Linear, n)),
+            self.planar.map(|n| (Entry::Planar, n)),
+        ]
+        .into_iter()
+        .flatten()
+    }
+
+    /// The PTX name of `entry` (the general entry's where the kernel has no such entry).
     pub fn entry_name(&self, entry: Entry) -> &'static str {
-        match (entry, self.linear) {
-            (Entry::Linear, Some(name)) => name,
-            _ => self.name,
-        }
+        let special = match entry {
+            Entry::General => None,
+            Entry::Linear => self.linear,
+            Entry::Planar => self.planar,
+        };
+        special.unwrap_or(self.name)
     }
 }
 

@@ -230,8 +230,7 @@ fn string_names(ptx: &str) -> Vec<String> {
 
 /// The PTX module of `kernel` alone: its entries and what they reach, cut out of the crate's.
 fn kernel_piece(kernel: &'static Kernel) -> std::result::Result<String, crate::ptx::SplitError> {
-    let mut entries = vec![kernel.name];
-    entries.extend(kernel.linear);
+    let entries: Vec<&str> = kernel.entries().map(|(_, name)| name).collect();
     crate::ptx::split::cached(kernel.ptx()).and_then(|s| s.module(&entries))
 }
 
@@ -303,12 +302,7 @@ fn ahead_of_launch<'k>(
     kernels
         .filter(|k| k.crate_name == krate)
         .filter(|k| sass(k.name).is_some_and(|own| own.runs_on(cc)))
-        .flat_map(|k| {
-            [Some(Entry::General), k.linear.map(|_| Entry::Linear)]
-                .into_iter()
-                .flatten()
-                .map(move |e| (k, e))
-        })
+        .flat_map(|k| k.entries().map(move |(e, _)| (k, e)))
         .collect()
 }
 
@@ -368,8 +362,8 @@ impl KernelOps for Driver {
     }
 
     fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<FunctionId> {
-        // Descriptors are statics aligned to at least 8 bytes: the low bit names the entry.
-        let key = std::ptr::from_ref(kernel) as usize | usize::from(entry == Entry::Linear);
+        // Descriptors are statics aligned to at least 8 bytes: the low two bits name the entry.
+        let key = std::ptr::from_ref(kernel) as usize | entry.number();
         if let Some(i) = self.function_cache.get(key) {
             return self.function_id(i);
         }
@@ -494,6 +488,7 @@ mod tests {
             uses_barrier: false,
             block: None,
             linear: linear.then_some("linear"),
+            planar: None,
             same_len: &[],
         }
     }
