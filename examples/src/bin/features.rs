@@ -369,6 +369,28 @@ fn recovered_after(batch_s: &[f64], at: usize) -> Option<usize> {
     })
 }
 
+/// The elements of a gather's output `got` (rows of `d4` groups of four) that differ from
+/// the table's rows `ids`.
+fn mismatches(got: &[F4], ids: &[u32], d4: usize) -> usize {
+    let mut bad = 0;
+    for (b, &id) in ids.iter().enumerate() {
+        for j in 0..d4 {
+            let (v, c, r) = (got[b * d4 + j], j * 4, id as usize);
+            if [v.x, v.y, v.z, v.w]
+                != [
+                    value(r, c),
+                    value(r, c + 1),
+                    value(r, c + 2),
+                    value(r, c + 3),
+                ]
+            {
+                bad += 1;
+            }
+        }
+    }
+    bad
+}
+
 /// One exponent's batches through a fresh tier over `table` (given back); the mismatches.
 #[allow(clippy::too_many_arguments)]
 fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
@@ -414,30 +436,55 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut at_timed = tier.stats();
     // The timed batches' gather times, and where the hot set moved.
     let (mut batch_s, mut moves) = (Vec::new(), Vec::new());
-    let mut shift = 0;
+    // The timed batches' ids are drawn before the first is timed, as a training loop's loader
+    // has them ready, and each batch gathers into an output of its own, checked after the
+    // last: between timed batches the host does nothing but time them.
+    let (mut planned, mut outs) = (Vec::new(), Vec::new());
+    // What no gather writes: NaN equals no row's value.
+    let poison = vec![
+        F4 {
+            x: f32::NAN,
+            y: f32::NAN,
+            z: f32::NAN,
+            w: f32::NAN,
+        };
+        batch * d4
+    ];
     for k in 0..args.warmup + batches {
         let timed = k >= args.warmup;
+        let i = k.saturating_sub(args.warmup);
         if k == args.warmup {
+            let mut shift = 0;
+            for i in 0..batches {
+                if args.drift_every > 0 && i > 0 && i % args.drift_every == 0 {
+                    // A third of the table away: the new hot rows were cold.
+                    shift = (shift + rows / 3 + 1) % rows;
+                    moves.push(i);
+                }
+                planned.push(law.draw(perm, shift, rng, batch));
+                outs.push(gpu.upload(&poison)?);
+            }
             warmup_s = warmup_t.elapsed().as_secs_f64();
             at_timed = tier.stats();
         }
-        let i = k.saturating_sub(args.warmup);
-        if timed && args.drift_every > 0 && i > 0 && i % args.drift_every == 0 {
-            // A third of the table away: the new hot rows were cold.
-            shift = (shift + rows / 3 + 1) % rows;
-            moves.push(i);
-        }
-        let ids = law.draw(perm, shift, rng, batch);
+        let drawn;
+        let ids: &[u32] = if timed {
+            &planned[i]
+        } else {
+            drawn = law.draw(perm, 0, rng, batch);
+            &drawn
+        };
         if timed
             && i < 8
             && let Some(path) = &args.dump_ids
         {
-            dump(path, &ids)?;
+            dump(path, ids)?;
         }
+        let dst = if timed { &mut outs[i] } else { &mut *out };
         let before = tier.stats();
         let t = Instant::now();
         span_start.record(gpu)?;
-        let pending = tier.gather(gpu, &ids, out)?;
+        let pending = tier.gather(gpu, ids, dst)?;
         // The host's part of a gather (staging the ids, counting them, queuing the kernels),
         // apart from the wait for the GPU.
         let queued = t.elapsed().as_secs_f64();
@@ -455,27 +502,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             hits_after_warmup.0 += s.hits - before.hits;
             hits_after_warmup.1 += s.counted - before.counted;
         }
-        if !timed && k % 16 != 0 {
-            if (k + 1) % args.refresh_every == 0 {
-                args.refresh.refresh(&mut tier, gpu)?;
-            }
-            continue;
-        }
-        let got = out.to_vec()?;
-        for (b, &id) in ids.iter().enumerate() {
-            for j in 0..d4 {
-                let (v, c, r) = (got[b * d4 + j], j * 4, id as usize);
-                if [v.x, v.y, v.z, v.w]
-                    != [
-                        value(r, c),
-                        value(r, c + 1),
-                        value(r, c + 2),
-                        value(r, c + 3),
-                    ]
-                {
-                    bad += 1;
-                }
-            }
+        if !timed && k % 16 == 0 {
+            bad += mismatches(&out.to_vec()?, ids, d4);
         }
         if (k + 1) % args.refresh_every == 0 {
             // The time the batch loop's thread spends in the call: with `--refresh async`,
@@ -487,6 +515,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
                 refresh_s += t.elapsed().as_secs_f64();
             }
         }
+    }
+    for (ids, out) in planned.iter().zip(&outs) {
+        bad += mismatches(&out.to_vec()?, ids, d4);
     }
     if args.warmup > 0 {
         println!(
@@ -589,22 +620,21 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         let mut plain = gpu.hot_tier(table, d4, 0)?;
         plain.host_gathers(share);
         let (mut plain_s, mut plain_host_s, mut plain_span_s) = (0.0, 0.0, 0.0);
-        for _ in 0..batches {
-            let ids = law.draw(perm, 0, rng, batch);
+        for out in &mut outs {
+            out.copy_from(&poison)?;
+        }
+        for (ids, out) in planned.iter().zip(&mut outs) {
             let t = Instant::now();
             span_start.record(gpu)?;
-            let pending = plain.gather(gpu, &ids, out)?;
+            let pending = plain.gather(gpu, ids, out)?;
             plain_host_s += t.elapsed().as_secs_f64();
             span_stop.record(gpu)?;
             pending.wait()?;
             plain_s += t.elapsed().as_secs_f64();
             plain_span_s += berth::Event::elapsed(&span_start, &span_stop)?.as_secs_f64();
-            let got = out.to_vec()?;
-            bad += ids
-                .iter()
-                .enumerate()
-                .filter(|&(b, &id)| got[b * d4].x != value(id as usize, 0))
-                .count();
+        }
+        for (ids, out) in planned.iter().zip(&outs) {
+            bad += mismatches(&out.to_vec()?, ids, d4);
         }
         println!(
             "features: without a tier ({what}): {:.2} M rows/s ({plain_s:.3} s, {plain_host_s:.3} s of it on the host before the wait, {plain_span_s:.3} s on the GPU)",
