@@ -169,7 +169,7 @@ fn refreshes(md: &mut String, rows: &[Value]) -> Result {
     };
     writeln!(
         md,
-        "\nThe timed batches' refreshes ({}, one every {} batches), per refresh: the ranking's host time ({}), reading the miss log (waiting for the gathers queued before it), and queuing the fill and slot table update kernels; the batch loop's thread spends the refresh column of the first table.\n",
+        "\nThe timed batches' refreshes ({}, due every {} batches; an async one begins once the last one is applied), per refresh: the ranking's host time ({}), reading the miss log (waiting for the gathers queued before it), and queuing the fill and slot table update kernels; the batch loop's thread spends the refresh column of the first table.\n",
         first["refresh"].as_str().unwrap_or("?"),
         first["refresh_every"],
         if first["refresh"] == "async" {
@@ -184,12 +184,16 @@ fn refreshes(md: &mut String, rows: &[Value]) -> Result {
     )?;
     writeln!(md, "|---|---:|---:|---:|---:|---:|")?;
     for t in tiers {
-        let n = t["batches"].as_f64().unwrap_or(0.0)
-            / t["refresh_every"]
-                .as_f64()
-                .unwrap_or(f64::INFINITY)
-                .max(1.0);
-        let n = n.floor();
+        // The refreshes the timed batches began (a line without the count: one every
+        // `refresh_every` batches).
+        let n = t["refreshes"].as_f64().unwrap_or_else(|| {
+            (t["batches"].as_f64().unwrap_or(0.0)
+                / t["refresh_every"]
+                    .as_f64()
+                    .unwrap_or(f64::INFINITY)
+                    .max(1.0))
+            .floor()
+        });
         let each = |key: &str| t[key].as_f64().filter(|_| n > 0.0).map(|v| 1e3 * v / n);
         writeln!(
             md,

@@ -440,6 +440,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     // has them ready, and each batch gathers into an output of its own, checked after the
     // last: between timed batches the host does nothing but time them.
     let (mut planned, mut outs) = (Vec::new(), Vec::new());
+    // Whether a refresh is due, and how many the timed batches began.
+    let (mut refresh_due, mut refreshes) = (false, 0usize);
     // What no gather writes: NaN equals no row's value.
     let poison = vec![
         F4 {
@@ -505,14 +507,21 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         if !timed && k % 16 == 0 {
             bad += mismatches(&out.to_vec()?, ids, d4);
         }
-        if (k + 1) % args.refresh_every == 0 {
+        refresh_due |= (k + 1) % args.refresh_every == 0;
+        // With `--refresh async`, a refresh falls due while the last one's ranking may still
+        // run (or wait for a gather to queue its kernels): beginning another would first
+        // finish that one, the loop waiting for the ranking and its fill. The refresh waits
+        // for the batch after the last one is applied instead.
+        if refresh_due && (args.refresh == RefreshMode::Sync || !tier.refresh_pending()) {
+            refresh_due = false;
             // The time the batch loop's thread spends in the call: with `--refresh async`,
-            // reading the miss log and starting the ranking (the ranking's kernels are queued,
-            // and waited for, inside a later gather, and counted in its time).
+            // starting the ranking (the ranking's kernels are queued, and waited for, inside
+            // a later gather, and counted in its time).
             let t = Instant::now();
             args.refresh.refresh(&mut tier, gpu)?;
             if timed {
                 refresh_s += t.elapsed().as_secs_f64();
+                refreshes += 1;
             }
         }
     }
@@ -570,6 +579,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "warmup_s": warmup_s,
             "resident_rows": tier.resident_rows(),
             "refresh_every": args.refresh_every,
+            "refreshes": refreshes,
             "refresh": args.refresh.name(),
             "count_every": args.count_every,
             "admit_on_repeat": args.admit_on_repeat,
