@@ -352,7 +352,8 @@ pub struct HotTierStats {
     /// Host time reading their miss logs (waiting for the gathers queued before included).
     pub log_read: std::time::Duration,
     /// Host time queuing their fill and slot table update kernels, on the thread that
-    /// applied them (a refresh on a `Gpu` or a `Stream` waits for the kernels too).
+    /// applied them (a `refresh` or `finish_refresh` on a `Gpu` or a `Stream` waits for the
+    /// kernels too; a gather leaves them queued before its own).
     pub apply: std::time::Duration,
     /// Host time the gathers spent counting their sampled ids for the policy (one id in
     /// [`HotTier::count_every`]), on the gathering thread after the batch's kernels are
@@ -756,8 +757,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// does not wait for it: it reads the rows resident before the refresh, logs no missed
     /// row, and keeps the ids it counts for the ranking's halved counts. Once the ranking is
     /// done, the next gather queues the refresh's fill and slot table update on `queue`
-    /// before its own kernel (on a [`Gpu`] or a [`Stream`](crate::Stream), waiting for
-    /// them), and reads what they leave.
+    /// before its own kernel (without waiting for them: the gather follows them on the same
+    /// stream), and reads what they leave.
     ///
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
@@ -809,7 +810,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // A refresh whose ranking is done: its kernels go first, so that this gather reads
         // the slot table and rows it leaves.
         self.receive(false);
-        self.apply(queue)?;
+        self.apply(queue, false)?;
         let started = std::time::Instant::now();
         // The copy into this buffer follows the gather that read it IDS_IN_FLIGHT batches ago
         // (on the GPU: by the stream, or an event where that gather ran on another one); the
@@ -1271,7 +1272,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        self.apply(queue)
+        self.apply(queue, true)
     }
 
     /// Whether a refresh has begun and its kernels are not queued yet (its ranking may still
@@ -1372,8 +1373,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// Queue the ready plan's kernels on `queue` (those not queued yet) and grant the free
-    /// slots to the next gathers' log; what the refresh changed.
-    fn apply(&mut self, queue: &impl Queue) -> Result<Option<Refresh>> {
+    /// slots to the next gathers' log; what the refresh changed. With `wait`, the kernels'
+    /// guards wait for them (on a `Gpu` or a `Stream`); without, they are left queued for
+    /// the gather that follows on the same queue, their buffers' uses ordering what comes
+    /// after them.
+    fn apply(&mut self, queue: &impl Queue, wait: bool) -> Result<Option<Refresh>> {
         if !matches!(self.policy, PolicyState::Ready(..)) {
             return Ok(None);
         }
@@ -1382,7 +1386,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         else {
             unreachable!("checked above")
         };
-        let result = self.apply_plan(queue, &policy, &mut plan);
+        let result = self.apply_plan(queue, &policy, &mut plan, wait);
         match result {
             Ok(()) => {
                 self.policy = PolicyState::Idle(policy);
@@ -1398,7 +1402,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// The steps of [`apply`](HotTier::apply) not done yet, in order: the fill, the slot
     /// table update, the grant. Each is marked done in `plan` once queued, so that a failed
     /// step is tried again from where it stopped.
-    fn apply_plan(&mut self, queue: &impl Queue, policy: &Policy, plan: &mut Plan) -> Result<()> {
+    fn apply_plan(
+        &mut self,
+        queue: &impl Queue,
+        policy: &Policy,
+        plan: &mut Plan,
+        wait: bool,
+    ) -> Result<()> {
         let start = std::time::Instant::now();
         if !plan.filled {
             let n = plan.fill_ids.len();
@@ -1416,8 +1426,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 l.device_prefix(&fill.0, n);
                 l.device_prefix(&fill.1, n);
                 l.device_mut(&mut self.tier);
-                // Dropping the guard waits for the fill, except in a scope.
-                drop(l.submit()?);
+                let fill = l.submit()?;
+                if wait {
+                    // Dropping the guard waits for the fill, except in a scope.
+                    drop(fill);
+                } else {
+                    // A gather follows on the same queue, under a guard of its own.
+                    fill.leave_queued();
+                }
             }
             plan.filled = true;
         }
@@ -1438,8 +1454,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 l.device_prefix(&update.0, n);
                 l.device_prefix(&update.1, n);
                 l.device_mut(&mut self.slots);
-                // Dropping the guard waits for the update, except in a scope.
-                drop(l.submit()?);
+                let update = l.submit()?;
+                if wait {
+                    // Dropping the guard waits for the update, except in a scope.
+                    drop(update);
+                } else {
+                    update.leave_queued();
+                }
             }
             for (&id, &s) in plan.update_ids.iter().zip(&plan.update_vals) {
                 set_bit(&mut self.resident_bits, id, s != NOT_RESIDENT);
