@@ -190,7 +190,7 @@ pub fn planar_entry(name: &str) -> impl core::fmt::Display + '_ {
 /// // No entry `j`: `j__berth_2d` is a kernel's own name.
 /// assert_eq!(berth_abi::kernel_of_entry("j__berth_2d", is_entry), "j__berth_2d");
 /// ```
-pub fn kernel_of_entry<'a>(entry: &'a str, is_entry: impl Fn(&str) -> bool) -> &'a str {
+pub fn kernel_of_entry(entry: &str, is_entry: impl Fn(&str) -> bool) -> &str {
     ENTRY_SUFFIXES
         .iter()
         .find_map(|s| entry.strip_suffix(s).filter(|base| is_entry(base)))
