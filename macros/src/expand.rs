@@ -23,8 +23,10 @@ use syn::spanned::Spanned;
 pub struct Embedded<'a> {
     /// The PTX's path (`None` when there is no build script, or when the GPU build failed).
     pub ptx: Option<&'a str>,
-    /// Whether this kernel's descriptor embeds the PTX: the crate's first kernel's does (one
-    /// copy per crate, so that an edit to one kernel recompiles little of the host crate).
+    /// Whether this kernel carries the crate's files (the PTX, and the cubins where there are
+    /// some): the crate's first kernel does, one copy per crate, in a module of its own that
+    /// its descriptor points to, so that an edit to one kernel recompiles little of the host
+    /// crate.
     pub carries_ptx: bool,
     /// The cubin's path and its architecture (`sm_90`), where ptxas made one.
     pub cubin: Option<(&'a str, &'a str)>,
