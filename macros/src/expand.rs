@@ -23,8 +23,10 @@ use syn::spanned::Spanned;
 pub struct Embedded<'a> {
     /// The PTX's path (`None` when there is no build script, or when the GPU build failed).
     pub ptx: Option<&'a str>,
-    /// Whether this kernel's descriptor embeds the PTX: the crate's first kernel's does (one
-    /// copy per crate, so that an edit to one kernel recompiles little of the host crate).
+    /// Whether this kernel carries the crate's files (the PTX, and the cubins where there are
+    /// some): the crate's first kernel does, one copy per crate, in a module of its own that
+    /// its descriptor points to, so that an edit to one kernel recompiles little of the host
+    /// crate.
     pub carries_ptx: bool,
     /// The cubin's path and its architecture (`sm_90`), where ptxas made one.
     pub cubin: Option<(&'a str, &'a str)>,
@@ -137,6 +139,11 @@ fn with_item(errors: Vec<syn::Error>, item: TokenStream) -> TokenStream {
 
 pub(crate) fn body_ident(name: &syn::Ident) -> syn::Ident {
     format_ident!("__berth_body_{}", name)
+}
+
+/// The module holding the crate's files, in the module of the kernel that carries them.
+fn crate_files_ident(name: &syn::Ident) -> syn::Ident {
+    format_ident!("__berth_crate_files_{}", name.unraw())
 }
 
 pub(crate) fn descriptor_ident(name: &syn::Ident) -> syn::Ident {
@@ -745,32 +752,57 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
     let desc = descriptor_ident(name);
     // The PTX entry's symbol: a raw name (`r#fn`) without its `r#`.
     let name_str = name.unraw().to_string();
-    let ptx_expr = match (files.ptx, files.gpu_errors) {
+    // The crate's files: a static in a module of its own, which the first kernel's
+    // descriptor points to. rustc compiles each module of the host crate as a codegen unit of
+    // its own, and a static elsewhere is only its address to the descriptor: an edit to one
+    // kernel, which changes the files, compiles again the files' unit and the kernel's, not
+    // the descriptor's with the rest of its module's code.
+    let (files_expr, files_mod) = match (files.ptx, files.gpu_errors) {
         (Some(path), _) if files.carries_ptx => {
-            quote!(::core::option::Option::Some(include_str!(#path)))
+            // The kernels' SASS, which the runtime loads first where the GPU matches (no JIT
+            // on the first launch).
+            let sass_expr = match files.cubin {
+                Some((path, arch)) => quote! {
+                    ::core::option::Option::Some(#krate::__private::Sass {
+                        arch: #arch,
+                        cubins: include_bytes!(#path),
+                    })
+                },
+                None => quote!(::core::option::Option::None),
+            };
+            let module = crate_files_ident(name);
+            (
+                quote!(::core::option::Option::Some(&#module::FILES)),
+                quote! {
+                    #[cfg(not(target_arch = "nvptx64"))]
+                    #[doc(hidden)]
+                    mod #module {
+                        // The crate's path as the kernel's module names it.
+                        #[allow(unused_imports)]
+                        use super::*;
+                        pub(super) static FILES: #krate::__private::CrateFiles =
+                            #krate::__private::CrateFiles {
+                                ptx: include_str!(#path),
+                                sass: #sass_expr,
+                            };
+                    }
+                },
+            )
         }
-        // The crate's first kernel carries it; the runtime finds it there.
-        (Some(_), _) => quote!(::core::option::Option::None),
+        // The crate's first kernel carries them; the runtime finds them there.
+        (Some(_), _) => (quote!(::core::option::Option::None), quote!()),
         // Reported by the crate's host build, or by `gpu_build_failed`.
-        (None, Some(_)) => quote!(::core::option::Option::None),
+        (None, Some(_)) => (quote!(::core::option::Option::None), quote!()),
         (None, None) => {
             let msg = "this crate has no PTX: a crate with #[gpu_kernel] functions needs a build \
                        script that builds it for the GPU.\nAdd to its Cargo.toml:\n    \
                        [build-dependencies]\n    berth-gpu-build = \"0.1\"\nand create build.rs \
                        beside it:\n    fn main() { berth_build::kernels() }";
-            quote_spanned!(name.span()=> { compile_error!(#msg); ::core::option::Option::None })
+            (
+                quote_spanned!(name.span()=> { compile_error!(#msg); ::core::option::Option::None }),
+                quote!(),
+            )
         }
-    };
-    // The kernels' SASS, which the runtime loads first where the GPU matches (no JIT on the
-    // first launch).
-    let sass_expr = match files.cubin {
-        Some((path, arch)) => quote! {
-            ::core::option::Option::Some(#krate::__private::Sass {
-                arch: #arch,
-                cubins: include_bytes!(#path),
-            })
-        },
-        None => quote!(::core::option::Option::None),
     };
     let sim = sim_ident(name);
     let uses_barrier = mentions(k.body.to_token_stream(), COROUTINE_NAMES);
@@ -832,14 +864,14 @@ pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> Tok
     }
     let same_len = groups.iter().map(|g| quote!(&[#(#g),*]));
     quote! {
+        #files_mod
         #[cfg(not(target_arch = "nvptx64"))]
         #[doc(hidden)]
         #[allow(non_upper_case_globals)]
         #vis static #desc: #krate::__private::Kernel = #krate::__private::Kernel {
             name: #name_str,
             crate_name: concat!(env!("CARGO_CRATE_NAME"), "@", env!("CARGO_PKG_VERSION")),
-            crate_ptx: #ptx_expr,
-            sass: #sass_expr,
+            crate_files: #files_expr,
             params: &[#(#params),*],
             location: concat!(file!(), ":", line!()),
             sim: #sim,

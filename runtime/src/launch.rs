@@ -18,6 +18,6 @@ mod counting;
 
 pub use grid::{Dim3, Grid};
 pub use kernel::{
-    Entry, Kernel, KernelRegistration, KernelSass, Param, Part, Placement, Pointee, Sass,
-    crate_sass, registered_kernels,
+    CrateFiles, Entry, Kernel, KernelRegistration, KernelSass, Param, Part, Placement, Pointee,
+    Sass, crate_sass, registered_kernels,
 };

@@ -109,8 +109,8 @@ pub use stream::Stream;
 pub mod __private {
     pub use crate::launch::builder::Launch;
     pub use crate::launch::{
-        Entry, Kernel, KernelRegistration, KernelSass, Param, Part, Placement, Pointee, Sass,
-        crate_sass, registered_kernels,
+        CrateFiles, Entry, Kernel, KernelRegistration, KernelSass, Param, Part, Placement, Pointee,
+        Sass, crate_sass, registered_kernels,
     };
     pub use crate::own_kernels::{
         CHUNK_DONE, FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SCATTER, HOT_SLOTS,

@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub static CHUNK_DONE: Kernel = Kernel {
     name: "berth_chunk_done",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[Param::scalar::<u64>("flag")],
     location: concat!(file!(), ":", line!()),
     sim: chunk_done_sim,
@@ -34,8 +33,7 @@ pub static CHUNK_DONE: Kernel = Kernel {
 pub static RANDOM_PROBE: Kernel = Kernel {
     name: "berth_random_probe",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[
         Param::scalar::<u64>("table"),
         Param::scalar::<u64>("words"),
@@ -77,8 +75,7 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[
         Param::scalar::<u64>("units"),
         Param::scalar::<u64>("rows"),
@@ -123,8 +120,7 @@ pub static HOT_GATHER: Kernel = Kernel {
 pub static HOT_SCATTER: Kernel = Kernel {
     name: "berth_hot_scatter",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[
         Param::scalar::<u64>("units"),
         Param::scalar::<u64>("out_rows"),
@@ -156,8 +152,7 @@ pub static HOT_SCATTER: Kernel = Kernel {
 pub static HOT_CAPTURE: Kernel = Kernel {
     name: "berth_hot_capture",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[
         Param::scalar::<u64>("units"),
         Param::scalar::<u64>("capacity"),
@@ -197,8 +192,7 @@ pub(crate) const PENDING: u32 = u32::MAX - 1;
 pub static HOT_SLOTS: Kernel = Kernel {
     name: "berth_hot_slots",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[
         Param::scalar::<u64>("rows"),
         Param::slice_ptr::<u32>("ids", false, Placement::Device),
@@ -222,8 +216,7 @@ pub static HOT_SLOTS: Kernel = Kernel {
 pub static FILL_U32: Kernel = Kernel {
     name: "berth_fill_u32",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[
         Param::scalar::<u64>("value"),
         Param::slice_ptr::<u32>("dst", true, Placement::Device),
@@ -245,8 +238,7 @@ pub static FILL_U32: Kernel = Kernel {
 pub static HOT_FILL: Kernel = Kernel {
     name: "berth_hot_fill",
     crate_name: "berth_runtime",
-    crate_ptx: Some(RUNTIME_PTX),
-    sass: None,
+    crate_files: Some(&RUNTIME_FILES),
     params: &[
         Param::scalar::<u64>("units"),
         Param::scalar::<u64>("rows"),
@@ -271,6 +263,12 @@ pub static HOT_FILL: Kernel = Kernel {
 
 /// The word whose reading makes [`RANDOM_PROBE`] write its sink.
 const PROBE_MAGIC: u32 = 0x7fc0_dead;
+
+/// The runtime's own kernels' files: their PTX, JIT-compiled on first use.
+static RUNTIME_FILES: crate::launch::CrateFiles = crate::launch::CrateFiles {
+    ptx: RUNTIME_PTX,
+    sass: None,
+};
 
 const RUNTIME_PTX: &str = "\
 .version 6.0

@@ -172,8 +172,10 @@ mod tests {
         Kernel {
             name: "fill",
             crate_name: "test",
-            crate_ptx: Some(ptx),
-            sass: None,
+            crate_files: Some(Box::leak(Box::new(crate::launch::CrateFiles {
+                ptx,
+                sass: None,
+            }))),
             params: PARAMS,
             location: "here",
             sim: nothing,

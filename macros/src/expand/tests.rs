@@ -266,7 +266,7 @@ fn failed_gpu_build_first_kernel() {
     );
     assert_eq!(text.matches("include_str!").count(), 1, "{text}");
     assert!(
-        text.contains("crate_ptx: ::core::option::Option::None,"),
+        text.contains("crate_files: ::core::option::Option::None,"),
         "{text}"
     );
     insta::assert_snapshot!(text);
@@ -285,24 +285,24 @@ fn failed_gpu_build_later_kernel() {
     assert!(!text.contains("include_str!"), "{text}");
     assert!(!text.contains("GpuBuild"), "{text}");
     assert!(
-        text.contains("crate_ptx: ::core::option::Option::None,"),
+        text.contains("crate_files: ::core::option::Option::None,"),
         "{text}"
     );
-    // The rest of the expansion is the one with PTX, but for the embedded string.
-    let with_ptx = expand_with(
+    // The rest of the expansion is that of a later kernel of a crate whose GPU build
+    // succeeded.
+    let later = Embedded {
+        carries_ptx: false,
+        ..Embedded::ptx(PTX)
+    };
+    let out = crate::expand::gpu_kernel(
         TokenStream::new(),
         quote! {
             pub fn k(x: &[f32]) {}
         },
-        PTX,
+        later,
     );
-    assert_eq!(
-        text,
-        with_ptx.replace(
-            "crate_ptx: ::core::option::Option::Some(include_str!(\"/path/k.ptx\")),",
-            "crate_ptx: ::core::option::Option::None,"
-        )
-    );
+    let with_ptx = prettyplease::unparse(&syn::parse2(out).unwrap());
+    assert_eq!(text, with_ptx);
 }
 
 #[test]
@@ -324,13 +324,23 @@ fn only_the_crates_first_kernel_embeds_the_ptx() {
     .to_string();
     assert!(!text.contains("include_str"), "{text}");
     assert!(
-        text.contains("crate_ptx : :: core :: option :: Option :: None"),
+        text.contains("crate_files : :: core :: option :: Option :: None"),
         "{text}"
     );
     let first = expand(quote!(
         pub fn k(x: &[f32]) {}
     ));
     assert_eq!(first.matches("include_str!").count(), 1, "{first}");
+    // In a static of its own, in a module of its own (a codegen unit of its own in the host
+    // build), which the descriptor points to: the descriptor does not change with the files.
+    assert!(
+        first.contains("mod __berth_crate_files_k {")
+            && first.contains("static FILES: ::berth::__private::CrateFiles")
+            && first.contains(
+                "crate_files: ::core::option::Option::Some(&__berth_crate_files_k::FILES),"
+            ),
+        "{first}"
+    );
     // A generic kernel's first instance carries it, the others do not.
     let generic = expand_with(
         quote!(instances(T = f32, f64, u32)),
@@ -342,7 +352,7 @@ fn only_the_crates_first_kernel_embeds_the_ptx() {
     assert_eq!(generic.matches("include_str!").count(), 1, "{generic}");
     assert_eq!(
         generic
-            .matches("crate_ptx: ::core::option::Option::None,")
+            .matches("crate_files: ::core::option::Option::None,")
             .count(),
         2,
         "{generic}"
@@ -362,7 +372,7 @@ fn failed_gpu_build_generic_kernel() {
     assert_eq!(text.matches("include_str!").count(), 1, "{text}");
     assert_eq!(text.matches("static GPU_BUILD_FAILED").count(), 1, "{text}");
     assert_eq!(
-        text.matches("crate_ptx: ::core::option::Option::None,")
+        text.matches("crate_files: ::core::option::Option::None,")
             .count(),
         2,
         "{text}"
@@ -734,7 +744,7 @@ fn error_generics() {
 
 #[test]
 fn embedded_sass() {
-    // Where ptxas made the kernels' cubins, the descriptor embeds them with the architecture.
+    // Where ptxas made the kernels' cubins, the crate's files hold them with the architecture.
     let out = crate::expand::gpu_kernel(
         TokenStream::new(),
         quote!(
@@ -743,6 +753,7 @@ fn embedded_sass() {
         Embedded {
             ptx: PTX,
             cubin: Some(("/path/k.cubins", "sm_90")),
+            carries_ptx: true,
             ..Embedded::default()
         },
     );
@@ -766,13 +777,14 @@ fn a_generic_kernel_carrying_the_cubin_embeds_it_once() {
         Embedded {
             ptx: PTX,
             cubin: Some(("/path/k.cubins", "sm_90")),
+            carries_ptx: true,
             ..Embedded::default()
         },
     );
     let text = out.to_string();
     assert_eq!(text.matches("include_bytes !").count(), 1, "{text}");
     assert_eq!(
-        text.matches("sass : :: core :: option :: Option :: None")
+        text.matches("crate_files : :: core :: option :: Option :: None")
             .count(),
         2,
         "{text}"

@@ -70,8 +70,8 @@ fn allocations(f: impl FnOnce()) -> u64 {
 static COPY: Kernel = Kernel {
     name: "berth_test_copy",
     crate_name: "berth_runtime_counting",
-    crate_ptx: Some(
-        "\
+    crate_files: Some(&crate::launch::CrateFiles {
+        ptx: "\
 .version 6.0
 .target sm_70
 .address_size 64
@@ -86,8 +86,8 @@ static COPY: Kernel = Kernel {
 \tret;
 }
 ",
-    ),
-    sass: None,
+        sass: None,
+    }),
     params: &[
         Param::slice_ptr::<f32>("a", false, Placement::Device),
         Param::word("a", Part::Len),

@@ -68,16 +68,13 @@ pub struct Kernel {
     /// of one kernel crate in a program (same crate name) are two modules, each checked
     /// against its own launchers, never one module serving both.
     pub crate_name: &'static str,
-    /// The crate's PTX, where this descriptor carries it: one descriptor of the crate does
-    /// (the module is embedded once, so that an edit to one kernel recompiles one codegen unit
-    /// of the crate beside the kernel's, not every one holding a descriptor);
-    /// [`Kernel::ptx`] finds it from any.
-    pub crate_ptx: Option<&'static str>,
-    /// The crate's SASS for one architecture (each kernel's cubin), where ptxas was found at
-    /// build time: a kernel's cubin is loaded on its first launch on a GPU that runs it, so
-    /// that launch needs no JIT compilation. One descriptor of the crate carries it (the image
-    /// is embedded once); [`crate_sass`] finds it.
-    pub sass: Option<Sass>,
+    /// The crate's PTX and SASS, where this descriptor carries them: one descriptor of the
+    /// crate does, and [`Kernel::ptx`] and [`crate_sass`] find them from any. The files are a
+    /// static of their own, in a module of their own, which the descriptor points to: an edit
+    /// to one kernel changes the files, and the host build compiles again the codegen unit of
+    /// that module (the files alone) beside the kernel's, not the unit of a descriptor and the
+    /// code of its module, and not every unit holding a descriptor.
+    pub crate_files: Option<&'static CrateFiles>,
     /// PTX parameters in order.
     pub params: &'static [Param],
     /// `file:line` of the kernel's definition.
@@ -136,8 +133,8 @@ impl Kernel {
     /// The PTX of the kernel's crate (`""` where no descriptor of the crate carries it: a
     /// crate whose GPU build failed does not compile).
     pub fn ptx(&self) -> &'static str {
-        if let Some(ptx) = self.crate_ptx {
-            return ptx;
+        if let Some(files) = self.crate_files {
+            return files.ptx;
         }
         static FOUND: std::sync::Mutex<Vec<(&str, &str)>> = std::sync::Mutex::new(Vec::new());
         let mut found = FOUND.lock().unwrap_or_else(|e| e.into_inner());
@@ -146,8 +143,8 @@ impl Kernel {
         }
         let ptx = registered_kernels()
             .filter(|k| k.crate_name == self.crate_name)
-            .find_map(|k| k.crate_ptx)
-            .unwrap_or("");
+            .find_map(|k| k.crate_files)
+            .map_or("", |f| f.ptx);
         found.push((self.crate_name, ptx));
         ptx
     }
@@ -181,6 +178,17 @@ impl Kernel {
         };
         special.unwrap_or(self.name)
     }
+}
+
+/// What a kernel crate's GPU build made, embedded once per crate ([`Kernel::crate_files`]).
+#[derive(Debug)]
+pub struct CrateFiles {
+    /// The crate's PTX.
+    pub ptx: &'static str,
+    /// The crate's SASS for one architecture (each kernel's cubin), where ptxas was found at
+    /// build time: a kernel's cubin is loaded on its first launch on a GPU that runs it, so
+    /// that launch needs no JIT compilation; [`crate_sass`] finds it.
+    pub sass: Option<Sass>,
 }
 
 /// A kernel crate's machine code: each kernel's cubin, assembled from the kernel's own PTX
@@ -282,7 +290,7 @@ inventory::collect!(KernelRegistration);
 pub fn crate_sass(crate_name: &str) -> Option<Sass> {
     registered_kernels()
         .filter(|k| k.crate_name == crate_name)
-        .find_map(|k| k.sass)
+        .find_map(|k| k.crate_files?.sass)
 }
 
 /// Every kernel linked into this program.

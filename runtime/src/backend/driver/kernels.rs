@@ -480,8 +480,7 @@ mod tests {
         Kernel {
             name,
             crate_name: krate,
-            crate_ptx: None,
-            sass: None,
+            crate_files: None,
             params: &[],
             location: "here",
             sim: nothing,
