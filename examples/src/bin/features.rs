@@ -48,7 +48,8 @@ struct Args {
     /// Batches timed (default: 50 on a GPU, 8 on the simulator)
     #[arg(long)]
     batches: Option<usize>,
-    /// Refresh the tier after every this many batches
+    /// A refresh falls due after every this many batches (with `--refresh async`, it begins
+    /// after the first batch that finds the last refresh applied)
     #[arg(long, default_value_t = 4, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     refresh_every: usize,
     /// How the batch loop refreshes the tier: `async` (`HotTier::begin_refresh`: the ranking
