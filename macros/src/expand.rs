@@ -470,6 +470,18 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
         &values,
         flat_grid.clone(),
     );
+    // A specialised entry: the same body after a prologue of assumptions.
+    let specialised = |name: &syn::Ident, assume: TokenStream| {
+        entry_fn(
+            name,
+            section.as_ref(),
+            &params,
+            &aligns,
+            body,
+            &values,
+            Some(assume),
+        )
+    };
     let linear = linear_ident(opts, k).map(|l| {
         let assume = quote! {
             // SAFETY: the launcher runs this entry only for launches whose grid and block
@@ -477,15 +489,7 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
             unsafe { #krate::__private::assume_linear_launch() };
             #flat_grid
         };
-        entry_fn(
-            &l,
-            section.as_ref(),
-            &params,
-            &aligns,
-            body,
-            &values,
-            Some(assume),
-        )
+        specialised(&l, assume)
     });
     let planar = planar_ident(opts, k).map(|p| {
         let assume = quote! {
@@ -493,15 +497,7 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
             // have extent 1 along z (`Grid::entry_of`).
             unsafe { #krate::__private::assume_planar_launch() };
         };
-        entry_fn(
-            &p,
-            section.as_ref(),
-            &params,
-            &aligns,
-            body,
-            &values,
-            Some(assume),
-        )
+        specialised(&p, assume)
     });
     quote!(#general #linear #planar)
 }
