@@ -201,15 +201,6 @@ fn count_ids(
     (counted, hits)
 }
 
-/// Count one more read of row `id` in `counts`, noting it in `touched` if it was counted 0.
-fn add_count(counts: &mut [u32], touched: &mut Vec<u32>, id: u32) {
-    let c = &mut counts[id as usize];
-    if *c == 0 {
-        touched.push(id);
-    }
-    *c = c.saturating_add(1);
-}
-
 /// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
 /// if it is too short. Waits for the GPU work still reading `buf`.
 fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
@@ -1335,11 +1326,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             };
         }
         if let PolicyState::Idle(p) = &mut self.policy {
-            let Policy {
-                counts, touched, ..
-            } = &mut **p;
             for id in self.deferred.drain(..) {
-                add_count(counts, touched, id);
+                p.add(id);
             }
         }
     }
@@ -1359,7 +1347,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         misses.swap(self);
         self.spare = Some(misses);
         for id in self.deferred.drain(..) {
-            add_count(&mut policy.counts, &mut policy.touched, id);
+            policy.add(id);
         }
         match plan {
             Ok(plan) => self.policy = PolicyState::Ready(policy, plan),
@@ -1674,11 +1662,8 @@ impl Counter {
             .spawn(move || {
                 for (mut policy, mut ids) in jobs {
                     let counted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        let Policy {
-                            counts, touched, ..
-                        } = &mut *policy;
                         for id in ids.drain(..) {
-                            add_count(counts, touched, id);
+                            policy.add(id);
                         }
                     }));
                     let panicked = counted.is_err();
@@ -1783,11 +1768,8 @@ fn hand_over(policy: &mut PolicyState, deferred: &mut Vec<u32>, counter: &mut Op
         },
         None => (p, ids),
     };
-    let Policy {
-        counts, touched, ..
-    } = &mut *p;
     for id in ids.drain(..) {
-        add_count(counts, touched, id);
+        p.add(id);
     }
     *deferred = ids;
     *policy = PolicyState::Idle(p);
@@ -1830,6 +1812,11 @@ struct Policy {
     granted: Vec<u32>,
     /// Where the search for rows to evict starts: a slot.
     hand: usize,
+    /// One bit per row, set when the row is counted and cleared when it is admitted or the
+    /// hand passes its slot: a resident row counted since (counts decay at every refresh,
+    /// far sooner than the hand comes round) is passed over once, as a clock's reference bit
+    /// does.
+    referenced: Vec<u64>,
     /// One bit per row, all clear between calls: the members of a set being built.
     mark: Vec<u64>,
 }
@@ -1869,8 +1856,20 @@ impl Policy {
             free,
             granted,
             hand: 0,
+            referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
         }
+    }
+
+    /// Count one more read of row `id`, noting it in `touched` if it was counted 0, and
+    /// mark it referenced.
+    fn add(&mut self, id: u32) {
+        let c = &mut self.counts[id as usize];
+        if *c == 0 {
+            self.touched.push(id);
+        }
+        *c = c.saturating_add(1);
+        set_bit(&mut self.referenced, id, true);
     }
 
     /// Rank the counted rows and settle the logged ones (`logged`, each in the slot granted
@@ -1943,6 +1942,7 @@ impl Policy {
         let mut ids = Vec::with_capacity(2 * logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
         for &(id, s) in &pairs[..kept] {
+            set_bit(&mut self.referenced, id, false);
             self.resident[s as usize] = id;
             ids.push(id);
             vals.push(s);
@@ -1975,14 +1975,22 @@ impl Policy {
             };
             // Rows counted 0 first, found by a hand that goes round the slots from where it
             // stopped last time: with a large tier nearly every resident row is one, so this
-            // looks at about as many slots as rows leave, not at every slot.
+            // looks at about as many slots as rows leave, not at every slot. A row counted
+            // since it was admitted or the hand last passed it stays this time (its mark
+            // cleared): rows read again while resident outlive rows read once, as in a clock.
             let capacity = self.capacity;
+            let referenced = &mut self.referenced;
             let mut looked = 0;
             while evict.len() < short && looked < capacity {
                 let s = (self.hand + looked) % capacity;
                 looked += 1;
                 if leaves(s) && counts[resident[s] as usize] == 0 {
-                    evict.push(s as u32);
+                    let id = resident[s];
+                    if bit(referenced, id) {
+                        set_bit(referenced, id, false);
+                    } else {
+                        evict.push(s as u32);
+                    }
                 }
             }
             self.hand = (self.hand + looked) % capacity;
@@ -2013,6 +2021,7 @@ impl Policy {
         fill_dst.extend_from_slice(&dst);
         for (&id, &s) in admit.iter().zip(&dst) {
             set_bit(&mut self.bits, id, true);
+            set_bit(&mut self.referenced, id, false);
             self.resident[s as usize] = id;
             ids.push(id);
             vals.push(s);
@@ -2311,5 +2320,35 @@ mod tests {
         assert!(t.is_resident(1) && t.is_resident(2));
         assert!(!t.is_resident(3) && !t.is_resident(4));
         assert_tables_agree(&mut t);
+    }
+
+    #[test]
+    fn a_row_read_again_while_resident_outlives_a_row_read_once() {
+        // Rows 5 and 9 take the tier's two slots; one of them is read again while resident;
+        // by the time row 7 needs a slot, both are counted 0 (halved twice). The row read
+        // again stays, whichever slot the hand reaches first: each row in turn.
+        for again in [5u32, 9] {
+            let gpu = Gpu::simulator();
+            let (rows, width) = (64usize, 4usize);
+            let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
+            let mut t = gpu
+                .hot_tier(table, width, rows * 4 + 2 * width * 4)
+                .unwrap();
+            let mut gather = |t: &mut HotTier<f32>, ids: &[u32]| {
+                let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+                t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
+                t.refresh(&gpu).unwrap()
+            };
+            assert_eq!(gather(&mut t, &[5, 9]).admitted, 2);
+            gather(&mut t, &[again]);
+            assert_eq!(t.count(again), 0);
+            // The slot freed for row 7 is filled from the next refresh on.
+            assert_eq!(gather(&mut t, &[7]).evicted, 1);
+            let once = 5 + 9 - again;
+            assert!(t.is_resident(again) && !t.is_resident(once));
+            assert_eq!(gather(&mut t, &[7]).admitted, 1);
+            assert!(t.is_resident(again) && t.is_resident(7));
+            assert_tables_agree(&mut t);
+        }
     }
 }
