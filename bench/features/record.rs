@@ -31,6 +31,11 @@ fn cell(v: Option<f64>, digits: usize) -> String {
     v.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
+/// A share as a percentage with one decimal, or "–".
+fn percent(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{:.1}%", 100.0 * v))
+}
+
 /// Write the section (nothing without a berth line).
 pub fn write(md: &mut String, text: &str) -> Result {
     let mut rows: Vec<Value> = Vec::new();
@@ -53,7 +58,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     )?;
     writeln!(
         md,
-        "The `features` example (`docs/hot-tier.md`): a {} GiB host table of {}-float rows ({}), a device budget of {:.1} GiB, batches of {} ids drawn from a Zipf law (ranks scattered over the table), {} batches to fill the tier untimed, then {} timed back to back (gathers and refreshes, every {} batches; their ids drawn before the first, as a loader has them ready, each batch into an output of its own, every row checked against the host after the last). PyTorch's usual path (`bench/features/anchor.py`, same run): CPU `index_select` with 16 threads into pinned memory, then a non-blocking copy. {} (`--host-share`). Without a tier: the same ids, every row read in place by the GPU, or every row gathered by host threads. The split bound: the hit fraction of a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on the GPU, and the rest at berth's faster rate for the uniform law without a tier.\n",
+        "The `features` example (`docs/hot-tier.md`): a {} GiB host table of {}-float rows ({}), a device budget of {:.1} GiB, batches of {} ids drawn from a Zipf law (ranks scattered over the table), {} batches to fill the tier untimed, then {} timed back to back (gathers and refreshes, every {} batches; their ids drawn before the first, as a loader has them ready, each batch into an output of its own, every row checked against the host after the last). PyTorch's usual path (`bench/features/anchor.py`, same run): CPU `index_select` with 16 threads into pinned memory, then a non-blocking copy. {} (`--host-share`). Without a tier: the same ids, every row read in place by the GPU, or every row gathered by host threads. Rows requested before: the share of the second half's lookups whose row an earlier lookup of the run (warmup included) had requested; a row never requested before misses in any tier, so no policy's hit rate exceeds it. The split bound: the hit fraction of a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on the GPU, and the rest at berth's faster rate for the uniform law without a tier.\n",
         first["table_gib"].as_f64().unwrap_or(0.0),
         first["dim"],
         match first["table"].as_str() {
@@ -76,11 +81,11 @@ pub fn write(md: &mut String, text: &str) -> Result {
     )?;
     writeln!(
         md,
-        "| Zipf s | berth, M rows/s | hit rate (berth) | hit fraction (hottest rows) | PyTorch CPU gather + copy | berth / PyTorch | target | without a tier: in place | without a tier: host threads | whole table on the GPU | split bound | berth / bound | rows right |"
+        "| Zipf s | berth, M rows/s | hit rate (berth) | rows requested before | hit fraction (hottest rows) | PyTorch CPU gather + copy | berth / PyTorch | target | without a tier: in place | without a tier: host threads | whole table on the GPU | split bound | berth / bound | rows right |"
     )?;
     writeln!(
         md,
-        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
+        "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
     )?;
     // The rate misses can be served at: the faster of the two ways without a tier.
     let faster = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -126,7 +131,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
         .all(|v| v == true);
         writeln!(
             md,
-            "| {z} | {} | {} | {} | {} | {} | {target_cell} | {} | {} | {} | {} | {} | {} |",
+            "| {z} | {} | {} | {} | {} | {} | {} | {target_cell} | {} | {} | {} | {} | {} | {} |",
             cell(b, 1),
             cell(
                 berth
@@ -134,6 +139,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
                     .map(|h| 100.0 * h),
                 1
             ) + "%",
+            percent(berth.and_then(|v| v["requested_before_second_half"].as_f64())),
             cell(hit_ideal.map(|h| 100.0 * h), 1) + "%",
             cell(mrows(torch), 1),
             cell(vs_torch, 2).to_string() + "×",
@@ -325,7 +331,7 @@ mod tests {
 
     #[test]
     fn a_run_renders_its_ratios_and_bound() -> Result {
-        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"ok":true}
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"requested_before_second_half":0.9123,"ok":true}
 {"impl":"berth_mapped_only","zipf":0.0,"mrows_s":20.0,"ok":true}
 {"impl":"berth_mapped_only","zipf":1.0,"mrows_s":25.0,"ok":true}
 {"impl":"berth_host_gathered","zipf":0.0,"mrows_s":10.0,"ok":true}
@@ -335,7 +341,7 @@ mod tests {
         let mut md = String::new();
         write(&mut md, text)?;
         // Bound: 1 / (0.9 / 1000 + 0.1 / 20) = 169.5 M rows/s; berth 100 / 169.5 = 0.59.
-        assert!(md.contains("| 1 | 100.0 | 90.0% | 90.0% | 40.0 | 2.50× | ≥ 8×: ✗ | 25.0 | 12.0 | 1000 | 169 | 0.59 ✗ | yes |"), "{md}");
+        assert!(md.contains("| 1 | 100.0 | 90.0% | 91.2% | 90.0% | 40.0 | 2.50× | ≥ 8×: ✗ | 25.0 | 12.0 | 1000 | 169 | 0.59 ✗ | yes |"), "{md}");
         Ok(())
     }
 

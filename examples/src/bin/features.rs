@@ -392,6 +392,27 @@ fn mismatches(got: &[F4], ids: &[u32], d4: usize) -> usize {
     bad
 }
 
+/// A set of rows: one bit per row of the table.
+struct RowSet(Vec<u64>);
+
+impl RowSet {
+    fn new(rows: usize) -> RowSet {
+        RowSet(vec![0; rows.div_ceil(64)])
+    }
+
+    /// Add `ids` in order; how many were in the set already (added by an earlier call or
+    /// earlier in `ids`).
+    fn insert_all(&mut self, ids: &[u32]) -> u64 {
+        let mut seen = 0;
+        for &id in ids {
+            let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+            seen += u64::from(self.0[word] & bit != 0);
+            self.0[word] |= bit;
+        }
+        seen
+    }
+}
+
 /// One exponent's batches through a fresh tier over `table` (given back); the mismatches.
 #[allow(clippy::too_many_arguments)]
 fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
@@ -431,6 +452,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut gpu_span_s = 0.0;
     let (span_start, span_stop) = (gpu.event()?, gpu.event()?);
     let mut hits_after_warmup = (0u64, 0u64);
+    // Every row requested so far (a bit per row, set outside the timed spans): a lookup of a
+    // row never requested before misses in any tier, whatever its policy, so the share of
+    // the second half's lookups whose row was requested before bounds the hit rate.
+    let mut requested = RowSet::new(rows);
     let warmup_t = Instant::now();
     let mut warmup_s = 0.0;
     // The tier's counters when the timed batches begin.
@@ -508,6 +533,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         if !timed && k % 16 == 0 {
             bad += mismatches(&out.to_vec()?, ids, d4);
         }
+        if !timed {
+            requested.insert_all(ids);
+        }
         refresh_due |= (k + 1) % args.refresh_every == 0;
         // With `--refresh async`, a refresh falls due while the last one's ranking may still
         // run (or wait for a gather to queue its kernels): beginning another would first
@@ -529,6 +557,16 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     for (ids, out) in planned.iter().zip(&outs) {
         bad += mismatches(&out.to_vec()?, ids, d4);
     }
+    // The timed batches' lookups in order, after the warmup's.
+    let mut seen_late = (0u64, 0u64);
+    for (i, ids) in planned.iter().enumerate() {
+        let seen = requested.insert_all(ids);
+        if i >= batches / 2 {
+            seen_late.0 += seen;
+            seen_late.1 += ids.len() as u64;
+        }
+    }
+    let requested_before = seen_late.0 as f64 / seen_late.1.max(1) as f64;
     if args.warmup > 0 {
         println!(
             "features: {} batches to fill the tier in {warmup_s:.1} s, {} rows resident",
@@ -552,6 +590,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     } else {
         hits_after_warmup.0 as f64 / hits_after_warmup.1 as f64
     };
+    println!(
+        "features: {:.1}% of the second half's lookups were of rows requested before (no tier hits more)",
+        100.0 * requested_before
+    );
     println!(
         "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait, {:.3} s from the first kernel's start to the last one's end on the GPU; refreshes ({}) {:.3} s on the batch loop's thread), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
         n / (gather_s + refresh_s) / 1e6,
@@ -595,6 +637,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "mrows_s": n / (gather_s + refresh_s) / 1e6,
             "hit_rate": s.hit_rate(),
             "hit_rate_second_half": late,
+            // The bound of any tier's hit rate in the second half: lookups of rows requested
+            // before (in the warmup or earlier in the timed batches).
+            "requested_before_second_half": requested_before,
             "admitted": s.admitted,
             "evicted": s.evicted,
             "host_share": args.host_share,
