@@ -80,6 +80,10 @@ pub trait MmaInput: Copy + Send + sealed::Sealed + 'static {
     fn from_bits(bits: u16) -> Self;
     #[doc(hidden)]
     fn widen(self) -> f32;
+    /// `(lo, hi)` rounded to nearest (ties to even) and packed in one register, `lo` in the
+    /// low half (`cvt.rn.f16x2.f32` / `cvt.rn.bf16x2.f32`).
+    #[doc(hidden)]
+    fn pack_f32s(lo: f32, hi: f32) -> u32;
 }
 
 impl MmaInput for f16 {
@@ -97,6 +101,10 @@ impl MmaInput for f16 {
     fn widen(self) -> f32 {
         self.to_f32()
     }
+    #[inline(always)]
+    fn pack_f32s(lo: f32, hi: f32) -> u32 {
+        crate::half::f16x2::from_f32s(lo, hi).to_bits()
+    }
 }
 
 impl MmaInput for bf16 {
@@ -113,6 +121,10 @@ impl MmaInput for bf16 {
     #[inline(always)]
     fn widen(self) -> f32 {
         self.to_f32()
+    }
+    #[inline(always)]
+    fn pack_f32s(lo: f32, hi: f32) -> u32 {
+        crate::half::bf16x2::from_f32s(lo, hi).to_bits()
     }
 }
 
@@ -669,6 +681,116 @@ impl FragC {
     }
 }
 
+impl FragC {
+    /// Round the warp's 16×8 block to `T` and store it with its top-left element at
+    /// `(row, col)` of `tile` (row-major, `stride` elements per row) with one
+    /// `stmatrix.sync.aligned.m8n8.x2.shared.b16`: lane `l` gives the address of row
+    /// `row + l % 16`, columns `col..col + 8` (the instruction reads the addresses of lanes
+    /// 0–15). The usual epilogue of a tile computed by [`mma`]: the results into shared memory
+    /// as 16-bit values, from where whole rows go out together.
+    ///
+    /// Every row start must be 16-byte aligned (`stride` and `col` multiples of 8, for a
+    /// 16-byte aligned tile); a misaligned or out-of-bounds row stops the launch with a
+    /// located report. Rounding is to nearest, ties to even, as [`f16::from_f32`] and
+    /// [`bf16::from_f32`].
+    ///
+    /// On the GPU this needs sm_90 (`stmatrix`); the builder's default target is sm_90.
+    ///
+    /// # Safety
+    /// - All 32 lanes of the warp reach this call together (`.sync.aligned`).
+    /// - The [contract of plain writes](crate::shared#the-contract-of-plain-accesses) for the
+    ///   whole 16×8 block: no other thread reads or writes it until a barrier orders them.
+    ///
+    /// ```should_panic
+    /// use berth_device::{f16, mma::FragC, shared_array};
+    /// let tile = shared_array!(T: [f16; 16 * 8]);
+    /// // Outside a simulated launch the warp has one lane: stmatrix needs all 32.
+    /// // SAFETY: (not met: the report says so) the whole warp reaches the call.
+    /// unsafe { FragC::zero().stmatrix(tile, 8, 0, 0) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn stmatrix<T: MmaInput>(
+        self,
+        tile: Shared<T>,
+        stride: usize,
+        row: usize,
+        col: usize,
+    ) {
+        let l = crate::warp::lane_id();
+        let at = (row + l % 16) * stride + col;
+        // SAFETY: the row is checked in bounds and aligned by `stmatrix_at` (on the simulator)
+        // and here (`checked_row`, on the GPU: the stride form keeps its checks); the
+        // whole-warp and write contracts are the caller's.
+        unsafe {
+            #[cfg(target_arch = "nvptx64")]
+            checked_row::<true, T>(tile, stride, row + l % 16, col);
+            self.stmatrix_at(tile, at);
+        }
+    }
+
+    /// [`stmatrix`](Self::stmatrix) with each lane naming its own row: lane `l` gives `at`,
+    /// the index in `tile` of the first of the eight elements of row `l % 16` of the 16×8
+    /// block. For layouts where the rows are not a fixed stride apart, such as a tile whose
+    /// 16-byte chunks are permuted (swizzled) per row.
+    ///
+    /// Each lane's eight elements must be inside the tile and start 16-byte aligned (`at` a
+    /// multiple of 8, for a 16-byte aligned tile). The simulator checks this (a lane whose are
+    /// not stops the launch with a located report); on the GPU it is the caller's contract,
+    /// unchecked.
+    ///
+    /// # Safety
+    /// As [`stmatrix`](Self::stmatrix), for the 16 rows the warp names; and every lane's
+    /// eight elements are inside `tile` and start 16-byte aligned.
+    ///
+    /// ```should_panic
+    /// use berth_device::{bf16, mma::FragC, shared_array, warp};
+    /// let tile = shared_array!(T: [bf16; 16 * 8]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// unsafe { FragC::zero().stmatrix_at(tile, l % 16 * 8) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn stmatrix_at<T: MmaInput>(self, tile: Shared<T>, at: usize) {
+        let [c0, c1, c2, c3] = self.regs;
+        // Register 0: row g (columns 2t, 2t + 1) of rows 0–7; register 1: the same of rows
+        // 8–15. Each is one 8×8 matrix in `stmatrix`'s layout.
+        let regs = [T::pack_f32s(c0, c1), T::pack_f32s(c2, c3)];
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let a = crate::async_copy::shared_address(tile.as_ptr())
+                .wrapping_add((at * core::mem::size_of::<T>()) as u32);
+            // SAFETY: the caller's contract: `a` is an aligned row in shared memory, the
+            // whole warp is here, and no other thread touches the rows meanwhile.
+            unsafe {
+                core::arch::asm!(
+                    "stmatrix.sync.aligned.m8n8.x2.shared.b16 [{a}], {{{r0}, {r1}}};",
+                    a = in(reg32) a,
+                    r0 = in(reg32) regs[0],
+                    r1 = in(reg32) regs[1],
+                    options(nostack),
+                );
+            }
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            let p = checked_row::<true, T>(tile, 0, 0, at);
+            // SAFETY: `p` is checked in bounds and aligned; the rest is the caller's contract.
+            unsafe {
+                host::stmatrix(
+                    p.cast_mut().cast(),
+                    false,
+                    [regs[0], regs[1], 0, 0],
+                    2,
+                    core::panic::Location::caller(),
+                );
+            }
+        }
+    }
+}
+
 /// `a × b + c`, by the warp (`mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.f32`): each
 /// lane gives its fragments and gets its part of the 16×8 result.
 ///
@@ -753,15 +875,34 @@ pub(crate) fn row_address<T: Copy + Send>(
     row: usize,
     col: usize,
 ) -> *const T {
+    checked_row::<false, T>(tile, stride, row, col)
+}
+
+/// [`row_address`] for a load (`STORE` false: `ldmatrix`) or a store (`stmatrix`), whose
+/// reports name it.
+#[inline(always)]
+#[track_caller]
+fn checked_row<const STORE: bool, T: Copy + Send>(
+    tile: Shared<T>,
+    stride: usize,
+    row: usize,
+    col: usize,
+) -> *const T {
     let first = row * stride + col;
     if first + 16 / core::mem::size_of::<T>() > tile.len() {
-        crate::panic::fail("ldmatrix: a row of the block is outside the shared tile");
+        crate::panic::fail(if STORE {
+            "stmatrix: a row of the block is outside the shared tile"
+        } else {
+            "ldmatrix: a row of the block is outside the shared tile"
+        });
     }
     let p = tile.as_ptr().wrapping_add(first);
     if !(p as usize).is_multiple_of(16) {
-        crate::panic::fail(
-            "ldmatrix: a row of the block is not 16-byte aligned (the stride and column must put every row at a multiple of 16 bytes)",
-        );
+        crate::panic::fail(if STORE {
+            "stmatrix: a row of the block is not 16-byte aligned (the stride and column must put every row at a multiple of 16 bytes)"
+        } else {
+            "ldmatrix: a row of the block is not 16-byte aligned (the stride and column must put every row at a multiple of 16 bytes)"
+        });
     }
     p
 }

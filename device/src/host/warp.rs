@@ -53,6 +53,9 @@ pub enum Op {
     /// One step of a simulated `ldmatrix`: read lane `arg`'s row address. Every lane of the
     /// warp takes part.
     Ldmatrix,
+    /// One step of a simulated `stmatrix`: read lane `arg`'s row address. Every lane of the
+    /// warp takes part.
+    Stmatrix,
     /// One step of a simulated `wgmma.mma_async` with A in registers: read lane `arg`'s A
     /// registers. Every lane of the warp takes part.
     Wgmma,
@@ -83,6 +86,7 @@ impl Op {
             Op::MmaInt8 => "mma::int8::mma",
             Op::MmaFp8 => "mma::fp8::mma",
             Op::Ldmatrix => "mma::ldmatrix",
+            Op::Stmatrix => "mma::stmatrix",
             Op::Wgmma => "wgmma::mma_async_rs",
         }
     }
@@ -186,7 +190,13 @@ pub fn exchange(
             Op::MinI32 => lanes().map(|o| value(o) as u32 as i32).min().unwrap_or(0) as u32 as u64,
             Op::MaxI32 => lanes().map(|o| value(o) as u32 as i32).max().unwrap_or(0) as u32 as u64,
             Op::Sync => 0,
-            Op::Mma | Op::MmaTf32 | Op::MmaInt8 | Op::MmaFp8 | Op::Ldmatrix | Op::Wgmma => {
+            Op::Mma
+            | Op::MmaTf32
+            | Op::MmaInt8
+            | Op::MmaFp8
+            | Op::Ldmatrix
+            | Op::Stmatrix
+            | Op::Wgmma => {
                 if group != u32::MAX || exists != u32::MAX {
                     return Err((
                         l,

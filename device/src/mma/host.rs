@@ -1,4 +1,4 @@
-//! The host's `mma.sync` and `ldmatrix`: each lane gathers the registers or row addresses it
+//! The host's `mma.sync`, `ldmatrix` and `stmatrix`: each lane gathers the registers or row addresses it
 //! needs from the lanes that hold them, one warp call per 64-bit word (all 32 lanes take
 //! part in each, so a warp that is not whole is reported at the first), then computes its own
 //! part of the result. It works on the fragments' registers, so it names nothing of `mma`.
@@ -235,4 +235,42 @@ pub(super) unsafe fn ldmatrix(
         };
     }
     regs
+}
+
+/// # Safety
+/// As [`super::FragC::stmatrix_at`]: `p` is an aligned row of eight elements in
+/// block-shared memory (in the host's backing of it), and the write contract holds for every
+/// row the warp names.
+pub(super) unsafe fn stmatrix(
+    p: *mut u16,
+    trans: bool,
+    regs: [u32; 4],
+    matrices: usize,
+    at: &'static Location<'static>,
+) {
+    let (g, t) = lane_parts();
+    let write = |row: u64, col: usize, v: u16| {
+        let e = (row as usize as *mut u16).wrapping_add(col);
+        crate::host::shared_access(e as usize, 2, crate::host::Access::Write, at);
+        // SAFETY: `row` is a lane's row address, which that lane checked to be eight
+        // in-bounds elements of a shared tile, and `col < 8`; the write contract is the
+        // caller's.
+        unsafe { e.write(v) }
+    };
+    for (m, &reg) in regs.iter().enumerate().take(matrices) {
+        let (lo, hi) = (reg as u16, (reg >> 16) as u16);
+        if trans {
+            // Lane l's register m holds row g, columns 2t and 2t + 1 of matrix m; stored
+            // transposed, they are column g of rows 2t and 2t + 1.
+            let r0 = gather(Op::Stmatrix, p as u64, 8 * m + 2 * t, at);
+            let r1 = gather(Op::Stmatrix, p as u64, 8 * m + 2 * t + 1, at);
+            write(r0, g, lo);
+            write(r1, g, hi);
+        } else {
+            // Columns 2t and 2t + 1 of row g of matrix m.
+            let r = gather(Op::Stmatrix, p as u64, 8 * m + g, at);
+            write(r, 2 * t, lo);
+            write(r, 2 * t + 1, hi);
+        }
+    }
 }

@@ -7,7 +7,7 @@ use berth::{F8E4M3, F8E5M2};
 use berth::{bf16, f16};
 use berth_fixtures::mma::{
     MMA_PATHS, mma_e4m3_product, mma_e5m2_e4m3_product, mma_paths_bf16, mma_paths_f16,
-    mma_s8_product, mma_tf32_product, mma_u8s8_product,
+    mma_s8_product, mma_stores_bf16, mma_stores_f16, mma_tf32_product, mma_u8s8_product,
 };
 
 /// `a × b + c` of 16×16 matrices (`b` K×N row-major), products and sums in `f64`.
@@ -22,10 +22,15 @@ fn product(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f64> {
         .collect()
 }
 
-/// Checks `got` (every path's result) against `want`, within 2^-16 of the sum of the terms'
-/// magnitudes (`scale`).
+/// Checks `got` (every path's result, 256 elements each) against `want`, within 2^-16 of the
+/// sum of the terms' magnitudes (`scale`).
 fn check(got: &[f32], want: &[f64], scale: &[f64], what: &str) {
-    for path in 0..MMA_PATHS {
+    assert!(
+        !got.is_empty() && got.len().is_multiple_of(256),
+        "{what}: {} elements",
+        got.len()
+    );
+    for path in 0..got.len() / 256 {
         for i in 0..256 {
             let g = f64::from(got[path * 256 + i]);
             let tol = scale[i] * 2f64.powi(-16) + 1e-30;
@@ -96,6 +101,66 @@ fn mma_fragments_multiply_like_the_host_through_every_load_path() {
             &magnitudes(&af, &bf, &c),
             &format!("bf16, round {round}"),
         );
+    }
+}
+
+#[test]
+fn stmatrix_stores_the_rounded_result_where_the_rows_say() {
+    let (_g, gpu) = gpu();
+    for round in 0..2 {
+        let v = |n| -> Vec<f32> { random_f32(n).iter().map(|x| x * 2.0).collect() };
+        let (a, b, c) = (v(256), v(256), v(256));
+        let dc = gpu.upload(&c).unwrap();
+        // One element type: the product element by element against the host's, then both
+        // stored tiles, element for element the rounding of that product.
+        macro_rules! stores {
+            ($t:ty, $kernel:ident) => {{
+                let (ah, bh): (Vec<$t>, Vec<$t>) = (
+                    a.iter().map(|&x| <$t>::from_f32(x)).collect(),
+                    b.iter().map(|&x| <$t>::from_f32(x)).collect(),
+                );
+                let (af, bf): (Vec<f32>, Vec<f32>) = (
+                    ah.iter().map(|x| x.to_f32()).collect(),
+                    bh.iter().map(|x| x.to_f32()).collect(),
+                );
+                let (da, db) = (gpu.upload(&ah).unwrap(), gpu.upload(&bh).unwrap());
+                let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
+                let mut rounded = gpu.upload(&vec![<$t>::from_f32(f32::NAN); 512]).unwrap();
+                $kernel(
+                    &gpu,
+                    Grid::new(1, 32),
+                    &da,
+                    &db,
+                    &dc,
+                    &mut out,
+                    &mut rounded,
+                )
+                .unwrap()
+                .wait()
+                .unwrap();
+                let what = format!("{}, round {round}", stringify!($t));
+                let d = out.to_vec().unwrap();
+                check(&d, &product(&af, &bf, &c), &magnitudes(&af, &bf, &c), &what);
+                let r = rounded.to_vec().unwrap();
+                for row in 0..16 {
+                    for col in 0..16 {
+                        let want = <$t>::from_f32(d[row * 16 + col]).to_bits();
+                        assert_eq!(
+                            r[row * 16 + col].to_bits(),
+                            want,
+                            "{what}: stmatrix, ({row}, {col})"
+                        );
+                        assert_eq!(
+                            r[256 + (15 - row) * 16 + col].to_bits(),
+                            want,
+                            "{what}: stmatrix_at, rows reversed, ({row}, {col})"
+                        );
+                    }
+                }
+            }};
+        }
+        stores!(f16, mma_stores_f16);
+        stores!(bf16, mma_stores_bf16);
     }
 }
 
