@@ -2334,7 +2334,7 @@ mod tests {
             let mut t = gpu
                 .hot_tier(table, width, rows * 4 + 2 * width * 4)
                 .unwrap();
-            let mut gather = |t: &mut HotTier<f32>, ids: &[u32]| {
+            let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
                 let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
                 t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
                 t.refresh(&gpu).unwrap()
