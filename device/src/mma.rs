@@ -691,8 +691,8 @@ impl FragC {
     ///
     /// Every row start must be 16-byte aligned (`stride` and `col` multiples of 8, for a
     /// 16-byte aligned tile); a misaligned or out-of-bounds row stops the launch with a
-    /// located report. Rounding is to nearest, ties to even, as [`f16::from_f32`] and
-    /// [`bf16::from_f32`].
+    /// located report. Rounding is to nearest, ties to even, as
+    /// [`f16::from_f32`](crate::f16::from_f32) and [`bf16::from_f32`](crate::bf16::from_f32).
     ///
     /// On the GPU this needs sm_90 (`stmatrix`); the builder's default target is sm_90.
     ///
