@@ -724,7 +724,7 @@ fn mentions(tokens: TokenStream, idents: &[&str]) -> bool {
 
 /// Names whose mention makes the simulator run a kernel's threads as coroutines: the block
 /// barrier, the `warp` module and its collectives (imported bare or not; `all`/`any` are too
-/// common to count, the PTX fallback finds them).
+/// common to count, the PTX fallback finds them), and the tensor cores' warp-wide calls.
 const COROUTINE_NAMES: &[&str] = &[
     "sync_threads",
     "warp",
@@ -739,6 +739,15 @@ const COROUTINE_NAMES: &[&str] = &[
     "reduce_sum",
     "reduce_min",
     "reduce_max",
+    "mma",
+    "ldmatrix",
+    "ldmatrix_at",
+    "ldmatrix_trans",
+    "ldmatrix_pair_at",
+    "ldmatrix_trans_pair",
+    "ldmatrix_trans_pair_at",
+    "stmatrix",
+    "stmatrix_at",
 ];
 
 pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {

@@ -550,6 +550,11 @@ impl<'a> Module<'a> {
             "match.any.sync",
             "match.all.sync",
             "redux.sync",
+            // The tensor-core instructions the simulator runs as warp collectives.
+            "mma.sync",
+            "ldmatrix.sync",
+            "stmatrix.sync",
+            "wgmma.mma_async",
             // An mbarrier wait yields to the threads that arrive.
             "mbarrier.try_wait",
         ];
@@ -592,8 +597,9 @@ impl Module<'static> {
 
 /// Whether the entry `name`, or any function it calls, executes a block barrier
 /// (`bar.sync` / `barrier.sync`) or a warp collective (`bar.warp.sync`, `shfl.sync`,
-/// `vote.sync`, `match.*.sync`, `redux.sync`): the simulator must then run its threads as
-/// coroutines.
+/// `vote.sync`, `match.*.sync`, `redux.sync`, and the tensor cores' `mma.sync`, `ldmatrix`,
+/// `stmatrix`, `wgmma.mma_async`), or waits on an mbarrier: the simulator must then run its
+/// threads as coroutines.
 pub fn entry_uses_barrier(ptx: &str, name: &str) -> bool {
     Module::parse(ptx).uses_barrier(name)
 }
@@ -653,6 +659,15 @@ mod barrier_tests {
         let warp =
             ".visible .entry w()\n{\n\tshfl.sync.bfly.b32 \t%r2, %r1, 16, 31, -1;\n\tret;\n}\n";
         assert!(entry_uses_barrier(warp, "w"));
+        // The tensor cores' warp-wide instructions.
+        for ins in [
+            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%f1, %f2, %f3, %f4}, {%r1, %r2, %r3, %r4}, {%r5, %r6}, {%f5, %f6, %f7, %f8};",
+            "ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r1, %r2, %r3, %r4}, [%r5];",
+            "stmatrix.sync.aligned.m8n8.x2.shared.b16 [%r1], {%r2, %r3};",
+        ] {
+            let tc = format!(".visible .entry t()\n{{\n\t{ins}\n\tret;\n}}\n");
+            assert!(entry_uses_barrier(&tc, "t"), "{ins}");
+        }
     }
 
     #[test]

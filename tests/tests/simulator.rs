@@ -470,6 +470,26 @@ fn an_ldmatrix_in_a_partial_warp_is_reported_where_it_is_called() {
 }
 
 #[test]
+fn an_stmatrix_in_a_partial_warp_is_reported_where_it_is_called() {
+    use berth_fixtures::broken::stmatrix_partial_warp;
+    let (gpu, err) =
+        warp_report(|gpu, out| stmatrix_partial_warp(gpu, Grid::new(1, 48), out)?.wait());
+    let Error::Simulator { problem, .. } = &err else {
+        unreachable!()
+    };
+    assert!(
+        problem.contains("mma::stmatrix() in lane 0 is a warp-wide operation"),
+        "{err}"
+    );
+    let line = warp_line("unsafe { FragC::zero().stmatrix(tile, 8, 0, 0) };");
+    assert!(
+        problem.contains(&format!("fixtures/src/broken.rs:{line}")),
+        "{err}"
+    );
+    still_works(&gpu);
+}
+
+#[test]
 fn a_shuffle_in_a_helper_function_is_honoured() {
     // The body names no warp operation; its PTX shows `shfl.sync` through the helper.
     use berth_fixtures::broken::hidden_shuffle;
