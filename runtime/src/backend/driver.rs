@@ -23,7 +23,7 @@ use crate::fault::{CallSection, FaultState, PEER_READS_BOUND, PendingWork, wait_
 use crate::limits::DeviceLimits;
 use crate::placement::model::DeviceProfile;
 use cudarc::driver::{CudaContext, result, sys};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -60,9 +60,10 @@ pub(crate) struct Driver {
     /// could not be cut into kernels) under `(crate, None)`, a kernel's own PTX module under
     /// `(crate, Some(kernel))`.
     pub(super) modules: Mutex<HashMap<ModuleKey, Handle<sys::CUmodule>>>,
-    /// Kernel crates whose every kernel with SASS for this GPU has been loaded (on the first
-    /// launch of any of them).
-    pub(super) crates_loaded: Mutex<HashSet<&'static str>>,
+    /// Whether every kernel with SASS for this GPU has been loaded: on the first launch of a
+    /// kernel that may wait on the host. Held while they load, so that no such kernel is
+    /// launched before they are.
+    pub(super) every_sass_loaded: Mutex<bool>,
     /// Events (timing disabled) that mark where queued work ends, for reuse.
     pub(super) events: Mutex<Vec<Handle<sys::CUevent>>>,
     /// The device's launch limits, read once: every launch is checked against them.
@@ -229,7 +230,7 @@ impl Driver {
             functions: Mutex::new(HashMap::new()),
             function_cache: FunctionCache::new(),
             modules: Mutex::new(HashMap::new()),
-            crates_loaded: Mutex::new(HashSet::new()),
+            every_sass_loaded: Mutex::new(false),
             events: Mutex::new(Vec::new()),
             limits: OnceLock::new(),
         })

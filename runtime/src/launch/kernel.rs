@@ -157,6 +157,19 @@ impl Kernel {
             .find(|&i| self.params[i].name == p.name && self.params[i].part == Part::Len)
     }
 
+    /// Whether a launch of this kernel can wait on the host while it runs: it reads host
+    /// memory in place (a `#[mapped]` or `#[auto]` argument), which the host may write while
+    /// the kernel runs, as it opens a gate or sends a signal. Other kernels finish on their
+    /// own. Before the first launch of a kernel that may wait, the runtime loads every kernel
+    /// it has SASS for: loading a kernel later could wait for this one, which could wait for
+    /// the host.
+    pub fn may_wait_on_host(&self) -> bool {
+        self.params.iter().any(|p| {
+            p.pointee
+                .is_some_and(|t| matches!(t.placement, Placement::Mapped | Placement::Auto))
+        })
+    }
+
     /// The kernel's entries with their PTX names: the general one, then the linear and the
     /// planar one where it has them.
     pub fn entries(&self) -> impl Iterator<Item = (Entry, &'static str)> + use<> {

@@ -1,8 +1,9 @@
 //! Kernels on the CUDA driver: modules loaded on first use (the crate's PTX checked against
-//! every launcher of the crate on its first load) — the crate's SASS where the build made
-//! some for this GPU, every kernel of the crate at its first launch, else the launched
-//! kernel's own PTX module, cut out of the crate's ([`crate::ptx::Split`]), which the driver
-//! JIT-compiles — the function cache, launches and graphs.
+//! every launcher of the crate on its first load) — the kernel's SASS where the build made
+//! some for this GPU (every kernel's, before the first launch of one that may wait on the
+//! host), else the launched kernel's own PTX module, cut out of the crate's
+//! ([`crate::ptx::Split`]), which the driver JIT-compiles — the function cache, launches and
+//! graphs.
 
 use crate::backend::driver::handle::Handle;
 use crate::backend::driver::launch as driver_launch;
@@ -12,9 +13,9 @@ use crate::error::{Error, Result};
 use crate::launch::grid::Grid;
 use crate::launch::kernel::{Entry, Kernel, KernelSass, crate_sass, registered_kernels};
 
-// The function cache keys an entry by its descriptor's address with the low bit set for the
-// linear entry.
-const _: () = assert!(std::mem::align_of::<Kernel>() >= 2);
+// The function cache keys an entry by its descriptor's address with the entry's number in the
+// low two bits.
+const _: () = assert!(std::mem::align_of::<Kernel>() >= 4);
 use cudarc::driver::{result, sys};
 use std::ffi::{CString, c_void};
 use std::time::Instant;
@@ -137,31 +138,37 @@ impl Driver {
         Ok(id)
     }
 
-    /// Loads, on the first launch of a kernel of `first`'s crate, every kernel of the crate
-    /// whose SASS runs on this GPU, with its functions. Loading a module, or a function
-    /// of one, may wait until the kernels running in the context have finished: loaded one at
-    /// a time on first launch, a kernel queued behind one that waits on the host (a gate the
-    /// host opens after queueing more) would stall the host until that wait gave up. A cubin
-    /// costs a module load, not a JIT, so the whole crate is loaded up front; kernels that run
-    /// from PTX are still compiled on their first launch (docs/kernel-language.md, "SASS next
-    /// to the PTX", says what that means for kernels that wait on the host). A kernel that
-    /// fails here is left to its own first launch, which reports it; the others still load.
-    fn load_crate_sass(&self, first: &'static Kernel) {
-        let krate = first.crate_name;
-        if !self.crates_loaded.lock().expect("poisoned").insert(krate) {
+    /// Loads every kernel whose SASS runs on this GPU, with its functions, once: before the
+    /// first launch of a kernel that may wait on the host ([`Kernel::may_wait_on_host`]).
+    /// Loading a module, or a function of one, may wait until the kernels running in the
+    /// context have finished: a kernel loaded on its own first launch while a kernel that
+    /// waits on the host runs (a gate the host opens after queueing more) would stall the host
+    /// until that wait gave up. Kernels that cannot wait on the host finish on their own, so
+    /// until one that can is launched, each kernel loads only its own cubin, on its first
+    /// launch (that load may wait for the running kernels, never for the host). Kernels that
+    /// run from PTX are still compiled on their first launch (docs/kernel-language.md, "SASS
+    /// next to the PTX", says what that means for kernels that wait on the host). A kernel
+    /// that fails here is left to its own first launch, which reports it; the others still
+    /// load.
+    fn load_every_sass(&self) {
+        // Held until all are loaded: another thread's first launch of a kernel that may wait
+        // on the host waits here rather than launch before they are.
+        let mut loaded = self.every_sass_loaded.lock().expect("poisoned");
+        if std::mem::replace(&mut *loaded, true) || Load::from_env() != Load::Auto {
             return;
         }
-        if Load::from_env() != Load::Auto {
-            return;
-        }
-        let (Some(sass), Ok(cc)) = (crate_sass(krate), self.compute_capability()) else {
+        let Ok(cc) = self.compute_capability() else {
             return;
         };
-        for (k, entry) in ahead_of_launch(registered_kernels(), krate, |name| sass.kernel(name), cc)
-        {
-            if let Err(e) = self.function(k, entry) {
+        let sass = |k: &Kernel| crate_sass(k.crate_name)?.kernel(k.name);
+        for (k, entry) in ahead_of_launch(registered_kernels(), sass, cc) {
+            let key = function_key(k, entry);
+            if self.function_cache.get(key).is_some() {
+                continue;
+            }
+            if let Err(e) = self.load_function(k, entry, key) {
                 tracing::debug!(
-                    krate,
+                    krate = k.crate_name,
                     kernel = k.name,
                     "not loaded ahead of its launch: {e}"
                 );
@@ -290,20 +297,25 @@ fn choose_image(
     }
 }
 
-/// The entries loaded when a kernel of crate `krate` is first launched from SASS: every entry
-/// (the general one, and the linear one where the kernel has it) of every kernel of `kernels`
-/// in that crate whose own cubin (`sass`) runs on a GPU of compute capability `cc`.
+/// The entries loaded before the first launch of a kernel that may wait on the host: every
+/// entry (the general one, and the linear and planar ones where the kernel has them) of every
+/// kernel of `kernels`, of any crate, whose own cubin (`sass`) runs on a GPU of compute
+/// capability `cc`.
 fn ahead_of_launch<'k>(
     kernels: impl Iterator<Item = &'k Kernel>,
-    krate: &str,
-    sass: impl Fn(&str) -> Option<KernelSass>,
+    sass: impl Fn(&Kernel) -> Option<KernelSass>,
     cc: (i32, i32),
 ) -> Vec<(&'k Kernel, Entry)> {
     kernels
-        .filter(|k| k.crate_name == krate)
-        .filter(|k| sass(k.name).is_some_and(|own| own.runs_on(cc)))
+        .filter(|k| sass(k).is_some_and(|own| own.runs_on(cc)))
         .flat_map(|k| k.entries().map(move |(e, _)| (k, e)))
         .collect()
+}
+
+/// The function cache's key of `kernel`'s `entry`: descriptors are statics aligned to at
+/// least 8 bytes, and the low two bits name the entry.
+fn function_key(kernel: &'static Kernel, entry: Entry) -> usize {
+    std::ptr::from_ref(kernel) as usize | entry.number()
 }
 
 fn load_cubin(cubin: &[u8]) -> std::result::Result<sys::CUmodule, cudarc::driver::DriverError> {
@@ -362,17 +374,17 @@ impl KernelOps for Driver {
     }
 
     fn function(&self, kernel: &'static Kernel, entry: Entry) -> Result<FunctionId> {
-        // Descriptors are statics aligned to at least 8 bytes: the low two bits name the entry.
-        let key = std::ptr::from_ref(kernel) as usize | entry.number();
+        let key = function_key(kernel, entry);
         if let Some(i) = self.function_cache.get(key) {
             return self.function_id(i);
         }
         if let Some(&i) = self.functions.lock().expect("poisoned").get(&key) {
             return self.function_id(i);
         }
-        let id = self.load_function(kernel, entry, key)?;
-        self.load_crate_sass(kernel);
-        Ok(id)
+        if kernel.may_wait_on_host() {
+            self.load_every_sass();
+        }
+        self.load_function(kernel, entry, key)
     }
 
     unsafe fn launch(
@@ -423,6 +435,7 @@ impl KernelOps for Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::launch::kernel::{Param, Placement};
 
     const SM_90: KernelSass = KernelSass {
         arch: "sm_90",
@@ -492,10 +505,10 @@ mod tests {
         }
     }
 
-    /// The first launch of a crate's kernel from SASS loads every entry of every kernel of the
-    /// crate that has SASS for the GPU, and nothing of other crates.
+    /// Before a kernel that may wait on the host first runs, every entry of every kernel, of
+    /// any crate, that has SASS for the GPU is loaded; nothing without it.
     #[test]
-    fn a_crates_first_launch_loads_every_entry_with_sass_that_runs() {
+    fn every_entry_with_sass_that_runs_is_loaded_ahead() {
         let kernels = [
             kernel("a", "one", true),
             kernel("b", "one", false),
@@ -514,12 +527,12 @@ mod tests {
             cubin: b"",
         };
         // `c` has no cubin, `d` one for another GPU.
-        let sass = |name: &str| match name {
+        let sass = |k: &Kernel| match k.name {
             "a" | "b" | "e" => Some(sm_90),
             "d" => Some(sm_100),
             _ => None,
         };
-        let loaded: Vec<_> = ahead_of_launch(kernels.iter(), "one", sass, (9, 0))
+        let loaded: Vec<_> = ahead_of_launch(kernels.iter(), sass, (9, 0))
             .into_iter()
             .map(|(k, e)| (k.name, e))
             .collect();
@@ -528,15 +541,39 @@ mod tests {
             [
                 ("a", Entry::General),
                 ("a", Entry::Linear),
-                ("b", Entry::General)
+                ("b", Entry::General),
+                ("e", Entry::General)
             ]
         );
-        assert!(ahead_of_launch(kernels.iter(), "one", sass, (8, 0)).is_empty());
-        let two: Vec<_> = ahead_of_launch(kernels.iter(), "two", sass, (9, 0))
+        assert!(ahead_of_launch(kernels.iter(), sass, (8, 0)).is_empty());
+        let on_sm_100: Vec<_> = ahead_of_launch(kernels.iter(), sass, (10, 0))
             .into_iter()
             .map(|(k, e)| (k.name, e))
             .collect();
-        assert_eq!(two, [("e", Entry::General)]);
+        assert_eq!(on_sm_100, [("d", Entry::General), ("d", Entry::Linear)]);
+    }
+
+    /// Only kernels that read host memory in place can wait on the host while they run.
+    #[test]
+    fn a_kernel_may_wait_on_the_host_only_through_host_memory_it_reads_in_place() {
+        let with = |params: &'static [Param]| Kernel {
+            params,
+            ..kernel("k", "one", false)
+        };
+        static DEVICE: [Param; 3] = [
+            Param::scalar::<f32>("a"),
+            Param::slice_ptr::<f32>("x", false, Placement::Device),
+            Param::slice_ptr::<f32>("y", true, Placement::PinnedAsync),
+        ];
+        static MAPPED: [Param; 2] = [
+            Param::slice_ptr::<f32>("x", false, Placement::Device),
+            Param::slice_ptr::<u32>("gate", false, Placement::Mapped),
+        ];
+        static AUTO: [Param; 1] = [Param::slice_ptr::<u32>("t", false, Placement::Auto)];
+        assert!(!with(&[]).may_wait_on_host());
+        assert!(!with(&DEVICE).may_wait_on_host());
+        assert!(with(&MAPPED).may_wait_on_host());
+        assert!(with(&AUTO).may_wait_on_host());
     }
 
     #[test]
