@@ -18,10 +18,22 @@ const TARGETS: [(f64, f64); 3] = [(0.0, 1.5), (0.8, 4.0), (1.0, 8.0)];
 /// The target over the split bound, at every exponent.
 const BOUND_TARGET: f64 = 0.7;
 
+/// The steady-state line of `imp` for Zipf exponent `zipf` (not one whose hot set moves).
 fn line<'a>(rows: &'a [Value], imp: &str, zipf: f64) -> Option<&'a Value> {
-    rows.iter()
-        .find(|r| r["impl"] == imp && r["zipf"].as_f64().is_some_and(|z| (z - zipf).abs() < 1e-9))
+    rows.iter().find(|r| {
+        r["impl"] == imp
+            && !drifting(r)
+            && r["zipf"].as_f64().is_some_and(|z| (z - zipf).abs() < 1e-9)
+    })
 }
+
+/// Whether `r` is a run whose hot set moves (`--drift-every`).
+fn drifting(r: &Value) -> bool {
+    r["drift_every"].as_u64().is_some_and(|d| d > 0)
+}
+
+/// The target for the batches a drifting hot set takes to be followed.
+const DRIFT_TARGET: u64 = 20;
 
 fn mrows(v: Option<&Value>) -> Option<f64> {
     v?["mrows_s"].as_f64()
@@ -44,12 +56,16 @@ pub fn write(md: &mut String, text: &str) -> Result {
     }
     let mut zipfs: Vec<f64> = rows
         .iter()
-        .filter(|r| r["impl"] == "berth_hot_tier")
+        .filter(|r| r["impl"] == "berth_hot_tier" && !drifting(r))
         .filter_map(|r| r["zipf"].as_f64())
         .collect();
     zipfs.sort_by(f64::total_cmp);
     zipfs.dedup();
-    let Some(first) = rows.iter().find(|r| r["impl"] == "berth_hot_tier") else {
+    let Some(first) = rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier")
+        .min_by_key(|r| drifting(r))
+    else {
         return Ok(());
     };
     writeln!(
@@ -159,8 +175,94 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?;
     }
     graph(md, &rows)?;
+    drift(md, &rows)?;
     refreshes(md, &rows)?;
     link(md, &rows)
+}
+
+/// The runs whose hot set moves: how many batches the gathers take to be back within 10% of
+/// their time before each move (nothing without such a run).
+fn drift(md: &mut String, rows: &[Value]) -> Result {
+    let runs: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier" && drifting(r))
+        .collect();
+    if runs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "
+A drifting hot set: the Zipf ranks move to other rows (a third of the table away, so the new hot rows were cold) every few timed batches, the tier refreshed as above. Steady: the mean wall time of the 8 batches before a move; after: the slowest batch after it; back within 10%: the first batch after the move from which 4 batches average at most 1.1× the steady time (target: within {DRIFT_TARGET} batches).\n"
+    )?;
+    writeln!(
+        md,
+        "| Zipf s | timed batches | moved every | steady, ms a batch | slowest after a move, ms | back within 10% after, batches | target | rows right |"
+    )?;
+    writeln!(md, "|---:|---:|---:|---:|---:|---|---|---|")?;
+    for r in runs {
+        let every = r["drift_every"].as_u64().unwrap_or(0) as usize;
+        let ms: Vec<f64> = r["batch_ms"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        let moves: Vec<usize> = (1..)
+            .map(|k| k * every)
+            .take_while(|&m| m < ms.len())
+            .collect();
+        let steady: Vec<f64> = moves
+            .iter()
+            .filter(|&&m| m >= 8)
+            .map(|&m| ms[m - 8..m].iter().sum::<f64>() / 8.0)
+            .collect();
+        let slowest = moves
+            .iter()
+            .map(|&m| {
+                ms[m..(m + every).min(ms.len())]
+                    .iter()
+                    .copied()
+                    .fold(0.0, f64::max)
+            })
+            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
+        let recovery: Vec<Option<u64>> = r["drift_recovery_batches"]
+            .as_array()
+            .map(|a| a.iter().map(Value::as_u64).collect())
+            .unwrap_or_default();
+        let range = |v: &[f64]| match (
+            v.iter().copied().reduce(f64::min),
+            v.iter().copied().reduce(f64::max),
+        ) {
+            (Some(a), Some(b)) if (b - a) < 0.0005 => format!("{a:.3}"),
+            (Some(a), Some(b)) => format!("{a:.3}–{b:.3}"),
+            _ => "–".into(),
+        };
+        let met = !recovery.is_empty()
+            && recovery
+                .iter()
+                .all(|k| k.is_some_and(|k| k <= DRIFT_TARGET));
+        writeln!(
+            md,
+            "| {} | {} | {every} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
+            r["zipf"],
+            ms.len(),
+            range(&steady),
+            cell(slowest, 3),
+            recovery
+                .iter()
+                .map(|k| k.map_or("never".into(), |k| k.to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if recovery.is_empty() {
+                "–"
+            } else if met {
+                "✓"
+            } else {
+                "✗"
+            },
+            if r["ok"] == true { "yes" } else { "**no**" },
+        )?;
+    }
+    Ok(())
 }
 
 /// What the timed batches' refreshes cost on the host, per refresh (nothing without the
@@ -204,9 +306,10 @@ fn refreshes(md: &mut String, rows: &[Value]) -> Result {
         writeln!(
             md,
             "| {} | {n} | {} | {} | {} | {} |",
-            match t["zipf"].as_f64() {
-                Some(z) => format!("Zipf s = {z}"),
-                None => "R-MAT 2-hop".to_owned(),
+            match (t["zipf"].as_f64(), drifting(t)) {
+                (Some(z), false) => format!("Zipf s = {z}"),
+                (Some(z), true) => format!("Zipf s = {z}, moving every {}", t["drift_every"]),
+                (None, _) => "R-MAT 2-hop".to_owned(),
             },
             cell(each("refresh_ranking_s"), 2),
             cell(each("refresh_log_read_s"), 2),
@@ -395,6 +498,21 @@ mod tests {
         // 4 refreshes in 64 batches.
         assert!(
             md.contains("| Zipf s = 1 | 4 | 9.30 | 0.50 | 1.40 | 1.00 |"),
+            "{md}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_drifting_run_shows_its_recovery_and_leaves_the_steady_row_alone() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"drift_every":0,"ok":true}
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","batches":24,"mrows_s":50.0,"hit_rate_second_half":0.5,"drift_every":12,"drift_recovery_batches":[3],"batch_ms":[1,1,1,1,1,1,1,1,1,1,1,1,4,3,2,1.05,1,1,1,1,1,1,1,1],"ok":true}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        assert!(md.contains("| 1 | 100.0 | 90.0% |"), "{md}");
+        assert!(!md.contains("| 1 | 50.0 |"), "{md}");
+        assert!(
+            md.contains("| 1.0 | 24 | 12 | 1.000 | 4.000 | 3 | ≤ 20: ✓ | yes |"),
             "{md}"
         );
         Ok(())

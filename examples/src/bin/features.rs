@@ -628,6 +628,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "admit_on_repeat": args.admit_on_repeat,
             "drift_every": args.drift_every,
             "drift_recovery_batches": recovery,
+            // Each timed batch's wall time where the hot set moves (what the recovery is
+            // measured on), in milliseconds.
+            "batch_ms": (args.drift_every > 0)
+                .then(|| batch_s.iter().map(|s| (s * 1e6).round() / 1e3).collect::<Vec<_>>()),
             "budget_bytes": budget,
             "capacity_rows": tier.capacity(),
             "gather_s": gather_s,
