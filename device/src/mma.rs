@@ -754,39 +754,202 @@ impl FragC {
     #[inline(always)]
     #[track_caller]
     pub unsafe fn stmatrix_at<T: MmaInput>(self, tile: Shared<T>, at: usize) {
-        let [c0, c1, c2, c3] = self.regs;
-        // Register 0: row g (columns 2t, 2t + 1) of rows 0–7; register 1: the same of rows
-        // 8–15. Each is one 8×8 matrix in `stmatrix`'s layout.
-        let regs = [T::pack_f32s(c0, c1), T::pack_f32s(c2, c3)];
-        #[cfg(target_arch = "nvptx64")]
-        {
-            let a = crate::async_copy::shared_address(tile.as_ptr())
-                .wrapping_add((at * core::mem::size_of::<T>()) as u32);
-            // SAFETY: the caller's contract: `a` is an aligned row in shared memory, the
-            // whole warp is here, and no other thread touches the rows meanwhile.
-            unsafe {
-                core::arch::asm!(
-                    "stmatrix.sync.aligned.m8n8.x2.shared.b16 [{a}], {{{r0}, {r1}}};",
-                    a = in(reg32) a,
-                    r0 = in(reg32) regs[0],
-                    r1 = in(reg32) regs[1],
-                    options(nostack),
-                );
-            }
+        // SAFETY: the caller's contract.
+        unsafe { store_matrices::<2, false, T>(tile, at, self.packed::<T>()) }
+    }
+
+    /// Round the warp's 16×8 block to `T` and store its transpose, an 8×16 block, with its
+    /// top-left element at `(row, col)` of `tile` (row-major, `stride` elements per row):
+    /// element `(r, c)` of the block at `(row + c, col + r)`, with one
+    /// `stmatrix.sync.aligned.m8n8.x2.trans.shared.b16`. Lane `l` gives the address of row
+    /// `row + l % 8`, columns `col + 8 * (l / 8 % 2)` onwards (the instruction reads the
+    /// addresses of lanes 0–15). For a result stored column-major, or an operand the next
+    /// product reads the other way round.
+    ///
+    /// Alignment, checks and rounding as [`stmatrix`](Self::stmatrix).
+    ///
+    /// # Safety
+    /// As [`stmatrix`](Self::stmatrix), for the 8×16 block written.
+    ///
+    /// ```should_panic
+    /// use berth_device::{f16, mma::FragC, shared_array};
+    /// let tile = shared_array!(T: [f16; 8 * 16]);
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// unsafe { FragC::zero().stmatrix_trans(tile, 16, 0, 0) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn stmatrix_trans<T: MmaInput>(
+        self,
+        tile: Shared<T>,
+        stride: usize,
+        row: usize,
+        col: usize,
+    ) {
+        let l = crate::warp::lane_id();
+        let (r, c) = (row + l % 8, col + 8 * (l / 8 % 2));
+        // SAFETY: as in `stmatrix`.
+        unsafe {
+            #[cfg(target_arch = "nvptx64")]
+            checked_row::<true, T>(tile, stride, r, c);
+            store_matrices::<2, true, T>(tile, r * stride + c, self.packed::<T>());
         }
-        #[cfg(not(target_arch = "nvptx64"))]
-        {
-            let p = checked_row::<true, T>(tile, 0, 0, at);
-            // SAFETY: `p` is checked in bounds and aligned; the rest is the caller's contract.
-            unsafe {
-                host::stmatrix(
-                    p.cast_mut().cast(),
-                    false,
-                    [regs[0], regs[1], 0, 0],
-                    2,
-                    core::panic::Location::caller(),
-                );
-            }
+    }
+
+    /// [`stmatrix_trans`](Self::stmatrix_trans) with each lane naming its own row: lane `l`
+    /// gives `at`, the index in `tile` of the first of the eight elements of row `l % 8`,
+    /// columns `8 * (l / 8 % 2)` onwards, of the stored 8×16 block (elements `l % 8` of the
+    /// block's column, rows `8 * (l / 8 % 2)` onwards).
+    ///
+    /// # Safety
+    /// As [`stmatrix_at`](Self::stmatrix_at).
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn stmatrix_trans_at<T: MmaInput>(self, tile: Shared<T>, at: usize) {
+        // SAFETY: the caller's contract.
+        unsafe { store_matrices::<2, true, T>(tile, at, self.packed::<T>()) }
+    }
+
+    /// Round the warp's 16×16 block held as two 16×8 halves (`pair[0]` columns 0–7,
+    /// `pair[1]` columns 8–15: two products of [`mma`] side by side) to `T` and store it with
+    /// its top-left element at `(row, col)` of `tile` (row-major, `stride` elements per row)
+    /// with one `stmatrix.sync.aligned.m8n8.x4.shared.b16`, half the instructions of two
+    /// [`stmatrix`](Self::stmatrix) calls. Lane `l` gives the address of row `row + l % 16`,
+    /// columns `col + 8 * (l / 16)` onwards.
+    ///
+    /// Alignment, checks and rounding as [`stmatrix`](Self::stmatrix).
+    ///
+    /// # Safety
+    /// As [`stmatrix`](Self::stmatrix), for the 16×16 block written.
+    ///
+    /// ```should_panic
+    /// use berth_device::{bf16, mma::FragC, shared_array};
+    /// let tile = shared_array!(T: [bf16; 16 * 16]);
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// unsafe { FragC::stmatrix_pair([FragC::zero(); 2], tile, 16, 0, 0) };
+    /// ```
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn stmatrix_pair<T: MmaInput>(
+        pair: [Self; 2],
+        tile: Shared<T>,
+        stride: usize,
+        row: usize,
+        col: usize,
+    ) {
+        let l = crate::warp::lane_id();
+        let (r, c) = (row + l % 16, col + 8 * (l / 16));
+        // SAFETY: as in `stmatrix`.
+        unsafe {
+            #[cfg(target_arch = "nvptx64")]
+            checked_row::<true, T>(tile, stride, r, c);
+            Self::stmatrix_pair_at(pair, tile, r * stride + c);
+        }
+    }
+
+    /// [`stmatrix_pair`](Self::stmatrix_pair) with each lane naming its own row: lane `l`
+    /// gives `at`, the index in `tile` of the first of the eight elements of row `l % 16`,
+    /// columns `8 * (l / 16)` onwards, of the 16×16 block.
+    ///
+    /// # Safety
+    /// As [`stmatrix_at`](Self::stmatrix_at), for the 32 rows the warp names.
+    #[inline(always)]
+    #[track_caller]
+    pub unsafe fn stmatrix_pair_at<T: MmaInput>(pair: [Self; 2], tile: Shared<T>, at: usize) {
+        let ([a0, a1], [b0, b1]) = (pair[0].packed::<T>(), pair[1].packed::<T>());
+        // SAFETY: the caller's contract.
+        unsafe { store_matrices::<4, false, T>(tile, at, [a0, a1, b0, b1]) }
+    }
+
+    /// The fragment rounded to `T`, as the two registers of `stmatrix`: register 0 holds row
+    /// `g` (columns `2t`, `2t + 1`) of rows 0–7, register 1 the same of rows 8–15; each is one
+    /// 8×8 matrix in `stmatrix`'s layout.
+    #[inline(always)]
+    fn packed<T: MmaInput>(self) -> [u32; 2] {
+        let [c0, c1, c2, c3] = self.regs;
+        [T::pack_f32s(c0, c1), T::pack_f32s(c2, c3)]
+    }
+}
+
+/// `stmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` of the registers `regs` (one 8×8
+/// matrix each) with this lane's row at element `at` of `tile`: on the simulator after the
+/// checks of [`row_address`]; on the GPU without them, from the 32-bit shared address of the
+/// tile plus the offset.
+///
+/// # Safety
+/// Element `at` starts 16 in-bounds bytes of `tile`, 16-byte aligned; the whole warp reaches
+/// the call together; the write contract holds for every row the warp names.
+#[inline(always)]
+#[track_caller]
+unsafe fn store_matrices<const N: usize, const TRANS: bool, T: Copy + Send>(
+    tile: Shared<T>,
+    at: usize,
+    regs: [u32; N],
+) {
+    const {
+        assert!(
+            N == 2 || N == 4,
+            "stmatrix stores two or four matrices here"
+        )
+    };
+    #[cfg(target_arch = "nvptx64")]
+    {
+        let a = crate::async_copy::shared_address(tile.as_ptr())
+            .wrapping_add((at * core::mem::size_of::<T>()) as u32);
+        let r = |i: usize| regs[i % N];
+        macro_rules! st {
+            ($ins:literal, 2) => {
+                // SAFETY: the caller's contract: `a` is an aligned row in shared memory, the
+                // whole warp is here, and no other thread touches the rows meanwhile.
+                unsafe {
+                    core::arch::asm!($ins, a = in(reg32) a, r0 = in(reg32) r(0),
+                        r1 = in(reg32) r(1), options(nostack))
+                }
+            };
+            ($ins:literal, 4) => {
+                // SAFETY: as above.
+                unsafe {
+                    core::arch::asm!($ins, a = in(reg32) a, r0 = in(reg32) r(0),
+                        r1 = in(reg32) r(1), r2 = in(reg32) r(2), r3 = in(reg32) r(3),
+                        options(nostack))
+                }
+            };
+        }
+        match (N, TRANS) {
+            (2, false) => st!(
+                "stmatrix.sync.aligned.m8n8.x2.shared.b16 [{a}], {{{r0}, {r1}}};",
+                2
+            ),
+            (2, true) => st!(
+                "stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [{a}], {{{r0}, {r1}}};",
+                2
+            ),
+            (_, false) => st!(
+                "stmatrix.sync.aligned.m8n8.x4.shared.b16 [{a}], {{{r0}, {r1}, {r2}, {r3}}};",
+                4
+            ),
+            (_, true) => st!(
+                "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [{a}], {{{r0}, {r1}, {r2}, {r3}}};",
+                4
+            ),
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        let p = checked_row::<true, T>(tile, 0, 0, at);
+        let mut all = [0u32; 4];
+        all[..N].copy_from_slice(&regs);
+        // SAFETY: `p` is checked in bounds and aligned; the rest is the caller's contract.
+        unsafe {
+            host::stmatrix(
+                p.cast_mut().cast(),
+                TRANS,
+                all,
+                N,
+                core::panic::Location::caller(),
+            );
         }
     }
 }

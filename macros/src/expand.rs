@@ -748,6 +748,10 @@ const COROUTINE_NAMES: &[&str] = &[
     "ldmatrix_trans_pair_at",
     "stmatrix",
     "stmatrix_at",
+    "stmatrix_trans",
+    "stmatrix_trans_at",
+    "stmatrix_pair",
+    "stmatrix_pair_at",
 ];
 
 pub(crate) fn descriptor(opts: &Options, k: &Kernel, files: Embedded<'_>) -> TokenStream {

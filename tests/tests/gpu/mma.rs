@@ -105,7 +105,7 @@ fn mma_fragments_multiply_like_the_host_through_every_load_path() {
 }
 
 #[test]
-fn stmatrix_stores_the_rounded_result_where_the_rows_say() {
+fn stmatrix_stores_the_rounded_result_where_the_rows_say_plain_transposed_and_paired() {
     let (_g, gpu) = gpu();
     for round in 0..2 {
         let v = |n| -> Vec<f32> { random_f32(n).iter().map(|x| x * 2.0).collect() };
@@ -125,7 +125,7 @@ fn stmatrix_stores_the_rounded_result_where_the_rows_say() {
                 );
                 let (da, db) = (gpu.upload(&ah).unwrap(), gpu.upload(&bh).unwrap());
                 let mut out = gpu.upload(&vec![f32::NAN; 256]).unwrap();
-                let mut rounded = gpu.upload(&vec![<$t>::from_f32(f32::NAN); 512]).unwrap();
+                let mut rounded = gpu.upload(&vec![<$t>::from_f32(f32::NAN); 1024]).unwrap();
                 $kernel(
                     &gpu,
                     Grid::new(1, 32),
@@ -154,6 +154,16 @@ fn stmatrix_stores_the_rounded_result_where_the_rows_say() {
                             r[256 + (15 - row) * 16 + col].to_bits(),
                             want,
                             "{what}: stmatrix_at, rows reversed, ({row}, {col})"
+                        );
+                        assert_eq!(
+                            r[512 + col * 16 + row].to_bits(),
+                            want,
+                            "{what}: stmatrix_trans, ({row}, {col}) at ({col}, {row})"
+                        );
+                        assert_eq!(
+                            r[768 + row * 16 + col].to_bits(),
+                            want,
+                            "{what}: stmatrix_pair, ({row}, {col})"
                         );
                     }
                 }
