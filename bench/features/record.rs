@@ -181,7 +181,8 @@ pub fn write(md: &mut String, text: &str) -> Result {
 }
 
 /// The runs whose hot set moves: how many batches the gathers take to be back within 10% of
-/// their time before each move (nothing without such a run).
+/// their steady time after each move, and the fewest any tier could take (nothing without
+/// such a run).
 fn drift(md: &mut String, rows: &[Value]) -> Result {
     let runs: Vec<&Value> = rows
         .iter()
@@ -192,14 +193,28 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "
-A drifting hot set: the Zipf ranks move to other rows (a third of the table away, so the new hot rows were cold) every few timed batches, the tier refreshed as above. Steady: the mean wall time of the 8 batches before a move; after: the slowest batch after it; back within 10%: the first batch after the move from which 4 batches average at most 1.1× the steady time (target: within {DRIFT_TARGET} batches).\n"
+        "\nA drifting hot set: every few timed batches a share of the Zipf ranks (picked by a hash) move to rows a third of the table away, so the hot rows they bring were cold; the tier refreshed as above. Steady: the mean wall time of the 8 batches before the first move; after: the slowest batch after a move; back within 10%: the first batch after each move from which 4 batches average at most 1.1× the steady time (target: within {DRIFT_TARGET} batches). Any tier: a row never requested before misses in every tier, so the 4 batches from batch k hit at most the share of their lookups whose rows were requested before; with a batch's time proportional to its misses, being back within 10% needs a hit rate of 1 − 1.1 (1 − h), h the steady hit rate: the first batch where that share reaches it.\n"
     )?;
     writeln!(
         md,
-        "| Zipf s | timed batches | moved every | steady, ms a batch | slowest after a move, ms | back within 10% after, batches | target | rows right |"
+        "| Zipf s | ranks moved | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before | target | rows right |"
     )?;
-    writeln!(md, "|---:|---:|---:|---:|---:|---|---|---|")?;
+    writeln!(md, "|---:|---:|---:|---:|---:|---:|---|---|---|---|")?;
+    let batches = |key: &str, r: &Value| -> Vec<Option<u64>> {
+        r[key]
+            .as_array()
+            .map(|a| a.iter().map(Value::as_u64).collect())
+            .unwrap_or_default()
+    };
+    let list = |v: &[Option<u64>]| {
+        if v.is_empty() {
+            return "–".to_owned();
+        }
+        v.iter()
+            .map(|k| k.map_or("never".into(), |k| k.to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     for r in runs {
         let every = r["drift_every"].as_u64().unwrap_or(0) as usize;
         let ms: Vec<f64> = r["batch_ms"]
@@ -210,48 +225,30 @@ A drifting hot set: the Zipf ranks move to other rows (a third of the table away
             .map(|k| k * every)
             .take_while(|&m| m < ms.len())
             .collect();
-        let steady: Vec<f64> = moves
-            .iter()
+        let steady = moves
+            .first()
             .filter(|&&m| m >= 8)
-            .map(|&m| ms[m - 8..m].iter().sum::<f64>() / 8.0)
-            .collect();
+            .map(|&m| ms[m - 8..m].iter().sum::<f64>() / 8.0);
         let slowest = moves
             .iter()
-            .map(|&m| {
-                ms[m..(m + every).min(ms.len())]
-                    .iter()
-                    .copied()
-                    .fold(0.0, f64::max)
-            })
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
-        let recovery: Vec<Option<u64>> = r["drift_recovery_batches"]
-            .as_array()
-            .map(|a| a.iter().map(Value::as_u64).collect())
-            .unwrap_or_default();
-        let range = |v: &[f64]| match (
-            v.iter().copied().reduce(f64::min),
-            v.iter().copied().reduce(f64::max),
-        ) {
-            (Some(a), Some(b)) if (b - a) < 0.0005 => format!("{a:.3}"),
-            (Some(a), Some(b)) => format!("{a:.3}–{b:.3}"),
-            _ => "–".into(),
-        };
+            .flat_map(|&m| ms[m..(m + every).min(ms.len())].iter().copied())
+            .reduce(f64::max);
+        let recovery = batches("drift_recovery_batches", r);
+        let bound = batches("drift_bound_batches", r);
         let met = !recovery.is_empty()
             && recovery
                 .iter()
                 .all(|k| k.is_some_and(|k| k <= DRIFT_TARGET));
         writeln!(
             md,
-            "| {} | {} | {every} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
+            "| {} | {} | {} | {every} | {} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
             r["zipf"],
+            percent(r["drift_share"].as_f64().or(Some(1.0))),
             ms.len(),
-            range(&steady),
+            cell(steady, 3),
             cell(slowest, 3),
-            recovery
-                .iter()
-                .map(|k| k.map_or("never".into(), |k| k.to_string()))
-                .collect::<Vec<_>>()
-                .join(", "),
+            list(&recovery),
+            list(&bound),
             if recovery.is_empty() {
                 "–"
             } else if met {
@@ -308,7 +305,11 @@ fn refreshes(md: &mut String, rows: &[Value]) -> Result {
             "| {} | {n} | {} | {} | {} | {} |",
             match (t["zipf"].as_f64(), drifting(t)) {
                 (Some(z), false) => format!("Zipf s = {z}"),
-                (Some(z), true) => format!("Zipf s = {z}, moving every {}", t["drift_every"]),
+                (Some(z), true) => format!(
+                    "Zipf s = {z}, {} of the ranks moving every {}",
+                    percent(t["drift_share"].as_f64().or(Some(1.0))),
+                    t["drift_every"]
+                ),
                 (None, _) => "R-MAT 2-hop".to_owned(),
             },
             cell(each("refresh_ranking_s"), 2),
@@ -506,13 +507,13 @@ mod tests {
     #[test]
     fn a_drifting_run_shows_its_recovery_and_leaves_the_steady_row_alone() -> Result {
         let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"drift_every":0,"ok":true}
-{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","batches":24,"mrows_s":50.0,"hit_rate_second_half":0.5,"drift_every":12,"drift_recovery_batches":[3],"batch_ms":[1,1,1,1,1,1,1,1,1,1,1,1,4,3,2,1.05,1,1,1,1,1,1,1,1],"ok":true}"#;
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","batches":24,"mrows_s":50.0,"hit_rate_second_half":0.5,"drift_every":12,"drift_share":0.1,"drift_recovery_batches":[3],"drift_bound_batches":[1],"batch_ms":[1,1,1,1,1,1,1,1,1,1,1,1,4,3,2,1.05,1,1,1,1,1,1,1,1],"ok":true}"#;
         let mut md = String::new();
         write(&mut md, text)?;
         assert!(md.contains("| 1 | 100.0 | 90.0% |"), "{md}");
         assert!(!md.contains("| 1 | 50.0 |"), "{md}");
         assert!(
-            md.contains("| 1.0 | 24 | 12 | 1.000 | 4.000 | 3 | ≤ 20: ✓ | yes |"),
+            md.contains("| 1.0 | 10.0% | 24 | 12 | 1.000 | 4.000 | 3 | 1 | ≤ 20: ✓ | yes |"),
             "{md}"
         );
         Ok(())

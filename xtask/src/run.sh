@@ -47,7 +47,8 @@
 #   memory, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then a drifting hot set (s = 1.0, 192 timed
-#   batches, the ranks moved to other rows every 64; BERTH_FEATURES_DRIFT=0 skips it); then
+#   batches, all the ranks or a tenth of them moved to other rows every 64;
+#   BERTH_FEATURES_DRIFT=0 skips it); then
 #   the same over 2-hop samples of an R-MAT
 #   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
 #   skips it); then mapped_pages.cu (a plain CUDA gather from managed memory kept on the host,
@@ -599,14 +600,17 @@ if [[ $mode == features ]]; then
   else
     summary+=("FAIL  features --zipf $zipf"); fail=1
   fi
-  # A drifting hot set: Zipf s = 1.0, the ranks moved every 64 of 192 timed batches.
+  # A drifting hot set: Zipf s = 1.0, all the ranks or a tenth of them moved every 64 of 192
+  # timed batches.
   if [[ ${BERTH_FEATURES_DRIFT:-1} == 1 ]]; then
-    echo "=== features --zipf 1.0 --drift-every 64 --warmup $warmup" | tee -a "$out/features.log"
-    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 192 --refresh-every 16 --drift-every 64 --zipf 1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
-      summary+=("PASS  features --drift-every 64 (every row checked equal to the host's)")
-    else
-      summary+=("FAIL  features --drift-every 64"); fail=1
-    fi
+    for share in 1 0.1; do
+      echo "=== features --zipf 1.0 --drift-every 64 --drift-share $share --warmup $warmup" | tee -a "$out/features.log"
+      if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 192 --refresh-every 16 --drift-every 64 --drift-share "$share" --zipf 1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+        summary+=("PASS  features --drift-every 64 --drift-share $share (every row checked equal to the host's)")
+      else
+        summary+=("FAIL  features --drift-every 64 --drift-share $share"); fail=1
+      fi
+    done
   fi
   graph_ids=""
   if [[ ${BERTH_FEATURES_GRAPH:-1} == 1 ]]; then

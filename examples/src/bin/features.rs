@@ -76,6 +76,11 @@ struct Args {
     /// rows, and the batches after each move show how fast the tier follows
     #[arg(long, default_value_t = 0)]
     drift_every: usize,
+    /// The share of the ranks (of the graph's ids with `--graph`) each move of the hot set
+    /// moves, chosen by a hash of the rank: 1 moves all of them, so that every hot row after a
+    /// move was cold before it
+    #[arg(long, default_value_t = 1.0, value_parser = share)]
+    drift_share: f64,
     /// Also time the same number of batches without a tier (every row read in place)
     #[arg(long)]
     baseline: bool,
@@ -278,17 +283,17 @@ enum Law<'a> {
 }
 
 impl Law<'_> {
-    /// A batch of `n` ids, the hot set moved by `shift` rows.
-    fn draw(&self, perm: &[u32], shift: usize, rng: &mut rand::rngs::StdRng, n: usize) -> Vec<u32> {
+    /// A batch of `n` ids, the hot set moved by `drift`.
+    fn draw(&self, perm: &[u32], drift: Drift, rng: &mut rand::rngs::StdRng, n: usize) -> Vec<u32> {
         match self {
-            Law::Zipf(_, z) => draw(z, perm, shift, rng, n),
+            Law::Zipf(_, z) => draw(z, perm, drift, rng, n),
             Law::Graph(g) => {
                 let rows = perm.len();
                 let mut ids =
                     berth_examples::graph::sample(g, n / ids_per_seed(&FANOUT), &FANOUT, rng);
-                if shift > 0 {
+                if drift.shift > 0 {
                     for v in &mut ids {
-                        *v = ((*v as usize + shift) % rows) as u32;
+                        *v = drift.apply(*v as usize, rows) as u32;
                     }
                 }
                 ids
@@ -312,7 +317,44 @@ impl Law<'_> {
     }
 }
 
-/// A batch of `n` ids: Zipf ranks, moved by `shift`, mapped through `perm`, drawn in chunks
+/// Parse a share in (0, 1].
+fn share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("`{s}` is not a share in (0, 1]")),
+    }
+}
+
+/// Which ranks (or ids) a move of the hot set moves: a share of them, picked by a hash.
+#[derive(Clone, Copy)]
+struct Drift {
+    shift: usize,
+    /// Those whose hash (53 bits) is below this move.
+    below: u64,
+}
+
+impl Drift {
+    const NONE: Drift = Drift { shift: 0, below: 0 };
+
+    fn new(shift: usize, share: f64) -> Drift {
+        Drift {
+            shift,
+            below: (share * (1u64 << 53) as f64) as u64,
+        }
+    }
+
+    /// Where rank (or id) `r` of `n` goes.
+    fn apply(self, r: usize, n: usize) -> usize {
+        let hash = (r as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11;
+        if self.shift > 0 && hash < self.below {
+            (r + self.shift) % n
+        } else {
+            r % n
+        }
+    }
+}
+
+/// A batch of `n` ids: Zipf ranks, moved by `drift`, mapped through `perm`, drawn in chunks
 /// of [`DRAW_CHUNK`] on rayon's pool of threads (each chunk from its own generator, seeded
 /// from `rng`: the same ids on any number of cores). The pool's threads stay: a thread
 /// started and ended per batch would unmap its stack while the next batch is timed, and an
@@ -320,7 +362,7 @@ impl Law<'_> {
 fn draw(
     zipf: &Zipf,
     perm: &[u32],
-    shift: usize,
+    drift: Drift,
     rng: &mut rand::rngs::StdRng,
     n: usize,
 ) -> Vec<u32> {
@@ -332,7 +374,7 @@ fn draw(
         .for_each(|(part, seed)| {
             let mut r = rand::rngs::StdRng::seed_from_u64(seed);
             for v in part {
-                *v = perm[(zipf.sample(&mut r) as usize + shift) % perm.len()];
+                *v = perm[drift.apply(zipf.sample(&mut r) as usize, perm.len())];
             }
         });
     ids
@@ -352,22 +394,51 @@ fn dump(path: &std::path::Path, ids: &[u32]) -> std::io::Result<()> {
     f.write_all(&bytes)
 }
 
+/// Batches before the first move of the hot set that make its steady state.
+const STEADY: usize = 8;
+/// Batches a recovery is judged over.
+const WINDOW: usize = 4;
+
+/// The mean of `v[range]`.
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
 /// How many batches after a move of the hot set at timed batch `at` the gathers took again at
-/// most 10% more than before it: the first `k` where the mean of batches `at + k ..` (4 of
-/// them) is within 10% of the mean of the 8 batches before `at`. `None` if there are fewer
-/// than 8 before, or it never happens.
-fn recovered_after(batch_s: &[f64], at: usize) -> Option<usize> {
-    const BEFORE: usize = 8;
-    const AFTER: usize = 4;
-    if at < BEFORE || at > batch_s.len() {
+/// most 10% more than in the steady state, the 8 batches before the first move (`first`):
+/// the first `k` where the mean of batches `at + k ..` (4 of them) is within 10% of theirs.
+/// `None` if there are fewer than 8 before, or it never happens before the next move or the
+/// end (`end`).
+fn recovered_after(batch_s: &[f64], first: usize, at: usize, end: usize) -> Option<usize> {
+    if first < STEADY || at > end || end > batch_s.len() {
         return None;
     }
-    let steady = batch_s[at - BEFORE..at].iter().sum::<f64>() / BEFORE as f64;
-    let end = batch_s.len();
-    (at..end.saturating_sub(AFTER - 1)).find_map(|k| {
-        let w = &batch_s[k..k + AFTER];
-        (w.iter().sum::<f64>() / AFTER as f64 <= 1.1 * steady).then_some(k - at)
-    })
+    let steady = mean(&batch_s[first - STEADY..first]);
+    (at..end.saturating_sub(WINDOW - 1))
+        .find(|&k| mean(&batch_s[k..k + WINDOW]) <= 1.1 * steady)
+        .map(|k| k - at)
+}
+
+/// The same for any tier, from what it could know: a lookup of a row never requested before
+/// misses in every tier, so batch `k` hits at most the share `requested[k]` of its lookups
+/// that were. With a batch's time taken as proportional to its misses, being within 10% of
+/// the steady time needs a hit rate of at least `1 - 1.1 (1 - h)`, `h` the steady state's
+/// (`hit`, the tier's measured rate, over the same 8 batches): the first `k` where the 4
+/// batches from `at + k` could have it. `None` as for [`recovered_after`].
+fn bound_after(
+    hit: &[f64],
+    requested: &[f64],
+    first: usize,
+    at: usize,
+    end: usize,
+) -> Option<usize> {
+    if first < STEADY || at > end || end > hit.len().min(requested.len()) {
+        return None;
+    }
+    let need = 1.0 - 1.1 * (1.0 - mean(&hit[first - STEADY..first]));
+    (at..end.saturating_sub(WINDOW - 1))
+        .find(|&k| mean(&requested[k..k + WINDOW]) >= need)
+        .map(|k| k - at)
 }
 
 /// The elements of a gather's output `got` (rows of `d4` groups of four) that differ from
@@ -462,6 +533,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut at_timed = tier.stats();
     // The timed batches' gather times, and where the hot set moved.
     let (mut batch_s, mut moves) = (Vec::new(), Vec::new());
+    // Each timed batch's hit rate (of its counted ids).
+    let mut batch_hit = Vec::new();
     // The timed batches' ids are drawn before the first is timed, as a training loop's loader
     // has them ready, and each batch gathers into an output of its own, checked after the
     // last: between timed batches the host does nothing but time them.
@@ -489,7 +562,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
                     shift = (shift + rows / 3 + 1) % rows;
                     moves.push(i);
                 }
-                planned.push(law.draw(perm, shift, rng, batch));
+                planned.push(law.draw(perm, Drift::new(shift, args.drift_share), rng, batch));
                 outs.push(gpu.upload(&poison)?);
             }
             warmup_s = warmup_t.elapsed().as_secs_f64();
@@ -499,7 +572,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         let ids: &[u32] = if timed {
             &planned[i]
         } else {
-            drawn = law.draw(perm, 0, rng, batch);
+            drawn = law.draw(perm, Drift::NONE, rng, batch);
             &drawn
         };
         if timed
@@ -524,6 +597,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             queue_s += queued;
             gpu_span_s += berth::Event::elapsed(&span_start, &span_stop)?.as_secs_f64();
             batch_s.push(dt);
+            let s = tier.stats();
+            batch_hit
+                .push((s.hits - before.hits) as f64 / (s.counted - before.counted).max(1) as f64);
         }
         if k >= args.warmup + batches / 2 {
             let s = tier.stats();
@@ -559,8 +635,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     }
     // The timed batches' lookups in order, after the warmup's.
     let mut seen_late = (0u64, 0u64);
+    let mut batch_requested = Vec::with_capacity(planned.len());
     for (i, ids) in planned.iter().enumerate() {
         let seen = requested.insert_all(ids);
+        batch_requested.push(seen as f64 / ids.len().max(1) as f64);
         if i >= batches / 2 {
             seen_late.0 += seen;
             seen_late.1 += ids.len() as u64;
@@ -575,13 +653,28 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         );
     }
     let n = (batch * batches) as f64;
+    // Each move is judged until the next one, against the steady state before the first.
+    let first = moves.first().copied().unwrap_or(0);
+    let ends: Vec<usize> = moves
+        .iter()
+        .skip(1)
+        .copied()
+        .chain([batch_s.len()])
+        .collect();
     let recovery: Vec<Option<usize>> = moves
         .iter()
-        .map(|&m| recovered_after(&batch_s, m))
+        .zip(&ends)
+        .map(|(&m, &end)| recovered_after(&batch_s, first, m, end))
+        .collect();
+    let bound: Vec<Option<usize>> = moves
+        .iter()
+        .zip(&ends)
+        .map(|(&m, &end)| bound_after(&batch_hit, &batch_requested, first, m, end))
         .collect();
     if !moves.is_empty() {
         println!(
-            "features: the hot set moved at timed batches {moves:?}; gathers back within 10% of their time before each move after {recovery:?} batches"
+            "features: the hot set ({:.0}% of its ranks) moved at timed batches {moves:?}; gathers back within 10% of their steady time after {recovery:?} batches; any tier: not before {bound:?}",
+            100.0 * args.drift_share
         );
     }
     let s = tier.stats();
@@ -660,6 +753,14 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "gather_staging_s": s.staging.saturating_sub(at_timed.staging).as_secs_f64(),
             "ok": bad == 0,
         });
+        let mut line = line;
+        if args.drift_every > 0 {
+            line["drift_share"] = args.drift_share.into();
+            // The recovery no tier can beat (`bound_after`), and what it is found from.
+            line["drift_bound_batches"] = serde_json::json!(bound);
+            line["batch_hit_rate"] = serde_json::json!(batch_hit);
+            line["batch_requested_before"] = serde_json::json!(batch_requested);
+        }
         println!("{line}");
     }
     let table = tier.into_table();
@@ -725,19 +826,46 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
 
 #[cfg(test)]
 mod tests {
-    use super::recovered_after;
+    use super::{Drift, bound_after, recovered_after};
 
     #[test]
     fn recovery_is_the_first_window_back_within_ten_percent() {
         // Steady at 1.0, a move at 8 doubles the time, which falls back by batch 12.
         let mut t = vec![1.0; 8];
         t.extend([2.0, 2.0, 1.8, 1.5, 1.05, 1.0, 1.0, 1.0, 1.0]);
-        assert_eq!(recovered_after(&t, 8), Some(4));
+        assert_eq!(recovered_after(&t, 8, 8, t.len()), Some(4));
+        // Judged until the next move: a move at 13 leaves too few batches after the first.
+        assert_eq!(recovered_after(&t, 8, 8, 13), None);
+        // A second move at 13 is judged against the steady state before the first.
+        assert_eq!(recovered_after(&t, 8, 13, t.len()), Some(0));
         // Never back: none.
         let mut slow = vec![1.0; 8];
         slow.extend([2.0; 8]);
-        assert_eq!(recovered_after(&slow, 8), None);
+        assert_eq!(recovered_after(&slow, 8, 8, slow.len()), None);
         // Too few batches before the move to know the steady state.
-        assert_eq!(recovered_after(&t, 4), None);
+        assert_eq!(recovered_after(&t, 4, 4, t.len()), None);
+    }
+
+    #[test]
+    fn the_bound_waits_for_lookups_of_rows_requested_before() {
+        // Steady hit rate 0.9: within 10% of the time needs 1 - 1.1 * 0.1 = 0.89.
+        let hit = vec![0.9; 16];
+        let mut requested = vec![0.95; 8];
+        requested.extend([0.1, 0.5, 0.8, 0.88, 0.9, 0.9, 0.9, 0.9]);
+        // Batches 12..16 average 0.9; 11..15 average 0.895, 10..14 0.87.
+        assert_eq!(bound_after(&hit, &requested, 8, 8, 16), Some(3));
+        assert_eq!(bound_after(&hit, &requested, 8, 8, 13), None);
+    }
+
+    #[test]
+    fn a_drift_moves_its_share_of_the_ranks_and_keeps_them_in_range() {
+        let n = 1000;
+        assert!((0..n).all(|r| Drift::NONE.apply(r, n) == r));
+        let all = Drift::new(7, 1.0);
+        assert!((0..n).all(|r| all.apply(r, n) == (r + 7) % n));
+        let some = Drift::new(7, 0.25);
+        let moved = (0..n).filter(|&r| some.apply(r, n) != r).count();
+        assert!((150..350).contains(&moved), "{moved} of {n} moved");
+        assert!((0..n).all(|r| some.apply(r, n) < n));
     }
 }
