@@ -233,7 +233,21 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
             .iter()
             .flat_map(|&m| ms[m..(m + every).min(ms.len())].iter().copied())
             .reduce(f64::max);
-        let recovery = batches("drift_recovery_batches", r);
+        // From the batch times, by the rule above (lines of the example's earlier rules
+        // render the same way).
+        let recovery: Vec<Option<u64>> = match steady {
+            Some(steady) => moves
+                .iter()
+                .enumerate()
+                .map(|(i, &m)| {
+                    let end = moves.get(i + 1).copied().unwrap_or(ms.len());
+                    (m..end.saturating_sub(3))
+                        .find(|&k| ms[k..k + 4].iter().sum::<f64>() / 4.0 <= 1.1 * steady)
+                        .map(|k| (k - m) as u64)
+                })
+                .collect(),
+            None => batches("drift_recovery_batches", r),
+        };
         let bound = batches("drift_bound_batches", r);
         let met = !recovery.is_empty()
             && recovery
