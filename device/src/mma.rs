@@ -804,6 +804,15 @@ impl FragC {
     ///
     /// # Safety
     /// As [`stmatrix_at`](Self::stmatrix_at).
+    ///
+    /// ```should_panic
+    /// use berth_device::{f16, mma::FragC, shared_array, warp};
+    /// let tile = shared_array!(T: [f16; 8 * 16]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// unsafe { FragC::zero().stmatrix_trans_at(tile, l % 8 * 16 + l / 8 % 2 * 8) };
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub unsafe fn stmatrix_trans_at<T: MmaInput>(self, tile: Shared<T>, at: usize) {
@@ -855,6 +864,15 @@ impl FragC {
     ///
     /// # Safety
     /// As [`stmatrix_at`](Self::stmatrix_at), for the 32 rows the warp names.
+    ///
+    /// ```should_panic
+    /// use berth_device::{bf16, mma::FragC, shared_array, warp};
+    /// let tile = shared_array!(T: [bf16; 16 * 16]);
+    /// let l = warp::lane_id();
+    /// // SAFETY: (not met: the warp has one lane here, which the report says) the whole
+    /// // warp reaches the call.
+    /// unsafe { FragC::stmatrix_pair_at([FragC::zero(); 2], tile, l % 16 * 16 + l / 16 * 8) };
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub unsafe fn stmatrix_pair_at<T: MmaInput>(pair: [Self; 2], tile: Shared<T>, at: usize) {
