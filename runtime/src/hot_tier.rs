@@ -454,6 +454,8 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     seen: DeviceBuffer<u32>,
     /// Whether gathers log a row only at its second miss ([`HotTier::admit_on_repeat`]).
     on_repeat: bool,
+    /// Slots a refresh keeps free for the miss log ([`HotTier::keep_free`]).
+    keep_free: usize,
     /// For each row of the last gather, its place in the miss log if it logged it (else
     /// [`NOT_RESIDENT`]), for the capture kernel after it.
     claim: DeviceBuffer<u32>,
@@ -621,6 +623,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             log_limit,
             seen: gpu.alloc_zeroed::<u32>(if capacity == 0 { 0 } else { rows.div_ceil(32) })?,
             on_repeat: false,
+            keep_free: 0,
             claim: gpu.alloc_zeroed(0)?,
             grant,
             captured: true,
@@ -1084,6 +1087,36 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.on_repeat = on;
     }
 
+    /// Keep up to `rows` slots free for the miss log at each refresh (at most the log's
+    /// length), evicting resident rows counted 0 that the clock's hand finds unreferenced,
+    /// ahead of need; 0, the default, evicts only as many rows as the counted ones need. The
+    /// gathers log the rows they miss only into free slots, so a full tier otherwise admits
+    /// new rows only through the counted ids a refresh ranks: a hot set that moves to rows the
+    /// tier never held then comes in slowly. With slots kept free, the rows a batch misses
+    /// are in the tier from the next refresh on, at the cost of evicting cold rows that a law
+    /// that does not move might read again (`docs/hot-tier.md` measures both).
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_zeroed::<f32>(64 * 4)?; // 64 rows of 4 floats
+    /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 4 * 16)?; // the slot table, 4 rows
+    /// tier.keep_free(2);
+    /// let mut out = gpu.alloc_zeroed::<f32>(4 * 4)?;
+    /// tier.gather(&gpu, &[0, 1, 2, 3], &mut out)?.wait()?;
+    /// tier.refresh(&gpu)?;
+    /// // Rows counted 0 make way: two slots stay free for the next misses.
+    /// for _ in 0..4 {
+    ///     tier.refresh(&gpu)?;
+    /// }
+    /// assert!(tier.resident_rows() <= 2);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn keep_free(&mut self, rows: usize) {
+        self.keep_free = rows;
+    }
+
     /// Report, once, a batch with more rows than the tier holds.
     fn report_small(&mut self, batch: u64, ids: usize) {
         if ids > self.capacity && !self.reported_small {
@@ -1207,6 +1240,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         misses.swap(self);
         let job = Job {
             policy,
+            keep_free: self.keep_free,
             misses,
             gpu: self.gpu.clone(),
             limit: self.log_limit,
@@ -1525,6 +1559,8 @@ impl MissLog {
 /// What a ranking thread is given: the policy's state and the log to read.
 struct Job {
     policy: Box<Policy>,
+    /// Slots to keep free for the log ([`HotTier::keep_free`]).
+    keep_free: usize,
     misses: MissLog,
     gpu: Gpu,
     /// Places of the log the gathers could take.
@@ -1556,7 +1592,10 @@ impl Job {
         let plan = self
             .misses
             .take(&self.gpu, self.limit, self.clear_seen)
-            .map(|logged| self.policy.plan(&logged, self.captured, start.elapsed()));
+            .map(|logged| {
+                self.policy
+                    .plan(&logged, self.captured, self.keep_free, start.elapsed())
+            });
         Ranked {
             policy: self.policy,
             misses: self.misses,
@@ -1874,9 +1913,16 @@ impl Policy {
 
     /// Rank the counted rows and settle the logged ones (`logged`, each in the slot granted
     /// to its place; copied there by the gathers' captures if `captured`), choose the rows
-    /// to admit and evict and their slots, grant the free slots to the next gathers' log,
-    /// and halve every count. Host work only: the plan's kernels are queued by the tier.
-    fn plan(&mut self, logged: &[u32], captured: bool, log_read: std::time::Duration) -> Plan {
+    /// to admit and evict and their slots (evicting cold rows until `keep_free` slots, up to
+    /// the log's length, are free for the log), grant the free slots to the next gathers'
+    /// log, and halve every count. Host work only: the plan's kernels are queued by the tier.
+    fn plan(
+        &mut self,
+        logged: &[u32],
+        captured: bool,
+        keep_free: usize,
+        log_read: std::time::Duration,
+    ) -> Plan {
         let start = std::time::Instant::now();
         // The logged rows: each is in the slot granted to its place in the log (the gathers'
         // captures copied it there, or the fill does when a capture was not queued). The
@@ -1960,12 +2006,23 @@ impl Policy {
         };
         let (counts, bits) = (&self.counts, &self.bits);
         // Room: resident rows not kept leave, rows counted 0 first, as many as the free slots
-        // lack; their slots are refilled from the next refresh on.
-        let short = admit.len().saturating_sub(self.free.len());
+        // lack; their slots are refilled from the next refresh on. Beyond that, rows counted
+        // 0 that the hand finds unreferenced leave until `keep_free` slots are left for the
+        // log (none of the least counted leave for it).
+        let must = admit.len().saturating_sub(self.free.len());
+        let spare = self.free.len().saturating_sub(admit.len());
+        let short = must + keep_free.min(self.log_len).saturating_sub(spare);
         let mut evict = Vec::new();
         if short > 0 {
-            let kept: Vec<u32> = chosen.iter().copied().filter(|&id| bit(bits, id)).collect();
-            for &id in &kept {
+            // The chosen rows that are resident stay, and so do the logged rows just settled:
+            // the gathers have only now asked for them.
+            let stay: Vec<u32> = chosen
+                .iter()
+                .copied()
+                .filter(|&id| bit(bits, id))
+                .chain(pairs[..kept].iter().map(|&(id, _)| id))
+                .collect();
+            for &id in &stay {
                 set_bit(&mut self.mark, id, true);
             }
             let (resident, mark) = (&self.resident, &self.mark);
@@ -1981,7 +2038,14 @@ impl Policy {
             let capacity = self.capacity;
             let referenced = &mut self.referenced;
             let mut looked = 0;
-            while evict.len() < short && looked < capacity {
+            // For the slots kept free alone, the hand looks at a few slots per one it empties,
+            // not round the whole tier at every refresh.
+            let budget = if must > 0 {
+                capacity
+            } else {
+                capacity.min(8 * short)
+            };
+            while evict.len() < short && looked < budget {
                 let s = (self.hand + looked) % capacity;
                 looked += 1;
                 if leaves(s) && counts[resident[s] as usize] == 0 {
@@ -1994,7 +2058,7 @@ impl Policy {
                 }
             }
             self.hand = (self.hand + looked) % capacity;
-            if evict.len() < short {
+            if evict.len() < must {
                 // Then the least counted of the others.
                 let mut taken = vec![false; capacity];
                 for &s in &evict {
@@ -2007,10 +2071,10 @@ impl Policy {
                     let id = resident[s as usize];
                     (counts[id as usize], std::cmp::Reverse(id))
                 });
-                rest.truncate(short - evict.len());
+                rest.truncate(must - evict.len());
                 evict.extend(rest);
             }
-            for &id in &kept {
+            for &id in &stay {
                 set_bit(&mut self.mark, id, false);
             }
         }
@@ -2350,5 +2414,39 @@ mod tests {
             assert!(t.is_resident(again) && t.is_resident(7));
             assert_tables_agree(&mut t);
         }
+    }
+
+    /// Slots kept free for the log: rows counted 0 leave ahead of need, counted rows never
+    /// do for it, and the rows the next gathers miss are logged into the freed slots.
+    #[test]
+    fn slots_kept_free_take_the_next_misses_and_evict_only_cold_rows() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (64usize, 4usize);
+        let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 4 * width * 4)
+            .unwrap();
+        t.keep_free(2);
+        let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
+            let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+            t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
+            t.refresh(&gpu).unwrap()
+        };
+        // Rows 0 and 1 counted four times, rows 2 and 3 once: after the refresh those are
+        // counted 0, these 2.
+        assert_eq!(gather(&mut t, &[0, 1, 0, 1, 0, 1, 0, 1, 2, 3]).admitted, 4);
+        assert_eq!(t.resident_rows(), 4);
+        // The hand passes each cold row once (admission cleared their reference bits):
+        // rows 2 and 3 leave, rows 0 and 1, still counted, stay.
+        let r = gather(&mut t, &[]);
+        assert_eq!(r.evicted, 2);
+        assert!(t.is_resident(0) && t.is_resident(1));
+        assert!(!t.is_resident(2) && !t.is_resident(3));
+        // The two free slots are the log's: rows 40 and 41, missed once, are in the tier after
+        // the next refresh although nothing counted made room for them.
+        t.count_every(NonZeroUsize::new(1000).unwrap());
+        assert_eq!(gather(&mut t, &[40, 41]).admitted, 2);
+        assert!(t.is_resident(40) && t.is_resident(41));
+        assert_tables_agree(&mut t);
     }
 }

@@ -87,6 +87,10 @@ struct Args {
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
+    /// Slots each refresh keeps free for the miss log, evicting cold rows ahead of need
+    /// (`HotTier::keep_free`; 0: none)
+    #[arg(long, default_value_t = 0)]
+    keep_free: usize,
     /// The share of the rows not resident that host threads gather while the GPU reads the
     /// others in place (`HotTier::host_gathers`; 0: the GPU reads them all)
     #[arg(long, default_value_t = 0.0)]
@@ -509,6 +513,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     tier.admit_on_repeat(args.admit_on_repeat);
+    tier.keep_free(args.keep_free);
     tier.host_gathers(args.host_share);
     println!(
         "features: the tier holds {} rows ({:.1}% of the table; {:.1} MiB of device memory)",
@@ -719,6 +724,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "refresh": args.refresh.name(),
             "count_every": args.count_every,
             "admit_on_repeat": args.admit_on_repeat,
+            "keep_free": args.keep_free,
             "drift_every": args.drift_every,
             "drift_recovery_batches": recovery,
             // Each timed batch's wall time where the hot set moves (what the recovery is
