@@ -193,13 +193,13 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "\nA drifting hot set: every few timed batches a share of the Zipf ranks (picked by a hash) move to rows a third of the table away, so the hot rows they bring were cold; the tier refreshed as above. Steady: the mean wall time of the 8 batches before the first move; after: the slowest batch after a move; back within 10%: the first batch after each move from which 4 batches average at most 1.1× the steady time (target: within {DRIFT_TARGET} batches). Any tier: a row never requested before misses in every tier, so the 4 batches from batch k hit at most the share of their lookups whose rows were requested before; with a batch's time proportional to its misses, being back within 10% needs a hit rate of 1 − 1.1 (1 − h), h the steady hit rate: the first batch where that share reaches it.\n"
+        "\nA drifting hot set: every few timed batches a share of the Zipf ranks (picked by a hash) move to rows a third of the table away, so the hot rows they bring were cold; the tier refreshed as above. Steady: the mean wall time of the 8 batches before the first move; after: the slowest batch after a move; back within 10%: the first batch after each move from which 4 batches average at most 1.1× the steady time (target: within {DRIFT_TARGET} batches). Any tier: a row never requested before misses in every tier, so the 4 batches from batch k hit at most the share of their lookups whose rows were requested before; with a batch's time proportional to its misses, being back within 10% needs a hit rate of 1 − 1.1 (1 − h), h the steady hit rate: the first batch where that share reaches it. Slots kept free: `HotTier::keep_free`.\n"
     )?;
     writeln!(
         md,
-        "| Zipf s | ranks moved | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before | target | rows right |"
+        "| Zipf s | ranks moved | slots kept free | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before | target | rows right |"
     )?;
-    writeln!(md, "|---:|---:|---:|---:|---:|---:|---|---|---|---|")?;
+    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")?;
     let batches = |key: &str, r: &Value| -> Vec<Option<u64>> {
         r[key]
             .as_array()
@@ -255,9 +255,10 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
                 .all(|k| k.is_some_and(|k| k <= DRIFT_TARGET));
         writeln!(
             md,
-            "| {} | {} | {} | {every} | {} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
+            "| {} | {} | {} | {} | {every} | {} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
             r["zipf"],
             percent(r["drift_share"].as_f64().or(Some(1.0))),
+            r["keep_free"].as_u64().unwrap_or(0),
             ms.len(),
             cell(steady, 3),
             cell(slowest, 3),
@@ -320,9 +321,10 @@ fn refreshes(md: &mut String, rows: &[Value]) -> Result {
             match (t["zipf"].as_f64(), drifting(t)) {
                 (Some(z), false) => format!("Zipf s = {z}"),
                 (Some(z), true) => format!(
-                    "Zipf s = {z}, {} of the ranks moving every {}",
+                    "Zipf s = {z}, {} of the ranks moving every {}, {} slots kept free",
                     percent(t["drift_share"].as_f64().or(Some(1.0))),
-                    t["drift_every"]
+                    t["drift_every"],
+                    t["keep_free"].as_u64().unwrap_or(0)
                 ),
                 (None, _) => "R-MAT 2-hop".to_owned(),
             },
@@ -527,7 +529,7 @@ mod tests {
         assert!(md.contains("| 1 | 100.0 | 90.0% |"), "{md}");
         assert!(!md.contains("| 1 | 50.0 |"), "{md}");
         assert!(
-            md.contains("| 1.0 | 10.0% | 24 | 12 | 1.000 | 4.000 | 3 | 1 | ≤ 20: ✓ | yes |"),
+            md.contains("| 1.0 | 10.0% | 0 | 24 | 12 | 1.000 | 4.000 | 3 | 1 | ≤ 20: ✓ | yes |"),
             "{md}"
         );
         Ok(())

@@ -47,8 +47,8 @@
 #   memory, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then a drifting hot set (s = 1.0, 192 timed
-#   batches, all the ranks or a tenth of them moved to other rows every 64;
-#   BERTH_FEATURES_DRIFT=0 skips it); then
+#   batches, all the ranks or a tenth of them moved to other rows every 64, and all of them
+#   with 1 Mi slots kept free for the miss log; BERTH_FEATURES_DRIFT=0 skips it); then
 #   the same over 2-hop samples of an R-MAT
 #   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
 #   skips it); then mapped_pages.cu (a plain CUDA gather from managed memory kept on the host,
@@ -603,12 +603,13 @@ if [[ $mode == features ]]; then
   # A drifting hot set: Zipf s = 1.0, all the ranks or a tenth of them moved every 64 of 192
   # timed batches.
   if [[ ${BERTH_FEATURES_DRIFT:-1} == 1 ]]; then
-    for share in 1 0.1; do
-      echo "=== features --zipf 1.0 --drift-every 64 --drift-share $share --warmup $warmup" | tee -a "$out/features.log"
-      if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 192 --refresh-every 16 --drift-every 64 --drift-share "$share" --zipf 1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
-        summary+=("PASS  features --drift-every 64 --drift-share $share (every row checked equal to the host's)")
+    for drift in "1 0" "0.1 0" "1 1048576"; do
+      read -r share keep <<< "$drift"
+      echo "=== features --zipf 1.0 --drift-every 64 --drift-share $share --keep-free $keep --warmup $warmup" | tee -a "$out/features.log"
+      if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 192 --refresh-every 16 --drift-every 64 --drift-share "$share" --keep-free "$keep" --zipf 1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+        summary+=("PASS  features --drift-every 64 --drift-share $share --keep-free $keep (every row checked equal to the host's)")
       else
-        summary+=("FAIL  features --drift-every 64 --drift-share $share"); fail=1
+        summary+=("FAIL  features --drift-every 64 --drift-share $share --keep-free $keep"); fail=1
       fi
     done
   fi
