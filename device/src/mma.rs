@@ -718,15 +718,8 @@ impl FragC {
         col: usize,
     ) {
         let l = crate::warp::lane_id();
-        let at = (row + l % 16) * stride + col;
-        // SAFETY: the row is checked in bounds and aligned by `stmatrix_at` (on the simulator)
-        // and here (`checked_row`, on the GPU: the stride form keeps its checks); the
-        // whole-warp and write contracts are the caller's.
-        unsafe {
-            #[cfg(target_arch = "nvptx64")]
-            checked_row::<true, T>(tile, stride, row + l % 16, col);
-            self.stmatrix_at(tile, at);
-        }
+        // SAFETY: the caller's contract.
+        unsafe { store_strided::<2, false, T>(tile, stride, row + l % 16, col, self.packed::<T>()) }
     }
 
     /// [`stmatrix`](Self::stmatrix) with each lane naming its own row: lane `l` gives `at`,
@@ -789,12 +782,8 @@ impl FragC {
     ) {
         let l = crate::warp::lane_id();
         let (r, c) = (row + l % 8, col + 8 * (l / 8 % 2));
-        // SAFETY: as in `stmatrix`.
-        unsafe {
-            #[cfg(target_arch = "nvptx64")]
-            checked_row::<true, T>(tile, stride, r, c);
-            store_matrices::<2, true, T>(tile, r * stride + c, self.packed::<T>());
-        }
+        // SAFETY: the caller's contract.
+        unsafe { store_strided::<2, true, T>(tile, stride, r, c, self.packed::<T>()) }
     }
 
     /// [`stmatrix_trans`](Self::stmatrix_trans) with each lane naming its own row: lane `l`
@@ -849,13 +838,10 @@ impl FragC {
         col: usize,
     ) {
         let l = crate::warp::lane_id();
+        let ([a0, a1], [b0, b1]) = (pair[0].packed::<T>(), pair[1].packed::<T>());
         let (r, c) = (row + l % 16, col + 8 * (l / 16));
-        // SAFETY: as in `stmatrix`.
-        unsafe {
-            #[cfg(target_arch = "nvptx64")]
-            checked_row::<true, T>(tile, stride, r, c);
-            Self::stmatrix_pair_at(pair, tile, r * stride + c);
-        }
+        // SAFETY: the caller's contract.
+        unsafe { store_strided::<4, false, T>(tile, stride, r, c, [a0, a1, b0, b1]) }
     }
 
     /// [`stmatrix_pair`](Self::stmatrix_pair) with each lane naming its own row: lane `l`
@@ -889,6 +875,29 @@ impl FragC {
         let [c0, c1, c2, c3] = self.regs;
         [T::pack_f32s(c0, c1), T::pack_f32s(c2, c3)]
     }
+}
+
+/// [`store_matrices`] with this lane's row at row `row`, column `col` of `tile` (row-major,
+/// `stride` elements per row), checked in bounds and 16-byte aligned on the GPU too (the
+/// stride forms keep their checks; the simulator's are in `store_matrices`).
+///
+/// # Safety
+/// The whole warp reaches the call together; the write contract holds for every row the
+/// warp names.
+#[inline(always)]
+#[track_caller]
+unsafe fn store_strided<const N: usize, const TRANS: bool, T: Copy + Send>(
+    tile: Shared<T>,
+    stride: usize,
+    row: usize,
+    col: usize,
+    regs: [u32; N],
+) {
+    #[cfg(target_arch = "nvptx64")]
+    checked_row::<true, T>(tile, stride, row, col);
+    // SAFETY: the row is checked in bounds and aligned (above on the GPU, by
+    // `store_matrices` on the simulator); the rest is the caller's contract.
+    unsafe { store_matrices::<N, TRANS, T>(tile, row * stride + col, regs) }
 }
 
 /// `stmatrix.sync.aligned.m8n8.xN[.trans].shared.b16` of the registers `regs` (one 8×8
