@@ -449,44 +449,46 @@ fn an_mma_without_the_whole_warp_is_reported_where_it_is_called() {
     still_works(&gpu);
 }
 
-#[test]
-fn an_ldmatrix_in_a_partial_warp_is_reported_where_it_is_called() {
-    use berth_fixtures::broken::ldmatrix_partial_warp;
-    let (gpu, err) =
-        warp_report(|gpu, out| ldmatrix_partial_warp(gpu, Grid::new(1, 48), out)?.wait());
+/// A tensor-core call (`op`, at the fixture line holding `call`) in a block of 48 threads,
+/// whose second warp is partial: reported as a warp-wide operation, where it is called.
+fn a_partial_warp_call_is_reported(
+    launch: impl FnOnce(&Gpu, &mut berth::DeviceBuffer<u32>) -> berth::Result<()>,
+    op: &str,
+    call: &str,
+) {
+    let (gpu, err) = warp_report(launch);
     let Error::Simulator { problem, .. } = &err else {
         unreachable!()
     };
     assert!(
-        problem.contains("mma::ldmatrix() in lane 0 is a warp-wide operation"),
+        problem.contains(&format!("mma::{op}() in lane 0 is a warp-wide operation")),
         "{err}"
     );
-    let line = warp_line("let a = unsafe { FragA::ldmatrix(tile, 16, 0, 0) };");
     assert!(
-        problem.contains(&format!("fixtures/src/broken.rs:{line}")),
+        problem.contains(&format!("fixtures/src/broken.rs:{}", warp_line(call))),
         "{err}"
     );
     still_works(&gpu);
 }
 
 #[test]
+fn an_ldmatrix_in_a_partial_warp_is_reported_where_it_is_called() {
+    use berth_fixtures::broken::ldmatrix_partial_warp;
+    a_partial_warp_call_is_reported(
+        |gpu, out| ldmatrix_partial_warp(gpu, Grid::new(1, 48), out)?.wait(),
+        "ldmatrix",
+        "let a = unsafe { FragA::ldmatrix(tile, 16, 0, 0) };",
+    );
+}
+
+#[test]
 fn an_stmatrix_in_a_partial_warp_is_reported_where_it_is_called() {
     use berth_fixtures::broken::stmatrix_partial_warp;
-    let (gpu, err) =
-        warp_report(|gpu, out| stmatrix_partial_warp(gpu, Grid::new(1, 48), out)?.wait());
-    let Error::Simulator { problem, .. } = &err else {
-        unreachable!()
-    };
-    assert!(
-        problem.contains("mma::stmatrix() in lane 0 is a warp-wide operation"),
-        "{err}"
+    a_partial_warp_call_is_reported(
+        |gpu, out| stmatrix_partial_warp(gpu, Grid::new(1, 48), out)?.wait(),
+        "stmatrix",
+        "unsafe { FragC::zero().stmatrix(tile, 8, 0, 0) };",
     );
-    let line = warp_line("unsafe { FragC::zero().stmatrix(tile, 8, 0, 0) };");
-    assert!(
-        problem.contains(&format!("fixtures/src/broken.rs:{line}")),
-        "{err}"
-    );
-    still_works(&gpu);
 }
 
 #[test]
