@@ -2386,6 +2386,19 @@ mod tests {
         assert_tables_agree(&mut t);
     }
 
+    /// A tier of `slots` rows over a table of 64 rows of 4 floats, on `gpu`.
+    fn small_tier(gpu: &Gpu, slots: usize) -> HotTier<f32> {
+        let table = gpu.mapped_zeroed::<f32>(64 * 4).unwrap();
+        gpu.hot_tier(table, 4, 64 * 4 + slots * 4 * 4).unwrap()
+    }
+
+    /// Gather `ids` from a [`small_tier`], then refresh it.
+    fn gather_and_refresh(gpu: &Gpu, t: &mut HotTier<f32>, ids: &[u32]) -> Refresh {
+        let mut out = gpu.alloc_zeroed::<f32>(ids.len() * 4).unwrap();
+        t.gather(gpu, ids, &mut out).unwrap().wait().unwrap();
+        t.refresh(gpu).unwrap()
+    }
+
     #[test]
     fn a_row_read_again_while_resident_outlives_a_row_read_once() {
         // Rows 5 and 9 take the tier's two slots; one of them is read again while resident;
@@ -2393,16 +2406,8 @@ mod tests {
         // again stays, whichever slot the hand reaches first: each row in turn.
         for again in [5u32, 9] {
             let gpu = Gpu::simulator();
-            let (rows, width) = (64usize, 4usize);
-            let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
-            let mut t = gpu
-                .hot_tier(table, width, rows * 4 + 2 * width * 4)
-                .unwrap();
-            let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
-                let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
-                t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
-                t.refresh(&gpu).unwrap()
-            };
+            let mut t = small_tier(&gpu, 2);
+            let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_and_refresh(&gpu, t, ids);
             assert_eq!(gather(&mut t, &[5, 9]).admitted, 2);
             gather(&mut t, &[again]);
             assert_eq!(t.count(again), 0);
@@ -2421,17 +2426,9 @@ mod tests {
     #[test]
     fn slots_kept_free_take_the_next_misses_and_evict_only_cold_rows() {
         let gpu = Gpu::simulator();
-        let (rows, width) = (64usize, 4usize);
-        let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 4 * width * 4)
-            .unwrap();
+        let mut t = small_tier(&gpu, 4);
         t.keep_free(2);
-        let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
-            let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
-            t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
-            t.refresh(&gpu).unwrap()
-        };
+        let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_and_refresh(&gpu, t, ids);
         // Rows 0 and 1 counted four times, rows 2 and 3 once: after the refresh those are
         // counted 0, these 2.
         assert_eq!(gather(&mut t, &[0, 1, 0, 1, 0, 1, 0, 1, 2, 3]).admitted, 4);
