@@ -1,16 +1,22 @@
 //! tensor_gemm: berth's tensor-core GEMM (`hgemm_f16` / `hgemm_bf16`: `f16` or `bf16` in,
-//! `f32` out) against cuBLAS's `cublasGemmEx` with the same types, on the same random
-//! matrices in berth's buffers; prints each one's time and TFLOP/s, and checks both against
-//! each other and sampled entries against the host.
+//! `f32` out; `--depth 64` for `hgemm64_f16` / `hgemm64_bf16`) against cuBLAS's
+//! `cublasGemmEx` with the same types, on the same random matrices in berth's buffers; prints
+//! each one's median and best time and TFLOP/s, checks both against each other and sampled
+//! entries against the host, and ends with one JSON line per type.
 //!
 //! `cargo run --release -p berth-examples --features cublas --bin tensor_gemm -- [--m 4096]
-//! [--n 4096] [--k 4096] [--reps 20]` (`m`, `n` multiples of 128, `k` of 32). On the CPU
-//! simulator it runs berth's kernel alone, once, at the size given (keep it small there).
+//! [--n 4096] [--k 4096] [--reps 20] [--batch 10] [--depth 32]` (`m`, `n` multiples of 128,
+//! `k` of the depth). Each timed sample is `batch` launches queued back to back with one
+//! wait. On the CPU simulator it runs berth's kernel alone, once, at the size given (keep it
+//! small there).
 
-use berth::{Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Stream, bf16, f16};
+use berth::{
+    Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Pending, Queue, Stream, bf16, f16,
+};
 use berth_examples::cli::{exit_with, init_logging};
 use berth_examples::tensor::{
-    MMA_BK, MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, hgemm_bf16, hgemm_f16,
+    MMA_BK, MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, MMA64_BK, MMA64_SHARED_BYTES,
+    hgemm_bf16, hgemm_f16, hgemm64_bf16, hgemm64_f16,
 };
 use clap::Parser;
 use cudarc::cublas::CudaBlas;
@@ -40,9 +46,16 @@ struct Args {
     /// Columns of `a`, rows of `b` (a multiple of 32)
     #[arg(long, default_value_t = 4096)]
     k: usize,
-    /// Timed repetitions of each GEMM (after one warm-up)
+    /// Timed samples of each GEMM (after one warm-up)
     #[arg(long, default_value_t = 20)]
     reps: usize,
+    /// Launches queued back to back in one sample
+    #[arg(long, default_value_t = 10)]
+    batch: usize,
+    /// The depth of one step of berth's kernel: 32 (`hgemm_*`, a ring of four) or 64
+    /// (`hgemm64_*`, a ring of three)
+    #[arg(long, default_value_t = 32)]
+    depth: usize,
 }
 
 /// The element types both sides run, with what cuBLAS calls them.
@@ -51,15 +64,15 @@ trait Input: DeviceCopy + Send + Sync {
     const CUDA: cudaDataType_t;
     fn round(x: f32) -> Self;
     fn widen(self) -> f32;
-    #[allow(clippy::too_many_arguments)]
-    fn launch(
-        stream: &Stream,
-        grid: Grid,
+    /// Queue berth's kernel of step depth `depth` (32 or 64).
+    fn launch<'l>(
+        on: &'l impl Queue,
+        grid: (Grid, usize),
         dims: (u32, u32, u32),
-        a: &DeviceBuffer<Self>,
-        b: &DeviceBuffer<Self>,
-        c: &mut DeviceBuffer<f32>,
-    ) -> berth::Result<()>;
+        a: &'l DeviceBuffer<Self>,
+        b: &'l DeviceBuffer<Self>,
+        c: &'l mut DeviceBuffer<f32>,
+    ) -> berth::Result<Pending<'l>>;
 }
 
 impl Input for f16 {
@@ -71,15 +84,19 @@ impl Input for f16 {
     fn widen(self) -> f32 {
         self.to_f32()
     }
-    fn launch(
-        s: &Stream,
-        g: Grid,
+    fn launch<'l>(
+        on: &'l impl Queue,
+        (g, depth): (Grid, usize),
         (m, n, k): (u32, u32, u32),
-        a: &DeviceBuffer<Self>,
-        b: &DeviceBuffer<Self>,
-        c: &mut DeviceBuffer<f32>,
-    ) -> berth::Result<()> {
-        hgemm_f16(s, g, m, n, k, a, b, c)?.wait()
+        a: &'l DeviceBuffer<Self>,
+        b: &'l DeviceBuffer<Self>,
+        c: &'l mut DeviceBuffer<f32>,
+    ) -> berth::Result<Pending<'l>> {
+        if depth == MMA64_BK {
+            hgemm64_f16(on, g, m, n, k, a, b, c)
+        } else {
+            hgemm_f16(on, g, m, n, k, a, b, c)
+        }
     }
 }
 
@@ -92,70 +109,109 @@ impl Input for bf16 {
     fn widen(self) -> f32 {
         self.to_f32()
     }
-    fn launch(
-        s: &Stream,
-        g: Grid,
+    fn launch<'l>(
+        on: &'l impl Queue,
+        (g, depth): (Grid, usize),
         (m, n, k): (u32, u32, u32),
-        a: &DeviceBuffer<Self>,
-        b: &DeviceBuffer<Self>,
-        c: &mut DeviceBuffer<f32>,
-    ) -> berth::Result<()> {
-        hgemm_bf16(s, g, m, n, k, a, b, c)?.wait()
+        a: &'l DeviceBuffer<Self>,
+        b: &'l DeviceBuffer<Self>,
+        c: &'l mut DeviceBuffer<f32>,
+    ) -> berth::Result<Pending<'l>> {
+        if depth == MMA64_BK {
+            hgemm64_bf16(on, g, m, n, k, a, b, c)
+        } else {
+            hgemm_bf16(on, g, m, n, k, a, b, c)
+        }
     }
 }
 
-/// `reps` runs of `c = a · b` (row-major) by cuBLAS on berth's buffers, each waited for; the
-/// seconds of the fastest.
-fn cublas_gemm<T: Input>(
+/// The median and the smallest of `v` (not empty).
+fn median_min(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0])
+}
+
+/// `reps` samples of berth's GEMM, each `batch` launches in one scope; per-launch seconds.
+fn berth_times<T: Input>(
+    stream: &Stream,
+    (grid, depth): (Grid, usize),
+    dims: (u32, u32, u32),
+    (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
+    c: &mut DeviceBuffer<f32>,
+    (reps, batch): (usize, usize),
+) -> Result<Vec<f64>, Failure> {
+    let mut times = Vec::with_capacity(reps);
+    for rep in 0..=reps {
+        let start = Instant::now();
+        stream.scope(|s| {
+            for _ in 0..batch {
+                T::launch(s, (grid, depth), dims, a, b, c)?.detach();
+            }
+            Ok(())
+        })?;
+        if rep > 0 || reps == 0 {
+            times.push(start.elapsed().as_secs_f64() / batch as f64);
+        }
+    }
+    Ok(times)
+}
+
+/// `reps` samples of `c = a · b` (row-major) by cuBLAS on berth's buffers, each `batch`
+/// calls then one synchronise; per-call seconds.
+fn cublas_times<T: Input>(
     blas: &CudaBlas,
     stream: &Stream,
     (m, n, k): (usize, usize, usize),
-    a: &DeviceBuffer<T>,
-    b: &DeviceBuffer<T>,
+    (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
     c: &mut DeviceBuffer<f32>,
-    reps: usize,
-) -> Result<f64, Failure> {
+    (reps, batch): (usize, usize),
+) -> Result<Vec<f64>, Failure> {
     let (alpha, beta) = (1.0f32, 0.0f32);
     let timed = a.with_cudarc(stream, |a, s| {
         b.with_cudarc(stream, |b, _| {
-            c.with_cudarc_mut(stream, |mut c, _| -> Result<f64, Failure> {
+            c.with_cudarc_mut(stream, |mut c, _| -> Result<Vec<f64>, Failure> {
                 let (pa, _ra) = a.device_ptr(s);
                 let (pb, _rb) = b.device_ptr(s);
                 let (pc, _rc) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut c, s);
-                let mut best = f64::INFINITY;
-                for _ in 0..=reps {
+                let mut times = Vec::with_capacity(reps);
+                for rep in 0..=reps {
                     let start = Instant::now();
-                    // SAFETY: column-major `cᵀ = bᵀ · aᵀ` is row-major `c = a · b`: `b` is
-                    // `n × k` column-major with leading dimension `n`, `a` `k × m` with `k`,
-                    // `c` `n × m` with `n`; the three views hold exactly those elements, of
-                    // the types named; cuBLAS queues on `s`, the stream the views were lent on.
-                    unsafe {
-                        cudarc::cublas::result::gemm_ex(
-                            *blas.handle(),
-                            cublasOperation_t::CUBLAS_OP_N,
-                            cublasOperation_t::CUBLAS_OP_N,
-                            n as i32,
-                            m as i32,
-                            k as i32,
-                            (&alpha) as *const f32 as *const _,
-                            pb as *const _,
-                            T::CUDA,
-                            n as i32,
-                            pa as *const _,
-                            T::CUDA,
-                            k as i32,
-                            (&beta) as *const f32 as *const _,
-                            pc as *mut _,
-                            cudaDataType_t::CUDA_R_32F,
-                            n as i32,
-                            cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                        )?;
+                    for _ in 0..batch {
+                        // SAFETY: column-major `cᵀ = bᵀ · aᵀ` is row-major `c = a · b`: `b` is
+                        // `n × k` column-major with leading dimension `n`, `a` `k × m` with
+                        // `k`, `c` `n × m` with `n`; the three views hold exactly those
+                        // elements, of the types named; cuBLAS queues on `s`, the stream the
+                        // views were lent on.
+                        unsafe {
+                            cudarc::cublas::result::gemm_ex(
+                                *blas.handle(),
+                                cublasOperation_t::CUBLAS_OP_N,
+                                cublasOperation_t::CUBLAS_OP_N,
+                                n as i32,
+                                m as i32,
+                                k as i32,
+                                (&alpha) as *const f32 as *const _,
+                                pb as *const _,
+                                T::CUDA,
+                                n as i32,
+                                pa as *const _,
+                                T::CUDA,
+                                k as i32,
+                                (&beta) as *const f32 as *const _,
+                                pc as *mut _,
+                                cudaDataType_t::CUDA_R_32F,
+                                n as i32,
+                                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                            )?;
+                        }
                     }
                     s.synchronize()?;
-                    best = best.min(start.elapsed().as_secs_f64());
+                    if rep > 0 {
+                        times.push(start.elapsed().as_secs_f64() / batch as f64);
+                    }
                 }
-                Ok(best)
+                Ok(times)
             })
         })
     });
@@ -175,7 +231,7 @@ fn one<T: Input>(
     blas: Option<&CudaBlas>,
     stream: &Stream,
     (m, n, k): (usize, usize, usize),
-    reps: usize,
+    (reps, batch, depth): (usize, usize, usize),
 ) -> Result<bool, Failure> {
     let mut rng = rand::rng();
     let mut random = |len: usize| -> Vec<T> {
@@ -186,16 +242,23 @@ fn one<T: Input>(
     let (a, b) = (random(m * k), random(k * n));
     let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
     let mut by_berth = gpu.upload(&vec![f32::NAN; m * n])?;
+    let shared = if depth == MMA64_BK {
+        MMA64_SHARED_BYTES
+    } else {
+        MMA_SHARED_BYTES
+    };
     let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32)
-        .shared_bytes(MMA_SHARED_BYTES as u32);
+        .shared_bytes(shared as u32);
     let dims = (m as u32, n as u32, k as u32);
     let flops = 2.0 * (m * n * k) as f64;
-    let mut best = f64::INFINITY;
-    for _ in 0..=reps {
-        let start = Instant::now();
-        T::launch(stream, grid, dims, &da, &db, &mut by_berth)?;
-        best = best.min(start.elapsed().as_secs_f64());
-    }
+    let (med, best) = median_min(berth_times(
+        stream,
+        (grid, depth),
+        dims,
+        (&da, &db),
+        &mut by_berth,
+        (reps, batch),
+    )?);
     let c_berth = by_berth.to_vec()?;
     let (af, bf): (Vec<f32>, Vec<f32>) = (
         a.iter().map(|&x| x.widen()).collect(),
@@ -205,13 +268,21 @@ fn one<T: Input>(
         .filter(|_| {
             let (i, j) = (rng.random_range(0..m), rng.random_range(0..n));
             let want = host_entry(&af, &bf, (n, k), i, j);
-            (f64::from(c_berth[i * n + j]) - want).abs() > 1e-3 * want.abs().max(1.0)
+            let got = f64::from(c_berth[i * n + j]);
+            // A NaN (an entry never written) is off too.
+            (got - want).abs() > 1e-3 * want.abs().max(1.0) || got.is_nan()
         })
         .count();
+    let kernel = if depth == MMA64_BK {
+        "hgemm64"
+    } else {
+        "hgemm"
+    };
     print!(
-        "tensor_gemm {}: {m}×{n}×{k}: berth {:.3} ms ({:.1} TFLOP/s)",
+        "tensor_gemm {} {kernel}: {m}×{n}×{k}: berth median {:.3} ms ({:.1} TFLOP/s, best {:.1})",
         T::NAME,
-        best * 1e3,
+        med * 1e3,
+        flops / med / 1e12,
         flops / best / 1e12
     );
     let Some(blas) = blas else {
@@ -219,28 +290,52 @@ fn one<T: Input>(
         return Ok(off_host == 0);
     };
     let mut by_cublas = gpu.upload(&vec![f32::NAN; m * n])?;
-    let t_cublas = cublas_gemm(blas, stream, (m, n, k), &da, &db, &mut by_cublas, reps)?;
+    let (cmed, cbest) = median_min(cublas_times(
+        blas,
+        stream,
+        (m, n, k),
+        (&da, &db),
+        &mut by_cublas,
+        (reps, batch),
+    )?);
     let c_cublas = by_cublas.to_vec()?;
     let worst = c_cublas
         .iter()
         .zip(&c_berth)
         .map(|(x, y)| (x - y).abs() / x.abs().max(1.0))
-        .fold(0.0f32, f32::max);
+        .fold(
+            0.0f32,
+            |w, d| if d.is_nan() { f32::INFINITY } else { w.max(d) },
+        );
     println!(
-        ", cuBLAS {:.3} ms ({:.1} TFLOP/s): berth at {:.2}× cuBLAS's time; largest relative \
-         difference {worst:.2e}; {off_host} of 256 sampled entries off the host's",
-        t_cublas * 1e3,
-        flops / t_cublas / 1e12,
-        best / t_cublas
+        ", cuBLAS median {:.3} ms ({:.1} TFLOP/s, best {:.1}): berth at {:.3}× cuBLAS's \
+         throughput; largest relative difference {worst:.2e}; {off_host} of 256 sampled \
+         entries off the host's",
+        cmed * 1e3,
+        flops / cmed / 1e12,
+        flops / cbest / 1e12,
+        cmed / med
+    );
+    println!(
+        "{{\"bench\":\"tensor_gemm\",\"kernel\":\"{kernel}\",\"type\":\"{}\",\"m\":{m},\"n\":{n},\"k\":{k},\"batch\":{batch},\"berth_tflops\":{:.1},\"berth_best_tflops\":{:.1},\"cublas_tflops\":{:.1},\"cublas_best_tflops\":{:.1},\"ratio\":{:.3},\"worst_rel_diff\":{worst:e},\"off_host\":{off_host}}}",
+        T::NAME,
+        flops / med / 1e12,
+        flops / best / 1e12,
+        flops / cmed / 1e12,
+        flops / cbest / 1e12,
+        cmed / med
     );
     Ok(worst < 1e-3 && off_host == 0)
 }
 
 fn run(args: Args) -> Result<bool, Failure> {
-    let (m, n, k) = (args.m, args.n, args.k);
-    if m == 0 || n == 0 || k == 0 || m % MMA_BM != 0 || n % MMA_BN != 0 || k % MMA_BK != 0 {
+    let (m, n, k, depth) = (args.m, args.n, args.k, args.depth);
+    if depth != MMA_BK && depth != MMA64_BK {
+        return Err(format!("--depth {depth}: {MMA_BK} or {MMA64_BK}").into());
+    }
+    if m == 0 || n == 0 || k == 0 || m % MMA_BM != 0 || n % MMA_BN != 0 || k % depth != 0 {
         return Err(format!(
-            "--m {m} --n {n} --k {k}: m and n must be positive multiples of {MMA_BM}, k of {MMA_BK}"
+            "--m {m} --n {n} --k {k}: m and n must be positive multiples of {MMA_BM}, k of {depth}"
         )
         .into());
     }
@@ -260,9 +355,14 @@ fn run(args: Args) -> Result<bool, Failure> {
         Err(Error::NeedsGpu { .. }) if gpu.backend() == Backend::Simulator => None,
         Err(e) => return Err(e.into()),
     };
-    let reps = if blas.is_some() { args.reps } else { 0 };
+    let (reps, batch) = if blas.is_some() {
+        (args.reps.max(1), args.batch.max(1))
+    } else {
+        (0, 1)
+    };
     println!("tensor_gemm: on {}", gpu.name());
-    let ok_f16 = one::<f16>(&gpu, blas.as_ref(), &stream, (m, n, k), reps)?;
-    let ok_bf16 = one::<bf16>(&gpu, blas.as_ref(), &stream, (m, n, k), reps)?;
+    let shape = (m, n, k);
+    let ok_f16 = one::<f16>(&gpu, blas.as_ref(), &stream, shape, (reps, batch, depth))?;
+    let ok_bf16 = one::<bf16>(&gpu, blas.as_ref(), &stream, shape, (reps, batch, depth))?;
     Ok(ok_f16 && ok_bf16)
 }
