@@ -818,8 +818,8 @@ fn a_declared_2d_block_folds_the_z_check_of_index_2d_away() {
 #[test]
 fn the_pipelined_kernels_copy_with_cp_async_and_wait_for_their_groups() {
     for (name, wait) in [
-        ("hgemm_f16", "cp.async.wait_group 2;"),
-        ("hgemm_bf16", "cp.async.wait_group 2;"),
+        ("hgemm_f16", "cp.async.wait_group 1;"),
+        ("hgemm_bf16", "cp.async.wait_group 1;"),
         ("stage_sums", "cp.async.wait_group 1;"),
     ] {
         let body = entry_body(name);

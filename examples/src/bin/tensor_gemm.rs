@@ -1,12 +1,10 @@
 //! tensor_gemm: berth's tensor-core GEMM (`hgemm_f16` / `hgemm_bf16`: `f16` or `bf16` in,
-//! `f32` out; `--depth 64` for `hgemm64_f16` / `hgemm64_bf16`) against cuBLAS's
-//! `cublasGemmEx` with the same types, on the same random matrices in berth's buffers; prints
+//! `f32` out) against cuBLAS's `cublasGemmEx` with the same types, on the same random matrices in berth's buffers; prints
 //! each one's median and best time and TFLOP/s, checks both against each other and sampled
 //! entries against the host, and ends with one JSON line per type.
 //!
 //! `cargo run --release -p berth-examples --features cublas --bin tensor_gemm -- [--m 4096]
-//! [--n 4096] [--k 4096] [--reps 20] [--batch 10] [--depth 32]` (`m`, `n` multiples of 128,
-//! `k` of the depth). Each timed sample is `batch` launches queued back to back with one
+//! [--n 4096] [--k 4096] [--reps 20] [--batch 10]` (`m`, `n` multiples of 128, `k` of 64). Each timed sample is `batch` launches queued back to back with one
 //! wait. On the CPU simulator it runs berth's kernel alone, once, at the size given (keep it
 //! small there).
 
@@ -15,8 +13,7 @@ use berth::{
 };
 use berth_examples::cli::{exit_with, init_logging};
 use berth_examples::tensor::{
-    MMA_BK, MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, MMA64_BK, MMA64_SHARED_BYTES,
-    hgemm_bf16, hgemm_f16, hgemm64_bf16, hgemm64_f16,
+    MMA_BK, MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, hgemm_bf16, hgemm_f16,
 };
 use clap::Parser;
 use cudarc::cublas::CudaBlas;
@@ -43,7 +40,7 @@ struct Args {
     /// Columns of `b` and `c` (a multiple of 128)
     #[arg(long, default_value_t = 4096)]
     n: usize,
-    /// Columns of `a`, rows of `b` (a multiple of 32)
+    /// Columns of `a`, rows of `b` (a multiple of 64)
     #[arg(long, default_value_t = 4096)]
     k: usize,
     /// Timed samples of each GEMM (after one warm-up)
@@ -52,10 +49,6 @@ struct Args {
     /// Launches queued back to back in one sample
     #[arg(long, default_value_t = 10)]
     batch: usize,
-    /// The depth of one step of berth's kernel: 32 (`hgemm_*`, a ring of four) or 64
-    /// (`hgemm64_*`, a ring of three)
-    #[arg(long, default_value_t = 32)]
-    depth: usize,
 }
 
 /// The element types both sides run, with what cuBLAS calls them.
@@ -64,10 +57,10 @@ trait Input: DeviceCopy + Send + Sync {
     const CUDA: cudaDataType_t;
     fn round(x: f32) -> Self;
     fn widen(self) -> f32;
-    /// Queue berth's kernel of step depth `depth` (32 or 64).
+    /// Queue berth's kernel.
     fn launch<'l>(
         on: &'l impl Queue,
-        grid: (Grid, usize),
+        grid: Grid,
         dims: (u32, u32, u32),
         a: &'l DeviceBuffer<Self>,
         b: &'l DeviceBuffer<Self>,
@@ -86,17 +79,13 @@ impl Input for f16 {
     }
     fn launch<'l>(
         on: &'l impl Queue,
-        (g, depth): (Grid, usize),
+        g: Grid,
         (m, n, k): (u32, u32, u32),
         a: &'l DeviceBuffer<Self>,
         b: &'l DeviceBuffer<Self>,
         c: &'l mut DeviceBuffer<f32>,
     ) -> berth::Result<Pending<'l>> {
-        if depth == MMA64_BK {
-            hgemm64_f16(on, g, m, n, k, a, b, c)
-        } else {
-            hgemm_f16(on, g, m, n, k, a, b, c)
-        }
+        hgemm_f16(on, g, m, n, k, a, b, c)
     }
 }
 
@@ -111,17 +100,13 @@ impl Input for bf16 {
     }
     fn launch<'l>(
         on: &'l impl Queue,
-        (g, depth): (Grid, usize),
+        g: Grid,
         (m, n, k): (u32, u32, u32),
         a: &'l DeviceBuffer<Self>,
         b: &'l DeviceBuffer<Self>,
         c: &'l mut DeviceBuffer<f32>,
     ) -> berth::Result<Pending<'l>> {
-        if depth == MMA64_BK {
-            hgemm64_bf16(on, g, m, n, k, a, b, c)
-        } else {
-            hgemm_bf16(on, g, m, n, k, a, b, c)
-        }
+        hgemm_bf16(on, g, m, n, k, a, b, c)
     }
 }
 
@@ -134,7 +119,7 @@ fn median_min(mut v: Vec<f64>) -> (f64, f64) {
 /// `reps` samples of berth's GEMM, each `batch` launches in one scope; per-launch seconds.
 fn berth_times<T: Input>(
     stream: &Stream,
-    (grid, depth): (Grid, usize),
+    grid: Grid,
     dims: (u32, u32, u32),
     (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
     c: &mut DeviceBuffer<f32>,
@@ -145,7 +130,7 @@ fn berth_times<T: Input>(
         let start = Instant::now();
         stream.scope(|s| {
             for _ in 0..batch {
-                T::launch(s, (grid, depth), dims, a, b, c)?.detach();
+                T::launch(s, grid, dims, a, b, c)?.detach();
             }
             Ok(())
         })?;
@@ -231,7 +216,7 @@ fn one<T: Input>(
     blas: Option<&CudaBlas>,
     stream: &Stream,
     (m, n, k): (usize, usize, usize),
-    (reps, batch, depth): (usize, usize, usize),
+    (reps, batch): (usize, usize),
 ) -> Result<bool, Failure> {
     let mut rng = rand::rng();
     let mut random = |len: usize| -> Vec<T> {
@@ -242,18 +227,13 @@ fn one<T: Input>(
     let (a, b) = (random(m * k), random(k * n));
     let (da, db) = (gpu.upload(&a)?, gpu.upload(&b)?);
     let mut by_berth = gpu.upload(&vec![f32::NAN; m * n])?;
-    let shared = if depth == MMA64_BK {
-        MMA64_SHARED_BYTES
-    } else {
-        MMA_SHARED_BYTES
-    };
     let grid = Grid::new(((m / MMA_BM) * (n / MMA_BN)) as u32, MMA_THREADS as u32)
-        .shared_bytes(shared as u32);
+        .shared_bytes(MMA_SHARED_BYTES as u32);
     let dims = (m as u32, n as u32, k as u32);
     let flops = 2.0 * (m * n * k) as f64;
     let (med, best) = median_min(berth_times(
         stream,
-        (grid, depth),
+        grid,
         dims,
         (&da, &db),
         &mut by_berth,
@@ -273,11 +253,7 @@ fn one<T: Input>(
             (got - want).abs() > 1e-3 * want.abs().max(1.0) || got.is_nan()
         })
         .count();
-    let kernel = if depth == MMA64_BK {
-        "hgemm64"
-    } else {
-        "hgemm"
-    };
+    let kernel = "hgemm";
     print!(
         "tensor_gemm {} {kernel}: {m}×{n}×{k}: berth median {:.3} ms ({:.1} TFLOP/s, best {:.1})",
         T::NAME,
@@ -329,13 +305,10 @@ fn one<T: Input>(
 }
 
 fn run(args: Args) -> Result<bool, Failure> {
-    let (m, n, k, depth) = (args.m, args.n, args.k, args.depth);
-    if depth != MMA_BK && depth != MMA64_BK {
-        return Err(format!("--depth {depth}: {MMA_BK} or {MMA64_BK}").into());
-    }
-    if m == 0 || n == 0 || k == 0 || m % MMA_BM != 0 || n % MMA_BN != 0 || k % depth != 0 {
+    let (m, n, k) = (args.m, args.n, args.k);
+    if m == 0 || n == 0 || k == 0 || m % MMA_BM != 0 || n % MMA_BN != 0 || k % MMA_BK != 0 {
         return Err(format!(
-            "--m {m} --n {n} --k {k}: m and n must be positive multiples of {MMA_BM}, k of {depth}"
+            "--m {m} --n {n} --k {k}: m and n must be positive multiples of {MMA_BM}, k of {MMA_BK}"
         )
         .into());
     }
@@ -362,7 +335,7 @@ fn run(args: Args) -> Result<bool, Failure> {
     };
     println!("tensor_gemm: on {}", gpu.name());
     let shape = (m, n, k);
-    let ok_f16 = one::<f16>(&gpu, blas.as_ref(), &stream, shape, (reps, batch, depth))?;
-    let ok_bf16 = one::<bf16>(&gpu, blas.as_ref(), &stream, shape, (reps, batch, depth))?;
+    let ok_f16 = one::<f16>(&gpu, blas.as_ref(), &stream, shape, (reps, batch))?;
+    let ok_bf16 = one::<bf16>(&gpu, blas.as_ref(), &stream, shape, (reps, batch))?;
     Ok(ok_f16 && ok_bf16)
 }
