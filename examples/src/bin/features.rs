@@ -21,6 +21,11 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
 
+/// How a drifting hot set's recovery is judged (shared with the record of the runs).
+#[path = "../../../bench/features/drift.rs"]
+mod drift;
+use drift::{bound_after, recovered_after};
+
 /// Rows gathered by Zipf-skewed ids through a hot tier over a host table
 /// (`RUST_LOG=berth_runtime=debug` shows each refresh).
 #[derive(Parser)]
@@ -398,53 +403,6 @@ fn dump(path: &std::path::Path, ids: &[u32]) -> std::io::Result<()> {
     f.write_all(&bytes)
 }
 
-/// Batches before the first move of the hot set that make its steady state.
-const STEADY: usize = 8;
-/// Batches a recovery is judged over.
-const WINDOW: usize = 4;
-
-/// The mean of `v[range]`.
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
-/// How many batches after a move of the hot set at timed batch `at` the gathers took again at
-/// most 10% more than in the steady state, the 8 batches before the first move (`first`):
-/// the first `k` where the mean of batches `at + k ..` (4 of them) is within 10% of theirs.
-/// `None` if there are fewer than 8 before, or it never happens before the next move or the
-/// end (`end`).
-fn recovered_after(batch_s: &[f64], first: usize, at: usize, end: usize) -> Option<usize> {
-    if first < STEADY || at > end || end > batch_s.len() {
-        return None;
-    }
-    let steady = mean(&batch_s[first - STEADY..first]);
-    (at..end.saturating_sub(WINDOW - 1))
-        .find(|&k| mean(&batch_s[k..k + WINDOW]) <= 1.1 * steady)
-        .map(|k| k - at)
-}
-
-/// The same for any tier, from what it could know: a lookup of a row never requested before
-/// misses in every tier, so batch `k` hits at most the share `requested[k]` of its lookups
-/// that were. With a batch's time taken as proportional to its misses, being within 10% of
-/// the steady time needs a hit rate of at least `1 - 1.1 (1 - h)`, `h` the steady state's
-/// (`hit`, the tier's measured rate, over the same 8 batches): the first `k` where the 4
-/// batches from `at + k` could have it. `None` as for [`recovered_after`].
-fn bound_after(
-    hit: &[f64],
-    requested: &[f64],
-    first: usize,
-    at: usize,
-    end: usize,
-) -> Option<usize> {
-    if first < STEADY || at > end || end > hit.len().min(requested.len()) {
-        return None;
-    }
-    let need = 1.0 - 1.1 * (1.0 - mean(&hit[first - STEADY..first]));
-    (at..end.saturating_sub(WINDOW - 1))
-        .find(|&k| mean(&requested[k..k + WINDOW]) >= need)
-        .map(|k| k - at)
-}
-
 /// The elements of a gather's output `got` (rows of `d4` groups of four) that differ from
 /// the table's rows `ids`.
 fn mismatches(got: &[F4], ids: &[u32], d4: usize) -> usize {
@@ -674,7 +632,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let bound: Vec<Option<usize>> = moves
         .iter()
         .zip(&ends)
-        .map(|(&m, &end)| bound_after(&batch_hit, &batch_requested, first, m, end))
+        .map(|(&m, &end)| bound_after(&batch_s, &batch_hit, &batch_requested, first, m, end))
         .collect();
     if !moves.is_empty() {
         println!(
@@ -832,36 +790,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
 
 #[cfg(test)]
 mod tests {
-    use super::{Drift, bound_after, recovered_after};
-
-    #[test]
-    fn recovery_is_the_first_window_back_within_ten_percent() {
-        // Steady at 1.0, a move at 8 doubles the time, which falls back by batch 12.
-        let mut t = vec![1.0; 8];
-        t.extend([2.0, 2.0, 1.8, 1.5, 1.05, 1.0, 1.0, 1.0, 1.0]);
-        assert_eq!(recovered_after(&t, 8, 8, t.len()), Some(4));
-        // Judged until the next move: a move at 13 leaves too few batches after the first.
-        assert_eq!(recovered_after(&t, 8, 8, 13), None);
-        // A second move at 13 is judged against the steady state before the first.
-        assert_eq!(recovered_after(&t, 8, 13, t.len()), Some(0));
-        // Never back: none.
-        let mut slow = vec![1.0; 8];
-        slow.extend([2.0; 8]);
-        assert_eq!(recovered_after(&slow, 8, 8, slow.len()), None);
-        // Too few batches before the move to know the steady state.
-        assert_eq!(recovered_after(&t, 4, 4, t.len()), None);
-    }
-
-    #[test]
-    fn the_bound_waits_for_lookups_of_rows_requested_before() {
-        // Steady hit rate 0.9: within 10% of the time needs 1 - 1.1 * 0.1 = 0.89.
-        let hit = vec![0.9; 16];
-        let mut requested = vec![0.95; 8];
-        requested.extend([0.1, 0.5, 0.8, 0.88, 0.9, 0.9, 0.9, 0.9]);
-        // Batches 12..16 average 0.9; 11..15 average 0.895, 10..14 0.87.
-        assert_eq!(bound_after(&hit, &requested, 8, 8, 16), Some(3));
-        assert_eq!(bound_after(&hit, &requested, 8, 8, 13), None);
-    }
+    use super::Drift;
 
     #[test]
     fn a_drift_moves_its_share_of_the_ranks_and_keeps_them_in_range() {

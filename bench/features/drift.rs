@@ -1,0 +1,163 @@
+//! How a drifting hot set's recovery is judged, from a run's per-batch figures: the
+//! `features` example prints and writes it (`--drift-every`), and the record renders it again
+//! from the raw lines, by the same rules.
+//!
+//! Batch times are judged by medians: a refresh that lands on a batch can stall it for several
+//! milliseconds, and a mean over a few batches would take one such batch for the typical one
+//! (before the first move as much as after it).
+
+/// Batches before the first move of the hot set that make its steady state.
+pub const STEADY: usize = 8;
+/// Batches a recovery is judged over.
+pub const WINDOW: usize = 4;
+
+/// The median of `v`: the middle value, or the mean of the middle two; 0 for none.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// The mean of `v`; 0 for none.
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// How many batches after a move of the hot set at timed batch `at` the gathers took again at
+/// most 10% more than in the steady state, the 8 batches before the first move (`first`):
+/// the first `k` where the median of batches `at + k ..` (4 of them) is within 10% of theirs.
+/// `None` if there are fewer than 8 before, or it never happens before the next move or the
+/// end (`end`).
+pub fn recovered_after(batch_s: &[f64], first: usize, at: usize, end: usize) -> Option<usize> {
+    if first < STEADY || at > end || end > batch_s.len() {
+        return None;
+    }
+    let steady = median(&batch_s[first - STEADY..first]);
+    (at..end.saturating_sub(WINDOW - 1))
+        .find(|&k| median(&batch_s[k..k + WINDOW]) <= 1.1 * steady)
+        .map(|k| k - at)
+}
+
+/// A batch's time as a fixed part plus a part proportional to its share of misses,
+/// `time ≈ fixed + per_miss · (1 - hit)`, fitted by least squares over the batches whose time
+/// is at most three times the median (a refresh's stall left out). `None` without two
+/// batches of different hit rates.
+pub fn time_model(batch_s: &[f64], hit: &[f64]) -> Option<(f64, f64)> {
+    let cap = 3.0 * median(batch_s);
+    let points: Vec<(f64, f64)> = batch_s
+        .iter()
+        .zip(hit)
+        .filter(|&(&t, _)| t <= cap)
+        .map(|(&t, &h)| (1.0 - h, t))
+        .collect();
+    let n = points.len() as f64;
+    let (mx, my) = (
+        points.iter().map(|p| p.0).sum::<f64>() / n,
+        points.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    if points.len() < 2 || sxx <= 1e-12 {
+        return None;
+    }
+    let per_miss = sxy / sxx;
+    Some((my - per_miss * mx, per_miss))
+}
+
+/// The same as [`recovered_after`] for any tier, from what it could know: a lookup of a row
+/// never requested before misses in every tier, so batch `k` hits at most the share
+/// `requested[k]` of its lookups that were. With a batch's time as [`time_model`] fits it
+/// (no faster than the fixed part, however many rows hit), being within 10% of the steady
+/// time (the median of the 8 batches before the first move) needs a hit rate of at least
+/// `1 - (1.1 · steady - fixed) / per_miss`: the first `k` where the 4 batches from `at + k`
+/// could have it on average. `None` as for [`recovered_after`], or where the batch times do
+/// not fit such a model (then no bound is claimed).
+pub fn bound_after(
+    batch_s: &[f64],
+    hit: &[f64],
+    requested: &[f64],
+    first: usize,
+    at: usize,
+    end: usize,
+) -> Option<usize> {
+    let len = batch_s.len().min(hit.len()).min(requested.len());
+    if first < STEADY || at > end || end > len {
+        return None;
+    }
+    let (fixed, per_miss) = time_model(&batch_s[..len], &hit[..len])?;
+    let steady = median(&batch_s[first - STEADY..first]);
+    let need = if per_miss > 0.0 {
+        1.0 - (1.1 * steady - fixed.max(0.0)) / per_miss
+    } else {
+        // Misses cost nothing measurable: nothing bounds the recovery.
+        return Some(0);
+    };
+    (at..end.saturating_sub(WINDOW - 1))
+        .find(|&k| mean(&requested[k..k + WINDOW]) >= need)
+        .map(|k| k - at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_takes_the_middle() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+    }
+
+    #[test]
+    fn a_recovery_is_the_first_window_back_within_ten_percent() {
+        // Steady at 1.0 (one stalled batch among them does not move the median), slow after
+        // the move at 8; the window from 11 has the median 1.025.
+        let mut t = vec![1.0, 1.0, 9.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+        t.extend([3.0, 2.5, 2.0, 1.5, 1.05, 1.0, 1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(recovered_after(&t, 8, 8, t.len()), Some(3));
+        // Not before the next move (at 13).
+        assert_eq!(recovered_after(&t, 8, 8, 13), None);
+        // A move after the recovery is back at once.
+        assert_eq!(recovered_after(&t, 8, 13, t.len()), Some(0));
+        // Never back.
+        let mut slow = t[..8].to_vec();
+        slow.extend([2.0; 10]);
+        assert_eq!(recovered_after(&slow, 8, 8, slow.len()), None);
+        // Fewer than 8 steady batches.
+        assert_eq!(recovered_after(&t, 4, 4, t.len()), None);
+    }
+
+    #[test]
+    fn the_time_model_fits_a_fixed_part_and_a_cost_per_miss() {
+        // time = 0.1 + 0.5 (1 - hit), and one stalled batch the fit leaves out.
+        let hit = [0.9, 0.9, 0.2, 0.2, 0.5, 0.6, 0.9];
+        let mut t: Vec<f64> = hit.iter().map(|h| 0.1 + 0.5 * (1.0 - h)).collect();
+        t[6] = 5.0;
+        let (fixed, per_miss) = time_model(&t, &hit).expect("a fit");
+        assert!((fixed - 0.1).abs() < 1e-9 && (per_miss - 0.5).abs() < 1e-9);
+        assert_eq!(time_model(&[1.0, 2.0], &[0.5, 0.5]), None);
+    }
+
+    #[test]
+    fn no_tier_beats_the_share_of_rows_requested_before() {
+        // Steady: hit 0.9, time 0.1 + 0.5 · 0.1 = 0.15; within 10% (0.165) needs a hit rate
+        // of 1 - (0.165 - 0.1) / 0.5 = 0.87. After the move at 8 the rows requested before
+        // climb 0.5, 0.6, .., 1.0; the measured tier follows them ten points lower.
+        let requested: Vec<f64> = [1.0; 8]
+            .into_iter()
+            .chain([0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.0, 1.0, 1.0])
+            .collect();
+        let hit: Vec<f64> = requested.iter().map(|r| (r - 0.1f64).max(0.0)).collect();
+        let t: Vec<f64> = hit.iter().map(|h| 0.1 + 0.5 * (1.0 - h)).collect();
+        // The windows from 8 + k average 0.65, 0.75, 0.84, 0.91: 0.87 first at k = 3.
+        assert_eq!(bound_after(&t, &hit, &requested, 8, 8, 18), Some(3));
+        assert_eq!(bound_after(&t, &hit, &requested, 8, 8, 13), None);
+        // The tier itself is back later than the bound.
+        let back = recovered_after(&t, 8, 8, 18).expect("back");
+        assert!(back >= 3, "{back}");
+    }
+}
