@@ -31,6 +31,17 @@ pub fn exit_with<E: std::fmt::Display>(name: &str, outcome: Result<bool, E>) {
     }
 }
 
+/// The median and the smallest of `v` (not empty): a benchmark's typical sample and its
+/// best.
+///
+/// ```
+/// assert_eq!(berth_examples::cli::median_min(vec![3.0, 1.0, 2.0]), (2.0, 1.0));
+/// ```
+pub fn median_min(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0])
+}
+
 /// A progress bar of `len` steps named `name`, drawn on stderr when it is a terminal (and not
 /// at all in CI logs).
 pub fn progress_bar(name: &str, len: u64, unit: &str) -> ProgressBar {

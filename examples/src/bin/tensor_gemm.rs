@@ -11,7 +11,7 @@
 use berth::{
     Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Pending, Queue, Stream, bf16, f16,
 };
-use berth_examples::cli::{exit_with, init_logging};
+use berth_examples::cli::{exit_with, init_logging, median_min};
 use berth_examples::tensor::{
     MMA_BK, MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, hgemm_bf16, hgemm_f16,
 };
@@ -108,12 +108,6 @@ impl Input for bf16 {
     ) -> berth::Result<Pending<'l>> {
         hgemm_bf16(on, g, m, n, k, a, b, c)
     }
-}
-
-/// The median and the smallest of `v` (not empty).
-fn median_min(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0])
 }
 
 /// `reps` samples of berth's GEMM, each `batch` launches in one scope; per-launch seconds.

@@ -11,7 +11,7 @@
 //! (keep it small there: `--m 256 --n 256 --k 128`).
 
 use berth::{Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Stream, bf16, f16};
-use berth_examples::cli::{exit_with, init_logging};
+use berth_examples::cli::{exit_with, init_logging, median_min};
 use berth_examples::wgmma_gemm::{
     WG_BK, WG_BM, WG_BN, WgmmaGemmInput, WgmmaGemmMaps, wgmma_gemm, wgmma_gemm_maps,
 };
@@ -82,12 +82,6 @@ impl Input for bf16 {
     fn widen(self) -> f32 {
         self.to_f32()
     }
-}
-
-/// The median and the smallest of `v` (not empty).
-fn median_min(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0])
 }
 
 /// `reps` samples of berth's GEMM, each `batch` launches in one scope; per-launch seconds.
