@@ -1561,10 +1561,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 }
                 // What a fill beside the gathers waits for (see there). Without the event
                 // (none could be made), fills run on the gathers' queue.
-                if let Some(e) = &self.update_done
-                    && e.record(queue).is_err()
-                {
-                    self.update_done = None;
+                if let Some(e) = &self.update_done {
+                    if e.record(queue).is_err() {
+                        self.update_done = None;
+                    }
                 }
             }
             for (&id, &s) in plan.update_ids.iter().zip(&plan.update_vals) {
