@@ -504,9 +504,6 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     fill_stream: Option<crate::Stream>,
     /// Complete once the fill last queued on `fill_stream` is done.
     fill_done: Option<crate::Event>,
-    /// Complete once the last slot table update queued is done (recorded on its queue): a
-    /// fill beside the gathers waits for it.
-    update_done: Option<crate::Event>,
     /// The last slot table update's ids and entries (prefixes), kept the same way.
     update: (DeviceBuffer<u32>, DeviceBuffer<u32>),
     stats: HotTierStats,
@@ -661,7 +658,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             fill: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
             fill_stream: None,
             fill_done: None,
-            update_done: gpu.event().ok(),
             update: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
             stats: HotTierStats::default(),
             reported_small: false,
@@ -1474,20 +1470,17 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                         ),
                     }
                 }
-                let beside = match (&self.fill_stream, &self.fill_done, &self.update_done) {
-                    (Some(stream), Some(done), Some(updated)) if !wait => {
-                        Some((stream, done, updated))
-                    }
+                let beside = match (&self.fill_stream, &self.fill_done) {
+                    (Some(stream), Some(done)) if !wait => Some((stream, done)),
                     _ => None,
                 };
                 let fill = &self.fill;
-                if let Some((stream, done, updated)) = beside {
-                    // The slots this fill writes that a gather may have read are those the
-                    // last refresh's update took from rows that left: every gather that could
-                    // read them was queued before that update, which its queue or the
-                    // runtime's ordering (it writes the slot table those gathers read) puts
-                    // after them. So the fill goes after that update.
-                    stream.wait_event(updated)?;
+                if let Some((stream, done)) = beside {
+                    // After everything queued on `queue` so far: the gathers that may still
+                    // read slots an earlier refresh freed, which this fill may write.
+                    let queued = self.gpu.event()?;
+                    queued.record(queue)?;
+                    stream.wait_event(&queued)?;
                     let mut l = Launch::new(stream, &HOT_FILL, Grid::cover(n * self.units))?;
                     l.scalar(&(self.units as u64));
                     l.scalar(&(self.rows as u64));
@@ -1558,13 +1551,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     drop(update);
                 } else {
                     update.leave_queued();
-                }
-                // What a fill beside the gathers waits for (see there). Without the event
-                // (none could be made), fills run on the gathers' queue.
-                if let Some(e) = &self.update_done {
-                    if e.record(queue).is_err() {
-                        self.update_done = None;
-                    }
                 }
             }
             for (&id, &s) in plan.update_ids.iter().zip(&plan.update_vals) {
