@@ -498,12 +498,6 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     ids_host: Vec<PinnedBuffer<u32>>,
     /// The last fill's ids and slots (prefixes), kept the same way.
     fill: (DeviceBuffer<u32>, DeviceBuffer<u32>),
-    /// The stream a refresh's fill runs on when a gather applies the refresh, beside the
-    /// gathers (made at the first such fill; `None` before, or where none could be made: the
-    /// fill then runs on the gather's queue, before its gather).
-    fill_stream: Option<crate::Stream>,
-    /// Complete once the fill last queued on `fill_stream` is done.
-    fill_done: Option<crate::Event>,
     /// The last slot table update's ids and entries (prefixes), kept the same way.
     update: (DeviceBuffer<u32>, DeviceBuffer<u32>),
     stats: HotTierStats,
@@ -656,8 +650,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 .map(|_| gpu.pinned_zeroed::<u32>(0))
                 .collect::<Result<_>>()?,
             fill: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
-            fill_stream: None,
-            fill_done: None,
             update: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
             stats: HotTierStats::default(),
             reported_small: false,
@@ -1176,13 +1168,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// wait for them), then ranks. Gathers go on meanwhile, reading the slot table and the
     /// rows resident before the refresh; they count their ids (added to the halved counts
     /// once the ranking is done) and log no missed row. The first gather that finds the ranking
-    /// done queues the refresh's fill (the rows it admits, copied from the table into slots no
-    /// slot table names yet) on a stream of the tier's own, after the work queued so far on
-    /// the gather's queue, so that the gathers go on beside it; the first gather that finds
-    /// the fill done queues the slot table update on its own queue before its gather kernel,
-    /// and grants the free slots to the next gathers' log.
+    /// done queues the refresh's fill and slot table update on its own queue before its
+    /// gather kernel (with the runtime's ordering after the gathers in flight, as for
+    /// `refresh`), and grants the free slots to the next gathers' log;
     /// [`finish_refresh`](HotTier::finish_refresh) does it at once, waiting for the ranking
-    /// and the fill if they are not done.
+    /// if it is not done.
     ///
     /// A refresh still pending is finished first (on `queue`). On a tier that holds no row,
     /// a refresh does nothing. Where the system starts no thread, the ranking runs on the
@@ -1288,10 +1278,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// Finish the pending refresh, if any: wait for its ranking (on the host) and queue its
-    /// fill and slot table update on `queue`, as [`refresh`](HotTier::refresh) does (where a
-    /// gather already queued the fill beside the gathers, wait for it on the host, then queue
-    /// the update); what it changed, or `None` when no refresh was pending (or a gather
-    /// already applied it).
+    /// fill and slot table update on `queue`, as [`refresh`](HotTier::refresh) does; what it
+    /// changed, or `None` when no refresh was pending (or a gather already applied it).
     ///
     /// # Errors
     /// A failed copy, upload or launch: the refresh stays pending, its kernels not queued
@@ -1422,14 +1410,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         };
         let result = self.apply_plan(queue, &policy, &mut plan, wait);
         match result {
-            Ok(true) => {
+            Ok(()) => {
                 self.policy = PolicyState::Idle(policy);
                 Ok(Some(plan.refresh))
-            }
-            Ok(false) => {
-                // The fill runs beside the gathers: a later gather queues the rest.
-                self.policy = PolicyState::Ready(policy, plan);
-                Ok(None)
             }
             Err(e) => {
                 self.policy = PolicyState::Ready(policy, plan);
@@ -1440,16 +1423,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// The steps of [`apply`](HotTier::apply) not done yet, in order: the fill, the slot
     /// table update, the grant. Each is marked done in `plan` once queued, so that a failed
-    /// step is tried again from where it stopped. Without `wait` (a gather applies the
-    /// refresh), the fill runs on a stream of its own, beside the gathers, and the rest waits
-    /// until it is done: `false` while it runs (the next gather tries again).
+    /// step is tried again from where it stopped.
     fn apply_plan(
         &mut self,
         queue: &impl Queue,
         policy: &Policy,
         plan: &mut Plan,
         wait: bool,
-    ) -> Result<bool> {
+    ) -> Result<()> {
         let start = std::time::Instant::now();
         if !plan.filled {
             let n = plan.fill_ids.len();
@@ -1458,75 +1439,25 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 // queued.
                 stage(&self.gpu, &mut self.fill.0, &plan.fill_ids)?;
                 stage(&self.gpu, &mut self.fill.1, &plan.fill_dst)?;
-                if !wait && self.fill_stream.is_none() {
-                    match (self.gpu.stream(), self.gpu.event()) {
-                        (Ok(stream), Ok(event)) => {
-                            self.fill_stream = Some(stream);
-                            self.fill_done = Some(event);
-                        }
-                        (Err(e), _) | (_, Err(e)) => tracing::debug!(
-                            error = %e,
-                            "hot tier: no stream for the fills: they run on the gathers' queue"
-                        ),
-                    }
-                }
-                let beside = match (&self.fill_stream, &self.fill_done) {
-                    (Some(stream), Some(done)) if !wait => Some((stream, done)),
-                    _ => None,
-                };
                 let fill = &self.fill;
-                if let Some((stream, done)) = beside {
-                    // After everything queued on `queue` so far: the gathers that may still
-                    // read slots an earlier refresh freed, which this fill may write.
-                    let queued = self.gpu.event()?;
-                    queued.record(queue)?;
-                    stream.wait_event(&queued)?;
-                    let mut l = Launch::new(stream, &HOT_FILL, Grid::cover(n * self.units))?;
-                    l.scalar(&(self.units as u64));
-                    l.scalar(&(self.rows as u64));
-                    l.scalar(&(self.capacity as u64));
-                    l.mapped(&self.table);
-                    l.device_prefix(&fill.0, n);
-                    l.device_prefix(&fill.1, n);
-                    // Noted as a read, though the fill writes it: so that the gathers queued
-                    // from now on, which read it, are not ordered after the fill. They read
-                    // only the slots their slot table names, and the fill writes only slots
-                    // that none names until the update below, queued once the fill is done
-                    // (granted or free slots; rows that leave are refilled from the next
-                    // refresh on). No capture writes the tier meanwhile: the log is closed
-                    // until the update grants its slots. The buffer's later host access or
-                    // drop waits for this use as for any other.
-                    l.device(&self.tier);
-                    l.submit()?.leave_queued();
-                    done.record(stream)?;
+                let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
+                l.scalar(&(self.units as u64));
+                l.scalar(&(self.rows as u64));
+                l.scalar(&(self.capacity as u64));
+                l.mapped(&self.table);
+                l.device_prefix(&fill.0, n);
+                l.device_prefix(&fill.1, n);
+                l.device_mut(&mut self.tier);
+                let fill = l.submit()?;
+                if wait {
+                    // Dropping the guard waits for the fill, except in a scope.
+                    drop(fill);
                 } else {
-                    let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
-                    l.scalar(&(self.units as u64));
-                    l.scalar(&(self.rows as u64));
-                    l.scalar(&(self.capacity as u64));
-                    l.mapped(&self.table);
-                    l.device_prefix(&fill.0, n);
-                    l.device_prefix(&fill.1, n);
-                    l.device_mut(&mut self.tier);
-                    let fill = l.submit()?;
-                    if wait {
-                        // Dropping the guard waits for the fill, except in a scope.
-                        drop(fill);
-                    } else {
-                        // A gather follows on the same queue, under a guard of its own.
-                        fill.leave_queued();
-                    }
+                    // A gather follows on the same queue, under a guard of its own.
+                    fill.leave_queued();
                 }
             }
             plan.filled = true;
-        }
-        // A fill beside the gathers: the update names its slots only once it is done.
-        if let Some(done) = &self.fill_done {
-            if wait {
-                done.wait()?;
-            } else if !done.is_complete()? {
-                return Ok(false);
-            }
         }
         let filled = start.elapsed();
         if !plan.updated {
@@ -1582,7 +1513,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.stats.ranking += plan.policy;
         self.stats.log_read += plan.log_read;
         self.stats.apply += start.elapsed();
-        Ok(true)
+        Ok(())
     }
 }
 
