@@ -1346,9 +1346,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// Take the policy back from the counting thread (waiting for the ids it counts), with
-    /// the ids kept since added: the policy is then here (with a plan, if one is ready),
-    /// unless a ranking runs (or the counting panicked: then it is lost, as [`hand_over`]
-    /// says).
+    /// the ids kept since added: the policy is then here, unless a refresh is pending (or the
+    /// counting panicked: then it is lost, as [`hand_over`] says).
     fn reclaim(&mut self) {
         if let PolicyState::Counting = self.policy {
             self.policy = match self.counter.as_mut().and_then(Counter::wait) {
@@ -1360,20 +1359,20 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 }
             };
         }
-        if let PolicyState::Idle(p) | PolicyState::Ready(p, _) = &mut self.policy {
+        if let PolicyState::Idle(p) = &mut self.policy {
             for id in self.deferred.drain(..) {
                 p.add(id);
             }
         }
     }
 
-    /// Take back what a ranking had: the log's buffers, and the policy (the ids counted
-    /// meanwhile stay deferred); with its plan to apply, or, when the log could not be read,
+    /// Take back what a ranking had: the log's buffers, and the policy with the counts
+    /// deferred meanwhile added; with its plan to apply, or, when the log could not be read,
     /// as it was (the log, untaken, goes on where it stopped), the error kept for the next
     /// `begin_refresh` or `finish_refresh`.
     fn settle(&mut self, ranked: Ranked) {
         let Ranked {
-            policy,
+            mut policy,
             mut misses,
             plan,
             limit,
@@ -1381,10 +1380,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         } = ranked;
         misses.swap(self);
         self.spare = Some(misses);
-        // The ids counted meanwhile stay deferred: once the plan is applied, the next gather
-        // hands them to the counting thread with the policy. Adding them here, on the thread
-        // that queues the gathers, would stall that gather (a ranking's worth of counted
-        // ids, each a random access into the per-row counts).
+        for id in self.deferred.drain(..) {
+            policy.add(id);
+        }
         match plan {
             Ok(plan) => self.policy = PolicyState::Ready(policy, plan),
             Err(e) => {
@@ -2289,9 +2287,7 @@ mod tests {
             }
             hold.release();
             t.finish_refresh(&gpu).unwrap().unwrap();
-            // Still deferred: the next gather hands them to the counting thread with the
-            // policy, off the thread that queues the gathers.
-            assert_eq!(t.deferred.len(), ids.len());
+            assert!(t.deferred.is_empty());
             assert_tables_agree(&mut t);
             assert_eq!(
                 t.resident_rows(),
