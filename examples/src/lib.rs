@@ -8,6 +8,8 @@ use berth::prelude::*;
 
 pub mod attention;
 pub mod attention_wgmma;
+#[cfg(all(feature = "cublas", not(target_arch = "nvptx64")))]
+pub mod blas;
 pub mod chain;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;

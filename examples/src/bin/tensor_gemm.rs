@@ -8,19 +8,14 @@
 //! wait. On the CPU simulator it runs berth's kernel alone, once, at the size given (keep it
 //! small there).
 
-use berth::{
-    Backend, DeviceBuffer, DeviceCopy, Error, Gpu, Grid, Pending, Queue, Stream, bf16, f16,
-};
+use berth::{Backend, DeviceBuffer, Error, Gpu, Grid, Pending, Queue, Stream, bf16, f16};
+use berth_examples::blas::{BLayout, GemmInput, gemm_times};
 use berth_examples::cli::{exit_with, init_logging, median_min};
 use berth_examples::tensor::{
     MMA_BK, MMA_BM, MMA_BN, MMA_SHARED_BYTES, MMA_THREADS, hgemm_bf16, hgemm_f16,
 };
 use clap::Parser;
 use cudarc::cublas::CudaBlas;
-use cudarc::cublas::sys::{
-    cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType_t,
-};
-use cudarc::driver::DevicePtr;
 use rand::Rng;
 use std::time::Instant;
 
@@ -51,10 +46,9 @@ struct Args {
     batch: usize,
 }
 
-/// The element types both sides run, with what cuBLAS calls them.
-trait Input: DeviceCopy + Send + Sync {
+/// The element types both sides run.
+trait Input: GemmInput + Send + Sync {
     const NAME: &'static str;
-    const CUDA: cudaDataType_t;
     fn round(x: f32) -> Self;
     fn widen(self) -> f32;
     /// Queue berth's kernel.
@@ -70,7 +64,6 @@ trait Input: DeviceCopy + Send + Sync {
 
 impl Input for f16 {
     const NAME: &'static str = "f16";
-    const CUDA: cudaDataType_t = cudaDataType_t::CUDA_R_16F;
     fn round(x: f32) -> Self {
         f16::from_f32(x)
     }
@@ -91,7 +84,6 @@ impl Input for f16 {
 
 impl Input for bf16 {
     const NAME: &'static str = "bf16";
-    const CUDA: cudaDataType_t = cudaDataType_t::CUDA_R_16BF;
     fn round(x: f32) -> Self {
         bf16::from_f32(x)
     }
@@ -133,69 +125,6 @@ fn berth_times<T: Input>(
         }
     }
     Ok(times)
-}
-
-/// `reps` samples of `c = a · b` (row-major) by cuBLAS on berth's buffers, each `batch`
-/// calls then one synchronise; per-call seconds.
-fn cublas_times<T: Input>(
-    blas: &CudaBlas,
-    stream: &Stream,
-    (m, n, k): (usize, usize, usize),
-    (a, b): (&DeviceBuffer<T>, &DeviceBuffer<T>),
-    c: &mut DeviceBuffer<f32>,
-    (reps, batch): (usize, usize),
-) -> Result<Vec<f64>, Failure> {
-    let (alpha, beta) = (1.0f32, 0.0f32);
-    let timed = a.with_cudarc(stream, |a, s| {
-        b.with_cudarc(stream, |b, _| {
-            c.with_cudarc_mut(stream, |mut c, _| -> Result<Vec<f64>, Failure> {
-                let (pa, _ra) = a.device_ptr(s);
-                let (pb, _rb) = b.device_ptr(s);
-                let (pc, _rc) = cudarc::driver::DevicePtrMut::device_ptr_mut(&mut c, s);
-                let mut times = Vec::with_capacity(reps);
-                for rep in 0..=reps {
-                    let start = Instant::now();
-                    for _ in 0..batch {
-                        // SAFETY: column-major `cᵀ = bᵀ · aᵀ` is row-major `c = a · b`: `b` is
-                        // `n × k` column-major with leading dimension `n`, `a` `k × m` with
-                        // `k`, `c` `n × m` with `n`; the three views hold exactly those
-                        // elements, of the types named; cuBLAS queues on `s`, the stream the
-                        // views were lent on.
-                        unsafe {
-                            cudarc::cublas::result::gemm_ex(
-                                *blas.handle(),
-                                cublasOperation_t::CUBLAS_OP_N,
-                                cublasOperation_t::CUBLAS_OP_N,
-                                n as i32,
-                                m as i32,
-                                k as i32,
-                                (&alpha) as *const f32 as *const _,
-                                pb as *const _,
-                                T::CUDA,
-                                n as i32,
-                                pa as *const _,
-                                T::CUDA,
-                                k as i32,
-                                (&beta) as *const f32 as *const _,
-                                pc as *mut _,
-                                cudaDataType_t::CUDA_R_32F,
-                                n as i32,
-                                cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                                cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                            )?;
-                        }
-                    }
-                    s.synchronize()?;
-                    if rep > 0 {
-                        times.push(start.elapsed().as_secs_f64() / batch as f64);
-                    }
-                }
-                Ok(times)
-            })
-        })
-    });
-    // Three lendings (berth's errors) around the timed loop (its own).
-    timed.and_then(|r| r).and_then(|r| r)?
 }
 
 /// `a · b` at `(i, j)` on the host, in `f64`.
@@ -260,10 +189,11 @@ fn one<T: Input>(
         return Ok(off_host == 0);
     };
     let mut by_cublas = gpu.upload(&vec![f32::NAN; m * n])?;
-    let (cmed, cbest) = median_min(cublas_times(
+    let (cmed, cbest) = median_min(gemm_times(
         blas,
         stream,
         (m, n, k),
+        BLayout::KByN,
         (&da, &db),
         &mut by_cublas,
         (reps, batch),
