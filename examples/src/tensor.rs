@@ -143,9 +143,9 @@ fn hgemm<T: MmaInput + DeviceCopy>(
     let (a_from, a_to) = ((row0 + ar) * k + ac, a_at(ar, ac));
     let (b_from, b_to) = (br * n + col0 + bc, b_at(br, bc));
     let (a_rows, b_rows) = (MMA_THREADS / 8, MMA_THREADS / 16);
-    // Stage `kt / MMA_BK % MMA_STAGES` of both slices, for the step whose slices start at column (of
-    // `a`) and row (of `b`) `kt`, copied asynchronously (`cp.async.cg`) and committed as one
-    // group; with `kt` past `k`, an empty group (so that every step commits one and the wait
+    // Stage `kt / MMA_BK % MMA_STAGES` of both slices, for the step whose slices start at
+    // column (of `a`) and row (of `b`) `kt`, copied asynchronously (`cp.async.cg`) and
+    // committed as one group; with `kt` past `k`, an empty group (so that every step commits one and the wait
     // below counts steps).
     // SAFETY (for the callers): thread `tid` copies its own chunks of the stage, which no
     // other thread copies or writes. Every element of the stage was last read (by

@@ -1,12 +1,13 @@
 //! tensor_gemm: berth's tensor-core GEMM (`hgemm_f16` / `hgemm_bf16`: `f16` or `bf16` in,
-//! `f32` out) against cuBLAS's `cublasGemmEx` with the same types, on the same random matrices in berth's buffers; prints
-//! each one's median and best time and TFLOP/s, checks both against each other and sampled
-//! entries against the host, and ends with one JSON line per type.
+//! `f32` out) against cuBLAS's `cublasGemmEx` with the same types, on the same random
+//! matrices in berth's buffers; prints each one's median and best time and TFLOP/s, checks
+//! both against each other and sampled entries against the host, and ends with one JSON line
+//! per type.
 //!
 //! `cargo run --release -p berth-examples --features cublas --bin tensor_gemm -- [--m 4096]
-//! [--n 4096] [--k 4096] [--reps 20] [--batch 10]` (`m`, `n` multiples of 128, `k` of 64). Each timed sample is `batch` launches queued back to back with one
-//! wait. On the CPU simulator it runs berth's kernel alone, once, at the size given (keep it
-//! small there).
+//! [--n 4096] [--k 4096] [--reps 20] [--batch 10]` (`m`, `n` multiples of 128, `k` of 64).
+//! Each timed sample is `batch` launches queued back to back with one wait. On the CPU
+//! simulator it runs berth's kernel alone, once, at the size given (keep it small there).
 
 use berth::{Backend, DeviceBuffer, Error, Gpu, Grid, Pending, Queue, Stream, bf16, f16};
 use berth_examples::blas::{BLayout, GemmInput, gemm_times};
