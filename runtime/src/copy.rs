@@ -24,21 +24,47 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         on: &'l impl Queue,
         src: &'l impl PinnedArg<T>,
     ) -> Result<Pending<'l>> {
+        let a = src.__arg();
+        let (gpu, len) = (on.__queue().0, a.len);
+        self.check_copy(gpu, a.gpu, len, "copy_from_pinned")?;
+        self.copy_prefix_from_pinned(on, src, len)
+    }
+
+    /// Copy the first `n` elements of `src` (pinned host memory) into the first `n` of this
+    /// buffer, asynchronously on `on`, as [`copy_from_pinned`](DeviceBuffer::copy_from_pinned)
+    /// does; `n` is at most either length.
+    pub(crate) fn copy_prefix_from_pinned<'l>(
+        &'l mut self,
+        on: &'l impl Queue,
+        src: &'l impl PinnedArg<T>,
+        n: usize,
+    ) -> Result<Pending<'l>> {
         let QueueRef(gpu, stream, mode) = on.__queue();
         mode.not_recording("a copy")?;
         let a = src.__arg();
-        self.check_copy(gpu, a.gpu, a.len, "copy_from_pinned")?;
+        self.check_copy(gpu, a.gpu, self.len(), "copy_prefix_from_pinned")?;
+        if n > a.len || n > self.len() {
+            return Err(Error::LengthMismatch {
+                what:
+                    "DeviceBuffer::copy_prefix_from_pinned: elements to copy vs the shorter buffer"
+                        .into(),
+                expected: a.len.min(self.len()),
+                got: n,
+            });
+        }
+        let bytes = n * std::mem::size_of::<T>();
         gpu.bind()?;
         a.uses.before_gpu(Access::Shared, Some((gpu, stream)));
         self.uses.before_gpu(Access::Exclusive, Some((gpu, stream)));
         // No reset between the check and the copy (see `FaultState::enter`).
         let _section = gpu.ops().fault().enter()?;
-        if a.bytes > 0 {
-            // SAFETY: `a.addr` is pinned memory of `a.bytes` bytes and `self.ptr` a device
-            // allocation of the same size; both stay borrowed by the guard until completion.
-            unsafe { gpu.copy_h2d(stream, self.ptr, a.addr, a.bytes, "copy host→device") }?;
+        if bytes > 0 {
+            // SAFETY: `a.addr` is pinned memory of at least `bytes` bytes and `self.ptr` a
+            // device allocation of at least as many (`n` is at most either length, checked
+            // above); both stay borrowed by the guard until completion.
+            unsafe { gpu.copy_h2d(stream, self.ptr, a.addr, bytes, "copy host→device") }?;
         }
-        tracing::debug!(bytes = a.bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
+        tracing::debug!(bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
         let uses = [(a.uses, Access::Shared), (&self.uses, Access::Exclusive)];
         Pending::copy(gpu, stream, mode, "copy host→device", &uses)
     }

@@ -84,6 +84,34 @@ fn huge_vec<T: Copy>(n: usize, value: T) -> Vec<T> {
     v
 }
 
+/// Ids of one [`Policy::add_all`] from which the host's threads add them together.
+const PARALLEL_ADD: usize = 1 << 15;
+
+/// The row ranges [`Policy::add_all`] splits many ids into (more than the host's threads,
+/// so that the ranges a skewed law reads most are spread over them).
+const ADD_SHARDS: usize = 256;
+
+/// How many ids ahead [`Policy::add_all`] fetches an id's entries.
+const PREFETCH_AHEAD: usize = 16;
+
+/// Ask the CPU to fetch the cache line of `v[i]` (nothing where `i` is out of bounds, or on
+/// other architectures): a hint, which changes no state of the program.
+#[inline(always)]
+fn prefetch<T>(v: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(x) = v.get(i) {
+        // SAFETY: `_mm_prefetch` needs SSE, which every x86_64 target has; it reads nothing
+        // into the program and cannot fault, and `x` is a valid reference besides.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (x as *const T).cast::<i8>(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (v, i);
+}
+
 /// Ask Linux to back the whole 2 MiB extents of `v` with huge pages (transparent huge pages
 /// in `madvise` mode, or `always`); a refusal leaves 4 KiB pages, said at `debug` level.
 #[cfg(target_os = "linux")]
@@ -210,28 +238,56 @@ fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
     buf.copy_prefix_from(data)
 }
 
-/// Put a gather's `ids` at the start of `buf`, first replacing `buf` (and `host`, kept the same
-/// length) by a longer one (a power of two) if it is too short: written into the pinned
-/// `host` (waiting for the copy that last read it), then copied on `queue`'s stream and left
-/// queued. The gather queued next on that stream reads `buf` after the copy, with no wait on
-/// the host; the buffers' uses record the copy, so their next host access, or their drop,
-/// waits for it.
-fn stage_ids(
-    gpu: &Gpu,
-    queue: &impl Queue,
-    buf: &mut DeviceBuffer<u32>,
-    host: &mut PinnedBuffer<u32>,
-    ids: &[u32],
-) -> Result<()> {
-    if buf.len() < ids.len() {
-        *buf = gpu.alloc_zeroed::<u32>(ids.len().next_power_of_two())?;
+/// Lists a refresh puts on the device through pinned memory, without waiting for the work
+/// queued (longer ones, as a refresh that admits a whole tier's worth of rows makes, go
+/// through [`stage`], so that the pinned memory kept stays small).
+const PINNED_LIST_MAX: usize = 1 << 20;
+
+/// A list of `u32` the host rewrites for the kernels queued after it: device memory, and the
+/// pinned memory its copies come from; each grown (to a power of two) when a list is longer,
+/// and kept.
+struct Staged {
+    dev: DeviceBuffer<u32>,
+    host: PinnedBuffer<u32>,
+}
+
+impl Staged {
+    fn new(gpu: &Gpu) -> Result<Staged> {
+        Ok(Staged {
+            dev: gpu.alloc_zeroed(0)?,
+            host: gpu.pinned_zeroed(0)?,
+        })
     }
-    if host.len() != buf.len() {
-        *host = gpu.pinned_zeroed::<u32>(buf.len())?;
+
+    /// Put `data` at the start of the device list for the work queued next on `queue`:
+    /// written into the pinned memory (waiting, on the host, only for the copy that last read
+    /// it), then copied on `queue`'s stream and left queued. The kernel queued next on that
+    /// stream reads it after the copy; the buffers' uses record the copy, so that it follows
+    /// the kernels still reading the list (on the GPU, by the stream or an event), and the
+    /// next host access or the drop waits for it. A list longer than `pinned_max` goes
+    /// through [`stage`] instead (the host waits for the device list's readers).
+    fn put(
+        &mut self,
+        gpu: &Gpu,
+        queue: &impl Queue,
+        data: &[u32],
+        pinned_max: usize,
+    ) -> Result<()> {
+        if data.len() > pinned_max {
+            return stage(gpu, &mut self.dev, data);
+        }
+        if self.dev.len() < data.len() {
+            self.dev = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
+        }
+        if self.host.len() < data.len() {
+            self.host = gpu.pinned_zeroed::<u32>(data.len().next_power_of_two())?;
+        }
+        self.host[..data.len()].copy_from_slice(data);
+        self.dev
+            .copy_prefix_from_pinned(queue, &self.host, data.len())?
+            .leave_queued();
+        Ok(())
     }
-    host[..ids.len()].copy_from_slice(ids);
-    buf.copy_from_pinned(queue, &*host)?.leave_queued();
-    Ok(())
 }
 
 /// One gather's launch parameters.
@@ -462,7 +518,7 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The slots granted to the miss log's places until the next refresh: a logged row is
     /// copied into the slot of its place as soon as it is gathered. The policy's `granted`
     /// on the device.
-    grant: DeviceBuffer<u32>,
+    grant: Staged,
     /// Whether every gather since the last refresh that may have logged rows had its capture
     /// queued; if not, the refresh copies the logged rows from the table.
     captured: bool,
@@ -493,13 +549,11 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     gate: Option<Arc<Gate>>,
     /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
     /// kept, and grown when a batch is longer, rather than allocated for every batch.
-    ids: Vec<DeviceBuffer<u32>>,
-    /// Pinned memory the same length as each of `ids`, the source of its copy.
-    ids_host: Vec<PinnedBuffer<u32>>,
+    ids: Vec<Staged>,
     /// The last fill's ids and slots (prefixes), kept the same way.
-    fill: (DeviceBuffer<u32>, DeviceBuffer<u32>),
+    fill: (Staged, Staged),
     /// The last slot table update's ids and entries (prefixes), kept the same way.
-    update: (DeviceBuffer<u32>, DeviceBuffer<u32>),
+    update: (Staged, Staged),
     stats: HotTierStats,
     /// A batch larger than the tier was reported (once).
     reported_small: bool,
@@ -605,8 +659,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         let log_limit = capacity.min(LOG_MAX);
         let policy = Policy::new(capacity, rows, log_limit);
-        let mut grant = gpu.alloc_zeroed::<u32>(0)?;
-        stage(gpu, &mut grant, &policy.granted)?;
+        let mut grant = Staged::new(gpu)?;
+        stage(gpu, &mut grant.dev, &policy.granted)?;
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -644,13 +698,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             failed: None,
             gate: None,
             ids: (0..IDS_IN_FLIGHT)
-                .map(|_| gpu.alloc_zeroed::<u32>(0))
+                .map(|_| Staged::new(gpu))
                 .collect::<Result<_>>()?,
-            ids_host: (0..IDS_IN_FLIGHT)
-                .map(|_| gpu.pinned_zeroed::<u32>(0))
-                .collect::<Result<_>>()?,
-            fill: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
-            update: (gpu.alloc_zeroed(0)?, gpu.alloc_zeroed(0)?),
+            fill: (Staged::new(gpu)?, Staged::new(gpu)?),
+            update: (Staged::new(gpu)?, Staged::new(gpu)?),
             stats: HotTierStats::default(),
             reported_small: false,
             count_every: 1,
@@ -810,13 +861,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // (on the GPU: by the stream, or an event where that gather ran on another one); the
         // host waits only for the copy that last read the pinned memory.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
-        stage_ids(
-            &self.gpu,
-            queue,
-            &mut self.ids[ring],
-            &mut self.ids_host[ring],
-            ids,
-        )?;
+        self.ids[ring].put(&self.gpu, queue, ids, usize::MAX)?;
         self.stats.staging += checked + started.elapsed();
         self.report_small(batch, ids.len());
         self.stats.rows += ids.len() as u64;
@@ -879,7 +924,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats.hits += hits;
             stats.counting += started.elapsed();
         };
-        let ids_dev = &ids_in_flight[ring];
+        let ids_dev = &ids_in_flight[ring].dev;
         let gather = Gather {
             units: *units,
             rows: *rows,
@@ -936,7 +981,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         l.device_prefix(&*claim, n);
         l.device(&*log);
         l.device(&*log_n);
-        l.device_prefix(&*grant, *log_limit);
+        l.device_prefix(&grant.dev, *log_limit);
         l.device(&*out);
         l.device_mut(tier);
         let pending = l.submit()?;
@@ -1320,8 +1365,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         RefreshHold { gate }
     }
 
-    /// Take the ranking's result if it is done (or, with `block`, once it is), adding the
-    /// counts deferred meanwhile.
+    /// Take the ranking's result if it is done (or, with `block`, once it is). The ids
+    /// counted meanwhile stay deferred, for the counting thread to add (see
+    /// [`settle`](HotTier::settle)).
     fn receive(&mut self, block: bool) {
         let PolicyState::Running(worker) = &mut self.policy else {
             return;
@@ -1346,8 +1392,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// Take the policy back from the counting thread (waiting for the ids it counts), with
-    /// the ids kept since added: the policy is then here, unless a refresh is pending (or the
-    /// counting panicked: then it is lost, as [`hand_over`] says).
+    /// the ids kept since added: the policy is then here (with a plan to apply, if a ranking
+    /// is done), unless a ranking runs (or the counting panicked: then it is lost, as
+    /// [`hand_over`] says).
     fn reclaim(&mut self) {
         if let PolicyState::Counting = self.policy {
             self.policy = match self.counter.as_mut().and_then(Counter::wait) {
@@ -1359,20 +1406,21 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 }
             };
         }
-        if let PolicyState::Idle(p) = &mut self.policy {
-            for id in self.deferred.drain(..) {
-                p.add(id);
-            }
+        if let PolicyState::Idle(p) | PolicyState::Ready(p, _) = &mut self.policy {
+            p.add_all(&self.deferred);
+            self.deferred.clear();
         }
     }
 
-    /// Take back what a ranking had: the log's buffers, and the policy with the counts
-    /// deferred meanwhile added; with its plan to apply, or, when the log could not be read,
-    /// as it was (the log, untaken, goes on where it stopped), the error kept for the next
-    /// `begin_refresh` or `finish_refresh`.
+    /// Take back what a ranking had: the log's buffers, and the policy; with its plan to
+    /// apply, or, when the log could not be read, as it was (the log, untaken, goes on where
+    /// it stopped), the error kept for the next `begin_refresh` or `finish_refresh`. The ids
+    /// counted while it ranked (a ranking's time of batches) stay deferred: they go to the
+    /// counting thread with the policy once its plan is applied, rather than being added on
+    /// the thread that queues the gathers.
     fn settle(&mut self, ranked: Ranked) {
         let Ranked {
-            mut policy,
+            policy,
             mut misses,
             plan,
             limit,
@@ -1380,9 +1428,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         } = ranked;
         misses.swap(self);
         self.spare = Some(misses);
-        for id in self.deferred.drain(..) {
-            policy.add(id);
-        }
         match plan {
             Ok(plan) => self.policy = PolicyState::Ready(policy, plan),
             Err(e) => {
@@ -1412,6 +1457,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         match result {
             Ok(()) => {
                 self.policy = PolicyState::Idle(policy);
+                // The ids counted while it ranked go to the counting thread.
+                hand_over(&mut self.policy, &mut self.deferred, &mut self.counter);
                 Ok(Some(plan.refresh))
             }
             Err(e) => {
@@ -1437,16 +1484,17 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             if n > 0 {
                 // Rewriting the fill's lists waits for the previous fill, if it is still
                 // queued.
-                stage(&self.gpu, &mut self.fill.0, &plan.fill_ids)?;
-                stage(&self.gpu, &mut self.fill.1, &plan.fill_dst)?;
+                let max = PINNED_LIST_MAX;
+                self.fill.0.put(&self.gpu, queue, &plan.fill_ids, max)?;
+                self.fill.1.put(&self.gpu, queue, &plan.fill_dst, max)?;
                 let fill = &self.fill;
                 let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
                 l.scalar(&(self.units as u64));
                 l.scalar(&(self.rows as u64));
                 l.scalar(&(self.capacity as u64));
                 l.mapped(&self.table);
-                l.device_prefix(&fill.0, n);
-                l.device_prefix(&fill.1, n);
+                l.device_prefix(&fill.0.dev, n);
+                l.device_prefix(&fill.1.dev, n);
                 l.device_mut(&mut self.tier);
                 let fill = l.submit()?;
                 if wait {
@@ -1468,13 +1516,16 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             // leave.
             let n = plan.update_ids.len();
             if n > 0 {
-                stage(&self.gpu, &mut self.update.0, &plan.update_ids)?;
-                stage(&self.gpu, &mut self.update.1, &plan.update_vals)?;
+                let max = PINNED_LIST_MAX;
+                self.update.0.put(&self.gpu, queue, &plan.update_ids, max)?;
+                self.update
+                    .1
+                    .put(&self.gpu, queue, &plan.update_vals, max)?;
                 let update = &self.update;
                 let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(n))?;
                 l.scalar(&(self.rows as u64));
-                l.device_prefix(&update.0, n);
-                l.device_prefix(&update.1, n);
+                l.device_prefix(&update.0.dev, n);
+                l.device_prefix(&update.1.dev, n);
                 l.device_mut(&mut self.slots);
                 let update = l.submit()?;
                 if wait {
@@ -1495,7 +1546,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // The next gathers' log: the slots the policy granted, each to a place. Gathers
         // queued before the update may read the slots of the rows that left: captures into
         // them are queued after the update, which the runtime orders after those gathers.
-        stage(&self.gpu, &mut self.grant, &policy.granted)?;
+        self.grant
+            .put(&self.gpu, queue, &policy.granted, PINNED_LIST_MAX)?;
         self.log_limit = policy.granted.len();
         tracing::debug!(
             admitted = plan.refresh.admitted,
@@ -1701,9 +1753,8 @@ impl Counter {
             .spawn(move || {
                 for (mut policy, mut ids) in jobs {
                     let counted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        for id in ids.drain(..) {
-                            policy.add(id);
-                        }
+                        policy.add_all(&ids);
+                        ids.clear();
                     }));
                     let panicked = counted.is_err();
                     if done.send(counted.map(|()| (policy, ids))).is_err() || panicked {
@@ -1807,9 +1858,8 @@ fn hand_over(policy: &mut PolicyState, deferred: &mut Vec<u32>, counter: &mut Op
         },
         None => (p, ids),
     };
-    for id in ids.drain(..) {
-        p.add(id);
-    }
+    p.add_all(&ids);
+    ids.clear();
     *deferred = ids;
     *policy = PolicyState::Idle(p);
 }
@@ -1897,6 +1947,59 @@ impl Policy {
             hand: 0,
             referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
+        }
+    }
+
+    /// Count one more read of each row of `ids` ([`add`](Policy::add) for each, in any
+    /// order). Each id is a random access into arrays of one entry per row, far larger than
+    /// the caches: a few ids are added in order, each one's entries fetched some ids ahead;
+    /// many (the ids counted while a ranking ran) are split by row range, the ranges added
+    /// by the host's threads together.
+    fn add_all(&mut self, ids: &[u32]) {
+        if ids.len() < PARALLEL_ADD || self.counts.len() < 64 * ADD_SHARDS {
+            for (i, &id) in ids.iter().enumerate() {
+                if let Some(&next) = ids.get(i + PREFETCH_AHEAD) {
+                    prefetch(&self.counts, next as usize);
+                    prefetch(&self.referenced, next as usize / 64);
+                }
+                self.add(id);
+            }
+            return;
+        }
+        use rayon::prelude::*;
+        // Whole words of `referenced` per shard.
+        let shard = self.counts.len().div_ceil(ADD_SHARDS).next_multiple_of(64);
+        let mut buckets = vec![Vec::new(); self.counts.len().div_ceil(shard)];
+        for &id in ids {
+            buckets[id as usize / shard].push(id);
+        }
+        let touched: Vec<Vec<u32>> = self
+            .counts
+            .par_chunks_mut(shard)
+            .zip(self.referenced.par_chunks_mut(shard / 64))
+            .zip(buckets.par_iter())
+            .enumerate()
+            .map(|(b, ((counts, referenced), ids))| {
+                let base = (b * shard) as u32;
+                let mut touched = Vec::new();
+                for (i, &id) in ids.iter().enumerate() {
+                    if let Some(&next) = ids.get(i + PREFETCH_AHEAD) {
+                        prefetch(counts, (next - base) as usize);
+                        prefetch(referenced, (next - base) as usize / 64);
+                    }
+                    let local = id - base;
+                    let c = &mut counts[local as usize];
+                    if *c == 0 {
+                        touched.push(id);
+                    }
+                    *c = c.saturating_add(1);
+                    set_bit(referenced, local, true);
+                }
+                touched
+            })
+            .collect();
+        for t in touched {
+            self.touched.extend_from_slice(&t);
         }
     }
 
@@ -2298,6 +2401,47 @@ mod tests {
             );
         }
         assert!(t.stats().evicted > 0, "{:?}", t.stats());
+    }
+
+    /// Many ids added by the host's threads together, split by row range, leave the same
+    /// counts, touched rows and reference bits as the same ids added one by one; ids at both
+    /// ends of every range, repeated, and counts at their ceiling included.
+    #[test]
+    fn adding_many_ids_at_once_equals_adding_them_one_by_one() {
+        let rows = 64 * ADD_SHARDS * 3 + 17;
+        let shard = rows.div_ceil(ADD_SHARDS).next_multiple_of(64);
+        let mut ids: Vec<u32> = (0..PARALLEL_ADD as u64 * 2)
+            .map(|i| ((i * 2_654_435_761) % rows as u64) as u32)
+            .collect();
+        for b in 0..rows.div_ceil(shard) {
+            for id in [b * shard, (b * shard + shard - 1).min(rows - 1)] {
+                ids.extend([id as u32; 3]);
+            }
+        }
+        ids.push(rows as u32 - 1);
+        let (mut one, mut all) = (Policy::new(8, rows, 0), Policy::new(8, rows, 0));
+        for p in [&mut one, &mut all] {
+            p.counts[5] = u32::MAX - 1;
+            p.touched.push(5);
+        }
+        ids.extend([5, 5, 5]);
+        for &id in &ids {
+            one.add(id);
+        }
+        all.add_all(&ids);
+        assert_eq!(one.counts[5], u32::MAX);
+        assert!(one.counts == all.counts && one.referenced == all.referenced);
+        let (mut a, mut b) = (one.touched.clone(), all.touched.clone());
+        a.sort_unstable();
+        b.sort_unstable();
+        assert_eq!(a, b);
+        // A few ids go the one-by-one way, with the same result.
+        let few = &ids[..100];
+        for &id in few {
+            one.add(id);
+        }
+        all.add_all(few);
+        assert!(one.counts == all.counts && one.referenced == all.referenced);
     }
 
     /// The counting thread adds every counted id once, in whatever state the gathers find
