@@ -84,11 +84,12 @@ fn huge_vec<T: Copy>(n: usize, value: T) -> Vec<T> {
     v
 }
 
-/// Ids of one [`Policy::add_all`] from which the host's threads add them together.
-const PARALLEL_ADD: usize = 1 << 15;
+/// Ids per row range of [`Policy::add_all`]: fewer than two ranges' worth are added in order
+/// on the calling thread.
+const ADD_PER_SHARD: usize = 512;
 
-/// The row ranges [`Policy::add_all`] splits many ids into (more than the host's threads,
-/// so that the ranges a skewed law reads most are spread over them).
+/// The most row ranges [`Policy::add_all`] splits ids into (more than the host's threads, so
+/// that the ranges a skewed law reads most are spread over them).
 const ADD_SHARDS: usize = 256;
 
 /// How many ids ahead [`Policy::add_all`] fetches an id's entries.
@@ -1261,8 +1262,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             self.stats.refreshes += 1;
             return Ok(());
         }
-        // The counts of the ids gathered so far go into the ranking.
-        self.reclaim();
+        // The counts of the ids gathered so far go into the ranking: those the counting
+        // thread has, and the ids kept since, which the ranking's thread adds first.
+        self.take_back();
         if matches!(self.policy, PolicyState::Lost) {
             return Err(Error::Usage(
                 "a hot tier's ranking (or counting) panicked: the tier refreshes no more".into(),
@@ -1285,6 +1287,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         misses.swap(self);
         let job = Job {
             policy,
+            counted: std::mem::take(&mut self.deferred),
             keep_free: self.keep_free,
             misses,
             gpu: self.gpu.clone(),
@@ -1396,6 +1399,16 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// is done), unless a ranking runs (or the counting panicked: then it is lost, as
     /// [`hand_over`] says).
     fn reclaim(&mut self) {
+        self.take_back();
+        if let PolicyState::Idle(p) | PolicyState::Ready(p, _) = &mut self.policy {
+            p.add_all(&self.deferred);
+            self.deferred.clear();
+        }
+    }
+
+    /// Take the policy back from the counting thread, waiting for the ids it counts (the ids
+    /// kept since stay kept); lost if the counting panicked.
+    fn take_back(&mut self) {
         if let PolicyState::Counting = self.policy {
             self.policy = match self.counter.as_mut().and_then(Counter::wait) {
                 Some(Ok(policy)) => PolicyState::Idle(policy),
@@ -1405,10 +1418,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     PolicyState::Lost
                 }
             };
-        }
-        if let PolicyState::Idle(p) | PolicyState::Ready(p, _) = &mut self.policy {
-            p.add_all(&self.deferred);
-            self.deferred.clear();
         }
     }
 
@@ -1611,6 +1620,8 @@ impl MissLog {
 /// What a ranking thread is given: the policy's state and the log to read.
 struct Job {
     policy: Box<Policy>,
+    /// Ids counted since the policy was last given the ids to count, added before it ranks.
+    counted: Vec<u32>,
     /// Slots to keep free for the log ([`HotTier::keep_free`]).
     keep_free: usize,
     misses: MissLog,
@@ -1640,6 +1651,7 @@ impl Job {
         if let Some(gate) = &self.gate {
             gate.wait();
         }
+        self.policy.add_all(&self.counted);
         let start = std::time::Instant::now();
         let plan = self
             .misses
@@ -1952,11 +1964,12 @@ impl Policy {
 
     /// Count one more read of each row of `ids` ([`add`](Policy::add) for each, in any
     /// order). Each id is a random access into arrays of one entry per row, far larger than
-    /// the caches: a few ids are added in order, each one's entries fetched some ids ahead;
-    /// many (the ids counted while a ranking ran) are split by row range, the ranges added
-    /// by the host's threads together.
+    /// the caches, which one thread waits for about as long as a batch takes: the ids are
+    /// split by row range, the ranges added by the host's threads together (a few ids in
+    /// order on this thread), each id's entries fetched some ids ahead.
     fn add_all(&mut self, ids: &[u32]) {
-        if ids.len() < PARALLEL_ADD || self.counts.len() < 64 * ADD_SHARDS {
+        let shards = (ids.len() / ADD_PER_SHARD).min(ADD_SHARDS);
+        if shards < 2 || self.counts.len() < 64 * shards {
             for (i, &id) in ids.iter().enumerate() {
                 if let Some(&next) = ids.get(i + PREFETCH_AHEAD) {
                     prefetch(&self.counts, next as usize);
@@ -1968,7 +1981,7 @@ impl Policy {
         }
         use rayon::prelude::*;
         // Whole words of `referenced` per shard.
-        let shard = self.counts.len().div_ceil(ADD_SHARDS).next_multiple_of(64);
+        let shard = self.counts.len().div_ceil(shards).next_multiple_of(64);
         let mut buckets = vec![Vec::new(); self.counts.len().div_ceil(shard)];
         for &id in ids {
             buckets[id as usize / shard].push(id);
@@ -2410,7 +2423,7 @@ mod tests {
     fn adding_many_ids_at_once_equals_adding_them_one_by_one() {
         let rows = 64 * ADD_SHARDS * 3 + 17;
         let shard = rows.div_ceil(ADD_SHARDS).next_multiple_of(64);
-        let mut ids: Vec<u32> = (0..PARALLEL_ADD as u64 * 2)
+        let mut ids: Vec<u32> = (0..(ADD_PER_SHARD * ADD_SHARDS) as u64 * 2)
             .map(|i| ((i * 2_654_435_761) % rows as u64) as u32)
             .collect();
         for b in 0..rows.div_ceil(shard) {
