@@ -9,16 +9,18 @@
 //! reads the counts where they are. The counts decay (halve) at every refresh, so the tier
 //! follows a hot set that drifts. Which rows were missed is found on the device instead, where
 //! the gather reads the slot table anyway: each missed row is logged once (a compare-and-swap
-//! on its slot table entry), and a refresh admits the logged rows while slots are free. Found
-//! on the host, it would cost a random read into a table of one bit per row for every id of
-//! every batch.
+//! on its slot table entry) into a place of a miss log, to which a refresh granted a free
+//! slot; a second kernel after the gather copies the row into that slot and names it in the
+//! slot table, so the next gathers read it from the tier; the next refresh that reads the log
+//! settles it. Found on the host, it would cost a random read into a table of one bit per
+//! row for every id of every batch.
 //!
 //! The ranking (which rows to admit and evict, and where) is host work that grows with the
 //! rows logged and counted since the last refresh. [`HotTier::begin_refresh`] hands it to a
 //! thread of its own, with everything it reads and writes (the counts, the host's records of
-//! the slots, the miss log's device buffers, which it reads once the gathers that wrote them
-//! are done), and gathers go on meanwhile; the first gather that finds it done queues its
-//! kernels before its own.
+//! the slots, the miss logs' device buffers, which it reads once the gathers that wrote them
+//! are done), and gathers go on meanwhile, logging their misses into a second log with slots
+//! of its own; the first gather that finds it done queues its kernels before its own.
 //!
 //! Ordering is the runtime's use tracking, as for any launch: a gather reads the tier (a
 //! shared use) and claims slot table entries and writes the miss log (exclusive uses); a
@@ -232,9 +234,9 @@ fn count_ids(
 
 /// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
 /// if it is too short. Waits for the GPU work still reading `buf`.
-fn stage(gpu: &Gpu, buf: &mut DeviceBuffer<u32>, data: &[u32]) -> Result<()> {
+fn stage<T: DeviceCopy>(gpu: &Gpu, buf: &mut DeviceBuffer<T>, data: &[T]) -> Result<()> {
     if buf.len() < data.len() {
-        *buf = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
+        *buf = gpu.alloc_zeroed::<T>(data.len().next_power_of_two())?;
     }
     buf.copy_prefix_from(data)
 }
@@ -247,13 +249,13 @@ const PINNED_LIST_MAX: usize = 1 << 20;
 /// A list of `u32` the host rewrites for the kernels queued after it: device memory, and the
 /// pinned memory its copies come from; each grown (to a power of two) when a list is longer,
 /// and kept.
-struct Staged {
-    dev: DeviceBuffer<u32>,
-    host: PinnedBuffer<u32>,
+struct Staged<T: DeviceCopy = u32> {
+    dev: DeviceBuffer<T>,
+    host: PinnedBuffer<T>,
 }
 
-impl Staged {
-    fn new(gpu: &Gpu) -> Result<Staged> {
+impl<T: DeviceCopy> Staged<T> {
+    fn new(gpu: &Gpu) -> Result<Staged<T>> {
         Ok(Staged {
             dev: gpu.alloc_zeroed(0)?,
             host: gpu.pinned_zeroed(0)?,
@@ -267,21 +269,15 @@ impl Staged {
     /// the kernels still reading the list (on the GPU, by the stream or an event), and the
     /// next host access or the drop waits for it. A list longer than `pinned_max` goes
     /// through [`stage`] instead (the host waits for the device list's readers).
-    fn put(
-        &mut self,
-        gpu: &Gpu,
-        queue: &impl Queue,
-        data: &[u32],
-        pinned_max: usize,
-    ) -> Result<()> {
+    fn put(&mut self, gpu: &Gpu, queue: &impl Queue, data: &[T], pinned_max: usize) -> Result<()> {
         if data.len() > pinned_max {
             return stage(gpu, &mut self.dev, data);
         }
         if self.dev.len() < data.len() {
-            self.dev = gpu.alloc_zeroed::<u32>(data.len().next_power_of_two())?;
+            self.dev = gpu.alloc_zeroed::<T>(data.len().next_power_of_two())?;
         }
         if self.host.len() < data.len() {
-            self.host = gpu.pinned_zeroed::<u32>(data.len().next_power_of_two())?;
+            self.host = gpu.pinned_zeroed::<T>(data.len().next_power_of_two())?;
         }
         self.host[..data.len()].copy_from_slice(data);
         self.dev
@@ -495,16 +491,20 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The device's slot table: `rows` entries (none when `capacity` is 0). A row's entry is
     /// its slot, [`NOT_RESIDENT`], or [`PENDING`] once a gather has logged it as missed.
     slots: DeviceBuffer<u32>,
-    /// The number of rows gathers have logged as missed since the last refresh (one counter).
-    /// While a refresh's ranking has it (and `log` and `seen`), an empty stand-in: gathers
-    /// log nothing then.
-    log_n: DeviceBuffer<u64>,
-    /// The rows gathers missed since the last refresh, each once, in the order they claimed
-    /// their slot table entries: the first `log_limit` of them.
-    log: DeviceBuffer<u32>,
-    /// Misses the gathers until the next refresh log at most: the free slots there are, up to
-    /// the log's length.
+    /// The miss log the gathers fill: the rows they miss, each once, in the order they claim
+    /// their slot table entries, each copied by the capture after its gather into the slot
+    /// granted to its place and named there in the slot table. Between refreshes, the log
+    /// whose slots the last refresh granted; while a ranking runs (which has that one), the
+    /// log granted for that time (`next`).
+    live: MissLog,
+    /// Misses the gathers log at most into `live`: its granted slots, up to its length.
     log_limit: usize,
+    /// An empty log with slots granted, for the gathers while the next ranking runs (`None`
+    /// while one runs: `live` is that log then).
+    next: Option<MissLog>,
+    /// The logs the last ranking did not read (the one filled while it ran, or those it could
+    /// not read), for the next ranking to settle.
+    filled: Vec<MissLog>,
     /// The doorkeeper: one bit per row, set by a row's first miss since it was last cleared
     /// (every [`DOORKEEPER_REFRESHES`] refreshes); used only with
     /// [`admit_on_repeat`](HotTier::admit_on_repeat).
@@ -516,13 +516,6 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// For each row of the last gather, its place in the miss log if it logged it (else
     /// [`NOT_RESIDENT`]), for the capture kernel after it.
     claim: DeviceBuffer<u32>,
-    /// The slots granted to the miss log's places until the next refresh: a logged row is
-    /// copied into the slot of its place as soon as it is gathered. The policy's `granted`
-    /// on the device.
-    grant: Staged,
-    /// Whether every gather since the last refresh that may have logged rows had its capture
-    /// queued; if not, the refresh copies the logged rows from the table.
-    captured: bool,
     /// One bit per row, set while the row is resident: what the device's slot table says
     /// once the last slot table update queued has run, in a table small enough for the
     /// host's caches, for the hit statistics read at every counted id and the host's share
@@ -540,9 +533,6 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The thread that adds the gathers' counted ids to the policy's counts, off the thread
     /// that queues the gathers (`None` where none could be started: the gathers count).
     counter: Option<Counter>,
-    /// Empty stand-ins for the miss log's and the doorkeeper's buffers, given to the gathers
-    /// while a ranking has those (`None` then).
-    spare: Option<MissLog>,
     /// Why the last ranking could not read the log, for the next `begin_refresh` or
     /// `finish_refresh`.
     failed: Option<Error>,
@@ -658,10 +648,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             l.device_mut(&mut slots);
             l.submit()?.wait()?;
         }
-        let log_limit = capacity.min(LOG_MAX);
-        let policy = Policy::new(capacity, rows, log_limit);
-        let mut grant = Staged::new(gpu)?;
-        stage(gpu, &mut grant.dev, &policy.granted)?;
+        let log_len = capacity.min(LOG_MAX);
+        let mut policy = Policy::new(capacity, rows, log_len);
+        // The first ranking has no slots set apart for the gathers while it runs: the tier is
+        // empty, and the first plan grants them.
+        let (main, _) = policy.grant(false);
+        let (mut live, next) = (MissLog::new(gpu, log_len)?, MissLog::new(gpu, log_len)?);
+        live.install(gpu, gpu, main)?;
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -673,15 +666,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             capacity,
             tier,
             slots,
-            log_n: gpu.alloc_zeroed::<u64>(usize::from(capacity > 0))?,
-            log: gpu.alloc_zeroed::<u32>(log_limit)?,
-            log_limit,
+            log_limit: live.limit(),
+            live,
+            next: Some(next),
+            filled: Vec::new(),
             seen: gpu.alloc_zeroed::<u32>(if capacity == 0 { 0 } else { rows.div_ceil(32) })?,
             on_repeat: false,
             keep_free: 0,
             claim: gpu.alloc_zeroed(0)?,
-            grant,
-            captured: true,
             resident_bits: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
             resident_count: 0,
             policy: PolicyState::Idle(Box::new(policy)),
@@ -691,11 +683,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             } else {
                 Counter::start()
             },
-            spare: Some(MissLog {
-                n: gpu.alloc_zeroed(0)?,
-                log: gpu.alloc_zeroed(0)?,
-                seen: gpu.alloc_zeroed(0)?,
-            }),
             failed: None,
             gate: None,
             ids: (0..IDS_IN_FLIGHT)
@@ -791,8 +778,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// `n`-th call (from 0), failed ones included.
     ///
     /// While the tier has free slots, the gather logs the rows it misses and a second kernel,
-    /// queued after it, copies them from `out` into slots granted to them; the guard is that
-    /// kernel's (queuing it waits for the gather on a [`Gpu`] or a
+    /// queued after it, copies them from `out` into slots granted to them and names those
+    /// slots in the slot table (the gathers queued after it read these rows from device
+    /// memory; [`stats`](HotTier::stats) counts them as hits once a refresh has settled
+    /// them); the guard is that kernel's (queuing it waits for the gather on a [`Gpu`] or a
     /// [`Stream`](crate::Stream)). The guard keeps `out` borrowed until both are done; in a
     /// [`Scope`](crate::Scope), dropping or detaching it leaves them queued, and more gathers
     /// may follow at once (a refresh waits for them: it reads the rows they missed). Queuing
@@ -800,8 +789,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ids' device buffer it reuses.
     ///
     /// While a refresh begun with [`begin_refresh`](HotTier::begin_refresh) ranks, the gather
-    /// does not wait for it: it reads the rows resident before the refresh, logs no missed
-    /// row, and keeps the ids it counts for the ranking's halved counts. Once the ranking is
+    /// does not wait for it: it reads the rows resident before the refresh, logs the rows it
+    /// misses into a second log (with slots a refresh set apart for that time, as many as it
+    /// could), and keeps the ids it counts for the ranking's halved counts. Once the ranking is
     /// done, the next gather queues the refresh's fill and slot table update on `queue`
     /// before its own kernel (without waiting for them: the gather follows them on the same
     /// stream), and reads what they leave.
@@ -884,13 +874,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             tier,
             slots,
             ids: ids_in_flight,
-            log_n,
-            log,
+            live,
             seen,
             on_repeat,
             claim,
-            grant,
-            captured,
             units,
             rows,
             capacity,
@@ -938,21 +925,42 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         };
         if !capture && marked == 0 {
             let pending = gather.queue(
-                queue, table, tier, slots, ids_dev, out, log_n, log, seen, claim, staged,
+                queue,
+                table,
+                tier,
+                slots,
+                ids_dev,
+                out,
+                &mut live.n.dev,
+                &mut live.log,
+                seen,
+                claim,
+                staged,
             )?;
             count();
             return Ok(pending);
         }
         // The rows the gather logs are copied from `out` into the slots granted to their
         // places in the log by a later kernel, which reads what the gather (and the scatter)
-        // wrote: each guard ends before the next kernel is queued (the gather's is left queued,
-        // the next kernel following it on its stream; the scatter's waits on a Gpu or a Stream,
-        // after the host's threads; in a Scope all stay queued, in order). If any is not
-        // queued, the refresh copies the logged rows from the table instead.
-        let all_captured = *captured;
-        *captured = false;
+        // wrote and names each row's slot in the slot table: each guard ends before the next
+        // kernel is queued (the gather's is left queued, the next kernel following it on its
+        // stream; the scatter's waits on a Gpu or a Stream, after the host's threads; in a
+        // Scope all stay queued, in order). If any is not queued, the refresh that settles
+        // the log copies its rows from the table instead.
+        let all_captured = live.captured;
+        live.captured = false;
         let gathered = gather.queue(
-            queue, table, tier, slots, ids_dev, &mut *out, log_n, log, seen, claim, staged,
+            queue,
+            table,
+            tier,
+            &mut *slots,
+            ids_dev,
+            &mut *out,
+            &mut live.n.dev,
+            &mut live.log,
+            seen,
+            claim,
+            staged,
         )?;
         if marked > 0 {
             // While the GPU gathers the other rows, the host's threads gather these into
@@ -966,7 +974,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             };
             if !capture {
                 let pending = scatter.queue(queue, stage_pos, stage, out)?;
-                *captured = all_captured;
+                live.captured = all_captured;
                 count();
                 return Ok(pending);
             }
@@ -980,13 +988,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         l.scalar(&(*capacity as u64));
         l.device_prefix(ids_dev, n);
         l.device_prefix(&*claim, n);
-        l.device(&*log);
-        l.device(&*log_n);
-        l.device_prefix(&grant.dev, *log_limit);
+        l.device(&live.log);
+        l.device(&live.n.dev);
+        l.device_prefix(&live.grant.dev, *log_limit);
         l.device(&*out);
         l.device_mut(tier);
+        l.device_mut(slots);
         let pending = l.submit()?;
-        *captured = all_captured;
+        live.captured = all_captured;
         count();
         Ok(pending)
     }
@@ -1213,10 +1222,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// the log once the gathers queued before the call are done (the caller's thread does not
     /// wait for them), then ranks. Gathers go on meanwhile, reading the slot table and the
     /// rows resident before the refresh; they count their ids (added to the halved counts
-    /// once the ranking is done) and log no missed row. The first gather that finds the ranking
+    /// once the ranking is done) and log the rows they miss into a second log, whose slots
+    /// the last refresh set apart (the free slots beyond those of the first log, up to a log's
+    /// length), read from device memory from the next gather on and settled by the next
+    /// refresh. The first gather that finds the ranking
     /// done queues the refresh's fill and slot table update on its own queue before its
     /// gather kernel (with the runtime's ordering after the gathers in flight, as for
-    /// `refresh`), and grants the free slots to the next gathers' log;
+    /// `refresh`), and grants the free slots to the next gathers' logs;
     /// [`finish_refresh`](HotTier::finish_refresh) does it at once, waiting for the ranking
     /// if it is not done.
     ///
@@ -1274,31 +1286,34 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         else {
             unreachable!("a pending refresh was finished above")
         };
-        // The miss log and the doorkeeper go with the ranking, which reads the log once the
-        // gathers queued before now are done; gathers queued meanwhile log nothing, and are
-        // given empty buffers in their place.
-        let clear_seen = self.on_repeat
+        // The doorkeeper forgets, for the gathers queued from now on.
+        if self.on_repeat
             && !self.seen.is_empty()
-            && (self.stats.refreshes + 1).is_multiple_of(DOORKEEPER_REFRESHES);
-        let mut misses = self
-            .spare
-            .take()
-            .expect("the log's stand-ins are here while no refresh is pending");
-        misses.swap(self);
+            && (self.stats.refreshes + 1).is_multiple_of(DOORKEEPER_REFRESHES)
+        {
+            let mut l = Launch::new(queue, &FILL_U32, Grid::cover(self.seen.len()))?;
+            l.scalar(&0u64);
+            l.device_mut(&mut self.seen);
+            l.submit()?.leave_queued();
+        }
+        // The miss log and the logs left from the last ranking go with the ranking, which
+        // reads them once the gathers queued before now are done; gathers queued meanwhile
+        // log into the log granted for that time (or, where there is none, log nothing).
+        let side = match self.next.take() {
+            Some(log) => log,
+            None => MissLog::new(&self.gpu, 0)?,
+        };
+        let mut logs = vec![std::mem::replace(&mut self.live, side)];
+        logs.append(&mut self.filled);
         let job = Job {
             policy,
             counted: std::mem::take(&mut self.deferred),
             keep_free: self.keep_free,
-            misses,
-            gpu: self.gpu.clone(),
-            limit: self.log_limit,
-            clear_seen,
-            captured: std::mem::replace(&mut self.captured, true),
+            logs,
             gate: self.gate.clone(),
         };
         self.stats.refreshes += 1;
-        // Gathers log nothing until the next places are granted, when the plan is applied.
-        self.log_limit = 0;
+        self.log_limit = self.live.limit();
         // The thread gets its data through a channel, so that the data stays here when no
         // thread can be started (then the ranking runs on this thread).
         let (send, recv) = std::sync::mpsc::channel::<Job>();
@@ -1421,28 +1436,25 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
     }
 
-    /// Take back what a ranking had: the log's buffers, and the policy; with its plan to
-    /// apply, or, when the log could not be read, as it was (the log, untaken, goes on where
-    /// it stopped), the error kept for the next `begin_refresh` or `finish_refresh`. The ids
+    /// Take back what a ranking had: the logs, and the policy; with its plan to apply (the
+    /// logs, read, to be emptied and granted slots again), or, when a log could not be read,
+    /// as it was (the logs, untaken, are read by the next ranking), the error kept for the
+    /// next `begin_refresh` or `finish_refresh`. The ids
     /// counted while it ranked (a ranking's time of batches) stay deferred: they go to the
     /// counting thread with the policy once its plan is applied, rather than being added on
     /// the thread that queues the gathers.
     fn settle(&mut self, ranked: Ranked) {
-        let Ranked {
-            policy,
-            mut misses,
-            plan,
-            limit,
-            captured,
-        } = ranked;
-        misses.swap(self);
-        self.spare = Some(misses);
+        let Ranked { policy, logs, plan } = ranked;
         match plan {
-            Ok(plan) => self.policy = PolicyState::Ready(policy, plan),
+            Ok(mut plan) => {
+                plan.logs = logs;
+                self.policy = PolicyState::Ready(policy, Box::new(plan));
+            }
             Err(e) => {
+                // The logs stay as they are, for the next ranking; the gathers go on filling
+                // the one they have.
                 self.policy = PolicyState::Idle(policy);
-                self.log_limit = limit;
-                self.captured = captured;
+                self.filled = logs;
                 self.failed = Some(e);
             }
         }
@@ -1462,7 +1474,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         else {
             unreachable!("checked above")
         };
-        let result = self.apply_plan(queue, &policy, &mut plan, wait);
+        let result = self.apply_plan(queue, &mut plan, wait);
         match result {
             Ok(()) => {
                 self.policy = PolicyState::Idle(policy);
@@ -1480,13 +1492,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// The steps of [`apply`](HotTier::apply) not done yet, in order: the fill, the slot
     /// table update, the grant. Each is marked done in `plan` once queued, so that a failed
     /// step is tried again from where it stopped.
-    fn apply_plan(
-        &mut self,
-        queue: &impl Queue,
-        policy: &Policy,
-        plan: &mut Plan,
-        wait: bool,
-    ) -> Result<()> {
+    fn apply_plan(&mut self, queue: &impl Queue, plan: &mut Plan, wait: bool) -> Result<()> {
         let start = std::time::Instant::now();
         if !plan.filled {
             let n = plan.fill_ids.len();
@@ -1552,12 +1558,39 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             self.stats.evicted += plan.refresh.evicted as u64;
             plan.updated = true;
         }
-        // The next gathers' log: the slots the policy granted, each to a place. Gathers
-        // queued before the update may read the slots of the rows that left: captures into
-        // them are queued after the update, which the runtime orders after those gathers.
-        self.grant
-            .put(&self.gpu, queue, &policy.granted, PINNED_LIST_MAX)?;
-        self.log_limit = policy.granted.len();
+        // The logs the ranking read, emptied and granted the slots the policy granted, each to
+        // a place: one for the gathers from now on, one for those while the next ranking
+        // runs. Gathers queued before the update may read the slots of the rows that left:
+        // captures into them are queued after the update, which the runtime orders after
+        // those gathers. The log the gathers filled while the ranking ran waits for the next.
+        let log_len = self.capacity.min(LOG_MAX);
+        if self.live.granted.is_empty() && self.live.log.len() == log_len {
+            // No slots were granted to the gathers' log while the ranking ran: it is free.
+            let log = std::mem::replace(&mut self.live, MissLog::new(&self.gpu, 0)?);
+            plan.logs.push(log);
+        }
+        plan.logs.retain(|log| log.log.len() == log_len);
+        while plan.logs.len() < 2 {
+            plan.logs.push(MissLog::new(&self.gpu, log_len)?);
+        }
+        plan.logs.truncate(2);
+        for (log, granted) in plan
+            .logs
+            .iter_mut()
+            .zip([&plan.grant_main, &plan.grant_side])
+        {
+            log.install(&self.gpu, queue, granted.clone())?;
+        }
+        let (side, main) = (plan.logs.pop(), plan.logs.pop());
+        let (Some(main), Some(side)) = (main, side) else {
+            unreachable!("two logs, made above")
+        };
+        let side_filled = std::mem::replace(&mut self.live, main);
+        if !side_filled.granted.is_empty() {
+            self.filled.push(side_filled);
+        }
+        self.next = Some(side);
+        self.log_limit = self.live.limit();
         tracing::debug!(
             admitted = plan.refresh.admitted,
             evicted = plan.refresh.evicted,
@@ -1578,42 +1611,85 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 }
 
-/// The miss log's device buffers and the doorkeeper's: the tier's while no refresh is
-/// pending, the ranking's while one is (the tier's gathers then get stand-ins, empty).
+/// One miss log: the rows the gathers logged into it as missed, the slots granted to its
+/// places, and whether every gather that logged into it had its capture queued.
 struct MissLog {
-    /// The tier's `log_n`.
-    n: DeviceBuffer<u64>,
-    /// The tier's `log`.
+    /// The number of rows logged (one counter; none for a log of length 0), and a 0 to reset
+    /// it from.
+    n: Staged<u64>,
+    /// The rows logged, in the order they claimed their places.
     log: DeviceBuffer<u32>,
-    /// The tier's `seen`.
-    seen: DeviceBuffer<u32>,
+    /// The slots granted to its places, on the device (for the captures).
+    grant: Staged,
+    /// The same, on the host.
+    granted: Vec<u32>,
+    /// Whether every gather that may have logged rows into it had its capture queued; if not,
+    /// the refresh that settles it copies its rows from the table.
+    captured: bool,
+}
+
+/// What a ranking read from one miss log.
+struct Logged {
+    /// The rows logged (the first of its places, as many as were granted).
+    ids: Vec<u32>,
+    /// The slots granted to its places.
+    granted: Vec<u32>,
+    /// Whether every row logged was copied into its slot by a capture.
+    captured: bool,
 }
 
 impl MissLog {
-    /// Swap these buffers with the tier's.
-    fn swap<T: DeviceCopy, M: MappedArg<T>>(&mut self, tier: &mut HotTier<T, M>) {
-        std::mem::swap(&mut self.n, &mut tier.log_n);
-        std::mem::swap(&mut self.log, &mut tier.log);
-        std::mem::swap(&mut self.seen, &mut tier.seen);
+    /// An empty log of `len` places, none granted (length 0: a log the gathers cannot log
+    /// into).
+    fn new(gpu: &Gpu, len: usize) -> Result<MissLog> {
+        let mut n = Staged::new(gpu)?;
+        n.dev = gpu.alloc_zeroed::<u64>(usize::from(len > 0))?;
+        Ok(MissLog {
+            n,
+            log: gpu.alloc_zeroed::<u32>(len)?,
+            grant: Staged::new(gpu)?,
+            granted: Vec::new(),
+            captured: true,
+        })
     }
 
-    /// The rows the gathers logged as missed (distinct, not resident, their device slot
-    /// table entries [`PENDING`]; the first `limit`), and the log emptied for the next ones;
-    /// first the doorkeeper cleared, with `clear_seen`. Each host access waits for the
-    /// gathers queued before that wrote the buffer; on an error nothing is taken.
-    fn take(&mut self, gpu: &Gpu, limit: usize, clear_seen: bool) -> Result<Vec<u32>> {
-        if clear_seen {
-            // After the gathers that set its bits: the runtime orders it after them.
-            let mut l = Launch::new(gpu, &FILL_U32, Grid::cover(self.seen.len()))?;
-            l.scalar(&0u64);
-            l.device_mut(&mut self.seen);
-            l.submit()?.wait()?;
+    /// Places the gathers may take: its granted slots, up to its length.
+    fn limit(&self) -> usize {
+        if self.n.dev.is_empty() {
+            0
+        } else {
+            self.granted.len().min(self.log.len())
         }
-        let n = self.n.to_vec()?[0];
+    }
+
+    /// The rows the gathers logged (distinct, not resident when logged; the first `limit`),
+    /// with the slots granted to their places. Each host access waits for the gathers queued
+    /// before that wrote the buffer; the log is left as it was.
+    fn read(&self) -> Result<Logged> {
+        let limit = self.limit();
+        let n = if limit == 0 {
+            0
+        } else {
+            self.n.dev.to_vec()?[0]
+        };
         let n = usize::try_from(n).unwrap_or(usize::MAX).min(limit);
-        let logged = self.log.prefix_to_vec(n)?;
-        self.n.copy_from(&[0])?;
-        Ok(logged)
+        Ok(Logged {
+            ids: self.log.prefix_to_vec(n)?,
+            granted: self.granted.clone(),
+            captured: self.captured,
+        })
+    }
+
+    /// Empty the log for the work queued on `queue` from now on, and grant its places the
+    /// slots `granted` (each place its slot, in order).
+    fn install(&mut self, gpu: &Gpu, queue: &impl Queue, granted: Vec<u32>) -> Result<()> {
+        if !self.n.dev.is_empty() {
+            self.n.put(gpu, queue, &[0], 1)?;
+        }
+        self.grant.put(gpu, queue, &granted, PINNED_LIST_MAX)?;
+        self.granted = granted;
+        self.captured = true;
+        Ok(())
     }
 }
 
@@ -1624,29 +1700,23 @@ struct Job {
     counted: Vec<u32>,
     /// Slots to keep free for the log ([`HotTier::keep_free`]).
     keep_free: usize,
-    misses: MissLog,
-    gpu: Gpu,
-    /// Places of the log the gathers could take.
-    limit: usize,
-    /// Whether the doorkeeper forgets first.
-    clear_seen: bool,
-    /// Whether every gather that may have logged rows had its capture queued.
-    captured: bool,
+    /// The logs to read and settle.
+    logs: Vec<MissLog>,
     gate: Option<Arc<Gate>>,
 }
 
 /// What a ranking thread gives back.
 struct Ranked {
     policy: Box<Policy>,
-    misses: MissLog,
-    /// The plan, or why the log could not be read (the policy then untouched).
+    /// The logs, as they were (the tier empties them once the plan is applied).
+    logs: Vec<MissLog>,
+    /// The plan, or why a log could not be read (the policy then untouched, but for the
+    /// counted ids added).
     plan: Result<Plan>,
-    limit: usize,
-    captured: bool,
 }
 
 impl Job {
-    /// Wait at the gate, if any, read the log, then rank.
+    /// Wait at the gate, if any, add the counted ids, read the logs, then rank.
     fn run(mut self) -> Ranked {
         if let Some(gate) = &self.gate {
             gate.wait();
@@ -1654,18 +1724,15 @@ impl Job {
         self.policy.add_all(&self.counted);
         let start = std::time::Instant::now();
         let plan = self
-            .misses
-            .take(&self.gpu, self.limit, self.clear_seen)
-            .map(|logged| {
-                self.policy
-                    .plan(&logged, self.captured, self.keep_free, start.elapsed())
-            });
+            .logs
+            .iter()
+            .map(MissLog::read)
+            .collect::<Result<Vec<_>>>()
+            .map(|logged| self.policy.plan(&logged, self.keep_free, start.elapsed()));
         Ranked {
             policy: self.policy,
-            misses: self.misses,
+            logs: self.logs,
             plan,
-            limit: self.limit,
-            captured: self.captured,
         }
     }
 }
@@ -1885,7 +1952,7 @@ enum PolicyState {
     /// On the ranking's thread.
     Running(Worker),
     /// Back, with a plan whose kernels are not all queued yet.
-    Ready(Box<Policy>, Plan),
+    Ready(Box<Policy>, Box<Plan>),
     /// Lost with a ranking that panicked (or for the moment of a swap): the device's slot
     /// table and the host's residency are left as the last plan applied them.
     Lost,
@@ -1895,7 +1962,7 @@ enum PolicyState {
 /// writes, owned by the thread that ranks.
 struct Policy {
     capacity: usize,
-    /// Places of the miss log: the most slots granted to it.
+    /// Places of a miss log: the most slots granted to one.
     log_len: usize,
     /// Decayed reads of each row.
     counts: Vec<u32>,
@@ -1909,8 +1976,9 @@ struct Policy {
     /// Slots holding no row that no slot table the device has or will have names (once the
     /// last plan is applied): the fill writes only these.
     free: Vec<u32>,
-    /// The slots granted to the miss log's places, in order.
-    granted: Vec<u32>,
+    /// Slots granted to miss logs and not yet given back by a plan that settled them: the
+    /// gathers' captures may have filled them.
+    reserved: usize,
     /// Where the search for rows to evict starts: a slot.
     hand: usize,
     /// One bit per row, set when the row is counted and cleared when it is admitted or the
@@ -1936,6 +2004,12 @@ struct Plan {
     candidates: usize,
     log_read: std::time::Duration,
     policy: std::time::Duration,
+    /// The slots granted to the gathers' log from the plan on, and to their log while the
+    /// next ranking runs.
+    grant_main: Vec<u32>,
+    grant_side: Vec<u32>,
+    /// The logs the ranking read, to be emptied and granted those slots.
+    logs: Vec<MissLog>,
     /// Whether the fill is queued.
     filled: bool,
     /// Whether the slot table update is queued.
@@ -1945,8 +2019,7 @@ struct Plan {
 impl Policy {
     fn new(capacity: usize, rows: usize, log_len: usize) -> Policy {
         let rows = if capacity == 0 { 0 } else { rows };
-        let mut free: Vec<u32> = (0..capacity as u32).rev().collect();
-        let granted = free.split_off(free.len() - log_len);
+        let free: Vec<u32> = (0..capacity as u32).rev().collect();
         Policy {
             capacity,
             log_len,
@@ -1955,11 +2028,27 @@ impl Policy {
             bits: huge_vec(rows.div_ceil(64), 0),
             resident: vec![NOT_RESIDENT; capacity],
             free,
-            granted,
+            reserved: 0,
             hand: 0,
             referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
         }
+    }
+
+    /// Grant free slots to two miss logs: to the gathers' until the next ranking begins as
+    /// many as `log_len`, and (with `side`) of the slots left, as many again to theirs while
+    /// it runs.
+    fn grant(&mut self, side: bool) -> (Vec<u32>, Vec<u32>) {
+        let main = self.free.len().min(self.log_len);
+        let main = self.free.split_off(self.free.len() - main);
+        let side = if side {
+            self.free.len().min(self.log_len)
+        } else {
+            0
+        };
+        let side = self.free.split_off(self.free.len() - side);
+        self.reserved += main.len() + side.len();
+        (main, side)
     }
 
     /// Count one more read of each row of `ids` ([`add`](Policy::add) for each, in any
@@ -2032,24 +2121,37 @@ impl Policy {
     /// to admit and evict and their slots (evicting cold rows until `keep_free` slots, up to
     /// the log's length, are free for the log), grant the free slots to the next gathers'
     /// log, and halve every count. Host work only: the plan's kernels are queued by the tier.
-    fn plan(
-        &mut self,
-        logged: &[u32],
-        captured: bool,
-        keep_free: usize,
-        log_read: std::time::Duration,
-    ) -> Plan {
+    fn plan(&mut self, logs: &[Logged], keep_free: usize, log_read: std::time::Duration) -> Plan {
         let start = std::time::Instant::now();
-        // The logged rows: each is in the slot granted to its place in the log (the gathers'
-        // captures copied it there, or the fill does when a capture was not queued). The
-        // slots granted to places not taken are free again.
-        let granted = std::mem::take(&mut self.granted);
-        let logged = &logged[..logged.len().min(granted.len())];
-        self.free.extend_from_slice(&granted[logged.len()..]);
-        // Resident from here on (unless given up below, for a counted row).
-        for &id in logged {
-            set_bit(&mut self.bits, id, true);
+        // The logged rows: each is in the slot granted to its place in its log (the gathers'
+        // captures copied it there and named it in the slot table, or the fill does when a
+        // capture was not queued). The slots granted to places not taken are free again, and
+        // so are those of rows resident already (admitted by a plan made while their log was
+        // filled, in another slot, which the device's slot table names since). Gathers may
+        // have read these slots, but every one of them is queued before this plan's fill,
+        // the first work to write them.
+        let mut logged = Vec::new();
+        let mut granted = Vec::new();
+        let mut uncaptured = std::collections::HashSet::new();
+        for log in logs {
+            let n = log.ids.len().min(log.granted.len());
+            self.reserved -= log.granted.len();
+            self.free.extend_from_slice(&log.granted[n..]);
+            for (&id, &s) in log.ids[..n].iter().zip(&log.granted) {
+                if bit(&self.bits, id) {
+                    self.free.push(s);
+                    continue;
+                }
+                // Resident from here on (unless given up below, for a counted row).
+                set_bit(&mut self.bits, id, true);
+                logged.push(id);
+                granted.push(s);
+                if !log.captured {
+                    uncaptured.insert(id);
+                }
+            }
         }
+        let logged = &logged[..];
         // The rows the policy keeps: the counted most, resident first among equals (a
         // logged row they name keeps its slot).
         let counts = &self.counts;
@@ -2069,8 +2171,9 @@ impl Policy {
         ranked.sort_unstable();
         let mut admit: Vec<u32> = ranked.into_iter().map(|(_, id)| id).collect();
         // The counted rows come first: where the free slots are too few for them, logged rows
-        // the policy did not choose give theirs up, the least counted first. No gather has read
-        // those slots (no slot table names them yet), so they are free at once.
+        // the policy did not choose give theirs up, the least counted first. Their slots are
+        // free at once: the gathers that may have read them are queued before this plan's
+        // fill, and the slot table update after it names them no more.
         for &id in &chosen {
             set_bit(&mut self.mark, id, true);
         }
@@ -2115,11 +2218,11 @@ impl Policy {
             ids.push(id);
             vals.push(NOT_RESIDENT);
         }
-        let (mut fill_ids, mut fill_dst): (Vec<u32>, Vec<u32>) = if captured {
-            (Vec::new(), Vec::new())
-        } else {
-            pairs[..kept].iter().copied().unzip()
-        };
+        let (mut fill_ids, mut fill_dst): (Vec<u32>, Vec<u32>) = pairs[..kept]
+            .iter()
+            .copied()
+            .filter(|(id, _)| uncaptured.contains(id))
+            .unzip();
         let (counts, bits) = (&self.counts, &self.bits);
         // Room: resident rows not kept leave, rows counted 0 first, as many as the free slots
         // lack; their slots are refilled from the next refresh on. Beyond that, rows counted
@@ -2219,10 +2322,8 @@ impl Policy {
             vals.push(NOT_RESIDENT);
         }
         self.free.append(&mut emptied);
-        // The next gathers' log: as many places as free slots, up to the log's length, each
-        // with its slot.
-        let take = self.free.len().min(self.log_len);
-        self.granted = self.free.split_off(self.free.len() - take);
+        // The next gathers' logs: free slots, each to a place.
+        let (grant_main, grant_side) = self.grant(true);
         let candidates = self.touched.len();
         self.halve();
         Plan {
@@ -2233,13 +2334,16 @@ impl Policy {
             refresh: Refresh {
                 admitted: kept + admit.len(),
                 evicted: evict.len(),
-                resident: self.capacity - self.free.len() - self.granted.len(),
+                resident: self.capacity - self.free.len() - self.reserved,
             },
             logged: logged.len(),
             displaced: displace,
             candidates,
             log_read,
             policy: start.elapsed(),
+            grant_main,
+            grant_side,
+            logs: Vec::new(),
             filled: false,
             updated: false,
         }
@@ -2289,13 +2393,41 @@ mod tests {
                 host[id as usize] = s as u32;
             }
         }
+        // The rows logged since (in the gathers' log, or in a log filled while the last
+        // ranking ran), not settled by a refresh yet: named by the captures with their
+        // granted slots (or pending where a capture was not queued), each slot holding its
+        // row, unless a refresh admitted the row meanwhile.
+        let rows = t.rows;
+        let tier = t.tier.to_vec().unwrap();
+        let table = t.table.to_vec();
+        let mut logged = vec![false; rows];
+        for log in std::iter::once(&t.live).chain(&t.filled) {
+            let read = log.read().unwrap();
+            for (&id, &s) in read.ids.iter().zip(&read.granted) {
+                if host[id as usize] != NOT_RESIDENT {
+                    continue;
+                }
+                logged[id as usize] = true;
+                let d = device[id as usize];
+                if d == PENDING {
+                    assert!(!read.captured, "row {id}: pending in a captured log");
+                    continue;
+                }
+                assert_eq!(d, s, "row {id}: a logged row in its granted slot");
+                let w = t.width;
+                assert_eq!(tier[s as usize * w..][..w], table[id as usize * w..][..w]);
+                host[id as usize] = s;
+            }
+        }
         assert_eq!(device, host, "device and host slot tables");
         for (id, &s) in device.iter().enumerate() {
             assert!(
                 s == NOT_RESIDENT || (s as usize) < t.capacity,
                 "row {id}: {s:#x}"
             );
-            assert_eq!(s != NOT_RESIDENT, t.is_resident(id as u32), "row {id}");
+            if !logged[id] {
+                assert_eq!(s != NOT_RESIDENT, t.is_resident(id as u32), "row {id}");
+            }
         }
     }
 
@@ -2313,29 +2445,44 @@ mod tests {
         t.count_every(NonZeroUsize::new(1000).unwrap());
         // Ten distinct rows missed, each many times, by one launch: four slots are free, so
         // four claims are logged and the other six given back.
+        assert_eq!(t.log_limit, 4);
         let ids: Vec<u32> = (0..200).map(|i| 10 + (i % 10)).collect();
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        // The capture copied each logged row into its slot and named the slot in the table.
         let device = t.slots.to_vec().unwrap();
-        let pending: Vec<usize> = (0..rows).filter(|&id| device[id] == PENDING).collect();
-        assert_eq!(pending.len(), 4, "{pending:?}");
-        assert!(pending.iter().all(|id| (10..20).contains(id)));
+        let named: Vec<usize> = (0..rows).filter(|&id| device[id] != NOT_RESIDENT).collect();
+        assert_eq!(named.len(), 4, "{named:?}");
+        assert!(
+            named
+                .iter()
+                .all(|&id| (10..20).contains(&id) && device[id] < 4)
+        );
+        let tier = t.tier.to_vec().unwrap();
+        for &id in &named {
+            let slot = device[id] as usize;
+            assert_eq!(tier[slot * width..][..width], host[id * width..][..width]);
+        }
         // Claims past the limit count too (and are given back): threads that saw the
         // counter below the limit may still claim.
-        let n = t.log_n.to_vec().unwrap()[0];
+        let n = t.live.n.dev.to_vec().unwrap()[0];
         assert!((4..=ids.len() as u64).contains(&n), "{n}");
-        let mut logged = t.log.to_vec().unwrap();
+        let mut logged = t.live.log.prefix_to_vec(4).unwrap();
         logged.sort_unstable();
         assert_eq!(
             logged.iter().map(|&id| id as usize).collect::<Vec<_>>(),
-            pending
+            named
         );
+        // Gathers read them from the tier from the next batch on.
+        let before = out.to_vec().unwrap();
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        assert_eq!(out.to_vec().unwrap(), before);
         // Row 10 was counted (position 0 of batch 0); it and three logged rows are admitted.
         let r = t.refresh(&gpu).unwrap();
         assert_eq!((r.admitted, r.resident), (4, 4));
         assert!(t.is_resident(10));
         assert_tables_agree(&mut t);
-        assert_eq!(t.log_n.to_vec().unwrap(), [0]);
+        assert_eq!(t.live.n.dev.to_vec().unwrap(), [0]);
         // The tier is full: misses are no longer logged, and the gathers stay right.
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
         assert!(t.slots.to_vec().unwrap().iter().all(|&s| s != PENDING));
@@ -2363,7 +2510,7 @@ mod tests {
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
         // As if the capture had failed: the granted slots hold something else.
-        t.captured = false;
+        t.live.captured = false;
         t.tier.copy_from(&vec![-1.0; t.tier.len()]).unwrap();
         assert_eq!(t.refresh(&gpu).unwrap().admitted, 8);
         assert_tables_agree(&mut t);
@@ -2535,7 +2682,7 @@ mod tests {
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
         let device = t.slots.to_vec().unwrap();
-        assert_eq!(device.iter().filter(|&&s| s == PENDING).count(), 2);
+        assert_eq!(device.iter().filter(|&&s| s != NOT_RESIDENT).count(), 2);
         let r = t.refresh(&gpu).unwrap();
         assert_eq!(r.admitted, 2);
         assert!(t.is_resident(1) && t.is_resident(2));
@@ -2576,6 +2723,82 @@ mod tests {
             assert!(t.is_resident(again) && t.is_resident(7));
             assert_tables_agree(&mut t);
         }
+    }
+
+    /// Rows missed while a ranking runs are logged into the log granted for that time: read
+    /// from the tier from the next gather on, settled by the refresh after the next, and
+    /// their slots never handed to another row meanwhile.
+    #[test]
+    fn rows_missed_while_a_ranking_runs_are_read_from_the_tier_at_once() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (64usize, 4usize);
+        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 16 * width * 4)
+            .unwrap();
+        t.count_every(NonZeroUsize::new(1000).unwrap());
+        let mut out = gpu.alloc_zeroed::<f32>(4 * width).unwrap();
+        t.gather(&gpu, &[0, 1, 2, 3], &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        // Logs of six places (as a tier of millions of rows has logs of far fewer places than
+        // its free slots).
+        t.reclaim();
+        let PolicyState::Idle(p) = &mut t.policy else {
+            unreachable!("no refresh begun")
+        };
+        p.log_len = 6;
+        assert_eq!(t.refresh(&gpu).unwrap().admitted, 4);
+        // Twelve slots free: six for the gathers' log, six for theirs while a ranking runs.
+        assert_eq!(t.log_limit, 6);
+        let hold = t.__hold_refreshes();
+        t.begin_refresh(&gpu).unwrap();
+        assert_eq!(t.log_limit, 6);
+        let ids = [30u32, 31, 30, 2];
+        let hits = t.stats().hits;
+        for _ in 0..2 {
+            out.copy_from(&vec![-1.0; out.len()]).unwrap();
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            let got = out.to_vec().unwrap();
+            for (b, &id) in ids.iter().enumerate() {
+                assert_eq!(
+                    got[b * width..][..width],
+                    host[id as usize * width..][..width]
+                );
+            }
+        }
+        let device = t.slots.to_vec().unwrap();
+        let tier = t.tier.to_vec().unwrap();
+        for id in [30usize, 31] {
+            let s = device[id] as usize;
+            assert!(s < t.capacity(), "row {id}: {s:#x}");
+            assert_eq!(tier[s * width..][..width], host[id * width..][..width]);
+        }
+        // The host counts a hit only for rows a refresh settled (one counted id a batch).
+        assert_eq!(t.stats().hits - hits, 0);
+        hold.release();
+        t.finish_refresh(&gpu).unwrap().unwrap();
+        assert!(!t.is_resident(30) && t.filled.len() == 1);
+        assert_tables_agree(&mut t);
+        // Rows the gathers missed since are logged into the new log's slots, none of them
+        // the slots of rows 30 and 31.
+        t.gather(&gpu, &[40, 41, 42, 41], &mut out)
+            .unwrap()
+            .wait()
+            .unwrap();
+        let device = t.slots.to_vec().unwrap();
+        let mut named: Vec<u32> = [30, 31, 40, 41, 42].map(|id| device[id]).to_vec();
+        named.sort_unstable();
+        named.dedup();
+        assert_eq!(named.len(), 5);
+        assert_tables_agree(&mut t);
+        t.refresh(&gpu).unwrap();
+        for id in [30, 31, 40, 41, 42] {
+            assert!(t.is_resident(id), "row {id}");
+        }
+        assert_tables_agree(&mut t);
     }
 
     /// Slots kept free for the log: rows counted 0 leave ahead of need, counted rows never

@@ -145,10 +145,12 @@ pub static HOT_SCATTER: Kernel = Kernel {
 /// `out` row `b = g / units` into unit `g % units` of tier slot `grant[n]`, where `n =
 /// claim[b]` is the row's place in the miss log, if the gather logged it there: `n` below the
 /// lengths of `grant` and `log` and the counter `log_n[0]`, `log[n] == ids[b]`, and the slot
-/// below `capacity`. As for the gather, `out` holds `ids × units` units and `tier`
+/// below `capacity`. The thread of unit 0 of such a row also writes the slot into the slot
+/// table, `slots[ids[b]]` (for an id below its length): kernels queued after this one read
+/// the row from the tier. As for the gather, `out` holds `ids × units` units and `tier`
 /// `capacity × units` (their lengths count the host's elements, not bytes). Parameters:
-/// `units`, `capacity`, then the slices `ids`, `claim`, `log`, `log_n`, `grant`, `out` and
-/// `tier` (written).
+/// `units`, `capacity`, then the slices `ids`, `claim`, `log`, `log_n`, `grant`, `out`,
+/// `tier` (written) and `slots` (written).
 pub static HOT_CAPTURE: Kernel = Kernel {
     name: "berth_hot_capture",
     crate_name: "berth_runtime",
@@ -170,6 +172,8 @@ pub static HOT_CAPTURE: Kernel = Kernel {
         Param::word("out", Part::Len),
         Param::slice_ptr::<u8>("tier", true, Placement::Device),
         Param::word("tier", Part::Len),
+        Param::slice_ptr::<u32>("slots", true, Placement::Device),
+        Param::word("slots", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: hot_capture_sim,
@@ -575,12 +579,14 @@ $L__hot_scatter_done:
 \t.param .u64 berth_hot_capture_param_12,
 \t.param .u64 berth_hot_capture_param_13,
 \t.param .u64 berth_hot_capture_param_14,
-\t.param .u64 berth_hot_capture_param_15
+\t.param .u64 berth_hot_capture_param_15,
+\t.param .u64 berth_hot_capture_param_16,
+\t.param .u64 berth_hot_capture_param_17
 )
 {
 \t.reg .pred \t%p<12>;
 \t.reg .b32 \t%r<12>;
-\t.reg .b64 \t%rd<40>;
+\t.reg .b64 \t%rd<44>;
 
 \tld.param.u64 \t%rd1, [berth_hot_capture_param_0];
 \tld.param.u64 \t%rd2, [berth_hot_capture_param_1];
@@ -598,6 +604,8 @@ $L__hot_scatter_done:
 \tld.param.u64 \t%rd14, [berth_hot_capture_param_13];
 \tld.param.u64 \t%rd15, [berth_hot_capture_param_14];
 \tld.param.u64 \t%rd16, [berth_hot_capture_param_15];
+\tld.param.u64 \t%rd38, [berth_hot_capture_param_16];
+\tld.param.u64 \t%rd39, [berth_hot_capture_param_17];
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
 \tmov.u32 \t%r3, %tid.x;
@@ -641,6 +649,16 @@ $L__hot_scatter_done:
 \tcvt.u64.u32 \t%rd30, %r7;
 \tsetp.ge.u64 \t%p6, %rd30, %rd2;
 \t@%p6 bra \t$L__hot_capture_done;
+\tsetp.ne.u64 \t%p7, %rd19, 0;
+\t@%p7 bra \t$L__hot_capture_copy;
+\tcvt.u64.u32 \t%rd40, %r6;
+\tsetp.ge.u64 \t%p8, %rd40, %rd39;
+\t@%p8 bra \t$L__hot_capture_copy;
+\tshl.b64 \t%rd41, %rd40, 2;
+\tcvta.to.global.u64 \t%rd42, %rd38;
+\tadd.s64 \t%rd42, %rd42, %rd41;
+\tst.global.u32 \t[%rd42], %r7;
+$L__hot_capture_copy:
 \tmul.lo.s64 \t%rd32, %rd30, %rd1;
 \tadd.s64 \t%rd32, %rd32, %rd19;
 \tshl.b64 \t%rd34, %rd17, 4;
@@ -998,12 +1016,12 @@ unsafe fn hot_scatter_sim(p: &[*mut std::ffi::c_void]) {
 /// [`HOT_CAPTURE`] on the simulator: one simulated thread's unit, as the PTX does it.
 ///
 /// # Safety
-/// `p` points at the 16 parameter values; each of `ids`, `claim`, `log`, `log_n` and `grant`
-/// holds its length in words, `out` holds `ids_len × units` units and `tier` `capacity ×
-/// units`, and `tier` overlaps none of the others.
+/// `p` points at the 18 parameter values; each of `ids`, `claim`, `log`, `log_n`, `grant` and
+/// `slots` holds its length in words, `out` holds `ids_len × units` units and `tier`
+/// `capacity × units`, and neither `tier` nor `slots` overlaps any other.
 unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 16] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 18] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         capacity,
@@ -1021,6 +1039,8 @@ unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
         _,
         tier,
         _,
+        slots,
+        slots_len,
     ] = v;
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || log_n_len == 0 {
@@ -1046,6 +1066,10 @@ unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
     };
     if logged != id || slot >= capacity {
         return;
+    }
+    if j == 0 && u64::from(id) < slots_len {
+        // SAFETY: `id` is below `slots`' length; `slots` overlaps no other parameter.
+        unsafe { *(slots as *mut u32).add(id as usize) = slot as u32 };
     }
     let unit = HOT_UNIT as u64;
     // SAFETY: `b < ids_len` and `j < units`: unit `g` is inside `out`; `slot < capacity`: unit
