@@ -264,26 +264,61 @@ impl<T: DeviceCopy> Staged<T> {
 
     /// Put `data` at the start of the device list for the work queued next on `queue`:
     /// written into the pinned memory (waiting, on the host, only for the copy that last read
-    /// it), then copied on `queue`'s stream and left queued. The kernel queued next on that
-    /// stream reads it after the copy; the buffers' uses record the copy, so that it follows
-    /// the kernels still reading the list (on the GPU, by the stream or an event), and the
-    /// next host access or the drop waits for it. A list longer than `pinned_max` goes
-    /// through [`stage`] instead (the host waits for the device list's readers).
+    /// it), then copied on `queue`'s stream and left queued ([`write`](Staged::write), then
+    /// [`send`](Staged::send)).
     fn put(&mut self, gpu: &Gpu, queue: &impl Queue, data: &[T], pinned_max: usize) -> Result<()> {
+        self.write(gpu, data, pinned_max)?;
+        self.send(gpu, queue, data, pinned_max)
+    }
+
+    /// Write `data` into the pinned memory (grown if it is shorter), waiting, on the host,
+    /// only for the copy that last read it; on any thread. Nothing for a list longer than
+    /// `pinned_max`.
+    fn write(&mut self, gpu: &Gpu, data: &[T], pinned_max: usize) -> Result<()> {
+        if data.len() > pinned_max {
+            return Ok(());
+        }
+        if self.host.len() < data.len() {
+            self.host = gpu.pinned_zeroed::<T>(data.len().next_power_of_two())?;
+        }
+        self.host[..data.len()].copy_from_slice(data);
+        Ok(())
+    }
+
+    /// Put `data`, which [`write`](Staged::write) wrote into the pinned memory, at the start
+    /// of the device list for the work queued next on `queue`: copied on `queue`'s stream
+    /// and left queued. The kernel queued next on that stream reads it after the copy; the
+    /// buffers' uses record the copy, so that it follows the kernels still reading the list
+    /// (on the GPU, by the stream or an event), and the next host access or the drop waits
+    /// for it. A list longer than `pinned_max` goes through [`stage`] instead (the host waits
+    /// for the device list's readers).
+    fn send(&mut self, gpu: &Gpu, queue: &impl Queue, data: &[T], pinned_max: usize) -> Result<()> {
         if data.len() > pinned_max {
             return stage(gpu, &mut self.dev, data);
         }
         if self.dev.len() < data.len() {
             self.dev = gpu.alloc_zeroed::<T>(data.len().next_power_of_two())?;
         }
-        if self.host.len() < data.len() {
-            self.host = gpu.pinned_zeroed::<T>(data.len().next_power_of_two())?;
-        }
-        self.host[..data.len()].copy_from_slice(data);
         self.dev
             .copy_prefix_from_pinned(queue, &self.host, data.len())?
             .leave_queued();
         Ok(())
+    }
+}
+
+/// The lists of a refresh's fill (rows and their slots) and slot table update (rows and their
+/// entries), on the device and in pinned memory, which the ranking's thread writes.
+struct PlanLists {
+    fill: (Staged, Staged),
+    update: (Staged, Staged),
+}
+
+impl PlanLists {
+    fn new(gpu: &Gpu) -> Result<PlanLists> {
+        Ok(PlanLists {
+            fill: (Staged::new(gpu)?, Staged::new(gpu)?),
+            update: (Staged::new(gpu)?, Staged::new(gpu)?),
+        })
     }
 }
 
@@ -541,10 +576,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
     /// kept, and grown when a batch is longer, rather than allocated for every batch.
     ids: Vec<Staged>,
-    /// The last fill's ids and slots (prefixes), kept the same way.
-    fill: (Staged, Staged),
-    /// The last slot table update's ids and entries (prefixes), kept the same way.
-    update: (Staged, Staged),
+    /// The last refresh's lists, kept the same way (`None` while a ranking has them, to
+    /// write the next).
+    lists: Option<PlanLists>,
     stats: HotTierStats,
     /// A batch larger than the tier was reported (once).
     reported_small: bool,
@@ -654,7 +688,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // empty, and the first plan grants them.
         let (main, _) = policy.grant(false);
         let (mut live, next) = (MissLog::new(gpu, log_len)?, MissLog::new(gpu, log_len)?);
-        live.install(gpu, gpu, main)?;
+        live.install(gpu, gpu, &main, false)?;
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -688,8 +722,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             ids: (0..IDS_IN_FLIGHT)
                 .map(|_| Staged::new(gpu))
                 .collect::<Result<_>>()?,
-            fill: (Staged::new(gpu)?, Staged::new(gpu)?),
-            update: (Staged::new(gpu)?, Staged::new(gpu)?),
+            lists: Some(PlanLists::new(gpu)?),
             stats: HotTierStats::default(),
             reported_small: false,
             count_every: 1,
@@ -1310,6 +1343,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             counted: std::mem::take(&mut self.deferred),
             keep_free: self.keep_free,
             logs,
+            lists: self
+                .lists
+                .take()
+                .expect("the lists are here while no refresh is pending"),
+            gpu: self.gpu.clone(),
+            log_len: self.capacity.min(LOG_MAX),
             gate: self.gate.clone(),
         };
         self.stats.refreshes += 1;
@@ -1444,7 +1483,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// counting thread with the policy once its plan is applied, rather than being added on
     /// the thread that queues the gathers.
     fn settle(&mut self, ranked: Ranked) {
-        let Ranked { policy, logs, plan } = ranked;
+        let Ranked {
+            policy,
+            logs,
+            lists,
+            plan,
+        } = ranked;
+        self.lists = Some(lists);
         match plan {
             Ok(mut plan) => {
                 plan.logs = logs;
@@ -1469,12 +1514,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         if !matches!(self.policy, PolicyState::Ready(..)) {
             return Ok(None);
         }
-        let PolicyState::Ready(policy, mut plan) =
+        let PolicyState::Ready(mut policy, mut plan) =
             std::mem::replace(&mut self.policy, PolicyState::Lost)
         else {
             unreachable!("checked above")
         };
-        let result = self.apply_plan(queue, &mut plan, wait);
+        let result = self.apply_plan(queue, &mut policy, &mut plan, wait);
         match result {
             Ok(()) => {
                 self.policy = PolicyState::Idle(policy);
@@ -1492,17 +1537,34 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// The steps of [`apply`](HotTier::apply) not done yet, in order: the fill, the slot
     /// table update, the grant. Each is marked done in `plan` once queued, so that a failed
     /// step is tried again from where it stopped.
-    fn apply_plan(&mut self, queue: &impl Queue, plan: &mut Plan, wait: bool) -> Result<()> {
+    fn apply_plan(
+        &mut self,
+        queue: &impl Queue,
+        policy: &mut Policy,
+        plan: &mut Plan,
+        wait: bool,
+    ) -> Result<()> {
         let start = std::time::Instant::now();
         if !plan.filled {
             let n = plan.fill_ids.len();
             if n > 0 {
-                // Rewriting the fill's lists waits for the previous fill, if it is still
-                // queued.
-                let max = PINNED_LIST_MAX;
-                self.fill.0.put(&self.gpu, queue, &plan.fill_ids, max)?;
-                self.fill.1.put(&self.gpu, queue, &plan.fill_dst, max)?;
-                let fill = &self.fill;
+                // The ranking's thread wrote the lists into pinned memory (or, where it could
+                // not, they are written here, waiting for the previous fill if it is still
+                // queued).
+                let (gpu, max) = (&self.gpu, PINNED_LIST_MAX);
+                let lists = self
+                    .lists
+                    .as_mut()
+                    .expect("the lists are back with the plan");
+                let fill = &mut lists.fill;
+                if plan.written {
+                    fill.0.send(gpu, queue, &plan.fill_ids, max)?;
+                    fill.1.send(gpu, queue, &plan.fill_dst, max)?;
+                } else {
+                    fill.0.put(gpu, queue, &plan.fill_ids, max)?;
+                    fill.1.put(gpu, queue, &plan.fill_dst, max)?;
+                }
+                let fill = &lists.fill;
                 let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
                 l.scalar(&(self.units as u64));
                 l.scalar(&(self.rows as u64));
@@ -1531,12 +1593,20 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             // leave.
             let n = plan.update_ids.len();
             if n > 0 {
-                let max = PINNED_LIST_MAX;
-                self.update.0.put(&self.gpu, queue, &plan.update_ids, max)?;
-                self.update
-                    .1
-                    .put(&self.gpu, queue, &plan.update_vals, max)?;
-                let update = &self.update;
+                let (gpu, max) = (&self.gpu, PINNED_LIST_MAX);
+                let lists = self
+                    .lists
+                    .as_mut()
+                    .expect("the lists are back with the plan");
+                let update = &mut lists.update;
+                if plan.written {
+                    update.0.send(gpu, queue, &plan.update_ids, max)?;
+                    update.1.send(gpu, queue, &plan.update_vals, max)?;
+                } else {
+                    update.0.put(gpu, queue, &plan.update_ids, max)?;
+                    update.1.put(gpu, queue, &plan.update_vals, max)?;
+                }
+                let update = &lists.update;
                 let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(n))?;
                 l.scalar(&(self.rows as u64));
                 l.device_prefix(&update.0.dev, n);
@@ -1550,9 +1620,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     update.leave_queued();
                 }
             }
-            for (&id, &s) in plan.update_ids.iter().zip(&plan.update_vals) {
-                set_bit(&mut self.resident_bits, id, s != NOT_RESIDENT);
-            }
+            // The residency the plan leaves, which the ranking's thread made from the copy
+            // the last refresh gave it back; this one's goes back for the next.
+            policy.shadow =
+                std::mem::replace(&mut self.resident_bits, std::mem::take(&mut plan.bits));
             self.resident_count = plan.refresh.resident;
             self.stats.admitted += plan.refresh.admitted as u64;
             self.stats.evicted += plan.refresh.evicted as u64;
@@ -1564,11 +1635,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // captures into them are queued after the update, which the runtime orders after
         // those gathers. The log the gathers filled while the ranking ran waits for the next.
         let log_len = self.capacity.min(LOG_MAX);
-        if self.live.granted.is_empty() && self.live.log.len() == log_len {
-            // No slots were granted to the gathers' log while the ranking ran: it is free.
-            let log = std::mem::replace(&mut self.live, MissLog::new(&self.gpu, 0)?);
-            plan.logs.push(log);
-        }
         plan.logs.retain(|log| log.log.len() == log_len);
         while plan.logs.len() < 2 {
             plan.logs.push(MissLog::new(&self.gpu, log_len)?);
@@ -1579,7 +1645,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             .iter_mut()
             .zip([&plan.grant_main, &plan.grant_side])
         {
-            log.install(&self.gpu, queue, granted.clone())?;
+            log.install(&self.gpu, queue, granted, plan.written)?;
         }
         let (side, main) = (plan.logs.pop(), plan.logs.pop());
         let (Some(main), Some(side)) = (main, side) else {
@@ -1681,13 +1747,24 @@ impl MissLog {
     }
 
     /// Empty the log for the work queued on `queue` from now on, and grant its places the
-    /// slots `granted` (each place its slot, in order).
-    fn install(&mut self, gpu: &Gpu, queue: &impl Queue, granted: Vec<u32>) -> Result<()> {
+    /// slots `granted` (each place its slot, in order), which the ranking's thread wrote into
+    /// the grant's pinned memory if `written`.
+    fn install(
+        &mut self,
+        gpu: &Gpu,
+        queue: &impl Queue,
+        granted: &[u32],
+        written: bool,
+    ) -> Result<()> {
         if !self.n.dev.is_empty() {
             self.n.put(gpu, queue, &[0], 1)?;
         }
-        self.grant.put(gpu, queue, &granted, PINNED_LIST_MAX)?;
-        self.granted = granted;
+        if written {
+            self.grant.send(gpu, queue, granted, PINNED_LIST_MAX)?;
+        } else {
+            self.grant.put(gpu, queue, granted, PINNED_LIST_MAX)?;
+        }
+        self.granted = granted.to_vec();
         self.captured = true;
         Ok(())
     }
@@ -1702,14 +1779,21 @@ struct Job {
     keep_free: usize,
     /// The logs to read and settle.
     logs: Vec<MissLog>,
+    /// The tier's lists, to write the plan's into.
+    lists: PlanLists,
+    gpu: Gpu,
+    /// Places of a miss log.
+    log_len: usize,
     gate: Option<Arc<Gate>>,
 }
 
 /// What a ranking thread gives back.
 struct Ranked {
     policy: Box<Policy>,
-    /// The logs, as they were (the tier empties them once the plan is applied).
+    /// The logs, as they were (the tier empties them once the plan is applied), or, with a
+    /// plan, the two to grant its slots to.
     logs: Vec<MissLog>,
+    lists: PlanLists,
     /// The plan, or why a log could not be read (the policy then untouched, but for the
     /// counted ids added).
     plan: Result<Plan>,
@@ -1723,17 +1807,48 @@ impl Job {
         }
         self.policy.add_all(&self.counted);
         let start = std::time::Instant::now();
-        let plan = self
+        let mut plan = self
             .logs
             .iter()
             .map(MissLog::read)
             .collect::<Result<Vec<_>>>()
             .map(|logged| self.policy.plan(&logged, self.keep_free, start.elapsed()));
+        if let Ok(plan) = &mut plan {
+            // The plan's lists go into pinned memory here, so that the thread that applies
+            // it only queues their copies; where that fails, that thread writes them.
+            plan.written = self.write(plan).is_ok();
+        }
         Ranked {
             policy: self.policy,
             logs: self.logs,
+            lists: self.lists,
             plan,
         }
+    }
+
+    /// Write the plan's lists into the pinned memory of the tier's lists and of the two logs
+    /// its slots are granted to (the logs read, emptied by the tier once the plan is applied;
+    /// new ones where there are fewer than two of the tier's log length).
+    fn write(&mut self, plan: &Plan) -> Result<()> {
+        let (gpu, max) = (&self.gpu, PINNED_LIST_MAX);
+        self.lists.fill.0.write(gpu, &plan.fill_ids, max)?;
+        self.lists.fill.1.write(gpu, &plan.fill_dst, max)?;
+        self.lists.update.0.write(gpu, &plan.update_ids, max)?;
+        self.lists.update.1.write(gpu, &plan.update_vals, max)?;
+        let log_len = self.log_len;
+        self.logs.retain(|log| log.log.len() == log_len);
+        while self.logs.len() < 2 {
+            self.logs.push(MissLog::new(gpu, log_len)?);
+        }
+        self.logs.truncate(2);
+        for (log, granted) in self
+            .logs
+            .iter_mut()
+            .zip([&plan.grant_main, &plan.grant_side])
+        {
+            log.grant.write(gpu, granted, max)?;
+        }
+        Ok(())
     }
 }
 
@@ -1988,6 +2103,10 @@ struct Policy {
     referenced: Vec<u64>,
     /// One bit per row, all clear between calls: the members of a set being built.
     mark: Vec<u64>,
+    /// The tier's residency before the last plan was applied, given back by its apply (empty
+    /// before the first), and that plan's slot table update (rows and entries).
+    shadow: Vec<u64>,
+    last_update: (Vec<u32>, Vec<u32>),
 }
 
 /// What a ranking decided: the kernels to queue, and what they change.
@@ -2010,6 +2129,10 @@ struct Plan {
     grant_side: Vec<u32>,
     /// The logs the ranking read, to be emptied and granted those slots.
     logs: Vec<MissLog>,
+    /// The host's residency once the plan is applied (one bit per row), for the tier.
+    bits: Vec<u64>,
+    /// Whether the ranking's thread wrote the lists and grants into pinned memory.
+    written: bool,
     /// Whether the fill is queued.
     filled: bool,
     /// Whether the slot table update is queued.
@@ -2032,6 +2155,8 @@ impl Policy {
             hand: 0,
             referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
+            shadow: Vec::new(),
+            last_update: (Vec::new(), Vec::new()),
         }
     }
 
@@ -2324,6 +2449,18 @@ impl Policy {
         self.free.append(&mut emptied);
         // The next gathers' logs: free slots, each to a place.
         let (grant_main, grant_side) = self.grant(true);
+        // The tier's residency once this plan is applied: the copy the last plan's apply gave
+        // back (the residency before it), brought up to this plan by both plans' updates.
+        let mut bits = std::mem::take(&mut self.shadow);
+        if bits.len() == self.bits.len() {
+            let (last_ids, last_vals) = &self.last_update;
+            for (&id, &s) in last_ids.iter().zip(last_vals).chain(ids.iter().zip(&vals)) {
+                set_bit(&mut bits, id, s != NOT_RESIDENT);
+            }
+        } else {
+            bits = self.bits.clone();
+        }
+        self.last_update = (ids.clone(), vals.clone());
         let candidates = self.touched.len();
         self.halve();
         Plan {
@@ -2344,6 +2481,8 @@ impl Policy {
             grant_main,
             grant_side,
             logs: Vec::new(),
+            bits,
+            written: false,
             filled: false,
             updated: false,
         }
