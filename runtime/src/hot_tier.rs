@@ -1651,10 +1651,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let (Some(main), Some(side)) = (main, side) else {
             unreachable!("two logs, made above")
         };
+        // Kept even with no slots granted (the next ranking reads nothing from it, and
+        // reuses it): freeing device memory waits for the whole device.
         let side_filled = std::mem::replace(&mut self.live, main);
-        if !side_filled.granted.is_empty() {
-            self.filled.push(side_filled);
-        }
+        self.filled.push(side_filled);
         self.next = Some(side);
         self.log_limit = self.live.limit();
         tracing::debug!(
@@ -1664,8 +1664,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             displaced = plan.displaced,
             resident = plan.refresh.resident,
             candidates = plan.candidates,
+            add_us = plan.add.as_micros(),
             log_read_us = plan.log_read.as_micros(),
             policy_us = plan.policy.as_micros(),
+            write_us = plan.write.as_micros(),
             fill_us = filled.as_micros(),
             update_us = (start.elapsed() - filled).as_micros(),
             "hot tier refreshed"
@@ -1805,6 +1807,7 @@ impl Job {
         if let Some(gate) = &self.gate {
             gate.wait();
         }
+        let started = std::time::Instant::now();
         self.policy.add_all(&self.counted);
         let start = std::time::Instant::now();
         let mut plan = self
@@ -1816,7 +1819,10 @@ impl Job {
         if let Ok(plan) = &mut plan {
             // The plan's lists go into pinned memory here, so that the thread that applies
             // it only queues their copies; where that fails, that thread writes them.
+            let written = std::time::Instant::now();
             plan.written = self.write(plan).is_ok();
+            plan.write = written.elapsed();
+            plan.add = start - started;
         }
         Ranked {
             policy: self.policy,
@@ -2133,6 +2139,10 @@ struct Plan {
     bits: Vec<u64>,
     /// Whether the ranking's thread wrote the lists and grants into pinned memory.
     written: bool,
+    /// How long the ranking's thread took to add the counted ids it was given, and to write
+    /// the lists.
+    add: std::time::Duration,
+    write: std::time::Duration,
     /// Whether the fill is queued.
     filled: bool,
     /// Whether the slot table update is queued.
@@ -2483,6 +2493,8 @@ impl Policy {
             logs: Vec::new(),
             bits,
             written: false,
+            add: std::time::Duration::ZERO,
+            write: std::time::Duration::ZERO,
             filled: false,
             updated: false,
         }
