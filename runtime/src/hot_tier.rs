@@ -44,7 +44,7 @@ use crate::own_kernels::{
 };
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Entries of the miss log at most (4 MiB).
@@ -211,6 +211,15 @@ fn atomic_view(v: &mut [u32]) -> &[AtomicU32] {
     unsafe { std::slice::from_raw_parts(v.as_mut_ptr().cast::<AtomicU32>(), v.len()) }
 }
 
+/// `v` as atomics, for the host's threads to set and clear bits of together.
+fn atomic_bits(v: &mut [u64]) -> &[AtomicU64] {
+    const _: () = assert!(std::mem::align_of::<AtomicU64>() == std::mem::align_of::<u64>());
+    // SAFETY: `AtomicU64` has the size and bit validity of `u64`, and its alignment (checked
+    // at compile time above); the exclusive borrow of `v` is held for the view's life, so
+    // nothing else reads or writes it meanwhile.
+    unsafe { std::slice::from_raw_parts(v.as_mut_ptr().cast::<AtomicU64>(), v.len()) }
+}
+
 /// Count every `every`-th id of batch `batch` (from position `batch mod every`), handing each
 /// to `add`; the ids counted, and how many of them `bits` (the host's residency) calls
 /// resident. On one thread: a few thousand counted ids a batch, made while the batch's
@@ -240,6 +249,10 @@ fn stage<T: DeviceCopy>(gpu: &Gpu, buf: &mut DeviceBuffer<T>, data: &[T]) -> Res
     }
     buf.copy_prefix_from(data)
 }
+
+/// Free slots from which a refresh sets some apart for the rows the gathers miss while the
+/// next ranking runs ([`Policy::grant`]).
+const SPLIT_MIN: usize = 1 << 14;
 
 /// Lists a refresh puts on the device through pinned memory, without waiting for the work
 /// queued (longer ones, as a refresh that admits a whole tier's worth of rows makes, go
@@ -2085,6 +2098,9 @@ struct Policy {
     capacity: usize,
     /// Places of a miss log: the most slots granted to one.
     log_len: usize,
+    /// Free slots from which a plan sets some apart for the gathers while the next ranking
+    /// runs.
+    split_min: usize,
     /// Decayed reads of each row.
     counts: Vec<u32>,
     /// The rows whose count is not zero.
@@ -2156,6 +2172,7 @@ impl Policy {
         Policy {
             capacity,
             log_len,
+            split_min: SPLIT_MIN,
             counts: huge_vec(rows, 0),
             touched: Vec::new(),
             bits: huge_vec(rows.div_ceil(64), 0),
@@ -2170,18 +2187,20 @@ impl Policy {
         }
     }
 
-    /// Grant free slots to two miss logs: to the gathers' until the next ranking begins as
-    /// many as `log_len`, and (with `side`) of the slots left, as many again to theirs while
-    /// it runs.
+    /// Grant free slots to two miss logs, the gathers' until the next ranking begins and
+    /// (with `side`) theirs while it runs: as many as `log_len` each, the free slots split
+    /// evenly between them when there are fewer; with fewer than `split_min` free slots, all
+    /// to the first (a tier that small has few misses to log while a ranking runs).
     fn grant(&mut self, side: bool) -> (Vec<u32>, Vec<u32>) {
-        let main = self.free.len().min(self.log_len);
-        let main = self.free.split_off(self.free.len() - main);
-        let side = if side {
-            self.free.len().min(self.log_len)
+        let free = self.free.len();
+        let side = if side && free >= self.split_min {
+            (free / 2).min(self.log_len)
         } else {
             0
         };
-        let side = self.free.split_off(self.free.len() - side);
+        let side = self.free.split_off(free - side);
+        let main = self.free.len().min(self.log_len);
+        let main = self.free.split_off(self.free.len() - main);
         self.reserved += main.len() + side.len();
         (main, side)
     }
@@ -2353,11 +2372,15 @@ impl Policy {
             ids.push(id);
             vals.push(NOT_RESIDENT);
         }
-        let (mut fill_ids, mut fill_dst): (Vec<u32>, Vec<u32>) = pairs[..kept]
-            .iter()
-            .copied()
-            .filter(|(id, _)| uncaptured.contains(id))
-            .unzip();
+        let (mut fill_ids, mut fill_dst): (Vec<u32>, Vec<u32>) = if uncaptured.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            pairs[..kept]
+                .iter()
+                .copied()
+                .filter(|(id, _)| uncaptured.contains(id))
+                .unzip()
+        };
         let (counts, bits) = (&self.counts, &self.bits);
         // Room: resident rows not kept leave, rows counted 0 first, as many as the free slots
         // lack; their slots are refilled from the next refresh on. Beyond that, rows counted
@@ -2463,9 +2486,19 @@ impl Policy {
         // back (the residency before it), brought up to this plan by both plans' updates.
         let mut bits = std::mem::take(&mut self.shadow);
         if bits.len() == self.bits.len() {
+            // Each update names a row once: its bits are set and cleared by the host's
+            // threads together, one update after the other.
+            let view = atomic_bits(&mut bits);
             let (last_ids, last_vals) = &self.last_update;
-            for (&id, &s) in last_ids.iter().zip(last_vals).chain(ids.iter().zip(&vals)) {
-                set_bit(&mut bits, id, s != NOT_RESIDENT);
+            for (ids, vals) in [(last_ids, last_vals), (&ids, &vals)] {
+                ids.par_iter().zip(vals.par_iter()).for_each(|(&id, &s)| {
+                    let (word, mask) = (&view[id as usize / 64], 1u64 << (id % 64));
+                    if s == NOT_RESIDENT {
+                        word.fetch_and(!mask, Ordering::Relaxed);
+                    } else {
+                        word.fetch_or(mask, Ordering::Relaxed);
+                    }
+                });
             }
         } else {
             bits = self.bits.clone();
@@ -2714,6 +2747,30 @@ mod tests {
         assert!(t.stats().evicted > 0, "{:?}", t.stats());
     }
 
+    /// The free slots go to the gathers' log up to a log's length; from `split_min` free
+    /// slots on, half of them are set apart for the log of the gathers while the next
+    /// ranking runs; every slot granted is counted reserved, none twice.
+    #[test]
+    fn free_slots_are_split_between_the_two_logs_from_a_threshold_on() {
+        let mut p = Policy::new(3 * SPLIT_MIN, 3 * SPLIT_MIN, SPLIT_MIN);
+        let (main, side) = p.grant(true);
+        assert_eq!((main.len(), side.len()), (SPLIT_MIN, SPLIT_MIN));
+        assert_eq!((p.free.len(), p.reserved), (SPLIT_MIN, 2 * SPLIT_MIN));
+        let mut all: Vec<u32> = main.iter().chain(&side).chain(&p.free).copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), 3 * SPLIT_MIN);
+        // Fewer free slots than the threshold: all to the gathers' log.
+        p.free.pop();
+        let (main, side) = p.grant(true);
+        assert_eq!((main.len(), side.len(), p.free.len()), (SPLIT_MIN - 1, 0, 0));
+        let mut q = Policy::new(SPLIT_MIN + 10, SPLIT_MIN + 10, 4 * SPLIT_MIN);
+        let (main, side) = q.grant(true);
+        assert_eq!((main.len(), side.len()), (SPLIT_MIN / 2 + 5, SPLIT_MIN / 2 + 5));
+        let mut r = Policy::new(100, 100, 100);
+        assert_eq!(r.grant(true).1.len(), 0);
+    }
+
     /// Many ids added by the host's threads together, split by row range, leave the same
     /// counts, touched rows and reference bits as the same ids added one by one; ids at both
     /// ends of every range, repeated, and counts at their ceiling included.
@@ -2901,6 +2958,7 @@ mod tests {
             unreachable!("no refresh begun")
         };
         p.log_len = 6;
+        p.split_min = 0;
         assert_eq!(t.refresh(&gpu).unwrap().admitted, 4);
         // Twelve slots free: six for the gathers' log, six for theirs while a ranking runs.
         assert_eq!(t.log_limit, 6);
