@@ -1269,7 +1269,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// Start a refresh ([`refresh`](HotTier::refresh) says what it does) without waiting for
     /// it: the call hands the miss log's device buffers, the ranking, the choice of slots
-    /// and the halving of the counts to a thread of its own, then returns. That thread reads
+    /// and the halving of the counts to a thread of its own (which also takes the counts back
+    /// from the counting thread, waiting for the ids it is adding), then returns. That thread reads
     /// the log once the gathers queued before the call are done (the caller's thread does not
     /// wait for them), then ranks. Gathers go on meanwhile, reading the slot table and the
     /// rows resident before the refresh; they count their ids (added to the halved counts
@@ -1325,18 +1326,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             self.stats.refreshes += 1;
             return Ok(());
         }
-        // The counts of the ids gathered so far go into the ranking: those the counting
-        // thread has, and the ids kept since, which the ranking's thread adds first.
-        self.take_back();
         if matches!(self.policy, PolicyState::Lost) {
             return Err(Error::Usage(
                 "a hot tier's ranking (or counting) panicked: the tier refreshes no more".into(),
             ));
         }
-        let PolicyState::Idle(policy) = std::mem::replace(&mut self.policy, PolicyState::Lost)
-        else {
-            unreachable!("a pending refresh was finished above")
-        };
         // The doorkeeper forgets, for the gathers queued from now on.
         if self.on_repeat
             && !self.seen.is_empty()
@@ -1347,6 +1341,17 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             l.device_mut(&mut self.seen);
             l.submit()?.leave_queued();
         }
+        // The counts of the ids gathered so far go into the ranking: those the counting
+        // thread has (the ranking's thread waits for it to give the policy back, not this
+        // one), and the ids kept since, which the ranking's thread adds first.
+        let policy = match std::mem::replace(&mut self.policy, PolicyState::Lost) {
+            PolicyState::Idle(policy) => Source::Here(policy),
+            PolicyState::Counting => match &self.counter {
+                Some(counter) => Source::Counter(counter.back.clone()),
+                None => unreachable!("the policy is counted only by a counting thread"),
+            },
+            _ => unreachable!("a pending refresh was finished above, and a lost one refused"),
+        };
         // The miss log and the logs left from the last ranking go with the ranking, which
         // reads them once the gathers queued before now are done; gathers queued meanwhile
         // log into the log granted for that time (or, where there is none, log nothing).
@@ -1357,7 +1362,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let mut logs = vec![std::mem::replace(&mut self.live, side)];
         logs.append(&mut self.filled);
         let job = Job {
-            policy,
+            policy: Some(policy),
             counted: std::mem::take(&mut self.deferred),
             keep_free: self.keep_free,
             logs,
@@ -1508,6 +1513,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             plan,
         } = ranked;
         self.lists = Some(lists);
+        let Some(policy) = policy else {
+            // The counting thread that had the policy panicked: nothing is refreshed again.
+            self.policy = PolicyState::Lost;
+            self.counter = None;
+            self.deferred = Vec::new();
+            self.filled = logs;
+            return;
+        };
         match plan {
             Ok(mut plan) => {
                 plan.logs = logs;
@@ -1792,7 +1805,8 @@ impl MissLog {
 
 /// What a ranking thread is given: the policy's state and the log to read.
 struct Job {
-    policy: Box<Policy>,
+    /// The policy, or where to take it back from (taken when the job runs).
+    policy: Option<Source>,
     /// Ids counted since the policy was last given the ids to count, added before it ranks.
     counted: Vec<u32>,
     /// Slots to keep free for the log ([`HotTier::keep_free`]).
@@ -1807,9 +1821,17 @@ struct Job {
     gate: Option<Arc<Gate>>,
 }
 
+/// Where a ranking takes the policy from.
+enum Source {
+    Here(Box<Policy>),
+    /// The counting thread, once it has counted the ids it was given.
+    Counter(Arc<Mutex<CountBack>>),
+}
+
 /// What a ranking thread gives back.
 struct Ranked {
-    policy: Box<Policy>,
+    /// The policy (`None` when the counting thread that had it panicked or ended).
+    policy: Option<Box<Policy>>,
     /// The logs, as they were (the tier empties them once the plan is applied), or, with a
     /// plan, the two to grant its slots to.
     logs: Vec<MissLog>,
@@ -1826,14 +1848,32 @@ impl Job {
             gate.wait();
         }
         let started = std::time::Instant::now();
-        self.policy.add_all(&self.counted);
+        let mut policy = match self.policy.take() {
+            Some(Source::Here(policy)) => policy,
+            Some(Source::Counter(back)) => match Counter::take(&back) {
+                Some(Ok(policy)) => policy,
+                _ => {
+                    return Ranked {
+                        policy: None,
+                        logs: self.logs,
+                        lists: self.lists,
+                        plan: Err(Error::Usage(
+                            "a hot tier's counting thread panicked: the tier refreshes no more"
+                                .into(),
+                        )),
+                    };
+                }
+            },
+            None => unreachable!("a job runs once"),
+        };
+        policy.add_all(&self.counted);
         let start = std::time::Instant::now();
         let mut plan = self
             .logs
             .iter()
             .map(MissLog::read)
             .collect::<Result<Vec<_>>>()
-            .map(|logged| self.policy.plan(&logged, self.keep_free, start.elapsed()));
+            .map(|logged| policy.plan(&logged, self.keep_free, start.elapsed()));
         if let Ok(plan) = &mut plan {
             // The plan's lists go into pinned memory here, so that the thread that applies
             // it only queues their copies; where that fails, that thread writes them.
@@ -1843,7 +1883,7 @@ impl Job {
             plan.add = start - started;
         }
         Ranked {
-            policy: self.policy,
+            policy: Some(policy),
             logs: self.logs,
             lists: self.lists,
             plan,
@@ -1949,6 +1989,9 @@ impl Drop for Worker {
 /// list comes back empty, for the next).
 type CountJob = (Box<Policy>, Vec<u32>);
 
+/// Where the counting thread gives the policy back.
+type CountBack = std::sync::mpsc::Receiver<std::thread::Result<CountJob>>;
+
 /// The thread that adds the ids each gather counts to the policy's counts while the gathering
 /// thread goes on: a few thousand ids of a batch land in a count table as large as the table
 /// has rows (4 bytes a row), each a miss in the host's caches — work that costs the thread
@@ -1956,8 +1999,9 @@ type CountJob = (Box<Policy>, Vec<u32>);
 /// memory. Dropping it (with the tier) waits for the ids it counts.
 struct Counter {
     send: Option<std::sync::mpsc::Sender<CountJob>>,
-    /// Behind a lock (only the tier's `&mut` methods take it) so that the tier stays `Sync`.
-    back: Mutex<std::sync::mpsc::Receiver<std::thread::Result<CountJob>>>,
+    /// Behind a lock (taken by the tier's `&mut` methods, or by a ranking's thread while the
+    /// policy is away) so that the tier stays `Sync`.
+    back: Arc<Mutex<CountBack>>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -1983,7 +2027,7 @@ impl Counter {
         match spawned {
             Ok(handle) => Some(Counter {
                 send: Some(send),
-                back: Mutex::new(back),
+                back: Arc::new(Mutex::new(back)),
                 handle: Some(handle),
             }),
             Err(e) => {
@@ -2004,7 +2048,7 @@ impl Counter {
     /// The policy back once its ids are counted (with the emptied list), if they are; `None`
     /// while they are not.
     fn poll(&mut self) -> Option<std::thread::Result<CountJob>> {
-        let back = self.back.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let back = self.back.lock().unwrap_or_else(PoisonError::into_inner);
         match back.try_recv() {
             Ok(r) => Some(r),
             Err(std::sync::mpsc::TryRecvError::Empty) => None,
@@ -2017,7 +2061,13 @@ impl Counter {
     /// The policy back, waiting for its ids to be counted; `None` if the thread has ended
     /// without giving it back.
     fn wait(&mut self) -> Option<std::thread::Result<Box<Policy>>> {
-        let back = self.back.get_mut().unwrap_or_else(PoisonError::into_inner);
+        Counter::take(&self.back)
+    }
+
+    /// The policy back from `back`, waiting for its ids to be counted; `None` if the thread
+    /// has ended without giving it back.
+    fn take(back: &Mutex<CountBack>) -> Option<std::thread::Result<Box<Policy>>> {
+        let back = back.lock().unwrap_or_else(PoisonError::into_inner);
         back.recv().ok().map(|r| r.map(|(p, _)| p))
     }
 }
