@@ -432,7 +432,9 @@ pub struct HotTierStats {
     /// [`HotTier::count_every`]; none by a tier that holds no row (nothing could become
     /// resident).
     pub counted: u64,
-    /// Counted ids whose rows were resident (read from device memory).
+    /// Counted ids whose rows were resident (read from device memory), by the host's record
+    /// of the residency: a row a gather's capture copied in counts from the refresh that
+    /// settles it on (the gathers read it from device memory from the next batch on).
     pub hits: u64,
     /// Refreshes begun (on a tier that holds no row, refreshes called).
     pub refreshes: u64,
