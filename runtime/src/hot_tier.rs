@@ -792,13 +792,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// Rows resident now: once the last refresh whose kernels are queued has run (a refresh
     /// still pending counts once a gather or [`finish_refresh`](HotTier::finish_refresh)
-    /// queues its kernels).
+    /// queues its kernels). Rows a gather's capture copied in since count from the refresh
+    /// that settles them.
     pub fn resident_rows(&self) -> usize {
         self.resident_count
     }
 
     /// Whether row `id` is resident now (gathers queued from now on read it from device
-    /// memory).
+    /// memory). A row a gather's capture copied in since is read from device memory too,
+    /// but counts from the refresh that settles it.
     pub fn is_resident(&self, id: u32) -> bool {
         self.capacity > 0 && (id as usize) < self.rows && bit(&self.resident_bits, id)
     }
