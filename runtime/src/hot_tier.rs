@@ -2916,6 +2916,44 @@ mod tests {
         drop(t);
     }
 
+    /// A refresh begun while the counting thread has the counts takes them from it on the
+    /// ranking's thread: every id counted before the refresh is in the counts the ranking
+    /// halves, once.
+    #[test]
+    fn a_refresh_begun_while_the_counting_thread_has_the_counts_ranks_with_all_of_them() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (512usize, 4usize);
+        let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 8 * width * 4)
+            .unwrap();
+        let mut expect = vec![0u32; rows];
+        let mut out = gpu.alloc_zeroed::<f32>(64 * width).unwrap();
+        let mut begun = 0;
+        for k in 0..100u32 {
+            let ids: Vec<u32> = (0..64).map(|i| (k * 17 + i * i) % rows as u32).collect();
+            for &id in &ids {
+                expect[id as usize] += 1;
+            }
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            if k % 7 == 6 && matches!(t.policy, PolicyState::Counting) {
+                t.begin_refresh(&gpu).unwrap();
+                t.finish_refresh(&gpu).unwrap();
+                begun += 1;
+                for e in &mut expect {
+                    *e /= 2;
+                }
+            }
+        }
+        assert!(
+            begun > 0,
+            "no refresh began while the counting thread had the counts"
+        );
+        for id in 0..rows as u32 {
+            assert_eq!(t.count(id), expect[id as usize], "row {id}");
+        }
+    }
+
     /// A tier can be shared with threads that read its state, and moved to another.
     #[test]
     fn a_tier_is_send_and_sync() {
