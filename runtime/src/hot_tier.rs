@@ -289,6 +289,22 @@ impl<T: DeviceCopy> Staged<T> {
         self.send(gpu, queue, data, pinned_max)
     }
 
+    /// [`send`](Staged::send) `data`, which `written` says [`write`](Staged::write) wrote
+    /// already (on the ranking's thread); else [`put`](Staged::put) it.
+    fn deliver(
+        &mut self,
+        gpu: &Gpu,
+        queue: &impl Queue,
+        data: &[T],
+        pinned_max: usize,
+        written: bool,
+    ) -> Result<()> {
+        if !written {
+            self.write(gpu, data, pinned_max)?;
+        }
+        self.send(gpu, queue, data, pinned_max)
+    }
+
     /// Write `data` into the pinned memory (grown if it is shorter), waiting, on the host,
     /// only for the copy that last read it; on any thread. Nothing for a list longer than
     /// `pinned_max`.
@@ -1592,13 +1608,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     .as_mut()
                     .expect("the lists are back with the plan");
                 let fill = &mut lists.fill;
-                if plan.written {
-                    fill.0.send(gpu, queue, &plan.fill_ids, max)?;
-                    fill.1.send(gpu, queue, &plan.fill_dst, max)?;
-                } else {
-                    fill.0.put(gpu, queue, &plan.fill_ids, max)?;
-                    fill.1.put(gpu, queue, &plan.fill_dst, max)?;
-                }
+                fill.0
+                    .deliver(gpu, queue, &plan.fill_ids, max, plan.written)?;
+                fill.1
+                    .deliver(gpu, queue, &plan.fill_dst, max, plan.written)?;
                 let fill = &lists.fill;
                 let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
                 l.scalar(&(self.units as u64));
@@ -1634,13 +1647,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     .as_mut()
                     .expect("the lists are back with the plan");
                 let update = &mut lists.update;
-                if plan.written {
-                    update.0.send(gpu, queue, &plan.update_ids, max)?;
-                    update.1.send(gpu, queue, &plan.update_vals, max)?;
-                } else {
-                    update.0.put(gpu, queue, &plan.update_ids, max)?;
-                    update.1.put(gpu, queue, &plan.update_vals, max)?;
-                }
+                update
+                    .0
+                    .deliver(gpu, queue, &plan.update_ids, max, plan.written)?;
+                update
+                    .1
+                    .deliver(gpu, queue, &plan.update_vals, max, plan.written)?;
                 let update = &lists.update;
                 let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(n))?;
                 l.scalar(&(self.rows as u64));
@@ -1796,11 +1808,8 @@ impl MissLog {
         if !self.n.dev.is_empty() {
             self.n.put(gpu, queue, &[0], 1)?;
         }
-        if written {
-            self.grant.send(gpu, queue, granted, PINNED_LIST_MAX)?;
-        } else {
-            self.grant.put(gpu, queue, granted, PINNED_LIST_MAX)?;
-        }
+        self.grant
+            .deliver(gpu, queue, granted, PINNED_LIST_MAX, written)?;
         self.granted = granted.to_vec();
         self.captured = true;
         Ok(())
