@@ -4,7 +4,8 @@ anchor of the `features`
 benchmark: skewed gathers from a host table of TABLE_GIB (default 64) with DIM floats per row
 (default 128), batches of 65,536 Zipf-distributed ids (s = 0, 0.8, 1.0, 1.2; ranks scattered
 by a random permutation), by PyTorch's usual path (CPU index_select, 16 threads, into pinned
-memory, non-blocking copy), by a gather from the whole table on the GPU where it fits, and the
+memory, non-blocking copy; a batch at a time, and overlapped: the next batch's index_select
+while the last one's copy runs), by a gather from the whole table on the GPU where it fits, and the
 hit fraction a BUDGET_GIB (default 16) device tier of the hottest rows would get; with an
 IDS_FILE (little-endian u32 ids, IDS_BATCH per batch: `features --graph --dump-ids`) also the
 same two paths over those ids. ZIPFS: the exponents, comma-separated (an empty IDS_FILE
@@ -48,6 +49,19 @@ def measure(batches, **fields):
     ms = timed(run)
     ok = bool(torch.equal(d[:, 0].cpu(), batches[15 % 8].to(torch.float32)))
     out(impl="torch_cpu_gather_pinned_copy", table_gib=gib, dim=dim, batch=n, ms=round(ms, 3), mrows_s=round(n / ms / 1e3, 1), ok=ok, **fields)
+    # Overlapped, as a loader with pinned buffers runs: the next batch's index_select into a
+    # second pinned buffer while the last one's copy runs; 32 batches back to back, one wait.
+    os_, ds, evs = [o, torch.empty(n, dim).pin_memory()], [d, torch.empty(n, dim, device="cuda")], [torch.cuda.Event(), torch.cuda.Event()]
+    def run_overlapped(reps):
+        for i in range(reps):
+            k = i % 2
+            evs[k].synchronize()
+            torch.index_select(tab, 0, batches[i % 8], out=os_[k]); ds[k].copy_(os_[k], non_blocking=True); evs[k].record()
+        torch.cuda.synchronize()
+    run_overlapped(4)
+    t = time.perf_counter(); run_overlapped(32); ms = (time.perf_counter() - t) * 1e3 / 32
+    ok = bool(torch.equal(ds[1][:, 0].cpu(), batches[31 % 8].to(torch.float32)))
+    out(impl="torch_cpu_gather_pinned_copy_overlapped", table_gib=gib, dim=dim, batch=n, ms=round(ms, 3), mrows_s=round(n / ms / 1e3, 1), ok=ok, **fields)
     if dtab is not None:
         dids = [b.to("cuda") for b in batches]
         def run_dev(i):

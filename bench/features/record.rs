@@ -116,6 +116,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
         mrows(line(&rows, "berth_mapped_only", 0.0)),
         mrows(line(&rows, "berth_host_gathered", 0.0)),
     );
+    let mut bounds = Vec::new();
     for &z in &zipfs {
         let berth = line(&rows, "berth_hot_tier", z);
         let torch = line(&rows, "torch_cpu_gather_pinned_copy", z);
@@ -140,6 +141,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             }
             _ => None,
         };
+        bounds.push((z, bound));
         let vs_bound = b.zip(bound).map(|(b, x)| b / x);
         let ok = [
             berth.map(|v| &v["ok"]),
@@ -179,6 +181,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?;
     }
     graph(md, &rows)?;
+    queued(md, &rows, &bounds)?;
     drift(md, &rows)?;
     refreshes(md, &rows)?;
     link(md, &rows)
@@ -407,6 +410,74 @@ fn link(md: &mut String, rows: &[Value]) -> Result {
     Ok(())
 }
 
+/// The same laws' batches queued back to back (`--queued`), against PyTorch's path
+/// overlapped and a batch at a time, and the split bound (`bounds`, by exponent); nothing
+/// without a queued berth line.
+fn queued(md: &mut String, rows: &[Value], bounds: &[(f64, Option<f64>)]) -> Result {
+    let runs: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier" && !drifting(r) && r["queued_mrows_s"].is_f64())
+        .collect();
+    if runs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\nQueued back to back: after the timed batches above, as many again (fresh ids of the same law) gathered in a scope (`Gpu::scope`), each gather left queued, refreshes as above, one wait at the end, every row checked: the host stages the next batches while the GPU gathers, as a training loop does when its step follows the gather on the same stream. PyTorch overlapped: the next batch's `index_select` into a second pinned buffer while the last one's copy runs, 32 batches, one wait at the end.\n"
+    )?;
+    writeln!(
+        md,
+        "| ids | berth queued, M rows/s | hit rate | PyTorch overlapped | berth queued / PyTorch overlapped | PyTorch a batch at a time | berth queued / PyTorch a batch at a time | split bound | berth queued / bound | rows right |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    for r in runs {
+        let graph = r["ids"] == "rmat_2hop";
+        let z = r["zipf"].as_f64();
+        let by = |imp: &str| {
+            rows.iter().find(|t| {
+                t["impl"] == imp
+                    && if graph {
+                        t["ids"] == "rmat_2hop"
+                    } else {
+                        t["zipf"]
+                            .as_f64()
+                            .zip(z)
+                            .is_some_and(|(a, b)| (a - b).abs() < 1e-9)
+                    }
+            })
+        };
+        let b = r["queued_mrows_s"].as_f64();
+        let over = mrows(by("torch_cpu_gather_pinned_copy_overlapped"));
+        let single = mrows(by("torch_cpu_gather_pinned_copy"));
+        let bound = z.and_then(|z| {
+            bounds
+                .iter()
+                .find(|(x, _)| (x - z).abs() < 1e-9)
+                .and_then(|(_, b)| *b)
+        });
+        let ratio = |t: Option<f64>| cell(b.zip(t).map(|(b, t)| b / t), 2) + "×";
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            if graph {
+                "R-MAT 2-hop".to_owned()
+            } else {
+                format!("Zipf s = {}", cell(z, 1))
+            },
+            cell(b, 1),
+            percent(r["queued_hit_rate"].as_f64()),
+            cell(over, 1),
+            ratio(over),
+            cell(single, 1),
+            ratio(single),
+            cell(bound, 0),
+            cell(b.zip(bound).map(|(b, x)| b / x), 2),
+            if r["ok"] == true { "yes" } else { "**no**" },
+        )?;
+    }
+    Ok(())
+}
+
 /// The graph-sampled batches' row (nothing without a berth line for them).
 fn graph(md: &mut String, rows: &[Value]) -> Result {
     let by = |imp: &str| {
@@ -476,6 +547,25 @@ mod tests {
         write(&mut md, text)?;
         // Bound: 1 / (0.9 / 1000 + 0.1 / 20) = 169.5 M rows/s; berth 100 / 169.5 = 0.59.
         assert!(md.contains("| 1 | 100.0 | 90.0% | 91.2% | 90.0% | 40.0 | 2.50× | ≥ 8×: ✗ | 25.0 | 12.0 | 1000 | 169 | 0.59 ✗ | yes |"), "{md}");
+        Ok(())
+    }
+
+    #[test]
+    fn queued_batches_are_compared_with_both_pytorch_paths_and_the_bound() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"queued_mrows_s":160.0,"queued_hit_rate":0.9,"hit_rate_second_half":0.9,"ok":true}
+{"impl":"berth_mapped_only","zipf":0.0,"mrows_s":20.0,"ok":true}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"mrows_s":40.0,"hit_fraction_tier":0.9}
+{"impl":"torch_cpu_gather_pinned_copy_overlapped","zipf":1.0,"mrows_s":64.0}
+{"impl":"torch_whole_table_on_gpu","zipf":1.0,"mrows_s":1000.0}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        // Bound: 1 / (0.9 / 1000 + 0.1 / 20) = 169.5; 160 / 64 = 2.5; 160 / 40 = 4.
+        assert!(
+            md.contains(
+                "| Zipf s = 1.0 | 160.0 | 90.0% | 64.0 | 2.50× | 40.0 | 4.00× | 169 | 0.94 | yes |"
+            ),
+            "{md}"
+        );
         Ok(())
     }
 

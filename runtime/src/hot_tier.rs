@@ -189,14 +189,20 @@ fn copy_rows<T: DeviceCopy, M: MappedArg<T>>(
         });
 }
 
-/// The position of the first of `ids` that is not below `rows`, if any. Every gather checks
-/// all its ids: first in one pass that compilers vectorise (no early exit), then, only where
+/// Copy `ids` into `dst` (as long) and give the position of the first of them that is not
+/// below `rows`, if any. Every gather checks all its ids as it stages them: one pass that
+/// compilers vectorise (no early exit, the copy and the check together), then, only where
 /// one is out of range, the search for the first.
-fn first_out_of_range(ids: &[u32], rows: usize) -> Option<usize> {
-    let rows = u32::try_from(rows).ok()?;
-    let out = ids
-        .chunks(4096)
-        .any(|c| c.iter().fold(false, |out, &id| out | (id >= rows)));
+fn copy_checked(dst: &mut [u32], ids: &[u32], rows: usize) -> Option<usize> {
+    let Ok(rows) = u32::try_from(rows) else {
+        dst.copy_from_slice(ids);
+        return None;
+    };
+    let max = dst.iter_mut().zip(ids).fold(0, |max: u32, (d, &id)| {
+        *d = id;
+        max.max(id)
+    });
+    let out = !ids.is_empty() && max >= rows;
     if out {
         ids.iter().position(|&id| id >= rows)
     } else {
@@ -337,6 +343,17 @@ impl<T: DeviceCopy> Staged<T> {
             .copy_prefix_from_pinned(queue, &self.host, data.len())?
             .leave_queued();
         Ok(())
+    }
+}
+
+impl Staged<u32> {
+    /// [`write`](Staged::write) `ids` (any length), checking them as they are copied: the
+    /// position of the first that is not below `rows`, if any (then nothing is to be sent).
+    fn write_checked(&mut self, gpu: &Gpu, ids: &[u32], rows: usize) -> Result<Option<usize>> {
+        if self.host.len() < ids.len() {
+            self.host = gpu.pinned_zeroed::<u32>(ids.len().next_power_of_two())?;
+        }
+        Ok(copy_checked(&mut self.host[..ids.len()], ids, rows))
     }
 }
 
@@ -886,14 +903,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let batch = self.stats.gathers;
         self.stats.gathers += 1;
         let started = std::time::Instant::now();
-        if let Some(position) = first_out_of_range(ids, self.rows) {
-            return Err(Error::IdOutOfRange {
-                batch,
-                position,
-                id: ids[position],
-                rows: self.rows,
-            });
-        }
         let want = ids.len().saturating_mul(self.width);
         if out.len() != want {
             return Err(Error::LengthMismatch {
@@ -913,17 +922,25 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 ids.len()
             )));
         }
+        // The copy into this buffer follows the gather that read it IDS_IN_FLIGHT batches ago
+        // (on the GPU: by the stream, or an event where that gather ran on another one); the
+        // host waits only for the copy that last read the pinned memory.
+        let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
+        if let Some(position) = self.ids[ring].write_checked(&self.gpu, ids, self.rows)? {
+            return Err(Error::IdOutOfRange {
+                batch,
+                position,
+                id: ids[position],
+                rows: self.rows,
+            });
+        }
         let checked = started.elapsed();
         // A refresh whose ranking is done: its kernels go first, so that this gather reads
         // the slot table and rows it leaves.
         self.receive(false);
         self.apply(queue, false)?;
         let started = std::time::Instant::now();
-        // The copy into this buffer follows the gather that read it IDS_IN_FLIGHT batches ago
-        // (on the GPU: by the stream, or an event where that gather ran on another one); the
-        // host waits only for the copy that last read the pinned memory.
-        let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
-        self.ids[ring].put(&self.gpu, queue, ids, usize::MAX)?;
+        self.ids[ring].send(&self.gpu, queue, ids, usize::MAX)?;
         self.stats.staging += checked + started.elapsed();
         self.report_small(batch, ids.len());
         self.stats.rows += ids.len() as u64;
@@ -2972,20 +2989,27 @@ mod tests {
 
     #[test]
     fn the_first_id_out_of_range_is_found_wherever_it_is() {
+        // The copy is whole whatever the check finds.
+        fn first_checked(ids: &[u32], rows: usize) -> Option<usize> {
+            let mut dst = vec![7u32; ids.len()];
+            let first = copy_checked(&mut dst, ids, rows);
+            assert_eq!(dst, ids);
+            first
+        }
         let mut ids: Vec<u32> = (0..10_000).map(|i| i % 100).collect();
-        assert_eq!(first_out_of_range(&ids, 100), None);
-        assert_eq!(first_out_of_range(&ids, 99), Some(99));
+        assert_eq!(first_checked(&ids, 100), None);
+        assert_eq!(first_checked(&ids, 99), Some(99));
         for at in [0, 4095, 4096, 9_999] {
             let kept = ids[at];
             ids[at] = 100;
-            assert_eq!(first_out_of_range(&ids, 100), Some(at), "at {at}");
+            assert_eq!(first_checked(&ids, 100), Some(at), "at {at}");
             ids[at] = u32::MAX;
-            assert_eq!(first_out_of_range(&ids, 100), Some(at), "at {at}");
+            assert_eq!(first_checked(&ids, 100), Some(at), "at {at}");
             ids[at] = kept;
         }
-        assert_eq!(first_out_of_range(&[], 0), None);
-        assert_eq!(first_out_of_range(&[0], 0), Some(0));
-        assert_eq!(first_out_of_range(&[u32::MAX], 1 << 33), None);
+        assert_eq!(first_checked(&[], 0), None);
+        assert_eq!(first_checked(&[0], 0), Some(0));
+        assert_eq!(first_checked(&[u32::MAX], 1 << 33), None);
     }
 
     #[test]

@@ -42,9 +42,10 @@
 #   features: the features example (a hot tier over a 64 GiB host table in managed memory
 #   kept on the host, a 16 GiB budget,
 #   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 3,000 batches to fill the tier, then
-#   64 timed with a refresh every 16, every timed row checked; then 64 without a tier) and
+#   64 timed with a refresh every 16, every timed row checked; then 64 more queued back to
+#   back in a scope; then 64 without a tier) and
 #   features_anchor.py (PyTorch's CPU gather into pinned
-#   memory, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
+#   memory a batch at a time and overlapped with the copies, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then a drifting hot set (s = 1.0, 192 timed
 #   batches, all the ranks or a tenth of them moved to other rows every 64, and all of them
@@ -595,7 +596,7 @@ if [[ $mode == features ]]; then
   # its 2 MiB chunks could be allocated whole.
   { echo "=== /proc/buddyinfo before the features example"; cat /proc/buddyinfo 2>/dev/null; grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo 2>/dev/null; } >> "$out/features.log"
   echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
-  if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+  if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
     summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
   else
     summary+=("FAIL  features --zipf $zipf"); fail=1
@@ -617,7 +618,7 @@ if [[ $mode == features ]]; then
   if [[ ${BERTH_FEATURES_GRAPH:-1} == 1 ]]; then
     rm -f "$here/graph_ids.bin"
     echo "=== features --graph --warmup $warmup" | tee -a "$out/features.log"
-    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --graph --dump-ids "$here/graph_ids.bin" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --graph --dump-ids "$here/graph_ids.bin" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
       summary+=("PASS  features --graph (every row checked equal to the host's)")
       graph_ids="$here/graph_ids.bin"
     else

@@ -89,6 +89,11 @@ struct Args {
     /// Also time the same number of batches without a tier (every row read in place)
     #[arg(long)]
     baseline: bool,
+    /// Then time as many batches again (fresh ids of the same law), queued in a scope
+    /// (`Gpu::scope`): the host stages the next batches while the GPU gathers, as a
+    /// training loop does when its step follows the gather on the same stream
+    #[arg(long)]
+    queued: bool,
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
@@ -128,15 +133,15 @@ impl RefreshMode {
         }
     }
 
-    /// Refresh `tier` on `gpu` this way.
+    /// Refresh `tier` this way, its kernels queued on `queue`.
     fn refresh<T: berth::DeviceCopy, M: MappedArg<T>>(
         self,
         tier: &mut berth::HotTier<T, M>,
-        gpu: &Gpu,
+        queue: &impl berth::Queue,
     ) -> berth::Result<()> {
         match self {
-            RefreshMode::Sync => tier.refresh(gpu).map(drop),
-            RefreshMode::Async => tier.begin_refresh(gpu),
+            RefreshMode::Sync => tier.refresh(queue).map(drop),
+            RefreshMode::Async => tier.begin_refresh(queue),
         }
     }
 }
@@ -403,6 +408,70 @@ fn dump(path: &std::path::Path, ids: &[u32]) -> std::io::Result<()> {
     f.write_all(&bytes)
 }
 
+/// The batches of [`run_queued`].
+struct Queued {
+    /// Wall time from before the first gather to the scope's end.
+    seconds: f64,
+    /// The share of the counted ids the tier held.
+    hit_rate: f64,
+    /// Elements that differ from the host's rows.
+    bad: usize,
+}
+
+/// Time as many batches again as `outs` holds, of `law` (drawn first), queued back to back in
+/// a scope: each gather into an output of its own (poisoned first), refreshes as in the timed
+/// loop, one wait at the end; every row checked after it.
+#[allow(clippy::too_many_arguments)]
+fn run_queued<T: MappedArg<F4>>(
+    args: &Args,
+    gpu: &Gpu,
+    tier: &mut berth::HotTier<F4, T>,
+    perm: &[u32],
+    law: &Law,
+    rng: &mut rand::rngs::StdRng,
+    outs: &mut [berth::DeviceBuffer<F4>],
+    poison: &[F4],
+) -> Result<Queued, Box<dyn std::error::Error>> {
+    let (batches, batch) = (outs.len(), poison.len() / tier.width());
+    let planned: Vec<Vec<u32>> = (0..batches)
+        .map(|_| law.draw(perm, Drift::NONE, rng, batch))
+        .collect();
+    for out in outs.iter_mut() {
+        out.copy_from(poison)?;
+    }
+    let before = tier.stats();
+    let t = Instant::now();
+    gpu.scope(|s| {
+        let mut due = false;
+        for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
+            tier.gather(s, ids, out)?.detach();
+            due |= (k + 1) % args.refresh_every == 0;
+            if due && (args.refresh == RefreshMode::Sync || !tier.refresh_pending()) {
+                due = false;
+                args.refresh.refresh(tier, s)?;
+            }
+        }
+        Ok(())
+    })?;
+    let seconds = t.elapsed().as_secs_f64();
+    let after = tier.stats();
+    let mut bad = 0;
+    for (ids, out) in planned.iter().zip(outs.iter()) {
+        bad += mismatches(&out.to_vec()?, ids, tier.width());
+    }
+    println!(
+        "features: {batches} batches queued back to back: {:.2} M rows/s, hit rate {:.1}%",
+        (batches * batch) as f64 / seconds / 1e6,
+        100.0 * (after.hits - before.hits) as f64 / (after.counted - before.counted).max(1) as f64
+    );
+    Ok(Queued {
+        seconds,
+        hit_rate: (after.hits - before.hits) as f64
+            / (after.counted - before.counted).max(1) as f64,
+        bad,
+    })
+}
+
 /// The elements of a gather's output `got` (rows of `d4` groups of four) that differ from
 /// the table's rows `ids`.
 fn mismatches(got: &[F4], ids: &[u32], d4: usize) -> usize {
@@ -596,6 +665,16 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     for (ids, out) in planned.iter().zip(&outs) {
         bad += mismatches(&out.to_vec()?, ids, d4);
     }
+    let queued = if args.queued {
+        Some(run_queued(
+            args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
+        )?)
+    } else {
+        None
+    };
+    if let Some(q) = &queued {
+        bad += q.bad;
+    }
     // The timed batches' lookups in order, after the warmup's.
     let mut seen_late = (0u64, 0u64);
     let mut batch_requested = Vec::with_capacity(planned.len());
@@ -718,6 +797,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "ok": bad == 0,
         });
         let mut line = line;
+        if let Some(q) = &queued {
+            line["queued_s"] = q.seconds.into();
+            line["queued_mrows_s"] = (n / q.seconds / 1e6).into();
+            line["queued_hit_rate"] = q.hit_rate.into();
+        }
         if args.drift_every > 0 {
             line["drift_share"] = args.drift_share.into();
             // The recovery no tier can beat (`bound_after`), and what it is found from.
