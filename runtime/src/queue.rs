@@ -93,13 +93,6 @@ impl ScopeState {
         done
     }
 
-    /// A copy was just queued on the scope's `stream` (of `gpu`): the completion it ends at,
-    /// as [`ScopeState::joined`] for a launch. The scope waits for it at its end; it is not
-    /// counted as a launch.
-    pub(crate) fn joined_copy(&self, gpu: &Arc<Inner>, stream: StreamId) -> Arc<Completion> {
-        self.inner.lock().expect("poisoned").join(gpu, stream)
-    }
-
     /// Work was queued, ending at `done` (a completion of its own).
     pub(crate) fn queued(
         &self,

@@ -665,6 +665,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     for (ids, out) in planned.iter().zip(&outs) {
         bad += mismatches(&out.to_vec()?, ids, d4);
     }
+    // The tier's counters after the timed batches (before any queued ones).
+    let s = tier.stats();
+    let resident = tier.resident_rows();
     let queued = if args.queued {
         Some(run_queued(
             args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
@@ -690,8 +693,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     if args.warmup > 0 {
         println!(
             "features: {} batches to fill the tier in {warmup_s:.1} s, {} rows resident",
-            args.warmup,
-            tier.resident_rows()
+            args.warmup, resident
         );
     }
     let n = (batch * batches) as f64;
@@ -719,7 +721,6 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             100.0 * args.drift_share
         );
     }
-    let s = tier.stats();
     let late = if hits_after_warmup.1 == 0 {
         0.0
     } else {
@@ -755,7 +756,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "batches": batches,
             "warmup": args.warmup,
             "warmup_s": warmup_s,
-            "resident_rows": tier.resident_rows(),
+            "resident_rows": resident,
             "refresh_every": args.refresh_every,
             "refreshes": refreshes,
             "refresh": args.refresh.name(),

@@ -34,8 +34,11 @@ pub struct Pending<'l> {
 
 impl Pending<'_> {
     /// The guard of a copy just queued on `stream` (given as `mode` says) that uses `uses`.
-    /// In a scope it joins the scope's work, as a launch does: the scope waits for it at its
-    /// end, and its guard never waits.
+    /// In a scope the scope waits for it at its end and its guard never waits, as for a
+    /// launch; but unlike a launch it records a point of its own on the stream (an event), so
+    /// that a host access to its memory waits for this copy alone, not for everything the
+    /// scope queued: a loop that refills pinned memory while the copies of earlier rounds
+    /// and the kernels after them run keeps the stream busy.
     pub(crate) fn copy(
         gpu: &Arc<Inner>,
         stream: StreamId,
@@ -43,10 +46,8 @@ impl Pending<'_> {
         what: &'static str,
         uses: &[(&Uses, Access)],
     ) -> Result<Self> {
-        let (completion, scoped) = match mode {
-            Mode::Scope(scope) => (scope.joined_copy(gpu, stream), true),
-            _ => (Completion::record(gpu, &[stream])?, false),
-        };
+        let scoped = matches!(mode, Mode::Scope(_));
+        let completion = Completion::record(gpu, &[stream])?;
         for (u, access) in uses {
             u.add(&completion, *access);
         }
