@@ -412,6 +412,13 @@ fn dump(path: &std::path::Path, ids: &[u32]) -> std::io::Result<()> {
 struct Queued {
     /// Wall time from before the first gather to the scope's end.
     seconds: f64,
+    /// Of it, the host's: from before the first gather to the last one queued.
+    host_s: f64,
+    /// Of the gathers' host time: staging the ids, counting them (the tier's counters).
+    staging_s: f64,
+    counting_s: f64,
+    /// The refreshes' reads of the miss log (waiting for the gathers queued before).
+    refresh_log_read_s: f64,
     /// The share of the counted ids the tier held.
     hit_rate: f64,
     /// Elements that differ from the host's rows.
@@ -441,6 +448,7 @@ fn run_queued<T: MappedArg<F4>>(
     }
     let before = tier.stats();
     let t = Instant::now();
+    let mut host_s = 0.0;
     gpu.scope(|s| {
         let mut due = false;
         for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
@@ -451,6 +459,7 @@ fn run_queued<T: MappedArg<F4>>(
                 args.refresh.refresh(tier, s)?;
             }
         }
+        host_s = t.elapsed().as_secs_f64();
         Ok(())
     })?;
     let seconds = t.elapsed().as_secs_f64();
@@ -466,6 +475,10 @@ fn run_queued<T: MappedArg<F4>>(
     );
     Ok(Queued {
         seconds,
+        host_s,
+        staging_s: after.staging.saturating_sub(before.staging).as_secs_f64(),
+        counting_s: after.counting.saturating_sub(before.counting).as_secs_f64(),
+        refresh_log_read_s: after.log_read.saturating_sub(before.log_read).as_secs_f64(),
         hit_rate: (after.hits - before.hits) as f64
             / (after.counted - before.counted).max(1) as f64,
         bad,
@@ -802,6 +815,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             line["queued_s"] = q.seconds.into();
             line["queued_mrows_s"] = (n / q.seconds / 1e6).into();
             line["queued_hit_rate"] = q.hit_rate.into();
+            line["queued_host_s"] = q.host_s.into();
+            line["queued_staging_s"] = q.staging_s.into();
+            line["queued_counting_s"] = q.counting_s.into();
+            line["queued_refresh_log_read_s"] = q.refresh_log_read_s.into();
         }
         if args.drift_every > 0 {
             line["drift_share"] = args.drift_share.into();
