@@ -198,12 +198,13 @@ fn copy_checked(dst: &mut [u32], ids: &[u32], rows: usize) -> Option<usize> {
         dst.copy_from_slice(ids);
         return None;
     };
-    let max = dst.iter_mut().zip(ids).fold(0, |max: u32, (d, &id)| {
+    // On this thread: the host's threads together (rayon) took longer for a batch of 65,536
+    // ids, waking them included.
+    let max = dst.iter_mut().zip(ids).fold(0, |max, (d, &id)| {
         *d = id;
         max.max(id)
     });
-    let out = !ids.is_empty() && max >= rows;
-    if out {
+    if !ids.is_empty() && max >= rows {
         ids.iter().position(|&id| id >= rows)
     } else {
         None
@@ -742,6 +743,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let (main, _) = policy.grant(false);
         let (mut live, next) = (MissLog::new(gpu, log_len)?, MissLog::new(gpu, log_len)?);
         live.install(gpu, gpu, &main, false)?;
+        live.granted = main;
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -1711,6 +1713,25 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         {
             log.install(&self.gpu, queue, granted, plan.written)?;
         }
+        // Every step is queued: the grants move into the logs, and the vectors this thread
+        // is done with go to the ranking's thread with the policy, to be freed there.
+        let Plan {
+            logs,
+            grant_main,
+            grant_side,
+            fill_ids,
+            fill_dst,
+            update_ids,
+            update_vals,
+            ..
+        } = plan;
+        for (log, granted) in logs.iter_mut().zip([grant_main, grant_side]) {
+            let old = std::mem::replace(&mut log.granted, std::mem::take(granted));
+            policy.spare.push(old);
+        }
+        policy
+            .spare
+            .extend([fill_ids, fill_dst, update_ids, update_vals].map(std::mem::take));
         let (side, main) = (plan.logs.pop(), plan.logs.pop());
         let (Some(main), Some(side)) = (main, side) else {
             unreachable!("two logs, made above")
@@ -1827,7 +1848,6 @@ impl MissLog {
         }
         self.grant
             .deliver(gpu, queue, granted, PINNED_LIST_MAX, written)?;
-        self.granted = granted.to_vec();
         self.captured = true;
         Ok(())
     }
@@ -1896,6 +1916,7 @@ impl Job {
             },
             None => unreachable!("a job runs once"),
         };
+        policy.spare.clear();
         policy.add_all(&self.counted);
         let start = std::time::Instant::now();
         let mut plan = self
@@ -2214,6 +2235,10 @@ struct Policy {
     /// before the first), and that plan's slot table update (rows and entries).
     shadow: Vec<u64>,
     last_update: (Vec<u32>, Vec<u32>),
+    /// Vectors the batch loop's thread is done with (an applied plan's lists, the grants
+    /// its logs had), freed by the next ranking on its own thread: freeing a large vector
+    /// unmaps its pages, which interrupts every core that ran the process.
+    spare: Vec<Vec<u32>>,
 }
 
 /// What a ranking decided: the kernels to queue, and what they change.
@@ -2269,6 +2294,7 @@ impl Policy {
             mark: huge_vec(rows.div_ceil(64), 0),
             shadow: Vec::new(),
             last_update: (Vec::new(), Vec::new()),
+            spare: Vec::new(),
         }
     }
 
@@ -2996,10 +3022,10 @@ mod tests {
             assert_eq!(dst, ids);
             first
         }
-        let mut ids: Vec<u32> = (0..10_000).map(|i| i % 100).collect();
+        let mut ids: Vec<u32> = (0..100_000).map(|i| i % 100).collect();
         assert_eq!(first_checked(&ids, 100), None);
         assert_eq!(first_checked(&ids, 99), Some(99));
-        for at in [0, 4095, 4096, 9_999] {
+        for at in [0, 4095, 4096, 50_001, 99_999] {
             let kept = ids[at];
             ids[at] = 100;
             assert_eq!(first_checked(&ids, 100), Some(at), "at {at}");
