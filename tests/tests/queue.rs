@@ -256,6 +256,34 @@ fn a_detached_copy_from_pinned_memory_in_a_scope_stays_queued_without_waiting() 
 }
 
 #[test]
+fn refilling_the_pinned_source_of_a_copy_in_a_scope_waits_for_that_copy_alone() {
+    let (_g, gpu) = gpu();
+    let n = 1 << 12;
+    let gate = gpu.signals(1).unwrap();
+    let mut src = gpu.pinned_from(&vec![3u32; n]).unwrap();
+    let mut dev = gpu.alloc_zeroed::<u32>(n).unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(n).unwrap();
+    // The copy from `src` is queued before a gated fill of another buffer, whose gate opens
+    // only after `src` is written again: a write that waited for everything the scope queued
+    // would wait for the fill, which then gives up, and the scope would report its failure.
+    gpu.scope(|s| {
+        dev.copy_from_pinned(s, &src)?.detach();
+        gated_fill_within(s, Grid::cover(n), PATIENCE_NS, 1, &gate, &mut blocker)?.detach();
+        // Waits for the copy, which read the old values.
+        src.iter_mut().for_each(|v| *v = 4);
+        gate.store(0, 1);
+        Ok(())
+    })
+    .unwrap();
+    assert!(
+        dev.to_vec().unwrap().iter().all(|&v| v == 3),
+        "copied before the refill"
+    );
+    assert!(blocker.to_vec().unwrap().iter().all(|&v| v == 1), "blocker");
+    assert!(src.iter().all(|&v| v == 4), "refilled");
+}
+
+#[test]
 fn pinned_launches_in_a_scope_reuse_their_staging() {
     let (_g, gpu) = gpu();
     let n = 3000;
