@@ -18,7 +18,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Copy all of `src` (pinned host memory) into this buffer, asynchronously on `on`. The
     /// guard keeps both borrowed until the copy is done. Lengths must match. On a
     /// [`Scope`](crate::Scope) the copy is queued like a launch: dropping or detaching its
-    /// guard leaves it queued without waiting (see [`Pending`]).
+    /// guard leaves it queued without waiting (see [`Pending`]); the copy records an event of
+    /// its own, so that writing `src` again in the scope waits for this copy, not for the
+    /// kernels queued after it.
     pub fn copy_from_pinned<'l>(
         &'l mut self,
         on: &'l impl Queue,
