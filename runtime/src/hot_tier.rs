@@ -228,30 +228,42 @@ fn atomic_bits(v: &mut [u64]) -> &[AtomicU64] {
 }
 
 /// Count every `every`-th id of batch `batch` (from position `batch mod every`), handing each
-/// to `add`; the ids counted, and how many of them `bits` (the host's residency) calls
-/// resident. On one thread: a few thousand counted ids a batch, made while the batch's
-/// gather runs (a build that spread them over the host's threads gathered more slowly).
+/// to `add`, and look up the residency of some of them in `bits` (the host's residency): all
+/// where they are at most [`HIT_LOOKUPS`], else evenly spread ones, that many. The ids
+/// counted, the ids looked up, and how many of those `bits` calls resident. On one thread:
+/// a few thousand counted ids a batch, made while the batch's gather runs (a build that
+/// spread them over the host's threads gathered more slowly). Each lookup is a miss in the
+/// host's caches; handing an id on is not.
 fn count_ids(
     bits: &[u64],
     every: usize,
     batch: u64,
     ids: &[u32],
     mut add: impl FnMut(u32),
-) -> (u64, u64) {
-    let (mut counted, mut hits) = (0u64, 0u64);
+) -> (u64, u64, u64) {
     let first = (batch % every as u64) as usize;
-    // Each id's word of `bits` is fetched some counted ids ahead.
-    let ahead = PREFETCH_AHEAD * every;
-    for (i, &id) in ids.iter().enumerate().skip(first).step_by(every) {
+    let counted = ids.len().saturating_sub(first).div_ceil(every);
+    for &id in ids.iter().skip(first).step_by(every) {
+        add(id);
+    }
+    // Every `look`-th counted id is looked up, each one's word of `bits` fetched some
+    // lookups ahead.
+    let look = every * counted.div_ceil(HIT_LOOKUPS).max(1);
+    let ahead = PREFETCH_AHEAD * look;
+    let (mut looked, mut hits) = (0u64, 0u64);
+    for (i, &id) in ids.iter().enumerate().skip(first).step_by(look) {
         if let Some(&next) = ids.get(i + ahead) {
             prefetch(bits, next as usize / 64);
         }
-        counted += 1;
-        add(id);
+        looked += 1;
         hits += u64::from(bit(bits, id));
     }
-    (counted, hits)
+    (counted as u64, looked, hits)
 }
+
+/// The most counted ids of one batch whose residency the host looks up for the hit
+/// statistics ([`HotTierStats::looked_up`]).
+const HIT_LOOKUPS: usize = 1 << 10;
 
 /// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
 /// if it is too short. Waits for the GPU work still reading `buf`.
@@ -466,9 +478,14 @@ pub struct HotTierStats {
     /// [`HotTier::count_every`]; none by a tier that holds no row (nothing could become
     /// resident).
     pub counted: u64,
-    /// Counted ids whose rows were resident (read from device memory), by the host's record
-    /// of the residency: a row a gather's capture copied in counts from the refresh that
-    /// settles it on (the gathers read it from device memory from the next batch on).
+    /// Counted ids whose residency the host looked up for [`hits`](HotTierStats::hits):
+    /// every counted id of a batch that counts at most 1,024, else 1,024 of them spread
+    /// evenly over the batch (each lookup is a miss in the host's caches, on the gathering
+    /// thread).
+    pub looked_up: u64,
+    /// Looked-up ids whose rows were resident (read from device memory), by the host's
+    /// record of the residency: a row a gather's capture copied in counts from the refresh
+    /// that settles it on (the gathers read it from device memory from the next batch on).
     pub hits: u64,
     /// Refreshes begun (on a tier that holds no row, refreshes called).
     pub refreshes: u64,
@@ -498,13 +515,14 @@ pub struct HotTierStats {
 }
 
 impl HotTierStats {
-    /// Fraction of the counted ids whose rows were resident (0 before any gather): the
-    /// fraction of all rows gathered when every id is counted, an estimate of it otherwise.
+    /// Fraction of the looked-up ids whose rows were resident (0 before any gather): the
+    /// fraction of all rows gathered when every id is counted and looked up, an estimate of
+    /// it otherwise.
     pub fn hit_rate(&self) -> f64 {
-        if self.counted == 0 {
+        if self.looked_up == 0 {
             0.0
         } else {
-            self.hits as f64 / self.counted as f64
+            self.hits as f64 / self.looked_up as f64
         }
     }
 }
@@ -993,12 +1011,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             }
             let started = std::time::Instant::now();
             let every = *count_every;
-            let (counted, hits) = match policy {
+            let (counted, looked, hits) = match policy {
                 PolicyState::Lost => count_ids(resident_bits, every, batch, ids, |_| {}),
                 _ => count_ids(resident_bits, every, batch, ids, |id| deferred.push(id)),
             };
             hand_over(policy, deferred, counter);
             stats.counted += counted;
+            stats.looked_up += looked;
             stats.hits += hits;
             stats.counting += started.elapsed();
         };
@@ -3011,6 +3030,38 @@ mod tests {
     fn a_tier_is_send_and_sync() {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<HotTier<f32>>();
+    }
+
+    #[test]
+    fn hits_are_looked_up_for_every_counted_id_up_to_a_cap_then_for_an_even_share() {
+        // Even rows resident.
+        let bits = vec![0x5555_5555_5555_5555u64; 1 << 10];
+        let ids: Vec<u32> = (0..65_536u32).map(|i| (i * 7919) % 65_536).collect();
+        for (every, batch) in [(1, 0), (16, 3), (64, 5), (16, 1 << 20)] {
+            let mut added = Vec::new();
+            let (counted, looked, hits) = count_ids(&bits, every, batch, &ids, |id| added.push(id));
+            let first = (batch % every as u64) as usize;
+            let want: Vec<u32> = ids[first..].iter().copied().step_by(every).collect();
+            assert_eq!(added, want, "every {every}");
+            assert_eq!(counted, want.len() as u64);
+            let look = every * want.len().div_ceil(HIT_LOOKUPS);
+            let looked_ids: Vec<u32> = ids[first..].iter().copied().step_by(look).collect();
+            assert!(looked as usize <= HIT_LOOKUPS && looked as usize > HIT_LOOKUPS / 2);
+            assert_eq!(looked, looked_ids.len() as u64);
+            assert_eq!(
+                hits,
+                looked_ids.iter().filter(|&&id| id % 2 == 0).count() as u64
+            );
+        }
+        // A small batch: every counted id looked up.
+        let (counted, looked, hits) = count_ids(&bits, 4, 2, &ids[..4000], |_| {});
+        assert_eq!((counted, looked), (1000, 1000));
+        let even = ids[2..4000]
+            .iter()
+            .step_by(4)
+            .filter(|&&id| id % 2 == 0)
+            .count();
+        assert_eq!(hits, even as u64);
     }
 
     #[test]

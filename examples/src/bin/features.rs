@@ -419,7 +419,7 @@ struct Queued {
     counting_s: f64,
     /// The refreshes' reads of the miss log (waiting for the gathers queued before).
     refresh_log_read_s: f64,
-    /// The share of the counted ids the tier held.
+    /// The share of the looked-up ids the tier held (`HotTierStats::hit_rate`).
     hit_rate: f64,
     /// Elements that differ from the host's rows.
     bad: usize,
@@ -471,7 +471,8 @@ fn run_queued<T: MappedArg<F4>>(
     println!(
         "features: {batches} batches queued back to back: {:.2} M rows/s, hit rate {:.1}%",
         (batches * batch) as f64 / seconds / 1e6,
-        100.0 * (after.hits - before.hits) as f64 / (after.counted - before.counted).max(1) as f64
+        100.0 * (after.hits - before.hits) as f64
+            / (after.looked_up - before.looked_up).max(1) as f64
     );
     Ok(Queued {
         seconds,
@@ -480,7 +481,7 @@ fn run_queued<T: MappedArg<F4>>(
         counting_s: after.counting.saturating_sub(before.counting).as_secs_f64(),
         refresh_log_read_s: after.log_read.saturating_sub(before.log_read).as_secs_f64(),
         hit_rate: (after.hits - before.hits) as f64
-            / (after.counted - before.counted).max(1) as f64,
+            / (after.looked_up - before.looked_up).max(1) as f64,
         bad,
     })
 }
@@ -578,7 +579,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut at_timed = tier.stats();
     // The timed batches' gather times, and where the hot set moved.
     let (mut batch_s, mut moves) = (Vec::new(), Vec::new());
-    // Each timed batch's hit rate (of its counted ids).
+    // Each timed batch's hit rate (of its looked-up ids).
     let mut batch_hit = Vec::new();
     // The timed batches' ids are drawn before the first is timed, as a training loop's loader
     // has them ready, and each batch gathers into an output of its own, checked after the
@@ -643,13 +644,14 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             gpu_span_s += berth::Event::elapsed(&span_start, &span_stop)?.as_secs_f64();
             batch_s.push(dt);
             let s = tier.stats();
-            batch_hit
-                .push((s.hits - before.hits) as f64 / (s.counted - before.counted).max(1) as f64);
+            batch_hit.push(
+                (s.hits - before.hits) as f64 / (s.looked_up - before.looked_up).max(1) as f64,
+            );
         }
         if k >= args.warmup + batches / 2 {
             let s = tier.stats();
             hits_after_warmup.0 += s.hits - before.hits;
-            hits_after_warmup.1 += s.counted - before.counted;
+            hits_after_warmup.1 += s.looked_up - before.looked_up;
         }
         if !timed && k % 16 == 0 {
             bad += mismatches(&out.to_vec()?, ids, d4);
