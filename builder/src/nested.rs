@@ -128,6 +128,10 @@ pub fn build(o: &NestedOptions<'_>) -> Result<Nested, Error> {
         .env("CARGO_PROFILE_RELEASE_STRIP", "false")
         // One codegen unit: the crate's bitcode is one module (`--emit` writes one file).
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+        // Never incremental, whatever the workspace's profile says for the kernel crate (an
+        // `incremental = true` meant for its host build would reach this build too): the
+        // kernels' code differs when rustc compiles the crate incrementally.
+        .env("CARGO_INCREMENTAL", "0")
         .env_remove("RUSTFLAGS")
         .env_remove("RUSTC_WRAPPER")
         .env_remove("RUSTC_WORKSPACE_WRAPPER")
