@@ -2954,20 +2954,14 @@ mod tests {
     fn the_counting_thread_counts_every_id_once() {
         let gpu = Gpu::simulator();
         let (rows, width) = (512usize, 4usize);
-        let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 8 * width * 4)
-            .unwrap();
+        let mut t = small_tier(&gpu, rows, 8);
         assert!(t.counter.is_some());
         let mut expect = vec![0u32; rows];
         let mut out = gpu.alloc_zeroed::<f32>(64 * width).unwrap();
         let mut handed = 0;
         for k in 0..200u32 {
             let ids: Vec<u32> = (0..64).map(|i| (k * 31 + i * i) % rows as u32).collect();
-            for &id in &ids {
-                expect[id as usize] += 1;
-            }
-            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            gather_counted(&gpu, &mut t, &ids, &mut out, &mut expect);
             handed += usize::from(matches!(t.policy, PolicyState::Counting));
         }
         assert!(handed > 0, "no batch was counted on the thread");
@@ -2994,19 +2988,13 @@ mod tests {
     fn a_refresh_begun_while_the_counting_thread_has_the_counts_ranks_with_all_of_them() {
         let gpu = Gpu::simulator();
         let (rows, width) = (512usize, 4usize);
-        let table = gpu.mapped_zeroed::<f32>(rows * width).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 8 * width * 4)
-            .unwrap();
+        let mut t = small_tier(&gpu, rows, 8);
         let mut expect = vec![0u32; rows];
         let mut out = gpu.alloc_zeroed::<f32>(64 * width).unwrap();
         let mut begun = 0;
         for k in 0..100u32 {
             let ids: Vec<u32> = (0..64).map(|i| (k * 17 + i * i) % rows as u32).collect();
-            for &id in &ids {
-                expect[id as usize] += 1;
-            }
-            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            gather_counted(&gpu, &mut t, &ids, &mut out, &mut expect);
             if k % 7 == 6 && matches!(t.policy, PolicyState::Counting) {
                 t.begin_refresh(&gpu).unwrap();
                 t.finish_refresh(&gpu).unwrap();
@@ -3111,10 +3099,25 @@ mod tests {
         assert_tables_agree(&mut t);
     }
 
-    /// A tier of `slots` rows over a table of 64 rows of 4 floats, on `gpu`.
-    fn small_tier(gpu: &Gpu, slots: usize) -> HotTier<f32> {
-        let table = gpu.mapped_zeroed::<f32>(64 * 4).unwrap();
-        gpu.hot_tier(table, 4, 64 * 4 + slots * 4 * 4).unwrap()
+    /// A tier of `slots` rows over a table of `rows` rows of 4 floats, on `gpu`.
+    fn small_tier(gpu: &Gpu, rows: usize, slots: usize) -> HotTier<f32> {
+        let table = gpu.mapped_zeroed::<f32>(rows * 4).unwrap();
+        gpu.hot_tier(table, 4, rows * 4 + slots * 4 * 4).unwrap()
+    }
+
+    /// Gather `ids` into `out` and wait, each id counted in `expect` (what the tier's counts
+    /// should hold).
+    fn gather_counted(
+        gpu: &Gpu,
+        t: &mut HotTier<f32>,
+        ids: &[u32],
+        out: &mut DeviceBuffer<f32>,
+        expect: &mut [u32],
+    ) {
+        for &id in ids {
+            expect[id as usize] += 1;
+        }
+        t.gather(gpu, ids, out).unwrap().wait().unwrap();
     }
 
     /// Gather `ids` from a [`small_tier`], then refresh it.
@@ -3131,7 +3134,7 @@ mod tests {
         // again stays, whichever slot the hand reaches first: each row in turn.
         for again in [5u32, 9] {
             let gpu = Gpu::simulator();
-            let mut t = small_tier(&gpu, 2);
+            let mut t = small_tier(&gpu, 64, 2);
             let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_and_refresh(&gpu, t, ids);
             assert_eq!(gather(&mut t, &[5, 9]).admitted, 2);
             gather(&mut t, &[again]);
@@ -3228,7 +3231,7 @@ mod tests {
     #[test]
     fn slots_kept_free_take_the_next_misses_and_evict_only_cold_rows() {
         let gpu = Gpu::simulator();
-        let mut t = small_tier(&gpu, 4);
+        let mut t = small_tier(&gpu, 64, 4);
         t.keep_free(2);
         let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_and_refresh(&gpu, t, ids);
         // Rows 0 and 1 counted four times, rows 2 and 3 once: after the refresh those are

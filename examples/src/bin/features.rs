@@ -133,6 +133,14 @@ impl RefreshMode {
         }
     }
 
+    /// Whether a refresh that fell due begins now. With `async` a refresh falls due while the
+    /// last one's ranking may still run (or wait for a gather to queue its kernels):
+    /// beginning another would first finish that one, the loop waiting for the ranking and
+    /// its fill, so it waits for the batch after the last one is applied instead.
+    fn may_begin<T: berth::DeviceCopy, M: MappedArg<T>>(self, tier: &berth::HotTier<T, M>) -> bool {
+        self == RefreshMode::Sync || !tier.refresh_pending()
+    }
+
     /// Refresh `tier` this way, its kernels queued on `queue`.
     fn refresh<T: berth::DeviceCopy, M: MappedArg<T>>(
         self,
@@ -454,7 +462,7 @@ fn run_queued<T: MappedArg<F4>>(
         for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
             tier.gather(s, ids, out)?.detach();
             due |= (k + 1) % args.refresh_every == 0;
-            if due && (args.refresh == RefreshMode::Sync || !tier.refresh_pending()) {
+            if due && args.refresh.may_begin(tier) {
                 due = false;
                 args.refresh.refresh(tier, s)?;
             }
@@ -468,11 +476,12 @@ fn run_queued<T: MappedArg<F4>>(
     for (ids, out) in planned.iter().zip(outs.iter()) {
         bad += mismatches(&out.to_vec()?, ids, tier.width());
     }
+    let hit_rate =
+        (after.hits - before.hits) as f64 / (after.looked_up - before.looked_up).max(1) as f64;
     println!(
         "features: {batches} batches queued back to back: {:.2} M rows/s, hit rate {:.1}%",
         (batches * batch) as f64 / seconds / 1e6,
-        100.0 * (after.hits - before.hits) as f64
-            / (after.looked_up - before.looked_up).max(1) as f64
+        100.0 * hit_rate
     );
     Ok(Queued {
         seconds,
@@ -480,8 +489,7 @@ fn run_queued<T: MappedArg<F4>>(
         staging_s: after.staging.saturating_sub(before.staging).as_secs_f64(),
         counting_s: after.counting.saturating_sub(before.counting).as_secs_f64(),
         refresh_log_read_s: after.log_read.saturating_sub(before.log_read).as_secs_f64(),
-        hit_rate: (after.hits - before.hits) as f64
-            / (after.looked_up - before.looked_up).max(1) as f64,
+        hit_rate,
         bad,
     })
 }
@@ -660,11 +668,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             requested.insert_all(ids);
         }
         refresh_due |= (k + 1) % args.refresh_every == 0;
-        // With `--refresh async`, a refresh falls due while the last one's ranking may still
-        // run (or wait for a gather to queue its kernels): beginning another would first
-        // finish that one, the loop waiting for the ranking and its fill. The refresh waits
-        // for the batch after the last one is applied instead.
-        if refresh_due && (args.refresh == RefreshMode::Sync || !tier.refresh_pending()) {
+        if refresh_due && args.refresh.may_begin(&tier) {
             refresh_due = false;
             // The time the batch loop's thread spends in the call: with `--refresh async`,
             // starting the ranking (the ranking's kernels are queued, and waited for, inside
