@@ -189,21 +189,62 @@ fn copy_rows<T: DeviceCopy, M: MappedArg<T>>(
         });
 }
 
-/// Copy `ids` into `dst` (as long) and give the position of the first of them that is not
-/// below `rows`, if any. Every gather checks all its ids as it stages them: one pass that
-/// compilers vectorise (no early exit, the copy and the check together), then, only where
-/// one is out of range, the search for the first.
-fn copy_checked(dst: &mut [u32], ids: &[u32], rows: usize) -> Option<usize> {
-    let Ok(rows) = u32::try_from(rows) else {
-        dst.copy_from_slice(ids);
-        return None;
+/// The ids a gather counts: every `every`-th, from position `first`.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    first: usize,
+    every: usize,
+}
+
+impl Sample {
+    /// The sample of batch `batch` counting every `every`-th id: it starts at `batch mod
+    /// every`, so that successive batches count different positions.
+    fn of_batch(batch: u64, every: usize) -> Sample {
+        Sample {
+            first: (batch % every as u64) as usize,
+            every,
+        }
+    }
+}
+
+/// Copy `ids` into `dst` (as long), push the ids `sample` picks onto `picked`, and give the
+/// position of the first id that is not below `rows`, if any. Every gather checks all its
+/// ids as it stages them and picks the ids it counts from them while they are in the host's
+/// caches: one pass that compilers vectorise (no early exit, the copy and the check
+/// together, a run of `every` ids between two picks), then, only where one is out of range,
+/// the search for the first.
+fn copy_checked(
+    dst: &mut [u32],
+    ids: &[u32],
+    rows: usize,
+    sample: Option<Sample>,
+    picked: &mut Vec<u32>,
+) -> Option<usize> {
+    // The largest id of a run, copied.
+    fn run(dst: &mut [u32], ids: &[u32]) -> u32 {
+        dst.iter_mut().zip(ids).fold(0, |max, (d, &id)| {
+            *d = id;
+            max.max(id)
+        })
+    }
+    let max = match sample {
+        None => run(dst, ids),
+        Some(Sample { first, every }) => {
+            let first = first.min(ids.len());
+            let (head, dst) = dst.split_at_mut(first);
+            let (before, ids) = ids.split_at(first);
+            picked.reserve(ids.len().div_ceil(every));
+            let mut max = run(head, before);
+            for (d, s) in dst.chunks_mut(every).zip(ids.chunks(every)) {
+                picked.push(s[0]);
+                max = max.max(run(d, s));
+            }
+            max
+        }
     };
     // On this thread: the host's threads together (rayon) took longer for a batch of 65,536
     // ids, waking them included.
-    let max = dst.iter_mut().zip(ids).fold(0, |max, (d, &id)| {
-        *d = id;
-        max.max(id)
-    });
+    let rows = u32::try_from(rows).ok()?;
     if !ids.is_empty() && max >= rows {
         ids.iter().position(|&id| id >= rows)
     } else {
@@ -227,38 +268,27 @@ fn atomic_bits(v: &mut [u64]) -> &[AtomicU64] {
     unsafe { std::slice::from_raw_parts(v.as_mut_ptr().cast::<AtomicU64>(), v.len()) }
 }
 
-/// Count every `every`-th id of batch `batch` (from position `batch mod every`), handing each
-/// to `add`, and look up the residency of some of them in `bits` (the host's residency): all
-/// where they are at most [`HIT_LOOKUPS`], else evenly spread ones, that many. The ids
-/// counted, the ids looked up, and how many of those `bits` calls resident. On one thread:
-/// a few thousand counted ids a batch, made while the batch's gather runs (a build that
-/// spread them over the host's threads gathered more slowly). Each lookup is a miss in the
-/// host's caches; handing an id on is not.
-fn count_ids(
-    bits: &[u64],
-    every: usize,
-    batch: u64,
-    ids: &[u32],
-    mut add: impl FnMut(u32),
-) -> (u64, u64, u64) {
-    let first = (batch % every as u64) as usize;
-    let counted = ids.len().saturating_sub(first).div_ceil(every);
-    for &id in ids.iter().skip(first).step_by(every) {
-        add(id);
-    }
-    // Every `look`-th counted id is looked up, each one's word of `bits` fetched some
-    // lookups ahead.
-    let look = every * counted.div_ceil(HIT_LOOKUPS).max(1);
+/// Hand the ids a gather picked to count ([`copy_checked`]) to `add`, and look up the
+/// residency of some of them in `bits` (the host's residency): all where they are at most
+/// [`HIT_LOOKUPS`], else evenly spread ones, that many. The ids counted, the ids looked up,
+/// and how many of those `bits` calls resident. On one thread, while the batch's gather runs
+/// (a build that spread the lookups over the host's threads gathered more slowly): each
+/// lookup is a miss in the host's caches, handing the ids on is one copy.
+fn count_ids(bits: &[u64], picked: &[u32], add: impl FnOnce(&[u32])) -> (u64, u64, u64) {
+    add(picked);
+    // Every `look`-th picked id is looked up, each one's word of `bits` fetched some lookups
+    // ahead.
+    let look = picked.len().div_ceil(HIT_LOOKUPS).max(1);
     let ahead = PREFETCH_AHEAD * look;
     let (mut looked, mut hits) = (0u64, 0u64);
-    for (i, &id) in ids.iter().enumerate().skip(first).step_by(look) {
-        if let Some(&next) = ids.get(i + ahead) {
+    for (i, &id) in picked.iter().enumerate().step_by(look) {
+        if let Some(&next) = picked.get(i + ahead) {
             prefetch(bits, next as usize / 64);
         }
         looked += 1;
         hits += u64::from(bit(bits, id));
     }
-    (counted as u64, looked, hits)
+    (picked.len() as u64, looked, hits)
 }
 
 /// The most counted ids of one batch whose residency the host looks up for the hit
@@ -360,13 +390,27 @@ impl<T: DeviceCopy> Staged<T> {
 }
 
 impl Staged<u32> {
-    /// [`write`](Staged::write) `ids` (any length), checking them as they are copied: the
-    /// position of the first that is not below `rows`, if any (then nothing is to be sent).
-    fn write_checked(&mut self, gpu: &Gpu, ids: &[u32], rows: usize) -> Result<Option<usize>> {
+    /// [`write`](Staged::write) `ids` (any length), checking them as they are copied and
+    /// picking those `sample` counts onto `picked` ([`copy_checked`]): the position of the
+    /// first that is not below `rows`, if any (then nothing is to be sent).
+    fn write_checked(
+        &mut self,
+        gpu: &Gpu,
+        ids: &[u32],
+        rows: usize,
+        sample: Option<Sample>,
+        picked: &mut Vec<u32>,
+    ) -> Result<Option<usize>> {
         if self.host.len() < ids.len() {
             self.host = gpu.pinned_zeroed::<u32>(ids.len().next_power_of_two())?;
         }
-        Ok(copy_checked(&mut self.host[..ids.len()], ids, rows))
+        Ok(copy_checked(
+            &mut self.host[..ids.len()],
+            ids,
+            rows,
+            sample,
+            picked,
+        ))
     }
 }
 
@@ -637,6 +681,8 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The ids counted while the policy was away (ranking, or counting the last batch's ids),
     /// added to its counts when it comes back.
     deferred: Vec<u32>,
+    /// The ids the last gather counts, picked while it staged them ([`Sample`]).
+    picked: Vec<u32>,
     /// The thread that adds the gathers' counted ids to the policy's counts, off the thread
     /// that queues the gathers (`None` where none could be started: the gathers count).
     counter: Option<Counter>,
@@ -785,6 +831,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             resident_count: 0,
             policy: PolicyState::Idle(Box::new(policy)),
             deferred: Vec::new(),
+            picked: Vec::new(),
             counter: if capacity == 0 {
                 None
             } else {
@@ -946,7 +993,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // (on the GPU: by the stream, or an event where that gather ran on another one); the
         // host waits only for the copy that last read the pinned memory.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
-        if let Some(position) = self.ids[ring].write_checked(&self.gpu, ids, self.rows)? {
+        // The ids this gather counts, picked as they are staged (none where the tier holds no
+        // row); handed on only once the gather is queued.
+        let sample = (self.capacity > 0).then(|| Sample::of_batch(batch, self.count_every));
+        self.picked.clear();
+        if let Some(position) =
+            self.ids[ring].write_checked(&self.gpu, ids, self.rows, sample, &mut self.picked)?
+        {
             return Err(Error::IdOutOfRange {
                 batch,
                 position,
@@ -998,7 +1051,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             deferred,
             counter,
             resident_bits,
-            count_every,
+            picked,
             stats,
             ..
         } = self;
@@ -1010,10 +1063,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 return;
             }
             let started = std::time::Instant::now();
-            let every = *count_every;
             let (counted, looked, hits) = match policy {
-                PolicyState::Lost => count_ids(resident_bits, every, batch, ids, |_| {}),
-                _ => count_ids(resident_bits, every, batch, ids, |id| deferred.push(id)),
+                PolicyState::Lost => count_ids(resident_bits, picked, |_| {}),
+                _ => count_ids(resident_bits, picked, |p| deferred.extend_from_slice(p)),
             };
             hand_over(policy, deferred, counter);
             stats.counted += counted;
@@ -3025,15 +3077,24 @@ mod tests {
         // Even rows resident.
         let bits = vec![0x5555_5555_5555_5555u64; 1 << 10];
         let ids: Vec<u32> = (0..65_536u32).map(|i| (i * 7919) % 65_536).collect();
-        for (every, batch) in [(1, 0), (16, 3), (64, 5), (16, 1 << 20)] {
-            let mut added = Vec::new();
-            let (counted, looked, hits) = count_ids(&bits, every, batch, &ids, |id| added.push(id));
+        for (every, batch) in [(1, 0), (16, 3), (64, 5), (16, 1 << 20), (7, 9)] {
+            let (mut dst, mut picked) = (vec![0u32; ids.len()], vec![99]);
+            picked.clear();
+            let sample = Sample::of_batch(batch, every);
+            assert_eq!(
+                copy_checked(&mut dst, &ids, 1 << 16, Some(sample), &mut picked),
+                None
+            );
+            assert_eq!(dst, ids);
             let first = (batch % every as u64) as usize;
             let want: Vec<u32> = ids[first..].iter().copied().step_by(every).collect();
+            assert_eq!(picked, want, "every {every}");
+            let mut added = Vec::new();
+            let (counted, looked, hits) = count_ids(&bits, &picked, |p| added.extend_from_slice(p));
             assert_eq!(added, want, "every {every}");
             assert_eq!(counted, want.len() as u64);
-            let look = every * want.len().div_ceil(HIT_LOOKUPS);
-            let looked_ids: Vec<u32> = ids[first..].iter().copied().step_by(look).collect();
+            let look = want.len().div_ceil(HIT_LOOKUPS);
+            let looked_ids: Vec<u32> = want.iter().copied().step_by(look).collect();
             assert!(looked as usize <= HIT_LOOKUPS && looked as usize > HIT_LOOKUPS / 2);
             assert_eq!(looked, looked_ids.len() as u64);
             assert_eq!(
@@ -3042,7 +3103,16 @@ mod tests {
             );
         }
         // A small batch: every counted id looked up.
-        let (counted, looked, hits) = count_ids(&bits, 4, 2, &ids[..4000], |_| {});
+        let mut picked = Vec::new();
+        let mut dst = vec![0u32; 4000];
+        copy_checked(
+            &mut dst,
+            &ids[..4000],
+            1 << 16,
+            Some(Sample::of_batch(2, 4)),
+            &mut picked,
+        );
+        let (counted, looked, hits) = count_ids(&bits, &picked, |_| {});
         assert_eq!((counted, looked), (1000, 1000));
         let even = ids[2..4000]
             .iter()
@@ -3050,6 +3120,16 @@ mod tests {
             .filter(|&&id| id % 2 == 0)
             .count();
         assert_eq!(hits, even as u64);
+        // Batches shorter than the first position counted pick nothing.
+        picked.clear();
+        copy_checked(
+            &mut dst[..3],
+            &ids[..3],
+            1 << 16,
+            Some(Sample::of_batch(5, 8)),
+            &mut picked,
+        );
+        assert!(picked.is_empty());
     }
 
     #[test]
@@ -3057,8 +3137,17 @@ mod tests {
         // The copy is whole whatever the check finds.
         fn first_checked(ids: &[u32], rows: usize) -> Option<usize> {
             let mut dst = vec![7u32; ids.len()];
-            let first = copy_checked(&mut dst, ids, rows);
+            let first = copy_checked(&mut dst, ids, rows, None, &mut Vec::new());
             assert_eq!(dst, ids);
+            // Picking ids to count changes neither the copy nor the check.
+            let (mut again, mut picked) = (vec![7u32; ids.len()], Vec::new());
+            let sample = Some(Sample::of_batch(3, 16));
+            assert_eq!(
+                copy_checked(&mut again, ids, rows, sample, &mut picked),
+                first
+            );
+            assert_eq!(again, ids);
+            assert_eq!(picked.len(), ids.len().saturating_sub(3).div_ceil(16));
             first
         }
         let mut ids: Vec<u32> = (0..100_000).map(|i| i % 100).collect();

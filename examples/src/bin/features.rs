@@ -572,10 +572,6 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     );
     let (mut gather_s, mut refresh_s, mut bad) = (0.0, 0.0, 0usize);
     let mut queue_s = 0.0;
-    // The GPU's time from before a gather's first kernel to after its last (idle gaps
-    // included): what the host's work around the kernels adds is the rest of `gather_s`.
-    let mut gpu_span_s = 0.0;
-    let (span_start, span_stop) = (gpu.event()?, gpu.event()?);
     let mut hits_after_warmup = (0u64, 0u64);
     // Every row requested so far (a bit per row, set outside the timed spans): a lookup of a
     // row never requested before misses in any tier, whatever its policy, so the share of
@@ -637,19 +633,17 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         }
         let dst = if timed { &mut outs[i] } else { &mut *out };
         let before = tier.stats();
+        // Timed as a loop runs it: the gather and its wait, nothing recorded between.
         let t = Instant::now();
-        span_start.record(gpu)?;
         let pending = tier.gather(gpu, ids, dst)?;
         // The host's part of a gather (staging the ids, counting them, queuing the kernels),
         // apart from the wait for the GPU.
         let queued = t.elapsed().as_secs_f64();
-        span_stop.record(gpu)?;
         pending.wait()?;
         if timed {
             let dt = t.elapsed().as_secs_f64();
             gather_s += dt;
             queue_s += queued;
-            gpu_span_s += berth::Event::elapsed(&span_start, &span_stop)?.as_secs_f64();
             batch_s.push(dt);
             let s = tier.stats();
             batch_hit.push(
@@ -750,12 +744,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         100.0 * requested_before
     );
     println!(
-        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait, {:.3} s from the first kernel's start to the last one's end on the GPU; refreshes ({}) {:.3} s on the batch loop's thread), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
+        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait; refreshes ({}) {:.3} s on the batch loop's thread), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
         n / (gather_s + refresh_s) / 1e6,
         n * row_bytes as f64 / (gather_s + refresh_s) / 1e9,
         gather_s,
         queue_s,
-        gpu_span_s,
         args.refresh.name(),
         refresh_s,
         100.0 * s.hit_rate(),
@@ -792,7 +785,6 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "capacity_rows": tier.capacity(),
             "gather_s": gather_s,
             "gather_host_s": queue_s,
-            "gather_gpu_span_s": gpu_span_s,
             "refresh_s": refresh_s,
             "mrows_s": n / (gather_s + refresh_s) / 1e6,
             "hit_rate": s.hit_rate(),
@@ -856,14 +848,21 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         for out in &mut outs {
             out.copy_from(&poison)?;
         }
+        // Timed as the tier's batches are, then gathered again with events around each, for
+        // the GPU's time from before its first kernel to after its last (idle gaps included).
         for (ids, out) in planned.iter().zip(&mut outs) {
             let t = Instant::now();
-            span_start.record(gpu)?;
             let pending = plain.gather(gpu, ids, out)?;
             plain_host_s += t.elapsed().as_secs_f64();
-            span_stop.record(gpu)?;
             pending.wait()?;
             plain_s += t.elapsed().as_secs_f64();
+        }
+        let (span_start, span_stop) = (gpu.event()?, gpu.event()?);
+        for (ids, out) in planned.iter().zip(&mut outs) {
+            span_start.record(gpu)?;
+            let pending = plain.gather(gpu, ids, out)?;
+            span_stop.record(gpu)?;
+            pending.wait()?;
             plain_span_s += berth::Event::elapsed(&span_start, &span_stop)?.as_secs_f64();
         }
         for (ids, out) in planned.iter().zip(&outs) {
