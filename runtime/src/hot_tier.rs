@@ -57,6 +57,12 @@ const DOORKEEPER_REFRESHES: u64 = 16;
 /// until this many later gathers have been queued (then freeing them waits for it).
 const IDS_IN_FLIGHT: usize = 4;
 
+/// The most parts a batch is staged in ([`HotTier::parts`]).
+const MAX_PARTS: usize = 2;
+
+/// The fewest ids of a batch staged in two parts ([`HotTier::parts`]).
+const SPLIT_IDS: usize = 1 << 14;
+
 /// Whether bit `id` of `bits` is set.
 fn bit(bits: &[u64], id: u32) -> bool {
     bits[id as usize / 64] & (1 << (id % 64)) != 0
@@ -203,6 +209,18 @@ impl Sample {
         Sample {
             first: (batch % every as u64) as usize,
             every,
+        }
+    }
+
+    /// The same sample over the positions from `start` on, counted from `start`.
+    fn from(self, start: usize) -> Sample {
+        let first = match self.first.checked_sub(start) {
+            Some(first) => first,
+            None => (self.every - (start - self.first) % self.every) % self.every,
+        };
+        Sample {
+            first,
+            every: self.every,
         }
     }
 }
@@ -389,28 +407,68 @@ impl<T: DeviceCopy> Staged<T> {
     }
 }
 
-impl Staged<u32> {
-    /// [`write`](Staged::write) `ids` (any length), checking them as they are copied and
-    /// picking those `sample` counts onto `picked` ([`copy_checked`]): the position of the
-    /// first that is not below `rows`, if any (then nothing is to be sent).
+/// A batch's ids on their way to the device: pinned memory for each part of the batch the host
+/// stages apart ([`HotTier::parts`]), and the device list the gathers read.
+struct BatchIds {
+    dev: DeviceBuffer<u32>,
+    host: [PinnedBuffer<u32>; MAX_PARTS],
+}
+
+impl BatchIds {
+    fn new(gpu: &Gpu) -> Result<BatchIds> {
+        Ok(BatchIds {
+            dev: gpu.alloc_zeroed(0)?,
+            host: [gpu.pinned_zeroed(0)?, gpu.pinned_zeroed(0)?],
+        })
+    }
+
+    /// Make room for a batch of `n` ids staged in `parts` parts (each memory replaced by a
+    /// longer one, a power of two, where it is too short): before the first part is sent,
+    /// so that no part replaces memory an earlier one's copy or kernel uses.
+    fn reserve(&mut self, gpu: &Gpu, n: usize, parts: usize) -> Result<()> {
+        if self.dev.len() < n {
+            self.dev = gpu.alloc_zeroed::<u32>(n.next_power_of_two())?;
+        }
+        let part = n.div_ceil(parts);
+        for host in &mut self.host[..parts] {
+            if host.len() < part {
+                *host = gpu.pinned_zeroed::<u32>(part.next_power_of_two())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Write part `k` of the batch, its positions `range` of `ids`, into its pinned memory,
+    /// checking the ids as they are copied and picking those `sample` counts onto `picked`
+    /// ([`copy_checked`]): the position in the batch of the first id that is not below
+    /// `rows`, if any (then nothing of this part is to be sent). Waits, on the host, only for
+    /// the copy that last read that memory.
     fn write_checked(
         &mut self,
-        gpu: &Gpu,
+        k: usize,
         ids: &[u32],
+        range: std::ops::Range<usize>,
         rows: usize,
         sample: Option<Sample>,
         picked: &mut Vec<u32>,
-    ) -> Result<Option<usize>> {
-        if self.host.len() < ids.len() {
-            self.host = gpu.pinned_zeroed::<u32>(ids.len().next_power_of_two())?;
-        }
-        Ok(copy_checked(
-            &mut self.host[..ids.len()],
-            ids,
-            rows,
-            sample,
-            picked,
-        ))
+    ) -> Option<usize> {
+        let sample = sample.map(|s| s.from(range.start));
+        let start = range.start;
+        let ids = &ids[range];
+        copy_checked(&mut self.host[k][..ids.len()], ids, rows, sample, picked).map(|p| start + p)
+    }
+
+    /// Queue on `queue`'s stream the copy of part `k` (written by
+    /// [`write_checked`](BatchIds::write_checked)) to the positions `range` of the device list,
+    /// and leave it queued. The kernels queued next on that stream read it after the copy; the
+    /// buffers' uses record the copy, so that it follows the kernels still reading the list
+    /// (on the GPU, by the stream or an event), and the next host write of the part's memory
+    /// or the drop waits for it.
+    fn send(&mut self, queue: &impl Queue, k: usize, range: std::ops::Range<usize>) -> Result<()> {
+        self.dev
+            .copy_prefix_from_pinned_at(queue, &self.host[k], range.len(), range.start)?
+            .leave_queued();
+        Ok(())
     }
 }
 
@@ -433,22 +491,24 @@ impl PlanLists {
 /// One gather's launch parameters.
 struct Gather {
     units: usize,
+    /// Elements of `T` per row.
+    width: usize,
     rows: usize,
     capacity: usize,
     log_limit: usize,
     on_repeat: bool,
-    threads: usize,
-    n: usize,
     /// Whether host threads gather some of this gather's rows (else `staged` is not read).
     marked: bool,
 }
 
 impl Gather {
-    /// Queue the gather kernel.
+    /// Queue the gather kernel over the positions `part` of the batch: the kernel sees those
+    /// ids, output rows and claims.
     #[allow(clippy::too_many_arguments)]
     fn queue<'l, T: DeviceCopy, M: MappedArg<T>>(
         &self,
         queue: &'l impl Queue,
+        part: std::ops::Range<usize>,
         table: &'l M,
         tier: &'l DeviceBuffer<T>,
         slots: &'l mut DeviceBuffer<u32>,
@@ -460,7 +520,8 @@ impl Gather {
         claim: &'l mut DeviceBuffer<u32>,
         staged: &'l MappedBuffer<u32>,
     ) -> Result<Pending<'l>> {
-        let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(self.threads))?;
+        let threads = part.len() * self.units;
+        let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
         l.scalar(&(self.units as u64));
         l.scalar(&(self.rows as u64));
         l.scalar(&(self.capacity as u64));
@@ -468,8 +529,8 @@ impl Gather {
         l.mapped(table);
         l.device(tier);
         l.device_mut(slots);
-        l.device_prefix(ids, self.n);
-        l.device_mut(out);
+        l.device_range(ids, part.clone());
+        l.device_range_mut(out, part.start * self.width..part.end * self.width);
         l.device_mut(log_n);
         l.device_mut(log);
         if self.on_repeat {
@@ -477,8 +538,9 @@ impl Gather {
         } else {
             l.device_prefix(&*seen, 0);
         }
-        l.device_mut(claim);
-        l.mapped_prefix(staged, if self.marked { self.n } else { 0 });
+        l.device_range_mut(claim, part.clone());
+        // Host threads gather rows of whole batches only (one part).
+        l.mapped_prefix(staged, if self.marked { part.end } else { 0 });
         l.submit()
     }
 }
@@ -693,7 +755,7 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     gate: Option<Arc<Gate>>,
     /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
     /// kept, and grown when a batch is longer, rather than allocated for every batch.
-    ids: Vec<Staged>,
+    ids: Vec<BatchIds>,
     /// The last refresh's lists, kept the same way (`None` while a ranking has them, to
     /// write the next).
     lists: Option<PlanLists>,
@@ -840,7 +902,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             failed: None,
             gate: None,
             ids: (0..IDS_IN_FLIGHT)
-                .map(|_| Staged::new(gpu))
+                .map(|_| BatchIds::new(gpu))
                 .collect::<Result<_>>()?,
             lists: Some(PlanLists::new(gpu)?),
             stats: HotTierStats::default(),
@@ -943,6 +1005,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// a gather also waits (on the host) for the gather queued four batches earlier, whose
     /// ids' device buffer it reuses.
     ///
+    /// On a [`Gpu`] or a [`Stream`](crate::Stream), whose callers wait for each batch, a
+    /// batch of 16,384 ids or more is staged in two halves (unless host threads gather a
+    /// share of it, [`host_gathers`](HotTier::host_gathers)): the first half is checked,
+    /// copied to the device and gathered by a kernel of its own while the host checks and
+    /// stages the second, so the GPU starts after half the host's staging.
+    ///
     /// While a refresh begun with [`begin_refresh`](HotTier::begin_refresh) ranks, the gather
     /// does not wait for it: it reads the rows resident before the refresh, logs the rows it
     /// misses into a second log (with slots a refresh set apart for that time, as many as it
@@ -953,7 +1021,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     ///
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
-    /// of the table (nothing is queued, nothing counted, a pending refresh left pending);
+    /// of the table (nothing is queued, nothing counted, a pending refresh left pending; where
+    /// that position is in the second half of a batch staged in halves, the first half's
+    /// gather is queued already, after the refresh's kernels if one was ready, and writes its
+    /// rows of `out`, and the rest is as said);
     /// [`Error::LengthMismatch`] when `out` is not `ids.len() × width` elements; a failed
     /// copy or launch of a finished refresh's kernels (nothing of this gather is queued, and
     /// the refresh stays pending, tried again by the next gather); the launch's errors
@@ -993,19 +1064,29 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // (on the GPU: by the stream, or an event where that gather ran on another one); the
         // host waits only for the copy that last read the pinned memory.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
+        let n = ids.len();
+        let parts = self.parts(queue, n);
+        // The end of the first part (the whole batch, for one).
+        let half = n.div_ceil(parts);
+        self.ids[ring].reserve(&self.gpu, n, parts)?;
+        if self.claim.len() < n {
+            self.claim = self.gpu.alloc_zeroed::<u32>(n.next_power_of_two())?;
+        }
         // The ids this gather counts, picked as they are staged (none where the tier holds no
         // row); handed on only once the gather is queued.
         let sample = (self.capacity > 0).then(|| Sample::of_batch(batch, self.count_every));
         self.picked.clear();
+        let rows = self.rows;
+        let out_of_range = |position: usize| Error::IdOutOfRange {
+            batch,
+            position,
+            id: ids[position],
+            rows,
+        };
         if let Some(position) =
-            self.ids[ring].write_checked(&self.gpu, ids, self.rows, sample, &mut self.picked)?
+            self.ids[ring].write_checked(0, ids, 0..half, rows, sample, &mut self.picked)
         {
-            return Err(Error::IdOutOfRange {
-                batch,
-                position,
-                id: ids[position],
-                rows: self.rows,
-            });
+            return Err(out_of_range(position));
         }
         let checked = started.elapsed();
         // A refresh whose ranking is done: its kernels go first, so that this gather reads
@@ -1013,16 +1094,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.receive(false);
         self.apply(queue, false)?;
         let started = std::time::Instant::now();
-        self.ids[ring].send(&self.gpu, queue, ids, usize::MAX)?;
+        self.ids[ring].send(queue, 0, 0..half)?;
         self.stats.staging += checked + started.elapsed();
-        self.report_small(batch, ids.len());
-        self.stats.rows += ids.len() as u64;
-        if self.claim.len() < ids.len() {
-            self.claim = self
-                .gpu
-                .alloc_zeroed::<u32>(ids.len().next_power_of_two())?;
-        }
-        let n = ids.len();
+        self.report_small(batch, n);
         let capture = self.log_limit > 0;
         let marked = if self.host_share > 0 {
             self.mark_misses(ids)?
@@ -1040,7 +1114,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             on_repeat,
             claim,
             units,
-            rows,
             capacity,
             log_limit,
             staged,
@@ -1055,6 +1128,58 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats,
             ..
         } = self;
+        let gather = Gather {
+            units: *units,
+            width: *width,
+            rows,
+            capacity: *capacity,
+            log_limit: *log_limit,
+            on_repeat: *on_repeat,
+            marked: marked > 0,
+        };
+        // The rows the gather logs are copied from `out` into the slots granted to their
+        // places in the log by a later kernel, which reads what the gather (and the scatter)
+        // wrote and names each row's slot in the slot table: each guard ends before the next
+        // kernel is queued (the gather's is left queued, the next kernel following it on its
+        // stream; the scatter's waits on a Gpu or a Stream, after the host's threads; in a
+        // Scope all stay queued, in order). If any is not queued, the refresh that settles
+        // the log copies its rows from the table instead.
+        let all_captured = live.captured;
+        if capture {
+            live.captured = false;
+        }
+        let batch_ids = &mut ids_in_flight[ring];
+        let last = if half < n {
+            // The first half's kernel runs while the host stages the second half; it is left
+            // queued, the next kernels following it on its stream.
+            gather
+                .queue(
+                    queue,
+                    0..half,
+                    table,
+                    tier,
+                    &mut *slots,
+                    &batch_ids.dev,
+                    &mut *out,
+                    &mut live.n.dev,
+                    &mut live.log,
+                    seen,
+                    claim,
+                    staged,
+                )?
+                .leave_queued();
+            let started = std::time::Instant::now();
+            if let Some(position) = batch_ids.write_checked(1, ids, half..n, rows, sample, picked) {
+                return Err(out_of_range(position));
+            }
+            batch_ids.send(queue, 1, half..n)?;
+            stats.staging += started.elapsed();
+            half..n
+        } else {
+            0..n
+        };
+        stats.rows += n as u64;
+        let ids_dev = &batch_ids.dev;
         // Counted while the batch's kernels run (after they are queued): the hits from the
         // host's copy of the residency, the counts on the counting thread (here, where there
         // is none); while the policy ranks on its thread, kept for when it is back.
@@ -1073,20 +1198,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats.hits += hits;
             stats.counting += started.elapsed();
         };
-        let ids_dev = &ids_in_flight[ring].dev;
-        let gather = Gather {
-            units: *units,
-            rows: *rows,
-            capacity: *capacity,
-            log_limit: *log_limit,
-            on_repeat: *on_repeat,
-            threads,
-            n,
-            marked: marked > 0,
-        };
         if !capture && marked == 0 {
             let pending = gather.queue(
                 queue,
+                last,
                 table,
                 tier,
                 slots,
@@ -1101,17 +1216,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             count();
             return Ok(pending);
         }
-        // The rows the gather logs are copied from `out` into the slots granted to their
-        // places in the log by a later kernel, which reads what the gather (and the scatter)
-        // wrote and names each row's slot in the slot table: each guard ends before the next
-        // kernel is queued (the gather's is left queued, the next kernel following it on its
-        // stream; the scatter's waits on a Gpu or a Stream, after the host's threads; in a
-        // Scope all stay queued, in order). If any is not queued, the refresh that settles
-        // the log copies its rows from the table instead.
-        let all_captured = live.captured;
-        live.captured = false;
         let gathered = gather.queue(
             queue,
+            last,
             table,
             tier,
             &mut *slots,
@@ -1159,6 +1266,22 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         live.captured = all_captured;
         count();
         Ok(pending)
+    }
+
+    /// The parts a batch of `n` ids is staged in: two (each half copied to the device as
+    /// soon as it is checked, the first half's kernel running while the host stages the
+    /// second) where the caller waits for each batch (on a [`Gpu`] or a
+    /// [`Stream`](crate::Stream)) and the batch is large, else one. In a
+    /// [`Scope`](crate::Scope) the host stages the next batches while the GPU gathers anyway,
+    /// and a second part would only add its copy and launch to the host's work; rows the
+    /// host's threads gather are marked over the whole batch.
+    fn parts(&self, queue: &impl Queue, n: usize) -> usize {
+        let crate::queue::QueueRef(_, _, mode) = queue.__queue();
+        if n >= SPLIT_IDS && self.host_share == 0 && matches!(mode, crate::queue::Mode::Wait) {
+            MAX_PARTS
+        } else {
+            1
+        }
     }
 
     /// The share of the rows a batch does not find resident that the host's threads gather,

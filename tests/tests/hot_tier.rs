@@ -211,6 +211,86 @@ impl std::io::Write for Log {
     }
 }
 
+/// A large batch on a `Gpu` is staged in two halves, the first half's kernel queued before the
+/// second half is checked: rows right (read from the tier, in place, and captured), every
+/// sampled id counted once across the halves; an id out of range in the second half is named
+/// with its position in the batch, leaves the first half gathered and the second untouched, and
+/// counts nothing; one in the first half queues nothing.
+#[test]
+fn large_batches_staged_in_halves_gather_right_and_name_an_id_out_of_range_in_either() {
+    let gpu = gpu();
+    let (rows, n) = (50_000, 20_000);
+    let (mut t, host) = tier(&gpu, rows, 4_000);
+    t.count_every(std::num::NonZeroUsize::new(3).unwrap());
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let hot = &perm[..1_000];
+    let first = batch(&mut r, hot, rows, n);
+    let mut out = poisoned(&gpu, n);
+    t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
+    check(&host, &first, &out);
+    // Batch 0 counts positions 0, 3, 6, ... of both halves.
+    let mut want = vec![0u32; rows];
+    for &id in first.iter().step_by(3) {
+        want[id as usize] += 1;
+    }
+    assert_eq!(t.stats().counted, n.div_ceil(3) as u64);
+    assert!((0..rows as u32).all(|id| t.count(id) == want[id as usize]));
+    t.refresh(&gpu).unwrap();
+    for _ in 0..3 {
+        let ids = batch(&mut r, hot, rows, n);
+        let mut out = poisoned(&gpu, n);
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+    }
+    assert!(t.stats().hits > 0);
+    let good = batch(&mut r, hot, rows, n);
+    let half = n / 2;
+    for (position, gathered) in [(n - 5, half), (half, half), (half - 1, 0), (0, 0)] {
+        let mut ids = good.clone();
+        ids[position] = rows as u32 + 1;
+        let before = t.stats();
+        let mut out = poisoned(&gpu, n);
+        match t.gather(&gpu, &ids, &mut out) {
+            Err(Error::IdOutOfRange {
+                batch, position: p, ..
+            }) => assert_eq!((batch, p), (before.gathers, position)),
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("an id out of range at {position} was queued"),
+        }
+        let got = out.to_vec().unwrap();
+        check_prefix(&host, &ids[..gathered], &got);
+        assert!(
+            got[gathered * WIDTH..].iter().all(|&v| v == POISON),
+            "at {position}"
+        );
+        assert_eq!(
+            (t.stats().rows, t.stats().counted, t.stats().hits),
+            (before.rows, before.counted, before.hits)
+        );
+    }
+    // The rows the first halves logged are settled by the next refresh.
+    t.refresh(&gpu).unwrap();
+    let mut out = poisoned(&gpu, n);
+    t.gather(&gpu, &good, &mut out).unwrap().wait().unwrap();
+    check(&host, &good, &out);
+}
+
+/// The first rows of `got` (a gather's output) hold rows `ids` of `host`, bit for bit.
+fn check_prefix(host: &[f32], ids: &[u32], got: &[f32]) {
+    for (b, &id) in ids.iter().enumerate() {
+        let want = &host[id as usize * WIDTH..][..WIDTH];
+        assert!(
+            got[b * WIDTH..][..WIDTH]
+                .iter()
+                .zip(want)
+                .all(|(a, w)| a.to_bits() == w.to_bits()),
+            "position {b}, id {id}"
+        );
+    }
+}
+
 #[test]
 fn a_budget_of_no_rows_or_fewer_than_a_batch_reads_host_memory_and_says_so() {
     use tracing_subscriber::util::SubscriberInitExt as _;

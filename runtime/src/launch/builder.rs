@@ -43,6 +43,16 @@ struct HostZero<'l> {
     bytes: usize,
 }
 
+/// The elements `range` of device memory `a` (of `T`), clamped to its length.
+fn sub_range<T>(mut a: ArgRef<'_>, range: std::ops::Range<usize>) -> ArgRef<'_> {
+    let size = std::mem::size_of::<T>();
+    let start = range.start.min(a.len);
+    a.len = range.end.clamp(start, a.len) - start;
+    a.bytes = a.len * size;
+    a.addr += (start * size) as u64;
+    a
+}
+
 /// One launch being assembled by a generated launcher.
 pub struct Launch<'l> {
     args: ArgSink<'l>,
@@ -120,6 +130,32 @@ impl<'l> Launch<'l> {
         a.len = a.len.min(n);
         a.bytes = a.len * std::mem::size_of::<T>();
         self.in_place(a, Access::Shared, "device", "in place, no copy");
+    }
+
+    /// Pass the elements `range` of device memory (clamped to its length) for a `&[T]`
+    /// argument: the kernel sees a slice of those elements, and the launch uses the whole
+    /// buffer, as [`Launch::device_prefix`] does.
+    pub(crate) fn device_range<T: DeviceCopy>(
+        &mut self,
+        b: &'l impl DeviceArg<T>,
+        range: std::ops::Range<usize>,
+    ) {
+        self.in_place(
+            sub_range::<T>(b.__arg(), range),
+            Access::Shared,
+            "device",
+            "in place, no copy",
+        );
+    }
+
+    /// [`Launch::device_range`] for a `&mut [T]` argument.
+    pub(crate) fn device_range_mut<T: DeviceCopy>(
+        &mut self,
+        b: &'l mut impl DeviceArg<T>,
+        range: std::ops::Range<usize>,
+    ) {
+        let a = sub_range::<T>(b.__arg(), range);
+        self.in_place(a, Access::Exclusive, "device", "in place, no copy");
     }
 
     /// Pass the first `n` elements of mapped host memory (all of them if it has fewer) for a
