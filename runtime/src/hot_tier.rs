@@ -60,6 +60,11 @@ const IDS_IN_FLIGHT: usize = 4;
 /// The most parts a batch is staged in ([`HotTier::parts`]).
 const MAX_PARTS: usize = 2;
 
+/// The fewest counted ids a gather hands to the counting thread: fewer wait in `deferred`
+/// for the next gathers' (a refresh, or `count`, takes them all), so that the thread and the
+/// host's threads it adds them with are woken once in a few batches, not at every one.
+const HAND_OVER_IDS: usize = 1 << 14;
+
 /// The fewest ids of a batch staged in two parts ([`HotTier::parts`]).
 const SPLIT_IDS: usize = 1 << 14;
 
@@ -745,6 +750,8 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     deferred: Vec<u32>,
     /// The ids the last gather counts, picked while it staged them ([`Sample`]).
     picked: Vec<u32>,
+    /// The fewest ids in `deferred` a gather hands over ([`HAND_OVER_IDS`]).
+    hand_over_ids: usize,
     /// The thread that adds the gathers' counted ids to the policy's counts, off the thread
     /// that queues the gathers (`None` where none could be started: the gathers count).
     counter: Option<Counter>,
@@ -894,6 +901,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             policy: PolicyState::Idle(Box::new(policy)),
             deferred: Vec::new(),
             picked: Vec::new(),
+            hand_over_ids: HAND_OVER_IDS,
             counter: if capacity == 0 {
                 None
             } else {
@@ -1125,6 +1133,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             counter,
             resident_bits,
             picked,
+            hand_over_ids,
             stats,
             ..
         } = self;
@@ -1192,7 +1201,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 PolicyState::Lost => count_ids(resident_bits, picked, |_| {}),
                 _ => count_ids(resident_bits, picked, |p| deferred.extend_from_slice(p)),
             };
-            hand_over(policy, deferred, counter);
+            if deferred.len() >= *hand_over_ids {
+                hand_over(policy, deferred, counter);
+            }
             stats.counted += counted;
             stats.looked_up += looked;
             stats.hits += hits;
@@ -3131,6 +3142,8 @@ mod tests {
         let (rows, width) = (512usize, 4usize);
         let mut t = small_tier(&gpu, rows, 8);
         assert!(t.counter.is_some());
+        // Handed over every other batch of 64 ids, kept in between.
+        t.hand_over_ids = 100;
         let mut expect = vec![0u32; rows];
         let mut out = gpu.alloc_zeroed::<f32>(64 * width).unwrap();
         let mut handed = 0;
@@ -3164,6 +3177,7 @@ mod tests {
         let gpu = Gpu::simulator();
         let (rows, width) = (512usize, 4usize);
         let mut t = small_tier(&gpu, rows, 8);
+        t.hand_over_ids = 100;
         let mut expect = vec![0u32; rows];
         let mut out = gpu.alloc_zeroed::<f32>(64 * width).unwrap();
         let mut begun = 0;
