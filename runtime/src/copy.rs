@@ -56,6 +56,32 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         at: usize,
     ) -> Result<Pending<'l>> {
         let QueueRef(gpu, stream, mode) = on.__queue();
+        // SAFETY: the copy's uses are noted on its own completion right after.
+        unsafe { self.queue_copy_from_pinned(on, src, n, at) }?;
+        let uses = [
+            (src.__arg().uses, Access::Shared),
+            (&self.uses, Access::Exclusive),
+        ];
+        Pending::copy(gpu, stream, mode, "copy host→device", &uses)
+    }
+
+    /// Queue the copy of [`copy_prefix_from_pinned_at`](DeviceBuffer::copy_prefix_from_pinned_at)
+    /// on `on`'s stream without noting it on the two buffers' uses (no completion of its own).
+    ///
+    /// # Safety
+    /// Before the host writes `src` or reads or writes this buffer again, or frees either,
+    /// the copy must be covered: both uses noted (`src` shared, this buffer exclusive) on the
+    /// completion of work queued after it on the same stream
+    /// ([`Launch::covers`](crate::launch::builder::Launch::covers)), or that stream
+    /// synchronised.
+    pub(crate) unsafe fn queue_copy_from_pinned(
+        &mut self,
+        on: &impl Queue,
+        src: &impl PinnedArg<T>,
+        n: usize,
+        at: usize,
+    ) -> Result<()> {
+        let QueueRef(gpu, stream, mode) = on.__queue();
         mode.not_recording("a copy")?;
         let a = src.__arg();
         self.check_copy(gpu, a.gpu, self.len(), "copy_prefix_from_pinned")?;
@@ -79,8 +105,9 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         if bytes > 0 {
             // SAFETY: `a.addr` is pinned memory of at least `bytes` bytes, and `self.ptr +
             // at × size` the start of `bytes` bytes of a device allocation (`at + n` is at most
-            // this buffer's length, `n` at most the source's, checked above); both stay
-            // borrowed by the guard until completion.
+            // this buffer's length, `n` at most the source's, checked above); neither is
+            // written by the host or freed before the copy is done (the caller's contract:
+            // its uses are noted on a completion after it, or the stream synchronised).
             unsafe {
                 gpu.copy_h2d(
                     stream,
@@ -92,8 +119,7 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
             }?;
         }
         tracing::debug!(bytes, at, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
-        let uses = [(a.uses, Access::Shared), (&self.uses, Access::Exclusive)];
-        Pending::copy(gpu, stream, mode, "copy host→device", &uses)
+        Ok(())
     }
 
     /// Copy this buffer into `dst` (pinned host memory), asynchronously on `on`. The guard

@@ -43,6 +43,7 @@ use crate::own_kernels::{
     PENDING,
 };
 use crate::queue::Queue;
+use crate::track::Access;
 use berth_device::DeviceCopy;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -465,15 +466,53 @@ impl BatchIds {
 
     /// Queue on `queue`'s stream the copy of part `k` (written by
     /// [`write_checked`](BatchIds::write_checked)) to the positions `range` of the device list,
-    /// and leave it queued. The kernels queued next on that stream read it after the copy; the
-    /// buffers' uses record the copy, so that it follows the kernels still reading the list
-    /// (on the GPU, by the stream or an event), and the next host write of the part's memory
-    /// or the drop waits for it.
-    fn send(&mut self, queue: &impl Queue, k: usize, range: std::ops::Range<usize>) -> Result<()> {
-        self.dev
-            .copy_prefix_from_pinned_at(queue, &self.host[k], range.len(), range.start)?
-            .leave_queued();
+    /// and leave it queued. The kernels queued next on that stream read it after the copy; its
+    /// uses follow the kernels still reading the list (on the GPU, by the stream or an event).
+    /// With `cover`, the copy records no completion of its own: the gather kernel queued next
+    /// notes its uses ([`Gather::queue`]'s `copied`), and until then `cover` waits for the
+    /// stream if dropped; else the copy records one, so that the next host write of the
+    /// part's memory, or the drop, waits for this copy alone.
+    fn send(
+        &mut self,
+        queue: &impl Queue,
+        k: usize,
+        range: std::ops::Range<usize>,
+        cover: Option<&mut Uncovered<'_>>,
+    ) -> Result<()> {
+        let (n, at) = (range.len(), range.start);
+        match cover {
+            Some(cover) => {
+                // SAFETY: `cover` now waits for the stream when dropped, until the gather
+                // queued next on the same stream notes the copy's uses (both buffers are the
+                // tier's, untouched by the host until then).
+                unsafe { self.dev.queue_copy_from_pinned(queue, &self.host[k], n, at) }?;
+                cover.pending = true;
+            }
+            None => self
+                .dev
+                .copy_prefix_from_pinned_at(queue, &self.host[k], n, at)?
+                .leave_queued(),
+        }
         Ok(())
+    }
+}
+
+/// A copy of a batch's ids queued with no completion of its own ([`BatchIds::send`]): until
+/// the gather kernel after it on its stream notes its uses (then `pending` is false),
+/// dropping this waits for that stream, so that no error path leaves the copy's memory
+/// unguarded.
+struct Uncovered<'a> {
+    gpu: &'a Arc<crate::context::Inner>,
+    stream: crate::backend::StreamId,
+    pending: bool,
+}
+
+impl Drop for Uncovered<'_> {
+    fn drop(&mut self) {
+        if self.pending {
+            // A failure is the stream's, reported again by its next synchronise.
+            drop(self.gpu.sync(self.stream, None));
+        }
     }
 }
 
@@ -508,7 +547,8 @@ struct Gather {
 
 impl Gather {
     /// Queue the gather kernel over the positions `part` of the batch: the kernel sees those
-    /// ids, output rows and claims.
+    /// ids, output rows and claims. `copied`: the pinned memory of a copy of these ids into
+    /// `ids` queued just before with no completion of its own, whose uses this launch notes.
     #[allow(clippy::too_many_arguments)]
     fn queue<'l, T: DeviceCopy, M: MappedArg<T>>(
         &self,
@@ -524,6 +564,7 @@ impl Gather {
         seen: &'l mut DeviceBuffer<u32>,
         claim: &'l mut DeviceBuffer<u32>,
         staged: &'l MappedBuffer<u32>,
+        copied: Option<&'l PinnedBuffer<u32>>,
     ) -> Result<Pending<'l>> {
         let threads = part.len() * self.units;
         let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
@@ -546,6 +587,11 @@ impl Gather {
         l.device_range_mut(claim, part.clone());
         // Host threads gather rows of whole batches only (one part).
         l.mapped_prefix(staged, if self.marked { part.end } else { 0 });
+        if let Some(host) = copied {
+            // The copy of these ids from `host`, queued before with no completion of its own.
+            l.covers(crate::args::PinnedArg::__arg(host).uses, Access::Shared);
+            l.covers(&ids.uses, Access::Exclusive);
+        }
         l.submit()
     }
 }
@@ -1074,6 +1120,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
         let n = ids.len();
         let parts = self.parts(queue, n);
+        // On a queue whose callers wait for each batch, the ids' copies record no completion
+        // of their own: each part's gather kernel notes its copy's uses.
+        let crate::queue::QueueRef(inner, stream, mode) = queue.__queue();
+        let mut uncovered = Uncovered {
+            gpu: inner,
+            stream,
+            pending: false,
+        };
+        let cover = matches!(mode, crate::queue::Mode::Wait);
         // The end of the first part (the whole batch, for one).
         let half = n.div_ceil(parts);
         self.ids[ring].reserve(&self.gpu, n, parts)?;
@@ -1102,7 +1157,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.receive(false);
         self.apply(queue, false)?;
         let started = std::time::Instant::now();
-        self.ids[ring].send(queue, 0, 0..half)?;
+        self.ids[ring].send(queue, 0, 0..half, cover.then_some(&mut uncovered))?;
         self.stats.staging += checked + started.elapsed();
         self.report_small(batch, n);
         let capture = self.log_limit > 0;
@@ -1175,13 +1230,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     seen,
                     claim,
                     staged,
+                    cover.then_some(&batch_ids.host[0]),
                 )?
                 .leave_queued();
+            uncovered.pending = false;
             let started = std::time::Instant::now();
             if let Some(position) = batch_ids.write_checked(1, ids, half..n, rows, sample, picked) {
                 return Err(out_of_range(position));
             }
-            batch_ids.send(queue, 1, half..n)?;
+            batch_ids.send(queue, 1, half..n, cover.then_some(&mut uncovered))?;
             stats.staging += started.elapsed();
             half..n
         } else {
@@ -1189,6 +1246,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         };
         stats.rows += n as u64;
         let ids_dev = &batch_ids.dev;
+        // The pinned memory of the last part's copy, where that copy has no completion.
+        let copied = cover.then_some(&batch_ids.host[usize::from(half < n)]);
         // Counted while the batch's kernels run (after they are queued): the hits from the
         // host's copy of the residency, the counts on the counting thread (here, where there
         // is none); while the policy ranks on its thread, kept for when it is back.
@@ -1223,7 +1282,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 seen,
                 claim,
                 staged,
+                copied,
             )?;
+            uncovered.pending = false;
             count();
             return Ok(pending);
         }
@@ -1240,7 +1301,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             seen,
             claim,
             staged,
+            copied,
         )?;
+        uncovered.pending = false;
         if marked > 0 {
             // While the GPU gathers the other rows, the host's threads gather these into
             // `stage` (which the gather does not use; writing it waits for the last scatter).

@@ -277,6 +277,31 @@ fn large_batches_staged_in_halves_gather_right_and_name_an_id_out_of_range_in_ei
     check(&host, &good, &out);
 }
 
+/// A gather on a `Gpu` whose kernel is refused after its ids' copy is queued (an output of
+/// another context) returns the launch's error, whole or staged in halves, and the tier goes
+/// on gathering right through every slot of its ring of staged ids.
+#[test]
+fn a_gather_refused_after_its_ids_are_copied_leaves_the_tier_right() {
+    let gpu = gpu();
+    let other = Gpu::simulator();
+    let (rows, n) = (50_000, 20_000);
+    let (mut t, host) = tier(&gpu, rows, 1_000);
+    let mut r = rng();
+    for _ in 0..5 {
+        let ids: Vec<u32> = (0..n).map(|_| r.random_range(0..rows as u32)).collect();
+        for len in [n, 100] {
+            let mut foreign = other.alloc_zeroed::<f32>(len * WIDTH).unwrap();
+            assert!(matches!(
+                t.gather(&gpu, &ids[..len], &mut foreign),
+                Err(Error::WrongContext { .. })
+            ));
+        }
+        let mut out = poisoned(&gpu, n);
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+    }
+}
+
 /// The first rows of `got` (a gather's output) hold rows `ids` of `host`, bit for bit.
 fn check_prefix(host: &[f32], ids: &[u32], got: &[f32]) {
     for (b, &id) in ids.iter().enumerate() {

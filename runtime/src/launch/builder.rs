@@ -213,6 +213,16 @@ impl<'l> Launch<'l> {
         self.args.slice(&a, a.addr);
     }
 
+    /// Note `uses` with `access` on this launch's completion, as an argument's are, without
+    /// passing the memory to the kernel: for a copy queued before the launch on its stream
+    /// with no completion of its own
+    /// ([`DeviceBuffer::queue_copy_from_pinned`](crate::DeviceBuffer::queue_copy_from_pinned)),
+    /// which ends before the launch does. The memory's earlier uses are not waited for (the
+    /// copy did that). After every argument.
+    pub(crate) fn covers(&mut self, uses: &'l Uses, access: Access) {
+        self.args.cover(uses, access);
+    }
+
     /// The access hint of the launch's `#[auto]` arguments.
     pub fn touch(&mut self, t: Touch) {
         self.touch = Some(t);
