@@ -845,6 +845,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     picked: Vec<u32>,
     /// The fewest ids in `deferred` a gather hands over ([`HAND_OVER_IDS`]).
     hand_over_ids: usize,
+    /// Whether large batches on a `Gpu` or `Stream` are staged in halves
+    /// ([`HotTier::split_batches`]).
+    split: bool,
     /// The thread that adds the gathers' counted ids to the policy's counts, off the thread
     /// that queues the gathers (`None` where none could be started: the gathers count).
     counter: Option<Counter>,
@@ -995,6 +998,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             deferred: Vec::new(),
             picked: Vec::new(),
             hand_over_ids: HAND_OVER_IDS,
+            split: true,
             counter: if capacity == 0 {
                 None
             } else {
@@ -1395,10 +1399,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// [`Stream`](crate::Stream)) and the batch is large, else one. In a
     /// [`Scope`](crate::Scope) the host stages the next batches while the GPU gathers anyway,
     /// and a second part would only add its copy and launch to the host's work; rows the
-    /// host's threads gather are marked over the whole batch.
+    /// host's threads gather are marked over the whole batch. Never with
+    /// [`split_batches(false)`](HotTier::split_batches).
     fn parts(&self, queue: &impl Queue, n: usize) -> usize {
         let crate::queue::QueueRef(_, _, mode) = queue.__queue();
-        if n >= SPLIT_IDS && self.host_share == 0 && matches!(mode, crate::queue::Mode::Wait) {
+        if self.split
+            && n >= SPLIT_IDS
+            && self.host_share == 0
+            && matches!(mode, crate::queue::Mode::Wait)
+        {
             MAX_PARTS
         } else {
             1
@@ -1545,6 +1554,28 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ```
     pub fn admit_on_repeat(&mut self, on: bool) {
         self.on_repeat = on;
+    }
+
+    /// Whether a large batch gathered on a [`Gpu`] or a [`Stream`](crate::Stream) is staged
+    /// in two halves, the first half's kernel running while the host stages the second
+    /// (`true`, the default; see [`gather`](HotTier::gather)), or whole (`false`: one copy
+    /// and one kernel fewer for the host to queue, for a loop that does not wait for each
+    /// batch).
+    ///
+    /// ```
+    /// # use berth_runtime::Gpu;
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = Gpu::new_or_simulator()?;
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?;
+    /// let mut tier = gpu.hot_tier(table, 4, 1 << 10)?;
+    /// tier.split_batches(false);
+    /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
+    /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn split_batches(&mut self, on: bool) {
+        self.split = on;
     }
 
     /// Keep up to `rows` slots free for the miss log at each refresh (at most the log's

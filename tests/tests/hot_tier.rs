@@ -270,6 +270,17 @@ fn large_batches_staged_in_halves_gather_right_and_name_an_id_out_of_range_in_ei
             (before.rows, before.counted, before.hits)
         );
     }
+    // Staged whole, a batch with an id out of range anywhere queues nothing.
+    t.split_batches(false);
+    let mut ids = good.clone();
+    ids[n - 5] = rows as u32;
+    let mut out = poisoned(&gpu, n);
+    assert!(matches!(
+        t.gather(&gpu, &ids, &mut out),
+        Err(Error::IdOutOfRange { position, .. }) if position == n - 5
+    ));
+    assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
+    t.split_batches(true);
     // The rows the first halves logged are settled by the next refresh.
     t.refresh(&gpu).unwrap();
     let mut out = poisoned(&gpu, n);

@@ -94,6 +94,9 @@ struct Args {
     /// training loop does when its step follows the gather on the same stream
     #[arg(long)]
     queued: bool,
+    /// Stage each batch whole, not in two halves (`HotTier::split_batches(false)`)
+    #[arg(long)]
+    whole_batches: bool,
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
@@ -562,6 +565,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     tier.admit_on_repeat(args.admit_on_repeat);
+    tier.split_batches(!args.whole_batches);
     tier.keep_free(args.keep_free);
     tier.host_gathers(args.host_share);
     println!(
@@ -774,6 +778,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "refresh": args.refresh.name(),
             "count_every": args.count_every,
             "admit_on_repeat": args.admit_on_repeat,
+            "whole_batches": args.whole_batches,
             "keep_free": args.keep_free,
             "drift_every": args.drift_every,
             "drift_recovery_batches": recovery,
