@@ -494,8 +494,9 @@ impl BatchIds {
     /// Write part `k` of the batch, its positions `range` of `ids`, into its pinned memory,
     /// checking the ids as they are copied and picking those `sample` counts onto `picked`
     /// ([`copy_checked`]): the position in the batch of the first id that is not below
-    /// `rows`, if any (then nothing of this part is to be sent). Waits, on the host, only for
-    /// the copy that last read that memory.
+    /// `rows`, if any (then nothing of this part is to be sent). Waits, on the host, for the
+    /// copy that last read that memory (on a `Gpu` or a `Stream`, for the gather kernel that
+    /// noted it: see [`send`](BatchIds::send)).
     fn write_checked(
         &mut self,
         k: usize,
@@ -1252,6 +1253,27 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             on_repeat: *on_repeat,
             marked: marked > 0,
         };
+        // The gather kernel over the positions `$part`, reading the ids from `$ids`, whose
+        // copy from `$copied` it notes.
+        macro_rules! queue_gather {
+            ($part:expr, $ids:expr, $copied:expr) => {
+                gather.queue(
+                    queue,
+                    $part,
+                    table,
+                    tier,
+                    &mut *slots,
+                    $ids,
+                    &mut *out,
+                    &mut live.n.dev,
+                    &mut live.log,
+                    &mut *seen,
+                    &mut *claim,
+                    staged,
+                    $copied,
+                )
+            };
+        }
         // The rows the gather logs are copied from `out` into the slots granted to their
         // places in the log by a later kernel, which reads what the gather (and the scatter)
         // wrote and names each row's slot in the slot table: each guard ends before the next
@@ -1267,22 +1289,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let last = if half < n {
             // The first half's kernel runs while the host stages the second half; it is left
             // queued, the next kernels following it on its stream.
-            gather
-                .queue(
-                    queue,
-                    0..half,
-                    table,
-                    tier,
-                    &mut *slots,
-                    &batch_ids.dev,
-                    &mut *out,
-                    &mut live.n.dev,
-                    &mut live.log,
-                    seen,
-                    claim,
-                    staged,
-                    cover.then_some(&batch_ids.host[0]),
-                )?
+            queue_gather!(0..half, &batch_ids.dev, cover.then_some(&batch_ids.host[0]))?
                 .leave_queued();
             uncovered.pending = false;
             let started = std::time::Instant::now();
@@ -1320,40 +1327,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats.counting += started.elapsed();
         };
         if !capture && marked == 0 {
-            let pending = gather.queue(
-                queue,
-                last,
-                table,
-                tier,
-                slots,
-                ids_dev,
-                out,
-                &mut live.n.dev,
-                &mut live.log,
-                seen,
-                claim,
-                staged,
-                copied,
-            )?;
+            let pending = queue_gather!(last, ids_dev, copied)?;
             uncovered.pending = false;
             count();
             return Ok(pending);
         }
-        let gathered = gather.queue(
-            queue,
-            last,
-            table,
-            tier,
-            &mut *slots,
-            ids_dev,
-            &mut *out,
-            &mut live.n.dev,
-            &mut live.log,
-            seen,
-            claim,
-            staged,
-            copied,
-        )?;
+        let gathered = queue_gather!(last, ids_dev, copied)?;
         uncovered.pending = false;
         if marked > 0 {
             // While the GPU gathers the other rows, the host's threads gather these into
