@@ -58,6 +58,9 @@ pub fn write(md: &mut String, text: &str) -> Result {
     for l in text.lines().filter(|l| l.starts_with('{')) {
         rows.push(serde_json::from_str(l)?);
     }
+    // The runs with every batch staged whole go to their own table, beside the others.
+    let (whole_rows, rows): (Vec<Value>, Vec<Value>) =
+        rows.into_iter().partition(|r| r["whole_batches"] == true);
     let mut zipfs: Vec<f64> = rows
         .iter()
         .filter(|r| r["impl"] == "berth_hot_tier" && !drifting(r))
@@ -181,10 +184,59 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?;
     }
     graph(md, &rows)?;
+    whole(md, &rows, &whole_rows)?;
     queued(md, &rows, &bounds)?;
     drift(md, &rows)?;
     refreshes(md, &rows)?;
     link(md, &rows)
+}
+
+/// Batches staged in two halves (the default on a `Gpu`) against the same laws staged whole
+/// (`--whole-batches`, same run): rates, and the host's time per batch before the wait
+/// (nothing without a whole-batch run).
+fn whole(md: &mut String, rows: &[Value], whole_rows: &[Value]) -> Result {
+    if whole_rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\nStaged in halves or whole: the same laws, batches and refreshes with each batch staged whole (`HotTier::split_batches(false)`, `--whole-batches`, same run), against the default, where a batch of 16 Ki ids or more is checked, copied and gathered in two halves, the first half's kernel running while the host stages the second. Host time: a batch's time in `gather` before the wait, and of it the staging (checking and copying the ids).\n"
+    )?;
+    writeln!(
+        md,
+        "| Zipf s | halves, M rows/s | whole, M rows/s | halves / whole | host time, halves, µs | host time, whole, µs | staging, halves, µs | staging, whole, µs | rows right |"
+    )?;
+    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    let per_batch = |r: Option<&Value>, key: &str| {
+        r.and_then(|r| Some(r[key].as_f64()? / r["batches"].as_f64()? * 1e6))
+    };
+    for w in whole_rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier" && !drifting(r))
+    {
+        let Some(z) = w["zipf"].as_f64() else {
+            continue;
+        };
+        let split = line(rows, "berth_hot_tier", z);
+        let (a, b) = (mrows(split), mrows(Some(w)));
+        writeln!(
+            md,
+            "| {z} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cell(a, 1),
+            cell(b, 1),
+            cell(a.zip(b).map(|(a, b)| a / b), 2),
+            cell(per_batch(split, "gather_host_s"), 1),
+            cell(per_batch(Some(w), "gather_host_s"), 1),
+            cell(per_batch(split, "gather_staging_s"), 1),
+            cell(per_batch(Some(w), "gather_staging_s"), 1),
+            if w["ok"] == true && split.is_some_and(|s| s["ok"] == true) {
+                "yes"
+            } else {
+                "**no**"
+            },
+        )?;
+    }
+    Ok(())
 }
 
 /// The runs whose hot set moves: how many batches the gathers take to be back within 10% of
@@ -566,6 +618,24 @@ mod tests {
             ),
             "{md}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn whole_batches_are_compared_with_halves_and_kept_out_of_the_other_tables() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"gather_host_s":0.0064,"gather_staging_s":0.00448,"ok":true}
+{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":80.0,"hit_rate_second_half":0.5,"gather_host_s":0.0096,"gather_staging_s":0.00512,"whole_batches":true,"ok":true}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"mrows_s":40.0,"hit_fraction_tier":0.9}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        // 0.0064 s / 64 batches = 100 µs; 0.0096 / 64 = 150; 0.00448 / 64 = 70; 0.00512 / 64 = 80.
+        assert!(
+            md.contains("| 1 | 100.0 | 80.0 | 1.25 | 100.0 | 150.0 | 70.0 | 80.0 | yes |"),
+            "{md}"
+        );
+        // The first table reads the halves' line (hit rate 90%, not the whole run's 50%).
+        assert!(md.contains("| 1 | 100.0 | 90.0% |"), "{md}");
+        assert!(!md.contains("| 1 | 80.0 |"), "{md}");
         Ok(())
     }
 

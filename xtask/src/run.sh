@@ -43,7 +43,8 @@
 #   kept on the host, a 16 GiB budget,
 #   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 3,000 batches to fill the tier, then
 #   64 timed with a refresh every 16, every timed row checked; then 64 more queued back to
-#   back in a scope; then 64 without a tier) and
+#   back in a scope; then 64 without a tier; then the same laws with each batch staged whole,
+#   `--whole-batches`, BERTH_FEATURES_WHOLE=0 skips it) and
 #   features_anchor.py (PyTorch's CPU gather into pinned
 #   memory a batch at a time and overlapped with the copies, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
@@ -600,6 +601,15 @@ if [[ $mode == features ]]; then
     summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
   else
     summary+=("FAIL  features --zipf $zipf"); fail=1
+  fi
+  # The same laws with each batch staged whole, against the default's two halves.
+  if [[ ${BERTH_FEATURES_WHOLE:-1} == 1 ]]; then
+    echo "=== features --zipf $zipf --whole-batches --warmup $warmup" | tee -a "$out/features.log"
+    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --whole-batches --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+      summary+=("PASS  features --zipf $zipf --whole-batches (every row checked equal to the host's)")
+    else
+      summary+=("FAIL  features --zipf $zipf --whole-batches"); fail=1
+    fi
   fi
   # A drifting hot set: Zipf s = 1.0, all the ranks or a tenth of them moved every 64 of 192
   # timed batches.
