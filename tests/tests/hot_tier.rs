@@ -8,7 +8,8 @@
 //! their own while gathers go on without waiting for them (held by a test hook), through ids
 //! out of range, leaked guards, scopes, a dropped tier and kernels that fail to queue.
 
-use berth::{DeviceBuffer, Error, Gpu, HotTier};
+use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier};
+use berth_fixtures::gated::gated_fill_within;
 use berth_tests::{random_f32, rng};
 use rand::Rng;
 use rand::seq::SliceRandom;
@@ -307,6 +308,55 @@ fn a_gather_refused_after_its_ids_are_copied_leaves_the_tier_right() {
                 Err(Error::WrongContext { .. })
             ));
         }
+        let mut out = poisoned(&gpu, n);
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+    }
+}
+
+/// A gather on a `Gpu` whose kernel is refused after its ids' copy is queued returns only
+/// once that copy is done. The copy records no event of its own there (the gather kernel
+/// notes its memory), so nothing else would keep the tier from writing its pinned memory
+/// again while the copy is still queued: here the copy waits behind a kernel whose gate the
+/// test opens 300 ms later, whole and staged in halves.
+#[test]
+fn a_gather_refused_after_its_ids_are_copied_waits_for_the_copy() {
+    let gpu = gpu();
+    let other = Gpu::simulator();
+    let rows = 50_000;
+    let (mut t, host) = tier(&gpu, rows, 1_000);
+    for n in [2_000, 20_000] {
+        let ids: Vec<u32> = (0..n as u32).map(|i| (i * 7) % rows as u32).collect();
+        let mut foreign = other.alloc_zeroed::<f32>(n * WIDTH).unwrap();
+        // The tier's memory for batches of this length, allocated (allocating waits).
+        for _ in 0..4 {
+            let mut out = poisoned(&gpu, n);
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        }
+        let gate = gpu.signals(1).unwrap();
+        let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
+        // Left queued (a leaked guard), ahead of the gather's copy on the same stream.
+        std::mem::forget(
+            gated_fill_within(&gpu, Grid::cover(64), 5_000_000_000, 1, &gate, &mut blocker)
+                .unwrap(),
+        );
+        let waited = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                gate.store(0, 1);
+            });
+            let started = std::time::Instant::now();
+            assert!(matches!(
+                t.gather(&gpu, &ids, &mut foreign),
+                Err(Error::WrongContext { .. })
+            ));
+            started.elapsed()
+        });
+        assert!(
+            waited >= std::time::Duration::from_millis(250),
+            "{n} ids: the refused gather returned after {waited:?}, with its copy still queued"
+        );
+        assert!(blocker.to_vec().unwrap().iter().all(|&v| v == 1));
         let mut out = poisoned(&gpu, n);
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
         check(&host, &ids, &out);
