@@ -335,11 +335,9 @@ fn a_gather_refused_after_its_ids_are_copied_waits_for_the_copy() {
         }
         let gate = gpu.signals(1).unwrap();
         let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
-        // Left queued (a leaked guard), ahead of the gather's copy on the same stream.
-        std::mem::forget(
-            gated_fill_within(&gpu, Grid::cover(64), 5_000_000_000, 1, &gate, &mut blocker)
-                .unwrap(),
-        );
+        // Queued ahead of the gather's copy on the same stream; its guard is waited for below.
+        let fill = gated_fill_within(&gpu, Grid::cover(64), 5_000_000_000, 1, &gate, &mut blocker)
+            .unwrap();
         let waited = std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(std::time::Duration::from_millis(300));
@@ -356,6 +354,7 @@ fn a_gather_refused_after_its_ids_are_copied_waits_for_the_copy() {
             waited >= std::time::Duration::from_millis(250),
             "{n} ids: the refused gather returned after {waited:?}, with its copy still queued"
         );
+        fill.wait().unwrap();
         assert!(blocker.to_vec().unwrap().iter().all(|&v| v == 1));
         let mut out = poisoned(&gpu, n);
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
