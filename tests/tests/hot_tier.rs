@@ -495,6 +495,51 @@ fn leaked_gathers_in_flight_each_read_their_own_staged_ids() {
     assert_eq!(t.stats().gathers, 10);
 }
 
+/// Large batches on a `Stream` (staged in halves, each half's copy noted by its gather
+/// kernel), their guards leaked, more of them than the tier's ring of staged ids: each
+/// gathers its own ids, whose pinned memory is written again only once the kernels that
+/// read its copy are done.
+#[test]
+fn leaked_large_gathers_staged_in_halves_each_read_their_own_ids() {
+    let gpu = gpu();
+    let rows = 50_000;
+    let (mut t, host) = tier(&gpu, rows, 2_000);
+    let mut r = rng();
+    let hot: Vec<u32> = (0..2_000).map(|_| r.random_range(0..rows as u32)).collect();
+    let stream = gpu.stream().unwrap();
+    let batches: Vec<Vec<u32>> = (0..7).map(|_| batch(&mut r, &hot, rows, 20_000)).collect();
+    let mut outs: Vec<DeviceBuffer<f32>> =
+        batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
+    // The first gathers wait on the stream behind a gated kernel, opened 300 ms later: the
+    // later gathers, which reuse the first ones' pinned memory, must wait for them.
+    let gate = gpu.signals(1).unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
+    let fill = gated_fill_within(
+        &stream,
+        Grid::cover(64),
+        5_000_000_000,
+        1,
+        &gate,
+        &mut blocker,
+    )
+    .unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            gate.store(0, 1);
+        });
+        for (ids, out) in batches.iter().zip(outs.iter_mut()) {
+            std::mem::forget(t.gather(&stream, ids, out).unwrap());
+        }
+    });
+    fill.wait().unwrap();
+    t.refresh(&stream).unwrap();
+    for (ids, out) in batches.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+    assert_eq!(t.stats().gathers, 7);
+}
+
 fn in_flight(host_share: f64) {
     let gpu = gpu();
     let rows = 2000;

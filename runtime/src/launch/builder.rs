@@ -126,10 +126,7 @@ impl<'l> Launch<'l> {
     /// `&[T]` argument: the kernel sees a slice of that length, and the launch uses the whole
     /// buffer.
     pub(crate) fn device_prefix<T: DeviceCopy>(&mut self, b: &'l impl DeviceArg<T>, n: usize) {
-        let mut a = b.__arg();
-        a.len = a.len.min(n);
-        a.bytes = a.len * std::mem::size_of::<T>();
-        self.in_place(a, Access::Shared, "device", "in place, no copy");
+        self.device_range(b, 0..n);
     }
 
     /// Pass the elements `range` of device memory (clamped to its length) for a `&[T]`
