@@ -200,7 +200,7 @@ fn whole(md: &mut String, rows: &[Value], whole_rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "\nStaged in halves or whole: the same laws, batches and refreshes with each batch staged whole (`HotTier::split_batches(false)`, `--whole-batches`, same run), against the default, where a batch of 16 Ki ids or more is checked, copied and gathered in two halves, the first half's kernel running while the host stages the second. Host time: a batch's time in `gather` before the wait, and of it the staging (checking and copying the ids).\n"
+        "\nStaged in halves or whole: the same laws, batches and refreshes with each batch staged whole (`HotTier::staging_parts(1)`, `--whole-batches`, same run), against the default, where a batch of 16 Ki ids or more is checked, copied and gathered in two halves, the first half's kernel running while the host stages the second. Host time: a batch's time in `gather` before the wait, and of it the staging (checking and copying the ids).\n"
     )?;
     writeln!(
         md,

@@ -58,16 +58,19 @@ const DOORKEEPER_REFRESHES: u64 = 16;
 /// until this many later gathers have been queued (then freeing them waits for it).
 const IDS_IN_FLIGHT: usize = 4;
 
-/// The most parts a batch is staged in ([`HotTier::parts`]).
-const MAX_PARTS: usize = 2;
+/// The most parts a batch is staged in ([`HotTier::staging_parts`]).
+pub const MAX_STAGING_PARTS: usize = 8;
+
+/// The parts a large batch is staged in by default ([`HotTier::staging_parts`]).
+const DEFAULT_PARTS: usize = 2;
 
 /// The fewest counted ids a gather hands to the counting thread: fewer wait in `deferred`
 /// for the next gathers' (a refresh, or `count`, takes them all), so that the thread and the
 /// host's threads it adds them with are woken once in a few batches, not at every one.
 const HAND_OVER_IDS: usize = 1 << 14;
 
-/// The fewest ids of a batch staged in two parts ([`HotTier::parts`]).
-const SPLIT_IDS: usize = 1 << 14;
+/// The fewest ids of each part of a batch staged in parts ([`HotTier::parts`]).
+const PART_IDS: usize = 1 << 13;
 
 /// Whether bit `id` of `bits` is set.
 fn bit(bits: &[u64], id: u32) -> bool {
@@ -464,14 +467,15 @@ impl<T: DeviceCopy> Staged<T> {
 /// stages apart ([`HotTier::parts`]), and the device list the gathers read.
 struct BatchIds {
     dev: DeviceBuffer<u32>,
-    host: [PinnedBuffer<u32>; MAX_PARTS],
+    /// Each part's pinned memory (as many as the most parts a batch was staged in).
+    host: Vec<PinnedBuffer<u32>>,
 }
 
 impl BatchIds {
     fn new(gpu: &Gpu) -> Result<BatchIds> {
         Ok(BatchIds {
             dev: gpu.alloc_zeroed(0)?,
-            host: [gpu.pinned_zeroed(0)?, gpu.pinned_zeroed(0)?],
+            host: Vec::new(),
         })
     }
 
@@ -483,10 +487,14 @@ impl BatchIds {
             self.dev = gpu.alloc_zeroed::<u32>(n.next_power_of_two())?;
         }
         let part = n.div_ceil(parts);
-        for host in &mut self.host[..parts] {
+        for host in &mut self.host {
             if host.len() < part {
                 *host = gpu.pinned_zeroed::<u32>(part.next_power_of_two())?;
             }
+        }
+        while self.host.len() < parts {
+            self.host
+                .push(gpu.pinned_zeroed::<u32>(part.next_power_of_two())?);
         }
         Ok(())
     }
@@ -846,9 +854,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     picked: Vec<u32>,
     /// The fewest ids in `deferred` a gather hands over ([`HAND_OVER_IDS`]).
     hand_over_ids: usize,
-    /// Whether large batches on a `Gpu` or `Stream` are staged in halves
-    /// ([`HotTier::split_batches`]).
-    split: bool,
+    /// The most parts a large batch on a `Gpu` or `Stream` is staged in
+    /// ([`HotTier::staging_parts`]).
+    parts: usize,
     /// The thread that adds the gathers' counted ids to the policy's counts, off the thread
     /// that queues the gathers (`None` where none could be started: the gathers count).
     counter: Option<Counter>,
@@ -999,7 +1007,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             deferred: Vec::new(),
             picked: Vec::new(),
             hand_over_ids: HAND_OVER_IDS,
-            split: true,
+            parts: DEFAULT_PARTS,
             counter: if capacity == 0 {
                 None
             } else {
@@ -1112,10 +1120,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ids' device buffer it reuses.
     ///
     /// On a [`Gpu`] or a [`Stream`](crate::Stream), whose callers wait for each batch, a
-    /// batch of 16,384 ids or more is staged in two halves (unless host threads gather a
-    /// share of it, [`host_gathers`](HotTier::host_gathers)): the first half is checked,
-    /// copied to the device and gathered by a kernel of its own while the host checks and
-    /// stages the second, so the GPU starts after half the host's staging.
+    /// batch of 16,384 ids or more is staged in parts, two by default
+    /// ([`staging_parts`](HotTier::staging_parts); not where host threads gather a share of
+    /// it, [`host_gathers`](HotTier::host_gathers)): each part is checked, copied to the
+    /// device and gathered by a kernel of its own while the host checks and stages the next,
+    /// so the GPU starts after the first part's staging.
     ///
     /// While a refresh begun with [`begin_refresh`](HotTier::begin_refresh) ranks, the gather
     /// does not wait for it: it reads the rows resident before the refresh, logs the rows it
@@ -1128,9 +1137,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
     /// of the table (nothing is queued, nothing counted, a pending refresh left pending; where
-    /// that position is in the second half of a batch staged in halves, the first half's
-    /// gather is queued already, after the refresh's kernels if one was ready, and writes its
-    /// rows of `out`, and the rest is as said);
+    /// that position is in a later part of a batch staged in parts, the earlier parts'
+    /// gathers are queued already, after the refresh's kernels if one was ready, and write
+    /// their rows of `out`, and the rest is as said);
     /// [`Error::LengthMismatch`] when `out` is not `ids.len() × width` elements; a failed
     /// copy or launch of a finished refresh's kernels (nothing of this gather is queued, and
     /// the refresh stays pending, tried again by the next gather); the launch's errors
@@ -1181,8 +1190,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             pending: false,
         };
         let cover = matches!(mode, crate::queue::Mode::Wait);
-        // The end of the first part (the whole batch, for one).
-        let half = n.div_ceil(parts);
+        // Part `k` is the positions `part(k)`: `size` each, the last one what is left.
+        let size = n.div_ceil(parts);
+        let part = |k: usize| k * size..((k + 1) * size).min(n);
         self.ids[ring].reserve(&self.gpu, n, parts)?;
         if self.claim.len() < n {
             self.claim = self.gpu.alloc_zeroed::<u32>(n.next_power_of_two())?;
@@ -1199,7 +1209,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             rows,
         };
         if let Some(position) =
-            self.ids[ring].write_checked(0, ids, 0..half, rows, sample, &mut self.picked)
+            self.ids[ring].write_checked(0, ids, part(0), rows, sample, &mut self.picked)
         {
             return Err(out_of_range(position));
         }
@@ -1209,7 +1219,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.receive(false);
         self.apply(queue, false)?;
         let started = std::time::Instant::now();
-        self.ids[ring].send(queue, 0, 0..half, cover.then_some(&mut uncovered))?;
+        self.ids[ring].send(queue, 0, part(0), cover.then_some(&mut uncovered))?;
         self.stats.staging += checked + started.elapsed();
         self.report_small(batch, n);
         let capture = self.log_limit > 0;
@@ -1286,26 +1296,28 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             live.captured = false;
         }
         let batch_ids = &mut ids_in_flight[ring];
-        let last = if half < n {
-            // The first half's kernel runs while the host stages the second half; it is left
-            // queued, the next kernels following it on its stream.
-            queue_gather!(0..half, &batch_ids.dev, cover.then_some(&batch_ids.host[0]))?
-                .leave_queued();
+        for k in 1..parts {
+            // Part `k - 1`'s kernel runs while the host stages part `k`; it is left queued,
+            // the next kernels following it on its stream.
+            queue_gather!(
+                part(k - 1),
+                &batch_ids.dev,
+                cover.then_some(&batch_ids.host[k - 1])
+            )?
+            .leave_queued();
             uncovered.pending = false;
             let started = std::time::Instant::now();
-            if let Some(position) = batch_ids.write_checked(1, ids, half..n, rows, sample, picked) {
+            if let Some(position) = batch_ids.write_checked(k, ids, part(k), rows, sample, picked) {
                 return Err(out_of_range(position));
             }
-            batch_ids.send(queue, 1, half..n, cover.then_some(&mut uncovered))?;
+            batch_ids.send(queue, k, part(k), cover.then_some(&mut uncovered))?;
             stats.staging += started.elapsed();
-            half..n
-        } else {
-            0..n
-        };
+        }
+        let last = part(parts - 1);
         stats.rows += n as u64;
         let ids_dev = &batch_ids.dev;
         // The pinned memory of the last part's copy, where that copy has no completion.
-        let copied = cover.then_some(&batch_ids.host[usize::from(half < n)]);
+        let copied = cover.then_some(&batch_ids.host[parts - 1]);
         // Counted while the batch's kernels run (after they are queued): the hits from the
         // host's copy of the residency, the counts on the counting thread (here, where there
         // is none); while the policy ranks on its thread, kept for when it is back.
@@ -1372,22 +1384,18 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         Ok(pending)
     }
 
-    /// The parts a batch of `n` ids is staged in: two (each half copied to the device as
-    /// soon as it is checked, the first half's kernel running while the host stages the
-    /// second) where the caller waits for each batch (on a [`Gpu`] or a
-    /// [`Stream`](crate::Stream)) and the batch is large, else one. In a
-    /// [`Scope`](crate::Scope) the host stages the next batches while the GPU gathers anyway,
-    /// and a second part would only add its copy and launch to the host's work; rows the
-    /// host's threads gather are marked over the whole batch. Never with
-    /// [`split_batches(false)`](HotTier::split_batches).
+    /// The parts a batch of `n` ids is staged in: where the caller waits for each batch (on
+    /// a [`Gpu`] or a [`Stream`](crate::Stream)), as many as
+    /// [`staging_parts`](HotTier::staging_parts) says and [`PART_IDS`] ids each allow (each
+    /// part copied to the device as soon as it is checked, its kernel running while the host
+    /// stages the next); else one. In a [`Scope`](crate::Scope) the host stages the next
+    /// batches while the GPU gathers anyway, and more parts would only add their copies and
+    /// launches to the host's work; rows the host's threads gather are marked over the whole
+    /// batch.
     fn parts(&self, queue: &impl Queue, n: usize) -> usize {
         let crate::queue::QueueRef(_, _, mode) = queue.__queue();
-        if self.split
-            && n >= SPLIT_IDS
-            && self.host_share == 0
-            && matches!(mode, crate::queue::Mode::Wait)
-        {
-            MAX_PARTS
+        if self.host_share == 0 && matches!(mode, crate::queue::Mode::Wait) {
+            self.parts.min(n / PART_IDS).max(1)
         } else {
             1
         }
@@ -1535,11 +1543,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.on_repeat = on;
     }
 
-    /// Whether a large batch gathered on a [`Gpu`] or a [`Stream`](crate::Stream) is staged
-    /// in two halves, the first half's kernel running while the host stages the second
-    /// (`true`, the default; see [`gather`](HotTier::gather)), or whole (`false`: one copy
-    /// and one kernel fewer for the host to queue, for a loop that does not wait for each
-    /// batch).
+    /// The most parts a large batch gathered on a [`Gpu`] or a [`Stream`](crate::Stream) is
+    /// staged in (2 by default; at most [`MAX_STAGING_PARTS`]; each part at least 8,192
+    /// ids). The host checks and copies the ids part by part, and each part's kernel is
+    /// queued as soon as its ids are on their way, so the GPU starts after the first part's
+    /// staging, not the whole batch's, and gathers one part while the host stages the next
+    /// (see [`gather`](HotTier::gather)). Each part adds a copy and a launch to the host's
+    /// work: 1 stages every batch whole, for a loop that does not wait for each batch.
     ///
     /// ```
     /// # use berth_runtime::Gpu;
@@ -1547,14 +1557,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// let gpu = Gpu::new_or_simulator()?;
     /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?;
     /// let mut tier = gpu.hot_tier(table, 4, 1 << 10)?;
-    /// tier.split_batches(false);
+    /// tier.staging_parts(1); // whole batches
     /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
     /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
     /// # Ok(())
     /// # }
     /// ```
-    pub fn split_batches(&mut self, on: bool) {
-        self.split = on;
+    pub fn staging_parts(&mut self, parts: usize) {
+        self.parts = parts.clamp(1, MAX_STAGING_PARTS);
     }
 
     /// Keep up to `rows` slots free for the miss log at each refresh (at most the log's

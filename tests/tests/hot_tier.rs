@@ -212,81 +212,90 @@ impl std::io::Write for Log {
     }
 }
 
-/// A large batch on a `Gpu` is staged in two halves, the first half's kernel queued before the
-/// second half is checked: rows right (read from the tier, in place, and captured), every
-/// sampled id counted once across the halves; an id out of range in the second half is named
-/// with its position in the batch, leaves the first half gathered and the second untouched, and
-/// counts nothing; one in the first half queues nothing.
+/// A large batch on a `Gpu` is staged in parts (two by default, three here too), each part's
+/// kernel queued before the next part is checked: rows right (read from the tier, in place,
+/// and captured), every sampled id counted once across the parts; an id out of range in a
+/// later part is named with its position in the batch, leaves the parts before it gathered and
+/// the rest untouched, and counts nothing; one in the first part queues nothing.
 #[test]
-fn large_batches_staged_in_halves_gather_right_and_name_an_id_out_of_range_in_either() {
+fn large_batches_staged_in_parts_gather_right_and_name_an_id_out_of_range_in_any() {
     let gpu = gpu();
-    let (rows, n) = (50_000, 20_000);
-    let (mut t, host) = tier(&gpu, rows, 4_000);
-    t.count_every(std::num::NonZeroUsize::new(3).unwrap());
-    let mut r = rng();
-    let mut perm: Vec<u32> = (0..rows as u32).collect();
-    perm.shuffle(&mut r);
-    let hot = &perm[..1_000];
-    let first = batch(&mut r, hot, rows, n);
-    let mut out = poisoned(&gpu, n);
-    t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
-    check(&host, &first, &out);
-    // Batch 0 counts positions 0, 3, 6, ... of both halves.
-    let mut want = vec![0u32; rows];
-    for &id in first.iter().step_by(3) {
-        want[id as usize] += 1;
-    }
-    assert_eq!(t.stats().counted, n.div_ceil(3) as u64);
-    assert!((0..rows as u32).all(|id| t.count(id) == want[id as usize]));
-    t.refresh(&gpu).unwrap();
-    for _ in 0..3 {
-        let ids = batch(&mut r, hot, rows, n);
+    let (rows, n) = (50_000, 30_000);
+    for parts in [2, 3] {
+        let (mut t, host) = tier(&gpu, rows, 4_000);
+        t.staging_parts(parts);
+        t.count_every(std::num::NonZeroUsize::new(3).unwrap());
+        let mut r = rng();
+        let mut perm: Vec<u32> = (0..rows as u32).collect();
+        perm.shuffle(&mut r);
+        let hot = &perm[..1_000];
+        let first = batch(&mut r, hot, rows, n);
         let mut out = poisoned(&gpu, n);
-        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
-        check(&host, &ids, &out);
-    }
-    assert!(t.stats().hits > 0);
-    let good = batch(&mut r, hot, rows, n);
-    let half = n / 2;
-    for (position, gathered) in [(n - 5, half), (half, half), (half - 1, 0), (0, 0)] {
-        let mut ids = good.clone();
-        ids[position] = rows as u32 + 1;
-        let before = t.stats();
-        let mut out = poisoned(&gpu, n);
-        match t.gather(&gpu, &ids, &mut out) {
-            Err(Error::IdOutOfRange {
-                batch, position: p, ..
-            }) => assert_eq!((batch, p), (before.gathers, position)),
-            Err(other) => panic!("{other}"),
-            Ok(_) => panic!("an id out of range at {position} was queued"),
+        t.gather(&gpu, &first, &mut out).unwrap().wait().unwrap();
+        check(&host, &first, &out);
+        // Batch 0 counts positions 0, 3, 6, ... of every part.
+        let mut want = vec![0u32; rows];
+        for &id in first.iter().step_by(3) {
+            want[id as usize] += 1;
         }
-        let got = out.to_vec().unwrap();
-        check_prefix(&host, &ids[..gathered], &got);
-        assert!(
-            got[gathered * WIDTH..].iter().all(|&v| v == POISON),
-            "at {position}"
-        );
-        assert_eq!(
-            (t.stats().rows, t.stats().counted, t.stats().hits),
-            (before.rows, before.counted, before.hits)
-        );
+        assert_eq!(t.stats().counted, n.div_ceil(3) as u64);
+        assert!((0..rows as u32).all(|id| t.count(id) == want[id as usize]));
+        t.refresh(&gpu).unwrap();
+        for _ in 0..3 {
+            let ids = batch(&mut r, hot, rows, n);
+            let mut out = poisoned(&gpu, n);
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            check(&host, &ids, &out);
+        }
+        assert!(t.stats().hits > 0);
+        let good = batch(&mut r, hot, rows, n);
+        let size = n.div_ceil(parts);
+        let last = size * (parts - 1);
+        // (The position of the bad id, the rows gathered before it.)
+        let mut cases = vec![(n - 5, last), (last, last), (size - 1, 0), (0, 0)];
+        if parts > 2 {
+            cases.extend([(size, size), (last - 1, size * (parts - 2))]);
+        }
+        for (position, gathered) in cases {
+            let mut ids = good.clone();
+            ids[position] = rows as u32 + 1;
+            let before = t.stats();
+            let mut out = poisoned(&gpu, n);
+            match t.gather(&gpu, &ids, &mut out) {
+                Err(Error::IdOutOfRange {
+                    batch, position: p, ..
+                }) => assert_eq!((batch, p), (before.gathers, position)),
+                Err(other) => panic!("{other}"),
+                Ok(_) => panic!("an id out of range at {position} was queued"),
+            }
+            let got = out.to_vec().unwrap();
+            check_prefix(&host, &ids[..gathered], &got);
+            assert!(
+                got[gathered * WIDTH..].iter().all(|&v| v == POISON),
+                "{parts} parts, at {position}"
+            );
+            assert_eq!(
+                (t.stats().rows, t.stats().counted, t.stats().hits),
+                (before.rows, before.counted, before.hits)
+            );
+        }
+        // Staged whole, a batch with an id out of range anywhere queues nothing.
+        t.staging_parts(1);
+        let mut ids = good.clone();
+        ids[n - 5] = rows as u32;
+        let mut out = poisoned(&gpu, n);
+        assert!(matches!(
+            t.gather(&gpu, &ids, &mut out),
+            Err(Error::IdOutOfRange { position, .. }) if position == n - 5
+        ));
+        assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
+        t.staging_parts(parts);
+        // The rows the first parts logged are settled by the next refresh.
+        t.refresh(&gpu).unwrap();
+        let mut out = poisoned(&gpu, n);
+        t.gather(&gpu, &good, &mut out).unwrap().wait().unwrap();
+        check(&host, &good, &out);
     }
-    // Staged whole, a batch with an id out of range anywhere queues nothing.
-    t.split_batches(false);
-    let mut ids = good.clone();
-    ids[n - 5] = rows as u32;
-    let mut out = poisoned(&gpu, n);
-    assert!(matches!(
-        t.gather(&gpu, &ids, &mut out),
-        Err(Error::IdOutOfRange { position, .. }) if position == n - 5
-    ));
-    assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
-    t.split_batches(true);
-    // The rows the first halves logged are settled by the next refresh.
-    t.refresh(&gpu).unwrap();
-    let mut out = poisoned(&gpu, n);
-    t.gather(&gpu, &good, &mut out).unwrap().wait().unwrap();
-    check(&host, &good, &out);
 }
 
 /// A gather on a `Gpu` whose kernel is refused after its ids' copy is queued (an output of
@@ -495,49 +504,52 @@ fn leaked_gathers_in_flight_each_read_their_own_staged_ids() {
     assert_eq!(t.stats().gathers, 10);
 }
 
-/// Large batches on a `Stream` (staged in halves, each half's copy noted by its gather
-/// kernel), their guards leaked, more of them than the tier's ring of staged ids: each
-/// gathers its own ids, whose pinned memory is written again only once the kernels that
-/// read its copy are done.
+/// Large batches on a `Stream` (staged in parts, two and four, each part's copy noted by its
+/// gather kernel), their guards leaked, more of them than the tier's ring of staged ids: each
+/// gathers its own ids, whose pinned memory is written again only once the kernels that read
+/// its copy are done.
 #[test]
-fn leaked_large_gathers_staged_in_halves_each_read_their_own_ids() {
+fn leaked_large_gathers_staged_in_parts_each_read_their_own_ids() {
     let gpu = gpu();
     let rows = 50_000;
-    let (mut t, host) = tier(&gpu, rows, 2_000);
-    let mut r = rng();
-    let hot: Vec<u32> = (0..2_000).map(|_| r.random_range(0..rows as u32)).collect();
-    let stream = gpu.stream().unwrap();
-    let batches: Vec<Vec<u32>> = (0..7).map(|_| batch(&mut r, &hot, rows, 20_000)).collect();
-    let mut outs: Vec<DeviceBuffer<f32>> =
-        batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
-    // The first gathers wait on the stream behind a gated kernel, opened 300 ms later: the
-    // later gathers, which reuse the first ones' pinned memory, must wait for them.
-    let gate = gpu.signals(1).unwrap();
-    let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
-    let fill = gated_fill_within(
-        &stream,
-        Grid::cover(64),
-        5_000_000_000,
-        1,
-        &gate,
-        &mut blocker,
-    )
-    .unwrap();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            gate.store(0, 1);
+    for parts in [2, 4] {
+        let (mut t, host) = tier(&gpu, rows, 2_000);
+        t.staging_parts(parts);
+        let mut r = rng();
+        let hot: Vec<u32> = (0..2_000).map(|_| r.random_range(0..rows as u32)).collect();
+        let stream = gpu.stream().unwrap();
+        let batches: Vec<Vec<u32>> = (0..7).map(|_| batch(&mut r, &hot, rows, 40_000)).collect();
+        let mut outs: Vec<DeviceBuffer<f32>> =
+            batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
+        // The first gathers wait on the stream behind a gated kernel, opened 300 ms later:
+        // the later gathers, which reuse the first ones' pinned memory, must wait for them.
+        let gate = gpu.signals(1).unwrap();
+        let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
+        let fill = gated_fill_within(
+            &stream,
+            Grid::cover(64),
+            5_000_000_000,
+            1,
+            &gate,
+            &mut blocker,
+        )
+        .unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                gate.store(0, 1);
+            });
+            for (ids, out) in batches.iter().zip(outs.iter_mut()) {
+                std::mem::forget(t.gather(&stream, ids, out).unwrap());
+            }
         });
-        for (ids, out) in batches.iter().zip(outs.iter_mut()) {
-            std::mem::forget(t.gather(&stream, ids, out).unwrap());
+        fill.wait().unwrap();
+        t.refresh(&stream).unwrap();
+        for (ids, out) in batches.iter().zip(&outs) {
+            check(&host, ids, out);
         }
-    });
-    fill.wait().unwrap();
-    t.refresh(&stream).unwrap();
-    for (ids, out) in batches.iter().zip(&outs) {
-        check(&host, ids, out);
+        assert_eq!(t.stats().gathers, 7);
     }
-    assert_eq!(t.stats().gathers, 7);
 }
 
 fn in_flight(host_share: f64) {
