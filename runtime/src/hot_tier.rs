@@ -283,39 +283,47 @@ fn copy_max(dst: &mut [u32], ids: &[u32]) -> u32 {
     };
     let n = dst.len().min(ids.len());
     let (dst, ids) = (&mut dst[..n], &ids[..n]);
-    // Elements before the first 16-byte boundary of `dst`, and whole 4-element vectors after.
+    // Elements before the first 16-byte boundary of `dst`, and whole blocks of 16 after.
     let head = dst.as_ptr().align_offset(16).min(n);
-    let body = (n - head) / 4 * 4;
+    let body = (n - head) / 16 * 16;
     let mut max = copy_max_scalar(&mut dst[..head], &ids[..head]);
     let (mid_dst, tail_dst) = dst[head..].split_at_mut(body);
     let (mid_ids, tail_ids) = ids[head..].split_at(body);
     // Unsigned order as signed order of the values with their top bit flipped.
     // SAFETY: SSE2 is part of every x86-64 CPU (this target's baseline).
     let flip = unsafe { _mm_set1_epi32(i32::MIN) };
-    let mut top = flip;
-    for (d, s) in mid_dst.chunks_exact_mut(4).zip(mid_ids.chunks_exact(4)) {
-        // SAFETY: SSE2 is part of every x86-64 CPU; `s` is 4 readable `u32`s (16 bytes;
-        // `loadu` takes any alignment) and `d` 4 writable ones starting at a 16-byte boundary
-        // (`head` elements past `dst`'s start reach one, and the chunks are 16 bytes each), as
-        // `stream` needs; `d` is borrowed mutably, so nothing else reads or writes it meanwhile.
-        unsafe {
-            let v = _mm_loadu_si128(s.as_ptr().cast::<__m128i>());
-            _mm_stream_si128(d.as_mut_ptr().cast::<__m128i>(), v);
-            let f = _mm_xor_si128(v, flip);
-            let above = _mm_cmpgt_epi32(f, top);
-            top = _mm_or_si128(_mm_and_si128(above, f), _mm_andnot_si128(above, top));
+    // Four running maxima, each over every fourth vector: one would chain every vector's
+    // compare and select to the last one's, and take longer than the loads (on one host
+    // measured, 37 µs for 65,536 ids against 20 µs for `memcpy`).
+    let mut tops = [flip; 4];
+    for (d, s) in mid_dst.chunks_exact_mut(16).zip(mid_ids.chunks_exact(16)) {
+        for (k, top) in tops.iter_mut().enumerate() {
+            // SAFETY: SSE2 is part of every x86-64 CPU; `s[4k..4k + 4]` is 4 readable `u32`s
+            // (16 bytes; `loadu` takes any alignment) and `d[4k..4k + 4]` 4 writable ones
+            // starting at a 16-byte boundary (`head` elements past `dst`'s start reach one,
+            // and the chunks are 64 bytes each), as `stream` needs; `d` is borrowed mutably,
+            // so nothing else reads or writes it meanwhile.
+            unsafe {
+                let v = _mm_loadu_si128(s[4 * k..].as_ptr().cast::<__m128i>());
+                _mm_stream_si128(d[4 * k..].as_mut_ptr().cast::<__m128i>(), v);
+                let f = _mm_xor_si128(v, flip);
+                let above = _mm_cmpgt_epi32(f, *top);
+                *top = _mm_or_si128(_mm_and_si128(above, f), _mm_andnot_si128(above, *top));
+            }
         }
     }
     // The streaming stores are ordered before every later store of this thread (the copy
     // queued next, which reads `dst`, is started by one), and before the caller's reads.
     // SAFETY: SSE is part of every x86-64 CPU (this target's baseline).
     unsafe { _mm_sfence() };
-    let mut lanes = [0i32; 4];
-    // SAFETY: SSE2 is part of every x86-64 CPU; `lanes` is 16 writable bytes (`storeu` takes
-    // any alignment).
-    unsafe { _mm_storeu_si128(lanes.as_mut_ptr().cast::<__m128i>(), top) };
-    for lane in lanes {
-        max = max.max((lane ^ i32::MIN) as u32);
+    for top in tops {
+        let mut lanes = [0i32; 4];
+        // SAFETY: SSE2 is part of every x86-64 CPU; `lanes` is 16 writable bytes (`storeu`
+        // takes any alignment).
+        unsafe { _mm_storeu_si128(lanes.as_mut_ptr().cast::<__m128i>(), top) };
+        for lane in lanes {
+            max = max.max((lane ^ i32::MIN) as u32);
+        }
     }
     max.max(copy_max_scalar(tail_dst, tail_ids))
 }
@@ -3413,9 +3421,10 @@ mod tests {
         };
         let mut buf = vec![0u32; 200];
         for offset in 0..4 {
-            for len in (0..40usize).chain([100, 195]) {
+            for len in (0..70usize).chain([100, 195]) {
                 for top in [0, 1, 0x7fff_ffff, 0x8000_0000, u32::MAX] {
-                    for at in [0, len / 2, len.saturating_sub(1)] {
+                    // The largest id in every lane of every running maximum, head and tail.
+                    for at in (0..len.max(1)).step_by(if len > 70 { 3 } else { 1 }) {
                         let mut ids: Vec<u32> = (0..len).map(|_| next() % 1000).collect();
                         if len > 0 {
                             ids[at] = top;
