@@ -41,85 +41,34 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         src: &'l impl PinnedArg<T>,
         n: usize,
     ) -> Result<Pending<'l>> {
-        self.copy_prefix_from_pinned_at(on, src, n, 0)
-    }
-
-    /// Copy the first `n` elements of `src` (pinned host memory) into this buffer's elements
-    /// `at..at + n`, asynchronously on `on`, as
-    /// [`copy_from_pinned`](DeviceBuffer::copy_from_pinned) does; `n` is at most `src`'s
-    /// length, and `at + n` at most this buffer's.
-    pub(crate) fn copy_prefix_from_pinned_at<'l>(
-        &'l mut self,
-        on: &'l impl Queue,
-        src: &'l impl PinnedArg<T>,
-        n: usize,
-        at: usize,
-    ) -> Result<Pending<'l>> {
-        let QueueRef(gpu, stream, mode) = on.__queue();
-        // SAFETY: the copy's uses are noted on its own completion right after.
-        unsafe { self.queue_copy_from_pinned(on, src, n, at) }?;
-        let uses = [
-            (src.__arg().uses, Access::Shared),
-            (&self.uses, Access::Exclusive),
-        ];
-        Pending::copy(gpu, stream, mode, "copy host→device", &uses)
-    }
-
-    /// Queue the copy of [`copy_prefix_from_pinned_at`](DeviceBuffer::copy_prefix_from_pinned_at)
-    /// on `on`'s stream without noting it on the two buffers' uses (no completion of its own).
-    ///
-    /// # Safety
-    /// Before the host writes `src` or reads or writes this buffer again, or frees either,
-    /// the copy must be covered: both uses noted (`src` shared, this buffer exclusive) on the
-    /// completion of work queued after it on the same stream
-    /// ([`Launch::covers`](crate::launch::builder::Launch::covers)), or that stream
-    /// synchronised.
-    pub(crate) unsafe fn queue_copy_from_pinned(
-        &mut self,
-        on: &impl Queue,
-        src: &impl PinnedArg<T>,
-        n: usize,
-        at: usize,
-    ) -> Result<()> {
         let QueueRef(gpu, stream, mode) = on.__queue();
         mode.not_recording("a copy")?;
         let a = src.__arg();
         self.check_copy(gpu, a.gpu, self.len(), "copy_prefix_from_pinned")?;
-        let room = self.len().saturating_sub(at);
-        if n > a.len || n > room {
+        if n > a.len || n > self.len() {
             return Err(Error::LengthMismatch {
-                what: format!(
-                    "DeviceBuffer::copy_prefix_from_pinned: elements to copy vs the shorter of the source and the buffer from element {at}"
-                ),
-                expected: a.len.min(room),
+                what:
+                    "DeviceBuffer::copy_prefix_from_pinned: elements to copy vs the shorter buffer"
+                        .into(),
+                expected: a.len.min(self.len()),
                 got: n,
             });
         }
-        let size = std::mem::size_of::<T>();
-        let bytes = n * size;
+        let bytes = n * std::mem::size_of::<T>();
         gpu.bind()?;
         a.uses.before_gpu(Access::Shared, Some((gpu, stream)));
         self.uses.before_gpu(Access::Exclusive, Some((gpu, stream)));
         // No reset between the check and the copy (see `FaultState::enter`).
         let _section = gpu.ops().fault().enter()?;
         if bytes > 0 {
-            // SAFETY: `a.addr` is pinned memory of at least `bytes` bytes, and `self.ptr +
-            // at × size` the start of `bytes` bytes of a device allocation (`at + n` is at most
-            // this buffer's length, `n` at most the source's, checked above); neither is
-            // written by the host or freed before the copy is done (the caller's contract:
-            // its uses are noted on a completion after it, or the stream synchronised).
-            unsafe {
-                gpu.copy_h2d(
-                    stream,
-                    self.ptr + (at * size) as u64,
-                    a.addr,
-                    bytes,
-                    "copy host→device",
-                )
-            }?;
+            // SAFETY: `a.addr` is pinned memory of at least `bytes` bytes and `self.ptr` a
+            // device allocation of at least as many (`n` is at most either length, checked
+            // above); both stay borrowed by the guard until completion.
+            unsafe { gpu.copy_h2d(stream, self.ptr, a.addr, bytes, "copy host→device") }?;
         }
-        tracing::debug!(bytes, at, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
-        Ok(())
+        tracing::debug!(bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
+        let uses = [(a.uses, Access::Shared), (&self.uses, Access::Exclusive)];
+        Pending::copy(gpu, stream, mode, "copy host→device", &uses)
     }
 
     /// Copy this buffer into `dst` (pinned host memory), asynchronously on `on`. The guard

@@ -43,7 +43,6 @@ use crate::own_kernels::{
     PENDING,
 };
 use crate::queue::Queue;
-use crate::track::Access;
 use berth_device::DeviceCopy;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -471,112 +470,59 @@ impl<T: DeviceCopy> Staged<T> {
     }
 }
 
-/// A batch's ids on their way to the device: pinned memory for each part of the batch the host
-/// stages apart ([`HotTier::parts`]), and the device list the gathers read.
+/// A batch's ids, in mapped memory that the gather kernels read in place: each part is
+/// written by the host as it is checked, while the kernels of the parts before it run.
 struct BatchIds {
-    dev: DeviceBuffer<u32>,
-    /// Each part's pinned memory (as many as the most parts a batch was staged in).
-    host: Vec<PinnedBuffer<u32>>,
+    host: MappedBuffer<u32>,
 }
 
 impl BatchIds {
     fn new(gpu: &Gpu) -> Result<BatchIds> {
         Ok(BatchIds {
-            dev: gpu.alloc_zeroed(0)?,
-            host: Vec::new(),
+            host: gpu.mapped_zeroed(0)?,
         })
     }
 
-    /// Make room for a batch of `n` ids staged in `parts` parts (each memory replaced by a
-    /// longer one, a power of two, where it is too short): before the first part is sent,
-    /// so that no part replaces memory an earlier one's copy or kernel uses.
-    fn reserve(&mut self, gpu: &Gpu, n: usize, parts: usize) -> Result<()> {
-        if self.dev.len() < n {
-            self.dev = gpu.alloc_zeroed::<u32>(n.next_power_of_two())?;
+    /// Make room for a batch of `n` ids (the memory replaced by a longer one, a power of two,
+    /// where it is too short), and wait, on the host, for every kernel still reading the ids
+    /// it held (the gather queued [`IDS_IN_FLIGHT`] batches earlier, the capture after it,
+    /// leaked guards' too): from then until the next `reserve`, only the kernels of the parts
+    /// of this batch already written read it.
+    fn reserve(&mut self, gpu: &Gpu, n: usize) -> Result<()> {
+        if self.host.len() < n {
+            self.host = gpu.mapped_zeroed::<u32>(n.next_power_of_two())?;
         }
-        let part = n.div_ceil(parts);
-        for host in &mut self.host {
-            if host.len() < part {
-                *host = gpu.pinned_zeroed::<u32>(part.next_power_of_two())?;
-            }
-        }
-        while self.host.len() < parts {
-            self.host
-                .push(gpu.pinned_zeroed::<u32>(part.next_power_of_two())?);
-        }
+        // A host write waits for the memory's uses.
+        let _: &mut [u32] = &mut self.host;
         Ok(())
     }
 
-    /// Write part `k` of the batch, its positions `range` of `ids`, into its pinned memory,
-    /// checking the ids as they are copied and picking those `sample` counts onto `picked`
-    /// ([`copy_checked`]): the position in the batch of the first id that is not below
-    /// `rows`, if any (then nothing of this part is to be sent). Waits, on the host, for the
-    /// copy that last read that memory (on a `Gpu` or a `Stream`, for the gather kernel that
-    /// noted it: see [`send`](BatchIds::send)).
+    /// Write the positions `range` of `ids` (a part of the batch, written after the parts
+    /// before it) to the same positions of the mapped memory, checking the ids as they are
+    /// copied and picking those `sample` counts onto `picked` ([`copy_checked`]): the position
+    /// in the batch of the first id that is not below `rows`, if any (then nothing of this
+    /// part is to be gathered).
     fn write_checked(
         &mut self,
-        k: usize,
         ids: &[u32],
         range: std::ops::Range<usize>,
         rows: usize,
         sample: Option<Sample>,
         picked: &mut Vec<u32>,
     ) -> Option<usize> {
+        assert!(range.end <= self.host.len() && range.end <= ids.len());
         let sample = sample.map(|s| s.from(range.start));
         let start = range.start;
-        let ids = &ids[range];
-        copy_checked(&mut self.host[k][..ids.len()], ids, rows, sample, picked).map(|p| start + p)
-    }
-
-    /// Queue on `queue`'s stream the copy of part `k` (written by
-    /// [`write_checked`](BatchIds::write_checked)) to the positions `range` of the device list,
-    /// and leave it queued. The kernels queued next on that stream read it after the copy; its
-    /// uses follow the kernels still reading the list (on the GPU, by the stream or an event).
-    /// With `cover`, the copy records no completion of its own: the gather kernel queued next
-    /// notes its uses ([`Gather::queue`]'s `copied`), and until then `cover` waits for the
-    /// stream if dropped; else the copy records one, so that the next host write of the
-    /// part's memory, or the drop, waits for this copy alone.
-    fn send(
-        &mut self,
-        queue: &impl Queue,
-        k: usize,
-        range: std::ops::Range<usize>,
-        cover: Option<&mut Uncovered<'_>>,
-    ) -> Result<()> {
-        let (n, at) = (range.len(), range.start);
-        match cover {
-            Some(cover) => {
-                // SAFETY: `cover` now waits for the stream when dropped, until the gather
-                // queued next on the same stream notes the copy's uses (both buffers are the
-                // tier's, untouched by the host until then).
-                unsafe { self.dev.queue_copy_from_pinned(queue, &self.host[k], n, at) }?;
-                cover.pending = true;
-            }
-            None => self
-                .dev
-                .copy_prefix_from_pinned_at(queue, &self.host[k], n, at)?
-                .leave_queued(),
-        }
-        Ok(())
-    }
-}
-
-/// A copy of a batch's ids queued with no completion of its own ([`BatchIds::send`]): until
-/// the gather kernel after it on its stream notes its uses (then `pending` is false),
-/// dropping this waits for that stream, so that no error path leaves the copy's memory
-/// unguarded.
-struct Uncovered<'a> {
-    gpu: &'a Arc<crate::context::Inner>,
-    stream: crate::backend::StreamId,
-    pending: bool,
-}
-
-impl Drop for Uncovered<'_> {
-    fn drop(&mut self) {
-        if self.pending {
-            // A failure is the stream's, reported again by its next synchronise.
-            drop(self.gpu.sync(self.stream, None));
-        }
+        let at = crate::args::MappedArg::__arg(&self.host).host as *mut u32;
+        // SAFETY: `range` is within the buffer (asserted), whose host view starts at `at` and
+        // lives as long as `self.host`. Since `reserve` waited for every kernel that read the
+        // buffer before this batch, the only work queued on it is this batch's kernels, each
+        // over a part written before this one (parts are written in order, each part's kernel
+        // queued after its write), so nothing reads or writes these elements meanwhile; no
+        // reference to them is live (launches take addresses), and `&mut self` keeps other
+        // host access out.
+        let dst = unsafe { std::slice::from_raw_parts_mut(at.add(start), range.len()) };
+        copy_checked(dst, &ids[range], rows, sample, picked).map(|p| start + p)
     }
 }
 
@@ -611,8 +557,7 @@ struct Gather {
 
 impl Gather {
     /// Queue the gather kernel over the positions `part` of the batch: the kernel sees those
-    /// ids, output rows and claims. `copied`: the pinned memory of a copy of these ids into
-    /// `ids` queued just before with no completion of its own, whose uses this launch notes.
+    /// ids (read in place from mapped memory), output rows and claims.
     #[allow(clippy::too_many_arguments)]
     fn queue<'l, T: DeviceCopy, M: MappedArg<T>>(
         &self,
@@ -621,14 +566,13 @@ impl Gather {
         table: &'l M,
         tier: &'l DeviceBuffer<T>,
         slots: &'l mut DeviceBuffer<u32>,
-        ids: &'l DeviceBuffer<u32>,
+        ids: &'l MappedBuffer<u32>,
         out: &'l mut DeviceBuffer<T>,
         log_n: &'l mut DeviceBuffer<u64>,
         log: &'l mut DeviceBuffer<u32>,
         seen: &'l mut DeviceBuffer<u32>,
         claim: &'l mut DeviceBuffer<u32>,
         staged: &'l MappedBuffer<u32>,
-        copied: Option<&'l PinnedBuffer<u32>>,
     ) -> Result<Pending<'l>> {
         let threads = part.len() * self.units;
         let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
@@ -639,7 +583,7 @@ impl Gather {
         l.mapped(table);
         l.device(tier);
         l.device_mut(slots);
-        l.device_range(ids, part.clone());
+        l.mapped_range(ids, part.clone());
         l.device_range_mut(out, part.start * self.width..part.end * self.width);
         l.device_mut(log_n);
         l.device_mut(log);
@@ -651,11 +595,6 @@ impl Gather {
         l.device_range_mut(claim, part.clone());
         // Host threads gather rows of whole batches only (one part).
         l.mapped_prefix(staged, if self.marked { part.end } else { 0 });
-        if let Some(host) = copied {
-            // The copy of these ids from `host`, queued before with no completion of its own.
-            l.covers(crate::args::PinnedArg::__arg(host).uses, Access::Shared);
-            l.covers(&ids.uses, Access::Exclusive);
-        }
         l.submit()
     }
 }
@@ -1189,19 +1128,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
         let n = ids.len();
         let parts = self.parts(queue, n);
-        // On a queue whose callers wait for each batch, the ids' copies record no completion
-        // of their own: each part's gather kernel notes its copy's uses.
-        let crate::queue::QueueRef(inner, stream, mode) = queue.__queue();
-        let mut uncovered = Uncovered {
-            gpu: inner,
-            stream,
-            pending: false,
-        };
-        let cover = matches!(mode, crate::queue::Mode::Wait);
         // Part `k` is the positions `part(k)`: `size` each, the last one what is left.
         let size = n.div_ceil(parts);
         let part = |k: usize| k * size..((k + 1) * size).min(n);
-        self.ids[ring].reserve(&self.gpu, n, parts)?;
+        self.ids[ring].reserve(&self.gpu, n)?;
         if self.claim.len() < n {
             self.claim = self.gpu.alloc_zeroed::<u32>(n.next_power_of_two())?;
         }
@@ -1217,18 +1147,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             rows,
         };
         if let Some(position) =
-            self.ids[ring].write_checked(0, ids, part(0), rows, sample, &mut self.picked)
+            self.ids[ring].write_checked(ids, part(0), rows, sample, &mut self.picked)
         {
             return Err(out_of_range(position));
         }
-        let checked = started.elapsed();
+        self.stats.staging += started.elapsed();
         // A refresh whose ranking is done: its kernels go first, so that this gather reads
         // the slot table and rows it leaves.
         self.receive(false);
         self.apply(queue, false)?;
-        let started = std::time::Instant::now();
-        self.ids[ring].send(queue, 0, part(0), cover.then_some(&mut uncovered))?;
-        self.stats.staging += checked + started.elapsed();
         self.report_small(batch, n);
         let capture = self.log_limit > 0;
         let marked = if self.host_share > 0 {
@@ -1271,10 +1198,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             on_repeat: *on_repeat,
             marked: marked > 0,
         };
-        // The gather kernel over the positions `$part`, reading the ids from `$ids`, whose
-        // copy from `$copied` it notes.
+        // The gather kernel over the positions `$part`, reading the ids from `$ids`.
         macro_rules! queue_gather {
-            ($part:expr, $ids:expr, $copied:expr) => {
+            ($part:expr, $ids:expr) => {
                 gather.queue(
                     queue,
                     $part,
@@ -1288,7 +1214,6 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     &mut *seen,
                     &mut *claim,
                     staged,
-                    $copied,
                 )
             };
         }
@@ -1307,25 +1232,16 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         for k in 1..parts {
             // Part `k - 1`'s kernel runs while the host stages part `k`; it is left queued,
             // the next kernels following it on its stream.
-            queue_gather!(
-                part(k - 1),
-                &batch_ids.dev,
-                cover.then_some(&batch_ids.host[k - 1])
-            )?
-            .leave_queued();
-            uncovered.pending = false;
+            queue_gather!(part(k - 1), &batch_ids.host)?.leave_queued();
             let started = std::time::Instant::now();
-            if let Some(position) = batch_ids.write_checked(k, ids, part(k), rows, sample, picked) {
+            if let Some(position) = batch_ids.write_checked(ids, part(k), rows, sample, picked) {
                 return Err(out_of_range(position));
             }
-            batch_ids.send(queue, k, part(k), cover.then_some(&mut uncovered))?;
             stats.staging += started.elapsed();
         }
         let last = part(parts - 1);
         stats.rows += n as u64;
-        let ids_dev = &batch_ids.dev;
-        // The pinned memory of the last part's copy, where that copy has no completion.
-        let copied = cover.then_some(&batch_ids.host[parts - 1]);
+        let batch_ids = &batch_ids.host;
         // Counted while the batch's kernels run (after they are queued): the hits from the
         // host's copy of the residency, the counts on the counting thread (here, where there
         // is none); while the policy ranks on its thread, kept for when it is back.
@@ -1347,13 +1263,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stats.counting += started.elapsed();
         };
         if !capture && marked == 0 {
-            let pending = queue_gather!(last, ids_dev, copied)?;
-            uncovered.pending = false;
+            let pending = queue_gather!(last, batch_ids)?;
             count();
             return Ok(pending);
         }
-        let gathered = queue_gather!(last, ids_dev, copied)?;
-        uncovered.pending = false;
+        let gathered = queue_gather!(last, batch_ids)?;
         if marked > 0 {
             // While the GPU gathers the other rows, the host's threads gather these into
             // `stage` (which the gather does not use; writing it waits for the last scatter).
@@ -1378,7 +1292,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let mut l = Launch::new(queue, &HOT_CAPTURE, Grid::cover(threads))?;
         l.scalar(&(*units as u64));
         l.scalar(&(*capacity as u64));
-        l.device_prefix(ids_dev, n);
+        l.mapped_prefix(batch_ids, n);
         l.device_prefix(&*claim, n);
         l.device(&live.log);
         l.device(&live.n.dev);

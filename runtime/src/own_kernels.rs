@@ -87,7 +87,7 @@ pub static HOT_GATHER: Kernel = Kernel {
         Param::word("tier", Part::Len),
         Param::slice_ptr::<u32>("slots", true, Placement::Device),
         Param::word("slots", Part::Len),
-        Param::slice_ptr::<u32>("ids", false, Placement::Device),
+        Param::slice_ptr::<u32>("ids", false, Placement::Mapped),
         Param::word("ids", Part::Len),
         Param::slice_ptr::<u8>("out", true, Placement::Device),
         Param::word("out", Part::Len),
@@ -158,7 +158,7 @@ pub static HOT_CAPTURE: Kernel = Kernel {
     params: &[
         Param::scalar::<u64>("units"),
         Param::scalar::<u64>("capacity"),
-        Param::slice_ptr::<u32>("ids", false, Placement::Device),
+        Param::slice_ptr::<u32>("ids", false, Placement::Mapped),
         Param::word("ids", Part::Len),
         Param::slice_ptr::<u32>("claim", false, Placement::Device),
         Param::word("claim", Part::Len),

@@ -298,11 +298,11 @@ fn large_batches_staged_in_parts_gather_right_and_name_an_id_out_of_range_in_any
     }
 }
 
-/// A gather on a `Gpu` whose kernel is refused after its ids' copy is queued (an output of
-/// another context) returns the launch's error, whole or staged in halves, and the tier goes
-/// on gathering right through every slot of its ring of staged ids.
+/// A gather on a `Gpu` whose kernel is refused after its ids are staged (an output of another
+/// context) returns the launch's error, whole or staged in parts, and the tier goes on
+/// gathering right through every slot of its ring of staged ids.
 #[test]
-fn a_gather_refused_after_its_ids_are_copied_leaves_the_tier_right() {
+fn a_gather_refused_after_its_ids_are_staged_leaves_the_tier_right() {
     let gpu = gpu();
     let other = Gpu::simulator();
     let (rows, n) = (50_000, 20_000);
@@ -323,51 +323,57 @@ fn a_gather_refused_after_its_ids_are_copied_leaves_the_tier_right() {
     }
 }
 
-/// A gather on a `Gpu` whose kernel is refused after its ids' copy is queued returns only
-/// once that copy is done. The copy records no event of its own there (the gather kernel
-/// notes its memory), so nothing else would keep the tier from writing its pinned memory
-/// again while the copy is still queued: here the copy waits behind a kernel whose gate the
-/// test opens 300 ms later, whole and staged in halves.
+/// A batch staged in parts whose last part holds an id out of range leaves its first part's
+/// kernel queued, reading its ids in place from the tier's memory. The gathers after it,
+/// their guards leaked, come back to that memory of the tier's ring only once that kernel is
+/// done: here it waits behind a kernel whose gate the test opens 300 ms later, and the first
+/// part's rows must still be the ones its own ids name.
 #[test]
-fn a_gather_refused_after_its_ids_are_copied_waits_for_the_copy() {
+fn leaked_gathers_after_a_part_left_queued_by_a_bad_id_wait_before_reusing_its_ids() {
     let gpu = gpu();
-    let other = Gpu::simulator();
-    let rows = 50_000;
+    let (rows, n) = (50_000, 20_000);
     let (mut t, host) = tier(&gpu, rows, 1_000);
-    for n in [2_000, 20_000] {
-        let ids: Vec<u32> = (0..n as u32).map(|i| (i * 7) % rows as u32).collect();
-        let mut foreign = other.alloc_zeroed::<f32>(n * WIDTH).unwrap();
-        // The tier's memory for batches of this length, allocated (allocating waits).
-        for _ in 0..4 {
-            let mut out = poisoned(&gpu, n);
-            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
-        }
-        let gate = gpu.signals(1).unwrap();
-        let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
-        // Queued ahead of the gather's copy on the same stream; its guard is waited for below.
-        let fill = gated_fill_within(&gpu, Grid::cover(64), 5_000_000_000, 1, &gate, &mut blocker)
-            .unwrap();
-        let waited = std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(std::time::Duration::from_millis(300));
-                gate.store(0, 1);
-            });
-            let started = std::time::Instant::now();
-            assert!(matches!(
-                t.gather(&gpu, &ids, &mut foreign),
-                Err(Error::WrongContext { .. })
-            ));
-            started.elapsed()
+    let mut r = rng();
+    let mut bad: Vec<u32> = (0..n).map(|_| r.random_range(0..rows as u32)).collect();
+    bad[n - 1] = rows as u32;
+    // As many batches after it as the ring has slots: the last one reuses its memory.
+    let later: Vec<Vec<u32>> = (0..4)
+        .map(|_| (0..n).map(|_| r.random_range(0..rows as u32)).collect())
+        .collect();
+    let stream = gpu.stream().unwrap();
+    let mut first = poisoned(&gpu, n);
+    let mut outs: Vec<DeviceBuffer<f32>> = later.iter().map(|_| poisoned(&gpu, n)).collect();
+    let gate = gpu.signals(1).unwrap();
+    let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
+    let fill = gated_fill_within(
+        &stream,
+        Grid::cover(64),
+        5_000_000_000,
+        1,
+        &gate,
+        &mut blocker,
+    )
+    .unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            gate.store(0, 1);
         });
-        assert!(
-            waited >= std::time::Duration::from_millis(250),
-            "{n} ids: the refused gather returned after {waited:?}, with its copy still queued"
-        );
-        fill.wait().unwrap();
-        assert!(blocker.to_vec().unwrap().iter().all(|&v| v == 1));
-        let mut out = poisoned(&gpu, n);
-        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
-        check(&host, &ids, &out);
+        assert!(matches!(
+            t.gather(&stream, &bad, &mut first),
+            Err(Error::IdOutOfRange { position, .. }) if position == n - 1
+        ));
+        for (ids, out) in later.iter().zip(outs.iter_mut()) {
+            std::mem::forget(t.gather(&stream, ids, out).unwrap());
+        }
+    });
+    fill.wait().unwrap();
+    t.refresh(&stream).unwrap();
+    let got = first.to_vec().unwrap();
+    check_prefix(&host, &bad[..n / 2], &got);
+    assert!(got[n / 2 * WIDTH..].iter().all(|&v| v == POISON));
+    for (ids, out) in later.iter().zip(&outs) {
+        check(&host, ids, out);
     }
 }
 

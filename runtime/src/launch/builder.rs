@@ -50,6 +50,9 @@ fn sub_range<T>(mut a: ArgRef<'_>, range: std::ops::Range<usize>) -> ArgRef<'_> 
     a.len = range.end.clamp(start, a.len) - start;
     a.bytes = a.len * size;
     a.addr += (start * size) as u64;
+    if a.host != 0 {
+        a.host += (start * size) as u64;
+    }
     a
 }
 
@@ -165,6 +168,22 @@ impl<'l> Launch<'l> {
         self.in_place(a, Access::Shared, "mapped", what);
     }
 
+    /// Pass the elements `range` of mapped host memory (clamped to its length) for a
+    /// `#[mapped] &[T]` argument, as [`Launch::device_range`] does for device memory.
+    pub(crate) fn mapped_range<T: DeviceCopy>(
+        &mut self,
+        b: &'l impl MappedArg<T>,
+        range: std::ops::Range<usize>,
+    ) {
+        let what = "read in place over the link, no copy";
+        self.in_place(
+            sub_range::<T>(b.__arg(), range),
+            Access::Shared,
+            "mapped",
+            what,
+        );
+    }
+
     /// Pass mapped host memory for a `#[mapped] &mut [T]` argument.
     pub fn mapped_mut<T: DeviceCopy>(&mut self, b: &'l mut impl MappedArg<T>) {
         let what = "read and written in place over the link, no copy";
@@ -208,16 +227,6 @@ impl<'l> Launch<'l> {
         self.args.track(&a, access);
         self.trace(&a, placement, what);
         self.args.slice(&a, a.addr);
-    }
-
-    /// Note `uses` with `access` on this launch's completion, as an argument's are, without
-    /// passing the memory to the kernel: for a copy queued before the launch on its stream
-    /// with no completion of its own
-    /// ([`DeviceBuffer::queue_copy_from_pinned`](crate::DeviceBuffer::queue_copy_from_pinned)),
-    /// which ends before the launch does. The memory's earlier uses are not waited for (the
-    /// copy did that). After every argument.
-    pub(crate) fn covers(&mut self, uses: &'l Uses, access: Access) {
-        self.args.cover(uses, access);
     }
 
     /// The access hint of the launch's `#[auto]` arguments.

@@ -182,12 +182,6 @@ impl<'l> ArgSink<'l> {
         self.uses.push((a.uses, access));
     }
 
-    /// Note `uses` on the launch's completion without an argument (after every argument:
-    /// arguments passed later are not checked against it for aliasing).
-    pub(crate) fn cover(&mut self, uses: &'l Uses, access: Access) {
-        self.uses.push((uses, access));
-    }
-
     /// Push a (pointer, length) pair after checking the memory belongs to this context.
     pub(crate) fn slice(&mut self, a: &ArgRef<'_>, device_addr: u64) -> bool {
         if !Arc::ptr_eq(a.gpu, self.gpu) {
