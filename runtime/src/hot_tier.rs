@@ -1489,6 +1489,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.parts = parts.clamp(1, MAX_STAGING_PARTS);
     }
 
+    /// The most parts a large batch is staged in ([`staging_parts`](HotTier::staging_parts)).
+    pub fn max_staging_parts(&self) -> usize {
+        self.parts
+    }
+
     /// Keep up to `rows` slots free for the miss log at each refresh (at most the log's
     /// length), evicting resident rows counted 0 that the clock's hand finds unreferenced,
     /// ahead of need; 0, the default, evicts only as many rows as the counted ones need. The

@@ -47,7 +47,8 @@
 #   `--whole-batches`, BERTH_FEATURES_WHOLE=0 skips it) and
 #   features_anchor.py (PyTorch's CPU gather into pinned
 #   memory a batch at a time and overlapped with the copies, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
-#   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them; a
+#   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them,
+#   BERTH_FEATURES_PARTS the most parts a batch is staged in; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then a drifting hot set (s = 1.0, 192 timed
 #   batches, all the ranks or a tenth of them moved to other rows every 64, and all of them
 #   with 1 Mi slots kept free for the miss log; BERTH_FEATURES_DRIFT=0 skips it); then
@@ -592,12 +593,15 @@ if [[ $mode == features ]]; then
   budget=${BERTH_FEATURES_BUDGET:-16G}
   zipf=${BERTH_FEATURES_ZIPF:-0,0.8,1.0,1.2}
   warmup=${BERTH_FEATURES_WARMUP:-3000}
+  # The most parts a batch is staged in (the tier's default where unset).
+  parts=()
+  [[ -n ${BERTH_FEATURES_PARTS:-} ]] && parts=(--staging-parts "$BERTH_FEATURES_PARTS")
   # Free physically contiguous memory by order (order 9: 2 MiB) before the 64 GiB table is
   # allocated: unified memory kept on the host is mapped for the GPU in 2 MiB pages only where
   # its 2 MiB chunks could be allocated whole.
   { echo "=== /proc/buddyinfo before the features example"; cat /proc/buddyinfo 2>/dev/null; grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo 2>/dev/null; } >> "$out/features.log"
   echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
-  if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+  if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
     summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
   else
     summary+=("FAIL  features --zipf $zipf"); fail=1
@@ -617,7 +621,7 @@ if [[ $mode == features ]]; then
     for drift in "1 0" "0.1 0" "1 1048576"; do
       read -r share keep <<< "$drift"
       echo "=== features --zipf 1.0 --drift-every 64 --drift-share $share --keep-free $keep --warmup $warmup" | tee -a "$out/features.log"
-      if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 192 --refresh-every 16 --drift-every 64 --drift-share "$share" --keep-free "$keep" --zipf 1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+      if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 192 --refresh-every 16 --drift-every 64 --drift-share "$share" --keep-free "$keep" "${parts[@]}" --zipf 1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
         summary+=("PASS  features --drift-every 64 --drift-share $share --keep-free $keep (every row checked equal to the host's)")
       else
         summary+=("FAIL  features --drift-every 64 --drift-share $share --keep-free $keep"); fail=1
@@ -628,7 +632,7 @@ if [[ $mode == features ]]; then
   if [[ ${BERTH_FEATURES_GRAPH:-1} == 1 ]]; then
     rm -f "$here/graph_ids.bin"
     echo "=== features --graph --warmup $warmup" | tee -a "$out/features.log"
-    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --graph --dump-ids "$here/graph_ids.bin" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued "${parts[@]}" --graph --dump-ids "$here/graph_ids.bin" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
       summary+=("PASS  features --graph (every row checked equal to the host's)")
       graph_ids="$here/graph_ids.bin"
     else

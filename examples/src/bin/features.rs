@@ -97,9 +97,10 @@ struct Args {
     /// Stage each batch whole (`HotTier::staging_parts(1)`)
     #[arg(long)]
     whole_batches: bool,
-    /// Stage each batch in up to this many parts (`HotTier::staging_parts`)
-    #[arg(long, default_value_t = 2)]
-    staging_parts: usize,
+    /// Stage each batch in up to this many parts (`HotTier::staging_parts`; the tier's
+    /// default where not given)
+    #[arg(long)]
+    staging_parts: Option<usize>,
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
@@ -568,11 +569,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut tier = gpu.hot_tier(table, d4, budget)?;
     tier.count_every(std::num::NonZeroUsize::new(args.count_every).expect("parsed as 1 or more"));
     tier.admit_on_repeat(args.admit_on_repeat);
-    tier.staging_parts(if args.whole_batches {
-        1
-    } else {
-        args.staging_parts
-    });
+    if args.whole_batches {
+        tier.staging_parts(1);
+    } else if let Some(parts) = args.staging_parts {
+        tier.staging_parts(parts);
+    }
     tier.keep_free(args.keep_free);
     tier.host_gathers(args.host_share);
     println!(
@@ -786,7 +787,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "count_every": args.count_every,
             "admit_on_repeat": args.admit_on_repeat,
             "whole_batches": args.whole_batches,
-            "staging_parts": if args.whole_batches { 1 } else { args.staging_parts },
+            "staging_parts": tier.max_staging_parts(),
             "keep_free": args.keep_free,
             "drift_every": args.drift_every,
             "drift_recovery_batches": recovery,
