@@ -153,6 +153,28 @@ fn advise_huge_pages<T>(v: &[T]) {
     }
 }
 
+/// Run `work` on the host's threads for a tier's work beside its gathers (ranking, counting):
+/// a pool of one thread fewer than the host's cores (at least one), shared by every tier, so
+/// that the thread that stages and queues the gathers keeps a core. With the ranking on every
+/// core, a 16-core host staged each batch in about three times its time (150 µs against 55
+/// for 65,536 ids). Where no such pool can be started, the process's own pool.
+fn beside_gathers<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(cores.saturating_sub(1).max(1))
+            .thread_name(|i| format!("berth-hot-tier-{i}"))
+            .build()
+            .inspect_err(|e| tracing::debug!(error = %e, "hot tier: no pool of its own"))
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.install(work),
+        None => work(),
+    }
+}
+
 /// Ids per host task: enough to amortise a task, few enough to spread a batch over cores.
 const CHUNK: usize = 2048;
 
@@ -2154,7 +2176,9 @@ struct Ranked {
 }
 
 impl Job {
-    /// Wait at the gate, if any, add the counted ids, read the logs, then rank.
+    /// Wait at the gate, if any, add the counted ids, read the logs, then rank (adding and
+    /// ranking on the host's threads for work beside the gathers, [`beside_gathers`]; the
+    /// waits outside it, so that the counting thread can finish in that pool).
     fn run(mut self) -> Ranked {
         if let Some(gate) = &self.gate {
             gate.wait();
@@ -2179,14 +2203,18 @@ impl Job {
             None => unreachable!("a job runs once"),
         };
         policy.spare.clear();
-        policy.add_all(&self.counted);
+        beside_gathers(|| policy.add_all(&self.counted));
         let start = std::time::Instant::now();
+        let keep_free = self.keep_free;
         let mut plan = self
             .logs
             .iter()
             .map(MissLog::read)
             .collect::<Result<Vec<_>>>()
-            .map(|logged| policy.plan(&logged, self.keep_free, start.elapsed()));
+            .map(|logged| {
+                let log_read = start.elapsed();
+                beside_gathers(|| policy.plan(&logged, keep_free, log_read))
+            });
         if let Ok(plan) = &mut plan {
             // The plan's lists go into pinned memory here, so that the thread that applies
             // it only queues their copies; where that fails, that thread writes them.
@@ -2328,7 +2356,7 @@ impl Counter {
             .spawn(move || {
                 for (mut policy, mut ids) in jobs {
                     let counted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        policy.add_all(&ids);
+                        beside_gathers(|| policy.add_all(&ids));
                         ids.clear();
                     }));
                     let panicked = counted.is_err();
