@@ -1084,16 +1084,17 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// them); the guard is that kernel's (queuing it waits for the gather on a [`Gpu`] or a
     /// [`Stream`](crate::Stream)). The guard keeps `out` borrowed until both are done; in a
     /// [`Scope`](crate::Scope), dropping or detaching it leaves them queued, and more gathers
-    /// may follow at once (a refresh waits for them: it reads the rows they missed). Queuing
-    /// a gather also waits (on the host) for the gather queued four batches earlier, whose
-    /// ids' device buffer it reuses.
+    /// may follow at once (a refresh waits for them: it reads the rows they missed). The ids
+    /// go into mapped memory the kernels read in place, a ring of four batches': queuing a
+    /// gather also waits (on the host) for the kernels of the gather queued four batches
+    /// earlier, whose memory it reuses.
     ///
     /// On a [`Gpu`] or a [`Stream`](crate::Stream), whose callers wait for each batch, a
     /// batch of 16,384 ids or more is staged in parts, two by default
     /// ([`staging_parts`](HotTier::staging_parts); not where host threads gather a share of
-    /// it, [`host_gathers`](HotTier::host_gathers)): each part is checked, copied to the
-    /// device and gathered by a kernel of its own while the host checks and stages the next,
-    /// so the GPU starts after the first part's staging.
+    /// it, [`host_gathers`](HotTier::host_gathers)): each part is checked, written and
+    /// gathered by a kernel of its own while the host checks and writes the next, so the GPU
+    /// starts after the first part's staging.
     ///
     /// While a refresh begun with [`begin_refresh`](HotTier::begin_refresh) ranks, the gather
     /// does not wait for it: it reads the rows resident before the refresh, logs the rows it
@@ -1331,11 +1332,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// The parts a batch of `n` ids is staged in: where the caller waits for each batch (on
     /// a [`Gpu`] or a [`Stream`](crate::Stream)), as many as
     /// [`staging_parts`](HotTier::staging_parts) says and [`PART_IDS`] ids each allow (each
-    /// part copied to the device as soon as it is checked, its kernel running while the host
-    /// stages the next); else one. In a [`Scope`](crate::Scope) the host stages the next
-    /// batches while the GPU gathers anyway, and more parts would only add their copies and
-    /// launches to the host's work; rows the host's threads gather are marked over the whole
-    /// batch.
+    /// part's kernel queued as soon as its ids are checked and written, running while the
+    /// host stages the next); else one. In a [`Scope`](crate::Scope) the host stages the next
+    /// batches while the GPU gathers anyway, and more parts would only add their launches to
+    /// the host's work; rows the host's threads gather are marked over the whole batch.
     fn parts(&self, queue: &impl Queue, n: usize) -> usize {
         let crate::queue::QueueRef(_, _, mode) = queue.__queue();
         if self.host_share == 0 && matches!(mode, crate::queue::Mode::Wait) {
@@ -1489,11 +1489,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// The most parts a large batch gathered on a [`Gpu`] or a [`Stream`](crate::Stream) is
     /// staged in (2 by default; at most [`MAX_STAGING_PARTS`]; each part at least 8,192
-    /// ids). The host checks and copies the ids part by part, and each part's kernel is
-    /// queued as soon as its ids are on their way, so the GPU starts after the first part's
+    /// ids). The host checks and writes the ids part by part, and each part's kernel is
+    /// queued as soon as its ids are written, so the GPU starts after the first part's
     /// staging, not the whole batch's, and gathers one part while the host stages the next
-    /// (see [`gather`](HotTier::gather)). Each part adds a copy and a launch to the host's
-    /// work: 1 stages every batch whole, for a loop that does not wait for each batch.
+    /// (see [`gather`](HotTier::gather)). Each part adds a launch to the host's work: 1
+    /// stages every batch whole, for a loop that does not wait for each batch.
     ///
     /// ```
     /// # use berth_runtime::Gpu;
