@@ -58,7 +58,7 @@ const DOORKEEPER_REFRESHES: u64 = 16;
 const IDS_IN_FLIGHT: usize = 4;
 
 /// The most parts a batch is staged in ([`HotTier::staging_parts`]).
-pub const MAX_STAGING_PARTS: usize = 8;
+const MAX_STAGING_PARTS: usize = 8;
 
 /// The parts a large batch is staged in by default ([`HotTier::staging_parts`]).
 const DEFAULT_PARTS: usize = 2;
@@ -1488,7 +1488,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// The most parts a large batch gathered on a [`Gpu`] or a [`Stream`](crate::Stream) is
-    /// staged in (2 by default; at most [`MAX_STAGING_PARTS`]; each part at least 8,192
+    /// staged in (2 by default; at most 8, more is taken as 8; each part at least 8,192
     /// ids). The host checks and writes the ids part by part, and each part's kernel is
     /// queued as soon as its ids are written, so the GPU starts after the first part's
     /// staging, not the whole batch's, and gathers one part while the host stages the next
