@@ -343,10 +343,31 @@ fn leaked_gathers_after_a_part_left_queued_by_a_bad_id_wait_before_reusing_its_i
     let stream = gpu.stream().unwrap();
     let mut first = poisoned(&gpu, n);
     let mut outs: Vec<DeviceBuffer<f32>> = later.iter().map(|_| poisoned(&gpu, n)).collect();
+    behind_a_gate(&gpu, &stream, || {
+        assert!(matches!(
+            t.gather(&stream, &bad, &mut first),
+            Err(Error::IdOutOfRange { position, .. }) if position == n - 1
+        ));
+        for (ids, out) in later.iter().zip(outs.iter_mut()) {
+            std::mem::forget(t.gather(&stream, ids, out).unwrap());
+        }
+    });
+    t.refresh(&stream).unwrap();
+    let got = first.to_vec().unwrap();
+    check_prefix(&host, &bad[..n / 2], &got);
+    assert!(got[n / 2 * WIDTH..].iter().all(|&v| v == POISON));
+    for (ids, out) in later.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+}
+
+/// Run `queue` with `stream` held behind a gated kernel, whose gate a thread opens 300 ms
+/// after `queue` starts; then wait for that kernel.
+fn behind_a_gate(gpu: &Gpu, stream: &berth::Stream, queue: impl FnOnce()) {
     let gate = gpu.signals(1).unwrap();
     let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
     let fill = gated_fill_within(
-        &stream,
+        stream,
         Grid::cover(64),
         5_000_000_000,
         1,
@@ -359,22 +380,9 @@ fn leaked_gathers_after_a_part_left_queued_by_a_bad_id_wait_before_reusing_its_i
             std::thread::sleep(std::time::Duration::from_millis(300));
             gate.store(0, 1);
         });
-        assert!(matches!(
-            t.gather(&stream, &bad, &mut first),
-            Err(Error::IdOutOfRange { position, .. }) if position == n - 1
-        ));
-        for (ids, out) in later.iter().zip(outs.iter_mut()) {
-            std::mem::forget(t.gather(&stream, ids, out).unwrap());
-        }
+        queue();
     });
     fill.wait().unwrap();
-    t.refresh(&stream).unwrap();
-    let got = first.to_vec().unwrap();
-    check_prefix(&host, &bad[..n / 2], &got);
-    assert!(got[n / 2 * WIDTH..].iter().all(|&v| v == POISON));
-    for (ids, out) in later.iter().zip(&outs) {
-        check(&host, ids, out);
-    }
 }
 
 /// The first rows of `got` (a gather's output) hold rows `ids` of `host`, bit for bit.
@@ -512,8 +520,8 @@ fn leaked_gathers_in_flight_each_read_their_own_staged_ids() {
 
 /// Large batches on a `Stream` (staged in parts, two and four, each part's copy noted by its
 /// gather kernel), their guards leaked, more of them than the tier's ring of staged ids: each
-/// gathers its own ids, whose pinned memory is written again only once the kernels that read
-/// its copy are done.
+/// gathers its own ids, whose memory is written again only once the kernels that read them
+/// are done.
 #[test]
 fn leaked_large_gathers_staged_in_parts_each_read_their_own_ids() {
     let gpu = gpu();
@@ -527,29 +535,13 @@ fn leaked_large_gathers_staged_in_parts_each_read_their_own_ids() {
         let batches: Vec<Vec<u32>> = (0..7).map(|_| batch(&mut r, &hot, rows, 40_000)).collect();
         let mut outs: Vec<DeviceBuffer<f32>> =
             batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
-        // The first gathers wait on the stream behind a gated kernel, opened 300 ms later:
-        // the later gathers, which reuse the first ones' pinned memory, must wait for them.
-        let gate = gpu.signals(1).unwrap();
-        let mut blocker = gpu.alloc_zeroed::<u32>(64).unwrap();
-        let fill = gated_fill_within(
-            &stream,
-            Grid::cover(64),
-            5_000_000_000,
-            1,
-            &gate,
-            &mut blocker,
-        )
-        .unwrap();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(std::time::Duration::from_millis(300));
-                gate.store(0, 1);
-            });
+        // The first gathers wait on the stream behind a gated kernel: the later gathers,
+        // which reuse the first ones' memory for their ids, must wait for them.
+        behind_a_gate(&gpu, &stream, || {
             for (ids, out) in batches.iter().zip(outs.iter_mut()) {
                 std::mem::forget(t.gather(&stream, ids, out).unwrap());
             }
         });
-        fill.wait().unwrap();
         t.refresh(&stream).unwrap();
         for (ids, out) in batches.iter().zip(&outs) {
             check(&host, ids, out);
