@@ -292,10 +292,10 @@ fn copy_max_scalar(dst: &mut [u32], ids: &[u32]) -> u32 {
 
 /// Copy `ids` into `dst` (as long) and give the largest id (0 for none). On x86-64 the
 /// copy's stores go around the caches (SSE2's streaming stores, SSE2 being part of every
-/// x86-64 CPU): `dst` is pinned memory the GPU's copy engine reads next, so caching it only
-/// makes each store first read the line it fills, and a batch's ids (256 KiB for 65,536)
-/// came from memory at a few GB/s on one core of the hosts measured. On a 2-core machine
-/// this took the pass over cold ids from 31–46 µs to 23–29 µs a batch.
+/// x86-64 CPU): `dst` is mapped memory the GPU's kernels read next over the link, so caching
+/// it only makes each store first read the line it fills, and a batch's ids (256 KiB for
+/// 65,536) came from memory at a few GB/s on one core of the hosts measured. On a 2-core
+/// machine this took the pass over cold ids from 31–46 µs to 23–29 µs a batch.
 #[cfg(target_arch = "x86_64")]
 fn copy_max(dst: &mut [u32], ids: &[u32]) -> u32 {
     use std::arch::x86_64::{
@@ -333,8 +333,8 @@ fn copy_max(dst: &mut [u32], ids: &[u32]) -> u32 {
             }
         }
     }
-    // The streaming stores are ordered before every later store of this thread (the copy
-    // queued next, which reads `dst`, is started by one), and before the caller's reads.
+    // The streaming stores are ordered before every later store of this thread (the kernel
+    // launch that reads `dst` next is started by one), and before the caller's reads.
     // SAFETY: SSE is part of every x86-64 CPU (this target's baseline).
     unsafe { _mm_sfence() };
     for top in tops {
@@ -1145,9 +1145,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 ids.len()
             )));
         }
-        // The copy into this buffer follows the gather that read it IDS_IN_FLIGHT batches ago
-        // (on the GPU: by the stream, or an event where that gather ran on another one); the
-        // host waits only for the copy that last read the pinned memory.
+        // The ids go into the ring slot the gather IDS_IN_FLIGHT batches ago used: its
+        // `reserve` waits, on the host, for the kernels that read them.
         let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
         let n = ids.len();
         let parts = self.parts(queue, n);
