@@ -43,7 +43,7 @@ struct HostZero<'l> {
     bytes: usize,
 }
 
-/// The elements `range` of device memory `a` (of `T`), clamped to its length.
+/// The elements `range` of memory `a` (of `T`: device or mapped), clamped to its length.
 fn sub_range<T>(mut a: ArgRef<'_>, range: std::ops::Range<usize>) -> ArgRef<'_> {
     let size = std::mem::size_of::<T>();
     let start = range.start.min(a.len);
@@ -161,11 +161,7 @@ impl<'l> Launch<'l> {
     /// Pass the first `n` elements of mapped host memory (all of them if it has fewer) for a
     /// `#[mapped] &[T]` argument, as [`Launch::device_prefix`] does for device memory.
     pub(crate) fn mapped_prefix<T: DeviceCopy>(&mut self, b: &'l impl MappedArg<T>, n: usize) {
-        let mut a = b.__arg();
-        a.len = a.len.min(n);
-        a.bytes = a.len * std::mem::size_of::<T>();
-        let what = "read in place over the link, no copy";
-        self.in_place(a, Access::Shared, "mapped", what);
+        self.mapped_range(b, 0..n);
     }
 
     /// Pass the elements `range` of mapped host memory (clamped to its length) for a
