@@ -456,6 +456,11 @@ pub(crate) trait StreamOps {
     /// more, so a failed wait returns too.
     fn wait_point(&self, point: &Point);
 
+    /// Wait for the work queued on `stream` before `point` (a point of `stream`), not for
+    /// what was queued after it; the first failure of that work, as [`StreamOps::sync`]
+    /// reports it (a failure of later work is left to the next synchronise).
+    fn sync_point(&self, stream: StreamId, point: &Point, kernel: Option<&str>) -> Result<()>;
+
     /// Whether `point` is reached; a context lost to a fault runs nothing any more, so its
     /// points count as reached. Never blocks.
     fn point_reached(&self, point: &Point) -> bool;

@@ -1081,10 +1081,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// queued after it, copies them from `out` into slots granted to them and names those
     /// slots in the slot table (the gathers queued after it read these rows from device
     /// memory; [`stats`](HotTier::stats) counts them as hits once a refresh has settled
-    /// them); the guard is that kernel's (queuing it waits for the gather on a [`Gpu`] or a
-    /// [`Stream`](crate::Stream)). The guard keeps `out` borrowed until both are done; in a
-    /// [`Scope`](crate::Scope), dropping or detaching it leaves them queued, and more gathers
-    /// may follow at once (a refresh waits for them: it reads the rows they missed). The ids
+    /// them). The guard is the gather's: waiting for it (or dropping it) waits for the gather
+    /// alone, and the capture runs on while the caller goes on; the next gather on the same
+    /// stream follows it, host writes and frees of `out` wait for it (leaked guards' too),
+    /// and a failure of it is reported by the next synchronise of the stream. Where host
+    /// threads gather a share of the rows ([`host_gathers`](HotTier::host_gathers)), the
+    /// guard is the last kernel's. The guard keeps `out` borrowed; in a
+    /// [`Scope`](crate::Scope), dropping or detaching it leaves the kernels queued, and more
+    /// gathers may follow at once (a refresh waits for them: it reads the rows they missed). The ids
     /// go into mapped memory the kernels read in place, a ring of four batches': queuing a
     /// gather also waits (on the host) for the kernels of the gather queued four batches
     /// earlier, whose memory it reuses.
@@ -1289,12 +1293,14 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             count();
             return Ok(pending);
         }
-        let gathered = queue_gather!(last, batch_ids)?;
+        // Its borrows end here: the capture reads `out` too, and the guard goes back to the
+        // caller only after it is queued, under the borrows of this call.
+        let mut gathered = Some(queue_gather!(last, batch_ids)?.ends_at_own_point::<'a>());
         if marked > 0 {
             // While the GPU gathers the other rows, the host's threads gather these into
             // `stage` (which the gather does not use; writing it waits for the last scatter).
             copy_rows(table, ids, &stage_pos[..marked], &mut stage[..], *width);
-            drop(gathered);
+            drop(gathered.take());
             let scatter = Scatter {
                 units: *units,
                 n,
@@ -1307,10 +1313,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 return Ok(pending);
             }
             drop(scatter.queue(queue, stage_pos, stage, &mut *out)?);
-        } else {
-            // Queued after the gather on its stream, ordered by it and by the buffers' uses.
-            gathered.leave_queued();
         }
+        // Queued after the gather on its stream, ordered by it and by the buffers' uses.
         let mut l = Launch::new(queue, &HOT_CAPTURE, Grid::cover(threads))?;
         l.scalar(&(*units as u64));
         l.scalar(&(*capacity as u64));
@@ -1322,10 +1326,18 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         l.device(&*out);
         l.device_mut(tier);
         l.device_mut(slots);
-        let pending = l.submit()?;
+        let captured = l.submit()?;
         live.captured = all_captured;
         count();
-        Ok(pending)
+        let Some(gathered) = gathered else {
+            return Ok(captured);
+        };
+        // The caller waits for the gather alone: the capture only moves rows `out` holds
+        // into the tier for later batches, which its uses of the buffers order it before
+        // (the next gather on this stream follows it; host writes and frees of `out`, the
+        // tier, the slot table and the ids wait for it, leaked guards' too).
+        captured.leave_queued();
+        Ok(gathered)
     }
 
     /// The parts a batch of `n` ids is staged in: where the caller waits for each batch (on
@@ -3077,6 +3089,68 @@ mod tests {
         }
         t.refresh(&gpu).unwrap();
         assert_tables_agree(&mut t);
+    }
+
+    /// The guard of a gather whose misses are captured waits for the gather alone: `wait`
+    /// returns while the capture into the tier is held at a gate, a host write of `out`
+    /// (on another stream than the gather's) then waits for the capture, which reads `out`,
+    /// and the rows the capture moved into the tier are the gathered ones.
+    #[test]
+    fn a_gathers_wait_ends_before_its_capture_and_a_write_of_out_waits_for_it() {
+        use crate::own_kernels::capture_gate;
+        use std::sync::atomic::AtomicBool;
+        let gpu = Gpu::simulator();
+        let stream = gpu.stream().unwrap();
+        let (rows, width) = (64usize, 4usize);
+        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let mut t = gpu
+            .hot_tier(table, width, rows * 4 + 4 * width * 4)
+            .unwrap();
+        let ids: Vec<u32> = (0..200).map(|i| 10 + (i % 10)).collect();
+        let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+        let held = capture_gate::hold(t.tier.device_ptr());
+        let (waited, written) = (AtomicBool::new(false), AtomicBool::new(false));
+        std::thread::scope(|s| {
+            let worker = s.spawn(|| {
+                t.gather(&stream, &ids, &mut out).unwrap().wait().unwrap();
+                waited.store(true, Ordering::SeqCst);
+                out.copy_from(&vec![-1.0; ids.len() * width]).unwrap();
+                written.store(true, Ordering::SeqCst);
+            });
+            let started = std::time::Instant::now();
+            while !waited.load(Ordering::SeqCst) && started.elapsed().as_secs() < 10 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            let returned = waited.load(Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let early = written.load(Ordering::SeqCst);
+            drop(held);
+            worker.join().unwrap();
+            assert!(returned, "the gather's wait waited for its capture");
+            assert!(
+                !early,
+                "a write of `out` did not wait for the capture reading it"
+            );
+        });
+        let device = t.slots.to_vec().unwrap();
+        let named: Vec<usize> = (0..rows).filter(|&id| device[id] != NOT_RESIDENT).collect();
+        assert_eq!(named.len(), 4, "{named:?}");
+        let tier = t.tier.to_vec().unwrap();
+        for &id in &named {
+            let slot = device[id] as usize;
+            assert_eq!(tier[slot * width..][..width], host[id * width..][..width]);
+        }
+        // The next gather, on the same stream, reads them from the tier.
+        let mut again = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+        t.gather(&stream, &ids, &mut again).unwrap().wait().unwrap();
+        let got = again.to_vec().unwrap();
+        for (b, &id) in ids.iter().enumerate() {
+            assert_eq!(
+                got[b * width..][..width],
+                host[id as usize * width..][..width]
+            );
+        }
     }
 
     /// When a gather's capture was not queued, the refresh copies the logged rows from the

@@ -1042,6 +1042,8 @@ unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
         slots,
         slots_len,
     ] = v;
+    #[cfg(test)]
+    capture_gate::pass(tier);
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || log_n_len == 0 {
         return;
@@ -1195,5 +1197,46 @@ mod tests {
             buckets.iter().all(|&b| (850..1200).contains(&b)),
             "{buckets:?}"
         );
+    }
+}
+
+/// A gate the simulated [`HOT_CAPTURE`] of one tier waits at, for tests that need a capture
+/// still running when the host goes on.
+#[cfg(test)]
+pub(crate) mod capture_gate {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Condvar, Mutex};
+
+    /// The device address of the tier whose captures wait, while one is held (0: none).
+    static HELD: AtomicU64 = AtomicU64::new(0);
+    static OPENED: (Mutex<()>, Condvar) = (Mutex::new(()), Condvar::new());
+
+    /// Until the guard is dropped, the simulated captures into the tier at device address
+    /// `tier` wait.
+    pub(crate) fn hold(tier: u64) -> Held {
+        HELD.store(tier, Ordering::SeqCst);
+        Held
+    }
+
+    /// The gate of [`hold`]: open once dropped.
+    pub(crate) struct Held;
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            let _g = OPENED.0.lock().expect("poisoned");
+            HELD.store(0, Ordering::SeqCst);
+            OPENED.1.notify_all();
+        }
+    }
+
+    /// Wait while the captures into `tier` are held.
+    pub(super) fn pass(tier: u64) {
+        if HELD.load(Ordering::SeqCst) != tier {
+            return;
+        }
+        let mut g = OPENED.0.lock().expect("poisoned");
+        while HELD.load(Ordering::SeqCst) == tier {
+            g = OPENED.1.wait(g).expect("poisoned");
+        }
     }
 }

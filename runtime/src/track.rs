@@ -179,6 +179,12 @@ impl Completion {
         self.done.load(Ordering::Acquire)
     }
 
+    /// The point this work ends at on `stream`, where it recorded one.
+    pub(crate) fn point_on(&self, stream: StreamId) -> Option<&Point> {
+        let i = self.streams.iter().position(|&s| s == stream)?;
+        self.points.get(i)
+    }
+
     /// Whether all of the work is on `stream` alone: work queued on `stream` later runs after
     /// it, with no wait needed.
     fn only_on(&self, stream: StreamId) -> bool {

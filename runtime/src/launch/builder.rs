@@ -462,6 +462,7 @@ impl<'l> Launch<'l> {
                 scoped: false,
                 leases: Vec::new(),
                 completion: None,
+                own_point: false,
                 _borrows: PhantomData,
             });
         }
@@ -484,6 +485,7 @@ impl<'l> Launch<'l> {
             scoped,
             leases,
             completion: Some(completion),
+            own_point: false,
             _borrows: PhantomData,
         })
     }

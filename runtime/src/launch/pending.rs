@@ -29,6 +29,8 @@ pub struct Pending<'l> {
     /// Where the streams will be once the launch is done; noted on every buffer it uses.
     /// `None` for a launch recorded into a graph.
     pub(super) completion: Option<Arc<Completion>>,
+    /// Waits end at the work's own point on its stream, not after what was queued after it.
+    pub(super) own_point: bool,
     pub(super) _borrows: PhantomData<&'l mut ()>,
 }
 
@@ -69,6 +71,7 @@ impl Pending<'_> {
             scoped,
             leases: Vec::new(),
             completion: Some(completion),
+            own_point: false,
             gpu: gpu.clone(),
             _borrows: PhantomData,
         }
@@ -85,9 +88,56 @@ impl Pending<'_> {
             // Launches a scope queues after this point must not count as done by this wait.
             c.seal();
         }
-        let r = self.gpu.sync(self.stream, Some(self.kernel));
+        let r = self.sync();
         self.release();
         r
+    }
+
+    /// Wait for the work: the stream, or (see [`Pending::ends_at_own_point`]) the work's own
+    /// point on it; the failure found.
+    fn sync(&self) -> Result<()> {
+        if self.own_point
+            && let Some(p) = self
+                .completion
+                .as_ref()
+                .and_then(|c| c.point_on(self.stream))
+        {
+            self.gpu.bind()?;
+            return self.gpu.ops().sync_point(self.stream, p, Some(self.kernel));
+        }
+        self.gpu.sync(self.stream, Some(self.kernel))
+    }
+
+    /// Have the guard's waits (`wait`, and dropping it) end once this work is done, not once
+    /// the work the runtime queues after it on the same stream is: for work followed by more
+    /// of the runtime's own, left queued ([`Pending::leave_queued`]), which the caller need
+    /// not wait for. Sound as leaving that work queued is: the buffers it uses recorded it.
+    /// A failure of the work after it is left to the next synchronise of the stream.
+    pub(crate) fn ends_at_own_point<'b>(mut self) -> Pending<'b> {
+        self.own_point = true;
+        self.unborrow()
+    }
+
+    /// The same guard, holding borrows for `'b` instead: for the runtime, which queues more
+    /// work on the same buffers before handing the guard back under the caller's borrows.
+    /// Sound as leaking the guard is (every buffer the work uses recorded it, so host accesses
+    /// and frees wait for it): the borrows keep the caller from waiting twice, not memory
+    /// from being freed under the work.
+    fn unborrow<'b>(mut self) -> Pending<'b> {
+        let moved = Pending {
+            gpu: self.gpu.clone(),
+            stream: self.stream,
+            kernel: self.kernel,
+            done: self.done,
+            scoped: self.scoped,
+            leases: std::mem::take(&mut self.leases),
+            completion: self.completion.take(),
+            own_point: self.own_point,
+            _borrows: PhantomData,
+        };
+        // This guard now holds nothing to wait for.
+        self.done = true;
+        moved
     }
 
     /// In a [`Scope`](crate::Scope), leave the work (a launch, copy or graph replay) queued
@@ -136,7 +186,7 @@ impl Drop for Pending<'_> {
         if self.done || self.scoped {
             return;
         }
-        if let Err(e) = self.gpu.sync(self.stream, Some(self.kernel)) {
+        if let Err(e) = self.sync() {
             // Nobody asked for the outcome: keep the failure for the next synchronise of the
             // stream (a GPU fault also loses the context, which every later call reports).
             tracing::warn!(error = %e, "a dropped launch guard found its stream failed");

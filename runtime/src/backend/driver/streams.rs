@@ -131,6 +131,16 @@ impl StreamOps for Driver {
         }
     }
 
+    fn sync_point(&self, _stream: StreamId, point: &Point, kernel: Option<&str>) -> Result<()> {
+        let ev = point_event(point);
+        let _section = self.section()?;
+        // SAFETY: `ev` is an event of this (current) context, alive while `point` is.
+        let r = unsafe { result::event::synchronize(ev) };
+        // A failure after work was queued is a fault, sticky to the context: the event's
+        // synchronise reports it as the stream's would.
+        self.check("cuEventSynchronize", r, kernel)
+    }
+
     fn point_reached(&self, point: &Point) -> bool {
         let ev = point_event(point);
         let Ok(_section) = self.enter() else {

@@ -80,6 +80,15 @@ impl StreamOps for Simulator {
         stream.wait_until(position);
     }
 
+    fn sync_point(&self, stream: StreamId, point: &Point, _kernel: Option<&str>) -> Result<()> {
+        let (s, position) = sim_point(point);
+        s.wait_until(position);
+        match self.index(stream) {
+            Some(i) => self.streams.fault.report(i, position),
+            None => self.stream(stream).map(|_| ()),
+        }
+    }
+
     fn point_reached(&self, point: &Point) -> bool {
         let (stream, position) = sim_point(point);
         stream.reached(position)

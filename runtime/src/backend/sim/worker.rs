@@ -64,7 +64,7 @@ impl SimFault {
     /// The error for a wait that covered the first `position` jobs of `stream`: the failure
     /// itself if it happened there and nobody took it yet, else [`Error::ContextLost`] naming
     /// it; `Ok` while the context is healthy.
-    fn report(&self, stream: usize, position: u64) -> Result<()> {
+    pub(crate) fn report(&self, stream: usize, position: u64) -> Result<()> {
         let mut g = self.failure.lock().expect("poisoned");
         let Some(f) = &mut *g else {
             return Ok(());
