@@ -47,6 +47,9 @@ use berth_device::DeviceCopy;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+mod stagers;
+use stagers::Stagers;
+
 /// Entries of the miss log at most (4 MiB).
 const LOG_MAX: usize = 1 << 20;
 
@@ -62,6 +65,12 @@ const MAX_STAGING_PARTS: usize = 8;
 
 /// The parts a large batch is staged in by default ([`HotTier::staging_parts`]).
 const DEFAULT_PARTS: usize = 2;
+
+/// The most threads that stage a part together ([`HotTier::staging_threads`]).
+const MAX_STAGING_THREADS: usize = 8;
+
+/// The threads that stage a part together by default ([`HotTier::staging_threads`]).
+const DEFAULT_STAGING_THREADS: usize = 1;
 
 /// The fewest counted ids a gather hands to the counting thread: fewer wait in `deferred`
 /// for the next gathers' (a refresh, or `count`, takes them all), so that the thread and the
@@ -257,22 +266,20 @@ impl Sample {
 
 /// Copy `ids` into `dst` (as long), push the ids `sample` picks onto `picked`, and give the
 /// position of the first id that is not below `rows`, if any. Every gather checks all its
-/// ids as it stages them: one pass that copies and checks together (no early exit), then the
-/// ids it counts picked from the source, still in the host's caches from that pass, then,
-/// only where one is out of range, the search for the first.
+/// ids as it stages them: one pass that copies and checks together (no early exit; on the
+/// calling thread and up to `helpers` of `stagers`' threads, each a share), the ids it
+/// counts picked from each share as it is done, still in the caches of the core that copied
+/// it, then, only where one is out of range, the search for the first.
 fn copy_checked(
     dst: &mut [u32],
     ids: &[u32],
     rows: usize,
     sample: Option<Sample>,
     picked: &mut Vec<u32>,
+    stagers: &Stagers,
+    helpers: usize,
 ) -> Option<usize> {
-    let max = copy_max(dst, ids);
-    if let Some(Sample { first, every }) = sample {
-        picked.extend(ids.iter().skip(first).step_by(every));
-    }
-    // On this thread: the host's threads together (rayon) took longer for a batch of 65,536
-    // ids, waking them included.
+    let max = stagers.stage(helpers, dst, ids, sample, picked);
     let rows = u32::try_from(rows).ok()?;
     if !ids.is_empty() && max >= rows {
         ids.iter().position(|&id| id >= rows)
@@ -531,6 +538,7 @@ impl BatchIds {
         rows: usize,
         sample: Option<Sample>,
         picked: &mut Vec<u32>,
+        (stagers, helpers): (&Stagers, usize),
     ) -> Option<usize> {
         assert!(range.end <= self.host.len() && range.end <= ids.len());
         let sample = sample.map(|s| s.from(range.start));
@@ -544,7 +552,7 @@ impl BatchIds {
         // reference to them is live (launches take addresses), and `&mut self` keeps other
         // host access out.
         let dst = unsafe { std::slice::from_raw_parts_mut(at.add(start), range.len()) };
-        copy_checked(dst, &ids[range], rows, sample, picked).map(|p| start + p)
+        copy_checked(dst, &ids[range], rows, sample, picked, stagers, helpers).map(|p| start + p)
     }
 }
 
@@ -826,6 +834,10 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// The most parts a large batch on a `Gpu` or `Stream` is staged in
     /// ([`HotTier::staging_parts`]).
     parts: usize,
+    /// The threads that stage each part, the gathering thread included
+    /// ([`HotTier::staging_threads`]), and the helpers among them.
+    staging_threads: usize,
+    stagers: Stagers,
     /// The thread that adds the gathers' counted ids to the policy's counts, off the thread
     /// that queues the gathers (`None` where none could be started: the gathers count).
     counter: Option<Counter>,
@@ -977,6 +989,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             picked: Vec::new(),
             hand_over_ids: HAND_OVER_IDS,
             parts: DEFAULT_PARTS,
+            staging_threads: DEFAULT_STAGING_THREADS,
+            stagers: Stagers::default(),
             counter: if capacity == 0 {
                 None
             } else {
@@ -1166,6 +1180,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let sample = (self.capacity > 0).then(|| Sample::of_batch(batch, self.count_every));
         self.picked.clear();
         let rows = self.rows;
+        self.stagers.ensure(self.staging_threads - 1);
+        let helpers = (&self.stagers, self.staging_threads - 1);
         let out_of_range = |position: usize| Error::IdOutOfRange {
             batch,
             position,
@@ -1173,7 +1189,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             rows,
         };
         if let Some(position) =
-            self.ids[ring].write_checked(ids, part(0), rows, sample, &mut self.picked)
+            self.ids[ring].write_checked(ids, part(0), rows, sample, &mut self.picked, helpers)
         {
             return Err(out_of_range(position));
         }
@@ -1213,6 +1229,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             picked,
             hand_over_ids,
             stats,
+            stagers,
+            staging_threads,
             ..
         } = self;
         let gather = Gather {
@@ -1260,7 +1278,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             // the next kernels following it on its stream.
             queue_gather!(part(k - 1), &batch_ids.host)?.leave_queued();
             let started = std::time::Instant::now();
-            if let Some(position) = batch_ids.write_checked(ids, part(k), rows, sample, picked) {
+            let helpers = (&*stagers, *staging_threads - 1);
+            if let Some(position) =
+                batch_ids.write_checked(ids, part(k), rows, sample, picked, helpers)
+            {
                 return Err(out_of_range(position));
             }
             stats.staging += started.elapsed();
@@ -1525,6 +1546,37 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// The most parts a large batch is staged in ([`staging_parts`](HotTier::staging_parts)).
     pub fn max_staging_parts(&self) -> usize {
         self.parts
+    }
+
+    /// The threads that stage each part of a batch together: the gathering thread and
+    /// `threads − 1` helpers of the tier's (1 by default: the gathering thread alone; at
+    /// most 8, more is taken as 8; each thread's share at least 4,096 ids, so smaller parts
+    /// use fewer). Staging is a pass over memory, the caller's ids read and the tier's
+    /// mapped memory written, and one core moves only a few GB/s: with helpers, each stages
+    /// a share of every part at once. A helper spins for the next share for 2 ms after each
+    /// one, then sleeps until the next gather wakes it (waking takes about as long as a
+    /// share takes to stage): while batches come back to back, each helper keeps a core
+    /// busy. The helpers start at the first gather that uses them and end with the tier.
+    ///
+    /// ```
+    /// # use berth_runtime::Gpu;
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = Gpu::new_or_simulator()?;
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?;
+    /// let mut tier = gpu.hot_tier(table, 4, 1 << 10)?;
+    /// tier.staging_threads(3); // the gathering thread and two helpers
+    /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
+    /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn staging_threads(&mut self, threads: usize) {
+        self.staging_threads = threads.clamp(1, MAX_STAGING_THREADS);
+    }
+
+    /// The threads that stage each part ([`staging_threads`](HotTier::staging_threads)).
+    pub fn max_staging_threads(&self) -> usize {
+        self.staging_threads
     }
 
     /// Keep up to `rows` slots free for the miss log at each refresh (at most the log's
@@ -3372,18 +3424,38 @@ mod tests {
         // Even rows resident.
         let bits = vec![0x5555_5555_5555_5555u64; 1 << 10];
         let ids: Vec<u32> = (0..65_536u32).map(|i| (i * 7919) % 65_536).collect();
-        for (every, batch) in [(1, 0), (16, 3), (64, 5), (16, 1 << 20), (7, 9)] {
+        let mut stagers = Stagers::default();
+        stagers.ensure(3);
+        for (every, batch, helpers) in [
+            (1, 0, 0),
+            (16, 3, 0),
+            (64, 5, 0),
+            (16, 1 << 20, 0),
+            (7, 9, 0),
+            (1, 0, 3),
+            (16, 3, 1),
+            (64, 5, 2),
+            (7, 9, 3),
+        ] {
             let (mut dst, mut picked) = (vec![0u32; ids.len()], vec![99]);
             picked.clear();
             let sample = Sample::of_batch(batch, every);
             assert_eq!(
-                copy_checked(&mut dst, &ids, 1 << 16, Some(sample), &mut picked),
+                copy_checked(
+                    &mut dst,
+                    &ids,
+                    1 << 16,
+                    Some(sample),
+                    &mut picked,
+                    &stagers,
+                    helpers
+                ),
                 None
             );
             assert_eq!(dst, ids);
             let first = (batch % every as u64) as usize;
             let want: Vec<u32> = ids[first..].iter().copied().step_by(every).collect();
-            assert_eq!(picked, want, "every {every}");
+            assert_eq!(picked, want, "every {every}, {helpers} helpers");
             let mut added = Vec::new();
             let (counted, looked, hits) = count_ids(&bits, &picked, |p| added.extend_from_slice(p));
             assert_eq!(added, want, "every {every}");
@@ -3406,6 +3478,8 @@ mod tests {
             1 << 16,
             Some(Sample::of_batch(2, 4)),
             &mut picked,
+            &stagers,
+            0,
         );
         let (counted, looked, hits) = count_ids(&bits, &picked, |_| {});
         assert_eq!((counted, looked), (1000, 1000));
@@ -3423,6 +3497,8 @@ mod tests {
             1 << 16,
             Some(Sample::of_batch(5, 8)),
             &mut picked,
+            &stagers,
+            3,
         );
         assert!(picked.is_empty());
     }
@@ -3465,22 +3541,37 @@ mod tests {
 
     #[test]
     fn the_first_id_out_of_range_is_found_wherever_it_is() {
-        // The copy is whole whatever the check finds.
-        fn first_checked(ids: &[u32], rows: usize) -> Option<usize> {
+        // The copy is whole whatever the check finds, on the calling thread alone or with
+        // helpers staging shares of it (an id out of range in any share).
+        let mut stagers = Stagers::default();
+        stagers.ensure(3);
+        let first_checked = |ids: &[u32], rows: usize| -> Option<usize> {
             let mut dst = vec![7u32; ids.len()];
-            let first = copy_checked(&mut dst, ids, rows, None, &mut Vec::new());
+            let first = copy_checked(&mut dst, ids, rows, None, &mut Vec::new(), &stagers, 0);
             assert_eq!(dst, ids);
-            // Picking ids to count changes neither the copy nor the check.
-            let (mut again, mut picked) = (vec![7u32; ids.len()], Vec::new());
-            let sample = Some(Sample::of_batch(3, 16));
-            assert_eq!(
-                copy_checked(&mut again, ids, rows, sample, &mut picked),
-                first
-            );
-            assert_eq!(again, ids);
-            assert_eq!(picked.len(), ids.len().saturating_sub(3).div_ceil(16));
+            // Picking ids to count, and helpers, change neither the copy nor the check.
+            for helpers in [0, 1, 3] {
+                let (mut again, mut picked) = (vec![7u32; ids.len()], Vec::new());
+                let sample = Some(Sample::of_batch(3, 16));
+                assert_eq!(
+                    copy_checked(
+                        &mut again,
+                        ids,
+                        rows,
+                        sample,
+                        &mut picked,
+                        &stagers,
+                        helpers
+                    ),
+                    first,
+                    "{helpers} helpers"
+                );
+                assert_eq!(again, ids);
+                let want: Vec<u32> = ids.iter().copied().skip(3).step_by(16).collect();
+                assert_eq!(picked, want, "{helpers} helpers");
+            }
             first
-        }
+        };
         let mut ids: Vec<u32> = (0..100_000).map(|i| i % 100).collect();
         assert_eq!(first_checked(&ids, 100), None);
         assert_eq!(first_checked(&ids, 99), Some(99));

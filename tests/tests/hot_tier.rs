@@ -212,7 +212,8 @@ impl std::io::Write for Log {
     }
 }
 
-/// A large batch on a `Gpu` is staged in parts (two by default, three here too), each part's
+/// A large batch on a `Gpu` is staged in parts (two by default, three here too; each part
+/// by the gathering thread alone, or with two helpers staging shares of it), each part's
 /// kernel queued before the next part is checked: rows right (read from the tier, in place,
 /// and captured), every sampled id counted once across the parts; an id out of range in a
 /// later part is named with its position in the batch, leaves the parts before it gathered and
@@ -221,9 +222,11 @@ impl std::io::Write for Log {
 fn large_batches_staged_in_parts_gather_right_and_name_an_id_out_of_range_in_any() {
     let gpu = gpu();
     let (rows, n) = (50_000, 30_000);
-    for parts in [2, 3] {
+    // Each part staged by the gathering thread alone, or with helpers taking shares of it.
+    for (parts, threads) in [(2, 1), (3, 1), (2, 3)] {
         let (mut t, host) = tier(&gpu, rows, 4_000);
         t.staging_parts(parts);
+        t.staging_threads(threads);
         t.count_every(std::num::NonZeroUsize::new(3).unwrap());
         let mut r = rng();
         let mut perm: Vec<u32> = (0..rows as u32).collect();

@@ -48,7 +48,8 @@
 #   features_anchor.py (PyTorch's CPU gather into pinned
 #   memory a batch at a time and overlapped with the copies, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them,
-#   BERTH_FEATURES_PARTS the most parts a batch is staged in; a
+#   BERTH_FEATURES_PARTS the most parts a batch is staged in, BERTH_FEATURES_THREADS the
+#   threads that stage each part; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then a drifting hot set (s = 1.0, 192 timed
 #   batches, all the ranks or a tenth of them moved to other rows every 64, and all of them
 #   with 1 Mi slots kept free for the miss log; BERTH_FEATURES_DRIFT=0 skips it); then
@@ -596,6 +597,8 @@ if [[ $mode == features ]]; then
   # The most parts a batch is staged in (the tier's default where unset).
   parts=()
   [[ -n ${BERTH_FEATURES_PARTS:-} ]] && parts=(--staging-parts "$BERTH_FEATURES_PARTS")
+  # The threads that stage each part (the tier's default where unset).
+  [[ -n ${BERTH_FEATURES_THREADS:-} ]] && parts+=(--staging-threads "$BERTH_FEATURES_THREADS")
   # Free physically contiguous memory by order (order 9: 2 MiB) before the 64 GiB table is
   # allocated: unified memory kept on the host is mapped for the GPU in 2 MiB pages only where
   # its 2 MiB chunks could be allocated whole.

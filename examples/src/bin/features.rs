@@ -101,6 +101,10 @@ struct Args {
     /// default where not given)
     #[arg(long)]
     staging_parts: Option<usize>,
+    /// Stage each part on this many threads, the gathering thread and helpers
+    /// (`HotTier::staging_threads`; the tier's default where not given)
+    #[arg(long)]
+    staging_threads: Option<usize>,
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
@@ -574,6 +578,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     } else if let Some(parts) = args.staging_parts {
         tier.staging_parts(parts);
     }
+    if let Some(threads) = args.staging_threads {
+        tier.staging_threads(threads);
+    }
     tier.keep_free(args.keep_free);
     tier.host_gathers(args.host_share);
     println!(
@@ -823,6 +830,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "ok": bad == 0,
         });
         let mut line = line;
+        line["staging_threads"] = tier.max_staging_threads().into();
         if let Some(q) = &queued {
             line["queued_s"] = q.seconds.into();
             line["queued_mrows_s"] = (n / q.seconds / 1e6).into();

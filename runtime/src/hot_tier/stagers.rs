@@ -1,0 +1,258 @@
+//! Threads that check and write a share of each part of a batch's ids beside the gathering
+//! thread ([`HotTier::staging_threads`](super::HotTier::staging_threads)).
+//!
+//! Staging a batch is a pass over memory: the caller's ids read, the tier's mapped memory
+//! written. One core moves a few GB/s each way, so that pass is most of the host's part of a
+//! gather; the cores of a host together move several times more. A waiting thread takes
+//! microseconds to wake, about as long as its share of a part takes to stage, so each helper
+//! spins while gathers come (for [`SPIN`] after its last share), then sleeps until the next.
+
+use super::{Sample, copy_max};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a helper spins for the next share after finishing one, before it sleeps: longer
+/// than the time between two gathers of a loop that gathers without pause.
+pub(super) const SPIN: Duration = Duration::from_millis(2);
+
+/// The fewest ids a helper's share of a part holds: a smaller part is staged by fewer
+/// threads.
+pub(super) const SHARE_IDS: usize = 1 << 12;
+
+/// One helper's share of a part: the ids at `src` (`len` of them) to copy to `dst`, picking
+/// those `sample` counts.
+#[derive(Clone, Copy)]
+struct Share {
+    src: *const u32,
+    dst: *mut u32,
+    len: usize,
+    sample: Option<Sample>,
+}
+
+// SAFETY: a share names memory its poster keeps borrowed (the ids shared, the destination
+// exclusively, disjoint from every other share's) until the helper says it is done
+// ([`Stagers::stage`] waits for that, also when it unwinds).
+unsafe impl Send for Share {}
+
+/// What a helper and the thread that posts its shares hold in common.
+struct Slot {
+    /// The number of the last share posted, and of the last one done.
+    posted: AtomicU64,
+    done: AtomicU64,
+    share: Mutex<Option<Share>>,
+    /// The largest id of the last share done, and the ids it picked.
+    max: AtomicU32,
+    picked: Mutex<Vec<u32>>,
+    /// The helper sleeps (waits on `wake`, holding nothing).
+    asleep: AtomicBool,
+    lock: Mutex<()>,
+    wake: Condvar,
+    stop: AtomicBool,
+}
+
+impl Slot {
+    /// Run shares as they are posted until told to stop.
+    fn serve(&self) {
+        let mut seen = 0u64;
+        loop {
+            let mut since = Instant::now();
+            let mut spins = 0u32;
+            loop {
+                if self.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                if self.posted.load(Ordering::Acquire) != seen {
+                    break;
+                }
+                spins = spins.wrapping_add(1);
+                if spins.is_multiple_of(64) && since.elapsed() > SPIN {
+                    let mut g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+                    self.asleep.store(true, Ordering::SeqCst);
+                    while self.posted.load(Ordering::SeqCst) == seen
+                        && !self.stop.load(Ordering::SeqCst)
+                    {
+                        g = self.wake.wait(g).unwrap_or_else(PoisonError::into_inner);
+                    }
+                    self.asleep.store(false, Ordering::SeqCst);
+                    since = Instant::now();
+                }
+                std::hint::spin_loop();
+            }
+            seen = self.posted.load(Ordering::Acquire);
+            let share = self
+                .share
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            // A share that panicked (none should) reports the largest id there is, so that
+            // its poster searches the ids itself for one out of range.
+            let mut max = u32::MAX;
+            if let Some(Share {
+                src,
+                dst,
+                len,
+                sample,
+            }) = share
+            {
+                // SAFETY: the poster keeps `len` ids at `src` borrowed, and `len` elements at
+                // `dst` exclusively (no other share, and not the poster's own, overlaps them),
+                // until `done` says this share is over (see `Share`'s `Send`).
+                let (src, dst) = unsafe {
+                    (
+                        std::slice::from_raw_parts(src, len),
+                        std::slice::from_raw_parts_mut(dst, len),
+                    )
+                };
+                let mut picked = self.picked.lock().unwrap_or_else(PoisonError::into_inner);
+                picked.clear();
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let max = copy_max(dst, src);
+                    if let Some(Sample { first, every }) = sample {
+                        picked.extend(src.iter().skip(first).step_by(every));
+                    }
+                    max
+                }));
+                max = run.unwrap_or(u32::MAX);
+            }
+            self.max.store(max, Ordering::Relaxed);
+            self.done.store(seen, Ordering::Release);
+        }
+    }
+
+    /// Post `share` to the helper, waking it if it sleeps.
+    fn post(&self, share: Share) {
+        *self.share.lock().unwrap_or_else(PoisonError::into_inner) = Some(share);
+        self.posted.fetch_add(1, Ordering::SeqCst);
+        if self.asleep.load(Ordering::SeqCst) {
+            let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Wait until the helper has done every share posted.
+    fn wait(&self) {
+        let posted = self.posted.load(Ordering::Acquire);
+        let mut spins = 0u32;
+        while self.done.load(Ordering::Acquire) != posted {
+            // A helper that is not running (more threads than cores) gets the core.
+            spins = spins.wrapping_add(1);
+            if spins.is_multiple_of(1024) {
+                std::thread::yield_now();
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// A tier's helpers.
+#[derive(Default)]
+pub(super) struct Stagers {
+    helpers: Vec<(Arc<Slot>, std::thread::JoinHandle<()>)>,
+}
+
+/// Waits, when dropped, for every share posted to `slots`: the memory the shares name stays
+/// borrowed until then, also when the caller unwinds.
+struct Joined<'s>(&'s [(Arc<Slot>, std::thread::JoinHandle<()>)]);
+
+impl Drop for Joined<'_> {
+    fn drop(&mut self) {
+        for (slot, _) in self.0 {
+            slot.wait();
+        }
+    }
+}
+
+impl Stagers {
+    /// Have `helpers` threads at hand (started where there are fewer; none stopped where
+    /// there are more, until the tier goes). Where one cannot be started, the ones started
+    /// do the work (said at `debug` level).
+    pub(super) fn ensure(&mut self, helpers: usize) {
+        while self.helpers.len() < helpers {
+            let slot = Arc::new(Slot {
+                posted: AtomicU64::new(0),
+                done: AtomicU64::new(0),
+                share: Mutex::new(None),
+                max: AtomicU32::new(0),
+                picked: Mutex::new(Vec::new()),
+                asleep: AtomicBool::new(false),
+                lock: Mutex::new(()),
+                wake: Condvar::new(),
+                stop: AtomicBool::new(false),
+            });
+            let served = slot.clone();
+            match std::thread::Builder::new()
+                .name(format!("berth-hot-stage-{}", self.helpers.len()))
+                .spawn(move || served.serve())
+            {
+                Ok(thread) => self.helpers.push((slot, thread)),
+                Err(e) => {
+                    tracing::debug!(error = %e, "hot tier: a staging thread could not start");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Copy `ids` into `dst` (as long), push the ids `sample` picks onto `picked` (in
+    /// `ids`' order), and give the largest id (0 for none): on the calling thread and up to
+    /// `helpers` of the tier's helpers, each a share of at least [`SHARE_IDS`] ids.
+    pub(super) fn stage(
+        &self,
+        helpers: usize,
+        dst: &mut [u32],
+        ids: &[u32],
+        sample: Option<Sample>,
+        picked: &mut Vec<u32>,
+    ) -> u32 {
+        let n = dst.len().min(ids.len());
+        let (dst, ids) = (&mut dst[..n], &ids[..n]);
+        let threads = (n / SHARE_IDS).clamp(1, helpers.min(self.helpers.len()) + 1);
+        debug_assert!(threads == 1 || n >= 16 * threads);
+        // The caller's share first, then each helper's, every one a multiple of 16 ids (the
+        // streaming copy's block) but the last.
+        let share = if threads == 1 {
+            n
+        } else {
+            (n / threads) / 16 * 16
+        };
+        let used = &self.helpers[..threads - 1];
+        let joined = Joined(used);
+        let (own_dst, mut rest_dst) = dst.split_at_mut(share.min(n));
+        for (k, (slot, _)) in used.iter().enumerate() {
+            let start = (k + 1) * share;
+            let len = if k + 2 == threads { n - start } else { share };
+            let (this, later) = std::mem::take(&mut rest_dst).split_at_mut(len);
+            rest_dst = later;
+            slot.post(Share {
+                src: ids[start..].as_ptr(),
+                dst: this.as_mut_ptr(),
+                len,
+                sample: sample.map(|s| s.from(start)),
+            });
+        }
+        let mut max = copy_max(own_dst, &ids[..own_dst.len()]);
+        if let Some(Sample { first, every }) = sample {
+            picked.extend(ids[..own_dst.len()].iter().skip(first).step_by(every));
+        }
+        drop(joined);
+        for (slot, _) in used {
+            max = max.max(slot.max.load(Ordering::Relaxed));
+            picked.extend_from_slice(&slot.picked.lock().unwrap_or_else(PoisonError::into_inner));
+        }
+        max
+    }
+}
+
+impl Drop for Stagers {
+    fn drop(&mut self) {
+        for (slot, _) in &self.helpers {
+            slot.stop.store(true, Ordering::SeqCst);
+            let _g = slot.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            slot.wake.notify_one();
+        }
+        for (_, thread) in self.helpers.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
