@@ -91,7 +91,7 @@ impl Simulator {
     /// Device `index` of the simulated device set `set` of `count` devices; `links`: whether
     /// the set's devices read each other's memory in place (else peer memory is copied).
     pub(crate) fn member_of(set: u64, index: usize, count: usize, links: bool) -> Simulator {
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers = run::host_threads();
         tracing::info!(workers, index, count, "using the CPU simulator");
         let name = if count > 1 {
             format!("CPU simulator device {index} of {count} ({workers} worker threads)")

@@ -135,10 +135,7 @@ pub(crate) unsafe fn run(
         runs: Mutex::new(Vec::new()),
         turns: Turns::default(),
     };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(blocks)
-        .max(1);
+    let workers = host_threads().min(blocks).max(1);
     let dims = Dims {
         grid: [g.x, g.y, g.z],
         block: [t.x, t.y, t.z],
@@ -573,4 +570,11 @@ fn run_coroutines(
         stacks.push(co.into_stack());
     }
     result
+}
+
+/// The host's threads, found once: where a cgroup limits the process, finding them reads
+/// files, which took a third of a small launch's time.
+pub(crate) fn host_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
