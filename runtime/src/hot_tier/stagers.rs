@@ -256,3 +256,39 @@ impl Drop for Stagers {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shares posted to helpers that spin and to helpers that sleep (after [`SPIN`] without
+    /// work) are staged whole, in order; dropping the helpers ends their threads.
+    #[test]
+    fn helpers_that_spin_or_sleep_stage_their_shares() {
+        let ids: Vec<u32> = (0..50_000u32)
+            .map(|i| i.wrapping_mul(2_654_435_761) >> 8)
+            .collect();
+        let mut stagers = Stagers::default();
+        stagers.ensure(3);
+        for round in 0..4 {
+            if round >= 2 {
+                std::thread::sleep(SPIN * 3);
+            }
+            for helpers in [0, 1, 2, 3] {
+                let (mut dst, mut picked) = (vec![0u32; ids.len()], Vec::new());
+                let sample = Sample::of_batch(round, 5);
+                let max = stagers.stage(helpers, &mut dst, &ids, Some(sample), &mut picked);
+                assert_eq!(dst, ids, "round {round}, {helpers} helpers");
+                assert_eq!(max, ids.iter().copied().max().unwrap());
+                let want: Vec<u32> = ids
+                    .iter()
+                    .copied()
+                    .skip(round as usize % 5)
+                    .step_by(5)
+                    .collect();
+                assert_eq!(picked, want, "round {round}, {helpers} helpers");
+            }
+        }
+        drop(stagers);
+    }
+}
