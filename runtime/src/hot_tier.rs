@@ -48,7 +48,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 mod stagers;
-use stagers::Stagers;
+#[cfg(test)]
+use stagers::copy_max;
+use stagers::{Sample, Stagers};
 
 /// Entries of the miss log at most (4 MiB).
 const LOG_MAX: usize = 1 << 20;
@@ -234,36 +236,6 @@ fn copy_rows<T: DeviceCopy, M: MappedArg<T>>(
         });
 }
 
-/// The ids a gather counts: every `every`-th, from position `first`.
-#[derive(Clone, Copy, Debug)]
-struct Sample {
-    first: usize,
-    every: usize,
-}
-
-impl Sample {
-    /// The sample of batch `batch` counting every `every`-th id: it starts at `batch mod
-    /// every`, so that successive batches count different positions.
-    fn of_batch(batch: u64, every: usize) -> Sample {
-        Sample {
-            first: (batch % every as u64) as usize,
-            every,
-        }
-    }
-
-    /// The same sample over the positions from `start` on, counted from `start`.
-    fn from(self, start: usize) -> Sample {
-        let first = match self.first.checked_sub(start) {
-            Some(first) => first,
-            None => (self.every - (start - self.first) % self.every) % self.every,
-        };
-        Sample {
-            first,
-            every: self.every,
-        }
-    }
-}
-
 /// Copy `ids` into `dst` (as long), push the ids `sample` picks onto `picked`, and give the
 /// position of the first id that is not below `rows`, if any. Every gather checks all its
 /// ids as it stages them: one pass that copies and checks together (no early exit; on the
@@ -286,80 +258,6 @@ fn copy_checked(
     } else {
         None
     }
-}
-
-/// Copy `ids` into `dst` (as long) and give the largest id (0 for none), one element at a
-/// time: what [`copy_max`] does around its aligned middle.
-fn copy_max_scalar(dst: &mut [u32], ids: &[u32]) -> u32 {
-    dst.iter_mut().zip(ids).fold(0, |max, (d, &id)| {
-        *d = id;
-        max.max(id)
-    })
-}
-
-/// Copy `ids` into `dst` (as long) and give the largest id (0 for none). On x86-64 the
-/// copy's stores go around the caches (SSE2's streaming stores, SSE2 being part of every
-/// x86-64 CPU): `dst` is mapped memory the GPU's kernels read next over the link, so caching
-/// it only makes each store first read the line it fills, and a batch's ids (256 KiB for
-/// 65,536) came from memory at a few GB/s on one core of the hosts measured. On a 2-core
-/// machine this took the pass over cold ids from 31–46 µs to 23–29 µs a batch.
-#[cfg(target_arch = "x86_64")]
-fn copy_max(dst: &mut [u32], ids: &[u32]) -> u32 {
-    use std::arch::x86_64::{
-        __m128i, _mm_and_si128, _mm_andnot_si128, _mm_cmpgt_epi32, _mm_loadu_si128, _mm_or_si128,
-        _mm_set1_epi32, _mm_sfence, _mm_storeu_si128, _mm_stream_si128, _mm_xor_si128,
-    };
-    let n = dst.len().min(ids.len());
-    let (dst, ids) = (&mut dst[..n], &ids[..n]);
-    // Elements before the first 16-byte boundary of `dst`, and whole blocks of 16 after.
-    let head = dst.as_ptr().align_offset(16).min(n);
-    let body = (n - head) / 16 * 16;
-    let mut max = copy_max_scalar(&mut dst[..head], &ids[..head]);
-    let (mid_dst, tail_dst) = dst[head..].split_at_mut(body);
-    let (mid_ids, tail_ids) = ids[head..].split_at(body);
-    // Unsigned order as signed order of the values with their top bit flipped.
-    // SAFETY: SSE2 is part of every x86-64 CPU (this target's baseline).
-    let flip = unsafe { _mm_set1_epi32(i32::MIN) };
-    // Four running maxima, each over every fourth vector: one would chain every vector's
-    // compare and select to the last one's, and take longer than the loads (on one host
-    // measured, 37 µs for 65,536 ids against 20 µs for `memcpy`).
-    let mut tops = [flip; 4];
-    for (d, s) in mid_dst.chunks_exact_mut(16).zip(mid_ids.chunks_exact(16)) {
-        for (k, top) in tops.iter_mut().enumerate() {
-            // SAFETY: SSE2 is part of every x86-64 CPU; `s[4k..4k + 4]` is 4 readable `u32`s
-            // (16 bytes; `loadu` takes any alignment) and `d[4k..4k + 4]` 4 writable ones
-            // starting at a 16-byte boundary (`head` elements past `dst`'s start reach one,
-            // and the chunks are 64 bytes each), as `stream` needs; `d` is borrowed mutably,
-            // so nothing else reads or writes it meanwhile.
-            unsafe {
-                let v = _mm_loadu_si128(s[4 * k..].as_ptr().cast::<__m128i>());
-                _mm_stream_si128(d[4 * k..].as_mut_ptr().cast::<__m128i>(), v);
-                let f = _mm_xor_si128(v, flip);
-                let above = _mm_cmpgt_epi32(f, *top);
-                *top = _mm_or_si128(_mm_and_si128(above, f), _mm_andnot_si128(above, *top));
-            }
-        }
-    }
-    // The streaming stores are ordered before every later store of this thread (the kernel
-    // launch that reads `dst` next is started by one), and before the caller's reads.
-    // SAFETY: SSE is part of every x86-64 CPU (this target's baseline).
-    unsafe { _mm_sfence() };
-    for top in tops {
-        let mut lanes = [0i32; 4];
-        // SAFETY: SSE2 is part of every x86-64 CPU; `lanes` is 16 writable bytes (`storeu`
-        // takes any alignment).
-        unsafe { _mm_storeu_si128(lanes.as_mut_ptr().cast::<__m128i>(), top) };
-        for lane in lanes {
-            max = max.max((lane ^ i32::MIN) as u32);
-        }
-    }
-    max.max(copy_max_scalar(tail_dst, tail_ids))
-}
-
-/// Copy `ids` into `dst` (as long) and give the largest id (0 for none).
-#[cfg(not(target_arch = "x86_64"))]
-fn copy_max(dst: &mut [u32], ids: &[u32]) -> u32 {
-    copy_max_scalar(dst, ids)
 }
 
 /// `v` seen as atomics, for host threads that count rows together.
@@ -3503,11 +3401,11 @@ mod tests {
         assert!(picked.is_empty());
     }
 
-    /// The copy with streaming stores equals the plain one: every alignment of the
+    /// The vector copy equals the plain one: every alignment of the
     /// destination, every length around the vectors' width, the largest id anywhere, ids with
     /// the top bit set (unsigned order).
     #[test]
-    fn the_streaming_copy_copies_every_id_and_finds_the_largest() {
+    fn the_vector_copy_copies_every_id_and_finds_the_largest() {
         let mut x = 0x9e37_79b9u32;
         let mut next = move || {
             x ^= x << 13;

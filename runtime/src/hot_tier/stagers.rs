@@ -7,10 +7,106 @@
 //! microseconds to wake, about as long as its share of a part takes to stage, so each helper
 //! spins while gathers come (for [`SPIN`] after its last share), then sleeps until the next.
 
-use super::{Sample, copy_max};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+/// The ids a gather counts: every `every`-th, from position `first`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Sample {
+    pub(super) first: usize,
+    pub(super) every: usize,
+}
+
+impl Sample {
+    /// The sample of batch `batch` counting every `every`-th id: it starts at `batch mod
+    /// every`, so that successive batches count different positions.
+    pub(super) fn of_batch(batch: u64, every: usize) -> Sample {
+        Sample {
+            first: (batch % every as u64) as usize,
+            every,
+        }
+    }
+
+    /// The same sample over the positions from `start` on, counted from `start`.
+    pub(super) fn from(self, start: usize) -> Sample {
+        let first = match self.first.checked_sub(start) {
+            Some(first) => first,
+            None => (self.every - (start - self.first) % self.every) % self.every,
+        };
+        Sample {
+            first,
+            every: self.every,
+        }
+    }
+}
+
+/// Copy `ids` into `dst` (as long) and give the largest id (0 for none), one element at a
+/// time: what [`copy_max`] does after its blocks of 16.
+fn copy_max_scalar(dst: &mut [u32], ids: &[u32]) -> u32 {
+    dst.iter_mut().zip(ids).fold(0, |max, (d, &id)| {
+        *d = id;
+        max.max(id)
+    })
+}
+
+/// Copy `ids` into `dst` (as long) and give the largest id (0 for none). On x86-64 with
+/// SSE2 (part of every x86-64 CPU): 16-byte loads and stores, and four running maxima.
+/// Plain stores, not streaming ones: on a 16-core GPU host, streaming stores moved a batch
+/// of 65,536 ids in 50 µs on one core against 20 µs for `memcpy`, and this loop with plain
+/// stores keeps up with `memcpy` on the machines measured.
+#[cfg(target_arch = "x86_64")]
+pub(super) fn copy_max(dst: &mut [u32], ids: &[u32]) -> u32 {
+    use std::arch::x86_64::{
+        __m128i, _mm_and_si128, _mm_andnot_si128, _mm_cmpgt_epi32, _mm_loadu_si128, _mm_or_si128,
+        _mm_set1_epi32, _mm_storeu_si128, _mm_xor_si128,
+    };
+    let n = dst.len().min(ids.len());
+    let (dst, ids) = (&mut dst[..n], &ids[..n]);
+    // Whole blocks of 16 elements, then the rest one by one.
+    let body = n / 16 * 16;
+    let (mid_dst, tail_dst) = dst.split_at_mut(body);
+    let (mid_ids, tail_ids) = ids.split_at(body);
+    // Unsigned order as signed order of the values with their top bit flipped.
+    // SAFETY: SSE2 is part of every x86-64 CPU (this target's baseline).
+    let flip = unsafe { _mm_set1_epi32(i32::MIN) };
+    // Four running maxima, each over every fourth vector: one would chain every vector's
+    // compare and select to the last one's, and take longer than the loads (on one host
+    // measured, 37 µs for 65,536 ids against 20 µs for `memcpy`).
+    let mut tops = [flip; 4];
+    for (d, s) in mid_dst.chunks_exact_mut(16).zip(mid_ids.chunks_exact(16)) {
+        for (k, top) in tops.iter_mut().enumerate() {
+            // SAFETY: SSE2 is part of every x86-64 CPU; `s[4k..4k + 4]` is 4 readable `u32`s
+            // and `d[4k..4k + 4]` 4 writable ones (16 bytes each; `loadu` and `storeu` take
+            // any alignment); `d` is borrowed mutably, so nothing else reads or writes it
+            // meanwhile.
+            unsafe {
+                let v = _mm_loadu_si128(s[4 * k..].as_ptr().cast::<__m128i>());
+                _mm_storeu_si128(d[4 * k..].as_mut_ptr().cast::<__m128i>(), v);
+                let f = _mm_xor_si128(v, flip);
+                let above = _mm_cmpgt_epi32(f, *top);
+                *top = _mm_or_si128(_mm_and_si128(above, f), _mm_andnot_si128(above, *top));
+            }
+        }
+    }
+    let mut max = 0;
+    for top in tops {
+        let mut lanes = [0i32; 4];
+        // SAFETY: SSE2 is part of every x86-64 CPU; `lanes` is 16 writable bytes (`storeu`
+        // takes any alignment).
+        unsafe { _mm_storeu_si128(lanes.as_mut_ptr().cast::<__m128i>(), top) };
+        for lane in lanes {
+            max = max.max((lane ^ i32::MIN) as u32);
+        }
+    }
+    max.max(copy_max_scalar(tail_dst, tail_ids))
+}
+
+/// Copy `ids` into `dst` (as long) and give the largest id (0 for none).
+#[cfg(not(target_arch = "x86_64"))]
+pub(super) fn copy_max(dst: &mut [u32], ids: &[u32]) -> u32 {
+    copy_max_scalar(dst, ids)
+}
 
 /// How long a helper spins for the next share after finishing one, before it sleeps: longer
 /// than the time between two gathers of a loop that gathers without pause.
