@@ -200,13 +200,18 @@ fn whole(md: &mut String, rows: &[Value], whole_rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "\nStaged in parts or whole: the same laws, batches and refreshes with each batch staged whole (`HotTier::staging_parts(1)`, `--whole-batches`, same run), against the runs above, where a batch of 16 Ki ids or more is checked, written to the ids' mapped memory and gathered in parts (as many as the parts column says), each part's kernel running while the host stages the next. Host time: a batch's time in `gather` before the wait, and of it the staging (checking and writing the ids).\n"
+        "\nStaged in parts or whole: the same laws, batches and refreshes with each batch staged whole (`HotTier::staging_parts(1)`, `--whole-batches`, same run), against the runs above, where a batch of 16 Ki ids or more is checked, written to the ids' mapped memory and gathered in parts (as many as the parts column says), each part's kernel running while the host stages the next, each part staged by as many threads as the threads column says (`HotTier::staging_threads`). Host time: a batch's time in `gather` before the wait, and of it the staging (checking and writing the ids).\n"
     )?;
     writeln!(
         md,
-        "| Zipf s | parts | in parts, M rows/s | whole, M rows/s | parts / whole | host time, parts, µs | host time, whole, µs | staging, parts, µs | staging, whole, µs | rows right |"
+        "| Zipf s | parts | staging threads, parts / whole | in parts, M rows/s | whole, M rows/s | parts / whole | host time, parts, µs | host time, whole, µs | staging, parts, µs | staging, whole, µs | rows right |"
     )?;
-    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    writeln!(
+        md,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )?;
+    // Runs from before the tier had staging helpers staged on the gathering thread alone.
+    let threads = |r: Option<&Value>| r.map_or(1, |r| r["staging_threads"].as_u64().unwrap_or(1));
     let per_batch = |r: Option<&Value>, key: &str| {
         r.and_then(|r| Some(r[key].as_f64()? / r["batches"].as_f64()? * 1e6))
     };
@@ -221,10 +226,12 @@ fn whole(md: &mut String, rows: &[Value], whole_rows: &[Value]) -> Result {
         let (a, b) = (mrows(split), mrows(Some(w)));
         writeln!(
             md,
-            "| {z} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {z} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             split
                 .and_then(|s| s["staging_parts"].as_u64())
                 .map_or_else(|| "–".to_owned(), |p| p.to_string()),
+            threads(split),
+            threads(Some(w)),
             cell(a, 1),
             cell(b, 1),
             cell(a.zip(b).map(|(a, b)| a / b), 2),
@@ -626,14 +633,16 @@ mod tests {
 
     #[test]
     fn whole_batches_are_compared_with_parts_and_kept_out_of_the_other_tables() -> Result {
-        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"gather_host_s":0.0064,"gather_staging_s":0.00448,"staging_parts":4,"ok":true}
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"gather_host_s":0.0064,"gather_staging_s":0.00448,"staging_parts":4,"staging_threads":2,"ok":true}
 {"impl":"berth_hot_tier","zipf":1.0,"table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":80.0,"hit_rate_second_half":0.5,"gather_host_s":0.0096,"gather_staging_s":0.00512,"whole_batches":true,"ok":true}
 {"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"mrows_s":40.0,"hit_fraction_tier":0.9}"#;
         let mut md = String::new();
         write(&mut md, text)?;
         // 0.0064 s / 64 batches = 100 µs; 0.0096 / 64 = 150; 0.00448 / 64 = 70; 0.00512 / 64 = 80.
         assert!(
-            md.contains("| 1 | 4 | 100.0 | 80.0 | 1.25 | 100.0 | 150.0 | 70.0 | 80.0 | yes |"),
+            md.contains(
+                "| 1 | 4 | 2 / 1 | 100.0 | 80.0 | 1.25 | 100.0 | 150.0 | 70.0 | 80.0 | yes |"
+            ),
             "{md}"
         );
         // The first table reads the parts' line (hit rate 90%, not the whole run's 50%).

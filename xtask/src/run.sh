@@ -598,7 +598,9 @@ if [[ $mode == features ]]; then
   parts=()
   [[ -n ${BERTH_FEATURES_PARTS:-} ]] && parts=(--staging-parts "$BERTH_FEATURES_PARTS")
   # The threads that stage each part (the tier's default where unset).
-  [[ -n ${BERTH_FEATURES_THREADS:-} ]] && parts+=(--staging-threads "$BERTH_FEATURES_THREADS")
+  threads=()
+  [[ -n ${BERTH_FEATURES_THREADS:-} ]] && threads=(--staging-threads "$BERTH_FEATURES_THREADS")
+  parts+=("${threads[@]}")
   # Free physically contiguous memory by order (order 9: 2 MiB) before the 64 GiB table is
   # allocated: unified memory kept on the host is mapped for the GPU in 2 MiB pages only where
   # its 2 MiB chunks could be allocated whole.
@@ -612,7 +614,7 @@ if [[ $mode == features ]]; then
   # The same laws with each batch staged whole, against the default's two halves.
   if [[ ${BERTH_FEATURES_WHOLE:-1} == 1 ]]; then
     echo "=== features --zipf $zipf --whole-batches --warmup $warmup" | tee -a "$out/features.log"
-    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --whole-batches --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --whole-batches "${threads[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
       summary+=("PASS  features --zipf $zipf --whole-batches (every row checked equal to the host's)")
     else
       summary+=("FAIL  features --zipf $zipf --whole-batches"); fail=1
