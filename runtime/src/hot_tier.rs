@@ -1471,7 +1471,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// 65,536 ids took 38 µs on one thread, 15 µs on two and 8 µs on four). A helper spins for the next share for 2 ms after each
     /// one, then sleeps until the next gather wakes it (waking takes about as long as a
     /// share takes to stage): while batches come back to back, each helper keeps a core
-    /// busy. The helpers start at the first gather that uses them and end with the tier.
+    /// busy. A share its helper has not begun by the time the gathering thread is done with
+    /// its own, the gathering thread stages itself, so a helper asleep or without a core
+    /// costs no more than staging alone. The helpers start at the first gather that uses
+    /// them and end with the tier.
     ///
     /// ```
     /// # use berth_runtime::Gpu;

@@ -6,6 +6,9 @@
 //! gather; the cores of a host together move several times more. A waiting thread takes
 //! microseconds to wake, about as long as its share of a part takes to stage, so each helper
 //! spins while gathers come (for [`SPIN`] after its last share), then sleeps until the next.
+//! A share its helper has not begun by the time the gathering thread is done with its own,
+//! the gathering thread stages itself: a helper that sleeps, or gets no core, costs the
+//! gathering thread no more than staging the part alone.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -133,8 +136,10 @@ unsafe impl Send for Share {}
 
 /// What a helper and the thread that posts its shares hold in common.
 struct Slot {
-    /// The number of the last share posted, and of the last one done.
+    /// The number of the last share posted, of the last one claimed (by the helper, or by
+    /// the poster where the helper had not begun it), and of the last one done.
     posted: AtomicU64,
+    claimed: AtomicU64,
     done: AtomicU64,
     share: Mutex<Option<Share>>,
     /// The largest id of the last share done, and the ids it picked.
@@ -176,57 +181,82 @@ impl Slot {
                 std::hint::spin_loop();
             }
             seen = self.posted.load(Ordering::Acquire);
-            let share = self
-                .share
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            // A share that panicked (none should) reports the largest id there is, so that
-            // its poster searches the ids itself for one out of range.
-            let mut max = u32::MAX;
-            if let Some(Share {
-                src,
-                dst,
-                len,
-                sample,
-            }) = share
-            {
-                // SAFETY: the poster keeps `len` ids at `src` borrowed, and `len` elements at
-                // `dst` exclusively (no other share, and not the poster's own, overlaps them),
-                // until `done` says this share is over (see `Share`'s `Send`).
-                let (src, dst) = unsafe {
-                    (
-                        std::slice::from_raw_parts(src, len),
-                        std::slice::from_raw_parts_mut(dst, len),
-                    )
-                };
-                let mut picked = self.picked.lock().unwrap_or_else(PoisonError::into_inner);
-                picked.clear();
-                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let max = copy_max(dst, src);
-                    if let Some(Sample { first, every }) = sample {
-                        picked.extend(src.iter().skip(first).step_by(every));
-                    }
-                    max
-                }));
-                max = run.unwrap_or(u32::MAX);
-            }
-            self.max.store(max, Ordering::Relaxed);
-            self.done.store(seen, Ordering::Release);
+            self.claim_and_run(seen);
         }
     }
 
-    /// Post `share` to the helper, waking it if it sleeps.
-    fn post(&self, share: Share) {
+    /// Claim share `number` (the one posted last) and run it, unless it was claimed
+    /// already: whether this call ran it.
+    fn claim_and_run(&self, number: u64) -> bool {
+        if self
+            .claimed
+            .compare_exchange(number - 1, number, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return false;
+        }
+        let share = self
+            .share
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        // A share that panicked (none should) reports the largest id there is, so that its
+        // poster searches the ids itself for one out of range.
+        let mut max = u32::MAX;
+        if let Some(Share {
+            src,
+            dst,
+            len,
+            sample,
+        }) = share
+        {
+            // SAFETY: the poster keeps `len` ids at `src` borrowed, and `len` elements at
+            // `dst` exclusively (no other share, and not the poster's own, overlaps them),
+            // until `done` says this share is over (see `Share`'s `Send`); the claim above
+            // lets one thread alone run it.
+            let (src, dst) = unsafe {
+                (
+                    std::slice::from_raw_parts(src, len),
+                    std::slice::from_raw_parts_mut(dst, len),
+                )
+            };
+            let mut picked = self.picked.lock().unwrap_or_else(PoisonError::into_inner);
+            picked.clear();
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let max = copy_max(dst, src);
+                if let Some(Sample { first, every }) = sample {
+                    picked.extend(src.iter().skip(first).step_by(every));
+                }
+                max
+            }));
+            max = run.unwrap_or(u32::MAX);
+        }
+        self.max.store(max, Ordering::Relaxed);
+        self.done.store(number, Ordering::Release);
+        true
+    }
+
+    /// Post `share` to the helper, waking it if it sleeps; its number.
+    fn post(&self, share: Share) -> u64 {
         *self.share.lock().unwrap_or_else(PoisonError::into_inner) = Some(share);
-        self.posted.fetch_add(1, Ordering::SeqCst);
+        let number = self.posted.fetch_add(1, Ordering::SeqCst) + 1;
         if self.asleep.load(Ordering::SeqCst) {
             let _g = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
             self.wake.notify_one();
         }
+        number
     }
 
-    /// Wait until the helper has done every share posted.
+    /// Have the last share posted done: by this thread where the helper has not begun it
+    /// (asleep, or not running), else by the helper, waited for.
+    fn finish(&self) {
+        let posted = self.posted.load(Ordering::Acquire);
+        if posted > 0 && !self.claim_and_run(posted) {
+            self.wait();
+        }
+    }
+
+    /// Wait until every share posted is done.
     fn wait(&self) {
         let posted = self.posted.load(Ordering::Acquire);
         let mut spins = 0u32;
@@ -254,7 +284,7 @@ struct Joined<'s>(&'s [(Arc<Slot>, std::thread::JoinHandle<()>)]);
 impl Drop for Joined<'_> {
     fn drop(&mut self) {
         for (slot, _) in self.0 {
-            slot.wait();
+            slot.finish();
         }
     }
 }
@@ -267,6 +297,7 @@ impl Stagers {
         while self.helpers.len() < helpers {
             let slot = Arc::new(Slot {
                 posted: AtomicU64::new(0),
+                claimed: AtomicU64::new(0),
                 done: AtomicU64::new(0),
                 share: Mutex::new(None),
                 max: AtomicU32::new(0),
@@ -306,7 +337,7 @@ impl Stagers {
         let threads = (n / SHARE_IDS).clamp(1, helpers.min(self.helpers.len()) + 1);
         debug_assert!(threads == 1 || n >= 16 * threads);
         // The caller's share first, then each helper's, every one a multiple of 16 ids (the
-        // streaming copy's block) but the last.
+        // vector copy's block) but the last.
         let share = if threads == 1 {
             n
         } else {
@@ -386,5 +417,52 @@ mod tests {
             }
         }
         drop(stagers);
+    }
+
+    /// A share whose helper never runs is staged by the posting thread: a helper thread that
+    /// only waits to be stopped.
+    #[test]
+    fn a_share_its_helper_has_not_begun_is_staged_by_the_caller() {
+        let ids: Vec<u32> = (0..20_000u32).map(|i| i.wrapping_mul(40_503)).collect();
+        let slot = Arc::new(Slot {
+            posted: AtomicU64::new(0),
+            claimed: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            share: Mutex::new(None),
+            max: AtomicU32::new(0),
+            picked: Mutex::new(Vec::new()),
+            asleep: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let idle = slot.clone();
+        let thread = std::thread::spawn(move || {
+            while !idle.stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        let stagers = Stagers {
+            helpers: vec![(slot, thread)],
+        };
+        for round in 0..3 {
+            let (mut dst, mut picked) = (vec![0u32; ids.len()], Vec::new());
+            let max = stagers.stage(
+                1,
+                &mut dst,
+                &ids,
+                Some(Sample::of_batch(round, 3)),
+                &mut picked,
+            );
+            assert_eq!(dst, ids, "round {round}");
+            assert_eq!(max, ids.iter().copied().max().unwrap());
+            let want: Vec<u32> = ids
+                .iter()
+                .copied()
+                .skip(round as usize % 3)
+                .step_by(3)
+                .collect();
+            assert_eq!(picked, want, "round {round}");
+        }
     }
 }
