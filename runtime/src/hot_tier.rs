@@ -2941,6 +2941,22 @@ mod tests {
     use super::*;
     use std::num::NonZeroUsize;
 
+    /// A tier of `slots` slots over a mapped table of `rows` rows of `width` floats, each
+    /// element its own index; and that table.
+    fn numbered_tier(
+        gpu: &Gpu,
+        rows: usize,
+        width: usize,
+        slots: usize,
+    ) -> (HotTier<f32>, Vec<f32>) {
+        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
+        let table = gpu.mapped_from(&host).unwrap();
+        let t = gpu
+            .hot_tier(table, width, rows * 4 + slots * width * 4)
+            .unwrap();
+        (t, host)
+    }
+
     /// The device's slot table after a refresh: every resident row's slot, as the host's
     /// table says, and `NOT_RESIDENT` everywhere else — no entry left `PENDING`.
     fn assert_tables_agree(t: &mut HotTier<f32>) {
@@ -3001,11 +3017,7 @@ mod tests {
     fn missed_rows_are_logged_once_and_every_claim_is_settled_by_the_refresh() {
         let gpu = Gpu::simulator();
         let (rows, width) = (64usize, 4usize);
-        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
-        let table = gpu.mapped_from(&host).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 4 * width * 4)
-            .unwrap();
+        let (mut t, host) = numbered_tier(&gpu, rows, width, 4);
         assert_eq!(t.capacity(), 4);
         // Counting only position `b mod 1000` of batch `b`: the log decides what is admitted.
         t.count_every(NonZeroUsize::new(1000).unwrap());
@@ -3072,11 +3084,7 @@ mod tests {
         let gpu = Gpu::simulator();
         let stream = gpu.stream().unwrap();
         let (rows, width) = (64usize, 4usize);
-        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
-        let table = gpu.mapped_from(&host).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 4 * width * 4)
-            .unwrap();
+        let (mut t, host) = numbered_tier(&gpu, rows, width, 4);
         let ids: Vec<u32> = (0..200).map(|i| 10 + (i % 10)).collect();
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
         let held = capture_gate::hold(t.tier.device_ptr());
@@ -3129,11 +3137,7 @@ mod tests {
     fn without_a_capture_the_fill_copies_the_logged_rows() {
         let gpu = Gpu::simulator();
         let (rows, width) = (64usize, 4usize);
-        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
-        let table = gpu.mapped_from(&host).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 8 * width * 4)
-            .unwrap();
+        let (mut t, host) = numbered_tier(&gpu, rows, width, 8);
         let ids: Vec<u32> = (20..28).collect();
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
@@ -3156,11 +3160,7 @@ mod tests {
     fn tables_agree_after_refreshes_that_ranked_while_gathers_ran() {
         let gpu = Gpu::simulator();
         let (rows, width) = (500usize, 4usize);
-        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
-        let table = gpu.mapped_from(&host).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 24 * width * 4)
-            .unwrap();
+        let (mut t, _) = numbered_tier(&gpu, rows, width, 24);
         let mut out = gpu.alloc_zeroed::<f32>(60 * width).unwrap();
         for k in 0..12u32 {
             // A hot set of 20 rows that moves by 7 rows every refresh.
@@ -3585,11 +3585,7 @@ mod tests {
     fn rows_missed_while_a_ranking_runs_are_read_from_the_tier_at_once() {
         let gpu = Gpu::simulator();
         let (rows, width) = (64usize, 4usize);
-        let host: Vec<f32> = (0..rows * width).map(|v| v as f32).collect();
-        let table = gpu.mapped_from(&host).unwrap();
-        let mut t = gpu
-            .hot_tier(table, width, rows * 4 + 16 * width * 4)
-            .unwrap();
+        let (mut t, host) = numbered_tier(&gpu, rows, width, 16);
         t.count_every(NonZeroUsize::new(1000).unwrap());
         let mut out = gpu.alloc_zeroed::<f32>(4 * width).unwrap();
         t.gather(&gpu, &[0, 1, 2, 3], &mut out)

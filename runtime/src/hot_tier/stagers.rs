@@ -153,6 +153,22 @@ struct Slot {
 }
 
 impl Slot {
+    /// A slot with nothing posted.
+    fn new() -> Slot {
+        Slot {
+            posted: AtomicU64::new(0),
+            claimed: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            share: Mutex::new(None),
+            max: AtomicU32::new(0),
+            picked: Mutex::new(Vec::new()),
+            asleep: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+            stop: AtomicBool::new(false),
+        }
+    }
+
     /// Run shares as they are posted until told to stop.
     fn serve(&self) {
         let mut seen = 0u64;
@@ -295,18 +311,7 @@ impl Stagers {
     /// do the work (said at `debug` level).
     pub(super) fn ensure(&mut self, helpers: usize) {
         while self.helpers.len() < helpers {
-            let slot = Arc::new(Slot {
-                posted: AtomicU64::new(0),
-                claimed: AtomicU64::new(0),
-                done: AtomicU64::new(0),
-                share: Mutex::new(None),
-                max: AtomicU32::new(0),
-                picked: Mutex::new(Vec::new()),
-                asleep: AtomicBool::new(false),
-                lock: Mutex::new(()),
-                wake: Condvar::new(),
-                stop: AtomicBool::new(false),
-            });
+            let slot = Arc::new(Slot::new());
             let served = slot.clone();
             match std::thread::Builder::new()
                 .name(format!("berth-hot-stage-{}", self.helpers.len()))
@@ -424,18 +429,7 @@ mod tests {
     #[test]
     fn a_share_its_helper_has_not_begun_is_staged_by_the_caller() {
         let ids: Vec<u32> = (0..20_000u32).map(|i| i.wrapping_mul(40_503)).collect();
-        let slot = Arc::new(Slot {
-            posted: AtomicU64::new(0),
-            claimed: AtomicU64::new(0),
-            done: AtomicU64::new(0),
-            share: Mutex::new(None),
-            max: AtomicU32::new(0),
-            picked: Mutex::new(Vec::new()),
-            asleep: AtomicBool::new(false),
-            lock: Mutex::new(()),
-            wake: Condvar::new(),
-            stop: AtomicBool::new(false),
-        });
+        let slot = Arc::new(Slot::new());
         let idle = slot.clone();
         let thread = std::thread::spawn(move || {
             while !idle.stop.load(Ordering::SeqCst) {
