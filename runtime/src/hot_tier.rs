@@ -3330,6 +3330,28 @@ mod tests {
         }
     }
 
+    /// Staging parts and threads out of range are taken as the nearest allowed; a new tier
+    /// has two staging threads on a host of 4 cores or more, one elsewhere.
+    #[test]
+    fn staging_parts_and_threads_are_kept_in_range() {
+        let gpu = Gpu::simulator();
+        let (mut t, _) = numbered_tier(&gpu, 64, 4, 4);
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let default = if cores >= HELPER_CORES {
+            DEFAULT_STAGING_THREADS
+        } else {
+            1
+        };
+        assert_eq!(t.max_staging_threads(), default);
+        assert_eq!(t.max_staging_parts(), DEFAULT_PARTS);
+        for (asked, kept) in [(0, 1), (1, 1), (3, 3), (8, 8), (100, 8)] {
+            t.staging_threads(asked);
+            assert_eq!(t.max_staging_threads(), kept, "threads {asked}");
+            t.staging_parts(asked);
+            assert_eq!(t.max_staging_parts(), kept, "parts {asked}");
+        }
+    }
+
     /// A tier can be shared with threads that read its state, and moved to another.
     #[test]
     fn a_tier_is_send_and_sync() {

@@ -521,17 +521,19 @@ fn leaked_gathers_in_flight_each_read_their_own_staged_ids() {
     assert_eq!(t.stats().gathers, 10);
 }
 
-/// Large batches on a `Stream` (staged in parts, two and four, each part's copy noted by its
-/// gather kernel), their guards leaked, more of them than the tier's ring of staged ids: each
+/// Large batches on a `Stream` (staged in parts, two and four, each part's ids read in place
+/// by its gather kernel; on the gathering thread alone, or with two helpers writing shares of
+/// each part), their guards leaked, more of them than the tier's ring of staged ids: each
 /// gathers its own ids, whose memory is written again only once the kernels that read them
 /// are done.
 #[test]
 fn leaked_large_gathers_staged_in_parts_each_read_their_own_ids() {
     let gpu = gpu();
     let rows = 50_000;
-    for parts in [2, 4] {
+    for (parts, threads) in [(2, 1), (4, 1), (2, 3)] {
         let (mut t, host) = tier(&gpu, rows, 2_000);
         t.staging_parts(parts);
+        t.staging_threads(threads);
         let mut r = rng();
         let hot: Vec<u32> = (0..2_000).map(|_| r.random_range(0..rows as u32)).collect();
         let stream = gpu.stream().unwrap();
