@@ -172,6 +172,18 @@ impl Inner {
         self.backend.sync(stream, kernel)
     }
 
+    /// Wait for the work queued on `stream` before `point`; the first failure of that work
+    /// ([`StreamOps::sync_point`](crate::backend::StreamOps::sync_point)).
+    pub(crate) fn sync_point(
+        &self,
+        stream: StreamId,
+        point: &crate::backend::Point,
+        kernel: Option<&str>,
+    ) -> Result<()> {
+        self.bind()?;
+        self.backend.sync_point(stream, point, kernel)
+    }
+
     /// Wait for everything queued on `stream` so far without taking its failure (the next
     /// synchronise still reports it). A lost context runs nothing more: returns at once.
     pub(crate) fn drain(&self, stream: StreamId) {

@@ -102,8 +102,7 @@ impl Pending<'_> {
                 .as_ref()
                 .and_then(|c| c.point_on(self.stream))
         {
-            self.gpu.bind()?;
-            return self.gpu.ops().sync_point(self.stream, p, Some(self.kernel));
+            return self.gpu.sync_point(self.stream, p, Some(self.kernel));
         }
         self.gpu.sync(self.stream, Some(self.kernel))
     }
