@@ -6,12 +6,15 @@
 //! (the `gather_mapped` kernel, 4 M random 4-byte reads in tables of 64 MiB to 4 GiB,
 //! three rounds of fresh tables), the latency of
 //! one dependent mapped read (`mapped_chase`, a random cycle through 64 MiB), and the cost
-//! of pinning (registering 256 MiB of pageable memory).
+//! of pinning (registering 256 MiB of pageable memory), and gathers from device memory (the
+//! `embedding_gather_device` kernel, 65,536 random 512-byte rows of a 4 GiB table).
 
 use berth::placement::{LinkCosts, RANDOM_FOOTPRINTS};
 use berth::{Gpu, Grid};
 use berth_bench::timing::{Timer, median};
-use berth_examples::{F4, MAPPED_SUM_BLOCK, gather_mapped, mapped_chase, mapped_sum};
+use berth_examples::{
+    F4, MAPPED_SUM_BLOCK, embedding_gather_device, gather_mapped, mapped_chase, mapped_sum,
+};
 use berth_tests::random_u32;
 
 fn main() {
@@ -114,6 +117,30 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         pageable = reg.into_inner();
     }
     let pin_s_per_byte = median(pins) / pageable.len() as f64;
+    drop(pageable);
+
+    // Gathers from device memory: 65,536 random 512-byte rows of a 4 GiB device table, a
+    // launch each (what a hot tier's hits cost).
+    let (rows, dim4, batch) = (4usize << 20, 32u32, 1usize << 16);
+    let table = gpu.alloc_zeroed::<F4>(rows * dim4 as usize)?;
+    let ids: Vec<u32> = random_u32(batch).iter().map(|&i| i % rows as u32).collect();
+    let ids = gpu.upload(&ids)?;
+    let mut rows_out = gpu.alloc_zeroed::<F4>(batch * dim4 as usize)?;
+    let grid = Grid::cover(rows_out.len());
+    embedding_gather_device(&gpu, grid, dim4, &table, &ids, &mut rows_out)?.wait()?;
+    let mut t = Vec::new();
+    for _ in 0..9 {
+        t.push(
+            timer
+                .time(|| embedding_gather_device(&gpu, grid, dim4, &table, &ids, &mut rows_out))?,
+        );
+    }
+    // The model adds a launch's fixed cost to the bytes at this rate.
+    let fixed_s = 10e-6;
+    let launch_s = median(t) * 1e-3;
+    let gather_s = (launch_s - fixed_s).max(launch_s / 4.0);
+    let device_gather = (batch * dim4 as usize * 16) as f64 / gather_s;
+    drop((table, ids, rows_out));
 
     let costs = LinkCosts {
         copy_bytes_per_s: link.h2d_gbps * 1e9,
@@ -122,7 +149,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         pin_s_per_byte,
         mapped_seq_bytes_per_s: seq,
         mapped_random_per_s: random,
-        fixed_s: 10e-6,
+        device_gather_bytes_per_s: device_gather,
+        fixed_s,
         calibrated: true,
     };
     let json = costs.to_json(gpu.name());
@@ -135,7 +163,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::fs::write(&path, format!("{json}\n"))?;
     println!(
-        "calibrate: copies {:.1}/{:.1} GB/s (in/out), mapped sequential {:.1} GB/s, mapped random {:.0}–{:.0} M reads/s (4 GiB–64 MiB regions), mapped latency {:.2} µs, pinning {:.0} ms/GiB -> {}",
+        "calibrate: copies {:.1}/{:.1} GB/s (in/out), mapped sequential {:.1} GB/s, mapped random {:.0}–{:.0} M reads/s (4 GiB–64 MiB regions), mapped latency {:.2} µs, pinning {:.0} ms/GiB, device gathers {:.0} GB/s -> {}",
         costs.copy_bytes_per_s / 1e9,
         costs.copy_d2h_bytes_per_s / 1e9,
         seq / 1e9,
@@ -143,6 +171,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         random[0] / 1e6,
         latency * 1e6,
         pin_s_per_byte * (1u64 << 30) as f64 * 1e3,
+        device_gather / 1e9,
         path.display()
     );
     Ok(())

@@ -42,6 +42,7 @@ use crate::own_kernels::{
     FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SCATTER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT,
     PENDING,
 };
+use crate::placement::gather::{GatherAccess, GatherChoice, GatherDecision, decide_gather};
 use crate::queue::Queue;
 use berth_device::DeviceCopy;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -250,6 +251,50 @@ fn copy_rows<T: DeviceCopy, M: MappedArg<T>>(
             let at = ids[p as usize] as usize * row;
             dst.copy_from_slice(&table[at..at + row]);
         });
+}
+
+/// Rows a whole tier's fill copies per launch ([`fill_whole`]).
+const WHOLE_FILL_ROWS: usize = if cfg!(test) { 1000 } else { 1 << 20 };
+
+/// Copy every row of `table` (`rows` rows of `units` 16-byte units) into the slot of its own
+/// number in `tier`, and name it there in `slots`: a tier whose budget holds the whole table.
+/// A fill and a slot table update per [`WHOLE_FILL_ROWS`] rows, reading the table in order
+/// (so at the link's sequential rate), through one list of row numbers that serves as the
+/// rows, their slots and their entries; waited for.
+fn fill_whole<T: DeviceCopy, M: MappedArg<T>>(
+    gpu: &Gpu,
+    table: &M,
+    rows: usize,
+    units: usize,
+    tier: &mut DeviceBuffer<T>,
+    slots: &mut DeviceBuffer<u32>,
+) -> Result<()> {
+    let mut list = gpu.alloc_zeroed::<u32>(rows.min(WHOLE_FILL_ROWS))?;
+    let mut ids = Vec::with_capacity(list.len());
+    for start in (0..rows).step_by(WHOLE_FILL_ROWS) {
+        let end = (start + WHOLE_FILL_ROWS).min(rows);
+        ids.clear();
+        // Row numbers fit a u32: the tier refuses tables of `PENDING` rows or more.
+        ids.extend(start as u32..end as u32);
+        list.copy_prefix_from(&ids)?;
+        let n = ids.len();
+        let mut l = Launch::new(gpu, &HOT_FILL, Grid::cover(n * units))?;
+        l.scalar(&(units as u64));
+        l.scalar(&(rows as u64));
+        l.scalar(&(rows as u64));
+        l.mapped(table);
+        l.device_prefix(&list, n);
+        l.device_prefix(&list, n);
+        l.device_mut(tier);
+        l.submit()?.wait()?;
+        let mut l = Launch::new(gpu, &HOT_SLOTS, Grid::cover(n))?;
+        l.scalar(&(rows as u64));
+        l.device_prefix(&list, n);
+        l.device_prefix(&list, n);
+        l.device_mut(slots);
+        l.submit()?.wait()?;
+    }
+    Ok(())
 }
 
 /// Copy `ids` into `dst` (as long), push the ids `sample` picks onto `picked`, and give the
@@ -597,6 +642,9 @@ pub struct HotTierStats {
     pub admitted: u64,
     /// Rows dropped from the tier by refreshes whose kernels are queued.
     pub evicted: u64,
+    /// Of the rows admitted, those the refreshes' fills read from the host table (the
+    /// others a gather's capture copied from its output, which read them once already).
+    pub filled: u64,
     /// Rows not resident that host threads gathered into pinned memory for the GPU to read
     /// in one stream ([`HotTier::host_gathers`]), rather than the GPU reading each in place.
     pub staged: u64,
@@ -735,6 +783,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     resident_bits: Vec<u64>,
     /// Rows resident once the last slot table update queued has run.
     resident_count: usize,
+    /// Whether the budget holds the whole table, all of it resident from the start: gathers
+    /// count and log nothing, refreshes do nothing.
+    whole: bool,
     /// The ranking policy's state: here between refreshes, on a thread of its own while one
     /// ranks, back with its plan until the plan's kernels are queued.
     policy: PolicyState,
@@ -860,17 +911,52 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 "hot tier: rows resident at most"
             );
         }
-        let tier = gpu.alloc_zeroed::<T>(capacity * width)?;
+        // Where the budget holds every row, the cost model keeps the whole table in device
+        // memory: nothing to count, rank or log.
+        let costs = crate::placement::calibration::link_costs(&gpu.inner);
+        let whole = decide_gather(
+            &costs,
+            &GatherAccess {
+                table_rows: rows,
+                row_bytes,
+                batch_rows: 1,
+                capacity,
+                hit_fraction: 1.0,
+                admitted_per_batch: 0.0,
+            },
+        )
+        .choice
+            == GatherChoice::Resident;
+        let mut tier = gpu.alloc_zeroed::<T>(capacity * width)?;
         let slot_len = if capacity == 0 { 0 } else { rows };
         let mut slots = gpu.alloc_zeroed::<u32>(slot_len)?;
-        if slot_len > 0 {
+        if whole {
+            tracing::debug!(
+                rows,
+                table_bytes = rows * row_bytes,
+                "hot tier: the budget holds the whole table: copied in once, every row read from device memory"
+            );
+            fill_whole(
+                gpu,
+                &table,
+                rows,
+                row_bytes / HOT_UNIT,
+                &mut tier,
+                &mut slots,
+            )?;
+        } else if slot_len > 0 {
             let mut l = Launch::new(gpu, &FILL_U32, Grid::cover(slot_len))?;
             l.scalar(&u64::from(NOT_RESIDENT));
             l.device_mut(&mut slots);
             l.submit()?.wait()?;
         }
-        let log_len = capacity.min(LOG_MAX);
-        let mut policy = Policy::new(capacity, rows, log_len);
+        // A whole tier's policy holds nothing (no counts, no slots to grant).
+        let (policy_capacity, log_len) = if whole {
+            (0, 0)
+        } else {
+            (capacity, capacity.min(LOG_MAX))
+        };
+        let mut policy = Policy::new(policy_capacity, rows, log_len);
         // The first ranking has no slots set apart for the gathers while it runs: the tier is
         // empty, and the first plan grants them.
         let (main, _) = policy.grant(false);
@@ -892,12 +978,20 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             live,
             next: Some(next),
             filled: Vec::new(),
-            seen: gpu.alloc_zeroed::<u32>(if capacity == 0 { 0 } else { rows.div_ceil(32) })?,
+            seen: gpu.alloc_zeroed::<u32>(if capacity == 0 || whole {
+                0
+            } else {
+                rows.div_ceil(32)
+            })?,
             on_repeat: false,
             keep_free: 0,
             claim: gpu.alloc_zeroed(0)?,
-            resident_bits: huge_vec(if capacity == 0 { 0 } else { rows.div_ceil(64) }, 0),
-            resident_count: 0,
+            resident_bits: huge_vec(
+                if capacity == 0 { 0 } else { rows.div_ceil(64) },
+                if whole { u64::MAX } else { 0 },
+            ),
+            resident_count: if whole { rows } else { 0 },
+            whole,
             policy: PolicyState::Idle(Box::new(policy)),
             deferred: Vec::new(),
             picked: Vec::new(),
@@ -905,7 +999,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             parts: DEFAULT_PARTS,
             staging_threads: default_staging_threads(),
             stagers: Stagers::default(),
-            counter: if capacity == 0 {
+            counter: if capacity == 0 || whole {
                 None
             } else {
                 Counter::start()
@@ -993,6 +1087,44 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             }
             PolicyState::Counting | PolicyState::Running(_) | PolicyState::Lost => 0,
         }
+    }
+
+    /// What the cost model ([`decide_gather`](crate::placement::decide_gather)) predicts for
+    /// batches of `batch_rows` through this tier, from what the tier has seen: its hit rate
+    /// ([`HotTierStats::hit_rate`]) and the rows its refreshes read from the table per gather
+    /// ([`HotTierStats::filled`]), against every row read in place; `Resident` where the
+    /// budget holds the whole table (the tier then holds it all from the start). A `Mapped`
+    /// choice says the tier costs more than it saves at this law: its refreshes copy in more
+    /// than its hits spare (a law without skew over a large table, or a hot set that moves
+    /// faster than the refreshes), and a smaller `count_every` share, `admit_on_repeat`, or
+    /// fewer refreshes would change that; with the context's constants
+    /// ([`Gpu::link_costs`](crate::Gpu::link_costs)), calibrated or conservative.
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// use berth_runtime::placement::GatherChoice;
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
+    /// let whole = gpu.hot_tier(table, 4, 1 << 20)?; // holds every row
+    /// assert_eq!(whole.decision(2).choice, GatherChoice::Resident);
+    /// assert_eq!(whole.resident_rows(), 64);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn decision(&self, batch_rows: usize) -> GatherDecision {
+        let costs = crate::placement::calibration::link_costs(&self.gpu.inner);
+        let s = &self.stats;
+        decide_gather(
+            &costs,
+            &GatherAccess {
+                table_rows: self.rows,
+                row_bytes: self.units * HOT_UNIT,
+                batch_rows,
+                capacity: self.capacity,
+                hit_fraction: s.hit_rate(),
+                admitted_per_batch: s.filled as f64 / s.gathers.max(1) as f64,
+            },
+        )
     }
 
     /// What the tier has done so far.
@@ -1091,7 +1223,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         // The ids this gather counts, picked as they are staged (none where the tier holds no
         // row); handed on only once the gather is queued.
-        let sample = (self.capacity > 0).then(|| Sample::of_batch(batch, self.count_every));
+        let sample =
+            (self.capacity > 0 && !self.whole).then(|| Sample::of_batch(batch, self.count_every));
         self.picked.clear();
         let rows = self.rows;
         self.stagers.ensure(self.staging_threads - 1);
@@ -1140,6 +1273,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             deferred,
             counter,
             resident_bits,
+            whole,
             picked,
             hand_over_ids,
             stats,
@@ -1208,6 +1342,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // is none); while the policy ranks on its thread, kept for when it is back.
         let mut count = || {
             if *capacity == 0 {
+                return;
+            }
+            if *whole {
+                // Every row is resident: each id a hit, none counted.
+                stats.looked_up += n as u64;
+                stats.hits += n as u64;
                 return;
             }
             let started = std::time::Instant::now();
@@ -1389,7 +1529,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// use std::num::NonZeroUsize;
     /// let gpu = berth_runtime::Gpu::simulator();
     /// let table = gpu.mapped_zeroed::<f32>(16 * 4)?; // 16 rows of 4 floats
-    /// let mut tier = gpu.hot_tier(table, 4, 1 << 20)?;
+    /// let mut tier = gpu.hot_tier(table, 4, 16 * 4 + 8 * 16)?; // the slot table, 8 rows
     /// tier.count_every(NonZeroUsize::new(4).expect("not zero"));
     /// let mut out = gpu.alloc_zeroed::<f32>(8 * 4)?;
     /// tier.gather(&gpu, &[3, 3, 3, 3, 5, 5, 5, 5], &mut out)?.wait()?;
@@ -1415,7 +1555,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// # fn main() -> berth_runtime::Result<()> {
     /// let gpu = berth_runtime::Gpu::simulator();
     /// let table = gpu.mapped_zeroed::<f32>(16 * 4)?; // 16 rows of 4 floats
-    /// let mut tier = gpu.hot_tier(table, 4, 1 << 20)?;
+    /// let mut tier = gpu.hot_tier(table, 4, 16 * 4 + 8 * 16)?; // the slot table, 8 rows
     /// // Batch b counts only its position b: row 3 in both batches below.
     /// tier.count_every(std::num::NonZeroUsize::new(1000).expect("not zero"));
     /// tier.admit_on_repeat(true);
@@ -1568,7 +1708,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// resident row that differs from the table).
     pub fn refresh(&mut self, queue: &impl Queue) -> Result<Refresh> {
         self.begin_refresh(queue)?;
-        Ok(self.finish_refresh(queue)?.unwrap_or_default())
+        Ok(self.finish_refresh(queue)?.unwrap_or(Refresh {
+            resident: self.resident_count,
+            ..Refresh::default()
+        }))
     }
 
     /// Start a refresh ([`refresh`](HotTier::refresh) says what it does) without waiting for
@@ -1597,7 +1740,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// # fn main() -> berth_runtime::Result<()> {
     /// let gpu = berth_runtime::Gpu::simulator();
     /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
-    /// let mut tier = gpu.hot_tier(table, 4, 1 << 20)?;
+    /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 16 * 16)?; // the slot table, 16 rows
     /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
     /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
     /// tier.begin_refresh(&gpu)?; // ranks on another thread
@@ -1626,7 +1769,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        if self.capacity == 0 {
+        if self.capacity == 0 || self.whole {
             self.stats.refreshes += 1;
             return Ok(());
         }
@@ -1897,6 +2040,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 fill.1
                     .deliver(gpu, queue, &plan.fill_dst, max, plan.written)?;
                 let fill = &lists.fill;
+                self.stats.filled += n as u64;
                 let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
                 l.scalar(&(self.units as u64));
                 l.scalar(&(self.rows as u64));
@@ -3576,6 +3720,76 @@ mod tests {
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * 4).unwrap();
         t.gather(gpu, ids, &mut out).unwrap().wait().unwrap();
         t.refresh(gpu).unwrap()
+    }
+
+    #[test]
+    fn a_budget_that_holds_the_table_keeps_all_of_it_from_the_start() {
+        let gpu = Gpu::simulator();
+        // 2,500 rows: three launches of the whole tier's fill in tests.
+        let (rows, width) = (2_500, 8);
+        let (mut t, host) = numbered_tier(&gpu, rows, width, rows);
+        assert_eq!(t.capacity(), rows);
+        assert_eq!(t.resident_rows(), rows);
+        assert!((0..rows as u32).all(|id| t.is_resident(id)));
+        assert_eq!(t.decision(512).choice, GatherChoice::Resident);
+        // Every row is in its own slot, named there, and equal to the table's.
+        assert_eq!(
+            t.slots.to_vec().unwrap(),
+            (0..rows as u32).collect::<Vec<_>>()
+        );
+        assert_eq!(t.tier.to_vec().unwrap(), host);
+        // Spread over the table, repeats included (a multiplicative hash of the position).
+        let ids: Vec<u32> = (0..512u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as u32 % rows as u32)
+            .collect();
+        for _ in 0..3 {
+            let mut out = gpu.upload(&vec![f32::NAN; ids.len() * width]).unwrap();
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+            let got = out.to_vec().unwrap();
+            for (b, &id) in ids.iter().enumerate() {
+                let row = id as usize * width;
+                assert_eq!(
+                    got[b * width..][..width],
+                    host[row..row + width],
+                    "position {b}"
+                );
+            }
+            assert_eq!(
+                t.refresh(&gpu).unwrap(),
+                Refresh {
+                    admitted: 0,
+                    evicted: 0,
+                    resident: rows,
+                }
+            );
+        }
+        let s = t.stats();
+        assert_eq!((s.counted, s.admitted, s.filled), (0, 0, 0));
+        assert_eq!((s.looked_up, s.hits), (3 * 512, 3 * 512));
+        assert_eq!(s.hit_rate(), 1.0);
+        assert_eq!(t.count(ids[0]), 0);
+        // Ids out of range are refused as by any tier.
+        let mut out = gpu.alloc_zeroed::<f32>(2 * width).unwrap();
+        let e = t.gather(&gpu, &[1, rows as u32], &mut out).map(drop);
+        assert!(
+            matches!(e, Err(Error::IdOutOfRange { position: 1, .. })),
+            "{e:?}"
+        );
+
+        // A row less than the table: an empty tier that fills as the gathers ask.
+        let (mut t, _) = numbered_tier(&gpu, rows, width, rows - 1);
+        assert_eq!(t.resident_rows(), 0);
+        assert_ne!(t.decision(512).choice, GatherChoice::Resident);
+        gather_and_refresh_numbered(&gpu, &mut t, &ids, width);
+        assert!(t.resident_rows() > 0);
+        assert!(t.stats().counted > 0);
+    }
+
+    /// Gather `ids` from a [`numbered_tier`] of `width` and refresh it.
+    fn gather_and_refresh_numbered(gpu: &Gpu, t: &mut HotTier<f32>, ids: &[u32], width: usize) {
+        let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+        t.gather(gpu, ids, &mut out).unwrap().wait().unwrap();
+        t.refresh(gpu).unwrap();
     }
 
     #[test]

@@ -21,6 +21,7 @@ fn a_context_uses_the_calibration_of_its_device_only() {
         mapped_random_per_s: [3e7, 2.9e7, 2.5e7, 2e7, 1e7, 0.9e7, 0.8e7],
         mapped_latency_s: 3e-6,
         pin_s_per_byte: 5e-10,
+        device_gather_bytes_per_s: 0.4e12,
         fixed_s: 2e-5,
         calibrated: true,
     };

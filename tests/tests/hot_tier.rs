@@ -645,6 +645,8 @@ fn tables_the_tier_cannot_take_are_refused() {
     let table = gpu.mapped_from(&[1f32; 64]).unwrap();
     let t = gpu.hot_tier(table, 8, 1 << 20).unwrap();
     assert_eq!((t.rows(), t.width(), t.capacity()), (8, 8, 8));
+    // And holds them from the start.
+    assert_eq!(t.resident_rows(), 8);
 }
 
 /// Counting every third id of each batch counts exactly those positions (starting at

@@ -700,6 +700,27 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     // The tier's counters after the timed batches (before any queued ones).
     let s = tier.stats();
     let resident = tier.resident_rows();
+    // What the cost model predicts from the timed batches' hit rate and refreshes, with this
+    // context's constants (calibrated where a calibration is found).
+    let timed_gathers = (s.gathers - at_timed.gathers).max(1);
+    let model = berth::placement::decide_gather(
+        &gpu.link_costs(),
+        &berth::placement::GatherAccess {
+            table_rows: rows,
+            row_bytes,
+            batch_rows: batch,
+            capacity: tier.capacity(),
+            hit_fraction: (s.hits - at_timed.hits) as f64
+                / (s.looked_up - at_timed.looked_up).max(1) as f64,
+            admitted_per_batch: (s.filled - at_timed.filled) as f64 / timed_gathers as f64,
+        },
+    );
+    let model_tier = batch as f64
+        / model
+            .resident_s
+            .filter(|_| model.choice == berth::placement::GatherChoice::Resident)
+            .unwrap_or(model.tier_s);
+    let model_mapped = batch as f64 / model.mapped_s;
     let queued = if args.queued {
         Some(run_queued(
             args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
@@ -776,6 +797,17 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         s.evicted,
         s.staged,
     );
+    println!(
+        "features: the cost model ({} constants) chooses {:?}: {:.1} M rows/s predicted through the tier at this hit rate, {:.1} M every row in place",
+        if model.calibrated {
+            "calibrated"
+        } else {
+            "conservative"
+        },
+        model.choice,
+        model_tier / 1e6,
+        model_mapped / 1e6,
+    );
     if args.json {
         let line = serde_json::json!({
             "impl": "berth_hot_tier",
@@ -831,6 +863,13 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         });
         let mut line = line;
         line["staging_threads"] = tier.max_staging_threads().into();
+        // The cost model's choice and predictions (`placement::decide_gather`) from the
+        // timed batches' hit rate and fills.
+        line["filled"] = s.filled.into();
+        line["model_choice"] = format!("{:?}", model.choice).into();
+        line["model_calibrated"] = model.calibrated.into();
+        line["model_tier_mrows_s"] = (model_tier / 1e6).into();
+        line["model_mapped_mrows_s"] = (model_mapped / 1e6).into();
         if let Some(q) = &queued {
             line["queued_s"] = q.seconds.into();
             line["queued_mrows_s"] = (n / q.seconds / 1e6).into();

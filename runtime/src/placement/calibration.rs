@@ -4,7 +4,9 @@
 
 use crate::context::Inner;
 use crate::gpu::Gpu;
-use crate::placement::model::{LinkCosts, RANDOM_FOOTPRINTS, interpolate};
+use crate::placement::model::{
+    DEVICE_GATHER_CONSERVATIVE, LinkCosts, RANDOM_FOOTPRINTS, interpolate,
+};
 
 impl LinkCosts {
     /// The constants as JSON (the calibration file's format).
@@ -17,6 +19,7 @@ impl LinkCosts {
             "mapped_random_per_s": self.random_points(),
             "mapped_latency_s": self.mapped_latency_s,
             "pin_s_per_byte": self.pin_s_per_byte,
+            "device_gather_bytes_per_s": self.device_gather_bytes_per_s,
             "fixed_s": self.fixed_s,
         })
         .to_string()
@@ -36,6 +39,11 @@ impl LinkCosts {
             mapped_random_per_s: random_rates(&v["mapped_random_per_s"])?,
             mapped_latency_s: v["mapped_latency_s"].as_f64()?,
             pin_s_per_byte: v["pin_s_per_byte"].as_f64()?,
+            // Files written before it was measured: the conservative rate.
+            device_gather_bytes_per_s: v["device_gather_bytes_per_s"]
+                .as_f64()
+                .filter(|&r| r > 0.0)
+                .unwrap_or(DEVICE_GATHER_CONSERVATIVE),
             fixed_s: v["fixed_s"].as_f64()?,
             calibrated: true,
         })
@@ -122,6 +130,7 @@ mod tests {
             mapped_random_per_s: [7.9e8, 7.6e8, 7.1e8, 3.3e8, 1.1e8, 1.0e8, 0.9e8],
             mapped_latency_s: 1.31e-6,
             pin_s_per_byte: 4.1e-10,
+            device_gather_bytes_per_s: 0.9e12,
             fixed_s: 1e-5,
             calibrated: true,
         };
@@ -150,6 +159,17 @@ mod tests {
         assert_eq!(coarse.random_per_s(GIB), 1e8);
         let r = coarse.random_per_s(512 << 20);
         assert!((1e8..8e8).contains(&r));
+        // A file from before the device gather rate was measured: the conservative rate.
+        let mut old: serde_json::Value = serde_json::from_str(&json).unwrap();
+        old.as_object_mut()
+            .unwrap()
+            .remove("device_gather_bytes_per_s");
+        let old = LinkCosts::from_json(&old.to_string(), "NVIDIA H200").unwrap();
+        assert_eq!(
+            old.device_gather_bytes_per_s,
+            LinkCosts::conservative().device_gather_bytes_per_s
+        );
+        assert!(old.calibrated);
         // Nonsense is refused.
         v["mapped_random_per_s"] = serde_json::json!([[0, 1e8]]);
         assert_eq!(LinkCosts::from_json(&v.to_string(), "NVIDIA H200"), None);

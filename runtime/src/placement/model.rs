@@ -29,6 +29,10 @@ pub const RANDOM_FOOTPRINTS: [usize; 7] = [
 const H200_RANDOM_PER_S: [f64; RANDOM_FOOTPRINTS.len()] =
     [747e6, 742e6, 750e6, 683e6, 115e6, 62e6, 48e6];
 
+/// The device gather rate of [`LinkCosts::conservative`], and of calibration files that do
+/// not measure it: below what any data-centre GPU of the last generations gathers.
+pub(crate) const DEVICE_GATHER_CONSERVATIVE: f64 = 0.3e12;
+
 /// Interpolate a rate measured at region sizes `points` (bytes, rate; sorted by size) at
 /// `bytes`: linear in log(size), clamped to the first and last points.
 pub(crate) fn interpolate(points: &[(f64, f64)], bytes: f64) -> f64 {
@@ -65,6 +69,9 @@ pub struct LinkCosts {
     /// Pinning (page-locking) host memory, seconds per byte: what making pageable memory
     /// mappable or copyable at full speed costs once ([`LinkCosts::pin_s`]).
     pub pin_s_per_byte: f64,
+    /// A kernel gathering whole rows at random from device memory: bytes of rows per
+    /// second (the rate of a hot tier's hits, [`decide_gather`](crate::placement::decide_gather)).
+    pub device_gather_bytes_per_s: f64,
     /// Fixed cost of a copy or launch, seconds.
     pub fixed_s: f64,
     /// Whether these were measured on this machine.
@@ -83,6 +90,7 @@ impl LinkCosts {
             mapped_random_per_s: [40e6; RANDOM_FOOTPRINTS.len()],
             mapped_latency_s: 2e-6,
             pin_s_per_byte: 1.0 / 1e9,
+            device_gather_bytes_per_s: DEVICE_GATHER_CONSERVATIVE,
             fixed_s: 10e-6,
             calibrated: false,
         }
@@ -100,6 +108,9 @@ impl LinkCosts {
             mapped_latency_s: 1.4e-6,
             // 438 ms per GiB (`cudaHostAlloc` of 1 GiB).
             pin_s_per_byte: 0.438 / (1u64 << 30) as f64,
+            // 65,536 random 512-byte rows of a device-resident table at 1,524 M rows/s,
+            // launch included.
+            device_gather_bytes_per_s: 1.0e12,
             fixed_s: 10e-6,
             calibrated: true,
         }

@@ -1,0 +1,224 @@
+//! The gather cost model, pure: what a batch of row gathers from a host table costs read in
+//! place (every row over the link), through a hot tier (the resident share from device
+//! memory, the rest over the link, and the rows refreshes copy in), or from the whole table in
+//! device memory where the budget holds it; and which is cheapest ([`decide_gather`]).
+//!
+//! The constants are the placement model's ([`LinkCosts`]): a row read in place costs the
+//! larger of one random read of a region the table's size and its bytes at the mapped
+//! sequential rate; a row read from device memory costs its bytes at
+//! [`LinkCosts::device_gather_bytes_per_s`]. Hits and misses of one batch are read by one
+//! kernel, so the prediction adds them (the GPU may overlap them: a bound, not a floor).
+//! [`HotTier::decision`](crate::HotTier::decision) feeds it a tier's observed hit rate and
+//! churn; every decision is logged (`tracing`, target `berth_runtime::placement::gather`).
+
+use crate::placement::model::LinkCosts;
+
+/// What a stream of row gathers looks like, per batch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatherAccess {
+    /// Rows of the table.
+    pub table_rows: usize,
+    /// Bytes of one row.
+    pub row_bytes: usize,
+    /// Rows a batch gathers.
+    pub batch_rows: usize,
+    /// Rows the device budget holds (beside the tier's slot table).
+    pub capacity: usize,
+    /// The share of a batch's rows a tier of `capacity` rows serves (observed, or expected
+    /// from the law of the ids); clamped to 0..=1.
+    pub hit_fraction: f64,
+    /// Rows the tier's refreshes copy in per batch, on average (read from the host table:
+    /// the churn a drifting or unskewed law costs).
+    pub admitted_per_batch: f64,
+}
+
+/// Where a batch's rows come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GatherChoice {
+    /// Every row read in place from the host table.
+    Mapped,
+    /// The rows read most from a device tier, the rest in place.
+    Tier,
+    /// The whole table in device memory: the budget holds every row.
+    Resident,
+}
+
+/// A gather decision and the predictions behind it (seconds per batch).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GatherDecision {
+    /// The cheapest.
+    pub choice: GatherChoice,
+    /// Every row read in place.
+    pub mapped_s: f64,
+    /// Through a tier with the access's hit fraction and churn.
+    pub tier_s: f64,
+    /// Every row from device memory, when the budget holds the table (its one fill not
+    /// counted: it is paid once).
+    pub resident_s: Option<f64>,
+    /// Whether the constants were measured on this machine.
+    pub calibrated: bool,
+}
+
+impl GatherDecision {
+    /// The predicted rate of the choice, rows per second.
+    pub fn rows_per_s(&self, batch_rows: usize) -> f64 {
+        let s = match self.choice {
+            GatherChoice::Mapped => self.mapped_s,
+            GatherChoice::Tier => self.tier_s,
+            GatherChoice::Resident => self.resident_s.unwrap_or(self.tier_s),
+        };
+        batch_rows as f64 / s
+    }
+}
+
+/// Seconds to read one row of `row_bytes` at random in place from a table of `table_bytes`.
+pub fn mapped_row_s(costs: &LinkCosts, table_bytes: usize, row_bytes: usize) -> f64 {
+    (1.0 / costs.random_per_s(table_bytes)).max(row_bytes as f64 / costs.mapped_seq_bytes_per_s)
+}
+
+/// Predict and choose. A batch read in place costs a launch and its rows at the random-row
+/// rate ([`mapped_row_s`]); through a tier, its hits' bytes at the device gather rate, its
+/// misses at the random-row rate and the rows refreshes copy in at that rate again; from the
+/// whole table in device memory, every row's bytes at the device rate. The whole table wins
+/// wherever the budget holds it (device memory is never slower than the link); otherwise the
+/// tier, unless its churn costs more than its hits save.
+pub fn decide_gather(costs: &LinkCosts, a: &GatherAccess) -> GatherDecision {
+    let n = a.batch_rows as f64;
+    let h = if a.hit_fraction.is_nan() {
+        0.0
+    } else {
+        a.hit_fraction.clamp(0.0, 1.0)
+    };
+    let table_bytes = a.table_rows.saturating_mul(a.row_bytes);
+    let miss = mapped_row_s(costs, table_bytes, a.row_bytes);
+    let hit = a.row_bytes as f64 / costs.device_gather_bytes_per_s;
+    let mapped_s = costs.fixed_s + n * miss;
+    let tier_s = costs.fixed_s + n * h * hit + n * (1.0 - h) * miss + a.admitted_per_batch * miss;
+    let resident_s =
+        (a.table_rows > 0 && a.capacity >= a.table_rows).then_some(costs.fixed_s + n * hit);
+    let choice = if resident_s.is_some() {
+        GatherChoice::Resident
+    } else if tier_s < mapped_s {
+        GatherChoice::Tier
+    } else {
+        GatherChoice::Mapped
+    };
+    tracing::debug!(
+        ?choice,
+        mapped_s,
+        tier_s,
+        ?resident_s,
+        hit_fraction = h,
+        admitted_per_batch = a.admitted_per_batch,
+        calibrated = costs.calibrated,
+        "gather decision"
+    );
+    GatherDecision {
+        choice,
+        mapped_s,
+        tier_s,
+        resident_s,
+        calibrated: costs.calibrated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The configuration: a 64 GiB table of 128-float rows, 16 GiB of rows resident,
+    /// batches of 65,536.
+    fn skewed(hit_fraction: f64) -> GatherAccess {
+        GatherAccess {
+            table_rows: (64usize << 30) / 512,
+            row_bytes: 512,
+            batch_rows: 65_536,
+            capacity: (16usize << 30) / 512,
+            hit_fraction,
+            admitted_per_batch: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_h200_split_bound_is_predicted_within_a_fifth() {
+        // The anchor on the H200 (a tier of the hottest rows at the device gather rate,
+        // 1,524 M rows/s, the rest at the mapped rate, 59 M rows/s): s = 0, 0.8, 1.0, 1.2
+        // serve 25, 75, 93, 99% of lookups from the tier, a split bound of about 78, 214,
+        // 547 and 1,300 M rows/s.
+        let c = LinkCosts::h200_reference();
+        for (h, bound) in [(0.25, 78e6), (0.75, 214e6), (0.93, 547e6), (0.99, 1300e6)] {
+            let d = decide_gather(&c, &skewed(h));
+            assert_eq!(d.choice, GatherChoice::Tier, "{d:?}");
+            let rate = d.rows_per_s(65_536);
+            // The model reads misses at the calibrated 4-byte random rate of the largest
+            // region (48 M/s), a little below the 59 M rows/s the rows themselves reached.
+            assert!(
+                (0.75..1.1).contains(&(rate / bound)),
+                "h = {h}: {:.0} M rows/s predicted against {:.0}",
+                rate / 1e6,
+                bound / 1e6
+            );
+        }
+    }
+
+    #[test]
+    fn the_whole_table_wins_where_the_budget_holds_it() {
+        let c = LinkCosts::h200_reference();
+        let a = GatherAccess {
+            capacity: (64usize << 30) / 512,
+            ..skewed(0.25)
+        };
+        let d = decide_gather(&c, &a);
+        assert_eq!(d.choice, GatherChoice::Resident);
+        let whole = d.rows_per_s(65_536);
+        // The anchor's gather from a device-resident table: 1,524 M rows/s.
+        assert!((1.3e9..1.7e9).contains(&whole), "{whole}");
+        assert!(d.resident_s.unwrap() < d.tier_s && d.tier_s < d.mapped_s);
+        // One row short of the table: no.
+        let short = GatherAccess {
+            capacity: a.table_rows - 1,
+            ..a
+        };
+        assert_eq!(decide_gather(&c, &short).resident_s, None);
+    }
+
+    #[test]
+    fn churn_that_costs_more_than_the_hits_save_reads_in_place() {
+        let c = LinkCosts::conservative();
+        // A few hits, and refreshes copying in a whole batch's worth of rows each batch.
+        let a = GatherAccess {
+            admitted_per_batch: 65_536.0,
+            ..skewed(0.3)
+        };
+        let d = decide_gather(&c, &a);
+        assert_eq!(d.choice, GatherChoice::Mapped, "{d:?}");
+        assert!(!d.calibrated);
+        // The same hits without churn pay.
+        assert_eq!(decide_gather(&c, &skewed(0.3)).choice, GatherChoice::Tier);
+        // No hits at all: reading in place is never worse.
+        assert_eq!(decide_gather(&c, &skewed(0.0)).choice, GatherChoice::Mapped);
+    }
+
+    #[test]
+    fn nonsense_hit_fractions_and_sizes_give_finite_predictions() {
+        let c = LinkCosts::h200_reference();
+        for h in [f64::NAN, -1.0, 2.0, f64::INFINITY] {
+            let d = decide_gather(&c, &skewed(h));
+            assert!(d.mapped_s.is_finite() && d.tier_s.is_finite(), "{h}: {d:?}");
+            assert!(d.tier_s > 0.0);
+        }
+        let huge = GatherAccess {
+            table_rows: usize::MAX,
+            row_bytes: usize::MAX,
+            ..skewed(0.5)
+        };
+        let d = decide_gather(&c, &huge);
+        assert!(d.mapped_s.is_finite(), "{d:?}");
+        let empty = GatherAccess {
+            table_rows: 0,
+            capacity: 0,
+            ..skewed(0.5)
+        };
+        assert_eq!(decide_gather(&c, &empty).resident_s, None);
+    }
+}
