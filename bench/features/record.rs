@@ -58,9 +58,13 @@ pub fn write(md: &mut String, text: &str) -> Result {
     for l in text.lines().filter(|l| l.starts_with('{')) {
         rows.push(serde_json::from_str(l)?);
     }
-    // The runs with every batch staged whole go to their own table, beside the others.
+    // The runs with every batch staged whole go to their own table, beside the others, and
+    // so do the runs whose budget holds the whole table.
     let (whole_rows, rows): (Vec<Value>, Vec<Value>) =
         rows.into_iter().partition(|r| r["whole_batches"] == true);
+    let (fits_rows, rows): (Vec<Value>, Vec<Value>) = rows
+        .into_iter()
+        .partition(|r| r["model_choice"] == "Resident");
     let mut zipfs: Vec<f64> = rows
         .iter()
         .filter(|r| r["impl"] == "berth_hot_tier" && !drifting(r))
@@ -184,11 +188,115 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?;
     }
     graph(md, &rows)?;
+    model(md, &rows)?;
+    fits(md, &rows, &fits_rows)?;
     whole(md, &rows, &whole_rows)?;
     queued(md, &rows, &bounds)?;
     drift(md, &rows)?;
     refreshes(md, &rows)?;
     link(md, &rows)
+}
+
+/// The cost model's predictions (`placement::decide_gather`, with the run's calibration) from
+/// each law's measured hit rate and fills, against the measured rates (nothing without a
+/// line that has them).
+fn model(md: &mut String, rows: &[Value]) -> Result {
+    let runs: Vec<&Value> = rows
+        .iter()
+        .filter(|r| {
+            r["impl"] == "berth_hot_tier" && !drifting(r) && r["model_tier_mrows_s"].is_f64()
+        })
+        .collect();
+    if runs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\nThe cost model (`placement::decide_gather`, `HotTier::decision`) with {} constants, fed each run's measured hit rate and the rows its refreshes read from the table per batch: its choice, and its predictions through the tier and with every row read in place, against the measured rates (berth above; in place: without a tier).\n",
+        if runs.iter().all(|r| r["model_calibrated"] == true) {
+            "this machine's calibrated"
+        } else {
+            "conservative (uncalibrated)"
+        }
+    )?;
+    writeln!(
+        md,
+        "| ids | hit rate | rows filled per batch | choice | tier: predicted, M rows/s | tier: measured | measured / predicted | in place: predicted | in place: measured | measured / predicted |"
+    )?;
+    writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")?;
+    for r in runs {
+        let law = match r["zipf"].as_f64() {
+            Some(z) => format!("Zipf {z}"),
+            None => "R-MAT 2-hop".to_owned(),
+        };
+        let plain = rows.iter().find(|p| {
+            p["impl"] == "berth_mapped_only" && p["zipf"] == r["zipf"] && p["ids"] == r["ids"]
+        });
+        let (tier_p, tier_m) = (r["model_tier_mrows_s"].as_f64(), mrows(Some(r)));
+        let (map_p, map_m) = (r["model_mapped_mrows_s"].as_f64(), mrows(plain));
+        let filled = r["filled"]
+            .as_f64()
+            .zip(r["batches"].as_f64())
+            .map(|(f, b)| f / b.max(1.0));
+        writeln!(
+            md,
+            "| {law} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            percent(r["hit_rate"].as_f64()),
+            cell(filled, 0),
+            r["model_choice"].as_str().unwrap_or("–"),
+            cell(tier_p, 1),
+            cell(tier_m, 1),
+            cell(tier_m.zip(tier_p).map(|(m, p)| m / p), 2),
+            cell(map_p, 1),
+            cell(map_m, 1),
+            cell(map_m.zip(map_p).map(|(m, p)| m / p), 2),
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs whose budget holds the whole table (the tier keeps it all from the start), against
+/// PyTorch's gather from the whole table on the GPU in the same run (nothing without one).
+fn fits(md: &mut String, rows: &[Value], fits_rows: &[Value]) -> Result {
+    let runs: Vec<&Value> = fits_rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier")
+        .collect();
+    let Some(first) = runs.first() else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "\nWhen the budget holds the table: a {:.0} GiB table of the same rows under the same budget, which the tier copies in whole when it is made and gathers from device memory (nothing counted, ranked or logged), {} timed batches after {} untimed; against PyTorch's gather from the whole 64 GiB table on the GPU above (`torch_whole_table_on_gpu`, the same law).\n",
+        first["table_gib"].as_f64().unwrap_or(0.0),
+        first["batches"],
+        first["warmup"],
+    )?;
+    writeln!(
+        md,
+        "| Zipf s | berth, M rows/s | hit rate | PyTorch, whole table on the GPU | berth / PyTorch | cost model: predicted | rows right |"
+    )?;
+    writeln!(md, "|---:|---:|---:|---:|---:|---:|---|")?;
+    for r in runs {
+        let Some(z) = r["zipf"].as_f64() else {
+            continue;
+        };
+        let (b, t) = (
+            mrows(Some(r)),
+            mrows(line(rows, "torch_whole_table_on_gpu", z)),
+        );
+        writeln!(
+            md,
+            "| {z} | {} | {} | {} | {} | {} | {} |",
+            cell(b, 1),
+            percent(r["hit_rate"].as_f64()),
+            cell(t, 1),
+            cell(b.zip(t).map(|(b, t)| b / t), 2),
+            cell(r["model_tier_mrows_s"].as_f64(), 1),
+            if r["ok"] == true { "yes" } else { "**no**" },
+        )?;
+    }
+    Ok(())
 }
 
 /// Batches staged in parts (the default on a `Gpu`) against the same laws staged whole
@@ -609,6 +717,33 @@ mod tests {
         write(&mut md, text)?;
         // Bound: 1 / (0.9 / 1000 + 0.1 / 20) = 169.5 M rows/s; berth 100 / 169.5 = 0.59.
         assert!(md.contains("| 1 | 100.0 | 90.0% | 91.2% | 90.0% | 40.0 | 2.50× | ≥ 8×: ✗ | 25.0 | 12.0 | 1000 | 169 | 0.59 ✗ | yes |"), "{md}");
+        Ok(())
+    }
+
+    #[test]
+    fn the_models_predictions_and_a_table_the_budget_holds_are_set_beside_the_measurements()
+    -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate":0.9,"hit_rate_second_half":0.9,"filled":6400,"model_choice":"Tier","model_calibrated":true,"model_tier_mrows_s":125.0,"model_mapped_mrows_s":40.0,"ok":true}
+{"impl":"berth_mapped_only","zipf":1.0,"ids":"zipf","mrows_s":50.0,"ok":true}
+{"impl":"torch_whole_table_on_gpu","zipf":1.0,"mrows_s":1000.0}
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":8.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":16,"batches":64,"refresh_every":16,"mrows_s":950.0,"hit_rate":1.0,"filled":0,"model_choice":"Resident","model_calibrated":true,"model_tier_mrows_s":1200.0,"model_mapped_mrows_s":40.0,"ok":true}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        // The run the budget holds stays out of the main table.
+        assert!(md.contains("| 1 | 100.0 | 90.0% |"), "{md}");
+        assert!(!md.contains("| 1 | 950.0 | 100.0% | – |"), "{md}");
+        assert!(md.contains("this machine's calibrated"), "{md}");
+        assert!(
+            md.contains(
+                "| Zipf 1 | 90.0% | 100 | Tier | 125.0 | 100.0 | 0.80 | 40.0 | 50.0 | 1.25 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("a 8 GiB table"), "{md}");
+        assert!(
+            md.contains("| 1 | 950.0 | 100.0% | 1000.0 | 0.95 | 1200.0 | yes |"),
+            "{md}"
+        );
         Ok(())
     }
 

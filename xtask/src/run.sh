@@ -39,7 +39,8 @@
 #   flags: the pipeline's progress-flag ablation, 4-byte copies (default) vs stream
 #   memory operations vs the CHUNK_DONE kernel, two rounds each;
 #   auto: calibration, then only the #[auto] benchmarks (two rounds) — short targeted runs.
-#   features: the features example (a hot tier over a 64 GiB host table in managed memory
+#   features: first the link's calibration for the cost model's predictions (unless
+#   BERTH_LINK_COSTS names one, or BERTH_FEATURES_CALIBRATE=0); the features example (a hot tier over a 64 GiB host table in managed memory
 #   kept on the host, a 16 GiB budget,
 #   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 3,000 batches to fill the tier, then
 #   64 timed with a refresh every 16, every timed row checked; then 64 more queued back to
@@ -52,7 +53,9 @@
 #   threads that stage each part; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then a drifting hot set (s = 1.0, 192 timed
 #   batches, all the ranks or a tenth of them moved to other rows every 64, and all of them
-#   with 1 Mi slots kept free for the miss log; BERTH_FEATURES_DRIFT=0 skips it); then
+#   with 1 Mi slots kept free for the miss log; BERTH_FEATURES_DRIFT=0 skips it); before it
+#   a table of an eighth of the rows, which the budget holds whole (s = 0 and 1.0;
+#   BERTH_FEATURES_FITS=0 skips it); then
 #   the same over 2-hop samples of an R-MAT
 #   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
 #   skips it); then mapped_pages.cu (a plain CUDA gather from managed memory kept on the host,
@@ -604,6 +607,16 @@ if [[ $mode == features ]]; then
   # Free physically contiguous memory by order (order 9: 2 MiB) before the 64 GiB table is
   # allocated: unified memory kept on the host is mapped for the GPU in 2 MiB pages only where
   # its 2 MiB chunks could be allocated whole.
+  # The link's constants for the cost model's predictions (`placement::decide_gather`), unless
+  # a calibration is given (BERTH_LINK_COSTS) or BERTH_FEATURES_CALIBRATE=0.
+  if [[ -z ${BERTH_LINK_COSTS:-} && ${BERTH_FEATURES_CALIBRATE:-1} == 1 ]]; then
+    if "$here/bin/calibrate" "$out/link-costs.json" 2>>"$out/features.log" | tee -a "$out/features.log"; then
+      export BERTH_LINK_COSTS="$out/link-costs.json"
+      summary+=("PASS  calibration (link-costs.json)")
+    else
+      summary+=("FAIL  calibration"); fail=1
+    fi
+  fi
   { echo "=== /proc/buddyinfo before the features example"; cat /proc/buddyinfo 2>/dev/null; grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo 2>/dev/null; } >> "$out/features.log"
   echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
   if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
@@ -618,6 +631,16 @@ if [[ $mode == features ]]; then
       summary+=("PASS  features --zipf $zipf --whole-batches (every row checked equal to the host's)")
     else
       summary+=("FAIL  features --zipf $zipf --whole-batches"); fail=1
+    fi
+  fi
+  # A budget that holds the whole table (an eighth of the rows, the same budget): the tier
+  # keeps it all from the start.
+  if [[ ${BERTH_FEATURES_FITS:-1} == 1 ]]; then
+    echo "=== features --rows $((rows / 8)) --zipf 0,1.0 (the budget holds the table)" | tee -a "$out/features.log"
+    if "$here/bin/features" --rows "$((rows / 8))" --width 128 --device-budget "$budget" --batch 65536 --warmup 16 --batches 64 --refresh-every 16 "${parts[@]}" --zipf 0,1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+      summary+=("PASS  features --rows $((rows / 8)) (the whole table resident; every row checked equal to the host's)")
+    else
+      summary+=("FAIL  features --rows $((rows / 8))"); fail=1
     fi
   fi
   # A drifting hot set: Zipf s = 1.0, all the ranks or a tenth of them moved every 64 of 192
