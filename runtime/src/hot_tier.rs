@@ -2846,16 +2846,20 @@ impl Policy {
             ranked.truncate(self.capacity);
         }
         let chosen: Vec<u32> = ranked.iter().map(|&(_, id)| id).collect();
-        // Not resident: the second key is `!bit(bits, id)`.
+        // Not resident: the second key is `!bit(bits, id)`. In no order: where the free slots
+        // are too few for all of them, the most counted are found when it is known (below).
         ranked.retain(|&((_, out, _), _)| out);
-        ranked.sort_unstable();
-        let mut admit: Vec<u32> = ranked.into_iter().map(|(_, id)| id).collect();
+        let mut admit = ranked;
         // The counted rows come first: where the free slots are too few for them, logged rows
         // the policy did not choose give theirs up, the least counted first. Their slots are
         // free at once: the gathers that may have read them are queued before this plan's
-        // fill, and the slot table update after it names them no more.
-        for &id in &chosen {
-            set_bit(&mut self.mark, id, true);
+        // fill, and the slot table update after it names them no more. (The chosen rows are
+        // marked only where there are logged rows to tell apart: each mark is a random write.)
+        let with_logged = !logged.is_empty();
+        if with_logged {
+            for &id in &chosen {
+                set_bit(&mut self.mark, id, true);
+            }
         }
         let mark = &self.mark;
         let unchosen = logged.iter().filter(|&&id| !bit(mark, id)).count();
@@ -2881,8 +2885,10 @@ impl Policy {
             keyed.select_nth_unstable(kept);
             keyed.into_iter().map(|(_, id, s)| (id, s)).collect()
         };
-        for &id in &chosen {
-            set_bit(&mut self.mark, id, false);
+        if with_logged {
+            for &id in &chosen {
+                set_bit(&mut self.mark, id, false);
+            }
         }
         let mut ids = Vec::with_capacity(2 * logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
@@ -2917,22 +2923,15 @@ impl Policy {
         let short = must + keep_free.min(self.log_len).saturating_sub(spare);
         let mut evict = Vec::new();
         if short > 0 {
-            // The chosen rows that are resident stay, and so do the logged rows just settled:
-            // the gathers have only now asked for them.
-            let stay: Vec<u32> = chosen
-                .iter()
-                .copied()
-                .filter(|&id| bit(bits, id))
-                .chain(pairs[..kept].iter().map(|&(id, _)| id))
-                .collect();
+            // The logged rows just settled stay (the gathers have only now asked for them),
+            // and so do the chosen rows that are resident: every one of those is counted, so
+            // the hand, which takes only rows counted 0, passes them anyway; they are marked
+            // only where the least counted rows must leave too.
+            let stay: Vec<u32> = pairs[..kept].iter().map(|&(id, _)| id).collect();
             for &id in &stay {
                 set_bit(&mut self.mark, id, true);
             }
-            let (resident, mark) = (&self.resident, &self.mark);
-            let leaves = |s: usize| {
-                let id = resident[s];
-                id != NOT_RESIDENT && !bit(mark, id)
-            };
+            let resident = &self.resident;
             // Rows counted 0 first, found by a hand that goes round the slots from where it
             // stopped last time: with a large tier nearly every resident row is one, so this
             // looks at about as many slots as rows leave, not at every slot. A row counted
@@ -2948,11 +2947,12 @@ impl Policy {
             } else {
                 capacity.min(8 * short)
             };
+            let mark = &self.mark;
             while evict.len() < short && looked < budget {
                 let s = (self.hand + looked) % capacity;
                 looked += 1;
-                if leaves(s) && counts[resident[s] as usize] == 0 {
-                    let id = resident[s];
+                let id = resident[s];
+                if id != NOT_RESIDENT && counts[id as usize] == 0 && !bit(mark, id) {
                     if bit(referenced, id) {
                         set_bit(referenced, id, false);
                     } else {
@@ -2963,6 +2963,16 @@ impl Policy {
             self.hand = (self.hand + looked) % capacity;
             if evict.len() < must {
                 // Then the least counted of the others.
+                let chosen_resident: Vec<u32> =
+                    chosen.iter().copied().filter(|&id| bit(bits, id)).collect();
+                for &id in &chosen_resident {
+                    set_bit(&mut self.mark, id, true);
+                }
+                let mark = &self.mark;
+                let leaves = |s: usize| {
+                    let id = resident[s];
+                    id != NOT_RESIDENT && !bit(mark, id)
+                };
                 let mut taken = vec![false; capacity];
                 for &s in &evict {
                     taken[s as usize] = true;
@@ -2976,12 +2986,22 @@ impl Policy {
                 });
                 rest.truncate(must - evict.len());
                 evict.extend(rest);
+                for &id in &chosen_resident {
+                    set_bit(&mut self.mark, id, false);
+                }
             }
             for &id in &stay {
                 set_bit(&mut self.mark, id, false);
             }
         }
-        admit.truncate(self.free.len());
+        // The most counted of the rows to admit, where the free slots are too few for all.
+        if admit.len() > self.free.len() {
+            if let Some(n) = self.free.len().checked_sub(1) {
+                admit.select_nth_unstable(n);
+            }
+            admit.truncate(self.free.len());
+        }
+        let admit: Vec<u32> = admit.into_iter().map(|(_, id)| id).collect();
         let dst: Vec<u32> = self.free[self.free.len() - admit.len()..].to_vec();
         self.free.truncate(self.free.len() - admit.len());
         fill_ids.extend_from_slice(&admit);
@@ -3368,6 +3388,30 @@ mod tests {
     /// Many ids added by the host's threads together, split by row range, leave the same
     /// counts, touched rows and reference bits as the same ids added one by one; ids at both
     /// ends of every range, repeated, and counts at their ceiling included.
+    #[test]
+    fn where_the_free_slots_are_too_few_the_most_counted_rows_are_admitted() {
+        // Eight slots, no log. Rows 10 to 15, read once, come in and are counted 0 after the
+        // halving; then rows counted 1, 2, 3 and 4 times, first counted in that order: the
+        // two free slots go to the two most counted, and two of rows 10 to 15 leave, whose
+        // slots the next plan fills with the next most counted.
+        let mut p = Policy::new(8, 16, 0);
+        let (main, side) = p.grant(true);
+        assert!(main.is_empty() && side.is_empty());
+        p.add_all(&[10, 11, 12, 13, 14, 15]);
+        let plan = p.plan(&[], 0, std::time::Duration::ZERO);
+        assert_eq!(plan.refresh.admitted, 6);
+        p.add_all(&[2, 5, 3, 9, 9, 3, 9, 5, 9, 3]);
+        let plan = p.plan(&[], 0, std::time::Duration::ZERO);
+        let mut filled = plan.fill_ids.clone();
+        filled.sort_unstable();
+        assert_eq!(filled, [3, 9]);
+        assert_eq!(plan.refresh.evicted, 2);
+        // Counts now 2 (9), 1 (3), 1 (5), 0 (2): row 5 fills a slot of the two that left.
+        let plan = p.plan(&[], 0, std::time::Duration::ZERO);
+        assert_eq!(plan.fill_ids, [5]);
+        assert!(bit(&p.bits, 5) && !bit(&p.bits, 2));
+    }
+
     #[test]
     fn adding_many_ids_at_once_equals_adding_them_one_by_one() {
         let rows = 64 * ADD_SHARDS * 3 + 17;
