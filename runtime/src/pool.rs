@@ -84,6 +84,15 @@ impl<K: std::hash::Hash + Eq + Copy> FreeLists<K> {
         Ok(p)
     }
 
+    /// Whether an allocation of `class` and `kind` is free for reuse.
+    pub(crate) fn has_free(&self, class: usize, kind: K) -> bool {
+        self.free
+            .lock()
+            .expect("poisoned")
+            .get(&(class, kind))
+            .is_some_and(|v| !v.is_empty())
+    }
+
     /// Give an allocation back for reuse.
     pub(crate) fn put(&self, class: usize, kind: K, p: u64) {
         self.free

@@ -260,6 +260,35 @@ pub struct Decision {
     /// ([`Gpu::auto_decision`](crate::Gpu::auto_decision)); `None` when the machine's rate for
     /// its size decided.
     pub measured_random_per_s: Option<f64>,
+    /// Whether the copy the predictions favour fits the device's free memory; `false` when
+    /// it does not, and the choice is to read in place instead ([`Decision::in_place`]).
+    pub copy_fits: bool,
+}
+
+impl Decision {
+    /// This decision with the copies ruled out (the device has no room for them): read in
+    /// place, or directly on a coherent system; the predictions are kept.
+    pub fn in_place(self) -> Decision {
+        let choice = match self.choice {
+            Choice::CopyWhole | Choice::CopyRange => Choice::Mapped,
+            c => c,
+        };
+        Decision {
+            choice,
+            copy_fits: false,
+            ..self
+        }
+    }
+
+    /// Bytes the choice copies to the device before the kernel: the whole argument's, the
+    /// range's, or none.
+    pub fn copied_bytes(&self, a: &Access) -> usize {
+        match self.choice {
+            Choice::CopyWhole => a.total_bytes,
+            Choice::CopyRange => a.contiguous_bytes.unwrap_or(a.total_bytes),
+            Choice::Mapped | Choice::Direct => 0,
+        }
+    }
 }
 
 /// Predict and choose. The mapped cost of a unit is the larger of its random-access share
@@ -315,6 +344,7 @@ pub fn decide_with_random_rate(
         copy_range_s,
         calibrated: costs.calibrated,
         measured_random_per_s: None,
+        copy_fits: true,
     };
     tracing::debug!(
         ?choice,

@@ -138,6 +138,42 @@ fn auto_placement_reads_in_place_or_copies_and_gets_the_same_result() {
 }
 
 #[test]
+fn a_copy_the_device_has_no_room_for_is_read_in_place() {
+    use berth::Touch;
+    use berth::placement::Choice;
+    let (_g, gpu) = gpu();
+    // 256 MiB read whole: the model copies it first.
+    let n = 1 << 26;
+    let table = random_f32(n);
+    let mapped = gpu.mapped_from(&table).unwrap();
+    let d = gpu.auto_decision(&mapped, Touch::All);
+    assert_eq!((d.choice, d.copy_fits), (Choice::CopyWhole, true), "{d:?}");
+    // Free staging of that size would fit it: release the pools, then fill the device until
+    // less than the table is free.
+    gpu.trim_pools().unwrap();
+    let mut filler = Vec::new();
+    loop {
+        let (free, _) = gpu.memory_info().unwrap();
+        if free < (n * 4) / 2 {
+            break;
+        }
+        match gpu.alloc_zeroed::<u8>((free - (n * 4) / 4).min(8 << 30)) {
+            Ok(b) => filler.push(b),
+            Err(_) => break,
+        }
+    }
+    assert!(gpu.memory_info().unwrap().0 < n * 4);
+    let d = gpu.auto_decision(&mapped, Touch::All);
+    assert_eq!((d.choice, d.copy_fits), (Choice::Mapped, false), "{d:?}");
+    // And the launch reads it in place, right.
+    let idx: Vec<u32> = random_u32(5000).iter().map(|&i| i % n as u32).collect();
+    gather_auto_matches_host(&gpu, Touch::All, &mapped, &table, &idx);
+    drop(filler);
+    let d = gpu.auto_decision(&mapped, Touch::All);
+    assert_eq!(d.choice, Choice::CopyWhole, "{d:?}");
+}
+
+#[test]
 fn a_close_call_measures_the_table_once_and_reads_right_either_way() {
     use berth::Touch;
     use berth::placement::{decide, worth_probing};
