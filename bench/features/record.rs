@@ -212,7 +212,7 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "\nThe cost model (`placement::decide_gather`, `HotTier::decision`) with {} constants, fed each run's measured hit rate and the rows its refreshes read from the table per batch: its choice, and its predictions through the tier and with every row read in place, against the measured rates (berth above; in place: without a tier).\n",
+        "\nThe cost model (`placement::decide_gather`, `HotTier::decision`) with {} constants and the table's own random-read rate (`Gpu::measure_random_reads`, where the run measured it), fed each run's measured hit rate and the rows its refreshes read from the table per batch: its choice, and its predictions of the GPU's part of a batch through the tier and with every row read in place, against the measured rates (berth above, a batch at a time, whose host part comes on top, and queued back to back; in place: without a tier).\n",
         if runs.iter().all(|r| r["model_calibrated"] == true) {
             "this machine's calibrated"
         } else {
@@ -221,9 +221,12 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
     )?;
     writeln!(
         md,
-        "| ids | hit rate | rows filled per batch | choice | tier: predicted, M rows/s | tier: measured | measured / predicted | in place: predicted | in place: measured | measured / predicted |"
+        "| ids | hit rate | rows filled per batch | choice | tier: predicted, M rows/s | tier: measured | measured / predicted | queued | queued / predicted | in place: predicted | in place: measured | measured / predicted |"
     )?;
-    writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        md,
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
     for r in runs {
         let law = match r["zipf"].as_f64() {
             Some(z) => format!("Zipf {z}"),
@@ -238,15 +241,18 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
             .as_f64()
             .zip(r["batches"].as_f64())
             .map(|(f, b)| f / b.max(1.0));
+        let queued = r["queued_mrows_s"].as_f64();
         writeln!(
             md,
-            "| {law} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {law} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             percent(r["hit_rate"].as_f64()),
             cell(filled, 0),
             r["model_choice"].as_str().unwrap_or("–"),
             cell(tier_p, 1),
             cell(tier_m, 1),
             cell(tier_m.zip(tier_p).map(|(m, p)| m / p), 2),
+            cell(queued, 1),
+            cell(queued.zip(tier_p).map(|(m, p)| m / p), 2),
             cell(map_p, 1),
             cell(map_m, 1),
             cell(map_m.zip(map_p).map(|(m, p)| m / p), 2),
@@ -274,7 +280,7 @@ fn fits(md: &mut String, rows: &[Value], fits_rows: &[Value]) -> Result {
     )?;
     writeln!(
         md,
-        "| Zipf s | berth, M rows/s | hit rate | PyTorch, whole table on the GPU | berth / PyTorch | cost model: predicted | rows right |"
+        "| Zipf s | berth, M rows/s | hit rate | PyTorch, whole table on the GPU | berth / PyTorch | cost model: the GPU's part, predicted | rows right |"
     )?;
     writeln!(md, "|---:|---:|---:|---:|---:|---:|---|")?;
     for r in runs {
@@ -735,7 +741,7 @@ mod tests {
         assert!(md.contains("this machine's calibrated"), "{md}");
         assert!(
             md.contains(
-                "| Zipf 1 | 90.0% | 100 | Tier | 125.0 | 100.0 | 0.80 | 40.0 | 50.0 | 1.25 |"
+                "| Zipf 1 | 90.0% | 100 | Tier | 125.0 | 100.0 | 0.80 | – | – | 40.0 | 50.0 | 1.25 |"
             ),
             "{md}"
         );

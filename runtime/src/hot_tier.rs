@@ -923,6 +923,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 capacity,
                 hit_fraction: 1.0,
                 admitted_per_batch: 0.0,
+                random_per_s: None,
             },
         )
         .choice
@@ -1098,7 +1099,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// than its hits spare (a law without skew over a large table, or a hot set that moves
     /// faster than the refreshes), and a smaller `count_every` share, `admit_on_repeat`, or
     /// fewer refreshes would change that; with the context's constants
-    /// ([`Gpu::link_costs`](crate::Gpu::link_costs)), calibrated or conservative.
+    /// ([`Gpu::link_costs`](crate::Gpu::link_costs)), calibrated or conservative, and the
+    /// table's own random-read rate
+    /// ([`Gpu::measure_random_reads`](crate::Gpu::measure_random_reads): measured at the first
+    /// call, a probe kernel that waits for the GPU's default stream, then cached; where it
+    /// fails, the machine's rate for a table of its size).
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
@@ -1123,6 +1128,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 capacity: self.capacity,
                 hit_fraction: s.hit_rate(),
                 admitted_per_batch: s.filled as f64 / s.gathers.max(1) as f64,
+                random_per_s: self.gpu.measure_random_reads(&self.table).ok(),
             },
         )
     }

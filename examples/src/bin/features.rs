@@ -713,6 +713,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             hit_fraction: (s.hits - at_timed.hits) as f64
                 / (s.looked_up - at_timed.looked_up).max(1) as f64,
             admitted_per_batch: (s.filled - at_timed.filled) as f64 / timed_gathers as f64,
+            // The table's own rate (its memory decides it), measured once after the timed
+            // batches.
+            random_per_s: Some(gpu.measure_random_reads(tier.table())?),
         },
     );
     let model_tier = batch as f64
