@@ -253,6 +253,54 @@ fn copy_rows<T: DeviceCopy, M: MappedArg<T>>(
         });
 }
 
+/// The shape of a tier's fills ([`HOT_FILL`]): rows of `units` 16-byte units, ids below `rows`,
+/// slots below `capacity`.
+struct Fill {
+    units: usize,
+    rows: usize,
+    capacity: usize,
+}
+
+impl Fill {
+    /// Queue a fill of `n` rows: host rows `ids[..n]` of `table` into slots `dst[..n]` of
+    /// `tier`.
+    fn queue<'l, T: DeviceCopy, M: MappedArg<T>>(
+        &self,
+        queue: &'l impl Queue,
+        table: &'l M,
+        (ids, dst): (&'l DeviceBuffer<u32>, &'l DeviceBuffer<u32>),
+        n: usize,
+        tier: &'l mut DeviceBuffer<T>,
+    ) -> Result<Pending<'l>> {
+        let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
+        l.scalar(&(self.units as u64));
+        l.scalar(&(self.rows as u64));
+        l.scalar(&(self.capacity as u64));
+        l.mapped(table);
+        l.device_prefix(ids, n);
+        l.device_prefix(dst, n);
+        l.device_mut(tier);
+        l.submit()
+    }
+}
+
+/// Queue a slot table update ([`HOT_SLOTS`]) of `n` entries: `slots[ids[i]] = vals[i]`, for ids
+/// below `rows`.
+fn update_slots<'l>(
+    queue: &'l impl Queue,
+    rows: usize,
+    (ids, vals): (&'l DeviceBuffer<u32>, &'l DeviceBuffer<u32>),
+    n: usize,
+    slots: &'l mut DeviceBuffer<u32>,
+) -> Result<Pending<'l>> {
+    let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(n))?;
+    l.scalar(&(rows as u64));
+    l.device_prefix(ids, n);
+    l.device_prefix(vals, n);
+    l.device_mut(slots);
+    l.submit()
+}
+
 /// Rows a whole tier's fill copies per launch ([`fill_whole`]).
 const WHOLE_FILL_ROWS: usize = if cfg!(test) { 1000 } else { 1 << 20 };
 
@@ -278,21 +326,13 @@ fn fill_whole<T: DeviceCopy, M: MappedArg<T>>(
         ids.extend(start as u32..end as u32);
         list.copy_prefix_from(&ids)?;
         let n = ids.len();
-        let mut l = Launch::new(gpu, &HOT_FILL, Grid::cover(n * units))?;
-        l.scalar(&(units as u64));
-        l.scalar(&(rows as u64));
-        l.scalar(&(rows as u64));
-        l.mapped(table);
-        l.device_prefix(&list, n);
-        l.device_prefix(&list, n);
-        l.device_mut(tier);
-        l.submit()?.wait()?;
-        let mut l = Launch::new(gpu, &HOT_SLOTS, Grid::cover(n))?;
-        l.scalar(&(rows as u64));
-        l.device_prefix(&list, n);
-        l.device_prefix(&list, n);
-        l.device_mut(slots);
-        l.submit()?.wait()?;
+        let fill = Fill {
+            units,
+            rows,
+            capacity: rows,
+        };
+        fill.queue(gpu, table, (&list, &list), n, tier)?.wait()?;
+        update_slots(gpu, rows, (&list, &list), n, slots)?.wait()?;
     }
     Ok(())
 }
@@ -2047,15 +2087,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     .deliver(gpu, queue, &plan.fill_dst, max, plan.written)?;
                 let fill = &lists.fill;
                 self.stats.filled += n as u64;
-                let mut l = Launch::new(queue, &HOT_FILL, Grid::cover(n * self.units))?;
-                l.scalar(&(self.units as u64));
-                l.scalar(&(self.rows as u64));
-                l.scalar(&(self.capacity as u64));
-                l.mapped(&self.table);
-                l.device_prefix(&fill.0.dev, n);
-                l.device_prefix(&fill.1.dev, n);
-                l.device_mut(&mut self.tier);
-                let fill = l.submit()?;
+                let shape = Fill {
+                    units: self.units,
+                    rows: self.rows,
+                    capacity: self.capacity,
+                };
+                let lists = (&fill.0.dev, &fill.1.dev);
+                let fill = shape.queue(queue, &self.table, lists, n, &mut self.tier)?;
                 if wait {
                     // Dropping the guard waits for the fill, except in a scope.
                     drop(fill);
@@ -2088,12 +2126,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     .1
                     .deliver(gpu, queue, &plan.update_vals, max, plan.written)?;
                 let update = &lists.update;
-                let mut l = Launch::new(queue, &HOT_SLOTS, Grid::cover(n))?;
-                l.scalar(&(self.rows as u64));
-                l.device_prefix(&update.0.dev, n);
-                l.device_prefix(&update.1.dev, n);
-                l.device_mut(&mut self.slots);
-                let update = l.submit()?;
+                let lists = (&update.0.dev, &update.1.dev);
+                let update = update_slots(queue, self.rows, lists, n, &mut self.slots)?;
                 if wait {
                     // Dropping the guard waits for the update, except in a scope.
                     drop(update);
