@@ -58,6 +58,12 @@ pub fn write(md: &mut String, text: &str) -> Result {
     for l in text.lines().filter(|l| l.starts_with('{')) {
         rows.push(serde_json::from_str(l)?);
     }
+    // The runs at other row widths than the main one (the width of most tier runs) go to a
+    // table of their own.
+    let main_dim = main_dim(&rows);
+    let (width_rows, rows): (Vec<Value>, Vec<Value>) = rows
+        .into_iter()
+        .partition(|r| r["dim"].as_u64().is_some_and(|d| Some(d) != main_dim));
     // The runs with every batch staged whole go to their own table, beside the others, and
     // so do the runs whose budget holds the whole table.
     let (whole_rows, rows): (Vec<Value>, Vec<Value>) =
@@ -114,15 +120,6 @@ pub fn write(md: &mut String, text: &str) -> Result {
         md,
         "|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"
     )?;
-    // The rate misses can be served at: the faster of the two ways without a tier.
-    let faster = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let miss_uniform = faster(
-        mrows(line(&rows, "berth_mapped_only", 0.0)),
-        mrows(line(&rows, "berth_host_gathered", 0.0)),
-    );
     let mut bounds = Vec::new();
     for &z in &zipfs {
         let berth = line(&rows, "berth_hot_tier", z);
@@ -142,12 +139,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             (Some(t), None) => format!("≥ {t}×"),
             (None, _) => "–".into(),
         };
-        let bound = match (hit_ideal, whole, miss_uniform.or(faster(plain, hosted))) {
-            (Some(h), Some(d), Some(m)) if d > 0.0 && m > 0.0 => {
-                Some(1.0 / (h / d + (1.0 - h) / m))
-            }
-            _ => None,
-        };
+        let bound = split_bound(&rows, z);
         bounds.push((z, bound));
         let vs_bound = b.zip(bound).map(|(b, x)| b / x);
         let ok = [
@@ -188,6 +180,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
         )?;
     }
     graph(md, &rows)?;
+    widths(md, &rows, &width_rows)?;
     model(md, &rows)?;
     fits(md, &rows, &fits_rows)?;
     whole(md, &rows, &whole_rows)?;
@@ -195,6 +188,132 @@ pub fn write(md: &mut String, text: &str) -> Result {
     drift(md, &rows)?;
     refreshes(md, &rows)?;
     link(md, &rows)
+}
+
+/// The row width most tier runs have (`None` without a tier run).
+fn main_dim(rows: &[Value]) -> Option<u64> {
+    let mut dims: Vec<(u64, usize)> = Vec::new();
+    for d in rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier")
+        .filter_map(|r| r["dim"].as_u64())
+    {
+        match dims.iter_mut().find(|(e, _)| *e == d) {
+            Some((_, n)) => *n += 1,
+            None => dims.push((d, 1)),
+        }
+    }
+    // The first width seen wins a tie.
+    dims.iter().rev().max_by_key(|&&(_, n)| n).map(|&(d, _)| d)
+}
+
+/// The split bound for Zipf exponent `z` over the lines of one row width: the hit fraction of
+/// a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on
+/// the GPU, and the rest at the faster of the two ways without a tier for the uniform law (or
+/// for this law, where the uniform law was not run).
+fn split_bound(rows: &[Value], z: f64) -> Option<f64> {
+    let faster = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let without = |z: f64| {
+        faster(
+            mrows(line(rows, "berth_mapped_only", z)),
+            mrows(line(rows, "berth_host_gathered", z)),
+        )
+    };
+    let h = line(rows, "torch_cpu_gather_pinned_copy", z)?["hit_fraction_tier"].as_f64()?;
+    let d = mrows(line(rows, "torch_whole_table_on_gpu", z))?;
+    let m = without(0.0).or(without(z))?;
+    (d > 0.0 && m > 0.0).then(|| 1.0 / (h / d + (1.0 - h) / m))
+}
+
+/// The same laws over rows of other widths (a table of the same bytes, the same budget), with
+/// the main width's rows beside them (nothing without a run at another width).
+fn widths(md: &mut String, rows: &[Value], width_rows: &[Value]) -> Result {
+    let mut dims: Vec<u64> = width_rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier")
+        .filter_map(|r| r["dim"].as_u64())
+        .collect();
+    if dims.is_empty() {
+        return Ok(());
+    }
+    if let Some(d) = main_dim(rows) {
+        dims.push(d);
+    }
+    dims.sort_unstable();
+    dims.dedup();
+    writeln!(
+        md,
+        "
+Row widths: the same laws, batches and budget over tables of the same bytes with rows of other widths (as many more or fewer rows), each width against PyTorch's usual path and its own split bound in the same run. GB/s: the rows' bytes gathered per second.
+"
+    )?;
+    writeln!(
+        md,
+        "| floats per row | rows in the table | Zipf s | berth, M rows/s | GB/s | hit rate | PyTorch CPU gather + copy | berth / PyTorch | without a tier: in place | whole table on the GPU | split bound | berth / bound | cost model: choice, tier predicted | rows right |"
+    )?;
+    writeln!(
+        md,
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+    )?;
+    for dim in dims {
+        let of_width: Vec<Value> = rows
+            .iter()
+            .chain(width_rows)
+            .filter(|r| r["dim"].as_u64() == Some(dim) && !drifting(r))
+            .filter(|r| r["whole_batches"] != true && r["model_choice"] != "Resident")
+            .cloned()
+            .collect();
+        let mut zipfs: Vec<f64> = of_width
+            .iter()
+            .filter(|r| r["impl"] == "berth_hot_tier")
+            .filter_map(|r| r["zipf"].as_f64())
+            .collect();
+        zipfs.sort_by(f64::total_cmp);
+        zipfs.dedup();
+        for z in zipfs {
+            let berth = line(&of_width, "berth_hot_tier", z);
+            let torch = mrows(line(&of_width, "torch_cpu_gather_pinned_copy", z));
+            let b = mrows(berth);
+            let bound = split_bound(&of_width, z);
+            let table_rows = berth.and_then(|r| {
+                Some(r["table_gib"].as_f64()? * (1u64 << 30) as f64 / (4 * dim) as f64)
+            });
+            let ok = [
+                berth.map(|v| &v["ok"]),
+                line(&of_width, "berth_mapped_only", z).map(|v| &v["ok"]),
+                line(&of_width, "berth_host_gathered", z).map(|v| &v["ok"]),
+            ]
+            .into_iter()
+            .flatten()
+            .all(|v| v == true);
+            writeln!(
+                md,
+                "| {dim} | {} | {z} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                cell(table_rows, 0),
+                cell(b, 1),
+                cell(b.map(|b| b * (4 * dim) as f64 / 1e3), 1),
+                percent(berth.and_then(|v| v["hit_rate_second_half"].as_f64())),
+                cell(torch, 1),
+                cell(b.zip(torch).map(|(b, t)| b / t), 2) + "×",
+                cell(mrows(line(&of_width, "berth_mapped_only", z)), 1),
+                cell(mrows(line(&of_width, "torch_whole_table_on_gpu", z)), 0),
+                cell(bound, 0),
+                cell(b.zip(bound).map(|(b, x)| b / x), 2),
+                match berth.and_then(|r| Some((
+                    r["model_choice"].as_str()?,
+                    r["model_tier_mrows_s"].as_f64()?
+                ))) {
+                    Some((c, p)) => format!("{c}, {p:.1}"),
+                    None => "–".into(),
+                },
+                if ok { "yes" } else { "**no**" },
+            )?;
+        }
+    }
+    Ok(())
 }
 
 /// The cost model's predictions (`placement::decide_gather`, with the run's calibration) from
@@ -723,6 +842,34 @@ mod tests {
         write(&mut md, text)?;
         // Bound: 1 / (0.9 / 1000 + 0.1 / 20) = 169.5 M rows/s; berth 100 / 169.5 = 0.59.
         assert!(md.contains("| 1 | 100.0 | 90.0% | 91.2% | 90.0% | 40.0 | 2.50× | ≥ 8×: ✗ | 25.0 | 12.0 | 1000 | 169 | 0.59 ✗ | yes |"), "{md}");
+        Ok(())
+    }
+
+    #[test]
+    fn other_widths_get_their_own_table_and_bound() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"hit_rate_second_half":0.9,"ok":true}
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":192,"refresh_every":16,"mrows_s":90.0,"drift_every":64,"ok":true}
+{"impl":"berth_mapped_only","zipf":0.0,"dim":128,"mrows_s":20.0,"ok":true}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":128,"mrows_s":40.0,"hit_fraction_tier":0.9}
+{"impl":"torch_whole_table_on_gpu","zipf":1.0,"dim":128,"mrows_s":1000.0}
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":256,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":60.0,"hit_rate_second_half":0.8,"model_choice":"Tier","model_tier_mrows_s":75.0,"ok":true}
+{"impl":"berth_mapped_only","zipf":0.0,"dim":256,"mrows_s":10.0,"ok":true}
+{"impl":"berth_mapped_only","zipf":1.0,"dim":256,"mrows_s":12.0,"ok":false}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":256,"mrows_s":30.0,"hit_fraction_tier":0.8}
+{"impl":"torch_whole_table_on_gpu","zipf":1.0,"dim":256,"mrows_s":500.0}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        // The main table keeps the 128-float rows: bound 1 / (0.9 / 1000 + 0.1 / 20) = 169.5.
+        assert!(
+            md.contains("| 1 | 100.0 | 90.0% | – | 90.0% | 40.0 | 2.50× |"),
+            "{md}"
+        );
+        assert!(!md.contains("\n| 1 | 60.0 |"), "{md}");
+        // 256 floats: 64 GiB / 1 KiB = 67,108,864 rows; 60 M rows/s of 1 KiB = 61.4 GB/s;
+        // bound 1 / (0.8 / 500 + 0.2 / 10) = 46.3; a wrong row of the run without a tier shows.
+        assert!(md.contains("| 256 | 67108864 | 1 | 60.0 | 61.4 | 80.0% | 30.0 | 2.00× | 12.0 | 500 | 46 | 1.30 | Tier, 75.0 | **no** |"), "{md}");
+        // The main width is set beside it, without the drifting run.
+        assert!(md.contains("| 128 | 134217728 | 1 | 100.0 | 51.2 | 90.0% | 40.0 | 2.50× | – | 1000 | 169 | 0.59 | – | yes |"), "{md}");
         Ok(())
     }
 

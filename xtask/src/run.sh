@@ -60,7 +60,10 @@
 #   graph (`--graph`, its ids dumped for the anchor to gather the same; BERTH_FEATURES_GRAPH=0
 #   skips it); then mapped_pages.cu (a plain CUDA gather from managed memory kept on the host,
 #   with and without MADV_HUGEPAGE, back to back and a batch at a time; BERTH_FEATURES_CUDA=0
-#   skips it).
+#   skips it). Before mapped_pages.cu, the laws again with rows of each width of
+#   BERTH_FEATURES_WIDTHS (default "64 256", floats) over a table of the same bytes: the tier,
+#   both paths without it and the anchor. BERTH_FEATURES_MAIN=0 leaves out the 128-float run
+#   and its anchor (the other steps have their own switches).
 #   tensor: the tensor-core tests (mma, async copies, attention, wgmma) of tests/gpu, then the
 #   tensor_gemm example (berth's mma.sync GEMM against cuBLAS, f16 and bf16) and the
 #   wgmma_gemm example (the bulk-copy + warpgroup-MMA GEMM against cuBLAS, c = a · bᵀ) at
@@ -618,11 +621,13 @@ if [[ $mode == features ]]; then
     fi
   fi
   { echo "=== /proc/buddyinfo before the features example"; cat /proc/buddyinfo 2>/dev/null; grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo 2>/dev/null; } >> "$out/features.log"
-  echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
-  if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
-    summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
-  else
-    summary+=("FAIL  features --zipf $zipf"); fail=1
+  if [[ ${BERTH_FEATURES_MAIN:-1} == 1 ]]; then
+    echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
+    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+      summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
+    else
+      summary+=("FAIL  features --zipf $zipf"); fail=1
+    fi
   fi
   # The same laws with each batch staged whole, against the default's two halves.
   if [[ ${BERTH_FEATURES_WHOLE:-1} == 1 ]]; then
@@ -667,8 +672,8 @@ if [[ $mode == features ]]; then
       summary+=("FAIL  features --graph"); fail=1
     fi
   fi
-  if [[ ${BERTH_FEATURES_ANCHOR:-1} == 0 ]]; then
-    summary+=("SKIP  features anchor (BERTH_FEATURES_ANCHOR=0)")
+  if [[ ${BERTH_FEATURES_ANCHOR:-1} == 0 || ${BERTH_FEATURES_MAIN:-1} == 0 ]]; then
+    summary+=("SKIP  features anchor (BERTH_FEATURES_ANCHOR=0 or BERTH_FEATURES_MAIN=0)")
   elif python3 -c 'import torch, numpy' 2>/dev/null; then
     gib=$(python3 -c "print($rows * 512 / 2**30)")
     bgib=$(python3 -c "s='$budget'; m={'K':2**-20,'M':2**-10,'G':1}; print(float(s[:-1]) * m[s[-1]] if s[-1] in m else float(s) / 2**30)")
@@ -682,6 +687,26 @@ if [[ $mode == features ]]; then
     echo '{"note":"features anchor skipped: needs torch and numpy"}' | tee -a "$out/features.jsonl"
     summary+=("SKIP  features anchor (needs torch and numpy)")
   fi
+  # Other row widths over a table of the same bytes: the tier, both ways without it and the
+  # anchor's PyTorch paths, law by law.
+  for width in ${BERTH_FEATURES_WIDTHS:-64 256}; do
+    wrows=$((rows * 128 / width))
+    echo "=== features --width $width --rows $wrows --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
+    if "$here/bin/features" --rows "$wrows" --width "$width" --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+      summary+=("PASS  features --width $width (every row checked equal to the host's)")
+    else
+      summary+=("FAIL  features --width $width"); fail=1
+    fi
+    if [[ ${BERTH_FEATURES_ANCHOR:-1} == 1 ]] && python3 -c 'import torch, numpy' 2>/dev/null; then
+      gib=$(python3 -c "print($rows * 512 / 2**30)")
+      bgib=$(python3 -c "s='$budget'; m={'K':2**-20,'M':2**-10,'G':1}; print(float(s[:-1]) * m[s[-1]] if s[-1] in m else float(s) / 2**30)")
+      if python3 "$here/features_anchor.py" "$gib" "$width" "$bgib" "" 65536 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
+        summary+=("PASS  features anchor --width $width")
+      else
+        summary+=("FAIL  features anchor --width $width"); fail=1
+      fi
+    fi
+  done
   # The link's own rate for the same gathers: a plain CUDA kernel over managed memory kept on
   # the host (what a ManagedBuffer is), back to back and one batch at a time.
   if [[ ${BERTH_FEATURES_CUDA:-1} == 0 ]]; then
