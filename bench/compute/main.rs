@@ -4,7 +4,7 @@
 //! `bench_compute <kernel> <size> [repetitions=10]` — kernel: `sgemm_tiled`, `sgemm_reg4`,
 //! `sgemm_reg8` (size = n), `nbody`, `nbody_fast` (size = bodies), `black_scholes` (size =
 //! options), `block_sum_warp` (size = floats), `haxpy2`, `hdot` (size = f16 pairs), and the
-//! plain ports of `examples/src/plain.rs`: `plain_sgemm_tiled`, `plain_sgemm_reg4`,
+//! plain ports of `examples/compute/src/plain.rs`: `plain_sgemm_tiled`, `plain_sgemm_reg4`,
 //! `plain_sgemm_reg8` (size = n), `plain_nbody` (size = bodies), `plain_stencil5`,
 //! `plain_transpose` (size = side of the square grid). One warm-up, then each launch timed
 //! alone with CUDA events, median reported as one JSON line; outputs poisoned (NaN) first, results checked against a host computation in

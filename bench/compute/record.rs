@@ -75,7 +75,7 @@ pub fn write(md: &mut String, compute: &str) -> Result {
     writeln!(md, "\n## Compute-bound kernels\n")?;
     writeln!(
         md,
-        "The kernels of `examples/src/compute.rs` and `examples/src/half_precision.rs` against \
+        "The kernels of `examples/compute/src/compute.rs` and `examples/compute/src/half_precision.rs` against \
          the same algorithms in CUDA C++ (`bench/compute/reference.cu`: same tiling, same block shapes, \
          written the plain way, `nvcc -O3 -arch=sm_90`), in the same run: median of 10 \
          launches timed one by one with CUDA events, two interleaved rounds, the median of \
@@ -189,7 +189,7 @@ pub fn write(md: &mut String, compute: &str) -> Result {
         writeln!(md, "\n### Plain ports\n")?;
         writeln!(
             md,
-            "The kernels of `examples/src/plain.rs`: CUDA kernels ported line by line as a \
+            "The kernels of `examples/compute/src/plain.rs`: CUDA kernels ported line by line as a \
              newcomer writes them (`for` loops over small local arrays, checked slice reads, \
              `unsafe {{ c.write(k, v) }}` for computed-index stores, `unsafe` shared accesses \
              and barriers; no declared block shape, no `unroll!`, no matrix views), against \

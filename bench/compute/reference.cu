@@ -1,4 +1,4 @@
-// CUDA C++ reference for berth's compute-bound kernels (examples/src/compute.rs): the same
+// CUDA C++ reference for berth's compute-bound kernels (examples/compute/src/compute.rs): the same
 // algorithms, tiling and block shapes, written the plain way and compiled with nvcc's
 // defaults (-O3, FMA contraction on, precise division and sqrt).
 //
@@ -8,7 +8,7 @@
 // kernel: sgemm_tiled | sgemm_reg4 | sgemm_reg8 (size = n) · nbody | nbody_fast (size =
 // bodies) · black_scholes (size = options) · block_sum_warp (size = floats) · haxpy2 | hdot
 // (size = f16 pairs) · stencil5 | transpose (size = side of the square grid). The plain ports of
-// examples/src/plain.rs are berth's line-by-line translations of these kernels:
+// examples/compute/src/plain.rs are berth's line-by-line translations of these kernels:
 // `plain_<kernel>` runs the same kernel here, reported under the plain port's name. One warm-up, then each launch timed alone with
 // CUDA events; the median is reported as one JSON line. Results are checked against a host
 // computation on the same random inputs (sgemm: 64 sampled entries in double; n-body: 64

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """berth's compute kernels against nvcc's without a GPU: registers, local frame and machine
-instructions of each kernel of examples/src/compute.rs and examples/src/plain.rs beside the
+instructions of each kernel of examples/compute/src/compute.rs and examples/compute/src/plain.rs beside the
 CUDA C++ it is measured against (bench/compute/reference.cu), both compiled by the same ptxas.
 
     python3 bench/compute/static.py [BERTH_PTX] [--arch sm_90] [--json]
 
-BERTH_PTX defaults to the examples crate's PTX of the last build
-(target/berth-nvptx/berth/berth_examples/berth_examples.ptx: `cargo build -p berth-examples`
-makes it). Needs nvcc, ptxas and nvdisasm of one CUDA release on PATH or in the
+BERTH_PTX defaults to the compute examples crate's PTX of the last build
+(target/berth-nvptx/berth/berth_examples_compute/berth_examples_compute.ptx: `cargo build -p
+berth-examples-compute` makes it). Needs nvcc, ptxas and nvdisasm of one CUDA release on PATH or in the
 `nvidia-cuda-nvcc`, `nvidia-nvvm`, `nvidia-cuda-cccl` and `nvidia-cuda-nvdisasm` wheels
 (`pip install nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-cccl==13.0.85
 nvidia-cuda-nvdisasm`).
@@ -142,9 +142,9 @@ def main():
         arch = sys.argv[sys.argv.index("--arch") + 1]
         args = [a for a in args if a != arch]
     ptx = args[0] if args else os.path.join(
-        ROOT, "target/berth-nvptx/berth/berth_examples/berth_examples.ptx")
+        ROOT, "target/berth-nvptx/berth/berth_examples_compute/berth_examples_compute.ptx")
     if not os.path.isfile(ptx):
-        sys.exit(f"{ptx} not found: build the examples first (cargo build -p berth-examples)")
+        sys.exit(f"{ptx} not found: build the compute examples first (cargo build -p berth-examples-compute)")
     nvcc, ptxas, nvdisasm = tool("nvcc"), tool("ptxas"), tool("nvdisasm")
     with tempfile.TemporaryDirectory(prefix="berth-static-") as tmp:
         env_path = os.path.dirname(nvcc) + os.pathsep + os.environ.get("PATH", "")

@@ -139,7 +139,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     if !gemms.is_empty() {
         writeln!(
             md,
-            "`tensor_gemm` (`examples/src/tensor.rs`): C = A·B, row-major f16/bf16 inputs, f32 output, M = N = K = n; berth's time is the median of its samples of queued launches, and so is cuBLAS's (called through cudarc in the same process, the same way, checked equal); `wgmma_gemm` (`examples/src/wgmma_gemm.rs`: C = A·Bᵀ, the bulk-copy and warpgroup-MMA kernel) shows the medians of its runs and of cuBLAS's on the same problem; `torch.matmul` is the median of the anchor's runs (`bench/tensor/anchor.py`, same run, bf16/f16 output). Targets: 0.55× cuBLAS for the `mma.sync` kernel, 0.80× for a warpgroup (`wgmma`) kernel.\n"
+            "`tensor_gemm` (`examples/tensor/src/tensor.rs`): C = A·B, row-major f16/bf16 inputs, f32 output, M = N = K = n; berth's time is the median of its samples of queued launches, and so is cuBLAS's (called through cudarc in the same process, the same way, checked equal); `wgmma_gemm` (`examples/tensor/src/wgmma_gemm.rs`: C = A·Bᵀ, the bulk-copy and warpgroup-MMA kernel) shows the medians of its runs and of cuBLAS's on the same problem; `torch.matmul` is the median of the anchor's runs (`bench/tensor/anchor.py`, same run, bf16/f16 output). Targets: 0.55× cuBLAS for the `mma.sync` kernel, 0.80× for a warpgroup (`wgmma`) kernel.\n"
         )?;
         writeln!(
             md,
@@ -175,7 +175,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     if !attns.is_empty() {
         writeln!(
             md,
-            "\n`attention`: the `mma.sync` kernel (`examples/src/attention.rs`, FlashAttention-2 forward) and the `wgmma` kernel (`examples/src/attention_wgmma.rs`, FlashAttention-3's layout: bulk tensor copies, warpgroup MMA with the probabilities as a register operand); bf16 Q, K, V and O, heads × sequence × head dim, medians of the runs; PyTorch's `scaled_dot_product_attention` with the flash backend on the same shapes (the anchor). Target: 1.0× PyTorch at d = 128, sequence 4k–16k.\n"
+            "\n`attention`: the `mma.sync` kernel (`examples/tensor/src/attention.rs`, FlashAttention-2 forward) and the `wgmma` kernel (`examples/tensor/src/attention_wgmma.rs`, FlashAttention-3's layout: bulk tensor copies, warpgroup MMA with the probabilities as a register operand); bf16 Q, K, V and O, heads × sequence × head dim, medians of the runs; PyTorch's `scaled_dot_product_attention` with the flash backend on the same shapes (the anchor). Target: 1.0× PyTorch at d = 128, sequence 4k–16k.\n"
         )?;
         writeln!(
             md,

@@ -3,26 +3,34 @@
 //! GPU. The programs that call these kernels are in `src/bin/`; the kernels berth's own tests
 //! need (wrong on purpose, failing on purpose, or covering one feature each) are in the
 //! `berth-fixtures` crate (`fixtures/`).
+//!
+//! The compute-bound and half-precision kernels, the tensor-core kernels and the TPC-H queries' kernels are kernel
+//! crates of their own (`berth-examples-compute` in `compute/`, `berth-examples-tensor` in
+//! `tensor/`, `berth-examples-tpch` in `tpch/`), re-exported here under the same paths: a
+//! crate's GPU build compiles the whole crate again after any edit, so kernels edited apart
+//! rebuild quicker in crates apart
+//! ([docs/kernel-language.md](../docs/kernel-language.md#rebuilding-after-an-edit)).
 
 use berth::prelude::*;
 
-pub mod attention;
-pub mod attention_wgmma;
+// Host only: a kernel crate's GPU build cannot compile another kernel crate (what the
+// builder injects for the GPU build reaches only the crate it builds).
+#[cfg(not(target_arch = "nvptx64"))]
+pub use berth_examples_compute::{compute, half_precision, plain};
+#[cfg(not(target_arch = "nvptx64"))]
+pub use berth_examples_tensor::{attention, attention_wgmma, tensor, wgmma_gemm};
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod tpch;
+
 #[cfg(all(feature = "cublas", not(target_arch = "nvptx64")))]
 pub mod blas;
 pub mod chain;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cli;
-pub mod compute;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod graph;
-pub mod half_precision;
 pub mod language;
-pub mod plain;
 pub mod reexport;
-pub mod tensor;
-pub mod tpch;
-pub mod wgmma_gemm;
 
 /// `y[i] = a * x[i] + y[i]`.
 #[gpu_kernel]

@@ -153,7 +153,7 @@ macro_rules! source {
 /// The example kernels' `lib.rs`.
 pub const EXAMPLES: Source = source!("examples/src/lib.rs");
 /// The example compute kernels.
-pub const COMPUTE: Source = source!("examples/src/compute.rs");
+pub const COMPUTE: Source = source!("examples/compute/src/compute.rs");
 /// The example chains of dependent launches.
 pub const CHAIN: Source = source!("examples/src/chain.rs");
 /// The fixture kernels that fail on purpose.

@@ -27,6 +27,9 @@ fn target_of(file: &std::path::Path) -> String {
 fn kernels() -> Vec<&'static berth::__private::Kernel> {
     // Referencing a descriptor keeps each kernel crate (and its registrations) linked.
     std::hint::black_box(&berth_examples::__BERTH_KERNEL_saxpy);
+    std::hint::black_box(&berth_examples::compute::__BERTH_KERNEL_sgemm_reg8);
+    std::hint::black_box(&berth_examples::tensor::__BERTH_KERNEL_hgemm_f16);
+    std::hint::black_box(&berth_examples::tpch::__BERTH_KERNEL_q6_raw);
     std::hint::black_box(&berth_fixtures::__BERTH_KERNEL_mul_add);
     berth::__private::registered_kernels().collect()
 }
@@ -35,12 +38,30 @@ fn kernels() -> Vec<&'static berth::__private::Kernel> {
 /// and the launcher check go by it, so two versions of one kernel crate never share a module.
 #[test]
 fn descriptors_name_their_crate_and_its_version() {
-    let want = format!("berth_examples@{}", env!("CARGO_PKG_VERSION"));
-    for k in kernels()
+    let crates = [
+        "berth_examples",
+        "berth_examples_compute",
+        "berth_examples_tensor",
+        "berth_examples_tpch",
+    ];
+    let want: Vec<String> = crates
+        .iter()
+        .map(|c| format!("{c}@{}", env!("CARGO_PKG_VERSION")))
+        .collect();
+    let ks = kernels();
+    for k in ks
         .iter()
         .filter(|k| k.crate_name.starts_with("berth_examples"))
     {
-        assert_eq!(k.crate_name, want, "`{}`", k.name);
+        assert!(
+            want.iter().any(|w| w == k.crate_name),
+            "`{}`: {}",
+            k.name,
+            k.crate_name
+        );
+    }
+    for w in &want {
+        assert!(ks.iter().any(|k| k.crate_name == w), "no kernel of `{w}`");
     }
     assert!(
         berth::__private::crate_sass("berth_examples").is_none(),
@@ -351,7 +372,7 @@ fn every_kernels_own_module_passes_ptxas() {
     // The kernel a first launch usually is: a small part of its crate's JIT.
     let (_, _, saxpy, whole) = pieces.iter().find(|p| p.0 == "saxpy").unwrap();
     assert!(
-        saxpy * 50 < *whole,
+        saxpy * 20 < *whole,
         "saxpy's module: {saxpy} of {whole} bytes"
     );
     let largest = pieces.iter().map(|p| p.2).max().unwrap_or(0);
@@ -646,7 +667,7 @@ fn the_builders_rewrites_show_in_the_ptx() {
     );
 }
 
-/// The plain ports (`examples/src/plain.rs`: `for` loops over local arrays, checked reads, no
+/// The plain ports (`examples/compute/src/plain.rs`: `for` loops over local arrays, checked reads, no
 /// declared block, no `unroll!`) compile as nvcc compiles the CUDA they port: their small
 /// constant-trip loops unroll and the local arrays live in registers — no local-memory frame,
 /// no spills (ptxas) — and the multiply loop between a tile step's two barriers computes no

@@ -552,7 +552,7 @@ fn the_sgemm_kernels_match_the_host() {
     );
 }
 
-/// The plain ports (`examples/src/plain.rs`) compute what the host does, on fresh random data
+/// The plain ports (`examples/compute/src/plain.rs`) compute what the host does, on fresh random data
 /// with the outputs poisoned first.
 #[test]
 fn the_plain_sgemm_ports_match_the_host() {

@@ -118,12 +118,13 @@ pub fn run(bench_only: bool) -> Result {
         std::fs::copy(root.join("bench").join(from), gpu_dir.join(to))?;
     }
     stage_nsys_libs(&gpu_dir.join("lib"))?;
-    // The example kernels' PTX, for the resource report next to nvcc's (same ptxas there).
-    let ptx = berth_build::nested::work_dir(&root.join("target/berth-nvptx"), "berth_examples")
-        .join("berth_examples.ptx");
-    std::fs::copy(&ptx, gpu_dir.join("berth_examples.ptx")).map_err(|e| {
+    // The compute kernels' PTX, for the resource report next to nvcc's (same ptxas there).
+    let ptx =
+        berth_build::nested::work_dir(&root.join("target/berth-nvptx"), "berth_examples_compute")
+            .join("berth_examples_compute.ptx");
+    std::fs::copy(&ptx, gpu_dir.join("berth_examples_compute.ptx")).map_err(|e| {
         format!(
-            "{}: {e} (the examples' PTX should have been built just now)",
+            "{}: {e} (the compute examples' PTX should have been built just now)",
             ptx.display()
         )
     })?;

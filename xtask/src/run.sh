@@ -22,7 +22,7 @@
 #   launches: 1,000 dependent launches queued (berth scope vs one CUDA stream) and replayed
 #   as a graph (berth Graph vs CUDA graph), n = 2^16 and 2^22, five rounds -> launch.jsonl;
 #   compute: the compute-bound kernels (SGEMM, n-body, Black-Scholes) against nvcc, and the
-#     plain line-by-line ports (examples/src/plain.rs) against the CUDA they port
+#     plain line-by-line ports (examples/compute/src/plain.rs) against the CUDA they port
 #     (BERTH_COMPUTE_MATCH, a regular expression, keeps the kernels it matches: '^plain_');
 #   kernels: compute plus the saxpy/block_sum kernel benchmark — the codegen check.
 #   multigpu (the 2-GPU machine): the device-set tests (tests/multigpu) and the data_parallel
@@ -433,10 +433,10 @@ run_compute() {
   if nvcc -O3 -arch=sm_90 -Xptxas -v -o "$here/compute" "$here/compute.cu" > "$here/nvcc-ptxas.txt" 2>&1; then
     ptxas_json nvcc < "$here/nvcc-ptxas.txt" >> "$out/compute.jsonl"
     # The examples' own target: sm_90a once their inline PTX uses the warpgroup instructions.
-    ptx_arch=$(sed -n 's/^\.target \([a-z0-9_]*\).*/\1/p' "$here/berth_examples.ptx" | head -n 1)
-    ptxas -arch="${ptx_arch:-sm_90}" -v "$here/berth_examples.ptx" -o "$here/berth_examples.cubin" 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
+    ptx_arch=$(sed -n 's/^\.target \([a-z0-9_]*\).*/\1/p' "$here/berth_examples_compute.ptx" | head -n 1)
+    ptxas -arch="${ptx_arch:-sm_90}" -v "$here/berth_examples_compute.ptx" -o "$here/berth_examples_compute.cubin" 2>&1 | ptxas_json berth >> "$out/compute.jsonl"
     cuobjdump -sass "$here/compute" | sass_json nvcc >> "$out/compute.jsonl"
-    cuobjdump -sass "$here/berth_examples.cubin" | sass_json berth >> "$out/compute.jsonl"
+    cuobjdump -sass "$here/berth_examples_compute.cubin" | sass_json berth >> "$out/compute.jsonl"
     for spec in "sgemm_tiled 2048" "sgemm_tiled 4096" "sgemm_reg4 2048" "sgemm_reg4 4096" \
                 "sgemm_reg8 2048" "sgemm_reg8 4096" "sgemm_reg8_unchecked 4096" "nbody 65536" "nbody_fast 65536" \
                 "black_scholes 67108864" "black_scholes_unchecked 67108864" "block_sum_warp 268435456" "haxpy2 134217728" \

@@ -43,7 +43,7 @@ const STAGE_BYTES: u32 = (STAGE * 2) as u32;
 /// the swizzle's 1024-byte pattern.
 ///
 /// ```
-/// assert_eq!(berth_examples::wgmma_gemm::WG_SHARED_BYTES, 4 * 49_152 + 1024);
+/// assert_eq!(berth_examples_tensor::wgmma_gemm::WG_SHARED_BYTES, 4 * 49_152 + 1024);
 /// ```
 pub const WG_SHARED_BYTES: usize = WG_STAGES * STAGE * 2 + 1024;
 

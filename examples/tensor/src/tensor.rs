@@ -28,7 +28,7 @@ const SB_LEN: usize = MMA_BK * MMA_BN;
 /// [`MMA_STAGES`] slices of `a` and of `b`, 2-byte elements, no padding (96 KiB).
 ///
 /// ```
-/// assert_eq!(berth_examples::tensor::MMA_SHARED_BYTES, 98_304);
+/// assert_eq!(berth_examples_tensor::tensor::MMA_SHARED_BYTES, 98_304);
 /// ```
 pub const MMA_SHARED_BYTES: usize = MMA_STAGES * (SA_LEN + SB_LEN) * 2;
 // What the copies' and loads' offsets below rely on: chunk `i` of a thread lies a multiple of

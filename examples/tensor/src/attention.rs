@@ -54,7 +54,7 @@ const fn buffer_row(b: usize) -> usize {
 /// 128 query rows at the start), in 2-byte elements, rows padded by 8 elements.
 ///
 /// ```
-/// assert_eq!(berth_examples::attention::attention_shared_bytes(128), 69_632);
+/// assert_eq!(berth_examples_tensor::attention::attention_shared_bytes(128), 69_632);
 /// ```
 #[must_use]
 pub const fn attention_shared_bytes(d: usize) -> usize {

@@ -49,7 +49,7 @@ pub const FA3_THREADS: usize = 384;
 /// to the swizzle's pattern.
 ///
 /// ```
-/// assert_eq!(berth_examples::attention_wgmma::attention_wgmma_shared_bytes(128), 5 * 32_768 + 1024);
+/// assert_eq!(berth_examples_tensor::attention_wgmma::attention_wgmma_shared_bytes(128), 5 * 32_768 + 1024);
 /// ```
 #[must_use]
 pub const fn attention_wgmma_shared_bytes(d: usize) -> usize {

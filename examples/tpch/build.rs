@@ -1,0 +1,3 @@
+fn main() {
+    berth_build::kernels()
+}
