@@ -44,7 +44,7 @@ const USAGE: &str = "usage: cargo xtask <command>
   gpu                                         stage GPU tests + benchmarks in .gpu/
   bench                                       stage the same bundle, print the benchmark command
   calibrate [OUT.json]                        measure this machine's link for #[auto] placement (GPU)
-  rebuild [--profile dev|release] [--edits N] time a one-line kernel edit's rebuild (no GPU)
+  rebuild [--crates] [--profile dev|release] [--edits N] time a one-line kernel edit's rebuild (no GPU)
   record DIR                                  write BENCHMARKS.md, bench/results/, GPU-RESULTS.md and RELIABILITY.md from a run's output
   asan [--no-record] [--skip TEST]...         the simulator's tests under AddressSanitizer (RELIABILITY.md)
   valgrind [--no-record] [--skip TEST]...     the same under valgrind's memcheck (slow)";
