@@ -190,6 +190,29 @@ pub fn write(md: &mut String, text: &str) -> Result {
     link(md, &rows)
 }
 
+/// A run of the laws at other row widths alone (`BERTH_FEATURES_MAIN=0`, the widths' lines
+/// only): its own section, each width against its own anchor (nothing without a tier line).
+pub fn write_widths(md: &mut String, text: &str) -> Result {
+    let mut rows: Vec<Value> = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(l)?);
+    }
+    if !rows.iter().any(|r| r["impl"] == "berth_hot_tier") {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\n## Hot tier: row widths\n\nThe `features` example as in the hot tier section, in a run of its own: the same 64 GiB table and 16 GiB budget with rows of other widths, {} batches to fill the tier, then {} timed.",
+        rows.iter()
+            .find(|r| r["impl"] == "berth_hot_tier")
+            .map_or(Value::Null, |r| r["warmup"].clone()),
+        rows.iter()
+            .find(|r| r["impl"] == "berth_hot_tier")
+            .map_or(Value::Null, |r| r["batches"].clone()),
+    )?;
+    widths(md, &[], &rows)
+}
+
 /// The row width most tier runs have (`None` without a tier run).
 fn main_dim(rows: &[Value]) -> Option<u64> {
     let mut dims: Vec<(u64, usize)> = Vec::new();
@@ -870,6 +893,29 @@ mod tests {
         assert!(md.contains("| 256 | 67108864 | 1 | 60.0 | 61.4 | 80.0% | 30.0 | 2.00× | 12.0 | 500 | 46 | 1.30 | Tier, 75.0 | **no** |"), "{md}");
         // The main width is set beside it, without the drifting run.
         assert!(md.contains("| 128 | 134217728 | 1 | 100.0 | 51.2 | 90.0% | 40.0 | 2.50× | – | 1000 | 169 | 0.59 | – | yes |"), "{md}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_run_of_widths_alone_renders_each_width() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":0.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":90.0,"hit_rate_second_half":0.25,"ok":true}
+{"impl":"berth_mapped_only","zipf":0.0,"dim":64,"mrows_s":80.0,"ok":true}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":0.0,"dim":64,"mrows_s":60.0,"hit_fraction_tier":0.25}
+{"impl":"torch_whole_table_on_gpu","zipf":0.0,"dim":64,"mrows_s":1200.0}
+{"impl":"berth_hot_tier","zipf":0.0,"ids":"zipf","table_gib":64.0,"dim":256,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":30.0,"hit_rate_second_half":0.25,"ok":true}"#;
+        let mut md = String::new();
+        write_widths(&mut md, text)?;
+        assert!(md.contains("## Hot tier: row widths"), "{md}");
+        assert!(md.contains("3000 batches to fill the tier"), "{md}");
+        // 64 floats: bound 1 / (0.25 / 1200 + 0.75 / 80) = 104.3; 90 / 104.3 = 0.86.
+        assert!(md.contains("| 64 | 268435456 | 0 | 90.0 | 23.0 | 25.0% | 60.0 | 1.50× | 80.0 | 1200 | 104 | 0.86 | – | yes |"), "{md}");
+        assert!(md.contains("| 256 | 67108864 | 0 | 30.0 |"), "{md}");
+        let mut none = String::new();
+        write_widths(
+            &mut none,
+            r#"{"impl":"torch_whole_table_on_gpu","zipf":0.0,"dim":64,"mrows_s":1.0}"#,
+        )?;
+        assert!(none.is_empty());
         Ok(())
     }
 

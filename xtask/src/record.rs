@@ -105,6 +105,12 @@ const TARGETED: &[Section] = &[
         render: |md, text, _| crate::benches::features::write(md, text),
     },
     Section {
+        // The hot tier at other row widths, run alone (`BERTH_FEATURES_MAIN=0 .gpu/run.sh
+        // features`, its `features.jsonl` recorded under this name).
+        file: "features-widths.jsonl",
+        render: |md, text, _| crate::benches::features::write_widths(md, text),
+    },
+    Section {
         // GEMM and attention on tensor cores against cuBLAS and PyTorch (`.gpu/run.sh tensor`).
         file: "tensor.log",
         render: |md, text, _| crate::benches::tensor::write(md, text),
