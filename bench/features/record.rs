@@ -197,18 +197,16 @@ pub fn write_widths(md: &mut String, text: &str) -> Result {
     for l in text.lines().filter(|l| l.starts_with('{')) {
         rows.push(serde_json::from_str(l)?);
     }
-    if !rows.iter().any(|r| r["impl"] == "berth_hot_tier") {
+    let Some(first) = rows.iter().find(|r| r["impl"] == "berth_hot_tier") else {
         return Ok(());
-    }
+    };
     writeln!(
         md,
-        "\n## Hot tier: row widths\n\nThe `features` example as in the hot tier section, in a run of its own: the same 64 GiB table and 16 GiB budget with rows of other widths, {} batches to fill the tier, then {} timed.",
-        rows.iter()
-            .find(|r| r["impl"] == "berth_hot_tier")
-            .map_or(Value::Null, |r| r["warmup"].clone()),
-        rows.iter()
-            .find(|r| r["impl"] == "berth_hot_tier")
-            .map_or(Value::Null, |r| r["batches"].clone()),
+        "\n## Hot tier: row widths\n\nThe `features` example as in the hot tier section, in a run of its own: a {} GiB table and a {:.1} GiB budget with rows of other widths, {} batches to fill the tier, then {} timed.",
+        first["table_gib"].as_f64().unwrap_or(0.0),
+        first["budget_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
+        first["warmup"],
+        first["batches"],
     )?;
     widths(md, &[], &rows)
 }
@@ -906,7 +904,10 @@ mod tests {
         let mut md = String::new();
         write_widths(&mut md, text)?;
         assert!(md.contains("## Hot tier: row widths"), "{md}");
-        assert!(md.contains("3000 batches to fill the tier"), "{md}");
+        assert!(
+            md.contains("a 64 GiB table and a 16.0 GiB budget with rows of other widths, 3000 batches to fill the tier"),
+            "{md}"
+        );
         // 64 floats: bound 1 / (0.25 / 1200 + 0.75 / 80) = 104.3; 90 / 104.3 = 0.86.
         assert!(md.contains("| 64 | 268435456 | 0 | 90.0 | 23.0 | 25.0% | 60.0 | 1.50× | 80.0 | 1200 | 104 | 0.86 | – | yes |"), "{md}");
         assert!(md.contains("| 256 | 67108864 | 0 | 30.0 |"), "{md}");

@@ -672,13 +672,14 @@ if [[ $mode == features ]]; then
       summary+=("FAIL  features --graph"); fail=1
     fi
   fi
+  # The table's and the budget's GiB, for the anchors (every width's table has the same bytes).
+  table_gib=$(python3 -c "print($rows * 512 / 2**30)")
+  budget_gib=$(python3 -c "s='$budget'; m={'K':2**-20,'M':2**-10,'G':1}; print(float(s[:-1]) * m[s[-1]] if s[-1] in m else float(s) / 2**30)")
   if [[ ${BERTH_FEATURES_ANCHOR:-1} == 0 || ${BERTH_FEATURES_MAIN:-1} == 0 ]]; then
     summary+=("SKIP  features anchor (BERTH_FEATURES_ANCHOR=0 or BERTH_FEATURES_MAIN=0)")
   elif python3 -c 'import torch, numpy' 2>/dev/null; then
-    gib=$(python3 -c "print($rows * 512 / 2**30)")
-    bgib=$(python3 -c "s='$budget'; m={'K':2**-20,'M':2**-10,'G':1}; print(float(s[:-1]) * m[s[-1]] if s[-1] in m else float(s) / 2**30)")
     # 65,536 ids rounded down to whole seeds of 166 ids (1 + 15 + 150): the graph's batches.
-    if python3 "$here/features_anchor.py" "$gib" 128 "$bgib" "$graph_ids" 65404 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
+    if python3 "$here/features_anchor.py" "$table_gib" 128 "$budget_gib" "$graph_ids" 65404 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
       summary+=("PASS  features anchor")
     else
       summary+=("FAIL  features anchor"); fail=1
@@ -698,9 +699,7 @@ if [[ $mode == features ]]; then
       summary+=("FAIL  features --width $width"); fail=1
     fi
     if [[ ${BERTH_FEATURES_ANCHOR:-1} == 1 ]] && python3 -c 'import torch, numpy' 2>/dev/null; then
-      gib=$(python3 -c "print($rows * 512 / 2**30)")
-      bgib=$(python3 -c "s='$budget'; m={'K':2**-20,'M':2**-10,'G':1}; print(float(s[:-1]) * m[s[-1]] if s[-1] in m else float(s) / 2**30)")
-      if python3 "$here/features_anchor.py" "$gib" "$width" "$bgib" "" 65536 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
+      if python3 "$here/features_anchor.py" "$table_gib" "$width" "$budget_gib" "" 65536 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
         summary+=("PASS  features anchor --width $width")
       else
         summary+=("FAIL  features anchor --width $width"); fail=1
