@@ -31,6 +31,7 @@ fn kernels() -> Vec<&'static berth::__private::Kernel> {
     std::hint::black_box(&berth_examples::tensor::__BERTH_KERNEL_hgemm_f16);
     std::hint::black_box(&berth_examples::tpch::__BERTH_KERNEL_q6_raw);
     std::hint::black_box(&berth_fixtures::__BERTH_KERNEL_mul_add);
+    std::hint::black_box(&berth_fixtures::async_copy::__BERTH_KERNEL_stage_sums);
     berth::__private::registered_kernels().collect()
 }
 

@@ -61,6 +61,13 @@ const CRATE_EDITS: &[(&str, &str, &str, &str, &str)] = &[
         "pub fn fill(value: u32, out: &mut [u32]) {\n    let i = thread::index();\n    if i < out.len() {\n        out[i] = value + 1;",
         "fill's stored value changed",
     ),
+    (
+        "berth-fixtures-tensor",
+        "fixtures/tensor/src/async_copy.rs",
+        "let from = 4 * ((t + 1) % n);",
+        "let from = 4 * ((t + 2) % n);",
+        "the neighbour stage_sums reads changed",
+    ),
 ];
 
 /// One timed build: its wall time, whether the GPU build ran, and its stages.
