@@ -40,7 +40,7 @@ use crate::launch::grid::Grid;
 use crate::launch::pending::Pending;
 use crate::own_kernels::{
     FILL_U32, HOT_CAPTURE, HOT_FILL, HOT_GATHER, HOT_SCATTER, HOT_SLOTS, HOT_UNIT, NOT_RESIDENT,
-    PENDING,
+    PENDING, probe_word,
 };
 use crate::placement::gather::{GatherAccess, GatherChoice, GatherDecision, decide_gather};
 use crate::queue::Queue;
@@ -335,6 +335,87 @@ fn fill_whole<T: DeviceCopy, M: MappedArg<T>>(
         update_slots(gpu, rows, (&list, &list), n, slots)?.wait()?;
     }
     Ok(())
+}
+
+/// Rows the row probe ([`row_read_rate`]) reads a run, at most.
+const ROW_PROBE_ROWS: usize = 1 << 16;
+/// Bytes of rows the row probe reads a run, at most (fewer rows of wide rows), and the
+/// fewest rows it reads.
+const ROW_PROBE_BYTES: usize = 64 << 20;
+const ROW_PROBE_MIN_ROWS: usize = 1 << 10;
+
+/// Random rows of `table` (`rows` rows of `units` 16-byte units, `width` elements) read in
+/// place per second, as a gather's misses read them ([`probe_rows`]): two runs of different
+/// rows (a row read again could come from the GPU's cache), the faster kept. Without a link
+/// (the simulator) the probe runs but times nothing, and the rate is the model's price of a
+/// row read in place ([`mapped_row_s`](crate::placement::mapped_row_s)).
+fn row_read_rate<T: DeviceCopy, M: MappedArg<T>>(
+    gpu: &Gpu,
+    table: &M,
+    (rows, units, width): (usize, usize, usize),
+) -> Result<f64> {
+    let costs = crate::placement::calibration::link_costs(&gpu.inner);
+    let row_bytes = units * HOT_UNIT;
+    let model = 1.0
+        / crate::placement::mapped_row_s(
+            &costs,
+            costs.random_per_s(rows.saturating_mul(row_bytes)),
+            row_bytes,
+        );
+    if rows == 0 {
+        return Ok(model);
+    }
+    let n = (ROW_PROBE_BYTES / row_bytes).clamp(ROW_PROBE_MIN_ROWS, ROW_PROBE_ROWS);
+    let mut best = f64::INFINITY;
+    for run in 0..2 {
+        best = best.min(probe_rows(gpu, table, (rows, units, width), n, run)?.1);
+    }
+    if !gpu.inner.ops().has_link() {
+        return Ok(model);
+    }
+    let rate = n as f64 / best.max(1e-9);
+    tracing::debug!(
+        rows,
+        row_bytes,
+        probed = n,
+        rate_per_s = rate,
+        model_per_s = model,
+        "hot tier: random rows of the table read in place, measured"
+    );
+    Ok(rate)
+}
+
+/// One run of the row probe: the fill kernel ([`HOT_FILL`]) copies `n` rows of `table`,
+/// spread uniformly over it (row `probe_word(run · n + i, rows)` into row `i`), into scratch
+/// device memory, on `gpu`'s default stream, timed with events. The scratch rows and the
+/// seconds between the events.
+fn probe_rows<T: DeviceCopy, M: MappedArg<T>>(
+    gpu: &Gpu,
+    table: &M,
+    (rows, units, width): (usize, usize, usize),
+    n: usize,
+    run: u64,
+) -> Result<(DeviceBuffer<T>, f64)> {
+    let mut scratch = gpu.alloc_zeroed::<T>(n * width)?;
+    // Row numbers and slots fit a u32: the tier refuses tables of `PENDING` rows or more, and
+    // `n` is at most `ROW_PROBE_ROWS`.
+    let dst = gpu.upload(&(0..n as u32).collect::<Vec<u32>>())?;
+    let ids: Vec<u32> = (0..n as u64)
+        .map(|i| probe_word(run * n as u64 + i, rows as u64) as u32)
+        .collect();
+    let ids = gpu.upload(&ids)?;
+    let fill = Fill {
+        units,
+        rows,
+        capacity: n,
+    };
+    let (start, stop) = (gpu.event()?, gpu.event()?);
+    start.record(gpu)?;
+    let pending = fill.queue(gpu, table, (&ids, &dst), n, &mut scratch)?;
+    stop.record(gpu)?;
+    pending.wait()?;
+    let s = crate::event::Event::elapsed(&start, &stop)?.as_secs_f64();
+    Ok((scratch, s))
 }
 
 /// Copy `ids` into `dst` (as long), push the ids `sample` picks onto `picked`, and give the
@@ -872,6 +953,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     stage_pos: MappedBuffer<u32>,
     /// The rows host threads gathered for the last gather, back to back.
     stage: MappedBuffer<T>,
+    /// Random rows of the table read in place per second ([`HotTier::measure_row_reads`]),
+    /// once measured.
+    row_reads: std::sync::OnceLock<f64>,
 }
 
 impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
@@ -964,6 +1048,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 hit_fraction: 1.0,
                 admitted_per_batch: 0.0,
                 random_per_s: None,
+                row_reads_per_s: None,
             },
         )
         .choice
@@ -1058,6 +1143,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             staged: gpu.mapped_zeroed(1)?,
             stage_pos: gpu.mapped_zeroed(1)?,
             stage: gpu.mapped_zeroed(width)?,
+            row_reads: std::sync::OnceLock::new(),
         })
     }
 
@@ -1139,11 +1225,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// than its hits spare (a law without skew over a large table, or a hot set that moves
     /// faster than the refreshes), and a smaller `count_every` share, `admit_on_repeat`, or
     /// fewer refreshes would change that; with the context's constants
-    /// ([`Gpu::link_costs`](crate::Gpu::link_costs)), calibrated or conservative, and the
-    /// table's own random-read rate
-    /// ([`Gpu::measure_random_reads`](crate::Gpu::measure_random_reads): measured at the first
-    /// call, a probe kernel that waits for the GPU's default stream, then cached; where it
-    /// fails, the machine's rate for a table of its size).
+    /// ([`Gpu::link_costs`](crate::Gpu::link_costs)), calibrated or conservative, and a miss
+    /// priced at the table's own rate of random rows of this width
+    /// ([`measure_row_reads`](HotTier::measure_row_reads): measured at the first call, a
+    /// probe that waits for the GPU's default stream, then cached; where it fails, the
+    /// model's price for a table of its size).
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
@@ -1168,9 +1254,31 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 capacity: self.capacity,
                 hit_fraction: s.hit_rate(),
                 admitted_per_batch: s.filled as f64 / s.gathers.max(1) as f64,
-                random_per_s: self.gpu.measure_random_reads(&self.table).ok(),
+                random_per_s: None,
+                row_reads_per_s: self.measure_row_reads().ok(),
             },
         )
+    }
+
+    /// Random rows of this tier's width read in place from its table per second: what a
+    /// gather pays for each row it misses, and the price [`decision`](HotTier::decision)
+    /// gives a miss. Measured at the first call and then cached: the runtime's fill kernel
+    /// reads rows spread uniformly over the table (64 Ki rows, or 64 MiB of them where rows
+    /// are wider than 1 KiB) into scratch device memory, twice, on the GPU's default stream
+    /// (waiting for it), the faster run kept. The memory behind a table and the width of its
+    /// rows decide the rate, which one random 4-byte read
+    /// ([`Gpu::measure_random_reads`](crate::Gpu::measure_random_reads)) does not tell. On
+    /// the simulator (no link) it is the model's price of a row read in place
+    /// ([`mapped_row_s`](crate::placement::mapped_row_s)).
+    ///
+    /// # Errors
+    /// A failed allocation of the scratch memory, upload or launch.
+    pub fn measure_row_reads(&self) -> Result<f64> {
+        if let Some(&rate) = self.row_reads.get() {
+            return Ok(rate);
+        }
+        let rate = row_read_rate(&self.gpu, &self.table, (self.rows, self.units, self.width))?;
+        Ok(*self.row_reads.get_or_init(|| rate))
     }
 
     /// What the tier has done so far.
@@ -3804,6 +3912,44 @@ mod tests {
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * 4).unwrap();
         t.gather(gpu, ids, &mut out).unwrap().wait().unwrap();
         t.refresh(gpu).unwrap()
+    }
+
+    #[test]
+    fn the_row_probe_reads_the_rows_it_names_and_the_simulator_prices_them_by_the_model() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (3_000, 8);
+        let (t, host) = numbered_tier(&gpu, rows, width, 64);
+        let units = width * 4 / HOT_UNIT;
+        for run in 0..2 {
+            let (scratch, _) =
+                probe_rows(&gpu, &t.table, (rows, units, width), 1_024, run).unwrap();
+            let got = scratch.to_vec().unwrap();
+            for i in 0..1_024 {
+                let id = probe_word(run * 1_024 + i as u64, rows as u64) as usize;
+                assert!(id < rows);
+                assert_eq!(
+                    got[i * width..][..width],
+                    host[id * width..][..width],
+                    "row {i}"
+                );
+            }
+        }
+        // No link to time: the model's price of a row read in place, cached.
+        let costs = crate::placement::calibration::link_costs(&gpu.inner);
+        let model = 1.0
+            / crate::placement::mapped_row_s(
+                &costs,
+                costs.random_per_s(rows * width * 4),
+                width * 4,
+            );
+        assert_eq!(t.measure_row_reads().unwrap(), model);
+        assert_eq!(t.row_reads.get(), Some(&model));
+        // The decision prices every row read in place at it.
+        let d = t.decision(4_096);
+        assert!(
+            (d.mapped_s - (costs.fixed_s + 4_096.0 / model)).abs() < 1e-12,
+            "{d:?}"
+        );
     }
 
     #[test]

@@ -833,8 +833,9 @@ unsafe fn chunk_done_sim(p: &[*mut std::ffi::c_void]) {
     unsafe { AtomicU32::from_ptr(*(p[0] as *const *mut u32)) }.store(1, Ordering::Release);
 }
 
-/// The word [`RANDOM_PROBE`]'s thread `i` reads in a table of `words` words.
-fn probe_word(i: u64, words: u64) -> u64 {
+/// The word [`RANDOM_PROBE`]'s thread `i` reads in a table of `words` words (also the rows
+/// a hot tier's row probe reads).
+pub(crate) fn probe_word(i: u64, words: u64) -> u64 {
     let mut z = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);

@@ -703,6 +703,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     // What the cost model predicts from the timed batches' hit rate and refreshes, with this
     // context's constants (calibrated where a calibration is found).
     let timed_gathers = (s.gathers - at_timed.gathers).max(1);
+    let row_reads = tier.measure_row_reads()?;
     let model = berth::placement::decide_gather(
         &gpu.link_costs(),
         &berth::placement::GatherAccess {
@@ -713,9 +714,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             hit_fraction: (s.hits - at_timed.hits) as f64
                 / (s.looked_up - at_timed.looked_up).max(1) as f64,
             admitted_per_batch: (s.filled - at_timed.filled) as f64 / timed_gathers as f64,
-            // The table's own rate (its memory decides it), measured once after the timed
-            // batches.
-            random_per_s: Some(gpu.measure_random_reads(tier.table())?),
+            // The table's own rate of random rows of this width (its memory and the rows'
+            // width decide it), measured once after the timed batches.
+            random_per_s: None,
+            row_reads_per_s: Some(row_reads),
         },
     );
     let model_tier = batch as f64
@@ -873,6 +875,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         line["model_calibrated"] = model.calibrated.into();
         line["model_tier_mrows_s"] = (model_tier / 1e6).into();
         line["model_mapped_mrows_s"] = (model_mapped / 1e6).into();
+        line["model_row_reads_mrows_s"] = (row_reads / 1e6).into();
         if let Some(q) = &queued {
             line["queued_s"] = q.seconds.into();
             line["queued_mrows_s"] = (n / q.seconds / 1e6).into();

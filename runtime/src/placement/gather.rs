@@ -36,6 +36,13 @@ pub struct GatherAccess {
     /// memory kept on the host, mapped for the GPU in 2 MiB pages, answers random rows of a
     /// 64 GiB table about twice as fast as pinned memory of 4 KiB pages on the H200 machine).
     pub random_per_s: Option<f64>,
+    /// Random rows of `row_bytes` read in place from the table per second, measured
+    /// ([`HotTier::measure_row_reads`](crate::HotTier::measure_row_reads)): where given, a
+    /// row read in place costs its inverse, and `random_per_s` is not used. A row's bytes
+    /// and one random read do not add up to it: on an H100 host whose link read 131 M random
+    /// 4-byte words a second from a 64 GiB table of managed memory, rows of 256 bytes read
+    /// in place at 80 M a second, rows of 1 KiB at 24 M.
+    pub row_reads_per_s: Option<f64>,
 }
 
 /// Where a batch's rows come from.
@@ -86,9 +93,10 @@ pub fn mapped_row_s(costs: &LinkCosts, random_per_s: f64, row_bytes: usize) -> f
 
 /// Predict and choose: the GPU's part of a batch (a batch waited for one at a time also pays
 /// the host's part: checking and staging its ids, which is the same for every choice). A
-/// batch read in place costs a launch and its rows at the random-row rate ([`mapped_row_s`],
-/// at the table's own random-read rate where the access has it, else the machine's for a
-/// region its size); through a tier, its hits' bytes at the device gather rate, its
+/// batch read in place costs a launch and its rows at the random-row rate (the table's own,
+/// measured at the row's width, where the access has it; else [`mapped_row_s`], at the
+/// table's own random-read rate where the access has that, else the machine's for a region
+/// its size); through a tier, its hits' bytes at the device gather rate, its
 /// misses at the random-row rate and the rows refreshes copy in at that rate again; from the
 /// whole table in device memory, every row's bytes at the device rate. The whole table wins
 /// wherever the budget holds it (device memory is never slower than the link); otherwise the
@@ -105,7 +113,10 @@ pub fn decide_gather(costs: &LinkCosts, a: &GatherAccess) -> GatherDecision {
         .random_per_s
         .filter(|r| *r > 0.0)
         .unwrap_or_else(|| costs.random_per_s(table_bytes));
-    let miss = mapped_row_s(costs, random, a.row_bytes);
+    let miss = a
+        .row_reads_per_s
+        .filter(|r| *r > 0.0 && r.is_finite())
+        .map_or_else(|| mapped_row_s(costs, random, a.row_bytes), |r| 1.0 / r);
     let hit = a.row_bytes as f64 / costs.device_gather_bytes_per_s;
     let mapped_s = costs.fixed_s + n * miss;
     let tier_s = costs.fixed_s + n * h * hit + n * (1.0 - h) * miss + a.admitted_per_batch * miss;
@@ -152,6 +163,7 @@ mod tests {
             hit_fraction,
             admitted_per_batch: 0.0,
             random_per_s: None,
+            row_reads_per_s: None,
         }
     }
 
@@ -200,6 +212,49 @@ mod tests {
             ..skewed(0.0)
         };
         assert_eq!(decide_gather(&c, &zero).mapped_s, machine.mapped_s);
+    }
+
+    #[test]
+    fn a_measured_row_rate_prices_each_miss_over_the_random_read_rate() {
+        // The H100 host's 64 GiB managed table: 131 M random 4-byte reads a second, 1 KiB rows
+        // read in place at 24 M a second (the larger of the read and the bytes would say 33 M).
+        let c = LinkCosts::h200_reference();
+        let wide = GatherAccess {
+            row_bytes: 1024,
+            table_rows: (64usize << 30) / 1024,
+            random_per_s: Some(131e6),
+            ..skewed(0.5)
+        };
+        let rows = GatherAccess {
+            row_reads_per_s: Some(24e6),
+            ..wide
+        };
+        let d = decide_gather(&c, &rows);
+        assert!((65_536.0 / d.mapped_s - 24e6).abs() < 0.5e6, "{d:?}");
+        // Half the rows miss: the tier's batch pays for those at the measured rate, and the
+        // hits at the device rate.
+        let hits = 32_768.0 * 1024.0 / c.device_gather_bytes_per_s;
+        let expected = c.fixed_s + hits + 32_768.0 / 24e6;
+        assert!(
+            (d.tier_s - expected).abs() < 1e-9,
+            "{} against {expected}",
+            d.tier_s
+        );
+        assert!(d.mapped_s > decide_gather(&c, &wide).mapped_s);
+        // No measurement (none, 0, or not finite): the random-read rate prices the rows.
+        for r in [
+            None,
+            Some(0.0),
+            Some(-1.0),
+            Some(f64::NAN),
+            Some(f64::INFINITY),
+        ] {
+            let a = GatherAccess {
+                row_reads_per_s: r,
+                ..wide
+            };
+            assert_eq!(decide_gather(&c, &a), decide_gather(&c, &wide), "{r:?}");
+        }
     }
 
     #[test]
