@@ -273,11 +273,11 @@ Row widths: the same laws, batches and budget over tables of the same bytes with
     )?;
     writeln!(
         md,
-        "| floats per row | rows in the table | Zipf s | berth, M rows/s | GB/s | hit rate | PyTorch CPU gather + copy | berth / PyTorch | without a tier: in place | whole table on the GPU | split bound | berth / bound | cost model: choice, tier predicted | rows right |"
+        "| floats per row | rows in the table | Zipf s | berth, M rows/s | GB/s | hit rate | PyTorch CPU gather + copy | berth / PyTorch | without a tier: in place | whole table on the GPU | split bound | berth / bound | cost model: choice, tier predicted | cost model: in place predicted | rows right |"
     )?;
     writeln!(
         md,
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"
     )?;
     for dim in dims {
         let of_width: Vec<Value> = rows
@@ -312,7 +312,7 @@ Row widths: the same laws, batches and budget over tables of the same bytes with
             .all(|v| v == true);
             writeln!(
                 md,
-                "| {dim} | {} | {z} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {dim} | {} | {z} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 cell(table_rows, 0),
                 cell(b, 1),
                 cell(b.map(|b| b * (4 * dim) as f64 / 1e3), 1),
@@ -330,6 +330,7 @@ Row widths: the same laws, batches and budget over tables of the same bytes with
                     Some((c, p)) => format!("{c}, {p:.1}"),
                     None => "–".into(),
                 },
+                cell(berth.and_then(|r| r["model_mapped_mrows_s"].as_f64()), 1),
                 if ok { "yes" } else { "**no**" },
             )?;
         }
@@ -873,7 +874,7 @@ mod tests {
 {"impl":"berth_mapped_only","zipf":0.0,"dim":128,"mrows_s":20.0,"ok":true}
 {"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":128,"mrows_s":40.0,"hit_fraction_tier":0.9}
 {"impl":"torch_whole_table_on_gpu","zipf":1.0,"dim":128,"mrows_s":1000.0}
-{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":256,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":60.0,"hit_rate_second_half":0.8,"model_choice":"Tier","model_tier_mrows_s":75.0,"ok":true}
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":256,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":60.0,"hit_rate_second_half":0.8,"model_choice":"Tier","model_tier_mrows_s":75.0,"model_mapped_mrows_s":11.5,"ok":true}
 {"impl":"berth_mapped_only","zipf":0.0,"dim":256,"mrows_s":10.0,"ok":true}
 {"impl":"berth_mapped_only","zipf":1.0,"dim":256,"mrows_s":12.0,"ok":false}
 {"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":256,"mrows_s":30.0,"hit_fraction_tier":0.8}
@@ -888,9 +889,9 @@ mod tests {
         assert!(!md.contains("\n| 1 | 60.0 |"), "{md}");
         // 256 floats: 64 GiB / 1 KiB = 67,108,864 rows; 60 M rows/s of 1 KiB = 61.4 GB/s;
         // bound 1 / (0.8 / 500 + 0.2 / 10) = 46.3; a wrong row of the run without a tier shows.
-        assert!(md.contains("| 256 | 67108864 | 1 | 60.0 | 61.4 | 80.0% | 30.0 | 2.00× | 12.0 | 500 | 46 | 1.30 | Tier, 75.0 | **no** |"), "{md}");
+        assert!(md.contains("| 256 | 67108864 | 1 | 60.0 | 61.4 | 80.0% | 30.0 | 2.00× | 12.0 | 500 | 46 | 1.30 | Tier, 75.0 | 11.5 | **no** |"), "{md}");
         // The main width is set beside it, without the drifting run.
-        assert!(md.contains("| 128 | 134217728 | 1 | 100.0 | 51.2 | 90.0% | 40.0 | 2.50× | – | 1000 | 169 | 0.59 | – | yes |"), "{md}");
+        assert!(md.contains("| 128 | 134217728 | 1 | 100.0 | 51.2 | 90.0% | 40.0 | 2.50× | – | 1000 | 169 | 0.59 | – | – | yes |"), "{md}");
         Ok(())
     }
 
@@ -909,7 +910,7 @@ mod tests {
             "{md}"
         );
         // 64 floats: bound 1 / (0.25 / 1200 + 0.75 / 80) = 104.3; 90 / 104.3 = 0.86.
-        assert!(md.contains("| 64 | 268435456 | 0 | 90.0 | 23.0 | 25.0% | 60.0 | 1.50× | 80.0 | 1200 | 104 | 0.86 | – | yes |"), "{md}");
+        assert!(md.contains("| 64 | 268435456 | 0 | 90.0 | 23.0 | 25.0% | 60.0 | 1.50× | 80.0 | 1200 | 104 | 0.86 | – | – | yes |"), "{md}");
         assert!(md.contains("| 256 | 67108864 | 0 | 30.0 |"), "{md}");
         let mut none = String::new();
         write_widths(
