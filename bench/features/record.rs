@@ -325,7 +325,9 @@ Row widths: the same laws, batches and budget over tables of the same bytes with
                 cell(b.zip(bound).map(|(b, x)| b / x), 2),
                 match berth.and_then(|r| Some((
                     r["model_choice"].as_str()?,
-                    r["model_tier_mrows_s"].as_f64()?
+                    r["model_tier_batch_mrows_s"]
+                        .as_f64()
+                        .or(r["model_tier_mrows_s"].as_f64())?
                 ))) {
                     Some((c, p)) => format!("{c}, {p:.1}"),
                     None => "–".into(),
@@ -353,20 +355,30 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "\nThe cost model (`placement::decide_gather`, `HotTier::decision`) with {} constants and the table's own random-read rate (`Gpu::measure_random_reads`, where the run measured it), fed each run's measured hit rate and the rows its refreshes read from the table per batch: its choice, and its predictions of the GPU's part of a batch through the tier and with every row read in place, against the measured rates (berth above, a batch at a time, whose host part comes on top, and queued back to back; in place: without a tier).\n",
+        "\nThe cost model (`placement::decide_gather`, `HotTier::decision`) with {} constants and {}, fed each run's measured hit rate and the rows its refreshes read from the table per batch: its choice, and its predictions of the GPU's part of a batch through the tier and with every row read in place{}, against the measured rates (berth above, a batch at a time, and queued back to back; in place: without a tier).\n",
         if runs.iter().all(|r| r["model_calibrated"] == true) {
             "this machine's calibrated"
         } else {
             "conservative (uncalibrated)"
+        },
+        if runs.iter().all(|r| r["model_row_reads_mrows_s"].is_f64()) {
+            "a miss priced at the table's own rate of random rows of its width (`HotTier::measure_row_reads`)"
+        } else {
+            "the table's own random-read rate (`Gpu::measure_random_reads`, where the run measured it)"
+        },
+        if runs.iter().all(|r| r["model_host_us"].is_f64()) {
+            "; with the host's part of a batch as the tier measured it (`HotTierStats::gathering`), the prediction of a batch at a time (`GatherDecision::batch_s`: the host's first part before the GPU starts, then the longer of the rest and the GPU's part) and of batches queued back to back (`queued_s`: the longer of the two)"
+        } else {
+            " (the host's part of a batch comes on top)"
         }
     )?;
     writeln!(
         md,
-        "| ids | hit rate | rows filled per batch | choice | tier: predicted, M rows/s | tier: measured | measured / predicted | queued | queued / predicted | in place: predicted | in place: measured | measured / predicted |"
+        "| ids | hit rate | rows filled per batch | choice | tier: the GPU's part predicted, M rows/s | host's part, µs | tier: predicted | tier: measured | measured / predicted | queued: predicted | queued | queued / predicted | in place: predicted | in place: measured | measured / predicted |"
     )?;
     writeln!(
         md,
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )?;
     for r in runs {
         let law = match r["zipf"].as_f64() {
@@ -376,7 +388,12 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
         let plain = rows.iter().find(|p| {
             p["impl"] == "berth_mapped_only" && p["zipf"] == r["zipf"] && p["ids"] == r["ids"]
         });
-        let (tier_p, tier_m) = (r["model_tier_mrows_s"].as_f64(), mrows(Some(r)));
+        let gpu_p = r["model_tier_mrows_s"].as_f64();
+        // A batch at a time and queued: with the host's part where the run has it, else the
+        // GPU's part alone.
+        let tier_p = r["model_tier_batch_mrows_s"].as_f64().or(gpu_p);
+        let queued_p = r["model_tier_queued_mrows_s"].as_f64().or(gpu_p);
+        let tier_m = mrows(Some(r));
         let (map_p, map_m) = (r["model_mapped_mrows_s"].as_f64(), mrows(plain));
         let filled = r["filled"]
             .as_f64()
@@ -385,15 +402,18 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
         let queued = r["queued_mrows_s"].as_f64();
         writeln!(
             md,
-            "| {law} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {law} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             percent(r["hit_rate"].as_f64()),
             cell(filled, 0),
             r["model_choice"].as_str().unwrap_or("–"),
+            cell(gpu_p, 1),
+            cell(r["model_host_us"].as_f64(), 1),
             cell(tier_p, 1),
             cell(tier_m, 1),
             cell(tier_m.zip(tier_p).map(|(m, p)| m / p), 2),
+            cell(queued_p, 1),
             cell(queued, 1),
-            cell(queued.zip(tier_p).map(|(m, p)| m / p), 2),
+            cell(queued.zip(queued_p).map(|(m, p)| m / p), 2),
             cell(map_p, 1),
             cell(map_m, 1),
             cell(map_m.zip(map_p).map(|(m, p)| m / p), 2),
@@ -936,10 +956,26 @@ mod tests {
         assert!(md.contains("this machine's calibrated"), "{md}");
         assert!(
             md.contains(
-                "| Zipf 1 | 90.0% | 100 | Tier | 125.0 | 100.0 | 0.80 | – | – | 40.0 | 50.0 | 1.25 |"
+                "| Zipf 1 | 90.0% | 100 | Tier | 125.0 | – | 125.0 | 100.0 | 0.80 | 125.0 | – | – | 40.0 | 50.0 | 1.25 |"
             ),
             "{md}"
         );
+        assert!(md.contains("the table's own random-read rate"), "{md}");
+        assert!(md.contains("(the host's part of a batch comes on top)"), "{md}");
+        // A run with the host's part and the row rate: compared with the batch-at-a-time and
+        // queued predictions.
+        let with_host = r#"{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":180.0,"queued_mrows_s":210.0,"hit_rate":0.95,"hit_rate_second_half":0.95,"filled":640,"model_choice":"Tier","model_calibrated":true,"model_tier_mrows_s":300.0,"model_tier_batch_mrows_s":200.0,"model_tier_queued_mrows_s":250.0,"model_host_us":262.1,"model_row_reads_mrows_s":45.0,"model_mapped_mrows_s":45.0,"ok":true}
+{"impl":"berth_mapped_only","zipf":1.2,"ids":"zipf","mrows_s":50.0,"ok":true}"#;
+        let mut host = String::new();
+        write(&mut host, with_host)?;
+        assert!(
+            host.contains(
+                "| Zipf 1.2 | 95.0% | 10 | Tier | 300.0 | 262.1 | 200.0 | 180.0 | 0.90 | 250.0 | 210.0 | 0.84 | 45.0 | 50.0 | 1.11 |"
+            ),
+            "{host}"
+        );
+        assert!(host.contains("`HotTier::measure_row_reads`"), "{host}");
+        assert!(host.contains("`GatherDecision::batch_s`"), "{host}");
         assert!(md.contains("a 8 GiB table"), "{md}");
         assert!(
             md.contains("| 1 | 950.0 | 100.0% | 1000.0 | 0.95 | 1200.0 | yes |"),

@@ -785,6 +785,11 @@ pub struct HotTierStats {
     /// Host time the gathers spent staging their ids: checking them, waiting for the copy
     /// that last read the pinned buffer, writing it and queuing its copy to the device.
     pub staging: std::time::Duration,
+    /// Host time of the gathers' calls, from each call to its return (the staging, the
+    /// counting, queuing the kernels, and any refresh's kernels queued first), for the
+    /// gathers that queued their kernels: the host's part of a batch, which
+    /// [`HotTier::decision`] adds to its predictions.
+    pub gathering: std::time::Duration,
 }
 
 impl HotTierStats {
@@ -1049,6 +1054,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 admitted_per_batch: 0.0,
                 random_per_s: None,
                 row_reads_per_s: None,
+                host_s: 0.0,
+                parts: 1,
             },
         )
         .choice
@@ -1229,7 +1236,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// priced at the table's own rate of random rows of this width
     /// ([`measure_row_reads`](HotTier::measure_row_reads): measured at the first call, a
     /// probe that waits for the GPU's default stream, then cached; where it fails, the
-    /// model's price for a table of its size).
+    /// model's price for a table of its size). The choice is by the GPU's part of a batch;
+    /// [`GatherDecision::batch_s`] and [`GatherDecision::queued_s`] add the host's part, as
+    /// the gathers so far took it ([`HotTierStats::gathering`] per gather), in the parts a
+    /// batch of `batch_rows` is staged in on a `Gpu` or a `Stream`.
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
@@ -1256,6 +1266,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 admitted_per_batch: s.filled as f64 / s.gathers.max(1) as f64,
                 random_per_s: None,
                 row_reads_per_s: self.measure_row_reads().ok(),
+                host_s: s.gathering.as_secs_f64() / s.gathers.max(1) as f64,
+                parts: self.parts_for(batch_rows),
             },
         )
     }
@@ -1344,6 +1356,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let batch = self.stats.gathers;
         self.stats.gathers += 1;
         let started = std::time::Instant::now();
+        let called = started;
         let want = ids.len().saturating_mul(self.width);
         if out.len() != want {
             return Err(Error::LengthMismatch {
@@ -1520,6 +1533,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         if !capture && marked == 0 {
             let pending = queue_gather!(last, batch_ids)?;
             count();
+            stats.gathering += called.elapsed();
             return Ok(pending);
         }
         // Its borrows end here: the capture reads `out` too, and the guard goes back to the
@@ -1539,6 +1553,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 let pending = scatter.queue(queue, stage_pos, stage, out)?;
                 live.captured = all_captured;
                 count();
+                stats.gathering += called.elapsed();
                 return Ok(pending);
             }
             drop(scatter.queue(queue, stage_pos, stage, &mut *out)?);
@@ -1558,6 +1573,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let captured = l.submit()?;
         live.captured = all_captured;
         count();
+        stats.gathering += called.elapsed();
         let Some(gathered) = gathered else {
             return Ok(captured);
         };
@@ -1578,8 +1594,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// the host's work; rows the host's threads gather are marked over the whole batch.
     fn parts(&self, queue: &impl Queue, n: usize) -> usize {
         let crate::queue::QueueRef(_, _, mode) = queue.__queue();
-        if self.host_share == 0 && matches!(mode, crate::queue::Mode::Wait) {
-            self.parts.min(n / PART_IDS).max(1)
+        if matches!(mode, crate::queue::Mode::Wait) {
+            self.parts_for(n)
         } else {
             1
         }
@@ -1749,6 +1765,18 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ```
     pub fn staging_parts(&mut self, parts: usize) {
         self.parts = parts.clamp(1, MAX_STAGING_PARTS);
+    }
+
+    /// The parts a batch of `batch_rows` ids is staged in on a `Gpu` or a `Stream`: up to
+    /// [`max_staging_parts`](HotTier::max_staging_parts), each of at least 8,192 ids; 1 where
+    /// host threads gather a share of the rows ([`host_gathers`](HotTier::host_gathers)). In
+    /// a `Scope` a batch goes whole.
+    pub fn parts_for(&self, batch_rows: usize) -> usize {
+        if self.host_share == 0 {
+            self.parts.min(batch_rows / PART_IDS).max(1)
+        } else {
+            1
+        }
     }
 
     /// The most parts a large batch is staged in ([`staging_parts`](HotTier::staging_parts)).
@@ -3950,6 +3978,37 @@ mod tests {
             (d.mapped_s - (costs.fixed_s + 4_096.0 / model)).abs() < 1e-12,
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn the_decision_adds_the_host_part_the_gathers_took() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (3_000, 8);
+        let (mut t, _) = numbered_tier(&gpu, rows, width, 64);
+        assert_eq!(t.stats().gathering, std::time::Duration::ZERO);
+        assert_eq!(t.decision(4_096).host_s, 0.0);
+        let ids: Vec<u32> = (0..4_096u32).map(|i| i * 7 % rows as u32).collect();
+        let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+        for _ in 0..3 {
+            t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        }
+        // A gather refused for an id out of range queues nothing and adds no time.
+        let before = t.stats().gathering;
+        assert!(t.gather(&gpu, &[rows as u32], &mut out).is_err());
+        let s = t.stats();
+        assert_eq!(s.gathering, before);
+        assert!(s.gathering > std::time::Duration::ZERO);
+        assert!(s.gathering >= s.staging, "{s:?}");
+        let d = t.decision(4_096);
+        let per_gather = s.gathering.as_secs_f64() / s.gathers as f64;
+        assert!((d.host_s - per_gather).abs() < 1e-12, "{d:?}");
+        // 4,096 ids go whole; 65,536 in the default two parts (8,192 ids a part at least).
+        assert_eq!((d.parts, t.parts_for(4_096)), (1, 1));
+        assert_eq!(t.parts_for(65_536), 2);
+        t.staging_parts(8);
+        assert_eq!(t.parts_for(65_536), 8);
+        assert_eq!(t.parts_for(20_000), 2);
+        assert!(d.batch_s() >= d.gpu_s().max(d.host_s));
     }
 
     #[test]

@@ -718,13 +718,22 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             // width decide it), measured once after the timed batches.
             random_per_s: None,
             row_reads_per_s: Some(row_reads),
+            // The host's part of the timed batches, as the tier measured it.
+            host_s: (s.gathering - at_timed.gathering).as_secs_f64() / timed_gathers as f64,
+            parts: tier.parts_for(batch),
         },
     );
-    let model_tier = batch as f64
-        / model
-            .resident_s
-            .filter(|_| model.choice == berth::placement::GatherChoice::Resident)
-            .unwrap_or(model.tier_s);
+    // The tier's path (or the whole table, where the model keeps it), whatever the choice.
+    let through_tier = berth::placement::GatherDecision {
+        choice: match model.choice {
+            berth::placement::GatherChoice::Resident => model.choice,
+            _ => berth::placement::GatherChoice::Tier,
+        },
+        ..model
+    };
+    let model_tier = batch as f64 / through_tier.gpu_s();
+    let model_tier_batch = batch as f64 / through_tier.batch_s();
+    let model_tier_queued = batch as f64 / through_tier.queued_s();
     let model_mapped = batch as f64 / model.mapped_s;
     let queued = if args.queued {
         Some(run_queued(
@@ -803,7 +812,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         s.staged,
     );
     println!(
-        "features: the cost model ({} constants) chooses {:?}: {:.1} M rows/s predicted through the tier at this hit rate, {:.1} M every row in place",
+        "features: the cost model ({} constants) chooses {:?}: {:.1} M rows/s predicted through the tier at this hit rate ({:.1} M a batch at a time, with the host's {:.0} µs a batch), {:.1} M every row in place",
         if model.calibrated {
             "calibrated"
         } else {
@@ -811,6 +820,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         },
         model.choice,
         model_tier / 1e6,
+        model_tier_batch / 1e6,
+        model.host_s * 1e6,
         model_mapped / 1e6,
     );
     if args.json {
@@ -876,6 +887,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         line["model_tier_mrows_s"] = (model_tier / 1e6).into();
         line["model_mapped_mrows_s"] = (model_mapped / 1e6).into();
         line["model_row_reads_mrows_s"] = (row_reads / 1e6).into();
+        line["model_host_us"] = (model.host_s * 1e6).into();
+        line["model_tier_batch_mrows_s"] = (model_tier_batch / 1e6).into();
+        line["model_tier_queued_mrows_s"] = (model_tier_queued / 1e6).into();
         if let Some(q) = &queued {
             line["queued_s"] = q.seconds.into();
             line["queued_mrows_s"] = (n / q.seconds / 1e6).into();

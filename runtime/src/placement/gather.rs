@@ -43,6 +43,15 @@ pub struct GatherAccess {
     /// 4-byte words a second from a 64 GiB table of managed memory, rows of 256 bytes read
     /// in place at 80 M a second, rows of 1 KiB at 24 M.
     pub row_reads_per_s: Option<f64>,
+    /// The host's part of a batch, seconds: checking, staging and counting its ids and
+    /// queuing its kernels (as a tier measures it: [`HotTierStats::gathering`] per gather);
+    /// 0 where it is not known.
+    ///
+    /// [`HotTierStats::gathering`]: crate::HotTierStats::gathering
+    pub host_s: f64,
+    /// The parts a batch is staged in ([`HotTier::staging_parts`](crate::HotTier::staging_parts)),
+    /// at least 1: the GPU gathers a part while the host stages the next.
+    pub parts: usize,
 }
 
 /// Where a batch's rows come from.
@@ -70,17 +79,43 @@ pub struct GatherDecision {
     pub resident_s: Option<f64>,
     /// Whether the constants were measured on this machine.
     pub calibrated: bool,
+    /// The host's part of a batch ([`GatherAccess::host_s`]).
+    pub host_s: f64,
+    /// The parts a batch is staged in ([`GatherAccess::parts`]).
+    pub parts: usize,
 }
 
 impl GatherDecision {
-    /// The predicted rate of the choice, rows per second.
-    pub fn rows_per_s(&self, batch_rows: usize) -> f64 {
-        let s = match self.choice {
+    /// The GPU's part of a batch through the choice, seconds.
+    pub fn gpu_s(&self) -> f64 {
+        match self.choice {
             GatherChoice::Mapped => self.mapped_s,
             GatherChoice::Tier => self.tier_s,
             GatherChoice::Resident => self.resident_s.unwrap_or(self.tier_s),
-        };
-        batch_rows as f64 / s
+        }
+    }
+
+    /// A batch waited for before the next is staged, seconds: the host stages its first
+    /// part before the GPU has anything to gather, then stages the others (and counts) while
+    /// the GPU gathers, so `h / k + max(h · (1 − 1/k), g)` for a host's part `h` in `k` parts
+    /// and the GPU's part `g` ([`gpu_s`](GatherDecision::gpu_s)). The GPU's part alone
+    /// where the host's is not known.
+    pub fn batch_s(&self) -> f64 {
+        let (h, k) = (self.host_s.max(0.0), self.parts.max(1) as f64);
+        h / k + (h * (1.0 - 1.0 / k)).max(self.gpu_s())
+    }
+
+    /// A batch among batches queued back to back (in a [`Scope`](crate::Scope)), seconds:
+    /// the host stages the next batches while the GPU gathers, so the longer of the two
+    /// parts.
+    pub fn queued_s(&self) -> f64 {
+        self.host_s.max(0.0).max(self.gpu_s())
+    }
+
+    /// The predicted rate of the choice for batches waited for one at a time
+    /// ([`batch_s`](GatherDecision::batch_s)), rows per second.
+    pub fn rows_per_s(&self, batch_rows: usize) -> f64 {
+        batch_rows as f64 / self.batch_s()
     }
 }
 
@@ -91,8 +126,9 @@ pub fn mapped_row_s(costs: &LinkCosts, random_per_s: f64, row_bytes: usize) -> f
     (1.0 / random_per_s).max(row_bytes as f64 / costs.mapped_seq_bytes_per_s)
 }
 
-/// Predict and choose: the GPU's part of a batch (a batch waited for one at a time also pays
-/// the host's part: checking and staging its ids, which is the same for every choice). A
+/// Predict and choose by the GPU's part of a batch (the host's part, checking, staging and
+/// counting its ids, is the same for every choice; [`GatherDecision::batch_s`] and
+/// [`GatherDecision::queued_s`] add it where the access gives it). A
 /// batch read in place costs a launch and its rows at the random-row rate (the table's own,
 /// measured at the row's width, where the access has it; else [`mapped_row_s`], at the
 /// table's own random-read rate where the access has that, else the machine's for a region
@@ -145,6 +181,12 @@ pub fn decide_gather(costs: &LinkCosts, a: &GatherAccess) -> GatherDecision {
         tier_s,
         resident_s,
         calibrated: costs.calibrated,
+        host_s: if a.host_s.is_finite() {
+            a.host_s.max(0.0)
+        } else {
+            0.0
+        },
+        parts: a.parts.max(1),
     }
 }
 
@@ -164,6 +206,8 @@ mod tests {
             admitted_per_batch: 0.0,
             random_per_s: None,
             row_reads_per_s: None,
+            host_s: 0.0,
+            parts: 1,
         }
     }
 
@@ -254,6 +298,50 @@ mod tests {
                 ..wide
             };
             assert_eq!(decide_gather(&c, &a), decide_gather(&c, &wide), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn the_hosts_part_overlaps_the_gpus_after_the_first_part() {
+        let c = LinkCosts::h200_reference();
+        let gpu_only = decide_gather(&c, &skewed(0.9));
+        let g = gpu_only.gpu_s();
+        assert_eq!(gpu_only.batch_s(), g);
+        assert_eq!(gpu_only.queued_s(), g);
+        // A host's part of half the GPU's, in two parts: a quarter of it before the GPU
+        // starts, the rest beside it.
+        let half = decide_gather(
+            &c,
+            &GatherAccess {
+                host_s: g / 2.0,
+                parts: 2,
+                ..skewed(0.9)
+            },
+        );
+        assert_eq!(half.choice, gpu_only.choice);
+        assert!((half.batch_s() - 1.25 * g).abs() < 1e-15, "{half:?}");
+        assert_eq!(half.queued_s(), g);
+        assert!((half.rows_per_s(65_536) - 65_536.0 / (1.25 * g)).abs() < 1e-3);
+        // A host's part three times the GPU's: the host's alone, once its first part is
+        // staged; whole batches pay both.
+        let slow = GatherAccess {
+            host_s: 3.0 * g,
+            parts: 2,
+            ..skewed(0.9)
+        };
+        assert!((decide_gather(&c, &slow).batch_s() - 3.0 * g).abs() < 1e-15);
+        assert_eq!(decide_gather(&c, &slow).queued_s(), 3.0 * g);
+        let whole = GatherAccess { parts: 1, ..slow };
+        assert!((decide_gather(&c, &whole).batch_s() - 4.0 * g).abs() < 1e-15);
+        // 0 parts is 1; a host's part that is negative or not finite is none.
+        let zero = GatherAccess { parts: 0, ..slow };
+        assert_eq!(
+            decide_gather(&c, &zero).batch_s(),
+            decide_gather(&c, &whole).batch_s()
+        );
+        for h in [-1.0, f64::NAN, f64::INFINITY] {
+            let d = decide_gather(&c, &GatherAccess { host_s: h, ..slow });
+            assert_eq!(d.batch_s(), g, "{h}");
         }
     }
 
