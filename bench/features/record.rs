@@ -961,7 +961,10 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("the table's own random-read rate"), "{md}");
-        assert!(md.contains("(the host's part of a batch comes on top)"), "{md}");
+        assert!(
+            md.contains("(the host's part of a batch comes on top)"),
+            "{md}"
+        );
         // A run with the host's part and the row rate: compared with the batch-at-a-time and
         // queued predictions.
         let with_host = r#"{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":180.0,"queued_mrows_s":210.0,"hit_rate":0.95,"hit_rate_second_half":0.95,"filled":640,"model_choice":"Tier","model_calibrated":true,"model_tier_mrows_s":300.0,"model_tier_batch_mrows_s":200.0,"model_tier_queued_mrows_s":250.0,"model_host_us":262.1,"model_row_reads_mrows_s":45.0,"model_mapped_mrows_s":45.0,"ok":true}
