@@ -355,7 +355,7 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "\nThe cost model (`placement::decide_gather`, `HotTier::decision`) with {} constants and {}, fed each run's measured hit rate and the rows its refreshes read from the table per batch: its choice, and its predictions of the GPU's part of a batch through the tier and with every row read in place{}, against the measured rates (berth above, a batch at a time, and queued back to back; in place: without a tier).\n",
+        "\nThe cost model (`placement::decide_gather`, `HotTier::decision`) with {} constants and {}, fed each run's measured hit rate and the rows its refreshes read from the table per batch (the timed batches', where the run records what it fed the model; else the whole run's, the tier's first fill included): its choice, and its predictions of the GPU's part of a batch through the tier and with every row read in place{}, against the measured rates (berth above, a batch at a time, and queued back to back; in place: without a tier).\n",
         if runs.iter().all(|r| r["model_calibrated"] == true) {
             "this machine's calibrated"
         } else {
@@ -395,15 +395,18 @@ fn model(md: &mut String, rows: &[Value]) -> Result {
         let queued_p = r["model_tier_queued_mrows_s"].as_f64().or(gpu_p);
         let tier_m = mrows(Some(r));
         let (map_p, map_m) = (r["model_mapped_mrows_s"].as_f64(), mrows(plain));
-        let filled = r["filled"]
-            .as_f64()
-            .zip(r["batches"].as_f64())
-            .map(|(f, b)| f / b.max(1.0));
+        // What the model was fed (the timed batches'), where the run says; else the whole
+        // run's, the tier's first fill included.
+        let filled = r["model_filled_per_batch"].as_f64().or_else(|| {
+            let batches = r["batches"].as_f64()? + r["warmup"].as_f64()?;
+            Some(r["filled"].as_f64()? / batches.max(1.0))
+        });
+        let hit = r["model_hit_fraction"].as_f64().or(r["hit_rate"].as_f64());
         let queued = r["queued_mrows_s"].as_f64();
         writeln!(
             md,
             "| {law} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            percent(r["hit_rate"].as_f64()),
+            percent(hit),
             cell(filled, 0),
             r["model_choice"].as_str().unwrap_or("–"),
             cell(gpu_p, 1),
@@ -956,7 +959,7 @@ mod tests {
         assert!(md.contains("this machine's calibrated"), "{md}");
         assert!(
             md.contains(
-                "| Zipf 1 | 90.0% | 100 | Tier | 125.0 | – | 125.0 | 100.0 | 0.80 | 125.0 | – | – | 40.0 | 50.0 | 1.25 |"
+                "| Zipf 1 | 90.0% | 2 | Tier | 125.0 | – | 125.0 | 100.0 | 0.80 | 125.0 | – | – | 40.0 | 50.0 | 1.25 |"
             ),
             "{md}"
         );
@@ -967,13 +970,13 @@ mod tests {
         );
         // A run with the host's part and the row rate: compared with the batch-at-a-time and
         // queued predictions.
-        let with_host = r#"{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":180.0,"queued_mrows_s":210.0,"hit_rate":0.95,"hit_rate_second_half":0.95,"filled":640,"model_choice":"Tier","model_calibrated":true,"model_tier_mrows_s":300.0,"model_tier_batch_mrows_s":200.0,"model_tier_queued_mrows_s":250.0,"model_host_us":262.1,"model_row_reads_mrows_s":45.0,"model_mapped_mrows_s":45.0,"ok":true}
+        let with_host = r#"{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":180.0,"queued_mrows_s":210.0,"hit_rate":0.95,"hit_rate_second_half":0.95,"filled":640,"model_choice":"Tier","model_calibrated":true,"model_tier_mrows_s":300.0,"model_tier_batch_mrows_s":200.0,"model_tier_queued_mrows_s":250.0,"model_host_us":262.1,"model_row_reads_mrows_s":45.0,"model_hit_fraction":0.96,"model_filled_per_batch":12.4,"model_mapped_mrows_s":45.0,"ok":true}
 {"impl":"berth_mapped_only","zipf":1.2,"ids":"zipf","mrows_s":50.0,"ok":true}"#;
         let mut host = String::new();
         write(&mut host, with_host)?;
         assert!(
             host.contains(
-                "| Zipf 1.2 | 95.0% | 10 | Tier | 300.0 | 262.1 | 200.0 | 180.0 | 0.90 | 250.0 | 210.0 | 0.84 | 45.0 | 50.0 | 1.11 |"
+                "| Zipf 1.2 | 96.0% | 12 | Tier | 300.0 | 262.1 | 200.0 | 180.0 | 0.90 | 250.0 | 210.0 | 0.84 | 45.0 | 50.0 | 1.11 |"
             ),
             "{host}"
         );

@@ -704,6 +704,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     // context's constants (calibrated where a calibration is found).
     let timed_gathers = (s.gathers - at_timed.gathers).max(1);
     let row_reads = tier.measure_row_reads()?;
+    let timed_hits =
+        (s.hits - at_timed.hits) as f64 / (s.looked_up - at_timed.looked_up).max(1) as f64;
+    let timed_filled = (s.filled - at_timed.filled) as f64 / timed_gathers as f64;
     let model = berth::placement::decide_gather(
         &gpu.link_costs(),
         &berth::placement::GatherAccess {
@@ -711,9 +714,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             row_bytes,
             batch_rows: batch,
             capacity: tier.capacity(),
-            hit_fraction: (s.hits - at_timed.hits) as f64
-                / (s.looked_up - at_timed.looked_up).max(1) as f64,
-            admitted_per_batch: (s.filled - at_timed.filled) as f64 / timed_gathers as f64,
+            hit_fraction: timed_hits,
+            admitted_per_batch: timed_filled,
             // The table's own rate of random rows of this width (its memory and the rows'
             // width decide it), measured once after the timed batches.
             random_per_s: None,
@@ -888,6 +890,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         line["model_mapped_mrows_s"] = (model_mapped / 1e6).into();
         line["model_row_reads_mrows_s"] = (row_reads / 1e6).into();
         line["model_host_us"] = (model.host_s * 1e6).into();
+        // What the model was fed: the timed batches' hit rate and rows filled per batch.
+        line["model_hit_fraction"] = timed_hits.into();
+        line["model_filled_per_batch"] = timed_filled.into();
         line["model_tier_batch_mrows_s"] = (model_tier_batch / 1e6).into();
         line["model_tier_queued_mrows_s"] = (model_tier_queued / 1e6).into();
         if let Some(q) = &queued {
