@@ -97,12 +97,12 @@ impl GatherDecision {
 
     /// A batch waited for before the next is staged, seconds: the host stages its first
     /// part before the GPU has anything to gather, then stages the others (and counts) while
-    /// the GPU gathers, so `h / k + max(h · (1 − 1/k), g)` for a host's part `h` in `k` parts
+    /// the GPU gathers, so `t / k + max(t · (1 − 1/k), g)` for a host's part `t` in `k` parts
     /// and the GPU's part `g` ([`gpu_s`](GatherDecision::gpu_s)). The GPU's part alone
     /// where the host's is not known.
     pub fn batch_s(&self) -> f64 {
-        let (h, k) = (self.host_s.max(0.0), self.parts.max(1) as f64);
-        h / k + (h * (1.0 - 1.0 / k)).max(self.gpu_s())
+        let (t, k) = (self.host_s.max(0.0), self.parts.max(1) as f64);
+        t / k + (t * (1.0 - 1.0 / k)).max(self.gpu_s())
     }
 
     /// A batch among batches queued back to back (in a [`Scope`](crate::Scope)), seconds:
