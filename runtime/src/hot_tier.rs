@@ -337,6 +337,10 @@ fn fill_whole<T: DeviceCopy, M: MappedArg<T>>(
     Ok(())
 }
 
+/// The fewest looked-up ids a window of a tier's recent gathers needs for
+/// [`HotTier::decision`] to read its hit rate from them.
+const RECENT_LOOKUPS: u64 = 1 << 10;
+
 /// Rows the row probe ([`row_read_rate`]) reads a run, at most.
 const ROW_PROBE_ROWS: usize = 1 << 16;
 /// Bytes of rows the row probe reads a run, at most (fewer rows of wide rows), and the
@@ -793,6 +797,44 @@ pub struct HotTierStats {
 }
 
 impl HotTierStats {
+    /// What the tier did after `earlier` (an earlier [`HotTier::stats`] of the same tier):
+    /// each counter and time less its value then.
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
+    /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 8 * 16)?; // 8 rows resident at most
+    /// let mut out = gpu.alloc_zeroed::<f32>(2 * 4)?;
+    /// tier.gather(&gpu, &[3, 9], &mut out)?.wait()?;
+    /// let before = tier.stats();
+    /// tier.gather(&gpu, &[3, 5], &mut out)?.wait()?;
+    /// let last = tier.stats().since(&before);
+    /// assert_eq!((last.gathers, last.rows), (1, 2));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn since(&self, earlier: &HotTierStats) -> HotTierStats {
+        HotTierStats {
+            gathers: self.gathers.saturating_sub(earlier.gathers),
+            rows: self.rows.saturating_sub(earlier.rows),
+            counted: self.counted.saturating_sub(earlier.counted),
+            looked_up: self.looked_up.saturating_sub(earlier.looked_up),
+            hits: self.hits.saturating_sub(earlier.hits),
+            refreshes: self.refreshes.saturating_sub(earlier.refreshes),
+            admitted: self.admitted.saturating_sub(earlier.admitted),
+            evicted: self.evicted.saturating_sub(earlier.evicted),
+            filled: self.filled.saturating_sub(earlier.filled),
+            staged: self.staged.saturating_sub(earlier.staged),
+            ranking: self.ranking.saturating_sub(earlier.ranking),
+            log_read: self.log_read.saturating_sub(earlier.log_read),
+            apply: self.apply.saturating_sub(earlier.apply),
+            counting: self.counting.saturating_sub(earlier.counting),
+            staging: self.staging.saturating_sub(earlier.staging),
+            gathering: self.gathering.saturating_sub(earlier.gathering),
+        }
+    }
+
     /// Fraction of the looked-up ids whose rows were resident (0 before any gather): the
     /// fraction of all rows gathered when every id is counted and looked up, an estimate of
     /// it otherwise.
@@ -961,6 +1003,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// Random rows of the table read in place per second ([`HotTier::measure_row_reads`]),
     /// once measured.
     row_reads: std::sync::OnceLock<f64>,
+    /// The counters when the refresh before last and the last refresh began: what
+    /// [`HotTier::decision`] reads the tier's recent gathers from.
+    window: [HotTierStats; 2],
 }
 
 impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
@@ -1151,6 +1196,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stage_pos: gpu.mapped_zeroed(1)?,
             stage: gpu.mapped_zeroed(width)?,
             row_reads: std::sync::OnceLock::new(),
+            window: [HotTierStats::default(); 2],
         })
     }
 
@@ -1224,7 +1270,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// What the cost model ([`decide_gather`](crate::placement::decide_gather)) predicts for
-    /// batches of `batch_rows` through this tier, from what the tier has seen: its hit rate
+    /// batches of `batch_rows` through this tier, from what the tier has seen lately (since
+    /// the refresh before last began, where that window looked up 1,024 ids or more; else
+    /// since the tier was made, [`HotTierStats::since`]): its hit rate
     /// ([`HotTierStats::hit_rate`]) and the rows its refreshes read from the table per gather
     /// ([`HotTierStats::filled`]), against every row read in place; `Resident` where the
     /// budget holds the whole table (the tier then holds it all from the start). A `Mapped`
@@ -1254,7 +1302,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ```
     pub fn decision(&self, batch_rows: usize) -> GatherDecision {
         let costs = crate::placement::calibration::link_costs(&self.gpu.inner);
-        let s = &self.stats;
+        let s = &self.recent();
         decide_gather(
             &costs,
             &GatherAccess {
@@ -1270,6 +1318,23 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 parts: self.parts_for(batch_rows),
             },
         )
+    }
+
+    /// What the tier did lately, for [`decision`](HotTier::decision): since the refresh
+    /// before last began, where that holds at least [`RECENT_LOOKUPS`] looked-up ids and a
+    /// gather; else since the tier was made.
+    fn recent(&self) -> HotTierStats {
+        let recent = self.stats.since(&self.window[0]);
+        if recent.looked_up >= RECENT_LOOKUPS && recent.gathers > 0 {
+            recent
+        } else {
+            self.stats
+        }
+    }
+
+    /// A refresh begins: the last one's counters become the one before last's.
+    fn roll_window(&mut self) {
+        self.window = [self.window[1], self.stats];
     }
 
     /// Random rows of this tier's width read in place from its table per second: what a
@@ -1953,6 +2018,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         if self.capacity == 0 || self.whole {
             self.stats.refreshes += 1;
+            self.roll_window();
             return Ok(());
         }
         if matches!(self.policy, PolicyState::Lost) {
@@ -2004,6 +2070,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             gate: self.gate.clone(),
         };
         self.stats.refreshes += 1;
+        self.roll_window();
         self.log_limit = self.live.limit();
         // The thread gets its data through a channel, so that the data stays here when no
         // thread can be started (then the ranking runs on this thread).
@@ -3978,6 +4045,51 @@ mod tests {
             (d.mapped_s - (costs.fixed_s + 4_096.0 / model)).abs() < 1e-12,
             "{d:?}"
         );
+    }
+
+    #[test]
+    fn the_decision_reads_the_gathers_since_the_refresh_before_last() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (3_000, 8);
+        // 64 slots: the 64 hot rows fill them, and nothing is left for the cold ones.
+        let (mut t, _) = numbered_tier(&gpu, rows, width, 64);
+        let hot: Vec<u32> = (0..4_096u32).map(|i| i % 64 * 40).collect();
+        let cold: Vec<u32> = (0..4_096u32).map(|i| 1 + i % 900 * 3).collect();
+        let mut out = gpu.alloc_zeroed::<f32>(4_096 * width).unwrap();
+        for round in 0..3 {
+            for _ in 0..4 {
+                t.gather(&gpu, &hot, &mut out).unwrap().wait().unwrap();
+            }
+            if round < 2 {
+                t.refresh(&gpu).unwrap();
+            }
+        }
+        assert_eq!(t.resident_rows(), 64);
+        // Before any refresh the window is the tier's whole life; here it is the gathers
+        // since the first refresh began, all of them hits.
+        assert_eq!(t.recent(), t.stats().since(&t.window[0]));
+        assert_eq!(t.recent().hit_rate(), 1.0);
+        assert!(t.stats().hit_rate() < 1.0);
+        assert_eq!(t.decision(4_096).choice, GatherChoice::Tier);
+        // Two refreshes with no gather between them, then the cold rows: the window holds
+        // only those, which all miss, and the model reads in place.
+        t.refresh(&gpu).unwrap();
+        t.refresh(&gpu).unwrap();
+        assert_eq!(
+            t.recent(),
+            t.stats(),
+            "an empty window: the tier's whole life"
+        );
+        for _ in 0..2 {
+            t.gather(&gpu, &cold, &mut out).unwrap().wait().unwrap();
+        }
+        let recent = t.recent();
+        assert_eq!((recent.gathers, recent.looked_up), (2, 2_048));
+        assert_eq!(recent.hits, 0);
+        assert!(t.stats().hit_rate() > 0.5, "{:?}", t.stats());
+        let d = t.decision(4_096);
+        assert_eq!(d.choice, GatherChoice::Mapped, "{d:?}");
+        assert!((d.host_s - recent.gathering.as_secs_f64() / 2.0).abs() < 1e-12);
     }
 
     #[test]
