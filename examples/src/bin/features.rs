@@ -487,8 +487,8 @@ fn run_queued<T: MappedArg<F4>>(
     for (ids, out) in planned.iter().zip(outs.iter()) {
         bad += mismatches(&out.to_vec()?, ids, tier.width());
     }
-    let hit_rate =
-        (after.hits - before.hits) as f64 / (after.looked_up - before.looked_up).max(1) as f64;
+    let queued = after.since(&before);
+    let hit_rate = queued.hit_rate();
     println!(
         "features: {batches} batches queued back to back: {:.2} M rows/s, hit rate {:.1}%",
         (batches * batch) as f64 / seconds / 1e6,
@@ -497,9 +497,9 @@ fn run_queued<T: MappedArg<F4>>(
     Ok(Queued {
         seconds,
         host_s,
-        staging_s: after.staging.saturating_sub(before.staging).as_secs_f64(),
-        counting_s: after.counting.saturating_sub(before.counting).as_secs_f64(),
-        refresh_log_read_s: after.log_read.saturating_sub(before.log_read).as_secs_f64(),
+        staging_s: queued.staging.as_secs_f64(),
+        counting_s: queued.counting.as_secs_f64(),
+        refresh_log_read_s: queued.log_read.as_secs_f64(),
         hit_rate,
         bad,
     })
@@ -664,15 +664,12 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             gather_s += dt;
             queue_s += queued;
             batch_s.push(dt);
-            let s = tier.stats();
-            batch_hit.push(
-                (s.hits - before.hits) as f64 / (s.looked_up - before.looked_up).max(1) as f64,
-            );
+            batch_hit.push(tier.stats().since(&before).hit_rate());
         }
         if k >= args.warmup + batches / 2 {
-            let s = tier.stats();
-            hits_after_warmup.0 += s.hits - before.hits;
-            hits_after_warmup.1 += s.looked_up - before.looked_up;
+            let batch = tier.stats().since(&before);
+            hits_after_warmup.0 += batch.hits;
+            hits_after_warmup.1 += batch.looked_up;
         }
         if !timed && k % 16 == 0 {
             bad += mismatches(&out.to_vec()?, ids, d4);
@@ -702,11 +699,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let resident = tier.resident_rows();
     // What the cost model predicts from the timed batches' hit rate and refreshes, with this
     // context's constants (calibrated where a calibration is found).
-    let timed_gathers = (s.gathers - at_timed.gathers).max(1);
+    let timed = s.since(&at_timed);
+    let timed_gathers = timed.gathers.max(1);
     let row_reads = tier.measure_row_reads()?;
-    let timed_hits =
-        (s.hits - at_timed.hits) as f64 / (s.looked_up - at_timed.looked_up).max(1) as f64;
-    let timed_filled = (s.filled - at_timed.filled) as f64 / timed_gathers as f64;
+    let timed_hits = timed.hit_rate();
+    let timed_filled = timed.filled as f64 / timed_gathers as f64;
     let model = berth::placement::decide_gather(
         &gpu.link_costs(),
         &berth::placement::GatherAccess {
@@ -721,7 +718,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             random_per_s: None,
             row_reads_per_s: Some(row_reads),
             // The host's part of the timed batches, as the tier measured it.
-            host_s: (s.gathering - at_timed.gathering).as_secs_f64() / timed_gathers as f64,
+            host_s: timed.gathering.as_secs_f64() / timed_gathers as f64,
             parts: tier.parts_for(batch),
         },
     );
@@ -870,13 +867,13 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "staged": s.staged,
             // The refreshes applied in the timed batches: the ranking's host time (beside the
             // gathers with `--refresh async`), reading the miss log, queuing the kernels.
-            "refresh_ranking_s": s.ranking.saturating_sub(at_timed.ranking).as_secs_f64(),
-            "refresh_log_read_s": s.log_read.saturating_sub(at_timed.log_read).as_secs_f64(),
-            "refresh_apply_s": s.apply.saturating_sub(at_timed.apply).as_secs_f64(),
+            "refresh_ranking_s": timed.ranking.as_secs_f64(),
+            "refresh_log_read_s": timed.log_read.as_secs_f64(),
+            "refresh_apply_s": timed.apply.as_secs_f64(),
             // Of `gather_host_s`: counting the sampled ids for the policy, and staging the ids
             // (the rest is applying refreshes and queuing the kernels).
-            "gather_counting_s": s.counting.saturating_sub(at_timed.counting).as_secs_f64(),
-            "gather_staging_s": s.staging.saturating_sub(at_timed.staging).as_secs_f64(),
+            "gather_counting_s": timed.counting.as_secs_f64(),
+            "gather_staging_s": timed.staging.as_secs_f64(),
             "ok": bad == 0,
         });
         let mut line = line;
