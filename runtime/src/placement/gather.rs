@@ -13,8 +13,9 @@
 
 use crate::placement::model::LinkCosts;
 
-/// What a stream of row gathers looks like, per batch.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// What a stream of row gathers looks like, per batch. `Default` is an empty access (no rows,
+/// no hits, nothing measured, one part), to fill in with `..Default::default()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct GatherAccess {
     /// Rows of the table.
     pub table_rows: usize,
@@ -204,10 +205,7 @@ mod tests {
             capacity: (16usize << 30) / 512,
             hit_fraction,
             admitted_per_batch: 0.0,
-            random_per_s: None,
-            row_reads_per_s: None,
-            host_s: 0.0,
-            parts: 1,
+            ..GatherAccess::default()
         }
     }
 
