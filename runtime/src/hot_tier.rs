@@ -1420,8 +1420,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     ) -> Result<Pending<'a>> {
         let batch = self.stats.gathers;
         self.stats.gathers += 1;
-        let started = std::time::Instant::now();
-        let called = started;
+        let called = std::time::Instant::now();
         let want = ids.len().saturating_mul(self.width);
         if out.len() != want {
             return Err(Error::LengthMismatch {
@@ -1472,7 +1471,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         {
             return Err(out_of_range(position));
         }
-        self.stats.staging += started.elapsed();
+        self.stats.staging += called.elapsed();
         // A refresh whose ranking is done: its kernels go first, so that this gather reads
         // the slot table and rows it leaves.
         self.receive(false);
