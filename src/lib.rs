@@ -116,7 +116,7 @@ pub use berth_device::packed;
 pub use berth_device::warp;
 pub use berth_device::{
     AtomicSlice, DeviceCopy, FastMath, GpuFloat, Inbox, Mailbox, Matrix, MatrixMut, Outbox, Own,
-    Packed, Packing, PerBlock, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles,
+    Packed, Packing, PerBlock, Rows, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles,
     Window, bf16, f16, gpu_assert, gpu_or_host, math, shared_array,
 };
 pub use berth_device::{F8E4M3, F8E5M2};
@@ -132,9 +132,9 @@ pub use berth_runtime::{
     HostShared, HotTier, HotTierStats, InboxBuffer, LinkProfile, ManagedBuffer, MappedArg,
     MappedBuffer, OutboxBuffer, PanicReport, PeerPath, PeerView, Pending, PinnedArg, PinnedBuffer,
     PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, Placed, PoolStats, Queue,
-    RESTART_ENV, Recorder, ReduceOp, Refresh, RegisterError, Registered, Result, Scope, Sharded,
-    SharedHost, SignalBuffer, Stream, auto_plan, nvtx, placement, placement::Touch, ptx, raw,
-    restart_process,
+    RESTART_ENV, Recorder, ReduceOp, Refresh, RegisterError, Registered, Result, RowSource, Scope,
+    Sharded, SharedHost, SignalBuffer, Stream, auto_plan, nvtx, placement, placement::Touch, ptx,
+    raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.
@@ -145,7 +145,8 @@ pub mod prelude {
     pub use berth_device::signal::now_ns;
     pub use berth_device::{
         AtomicSlice, DeviceCopy, GridMatrix, Inbox, Matrix, MatrixMut, Outbox, Own, Own2, Packed,
-        Packing, PerBlock, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles, Window,
+        Packing, PerBlock, Rows, Shared, Signals, Slice, SliceMut, Slot, Tile, TileMut, Tiles,
+        Window,
     };
     pub use berth_device::{FastMath, GpuFloat, bf16, f16};
     pub use berth_device::{
@@ -167,7 +168,8 @@ pub mod prelude {
 #[doc(hidden)]
 pub mod __private {
     pub use berth_device::{
-        AtomicSlice, GridMatrix, Inbox, Outbox, PerBlock, Signals, Slice, SliceMut, Slot, Window,
+        AtomicSlice, GridMatrix, Inbox, Outbox, PerBlock, Rows, Signals, Slice, SliceMut, Slot,
+        Window,
     };
 
     pub use berth_abi::param_align;
@@ -274,7 +276,8 @@ pub mod __private {
     #[cfg(not(target_arch = "nvptx64"))]
     pub use berth_runtime::{
         DeviceArg, DeviceBuffer, Gpu, Grid, InboxBuffer, MappedArg, OutboxBuffer, Pending,
-        PinnedArg, PipelineOptions, PipelineRun, Queue, Result, SignalBuffer, placement::Touch,
+        PinnedArg, PipelineOptions, PipelineRun, Queue, Result, RowSource, SignalBuffer,
+        placement::Touch,
     };
     #[cfg(not(target_arch = "nvptx64"))]
     pub use inventory;

@@ -25,6 +25,12 @@ pub enum Lowering {
     /// the launch made available, `start..end` (the pointer is to element 0 however much of
     /// the slice was copied).
     PtrLenRange,
+    /// An `#[auto] &Rows<T>` argument, a table read a row at a time by id: pointer and element
+    /// count of the table as a slice's, then the slot table of a hot tier in device memory
+    /// (`u32` per row: the row's slot, or a value of at least the capacity where the row is
+    /// not resident; null where the launch passes no tier), the tier's rows (`capacity`
+    /// slots of `width` elements each) and the elements per row.
+    PtrLenTier,
 }
 
 /// One PTX parameter of a lowered argument.
@@ -40,11 +46,24 @@ pub enum Part {
     Start,
     /// One past the last element of an `#[auto]` slice's available range.
     End,
+    /// The address of a hot tier's slot table (0 for none).
+    Slots,
+    /// The address of a hot tier's device rows.
+    Tier,
+    /// The slots a hot tier holds.
+    Capacity,
+    /// Elements per row of a table read by rows.
+    Width,
 }
 
 impl Lowering {
     /// Every lowering.
-    pub const ALL: [Lowering; 3] = [Lowering::Value, Lowering::PtrLen, Lowering::PtrLenRange];
+    pub const ALL: [Lowering; 4] = [
+        Lowering::Value,
+        Lowering::PtrLen,
+        Lowering::PtrLenRange,
+        Lowering::PtrLenTier,
+    ];
 
     /// The parameters this lowering passes, in order.
     pub const fn parts(self) -> &'static [Part] {
@@ -52,6 +71,14 @@ impl Lowering {
             Lowering::Value => &[Part::Value],
             Lowering::PtrLen => &[Part::Ptr, Part::Len],
             Lowering::PtrLenRange => &[Part::Ptr, Part::Len, Part::Start, Part::End],
+            Lowering::PtrLenTier => &[
+                Part::Ptr,
+                Part::Len,
+                Part::Slots,
+                Part::Tier,
+                Part::Capacity,
+                Part::Width,
+            ],
         }
     }
 
@@ -77,7 +104,17 @@ impl Lowering {
 
 impl Part {
     /// Every part.
-    pub const ALL: [Part; 5] = [Part::Value, Part::Ptr, Part::Len, Part::Start, Part::End];
+    pub const ALL: [Part; 9] = [
+        Part::Value,
+        Part::Ptr,
+        Part::Len,
+        Part::Start,
+        Part::End,
+        Part::Slots,
+        Part::Tier,
+        Part::Capacity,
+        Part::Width,
+    ];
 
     /// The variant's name (`"Len"`), for generated code that names it
     /// (`berth::__private::Part::Len`).
@@ -88,6 +125,10 @@ impl Part {
             Part::Len => "Len",
             Part::Start => "Start",
             Part::End => "End",
+            Part::Slots => "Slots",
+            Part::Tier => "Tier",
+            Part::Capacity => "Capacity",
+            Part::Width => "Width",
         }
     }
 
@@ -100,6 +141,10 @@ impl Part {
             Part::Len => Some("len"),
             Part::Start => Some("lo"),
             Part::End => Some("hi"),
+            Part::Slots => Some("slots"),
+            Part::Tier => Some("tier"),
+            Part::Capacity => Some("cap"),
+            Part::Width => Some("width"),
         }
     }
 
@@ -107,7 +152,7 @@ impl Part {
     pub const fn size(self) -> Option<usize> {
         match self {
             Part::Value => None,
-            Part::Ptr | Part::Len | Part::Start | Part::End => Some(WORD_BYTES),
+            _ => Some(WORD_BYTES),
         }
     }
 }

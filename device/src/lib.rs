@@ -34,6 +34,7 @@ pub mod mma;
 pub mod own;
 pub mod packed;
 pub mod panic;
+pub mod rows;
 pub mod shared;
 pub mod signal;
 pub mod slice;
@@ -50,6 +51,7 @@ pub use matrix::{GridMatrix, Matrix, MatrixMut, Tile, TileMut, Tiles};
 pub use own::{Own, Own2};
 pub use packed::{Packed, Packing};
 pub use panic::fail;
+pub use rows::Rows;
 #[doc(hidden)]
 #[cfg(not(target_arch = "nvptx64"))]
 pub use shared::__host_shared;

@@ -234,7 +234,7 @@ pub(crate) fn padding_checks(opts: &Options, k: &Kernel) -> TokenStream {
         .iter()
         .filter_map(|a| match &a.kind {
             ArgKind::Scalar(ty) => Some(ty),
-            ArgKind::Slice { elem, .. } => Some(elem),
+            ArgKind::Slice { elem, .. } | ArgKind::Rows { elem } => Some(elem),
             ArgKind::Signal {
                 mailbox: Some((t, _)),
             } => Some(t),
@@ -315,6 +315,7 @@ pub(crate) fn body_fn(opts: &Options, k: &Kernel) -> TokenStream {
                 let view = signal_view(krate, mailbox);
                 quote!(#n: &#view)
             }
+            ArgKind::Rows { elem } => quote!(#n: &#krate::__private::Rows<'_, #elem>),
         }
     });
     let body = &k.body;
@@ -372,6 +373,7 @@ fn pointee(krate: &syn::Path, a: &Arg) -> Option<(TokenStream, bool)> {
         ArgKind::Scalar(_) => None,
         ArgKind::Slice { elem, mutable } => Some((elem.to_token_stream(), *mutable)),
         ArgKind::Signal { mailbox } => Some((signal_cell(krate, mailbox), true)),
+        ArgKind::Rows { elem } => Some((elem.to_token_stream(), false)),
     }
 }
 
@@ -397,6 +399,15 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
                 (Part::Ptr, _, Some((t, mutable))) => {
                     let m = if *mutable { quote!(mut) } else { quote!(const) };
                     params.push(quote!(#p: *#m #t));
+                    aligns.push(quote!(#krate::__private::param_align::<#t>()));
+                }
+                // A hot tier's slot table and rows, where a launch passes one (else null).
+                (Part::Slots, _, _) => {
+                    params.push(quote!(#p: *const u32));
+                    aligns.push(quote!(#krate::__private::param_align::<u32>()));
+                }
+                (Part::Tier, _, Some((t, _))) => {
+                    params.push(quote!(#p: *const #t));
                     aligns.push(quote!(#krate::__private::param_align::<#t>()));
                 }
                 _ => {
@@ -434,6 +445,12 @@ pub(crate) fn entry(opts: &Options, k: &Kernel, body: &TokenStream) -> TokenStre
                 let view = signal_view(krate, mailbox);
                 let own = param_ident(a, Part::Len);
                 quote!(&<#view>::from_raw(#ptr, #own))
+            }
+            ArgKind::Rows { .. } => {
+                let own = param_ident(a, Part::Len);
+                let (slots, tier) = (param_ident(a, Part::Slots), param_ident(a, Part::Tier));
+                let (cap, width) = (param_ident(a, Part::Capacity), param_ident(a, Part::Width));
+                quote!(&#krate::__private::Rows::from_raw(#ptr, #own, #slots, #tier, #cap, #width))
             }
         });
     }
@@ -597,7 +614,11 @@ fn entry_fn(
             // SAFETY: the host launcher is the only caller. It passes, for each slice, the
             // pointer and length of a live device allocation that it keeps borrowed (shared
             // for `&[T]`, exclusive for `&mut [T]`) until the launch has completed; for an
-            // `#[auto]` slice, the range it made available and a pointer to its first element.
+            // `#[auto]` slice, the range it made available and a pointer to its first element;
+            // for a `&Rows<T>` table, the table's pointer and length and, where it passes a
+            // hot tier, the tier's slot table (one entry per row: a slot below the capacity
+            // holding the row, or a value at or past it), rows and capacity, none of them
+            // written until the launch has completed (null slot table otherwise).
             // The members of a `same_len` group get their first member's length, which the
             // launcher checked equal to each of theirs before queueing the launch. A
             // `#[matrix(cols = n)]` argument's view takes its column count from the scalar
@@ -691,6 +712,21 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
                     &<#view>::from_raw(*(__p[#i] as *const *mut #cell), #len)
                 });
             }
+            ArgKind::Rows { elem } => {
+                let (i, len) = (at(Part::Ptr), word(at(Part::Len)));
+                let (slots, tier) = (at(Part::Slots), at(Part::Tier));
+                let (cap, width) = (word(at(Part::Capacity)), word(at(Part::Width)));
+                values.push(quote! {
+                    &#krate::__private::Rows::from_raw(
+                        *(__p[#i] as *const *const #elem),
+                        #len,
+                        *(__p[#slots] as *const *const u32),
+                        *(__p[#tier] as *const *const #elem),
+                        #cap,
+                        #width,
+                    )
+                });
+            }
         }
     }
     quote! {
@@ -702,7 +738,8 @@ pub(crate) fn sim_entry(opts: &Options, k: &Kernel, body: &TokenStream) -> Token
             // (checked against the launcher like the PTX entry's), each to a value of that
             // parameter's type, in a 16-aligned slot (scalars are read unaligned: nothing
             // here relies on their types' alignment); slices are host memory it keeps alive
-            // for the launch. The
+            // for the launch, as is a `&Rows<T>` table's hot tier (slot table, rows)
+            // where it passes one. The
             // members of a `same_len` group get their first member's length, checked equal
             // to theirs before the launch. A `#[matrix(cols = n)]` argument's view takes its
             // column count from the scalar argument `n`, the same in every thread, and is
@@ -987,6 +1024,13 @@ fn args_and_pushes(
                 params.push(buffer_param(&opts.krate, n, elem, *mutable, a.placement));
                 let m = method(a.placement, *mutable);
                 pushes.push(quote_spanned!(span=> #builder.#m::<#elem>(#n);));
+            }
+            ArgKind::Rows { elem } => {
+                let krate = respan(opts.krate.to_token_stream(), elem.span());
+                let ty =
+                    quote_spanned!(elem.span()=> &'__l impl #krate::__private::RowSource<#elem>);
+                params.push(quote!(#n: #ty));
+                pushes.push(quote_spanned!(span=> #builder.rows::<#elem>(#n);));
             }
             ArgKind::Signal { mailbox: None } => {
                 let krate = &opts.krate;

@@ -17,6 +17,12 @@ pub enum ArgKind {
         /// The mailbox's item type and which way its messages go, or `None` for `Signals`.
         mailbox: Option<(syn::Type, Way)>,
     },
+    /// A table read a row at a time by id, through a hot tier where the launch passes one:
+    /// `&Rows<T>`; only with `#[auto]`.
+    Rows {
+        /// Element type.
+        elem: syn::Type,
+    },
     /// A slice; the element must implement `DeviceCopy`.
     Slice {
         /// Element type.
@@ -65,6 +71,7 @@ impl Arg {
             ArgKind::Scalar(_) => berth_abi::Lowering::Value,
             // The memory of a signal or mailbox is passed as a slice of its cells.
             ArgKind::Signal { .. } => berth_abi::Lowering::PtrLen,
+            ArgKind::Rows { .. } => berth_abi::Lowering::PtrLenTier,
             ArgKind::Slice { .. } => self.placement.abi().lowering(),
         }
     }
@@ -252,6 +259,15 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
             "signals live in mapped host memory, read and written in place while the kernel runs: write `#[mapped]` before the argument",
         ));
     }
+    if let Some(ArgKind::Rows { .. }) = &kind
+        && !matches!(placement, Placement::Auto(_))
+        && placement_ok
+    {
+        errors.push(syn::Error::new_spanned(
+            &pt.ty,
+            "a `&Rows<T>` table is read a row at a time, through a hot tier's device memory or in place, as each launch chooses: write `#[auto]` before the argument",
+        ));
+    }
     if let (Some(ArgKind::Slice { mutable: true, .. }), Placement::Auto(span)) = (&kind, placement)
     {
         errors.push(syn::Error::new(
@@ -286,6 +302,12 @@ fn arg(pt: &syn::PatType, errors: &mut Vec<syn::Error>) -> Option<Arg> {
         errors.push(syn::Error::new(
             pt.pat.span(),
             "a slice argument cannot be bound `mut`: write `x: &mut [T]` to write through it",
+        ));
+    }
+    if binding_mut && matches!(kind, Some(ArgKind::Rows { .. })) {
+        errors.push(syn::Error::new(
+            pt.pat.span(),
+            "a `&Rows<T>` table is read only: remove `mut`",
         ));
     }
     if errors.len() > before {
@@ -329,6 +351,16 @@ fn arg_kind(ty: &syn::Type, errors: &mut Vec<syn::Error>) -> Option<ArgKind> {
                     return None;
                 }
                 return Some(kind);
+            }
+            if let Some(elem) = rows_elem(&r.elem) {
+                if let Some(m) = &r.mutability {
+                    errors.push(syn::Error::new(
+                        m.span(),
+                        "a `Rows<T>` table is read only: take it by shared reference (`&Rows<T>`)",
+                    ));
+                    return None;
+                }
+                return element(&elem, errors).map(|elem| ArgKind::Rows { elem });
             }
             let syn::Type::Slice(s) = &*r.elem else {
                 let what = if r.mutability.is_some() {
@@ -464,6 +496,25 @@ pub fn elementwise(opts: &crate::parse::Options, k: &Kernel) -> Result<(), Vec<s
         .collect();
     if !mailboxes.is_empty() {
         return Err(mailboxes);
+    }
+    let tables: Vec<syn::Error> = k
+        .args
+        .iter()
+        .filter(|a| matches!(a.kind, ArgKind::Rows { .. }))
+        .map(|a| {
+            syn::Error::new_spanned(
+                &a.ty,
+                format!(
+                    "`{}` is a table read by rows, which an `elementwise` kernel's chunks cannot share: \
+                     gather its rows first (`HotTier::gather`) and pass them `#[pinned_async]` or in device memory, \
+                     or remove `elementwise` and launch the kernel once",
+                    a.name
+                ),
+            )
+        })
+        .collect();
+    if !tables.is_empty() {
+        return Err(tables);
     }
     let matrices: Vec<syn::Error> = k
         .args
@@ -607,6 +658,16 @@ fn signal_kind(ty: &syn::Type) -> Option<ArgKind> {
     Some(ArgKind::Signal {
         mailbox: Some((item, way)),
     })
+}
+
+/// The element type of `Rows<T>` (by the last path segment).
+fn rows_elem(ty: &syn::Type) -> Option<syn::Type> {
+    let syn::Type::Path(p) = ty else { return None };
+    let last = p.path.segments.last()?;
+    if last.ident != "Rows" {
+        return None;
+    }
+    one_type_argument(&last.arguments)
 }
 
 /// `Mailbox<T>` (by the last path segment): a ring with no direction, which a kernel does not

@@ -72,6 +72,35 @@ pub trait MappedArg<T>: sealed::Sealed {
     fn __arg(&self) -> ArgRef<'_>;
 }
 
+/// A table for an `#[auto] &Rows<T>` kernel argument, read a row at a time by id: a
+/// [`HotTier`](crate::HotTier), whose rows resident in device memory the kernel reads there
+/// (looked up in its slot table) and the others from the host table in place.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a table read by rows: this `#[auto] &Rows<{T}>` kernel argument takes a `HotTier<{T}>`",
+    label = "expected a `HotTier<{T}>`",
+    note = "make one with `gpu.hot_tier(table, width, budget)?` over a `MappedBuffer` or a `ManagedBuffer`: a budget that holds the whole table keeps all of it in device memory, a budget of 0 reads every row in place",
+    note = "to read the table as a flat slice instead, declare the argument `#[auto] table: &[T]` and pass the table"
+)]
+pub trait RowSource<T>: sealed::Sealed {
+    #[doc(hidden)]
+    fn __rows(&self) -> RowsRef<'_>;
+}
+
+/// What a launch needs to know about a table read by rows.
+#[doc(hidden)]
+pub struct RowsRef<'a> {
+    /// The table (mapped host memory).
+    pub(crate) table: ArgRef<'a>,
+    /// Elements per row.
+    pub(crate) width: usize,
+    /// A hot tier's device rows and slot table, and its capacity in rows, where the kernel
+    /// reads through it. Every slot table entry below the capacity names a slot holding that
+    /// row once the work queued on the two buffers before the launch has run.
+    pub(crate) tier: Option<(ArgRef<'a>, ArgRef<'a>, usize)>,
+    /// Rows resident by the host's record, for the log line.
+    pub(crate) resident: usize,
+}
+
 impl<T> sealed::Sealed for DeviceBuffer<T> {}
 impl<T> sealed::Sealed for PinnedBuffer<T> {}
 impl<T> sealed::Sealed for MappedBuffer<T> {}

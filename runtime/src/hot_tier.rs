@@ -744,9 +744,9 @@ impl Scatter {
 /// What a [`HotTier`] has done so far.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HotTierStats {
-    /// Gathers queued.
+    /// Batches: gathers queued, and batches of reads noted ([`HotTier::note_reads`]).
     pub gathers: u64,
-    /// Rows gathered (ids given to gathers).
+    /// Rows gathered or noted (ids given to gathers and to [`HotTier::note_reads`]).
     pub rows: u64,
     /// Ids counted: every id by default, every `n`-th of each batch with
     /// [`HotTier::count_every`]; none by a tier that holds no row (nothing could become
@@ -791,8 +791,8 @@ pub struct HotTierStats {
     pub staging: std::time::Duration,
     /// Host time of the gathers' calls, from each call to its return (the staging, the
     /// counting, queuing the kernels, and any refresh's kernels queued first), for the
-    /// gathers that queued their kernels: the host's part of a batch, which
-    /// [`HotTier::decision`] adds to its predictions.
+    /// gathers that queued their kernels, and of [`HotTier::note_reads`]: the host's part of
+    /// a batch, which [`HotTier::decision`] adds to its predictions.
     pub gathering: std::time::Duration,
 }
 
@@ -1018,6 +1018,26 @@ impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
             .field("resident", &self.resident_rows())
             .field("stats", &self.stats)
             .finish()
+    }
+}
+
+impl<T: DeviceCopy, M: MappedArg<T>> crate::args::sealed::Sealed for HotTier<T, M> {}
+
+/// A kernel's `#[auto] table: &Rows<T>` argument reads the tier's rows: those resident from
+/// device memory, looked up in its slot table, the others from its table in place.
+impl<T: DeviceCopy, M: MappedArg<T>> crate::args::RowSource<T> for HotTier<T, M> {
+    fn __rows(&self) -> crate::args::RowsRef<'_> {
+        crate::args::RowsRef {
+            table: self.table.__arg(),
+            width: self.width,
+            // A tier without slots has no slot table; one with slots may hold rows its host
+            // record does not count yet (a gather's capture copied them in).
+            tier: (self.capacity > 0).then(|| {
+                use crate::args::DeviceArg;
+                (self.tier.__arg(), self.slots.__arg(), self.capacity)
+            }),
+            resident: self.resident_count,
+        }
     }
 }
 
@@ -1356,6 +1376,90 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         let rate = row_read_rate(&self.gpu, &self.table, (self.rows, self.units, self.width))?;
         Ok(*self.row_reads.get_or_init(|| rate))
+    }
+
+    /// Count the rows `ids` that a kernel of the caller's read, or will read, through the
+    /// tier (an `#[auto] table: &Rows<T>` argument, to which the tier is passed), as a gather
+    /// of them would: for the next refresh's ranking (every id, or one in
+    /// [`count_every`](HotTier::count_every)) and the hit rate [`decision`](HotTier::decision)
+    /// reads ([`HotTierStats::looked_up`], [`HotTierStats::hits`]). A kernel's reads are not
+    /// seen by the host, and a tier that is not told of them keeps the rows its gathers read.
+    /// They count as one batch ([`HotTierStats::gathers`]) of `ids.len()` rows
+    /// ([`HotTierStats::rows`]). A refresh whose ranking is done is not applied here: the next
+    /// gather or [`finish_refresh`](HotTier::finish_refresh) queues its kernels.
+    ///
+    /// # Errors
+    /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
+    /// of the table; nothing is counted.
+    ///
+    /// # Panics
+    /// When the ranking of a pending refresh panicked: its panic, passed on.
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
+    /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 8 * 16)?; // 8 rows resident at most
+    /// tier.note_reads(&[3, 3, 9])?;
+    /// assert_eq!(tier.count(3), 2);
+    /// tier.refresh(&gpu)?; // rows 3 and 9 were read: both admitted
+    /// assert!(tier.is_resident(3) && tier.is_resident(9));
+    /// assert!(tier.note_reads(&[64]).is_err()); // not a row
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn note_reads(&mut self, ids: &[u32]) -> Result<()> {
+        let called = std::time::Instant::now();
+        let batch = self.stats.gathers;
+        if let Some(position) = ids.iter().position(|&id| id as usize >= self.rows) {
+            return Err(Error::IdOutOfRange {
+                batch,
+                position,
+                id: ids[position],
+                rows: self.rows,
+            });
+        }
+        self.stats.gathers += 1;
+        self.stats.rows += ids.len() as u64;
+        if self.capacity == 0 {
+            return Ok(());
+        }
+        if self.whole {
+            // Every row is resident: each id a hit, none counted.
+            self.stats.looked_up += ids.len() as u64;
+            self.stats.hits += ids.len() as u64;
+            return Ok(());
+        }
+        // A ranking that is done is taken in (its counts halved), so that these ids count
+        // after its halving, as a gather's do.
+        self.receive(false);
+        let sample = Sample::of_batch(batch, self.count_every);
+        self.picked.clear();
+        self.picked
+            .extend(ids.iter().skip(sample.first).step_by(sample.every));
+        let HotTier {
+            policy,
+            deferred,
+            counter,
+            resident_bits,
+            picked,
+            hand_over_ids,
+            stats,
+            ..
+        } = self;
+        let (counted, looked, hits) = match policy {
+            PolicyState::Lost => count_ids(resident_bits, picked, |_| {}),
+            _ => count_ids(resident_bits, picked, |p| deferred.extend_from_slice(p)),
+        };
+        if deferred.len() >= *hand_over_ids {
+            hand_over(policy, deferred, counter);
+        }
+        stats.counted += counted;
+        stats.looked_up += looked;
+        stats.hits += hits;
+        stats.counting += called.elapsed();
+        stats.gathering += called.elapsed();
+        Ok(())
     }
 
     /// What the tier has done so far.

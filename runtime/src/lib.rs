@@ -76,7 +76,7 @@ mod stream;
 mod tensor_map;
 mod track;
 
-pub use args::{DeviceArg, MappedArg, PinnedArg};
+pub use args::{DeviceArg, MappedArg, PinnedArg, RowSource};
 pub use backend::Backend;
 pub use buffer::DeviceBuffer;
 pub use collective::{Collective, CollectiveType, ReduceOp};

@@ -15,7 +15,7 @@ fn every_kind() -> &'static Kernel {
 
 /// The kernel's arguments as its signature has them: name, how the ABI lowers it, where a
 /// slice's data lives, and the alignment of what its pointer points to.
-fn signature() -> [(&'static str, Lowering, Option<Placement>, u8); 6] {
+fn signature() -> [(&'static str, Lowering, Option<Placement>, u8); 7] {
     [
         ("scale", Lowering::Value, None, 0),
         (
@@ -40,6 +40,12 @@ fn signature() -> [(&'static str, Lowering, Option<Placement>, u8); 6] {
             "cells",
             Lowering::PtrLen,
             Some(Placement::Mapped),
+            param_align::<u32>(),
+        ),
+        (
+            "t",
+            Lowering::PtrLenTier,
+            Some(Placement::Auto),
             param_align::<u32>(),
         ),
         (
@@ -96,7 +102,8 @@ fn body<'a>(ptx: &'a str, name: &str) -> &'a str {
 }
 
 /// The builder read the macro's sections: both entries (the general one and the linear one)
-/// have the descriptor's parameters, every pointer declared with its target's alignment from
+/// have the descriptor's parameters, every pointer (a slice's, a hot tier's slot table and
+/// rows) declared with its target's alignment from
 /// the entry's alignment list, the declared block shape and register cap as PTX directives,
 /// and arithmetic left unfused; no section of berth's is left in the module.
 #[test]
@@ -106,10 +113,12 @@ fn the_builder_reads_what_the_macro_wrote() {
     let aligns: Vec<Option<u8>> = signature()
         .iter()
         .flat_map(|(_, lowering, _, align)| {
-            lowering
-                .parts()
-                .iter()
-                .map(move |part| (*part == Part::Ptr).then_some(*align))
+            lowering.parts().iter().map(move |part| match part {
+                Part::Ptr => Some(*align),
+                // A table's hot tier: its slot table of `u32` and its rows (`u32` here).
+                Part::Slots | Part::Tier => Some(param_align::<u32>()),
+                _ => None,
+            })
         })
         .collect();
     for name in [k.name, k.linear.unwrap()] {
@@ -155,7 +164,12 @@ fn the_runtime_packs_what_the_kernel_reads() {
     let m = gpu.mapped_from(&[1u16; 5]).unwrap();
     let w = gpu.mapped_from(&[0u64; 7]).unwrap();
     let cells = gpu.signals(6).unwrap();
-    let mut out = gpu.alloc_zeroed::<u64>(8).unwrap();
+    // 8 rows of 4; the budget holds the slot table and 2 rows.
+    let table: Vec<u32> = (0..32).map(|v| v * 10).collect();
+    let mut t = gpu
+        .hot_tier(gpu.mapped_from(&table).unwrap(), 4, 8 * 4 + 2 * 16)
+        .unwrap();
+    let mut out = gpu.alloc_zeroed::<u64>(12).unwrap();
     let scale = 1.5f32;
     berth_fixtures::args::every_kind(
         &gpu,
@@ -166,22 +180,46 @@ fn the_runtime_packs_what_the_kernel_reads() {
         &m,
         &w,
         &cells,
+        &t,
         &mut out,
     )
     .unwrap()
     .wait()
     .unwrap();
-    assert_eq!(
-        out.to_vec().unwrap(),
-        [
-            u64::from(scale.to_bits()),
-            3,
-            5,
-            7,
-            2,
-            5,
-            6,
-            u64::from((scale * 5.0 + scale).to_bits()),
-        ]
-    );
+    let mut expected = vec![
+        u64::from(scale.to_bits()),
+        3,
+        5,
+        7,
+        2,
+        5,
+        6,
+        u64::from((scale * 5.0 + scale).to_bits()),
+        8,
+        4,
+        40,
+        0,
+    ];
+    assert_eq!(out.to_vec().unwrap(), expected);
+    // Row 1 read, counted, admitted: the same launch now reads it from the tier's slot.
+    t.note_reads(&[1]).unwrap();
+    t.refresh(&gpu).unwrap();
+    assert!(t.is_resident(1));
+    berth_fixtures::args::every_kind(
+        &gpu,
+        Grid::new(1, 32),
+        Touch::Range { start: 2, end: 5 },
+        scale,
+        &x,
+        &m,
+        &w,
+        &cells,
+        &t,
+        &mut out,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    expected[11] = 1;
+    assert_eq!(out.to_vec().unwrap(), expected);
 }

@@ -97,6 +97,7 @@ fn instantiate(k: &Kernel, inst: &Instance) -> Kernel {
                 ArgKind::Signal { mailbox } => ArgKind::Signal {
                     mailbox: mailbox.as_ref().map(|(t, way)| (ty(t), *way)),
                 },
+                ArgKind::Rows { elem } => ArgKind::Rows { elem: ty(elem) },
             };
             a.ty = ty(&a.ty);
             a

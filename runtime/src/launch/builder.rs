@@ -9,7 +9,7 @@
 //! [`Launch::new`]), every argument and the `same_len` groups. A refused launch leaves every
 //! buffer as it was.
 
-use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg};
+use crate::args::{ArgRef, DeviceArg, MappedArg, PinnedArg, RowSource};
 use crate::backend::{FunctionId, GraphNode, StreamId};
 use crate::context::Inner;
 use crate::error::Result;
@@ -296,6 +296,46 @@ impl<'l> Launch<'l> {
             }
         }
         self.args.window(window);
+    }
+
+    /// Pass a table for an `#[auto] &Rows<T>` argument: a [`HotTier`](crate::HotTier)'s table
+    /// read in place, and, where the tier has slots, its slot table and device rows, through
+    /// which the kernel reads the rows resident there. The launch takes all three shared: a
+    /// refresh or a gather queued after it, which writes the slot table and the rows, runs
+    /// after the kernel on the GPU, whatever guard is leaked.
+    pub fn rows<T: DeviceCopy>(&mut self, src: &'l impl RowSource<T>) {
+        let r = src.__rows();
+        self.args.track(&r.table, Access::Shared);
+        if let Some((tier, slots, _)) = &r.tier {
+            self.args.track(tier, Access::Shared);
+            self.args.track(slots, Access::Shared);
+        }
+        if let Mode::Record(_) = self.args.mode {
+            // Refused by `track`: a graph holds no mapped memory.
+            return;
+        }
+        let what = if r.tier.is_some() {
+            "rows read through the hot tier's slot table: resident ones from device memory, the others in place"
+        } else {
+            "rows read in place over the link (the hot tier holds no row)"
+        };
+        tracing::debug!(
+            kernel = self.args.kernel.name,
+            arg = self.args.arg_name(),
+            width = r.width,
+            resident = r.resident,
+            capacity = r.tier.as_ref().map_or(0, |t| t.2),
+            "{what}"
+        );
+        if !self.args.slice(&r.table, r.table.addr) {
+            return;
+        }
+        match r.tier {
+            Some((tier, slots, capacity)) => {
+                self.args.tier(slots.addr, tier.addr, capacity, r.width)
+            }
+            None => self.args.tier(0, 0, 0, r.width),
+        }
     }
 
     /// Pass pinned host memory for a `#[pinned_async] &[T]` argument: copied host→device into

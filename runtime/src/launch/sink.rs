@@ -216,6 +216,15 @@ impl<'l> ArgSink<'l> {
         self.put(Part::End, &(window.end as u64).to_ne_bytes());
     }
 
+    /// The parts of a `&Rows<T>` table after its pointer and length ([`ArgSink::slice`]): the
+    /// hot tier's slot table, rows and capacity (`slots` 0 for none), and the row width.
+    pub(crate) fn tier(&mut self, slots: u64, tier: u64, capacity: usize, width: usize) {
+        self.put(Part::Slots, &slots.to_ne_bytes());
+        self.put(Part::Tier, &tier.to_ne_bytes());
+        self.put(Part::Capacity, &(capacity as u64).to_ne_bytes());
+        self.put(Part::Width, &(width as u64).to_ne_bytes());
+    }
+
     /// Every parameter was passed and every argument accepted.
     pub(crate) fn complete(&mut self) -> Result<()> {
         if let Some(e) = self.error.take() {
