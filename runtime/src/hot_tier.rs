@@ -485,6 +485,33 @@ fn count_ids(bits: &[u64], picked: &[u32], add: impl FnOnce(&[u32])) -> (u64, u6
     (picked.len() as u64, looked, hits)
 }
 
+/// Count a batch's `picked` ids: the hits from the host's copy of the residency (`bits`),
+/// the ids kept in `deferred` for the policy, handed to the counting thread once there are
+/// `hand_over_ids` of them (a lost policy counts nothing); the counters and the time in
+/// `stats`.
+fn tally(
+    policy: &mut PolicyState,
+    deferred: &mut Vec<u32>,
+    counter: &mut Option<Counter>,
+    bits: &[u64],
+    picked: &[u32],
+    hand_over_ids: usize,
+    stats: &mut HotTierStats,
+) {
+    let started = std::time::Instant::now();
+    let (counted, looked, hits) = match policy {
+        PolicyState::Lost => count_ids(bits, picked, |_| {}),
+        _ => count_ids(bits, picked, |p| deferred.extend_from_slice(p)),
+    };
+    if deferred.len() >= hand_over_ids {
+        hand_over(policy, deferred, counter);
+    }
+    stats.counted += counted;
+    stats.looked_up += looked;
+    stats.hits += hits;
+    stats.counting += started.elapsed();
+}
+
 /// The most counted ids of one batch whose residency the host looks up for the hit
 /// statistics ([`HotTierStats::looked_up`]).
 const HIT_LOOKUPS: usize = 1 << 10;
@@ -1378,19 +1405,25 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         Ok(*self.row_reads.get_or_init(|| rate))
     }
 
-    /// Count the rows `ids` that a kernel of the caller's read, or will read, through the
-    /// tier (an `#[auto] table: &Rows<T>` argument, to which the tier is passed), as a gather
-    /// of them would: for the next refresh's ranking (every id, or one in
-    /// [`count_every`](HotTier::count_every)) and the hit rate [`decision`](HotTier::decision)
-    /// reads ([`HotTierStats::looked_up`], [`HotTierStats::hits`]). A kernel's reads are not
-    /// seen by the host, and a tier that is not told of them keeps the rows its gathers read.
-    /// They count as one batch ([`HotTierStats::gathers`]) of `ids.len()` rows
-    /// ([`HotTierStats::rows`]). A refresh whose ranking is done is not applied here: the next
-    /// gather or [`finish_refresh`](HotTier::finish_refresh) queues its kernels.
+    /// Count the rows `ids` that a kernel of the caller's reads through the tier (an
+    /// `#[auto] table: &Rows<T>` argument, to which the tier is passed), as a gather of them
+    /// would count them: for the next refresh's ranking (every id, or one in
+    /// [`count_every`](HotTier::count_every)) and for the hit rate that
+    /// [`decision`](HotTier::decision) reads ([`HotTierStats::looked_up`],
+    /// [`HotTierStats::hits`]), by the residency the kernel launched next will read. The host
+    /// does not see a kernel's reads: a tier not told of them ranks only the rows its gathers
+    /// read. They count as one batch ([`HotTierStats::gathers`]) of `ids.len()` rows
+    /// ([`HotTierStats::rows`]).
+    ///
+    /// Call it before launching the kernel on `queue`: a refresh begun with
+    /// [`begin_refresh`](HotTier::begin_refresh) whose ranking is done gets its fill and slot
+    /// table update queued on `queue` first (as a gather queues them before its own kernel),
+    /// so that the kernel reads what they leave; a ranking still running is not waited for.
     ///
     /// # Errors
     /// [`Error::IdOutOfRange`] naming the batch and the first position whose id is not a row
-    /// of the table; nothing is counted.
+    /// of the table; a failed copy or launch of a finished refresh's kernels (the refresh
+    /// stays pending). Either way nothing is counted.
     ///
     /// # Panics
     /// When the ranking of a pending refresh panicked: its panic, passed on.
@@ -1400,15 +1433,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// let gpu = berth_runtime::Gpu::simulator();
     /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
     /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 8 * 16)?; // 8 rows resident at most
-    /// tier.note_reads(&[3, 3, 9])?;
+    /// tier.note_reads(&gpu, &[3, 3, 9])?; // then launch the kernel that reads them
     /// assert_eq!(tier.count(3), 2);
     /// tier.refresh(&gpu)?; // rows 3 and 9 were read: both admitted
     /// assert!(tier.is_resident(3) && tier.is_resident(9));
-    /// assert!(tier.note_reads(&[64]).is_err()); // not a row
+    /// assert!(tier.note_reads(&gpu, &[64]).is_err()); // not a row
     /// # Ok(())
     /// # }
     /// ```
-    pub fn note_reads(&mut self, ids: &[u32]) -> Result<()> {
+    pub fn note_reads(&mut self, queue: &impl Queue, ids: &[u32]) -> Result<()> {
         let called = std::time::Instant::now();
         let batch = self.stats.gathers;
         if let Some(position) = ids.iter().position(|&id| id as usize >= self.rows) {
@@ -1419,6 +1452,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 rows: self.rows,
             });
         }
+        // A refresh whose ranking is done: its kernels go first, so that the kernel launched
+        // next reads the slot table and rows it leaves, and these ids count after its halving.
+        self.receive(false);
+        self.apply(queue, false)?;
         self.stats.gathers += 1;
         self.stats.rows += ids.len() as u64;
         if self.capacity == 0 {
@@ -1430,35 +1467,20 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             self.stats.hits += ids.len() as u64;
             return Ok(());
         }
-        // A ranking that is done is taken in (its counts halved), so that these ids count
-        // after its halving, as a gather's do.
-        self.receive(false);
         let sample = Sample::of_batch(batch, self.count_every);
         self.picked.clear();
         self.picked
             .extend(ids.iter().skip(sample.first).step_by(sample.every));
-        let HotTier {
-            policy,
-            deferred,
-            counter,
-            resident_bits,
-            picked,
-            hand_over_ids,
-            stats,
-            ..
-        } = self;
-        let (counted, looked, hits) = match policy {
-            PolicyState::Lost => count_ids(resident_bits, picked, |_| {}),
-            _ => count_ids(resident_bits, picked, |p| deferred.extend_from_slice(p)),
-        };
-        if deferred.len() >= *hand_over_ids {
-            hand_over(policy, deferred, counter);
-        }
-        stats.counted += counted;
-        stats.looked_up += looked;
-        stats.hits += hits;
-        stats.counting += called.elapsed();
-        stats.gathering += called.elapsed();
+        tally(
+            &mut self.policy,
+            &mut self.deferred,
+            &mut self.counter,
+            &self.resident_bits,
+            &self.picked,
+            self.hand_over_ids,
+            &mut self.stats,
+        );
+        self.stats.gathering += called.elapsed();
         Ok(())
     }
 
@@ -1685,18 +1707,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 stats.hits += n as u64;
                 return;
             }
-            let started = std::time::Instant::now();
-            let (counted, looked, hits) = match policy {
-                PolicyState::Lost => count_ids(resident_bits, picked, |_| {}),
-                _ => count_ids(resident_bits, picked, |p| deferred.extend_from_slice(p)),
-            };
-            if deferred.len() >= *hand_over_ids {
-                hand_over(policy, deferred, counter);
-            }
-            stats.counted += counted;
-            stats.looked_up += looked;
-            stats.hits += hits;
-            stats.counting += started.elapsed();
+            tally(
+                policy,
+                deferred,
+                counter,
+                resident_bits,
+                picked,
+                *hand_over_ids,
+                stats,
+            );
         };
         if !capture && marked == 0 {
             let pending = queue_gather!(last, batch_ids)?;

@@ -202,7 +202,7 @@ fn the_runtime_packs_what_the_kernel_reads() {
     ];
     assert_eq!(out.to_vec().unwrap(), expected);
     // Row 1 read, counted, admitted: the same launch now reads it from the tier's slot.
-    t.note_reads(&[1]).unwrap();
+    t.note_reads(&gpu, &[1]).unwrap();
     t.refresh(&gpu).unwrap();
     assert!(t.is_resident(1));
     berth_fixtures::args::every_kind(

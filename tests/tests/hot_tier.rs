@@ -6,9 +6,13 @@
 //! gathered by the host's threads equal rows read in place, in any share; a table in managed
 //! memory reads like a mapped one; refreshes begun with `begin_refresh` rank on a thread of
 //! their own while gathers go on without waiting for them (held by a test hook), through ids
-//! out of range, leaked guards, scopes, a dropped tier and kernels that fail to queue.
+//! out of range, leaked guards, scopes, a dropped tier and kernels that fail to queue. Kernels
+//! reading the tier's rows themselves (`#[auto] table: &Rows<T>`) read what a gather would,
+//! in every form of the tier, across refreshes that their counted reads drive, and while
+//! queued behind other work whose guard is leaked, refreshes after them wait for them.
 
-use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier};
+use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier, Touch};
+use berth_fixtures::args::rows_gather;
 use berth_fixtures::gated::gated_fill_within;
 use berth_tests::{random_f32, rng};
 use rand::Rng;
@@ -1181,4 +1185,245 @@ fn a_refresh_whose_kernels_fail_to_queue_stays_pending() {
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
         check(&host, &ids, &out);
     }
+}
+
+/// `ids` as a device buffer, and an output of their rows, poisoned.
+fn for_kernel(gpu: &Gpu, ids: &[u32]) -> (DeviceBuffer<u32>, DeviceBuffer<f32>) {
+    (gpu.upload(ids).unwrap(), poisoned(gpu, ids.len()))
+}
+
+/// The hint a kernel reading `n` rows by id gives.
+fn rows_hint(n: usize) -> Touch {
+    Touch::Rows {
+        rows: n,
+        row_elems: WIDTH,
+    }
+}
+
+#[test]
+fn kernels_read_rows_through_the_tier_as_gathers_do_across_refreshes_and_evictions() {
+    let gpu = gpu();
+    let rows = 3000;
+    let (mut t, host) = tier(&gpu, rows, 64);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let (hot_a, hot_b) = (&perm[..48], &perm[48..96]);
+    for (phase, hot) in [hot_a, hot_b].into_iter().enumerate() {
+        let mut last_hits = 0;
+        for round in 0..9 {
+            let ids = if round < 6 {
+                batch(&mut r, hot, rows, 500)
+            } else {
+                (0..500)
+                    .map(|_| hot[r.random_range(0..hot.len())])
+                    .collect()
+            };
+            let before = t.stats();
+            let resident_in_batch = ids.iter().filter(|&&id| t.is_resident(id)).count() as u64;
+            if round % 3 == 2 {
+                // A gather now and then, beside the kernel's reads: its capture copies rows
+                // into free slots, which the kernels then read from device memory.
+                let mut out = poisoned(&gpu, ids.len());
+                t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+                check(&host, &ids, &out);
+            } else {
+                t.note_reads(&gpu, &ids).unwrap();
+                let (dev_ids, mut out) = for_kernel(&gpu, &ids);
+                rows_gather(
+                    &gpu,
+                    Grid::cover(ids.len() * WIDTH),
+                    rows_hint(ids.len()),
+                    &t,
+                    &dev_ids,
+                    &mut out,
+                )
+                .unwrap()
+                .wait()
+                .unwrap();
+                check(&host, &ids, &out);
+            }
+            let batch_stats = t.stats().since(&before);
+            assert_eq!((batch_stats.gathers, batch_stats.rows), (1, 500));
+            assert_eq!(batch_stats.hits, resident_in_batch, "phase {phase}");
+            last_hits = batch_stats.hits;
+            t.refresh(&gpu).unwrap();
+        }
+        // The rows the kernels read were counted: the phase's hot rows are all resident.
+        assert!(
+            hot.iter().all(|&id| t.is_resident(id)),
+            "phase {phase}: {t:?}"
+        );
+        assert_eq!(last_hits, 500, "phase {phase}");
+    }
+    assert!(t.stats().evicted >= 16, "{:?}", t.stats());
+}
+
+#[test]
+fn a_kernel_reads_rows_of_any_tier_form() {
+    let gpu = gpu();
+    let rows = 500;
+    let mut r = rng();
+    let ids: Vec<u32> = (0..300).map(|_| r.random_range(0..rows as u32)).collect();
+    // No slot for a row: every row read in place; a budget of the whole table: every row
+    // resident from the start; a tier of 32 slots.
+    for resident in [0, rows, 32] {
+        let (mut t, host) = tier(&gpu, rows, resident);
+        let whole = resident == rows;
+        assert_eq!(t.resident_rows(), if whole { rows } else { 0 });
+        for _ in 0..3 {
+            t.note_reads(&gpu, &ids).unwrap();
+            let (dev_ids, mut out) = for_kernel(&gpu, &ids);
+            rows_gather(
+                &gpu,
+                Grid::cover(ids.len() * WIDTH),
+                rows_hint(ids.len()),
+                &t,
+                &dev_ids,
+                &mut out,
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
+            check(&host, &ids, &out);
+            t.refresh(&gpu).unwrap();
+        }
+        let s = t.stats();
+        match resident {
+            0 => assert_eq!((s.looked_up, s.hits, t.resident_rows()), (0, 0, 0)),
+            32 => assert_eq!(t.resident_rows(), 32),
+            _ => assert_eq!((s.looked_up, s.hits), (900, 900)),
+        }
+        assert_eq!((s.gathers, s.rows), (3, 900));
+        // Counting a row past the table is refused, naming the batch and position.
+        let before = t.stats();
+        let err = t.note_reads(&gpu, &[1, 2, rows as u32 + 7]).unwrap_err();
+        assert!(
+            matches!(err, Error::IdOutOfRange { batch: 3, position: 2, id, rows: n } if id == rows as u32 + 7 && n == rows),
+            "{err}"
+        );
+        assert_eq!(t.stats(), before, "nothing counted");
+    }
+}
+
+/// On the simulator: a GPU context is lost with a kernel's panic, and the other tests share
+/// the process's.
+#[test]
+fn a_kernel_reading_a_row_past_the_table_stops_with_its_location() {
+    for resident in [0, 32] {
+        let gpu = Gpu::simulator();
+        let rows = 100;
+        let (t, _) = tier(&gpu, rows, resident);
+        let bad = [3u32, rows as u32];
+        let (dev_ids, mut out) = for_kernel(&gpu, &bad);
+        let err = rows_gather(
+            &gpu,
+            Grid::cover(bad.len() * WIDTH),
+            rows_hint(2),
+            &t,
+            &dev_ids,
+            &mut out,
+        )
+        .and_then(|p| p.wait())
+        .unwrap_err();
+        let Error::KernelPanic { kernel, report, .. } = &err else {
+            panic!("expected the kernel's panic, got {err}");
+        };
+        assert_eq!(kernel, "rows_gather");
+        assert!(report.file.ends_with("args.rs"), "{report}");
+        let want = format!("the len is {rows} but the index is {rows}");
+        assert!(report.message.contains(&want), "{report}");
+    }
+}
+
+#[test]
+fn a_kernel_in_flight_reads_the_rows_it_was_queued_against_whatever_is_refreshed_after() {
+    let gpu = gpu();
+    let rows = 2000;
+    let (mut t, host) = tier(&gpu, rows, 40);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let (hot_a, hot_b) = (&perm[..40], &perm[40..80]);
+    // Hot set A resident.
+    for _ in 0..3 {
+        t.note_reads(&gpu, hot_a).unwrap();
+        t.refresh(&gpu).unwrap();
+    }
+    assert!(hot_a.iter().all(|&id| t.is_resident(id)));
+    let ids: Vec<u32> = (0..400).map(|k| hot_a[k % hot_a.len()]).collect();
+    let (dev_ids, mut out) = for_kernel(&gpu, &ids);
+    // The kernel reading A waits behind a gate on a stream of its own, its guard leaked;
+    // meanwhile hot set B is counted and refreshed in on the default stream, evicting A.
+    let stream = gpu.stream().unwrap();
+    behind_a_gate(&gpu, &stream, || {
+        std::mem::forget(
+            rows_gather(
+                &stream,
+                Grid::cover(ids.len() * WIDTH),
+                rows_hint(ids.len()),
+                &t,
+                &dev_ids,
+                &mut out,
+            )
+            .unwrap(),
+        );
+        for _ in 0..3 {
+            t.note_reads(&gpu, hot_b).unwrap();
+            t.note_reads(&gpu, hot_b).unwrap();
+            t.refresh(&gpu).unwrap();
+        }
+    });
+    stream.synchronize().unwrap();
+    assert!(hot_b.iter().all(|&id| t.is_resident(id)), "{t:?}");
+    assert!(hot_a.iter().all(|&id| !t.is_resident(id)), "{t:?}");
+    check(&host, &ids, &out);
+}
+
+#[test]
+fn a_pending_refresh_is_applied_before_the_kernel_that_follows_note_reads() {
+    let gpu = gpu();
+    let rows = 1000;
+    let (mut t, host) = tier(&gpu, rows, 16);
+    let hot: Vec<u32> = (0..16).map(|k| k * 61 % rows as u32).collect();
+    t.note_reads(&gpu, &hot).unwrap();
+    t.begin_refresh(&gpu).unwrap();
+    // Until it is applied, nothing is resident; note_reads queues it once ranked.
+    while t.refresh_pending() {
+        t.note_reads(&gpu, &hot).unwrap();
+        std::thread::yield_now();
+    }
+    assert!(hot.iter().all(|&id| t.is_resident(id)), "{t:?}");
+    let (dev_ids, mut out) = for_kernel(&gpu, &hot);
+    rows_gather(
+        &gpu,
+        Grid::cover(hot.len() * WIDTH),
+        rows_hint(hot.len()),
+        &t,
+        &dev_ids,
+        &mut out,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    check(&host, &hot, &out);
+}
+
+#[test]
+fn a_tier_of_another_context_is_refused() {
+    let a = Gpu::simulator();
+    let b = Gpu::simulator();
+    let (t, _) = tier(&a, 100, 8);
+    let (dev_ids, mut out) = for_kernel(&b, &[1, 2]);
+    let err = rows_gather(
+        &b,
+        Grid::cover(2 * WIDTH),
+        rows_hint(2),
+        &t,
+        &dev_ids,
+        &mut out,
+    )
+    .err()
+    .expect("refused");
+    assert!(matches!(err, Error::WrongContext { .. }), "{err}");
 }
