@@ -185,6 +185,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     fits(md, &rows, &fits_rows)?;
     whole(md, &rows, &whole_rows)?;
     queued(md, &rows, &bounds)?;
+    views(md, &rows)?;
     drift(md, &rows)?;
     refreshes(md, &rows)?;
     link(md, &rows)
@@ -208,7 +209,8 @@ pub fn write_widths(md: &mut String, text: &str) -> Result {
         first["warmup"],
         first["batches"],
     )?;
-    widths(md, &[], &rows)
+    widths(md, &[], &rows)?;
+    views(md, &rows)
 }
 
 /// The row width most tier runs have (`None` without a tier run).
@@ -818,6 +820,63 @@ fn queued(md: &mut String, rows: &[Value], bounds: &[(f64, Option<f64>)]) -> Res
     Ok(())
 }
 
+/// A kernel reading the tier's rows itself (`#[auto] &Rows<F4>`), against the tier's own
+/// gathers and PyTorch's usual path in the same run, law by law and width by width (nothing
+/// without a line that has it).
+fn views(md: &mut String, rows: &[Value]) -> Result {
+    let runs: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["impl"] == "berth_hot_tier" && !drifting(r) && r["view_mrows_s"].is_f64())
+        .collect();
+    if runs.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        md,
+        "\nA kernel reading the rows itself: after the timed batches, as many again (fresh ids of the same law) read by a kernel of the example's own through the tier (`embedding_gather_rows`, an `#[auto] table: &Rows<F4>` argument: each row looked up in the tier's slot table and read from device memory if resident, else from the host table in place), a batch at a time: the ids counted for the tier (`HotTier::note_reads`) and written to mapped memory, the kernel launched and waited for, refreshes as above, every row checked.\n"
+    )?;
+    writeln!(
+        md,
+        "| floats per row | ids | the tier's gather, M rows/s | a kernel through `&Rows`, M rows/s | kernel / gather | hit rate | PyTorch CPU gather + copy | kernel / PyTorch | rows right |"
+    )?;
+    writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---|")?;
+    for r in runs {
+        let graph = r["ids"] == "rmat_2hop";
+        let z = r["zipf"].as_f64();
+        let torch = rows.iter().find(|t| {
+            t["impl"] == "torch_cpu_gather_pinned_copy"
+                && t["dim"] == r["dim"]
+                && if graph {
+                    t["ids"] == "rmat_2hop"
+                } else {
+                    t["zipf"]
+                        .as_f64()
+                        .zip(z)
+                        .is_some_and(|(a, b)| (a - b).abs() < 1e-9)
+                }
+        });
+        let (gather, view, torch) = (mrows(Some(r)), r["view_mrows_s"].as_f64(), mrows(torch));
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r["dim"],
+            if graph {
+                "R-MAT 2-hop".to_owned()
+            } else {
+                format!("Zipf s = {}", cell(z, 1))
+            },
+            cell(gather, 1),
+            cell(view, 1),
+            cell(view.zip(gather).map(|(v, g)| v / g), 2),
+            percent(r["view_hit_rate"].as_f64()),
+            cell(torch, 1),
+            cell(view.zip(torch).map(|(v, t)| v / t), 2) + "×",
+            if r["ok"] == true { "yes" } else { "**no**" },
+        )?;
+    }
+    Ok(())
+}
+
 /// The graph-sampled batches' row (nothing without a berth line for them).
 fn graph(md: &mut String, rows: &[Value]) -> Result {
     let by = |imp: &str| {
@@ -987,6 +1046,29 @@ mod tests {
             md.contains("| 1 | 950.0 | 100.0% | 1000.0 | 0.95 | 1200.0 | yes |"),
             "{md}"
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_kernel_reading_the_rows_itself_is_compared_with_the_gather_and_pytorch() -> Result {
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"view_mrows_s":120.0,"view_hit_rate":0.93,"hit_rate_second_half":0.9,"ok":true}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":128,"mrows_s":80.0,"hit_fraction_tier":0.9}
+{"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":64,"mrows_s":40.0,"hit_fraction_tier":0.9}
+{"impl":"berth_hot_tier","zipf":0.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":50.0,"hit_rate_second_half":0.25,"ok":true}"#;
+        let mut md = String::new();
+        write_widths(&mut md, text)?;
+        assert!(md.contains("`#[auto] table: &Rows<F4>`"), "{md}");
+        // Against PyTorch's line of the same width; the law without a kernel run is left out.
+        assert!(
+            md.contains(
+                "| 64 | Zipf s = 1.0 | 100.0 | 120.0 | 1.20 | 93.0% | 40.0 | 3.00× | yes |"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("| 64 | Zipf s = 0.0 |"), "{md}");
+        let mut none = String::new();
+        views(&mut none, &[])?;
+        assert!(none.is_empty());
         Ok(())
     }
 

@@ -53,6 +53,14 @@ impl<'a, T> Rows<'a, T> {
     /// it is valid for reads of one `u32` per row for `'a`, and every entry below `capacity`
     /// names a slot `s` whose `width` elements at `tier + s × width` (valid for reads for
     /// `'a`, aligned) are the row's. Nothing writes any of this memory during `'a`.
+    ///
+    /// ```
+    /// use berth_device::Rows;
+    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
+    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
+    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// assert_eq!(rows.row(2), &[20, 21]);
+    /// ```
     #[inline(always)]
     pub unsafe fn from_raw(
         table: *const T,
@@ -74,6 +82,14 @@ impl<'a, T> Rows<'a, T> {
     }
 
     /// Rows of the table: the ids below this are rows.
+    ///
+    /// ```
+    /// use berth_device::Rows;
+    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
+    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
+    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// assert_eq!(rows.rows(), 3);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn rows(&self) -> usize {
@@ -81,6 +97,14 @@ impl<'a, T> Rows<'a, T> {
     }
 
     /// Elements per row.
+    ///
+    /// ```
+    /// use berth_device::Rows;
+    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
+    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
+    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// assert_eq!(rows.width(), 2);
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn width(&self) -> usize {
@@ -89,6 +113,14 @@ impl<'a, T> Rows<'a, T> {
 
     /// Whether the launch reads row `id` from a tier's device memory (false for an id that
     /// is not a row, and for every row where the launch passed no tier).
+    ///
+    /// ```
+    /// use berth_device::Rows;
+    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
+    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
+    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// assert!(!rows.is_resident(1)); // no tier: every row read from the table
+    /// ```
     #[inline(always)]
     #[must_use]
     pub fn is_resident(&self, id: usize) -> bool {
@@ -108,6 +140,14 @@ impl<'a, T> Rows<'a, T> {
     }
 
     /// Row `id`, or `None` where `id` is not a row of the table.
+    ///
+    /// ```
+    /// use berth_device::Rows;
+    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
+    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
+    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// assert_eq!((rows.get(1), rows.get(3)), (Some(&[10, 11][..]), None));
+    /// ```
     #[inline(always)]
     pub fn get(&self, id: usize) -> Option<&'a [T]> {
         if id >= self.rows {
@@ -125,6 +165,15 @@ impl<'a, T> Rows<'a, T> {
     }
 
     /// Row `id`; an id that is not a row stops the kernel with the caller's location.
+    ///
+    /// ```
+    /// use berth_device::Rows;
+    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
+    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
+    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// assert_eq!(rows.row(0), &[0, 1]);
+    /// assert!(std::panic::catch_unwind(|| rows.row(3)).is_err());
+    /// ```
     #[inline(always)]
     #[track_caller]
     pub fn row(&self, id: usize) -> &'a [T] {

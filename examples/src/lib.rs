@@ -429,6 +429,23 @@ pub fn embedding_gather_auto(dim4: u32, #[auto] table: &[F4], ids: &[u32], out: 
     gather_rows(dim4, &table, &ids, &mut out);
 }
 
+/// [`embedding_gather`] through a hot tier: the kernel reads each row by its id
+/// (`#[auto] table: &Rows<F4>`), from the tier's device memory where the row is resident
+/// there, else from the host table in place; the ids are read in place too. One thread per 16
+/// bytes of output.
+#[gpu_kernel]
+pub fn embedding_gather_rows(#[auto] table: &Rows<F4>, #[mapped] ids: &[u32], out: &mut [F4]) {
+    let g = thread::index();
+    let d = table.width();
+    if d == 0 || g >= out.len() {
+        return;
+    }
+    let b = g.get() / d;
+    if b < ids.len() {
+        out[g] = table.row(ids[b] as usize)[g.get() % d];
+    }
+}
+
 /// One thread per 16 bytes of output: `out[b * d + j] = table[ids[b] * d + j]`.
 #[inline(always)]
 fn gather_rows<T: core::ops::Index<usize, Output = F4> + ?Sized>(

@@ -1112,11 +1112,11 @@ pub(crate) fn launch_fn(opts: &Options, k: &Kernel, title: &str) -> LaunchFn {
     let (mut params, mut pushes) =
         args_and_pushes(opts, k, &format_ident!("__launch"), push_method);
     let mut names: Vec<syn::Ident> = k.args.iter().map(|a| a.name.clone()).collect();
-    // Kernels with `#[auto]` arguments take an access hint for the cost model.
-    if k.args
-        .iter()
-        .any(|a| matches!(a.placement, Placement::Auto(_)))
-    {
+    // Kernels with `#[auto]` slices take an access hint for the cost model (a table read by
+    // rows takes none: its hot tier's form is the model's, chosen from the reads it counts).
+    if k.args.iter().any(|a| {
+        matches!(a.placement, Placement::Auto(_)) && matches!(a.kind, ArgKind::Slice { .. })
+    }) {
         let touch = free_name(k, "touch");
         params.insert(0, quote!(#touch: #krate::__private::Touch));
         pushes.insert(0, quote!(__launch.touch(#touch);));

@@ -11,7 +11,7 @@
 //! in every form of the tier, across refreshes that their counted reads drive, and while
 //! queued behind other work whose guard is leaked, refreshes after them wait for them.
 
-use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier, Touch};
+use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier};
 use berth_fixtures::args::rows_gather;
 use berth_fixtures::gated::gated_fill_within;
 use berth_tests::{random_f32, rng};
@@ -1192,14 +1192,6 @@ fn for_kernel(gpu: &Gpu, ids: &[u32]) -> (DeviceBuffer<u32>, DeviceBuffer<f32>) 
     (gpu.upload(ids).unwrap(), poisoned(gpu, ids.len()))
 }
 
-/// The hint a kernel reading `n` rows by id gives.
-fn rows_hint(n: usize) -> Touch {
-    Touch::Rows {
-        rows: n,
-        row_elems: WIDTH,
-    }
-}
-
 #[test]
 fn kernels_read_rows_through_the_tier_as_gathers_do_across_refreshes_and_evictions() {
     let gpu = gpu();
@@ -1230,17 +1222,10 @@ fn kernels_read_rows_through_the_tier_as_gathers_do_across_refreshes_and_evictio
             } else {
                 t.note_reads(&gpu, &ids).unwrap();
                 let (dev_ids, mut out) = for_kernel(&gpu, &ids);
-                rows_gather(
-                    &gpu,
-                    Grid::cover(ids.len() * WIDTH),
-                    rows_hint(ids.len()),
-                    &t,
-                    &dev_ids,
-                    &mut out,
-                )
-                .unwrap()
-                .wait()
-                .unwrap();
+                rows_gather(&gpu, Grid::cover(ids.len() * WIDTH), &t, &dev_ids, &mut out)
+                    .unwrap()
+                    .wait()
+                    .unwrap();
                 check(&host, &ids, &out);
             }
             let batch_stats = t.stats().since(&before);
@@ -1274,17 +1259,10 @@ fn a_kernel_reads_rows_of_any_tier_form() {
         for _ in 0..3 {
             t.note_reads(&gpu, &ids).unwrap();
             let (dev_ids, mut out) = for_kernel(&gpu, &ids);
-            rows_gather(
-                &gpu,
-                Grid::cover(ids.len() * WIDTH),
-                rows_hint(ids.len()),
-                &t,
-                &dev_ids,
-                &mut out,
-            )
-            .unwrap()
-            .wait()
-            .unwrap();
+            rows_gather(&gpu, Grid::cover(ids.len() * WIDTH), &t, &dev_ids, &mut out)
+                .unwrap()
+                .wait()
+                .unwrap();
             check(&host, &ids, &out);
             t.refresh(&gpu).unwrap();
         }
@@ -1316,16 +1294,9 @@ fn a_kernel_reading_a_row_past_the_table_stops_with_its_location() {
         let (t, _) = tier(&gpu, rows, resident);
         let bad = [3u32, rows as u32];
         let (dev_ids, mut out) = for_kernel(&gpu, &bad);
-        let err = rows_gather(
-            &gpu,
-            Grid::cover(bad.len() * WIDTH),
-            rows_hint(2),
-            &t,
-            &dev_ids,
-            &mut out,
-        )
-        .and_then(|p| p.wait())
-        .unwrap_err();
+        let err = rows_gather(&gpu, Grid::cover(bad.len() * WIDTH), &t, &dev_ids, &mut out)
+            .and_then(|p| p.wait())
+            .unwrap_err();
         let Error::KernelPanic { kernel, report, .. } = &err else {
             panic!("expected the kernel's panic, got {err}");
         };
@@ -1361,7 +1332,6 @@ fn a_kernel_in_flight_reads_the_rows_it_was_queued_against_whatever_is_refreshed
             rows_gather(
                 &stream,
                 Grid::cover(ids.len() * WIDTH),
-                rows_hint(ids.len()),
                 &t,
                 &dev_ids,
                 &mut out,
@@ -1395,17 +1365,10 @@ fn a_pending_refresh_is_applied_before_the_kernel_that_follows_note_reads() {
     }
     assert!(hot.iter().all(|&id| t.is_resident(id)), "{t:?}");
     let (dev_ids, mut out) = for_kernel(&gpu, &hot);
-    rows_gather(
-        &gpu,
-        Grid::cover(hot.len() * WIDTH),
-        rows_hint(hot.len()),
-        &t,
-        &dev_ids,
-        &mut out,
-    )
-    .unwrap()
-    .wait()
-    .unwrap();
+    rows_gather(&gpu, Grid::cover(hot.len() * WIDTH), &t, &dev_ids, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
     check(&host, &hot, &out);
 }
 
@@ -1415,15 +1378,8 @@ fn a_tier_of_another_context_is_refused() {
     let b = Gpu::simulator();
     let (t, _) = tier(&a, 100, 8);
     let (dev_ids, mut out) = for_kernel(&b, &[1, 2]);
-    let err = rows_gather(
-        &b,
-        Grid::cover(2 * WIDTH),
-        rows_hint(2),
-        &t,
-        &dev_ids,
-        &mut out,
-    )
-    .err()
-    .expect("refused");
+    let err = rows_gather(&b, Grid::cover(2 * WIDTH), &t, &dev_ids, &mut out)
+        .err()
+        .expect("refused");
     assert!(matches!(err, Error::WrongContext { .. }), "{err}");
 }

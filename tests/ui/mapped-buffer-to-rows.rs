@@ -11,5 +11,5 @@ fn main() {
     let gpu = Gpu::new().unwrap();
     let table = gpu.mapped_from(&[1.0f32; 16]).unwrap();
     let mut out = gpu.alloc_zeroed::<f32>(1).unwrap();
-    first(&gpu, Grid::cover(1), Touch::All, &table, &mut out).unwrap().wait().unwrap();
+    first(&gpu, Grid::cover(1), &table, &mut out).unwrap().wait().unwrap();
 }

@@ -4,7 +4,7 @@
 //! counts every few batches. Every batch is checked against the host.
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--warmup U]
-//! [--batches K] [--refresh-every E] [--refresh sync|async] [--count-every C] [--admit-on-repeat] [--baseline]
+//! [--batches K] [--refresh-every E] [--refresh sync|async] [--count-every C] [--admit-on-repeat] [--baseline] [--queued] [--view]
 //! [--table managed|pinned] [--json]` (defaults: 8 Mi rows on a GPU,
 //! 16 Ki on the simulator; W = 128 floats; a budget of a quarter of the table plus the slot
 //! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
@@ -94,6 +94,12 @@ struct Args {
     /// training loop does when its step follows the gather on the same stream
     #[arg(long)]
     queued: bool,
+    /// Then time as many batches again (fresh ids of the same law) read by a kernel of its
+    /// own through the tier (`embedding_gather_rows`, an `#[auto] &Rows<F4>` argument): each
+    /// batch's ids counted (`HotTier::note_reads`) and written to mapped memory, the kernel
+    /// launched and waited for, refreshes as in the timed loop
+    #[arg(long)]
+    view: bool,
     /// Stage each batch whole (`HotTier::staging_parts(1)`)
     #[arg(long)]
     whole_batches: bool,
@@ -505,6 +511,80 @@ fn run_queued<T: MappedArg<F4>>(
     })
 }
 
+/// The batches of [`run_view`].
+struct Viewed {
+    /// Wall time of the batches: counting the ids, writing them, the kernel and its wait, and
+    /// the refreshes on the batch loop's thread.
+    seconds: f64,
+    /// The share of the looked-up ids the tier held (`HotTierStats::hit_rate`).
+    hit_rate: f64,
+    /// Elements that differ from the host's rows.
+    bad: usize,
+}
+
+/// Time as many batches again as `outs` holds, of `law` (drawn first), read by a kernel of
+/// its own through the tier (`#[auto] table: &Rows<F4>`), a batch at a time: the ids counted
+/// for the tier (`HotTier::note_reads`, which also queues a ranked refresh's kernels) and
+/// written to mapped memory, the kernel launched into an output of its own (poisoned first)
+/// and waited for, refreshes as in the timed loop; every row checked after the last.
+#[allow(clippy::too_many_arguments)]
+fn run_view<T: MappedArg<F4>>(
+    args: &Args,
+    gpu: &Gpu,
+    tier: &mut berth::HotTier<F4, T>,
+    perm: &[u32],
+    law: &Law,
+    rng: &mut rand::rngs::StdRng,
+    outs: &mut [berth::DeviceBuffer<F4>],
+    poison: &[F4],
+) -> Result<Viewed, Box<dyn std::error::Error>> {
+    let (batches, d4) = (outs.len(), tier.width());
+    let batch = poison.len() / d4;
+    let planned: Vec<Vec<u32>> = (0..batches)
+        .map(|_| law.draw(perm, Drift::NONE, rng, batch))
+        .collect();
+    for out in outs.iter_mut() {
+        out.copy_from(poison)?;
+    }
+    let mut ids_in = gpu.mapped_zeroed::<u32>(batch)?;
+    let before = tier.stats();
+    let (mut seconds, mut due) = (0.0, false);
+    for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
+        let t = Instant::now();
+        tier.note_reads(gpu, ids)?;
+        ids_in.copy_from_slice(ids);
+        berth_examples::embedding_gather_rows(
+            gpu,
+            berth::Grid::cover(batch * d4),
+            &*tier,
+            &ids_in,
+            out,
+        )?
+        .wait()?;
+        due |= (k + 1) % args.refresh_every == 0;
+        if due && args.refresh.may_begin(tier) {
+            due = false;
+            args.refresh.refresh(tier, gpu)?;
+        }
+        seconds += t.elapsed().as_secs_f64();
+    }
+    let viewed = tier.stats().since(&before);
+    let mut bad = 0;
+    for (ids, out) in planned.iter().zip(outs.iter()) {
+        bad += mismatches(&out.to_vec()?, ids, d4);
+    }
+    println!(
+        "features: {batches} batches read by a kernel through the tier (`&Rows`): {:.2} M rows/s, hit rate {:.1}%",
+        (batches * batch) as f64 / seconds / 1e6,
+        100.0 * viewed.hit_rate()
+    );
+    Ok(Viewed {
+        seconds,
+        hit_rate: viewed.hit_rate(),
+        bad,
+    })
+}
+
 /// The elements of a gather's output `got` (rows of `d4` groups of four) that differ from
 /// the table's rows `ids`.
 fn mismatches(got: &[F4], ids: &[u32], d4: usize) -> usize {
@@ -744,6 +824,16 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     if let Some(q) = &queued {
         bad += q.bad;
     }
+    let viewed = if args.view {
+        Some(run_view(
+            args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
+        )?)
+    } else {
+        None
+    };
+    if let Some(v) = &viewed {
+        bad += v.bad;
+    }
     // The timed batches' lookups in order, after the warmup's.
     let mut seen_late = (0u64, 0u64);
     let mut batch_requested = Vec::with_capacity(planned.len());
@@ -900,6 +990,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             line["queued_staging_s"] = q.staging_s.into();
             line["queued_counting_s"] = q.counting_s.into();
             line["queued_refresh_log_read_s"] = q.refresh_log_read_s.into();
+        }
+        if let Some(v) = &viewed {
+            line["view_s"] = v.seconds.into();
+            line["view_mrows_s"] = (n / v.seconds / 1e6).into();
+            line["view_hit_rate"] = v.hit_rate.into();
         }
         if args.drift_every > 0 {
             line["drift_share"] = args.drift_share.into();

@@ -167,6 +167,13 @@ fn auto_placement_takes_a_hint() {
 }
 
 #[test]
+fn rows_through_a_hot_tier() {
+    insta::assert_snapshot!(expand(quote! {
+        pub fn bag(#[auto] table: &Rows<f32>, ids: &[u32], out: &mut [f32]) {}
+    }));
+}
+
+#[test]
 fn saxpy_with_docs() {
     insta::assert_snapshot!(expand(quote! {
         /// `y[i] = a * x[i] + y[i]`.
