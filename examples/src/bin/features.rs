@@ -516,6 +516,13 @@ struct Viewed {
     /// Wall time of the batches: counting the ids, writing them, the kernel and its wait, and
     /// the refreshes on the batch loop's thread.
     seconds: f64,
+    /// Of it, the host's before each wait (counting and writing the ids, queuing the kernel),
+    /// and of that counting (`note_reads`) and writing the ids.
+    host_s: f64,
+    counting_s: f64,
+    writing_s: f64,
+    /// The GPU's time from before each kernel to after it (events).
+    gpu_s: f64,
     /// The share of the looked-up ids the tier held (`HotTierStats::hit_rate`).
     hit_rate: f64,
     /// Elements that differ from the host's rows.
@@ -549,18 +556,29 @@ fn run_view<T: MappedArg<F4>>(
     let mut ids_in = gpu.mapped_zeroed::<u32>(batch)?;
     let before = tier.stats();
     let (mut seconds, mut due) = (0.0, false);
+    let (mut counting_s, mut writing_s, mut host_s, mut gpu_s) = (0.0, 0.0, 0.0, 0.0);
+    let (start, stop) = (gpu.event()?, gpu.event()?);
     for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
         let t = Instant::now();
         tier.note_reads(gpu, ids)?;
+        counting_s += t.elapsed().as_secs_f64();
+        let w = Instant::now();
         ids_in.copy_from_slice(ids);
-        berth_examples::embedding_gather_rows(
+        writing_s += w.elapsed().as_secs_f64();
+        // The GPU's part: from before the kernel (after any refresh kernels `note_reads`
+        // queued) to after it.
+        start.record(gpu)?;
+        let pending = berth_examples::embedding_gather_rows(
             gpu,
             berth::Grid::cover(batch * d4),
             &*tier,
             &ids_in,
             out,
-        )?
-        .wait()?;
+        )?;
+        stop.record(gpu)?;
+        host_s += t.elapsed().as_secs_f64();
+        pending.wait()?;
+        gpu_s += berth::Event::elapsed(&start, &stop)?.as_secs_f64();
         due |= (k + 1) % args.refresh_every == 0;
         if due && args.refresh.may_begin(tier) {
             due = false;
@@ -578,8 +596,19 @@ fn run_view<T: MappedArg<F4>>(
         (batches * batch) as f64 / seconds / 1e6,
         100.0 * viewed.hit_rate()
     );
+    println!(
+        "features: of it, {:.1} µs a batch on the host before the wait ({:.1} µs counting the ids, {:.1} µs writing them), {:.1} µs on the GPU",
+        1e6 * host_s / batches as f64,
+        1e6 * counting_s / batches as f64,
+        1e6 * writing_s / batches as f64,
+        1e6 * gpu_s / batches as f64,
+    );
     Ok(Viewed {
         seconds,
+        host_s,
+        counting_s,
+        writing_s,
+        gpu_s,
         hit_rate: viewed.hit_rate(),
         bad,
     })
@@ -995,6 +1024,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             line["view_s"] = v.seconds.into();
             line["view_mrows_s"] = (n / v.seconds / 1e6).into();
             line["view_hit_rate"] = v.hit_rate.into();
+            line["view_host_s"] = v.host_s.into();
+            line["view_counting_s"] = v.counting_s.into();
+            line["view_writing_s"] = v.writing_s.into();
+            line["view_gpu_s"] = v.gpu_s.into();
         }
         if args.drift_every > 0 {
             line["drift_share"] = args.drift_share.into();
