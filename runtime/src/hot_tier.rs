@@ -813,8 +813,9 @@ pub struct HotTierStats {
     /// [`HotTier::count_every`]), on the gathering thread after the batch's kernels are
     /// queued.
     pub counting: std::time::Duration,
-    /// Host time the gathers spent staging their ids: checking them, waiting for the copy
-    /// that last read the pinned buffer, writing it and queuing its copy to the device.
+    /// Host time the gathers (and [`HotTier::note_reads`]) spent staging their ids: checking
+    /// them and writing them into the mapped memory the kernels read them from, after waiting
+    /// for the kernels that last read it.
     pub staging: std::time::Duration,
     /// Host time of the gathers' calls, from each call to its return (the staging, the
     /// counting, queuing the kernels, and any refresh's kernels queued first), for the
@@ -1006,9 +1007,10 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     failed: Option<Error>,
     /// The gate the next refresh's policy waits at before it starts ([`HotTier::__hold_refreshes`]).
     gate: Option<Arc<Gate>>,
-    /// The ids of the last gathers, batch `b` in `ids[b % IDS_IN_FLIGHT]` (a prefix of it):
+    /// The ids of the last gathers and notes, batch `b` in `ids.ring[b % IDS_IN_FLIGHT]` (a
+    /// prefix of it), and which the last [`HotTier::note_reads`] staged:
     /// kept, and grown when a batch is longer, rather than allocated for every batch.
-    ids: Vec<BatchIds>,
+    ids: NotedIds,
     /// The last refresh's lists, kept the same way (`None` while a ranking has them, to
     /// write the next).
     lists: Option<PlanLists>,
@@ -1045,6 +1047,79 @@ impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
             .field("resident", &self.resident_rows())
             .field("stats", &self.stats)
             .finish()
+    }
+}
+
+/// The ids of the last [`HotTier::note_reads`], in mapped memory the tier keeps
+/// ([`HotTier::noted_ids`]): a kernel argument (`#[mapped] ids: &[u32]`, or `#[pinned_async]`)
+/// that kernels only read. The memory is the ring of the ids of the batches in flight, which
+/// the tier's gathers use too.
+pub struct NotedIds {
+    /// Batch `b`'s ids in `ring[b % IDS_IN_FLIGHT]` (a prefix of it).
+    ring: Vec<BatchIds>,
+    /// The ring place and length of the ids the last `note_reads` staged, until a gather or
+    /// a failed `note_reads` comes after it.
+    last: Option<(usize, usize)>,
+}
+
+impl NotedIds {
+    fn new(gpu: &Gpu) -> Result<NotedIds> {
+        Ok(NotedIds {
+            ring: (0..IDS_IN_FLIGHT)
+                .map(|_| BatchIds::new(gpu))
+                .collect::<Result<_>>()?,
+            last: None,
+        })
+    }
+
+    /// How many ids.
+    pub fn len(&self) -> usize {
+        self.last.map_or(0, |(_, n)| n)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ids, copied.
+    pub fn to_vec(&self) -> Vec<u32> {
+        match self.last {
+            Some((r, n)) => self.ring[r].host[..n].to_vec(),
+            None => Vec::new(),
+        }
+    }
+
+    fn arg(&self) -> crate::args::ArgRef<'_> {
+        let (r, n) = self.last.unwrap_or((0, 0));
+        let mut a = self.ring[r].host.__arg();
+        a.len = n;
+        a.bytes = n * std::mem::size_of::<u32>();
+        // The tier's ring, which only it writes.
+        a.read_only = true;
+        a
+    }
+}
+
+impl std::fmt::Debug for NotedIds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NotedIds")
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl crate::args::sealed::Sealed for NotedIds {}
+
+impl MappedArg<u32> for NotedIds {
+    fn __arg(&self) -> crate::args::ArgRef<'_> {
+        self.arg()
+    }
+}
+
+impl crate::args::PinnedArg<u32> for NotedIds {
+    fn __arg(&self) -> crate::args::ArgRef<'_> {
+        self.arg()
     }
 }
 
@@ -1231,9 +1306,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             },
             failed: None,
             gate: None,
-            ids: (0..IDS_IN_FLIGHT)
-                .map(|_| BatchIds::new(gpu))
-                .collect::<Result<_>>()?,
+            ids: NotedIds::new(gpu)?,
             lists: Some(PlanLists::new(gpu)?),
             stats: HotTierStats::default(),
             reported_small: false,
@@ -1415,6 +1488,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// read. They count as one batch ([`HotTierStats::gathers`]) of `ids.len()` rows
     /// ([`HotTierStats::rows`]).
     ///
+    /// The ids are checked and written, as a gather's are, into mapped memory the tier keeps
+    /// ([`noted_ids`](HotTier::noted_ids)), from which the kernel can read them in place.
+    ///
     /// Call it before launching the kernel on `queue`: a refresh begun with
     /// [`begin_refresh`](HotTier::begin_refresh) whose ranking is done gets its fill and slot
     /// table update queued on `queue` first (as a gather queues them before its own kernel),
@@ -1433,7 +1509,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// let gpu = berth_runtime::Gpu::simulator();
     /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
     /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 8 * 16)?; // 8 rows resident at most
-    /// tier.note_reads(&gpu, &[3, 3, 9])?; // then launch the kernel that reads them
+    /// tier.note_reads(&gpu, &[3, 3, 9])?; // then launch the kernel that reads them:
+    /// // kernel(&gpu, grid, &tier, tier.noted_ids(), &mut out)?.wait()?;
     /// assert_eq!(tier.count(3), 2);
     /// tier.refresh(&gpu)?; // rows 3 and 9 were read: both admitted
     /// assert!(tier.is_resident(3) && tier.is_resident(9));
@@ -1444,19 +1521,25 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     pub fn note_reads(&mut self, queue: &impl Queue, ids: &[u32]) -> Result<()> {
         let called = std::time::Instant::now();
         let batch = self.stats.gathers;
-        // The largest id first (a pass the compiler vectorises), the position only for a batch
-        // that has one out of range: a search that stops at the first would go an id at a
-        // time, at several times the cost.
-        if ids
-            .iter()
-            .copied()
-            .max()
-            .is_some_and(|max| max as usize >= self.rows)
-        {
-            let position = ids
-                .iter()
-                .position(|&id| id as usize >= self.rows)
-                .expect("the largest id is out of range");
+        self.ids.last = None;
+        // The ring place a gather of this batch would take: its `reserve` waits, on the host,
+        // for the kernels that read the ids it held four batches ago.
+        let ring = (batch % IDS_IN_FLIGHT as u64) as usize;
+        let n = ids.len();
+        self.ids.ring[ring].reserve(&self.gpu, n)?;
+        let sample =
+            (self.capacity > 0 && !self.whole).then(|| Sample::of_batch(batch, self.count_every));
+        self.picked.clear();
+        self.stagers.ensure(self.staging_threads - 1);
+        let helpers = (&self.stagers, self.staging_threads - 1);
+        if let Some(position) = self.ids.ring[ring].write_checked(
+            ids,
+            0..n,
+            self.rows,
+            sample,
+            &mut self.picked,
+            helpers,
+        ) {
             return Err(Error::IdOutOfRange {
                 batch,
                 position,
@@ -1464,36 +1547,55 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 rows: self.rows,
             });
         }
+        self.stats.staging += called.elapsed();
         // A refresh whose ranking is done: its kernels go first, so that the kernel launched
         // next reads the slot table and rows it leaves, and these ids count after its halving.
         self.receive(false);
         self.apply(queue, false)?;
         self.stats.gathers += 1;
-        self.stats.rows += ids.len() as u64;
-        if self.capacity == 0 {
-            return Ok(());
-        }
-        if self.whole {
+        self.stats.rows += n as u64;
+        self.ids.last = Some((ring, n));
+        if self.capacity > 0 && self.whole {
             // Every row is resident: each id a hit, none counted.
-            self.stats.looked_up += ids.len() as u64;
-            self.stats.hits += ids.len() as u64;
-            return Ok(());
+            self.stats.looked_up += n as u64;
+            self.stats.hits += n as u64;
+        } else if self.capacity > 0 {
+            tally(
+                &mut self.policy,
+                &mut self.deferred,
+                &mut self.counter,
+                &self.resident_bits,
+                &self.picked,
+                self.hand_over_ids,
+                &mut self.stats,
+            );
         }
-        let sample = Sample::of_batch(batch, self.count_every);
-        self.picked.clear();
-        self.picked
-            .extend(ids.iter().skip(sample.first).step_by(sample.every));
-        tally(
-            &mut self.policy,
-            &mut self.deferred,
-            &mut self.counter,
-            &self.resident_bits,
-            &self.picked,
-            self.hand_over_ids,
-            &mut self.stats,
-        );
         self.stats.gathering += called.elapsed();
         Ok(())
+    }
+
+    /// The ids the last [`note_reads`](HotTier::note_reads) was given, in mapped memory the
+    /// tier keeps (written there as they were checked), for the kernel that reads their rows
+    /// to take as a `#[mapped] ids: &[u32]` argument (or `#[pinned_async]`): no copy of the
+    /// caller's. Empty where a gather, or a `note_reads` that failed, came after it, or none
+    /// came yet. The memory is the ring of four batches' ids the gathers use: the gather or
+    /// `note_reads` four batches later waits, on the host, for the kernels that read it
+    /// (leaked guards' too); kernels only read it (it is lent shared, and refused where an
+    /// argument is `&mut`).
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?;
+    /// let mut tier = gpu.hot_tier(table, 4, 1 << 10)?;
+    /// assert!(tier.noted_ids().is_empty());
+    /// tier.note_reads(&gpu, &[3, 9, 3])?;
+    /// assert_eq!(tier.noted_ids().to_vec(), [3, 9, 3]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn noted_ids(&self) -> &NotedIds {
+        &self.ids
     }
 
     /// What the tier has done so far.
@@ -1558,6 +1660,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     ) -> Result<Pending<'a>> {
         let batch = self.stats.gathers;
         self.stats.gathers += 1;
+        self.ids.last = None;
         let called = std::time::Instant::now();
         let want = ids.len().saturating_mul(self.width);
         if out.len() != want {
@@ -1586,7 +1689,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // Part `k` is the positions `part(k)`: `size` each, the last one what is left.
         let size = n.div_ceil(parts);
         let part = |k: usize| k * size..((k + 1) * size).min(n);
-        self.ids[ring].reserve(&self.gpu, n)?;
+        self.ids.ring[ring].reserve(&self.gpu, n)?;
         if self.claim.len() < n {
             self.claim = self.gpu.alloc_zeroed::<u32>(n.next_power_of_two())?;
         }
@@ -1605,7 +1708,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             rows,
         };
         if let Some(position) =
-            self.ids[ring].write_checked(ids, part(0), rows, sample, &mut self.picked, helpers)
+            self.ids.ring[ring].write_checked(ids, part(0), rows, sample, &mut self.picked, helpers)
         {
             return Err(out_of_range(position));
         }
@@ -1689,7 +1792,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         if capture {
             live.captured = false;
         }
-        let batch_ids = &mut ids_in_flight[ring];
+        let batch_ids = &mut ids_in_flight.ring[ring];
         for k in 1..parts {
             // Part `k - 1`'s kernel runs while the host stages part `k`; it is left queued,
             // the next kernels following it on its stream.

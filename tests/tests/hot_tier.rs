@@ -11,7 +11,7 @@
 //! in every form of the tier, across refreshes that their counted reads drive, and while
 //! queued behind other work whose guard is leaked, refreshes after them wait for them.
 
-use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier};
+use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier, HotTierStats, MappedBuffer};
 use berth_fixtures::args::rows_gather;
 use berth_fixtures::gated::gated_fill_within;
 use berth_tests::{random_f32, rng};
@@ -1187,9 +1187,9 @@ fn a_refresh_whose_kernels_fail_to_queue_stays_pending() {
     }
 }
 
-/// `ids` as a device buffer, and an output of their rows, poisoned.
-fn for_kernel(gpu: &Gpu, ids: &[u32]) -> (DeviceBuffer<u32>, DeviceBuffer<f32>) {
-    (gpu.upload(ids).unwrap(), poisoned(gpu, ids.len()))
+/// `ids` in mapped memory, and an output of their rows, poisoned.
+fn for_kernel(gpu: &Gpu, ids: &[u32]) -> (MappedBuffer<u32>, DeviceBuffer<f32>) {
+    (gpu.mapped_from(ids).unwrap(), poisoned(gpu, ids.len()))
 }
 
 #[test]
@@ -1221,11 +1221,19 @@ fn kernels_read_rows_through_the_tier_as_gathers_do_across_refreshes_and_evictio
                 check(&host, &ids, &out);
             } else {
                 t.note_reads(&gpu, &ids).unwrap();
-                let (dev_ids, mut out) = for_kernel(&gpu, &ids);
-                rows_gather(&gpu, Grid::cover(ids.len() * WIDTH), &t, &dev_ids, &mut out)
-                    .unwrap()
-                    .wait()
-                    .unwrap();
+                // The ids as the tier staged them, read in place by the kernel.
+                assert_eq!(t.noted_ids().to_vec(), ids);
+                let mut out = poisoned(&gpu, ids.len());
+                rows_gather(
+                    &gpu,
+                    Grid::cover(ids.len() * WIDTH),
+                    &t,
+                    t.noted_ids(),
+                    &mut out,
+                )
+                .unwrap()
+                .wait()
+                .unwrap();
                 check(&host, &ids, &out);
             }
             let batch_stats = t.stats().since(&before);
@@ -1258,11 +1266,17 @@ fn a_kernel_reads_rows_of_any_tier_form() {
         assert_eq!(t.resident_rows(), if whole { rows } else { 0 });
         for _ in 0..3 {
             t.note_reads(&gpu, &ids).unwrap();
-            let (dev_ids, mut out) = for_kernel(&gpu, &ids);
-            rows_gather(&gpu, Grid::cover(ids.len() * WIDTH), &t, &dev_ids, &mut out)
-                .unwrap()
-                .wait()
-                .unwrap();
+            let mut out = poisoned(&gpu, ids.len());
+            rows_gather(
+                &gpu,
+                Grid::cover(ids.len() * WIDTH),
+                &t,
+                t.noted_ids(),
+                &mut out,
+            )
+            .unwrap()
+            .wait()
+            .unwrap();
             check(&host, &ids, &out);
             t.refresh(&gpu).unwrap();
         }
@@ -1280,7 +1294,16 @@ fn a_kernel_reads_rows_of_any_tier_form() {
             matches!(err, Error::IdOutOfRange { batch: 3, position: 2, id, rows: n } if id == rows as u32 + 7 && n == rows),
             "{err}"
         );
-        assert_eq!(t.stats(), before, "nothing counted");
+        assert_eq!(
+            HotTierStats {
+                staging: before.staging,
+                ..t.stats()
+            },
+            before,
+            "nothing counted"
+        );
+        // A failed note leaves no ids for a kernel to read.
+        assert!(t.noted_ids().is_empty());
     }
 }
 
@@ -1364,11 +1387,17 @@ fn a_pending_refresh_is_applied_before_the_kernel_that_follows_note_reads() {
         std::thread::yield_now();
     }
     assert!(hot.iter().all(|&id| t.is_resident(id)), "{t:?}");
-    let (dev_ids, mut out) = for_kernel(&gpu, &hot);
-    rows_gather(&gpu, Grid::cover(hot.len() * WIDTH), &t, &dev_ids, &mut out)
-        .unwrap()
-        .wait()
-        .unwrap();
+    let mut out = poisoned(&gpu, hot.len());
+    rows_gather(
+        &gpu,
+        Grid::cover(hot.len() * WIDTH),
+        &t,
+        t.noted_ids(),
+        &mut out,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
     check(&host, &hot, &out);
 }
 
@@ -1382,4 +1411,19 @@ fn a_tier_of_another_context_is_refused() {
         .err()
         .expect("refused");
     assert!(matches!(err, Error::WrongContext { .. }), "{err}");
+}
+
+#[test]
+fn a_gather_clears_the_noted_ids() {
+    let gpu = gpu();
+    let (mut t, host) = tier(&gpu, 100, 8);
+    t.note_reads(&gpu, &[5, 6, 7]).unwrap();
+    assert_eq!(
+        (t.noted_ids().len(), t.noted_ids().to_vec()),
+        (3, vec![5, 6, 7])
+    );
+    let mut out = poisoned(&gpu, 2);
+    t.gather(&gpu, &[1, 2], &mut out).unwrap().wait().unwrap();
+    check(&host, &[1, 2], &out);
+    assert!(t.noted_ids().is_empty());
 }

@@ -96,7 +96,7 @@ struct Args {
     queued: bool,
     /// Then time as many batches again (fresh ids of the same law) read by a kernel of its
     /// own through the tier (`embedding_gather_rows`, an `#[auto] &Rows<F4>` argument): each
-    /// batch's ids counted (`HotTier::note_reads`) and written to mapped memory, the kernel
+    /// batch's ids noted (`HotTier::note_reads`, which stages them for the kernel), the kernel
     /// launched and waited for, refreshes as in the timed loop
     #[arg(long)]
     view: bool,
@@ -516,11 +516,10 @@ struct Viewed {
     /// Wall time of the batches: counting the ids, writing them, the kernel and its wait, and
     /// the refreshes on the batch loop's thread.
     seconds: f64,
-    /// Of it, the host's before each wait (counting and writing the ids, queuing the kernel),
-    /// and of that counting (`note_reads`) and writing the ids.
+    /// Of it, the host's before each wait (noting the ids, queuing the kernel), and of that
+    /// noting them (`note_reads`: checking and staging them, counting a sample).
     host_s: f64,
-    counting_s: f64,
-    writing_s: f64,
+    noting_s: f64,
     /// The GPU's time from before each kernel to after it (events).
     gpu_s: f64,
     /// The share of the looked-up ids the tier held (`HotTierStats::hit_rate`).
@@ -530,9 +529,9 @@ struct Viewed {
 }
 
 /// Time as many batches again as `outs` holds, of `law` (drawn first), read by a kernel of
-/// its own through the tier (`#[auto] table: &Rows<F4>`), a batch at a time: the ids counted
-/// for the tier (`HotTier::note_reads`, which also queues a ranked refresh's kernels) and
-/// written to mapped memory, the kernel launched into an output of its own (poisoned first)
+/// its own through the tier (`#[auto] table: &Rows<F4>`), a batch at a time: the ids noted
+/// for the tier (`HotTier::note_reads`: checked, staged in mapped memory the kernel reads
+/// them from, counted; a ranked refresh's kernels queued first), the kernel launched into an output of its own (poisoned first)
 /// and waited for, refreshes as in the timed loop; every row checked after the last.
 #[allow(clippy::too_many_arguments)]
 fn run_view<T: MappedArg<F4>>(
@@ -553,18 +552,14 @@ fn run_view<T: MappedArg<F4>>(
     for out in outs.iter_mut() {
         out.copy_from(poison)?;
     }
-    let mut ids_in = gpu.mapped_zeroed::<u32>(batch)?;
     let before = tier.stats();
     let (mut seconds, mut due) = (0.0, false);
-    let (mut counting_s, mut writing_s, mut host_s, mut gpu_s) = (0.0, 0.0, 0.0, 0.0);
+    let (mut noting_s, mut host_s, mut gpu_s) = (0.0, 0.0, 0.0);
     let (start, stop) = (gpu.event()?, gpu.event()?);
     for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
         let t = Instant::now();
         tier.note_reads(gpu, ids)?;
-        counting_s += t.elapsed().as_secs_f64();
-        let w = Instant::now();
-        ids_in.copy_from_slice(ids);
-        writing_s += w.elapsed().as_secs_f64();
+        noting_s += t.elapsed().as_secs_f64();
         // The GPU's part: from before the kernel (after any refresh kernels `note_reads`
         // queued) to after it.
         start.record(gpu)?;
@@ -572,7 +567,7 @@ fn run_view<T: MappedArg<F4>>(
             gpu,
             berth::Grid::cover(batch * d4),
             &*tier,
-            &ids_in,
+            tier.noted_ids(),
             out,
         )?;
         stop.record(gpu)?;
@@ -597,17 +592,15 @@ fn run_view<T: MappedArg<F4>>(
         100.0 * viewed.hit_rate()
     );
     println!(
-        "features: of it, {:.1} µs a batch on the host before the wait ({:.1} µs counting the ids, {:.1} µs writing them), {:.1} µs on the GPU",
+        "features: of it, {:.1} µs a batch on the host before the wait ({:.1} µs noting the ids), {:.1} µs on the GPU",
         1e6 * host_s / batches as f64,
-        1e6 * counting_s / batches as f64,
-        1e6 * writing_s / batches as f64,
+        1e6 * noting_s / batches as f64,
         1e6 * gpu_s / batches as f64,
     );
     Ok(Viewed {
         seconds,
         host_s,
-        counting_s,
-        writing_s,
+        noting_s,
         gpu_s,
         hit_rate: viewed.hit_rate(),
         bad,
@@ -1025,8 +1018,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             line["view_mrows_s"] = (n / v.seconds / 1e6).into();
             line["view_hit_rate"] = v.hit_rate.into();
             line["view_host_s"] = v.host_s.into();
-            line["view_counting_s"] = v.counting_s.into();
-            line["view_writing_s"] = v.writing_s.into();
+            line["view_noting_s"] = v.noting_s.into();
             line["view_gpu_s"] = v.gpu_s.into();
         }
         if args.drift_every > 0 {
