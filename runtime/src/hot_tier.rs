@@ -1051,8 +1051,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
 }
 
 /// The ids of the last [`HotTier::note_reads`], in mapped memory the tier keeps
-/// ([`HotTier::noted_ids`]): a kernel argument (`#[mapped] ids: &[u32]`, or `#[pinned_async]`)
-/// that kernels only read. The memory is the ring of the ids of the batches in flight, which
+/// ([`HotTier::noted_ids`]): a kernel argument (`#[mapped] ids: &[u32]`) that kernels only
+/// read. The memory is the ring of the ids of the batches in flight, which
 /// the tier's gathers use too.
 pub struct NotedIds {
     /// Batch `b`'s ids in `ring[b % IDS_IN_FLIGHT]` (a prefix of it).
@@ -1112,12 +1112,6 @@ impl std::fmt::Debug for NotedIds {
 impl crate::args::sealed::Sealed for NotedIds {}
 
 impl MappedArg<u32> for NotedIds {
-    fn __arg(&self) -> crate::args::ArgRef<'_> {
-        self.arg()
-    }
-}
-
-impl crate::args::PinnedArg<u32> for NotedIds {
     fn __arg(&self) -> crate::args::ArgRef<'_> {
         self.arg()
     }
@@ -1576,8 +1570,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// The ids the last [`note_reads`](HotTier::note_reads) was given, in mapped memory the
     /// tier keeps (written there as they were checked), for the kernel that reads their rows
-    /// to take as a `#[mapped] ids: &[u32]` argument (or `#[pinned_async]`): no copy of the
-    /// caller's. Empty where a gather, or a `note_reads` that failed, came after it, or none
+    /// to take as a `#[mapped] ids: &[u32]` argument: no copy of the caller's. Empty where a gather, or a `note_reads` that failed, came after it, or none
     /// came yet. The memory is the ring of four batches' ids the gathers use: the gather or
     /// `note_reads` four batches later waits, on the host, for the kernels that read it
     /// (leaked guards' too); kernels only read it (it is lent shared, and refused where an
