@@ -775,19 +775,7 @@ fn queued(md: &mut String, rows: &[Value], bounds: &[(f64, Option<f64>)]) -> Res
     for r in runs {
         let graph = r["ids"] == "rmat_2hop";
         let z = r["zipf"].as_f64();
-        let by = |imp: &str| {
-            rows.iter().find(|t| {
-                t["impl"] == imp
-                    && if graph {
-                        t["ids"] == "rmat_2hop"
-                    } else {
-                        t["zipf"]
-                            .as_f64()
-                            .zip(z)
-                            .is_some_and(|(a, b)| (a - b).abs() < 1e-9)
-                    }
-            })
-        };
+        let by = |imp: &str| rows.iter().find(|t| t["impl"] == imp && same_law(t, r));
         let b = r["queued_mrows_s"].as_f64();
         let over = mrows(by("torch_cpu_gather_pinned_copy_overlapped"));
         let single = mrows(by("torch_cpu_gather_pinned_copy"));
@@ -820,6 +808,19 @@ fn queued(md: &mut String, rows: &[Value], bounds: &[(f64, Option<f64>)]) -> Res
     Ok(())
 }
 
+/// Whether line `t` is of the same law of ids as berth's line `r`: the graph's samples, or
+/// the same Zipf exponent.
+fn same_law(t: &Value, r: &Value) -> bool {
+    if r["ids"] == "rmat_2hop" {
+        t["ids"] == "rmat_2hop"
+    } else {
+        t["zipf"]
+            .as_f64()
+            .zip(r["zipf"].as_f64())
+            .is_some_and(|(a, b)| (a - b).abs() < 1e-9)
+    }
+}
+
 /// A kernel reading the tier's rows itself (`#[auto] &Rows<F4>`), against the tier's own
 /// gathers and PyTorch's usual path in the same run, law by law and width by width (nothing
 /// without a line that has it).
@@ -844,16 +845,7 @@ fn views(md: &mut String, rows: &[Value]) -> Result {
         let graph = r["ids"] == "rmat_2hop";
         let z = r["zipf"].as_f64();
         let torch = rows.iter().find(|t| {
-            t["impl"] == "torch_cpu_gather_pinned_copy"
-                && t["dim"] == r["dim"]
-                && if graph {
-                    t["ids"] == "rmat_2hop"
-                } else {
-                    t["zipf"]
-                        .as_f64()
-                        .zip(z)
-                        .is_some_and(|(a, b)| (a - b).abs() < 1e-9)
-                }
+            t["impl"] == "torch_cpu_gather_pinned_copy" && t["dim"] == r["dim"] && same_law(t, r)
         });
         let (gather, view, torch) = (mrows(Some(r)), r["view_mrows_s"].as_f64(), mrows(torch));
         let per_batch = |key: &str| {

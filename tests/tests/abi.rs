@@ -6,7 +6,7 @@
 //! parameters by the ABI's positions).
 
 use berth::__private::{Kernel, Part, Placement};
-use berth::{Gpu, Grid, Touch, ptx};
+use berth::{Gpu, Grid, HotTier, Touch, ptx};
 use berth_abi::{Lowering, param_align};
 
 fn every_kind() -> &'static Kernel {
@@ -169,23 +169,27 @@ fn the_runtime_packs_what_the_kernel_reads() {
     let mut t = gpu
         .hot_tier(gpu.mapped_from(&table).unwrap(), 4, 8 * 4 + 2 * 16)
         .unwrap();
-    let mut out = gpu.alloc_zeroed::<u64>(12).unwrap();
     let scale = 1.5f32;
-    berth_fixtures::args::every_kind(
-        &gpu,
-        Grid::new(1, 32),
-        Touch::Range { start: 2, end: 5 },
-        scale,
-        &x,
-        &m,
-        &w,
-        &cells,
-        &t,
-        &mut out,
-    )
-    .unwrap()
-    .wait()
-    .unwrap();
+    // What the kernel received, through the tier `t` as it is.
+    let launch = |t: &HotTier<u32>| {
+        let mut out = gpu.alloc_zeroed::<u64>(12).unwrap();
+        berth_fixtures::args::every_kind(
+            &gpu,
+            Grid::new(1, 32),
+            Touch::Range { start: 2, end: 5 },
+            scale,
+            &x,
+            &m,
+            &w,
+            &cells,
+            t,
+            &mut out,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        out.to_vec().unwrap()
+    };
     let mut expected = vec![
         u64::from(scale.to_bits()),
         3,
@@ -200,26 +204,11 @@ fn the_runtime_packs_what_the_kernel_reads() {
         40,
         0,
     ];
-    assert_eq!(out.to_vec().unwrap(), expected);
+    assert_eq!(launch(&t), expected);
     // Row 1 read, counted, admitted: the same launch now reads it from the tier's slot.
     t.note_reads(&gpu, &[1]).unwrap();
     t.refresh(&gpu).unwrap();
     assert!(t.is_resident(1));
-    berth_fixtures::args::every_kind(
-        &gpu,
-        Grid::new(1, 32),
-        Touch::Range { start: 2, end: 5 },
-        scale,
-        &x,
-        &m,
-        &w,
-        &cells,
-        &t,
-        &mut out,
-    )
-    .unwrap()
-    .wait()
-    .unwrap();
     expected[11] = 1;
-    assert_eq!(out.to_vec().unwrap(), expected);
+    assert_eq!(launch(&t), expected);
 }

@@ -465,12 +465,7 @@ fn run_queued<T: MappedArg<F4>>(
     poison: &[F4],
 ) -> Result<Queued, Box<dyn std::error::Error>> {
     let (batches, batch) = (outs.len(), poison.len() / tier.width());
-    let planned: Vec<Vec<u32>> = (0..batches)
-        .map(|_| law.draw(perm, Drift::NONE, rng, batch))
-        .collect();
-    for out in outs.iter_mut() {
-        out.copy_from(poison)?;
-    }
+    let planned = replan(law, perm, rng, batch, outs, poison)?;
     let before = tier.stats();
     let t = Instant::now();
     let mut host_s = 0.0;
@@ -511,6 +506,24 @@ fn run_queued<T: MappedArg<F4>>(
     })
 }
 
+/// As many batches of `law` as `outs` holds, drawn now (fresh ids of the same law), each
+/// with an output of its own, poisoned with `poison`.
+fn replan(
+    law: &Law,
+    perm: &[u32],
+    rng: &mut rand::rngs::StdRng,
+    batch: usize,
+    outs: &mut [berth::DeviceBuffer<F4>],
+    poison: &[F4],
+) -> Result<Vec<Vec<u32>>, Box<dyn std::error::Error>> {
+    for out in outs.iter_mut() {
+        out.copy_from(poison)?;
+    }
+    Ok((0..outs.len())
+        .map(|_| law.draw(perm, Drift::NONE, rng, batch))
+        .collect())
+}
+
 /// The batches of [`run_view`].
 struct Viewed {
     /// Wall time of the batches: counting the ids, writing them, the kernel and its wait, and
@@ -531,8 +544,9 @@ struct Viewed {
 /// Time as many batches again as `outs` holds, of `law` (drawn first), read by a kernel of
 /// its own through the tier (`#[auto] table: &Rows<F4>`), a batch at a time: the ids noted
 /// for the tier (`HotTier::note_reads`: checked, staged in mapped memory the kernel reads
-/// them from, counted; a ranked refresh's kernels queued first), the kernel launched into an output of its own (poisoned first)
-/// and waited for, refreshes as in the timed loop; every row checked after the last.
+/// them from, counted; a ranked refresh's kernels queued first), the kernel launched into an
+/// output of its own (poisoned first) and waited for, refreshes as in the timed loop; every
+/// row checked after the last.
 #[allow(clippy::too_many_arguments)]
 fn run_view<T: MappedArg<F4>>(
     args: &Args,
@@ -546,12 +560,7 @@ fn run_view<T: MappedArg<F4>>(
 ) -> Result<Viewed, Box<dyn std::error::Error>> {
     let (batches, d4) = (outs.len(), tier.width());
     let batch = poison.len() / d4;
-    let planned: Vec<Vec<u32>> = (0..batches)
-        .map(|_| law.draw(perm, Drift::NONE, rng, batch))
-        .collect();
-    for out in outs.iter_mut() {
-        out.copy_from(poison)?;
-    }
+    let planned = replan(law, perm, rng, batch, outs, poison)?;
     let before = tier.stats();
     let (mut seconds, mut due) = (0.0, false);
     let (mut noting_s, mut host_s, mut gpu_s) = (0.0, 0.0, 0.0);
