@@ -834,13 +834,16 @@ fn views(md: &mut String, rows: &[Value]) -> Result {
     }
     writeln!(
         md,
-        "\nA kernel reading the rows itself: after the timed batches, as many again (fresh ids of the same law) read by a kernel of the example's own through the tier (`embedding_gather_rows`, an `#[auto] table: &Rows<F4>` argument: each row looked up in the tier's slot table and read from device memory if resident, else from the host table in place), a batch at a time: the ids noted for the tier (`HotTier::note_reads`: checked and staged in mapped memory, from which the kernel reads them, and counted), the kernel launched and waited for, refreshes as above, every row checked. Host and GPU: a batch's time on the host before its wait (of it, noting the ids) and on the GPU (events around the kernel), one after the other.\n"
+        "\nA kernel reading the rows itself: after the timed batches, as many again (fresh ids of the same law) read by a kernel of the example's own through the tier (`embedding_gather_rows`, an `#[auto] table: &Rows<F4>` argument: each row looked up in the tier's slot table and read from device memory if resident, else from the host table in place), a batch at a time: the ids noted for the tier (`HotTier::note_reads`: checked and staged in mapped memory, from which the kernel reads them, and counted), the kernel launched and waited for, refreshes as above, every row checked. Host and GPU: a batch's time on the host before its wait (of it, noting the ids) and on the GPU (events around the kernel), one after the other. Queued: as many batches again queued back to back in a scope (`Gpu::scope`), each launch's guard detached, one wait at the end, against the tier's own gathers queued the same way where the run has them.\n"
     )?;
     writeln!(
         md,
-        "| floats per row | ids | the tier's gather, M rows/s | a kernel through `&Rows`, M rows/s | kernel / gather | host, µs a batch (noting) | GPU, µs a batch | hit rate | PyTorch CPU gather + copy | kernel / PyTorch | rows right |"
+        "| floats per row | ids | the tier's gather, M rows/s | a kernel through `&Rows`, M rows/s | kernel / gather | host, µs a batch (noting) | GPU, µs a batch | hit rate | PyTorch CPU gather + copy | kernel / PyTorch | queued: kernel, M rows/s | queued: gather | rows right |"
     )?;
-    writeln!(md, "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")?;
+    writeln!(
+        md,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )?;
     for r in runs {
         let graph = r["ids"] == "rmat_2hop";
         let z = r["zipf"].as_f64();
@@ -860,7 +863,7 @@ fn views(md: &mut String, rows: &[Value]) -> Result {
         };
         writeln!(
             md,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r["dim"],
             if graph {
                 "R-MAT 2-hop".to_owned()
@@ -875,6 +878,8 @@ fn views(md: &mut String, rows: &[Value]) -> Result {
             percent(r["view_hit_rate"].as_f64()),
             cell(torch, 1),
             cell(view.zip(torch).map(|(v, t)| v / t), 2) + "×",
+            cell(r["view_queued_mrows_s"].as_f64(), 1),
+            cell(r["queued_mrows_s"].as_f64(), 1),
             if r["ok"] == true { "yes" } else { "**no**" },
         )?;
     }
@@ -1055,7 +1060,7 @@ mod tests {
 
     #[test]
     fn a_kernel_reading_the_rows_itself_is_compared_with_the_gather_and_pytorch() -> Result {
-        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"view_mrows_s":120.0,"view_hit_rate":0.93,"view_host_s":0.0032,"view_noting_s":0.00256,"view_gpu_s":0.0064,"hit_rate_second_half":0.9,"ok":true}
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"view_mrows_s":120.0,"view_hit_rate":0.93,"view_host_s":0.0032,"view_noting_s":0.00256,"view_gpu_s":0.0064,"view_queued_mrows_s":150.0,"hit_rate_second_half":0.9,"ok":true}
 {"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":128,"mrows_s":80.0,"hit_fraction_tier":0.9}
 {"impl":"torch_cpu_gather_pinned_copy","zipf":1.0,"dim":64,"mrows_s":40.0,"hit_fraction_tier":0.9}
 {"impl":"berth_hot_tier","zipf":0.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":50.0,"hit_rate_second_half":0.25,"ok":true}"#;
@@ -1065,7 +1070,7 @@ mod tests {
         // Against PyTorch's line of the same width; the law without a kernel run is left out.
         assert!(
             md.contains(
-                "| 64 | Zipf s = 1.0 | 100.0 | 120.0 | 1.20 | 50.0 (40.0) | 100.0 | 93.0% | 40.0 | 3.00× | yes |"
+                "| 64 | Zipf s = 1.0 | 100.0 | 120.0 | 1.20 | 50.0 (40.0) | 100.0 | 93.0% | 40.0 | 3.00× | 150.0 | – | yes |"
             ),
             "{md}"
         );

@@ -44,8 +44,8 @@
 #   kept on the host, a 16 GiB budget,
 #   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 3,000 batches to fill the tier, then
 #   64 timed with a refresh every 16, every timed row checked; then 64 more queued back to
-#   back in a scope; then 64 read by a kernel through the tier (`#[auto] &Rows`, `--view`);
-#   then 64 without a tier; then the same laws with each batch staged whole,
+#   back in a scope; then 64 read by a kernel through the tier (`#[auto] &Rows`, `--view`), a
+#   batch at a time and queued; then 64 without a tier; then the same laws with each batch staged whole,
 #   `--whole-batches`, BERTH_FEATURES_WHOLE=0 skips it) and
 #   features_anchor.py (PyTorch's CPU gather into pinned
 #   memory a batch at a time and overlapped with the copies, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
@@ -694,7 +694,7 @@ if [[ $mode == features ]]; then
   for width in ${BERTH_FEATURES_WIDTHS:-64 256}; do
     wrows=$((rows * 128 / width))
     echo "=== features --width $width --rows $wrows --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
-    if "$here/bin/features" --rows "$wrows" --width "$width" --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --view "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+    if "$here/bin/features" --rows "$wrows" --width "$width" --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --view "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
       summary+=("PASS  features --width $width (every row checked equal to the host's)")
     else
       summary+=("FAIL  features --width $width"); fail=1
