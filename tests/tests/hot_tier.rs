@@ -1331,7 +1331,7 @@ fn a_kernel_reading_a_row_past_the_table_stops_with_its_location() {
 }
 
 #[test]
-fn a_kernel_in_flight_reads_the_rows_it_was_queued_against_whatever_is_refreshed_after() {
+fn leaked_kernels_in_flight_read_the_rows_they_were_queued_against_whatever_is_refreshed_after() {
     let gpu = gpu();
     let rows = 2000;
     let (mut t, host) = tier(&gpu, rows, 40);
