@@ -76,15 +76,33 @@ fn batch(r: &mut impl Rng, hot: &[u32], rows: usize, n: usize) -> Vec<u32> {
         .collect()
 }
 
+/// Two hot sets of 48 rows each, scattered over a table of `rows` rows, apart.
+fn two_hot_sets(r: &mut impl Rng, rows: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(r);
+    (perm[..48].to_vec(), perm[48..96].to_vec())
+}
+
+/// Batch `round` of a phase of 9 reading the hot set `hot`: 500 ids, with cold rows among the
+/// hot ones for the first 6 ([`batch`]), then hot rows alone.
+fn phase_batch(r: &mut impl Rng, hot: &[u32], rows: usize, round: usize) -> Vec<u32> {
+    if round < 6 {
+        batch(r, hot, rows, 500)
+    } else {
+        (0..500)
+            .map(|_| hot[r.random_range(0..hot.len())])
+            .collect()
+    }
+}
+
 #[test]
 fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
     let gpu = gpu();
     let rows = 3000;
     let (mut t, host) = tier(&gpu, rows, 64);
     let mut r = rng();
-    let mut perm: Vec<u32> = (0..rows as u32).collect();
-    perm.shuffle(&mut r);
-    let (hot_a, hot_b) = (&perm[..48], &perm[48..96]);
+    let (hot_a, hot_b) = two_hot_sets(&mut r, rows);
+    let (hot_a, hot_b) = (&hot_a[..], &hot_b[..]);
     for (phase, hot) in [hot_a, hot_b].into_iter().enumerate() {
         // Batches with cold rows among the hot ones, then batches of hot rows alone. Which
         // missed rows a gather logs first (and so which take the free slots) depends on the
@@ -92,13 +110,7 @@ fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
         // settle in whatever that order was.
         let mut last_hits = 0;
         for round in 0..9 {
-            let ids = if round < 6 {
-                batch(&mut r, hot, rows, 500)
-            } else {
-                (0..500)
-                    .map(|_| hot[r.random_range(0..hot.len())])
-                    .collect()
-            };
+            let ids = phase_batch(&mut r, hot, rows, round);
             let mut out = poisoned(&gpu, ids.len());
             let before = t.stats();
             t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
@@ -129,8 +141,10 @@ fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
     assert!(s.counting > zero && s.staging > zero, "{s:?}");
     assert!(s.admitted >= 96, "{s:?}");
     assert_eq!((s.gathers, s.rows, s.refreshes), (18, 9000, 18));
-    // Counts decay: 3 reads, then halved by a refresh.
-    let id = perm[2000];
+    // Counts decay: 3 reads of a row of neither hot set, then halved by a refresh.
+    let id = (0..rows as u32)
+        .find(|id| !hot_a.contains(id) && !hot_b.contains(id))
+        .unwrap();
     let base = t.count(id);
     let mut out = poisoned(&gpu, 3);
     t.gather(&gpu, &[id; 3], &mut out).unwrap().wait().unwrap();
@@ -1198,19 +1212,12 @@ fn kernels_read_rows_through_the_tier_as_gathers_do_across_refreshes_and_evictio
     let rows = 3000;
     let (mut t, host) = tier(&gpu, rows, 64);
     let mut r = rng();
-    let mut perm: Vec<u32> = (0..rows as u32).collect();
-    perm.shuffle(&mut r);
-    let (hot_a, hot_b) = (&perm[..48], &perm[48..96]);
+    let (hot_a, hot_b) = two_hot_sets(&mut r, rows);
+    let (hot_a, hot_b) = (&hot_a[..], &hot_b[..]);
     for (phase, hot) in [hot_a, hot_b].into_iter().enumerate() {
         let mut last_hits = 0;
         for round in 0..9 {
-            let ids = if round < 6 {
-                batch(&mut r, hot, rows, 500)
-            } else {
-                (0..500)
-                    .map(|_| hot[r.random_range(0..hot.len())])
-                    .collect()
-            };
+            let ids = phase_batch(&mut r, hot, rows, round);
             let before = t.stats();
             let resident_in_batch = ids.iter().filter(|&&id| t.is_resident(id)).count() as u64;
             if round % 3 == 2 {
