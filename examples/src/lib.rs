@@ -133,7 +133,8 @@ pub fn saxpy_pinned(a: f32, #[pinned_async] x: &[f32], #[pinned_async] y: &mut [
     }
 }
 
-/// Four floats loaded as one 16-byte access (`ld.v4`): the unit of wide, coalesced reads.
+/// Four floats loaded as one 16-byte access (`ld.v4`) when copied field by field (a copy of
+/// the whole struct is two 8-byte accesses): the unit of wide, coalesced reads.
 #[repr(C, align(16))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, DeviceCopy)]
 pub struct F4 {
@@ -442,7 +443,15 @@ pub fn embedding_gather_rows(#[auto] table: &Rows<F4>, #[mapped] ids: &[u32], ou
     }
     let b = g.get() / d;
     if b < ids.len() {
-        out[g] = table.row(ids[b] as usize)[g.get() % d];
+        // Field by field: the four loads merge into one 16-byte access (`ld.global.v4.b32`),
+        // where a copy of the whole struct is lowered to two 8-byte ones.
+        let r = &table.row(ids[b] as usize)[g.get() % d];
+        out[g] = F4 {
+            x: r.x,
+            y: r.y,
+            z: r.z,
+            w: r.w,
+        };
     }
 }
 
@@ -461,7 +470,14 @@ fn gather_rows<T: core::ops::Index<usize, Output = F4> + ?Sized>(
     }
     let (b, j) = (g / d, g % d);
     if b < ids.len() {
-        out[g] = table[ids[b] as usize * d + j];
+        // Field by field, as in `embedding_gather_rows`.
+        let r = &table[ids[b] as usize * d + j];
+        out[g] = F4 {
+            x: r.x,
+            y: r.y,
+            z: r.z,
+            w: r.w,
+        };
     }
 }
 

@@ -431,6 +431,31 @@ fn a_float4_struct_moves_to_shared_memory_in_one_access() {
     }
 }
 
+/// A row of 16-byte units gathered by id moves in one 16-byte access each way: the embedding
+/// gathers (device, mapped, `#[auto]`, and through a hot tier's `&Rows`) copy their `F4` field
+/// by field, which LLVM merges into `ld.global.v4` and `st.global.v4`, where a copy of the
+/// whole struct is lowered to two 8-byte halves.
+#[test]
+fn gathered_rows_move_in_16_byte_accesses() {
+    for name in [
+        "embedding_gather",
+        "embedding_gather_device",
+        "embedding_gather_auto",
+        "embedding_gather_rows",
+    ] {
+        let body = entry_body(name);
+        for wide in ["ld.global.v4.b32", "st.global.v4.b32"] {
+            assert!(body.contains(wide), "`{name}` has no `{wide}`:\n{body}");
+        }
+        for narrow in ["ld.global.b64", "st.global.b64"] {
+            assert!(
+                !body.contains(narrow),
+                "`{name}` moves a unit in halves (`{narrow}`):\n{body}"
+            );
+        }
+    }
+}
+
 /// A mailbox item is read in ascending address order, as nvcc reads a `volatile` struct: the
 /// worker's three job loads after its acquire are at offsets 4, 8, 12 of the slot. (Issued
 /// last field first, ptxas let the stop check wait for every load before the release's fence,
