@@ -81,13 +81,35 @@ impl<'a, T> Rows<'a, T> {
         }
     }
 
+    /// A view of `table` read by rows of `width` elements, without a tier: every row is read
+    /// from `table` (`table.len() / width` rows; none where `width` is 0).
+    ///
+    /// ```
+    /// use berth_device::Rows;
+    /// let rows = Rows::new(&[0u32, 1, 10, 11, 20, 21], 2);
+    /// assert_eq!((rows.rows(), rows.row(2)), (3, &[20, 21][..]));
+    /// ```
+    #[inline(always)]
+    pub fn new(table: &'a [T], width: usize) -> Self {
+        // SAFETY: `table` is valid for reads of its length for `'a`, aligned, and a shared
+        // borrow: nothing writes it during `'a`; no slot table.
+        unsafe {
+            Rows::from_raw(
+                table.as_ptr(),
+                table.len(),
+                core::ptr::null(),
+                core::ptr::null(),
+                0,
+                width,
+            )
+        }
+    }
+
     /// Rows of the table: the ids below this are rows.
     ///
     /// ```
     /// use berth_device::Rows;
-    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
-    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
-    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// let rows = Rows::new(&[0u32, 1, 10, 11, 20, 21], 2); // 3 rows of 2
     /// assert_eq!(rows.rows(), 3);
     /// ```
     #[inline(always)]
@@ -100,9 +122,7 @@ impl<'a, T> Rows<'a, T> {
     ///
     /// ```
     /// use berth_device::Rows;
-    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
-    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
-    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// let rows = Rows::new(&[0u32, 1, 10, 11, 20, 21], 2); // 3 rows of 2
     /// assert_eq!(rows.width(), 2);
     /// ```
     #[inline(always)]
@@ -116,9 +136,7 @@ impl<'a, T> Rows<'a, T> {
     ///
     /// ```
     /// use berth_device::Rows;
-    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
-    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
-    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// let rows = Rows::new(&[0u32, 1, 10, 11, 20, 21], 2); // 3 rows of 2
     /// assert!(!rows.is_resident(1)); // no tier: every row read from the table
     /// ```
     #[inline(always)]
@@ -143,9 +161,7 @@ impl<'a, T> Rows<'a, T> {
     ///
     /// ```
     /// use berth_device::Rows;
-    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
-    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
-    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// let rows = Rows::new(&[0u32, 1, 10, 11, 20, 21], 2); // 3 rows of 2
     /// assert_eq!((rows.get(1), rows.get(3)), (Some(&[10, 11][..]), None));
     /// ```
     #[inline(always)]
@@ -168,9 +184,7 @@ impl<'a, T> Rows<'a, T> {
     ///
     /// ```
     /// use berth_device::Rows;
-    /// let table = [0u32, 1, 10, 11, 20, 21]; // 3 rows of 2
-    /// // SAFETY: `table` holds 3 rows of 2 and outlives the view; no tier.
-    /// let rows = unsafe { Rows::from_raw(table.as_ptr(), 6, core::ptr::null(), core::ptr::null(), 0, 2) };
+    /// let rows = Rows::new(&[0u32, 1, 10, 11, 20, 21], 2); // 3 rows of 2
     /// assert_eq!(rows.row(0), &[0, 1]);
     /// assert!(std::panic::catch_unwind(|| rows.row(3)).is_err());
     /// ```
@@ -216,60 +230,22 @@ mod tests {
         assert_eq!(v.row(9), &[36, 37, 38, 39]);
         assert!(v.is_resident(3) && !v.is_resident(9) && !v.is_resident(10));
         assert_eq!(v.get(10), None);
-        // SAFETY: no slot table: every row from the table.
-        let plain = unsafe {
-            Rows::from_raw(
-                table.as_ptr(),
-                40,
-                core::ptr::null(),
-                core::ptr::null(),
-                0,
-                4,
-            )
-        };
+        // No slot table: every row from the table.
+        let plain = Rows::new(&table, 4);
         assert_eq!(plain.row(3), &[12, 13, 14, 15]);
         assert!(!plain.is_resident(3));
         // A width of 0 has no rows; a partial last row is not a row.
-        // SAFETY: nothing is read.
-        let none = unsafe {
-            Rows::from_raw(
-                table.as_ptr(),
-                40,
-                core::ptr::null(),
-                core::ptr::null(),
-                0,
-                0,
-            )
-        };
+        let none = Rows::new(&table, 0);
         assert_eq!((none.rows(), none.get(0)), (0, None));
-        // SAFETY: 39 elements: 9 whole rows of 4.
-        let short = unsafe {
-            Rows::from_raw(
-                table.as_ptr(),
-                39,
-                core::ptr::null(),
-                core::ptr::null(),
-                0,
-                4,
-            )
-        };
+        // 39 elements: 9 whole rows of 4.
+        let short = Rows::new(&table[..39], 4);
         assert_eq!((short.rows(), short.get(9)), (9, None));
     }
 
     #[test]
     fn an_id_past_the_table_stops_the_kernel() {
         let table = [1u8; 8];
-        // SAFETY: 4 rows of 2, no tier.
-        let v = unsafe {
-            Rows::from_raw(
-                table.as_ptr(),
-                8,
-                core::ptr::null(),
-                core::ptr::null(),
-                0,
-                2,
-            )
-        };
+        let v = Rows::new(&table, 2); // 4 rows of 2
         let err = std::panic::catch_unwind(|| v.row(4)).unwrap_err();
         assert_eq!(
             err.downcast_ref::<String>().unwrap(),

@@ -1052,8 +1052,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> std::fmt::Debug for HotTier<T, M> {
 
 /// The ids of the last [`HotTier::note_reads`], in mapped memory the tier keeps
 /// ([`HotTier::noted_ids`]): a kernel argument (`#[mapped] ids: &[u32]`) that kernels only
-/// read. The memory is the ring of the ids of the batches in flight, which
-/// the tier's gathers use too.
+/// read. The memory is the ring of the ids of the batches in flight, which the tier's gathers
+/// use too.
 pub struct NotedIds {
     /// Batch `b`'s ids in `ring[b % IDS_IN_FLIGHT]` (a prefix of it).
     ring: Vec<BatchIds>,
@@ -1549,7 +1549,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.stats.gathers += 1;
         self.stats.rows += n as u64;
         self.ids.last = Some((ring, n));
-        if self.capacity > 0 && self.whole {
+        if self.whole {
             // Every row is resident: each id a hit, none counted.
             self.stats.looked_up += n as u64;
             self.stats.hits += n as u64;
@@ -1570,8 +1570,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// The ids the last [`note_reads`](HotTier::note_reads) was given, in mapped memory the
     /// tier keeps (written there as they were checked), for the kernel that reads their rows
-    /// to take as a `#[mapped] ids: &[u32]` argument: no copy of the caller's. Empty where a gather, or a `note_reads` that failed, came after it, or none
-    /// came yet. The memory is the ring of four batches' ids the gathers use: the gather or
+    /// to take as a `#[mapped] ids: &[u32]` argument: no copy of the caller's. Empty where a
+    /// gather, or a `note_reads` that failed, came after it, or none came yet. The memory is the ring of four batches' ids the gathers use: the gather or
     /// `note_reads` four batches later waits, on the host, for the kernels that read it
     /// (leaked guards' too); kernels only read it (it is lent shared, and refused where an
     /// argument is `&mut`).
