@@ -1434,3 +1434,22 @@ fn a_gather_clears_the_noted_ids() {
     check(&host, &[1, 2], &out);
     assert!(t.noted_ids().is_empty());
 }
+
+#[test]
+fn a_kernel_reading_a_tier_is_not_recorded_into_a_graph() {
+    let gpu = gpu();
+    let (mut t, _) = tier(&gpu, 100, 8);
+    t.note_reads(&gpu, &[1, 2]).unwrap();
+    let mut out_buf = poisoned(&gpu, 2);
+    let mut graph = gpu.graph();
+    let mut out = graph.hold(&mut out_buf).unwrap();
+    let err = graph
+        .record(|r| {
+            rows_gather(r, Grid::cover(2 * WIDTH), &t, t.noted_ids(), &mut out)?.detach();
+            Ok(())
+        })
+        .err()
+        .expect("refused");
+    assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
+    assert!(err.to_string().contains("not held by the graph"), "{err}");
+}
