@@ -1448,8 +1448,7 @@ fn a_kernel_reading_a_tier_is_not_recorded_into_a_graph() {
             rows_gather(r, Grid::cover(2 * WIDTH), &t, t.noted_ids(), &mut out)?.detach();
             Ok(())
         })
-        .err()
-        .expect("refused");
+        .expect_err("refused");
     assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
     assert!(err.to_string().contains("not held by the graph"), "{err}");
 }
