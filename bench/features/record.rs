@@ -186,6 +186,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     whole(md, &rows, &whole_rows)?;
     queued(md, &rows, &bounds)?;
     views(md, &rows)?;
+    bags(md, &rows)?;
     drift(md, &rows)?;
     refreshes(md, &rows)?;
     link(md, &rows)
@@ -210,7 +211,8 @@ pub fn write_widths(md: &mut String, text: &str) -> Result {
         first["batches"],
     )?;
     widths(md, &[], &rows)?;
-    views(md, &rows)
+    views(md, &rows)?;
+    bags(md, &rows)
 }
 
 /// The row width most tier runs have (`None` without a tier run).
@@ -886,6 +888,81 @@ fn views(md: &mut String, rows: &[Value]) -> Result {
     Ok(())
 }
 
+/// Embedding bags (`--bag`): one kernel reading and summing the rows through the tier against
+/// the tier's gather followed by a kernel summing the gathered rows, and PyTorch's
+/// `embedding_bag` on the CPU (its sums copied) and from the whole table on the GPU, law by law
+/// and width by width (nothing without a bag run).
+fn bags(md: &mut String, rows: &[Value]) -> Result {
+    let runs: Vec<&Value> = rows
+        .iter()
+        .filter(|r| {
+            r["impl"] == "berth_hot_tier" && !drifting(r) && r["bag_fused_mrows_s"].is_f64()
+        })
+        .collect();
+    let Some(first) = runs.first() else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "\nEmbedding bags: after the batches above, ids of the same law pooled in bags of {} (a sum of the bag's rows each, as an embedding bag with sum pooling), two ways: one kernel reading and summing the rows through the tier (`embedding_bag_rows`, an `#[auto] table: &Rows<F4>` argument, its ids noted first with `HotTier::note_reads`), and the tier's gather into a batch of rows followed by a kernel summing them (`embedding_bag_sum`). Each way {} batches a batch at a time (each in a scope of its own, waited for at its end: host and GPU, µs a batch, as in the table above, the GPU's time from before the first kernel to after the last), then as many again queued back to back in one scope; refreshes as above; every sum checked against the host's. M ids/s: looked-up rows per second. PyTorch (same run, same law): `embedding_bag(mode=\"sum\")` on the CPU with 16 threads, its sums copied to the GPU, and from the whole table on the GPU.\n",
+        first["bag"], first["batches"],
+    )?;
+    writeln!(
+        md,
+        "| floats per row | ids | hit rate | one kernel, M ids/s | gather then sum | one kernel / gather then sum | host, µs a batch (one kernel / gather then sum) | GPU, µs a batch | queued: one kernel | queued: gather then sum | queued: one kernel / gather then sum | PyTorch CPU `embedding_bag` + copy | best berth / PyTorch | PyTorch, whole table on the GPU | sums right |"
+    )?;
+    writeln!(
+        md,
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+    )?;
+    for r in runs {
+        let torch = |imp: &str| {
+            mrows(rows.iter().find(|t| {
+                t["impl"] == imp && t["dim"] == r["dim"] && t["bag"] == r["bag"] && same_law(t, r)
+            }))
+        };
+        let per_batch = |key: &str| {
+            r[key]
+                .as_f64()
+                .zip(r["batches"].as_f64())
+                .map(|(s, n)| 1e6 * s / n)
+        };
+        let pair = |a: Option<f64>, b: Option<f64>| format!("{} / {}", cell(a, 1), cell(b, 1));
+        let f = |key: &str| r[key].as_f64();
+        let ratio = |a: Option<f64>, b: Option<f64>| cell(a.zip(b).map(|(a, b)| a / b), 2);
+        let best = [
+            f("bag_fused_mrows_s"),
+            f("bag_split_mrows_s"),
+            f("bag_fused_queued_mrows_s"),
+            f("bag_split_queued_mrows_s"),
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max);
+        let cpu = torch("torch_cpu_embedding_bag_copy");
+        writeln!(
+            md,
+            "| {} | Zipf s = {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r["dim"],
+            cell(r["zipf"].as_f64(), 1),
+            percent(f("bag_hit_rate")),
+            cell(f("bag_fused_mrows_s"), 1),
+            cell(f("bag_split_mrows_s"), 1),
+            ratio(f("bag_fused_mrows_s"), f("bag_split_mrows_s")),
+            pair(per_batch("bag_fused_host_s"), per_batch("bag_split_host_s")),
+            pair(per_batch("bag_fused_gpu_s"), per_batch("bag_split_gpu_s")),
+            cell(f("bag_fused_queued_mrows_s"), 1),
+            cell(f("bag_split_queued_mrows_s"), 1),
+            ratio(f("bag_fused_queued_mrows_s"), f("bag_split_queued_mrows_s")),
+            cell(cpu, 1),
+            ratio(best, cpu) + "×",
+            cell(torch("torch_embedding_bag_whole_table_on_gpu"), 0),
+            if r["ok"] == true { "yes" } else { "**no**" },
+        )?;
+    }
+    Ok(())
+}
+
 /// The graph-sampled batches' row (nothing without a berth line for them).
 fn graph(md: &mut String, rows: &[Value]) -> Result {
     let by = |imp: &str| {
@@ -1077,6 +1154,31 @@ mod tests {
         assert!(!md.contains("| 64 | Zipf s = 0.0 |"), "{md}");
         let mut none = String::new();
         views(&mut none, &[])?;
+        assert!(none.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn bags_are_compared_both_ways_and_with_pytorchs_embedding_bag() -> Result {
+        let text = r#"{"impl":"torch_cpu_embedding_bag_copy","zipf":1.0,"ids":"zipf","dim":64,"bag":32,"mrows_s":50.0}
+{"impl":"torch_embedding_bag_whole_table_on_gpu","zipf":1.0,"ids":"zipf","dim":64,"bag":32,"mrows_s":2000.0}
+{"impl":"torch_cpu_embedding_bag_copy","zipf":1.0,"ids":"zipf","dim":64,"bag":16,"mrows_s":10.0}
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":100.0,"bag":32,"bag_hit_rate":0.9,"bag_fused_mrows_s":300.0,"bag_split_mrows_s":200.0,"bag_fused_queued_mrows_s":400.0,"bag_split_queued_mrows_s":500.0,"bag_fused_host_s":0.0064,"bag_split_host_s":0.0032,"bag_fused_gpu_s":0.0128,"bag_split_gpu_s":0.0192,"ok":true}
+{"impl":"berth_hot_tier","zipf":0.0,"ids":"zipf","table_gib":64.0,"dim":64,"budget_bytes":17179869184,"batch":65536,"warmup":3000,"batches":64,"refresh_every":16,"mrows_s":50.0,"ok":true}"#;
+        let mut md = String::new();
+        write_widths(&mut md, text)?;
+        assert!(md.contains("pooled in bags of 32"), "{md}");
+        // Against PyTorch's line of the same width and bag (not bag 16's); the best of berth's
+        // four (500) over the CPU's 50; the law without a bag run is left out.
+        assert!(
+            md.contains(
+                "| 64 | Zipf s = 1.0 | 90.0% | 300.0 | 200.0 | 1.50 | 100.0 / 50.0 | 200.0 / 300.0 | 400.0 | 500.0 | 0.80 | 50.0 | 10.00× | 2000 | yes |"
+            ),
+            "{md}"
+        );
+        assert!(!md.contains("| 64 | Zipf s = 0.0 | –"), "{md}");
+        let mut none = String::new();
+        bags(&mut none, &[])?;
         assert!(none.is_empty());
         Ok(())
     }

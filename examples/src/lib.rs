@@ -455,6 +455,86 @@ pub fn embedding_gather_rows(#[auto] table: &Rows<F4>, #[mapped] ids: &[u32], ou
     }
 }
 
+/// An embedding bag with sum pooling, read through a hot tier: bag `b` sums the rows of
+/// `ids[b * bag..(b + 1) * bag]`, `out[b] = Σ table[id]`, rows of `table.width()` groups of
+/// four floats. Each row is read where the tier keeps it (device memory, else the host table in
+/// place) and never written anywhere: the batch of rows a gather would write, and the pooling
+/// read again, is never made. One thread per 16 bytes of output, summing its column of the bag
+/// in order, four rows at a time (four reads in flight).
+#[gpu_kernel]
+pub fn embedding_bag_rows(
+    bag: u32,
+    #[auto] table: &Rows<F4>,
+    #[mapped] ids: &[u32],
+    out: &mut [F4],
+) {
+    let g = thread::index();
+    let (d, n) = (table.width(), bag as usize);
+    if d == 0 || g >= out.len() {
+        return;
+    }
+    let (b, j) = (g.get() / d, g.get() % d);
+    let first = b * n;
+    let end = (first + n).min(ids.len());
+    out[g] = pool(first, end, |i| &table.row(ids[i] as usize)[j]);
+}
+
+/// The pooling of [`embedding_bag_rows`] over rows gathered first (a gather's output, `bag`
+/// rows a bag of `dim4` groups of four floats): `out[b * dim4 + j] = Σ_k rows[(b * bag + k) *
+/// dim4 + j]`, summed in the same order. One thread per 16 bytes of output.
+#[gpu_kernel]
+pub fn embedding_bag_sum(bag: u32, dim4: u32, rows: &[F4], out: &mut [F4]) {
+    let g = thread::index();
+    let (d, n) = (dim4 as usize, bag as usize);
+    if d == 0 || g >= out.len() {
+        return;
+    }
+    let (b, j) = (g.get() / d, g.get() % d);
+    let first = b * n;
+    let end = (first + n).min(rows.len() / d);
+    out[g] = pool(first, end, |i| &rows[i * d + j]);
+}
+
+/// `Σ row(i)` for `i` in `first..end`, in order, four at a time: the four rows' reads are
+/// issued before the first is added, so four are in flight. Each row is read field by field
+/// (one 16-byte load; a copy of the whole struct is two 8-byte ones).
+#[inline(always)]
+fn pool<'r>(first: usize, end: usize, row: impl Fn(usize) -> &'r F4) -> F4 {
+    let mut acc = [0.0f32; 4];
+    let mut i = first;
+    while i + 4 <= end {
+        let (r0, r1, r2, r3) = (row(i), row(i + 1), row(i + 2), row(i + 3));
+        let v = [
+            [r0.x, r0.y, r0.z, r0.w],
+            [r1.x, r1.y, r1.z, r1.w],
+            [r2.x, r2.y, r2.z, r2.w],
+            [r3.x, r3.y, r3.z, r3.w],
+        ];
+        for r in v {
+            acc[0] += r[0];
+            acc[1] += r[1];
+            acc[2] += r[2];
+            acc[3] += r[3];
+        }
+        i += 4;
+    }
+    while i < end {
+        let r = row(i);
+        let r = [r.x, r.y, r.z, r.w];
+        acc[0] += r[0];
+        acc[1] += r[1];
+        acc[2] += r[2];
+        acc[3] += r[3];
+        i += 1;
+    }
+    F4 {
+        x: acc[0],
+        y: acc[1],
+        z: acc[2],
+        w: acc[3],
+    }
+}
+
 /// One thread per 16 bytes of output: `out[b * d + j] = table[ids[b] * d + j]`.
 #[inline(always)]
 fn gather_rows<T: core::ops::Index<usize, Output = F4> + ?Sized>(

@@ -442,6 +442,8 @@ fn gathered_rows_move_in_16_byte_accesses() {
         "embedding_gather_device",
         "embedding_gather_auto",
         "embedding_gather_rows",
+        "embedding_bag_rows",
+        "embedding_bag_sum",
     ] {
         let body = entry_body(name);
         for wide in ["ld.global.v4.b32", "st.global.v4.b32"] {
@@ -453,6 +455,12 @@ fn gathered_rows_move_in_16_byte_accesses() {
                 "`{name}` moves a unit in halves (`{narrow}`):\n{body}"
             );
         }
+    }
+    // The bags pool four rows at a time: four 16-byte loads issued before the first add.
+    for name in ["embedding_bag_rows", "embedding_bag_sum"] {
+        let body = entry_body(name);
+        let loads = body.matches("ld.global.v4.b32").count();
+        assert!(loads >= 5, "`{name}` has {loads} 16-byte loads:\n{body}");
     }
 }
 

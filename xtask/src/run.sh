@@ -45,10 +45,13 @@
 #   batches of 65,536 Zipf ids, s = 0, 0.8, 1.0, 1.2, 3,000 batches to fill the tier, then
 #   64 timed with a refresh every 16, every timed row checked; then 64 more queued back to
 #   back in a scope; then 64 read by a kernel through the tier (`#[auto] &Rows`, `--view`), a
-#   batch at a time and queued; then 64 without a tier; then the same laws with each batch staged whole,
+#   batch at a time and queued; then embedding bags of BERTH_FEATURES_BAG ids (default 32, `--bag`),
+#   summed by one kernel through the tier and by the tier's gather then a sum, each a batch at a
+#   time and queued; then 64 without a tier; then the same laws with each batch staged whole,
 #   `--whole-batches`, BERTH_FEATURES_WHOLE=0 skips it) and
 #   features_anchor.py (PyTorch's CPU gather into pinned
-#   memory a batch at a time and overlapped with the copies, the whole table on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
+#   memory a batch at a time and overlapped with the copies, the whole table on the GPU, and
+#   the same bags by CPU embedding_bag and on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,
 #   BERTH_FEATURES_BUDGET, BERTH_FEATURES_ZIPF, BERTH_FEATURES_WARMUP change them,
 #   BERTH_FEATURES_PARTS the most parts a batch is staged in, BERTH_FEATURES_THREADS the
 #   threads that stage each part; a
@@ -601,6 +604,7 @@ if [[ $mode == features ]]; then
   budget=${BERTH_FEATURES_BUDGET:-16G}
   zipf=${BERTH_FEATURES_ZIPF:-0,0.8,1.0,1.2}
   warmup=${BERTH_FEATURES_WARMUP:-3000}
+  bag=${BERTH_FEATURES_BAG:-32}
   # The most parts a batch is staged in (the tier's default where unset).
   parts=()
   [[ -n ${BERTH_FEATURES_PARTS:-} ]] && parts=(--staging-parts "$BERTH_FEATURES_PARTS")
@@ -624,7 +628,7 @@ if [[ $mode == features ]]; then
   { echo "=== /proc/buddyinfo before the features example"; cat /proc/buddyinfo 2>/dev/null; grep -E 'MemFree|MemAvailable|^Cached' /proc/meminfo 2>/dev/null; } >> "$out/features.log"
   if [[ ${BERTH_FEATURES_MAIN:-1} == 1 ]]; then
     echo "=== features --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
-    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --view "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+    if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --view --bag "$bag" "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
       summary+=("PASS  features --zipf $zipf (every row checked equal to the host's)")
     else
       summary+=("FAIL  features --zipf $zipf"); fail=1
@@ -680,7 +684,7 @@ if [[ $mode == features ]]; then
     summary+=("SKIP  features anchor (BERTH_FEATURES_ANCHOR=0 or BERTH_FEATURES_MAIN=0)")
   elif python3 -c 'import torch, numpy' 2>/dev/null; then
     # 65,536 ids rounded down to whole seeds of 166 ids (1 + 15 + 150): the graph's batches.
-    if python3 "$here/features_anchor.py" "$table_gib" 128 "$budget_gib" "$graph_ids" 65404 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
+    if python3 "$here/features_anchor.py" "$table_gib" 128 "$budget_gib" "$graph_ids" 65404 "$zipf" "$bag" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
       summary+=("PASS  features anchor")
     else
       summary+=("FAIL  features anchor"); fail=1
@@ -694,13 +698,13 @@ if [[ $mode == features ]]; then
   for width in ${BERTH_FEATURES_WIDTHS:-64 256}; do
     wrows=$((rows * 128 / width))
     echo "=== features --width $width --rows $wrows --zipf $zipf --warmup $warmup" | tee -a "$out/features.log"
-    if "$here/bin/features" --rows "$wrows" --width "$width" --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --view "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
+    if "$here/bin/features" --rows "$wrows" --width "$width" --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 64 --refresh-every 16 --baseline --queued --view --bag "$bag" "${parts[@]}" --zipf "$zipf" --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
       summary+=("PASS  features --width $width (every row checked equal to the host's)")
     else
       summary+=("FAIL  features --width $width"); fail=1
     fi
     if [[ ${BERTH_FEATURES_ANCHOR:-1} == 1 ]] && python3 -c 'import torch, numpy' 2>/dev/null; then
-      if python3 "$here/features_anchor.py" "$table_gib" "$width" "$budget_gib" "" 65536 "$zipf" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
+      if python3 "$here/features_anchor.py" "$table_gib" "$width" "$budget_gib" "" 65536 "$zipf" "$bag" 2>>"$out/features.log" | tee -a "$out/features.jsonl"; then
         summary+=("PASS  features anchor --width $width")
       else
         summary+=("FAIL  features anchor --width $width"); fail=1

@@ -4,7 +4,7 @@
 //! counts every few batches. Every batch is checked against the host.
 //!
 //! `features [--rows R] [--width W] [--device-budget B] [--zipf S] [--batch N] [--warmup U]
-//! [--batches K] [--refresh-every E] [--refresh sync|async] [--count-every C] [--admit-on-repeat] [--baseline] [--queued] [--view]
+//! [--batches K] [--refresh-every E] [--refresh sync|async] [--count-every C] [--admit-on-repeat] [--baseline] [--queued] [--view] [--bag B]
 //! [--table managed|pinned] [--json]` (defaults: 8 Mi rows on a GPU,
 //! 16 Ki on the simulator; W = 128 floats; a budget of a quarter of the table plus the slot
 //! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
@@ -100,6 +100,12 @@ struct Args {
     /// launched and waited for, refreshes as in the timed loop
     #[arg(long)]
     view: bool,
+    /// Then pool the rows in bags of this many ids (a sum each, an embedding bag; 0: not run):
+    /// read and summed by one kernel through the tier (`embedding_bag_rows`), against the
+    /// tier's gather followed by a kernel summing the gathered rows (`embedding_bag_sum`), a
+    /// batch at a time and queued back to back; a divisor of the batch
+    #[arg(long, default_value_t = 0)]
+    bag: usize,
     /// Stage each batch whole (`HotTier::staging_parts(1)`)
     #[arg(long)]
     whole_batches: bool,
@@ -656,6 +662,201 @@ fn run_view<T: MappedArg<F4>>(
     })
 }
 
+/// One way of pooling [`run_bag`]'s batches.
+#[derive(Default)]
+struct BagTimes {
+    /// Wall time a batch at a time (each batch's work then its wait), and of it the host's
+    /// part before the wait.
+    seconds: f64,
+    host_s: f64,
+    /// The GPU's time from before the batch's first kernel to after its last (events).
+    gpu_s: f64,
+    /// As many batches again queued back to back in a scope: their wall time.
+    queued_s: f64,
+}
+
+/// The batches of [`run_bag`].
+struct Bagged {
+    /// One kernel reading and summing the rows through the tier (`&Rows`).
+    fused: BagTimes,
+    /// The tier's gather, then a kernel summing the gathered rows.
+    split: BagTimes,
+    /// The share of the looked-up ids the tier held, over all four runs.
+    hit_rate: f64,
+    /// Sums that differ from the host's.
+    bad: usize,
+}
+
+/// Pool batches of `law` (drawn first) in bags of `args.bag` ids, a sum of their rows each
+/// (an embedding bag), two ways: one kernel reading and summing the rows through the tier
+/// (`embedding_bag_rows`, the ids noted first), and the tier's gather into a batch of rows
+/// (one of `outs`) followed by a kernel summing them (`embedding_bag_sum`). Each way a batch at
+/// a time (in a scope of its own, waited for at its end), then as many again queued back to
+/// back in one scope; refreshes as in the timed loop; every sum checked against the host's,
+/// added in the same order.
+#[allow(clippy::too_many_arguments)]
+fn run_bag<T: MappedArg<F4>>(
+    args: &Args,
+    gpu: &Gpu,
+    tier: &mut berth::HotTier<F4, T>,
+    perm: &[u32],
+    law: &Law,
+    rng: &mut rand::rngs::StdRng,
+    outs: &mut [berth::DeviceBuffer<F4>],
+    poison: &[F4],
+) -> Result<Bagged, Box<dyn std::error::Error>> {
+    let (batches, d4, bag) = (outs.len(), tier.width(), args.bag);
+    let batch = poison.len() / d4;
+    if batch % bag != 0 {
+        return Err(format!("--bag {bag} does not divide the batch of {batch} ids").into());
+    }
+    let bags = batch / bag;
+    let sum_poison = &poison[..bags * d4];
+    let mut sums = (0..batches)
+        .map(|_| gpu.upload(sum_poison))
+        .collect::<Result<Vec<_>, _>>()?;
+    let grid = berth::Grid::cover(bags * d4);
+    let before = tier.stats();
+    let (start, stop) = (gpu.event()?, gpu.event()?);
+    let (mut fused, mut split, mut bad) = (BagTimes::default(), BagTimes::default(), 0);
+    for fuse in [true, false] {
+        let times = if fuse { &mut fused } else { &mut split };
+        // A batch at a time.
+        let planned = replan(law, perm, rng, batch, outs, poison)?;
+        for sum in sums.iter_mut() {
+            sum.copy_from(sum_poison)?;
+        }
+        let mut due = false;
+        for (k, ((ids, out), sum)) in planned
+            .iter()
+            .zip(outs.iter_mut())
+            .zip(&mut sums)
+            .enumerate()
+        {
+            let t = Instant::now();
+            gpu.scope(|s| {
+                if fuse {
+                    tier.note_reads(s, ids)?;
+                    start.record(s)?;
+                    berth_examples::embedding_bag_rows(
+                        s,
+                        grid,
+                        bag as u32,
+                        &*tier,
+                        tier.noted_ids(),
+                        sum,
+                    )?
+                    .detach();
+                } else {
+                    start.record(s)?;
+                    tier.gather(s, ids, out)?.detach();
+                    berth_examples::embedding_bag_sum(s, grid, bag as u32, d4 as u32, &*out, sum)?
+                        .detach();
+                }
+                stop.record(s)?;
+                times.host_s += t.elapsed().as_secs_f64();
+                Ok(())
+            })?;
+            times.gpu_s += berth::Event::elapsed(&start, &stop)?.as_secs_f64();
+            due |= (k + 1) % args.refresh_every == 0;
+            if due && args.refresh.may_begin(tier) {
+                due = false;
+                args.refresh.refresh(tier, gpu)?;
+            }
+            times.seconds += t.elapsed().as_secs_f64();
+        }
+        for (ids, sum) in planned.iter().zip(&sums) {
+            bad += bag_mismatches(&sum.to_vec()?, ids, bag, d4);
+        }
+        // Queued back to back.
+        let planned = replan(law, perm, rng, batch, outs, poison)?;
+        for sum in sums.iter_mut() {
+            sum.copy_from(sum_poison)?;
+        }
+        let t = Instant::now();
+        gpu.scope(|s| {
+            let mut due = false;
+            for (k, ((ids, out), sum)) in planned
+                .iter()
+                .zip(outs.iter_mut())
+                .zip(&mut sums)
+                .enumerate()
+            {
+                if fuse {
+                    tier.note_reads(s, ids)?;
+                    berth_examples::embedding_bag_rows(
+                        s,
+                        grid,
+                        bag as u32,
+                        &*tier,
+                        tier.noted_ids(),
+                        sum,
+                    )?
+                    .detach();
+                } else {
+                    tier.gather(s, ids, out)?.detach();
+                    berth_examples::embedding_bag_sum(s, grid, bag as u32, d4 as u32, &*out, sum)?
+                        .detach();
+                }
+                due |= (k + 1) % args.refresh_every == 0;
+                if due && args.refresh.may_begin(tier) {
+                    due = false;
+                    args.refresh.refresh(tier, s)?;
+                }
+            }
+            Ok(())
+        })?;
+        times.queued_s = t.elapsed().as_secs_f64();
+        for (ids, sum) in planned.iter().zip(&sums) {
+            bad += bag_mismatches(&sum.to_vec()?, ids, bag, d4);
+        }
+    }
+    let hit_rate = tier.stats().since(&before).hit_rate();
+    let rate = |s: f64| (batches * batch) as f64 / s / 1e6;
+    println!(
+        "features: bags of {bag} rows summed, {batches} batches each way, hit rate {:.1}%: one kernel through the tier (`&Rows`) {:.2} M rows/s a batch at a time, {:.2} queued; the tier's gather then a sum {:.2}, {:.2} queued",
+        100.0 * hit_rate,
+        rate(fused.seconds),
+        rate(fused.queued_s),
+        rate(split.seconds),
+        rate(split.queued_s),
+    );
+    for (what, t) in [("one kernel", &fused), ("gather then sum", &split)] {
+        println!(
+            "features: of it ({what}), {:.1} µs a batch on the host before the wait, {:.1} µs on the GPU",
+            1e6 * t.host_s / batches as f64,
+            1e6 * t.gpu_s / batches as f64,
+        );
+    }
+    Ok(Bagged {
+        fused,
+        split,
+        hit_rate,
+        bad,
+    })
+}
+
+/// The elements of a pooling's output `got` (bags of `bag` ids, `d4` groups of four floats
+/// each) that differ from the host's sums of the table's rows `ids`, added in order.
+fn bag_mismatches(got: &[F4], ids: &[u32], bag: usize, d4: usize) -> usize {
+    let mut bad = 0;
+    for (b, bag_ids) in ids.chunks(bag).enumerate() {
+        for j in 0..d4 {
+            let mut want = [0.0f32; 4];
+            for &id in bag_ids {
+                for (c, w) in want.iter_mut().enumerate() {
+                    *w += value(id as usize, j * 4 + c);
+                }
+            }
+            let v = got[b * d4 + j];
+            if [v.x, v.y, v.z, v.w] != want {
+                bad += 1;
+            }
+        }
+    }
+    bad
+}
+
 /// The elements of a gather's output `got` (rows of `d4` groups of four) that differ from
 /// the table's rows `ids`.
 fn mismatches(got: &[F4], ids: &[u32], d4: usize) -> usize {
@@ -905,6 +1106,16 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     if let Some(v) = &viewed {
         bad += v.bad;
     }
+    let bagged = if args.bag > 0 {
+        Some(run_bag(
+            args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
+        )?)
+    } else {
+        None
+    };
+    if let Some(b) = &bagged {
+        bad += b.bad;
+    }
     // The timed batches' lookups in order, after the warmup's.
     let mut seen_late = (0u64, 0u64);
     let mut batch_requested = Vec::with_capacity(planned.len());
@@ -1071,6 +1282,16 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             line["view_gpu_s"] = v.gpu_s.into();
             line["view_queued_mrows_s"] = (n / v.queued_s / 1e6).into();
             line["view_queued_hit_rate"] = v.queued_hit_rate.into();
+        }
+        if let Some(b) = &bagged {
+            line["bag"] = args.bag.into();
+            line["bag_hit_rate"] = b.hit_rate.into();
+            for (key, t) in [("bag_fused", &b.fused), ("bag_split", &b.split)] {
+                line[format!("{key}_mrows_s")] = (n / t.seconds / 1e6).into();
+                line[format!("{key}_host_s")] = t.host_s.into();
+                line[format!("{key}_gpu_s")] = t.gpu_s.into();
+                line[format!("{key}_queued_mrows_s")] = (n / t.queued_s / 1e6).into();
+            }
         }
         if args.drift_every > 0 {
             line["drift_share"] = args.drift_share.into();
