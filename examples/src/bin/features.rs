@@ -707,7 +707,7 @@ fn run_bag<T: MappedArg<F4>>(
 ) -> Result<Bagged, Box<dyn std::error::Error>> {
     let (batches, d4, bag) = (outs.len(), tier.width(), args.bag);
     let batch = poison.len() / d4;
-    if batch % bag != 0 {
+    if !batch.is_multiple_of(bag) {
         return Err(format!("--bag {bag} does not divide the batch of {batch} ids").into());
     }
     let bags = batch / bag;
