@@ -204,7 +204,7 @@ pub fn write_widths(md: &mut String, text: &str) -> Result {
     };
     writeln!(
         md,
-        "\n## Hot tier: row widths\n\nThe `features` example as in the hot tier section, in a run of its own: a {} GiB table and a {:.1} GiB budget with rows of other widths, {} batches to fill the tier, then {} timed.",
+        "\n## Hot tier: row widths\n\nThe `features` example as in the hot tier section, in a run of its own: a {} GiB table and a {:.1} GiB budget with rows of several widths, {} batches to fill the tier, then {} timed.",
         first["table_gib"].as_f64().unwrap_or(0.0),
         first["budget_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
         first["warmup"],
@@ -272,7 +272,7 @@ fn widths(md: &mut String, rows: &[Value], width_rows: &[Value]) -> Result {
     writeln!(
         md,
         "
-Row widths: the same laws, batches and budget over tables of the same bytes with rows of other widths (as many more or fewer rows), each width against PyTorch's usual path and its own split bound in the same run. GB/s: the rows' bytes gathered per second.
+Row widths: the same laws, batches and budget over tables of the same bytes with rows of several widths (as many more or fewer rows as they are narrower or wider), each width against PyTorch's usual path and its own split bound in the same run. GB/s: the rows' bytes gathered per second.
 "
     )?;
     writeln!(
@@ -1074,7 +1074,7 @@ mod tests {
         write_widths(&mut md, text)?;
         assert!(md.contains("## Hot tier: row widths"), "{md}");
         assert!(
-            md.contains("a 64 GiB table and a 16.0 GiB budget with rows of other widths, 3000 batches to fill the tier"),
+            md.contains("a 64 GiB table and a 16.0 GiB budget with rows of several widths, 3000 batches to fill the tier"),
             "{md}"
         );
         // 64 floats: bound 1 / (0.25 / 1200 + 0.75 / 80) = 104.3; 90 / 104.3 = 0.86.
