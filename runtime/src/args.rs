@@ -74,11 +74,12 @@ pub trait MappedArg<T>: sealed::Sealed {
 
 /// A table for an `#[auto] &Rows<T>` kernel argument, read a row at a time by id: a
 /// [`HotTier`](crate::HotTier), whose rows resident in device memory the kernel reads there
-/// (looked up in its slot table) and the others from the host table in place.
+/// (looked up in its slot table) and the others from the host table in place, or an
+/// [`InPlaceRows`](crate::InPlaceRows), all of whose rows it reads in place.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a table read by rows: this `#[auto] &Rows<{T}>` kernel argument takes a `HotTier<{T}>`",
-    label = "expected a `HotTier<{T}>`",
-    note = "make one with `gpu.hot_tier(table, width, budget)?` over a `MappedBuffer` or a `ManagedBuffer`: a budget that holds the whole table keeps all of it in device memory, a budget of 0 reads every row in place",
+    message = "`{Self}` is not a table read by rows: this `#[auto] &Rows<{T}>` kernel argument takes a `HotTier<{T}>` or an `InPlaceRows`",
+    label = "expected a `HotTier<{T}>` or an `InPlaceRows`",
+    note = "make one with `gpu.hot_tier(table, width, budget)?` over a `MappedBuffer` or a `ManagedBuffer`: a budget that holds the whole table keeps all of it in device memory, a budget of 0 reads every row in place; or read every row in place with `InPlaceRows::new(&table, width)?`",
     note = "to read the table as a flat slice instead, declare the argument `#[auto] table: &[T]` and pass the table"
 )]
 pub trait RowSource<T>: sealed::Sealed {

@@ -1137,6 +1137,87 @@ impl<T: DeviceCopy, M: MappedArg<T>> crate::args::RowSource<T> for HotTier<T, M>
     }
 }
 
+/// A host table read by rows with no tier: the rows of a mapped or managed table, `width`
+/// elements each, passed to a kernel's `#[auto] table: &Rows<T>` argument, which then reads
+/// every row in place over the link (as a [`HotTier`] with a budget of no rows does, without
+/// its counting and ranking, and without taking the table).
+///
+/// Where the same rows are read again and again, a [`HotTier`] over the table keeps the hot
+/// ones in device memory instead, behind the same argument.
+///
+/// ```
+/// # fn main() -> berth_runtime::Result<()> {
+/// use berth_runtime::{Gpu, InPlaceRows};
+/// let gpu = Gpu::new_or_simulator()?;
+/// let table = gpu.managed_from(&vec![0.0f32; 1 << 20])?; // 8,192 rows of 128 floats
+/// let rows = InPlaceRows::new(&table, 128)?;
+/// assert_eq!((rows.rows(), rows.width()), (8192, 128));
+/// // my_kernel(&gpu, grid, &rows, &ids, &mut out)?.wait()?;
+/// # Ok(())
+/// # }
+/// ```
+pub struct InPlaceRows<'a, T, M> {
+    table: &'a M,
+    width: usize,
+    rows: usize,
+    _elem: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<'a, T: DeviceCopy, M: MappedArg<T>> InPlaceRows<'a, T, M> {
+    /// The rows of `table`, `width` elements each.
+    ///
+    /// # Errors
+    /// `Error::Usage` when `width` is 0 or the table is not a whole number of rows.
+    pub fn new(table: &'a M, width: usize) -> Result<Self> {
+        let elems = table.__arg().len;
+        if width == 0 || !elems.is_multiple_of(width) {
+            return Err(Error::Usage(format!(
+                "a table read by rows is whole rows: {elems} elements are not rows of {width}"
+            )));
+        }
+        Ok(InPlaceRows {
+            table,
+            width,
+            rows: elems / width,
+            _elem: std::marker::PhantomData,
+        })
+    }
+
+    /// Elements per row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Rows of the table.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+}
+
+impl<T, M> std::fmt::Debug for InPlaceRows<'_, T, M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InPlaceRows")
+            .field("rows", &self.rows)
+            .field("width", &self.width)
+            .finish()
+    }
+}
+
+impl<T: DeviceCopy, M: MappedArg<T>> crate::args::sealed::Sealed for InPlaceRows<'_, T, M> {}
+
+/// A kernel's `#[auto] table: &Rows<T>` argument reads every row from the host table in
+/// place.
+impl<T: DeviceCopy, M: MappedArg<T>> crate::args::RowSource<T> for InPlaceRows<'_, T, M> {
+    fn __rows(&self) -> crate::args::RowsRef<'_> {
+        crate::args::RowsRef {
+            table: self.table.__arg(),
+            width: self.width,
+            tier: None,
+            resident: 0,
+        }
+    }
+}
+
 impl Gpu {
     /// A hot tier over `table`, `width` elements per row, keeping the rows read most in at
     /// most `budget` bytes of device memory ([`HotTier`]).

@@ -11,7 +11,7 @@
 //! in every form of the tier, across refreshes that their counted reads drive, and while
 //! queued behind other work whose guard is leaked, refreshes after them wait for them.
 
-use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier, HotTierStats, MappedBuffer};
+use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier, HotTierStats, InPlaceRows, MappedBuffer};
 use berth_fixtures::args::rows_gather;
 use berth_fixtures::gated::gated_fill_within;
 use berth_tests::{random_f32, rng};
@@ -1335,6 +1335,101 @@ fn a_kernel_reading_a_row_past_the_table_stops_with_its_location() {
         let want = format!("the len is {rows} but the index is {rows}");
         assert!(report.message.contains(&want), "{report}");
     }
+}
+
+/// A table with no tier (`InPlaceRows`) is read row by row in place, mapped or managed, by
+/// the same kernel that reads through a tier.
+#[test]
+fn kernels_read_rows_of_a_table_with_no_tier_in_place() {
+    let gpu = gpu();
+    let rows = 2000;
+    let host = random_f32(rows * WIDTH);
+    let mut r = rng();
+    let ids: Vec<u32> = (0..300).map(|_| r.random_range(0..rows as u32)).collect();
+    fn read<M: berth::MappedArg<f32>>(gpu: &Gpu, table: &M, host: &[f32], ids: &[u32]) {
+        let view = InPlaceRows::new(table, WIDTH).unwrap();
+        assert_eq!((view.rows(), view.width()), (host.len() / WIDTH, WIDTH));
+        let (dev_ids, mut out) = for_kernel(gpu, ids);
+        rows_gather(
+            gpu,
+            Grid::cover(ids.len() * WIDTH),
+            &view,
+            &dev_ids,
+            &mut out,
+        )
+        .unwrap()
+        .wait()
+        .unwrap();
+        check(host, ids, &out);
+    }
+    read(&gpu, &gpu.mapped_from(&host).unwrap(), &host, &ids);
+    read(&gpu, &gpu.managed_from(&host).unwrap(), &host, &ids);
+}
+
+#[test]
+fn a_table_with_no_tier_is_whole_rows_of_its_own_context() {
+    let a = Gpu::simulator();
+    let table = a.mapped_from(&[0f32; 30]).unwrap();
+    for width in [0, 8] {
+        assert!(matches!(
+            InPlaceRows::new(&table, width),
+            Err(Error::Usage(_))
+        ));
+    }
+    // Rows of any width: 3 floats, not a whole 16-byte unit, read as they are.
+    let host: Vec<f32> = (0..30).map(|v| v as f32).collect();
+    let table = a.mapped_from(&host).unwrap();
+    let view = InPlaceRows::new(&table, 3).unwrap();
+    assert_eq!(view.rows(), 10);
+    let ids = [7u32, 0, 9];
+    let dev_ids = a.mapped_from(&ids).unwrap();
+    let mut out = a.upload(&[POISON; 9]).unwrap();
+    rows_gather(&a, Grid::cover(9), &view, &dev_ids, &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    let want: Vec<f32> = ids
+        .iter()
+        .flat_map(|&id| host[id as usize * 3..][..3].to_vec())
+        .collect();
+    assert_eq!(out.to_vec().unwrap(), want);
+    let b = Gpu::simulator();
+    let (dev_ids, mut out) = for_kernel(&b, &[1, 2]);
+    let err = rows_gather(&b, Grid::cover(2 * WIDTH), &view, &dev_ids, &mut out)
+        .err()
+        .expect("refused");
+    assert!(matches!(err, Error::WrongContext { .. }), "{err}");
+}
+
+/// On the simulator (a kernel's panic loses the context): an id past a table with no tier
+/// stops the kernel with its location, as through a tier.
+#[test]
+fn a_kernel_reading_past_a_table_with_no_tier_stops_with_its_location() {
+    let gpu = Gpu::simulator();
+    let rows = 100;
+    let table = gpu.mapped_from(&random_f32(rows * WIDTH)).unwrap();
+    let view = InPlaceRows::new(&table, WIDTH).unwrap();
+    let bad = [3u32, rows as u32];
+    let (dev_ids, mut out) = for_kernel(&gpu, &bad);
+    let err = rows_gather(
+        &gpu,
+        Grid::cover(bad.len() * WIDTH),
+        &view,
+        &dev_ids,
+        &mut out,
+    )
+    .and_then(|p| p.wait())
+    .unwrap_err();
+    let Error::KernelPanic { kernel, report, .. } = &err else {
+        panic!("expected the kernel's panic, got {err}");
+    };
+    assert_eq!(kernel, "rows_gather");
+    assert!(
+        report
+            .message
+            .contains(&format!("the len is {rows} but the index is {rows}")),
+        "{report}"
+    );
 }
 
 #[test]

@@ -300,7 +300,8 @@ impl<'l> Launch<'l> {
 
     /// Pass a table for an `#[auto] &Rows<T>` argument: a [`HotTier`](crate::HotTier)'s table
     /// read in place, and, where the tier has slots, its slot table and device rows, through
-    /// which the kernel reads the rows resident there. The launch takes all three shared: a
+    /// which the kernel reads the rows resident there; or an
+    /// [`InPlaceRows`](crate::InPlaceRows)' table alone. The launch takes all three shared: a
     /// refresh or a gather queued after it, which writes the slot table and the rows, runs
     /// after the kernel on the GPU, whatever guard is leaked.
     pub fn rows<T: DeviceCopy>(&mut self, src: &'l impl RowSource<T>) {
@@ -317,7 +318,7 @@ impl<'l> Launch<'l> {
         let what = if r.tier.is_some() {
             "rows read through the hot tier's slot table: resident ones from device memory, the others in place"
         } else {
-            "rows read in place over the link (the hot tier holds no row)"
+            "rows read in place over the link (no tier, or one that holds no row)"
         };
         tracing::debug!(
             kernel = self.args.kernel.name,
