@@ -177,6 +177,41 @@ impl RefreshMode {
     }
 }
 
+/// The refreshes of a batch loop: one falls due after every `--refresh-every` batches and
+/// begins at the first batch its mode allows ([`RefreshMode::may_begin`]).
+struct Refreshes {
+    every: usize,
+    mode: RefreshMode,
+    due: bool,
+}
+
+impl Refreshes {
+    fn new(args: &Args) -> Refreshes {
+        Refreshes {
+            every: args.refresh_every,
+            mode: args.refresh,
+            due: false,
+        }
+    }
+
+    /// After batch `k` (from 0): refresh `tier` on `queue` if one is due and may begin;
+    /// whether one began.
+    fn after<T: berth::DeviceCopy, M: MappedArg<T>>(
+        &mut self,
+        k: usize,
+        tier: &mut berth::HotTier<T, M>,
+        queue: &impl berth::Queue,
+    ) -> berth::Result<bool> {
+        self.due |= (k + 1).is_multiple_of(self.every);
+        if !(self.due && self.mode.may_begin(tier)) {
+            return Ok(false);
+        }
+        self.due = false;
+        self.mode.refresh(tier, queue)?;
+        Ok(true)
+    }
+}
+
 /// The host memory behind the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 enum Table {
@@ -476,14 +511,10 @@ fn run_queued<T: MappedArg<F4>>(
     let t = Instant::now();
     let mut host_s = 0.0;
     gpu.scope(|s| {
-        let mut due = false;
+        let mut refreshes = Refreshes::new(args);
         for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
             tier.gather(s, ids, out)?.detach();
-            due |= (k + 1) % args.refresh_every == 0;
-            if due && args.refresh.may_begin(tier) {
-                due = false;
-                args.refresh.refresh(tier, s)?;
-            }
+            refreshes.after(k, tier, s)?;
         }
         host_s = t.elapsed().as_secs_f64();
         Ok(())
@@ -571,7 +602,7 @@ fn run_view<T: MappedArg<F4>>(
     let batch = poison.len() / d4;
     let planned = replan(law, perm, rng, batch, outs, poison)?;
     let before = tier.stats();
-    let (mut seconds, mut due) = (0.0, false);
+    let (mut seconds, mut refreshes) = (0.0, Refreshes::new(args));
     let (mut noting_s, mut host_s, mut gpu_s) = (0.0, 0.0, 0.0);
     let (start, stop) = (gpu.event()?, gpu.event()?);
     for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
@@ -592,11 +623,7 @@ fn run_view<T: MappedArg<F4>>(
         host_s += t.elapsed().as_secs_f64();
         pending.wait()?;
         gpu_s += berth::Event::elapsed(&start, &stop)?.as_secs_f64();
-        due |= (k + 1) % args.refresh_every == 0;
-        if due && args.refresh.may_begin(tier) {
-            due = false;
-            args.refresh.refresh(tier, gpu)?;
-        }
+        refreshes.after(k, tier, gpu)?;
         seconds += t.elapsed().as_secs_f64();
     }
     let viewed = tier.stats().since(&before);
@@ -615,7 +642,7 @@ fn run_view<T: MappedArg<F4>>(
     let before = tier.stats();
     let t = Instant::now();
     gpu.scope(|s| {
-        let mut due = false;
+        let mut refreshes = Refreshes::new(args);
         for (k, (ids, out)) in planned.iter().zip(outs.iter_mut()).enumerate() {
             tier.note_reads(s, ids)?;
             berth_examples::embedding_gather_rows(
@@ -626,11 +653,7 @@ fn run_view<T: MappedArg<F4>>(
                 out,
             )?
             .detach();
-            due |= (k + 1) % args.refresh_every == 0;
-            if due && args.refresh.may_begin(tier) {
-                due = false;
-                args.refresh.refresh(tier, s)?;
-            }
+            refreshes.after(k, tier, s)?;
         }
         Ok(())
     })?;
@@ -687,6 +710,52 @@ struct Bagged {
     bad: usize,
 }
 
+/// One way of pooling a batch of ids in bags of `bag` rows of `d4` groups of four floats.
+#[derive(Clone, Copy)]
+struct Bag {
+    /// One kernel through the tier (`embedding_bag_rows`, the ids noted first), or the tier's
+    /// gather into a batch of rows then a kernel summing them (`embedding_bag_sum`).
+    fuse: bool,
+    bag: usize,
+    d4: usize,
+    /// One thread per 16 bytes of the sums.
+    grid: berth::Grid,
+}
+
+impl Bag {
+    /// Queue the pooling of `ids` into `sum` on `s` (through `out` where the rows are
+    /// gathered first), between the events `marks` where given, every guard detached.
+    fn queue<T: MappedArg<F4>>(
+        self,
+        s: &berth::Scope<'_>,
+        tier: &mut berth::HotTier<F4, T>,
+        ids: &[u32],
+        out: &mut berth::DeviceBuffer<F4>,
+        sum: &mut berth::DeviceBuffer<F4>,
+        marks: Option<(&berth::Event, &berth::Event)>,
+    ) -> berth::Result<()> {
+        let bag = self.bag as u32;
+        if self.fuse {
+            tier.note_reads(s, ids)?;
+        }
+        if let Some((start, _)) = marks {
+            start.record(s)?;
+        }
+        if self.fuse {
+            berth_examples::embedding_bag_rows(s, self.grid, bag, &*tier, tier.noted_ids(), sum)?
+                .detach();
+        } else {
+            tier.gather(s, ids, out)?.detach();
+            berth_examples::embedding_bag_sum(s, self.grid, bag, self.d4 as u32, &*out, sum)?
+                .detach();
+        }
+        if let Some((_, stop)) = marks {
+            stop.record(s)?;
+        }
+        Ok(())
+    }
+}
+
 /// Pool batches of `law` (drawn first) in bags of `args.bag` ids, a sum of their rows each
 /// (an embedding bag), two ways: one kernel reading and summing the rows through the tier
 /// (`embedding_bag_rows`, the ids noted first), and the tier's gather into a batch of rows
@@ -721,12 +790,18 @@ fn run_bag<T: MappedArg<F4>>(
     let (mut fused, mut split, mut bad) = (BagTimes::default(), BagTimes::default(), 0);
     for fuse in [true, false] {
         let times = if fuse { &mut fused } else { &mut split };
+        let way = Bag {
+            fuse,
+            bag,
+            d4,
+            grid,
+        };
         // A batch at a time.
         let planned = replan(law, perm, rng, batch, outs, poison)?;
         for sum in sums.iter_mut() {
             sum.copy_from(sum_poison)?;
         }
-        let mut due = false;
+        let mut refreshes = Refreshes::new(args);
         for (k, ((ids, out), sum)) in planned
             .iter()
             .zip(outs.iter_mut())
@@ -735,34 +810,12 @@ fn run_bag<T: MappedArg<F4>>(
         {
             let t = Instant::now();
             gpu.scope(|s| {
-                if fuse {
-                    tier.note_reads(s, ids)?;
-                    start.record(s)?;
-                    berth_examples::embedding_bag_rows(
-                        s,
-                        grid,
-                        bag as u32,
-                        &*tier,
-                        tier.noted_ids(),
-                        sum,
-                    )?
-                    .detach();
-                } else {
-                    start.record(s)?;
-                    tier.gather(s, ids, out)?.detach();
-                    berth_examples::embedding_bag_sum(s, grid, bag as u32, d4 as u32, &*out, sum)?
-                        .detach();
-                }
-                stop.record(s)?;
+                way.queue(s, tier, ids, out, sum, Some((&start, &stop)))?;
                 times.host_s += t.elapsed().as_secs_f64();
                 Ok(())
             })?;
             times.gpu_s += berth::Event::elapsed(&start, &stop)?.as_secs_f64();
-            due |= (k + 1) % args.refresh_every == 0;
-            if due && args.refresh.may_begin(tier) {
-                due = false;
-                args.refresh.refresh(tier, gpu)?;
-            }
+            refreshes.after(k, tier, gpu)?;
             times.seconds += t.elapsed().as_secs_f64();
         }
         for (ids, sum) in planned.iter().zip(&sums) {
@@ -775,34 +828,15 @@ fn run_bag<T: MappedArg<F4>>(
         }
         let t = Instant::now();
         gpu.scope(|s| {
-            let mut due = false;
+            let mut refreshes = Refreshes::new(args);
             for (k, ((ids, out), sum)) in planned
                 .iter()
                 .zip(outs.iter_mut())
                 .zip(&mut sums)
                 .enumerate()
             {
-                if fuse {
-                    tier.note_reads(s, ids)?;
-                    berth_examples::embedding_bag_rows(
-                        s,
-                        grid,
-                        bag as u32,
-                        &*tier,
-                        tier.noted_ids(),
-                        sum,
-                    )?
-                    .detach();
-                } else {
-                    tier.gather(s, ids, out)?.detach();
-                    berth_examples::embedding_bag_sum(s, grid, bag as u32, d4 as u32, &*out, sum)?
-                        .detach();
-                }
-                due |= (k + 1) % args.refresh_every == 0;
-                if due && args.refresh.may_begin(tier) {
-                    due = false;
-                    args.refresh.refresh(tier, s)?;
-                }
+                way.queue(s, tier, ids, out, sum, None)?;
+                refreshes.after(k, tier, s)?;
             }
             Ok(())
         })?;
@@ -960,8 +994,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     // has them ready, and each batch gathers into an output of its own, checked after the
     // last: between timed batches the host does nothing but time them.
     let (mut planned, mut outs) = (Vec::new(), Vec::new());
-    // Whether a refresh is due, and how many the timed batches began.
-    let (mut refresh_due, mut refreshes) = (false, 0usize);
+    // The refreshes, and how many the timed batches began.
+    let (mut due, mut refreshes) = (Refreshes::new(args), 0usize);
     // What no gather writes: NaN equals no row's value.
     let poison = vec![
         F4 {
@@ -1029,18 +1063,13 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         if !timed {
             requested.insert_all(ids);
         }
-        refresh_due |= (k + 1) % args.refresh_every == 0;
-        if refresh_due && args.refresh.may_begin(&tier) {
-            refresh_due = false;
-            // The time the batch loop's thread spends in the call: with `--refresh async`,
-            // starting the ranking (the ranking's kernels are queued, and waited for, inside
-            // a later gather, and counted in its time).
-            let t = Instant::now();
-            args.refresh.refresh(&mut tier, gpu)?;
-            if timed {
-                refresh_s += t.elapsed().as_secs_f64();
-                refreshes += 1;
-            }
+        // The time the batch loop's thread spends in a refresh: with `--refresh async`,
+        // starting the ranking (the ranking's kernels are queued, and waited for, inside a
+        // later gather, and counted in its time).
+        let t = Instant::now();
+        if due.after(k, &mut tier, gpu)? && timed {
+            refresh_s += t.elapsed().as_secs_f64();
+            refreshes += 1;
         }
     }
     for (ids, out) in planned.iter().zip(&outs) {
