@@ -101,6 +101,37 @@ pub fn bound_after(
         .map(|k| k - at)
 }
 
+/// The same bound as [`bound_after`], with the cost of a miss known from elsewhere (the
+/// batch time's change per unit of miss share between two laws of the same run, as the
+/// record finds it), where the run's own hit rates are the host's count, which credits a row
+/// captured on its miss only from the refresh that settles it. A tier that held every row
+/// requested before would take `steady + per_miss · (steady_requested − requested[k])` for
+/// batch `k`, `steady_requested` the mean share of the 8 batches before the first move:
+/// within 10% of the steady time from the first `k` where the 4 batches from `at + k` have
+/// on average `requested ≥ steady_requested − 0.1 · steady / per_miss`. `None` as for
+/// [`recovered_after`].
+pub fn bound_by_cost(
+    batch_s: &[f64],
+    requested: &[f64],
+    per_miss: f64,
+    first: usize,
+    at: usize,
+    end: usize,
+) -> Option<usize> {
+    let len = batch_s.len().min(requested.len());
+    if first < STEADY || at > end || end > len {
+        return None;
+    }
+    if per_miss <= 0.0 {
+        return Some(0);
+    }
+    let steady = median(&batch_s[first - STEADY..first]);
+    let need = mean(&requested[first - STEADY..first]) - 0.1 * steady / per_miss;
+    (at..end.saturating_sub(WINDOW - 1))
+        .find(|&k| mean(&requested[k..k + WINDOW]) >= need)
+        .map(|k| k - at)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +190,22 @@ mod tests {
         // The tier itself is back later than the bound.
         let back = recovered_after(&t, 8, 8, 18).expect("back");
         assert!(back >= 3, "{back}");
+    }
+
+    #[test]
+    fn a_known_cost_per_miss_bounds_the_recovery_by_the_rows_requested_before() {
+        // Steady: 0.15 a batch, 90% of the lookups of rows requested before; at 0.5 a unit
+        // of miss share, within 10% (0.015) needs at least 0.9 - 0.03 = 0.87 requested before.
+        let t = vec![0.15; 18];
+        let requested: Vec<f64> = [0.9; 8]
+            .into_iter()
+            .chain([0.8, 0.82, 0.84, 0.86, 0.88, 0.89, 0.9, 0.9, 0.9, 0.9])
+            .collect();
+        // The windows from 8 + k average 0.83, 0.85, 0.8675, 0.8825: 0.87 first at k = 3.
+        assert_eq!(bound_by_cost(&t, &requested, 0.5, 8, 8, 18), Some(3));
+        // Twice the cost per miss: 0.885 needed, first at k = 4 (0.8925).
+        assert_eq!(bound_by_cost(&t, &requested, 1.0, 8, 8, 18), Some(4));
+        assert_eq!(bound_by_cost(&t, &requested, 0.5, 8, 8, 10), None);
+        assert_eq!(bound_by_cost(&t, &requested, 0.5, 4, 8, 18), None);
     }
 }

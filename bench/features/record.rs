@@ -542,13 +542,19 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     if runs.is_empty() {
         return Ok(());
     }
+    let any_tier = match runs.first().and_then(|r| miss_cost(rows, r)) {
+        Some(c) => format!(
+            "A miss costs what the same run's steady laws of the same width at this exponent and above say: the slope of a batch's time over its share of misses ({c:.3} ms a batch were every lookup a miss, least squares). A tier that held every row requested before is within 10% of the steady time once the share requested before is at most 0.1 · steady / that cost below its steady share: the first batch from which the 4 reach it. An estimate, not a bound: the hotter law also reads its hit rows more from the GPU's caches, which the slope counts as the misses' cost, so it can be a few batches late."
+        ),
+        None => "With a batch's time fitted over the run as a fixed part plus a cost per miss (least squares, stalled batches left out), being back within 10% needs a hit rate of 1 − (1.1 · steady − fixed) / cost per miss: the first batch where that share reaches it (no bound where the times fit no such line).".to_owned(),
+    };
     writeln!(
         md,
-        "\nA drifting hot set: every few timed batches a share of the Zipf ranks (picked by a hash) move to rows a third of the table away, so the hot rows they bring were cold; the tier refreshed as above. Steady: the median wall time of the 8 batches before the first move (a refresh can stall the batch it lands on for milliseconds, so medians, not means); after: the slowest batch after a move; back within 10%: the first batch after each move from which the median of 4 batches is at most 1.1× the steady time (target: within {DRIFT_TARGET} batches). Any tier: a row never requested before misses in every tier, so the 4 batches from batch k hit at most the share of their lookups whose rows were requested before; with a batch's time fitted over the run as a fixed part plus a cost per miss (least squares, stalled batches left out), being back within 10% needs a hit rate of 1 − (1.1 · steady − fixed) / cost per miss: the first batch where that share reaches it (no bound where the times fit no such line). Slots kept free: `HotTier::keep_free`.\n"
+        "\nA drifting hot set: every few timed batches a share of the Zipf ranks (picked by a hash) move to rows a third of the table away, so the hot rows they bring were cold; the tier refreshed as above. Steady: the median wall time of the 8 batches before the first move (a refresh can stall the batch it lands on for milliseconds, so medians, not means); after: the slowest batch after a move; back within 10%: the first batch after each move from which the median of 4 batches is at most 1.1× the steady time (target: within {DRIFT_TARGET} batches). Any tier: a row never requested before misses in every tier, so the 4 batches from batch k hit at most the share of their lookups whose rows were requested before. {any_tier} Slots kept free: `HotTier::keep_free`.\n"
     )?;
     writeln!(
         md,
-        "| Zipf s | ranks moved | slots kept free | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before | target | rows right |"
+        "| Zipf s | ranks moved | slots kept free | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before (estimate) | target | rows right |"
     )?;
     writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")?;
     let batches = |key: &str, r: &Value| -> Vec<Option<u64>> {
@@ -605,10 +611,15 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
             Some(_) => judged(&|f, m, end| drift::recovered_after(&ms, f, m, end)),
             None => batches("drift_recovery_batches", r),
         };
-        let bound = if first.is_some() && hit.len() == ms.len() && requested.len() == ms.len() {
-            judged(&|f, m, end| drift::bound_after(&ms, &hit, &requested, f, m, end))
-        } else {
-            batches("drift_bound_batches", r)
+        let per_miss = miss_cost(rows, r);
+        let bound = match per_miss {
+            Some(c) if first.is_some() && requested.len() == ms.len() => {
+                judged(&|f, m, end| drift::bound_by_cost(&ms, &requested, c, f, m, end))
+            }
+            _ if first.is_some() && hit.len() == ms.len() && requested.len() == ms.len() => {
+                judged(&|f, m, end| drift::bound_after(&ms, &hit, &requested, f, m, end))
+            }
+            _ => batches("drift_bound_batches", r),
         };
         let met = !recovery.is_empty()
             && recovery
@@ -963,6 +974,32 @@ fn bags(md: &mut String, rows: &[Value]) -> Result {
     Ok(())
 }
 
+/// The cost of a miss for a drifting run `r`, in milliseconds a batch per unit of miss share:
+/// the slope of a batch's time (from the rate) over its share of misses (the second half's)
+/// across the same run's steady laws of the same width at `r`'s exponent and above (least
+/// squares), where the hit rates are settled; `None` without two such laws of different
+/// hit rates.
+fn miss_cost(rows: &[Value], r: &Value) -> Option<f64> {
+    let z = r["zipf"].as_f64()?;
+    let points: Vec<(f64, f64)> = rows
+        .iter()
+        .filter(|l| l["impl"] == "berth_hot_tier" && !drifting(l) && l["dim"] == r["dim"])
+        .filter(|l| l["ids"] != "rmat_2hop" && l["zipf"].as_f64().is_some_and(|s| s >= z - 1e-9))
+        .filter_map(|l| {
+            let t = l["batch"].as_f64()? / l["mrows_s"].as_f64()? / 1e3;
+            Some((1.0 - l["hit_rate_second_half"].as_f64()?, t))
+        })
+        .collect();
+    let n = points.len() as f64;
+    let (mx, my) = (
+        points.iter().map(|p| p.0).sum::<f64>() / n,
+        points.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (points.len() >= 2 && sxx > 1e-12).then(|| sxy / sxx)
+}
+
 /// The graph-sampled batches' row (nothing without a berth line for them).
 fn graph(md: &mut String, rows: &[Value]) -> Result {
     let by = |imp: &str| {
@@ -1287,6 +1324,27 @@ mod tests {
         assert!(!md.contains("| 1 | 50.0 |"), "{md}");
         assert!(
             md.contains("| 1.0 | 10.0% | 0 | 24 | 12 | 1.000 | 4.000 | 2 | 1 | ≤ 20: ✓ | yes |"),
+            "{md}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn any_tiers_recovery_costs_a_miss_at_the_runs_laws() -> Result {
+        // s = 1.0: 0.1 ms a batch at 10% misses; s = 1.2: 0.05 ms at 2%: 0.625 ms a unit of
+        // miss share. Steady 0.1 ms with 90% requested before: within 10% needs 0.9 - 0.016.
+        let text = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":64,"refresh_every":16,"mrows_s":655.36,"hit_rate_second_half":0.9,"drift_every":0,"ok":true}
+{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","dim":128,"batch":65536,"batches":64,"mrows_s":1310.72,"hit_rate_second_half":0.98,"drift_every":0,"ok":true}
+{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","dim":128,"batch":65536,"batches":24,"mrows_s":50.0,"hit_rate_second_half":0.5,"drift_every":12,"drift_share":0.1,"drift_recovery_batches":[9],"drift_bound_batches":[0],"batch_ms":[0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.3,0.2,0.14,0.11,0.1,0.1,0.1,0.1,0.1,0.1,0.1,0.1],"batch_requested_before":[0.9,0.9,0.9,0.9,0.9,0.9,0.9,0.9,0.9,0.9,0.9,0.9,0.85,0.86,0.87,0.88,0.89,0.9,0.9,0.9,0.9,0.9,0.9,0.9],"ok":true}"#;
+        let mut md = String::new();
+        write(&mut md, text)?;
+        assert!(
+            md.contains("(0.625 ms a batch were every lookup a miss"),
+            "{md}"
+        );
+        // Windows of the share requested before from the move: 0.865, 0.875, 0.885.
+        assert!(
+            md.contains("| 1.0 | 10.0% | 0 | 24 | 12 | 0.100 | 0.300 | 2 | 2 | ≤ 20: ✓ | yes |"),
             "{md}"
         );
         Ok(())

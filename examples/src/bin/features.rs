@@ -23,6 +23,7 @@ use std::time::Instant;
 
 /// How a drifting hot set's recovery is judged (shared with the record of the runs).
 #[path = "../../../bench/features/drift.rs"]
+#[allow(dead_code)] // `bound_by_cost` is the record's: it needs the cost of a miss of other laws
 mod drift;
 use drift::{bound_after, recovered_after};
 
