@@ -1366,6 +1366,38 @@ fn kernels_read_rows_of_a_table_with_no_tier_in_place() {
     read(&gpu, &gpu.managed_from(&host).unwrap(), &host, &ids);
 }
 
+/// A kernel reading a table with no tier, its guard leaked and the kernel held behind a gate,
+/// reads the table as it was when queued: a host write to the table waits for it.
+#[test]
+fn leaked_kernels_reading_a_table_with_no_tier_finish_before_the_host_writes_it() {
+    let gpu = gpu();
+    let rows = 500;
+    let host = random_f32(rows * WIDTH);
+    let mut table = gpu.mapped_from(&host).unwrap();
+    let mut r = rng();
+    let ids: Vec<u32> = (0..200).map(|_| r.random_range(0..rows as u32)).collect();
+    let (dev_ids, mut out) = for_kernel(&gpu, &ids);
+    let stream = gpu.stream().unwrap();
+    behind_a_gate(&gpu, &stream, || {
+        let view = InPlaceRows::new(&table, WIDTH).unwrap();
+        std::mem::forget(
+            rows_gather(
+                &stream,
+                Grid::cover(ids.len() * WIDTH),
+                &view,
+                &dev_ids,
+                &mut out,
+            )
+            .unwrap(),
+        );
+        // The kernel has not run (the gate holds its stream): the write waits for it.
+        table.fill(POISON);
+    });
+    stream.synchronize().unwrap();
+    check(&host, &ids, &out);
+    assert!(table.iter().all(|&v| v == POISON));
+}
+
 #[test]
 fn a_table_with_no_tier_is_whole_rows_of_its_own_context() {
     let a = Gpu::simulator();
