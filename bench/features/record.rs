@@ -544,7 +544,7 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     }
     let any_tier = match runs.first().and_then(|r| miss_cost(rows, r)) {
         Some(c) => format!(
-            "A miss costs what the same run's steady laws of the same width at this exponent and above say: the slope of a batch's time over its share of misses ({c:.3} ms a batch were every lookup a miss, least squares). A tier that held every row requested before is within 10% of the steady time once the share requested before is at most 0.1 · steady / that cost below its steady share: the first batch from which the 4 reach it. An estimate, not a bound: the hotter law also reads its hit rows more from the GPU's caches, which the slope counts as the misses' cost, so it can be a few batches late."
+            "A miss costs what the same run's steady laws of the same width at this exponent and above say: the slope of a batch's time over its share of misses ({c:.3} ms a batch were every lookup a miss, least squares). A tier that held every row requested before is within 10% of the steady time once the share requested before is at most 0.1 · steady / that cost below its steady share: the first batch from which the 4 reach it. An estimate, not a bound: the price of a miss is a slope between laws, and whether a median of 4 batches is within 10% turns on a few µs."
         ),
         None => "With a batch's time fitted over the run as a fixed part plus a cost per miss (least squares, stalled batches left out), being back within 10% needs a hit rate of 1 − (1.1 · steady − fixed) / cost per miss: the first batch where that share reaches it (no bound where the times fit no such line).".to_owned(),
     };
