@@ -1185,7 +1185,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         .collect();
     if !moves.is_empty() {
         println!(
-            "features: the hot set ({:.0}% of its ranks) moved at timed batches {moves:?}; gathers back within 10% of their steady time after {recovery:?} batches; any tier: not before {bound:?}",
+            "features: the hot set ({:.0}% of its ranks) moved at timed batches {moves:?}; gathers back within 10% of their steady time after {recovery:?} batches; any tier, by a line fitted to the host's hit counts (which credit a captured row only at the refresh that settles it; the record prices a miss from the steady laws instead): not before {bound:?}",
             100.0 * args.drift_share
         );
     }
