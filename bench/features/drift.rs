@@ -75,7 +75,10 @@ pub fn time_model(batch_s: &[f64], hit: &[f64]) -> Option<(f64, f64)> {
 /// time (the median of the 8 batches before the first move) needs a hit rate of at least
 /// `1 - (1.1 · steady - fixed) / per_miss`: the first `k` where the 4 batches from `at + k`
 /// could have it on average. `None` as for [`recovered_after`], or where the batch times do
-/// not fit such a model (then no bound is claimed).
+/// not fit such a model (then no bound is claimed). The hit rates are the host's count, which
+/// credits a row captured on its miss only from the refresh that settles it: after a move
+/// they fall further than the GPU's, and the fit prices a miss too low. The record uses
+/// [`bound_by_cost`] where the run has steady laws to price it.
 pub fn bound_after(
     batch_s: &[f64],
     hit: &[f64],
