@@ -54,6 +54,12 @@ pub fn time_model(batch_s: &[f64], hit: &[f64]) -> Option<(f64, f64)> {
         .filter(|&(&t, _)| t <= cap)
         .map(|(&t, &h)| (1.0 - h, t))
         .collect();
+    line_fit(&points)
+}
+
+/// The least-squares line `y ≈ a + b·x` through `points` (`(x, y)`): `(a, b)`. `None` without
+/// two points of different `x`.
+pub fn line_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     let n = points.len() as f64;
     let (mx, my) = (
         points.iter().map(|p| p.0).sum::<f64>() / n,
@@ -64,8 +70,8 @@ pub fn time_model(batch_s: &[f64], hit: &[f64]) -> Option<(f64, f64)> {
     if points.len() < 2 || sxx <= 1e-12 {
         return None;
     }
-    let per_miss = sxy / sxx;
-    Some((my - per_miss * mx, per_miss))
+    let b = sxy / sxx;
+    Some((my - b * mx, b))
 }
 
 /// The same as [`recovered_after`] for any tier, from what it could know: a lookup of a row

@@ -990,14 +990,7 @@ fn miss_cost(rows: &[Value], r: &Value) -> Option<f64> {
             Some((1.0 - l["hit_rate_second_half"].as_f64()?, t))
         })
         .collect();
-    let n = points.len() as f64;
-    let (mx, my) = (
-        points.iter().map(|p| p.0).sum::<f64>() / n,
-        points.iter().map(|p| p.1).sum::<f64>() / n,
-    );
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx) * (p.0 - mx)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    (points.len() >= 2 && sxx > 1e-12).then(|| sxy / sxx)
+    drift::line_fit(&points).map(|(_, per_miss)| per_miss)
 }
 
 /// The graph-sampled batches' row (nothing without a berth line for them).

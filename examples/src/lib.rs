@@ -414,20 +414,23 @@ pub fn sum_with_progress(
 /// coalesced reads, and only the rows asked for cross the link.
 #[gpu_kernel]
 pub fn embedding_gather(dim4: u32, #[mapped] table: &[F4], ids: &[u32], out: &mut [F4]) {
-    gather_rows(dim4, &table, &ids, &mut out);
+    let d = dim4 as usize;
+    gather_rows(d, &ids, &mut out, |id, j| &table[id * d + j]);
 }
 
 /// [`embedding_gather`] from a table in device memory (the "copy it all first" strategy).
 #[gpu_kernel]
 pub fn embedding_gather_device(dim4: u32, table: &[F4], ids: &[u32], out: &mut [F4]) {
-    gather_rows(dim4, &table, &ids, &mut out);
+    let d = dim4 as usize;
+    gather_rows(d, &ids, &mut out, |id, j| &table[id * d + j]);
 }
 
 /// [`embedding_gather`] from a host table placed by the cost model (`#[auto]`), from the
 /// launch's access hint (`Touch::Rows`).
 #[gpu_kernel]
 pub fn embedding_gather_auto(dim4: u32, #[auto] table: &[F4], ids: &[u32], out: &mut [F4]) {
-    gather_rows(dim4, &table, &ids, &mut out);
+    let d = dim4 as usize;
+    gather_rows(d, &ids, &mut out, |id, j| &table[id * d + j]);
 }
 
 /// [`embedding_gather`] through a hot tier: the kernel reads each row by its id
@@ -436,23 +439,7 @@ pub fn embedding_gather_auto(dim4: u32, #[auto] table: &[F4], ids: &[u32], out: 
 /// bytes of output.
 #[gpu_kernel]
 pub fn embedding_gather_rows(#[auto] table: &Rows<F4>, #[mapped] ids: &[u32], out: &mut [F4]) {
-    let g = thread::index();
-    let d = table.width();
-    if d == 0 || g >= out.len() {
-        return;
-    }
-    let b = g.get() / d;
-    if b < ids.len() {
-        // Field by field: the four loads merge into one 16-byte access (`ld.global.v4.b32`),
-        // where a copy of the whole struct is lowered to two 8-byte ones.
-        let r = &table.row(ids[b] as usize)[g.get() % d];
-        out[g] = F4 {
-            x: r.x,
-            y: r.y,
-            z: r.z,
-            w: r.w,
-        };
-    }
+    gather_rows(table.width(), &ids, &mut out, |id, j| &table.row(id)[j]);
 }
 
 /// An embedding bag with sum pooling, read through a hot tier: bag `b` sums the rows of
@@ -535,23 +522,24 @@ fn pool<'r>(first: usize, end: usize, row: impl Fn(usize) -> &'r F4) -> F4 {
     }
 }
 
-/// One thread per 16 bytes of output: `out[b * d + j] = table[ids[b] * d + j]`.
+/// One thread per 16 bytes of output: `out[b * d + j] = unit(ids[b], j)`, the `j`-th group of
+/// four of row `ids[b]`, for rows of `d` groups.
 #[inline(always)]
-fn gather_rows<T: core::ops::Index<usize, Output = F4> + ?Sized>(
-    dim4: u32,
-    table: &T,
+fn gather_rows<'t>(
+    d: usize,
     ids: &[u32],
     out: &mut SliceMut<'_, F4>,
+    unit: impl Fn(usize, usize) -> &'t F4,
 ) {
     let g = thread::index();
-    let d = dim4 as usize;
     if d == 0 || g >= out.len() {
         return;
     }
     let (b, j) = (g / d, g % d);
     if b < ids.len() {
-        // Field by field, as in `embedding_gather_rows`.
-        let r = &table[ids[b] as usize * d + j];
+        // Field by field: the four loads merge into one 16-byte access (`ld.global.v4.b32`),
+        // where a copy of the whole struct is lowered to two 8-byte ones.
+        let r = unit(ids[b] as usize, j);
         out[g] = F4 {
             x: r.x,
             y: r.y,

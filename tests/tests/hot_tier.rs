@@ -1202,6 +1202,23 @@ fn a_refresh_whose_kernels_fail_to_queue_stays_pending() {
 }
 
 /// `ids` in mapped memory, and an output of their rows, poisoned.
+/// The rows `ids`, noted for the tier with `note_reads`, read by a kernel through the tier
+/// (`noted_ids`) into a poisoned output: equal to `host`'s rows, bit for bit.
+fn kernel_reads_noted(gpu: &Gpu, t: &HotTier<f32>, host: &[f32], ids: &[u32]) {
+    let mut out = poisoned(gpu, ids.len());
+    rows_gather(
+        gpu,
+        Grid::cover(ids.len() * WIDTH),
+        t,
+        t.noted_ids(),
+        &mut out,
+    )
+    .unwrap()
+    .wait()
+    .unwrap();
+    check(host, ids, &out);
+}
+
 fn for_kernel(gpu: &Gpu, ids: &[u32]) -> (MappedBuffer<u32>, DeviceBuffer<f32>) {
     (gpu.mapped_from(ids).unwrap(), poisoned(gpu, ids.len()))
 }
@@ -1230,18 +1247,7 @@ fn kernels_read_rows_through_the_tier_as_gathers_do_across_refreshes_and_evictio
                 t.note_reads(&gpu, &ids).unwrap();
                 // The ids as the tier staged them, read in place by the kernel.
                 assert_eq!(t.noted_ids().to_vec(), ids);
-                let mut out = poisoned(&gpu, ids.len());
-                rows_gather(
-                    &gpu,
-                    Grid::cover(ids.len() * WIDTH),
-                    &t,
-                    t.noted_ids(),
-                    &mut out,
-                )
-                .unwrap()
-                .wait()
-                .unwrap();
-                check(&host, &ids, &out);
+                kernel_reads_noted(&gpu, &t, &host, &ids);
             }
             let batch_stats = t.stats().since(&before);
             assert_eq!((batch_stats.gathers, batch_stats.rows), (1, 500));
@@ -1273,18 +1279,7 @@ fn a_kernel_reads_rows_of_any_tier_form() {
         assert_eq!(t.resident_rows(), if whole { rows } else { 0 });
         for _ in 0..3 {
             t.note_reads(&gpu, &ids).unwrap();
-            let mut out = poisoned(&gpu, ids.len());
-            rows_gather(
-                &gpu,
-                Grid::cover(ids.len() * WIDTH),
-                &t,
-                t.noted_ids(),
-                &mut out,
-            )
-            .unwrap()
-            .wait()
-            .unwrap();
-            check(&host, &ids, &out);
+            kernel_reads_noted(&gpu, &t, &host, &ids);
             t.refresh(&gpu).unwrap();
         }
         let s = t.stats();
@@ -1521,18 +1516,7 @@ fn a_pending_refresh_is_applied_before_the_kernel_that_follows_note_reads() {
         std::thread::yield_now();
     }
     assert!(hot.iter().all(|&id| t.is_resident(id)), "{t:?}");
-    let mut out = poisoned(&gpu, hot.len());
-    rows_gather(
-        &gpu,
-        Grid::cover(hot.len() * WIDTH),
-        &t,
-        t.noted_ids(),
-        &mut out,
-    )
-    .unwrap()
-    .wait()
-    .unwrap();
-    check(&host, &hot, &out);
+    kernel_reads_noted(&gpu, &t, &host, &hot);
 }
 
 #[test]
