@@ -475,6 +475,19 @@ fn dump(path: &std::path::Path, ids: &[u32]) -> std::io::Result<()> {
     f.write_all(&bytes)
 }
 
+/// What the runs after the timed batches share: the tier, the law (its ids drawn again for
+/// each run) and the outputs, one a batch, with what poisons them.
+struct Again<'a, T: MappedArg<F4>> {
+    args: &'a Args,
+    gpu: &'a Gpu,
+    tier: &'a mut berth::HotTier<F4, T>,
+    perm: &'a [u32],
+    law: &'a Law<'a>,
+    rng: &'a mut rand::rngs::StdRng,
+    outs: &'a mut [berth::DeviceBuffer<F4>],
+    poison: &'a [F4],
+}
+
 /// The batches of [`run_queued`].
 struct Queued {
     /// Wall time from before the first gather to the scope's end.
@@ -495,17 +508,18 @@ struct Queued {
 /// Time as many batches again as `outs` holds, of `law` (drawn first), queued back to back in
 /// a scope: each gather into an output of its own (poisoned first), refreshes as in the timed
 /// loop, one wait at the end; every row checked after it.
-#[allow(clippy::too_many_arguments)]
 fn run_queued<T: MappedArg<F4>>(
-    args: &Args,
-    gpu: &Gpu,
-    tier: &mut berth::HotTier<F4, T>,
-    perm: &[u32],
-    law: &Law,
-    rng: &mut rand::rngs::StdRng,
-    outs: &mut [berth::DeviceBuffer<F4>],
-    poison: &[F4],
+    again: &mut Again<'_, T>,
 ) -> Result<Queued, Box<dyn std::error::Error>> {
+    let Again {
+        args,
+        gpu,
+        perm,
+        law,
+        poison,
+        ..
+    } = *again;
+    let (tier, rng, outs) = (&mut *again.tier, &mut *again.rng, &mut *again.outs);
     let (batches, batch) = (outs.len(), poison.len() / tier.width());
     let planned = replan(law, perm, rng, batch, outs, poison)?;
     let before = tier.stats();
@@ -588,17 +602,18 @@ struct Viewed {
 /// them from, counted; a ranked refresh's kernels queued first), the kernel launched into an
 /// output of its own (poisoned first) and waited for, refreshes as in the timed loop; then as
 /// many again queued back to back in a scope, one wait at the end; every row checked.
-#[allow(clippy::too_many_arguments)]
 fn run_view<T: MappedArg<F4>>(
-    args: &Args,
-    gpu: &Gpu,
-    tier: &mut berth::HotTier<F4, T>,
-    perm: &[u32],
-    law: &Law,
-    rng: &mut rand::rngs::StdRng,
-    outs: &mut [berth::DeviceBuffer<F4>],
-    poison: &[F4],
+    again: &mut Again<'_, T>,
 ) -> Result<Viewed, Box<dyn std::error::Error>> {
+    let Again {
+        args,
+        gpu,
+        perm,
+        law,
+        poison,
+        ..
+    } = *again;
+    let (tier, rng, outs) = (&mut *again.tier, &mut *again.rng, &mut *again.outs);
     let (batches, d4) = (outs.len(), tier.width());
     let batch = poison.len() / d4;
     let planned = replan(law, perm, rng, batch, outs, poison)?;
@@ -764,17 +779,18 @@ impl Bag {
 /// a time (in a scope of its own, waited for at its end), then as many again queued back to
 /// back in one scope; refreshes as in the timed loop; every sum checked against the host's,
 /// added in the same order.
-#[allow(clippy::too_many_arguments)]
 fn run_bag<T: MappedArg<F4>>(
-    args: &Args,
-    gpu: &Gpu,
-    tier: &mut berth::HotTier<F4, T>,
-    perm: &[u32],
-    law: &Law,
-    rng: &mut rand::rngs::StdRng,
-    outs: &mut [berth::DeviceBuffer<F4>],
-    poison: &[F4],
+    again: &mut Again<'_, T>,
 ) -> Result<Bagged, Box<dyn std::error::Error>> {
+    let Again {
+        args,
+        gpu,
+        perm,
+        law,
+        poison,
+        ..
+    } = *again;
+    let (tier, rng, outs) = (&mut *again.tier, &mut *again.rng, &mut *again.outs);
     let (batches, d4, bag) = (outs.len(), tier.width(), args.bag);
     let batch = poison.len() / d4;
     if !batch.is_multiple_of(bag) {
@@ -1116,10 +1132,18 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let model_tier_batch = batch as f64 / through_tier.batch_s();
     let model_tier_queued = batch as f64 / through_tier.queued_s();
     let model_mapped = batch as f64 / model.mapped_s;
+    let mut again = Again {
+        args,
+        gpu,
+        tier: &mut tier,
+        perm,
+        law,
+        rng,
+        outs: &mut outs,
+        poison: &poison,
+    };
     let queued = if args.queued {
-        Some(run_queued(
-            args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
-        )?)
+        Some(run_queued(&mut again)?)
     } else {
         None
     };
@@ -1127,9 +1151,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         bad += q.bad;
     }
     let viewed = if args.view {
-        Some(run_view(
-            args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
-        )?)
+        Some(run_view(&mut again)?)
     } else {
         None
     };
@@ -1137,9 +1159,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         bad += v.bad;
     }
     let bagged = if args.bag > 0 {
-        Some(run_bag(
-            args, gpu, &mut tier, perm, law, rng, &mut outs, &poison,
-        )?)
+        Some(run_bag(&mut again)?)
     } else {
         None
     };
