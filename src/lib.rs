@@ -128,13 +128,13 @@ pub use berth_macros::{DeviceCopy, unroll};
 #[cfg(not(target_arch = "nvptx64"))]
 pub use berth_runtime::{
     Backend, Cacheable, CollectiveType, DeviceArg, DeviceBuffer, DeviceCache, DeviceLimits,
-    DeviceProgress, DeviceSet, Dim3, Error, Event, Gpu, Graph, Grid, Held, HostAccess, HostFlags,
-    HostShared, HotTier, HotTierStats, InPlaceRows, InboxBuffer, LinkProfile, ManagedBuffer,
-    MappedArg, MappedBuffer, NotedIds, OutboxBuffer, PanicReport, PeerPath, PeerView, Pending,
-    PinnedArg, PinnedBuffer, PinnedOptions, PipelineOptions, PipelineRun, PipelineStats, Placed,
-    PoolStats, Queue, RESTART_ENV, Recorder, ReduceOp, Refresh, RegisterError, Registered, Result,
-    RowSource, Scope, Sharded, SharedHost, SignalBuffer, Stream, auto_plan, nvtx, placement,
-    placement::Touch, ptx, raw, restart_process,
+    DeviceProgress, DeviceSet, Dim3, Error, Event, GatherReads, Gpu, Graph, Grid, Held, HostAccess,
+    HostFlags, HostShared, HotTier, HotTierStats, InPlaceRows, InboxBuffer, LinkProfile,
+    ManagedBuffer, MappedArg, MappedBuffer, NotedIds, OutboxBuffer, PanicReport, PeerPath,
+    PeerView, Pending, PinnedArg, PinnedBuffer, PinnedOptions, PipelineOptions, PipelineRun,
+    PipelineStats, Placed, PoolStats, Queue, RESTART_ENV, Recorder, ReduceOp, Refresh,
+    RegisterError, Registered, Result, RowSource, Scope, Sharded, SharedHost, SignalBuffer, Stream,
+    auto_plan, nvtx, placement, placement::Touch, ptx, raw, restart_process,
 };
 
 /// Everything a kernel crate and its host code usually need.

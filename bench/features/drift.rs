@@ -81,10 +81,11 @@ pub fn line_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 /// time (the median of the 8 batches before the first move) needs a hit rate of at least
 /// `1 - (1.1 · steady - fixed) / per_miss`: the first `k` where the 4 batches from `at + k`
 /// could have it on average. `None` as for [`recovered_after`], or where the batch times do
-/// not fit such a model (then no bound is claimed). The hit rates are the host's count, which
-/// credits a row captured on its miss only from the refresh that settles it: after a move
-/// they fall further than the GPU's, and the fit prices a miss too low. The record uses
-/// [`bound_by_cost`] where the run has steady laws to price it.
+/// not fit such a model (then no bound is claimed). The hit rates are to be the GPU's count
+/// (`HotTier::gather_reads`): the host's record credits a row captured on its miss only from
+/// the refresh that settles it, so after a move its rates fall further than the GPU's and a
+/// fit to them prices a miss too low ([`bound_by_cost`] prices it from elsewhere for runs
+/// that have only those).
 pub fn bound_after(
     batch_s: &[f64],
     hit: &[f64],
@@ -112,8 +113,8 @@ pub fn bound_after(
 
 /// The same bound as [`bound_after`], with the cost of a miss known from elsewhere (the
 /// batch time's change per unit of miss share between two laws of the same run, as the
-/// record finds it), where the run's own hit rates are the host's count, which credits a row
-/// captured on its miss only from the refresh that settles it. A tier that held every row
+/// record finds it), for runs whose per-batch hit rates are the host's count only, which
+/// credits a row captured on its miss only from the refresh that settles it. A tier that held every row
 /// requested before would take `steady + per_miss · (steady_requested − requested[k])` for
 /// batch `k`, `steady_requested` the mean share of the 8 batches before the first move:
 /// within 10% of the steady time from the first `k` where the 4 batches from `at + k` have
@@ -139,6 +140,19 @@ pub fn bound_by_cost(
     (at..end.saturating_sub(WINDOW - 1))
         .find(|&k| mean(&requested[k..k + WINDOW]) >= need)
         .map(|k| k - at)
+}
+
+/// Batches after a move over which [`missed_beyond`] compares a tier with any tier: the
+/// target's span.
+pub const SPAN: usize = 20;
+
+/// The share of the lookups of the [`SPAN`] batches from a move at `at` (fewer where the next
+/// move or the end, `end`, comes first) that the tier missed beyond those of rows never
+/// requested before, which every tier misses: the mean of `requested[k] − hit[k]`, the hit
+/// rates the GPU's count. `None` without such batches.
+pub fn missed_beyond(hit: &[f64], requested: &[f64], at: usize, end: usize) -> Option<f64> {
+    let end = end.min(at + SPAN).min(hit.len()).min(requested.len());
+    (at < end).then(|| (at..end).map(|k| requested[k] - hit[k]).sum::<f64>() / (end - at) as f64)
 }
 
 #[cfg(test)]
@@ -199,6 +213,19 @@ mod tests {
         // The tier itself is back later than the bound.
         let back = recovered_after(&t, 8, 8, 18).expect("back");
         assert!(back >= 3, "{back}");
+    }
+
+    #[test]
+    fn a_tier_misses_beyond_any_tier_by_its_hits_below_the_rows_requested_before() {
+        let requested = [0.9, 0.9, 0.8, 0.85, 0.9];
+        let hit = [0.88, 0.88, 0.7, 0.8, 0.89];
+        // From the move at 2: (0.1 + 0.05 + 0.01) / 3.
+        let m = missed_beyond(&hit, &requested, 2, 5).expect("batches");
+        assert!((m - 0.16 / 3.0).abs() < 1e-12, "{m}");
+        // Up to the next move only, and none past the end.
+        let m = missed_beyond(&hit, &requested, 2, 3).expect("batches");
+        assert!((m - 0.1).abs() < 1e-12, "{m}");
+        assert_eq!(missed_beyond(&hit, &requested, 5, 9), None);
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
     )?;
     writeln!(
         md,
-        "The `features` example (`docs/hot-tier.md`): a {} GiB host table of {}-float rows ({}), a device budget of {:.1} GiB, batches of {} ids drawn from a Zipf law (ranks scattered over the table), {} batches to fill the tier untimed, then {} timed back to back (gathers and refreshes, every {} batches; their ids drawn before the first, as a loader has them ready, each batch into an output of its own, every row checked against the host after the last). PyTorch's usual path (`bench/features/anchor.py`, same run): CPU `index_select` with 16 threads into pinned memory, then a non-blocking copy. {} (`--host-share`). Without a tier: the same ids, every row read in place by the GPU, or every row gathered by host threads. Rows requested before: the share of the second half's lookups whose row an earlier lookup of the run (warmup included) had requested; a row never requested before misses in any tier, so no policy's hit rate exceeds it. The split bound: the hit fraction of a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on the GPU, and the rest at berth's faster rate for the uniform law without a tier.\n",
+        "The `features` example (`docs/hot-tier.md`): a {} GiB host table of {}-float rows ({}), a device budget of {:.1} GiB, batches of {} ids drawn from a Zipf law (ranks scattered over the table), {} batches to fill the tier untimed, then {} timed back to back (gathers and refreshes, every {} batches; their ids drawn before the first, as a loader has them ready, each batch into an output of its own, every row checked against the host after the last). PyTorch's usual path (`bench/features/anchor.py`, same run): CPU `index_select` with 16 threads into pinned memory, then a non-blocking copy. {} (`--host-share`). Without a tier: the same ids, every row read in place by the GPU, or every row gathered by host threads. Hit rate (berth): the share of the second half's rows the gather kernels read from device memory, as the GPU counts them (`HotTier::gather_reads`; a row captured on its miss is read from device memory from the next batch on). Rows requested before: the share of the second half's lookups whose row an earlier lookup of the run (warmup included) had requested; a row never requested before misses in any tier, so no policy's hit rate exceeds it. The split bound: the hit fraction of a tier of the hottest rows (the anchor's) at the rate of a gather from the whole table on the GPU, and the rest at berth's faster rate for the uniform law without a tier.\n",
         first["table_gib"].as_f64().unwrap_or(0.0),
         first["dim"],
         match first["table"].as_str() {
@@ -154,12 +154,7 @@ pub fn write(md: &mut String, text: &str) -> Result {
             md,
             "| {z} | {} | {} | {} | {} | {} | {} | {target_cell} | {} | {} | {} | {} | {} | {} |",
             cell(b, 1),
-            cell(
-                berth
-                    .and_then(|v| v["hit_rate_second_half"].as_f64())
-                    .map(|h| 100.0 * h),
-                1
-            ) + "%",
+            cell(berth.and_then(hit_late).map(|h| 100.0 * h), 1) + "%",
             percent(berth.and_then(|v| v["requested_before_second_half"].as_f64())),
             cell(hit_ideal.map(|h| 100.0 * h), 1) + "%",
             cell(mrows(torch), 1),
@@ -320,7 +315,7 @@ Row widths: the same laws, batches and budget over tables of the same bytes with
                 cell(table_rows, 0),
                 cell(b, 1),
                 cell(b.map(|b| b * (4 * dim) as f64 / 1e3), 1),
-                percent(berth.and_then(|v| v["hit_rate_second_half"].as_f64())),
+                percent(berth.and_then(hit_late)),
                 cell(torch, 1),
                 cell(b.zip(torch).map(|(b, t)| b / t), 2) + "×",
                 cell(mrows(line(&of_width, "berth_mapped_only", z)), 1),
@@ -542,7 +537,9 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     if runs.is_empty() {
         return Ok(());
     }
+    let counted = runs.iter().all(|r| r["batch_gpu_hit_rate"].is_array());
     let any_tier = match runs.first().and_then(|r| miss_cost(rows, r)) {
+        _ if counted => "The GPU counts each batch's misses (`HotTier::gather_reads`). A batch's time, fitted over the run's batches as a fixed part plus a cost per miss (least squares, stalled batches left out; the cost is the table's column, in ms a batch were every lookup a miss), is within 10% of the steady time at a hit rate of 1 − (1.1 · steady − fixed) / cost; any tier is back from the first batch from which 4 batches have that share of lookups of rows requested before on average. Beyond any tier: the share of the lookups of the 20 batches after each move that berth missed beyond those of rows never requested before.".to_owned(),
         Some(c) => format!(
             "A miss costs what the same run's steady laws of the same width at this exponent and above say: the slope of a batch's time over its share of misses ({c:.3} ms a batch were every lookup a miss, least squares). A tier that held every row requested before is within 10% of the steady time once the share requested before is at most 0.1 · steady / that cost below its steady share: the first batch from which the 4 reach it. An estimate, not a bound: the price of a miss is a slope between laws, and whether a median of 4 batches is within 10% turns on a few µs."
         ),
@@ -554,9 +551,12 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     )?;
     writeln!(
         md,
-        "| Zipf s | ranks moved | slots kept free | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before (estimate) | target | rows right |"
+        "| Zipf s | ranks moved | slots kept free | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before | a miss, ms a batch | berth's misses beyond any tier's, 20 batches after each move | target | rows right |"
     )?;
-    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---|---|---|---|")?;
+    writeln!(
+        md,
+        "|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|---|---|"
+    )?;
     let batches = |key: &str, r: &Value| -> Vec<Option<u64>> {
         r[key]
             .as_array()
@@ -611,8 +611,14 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
             Some(_) => judged(&|f, m, end| drift::recovered_after(&ms, f, m, end)),
             None => batches("drift_recovery_batches", r),
         };
+        let gpu_hit = floats("batch_gpu_hit_rate");
+        let counted = first.is_some() && gpu_hit.len() == ms.len() && requested.len() == ms.len();
+        let fit = drift::time_model(&ms, &gpu_hit).filter(|_| counted);
         let per_miss = miss_cost(rows, r);
         let bound = match per_miss {
+            _ if counted => {
+                judged(&|f, m, end| drift::bound_after(&ms, &gpu_hit, &requested, f, m, end))
+            }
             Some(c) if first.is_some() && requested.len() == ms.len() => {
                 judged(&|f, m, end| drift::bound_by_cost(&ms, &requested, c, f, m, end))
             }
@@ -621,13 +627,26 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
             }
             _ => batches("drift_bound_batches", r),
         };
+        let beyond: Vec<String> = if counted {
+            moves
+                .iter()
+                .enumerate()
+                .filter_map(|(i, &m)| {
+                    let end = moves.get(i + 1).copied().unwrap_or(ms.len());
+                    drift::missed_beyond(&gpu_hit, &requested, m, end)
+                })
+                .map(|b| format!("{:.1}%", 100.0 * b))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let met = !recovery.is_empty()
             && recovery
                 .iter()
                 .all(|k| k.is_some_and(|k| k <= DRIFT_TARGET));
         writeln!(
             md,
-            "| {} | {} | {} | {} | {every} | {} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
+            "| {} | {} | {} | {} | {every} | {} | {} | {} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
             r["zipf"],
             percent(r["drift_share"].as_f64().or(Some(1.0))),
             r["keep_free"].as_u64().unwrap_or(0),
@@ -636,6 +655,12 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
             cell(slowest, 3),
             list(&recovery),
             list(&bound),
+            cell(fit.map(|(_, c)| c).or(per_miss), 3),
+            if beyond.is_empty() {
+                "–".to_owned()
+            } else {
+                beyond.join(", ")
+            },
             if recovery.is_empty() {
                 "–"
             } else if met {
@@ -974,6 +999,14 @@ fn bags(md: &mut String, rows: &[Value]) -> Result {
     Ok(())
 }
 
+/// The second half's hit rate of a run: the GPU's count (every row, a row captured on its miss
+/// a hit from the next batch on), or, in lines that lack it, the host's record's.
+fn hit_late(r: &Value) -> Option<f64> {
+    r["gpu_hit_rate_second_half"]
+        .as_f64()
+        .or(r["hit_rate_second_half"].as_f64())
+}
+
 /// The cost of a miss for a drifting run `r`, in milliseconds a batch per unit of miss share:
 /// the slope of a batch's time (from the rate) over its share of misses (the second half's)
 /// across the same run's steady laws of the same width at `r`'s exponent and above (least
@@ -987,7 +1020,7 @@ fn miss_cost(rows: &[Value], r: &Value) -> Option<f64> {
         .filter(|l| l["ids"] != "rmat_2hop" && l["zipf"].as_f64().is_some_and(|s| s >= z - 1e-9))
         .filter_map(|l| {
             let t = l["batch"].as_f64()? / l["mrows_s"].as_f64()? / 1e3;
-            Some((1.0 - l["hit_rate_second_half"].as_f64()?, t))
+            Some((1.0 - hit_late(l)?, t))
         })
         .collect();
     drift::line_fit(&points).map(|(_, per_miss)| per_miss)
@@ -1029,7 +1062,7 @@ fn graph(md: &mut String, rows: &[Value]) -> Result {
         md,
         "| R-MAT 2-hop | {} | {}% | {} | {}× | ≥ 4×: {} | {} | {} | {} | {} |",
         cell(b, 1),
-        cell(berth["hit_rate_second_half"].as_f64().map(|h| 100.0 * h), 1),
+        cell(hit_late(berth).map(|h| 100.0 * h), 1),
         cell(t, 1),
         cell(ratio, 2),
         match ratio {
@@ -1316,7 +1349,9 @@ mod tests {
         assert!(md.contains("| 1 | 100.0 | 90.0% |"), "{md}");
         assert!(!md.contains("| 1 | 50.0 |"), "{md}");
         assert!(
-            md.contains("| 1.0 | 10.0% | 0 | 24 | 12 | 1.000 | 4.000 | 2 | 1 | ≤ 20: ✓ | yes |"),
+            md.contains(
+                "| 1.0 | 10.0% | 0 | 24 | 12 | 1.000 | 4.000 | 2 | 1 | – | – | ≤ 20: ✓ | yes |"
+            ),
             "{md}"
         );
         Ok(())
@@ -1337,7 +1372,51 @@ mod tests {
         );
         // Windows of the share requested before from the move: 0.865, 0.875, 0.885.
         assert!(
-            md.contains("| 1.0 | 10.0% | 0 | 24 | 12 | 0.100 | 0.300 | 2 | 2 | ≤ 20: ✓ | yes |"),
+            md.contains(
+                "| 1.0 | 10.0% | 0 | 24 | 12 | 0.100 | 0.300 | 2 | 2 | 0.625 | – | ≤ 20: ✓ | yes |"
+            ),
+            "{md}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn any_tiers_recovery_costs_a_miss_at_the_runs_own_batches_counted_by_the_gpu() -> Result {
+        // Each batch 0.05 ms plus 0.5 ms a unit of miss share (the GPU's count); steady 0.1 ms
+        // at 90% hits: within 10% needs a hit rate of 1 - (0.11 - 0.05) / 0.5 = 0.88, which
+        // the share requested before reaches on average in the 4 batches from the move + 2.
+        let ms = [0.1; 12]
+            .into_iter()
+            .chain([0.15, 0.14, 0.125, 0.115, 0.104])
+            .chain([0.1; 7]);
+        let hit = [0.9; 12]
+            .into_iter()
+            .chain([0.8, 0.82, 0.85, 0.87, 0.892])
+            .chain([0.9; 7]);
+        let requested = [0.9; 12]
+            .into_iter()
+            .chain([0.85, 0.86, 0.87, 0.88, 0.89])
+            .chain([0.9; 7]);
+        let list = |v: &mut dyn Iterator<Item = f64>| {
+            v.map(|x| x.to_string()).collect::<Vec<_>>().join(",")
+        };
+        let text = format!(
+            r#"{{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":64,"refresh_every":16,"mrows_s":655.36,"hit_rate_second_half":0.9,"drift_every":0,"ok":true}}
+{{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","dim":128,"batch":65536,"batches":64,"mrows_s":1310.72,"hit_rate_second_half":0.98,"drift_every":0,"ok":true}}
+{{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","dim":128,"batch":65536,"batches":24,"mrows_s":50.0,"hit_rate_second_half":0.5,"drift_every":12,"drift_share":0.1,"batch_ms":[{}],"batch_gpu_hit_rate":[{}],"batch_requested_before":[{}],"ok":true}}"#,
+            list(&mut ms.into_iter()),
+            list(&mut hit.into_iter()),
+            list(&mut requested.into_iter())
+        );
+        let mut md = String::new();
+        write(&mut md, &text)?;
+        assert!(md.contains("The GPU counts each batch's misses"), "{md}");
+        // Back after 2 batches, any tier after 2; the tier missed (0.05 + 0.04 + 0.02 + 0.01 -
+        // 0.002) / 12 of the lookups beyond any tier's.
+        assert!(
+            md.contains(
+                "| 1.0 | 10.0% | 0 | 24 | 12 | 0.100 | 0.150 | 2 | 2 | 0.500 | 1.0% | ≤ 20: ✓ | yes |"
+            ),
             "{md}"
         );
         Ok(())

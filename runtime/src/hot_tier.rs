@@ -56,6 +56,10 @@ use stagers::{Sample, Stagers};
 /// Entries of the miss log at most (4 MiB).
 const LOG_MAX: usize = 1 << 20;
 
+/// Words of a tier's miss counters: the gather's 32 counters, 16 words (128 bytes) apart
+/// ([`HOT_GATHER`]).
+const MISS_COUNTER_WORDS: usize = 32 * 16;
+
 /// The doorkeeper of [`HotTier::admit_on_repeat`] forgets every this many refreshes.
 const DOORKEEPER_REFRESHES: u64 = 16;
 
@@ -714,6 +718,7 @@ impl Gather {
         seen: &'l mut DeviceBuffer<u32>,
         claim: &'l mut DeviceBuffer<u32>,
         staged: &'l MappedBuffer<u32>,
+        misses: &'l mut DeviceBuffer<u64>,
     ) -> Result<Pending<'l>> {
         let threads = part.len() * self.units;
         let mut l = Launch::new(queue, &HOT_GATHER, Grid::cover(threads))?;
@@ -736,6 +741,7 @@ impl Gather {
         l.device_range_mut(claim, part.clone());
         // Host threads gather rows of whole batches only (one part).
         l.mapped_prefix(staged, if self.marked { part.end } else { 0 });
+        l.device_mut(misses);
         l.submit()
     }
 }
@@ -871,6 +877,37 @@ impl HotTierStats {
             0.0
         } else {
             self.hits as f64 / self.looked_up as f64
+        }
+    }
+}
+
+/// The rows a [`HotTier`]'s gathers read, as the GPU counted them
+/// ([`HotTier::gather_reads`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GatherReads {
+    /// Rows given to the gather kernels: the ids of every gather that queued its kernel
+    /// (each part's, where a batch is staged in parts).
+    pub rows: u64,
+    /// Of them, the rows the kernels did not read from device memory: read in place from the
+    /// host table, or left to the host's threads ([`HotTier::host_gathers`]).
+    pub from_host: u64,
+}
+
+impl GatherReads {
+    /// The reads after `earlier` (an earlier [`HotTier::gather_reads`] of the same tier).
+    pub fn since(&self, earlier: &GatherReads) -> GatherReads {
+        GatherReads {
+            rows: self.rows.saturating_sub(earlier.rows),
+            from_host: self.from_host.saturating_sub(earlier.from_host),
+        }
+    }
+
+    /// The fraction of the rows read from device memory (0 before any gather).
+    pub fn hit_rate(&self) -> f64 {
+        if self.rows == 0 {
+            0.0
+        } else {
+            1.0 - self.from_host as f64 / self.rows as f64
         }
     }
 }
@@ -1029,6 +1066,11 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     stage_pos: MappedBuffer<u32>,
     /// The rows host threads gathered for the last gather, back to back.
     stage: MappedBuffer<T>,
+    /// The gathers' counters of the rows they did not read from the tier
+    /// ([`MISS_COUNTER_WORDS`]; [`HotTier::gather_reads`]).
+    misses: DeviceBuffer<u64>,
+    /// Rows given to the gather kernels queued so far.
+    gathered_rows: u64,
     /// Random rows of the table read in place per second ([`HotTier::measure_row_reads`]),
     /// once measured.
     row_reads: std::sync::OnceLock<f64>,
@@ -1390,6 +1432,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             staged: gpu.mapped_zeroed(1)?,
             stage_pos: gpu.mapped_zeroed(1)?,
             stage: gpu.mapped_zeroed(width)?,
+            misses: gpu.alloc_zeroed(MISS_COUNTER_WORDS)?,
+            gathered_rows: 0,
             row_reads: std::sync::OnceLock::new(),
             window: [HotTierStats::default(); 2],
         })
@@ -1677,6 +1721,41 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.stats
     }
 
+    /// The rows the tier's gathers have read so far, and how many of them the gather kernels
+    /// did not find in device memory, as the GPU counted them: unlike
+    /// [`HotTierStats::hits`], a row a capture copied in counts as read from device memory
+    /// from the next gather on, and every row is counted, not a sample. Waits, on the host,
+    /// for the gathers queued before (on any queue), then copies the GPU's counters (4 KiB).
+    /// Rows read by kernels of the caller's through the tier ([`note_reads`](HotTier::note_reads))
+    /// are not counted.
+    ///
+    /// ```
+    /// # fn main() -> berth_runtime::Result<()> {
+    /// let gpu = berth_runtime::Gpu::simulator();
+    /// let table = gpu.mapped_from(&vec![1.0f32; 64 * 4])?; // 64 rows of 4 floats
+    /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 8 * 16)?; // 8 rows resident at most
+    /// let mut out = gpu.alloc_zeroed::<f32>(3 * 4)?;
+    /// tier.gather(&gpu, &[3, 9, 3], &mut out)?.wait()?; // rows 3 and 9 captured
+    /// let before = tier.gather_reads()?;
+    /// assert_eq!((before.rows, before.from_host), (3, 3));
+    /// tier.gather(&gpu, &[3, 9, 5], &mut out)?.wait()?;
+    /// let last = tier.gather_reads()?.since(&before);
+    /// assert_eq!((last.rows, last.from_host), (3, 1)); // 3 and 9 from device memory
+    /// assert_eq!(tier.stats().hits, 0); // the host counts them after a refresh
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// A failed copy, or the failure of a gather it waited for.
+    pub fn gather_reads(&self) -> Result<GatherReads> {
+        let counters = self.misses.to_vec()?;
+        Ok(GatherReads {
+            rows: self.gathered_rows,
+            from_host: counters.iter().sum(),
+        })
+    }
+
     /// Queue on `queue` the gather of the rows `ids` into `out` (`ids.len() × width`
     /// elements: row `ids[b]` at `out[b × width..]`), each from device memory if resident,
     /// else from the host table, and count the ids for the next refresh. Batch `n` is the
@@ -1814,6 +1893,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             staged,
             stage_pos,
             stage,
+            misses,
+            gathered_rows,
             width,
             policy,
             deferred,
@@ -1836,12 +1917,15 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             on_repeat: *on_repeat,
             marked: marked > 0,
         };
-        // The gather kernel over the positions `$part`, reading the ids from `$ids`.
+        // The gather kernel over the positions `$part`, reading the ids from `$ids`; its rows
+        // counted once it is queued.
         macro_rules! queue_gather {
-            ($part:expr, $ids:expr) => {
-                gather.queue(
+            ($part:expr, $ids:expr) => {{
+                let part: std::ops::Range<usize> = $part;
+                let len = part.len() as u64;
+                let queued = gather.queue(
                     queue,
-                    $part,
+                    part,
                     table,
                     tier,
                     &mut *slots,
@@ -1852,8 +1936,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     &mut *seen,
                     &mut *claim,
                     staged,
-                )
-            };
+                    &mut *misses,
+                );
+                if queued.is_ok() {
+                    *gathered_rows += len;
+                }
+                queued
+            }};
         }
         // The rows the gather logs are copied from `out` into the slots granted to their
         // places in the log by a later kernel, which reads what the gather (and the scatter)

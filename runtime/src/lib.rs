@@ -89,7 +89,7 @@ pub use host_mem::{
     HostAccess, HostFlags, MappedBuffer, PinnedBuffer, PinnedOptions, RegisterError, Registered,
 };
 pub use host_shared::{HostShared, SharedHost};
-pub use hot_tier::{HotTier, HotTierStats, InPlaceRows, NotedIds, Refresh};
+pub use hot_tier::{GatherReads, HotTier, HotTierStats, InPlaceRows, NotedIds, Refresh};
 pub use launch::pending::Pending;
 pub use launch::{Dim3, Grid};
 pub use limits::DeviceLimits;

@@ -68,10 +68,15 @@ pub static RANDOM_PROBE: Kernel = Kernel {
 /// a pointer and a length. The thread of unit 0 of row `b` writes `claim[b]` (for `b` below its
 /// length): the row's place in the log if it logged the row, else `NOT_RESIDENT`.
 ///
-/// Rows the host gathers: a position `b` below `staged`'s length (a mapped slice, the last
-/// parameter) whose row is not read from the tier and whose `staged[b]` is `PENDING` is not
-/// written at all: the host's threads gather that row, and [`HOT_SCATTER`] writes it. Its
-/// claim and log entry are made as for any other miss.
+/// Rows the host gathers: a position `b` below `staged`'s length (a mapped slice) whose row
+/// is not read from the tier and whose `staged[b]` is `PENDING` is not written at all: the
+/// host's threads gather that row, and [`HOT_SCATTER`] writes it. Its claim and log entry are
+/// made as for any other miss.
+///
+/// It counts the rows it does not read from the tier (read in place, or left to the host's
+/// threads) in `misses`, the last parameter: the thread of unit 0 of such a row `b` adds 1 to
+/// word `16 · (b mod 32)`, where that is below the slice's length: 32 counters, 128 bytes
+/// apart, so that no one address takes every add. Ids not below `rows` are not counted.
 pub static HOT_GATHER: Kernel = Kernel {
     name: "berth_hot_gather",
     crate_name: "berth_runtime",
@@ -101,6 +106,8 @@ pub static HOT_GATHER: Kernel = Kernel {
         Param::word("claim", Part::Len),
         Param::slice_ptr::<u32>("staged", false, Placement::Mapped),
         Param::word("staged", Part::Len),
+        Param::slice_ptr::<u64>("misses", true, Placement::Device),
+        Param::word("misses", Part::Len),
     ],
     location: concat!(file!(), ":", line!()),
     sim: hot_gather_sim,
@@ -363,12 +370,14 @@ $L__done:
 \t.param .u64 berth_hot_gather_param_20,
 \t.param .u64 berth_hot_gather_param_21,
 \t.param .u64 berth_hot_gather_param_22,
-\t.param .u64 berth_hot_gather_param_23
+\t.param .u64 berth_hot_gather_param_23,
+\t.param .u64 berth_hot_gather_param_24,
+\t.param .u64 berth_hot_gather_param_25
 )
 {
-\t.reg .pred \t%p<17>;
+\t.reg .pred \t%p<19>;
 \t.reg .b32 \t%r<13>;
-\t.reg .b64 \t%rd<46>;
+\t.reg .b64 \t%rd<52>;
 
 \tld.param.u64 \t%rd1, [berth_hot_gather_param_0];
 \tld.param.u64 \t%rd2, [berth_hot_gather_param_1];
@@ -391,6 +400,8 @@ $L__done:
 \tld.param.u64 \t%rd37, [berth_hot_gather_param_21];
 \tld.param.u64 \t%rd41, [berth_hot_gather_param_22];
 \tld.param.u64 \t%rd42, [berth_hot_gather_param_23];
+\tld.param.u64 \t%rd48, [berth_hot_gather_param_24];
+\tld.param.u64 \t%rd49, [berth_hot_gather_param_25];
 \tmov.u32 \t%r11, 0;
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
@@ -473,6 +484,17 @@ $L__hot_gather_log:
 $L__hot_gather_read:
 \tsetp.ne.u32 \t%p14, %r11, 0;
 \t@%p14 bra \t$L__hot_gather_copy;
+\tsetp.ne.u64 \t%p17, %rd18, 0;
+\t@%p17 bra \t$L__hot_gather_counted;
+\tand.b64 \t%rd50, %rd17, 31;
+\tshl.b64 \t%rd50, %rd50, 4;
+\tsetp.ge.u64 \t%p18, %rd50, %rd49;
+\t@%p18 bra \t$L__hot_gather_counted;
+\tcvta.to.global.u64 \t%rd51, %rd48;
+\tshl.b64 \t%rd50, %rd50, 3;
+\tadd.s64 \t%rd51, %rd51, %rd50;
+\tred.relaxed.gpu.global.add.u64 \t[%rd51], 1;
+$L__hot_gather_counted:
 \tsetp.ge.u64 \t%p15, %rd17, %rd42;
 \t@%p15 bra \t$L__hot_gather_copy;
 \tcvta.to.global.u64 \t%rd44, %rd41;
@@ -881,14 +903,15 @@ unsafe fn copy_unit(src: u64, dst: u64) {
 /// table and the log counter through atomics, as there).
 ///
 /// # Safety
-/// `p` points at the 24 parameter values; `table` holds `rows × units` units and `tier`
+/// `p` points at the 26 parameter values; `table` holds `rows × units` units and `tier`
 /// `capacity × units`, `slots` `slots_len` 4-aligned words (0, or `rows`), `ids` `ids_len`
 /// words, `out` `ids_len × units` units, `log_n` `log_n_len` 8-aligned words and `log`
-/// `log_len` words, `seen` `seen_len` 4-aligned words, `claim` `claim_len` words and
-/// `staged` `staged_len` words; `out` and `claim` overlap none of the others.
+/// `log_len` words, `seen` `seen_len` 4-aligned words, `claim` `claim_len` words,
+/// `staged` `staged_len` words and `misses` `misses_len` 8-aligned words; `out` and `claim`
+/// overlap none of the others.
 unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 24] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 26] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         rows,
@@ -914,6 +937,8 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
         claim_len,
         staged,
         staged_len,
+        misses,
+        misses_len,
     ] = v;
     let g = berth_device::thread::global_x() as u64;
     if units == 0 || g / units >= ids_len {
@@ -971,6 +996,12 @@ unsafe fn hot_gather_sim(p: &[*mut std::ffi::c_void]) {
                 }
             }
         }
+    }
+    let word = (b % 32) * 16;
+    if base == table && j == 0 && word < misses_len {
+        // SAFETY: `word` is below the counters' length, in 8-aligned words.
+        unsafe { AtomicU64::from_ptr((misses as *mut u64).add(word as usize)) }
+            .fetch_add(1, Ordering::Relaxed);
     }
     // SAFETY: `b` is below `staged`'s length where it is read.
     if base == table

@@ -11,7 +11,9 @@
 //! in every form of the tier, across refreshes that their counted reads drive, and while
 //! queued behind other work whose guard is leaked, refreshes after them wait for them.
 
-use berth::{DeviceBuffer, Error, Gpu, Grid, HotTier, HotTierStats, InPlaceRows, MappedBuffer};
+use berth::{
+    DeviceBuffer, Error, GatherReads, Gpu, Grid, HotTier, HotTierStats, InPlaceRows, MappedBuffer,
+};
 use berth_fixtures::args::rows_gather;
 use berth_fixtures::gated::gated_fill_within;
 use berth_tests::{random_f32, rng};
@@ -113,11 +115,21 @@ fn gathers_equal_a_host_gather_across_refreshes_and_evictions() {
             let ids = phase_batch(&mut r, hot, rows, round);
             let mut out = poisoned(&gpu, ids.len());
             let before = t.stats();
+            let reads = t.gather_reads().unwrap();
             t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
             check(&host, &ids, &out);
             let hits = t.stats().hits - before.hits;
             let resident_in_batch = ids.iter().filter(|&&id| t.is_resident(id)).count() as u64;
             assert_eq!(hits, resident_in_batch, "phase {phase}, round {round}");
+            // After a refresh the host's record is the device's: the GPU's count agrees.
+            assert_eq!(
+                t.gather_reads().unwrap().since(&reads),
+                GatherReads {
+                    rows: 500,
+                    from_host: 500 - hits
+                },
+                "phase {phase}, round {round}"
+            );
             last_hits = hits;
             let rf = t.refresh(&gpu).unwrap();
             assert!(rf.resident <= t.capacity());
@@ -176,6 +188,7 @@ fn ids_out_of_range_are_a_typed_error_naming_batch_and_position() {
         // A later position out of range too: the first is named.
         ids[39] = ids[39].max(rows as u32);
         let before = t.stats();
+        let reads = t.gather_reads().unwrap();
         let counts: Vec<u32> = (0..rows as u32).map(|id| t.count(id)).collect();
         let mut out = poisoned(&gpu, ids.len());
         let Err(e) = t.gather(&gpu, &ids, &mut out) else {
@@ -201,6 +214,7 @@ fn ids_out_of_range_are_a_typed_error_naming_batch_and_position() {
         // Nothing was queued or counted.
         assert!(out.to_vec().unwrap().iter().all(|&v| v == POISON));
         assert_eq!((t.stats().rows, t.stats().hits), (before.rows, before.hits));
+        assert_eq!(t.gather_reads().unwrap(), reads);
         assert!((0..rows as u32).all(|id| t.count(id) == counts[id as usize]));
     }
     // A wrong output length is refused too; the tier still works after both.
@@ -214,6 +228,68 @@ fn ids_out_of_range_are_a_typed_error_naming_batch_and_position() {
     t.gather(&gpu, &ok, &mut out).unwrap().wait().unwrap();
     check(&host, &ok, &out);
     assert_eq!(t.stats().hits, 16);
+}
+
+/// A row a gather misses is copied into a free slot by the capture queued after it, and the
+/// gathers after it read the row from device memory before any refresh (the GPU's count),
+/// while the host's record counts it a hit only from the refresh that settles it; every
+/// position of a row missed in a batch misses (the capture comes after the gather), and ids
+/// repeated in a later batch hit at every position.
+#[test]
+fn rows_missed_are_read_from_device_memory_from_the_next_gather_on() {
+    let gpu = gpu();
+    let rows = 4000;
+    let (mut t, host) = tier(&gpu, rows, 1000);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    // Three batches over 300 distinct rows, each row several times, and 100 new rows each.
+    let hot = &perm[..300];
+    let mut seen = std::collections::HashSet::new();
+    for (round, fresh) in perm[300..600].chunks(100).enumerate() {
+        let mut ids: Vec<u32> = (0..900).map(|_| hot[r.random_range(0..300)]).collect();
+        ids.extend(fresh.iter().flat_map(|&id| [id, id]));
+        ids.shuffle(&mut r);
+        let want = ids.iter().filter(|&&id| !seen.contains(&id)).count() as u64;
+        let (before, reads) = (t.stats(), t.gather_reads().unwrap());
+        let mut out = poisoned(&gpu, ids.len());
+        t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+        check(&host, &ids, &out);
+        let read = t.gather_reads().unwrap().since(&reads);
+        assert_eq!(
+            (read.rows, read.from_host),
+            (ids.len() as u64, want),
+            "round {round}"
+        );
+        let rate = 1.0 - want as f64 / ids.len() as f64;
+        assert!((read.hit_rate() - rate).abs() < 1e-12, "round {round}");
+        if round > 0 {
+            assert!(rate > 0.5, "round {round}: {read:?}");
+        }
+        // No refresh yet: the host's record has nothing resident.
+        assert_eq!(t.stats().since(&before).hits, 0, "round {round}");
+        seen.extend(ids);
+    }
+    assert_eq!(t.resident_rows(), 0);
+    // A refresh settles the captured rows: the host's count agrees from then on.
+    t.refresh(&gpu).unwrap();
+    assert_eq!(t.resident_rows(), seen.len());
+    let ids: Vec<u32> = (0..2000).map(|_| perm[r.random_range(0..700)]).collect();
+    let (before, reads) = (t.stats(), t.gather_reads().unwrap());
+    let mut out = poisoned(&gpu, ids.len());
+    t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
+    check(&host, &ids, &out);
+    let missed = ids.iter().filter(|&&id| !t.is_resident(id)).count() as u64;
+    assert!(missed > 0);
+    let read = t.gather_reads().unwrap().since(&reads);
+    assert_eq!(read.from_host, missed);
+    // The host looks up 1,024 of the 2,000 ids, spread over the batch: its rate estimates
+    // the GPU's.
+    let host_rate = t.stats().since(&before).hit_rate();
+    assert!(
+        (host_rate - read.hit_rate()).abs() < 0.1,
+        "{host_rate} against {read:?}"
+    );
 }
 
 /// A tracing writer into a shared buffer.
@@ -281,6 +357,7 @@ fn large_batches_staged_in_parts_gather_right_and_name_an_id_out_of_range_in_any
             let mut ids = good.clone();
             ids[position] = rows as u32 + 1;
             let before = t.stats();
+            let reads = t.gather_reads().unwrap();
             let mut out = poisoned(&gpu, n);
             match t.gather(&gpu, &ids, &mut out) {
                 Err(Error::IdOutOfRange {
@@ -298,6 +375,14 @@ fn large_batches_staged_in_parts_gather_right_and_name_an_id_out_of_range_in_any
             assert_eq!(
                 (t.stats().rows, t.stats().counted, t.stats().hits),
                 (before.rows, before.counted, before.hits)
+            );
+            // The parts gathered before the bad one are counted as read, and no more.
+            let read = t.gather_reads().unwrap().since(&reads);
+            assert_eq!(read.rows, gathered as u64, "{parts} parts, at {position}");
+            let resident = ids[..gathered].iter().filter(|&&id| t.is_resident(id));
+            assert!(
+                read.from_host <= (gathered - resident.count()) as u64,
+                "{parts} parts, at {position}: {read:?}"
             );
         }
         // Staged whole, a batch with an id out of range anywhere queues nothing.
@@ -451,6 +536,9 @@ fn a_budget_of_no_rows_or_fewer_than_a_batch_reads_host_memory_and_says_so() {
             assert_eq!(t.refresh(&gpu).unwrap(), berth::Refresh::default());
         }
         assert_eq!((t.stats().hits, t.resident_rows()), (0, 0));
+        // Every row from host memory, by the GPU's count too.
+        let read = t.gather_reads().unwrap();
+        assert_eq!((read.rows, read.from_host), (600, 600), "budget {budget}");
     }
     // Room for 3 rows, batches of 100 distinct ones: 3 resident, the rest from host memory.
     let table = gpu.mapped_from(&host).unwrap();
@@ -822,6 +910,9 @@ fn rows_gathered_by_host_threads_equal_rows_read_in_place() {
     }
     assert!(misses_all > 0 && all.stats().hits > 0, "{:?}", all.stats());
     assert_eq!(off.stats().staged, 0);
+    // Rows left to the host's threads are misses to the GPU's count, as rows read in place.
+    assert_eq!(all.gather_reads().unwrap().from_host, misses_all);
+    assert_eq!(half.gather_reads().unwrap().from_host, misses_half);
     // A tier that keeps no row: every row of a batch through the host's threads.
     let table = gpu.mapped_from(&host).unwrap();
     let mut none = gpu.hot_tier(table, WIDTH, 16).unwrap();
@@ -831,6 +922,7 @@ fn rows_gathered_by_host_threads_equal_rows_read_in_place() {
     none.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
     check(&host, &ids, &out);
     assert_eq!(none.stats().staged, 3000);
+    assert_eq!(none.gather_reads().unwrap().from_host, 3000);
 }
 
 /// A table in managed memory (`Gpu::managed_from`) is read like a mapped one: gathers equal

@@ -25,7 +25,7 @@ use std::time::Instant;
 #[path = "../../../bench/features/drift.rs"]
 #[allow(dead_code)] // `bound_by_cost` is the record's: it needs the cost of a miss of other laws
 mod drift;
-use drift::{bound_after, recovered_after};
+use drift::{bound_after, missed_beyond, recovered_after};
 
 /// Rows gathered by Zipf-skewed ids through a hot tier over a host table
 /// (`RUST_LOG=berth_runtime=debug` shows each refresh).
@@ -1005,8 +1005,13 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let mut at_timed = tier.stats();
     // The timed batches' gather times, and where the hot set moved.
     let (mut batch_s, mut moves) = (Vec::new(), Vec::new());
-    // Each timed batch's hit rate (of its looked-up ids).
-    let mut batch_hit = Vec::new();
+    // Each timed batch's hit rate: of its looked-up ids by the host's record, and of all its
+    // rows as the GPU counted them.
+    let (mut batch_hit, mut batch_gpu_hit) = (Vec::new(), Vec::new());
+    // The GPU's counts when the timed batches begin, after the last batch, and when the
+    // second half begins.
+    let mut reads_timed = tier.gather_reads()?;
+    let (mut reads_last, mut reads_late) = (reads_timed, reads_timed);
     // The timed batches' ids are drawn before the first is timed, as a training loop's loader
     // has them ready, and each batch gathers into an output of its own, checked after the
     // last: between timed batches the host does nothing but time them.
@@ -1039,6 +1044,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             }
             warmup_s = warmup_t.elapsed().as_secs_f64();
             at_timed = tier.stats();
+            reads_timed = tier.gather_reads()?;
+            reads_last = reads_timed;
         }
         let drawn;
         let ids: &[u32] = if timed {
@@ -1068,6 +1075,13 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             queue_s += queued;
             batch_s.push(dt);
             batch_hit.push(tier.stats().since(&before).hit_rate());
+            // Read after the batch's time is taken: a copy of the GPU's counters.
+            let reads = tier.gather_reads()?;
+            batch_gpu_hit.push(reads.since(&reads_last).hit_rate());
+            reads_last = reads;
+            if i + 1 == batches / 2 {
+                reads_late = reads;
+            }
         }
         if k >= args.warmup + batches / 2 {
             let batch = tier.stats().since(&before);
@@ -1100,7 +1114,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let timed = s.since(&at_timed);
     let timed_gathers = timed.gathers.max(1);
     let row_reads = tier.measure_row_reads()?;
-    let timed_hits = timed.hit_rate();
+    // The timed batches' hit rate as the GPU counted it (every row, a captured row a hit from
+    // the batch after its miss), and the second half's.
+    let timed_hits = reads_last.since(&reads_timed).hit_rate();
+    let gpu_late = reads_last.since(&reads_late).hit_rate();
     let timed_filled = timed.filled as f64 / timed_gathers as f64;
     let model = berth::placement::decide_gather(
         &gpu.link_costs(),
@@ -1201,12 +1218,19 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     let bound: Vec<Option<usize>> = moves
         .iter()
         .zip(&ends)
-        .map(|(&m, &end)| bound_after(&batch_s, &batch_hit, &batch_requested, first, m, end))
+        .map(|(&m, &end)| bound_after(&batch_s, &batch_gpu_hit, &batch_requested, first, m, end))
         .collect();
     if !moves.is_empty() {
+        let beyond: Vec<String> = moves
+            .iter()
+            .zip(&ends)
+            .filter_map(|(&m, &end)| missed_beyond(&batch_gpu_hit, &batch_requested, m, end))
+            .map(|b| format!("{:.2}", 100.0 * b))
+            .collect();
         println!(
-            "features: the hot set ({:.0}% of its ranks) moved at timed batches {moves:?}; gathers back within 10% of their steady time after {recovery:?} batches; any tier, by a line fitted to the host's hit counts (which credit a captured row only at the refresh that settles it; the record prices a miss from the steady laws instead): not before {bound:?}",
-            100.0 * args.drift_share
+            "features: the hot set ({:.0}% of its ranks) moved at timed batches {moves:?}; gathers back within 10% of their steady time after {recovery:?} batches; any tier, by a line fitted to the batches' times over their shares of misses as the GPU counted them: not before {bound:?}; the tier missed {beyond:?}% of the lookups of the {} batches after each move beyond those of rows never requested before",
+            100.0 * args.drift_share,
+            drift::SPAN
         );
     }
     let late = if hits_after_warmup.1 == 0 {
@@ -1215,11 +1239,12 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         hits_after_warmup.0 as f64 / hits_after_warmup.1 as f64
     };
     println!(
-        "features: {:.1}% of the second half's lookups were of rows requested before (no tier hits more)",
-        100.0 * requested_before
+        "features: {:.1}% of the second half's lookups were of rows requested before (no tier hits more); the GPU read {:.1}% of them from device memory",
+        100.0 * requested_before,
+        100.0 * gpu_late
     );
     println!(
-        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait; refreshes ({}) {:.3} s on the batch loop's thread), hit rate {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
+        "features: {:.2} M rows/s gathered ({:.2} GB/s of rows; gathers {:.3} s, {:.3} s of it on the host before the wait; refreshes ({}) {:.3} s on the batch loop's thread), hit rate by the host's record {:.1}% overall, {:.1}% in the second half; {} rows admitted, {} evicted; {} rows gathered by host threads; {bad} mismatches",
         n / (gather_s + refresh_s) / 1e6,
         n * row_bytes as f64 / (gather_s + refresh_s) / 1e9,
         gather_s,
@@ -1300,6 +1325,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         });
         let mut line = line;
         line["staging_threads"] = tier.max_staging_threads().into();
+        // The hit rates as the GPU counted them, over every row of the timed batches and of
+        // their second half.
+        line["gpu_hit_rate"] = timed_hits.into();
+        line["gpu_hit_rate_second_half"] = gpu_late.into();
         // The cost model's choice and predictions (`placement::decide_gather`) from the
         // timed batches' hit rate and fills.
         line["filled"] = s.filled.into();
@@ -1309,7 +1338,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         line["model_mapped_mrows_s"] = (model_mapped / 1e6).into();
         line["model_row_reads_mrows_s"] = (row_reads / 1e6).into();
         line["model_host_us"] = (model.host_s * 1e6).into();
-        // What the model was fed: the timed batches' hit rate and rows filled per batch.
+        // What the model was fed: the timed batches' hit rate (the GPU's count) and rows
+        // filled per batch.
         line["model_hit_fraction"] = timed_hits.into();
         line["model_filled_per_batch"] = timed_filled.into();
         line["model_tier_batch_mrows_s"] = (model_tier_batch / 1e6).into();
@@ -1348,6 +1378,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             // The recovery no tier can beat (`bound_after`), and what it is found from.
             line["drift_bound_batches"] = serde_json::json!(bound);
             line["batch_hit_rate"] = serde_json::json!(batch_hit);
+            line["batch_gpu_hit_rate"] = serde_json::json!(batch_gpu_hit);
             line["batch_requested_before"] = serde_json::json!(batch_requested);
         }
         println!("{line}");
