@@ -142,6 +142,34 @@ pub fn bound_by_cost(
         .map(|k| k - at)
 }
 
+/// The same as [`recovered_after`] for any tier, from the tier's own batches and the GPU's
+/// count of their misses (`hit`, per batch): a lookup of a row never requested before
+/// misses in every tier, so batch `k` of any tier misses at least the share
+/// `1 − requested[k]` of its lookups, and the tier measured missed `requested[k] − hit[k]`
+/// more. Taking those extra misses away at `per_miss` (a batch's time per unit of miss share,
+/// at most) leaves `batch_s[k] − per_miss · max(0, requested[k] − hit[k])`: no tier with the
+/// same gather does a batch faster. Any tier is back within 10% of its steady time (the same
+/// times' median over the 8 batches before the first move) no sooner than those times are.
+/// Unlike a line fitted over the run ([`bound_after`]), it needs no model of how a batch's
+/// time grows with its misses (the growth is not linear: a miss costs less the more of them
+/// share the link), only a price for the few the tier missed beyond any tier. `None` as for
+/// [`recovered_after`].
+pub fn bound_by_excess(
+    batch_s: &[f64],
+    hit: &[f64],
+    requested: &[f64],
+    per_miss: f64,
+    first: usize,
+    at: usize,
+    end: usize,
+) -> Option<usize> {
+    let len = batch_s.len().min(hit.len()).min(requested.len());
+    let any: Vec<f64> = (0..len)
+        .map(|k| batch_s[k] - per_miss.max(0.0) * (requested[k] - hit[k]).max(0.0))
+        .collect();
+    recovered_after(&any, first, at, end.min(len))
+}
+
 /// Batches after a move over which [`missed_beyond`] compares a tier with any tier: the
 /// target's span.
 pub const SPAN: usize = 20;
@@ -213,6 +241,40 @@ mod tests {
         // The tier itself is back later than the bound.
         let back = recovered_after(&t, 8, 8, 18).expect("back");
         assert!(back >= 3, "{back}");
+    }
+
+    #[test]
+    fn any_tier_is_the_tier_less_its_misses_beyond_the_rows_requested_before() {
+        // Steady 0.1; after the move at 8 the tier misses 0.1 of its lookups beyond the rows
+        // never requested before for 3 batches (at 0.5 a unit: 0.05 of each batch), then
+        // none.
+        let t: Vec<f64> = [0.1; 8]
+            .into_iter()
+            .chain([0.2, 0.16, 0.15, 0.14, 0.105, 0.1, 0.1, 0.1])
+            .collect();
+        let requested = vec![0.9; 16];
+        let hit: Vec<f64> = (0..16)
+            .map(|k| if (8..11).contains(&k) { 0.8 } else { 0.9 })
+            .collect();
+        // The tier: windows from 8 + k have medians 0.155, 0.145, 0.1225, 0.1025: k = 3.
+        assert_eq!(recovered_after(&t, 8, 8, 16), Some(3));
+        // Any tier: 0.15, 0.11, 0.1, 0.14, 0.105, ..: medians 0.125, 0.1075: k = 1.
+        assert_eq!(
+            bound_by_excess(&t, &hit, &requested, 0.5, 8, 8, 16),
+            Some(1)
+        );
+        // Misses beyond any tier's free: the tier's own recovery.
+        assert_eq!(
+            bound_by_excess(&t, &hit, &requested, 0.0, 8, 8, 16),
+            Some(3)
+        );
+        // A tier that hit more than the rows requested before (it cannot) is not made slower.
+        let more = vec![0.95; 16];
+        assert_eq!(
+            bound_by_excess(&t, &more, &requested, 0.5, 8, 8, 16),
+            Some(3)
+        );
+        assert_eq!(bound_by_excess(&t, &hit, &requested, 0.5, 4, 8, 16), None);
     }
 
     #[test]

@@ -539,7 +539,7 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     }
     let counted = runs.iter().all(|r| r["batch_gpu_hit_rate"].is_array());
     let any_tier = match runs.first().and_then(|r| miss_cost(rows, r)) {
-        _ if counted => "The GPU counts each batch's misses (`HotTier::gather_reads`). A batch's time, fitted over the run's batches as a fixed part plus a cost per miss (least squares, stalled batches left out; the cost is the table's column, in ms a batch were every lookup a miss), is within 10% of the steady time at a hit rate of 1 − (1.1 · steady − fixed) / cost; any tier is back from the first batch from which 4 batches have that share of lookups of rows requested before on average. Beyond any tier: the share of the lookups of the 20 batches after each move that berth missed beyond those of rows never requested before.".to_owned(),
+        _ if counted => "The GPU counts each batch's misses (`HotTier::gather_reads`), and berth's batches are the measure: any tier misses at least the lookups of rows never requested before, so a batch of any tier takes at least berth's time less the cost of berth's misses beyond those (at the table's price of a miss: the slope of a batch's time over its share of misses across the same run's steady laws at this exponent and above, in ms a batch were every lookup a miss; where the run has none, a line fitted over its own batches). Any tier is back within 10% no sooner than those times are, by the same rule. Beyond any tier: the share of the lookups of the 20 batches after each move that berth missed beyond those of rows never requested before.".to_owned(),
         Some(c) => format!(
             "A miss costs what the same run's steady laws of the same width at this exponent and above say: the slope of a batch's time over its share of misses ({c:.3} ms a batch were every lookup a miss, least squares). A tier that held every row requested before is within 10% of the steady time once the share requested before is at most 0.1 · steady / that cost below its steady share: the first batch from which the 4 reach it. An estimate, not a bound: the price of a miss is a slope between laws, and whether a median of 4 batches is within 10% turns on a few µs."
         ),
@@ -613,11 +613,14 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
         };
         let gpu_hit = floats("batch_gpu_hit_rate");
         let counted = first.is_some() && gpu_hit.len() == ms.len() && requested.len() == ms.len();
-        let fit = drift::time_model(&ms, &gpu_hit).filter(|_| counted);
-        let per_miss = miss_cost(rows, r);
+        let per_miss = miss_cost(rows, r).or_else(|| {
+            drift::time_model(&ms, &gpu_hit)
+                .filter(|_| counted)
+                .map(|(_, c)| c)
+        });
         let bound = match per_miss {
-            _ if counted => {
-                judged(&|f, m, end| drift::bound_after(&ms, &gpu_hit, &requested, f, m, end))
+            Some(c) if counted => {
+                judged(&|f, m, end| drift::bound_by_excess(&ms, &gpu_hit, &requested, c, f, m, end))
             }
             Some(c) if first.is_some() && requested.len() == ms.len() => {
                 judged(&|f, m, end| drift::bound_by_cost(&ms, &requested, c, f, m, end))
@@ -655,7 +658,7 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
             cell(slowest, 3),
             list(&recovery),
             list(&bound),
-            cell(fit.map(|(_, c)| c).or(per_miss), 3),
+            cell(per_miss, 3),
             if beyond.is_empty() {
                 "–".to_owned()
             } else {
@@ -1381,17 +1384,17 @@ mod tests {
     }
 
     #[test]
-    fn any_tiers_recovery_costs_a_miss_at_the_runs_own_batches_counted_by_the_gpu() -> Result {
-        // Each batch 0.05 ms plus 0.5 ms a unit of miss share (the GPU's count); steady 0.1 ms
-        // at 90% hits: within 10% needs a hit rate of 1 - (0.11 - 0.05) / 0.5 = 0.88, which
-        // the share requested before reaches on average in the 4 batches from the move + 2.
+    fn any_tier_is_berth_less_its_misses_beyond_the_rows_requested_before() -> Result {
+        // Each batch 0.05 ms plus 0.5 ms a unit of miss share (the GPU's count), steady 0.1 ms;
+        // after the move at 12 berth misses 0.15, 0.11, 0.07, 0.03 of the lookups beyond the
+        // rows never requested before, then none: back after 3 batches.
         let ms = [0.1; 12]
             .into_iter()
-            .chain([0.15, 0.14, 0.125, 0.115, 0.104])
+            .chain([0.2, 0.175, 0.15, 0.125, 0.104])
             .chain([0.1; 7]);
         let hit = [0.9; 12]
             .into_iter()
-            .chain([0.8, 0.82, 0.85, 0.87, 0.892])
+            .chain([0.7, 0.75, 0.8, 0.85, 0.892])
             .chain([0.9; 7]);
         let requested = [0.9; 12]
             .into_iter()
@@ -1400,22 +1403,33 @@ mod tests {
         let list = |v: &mut dyn Iterator<Item = f64>| {
             v.map(|x| x.to_string()).collect::<Vec<_>>().join(",")
         };
-        let text = format!(
-            r#"{{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":64,"refresh_every":16,"mrows_s":655.36,"hit_rate_second_half":0.9,"drift_every":0,"ok":true}}
-{{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","dim":128,"batch":65536,"batches":64,"mrows_s":1310.72,"hit_rate_second_half":0.98,"drift_every":0,"ok":true}}
-{{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","dim":128,"batch":65536,"batches":24,"mrows_s":50.0,"hit_rate_second_half":0.5,"drift_every":12,"drift_share":0.1,"batch_ms":[{}],"batch_gpu_hit_rate":[{}],"batch_requested_before":[{}],"ok":true}}"#,
+        let drifting = format!(
+            r#"{{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","dim":128,"batch":65536,"batches":24,"mrows_s":50.0,"hit_rate_second_half":0.5,"drift_every":12,"drift_share":0.1,"batch_ms":[{}],"batch_gpu_hit_rate":[{}],"batch_requested_before":[{}],"ok":true}}"#,
             list(&mut ms.into_iter()),
             list(&mut hit.into_iter()),
             list(&mut requested.into_iter())
         );
+        // s = 1.0: 0.1 ms a batch at 10% misses; s = 1.2: 0.05 ms at 2%: 0.625 ms a unit.
+        let laws = r#"{"impl":"berth_hot_tier","zipf":1.0,"ids":"zipf","table_gib":64.0,"dim":128,"budget_bytes":1,"batch":65536,"warmup":1,"batches":64,"refresh_every":16,"mrows_s":655.36,"hit_rate_second_half":0.5,"gpu_hit_rate_second_half":0.9,"drift_every":0,"ok":true}
+{"impl":"berth_hot_tier","zipf":1.2,"ids":"zipf","dim":128,"batch":65536,"batches":64,"mrows_s":1310.72,"hit_rate_second_half":0.5,"gpu_hit_rate_second_half":0.98,"drift_every":0,"ok":true}"#;
         let mut md = String::new();
-        write(&mut md, &text)?;
+        write(&mut md, &format!("{laws}\n{drifting}"))?;
         assert!(md.contains("The GPU counts each batch's misses"), "{md}");
-        // Back after 2 batches, any tier after 2; the tier missed (0.05 + 0.04 + 0.02 + 0.01 -
-        // 0.002) / 12 of the lookups beyond any tier's.
+        // Any tier: 0.2 - 0.625 · 0.15 = 0.10625, and the same for the next 3: back at once.
+        // Berth missed (0.15 + 0.11 + 0.07 + 0.03 - 0.002) / 12 beyond it.
         assert!(
             md.contains(
-                "| 1.0 | 10.0% | 0 | 24 | 12 | 0.100 | 0.150 | 2 | 2 | 0.500 | 1.0% | ≤ 20: ✓ | yes |"
+                "| 1.0 | 10.0% | 0 | 24 | 12 | 0.100 | 0.200 | 3 | 0 | 0.625 | 3.0% | ≤ 20: ✓ | yes |"
+            ),
+            "{md}"
+        );
+        // Without laws to price a miss, a line fitted over the run's batches: 0.5 ms a unit,
+        // any tier at 0.125, 0.12, 0.115, 0.11, 0.104, 0.1: the median of 4 within 10% from 2.
+        let mut md = String::new();
+        write(&mut md, &drifting)?;
+        assert!(
+            md.contains(
+                "| 1.0 | 10.0% | 0 | 24 | 12 | 0.100 | 0.200 | 3 | 2 | 0.500 | 3.0% | ≤ 20: ✓ | yes |"
             ),
             "{md}"
         );

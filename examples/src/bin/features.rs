@@ -23,9 +23,9 @@ use std::time::Instant;
 
 /// How a drifting hot set's recovery is judged (shared with the record of the runs).
 #[path = "../../../bench/features/drift.rs"]
-#[allow(dead_code)] // `bound_by_cost` is the record's: it needs the cost of a miss of other laws
+#[allow(dead_code)] // `bound_after` and `bound_by_cost` are the record's, for lines of older runs
 mod drift;
-use drift::{bound_after, missed_beyond, recovered_after};
+use drift::{bound_by_excess, missed_beyond, recovered_after, time_model};
 
 /// Rows gathered by Zipf-skewed ids through a hot tier over a host table
 /// (`RUST_LOG=berth_runtime=debug` shows each refresh).
@@ -1215,10 +1215,16 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         .zip(&ends)
         .map(|(&m, &end)| recovered_after(&batch_s, first, m, end))
         .collect();
+    // A batch's time per unit of miss share, from a line fitted over the run's batches: the
+    // price of the misses the tier made beyond any tier's.
+    let per_miss = time_model(&batch_s, &batch_gpu_hit).map_or(0.0, |(_, c)| c);
     let bound: Vec<Option<usize>> = moves
         .iter()
         .zip(&ends)
-        .map(|(&m, &end)| bound_after(&batch_s, &batch_gpu_hit, &batch_requested, first, m, end))
+        .map(|(&m, &end)| {
+            let (hit, requested) = (&batch_gpu_hit, &batch_requested);
+            bound_by_excess(&batch_s, hit, requested, per_miss, first, m, end)
+        })
         .collect();
     if !moves.is_empty() {
         let beyond: Vec<String> = moves
@@ -1228,8 +1234,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             .map(|b| format!("{:.2}", 100.0 * b))
             .collect();
         println!(
-            "features: the hot set ({:.0}% of its ranks) moved at timed batches {moves:?}; gathers back within 10% of their steady time after {recovery:?} batches; any tier, by a line fitted to the batches' times over their shares of misses as the GPU counted them: not before {bound:?}; the tier missed {beyond:?}% of the lookups of the {} batches after each move beyond those of rows never requested before",
+            "features: the hot set ({:.0}% of its ranks) moved at timed batches {moves:?}; gathers back within 10% of their steady time after {recovery:?} batches; any tier, the same batches less their misses beyond those of rows never requested before (as the GPU counted them, at {:.3} ms a batch were every lookup a miss): not before {bound:?}; the tier missed {beyond:?}% of the lookups of the {} batches after each move beyond those of rows never requested before",
             100.0 * args.drift_share,
+            1e3 * per_miss,
             drift::SPAN
         );
     }
