@@ -1071,6 +1071,14 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     misses: DeviceBuffer<u64>,
     /// Rows given to the gather kernels queued so far.
     gathered_rows: u64,
+    /// A copy of the miss counters queued when the last refresh began, and the rows gathered
+    /// then (`None` while no copy is queued).
+    snapshot: PinnedBuffer<u64>,
+    snapshot_rows: Option<u64>,
+    /// The GPU's counts when the refresh before last and the last refresh began, as far as
+    /// their copies have been read (each is read when the next refresh begins): what
+    /// [`HotTier::decision`] reads the recent hit rate from.
+    gpu_window: [Option<GatherReads>; 2],
     /// Random rows of the table read in place per second ([`HotTier::measure_row_reads`]),
     /// once measured.
     row_reads: std::sync::OnceLock<f64>,
@@ -1434,6 +1442,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             stage: gpu.mapped_zeroed(width)?,
             misses: gpu.alloc_zeroed(MISS_COUNTER_WORDS)?,
             gathered_rows: 0,
+            snapshot: gpu.pinned_zeroed(MISS_COUNTER_WORDS)?,
+            snapshot_rows: None,
+            gpu_window: [None; 2],
             row_reads: std::sync::OnceLock::new(),
             window: [HotTierStats::default(); 2],
         })
@@ -1511,8 +1522,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// What the cost model ([`decide_gather`](crate::placement::decide_gather)) predicts for
     /// batches of `batch_rows` through this tier, from what the tier has seen lately (since
     /// the refresh before last began, where that window looked up 1,024 ids or more; else
-    /// since the tier was made, [`HotTierStats::since`]): its hit rate
-    /// ([`HotTierStats::hit_rate`]) and the rows its refreshes read from the table per gather
+    /// since the tier was made, [`HotTierStats::since`]): its hit rate, as the GPU counted it
+    /// ([`gather_reads`](HotTier::gather_reads)) between the two refreshes before the last
+    /// (each refresh queues a copy of the counters, read at the next), where the gathers read
+    /// 1,024 rows or more there, else as the host's record has it
+    /// ([`HotTierStats::hit_rate`], which credits a row captured on its miss only from the
+    /// refresh that settles it), and the rows its refreshes read from the table per gather
     /// ([`HotTierStats::filled`]), against every row read in place; `Resident` where the
     /// budget holds the whole table (the tier then holds it all from the start). A `Mapped`
     /// choice says the tier costs more than it saves at this law: its refreshes copy in more
@@ -1549,7 +1564,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 row_bytes: self.units * HOT_UNIT,
                 batch_rows,
                 capacity: self.capacity,
-                hit_fraction: s.hit_rate(),
+                hit_fraction: self.gpu_recent().map_or(s.hit_rate(), |r| r.hit_rate()),
                 admitted_per_batch: s.filled as f64 / s.gathers.max(1) as f64,
                 random_per_s: None,
                 row_reads_per_s: self.measure_row_reads().ok(),
@@ -1571,9 +1586,37 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
     }
 
-    /// A refresh begins: the last one's counters become the one before last's.
-    fn roll_window(&mut self) {
+    /// A refresh begins on `queue`: the last one's counters become the one before last's.
+    /// The copy of the GPU's counters queued at the last one is read (it followed the gathers
+    /// queued before that refresh, done by now unless the batches since were few), and
+    /// another is queued after the gathers queued so far, to be read at the next.
+    fn roll_window(&mut self, queue: &impl Queue) {
         self.window = [self.window[1], self.stats];
+        if let Some(rows) = self.snapshot_rows.take() {
+            // A host read of the pinned memory waits for the copy.
+            let from_host = self.snapshot.iter().sum();
+            self.gpu_window = [self.gpu_window[1], Some(GatherReads { rows, from_host })];
+        }
+        match self.misses.copy_to_pinned(queue, &mut self.snapshot) {
+            Ok(copy) => {
+                copy.leave_queued();
+                self.snapshot_rows = Some(self.gathered_rows);
+            }
+            // A queue that takes no copies (a graph being recorded): the host's record serves.
+            Err(e) => tracing::debug!(error = %e, "hot tier: the GPU's hit counts were not copied"),
+        }
+    }
+
+    /// The GPU's count of the recent gathers' reads, for [`decision`](HotTier::decision):
+    /// between the two last refreshes whose copies were read, where the gathers between them
+    /// read [`RECENT_LOOKUPS`] rows or more; else up to the last one read, where they read
+    /// that many; else none (the host's record serves).
+    fn gpu_recent(&self) -> Option<GatherReads> {
+        match self.gpu_window {
+            [Some(a), Some(b)] if b.since(&a).rows >= RECENT_LOOKUPS => Some(b.since(&a)),
+            [_, Some(b)] if b.rows >= RECENT_LOOKUPS => Some(b),
+            _ => None,
+        }
     }
 
     /// Random rows of this tier's width read in place from its table per second: what a
@@ -2418,7 +2461,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
         if self.capacity == 0 || self.whole {
             self.stats.refreshes += 1;
-            self.roll_window();
+            self.roll_window(queue);
             return Ok(());
         }
         if matches!(self.policy, PolicyState::Lost) {
@@ -2470,7 +2513,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             gate: self.gate.clone(),
         };
         self.stats.refreshes += 1;
-        self.roll_window();
+        self.roll_window(queue);
         self.log_limit = self.live.limit();
         // The thread gets its data through a channel, so that the data stays here when no
         // thread can be started (then the ranking runs on this thread).

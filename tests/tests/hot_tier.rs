@@ -292,6 +292,47 @@ fn rows_missed_are_read_from_device_memory_from_the_next_gather_on() {
     );
 }
 
+/// The cost model's view of a tier (`decision`) reads the hit rate the GPU counted between
+/// the refreshes before the last: rows captured on their miss are hits from the next gather
+/// on, where the host's record credits them only from the refresh that settles them.
+#[test]
+fn the_cost_model_reads_the_hits_the_gpu_counted() {
+    use berth::placement::{GatherAccess, decide_gather};
+    let gpu = gpu();
+    let (rows, batch) = (20_000, 2_000);
+    let (mut t, host) = tier(&gpu, rows, 4_000);
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut rng());
+    let ids = &perm[..batch];
+    t.refresh(&gpu).unwrap();
+    // Six batches of the same new rows: the first misses them all, and its capture makes the
+    // other five read them from device memory; the host's record has no hit yet.
+    for _ in 0..6 {
+        let mut out = poisoned(&gpu, batch);
+        t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
+        check(&host, ids, &out);
+    }
+    assert_eq!(t.stats().hits, 0);
+    t.refresh(&gpu).unwrap();
+    t.refresh(&gpu).unwrap();
+    let s = t.stats();
+    let access = |hit_fraction: f64| GatherAccess {
+        table_rows: rows,
+        row_bytes: WIDTH * 4,
+        batch_rows: batch,
+        capacity: t.capacity(),
+        hit_fraction,
+        admitted_per_batch: s.filled as f64 / s.gathers as f64,
+        random_per_s: None,
+        row_reads_per_s: t.measure_row_reads().ok(),
+        host_s: s.gathering.as_secs_f64() / s.gathers as f64,
+        parts: t.parts_for(batch),
+    };
+    let counted = decide_gather(&gpu.link_costs(), &access(5.0 / 6.0));
+    assert_eq!(t.decision(batch), counted);
+    assert!(counted.tier_s < decide_gather(&gpu.link_costs(), &access(0.0)).tier_s);
+}
+
 /// A tracing writer into a shared buffer.
 #[derive(Clone, Default)]
 struct Log(Arc<Mutex<Vec<u8>>>);
