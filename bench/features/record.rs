@@ -267,7 +267,7 @@ fn widths(md: &mut String, rows: &[Value], width_rows: &[Value]) -> Result {
     writeln!(
         md,
         "
-Row widths: the same laws, batches and budget over tables of the same bytes with rows of several widths (as many more or fewer rows as they are narrower or wider), each width against PyTorch's usual path and its own split bound in the same run. GB/s: the rows' bytes gathered per second.
+Row widths: the same laws, batches and budget over tables of the same bytes with rows of several widths (as many more or fewer rows as they are narrower or wider), each width against PyTorch's usual path and its own split bound in the same run. GB/s: the rows' bytes gathered per second. Hit rate: the second half's, as the GPU counts it where the run's lines have that count, else as the host's record has it (which credits a row captured on its miss only from the refresh that settles it).
 "
     )?;
     writeln!(
