@@ -22,11 +22,6 @@ pub fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// The mean of `v`; 0 for none.
-fn mean(v: &[f64]) -> f64 {
-    v.iter().sum::<f64>() / v.len().max(1) as f64
-}
-
 /// How many batches after a move of the hot set at timed batch `at` the gathers took again at
 /// most 10% more than in the steady state, the 8 batches before the first move (`first`):
 /// the first `k` where the median of batches `at + k ..` (4 of them) is within 10% of theirs.
@@ -74,74 +69,6 @@ pub fn line_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((my - b * mx, b))
 }
 
-/// The same as [`recovered_after`] for any tier, from what it could know: a lookup of a row
-/// never requested before misses in every tier, so batch `k` hits at most the share
-/// `requested[k]` of its lookups that were. With a batch's time as [`time_model`] fits it
-/// (no faster than the fixed part, however many rows hit), being within 10% of the steady
-/// time (the median of the 8 batches before the first move) needs a hit rate of at least
-/// `1 - (1.1 · steady - fixed) / per_miss`: the first `k` where the 4 batches from `at + k`
-/// could have it on average. `None` as for [`recovered_after`], or where the batch times do
-/// not fit such a model (then no bound is claimed). The hit rates are to be the GPU's count
-/// (`HotTier::gather_reads`): the host's record credits a row captured on its miss only from
-/// the refresh that settles it, so after a move its rates fall further than the GPU's and a
-/// fit to them prices a miss too low ([`bound_by_cost`] prices it from elsewhere for runs
-/// that have only those).
-pub fn bound_after(
-    batch_s: &[f64],
-    hit: &[f64],
-    requested: &[f64],
-    first: usize,
-    at: usize,
-    end: usize,
-) -> Option<usize> {
-    let len = batch_s.len().min(hit.len()).min(requested.len());
-    if first < STEADY || at > end || end > len {
-        return None;
-    }
-    let (fixed, per_miss) = time_model(&batch_s[..len], &hit[..len])?;
-    let steady = median(&batch_s[first - STEADY..first]);
-    let need = if per_miss > 0.0 {
-        1.0 - (1.1 * steady - fixed.max(0.0)) / per_miss
-    } else {
-        // Misses cost nothing measurable: nothing bounds the recovery.
-        return Some(0);
-    };
-    (at..end.saturating_sub(WINDOW - 1))
-        .find(|&k| mean(&requested[k..k + WINDOW]) >= need)
-        .map(|k| k - at)
-}
-
-/// The same bound as [`bound_after`], with the cost of a miss known from elsewhere (the
-/// batch time's change per unit of miss share between two laws of the same run, as the
-/// record finds it), for runs whose per-batch hit rates are the host's count only, which
-/// credits a row captured on its miss only from the refresh that settles it. A tier that held every row
-/// requested before would take `steady + per_miss · (steady_requested − requested[k])` for
-/// batch `k`, `steady_requested` the mean share of the 8 batches before the first move:
-/// within 10% of the steady time from the first `k` where the 4 batches from `at + k` have
-/// on average `requested ≥ steady_requested − 0.1 · steady / per_miss`. `None` as for
-/// [`recovered_after`].
-pub fn bound_by_cost(
-    batch_s: &[f64],
-    requested: &[f64],
-    per_miss: f64,
-    first: usize,
-    at: usize,
-    end: usize,
-) -> Option<usize> {
-    let len = batch_s.len().min(requested.len());
-    if first < STEADY || at > end || end > len {
-        return None;
-    }
-    if per_miss <= 0.0 {
-        return Some(0);
-    }
-    let steady = median(&batch_s[first - STEADY..first]);
-    let need = mean(&requested[first - STEADY..first]) - 0.1 * steady / per_miss;
-    (at..end.saturating_sub(WINDOW - 1))
-        .find(|&k| mean(&requested[k..k + WINDOW]) >= need)
-        .map(|k| k - at)
-}
-
 /// The same as [`recovered_after`] for any tier, from the tier's own batches and the GPU's
 /// count of their misses (`hit`, per batch): a lookup of a row never requested before
 /// misses in every tier, so batch `k` of any tier misses at least the share
@@ -150,7 +77,7 @@ pub fn bound_by_cost(
 /// at most) leaves `batch_s[k] − per_miss · max(0, requested[k] − hit[k])`: no tier with the
 /// same gather does a batch faster. Any tier is back within 10% of its steady time (the same
 /// times' median over the 8 batches before the first move) no sooner than those times are.
-/// Unlike a line fitted over the run ([`bound_after`]), it needs no model of how a batch's
+/// Unlike a line fitted over the run ([`time_model`]), it needs no model of how a batch's
 /// time grows with its misses (the growth is not linear: a miss costs less the more of them
 /// share the link), only a price for the few the tier missed beyond any tier. `None` as for
 /// [`recovered_after`].
@@ -225,25 +152,6 @@ mod tests {
     }
 
     #[test]
-    fn no_tier_beats_the_share_of_rows_requested_before() {
-        // Steady: hit 0.9, time 0.1 + 0.5 · 0.1 = 0.15; within 10% (0.165) needs a hit rate
-        // of 1 - (0.165 - 0.1) / 0.5 = 0.87. After the move at 8 the rows requested before
-        // climb 0.5, 0.6, .., 1.0; the measured tier follows them ten points lower.
-        let requested: Vec<f64> = [1.0; 8]
-            .into_iter()
-            .chain([0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0, 1.0, 1.0, 1.0])
-            .collect();
-        let hit: Vec<f64> = requested.iter().map(|r| (r - 0.1f64).max(0.0)).collect();
-        let t: Vec<f64> = hit.iter().map(|h| 0.1 + 0.5 * (1.0 - h)).collect();
-        // The windows from 8 + k average 0.65, 0.75, 0.84, 0.91: 0.87 first at k = 3.
-        assert_eq!(bound_after(&t, &hit, &requested, 8, 8, 18), Some(3));
-        assert_eq!(bound_after(&t, &hit, &requested, 8, 8, 13), None);
-        // The tier itself is back later than the bound.
-        let back = recovered_after(&t, 8, 8, 18).expect("back");
-        assert!(back >= 3, "{back}");
-    }
-
-    #[test]
     fn any_tier_is_the_tier_less_its_misses_beyond_the_rows_requested_before() {
         // Steady 0.1; after the move at 8 the tier misses 0.1 of its lookups beyond the rows
         // never requested before for 3 batches (at 0.5 a unit: 0.05 of each batch), then
@@ -288,22 +196,5 @@ mod tests {
         let m = missed_beyond(&hit, &requested, 2, 3).expect("batches");
         assert!((m - 0.1).abs() < 1e-12, "{m}");
         assert_eq!(missed_beyond(&hit, &requested, 5, 9), None);
-    }
-
-    #[test]
-    fn a_known_cost_per_miss_bounds_the_recovery_by_the_rows_requested_before() {
-        // Steady: 0.15 a batch, 90% of the lookups of rows requested before; at 0.5 a unit
-        // of miss share, within 10% (0.015) needs at least 0.9 - 0.03 = 0.87 requested before.
-        let t = vec![0.15; 18];
-        let requested: Vec<f64> = [0.9; 8]
-            .into_iter()
-            .chain([0.8, 0.82, 0.84, 0.86, 0.88, 0.89, 0.9, 0.9, 0.9, 0.9])
-            .collect();
-        // The windows from 8 + k average 0.83, 0.85, 0.8675, 0.8825: 0.87 first at k = 3.
-        assert_eq!(bound_by_cost(&t, &requested, 0.5, 8, 8, 18), Some(3));
-        // Twice the cost per miss: 0.885 needed, first at k = 4 (0.8925).
-        assert_eq!(bound_by_cost(&t, &requested, 1.0, 8, 8, 18), Some(4));
-        assert_eq!(bound_by_cost(&t, &requested, 0.5, 8, 8, 10), None);
-        assert_eq!(bound_by_cost(&t, &requested, 0.5, 4, 8, 18), None);
     }
 }

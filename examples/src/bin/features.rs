@@ -23,7 +23,6 @@ use std::time::Instant;
 
 /// How a drifting hot set's recovery is judged (shared with the record of the runs).
 #[path = "../../../bench/features/drift.rs"]
-#[allow(dead_code)] // `bound_after` and `bound_by_cost` are the record's, for lines of older runs
 mod drift;
 use drift::{bound_by_excess, missed_beyond, recovered_after, time_model};
 
@@ -1382,7 +1381,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         }
         if args.drift_every > 0 {
             line["drift_share"] = args.drift_share.into();
-            // The recovery no tier can beat (`bound_after`), and what it is found from.
+            // The recovery no tier can beat (`bound_by_excess`), and what it is found from.
             line["drift_bound_batches"] = serde_json::json!(bound);
             line["batch_hit_rate"] = serde_json::json!(batch_hit);
             line["batch_gpu_hit_rate"] = serde_json::json!(batch_gpu_hit);
