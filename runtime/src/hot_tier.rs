@@ -1075,10 +1075,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// then (`None` while no copy is queued).
     snapshot: PinnedBuffer<u64>,
     snapshot_rows: Option<u64>,
-    /// The GPU's counts when the refresh before last and the last refresh began, as far as
-    /// their copies have been read (each is read when the next refresh begins): what
-    /// [`HotTier::decision`] reads the recent hit rate from.
-    gpu_window: [Option<GatherReads>; 2],
+    /// The GPU's counts when the refresh before last began (its copy is read when the last
+    /// one begins): where [`HotTier::decision`]'s recent hit rate starts.
+    gpu_mark: Option<GatherReads>,
     /// Random rows of the table read in place per second ([`HotTier::measure_row_reads`]),
     /// once measured.
     row_reads: std::sync::OnceLock<f64>,
@@ -1444,7 +1443,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             gathered_rows: 0,
             snapshot: gpu.pinned_zeroed(MISS_COUNTER_WORDS)?,
             snapshot_rows: None,
-            gpu_window: [None; 2],
+            gpu_mark: None,
             row_reads: std::sync::OnceLock::new(),
             window: [HotTierStats::default(); 2],
         })
@@ -1523,9 +1522,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// batches of `batch_rows` through this tier, from what the tier has seen lately (since
     /// the refresh before last began, where that window looked up 1,024 ids or more; else
     /// since the tier was made, [`HotTierStats::since`]): its hit rate, as the GPU counted it
-    /// ([`gather_reads`](HotTier::gather_reads)) between the two refreshes before the last
-    /// (each refresh queues a copy of the counters, read at the next), where the gathers read
-    /// 1,024 rows or more there, else as the host's record has it
+    /// ([`gather_reads`](HotTier::gather_reads), which waits for the gathers queued before;
+    /// each refresh queues a copy of the counters, read at the next, for the window's start)
+    /// where the gathers read 1,024 rows or more, else as the host's record has it
     /// ([`HotTierStats::hit_rate`], which credits a row captured on its miss only from the
     /// refresh that settles it), and the rows its refreshes read from the table per gather
     /// ([`HotTierStats::filled`]), against every row read in place; `Resident` where the
@@ -1595,7 +1594,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         if let Some(rows) = self.snapshot_rows.take() {
             // A host read of the pinned memory waits for the copy.
             let from_host = self.snapshot.iter().sum();
-            self.gpu_window = [self.gpu_window[1], Some(GatherReads { rows, from_host })];
+            self.gpu_mark = Some(GatherReads { rows, from_host });
         }
         match self.misses.copy_to_pinned(queue, &mut self.snapshot) {
             Ok(copy) => {
@@ -1607,14 +1606,16 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         }
     }
 
-    /// The GPU's count of the recent gathers' reads, for [`decision`](HotTier::decision):
-    /// between the two last refreshes whose copies were read, where the gathers between them
-    /// read [`RECENT_LOOKUPS`] rows or more; else up to the last one read, where they read
-    /// that many; else none (the host's record serves).
+    /// The GPU's count of the recent gathers' reads, for [`decision`](HotTier::decision), over
+    /// the span of [`recent`](HotTier::recent): since the refresh before last began, where
+    /// the gathers since read [`RECENT_LOOKUPS`] rows or more; else since the tier was made,
+    /// where they read that many; else none (the host's record serves, as where the counters
+    /// cannot be read). Waits for the gathers queued before.
     fn gpu_recent(&self) -> Option<GatherReads> {
-        match self.gpu_window {
-            [Some(a), Some(b)] if b.since(&a).rows >= RECENT_LOOKUPS => Some(b.since(&a)),
-            [_, Some(b)] if b.rows >= RECENT_LOOKUPS => Some(b),
+        let now = self.gather_reads().ok()?;
+        match self.gpu_mark {
+            Some(mark) if now.since(&mark).rows >= RECENT_LOOKUPS => Some(now.since(&mark)),
+            _ if now.rows >= RECENT_LOOKUPS => Some(now),
             _ => None,
         }
     }
@@ -4497,7 +4498,8 @@ mod tests {
         // 64 slots: the 64 hot rows fill them, and nothing is left for the cold ones.
         let (mut t, _) = numbered_tier(&gpu, rows, width, 64);
         let hot: Vec<u32> = (0..4_096u32).map(|i| i % 64 * 40).collect();
-        let cold: Vec<u32> = (0..4_096u32).map(|i| 1 + i % 900 * 3).collect();
+        // Odd rows: none of them hot.
+        let cold: Vec<u32> = (0..4_096u32).map(|i| 1 + i % 900 * 2).collect();
         let mut out = gpu.alloc_zeroed::<f32>(4_096 * width).unwrap();
         for round in 0..3 {
             for _ in 0..4 {
@@ -4529,6 +4531,9 @@ mod tests {
         let recent = t.recent();
         assert_eq!((recent.gathers, recent.looked_up), (2, 2_048));
         assert_eq!(recent.hits, 0);
+        // The GPU's count over the same span: every row of the two batches missed.
+        let counted = t.gpu_recent().expect("8,192 rows counted");
+        assert_eq!((counted.rows, counted.from_host), (8_192, 8_192));
         assert!(t.stats().hit_rate() > 0.5, "{:?}", t.stats());
         let d = t.decision(4_096);
         assert_eq!(d.choice, GatherChoice::Mapped, "{d:?}");
