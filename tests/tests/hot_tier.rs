@@ -9,7 +9,11 @@
 //! out of range, leaked guards, scopes, a dropped tier and kernels that fail to queue. Kernels
 //! reading the tier's rows themselves (`#[auto] table: &Rows<T>`) read what a gather would,
 //! in every form of the tier, across refreshes that their counted reads drive, and while
-//! queued behind other work whose guard is leaked, refreshes after them wait for them.
+//! queued behind other work whose guard is leaked, refreshes after them wait for them. The
+//! GPU's count of the rows read from host memory (`gather_reads`) agrees with the host's
+//! record after each refresh, counts a captured row a hit from the next gather on, counts the
+//! parts of a batch gathered before a bad id, rows left to the host's threads and gathers
+//! whose guards are leaked, and is the hit rate the cost model reads.
 
 use berth::{
     DeviceBuffer, Error, GatherReads, Gpu, Grid, HotTier, HotTierStats, InPlaceRows, MappedBuffer,
@@ -666,6 +670,38 @@ fn leaked_gathers_in_flight_each_read_their_own_staged_ids() {
         check(&host, ids, out);
     }
     assert_eq!(t.stats().gathers, 10);
+}
+
+/// Gathers held behind a gate on a stream, their guards leaked: the GPU's count read from
+/// another queue waits for them, and counts every row they read from host memory.
+#[test]
+fn leaked_gathers_are_counted_before_their_reads_are_read() {
+    let gpu = gpu();
+    let rows = 2000;
+    let (mut t, host) = tier(&gpu, rows, 0);
+    let stream = gpu.stream().unwrap();
+    let mut r = rng();
+    let batches: Vec<Vec<u32>> = (0..3)
+        .map(|_| (0..700).map(|_| r.random_range(0..rows as u32)).collect())
+        .collect();
+    let mut outs: Vec<DeviceBuffer<f32>> = batches.iter().map(|_| poisoned(&gpu, 700)).collect();
+    behind_a_gate(&gpu, &stream, || {
+        for (ids, out) in batches.iter().zip(outs.iter_mut()) {
+            std::mem::forget(t.gather(&stream, ids, out).unwrap());
+        }
+        // Read on the host while the gathers wait behind the gate: a tier that holds no
+        // row reads every row from host memory.
+        assert_eq!(
+            t.gather_reads().unwrap(),
+            GatherReads {
+                rows: 2100,
+                from_host: 2100
+            }
+        );
+    });
+    for (ids, out) in batches.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
 }
 
 /// Large batches on a `Stream` (staged in parts, two and four, each part's ids read in place
