@@ -942,8 +942,9 @@ pub struct Refresh {
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
 /// less, keeps nothing: every row is read from host memory. The device buffers of the last
 /// few batches' ids (4 bytes per id), the log of missed rows (4 bytes per row the tier
-/// holds, at most 4 MiB) and the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
-/// of the table) come on top, as launch staging does.
+/// holds, at most 4 MiB), the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
+/// of the table) and the gathers' miss counters ([`HotTier::gather_reads`], 4 KiB) come on
+/// top, as launch staging does.
 ///
 /// Rows are whole 16-byte units (`width × size_of::<T>()` a multiple of 16: 4, 8, … floats),
 /// which the kernel moves with one 16-byte load each.
