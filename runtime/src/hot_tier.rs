@@ -1592,11 +1592,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// another is queued after the gathers queued so far, to be read at the next.
     fn roll_window(&mut self, queue: &impl Queue) {
         self.window = [self.window[1], self.stats];
-        if let Some(rows) = self.snapshot_rows.take() {
-            // A host read of the pinned memory waits for the copy.
-            let from_host = self.snapshot.iter().sum();
-            self.gpu_mark = Some(GatherReads { rows, from_host });
-        }
+        // A host read of the pinned memory waits for the copy. Where none was queued, the
+        // window's start is unknown, and the count since the tier was made serves.
+        let snapshot = &self.snapshot;
+        self.gpu_mark = self.snapshot_rows.take().map(|rows| GatherReads {
+            rows,
+            from_host: snapshot.iter().sum(),
+        });
         match self.misses.copy_to_pinned(queue, &mut self.snapshot) {
             Ok(copy) => {
                 copy.leave_queued();
