@@ -540,11 +540,11 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
     let any_tier = "The GPU counts each batch's misses (`HotTier::gather_reads`), and berth's batches are the measure: any tier misses at least the lookups of rows never requested before, so a batch of any tier takes at least berth's time less the cost of berth's misses beyond those (at the table's price of a miss: the slope of a batch's time over its share of misses across the same run's steady laws at this exponent and above, in ms a batch were every lookup a miss; where the run has none, a line fitted over its own batches). Any tier is back within 10% no sooner than those times are, by the same rule. Beyond any tier: the share of the lookups of the 20 batches after each move that berth missed beyond those of rows never requested before. (A run without the GPU's counts shows the bound its example printed.)";
     writeln!(
         md,
-        "\nA drifting hot set: every few timed batches a share of the Zipf ranks (picked by a hash) move to rows a third of the table away, so the hot rows they bring were cold; the tier refreshed as above. Steady: the median wall time of the 8 batches before the first move (a refresh can stall the batch it lands on for milliseconds, so medians, not means); after: the slowest batch after a move; back within 10%: the first batch after each move from which the median of 4 batches is at most 1.1× the steady time (target: within {DRIFT_TARGET} batches). Any tier: a row never requested before misses in every tier, so the 4 batches from batch k hit at most the share of their lookups whose rows were requested before. {any_tier} Slots kept free: `HotTier::keep_free`.\n"
+        "\nA drifting hot set: every few timed batches a share of the Zipf ranks (picked by a hash) move to rows a third of the table away, so the hot rows they bring were cold; the tier refreshed as above. Steady: the median wall time of the 8 batches before the first move (a refresh can stall the batch it lands on for milliseconds, so medians, not means); after: the slowest batch after a move; back within 10%: the first batch after each move from which the median of 4 batches is at most 1.1× the steady time (target: within {DRIFT_TARGET} batches). Any tier: a row never requested before misses in every tier, so the 4 batches from batch k hit at most the share of their lookups whose rows were requested before. {any_tier} Room for captures: `HotTier::capture_room`, the places each miss log has at least, cold rows' slots granted where the free ones are too few (cells \"kept free\": runs of a build whose refreshes evicted cold rows ahead of need instead).\n"
     )?;
     writeln!(
         md,
-        "| Zipf s | ranks moved | slots kept free | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before | a miss, ms a batch | berth's misses beyond any tier's, 20 batches after each move | target | rows right |"
+        "| Zipf s | ranks moved | room for captures | timed batches | moved every | steady, ms a batch | slowest after a move, ms | berth back within 10% after, batches | any tier, not before | a miss, ms a batch | berth's misses beyond any tier's, 20 batches after each move | target | rows right |"
     )?;
     writeln!(
         md,
@@ -639,7 +639,7 @@ fn drift(md: &mut String, rows: &[Value]) -> Result {
             "| {} | {} | {} | {} | {every} | {} | {} | {} | {} | {} | {} | ≤ {DRIFT_TARGET}: {} | {} |",
             r["zipf"],
             percent(r["drift_share"].as_f64().or(Some(1.0))),
-            r["keep_free"].as_u64().unwrap_or(0),
+            room(r),
             ms.len(),
             cell(steady, 3),
             cell(slowest, 3),
@@ -708,10 +708,10 @@ fn refreshes(md: &mut String, rows: &[Value]) -> Result {
             match (t["zipf"].as_f64(), drifting(t)) {
                 (Some(z), false) => format!("Zipf s = {z}"),
                 (Some(z), true) => format!(
-                    "Zipf s = {z}, {} of the ranks moving every {}, {} slots kept free",
+                    "Zipf s = {z}, {} of the ranks moving every {}, room for captures {}",
                     percent(t["drift_share"].as_f64().or(Some(1.0))),
                     t["drift_every"],
-                    t["keep_free"].as_u64().unwrap_or(0)
+                    room(t)
                 ),
                 (None, _) => "R-MAT 2-hop".to_owned(),
             },
@@ -1066,6 +1066,16 @@ fn graph(md: &mut String, rows: &[Value]) -> Result {
         if ok { "yes" } else { "**no**" },
     )?;
     Ok(())
+}
+
+/// A drifting run's room for captures (`capture_room`), or the slots its build kept free
+/// (`keep_free`).
+fn room(r: &Value) -> String {
+    match (r["capture_room"].as_u64(), r["keep_free"].as_u64()) {
+        (Some(n), _) => n.to_string(),
+        (None, Some(n)) if n > 0 => format!("{n} kept free"),
+        _ => "0".to_owned(),
+    }
 }
 
 #[cfg(test)]

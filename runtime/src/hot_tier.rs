@@ -53,8 +53,11 @@ mod stagers;
 use stagers::copy_max;
 use stagers::{Sample, Stagers};
 
-/// Entries of the miss log at most (4 MiB).
+/// Entries of a miss log at most, by default (4 MiB).
 const LOG_MAX: usize = 1 << 20;
+
+/// Entries of a miss log at most with room for captures ([`HotTier::capture_room`]): 16 MiB.
+const ROOM_MAX: usize = 1 << 22;
 
 /// Words of a tier's miss counters: the gather's 32 counters, 16 words (128 bytes) apart
 /// ([`HOT_GATHER`]).
@@ -529,6 +532,14 @@ fn stage<T: DeviceCopy>(gpu: &Gpu, buf: &mut DeviceBuffer<T>, data: &[T]) -> Res
     buf.copy_prefix_from(data)
 }
 
+/// The fewest places a refresh gives a log room for, with room for captures
+/// ([`HotTier::capture_room`]), whatever the logs it read were asked to log.
+const ROOM_MIN: usize = 1 << 14;
+
+/// Slots one of the host's threads looks at together when [`Policy::condemn`] searches for
+/// cold rows.
+const CONDEMN_CHUNK: usize = 1 << 12;
+
 /// Free slots from which a refresh sets some apart for the rows the gathers miss while the
 /// next ranking runs ([`Policy::grant`]).
 const SPLIT_MIN: usize = 1 << 14;
@@ -536,7 +547,7 @@ const SPLIT_MIN: usize = 1 << 14;
 /// Lists a refresh puts on the device through pinned memory, without waiting for the work
 /// queued (longer ones, as a refresh that admits a whole tier's worth of rows makes, go
 /// through [`stage`], so that the pinned memory kept stays small).
-const PINNED_LIST_MAX: usize = 1 << 20;
+const PINNED_LIST_MAX: usize = ROOM_MAX;
 
 /// A list of `u32` the host rewrites for the kernels queued after it: device memory, and the
 /// pinned memory its copies come from; each grown (to a power of two) when a list is longer,
@@ -1004,8 +1015,9 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     seen: DeviceBuffer<u32>,
     /// Whether gathers log a row only at its second miss ([`HotTier::admit_on_repeat`]).
     on_repeat: bool,
-    /// Slots a refresh keeps free for the miss log ([`HotTier::keep_free`]).
-    keep_free: usize,
+    /// Places each miss log has at least, the slots of cold rows granted where the free ones
+    /// are too few ([`HotTier::capture_room`]).
+    capture_room: usize,
     /// For each row of the last gather, its place in the miss log if it logged it (else
     /// [`NOT_RESIDENT`]), for the capture kernel after it.
     claim: DeviceBuffer<u32>,
@@ -1386,7 +1398,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // empty, and the first plan grants them.
         let (main, _) = policy.grant(false);
         let (mut live, next) = (MissLog::new(gpu, log_len)?, MissLog::new(gpu, log_len)?);
-        live.install(gpu, gpu, &main, false)?;
+        live.install(gpu, gpu, &main, &[], false)?;
         live.granted = main;
         Ok(HotTier {
             gpu: gpu.clone(),
@@ -1409,7 +1421,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 rows.div_ceil(32)
             })?,
             on_repeat: false,
-            keep_free: 0,
+            capture_room: 0,
             claim: gpu.alloc_zeroed(0)?,
             resident_bits: huge_vec(
                 if capacity == 0 { 0 } else { rows.div_ceil(64) },
@@ -2079,6 +2091,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         l.device(&live.log);
         l.device(&live.n.dev);
         l.device_prefix(&live.grant.dev, *log_limit);
+        l.device_prefix(&live.evict.dev, live.evicts.len().min(*log_limit));
         l.device(&*out);
         l.device_mut(tier);
         l.device_mut(slots);
@@ -2331,34 +2344,51 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.staging_threads
     }
 
-    /// Keep up to `rows` slots free for the miss log at each refresh (at most the log's
-    /// length), evicting resident rows counted 0 that the clock's hand finds unreferenced,
-    /// ahead of need; 0, the default, evicts only as many rows as the counted ones need. The
-    /// gathers log the rows they miss only into free slots, so a full tier otherwise admits
-    /// new rows only through the counted ids a refresh ranks: a hot set that moves to rows the
-    /// tier never held then comes in slowly. With slots kept free, the rows a batch misses
-    /// are in the tier from the next refresh on, at the cost of evicting cold rows that a law
-    /// that does not move might read again (`docs/hot-tier.md` measures both).
+    /// Give each miss log places for at least `rows` missed rows (up to 4 Mi, and the tier's
+    /// slots), taking the slots of cold rows where the free ones are too few; 0, the default,
+    /// grants the free slots alone. The gathers log the rows they miss only into granted
+    /// places, so a full tier otherwise admits new rows only through the counted ids a
+    /// refresh ranks: a hot set that moves to rows the tier never held then comes in one
+    /// ranking at a time.
+    ///
+    /// A refresh grants such a place the slot of a resident row counted 0 that the clock's
+    /// hand finds unreferenced, and the row stays resident: only the capture that copies a
+    /// missed row into the slot evicts it, on the device, so a place the gathers do not take
+    /// costs nothing. The next refresh settles both rows (until then
+    /// [`is_resident`](HotTier::is_resident) still names the row evicted). Rows the gathers
+    /// miss are then read from device memory from the next gather on, at the cost of cold
+    /// rows that a law that does not move might read again (`docs/hot-tier.md` measures
+    /// both); the logs and their lists take 12 bytes a place of device memory beside the
+    /// budget, and the host looks at about as many resident rows per refresh as it grants.
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
     /// let gpu = berth_runtime::Gpu::simulator();
-    /// let table = gpu.mapped_zeroed::<f32>(64 * 4)?; // 64 rows of 4 floats
+    /// let table = gpu.mapped_from(&(0..64 * 4).map(|v| v as f32).collect::<Vec<_>>())?;
     /// let mut tier = gpu.hot_tier(table, 4, 64 * 4 + 4 * 16)?; // the slot table, 4 rows
-    /// tier.keep_free(2);
+    /// tier.capture_room(2);
     /// let mut out = gpu.alloc_zeroed::<f32>(4 * 4)?;
     /// tier.gather(&gpu, &[0, 1, 2, 3], &mut out)?.wait()?;
+    /// tier.refresh(&gpu)?; // rows 0 to 3 fill the tier; counted once, they are cold after
+    /// tier.refresh(&gpu)?; // the halving: two of their slots go to the log
+    /// let (before, mut two) = (tier.gather_reads()?, gpu.alloc_zeroed::<f32>(2 * 4)?);
+    /// tier.gather(&gpu, &[40, 41], &mut two)?.wait()?; // missed, captured, two rows evicted
+    /// tier.gather(&gpu, &[40, 41], &mut two)?.wait()?; // read from device memory
+    /// assert_eq!(tier.gather_reads()?.since(&before).from_host, 2);
+    /// assert_eq!(two.to_vec()?[..4], [160.0, 161.0, 162.0, 163.0]);
     /// tier.refresh(&gpu)?;
-    /// // Rows counted 0 make way: two slots stay free for the next misses.
-    /// for _ in 0..4 {
-    ///     tier.refresh(&gpu)?;
-    /// }
-    /// assert!(tier.resident_rows() <= 2);
+    /// assert!(tier.is_resident(40) && tier.is_resident(41) && tier.resident_rows() == 4);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn keep_free(&mut self, rows: usize) {
-        self.keep_free = rows;
+    pub fn capture_room(&mut self, rows: usize) {
+        self.capture_room = rows;
+    }
+
+    /// Places of the miss logs the next refresh grants: a log's length.
+    fn log_len(&self) -> usize {
+        self.capacity
+            .min(LOG_MAX.max(self.capture_room.min(ROOM_MAX)))
     }
 
     /// Report, once, a batch with more rows than the tier holds.
@@ -2501,19 +2531,21 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             Some(log) => log,
             None => MissLog::new(&self.gpu, 0)?,
         };
-        let mut logs = vec![std::mem::replace(&mut self.live, side)];
-        logs.append(&mut self.filled);
+        // In the order they were filled (the ranking settles a row a capture evicted before
+        // one that logged it again).
+        let mut logs = std::mem::take(&mut self.filled);
+        logs.push(std::mem::replace(&mut self.live, side));
         let job = Job {
             policy: Some(policy),
             counted: std::mem::take(&mut self.deferred),
-            keep_free: self.keep_free,
+            room: self.capture_room,
             logs,
             lists: self
                 .lists
                 .take()
                 .expect("the lists are here while no refresh is pending"),
             gpu: self.gpu.clone(),
-            log_len: self.capacity.min(LOG_MAX),
+            log_len: self.log_len(),
             gate: self.gate.clone(),
         };
         self.stats.refreshes += 1;
@@ -2799,18 +2831,19 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         // runs. Gathers queued before the update may read the slots of the rows that left:
         // captures into them are queued after the update, which the runtime orders after
         // those gathers. The log the gathers filled while the ranking ran waits for the next.
-        let log_len = self.capacity.min(LOG_MAX);
+        // Of the length the ranking's thread made them (and wrote their lists for).
+        let log_len = plan.log_len;
         plan.logs.retain(|log| log.log.len() == log_len);
         while plan.logs.len() < 2 {
             plan.logs.push(MissLog::new(&self.gpu, log_len)?);
         }
         plan.logs.truncate(2);
-        for (log, granted) in plan
-            .logs
-            .iter_mut()
-            .zip([&plan.grant_main, &plan.grant_side])
-        {
-            log.install(&self.gpu, queue, granted, plan.written)?;
+        let grants = [
+            (&plan.grant_main, &plan.evict_main),
+            (&plan.grant_side, &plan.evict_side),
+        ];
+        for (log, (granted, evicts)) in plan.logs.iter_mut().zip(grants) {
+            log.install(&self.gpu, queue, granted, evicts, plan.written)?;
         }
         // Every step is queued: the grants move into the logs, and the vectors this thread
         // is done with go to the ranking's thread with the policy, to be freed there.
@@ -2818,14 +2851,19 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             logs,
             grant_main,
             grant_side,
+            evict_main,
+            evict_side,
             fill_ids,
             fill_dst,
             update_ids,
             update_vals,
             ..
         } = plan;
-        for (log, granted) in logs.iter_mut().zip([grant_main, grant_side]) {
+        let grants = [(grant_main, evict_main), (grant_side, evict_side)];
+        for (log, (granted, evicts)) in logs.iter_mut().zip(grants) {
             let old = std::mem::replace(&mut log.granted, std::mem::take(granted));
+            policy.spare.push(old);
+            let old = std::mem::replace(&mut log.evicts, std::mem::take(evicts));
             policy.spare.push(old);
         }
         policy
@@ -2875,6 +2913,12 @@ struct MissLog {
     grant: Staged,
     /// The same, on the host.
     granted: Vec<u32>,
+    /// The rows those slots hold, each evicted by the capture that takes its place, on the
+    /// device (for the captures; none sent where every slot granted was free).
+    evict: Staged,
+    /// The same, on the host: one per place, [`NOT_RESIDENT`] for a free slot, or empty
+    /// where every slot granted was free.
+    evicts: Vec<u32>,
     /// Whether every gather that may have logged rows into it had its capture queued; if not,
     /// the refresh that settles it copies its rows from the table.
     captured: bool,
@@ -2886,6 +2930,12 @@ struct Logged {
     ids: Vec<u32>,
     /// The slots granted to its places.
     granted: Vec<u32>,
+    /// The rows those slots held when granted, one per place ([`NOT_RESIDENT`] for a free
+    /// slot; empty where every slot was free).
+    evicts: Vec<u32>,
+    /// The places the gathers claimed, those past its places included: what it was asked
+    /// to log.
+    claimed: u64,
     /// Whether every row logged was copied into its slot by a capture.
     captured: bool,
 }
@@ -2901,6 +2951,8 @@ impl MissLog {
             log: gpu.alloc_zeroed::<u32>(len)?,
             grant: Staged::new(gpu)?,
             granted: Vec::new(),
+            evict: Staged::new(gpu)?,
+            evicts: Vec::new(),
             captured: true,
         })
     }
@@ -2924,22 +2976,27 @@ impl MissLog {
         } else {
             self.n.dev.to_vec()?[0]
         };
+        let claimed = n;
         let n = usize::try_from(n).unwrap_or(usize::MAX).min(limit);
         Ok(Logged {
+            claimed,
             ids: self.log.prefix_to_vec(n)?,
             granted: self.granted.clone(),
+            evicts: self.evicts.clone(),
             captured: self.captured,
         })
     }
 
     /// Empty the log for the work queued on `queue` from now on, and grant its places the
-    /// slots `granted` (each place its slot, in order), which the ranking's thread wrote into
-    /// the grant's pinned memory if `written`.
+    /// slots `granted` (each place its slot, in order), holding the rows `evicts` (one per
+    /// place, or none where every slot is free), which the ranking's thread wrote into the
+    /// lists' pinned memory if `written`.
     fn install(
         &mut self,
         gpu: &Gpu,
         queue: &impl Queue,
         granted: &[u32],
+        evicts: &[u32],
         written: bool,
     ) -> Result<()> {
         if !self.n.dev.is_empty() {
@@ -2947,6 +3004,10 @@ impl MissLog {
         }
         self.grant
             .deliver(gpu, queue, granted, PINNED_LIST_MAX, written)?;
+        if !evicts.is_empty() {
+            self.evict
+                .deliver(gpu, queue, evicts, PINNED_LIST_MAX, written)?;
+        }
         self.captured = true;
         Ok(())
     }
@@ -2958,9 +3019,9 @@ struct Job {
     policy: Option<Source>,
     /// Ids counted since the policy was last given the ids to count, added before it ranks.
     counted: Vec<u32>,
-    /// Slots to keep free for the log ([`HotTier::keep_free`]).
-    keep_free: usize,
-    /// The logs to read and settle.
+    /// Places each log has at least ([`HotTier::capture_room`]).
+    room: usize,
+    /// The logs to read and settle, in the order they were filled.
     logs: Vec<MissLog>,
     /// The tier's lists, to write the plan's into.
     lists: PlanLists,
@@ -3020,7 +3081,8 @@ impl Job {
         policy.spare.clear();
         beside_gathers(|| policy.add_all(&self.counted));
         let start = std::time::Instant::now();
-        let keep_free = self.keep_free;
+        let room = self.room;
+        policy.log_len = self.log_len;
         let mut plan = self
             .logs
             .iter()
@@ -3028,7 +3090,7 @@ impl Job {
             .collect::<Result<Vec<_>>>()
             .map(|logged| {
                 let log_read = start.elapsed();
-                beside_gathers(|| policy.plan(&logged, keep_free, log_read))
+                beside_gathers(|| policy.plan(&logged, room, log_read))
             });
         if let Ok(plan) = &mut plan {
             // The plan's lists go into pinned memory here, so that the thread that applies
@@ -3061,12 +3123,15 @@ impl Job {
             self.logs.push(MissLog::new(gpu, log_len)?);
         }
         self.logs.truncate(2);
-        for (log, granted) in self
-            .logs
-            .iter_mut()
-            .zip([&plan.grant_main, &plan.grant_side])
-        {
+        let grants = [
+            (&plan.grant_main, &plan.evict_main),
+            (&plan.grant_side, &plan.evict_side),
+        ];
+        for (log, (granted, evicts)) in self.logs.iter_mut().zip(grants) {
             log.grant.write(gpu, granted, max)?;
+            if !evicts.is_empty() {
+                log.evict.write(gpu, evicts, max)?;
+            }
         }
         Ok(())
     }
@@ -3329,6 +3394,11 @@ struct Policy {
     reserved: usize,
     /// Where the search for rows to evict starts: a slot.
     hand: usize,
+    /// One bit per slot, set while the slot is granted to a miss log with the row it holds
+    /// ([`Policy::condemn`]): the row stays resident (no plan evicts it or moves it) until
+    /// the capture that takes the place evicts it on the device, and the plan that settles
+    /// the log learns which.
+    condemned: Vec<u64>,
     /// One bit per row, set when the row is counted and cleared when it is admitted or the
     /// hand passes its slot: a resident row counted since (counts decay at every refresh,
     /// far sooner than the hand comes round) is passed over once, as a clock's reference bit
@@ -3339,7 +3409,7 @@ struct Policy {
     /// The tier's residency before the last plan was applied, given back by its apply (empty
     /// before the first), and that plan's slot table update (rows and entries).
     shadow: Vec<u64>,
-    last_update: (Vec<u32>, Vec<u32>),
+    last_update: (Vec<u32>, Vec<u32>, Vec<u32>),
     /// Vectors the batch loop's thread is done with (an applied plan's lists, the grants
     /// its logs had), freed by the next ranking on its own thread: freeing a large vector
     /// unmaps its pages, which interrupts every core that ran the process.
@@ -3364,6 +3434,12 @@ struct Plan {
     /// next ranking runs.
     grant_main: Vec<u32>,
     grant_side: Vec<u32>,
+    /// The rows those slots hold, one per place ([`NOT_RESIDENT`] for a free slot; empty
+    /// where every slot is free).
+    evict_main: Vec<u32>,
+    evict_side: Vec<u32>,
+    /// The length of the logs the slots are granted to.
+    log_len: usize,
     /// The logs the ranking read, to be emptied and granted those slots.
     logs: Vec<MissLog>,
     /// The host's residency once the plan is applied (one bit per row), for the tier.
@@ -3395,10 +3471,11 @@ impl Policy {
             free,
             reserved: 0,
             hand: 0,
+            condemned: vec![0; capacity.div_ceil(64)],
             referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
             shadow: Vec::new(),
-            last_update: (Vec::new(), Vec::new()),
+            last_update: (Vec::new(), Vec::new(), Vec::new()),
             spare: Vec::new(),
         }
     }
@@ -3419,6 +3496,90 @@ impl Policy {
         let main = self.free.split_off(self.free.len() - main);
         self.reserved += main.len() + side.len();
         (main, side)
+    }
+
+    /// Add places to the two logs granted `grants` (the first's first), each up to `room`
+    /// places (and the log's length): the slots of resident rows counted 0 that the clock's
+    /// hand finds unreferenced (each passed once if referenced, as for eviction), not already
+    /// granted. Each slot is condemned with its row, which stays resident. For each log, the
+    /// rows its slots hold, one per place ([`NOT_RESIDENT`] for the free ones), or none where
+    /// no place was added. The hand looks at the slots a window at a time, each window by the
+    /// host's threads together (each look a random read into the counts), and at most once
+    /// round the tier.
+    fn condemn(&mut self, grants: [&mut Vec<u32>; 2], room: usize) -> [Vec<u32>; 2] {
+        let wants = grants
+            .each_ref()
+            .map(|g| room.min(self.log_len).saturating_sub(g.len()));
+        let want = wants[0] + wants[1];
+        if want == 0 || self.capacity == 0 {
+            return [Vec::new(), Vec::new()];
+        }
+        use rayon::prelude::*;
+        let capacity = self.capacity;
+        let (counts, resident) = (&self.counts, &self.resident);
+        let referenced = atomic_bits(&mut self.referenced);
+        let mut looked = 0;
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        while found.len() < want && looked < capacity {
+            let short = want - found.len();
+            let window = (short + short / 4)
+                .max(CONDEMN_CHUNK)
+                .min(capacity - looked);
+            let start = (self.hand + looked) % capacity;
+            let condemned = &self.condemned;
+            // Slots `start..start + window`, round the tier.
+            let taken: Vec<Vec<(u32, u32)>> = (0..window.div_ceil(CONDEMN_CHUNK))
+                .into_par_iter()
+                .map(|c| {
+                    let mut taken = Vec::new();
+                    let end = ((c + 1) * CONDEMN_CHUNK).min(window);
+                    for i in c * CONDEMN_CHUNK..end {
+                        if i + PREFETCH_AHEAD < end {
+                            let id = resident[(start + i + PREFETCH_AHEAD) % capacity];
+                            if id != NOT_RESIDENT {
+                                prefetch(referenced, id as usize / 64);
+                            }
+                        }
+                        let s = (start + i) % capacity;
+                        let id = resident[s];
+                        if id == NOT_RESIDENT || bit(condemned, s as u32) {
+                            continue;
+                        }
+                        // The reference bit first (one bit a row: a table the host's caches
+                        // keep far more of than the counts); the count only of the rows
+                        // the hand would take.
+                        let (word, mask) = (&referenced[id as usize / 64], 1u64 << (id % 64));
+                        if word.fetch_and(!mask, Ordering::Relaxed) & mask == 0
+                            && counts[id as usize] == 0
+                        {
+                            taken.push((s as u32, id));
+                        }
+                    }
+                    taken
+                })
+                .collect();
+            looked += window;
+            for t in taken {
+                found.extend_from_slice(&t);
+            }
+        }
+        found.truncate(want);
+        self.hand = (self.hand + looked) % capacity;
+        let mut found = found.into_iter();
+        let mut evicts = [Vec::new(), Vec::new()];
+        for ((granted, want), evicts) in grants.into_iter().zip(wants).zip(&mut evicts) {
+            let places = granted.len();
+            for (s, id) in found.by_ref().take(want) {
+                set_bit(&mut self.condemned, s, true);
+                granted.push(s);
+                evicts.push(id);
+            }
+            if !evicts.is_empty() {
+                // One per place: the free slots first.
+                evicts.splice(0..0, std::iter::repeat_n(NOT_RESIDENT, places));
+            }
+        }
+        evicts
     }
 
     /// Count one more read of each row of `ids` ([`add`](Policy::add) for each, in any
@@ -3486,12 +3647,13 @@ impl Policy {
         set_bit(&mut self.referenced, id, true);
     }
 
-    /// Rank the counted rows and settle the logged ones (`logged`, each in the slot granted
-    /// to its place; copied there by the gathers' captures if `captured`), choose the rows
-    /// to admit and evict and their slots (evicting cold rows until `keep_free` slots, up to
-    /// the log's length, are free for the log), grant the free slots to the next gathers'
-    /// log, and halve every count. Host work only: the plan's kernels are queued by the tier.
-    fn plan(&mut self, logs: &[Logged], keep_free: usize, log_read: std::time::Duration) -> Plan {
+    /// Rank the counted rows and settle the logged ones (`logs`, in the order they were
+    /// filled: each row in the slot granted to its place, copied there by the gathers'
+    /// captures if `captured`, each of which evicted the row its slot held), choose the rows
+    /// to admit and evict and their slots, grant the free slots to the next gathers' logs
+    /// (and the slots of cold rows, up to `room` places a log: [`condemn`](Policy::condemn)),
+    /// and halve every count. Host work only: the plan's kernels are queued by the tier.
+    fn plan(&mut self, logs: &[Logged], room: usize, log_read: std::time::Duration) -> Plan {
         let start = std::time::Instant::now();
         // The logged rows: each is in the slot granted to its place in its log (the gathers'
         // captures copied it there and named it in the slot table, or the fill does when a
@@ -3503,10 +3665,32 @@ impl Policy {
         let mut logged = Vec::new();
         let mut granted = Vec::new();
         let mut uncaptured = std::collections::HashSet::new();
+        // The rows the captures evicted from the slots granted with them (a condemned row
+        // stays in its slot until then, so its entry named the slot), and whether their
+        // log's captures all ran (else the device may still name them).
+        let mut left = Vec::new();
         for log in logs {
             let n = log.ids.len().min(log.granted.len());
-            self.reserved -= log.granted.len();
-            self.free.extend_from_slice(&log.granted[n..]);
+            for (i, &s) in log.granted.iter().enumerate() {
+                let victim = log.evicts.get(i).copied().unwrap_or(NOT_RESIDENT);
+                if victim == NOT_RESIDENT {
+                    // A free slot: reserved until now, free again where its place was not
+                    // taken.
+                    self.reserved -= 1;
+                    if i >= n {
+                        self.free.push(s);
+                    }
+                    continue;
+                }
+                // A place not taken leaves its row resident, in its slot; a place taken,
+                // evicted (a row the log names later is settled below, after it).
+                set_bit(&mut self.condemned, s, false);
+                if i < n {
+                    set_bit(&mut self.bits, victim, false);
+                    self.resident[s as usize] = NOT_RESIDENT;
+                    left.push((victim, log.captured));
+                }
+            }
             for (&id, &s) in log.ids[..n].iter().zip(&log.granted) {
                 if bit(&self.bits, id) {
                     self.free.push(s);
@@ -3605,12 +3789,10 @@ impl Policy {
         };
         let (counts, bits) = (&self.counts, &self.bits);
         // Room: resident rows not kept leave, rows counted 0 first, as many as the free slots
-        // lack; their slots are refilled from the next refresh on. Beyond that, rows counted
-        // 0 that the hand finds unreferenced leave until `keep_free` slots are left for the
-        // log (none of the least counted leave for it).
+        // lack; their slots are refilled from the next refresh on. Rows whose slots are
+        // granted to a log (condemned) stay.
         let must = admit.len().saturating_sub(self.free.len());
-        let spare = self.free.len().saturating_sub(admit.len());
-        let short = must + keep_free.min(self.log_len).saturating_sub(spare);
+        let short = must;
         let mut evict = Vec::new();
         if short > 0 {
             // The logged rows just settled stay (the gathers have only now asked for them),
@@ -3630,19 +3812,16 @@ impl Policy {
             let capacity = self.capacity;
             let referenced = &mut self.referenced;
             let mut looked = 0;
-            // For the slots kept free alone, the hand looks at a few slots per one it empties,
-            // not round the whole tier at every refresh.
-            let budget = if must > 0 {
-                capacity
-            } else {
-                capacity.min(8 * short)
-            };
-            let mark = &self.mark;
-            while evict.len() < short && looked < budget {
+            let (mark, condemned) = (&self.mark, &self.condemned);
+            while evict.len() < short && looked < capacity {
                 let s = (self.hand + looked) % capacity;
                 looked += 1;
                 let id = resident[s];
-                if id != NOT_RESIDENT && counts[id as usize] == 0 && !bit(mark, id) {
+                if id != NOT_RESIDENT
+                    && counts[id as usize] == 0
+                    && !bit(mark, id)
+                    && !bit(condemned, s as u32)
+                {
                     if bit(referenced, id) {
                         set_bit(referenced, id, false);
                     } else {
@@ -3658,10 +3837,10 @@ impl Policy {
                 for &id in &chosen_resident {
                     set_bit(&mut self.mark, id, true);
                 }
-                let mark = &self.mark;
+                let (mark, condemned) = (&self.mark, &self.condemned);
                 let leaves = |s: usize| {
                     let id = resident[s];
-                    id != NOT_RESIDENT && !bit(mark, id)
+                    id != NOT_RESIDENT && !bit(mark, id) && !bit(condemned, s as u32)
                 };
                 let mut taken = vec![false; capacity];
                 for &s in &evict {
@@ -3716,8 +3895,32 @@ impl Policy {
             vals.push(NOT_RESIDENT);
         }
         self.free.append(&mut emptied);
-        // The next gathers' logs: free slots, each to a place.
-        let (grant_main, grant_side) = self.grant(true);
+        // The rows the captures evicted, unless admitted again since. The device's slot
+        // table says so already (the captures' compare-and-swap), but where a log's captures
+        // may not all have run: there the update says it; the tier's residency learns it
+        // with the update either way.
+        let mut gone = Vec::new();
+        let taken = left.len();
+        for (id, captured) in left {
+            if bit(&self.bits, id) {
+                continue;
+            }
+            if captured {
+                gone.push(id);
+            } else {
+                ids.push(id);
+                vals.push(NOT_RESIDENT);
+            }
+        }
+        // The next gathers' logs: free slots, each to a place, then cold rows' slots.
+        let (mut grant_main, mut grant_side) = self.grant(true);
+        // Each log is given room for twice the most rows one of those read was asked to log
+        // (and at least `ROOM_MIN`), up to `room`: the cold rows the hand looks at follow
+        // what the gathers miss.
+        let asked = logs.iter().map(|log| log.claimed).max().unwrap_or(0);
+        let asked = usize::try_from(asked).unwrap_or(usize::MAX);
+        let room = room.min(asked.saturating_mul(2).max(ROOM_MIN));
+        let [evict_main, evict_side] = self.condemn([&mut grant_main, &mut grant_side], room);
         // The tier's residency once this plan is applied: the copy the last plan's apply gave
         // back (the residency before it), brought up to this plan by both plans' updates.
         let mut bits = std::mem::take(&mut self.shadow);
@@ -3725,8 +3928,8 @@ impl Policy {
             // Each update names a row once: its bits are set and cleared by the host's
             // threads together, one update after the other.
             let view = atomic_bits(&mut bits);
-            let (last_ids, last_vals) = &self.last_update;
-            for (ids, vals) in [(last_ids, last_vals), (&ids, &vals)] {
+            let (last_ids, last_vals, last_gone) = &self.last_update;
+            for (ids, vals, gone) in [(last_ids, last_vals, last_gone), (&ids, &vals, &gone)] {
                 ids.par_iter().zip(vals.par_iter()).for_each(|(&id, &s)| {
                     let (word, mask) = (&view[id as usize / 64], 1u64 << (id % 64));
                     if s == NOT_RESIDENT {
@@ -3735,11 +3938,15 @@ impl Policy {
                         word.fetch_or(mask, Ordering::Relaxed);
                     }
                 });
+                // Rows no update names (each row gone names no row the update sets).
+                gone.par_iter().for_each(|&id| {
+                    view[id as usize / 64].fetch_and(!(1u64 << (id % 64)), Ordering::Relaxed);
+                });
             }
         } else {
             bits = self.bits.clone();
         }
-        self.last_update = (ids.clone(), vals.clone());
+        self.last_update = (ids.clone(), vals.clone(), gone);
         let candidates = self.touched.len();
         self.halve();
         Plan {
@@ -3749,7 +3956,7 @@ impl Policy {
             update_vals: vals,
             refresh: Refresh {
                 admitted: kept + admit.len(),
-                evicted: evict.len(),
+                evicted: evict.len() + taken,
                 resident: self.capacity - self.free.len() - self.reserved,
             },
             logged: logged.len(),
@@ -3759,6 +3966,9 @@ impl Policy {
             policy: start.elapsed(),
             grant_main,
             grant_side,
+            evict_main,
+            evict_side,
+            log_len: self.log_len,
             logs: Vec::new(),
             bits,
             written: false,
@@ -3832,13 +4042,29 @@ mod tests {
         // The rows logged since (in the gathers' log, or in a log filled while the last
         // ranking ran), not settled by a refresh yet: named by the captures with their
         // granted slots (or pending where a capture was not queued), each slot holding its
-        // row, unless a refresh admitted the row meanwhile.
+        // row, unless a refresh admitted the row meanwhile; and the rows those slots held,
+        // evicted by the captures (which the host still calls resident).
         let rows = t.rows;
         let tier = t.tier.to_vec().unwrap();
         let table = t.table.to_vec();
         let mut logged = vec![false; rows];
-        for log in std::iter::once(&t.live).chain(&t.filled) {
+        for log in t.filled.iter().chain(std::iter::once(&t.live)) {
             let read = log.read().unwrap();
+            for (i, &s) in read.granted.iter().enumerate().take(read.ids.len()) {
+                let v = read.evicts.get(i).copied().unwrap_or(NOT_RESIDENT);
+                if v == NOT_RESIDENT || host[v as usize] != s {
+                    continue;
+                }
+                if device[v as usize] == s {
+                    assert!(
+                        !read.captured,
+                        "row {v}: not evicted by its place's capture"
+                    );
+                    continue;
+                }
+                host[v as usize] = NOT_RESIDENT;
+                logged[v as usize] = true;
+            }
             for (&id, &s) in read.ids.iter().zip(&read.granted) {
                 if host[id as usize] != NOT_RESIDENT {
                     continue;
@@ -4739,29 +4965,134 @@ mod tests {
         assert_tables_agree(&mut t);
     }
 
-    /// Slots kept free for the log: rows counted 0 leave ahead of need, counted rows never
-    /// do for it, and the rows the next gathers miss are logged into the freed slots.
+    /// Room for captures under a hot set that moves while rankings run: every gather reads
+    /// its rows right, and after each refresh the host's and the device's tables agree,
+    /// rows evicted by the captures of the log filled while the ranking ran included (some
+    /// of them asked for again, and logged again, in the same log or the next).
     #[test]
-    fn slots_kept_free_take_the_next_misses_and_evict_only_cold_rows() {
+    fn with_room_for_captures_gathers_stay_right_and_tables_agree_while_rankings_run() {
         let gpu = Gpu::simulator();
-        let mut t = small_tier(&gpu, 64, 4);
-        t.keep_free(2);
-        let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_and_refresh(&gpu, t, ids);
+        let (rows, width) = (500usize, 4usize);
+        let (mut t, host) = numbered_tier(&gpu, rows, width, 48);
+        t.capture_room(6);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) as u32
+        };
+        let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
+            let mut out = gpu.upload(&vec![-1.0f32; ids.len() * width]).unwrap();
+            t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
+            let got = out.to_vec().unwrap();
+            for (b, &id) in ids.iter().enumerate() {
+                let row = &host[id as usize * width..][..width];
+                assert_eq!(&got[b * width..][..width], row, "position {b}");
+            }
+        };
+        let (mut evicted, mut granted_while_ranking) = (0, 0);
+        for k in 0..40u32 {
+            // A hot set of 16 rows that moves wholly every 8 refreshes, and cold rows.
+            let base = (k / 8) * 100;
+            let batch = |next: &mut dyn FnMut() -> u32| -> Vec<u32> {
+                (0..24)
+                    .map(|_| match next() % 4 {
+                        0 => next() % rows as u32,
+                        _ => base + next() % 16,
+                    })
+                    .collect()
+            };
+            let ids = batch(&mut next);
+            gather(&mut t, &ids);
+            if k % 3 == 0 {
+                evicted += t.refresh(&gpu).unwrap().evicted;
+            } else {
+                let hold = t.__hold_refreshes();
+                t.begin_refresh(&gpu).unwrap();
+                if t.live.evicts.iter().any(|&id| id != NOT_RESIDENT) {
+                    granted_while_ranking += 1;
+                }
+                for _ in 0..2 {
+                    let ids = batch(&mut next);
+                    gather(&mut t, &ids);
+                }
+                hold.release();
+                evicted += t.finish_refresh(&gpu).unwrap().unwrap().evicted;
+            }
+            assert_tables_agree(&mut t);
+        }
+        assert!(
+            evicted > 0 && granted_while_ranking > 0,
+            "{evicted} {granted_while_ranking}"
+        );
+    }
+
+    /// Room for captures: cold rows' slots are granted to the log, their rows stay resident
+    /// until a capture takes the place, and the refresh after settles both rows; places not
+    /// taken leave their rows; counted rows are never granted.
+    #[test]
+    fn room_for_captures_evicts_cold_rows_only_at_the_captures_that_take_their_slots() {
+        let gpu = Gpu::simulator();
+        let (rows, width) = (64usize, 4usize);
+        let (mut t, host) = numbered_tier(&gpu, rows, width, 4);
+        t.capture_room(2);
+        let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
+            let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
+            t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
+            let got = out.to_vec().unwrap();
+            for (b, &id) in ids.iter().enumerate() {
+                let row = &host[id as usize * width..][..width];
+                assert_eq!(&got[b * width..][..width], row, "position {b}");
+            }
+        };
         // Rows 0 and 1 counted four times, rows 2 and 3 once: after the refresh those are
-        // counted 0, these 2.
-        assert_eq!(gather(&mut t, &[0, 1, 0, 1, 0, 1, 0, 1, 2, 3]).admitted, 4);
-        assert_eq!(t.resident_rows(), 4);
-        // The hand passes each cold row once (admission cleared their reference bits):
-        // rows 2 and 3 leave, rows 0 and 1, still counted, stay.
-        let r = gather(&mut t, &[]);
-        assert_eq!(r.evicted, 2);
-        assert!(t.is_resident(0) && t.is_resident(1));
-        assert!(!t.is_resident(2) && !t.is_resident(3));
-        // The two free slots are the log's: rows 40 and 41, missed once, are in the tier after
-        // the next refresh although nothing counted made room for them.
-        t.count_every(NonZeroUsize::new(1000).unwrap());
-        assert_eq!(gather(&mut t, &[40, 41]).admitted, 2);
-        assert!(t.is_resident(40) && t.is_resident(41));
+        // counted 2, these 0 (counted when the refresh granted, so not granted yet).
+        gather(&mut t, &[0, 1, 0, 1, 0, 1, 0, 1, 2, 3]);
+        assert_eq!(t.refresh(&gpu).unwrap().admitted, 4);
+        assert_eq!(t.log_limit, 0);
+        // Now rows 2 and 3 are cold: their slots go to the log, and they stay resident.
+        let r = t.refresh(&gpu).unwrap();
+        assert_eq!((r.evicted, r.resident), (0, 4));
+        assert_eq!(t.log_limit, 2);
+        let granted: Vec<u32> = t.live.evicts.clone();
+        let mut cold = granted.clone();
+        cold.sort_unstable();
+        assert_eq!(cold, [2, 3]);
+        assert!(t.is_resident(2) && t.is_resident(3));
         assert_tables_agree(&mut t);
+        // No capture takes a place: the next refresh leaves them, and grants them again.
+        gather(&mut t, &[0, 1, 2, 3]);
+        let r = t.refresh(&gpu).unwrap();
+        assert_eq!((r.evicted, r.admitted, r.resident), (0, 0, 4));
+        assert_tables_agree(&mut t);
+        // Rows 2 and 3 were counted: the hand passes them once (their reference bits), and
+        // no slot is granted until they are counted 0 again.
+        assert_eq!(t.log_limit, 0);
+        t.refresh(&gpu).unwrap();
+        assert_eq!(t.log_limit, 2);
+        let first = t.live.evicts[0];
+        // Row 40 takes the first place, evicting its row on the device; that row, asked for
+        // again, takes the second, evicting the other; then both are read from the tier.
+        let before = t.gather_reads().unwrap();
+        gather(&mut t, &[40]);
+        let slots = t.slots.to_vec().unwrap();
+        assert_eq!(slots[first as usize], NOT_RESIDENT);
+        assert!(slots[40] < 4);
+        assert!(
+            t.is_resident(first),
+            "the host learns it at the next refresh"
+        );
+        assert_tables_agree(&mut t);
+        gather(&mut t, &[first]);
+        gather(&mut t, &[first, 40, 0, 1]);
+        assert_eq!(t.gather_reads().unwrap().since(&before).from_host, 2);
+        assert_tables_agree(&mut t);
+        let r = t.refresh(&gpu).unwrap();
+        assert_eq!((r.admitted, r.evicted, r.resident), (2, 2, 4));
+        let other = 5 - first; // rows 2 and 3
+        assert!(t.is_resident(first) && t.is_resident(40) && !t.is_resident(other));
+        assert_tables_agree(&mut t);
+        gather(&mut t, &[first, 40, 0, 1, other]);
     }
 }

@@ -154,10 +154,13 @@ pub static HOT_SCATTER: Kernel = Kernel {
 /// lengths of `grant` and `log` and the counter `log_n[0]`, `log[n] == ids[b]`, and the slot
 /// below `capacity`. The thread of unit 0 of such a row also writes the slot into the slot
 /// table, `slots[ids[b]]` (for an id below its length): kernels queued after this one read
-/// the row from the tier. As for the gather, `out` holds `ids × units` units and `tier`
-/// `capacity × units` (their lengths count the host's elements, not bytes). Parameters:
-/// `units`, `capacity`, then the slices `ids`, `claim`, `log`, `log_n`, `grant`, `out`,
-/// `tier` (written) and `slots` (written).
+/// the row from the tier. Where the slot held a row, `evict[n]` names it (for `n` below
+/// `evict`'s length; an entry not below the slot table's length names none): that thread
+/// first evicts it, setting its entry to `NOT_RESIDENT` if it still names the slot (a
+/// compare-and-swap, so that an entry a later refresh moved stays). As for the gather, `out`
+/// holds `ids × units` units and `tier` `capacity × units` (their lengths count the host's
+/// elements, not bytes). Parameters: `units`, `capacity`, then the slices `ids`, `claim`,
+/// `log`, `log_n`, `grant`, `evict`, `out`, `tier` (written) and `slots` (written).
 pub static HOT_CAPTURE: Kernel = Kernel {
     name: "berth_hot_capture",
     crate_name: "berth_runtime",
@@ -175,6 +178,8 @@ pub static HOT_CAPTURE: Kernel = Kernel {
         Param::word("log_n", Part::Len),
         Param::slice_ptr::<u32>("grant", false, Placement::Device),
         Param::word("grant", Part::Len),
+        Param::slice_ptr::<u32>("evict", false, Placement::Device),
+        Param::word("evict", Part::Len),
         Param::slice_ptr::<u8>("out", false, Placement::Device),
         Param::word("out", Part::Len),
         Param::slice_ptr::<u8>("tier", true, Placement::Device),
@@ -603,12 +608,14 @@ $L__hot_scatter_done:
 \t.param .u64 berth_hot_capture_param_14,
 \t.param .u64 berth_hot_capture_param_15,
 \t.param .u64 berth_hot_capture_param_16,
-\t.param .u64 berth_hot_capture_param_17
+\t.param .u64 berth_hot_capture_param_17,
+\t.param .u64 berth_hot_capture_param_18,
+\t.param .u64 berth_hot_capture_param_19
 )
 {
-\t.reg .pred \t%p<12>;
-\t.reg .b32 \t%r<12>;
-\t.reg .b64 \t%rd<44>;
+\t.reg .pred \t%p<14>;
+\t.reg .b32 \t%r<16>;
+\t.reg .b64 \t%rd<52>;
 
 \tld.param.u64 \t%rd1, [berth_hot_capture_param_0];
 \tld.param.u64 \t%rd2, [berth_hot_capture_param_1];
@@ -622,12 +629,14 @@ $L__hot_scatter_done:
 \tld.param.u64 \t%rd10, [berth_hot_capture_param_9];
 \tld.param.u64 \t%rd11, [berth_hot_capture_param_10];
 \tld.param.u64 \t%rd12, [berth_hot_capture_param_11];
-\tld.param.u64 \t%rd13, [berth_hot_capture_param_12];
-\tld.param.u64 \t%rd14, [berth_hot_capture_param_13];
-\tld.param.u64 \t%rd15, [berth_hot_capture_param_14];
-\tld.param.u64 \t%rd16, [berth_hot_capture_param_15];
-\tld.param.u64 \t%rd38, [berth_hot_capture_param_16];
-\tld.param.u64 \t%rd39, [berth_hot_capture_param_17];
+\tld.param.u64 \t%rd46, [berth_hot_capture_param_12];
+\tld.param.u64 \t%rd47, [berth_hot_capture_param_13];
+\tld.param.u64 \t%rd13, [berth_hot_capture_param_14];
+\tld.param.u64 \t%rd14, [berth_hot_capture_param_15];
+\tld.param.u64 \t%rd15, [berth_hot_capture_param_16];
+\tld.param.u64 \t%rd16, [berth_hot_capture_param_17];
+\tld.param.u64 \t%rd38, [berth_hot_capture_param_18];
+\tld.param.u64 \t%rd39, [berth_hot_capture_param_19];
 \tmov.u32 \t%r1, %ctaid.x;
 \tmov.u32 \t%r2, %ntid.x;
 \tmov.u32 \t%r3, %tid.x;
@@ -673,6 +682,19 @@ $L__hot_scatter_done:
 \t@%p6 bra \t$L__hot_capture_done;
 \tsetp.ne.u64 \t%p7, %rd19, 0;
 \t@%p7 bra \t$L__hot_capture_copy;
+\tsetp.ge.u64 \t%p9, %rd22, %rd47;
+\t@%p9 bra \t$L__hot_capture_name;
+\tcvta.to.global.u64 \t%rd48, %rd46;
+\tadd.s64 \t%rd48, %rd48, %rd26;
+\tld.global.u32 \t%r12, [%rd48];
+\tcvt.u64.u32 \t%rd49, %r12;
+\tsetp.ge.u64 \t%p10, %rd49, %rd39;
+\t@%p10 bra \t$L__hot_capture_name;
+\tshl.b64 \t%rd50, %rd49, 2;
+\tcvta.to.global.u64 \t%rd51, %rd38;
+\tadd.s64 \t%rd51, %rd51, %rd50;
+\tatom.global.cas.b32 \t%r13, [%rd51], %r7, -1;
+$L__hot_capture_name:
 \tcvt.u64.u32 \t%rd40, %r6;
 \tsetp.ge.u64 \t%p8, %rd40, %rd39;
 \t@%p8 bra \t$L__hot_capture_copy;
@@ -1053,7 +1075,7 @@ unsafe fn hot_scatter_sim(p: &[*mut std::ffi::c_void]) {
 /// `capacity × units`, and neither `tier` nor `slots` overlaps any other.
 unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
     // SAFETY: the caller's contract: each parameter value is a u64.
-    let v: [u64; 18] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
+    let v: [u64; 20] = std::array::from_fn(|i| unsafe { *(p[i] as *const u64) });
     let [
         units,
         capacity,
@@ -1067,6 +1089,8 @@ unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
         log_n_len,
         grant,
         grant_len,
+        evict,
+        evict_len,
         out,
         _,
         tier,
@@ -1101,9 +1125,26 @@ unsafe fn hot_capture_sim(p: &[*mut std::ffi::c_void]) {
     if logged != id || slot >= capacity {
         return;
     }
+    if j == 0 && n < evict_len {
+        // SAFETY: `n` is below `evict`'s length.
+        let victim = u64::from(unsafe { *(evict as *const u32).add(n as usize) });
+        if victim < slots_len {
+            // SAFETY: `victim` is below `slots`' length; this kernel's threads access the slot
+            // table only atomically.
+            let entry = unsafe { AtomicU32::from_ptr((slots as *mut u32).add(victim as usize)) };
+            let _ = entry.compare_exchange(
+                slot as u32,
+                NOT_RESIDENT,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+        }
+    }
     if j == 0 && u64::from(id) < slots_len {
-        // SAFETY: `id` is below `slots`' length; `slots` overlaps no other parameter.
-        unsafe { *(slots as *mut u32).add(id as usize) = slot as u32 };
+        // SAFETY: `id` is below `slots`' length; `slots` overlaps no other parameter, and this
+        // kernel's threads access it only atomically.
+        unsafe { AtomicU32::from_ptr((slots as *mut u32).add(id as usize)) }
+            .store(slot as u32, Ordering::Relaxed);
     }
     let unit = HOT_UNIT as u64;
     // SAFETY: `b < ids_len` and `j < units`: unit `g` is inside `out`; `slot < capacity`: unit

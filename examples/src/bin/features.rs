@@ -120,10 +120,10 @@ struct Args {
     /// Admit a missed row only at its second miss (`HotTier::admit_on_repeat`)
     #[arg(long)]
     admit_on_repeat: bool,
-    /// Slots each refresh keeps free for the miss log, evicting cold rows ahead of need
-    /// (`HotTier::keep_free`; 0: none)
+    /// Places each miss log has at least, the slots of cold rows granted where the free ones
+    /// are too few (`HotTier::capture_room`; 0: the free slots alone)
     #[arg(long, default_value_t = 0)]
-    keep_free: usize,
+    capture_room: usize,
     /// The share of the rows not resident that host threads gather while the GPU reads the
     /// others in place (`HotTier::host_gathers`; 0: the GPU reads them all)
     #[arg(long, default_value_t = 0.0)]
@@ -983,7 +983,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     if let Some(threads) = args.staging_threads {
         tier.staging_threads(threads);
     }
-    tier.keep_free(args.keep_free);
+    tier.capture_room(args.capture_room);
     tier.host_gathers(args.host_share);
     println!(
         "features: the tier holds {} rows ({:.1}% of the table; {:.1} MiB of device memory)",
@@ -1295,7 +1295,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
             "admit_on_repeat": args.admit_on_repeat,
             "whole_batches": args.whole_batches,
             "staging_parts": tier.max_staging_parts(),
-            "keep_free": args.keep_free,
+            "capture_room": args.capture_room,
             "drift_every": args.drift_every,
             "drift_recovery_batches": recovery,
             // Each timed batch's wall time where the hot set moves (what the recovery is
