@@ -3078,6 +3078,7 @@ impl Job {
             },
             None => unreachable!("a job runs once"),
         };
+        let taken = started.elapsed();
         policy.spare.clear();
         beside_gathers(|| policy.add_all(&self.counted));
         let start = std::time::Instant::now();
@@ -3099,6 +3100,16 @@ impl Job {
             plan.written = self.write(plan).is_ok();
             plan.write = written.elapsed();
             plan.add = start - started;
+            tracing::debug!(
+                counts_back_us = taken.as_micros(),
+                add_us = (plan.add - taken).as_micros(),
+                log_read_us = plan.log_read.as_micros(),
+                policy_us = plan.policy.as_micros(),
+                write_us = plan.write.as_micros(),
+                logged = plan.logged,
+                candidates = plan.candidates,
+                "hot tier ranked"
+            );
         }
         Ranked {
             policy: Some(policy),
@@ -3538,6 +3549,7 @@ impl Policy {
                             let id = resident[(start + i + PREFETCH_AHEAD) % capacity];
                             if id != NOT_RESIDENT {
                                 prefetch(referenced, id as usize / 64);
+                                prefetch(counts, id as usize);
                             }
                         }
                         let s = (start + i) % capacity;
@@ -3545,13 +3557,12 @@ impl Policy {
                         if id == NOT_RESIDENT || bit(condemned, s as u32) {
                             continue;
                         }
-                        // The reference bit first (one bit a row: a table the host's caches
-                        // keep far more of than the counts); the count only of the rows
-                        // the hand would take.
+                        // Passed once if referenced (the bit cleared only where set: most
+                        // are clear, and a load costs less than an atomic write).
                         let (word, mask) = (&referenced[id as usize / 64], 1u64 << (id % 64));
-                        if word.fetch_and(!mask, Ordering::Relaxed) & mask == 0
-                            && counts[id as usize] == 0
-                        {
+                        if word.load(Ordering::Relaxed) & mask != 0 {
+                            word.fetch_and(!mask, Ordering::Relaxed);
+                        } else if counts[id as usize] == 0 {
                             taken.push((s as u32, id));
                         }
                     }

@@ -1015,8 +1015,10 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
     // has them ready, and each batch gathers into an output of its own, checked after the
     // last: between timed batches the host does nothing but time them.
     let (mut planned, mut outs) = (Vec::new(), Vec::new());
-    // The refreshes, and how many the timed batches began.
+    // The refreshes, and how many the timed batches began; the timed batches after which
+    // one began, and those whose gather applied one (queued its kernels).
     let (mut due, mut refreshes) = (Refreshes::new(args), 0usize);
+    let (mut refresh_begun, mut refresh_applied) = (Vec::new(), Vec::new());
     // What no gather writes: NaN equals no row's value.
     let poison = vec![
         F4 {
@@ -1061,6 +1063,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         }
         let dst = if timed { &mut outs[i] } else { &mut *out };
         let before = tier.stats();
+        let was_pending = tier.refresh_pending();
         // Timed as a loop runs it: the gather and its wait, nothing recorded between.
         let t = Instant::now();
         let pending = tier.gather(gpu, ids, dst)?;
@@ -1070,6 +1073,9 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         pending.wait()?;
         if timed {
             let dt = t.elapsed().as_secs_f64();
+            if was_pending && !tier.refresh_pending() {
+                refresh_applied.push(i);
+            }
             gather_s += dt;
             queue_s += queued;
             batch_s.push(dt);
@@ -1100,6 +1106,7 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         if due.after(k, &mut tier, gpu)? && timed {
             refresh_s += t.elapsed().as_secs_f64();
             refreshes += 1;
+            refresh_begun.push(i);
         }
     }
     for (ids, out) in planned.iter().zip(&outs) {
@@ -1331,6 +1338,8 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         });
         let mut line = line;
         line["staging_threads"] = tier.max_staging_threads().into();
+        line["refresh_begun_batches"] = refresh_begun.into();
+        line["refresh_applied_batches"] = refresh_applied.into();
         // The hit rates as the GPU counted them, over every row of the timed batches and of
         // their second half.
         line["gpu_hit_rate"] = timed_hits.into();
