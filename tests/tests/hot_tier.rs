@@ -13,7 +13,8 @@
 //! GPU's count of the rows read from host memory (`gather_reads`) agrees with the host's
 //! record after each refresh, counts a captured row a hit from the next gather on, counts the
 //! parts of a batch gathered before a bad id, rows left to the host's threads and gathers
-//! whose guards are leaked, and is the hit rate the cost model reads.
+//! whose guards are leaked, and is the hit rate the cost model reads. A full tier with room for
+//! captures reads a hot set it never held from the gather after the one that missed it.
 
 use berth::{
     DeviceBuffer, Error, GatherReads, Gpu, Grid, HotTier, HotTierStats, InPlaceRows, MappedBuffer,
@@ -294,6 +295,69 @@ fn rows_missed_are_read_from_device_memory_from_the_next_gather_on() {
         (host_rate - read.hit_rate()).abs() < 0.1,
         "{host_rate} against {read:?}"
     );
+}
+
+/// A full tier with room for captures (`capture_room`) takes a hot set it never held from the
+/// gather after the one that missed it, with no refresh between: the captures evict cold rows
+/// (counted 0) into whose slots they copy the missed ones. Without room, the same gathers keep
+/// missing until a refresh. The rows evicted read right from the host table after.
+#[test]
+fn a_full_tier_with_room_for_captures_reads_a_new_hot_set_from_the_next_gather_on() {
+    let gpu = gpu();
+    let rows = 4000;
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    let (keep, cold, new) = (&perm[..300], &perm[300..600], &perm[600..900]);
+    let twice = |r: &mut rand::rngs::StdRng, set: &[u32]| {
+        let mut ids: Vec<u32> = set.iter().flat_map(|&id| [id, id]).collect();
+        ids.shuffle(r);
+        ids
+    };
+    let mut from_host = Vec::new();
+    for room in [0, 400] {
+        let (mut t, host) = tier(&gpu, rows, 600);
+        t.capture_room(room);
+        let gather = |t: &mut HotTier<f32>, ids: &[u32]| -> GatherReads {
+            let reads = t.gather_reads().unwrap();
+            let mut out = poisoned(&gpu, ids.len());
+            t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
+            check(&host, ids, &out);
+            t.gather_reads().unwrap().since(&reads)
+        };
+        // The tier fills with 600 rows; then only 300 of them are read, and the others go
+        // cold: counted 0 after the halving, passed by the clock's hand.
+        let all: Vec<u32> = keep.iter().chain(cold).copied().collect();
+        gather(&mut t, &twice(&mut r, &all));
+        t.refresh(&gpu).unwrap();
+        assert_eq!(t.resident_rows(), 600);
+        for _ in 0..3 {
+            gather(&mut t, &twice(&mut r, keep));
+            t.refresh(&gpu).unwrap();
+        }
+        assert_eq!(t.resident_rows(), 600);
+        // A hot set the tier never held: missed once each, then (with room) read from device
+        // memory from the next gather on.
+        let first = gather(&mut t, &twice(&mut r, new));
+        assert_eq!(first.from_host, 600, "room {room}");
+        let second = gather(&mut t, &twice(&mut r, new));
+        from_host.push(second.from_host);
+        assert!(cold.iter().all(|&id| t.is_resident(id)), "room {room}");
+        // The refresh settles it: the new rows resident, as many cold ones evicted. Without
+        // room it evicts the cold rows for the new ones, whose slots the next refresh fills.
+        let refresh = t.refresh(&gpu).unwrap();
+        assert_eq!(refresh.evicted, 300, "room {room}");
+        assert_eq!(t.resident_rows(), if room > 0 { 600 } else { 300 });
+        if room > 0 {
+            assert!(new.iter().all(|&id| t.is_resident(id)));
+            assert!(cold.iter().all(|&id| !t.is_resident(id)));
+            assert!(keep.iter().all(|&id| t.is_resident(id)));
+        }
+        // Every row reads right, the evicted ones from the host table.
+        let mixed: Vec<u32> = (0..900).map(|i| perm[(i * 7) % 900]).collect();
+        gather(&mut t, &mixed);
+    }
+    assert_eq!(from_host, [600, 0], "without room, then with");
 }
 
 /// The cost model's view of a tier (`decision`) reads the hit rate the GPU counted between
