@@ -532,10 +532,6 @@ fn stage<T: DeviceCopy>(gpu: &Gpu, buf: &mut DeviceBuffer<T>, data: &[T]) -> Res
     buf.copy_prefix_from(data)
 }
 
-/// The fewest places a refresh gives a log room for, with room for captures
-/// ([`HotTier::capture_room`]), whatever the logs it read were asked to log.
-const ROOM_MIN: usize = 1 << 14;
-
 /// Slots one of the host's threads looks at together when [`Policy::condemn`] searches for
 /// cold rows.
 const CONDEMN_CHUNK: usize = 1 << 12;
@@ -2359,7 +2355,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// miss are then read from device memory from the next gather on, at the cost of cold
     /// rows that a law that does not move might read again (`docs/hot-tier.md` measures
     /// both); the logs and their lists take 12 bytes a place of device memory beside the
-    /// budget, and the host looks at about as many resident rows per refresh as it grants.
+    /// budget. A place no capture took keeps its cold row for the next logs, so the clock's
+    /// hand looks at about as many resident rows per refresh as the captures took.
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
@@ -2933,9 +2930,6 @@ struct Logged {
     /// The rows those slots held when granted, one per place ([`NOT_RESIDENT`] for a free
     /// slot; empty where every slot was free).
     evicts: Vec<u32>,
-    /// The places the gathers claimed, those past its places included: what it was asked
-    /// to log.
-    claimed: u64,
     /// Whether every row logged was copied into its slot by a capture.
     captured: bool,
 }
@@ -2976,10 +2970,8 @@ impl MissLog {
         } else {
             self.n.dev.to_vec()?[0]
         };
-        let claimed = n;
         let n = usize::try_from(n).unwrap_or(usize::MAX).min(limit);
         Ok(Logged {
-            claimed,
             ids: self.log.prefix_to_vec(n)?,
             granted: self.granted.clone(),
             evicts: self.evicts.clone(),
@@ -3410,6 +3402,9 @@ struct Policy {
     /// the capture that takes the place evicts it on the device, and the plan that settles
     /// the log learns which.
     condemned: Vec<u64>,
+    /// Condemned slots whose places no capture took, with their rows, for the next logs
+    /// ([`Policy::condemn`]).
+    carried: Vec<(u32, u32)>,
     /// One bit per row, set when the row is counted and cleared when it is admitted or the
     /// hand passes its slot: a resident row counted since (counts decay at every refresh,
     /// far sooner than the hand comes round) is passed over once, as a clock's reference bit
@@ -3483,6 +3478,7 @@ impl Policy {
             reserved: 0,
             hand: 0,
             condemned: vec![0; capacity.div_ceil(64)],
+            carried: Vec::new(),
             referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
             shadow: Vec::new(),
@@ -3522,6 +3518,16 @@ impl Policy {
             .each_ref()
             .map(|g| room.min(self.log_len).saturating_sub(g.len()));
         let want = wants[0] + wants[1];
+        // The slots the last logs' gathers did not take come first, where their rows are
+        // still cold (counted 0 and unreferenced since); the others are let go.
+        let mut found: Vec<(u32, u32)> = Vec::new();
+        for (s, id) in std::mem::take(&mut self.carried) {
+            if found.len() < want && self.counts[id as usize] == 0 && !bit(&self.referenced, id) {
+                found.push((s, id));
+            } else {
+                set_bit(&mut self.condemned, s, false);
+            }
+        }
         if want == 0 || self.capacity == 0 {
             return [Vec::new(), Vec::new()];
         }
@@ -3530,7 +3536,7 @@ impl Policy {
         let (counts, resident) = (&self.counts, &self.resident);
         let referenced = atomic_bits(&mut self.referenced);
         let mut looked = 0;
-        let mut found: Vec<(u32, u32)> = Vec::new();
+        let carried = found.len();
         while found.len() < want && looked < capacity {
             let short = want - found.len();
             let window = (short + short / 4)
@@ -3576,12 +3582,15 @@ impl Policy {
         }
         found.truncate(want);
         self.hand = (self.hand + looked) % capacity;
+        // Each new one condemned here; the carried ones are already.
+        for &(s, _) in &found[carried..] {
+            set_bit(&mut self.condemned, s, true);
+        }
         let mut found = found.into_iter();
         let mut evicts = [Vec::new(), Vec::new()];
         for ((granted, want), evicts) in grants.into_iter().zip(wants).zip(&mut evicts) {
             let places = granted.len();
             for (s, id) in found.by_ref().take(want) {
-                set_bit(&mut self.condemned, s, true);
                 granted.push(s);
                 evicts.push(id);
             }
@@ -3693,13 +3702,16 @@ impl Policy {
                     }
                     continue;
                 }
-                // A place not taken leaves its row resident, in its slot; a place taken,
-                // evicted (a row the log names later is settled below, after it).
-                set_bit(&mut self.condemned, s, false);
+                // A place taken: its row evicted (a row the log names later is settled below,
+                // after it). A place not taken leaves its row resident, in its slot, and
+                // condemned for the next logs while it stays cold.
                 if i < n {
+                    set_bit(&mut self.condemned, s, false);
                     set_bit(&mut self.bits, victim, false);
                     self.resident[s as usize] = NOT_RESIDENT;
                     left.push((victim, log.captured));
+                } else {
+                    self.carried.push((s, victim));
                 }
             }
             for (&id, &s) in log.ids[..n].iter().zip(&log.granted) {
@@ -3925,12 +3937,6 @@ impl Policy {
         }
         // The next gathers' logs: free slots, each to a place, then cold rows' slots.
         let (mut grant_main, mut grant_side) = self.grant(true);
-        // Each log is given room for twice the most rows one of those read was asked to log
-        // (and at least `ROOM_MIN`), up to `room`: the cold rows the hand looks at follow
-        // what the gathers miss.
-        let asked = logs.iter().map(|log| log.claimed).max().unwrap_or(0);
-        let asked = usize::try_from(asked).unwrap_or(usize::MAX);
-        let room = room.min(asked.saturating_mul(2).max(ROOM_MIN));
         let [evict_main, evict_side] = self.condemn([&mut grant_main, &mut grant_side], room);
         // The tier's residency once this plan is applied: the copy the last plan's apply gave
         // back (the residency before it), brought up to this plan by both plans' updates.
