@@ -210,6 +210,31 @@ pub fn write_widths(md: &mut String, text: &str) -> Result {
     bags(md, &rows)
 }
 
+/// A drifting hot set run alone (`BERTH_FEATURES_MAIN=0` with the drift on, the drift's lines
+/// only): its own section, the misses priced by a line fitted over its own batches.
+pub fn write_drift(md: &mut String, text: &str) -> Result {
+    let mut rows: Vec<Value> = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(l)?);
+    }
+    let Some(first) = rows
+        .iter()
+        .find(|r| r["impl"] == "berth_hot_tier" && drifting(r))
+    else {
+        return Ok(());
+    };
+    writeln!(
+        md,
+        "\n## Hot tier: a drifting hot set\n\nThe `features` example as in the hot tier section, in a run of its own: a {} GiB table and a {:.1} GiB budget, {} batches to fill the tier, then {} timed.",
+        first["table_gib"].as_f64().unwrap_or(0.0),
+        first["budget_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
+        first["warmup"],
+        first["batches"],
+    )?;
+    drift(md, &rows)?;
+    refreshes(md, &rows)
+}
+
 /// The row width most tier runs have (`None` without a tier run).
 fn main_dim(rows: &[Value]) -> Option<u64> {
     let mut dims: Vec<(u64, usize)> = Vec::new();

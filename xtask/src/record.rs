@@ -111,6 +111,12 @@ const TARGETED: &[Section] = &[
         render: |md, text, _| crate::benches::features::write_widths(md, text),
     },
     Section {
+        // A drifting hot set, run alone (`BERTH_FEATURES_MAIN=0 .gpu/run.sh features` with
+        // the other steps off, its `features.jsonl` recorded under this name).
+        file: "features-drift.jsonl",
+        render: |md, text, _| crate::benches::features::write_drift(md, text),
+    },
+    Section {
         // GEMM and attention on tensor cores against cuBLAS and PyTorch (`.gpu/run.sh tensor`).
         file: "tensor.log",
         render: |md, text, _| crate::benches::tensor::write(md, text),
