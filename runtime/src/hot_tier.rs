@@ -3518,15 +3518,15 @@ impl Policy {
             .each_ref()
             .map(|g| room.min(self.log_len).saturating_sub(g.len()));
         let want = wants[0] + wants[1];
-        // The slots the last logs' gathers did not take come first, where their rows are
-        // still cold (counted 0 and unreferenced since); the others are let go.
-        let mut found: Vec<(u32, u32)> = Vec::new();
-        for (s, id) in std::mem::take(&mut self.carried) {
-            if found.len() < want && self.counts[id as usize] == 0 && !bit(&self.referenced, id) {
-                found.push((s, id));
-            } else {
+        // The slots the last logs' gathers did not take come first, their rows condemned
+        // still, read since or not (looking at each would cost a random read a place, for
+        // millions of places a refresh); those beyond the room are let go.
+        let mut found = std::mem::take(&mut self.carried);
+        if found.len() > want {
+            for &(s, _) in &found[want..] {
                 set_bit(&mut self.condemned, s, false);
             }
+            found.truncate(want);
         }
         if want == 0 || self.capacity == 0 {
             return [Vec::new(), Vec::new()];
@@ -3691,28 +3691,34 @@ impl Policy {
         let mut left = Vec::new();
         for log in logs {
             let n = log.ids.len().min(log.granted.len());
-            for (i, &s) in log.granted.iter().enumerate() {
-                let victim = log.evicts.get(i).copied().unwrap_or(NOT_RESIDENT);
-                if victim == NOT_RESIDENT {
-                    // A free slot: reserved until now, free again where its place was not
-                    // taken.
-                    self.reserved -= 1;
-                    if i >= n {
-                        self.free.push(s);
-                    }
-                    continue;
-                }
-                // A place taken: its row evicted (a row the log names later is settled below,
-                // after it). A place not taken leaves its row resident, in its slot, and
-                // condemned for the next logs while it stays cold.
-                if i < n {
-                    set_bit(&mut self.condemned, s, false);
-                    set_bit(&mut self.bits, victim, false);
-                    self.resident[s as usize] = NOT_RESIDENT;
-                    left.push((victim, log.captured));
-                } else {
-                    self.carried.push((s, victim));
-                }
+            // Free slots (the places before the first cold row's, or every place where the
+            // log has none) were reserved until now: free again where their places were not
+            // taken.
+            let frees = match log.evicts.iter().position(|&v| v != NOT_RESIDENT) {
+                Some(k) => k,
+                None => log.granted.len(),
+            };
+            self.reserved -= frees;
+            self.free
+                .extend_from_slice(&log.granted[n.min(frees)..frees]);
+            // A place taken from a cold row: the row evicted (a row the log names later is
+            // settled below, after it). A place not taken leaves its row resident, in its
+            // slot, and condemned, for the next logs.
+            let untaken = n.max(frees);
+            let victims = log.evicts.get(frees..).unwrap_or_default();
+            for (&s, &victim) in log.granted[frees..untaken].iter().zip(victims) {
+                set_bit(&mut self.condemned, s, false);
+                set_bit(&mut self.bits, victim, false);
+                self.resident[s as usize] = NOT_RESIDENT;
+                left.push((victim, log.captured));
+            }
+            if untaken < log.evicts.len() {
+                self.carried.extend(
+                    log.granted[untaken..]
+                        .iter()
+                        .copied()
+                        .zip(log.evicts[untaken..].iter().copied()),
+                );
             }
             for (&id, &s) in log.ids[..n].iter().zip(&log.granted) {
                 if bit(&self.bits, id) {
@@ -5078,16 +5084,14 @@ mod tests {
         assert_eq!(cold, [2, 3]);
         assert!(t.is_resident(2) && t.is_resident(3));
         assert_tables_agree(&mut t);
-        // No capture takes a place: the next refresh leaves them, and grants them again.
+        // No capture takes a place: the next refresh leaves the rows resident (read or not),
+        // and grants their slots again.
         gather(&mut t, &[0, 1, 2, 3]);
         let r = t.refresh(&gpu).unwrap();
         assert_eq!((r.evicted, r.admitted, r.resident), (0, 0, 4));
         assert_tables_agree(&mut t);
-        // Rows 2 and 3 were counted: the hand passes them once (their reference bits), and
-        // no slot is granted until they are counted 0 again.
-        assert_eq!(t.log_limit, 0);
-        t.refresh(&gpu).unwrap();
         assert_eq!(t.log_limit, 2);
+        assert_eq!(t.live.evicts, granted);
         let first = t.live.evicts[0];
         // Row 40 takes the first place, evicting its row on the device; that row, asked for
         // again, takes the second, evicting the other; then both are read from the tier.
