@@ -805,7 +805,8 @@ pub struct HotTierStats {
     pub refreshes: u64,
     /// Rows copied into the tier by refreshes whose kernels are queued.
     pub admitted: u64,
-    /// Rows dropped from the tier by refreshes whose kernels are queued.
+    /// Rows dropped from the tier by refreshes whose kernels are queued, and by the captures
+    /// those refreshes settled.
     pub evicted: u64,
     /// Of the rows admitted, those the refreshes' fills read from the host table (the
     /// others a gather's capture copied from its output, which read them once already).
@@ -922,9 +923,10 @@ impl GatherReads {
 /// What one [`HotTier::refresh`] (or [`HotTier::finish_refresh`]) changed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Refresh {
-    /// Rows copied into the tier.
+    /// Rows copied into the tier (the rows the captures copied in, settled, included).
     pub admitted: usize,
-    /// Rows dropped from it to make room.
+    /// Rows dropped from it to make room (the rows the captures evicted from the slots they
+    /// took, settled, included: [`HotTier::capture_room`]).
     pub evicted: usize,
     /// Rows resident after the refresh.
     pub resident: usize,
@@ -936,7 +938,8 @@ pub struct Refresh {
 /// [`gather`](HotTier::gather) runs one kernel for a batch of row ids: each row comes from
 /// the device tier if it is resident, else from host memory read in place over the link.
 /// While slots are free, the rows it misses are logged, and a second kernel copies them from
-/// the batch into free slots. Each gather counts its ids (on the host);
+/// the batch into free slots (or, with [`capture_room`](HotTier::capture_room), into the
+/// slots of cold rows, which it evicts). Each gather counts its ids (on the host);
 /// [`refresh`](HotTier::refresh) makes the logged rows resident, and the rows counted most
 /// (as many as the budget holds), copying those in with a kernel queued after the gathers
 /// already in flight, and halves every count, so the tier follows a drifting hot set.
@@ -948,8 +951,9 @@ pub struct Refresh {
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
 /// less, keeps nothing: every row is read from host memory. The device buffers of the last
-/// few batches' ids (4 bytes per id), the log of missed rows (4 bytes per row the tier
-/// holds, at most 4 MiB), the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
+/// few batches' ids (4 bytes per id), the logs of missed rows and their slots (12 bytes per
+/// row the tier holds, at most 4 Mi rows a log with [`HotTier::capture_room`], 1 Mi
+/// without), the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
 /// of the table) and the gathers' miss counters ([`HotTier::gather_reads`], 4 KiB) come on
 /// top, as launch staging does.
 ///
