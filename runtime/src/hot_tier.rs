@@ -951,9 +951,9 @@ pub struct Refresh {
 /// The budget covers all the device memory the tier keeps: the slot table (4 bytes per row
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
 /// less, keeps nothing: every row is read from host memory. The device buffers of the last
-/// few batches' ids (4 bytes per id), the logs of missed rows and their slots (12 bytes per
-/// row the tier holds, at most 4 Mi rows a log with [`HotTier::capture_room`], 1 Mi
-/// without), the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
+/// few batches' ids (4 bytes per id), the two logs of missed rows with their places' slots
+/// (up to 12 bytes a place; a log has a place per row the tier holds, at most 1 Mi, or the
+/// room asked for up to 4 Mi with [`HotTier::capture_room`]), the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
 /// of the table) and the gathers' miss counters ([`HotTier::gather_reads`], 4 KiB) come on
 /// top, as launch staging does.
 ///
