@@ -54,10 +54,7 @@ fn percent(v: Option<f64>) -> String {
 
 /// Write the section (nothing without a berth line).
 pub fn write(md: &mut String, text: &str) -> Result {
-    let mut rows: Vec<Value> = Vec::new();
-    for l in text.lines().filter(|l| l.starts_with('{')) {
-        rows.push(serde_json::from_str(l)?);
-    }
+    let rows = lines(text)?;
     // The runs at other row widths than the main one (the width of most tier runs) go to a
     // table of their own.
     let main_dim = main_dim(&rows);
@@ -190,21 +187,11 @@ pub fn write(md: &mut String, text: &str) -> Result {
 /// A run of the laws at other row widths alone (`BERTH_FEATURES_MAIN=0`, the widths' lines
 /// only): its own section, each width against its own anchor (nothing without a tier line).
 pub fn write_widths(md: &mut String, text: &str) -> Result {
-    let mut rows: Vec<Value> = Vec::new();
-    for l in text.lines().filter(|l| l.starts_with('{')) {
-        rows.push(serde_json::from_str(l)?);
-    }
+    let rows = lines(text)?;
     let Some(first) = rows.iter().find(|r| r["impl"] == "berth_hot_tier") else {
         return Ok(());
     };
-    writeln!(
-        md,
-        "\n## Hot tier: row widths\n\nThe `features` example as in the hot tier section, in a run of its own: a {} GiB table and a {:.1} GiB budget with rows of several widths, {} batches to fill the tier, then {} timed.",
-        first["table_gib"].as_f64().unwrap_or(0.0),
-        first["budget_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
-        first["warmup"],
-        first["batches"],
-    )?;
+    run_alone(md, "row widths", first, " with rows of several widths")?;
     widths(md, &[], &rows)?;
     views(md, &rows)?;
     bags(md, &rows)
@@ -213,26 +200,39 @@ pub fn write_widths(md: &mut String, text: &str) -> Result {
 /// A drifting hot set run alone (`BERTH_FEATURES_MAIN=0` with the drift on, the drift's lines
 /// only): its own section, the misses priced by a line fitted over its own batches.
 pub fn write_drift(md: &mut String, text: &str) -> Result {
-    let mut rows: Vec<Value> = Vec::new();
-    for l in text.lines().filter(|l| l.starts_with('{')) {
-        rows.push(serde_json::from_str(l)?);
-    }
+    let rows = lines(text)?;
     let Some(first) = rows
         .iter()
         .find(|r| r["impl"] == "berth_hot_tier" && drifting(r))
     else {
         return Ok(());
     };
+    run_alone(md, "a drifting hot set", first, "")?;
+    drift(md, &rows)?;
+    refreshes(md, &rows)
+}
+
+/// The JSON lines of a run's output.
+fn lines(text: &str) -> Result<Vec<Value>> {
+    let mut rows = Vec::new();
+    for l in text.lines().filter(|l| l.starts_with('{')) {
+        rows.push(serde_json::from_str(l)?);
+    }
+    Ok(rows)
+}
+
+/// The heading and first sentence of the section of a run of the `features` example alone
+/// (`title`), from its `first` tier line; `rows` says what its rows are.
+fn run_alone(md: &mut String, title: &str, first: &Value, rows: &str) -> Result {
     writeln!(
         md,
-        "\n## Hot tier: a drifting hot set\n\nThe `features` example as in the hot tier section, in a run of its own: a {} GiB table and a {:.1} GiB budget, {} batches to fill the tier, then {} timed.",
+        "\n## Hot tier: {title}\n\nThe `features` example as in the hot tier section, in a run of its own: a {} GiB table and a {:.1} GiB budget{rows}, {} batches to fill the tier, then {} timed.",
         first["table_gib"].as_f64().unwrap_or(0.0),
         first["budget_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
         first["warmup"],
         first["batches"],
     )?;
-    drift(md, &rows)?;
-    refreshes(md, &rows)
+    Ok(())
 }
 
 /// The row width most tier runs have (`None` without a tier run).

@@ -953,9 +953,9 @@ pub struct Refresh {
 /// less, keeps nothing: every row is read from host memory. The device buffers of the last
 /// few batches' ids (4 bytes per id), the two logs of missed rows with their places' slots
 /// (up to 12 bytes a place; a log has a place per row the tier holds, at most 1 Mi, or the
-/// room asked for up to 4 Mi with [`HotTier::capture_room`]), the doorkeeper of [`HotTier::admit_on_repeat`] (one bit per row
-/// of the table) and the gathers' miss counters ([`HotTier::gather_reads`], 4 KiB) come on
-/// top, as launch staging does.
+/// room asked for up to 4 Mi with [`HotTier::capture_room`]), the doorkeeper of
+/// [`HotTier::admit_on_repeat`] (one bit per row of the table) and the gathers' miss
+/// counters ([`HotTier::gather_reads`], 4 KiB) come on top, as launch staging does.
 ///
 /// Rows are whole 16-byte units (`width × size_of::<T>()` a multiple of 16: 4, 8, … floats),
 /// which the kernel moves with one 16-byte load each.
@@ -4890,6 +4890,18 @@ mod tests {
         assert!(t.stats().counted > 0);
     }
 
+    /// Gather `ids` from a [`numbered_tier`] of `width` into an output poisoned first, and
+    /// check each row against the host's `table`.
+    fn gather_checked(gpu: &Gpu, t: &mut HotTier<f32>, table: &[f32], ids: &[u32], width: usize) {
+        let mut out = gpu.upload(&vec![-1.0f32; ids.len() * width]).unwrap();
+        t.gather(gpu, ids, &mut out).unwrap().wait().unwrap();
+        let got = out.to_vec().unwrap();
+        for (b, &id) in ids.iter().enumerate() {
+            let row = &table[id as usize * width..][..width];
+            assert_eq!(&got[b * width..][..width], row, "position {b}");
+        }
+    }
+
     /// Gather `ids` from a [`numbered_tier`] of `width` and refresh it.
     fn gather_and_refresh_numbered(gpu: &Gpu, t: &mut HotTier<f32>, ids: &[u32], width: usize) {
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
@@ -5009,15 +5021,7 @@ mod tests {
                 .wrapping_add(1_442_695_040_888_963_407);
             (state >> 33) as u32
         };
-        let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
-            let mut out = gpu.upload(&vec![-1.0f32; ids.len() * width]).unwrap();
-            t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
-            let got = out.to_vec().unwrap();
-            for (b, &id) in ids.iter().enumerate() {
-                let row = &host[id as usize * width..][..width];
-                assert_eq!(&got[b * width..][..width], row, "position {b}");
-            }
-        };
+        let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_checked(&gpu, t, &host, ids, width);
         let (mut evicted, mut granted_while_ranking) = (0, 0);
         for k in 0..40u32 {
             // A hot set of 16 rows that moves wholly every 8 refreshes, and cold rows.
@@ -5064,15 +5068,7 @@ mod tests {
         let (rows, width) = (64usize, 4usize);
         let (mut t, host) = numbered_tier(&gpu, rows, width, 4);
         t.capture_room(2);
-        let gather = |t: &mut HotTier<f32>, ids: &[u32]| {
-            let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
-            t.gather(&gpu, ids, &mut out).unwrap().wait().unwrap();
-            let got = out.to_vec().unwrap();
-            for (b, &id) in ids.iter().enumerate() {
-                let row = &host[id as usize * width..][..width];
-                assert_eq!(&got[b * width..][..width], row, "position {b}");
-            }
-        };
+        let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_checked(&gpu, t, &host, ids, width);
         // Rows 0 and 1 counted four times, rows 2 and 3 once: after the refresh those are
         // counted 2, these 0 (counted when the refresh granted, so not granted yet).
         gather(&mut t, &[0, 1, 0, 1, 0, 1, 0, 1, 2, 3]);
