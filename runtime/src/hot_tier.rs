@@ -3510,13 +3510,13 @@ impl Policy {
     }
 
     /// Add places to the two logs granted `grants` (the first's first), each up to `room`
-    /// places (and the log's length): the slots of resident rows counted 0 that the clock's
-    /// hand finds unreferenced (each passed once if referenced, as for eviction), not already
-    /// granted. Each slot is condemned with its row, which stays resident. For each log, the
-    /// rows its slots hold, one per place ([`NOT_RESIDENT`] for the free ones), or none where
-    /// no place was added. The hand looks at the slots a window at a time, each window by the
-    /// host's threads together (each look a random read into the counts), and at most once
-    /// round the tier.
+    /// places (and the log's length): the condemned slots the last logs' captures did not
+    /// take (`carried`), then the slots of resident rows counted 0 that the clock's hand finds
+    /// unreferenced (each passed once if referenced, the bit looked at first), not already
+    /// condemned. Each new slot is condemned with its row, which stays resident. For each log,
+    /// the rows its slots hold, one per place ([`NOT_RESIDENT`] for the free ones), or none
+    /// where no place was added. The hand looks at the slots a window at a time, each window
+    /// by the host's threads together, and at most once round the tier.
     fn condemn(&mut self, grants: [&mut Vec<u32>; 2], room: usize) -> [Vec<u32>; 2] {
         let wants = grants
             .each_ref()
