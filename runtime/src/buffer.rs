@@ -107,10 +107,17 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
     /// Overwrite the buffer's first `data.len()` elements with `data` (synchronous); `data`
     /// no longer than the buffer.
     pub(crate) fn copy_prefix_from(&mut self, data: &[T]) -> Result<()> {
-        if data.len() > self.len {
+        self.copy_into_from(0, data)
+    }
+
+    /// Overwrite the buffer's elements `at..at + data.len()` with `data` (synchronous); those
+    /// within the buffer.
+    pub(crate) fn copy_into_from(&mut self, at: usize, data: &[T]) -> Result<()> {
+        let room = self.len.saturating_sub(at);
+        if at > self.len || data.len() > room {
             return Err(Error::LengthMismatch {
-                what: "copy_prefix_from: data longer than the buffer".into(),
-                expected: self.len,
+                what: format!("copy_into_from: data longer than the buffer's elements from {at}"),
+                expected: room,
                 got: data.len(),
             });
         }
@@ -124,17 +131,15 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // No reset between the check and the copy into this address (see `FaultState::enter`).
         let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
-        // SAFETY: `self.ptr` holds `len` elements of T and `data` has at most `len` elements
-        // (checked above); `data` outlives the copy because we synchronise the stream before
-        // returning. (Copies go through a stream and a stream sync rather than cuMemcpyHtoD:
-        // for pageable memory the latter may return before the DMA lands, unordered with
-        // non-blocking streams.)
+        // SAFETY: `self.ptr` holds `len` elements of T and `data` has at most `len - at`
+        // elements (checked above), written from element `at` on; `data` outlives the copy
+        // because we synchronise the stream before returning. (Copies go through a stream and
+        // a stream sync rather than cuMemcpyHtoD: for pageable memory the latter may return
+        // before the DMA lands, unordered with non-blocking streams.)
         let host = data.as_ptr() as u64;
         let bytes = std::mem::size_of_val(data);
-        unsafe {
-            self.gpu
-                .copy_h2d(stream, self.ptr, host, bytes, "copy_from")
-        }?;
+        let dst = self.ptr + (at * std::mem::size_of::<T>()) as u64;
+        unsafe { self.gpu.copy_h2d(stream, dst, host, bytes, "copy_from") }?;
         self.gpu.sync(stream, None)
     }
 
@@ -168,7 +173,14 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
 
     /// The buffer's first `n` elements (all of them if it has fewer) as a `Vec` (synchronous).
     pub(crate) fn prefix_to_vec(&self, n: usize) -> Result<Vec<T>> {
-        let n = n.min(self.len);
+        self.range_to_vec(0..n)
+    }
+
+    /// The buffer's elements `range` (those of them it has) as a `Vec` (synchronous).
+    pub(crate) fn range_to_vec(&self, range: std::ops::Range<usize>) -> Result<Vec<T>> {
+        let end = range.end.min(self.len);
+        let start = range.start.min(end);
+        let n = end - start;
         let mut v: Vec<T> = Vec::with_capacity(n);
         if n == 0 {
             return Ok(v);
@@ -181,11 +193,13 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         let _section = self.gpu.ops().fault().enter()?;
         let stream = self.gpu.default_stream;
         // SAFETY: the destination is `v`'s allocation of `n` elements (uninitialised, written
-        // as raw bytes by the copy, never read before `set_len`), and `n ≤ len` elements are
-        // read from the buffer; the stream is synchronised before `v` is touched again.
+        // as raw bytes by the copy, never read before `set_len`), and the elements
+        // `start..start + n` read are within the buffer (`start + n = end ≤ len`); the stream
+        // is synchronised before `v` is touched again.
         let host = v.as_mut_ptr() as u64;
         let bytes = n * std::mem::size_of::<T>();
-        unsafe { self.gpu.copy_d2h(stream, host, self.ptr, bytes, "to_vec") }?;
+        let src = self.ptr + (start * std::mem::size_of::<T>()) as u64;
+        unsafe { self.gpu.copy_d2h(stream, host, src, bytes, "to_vec") }?;
         self.gpu.sync(stream, None)?;
         // SAFETY: the copy above initialised all `n` elements with bytes of a `DeviceCopy` T.
         unsafe { v.set_len(n) };

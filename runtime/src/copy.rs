@@ -41,16 +41,32 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         src: &'l impl PinnedArg<T>,
         n: usize,
     ) -> Result<Pending<'l>> {
+        self.copy_into_from_pinned(on, src, n, 0)
+    }
+
+    /// Copy the first `n` elements of `src` (pinned host memory) into elements `at..at + n`
+    /// of this buffer, asynchronously on `on`, as
+    /// [`copy_from_pinned`](DeviceBuffer::copy_from_pinned) does; `n` at most `src`'s length,
+    /// and `at + n` at most this buffer's.
+    pub(crate) fn copy_into_from_pinned<'l>(
+        &'l mut self,
+        on: &'l impl Queue,
+        src: &'l impl PinnedArg<T>,
+        n: usize,
+        at: usize,
+    ) -> Result<Pending<'l>> {
         let QueueRef(gpu, stream, mode) = on.__queue();
         mode.not_recording("a copy")?;
         let a = src.__arg();
-        self.check_copy(gpu, a.gpu, self.len(), "copy_prefix_from_pinned")?;
-        if n > a.len || n > self.len() {
+        self.check_copy(gpu, a.gpu, self.len(), "copy_into_from_pinned")?;
+        let room = self.len().saturating_sub(at);
+        if n > a.len || at > self.len() || n > room {
             return Err(Error::LengthMismatch {
-                what:
-                    "DeviceBuffer::copy_prefix_from_pinned: elements to copy vs the shorter buffer"
-                        .into(),
-                expected: a.len.min(self.len()),
+                what: format!(
+                    "DeviceBuffer::copy_into_from_pinned: elements to copy vs the pinned memory \
+                     and the buffer's elements from {at}"
+                ),
+                expected: a.len.min(room),
                 got: n,
             });
         }
@@ -61,10 +77,12 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         // No reset between the check and the copy (see `FaultState::enter`).
         let _section = gpu.ops().fault().enter()?;
         if bytes > 0 {
-            // SAFETY: `a.addr` is pinned memory of at least `bytes` bytes and `self.ptr` a
-            // device allocation of at least as many (`n` is at most either length, checked
-            // above); both stay borrowed by the guard until completion.
-            unsafe { gpu.copy_h2d(stream, self.ptr, a.addr, bytes, "copy host→device") }?;
+            // SAFETY: `a.addr` is pinned memory of at least `bytes` bytes, and the device
+            // allocation at `self.ptr` holds elements `at..at + n` (`n` is at most the pinned
+            // length and `at + n` at most the buffer's, checked above); both stay borrowed by
+            // the guard until completion.
+            let dst = self.ptr + (at * std::mem::size_of::<T>()) as u64;
+            unsafe { gpu.copy_h2d(stream, dst, a.addr, bytes, "copy host→device") }?;
         }
         tracing::debug!(bytes, memory = %a.flags.map_or_else(String::new, |f| f.to_string()), stream = ?stream, "copy host→device");
         let uses = [(a.uses, Access::Shared), (&self.uses, Access::Exclusive)];

@@ -580,10 +580,24 @@ impl<T: DeviceCopy> Staged<T> {
         pinned_max: usize,
         written: bool,
     ) -> Result<()> {
+        self.deliver_at(gpu, queue, 0, data, pinned_max, written)
+    }
+
+    /// [`deliver`](Staged::deliver) `data` to elements `at..` of the device list, which holds
+    /// them already where `at` is not 0 (a list is grown only from its start).
+    fn deliver_at(
+        &mut self,
+        gpu: &Gpu,
+        queue: &impl Queue,
+        at: usize,
+        data: &[T],
+        pinned_max: usize,
+        written: bool,
+    ) -> Result<()> {
         if !written {
             self.write(gpu, data, pinned_max)?;
         }
-        self.send(gpu, queue, data, pinned_max)
+        self.send_at(gpu, queue, at, data, pinned_max)
     }
 
     /// Write `data` into the pinned memory (grown if it is shorter), waiting, on the host,
@@ -608,14 +622,30 @@ impl<T: DeviceCopy> Staged<T> {
     /// for it. A list longer than `pinned_max` goes through [`stage`] instead (the host waits
     /// for the device list's readers).
     fn send(&mut self, gpu: &Gpu, queue: &impl Queue, data: &[T], pinned_max: usize) -> Result<()> {
-        if data.len() > pinned_max {
+        self.send_at(gpu, queue, 0, data, pinned_max)
+    }
+
+    /// [`send`](Staged::send) `data` to elements `at..` of the device list, which holds them
+    /// already where `at` is not 0.
+    fn send_at(
+        &mut self,
+        gpu: &Gpu,
+        queue: &impl Queue,
+        at: usize,
+        data: &[T],
+        pinned_max: usize,
+    ) -> Result<()> {
+        if at == 0 && data.len() > pinned_max {
             return stage(gpu, &mut self.dev, data);
         }
-        if self.dev.len() < data.len() {
+        if at == 0 && self.dev.len() < data.len() {
             self.dev = gpu.alloc_zeroed::<T>(data.len().next_power_of_two())?;
         }
+        if data.len() > pinned_max {
+            return self.dev.copy_into_from(at, data);
+        }
         self.dev
-            .copy_prefix_from_pinned(queue, &self.host, data.len())?
+            .copy_into_from_pinned(queue, &self.host, data.len(), at)?
             .leave_queued();
         Ok(())
     }
@@ -952,8 +982,8 @@ pub struct Refresh {
 /// of the table) and the resident rows. A budget that holds the slot table and no row, or
 /// less, keeps nothing: every row is read from host memory. The device buffers of the last
 /// few batches' ids (4 bytes per id), the two logs of missed rows with their places' slots
-/// (up to 12 bytes a place; a log has a place per row the tier holds, at most 1 Mi, or the
-/// room asked for up to 4 Mi with [`HotTier::capture_room`]), the doorkeeper of
+/// (up to 12 bytes a place, 24 with [`HotTier::capture_room`]; a log has a place per row the
+/// tier holds, at most 1 Mi, or the room asked for up to 4 Mi), the doorkeeper of
 /// [`HotTier::admit_on_repeat`] (one bit per row of the table) and the gathers' miss
 /// counters ([`HotTier::gather_reads`], 4 KiB) come on top, as launch staging does.
 ///
@@ -1001,7 +1031,8 @@ pub struct HotTier<T: DeviceCopy, M: MappedArg<T> = MappedBuffer<T>> {
     /// whose slots the last refresh granted; while a ranking runs (which has that one), the
     /// log granted for that time (`next`).
     live: MissLog,
-    /// Misses the gathers log at most into `live`: its granted slots, up to its length.
+    /// The end of the places the gathers may take in `live` (`live.limit()`): its last granted
+    /// one, within its buffer.
     log_limit: usize,
     /// An empty log with slots granted, for the gathers while the next ranking runs (`None`
     /// while one runs: `live` is that log then).
@@ -1396,10 +1427,11 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         let mut policy = Policy::new(policy_capacity, rows, log_len);
         // The first ranking has no slots set apart for the gathers while it runs: the tier is
         // empty, and the first plan grants them.
-        let (main, _) = policy.grant(false);
+        let [main, _] = policy.grant(false, [0, 0]);
         let (mut live, next) = (MissLog::new(gpu, log_len)?, MissLog::new(gpu, log_len)?);
-        live.install(gpu, gpu, &main, &[], false)?;
-        live.granted = main;
+        let grant = Regrant::fresh(main, Vec::new());
+        live.install(gpu, gpu, &grant, false)?;
+        live.regranted(grant);
         Ok(HotTier {
             gpu: gpu.clone(),
             table,
@@ -1930,7 +1962,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
         self.receive(false);
         self.apply(queue, false)?;
         self.report_small(batch, n);
-        let capture = self.log_limit > 0;
+        let capture = self.log_limit > self.live.start;
         let marked = if self.host_share > 0 {
             self.mark_misses(ids)?
         } else {
@@ -2358,9 +2390,13 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// [`is_resident`](HotTier::is_resident) still names the row evicted). Rows the gathers
     /// miss are then read from device memory from the next gather on, at the cost of cold
     /// rows that a law that does not move might read again (`docs/hot-tier.md` measures
-    /// both); the logs and their lists take 12 bytes a place of device memory beside the
-    /// budget. A place no capture took keeps its cold row for the next logs, so the clock's
-    /// hand looks at about as many resident rows per refresh as the captures took.
+    /// both). A place no capture took stays with its log, its cold row with it, and the
+    /// gathers' log stays theirs from one refresh to the next: a refresh adds as many places
+    /// as the captures took, so the clock's hand looks at about as many resident rows, and
+    /// the refresh writes about as many places to the device. The logs and their lists take
+    /// 24 bytes a place of device memory beside the budget: their buffers hold twice their
+    /// places, the places added following those kept until the buffers are full (then all
+    /// of them move to the front, one write of the whole log).
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
@@ -2390,6 +2426,17 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     fn log_len(&self) -> usize {
         self.capacity
             .min(LOG_MAX.max(self.capture_room.min(ROOM_MAX)))
+    }
+
+    /// Places of the buffers of the miss logs the next refresh makes: a log's length, twice
+    /// over with room for captures (the places a log keeps are followed by those added,
+    /// until the buffers are full, [`MissLog`]).
+    fn log_places(&self) -> usize {
+        if self.capture_room > 0 {
+            2 * self.log_len()
+        } else {
+            self.log_len()
+        }
     }
 
     /// Report, once, a batch with more rows than the tier holds.
@@ -2547,6 +2594,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 .expect("the lists are here while no refresh is pending"),
             gpu: self.gpu.clone(),
             log_len: self.log_len(),
+            log_places: self.log_places(),
             gate: self.gate.clone(),
         };
         self.stats.refreshes += 1;
@@ -2827,45 +2875,32 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             self.stats.evicted += plan.refresh.evicted as u64;
             plan.updated = true;
         }
-        // The logs the ranking read, emptied and granted the slots the policy granted, each to
-        // a place: one for the gathers from now on, one for those while the next ranking
-        // runs. Gathers queued before the update may read the slots of the rows that left:
-        // captures into them are queued after the update, which the runtime orders after
-        // those gathers. The log the gathers filled while the ranking ran waits for the next.
-        // Of the length the ranking's thread made them (and wrote their lists for).
-        let log_len = plan.log_len;
-        plan.logs.retain(|log| log.log.len() == log_len);
+        // The logs the ranking read that are granted places again, emptied of those taken and
+        // granted the slots the policy granted, each to a place: one for the gathers from now
+        // on, one for those while the next ranking runs. Gathers queued before the update may
+        // read the slots of the rows that left: captures into them are queued after the
+        // update, which the runtime orders after those gathers. The log the gathers filled
+        // while the ranking ran waits for the next. Of the length the ranking's thread made
+        // them (and wrote their lists for).
         while plan.logs.len() < 2 {
-            plan.logs.push(MissLog::new(&self.gpu, log_len)?);
+            plan.logs.push(MissLog::new(&self.gpu, plan.log_places)?);
         }
-        plan.logs.truncate(2);
-        let grants = [
-            (&plan.grant_main, &plan.evict_main),
-            (&plan.grant_side, &plan.evict_side),
-        ];
-        for (log, (granted, evicts)) in plan.logs.iter_mut().zip(grants) {
-            log.install(&self.gpu, queue, granted, evicts, plan.written)?;
+        for (log, r) in plan.logs.iter_mut().zip(&plan.regrants) {
+            log.install(&self.gpu, queue, r, plan.written)?;
         }
-        // Every step is queued: the grants move into the logs, and the vectors this thread
-        // is done with go to the ranking's thread with the policy, to be freed there.
+        // Every step is queued: the grants go into the logs' host lists, and the vectors this
+        // thread is done with go to the ranking's thread with the policy, to be freed there.
         let Plan {
             logs,
-            grant_main,
-            grant_side,
-            evict_main,
-            evict_side,
+            regrants,
             fill_ids,
             fill_dst,
             update_ids,
             update_vals,
             ..
         } = plan;
-        let grants = [(grant_main, evict_main), (grant_side, evict_side)];
-        for (log, (granted, evicts)) in logs.iter_mut().zip(grants) {
-            let old = std::mem::replace(&mut log.granted, std::mem::take(granted));
-            policy.spare.push(old);
-            let old = std::mem::replace(&mut log.evicts, std::mem::take(evicts));
-            policy.spare.push(old);
+        for (log, r) in logs.iter_mut().zip(std::mem::take(regrants)) {
+            policy.spare.extend(log.regranted(r));
         }
         policy
             .spare
@@ -2904,15 +2939,22 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
 /// One miss log: the rows the gathers logged into it as missed, the slots granted to its
 /// places, and whether every gather that logged into it had its capture queued.
+///
+/// Its places are numbered from 0: the gathers take them from `start` on, up to the last one
+/// granted. With room for captures, its buffers hold twice the places a log has at most
+/// ([`HotTier::log_places`]), and a refresh settles the places taken and grants new ones after
+/// those not taken, which keep their slots (all of them moved to place 0 where the buffers
+/// have no room after them), so that it reads and writes about as many places as the gathers
+/// took, not the whole log. Without, a refresh grants every place again from 0.
 struct MissLog {
-    /// The number of rows logged (one counter; none for a log of length 0), and a 0 to reset
-    /// it from.
+    /// The number of places taken (one counter; none for a log of length 0), and the value
+    /// to reset it to.
     n: Staged<u64>,
-    /// The rows logged, in the order they claimed their places.
+    /// The rows logged, each at the place it claimed.
     log: DeviceBuffer<u32>,
     /// The slots granted to its places, on the device (for the captures).
     grant: Staged,
-    /// The same, on the host.
+    /// The same, on the host, from place 0 (those before `start` are settled).
     granted: Vec<u32>,
     /// The rows those slots hold, each evicted by the capture that takes its place, on the
     /// device (for the captures; none sent where every slot granted was free).
@@ -2920,6 +2962,8 @@ struct MissLog {
     /// The same, on the host: one per place, [`NOT_RESIDENT`] for a free slot, or empty
     /// where every slot granted was free.
     evicts: Vec<u32>,
+    /// The first place the gathers may take.
+    start: usize,
     /// Whether every gather that may have logged rows into it had its capture queued; if not,
     /// the refresh that settles it copies its rows from the table.
     captured: bool,
@@ -2927,35 +2971,73 @@ struct MissLog {
 
 /// What a ranking read from one miss log.
 struct Logged {
-    /// The rows logged (the first of its places, as many as were granted).
+    /// The rows logged (distinct, not resident when logged), in the order of their places.
     ids: Vec<u32>,
-    /// The slots granted to its places.
+    /// The slots granted to those places.
     granted: Vec<u32>,
     /// The rows those slots held when granted, one per place ([`NOT_RESIDENT`] for a free
     /// slot; empty where every slot was free).
     evicts: Vec<u32>,
     /// Whether every row logged was copied into its slot by a capture.
     captured: bool,
+    /// The places no gather took.
+    untaken: Untaken,
+}
+
+/// The places of a log that no gather took, once a ranking has read it.
+enum Untaken {
+    /// Kept by the log, this many, for the gathers after the refresh.
+    Kept(usize),
+    /// Let go: their slots, and the rows those hold (as [`Logged::granted`] and
+    /// [`Logged::evicts`]).
+    LetGo(Vec<u32>, Vec<u32>),
+}
+
+/// How a refresh grants a log's places: the place the gathers take first, and the lists
+/// written into the log's, each from a place (the host's list cut there first).
+struct Regrant {
+    start: usize,
+    /// The slots: of the places added after those the log keeps, or, where its buffers have
+    /// no room after them, of every place from 0.
+    grant: (usize, Vec<u32>),
+    /// The rows those slots hold, as [`MissLog::evicts`] has them (an empty list writes
+    /// nothing).
+    evict: (usize, Vec<u32>),
+}
+
+impl Regrant {
+    /// Places from 0, the slots `granted` holding the rows `evicts` (empty where every slot
+    /// is free).
+    fn fresh(granted: Vec<u32>, evicts: Vec<u32>) -> Regrant {
+        Regrant {
+            start: 0,
+            grant: (0, granted),
+            evict: (0, evicts),
+        }
+    }
 }
 
 impl MissLog {
-    /// An empty log of `len` places, none granted (length 0: a log the gathers cannot log
-    /// into).
-    fn new(gpu: &Gpu, len: usize) -> Result<MissLog> {
+    /// An empty log of buffers of `places` places, none granted (0: a log the gathers
+    /// cannot log into).
+    fn new(gpu: &Gpu, places: usize) -> Result<MissLog> {
         let mut n = Staged::new(gpu)?;
-        n.dev = gpu.alloc_zeroed::<u64>(usize::from(len > 0))?;
+        n.dev = gpu.alloc_zeroed::<u64>(usize::from(places > 0))?;
+        let mut grant = Staged::new(gpu)?;
+        grant.dev = gpu.alloc_zeroed::<u32>(places)?;
         Ok(MissLog {
             n,
-            log: gpu.alloc_zeroed::<u32>(len)?,
-            grant: Staged::new(gpu)?,
+            log: gpu.alloc_zeroed::<u32>(places)?,
+            grant,
             granted: Vec::new(),
             evict: Staged::new(gpu)?,
             evicts: Vec::new(),
+            start: 0,
             captured: true,
         })
     }
 
-    /// Places the gathers may take: its granted slots, up to its length.
+    /// The end of the places the gathers may take: its last granted one, within its buffer.
     fn limit(&self) -> usize {
         if self.n.dev.is_empty() {
             0
@@ -2964,48 +3046,131 @@ impl MissLog {
         }
     }
 
-    /// The rows the gathers logged (distinct, not resident when logged; the first `limit`),
-    /// with the slots granted to their places. Each host access waits for the gathers queued
-    /// before that wrote the buffer; the log is left as it was.
-    fn read(&self) -> Result<Logged> {
+    /// The rows the gathers logged (distinct, not resident when logged) at the places they
+    /// took, with the slots granted to those places, and the places they did not take: kept
+    /// by the log if `keep`. Each host access waits for the gathers queued before that wrote
+    /// the buffer; the log is left as it was.
+    fn read(&self, keep: bool) -> Result<Logged> {
         let limit = self.limit();
-        let n = if limit == 0 {
-            0
+        let n = if limit > self.start {
+            let n = self.n.dev.to_vec()?[0];
+            usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .clamp(self.start, limit)
         } else {
-            self.n.dev.to_vec()?[0]
+            self.start.min(limit)
         };
-        let n = usize::try_from(n).unwrap_or(usize::MAX).min(limit);
+        let evicts = |r: std::ops::Range<usize>| self.evicts.get(r).unwrap_or_default().to_vec();
+        let untaken = if keep {
+            Untaken::Kept(limit - n)
+        } else {
+            Untaken::LetGo(self.granted[n..limit].to_vec(), evicts(n..limit))
+        };
         Ok(Logged {
-            ids: self.log.prefix_to_vec(n)?,
-            granted: self.granted.clone(),
-            evicts: self.evicts.clone(),
+            ids: self.log.range_to_vec(self.start..n)?,
+            granted: self.granted[self.start..n].to_vec(),
+            evicts: evicts(self.start..n),
             captured: self.captured,
+            untaken,
         })
     }
 
-    /// Empty the log for the work queued on `queue` from now on, and grant its places the
-    /// slots `granted` (each place its slot, in order), holding the rows `evicts` (one per
-    /// place, or none where every slot is free), which the ranking's thread wrote into the
-    /// lists' pinned memory if `written`.
+    /// The places after those up to `end` (taken, and settled), kept, with places added for
+    /// the slots `granted`, holding the rows `evicts` (empty where every slot is free): after
+    /// the kept ones where the buffers have room, else all of them from place 0.
+    fn regrant(&self, end: usize, granted: Vec<u32>, evicts: Vec<u32>) -> Regrant {
+        let limit = self.limit();
+        let end = end.min(limit);
+        if limit + granted.len() <= self.log.len() {
+            // The host's list of rows is empty or covers every place granted.
+            let evict = match (self.evicts.is_empty(), evicts.is_empty()) {
+                (true, true) => (0, Vec::new()),
+                (true, false) => {
+                    let mut all = vec![NOT_RESIDENT; limit];
+                    all.extend_from_slice(&evicts);
+                    (0, all)
+                }
+                (false, true) => (limit, vec![NOT_RESIDENT; granted.len()]),
+                (false, false) => (limit, evicts),
+            };
+            return Regrant {
+                start: end,
+                grant: (limit, granted),
+                evict,
+            };
+        }
+        let mut all = Vec::with_capacity(limit - end + granted.len());
+        all.extend_from_slice(&self.granted[end..limit]);
+        all.extend_from_slice(&granted);
+        let kept = self.evicts.get(end..limit).unwrap_or_default();
+        let rows = if kept.iter().any(|&v| v != NOT_RESIDENT) || !evicts.is_empty() {
+            let mut rows = kept.to_vec();
+            rows.resize(limit - end, NOT_RESIDENT);
+            if evicts.is_empty() {
+                rows.resize(all.len(), NOT_RESIDENT);
+            } else {
+                rows.extend_from_slice(&evicts);
+            }
+            rows
+        } else {
+            Vec::new()
+        };
+        Regrant {
+            start: 0,
+            grant: (0, all),
+            evict: (0, rows),
+        }
+    }
+
+    /// Empty the log's places taken for the work queued on `queue` from now on, and write
+    /// the lists of `regrant` (which the ranking's thread wrote into the lists' pinned memory
+    /// if `written`); the host's lists stay as they are until
+    /// [`regranted`](MissLog::regranted).
     fn install(
         &mut self,
         gpu: &Gpu,
         queue: &impl Queue,
-        granted: &[u32],
-        evicts: &[u32],
+        regrant: &Regrant,
         written: bool,
     ) -> Result<()> {
         if !self.n.dev.is_empty() {
-            self.n.put(gpu, queue, &[0], 1)?;
+            self.n.put(gpu, queue, &[regrant.start as u64], 1)?;
         }
+        let (at, granted) = (regrant.grant.0, &regrant.grant.1);
         self.grant
-            .deliver(gpu, queue, granted, PINNED_LIST_MAX, written)?;
+            .deliver_at(gpu, queue, at, granted, PINNED_LIST_MAX, written)?;
+        let (at, evicts) = (regrant.evict.0, &regrant.evict.1);
         if !evicts.is_empty() {
+            if self.evict.dev.len() < self.log.len() {
+                // The first rows written start at place 0: the list takes the buffers' length.
+                self.evict.dev = gpu.alloc_zeroed::<u32>(self.log.len())?;
+            }
             self.evict
-                .deliver(gpu, queue, evicts, PINNED_LIST_MAX, written)?;
+                .deliver_at(gpu, queue, at, evicts, PINNED_LIST_MAX, written)?;
         }
         self.captured = true;
         Ok(())
+    }
+
+    /// The host's lists once `regrant` is installed; the vectors it is done with, to be freed
+    /// on the ranking's thread.
+    fn regranted(&mut self, regrant: Regrant) -> [Vec<u32>; 2] {
+        self.start = regrant.start;
+        let mut done = [Vec::new(), Vec::new()];
+        for ((at, mut list), (mine, done)) in [regrant.grant, regrant.evict].into_iter().zip(
+            [&mut self.granted, &mut self.evicts]
+                .into_iter()
+                .zip(&mut done),
+        ) {
+            if at == 0 {
+                std::mem::swap(mine, &mut list);
+            } else {
+                mine.truncate(at);
+                mine.extend_from_slice(&list);
+            }
+            *done = list;
+        }
+        done
     }
 }
 
@@ -3022,8 +3187,9 @@ struct Job {
     /// The tier's lists, to write the plan's into.
     lists: PlanLists,
     gpu: Gpu,
-    /// Places of a miss log.
+    /// Places of a miss log at most, and of its buffers.
     log_len: usize,
+    log_places: usize,
     gate: Option<Arc<Gate>>,
 }
 
@@ -3078,17 +3244,52 @@ impl Job {
         policy.spare.clear();
         beside_gathers(|| policy.add_all(&self.counted));
         let start = std::time::Instant::now();
-        let room = self.room;
-        policy.log_len = self.log_len;
+        let (room, log_len, log_places) = (self.room, self.log_len, self.log_places);
+        policy.log_len = log_len;
+        // The logs granted places again: the last two filled of the buffers asked for, the
+        // gathers' log until now staying theirs from the plan on, the one before it theirs
+        // while the next ranking runs. With room for captures, they keep the places no
+        // gather took; the others are let go.
+        let targets: Vec<usize> = (0..self.logs.len())
+            .rev()
+            .filter(|&i| self.logs[i].log.len() == log_places && log_len > 0)
+            .take(2)
+            .collect();
         let mut plan = self
             .logs
             .iter()
-            .map(MissLog::read)
+            .enumerate()
+            .map(|(i, log)| log.read(room > 0 && targets.contains(&i)))
             .collect::<Result<Vec<_>>>()
             .map(|logged| {
                 let log_read = start.elapsed();
-                beside_gathers(|| policy.plan(&logged, room, log_read))
+                let mut kept = [0; 2];
+                for (kept, &i) in kept.iter_mut().zip(&targets) {
+                    if let Untaken::Kept(k) = logged[i].untaken {
+                        *kept = k;
+                    }
+                }
+                let mut plan = beside_gathers(|| policy.plan(&logged, kept, room, log_read));
+                plan.log_places = log_places;
+                // The places the plan adds to each, after those it keeps.
+                let grants = std::mem::take(&mut plan.grants);
+                for (t, (granted, evicts)) in grants.into_iter().enumerate() {
+                    let r = match targets.get(t) {
+                        Some(&i) if matches!(logged[i].untaken, Untaken::Kept(_)) => {
+                            let log = &self.logs[i];
+                            log.regrant(log.start + logged[i].ids.len(), granted, evicts)
+                        }
+                        _ => Regrant::fresh(granted, evicts),
+                    };
+                    plan.regrants.push(r);
+                }
+                plan
             });
+        if plan.is_ok() {
+            // The logs granted places first, in order; the others go.
+            let mut logs: Vec<Option<MissLog>> = self.logs.drain(..).map(Some).collect();
+            self.logs = targets.iter().filter_map(|&i| logs[i].take()).collect();
+        }
         if let Ok(plan) = &mut plan {
             // The plan's lists go into pinned memory here, so that the thread that applies
             // it only queues their copies; where that fails, that thread writes them.
@@ -3116,28 +3317,22 @@ impl Job {
     }
 
     /// Write the plan's lists into the pinned memory of the tier's lists and of the two logs
-    /// its slots are granted to (the logs read, emptied by the tier once the plan is applied;
-    /// new ones where there are fewer than two of the tier's log length).
+    /// its slots are granted to (the logs read that are granted places again, emptied of
+    /// those taken by the tier once the plan is applied; new ones where there are fewer than
+    /// two).
     fn write(&mut self, plan: &Plan) -> Result<()> {
         let (gpu, max) = (&self.gpu, PINNED_LIST_MAX);
         self.lists.fill.0.write(gpu, &plan.fill_ids, max)?;
         self.lists.fill.1.write(gpu, &plan.fill_dst, max)?;
         self.lists.update.0.write(gpu, &plan.update_ids, max)?;
         self.lists.update.1.write(gpu, &plan.update_vals, max)?;
-        let log_len = self.log_len;
-        self.logs.retain(|log| log.log.len() == log_len);
         while self.logs.len() < 2 {
-            self.logs.push(MissLog::new(gpu, log_len)?);
+            self.logs.push(MissLog::new(gpu, self.log_places)?);
         }
-        self.logs.truncate(2);
-        let grants = [
-            (&plan.grant_main, &plan.evict_main),
-            (&plan.grant_side, &plan.evict_side),
-        ];
-        for (log, (granted, evicts)) in self.logs.iter_mut().zip(grants) {
-            log.grant.write(gpu, granted, max)?;
-            if !evicts.is_empty() {
-                log.evict.write(gpu, evicts, max)?;
+        for (log, r) in self.logs.iter_mut().zip(&plan.regrants) {
+            log.grant.write(gpu, &r.grant.1, max)?;
+            if !r.evict.1.is_empty() {
+                log.evict.write(gpu, &r.evict.1, max)?;
             }
         }
         Ok(())
@@ -3406,9 +3601,6 @@ struct Policy {
     /// the capture that takes the place evicts it on the device, and the plan that settles
     /// the log learns which.
     condemned: Vec<u64>,
-    /// Condemned slots whose places no capture took, with their rows, for the next logs
-    /// ([`Policy::condemn`]).
-    carried: Vec<(u32, u32)>,
     /// One bit per row, set when the row is counted and cleared when it is admitted or the
     /// hand passes its slot: a resident row counted since (counts decay at every refresh,
     /// far sooner than the hand comes round) is passed over once, as a clock's reference bit
@@ -3440,17 +3632,16 @@ struct Plan {
     candidates: usize,
     log_read: std::time::Duration,
     policy: std::time::Duration,
-    /// The slots granted to the gathers' log from the plan on, and to their log while the
-    /// next ranking runs.
-    grant_main: Vec<u32>,
-    grant_side: Vec<u32>,
-    /// The rows those slots hold, one per place ([`NOT_RESIDENT`] for a free slot; empty
-    /// where every slot is free).
-    evict_main: Vec<u32>,
-    evict_side: Vec<u32>,
-    /// The length of the logs the slots are granted to.
-    log_len: usize,
-    /// The logs the ranking read, to be emptied and granted those slots.
+    /// The slots the policy grants to places added to the gathers' log from the plan on,
+    /// and to their log while the next ranking runs, each with the rows those slots hold, one
+    /// per place ([`NOT_RESIDENT`] for a free slot; empty where every slot is free).
+    grants: [(Vec<u32>, Vec<u32>); 2],
+    /// How those two logs are granted their places (the ranking's thread makes them from
+    /// `grants`).
+    regrants: Vec<Regrant>,
+    /// The places of the buffers of the logs made for it.
+    log_places: usize,
+    /// The logs the ranking read that are granted places again, in that order.
     logs: Vec<MissLog>,
     /// The host's residency once the plan is applied (one bit per row), for the tier.
     bits: Vec<u64>,
@@ -3482,7 +3673,6 @@ impl Policy {
             reserved: 0,
             hand: 0,
             condemned: vec![0; capacity.div_ceil(64)],
-            carried: Vec::new(),
             referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
             shadow: Vec::new(),
@@ -3492,46 +3682,44 @@ impl Policy {
     }
 
     /// Grant free slots to two miss logs, the gathers' until the next ranking begins and
-    /// (with `side`) theirs while it runs: as many as `log_len` each, the free slots split
-    /// evenly between them when there are fewer; with fewer than `split_min` free slots, all
-    /// to the first (a tier that small has few misses to log while a ranking runs).
-    fn grant(&mut self, side: bool) -> (Vec<u32>, Vec<u32>) {
+    /// (with `side`) theirs while it runs, which hold `kept` places already: up to `log_len`
+    /// places each, the free slots split evenly between them when there are fewer; with fewer
+    /// than `split_min` free slots, all to the first (a tier that small has few misses to log
+    /// while a ranking runs).
+    fn grant(&mut self, side: bool, kept: [usize; 2]) -> [Vec<u32>; 2] {
         let free = self.free.len();
         let side = if side && free >= self.split_min {
-            (free / 2).min(self.log_len)
+            (free / 2).min(self.log_len.saturating_sub(kept[1]))
         } else {
             0
         };
         let side = self.free.split_off(free - side);
-        let main = self.free.len().min(self.log_len);
+        let main = self.free.len().min(self.log_len.saturating_sub(kept[0]));
         let main = self.free.split_off(self.free.len() - main);
         self.reserved += main.len() + side.len();
-        (main, side)
+        [main, side]
     }
 
-    /// Add places to the two logs granted `grants` (the first's first), each up to `room`
-    /// places (and the log's length): the condemned slots the last logs' captures did not
-    /// take (`carried`), then the slots of resident rows counted 0 that the clock's hand finds
-    /// unreferenced (each passed once if referenced, the bit looked at first), not already
-    /// condemned. Each new slot is condemned with its row, which stays resident. For each log,
-    /// the rows its slots hold, one per place ([`NOT_RESIDENT`] for the free ones), or none
-    /// where no place was added. The hand looks at the slots a window at a time, each window
-    /// by the host's threads together, and at most once round the tier.
-    fn condemn(&mut self, grants: [&mut Vec<u32>; 2], room: usize) -> [Vec<u32>; 2] {
-        let wants = grants
-            .each_ref()
-            .map(|g| room.min(self.log_len).saturating_sub(g.len()));
-        let want = wants[0] + wants[1];
-        // The slots the last logs' gathers did not take come first, their rows condemned
-        // still, read since or not (looking at each would cost a random read a place, for
-        // millions of places a refresh); those beyond the room are let go.
-        let mut found = std::mem::take(&mut self.carried);
-        if found.len() > want {
-            for &(s, _) in &found[want..] {
-                set_bit(&mut self.condemned, s, false);
-            }
-            found.truncate(want);
+    /// Add places to the two logs granted `grants` (the first's first), which hold `kept`
+    /// places already, each up to `room` places (and the log's length): the slots of
+    /// resident rows counted 0 that the clock's hand finds unreferenced (each passed once if
+    /// referenced, the bit looked at first), not already condemned. Each is condemned with
+    /// its row, which stays resident. For each log, the rows its new places' slots hold, one
+    /// per place ([`NOT_RESIDENT`] for the free ones), or none where no place was added. The
+    /// hand looks at the slots a window at a time, each window by the host's threads
+    /// together, and at most once round the tier; a log keeps the places no capture took, so
+    /// it looks for about as many rows as the captures took.
+    fn condemn(
+        &mut self,
+        grants: [&mut Vec<u32>; 2],
+        kept: [usize; 2],
+        room: usize,
+    ) -> [Vec<u32>; 2] {
+        let mut wants = [0; 2];
+        for ((want, granted), kept) in wants.iter_mut().zip(&grants).zip(kept) {
+            *want = room.min(self.log_len).saturating_sub(kept + granted.len());
         }
+        let want = wants[0] + wants[1];
         if want == 0 || self.capacity == 0 {
             return [Vec::new(), Vec::new()];
         }
@@ -3540,7 +3728,7 @@ impl Policy {
         let (counts, resident) = (&self.counts, &self.resident);
         let referenced = atomic_bits(&mut self.referenced);
         let mut looked = 0;
-        let carried = found.len();
+        let mut found: Vec<(u32, u32)> = Vec::new();
         while found.len() < want && looked < capacity {
             let short = want - found.len();
             let window = (short + short / 4)
@@ -3586,8 +3774,7 @@ impl Policy {
         }
         found.truncate(want);
         self.hand = (self.hand + looked) % capacity;
-        // Each new one condemned here; the carried ones are already.
-        for &(s, _) in &found[carried..] {
+        for &(s, _) in &found {
             set_bit(&mut self.condemned, s, true);
         }
         let mut found = found.into_iter();
@@ -3674,10 +3861,16 @@ impl Policy {
     /// Rank the counted rows and settle the logged ones (`logs`, in the order they were
     /// filled: each row in the slot granted to its place, copied there by the gathers'
     /// captures if `captured`, each of which evicted the row its slot held), choose the rows
-    /// to admit and evict and their slots, grant the free slots to the next gathers' logs
-    /// (and the slots of cold rows, up to `room` places a log: [`condemn`](Policy::condemn)),
-    /// and halve every count. Host work only: the plan's kernels are queued by the tier.
-    fn plan(&mut self, logs: &[Logged], room: usize, log_read: std::time::Duration) -> Plan {
+    /// to admit and evict and their slots, grant the free slots to the next gathers' logs,
+    /// which keep `keeps` places (and the slots of cold rows, up to `room` places a log:
+    /// [`condemn`](Policy::condemn)), and halve every count. Host work only: the plan's kernels are queued by the tier.
+    fn plan(
+        &mut self,
+        logs: &[Logged],
+        keeps: [usize; 2],
+        room: usize,
+        log_read: std::time::Duration,
+    ) -> Plan {
         let start = std::time::Instant::now();
         // The logged rows: each is in the slot granted to its place in its log (the gathers'
         // captures copied it there and named it in the slot table, or the fill does when a
@@ -3695,34 +3888,34 @@ impl Policy {
         let mut left = Vec::new();
         for log in logs {
             let n = log.ids.len().min(log.granted.len());
-            // Free slots (the places before the first cold row's, or every place where the
-            // log has none) were reserved until now: free again where their places were not
-            // taken.
-            let frees = match log.evicts.iter().position(|&v| v != NOT_RESIDENT) {
-                Some(k) => k,
-                None => log.granted.len(),
-            };
-            self.reserved -= frees;
-            self.free
-                .extend_from_slice(&log.granted[n.min(frees)..frees]);
-            // A place taken from a cold row: the row evicted (a row the log names later is
-            // settled below, after it). A place not taken leaves its row resident, in its
-            // slot, and condemned, for the next logs.
-            let untaken = n.max(frees);
-            let victims = log.evicts.get(frees..).unwrap_or_default();
-            for (&s, &victim) in log.granted[frees..untaken].iter().zip(victims) {
-                set_bit(&mut self.condemned, s, false);
-                set_bit(&mut self.bits, victim, false);
-                self.resident[s as usize] = NOT_RESIDENT;
-                left.push((victim, log.captured));
+            // Each place taken: a free slot, reserved until now, or a cold row's, whose row
+            // its capture evicted (settled before the rows the log names, of which a later
+            // one may be that row, logged again).
+            for (i, &s) in log.granted[..n].iter().enumerate() {
+                match log.evicts.get(i) {
+                    Some(&victim) if victim != NOT_RESIDENT => {
+                        set_bit(&mut self.condemned, s, false);
+                        set_bit(&mut self.bits, victim, false);
+                        self.resident[s as usize] = NOT_RESIDENT;
+                        left.push((victim, log.captured));
+                    }
+                    _ => self.reserved -= 1,
+                }
             }
-            if untaken < log.evicts.len() {
-                self.carried.extend(
-                    log.granted[untaken..]
-                        .iter()
-                        .copied()
-                        .zip(log.evicts[untaken..].iter().copied()),
-                );
+            // The places no gather took stay with their log, or, let go, leave a free slot
+            // free again and a cold row resident, no longer condemned.
+            if let Untaken::LetGo(granted, evicts) = &log.untaken {
+                for (i, &s) in granted.iter().enumerate() {
+                    match evicts.get(i) {
+                        Some(&victim) if victim != NOT_RESIDENT => {
+                            set_bit(&mut self.condemned, s, false);
+                        }
+                        _ => {
+                            self.reserved -= 1;
+                            self.free.push(s);
+                        }
+                    }
+                }
             }
             for (&id, &s) in log.ids[..n].iter().zip(&log.granted) {
                 if bit(&self.bits, id) {
@@ -3945,9 +4138,11 @@ impl Policy {
                 vals.push(NOT_RESIDENT);
             }
         }
-        // The next gathers' logs: free slots, each to a place, then cold rows' slots.
-        let (mut grant_main, mut grant_side) = self.grant(true);
-        let [evict_main, evict_side] = self.condemn([&mut grant_main, &mut grant_side], room);
+        // The next gathers' logs: free slots, each to a place, then cold rows' slots, after
+        // the places they keep.
+        let [mut grant_main, mut grant_side] = self.grant(true, keeps);
+        let [evict_main, evict_side] =
+            self.condemn([&mut grant_main, &mut grant_side], keeps, room);
         // The tier's residency once this plan is applied: the copy the last plan's apply gave
         // back (the residency before it), brought up to this plan by both plans' updates.
         let mut bits = std::mem::take(&mut self.shadow);
@@ -3991,11 +4186,9 @@ impl Policy {
             candidates,
             log_read,
             policy: start.elapsed(),
-            grant_main,
-            grant_side,
-            evict_main,
-            evict_side,
-            log_len: self.log_len,
+            grants: [(grant_main, evict_main), (grant_side, evict_side)],
+            regrants: Vec::new(),
+            log_places: 0,
             logs: Vec::new(),
             bits,
             written: false,
@@ -4076,7 +4269,7 @@ mod tests {
         let table = t.table.to_vec();
         let mut logged = vec![false; rows];
         for log in t.filled.iter().chain(std::iter::once(&t.live)) {
-            let read = log.read().unwrap();
+            let read = log.read(true).unwrap();
             for (i, &s) in read.granted.iter().enumerate().take(read.ids.len()) {
                 let v = read.evicts.get(i).copied().unwrap_or(NOT_RESIDENT);
                 if v == NOT_RESIDENT || host[v as usize] != s {
@@ -4130,7 +4323,7 @@ mod tests {
         t.count_every(NonZeroUsize::new(1000).unwrap());
         // Ten distinct rows missed, each many times, by one launch: four slots are free, so
         // four claims are logged and the other six given back.
-        assert_eq!(t.log_limit, 4);
+        assert_eq!(t.log_limit - t.live.start, 4);
         let ids: Vec<u32> = (0..200).map(|i| 10 + (i % 10)).collect();
         let mut out = gpu.alloc_zeroed::<f32>(ids.len() * width).unwrap();
         t.gather(&gpu, &ids, &mut out).unwrap().wait().unwrap();
@@ -4304,7 +4497,7 @@ mod tests {
     #[test]
     fn free_slots_are_split_between_the_two_logs_from_a_threshold_on() {
         let mut p = Policy::new(3 * SPLIT_MIN, 3 * SPLIT_MIN, SPLIT_MIN);
-        let (main, side) = p.grant(true);
+        let [main, side] = p.grant(true, [0, 0]);
         assert_eq!((main.len(), side.len()), (SPLIT_MIN, SPLIT_MIN));
         assert_eq!((p.free.len(), p.reserved), (SPLIT_MIN, 2 * SPLIT_MIN));
         let mut all: Vec<u32> = main.iter().chain(&side).chain(&p.free).copied().collect();
@@ -4313,19 +4506,19 @@ mod tests {
         assert_eq!(all.len(), 3 * SPLIT_MIN);
         // Fewer free slots than the threshold: all to the gathers' log.
         p.free.pop();
-        let (main, side) = p.grant(true);
+        let [main, side] = p.grant(true, [0, 0]);
         assert_eq!(
             (main.len(), side.len(), p.free.len()),
             (SPLIT_MIN - 1, 0, 0)
         );
         let mut q = Policy::new(SPLIT_MIN + 10, SPLIT_MIN + 10, 4 * SPLIT_MIN);
-        let (main, side) = q.grant(true);
+        let [main, side] = q.grant(true, [0, 0]);
         assert_eq!(
             (main.len(), side.len()),
             (SPLIT_MIN / 2 + 5, SPLIT_MIN / 2 + 5)
         );
         let mut r = Policy::new(100, 100, 100);
-        assert_eq!(r.grant(true).1.len(), 0);
+        assert_eq!(r.grant(true, [0, 0])[1].len(), 0);
     }
 
     /// Many ids added by the host's threads together, split by row range, leave the same
@@ -4338,19 +4531,19 @@ mod tests {
         // two free slots go to the two most counted, and two of rows 10 to 15 leave, whose
         // slots the next plan fills with the next most counted.
         let mut p = Policy::new(8, 16, 0);
-        let (main, side) = p.grant(true);
+        let [main, side] = p.grant(true, [0, 0]);
         assert!(main.is_empty() && side.is_empty());
         p.add_all(&[10, 11, 12, 13, 14, 15]);
-        let plan = p.plan(&[], 0, std::time::Duration::ZERO);
+        let plan = p.plan(&[], [0, 0], 0, std::time::Duration::ZERO);
         assert_eq!(plan.refresh.admitted, 6);
         p.add_all(&[2, 5, 3, 9, 9, 3, 9, 5, 9, 3]);
-        let plan = p.plan(&[], 0, std::time::Duration::ZERO);
+        let plan = p.plan(&[], [0, 0], 0, std::time::Duration::ZERO);
         let mut filled = plan.fill_ids.clone();
         filled.sort_unstable();
         assert_eq!(filled, [3, 9]);
         assert_eq!(plan.refresh.evicted, 2);
         // Counts now 2 (9), 1 (3), 1 (5), 0 (2): row 5 fills a slot of the two that left.
-        let plan = p.plan(&[], 0, std::time::Duration::ZERO);
+        let plan = p.plan(&[], [0, 0], 0, std::time::Duration::ZERO);
         assert_eq!(plan.fill_ids, [5]);
         assert!(bit(&p.bits, 5) && !bit(&p.bits, 2));
     }
@@ -4955,10 +5148,10 @@ mod tests {
         p.split_min = 0;
         assert_eq!(t.refresh(&gpu).unwrap().admitted, 4);
         // Twelve slots free: six for the gathers' log, six for theirs while a ranking runs.
-        assert_eq!(t.log_limit, 6);
+        assert_eq!(t.log_limit - t.live.start, 6);
         let hold = t.__hold_refreshes();
         t.begin_refresh(&gpu).unwrap();
-        assert_eq!(t.log_limit, 6);
+        assert_eq!(t.log_limit - t.live.start, 6);
         let ids = [30u32, 31, 30, 2];
         let hits = t.stats().hits;
         for _ in 0..2 {
@@ -5041,7 +5234,10 @@ mod tests {
             } else {
                 let hold = t.__hold_refreshes();
                 t.begin_refresh(&gpu).unwrap();
-                if t.live.evicts.iter().any(|&id| id != NOT_RESIDENT) {
+                if t.live.evicts[t.live.start.min(t.live.evicts.len())..]
+                    .iter()
+                    .any(|&id| id != NOT_RESIDENT)
+                {
                     granted_while_ranking += 1;
                 }
                 for _ in 0..2 {
@@ -5061,7 +5257,7 @@ mod tests {
 
     /// Room for captures: cold rows' slots are granted to the log, their rows stay resident
     /// until a capture takes the place, and the refresh after settles both rows; places not
-    /// taken leave their rows; counted rows are never granted.
+    /// taken stay with the gathers' log and keep their rows; counted rows are never granted.
     #[test]
     fn room_for_captures_evicts_cold_rows_only_at_the_captures_that_take_their_slots() {
         let gpu = Gpu::simulator();
@@ -5069,30 +5265,34 @@ mod tests {
         let (mut t, host) = numbered_tier(&gpu, rows, width, 4);
         t.capture_room(2);
         let gather = |t: &mut HotTier<f32>, ids: &[u32]| gather_checked(&gpu, t, &host, ids, width);
+        // The places a log's gathers may take, and the rows their slots hold.
+        let window = |log: &MissLog| {
+            let rows = log.evicts.get(log.start..).unwrap_or_default().to_vec();
+            (log.limit() - log.start, rows)
+        };
         // Rows 0 and 1 counted four times, rows 2 and 3 once: after the refresh those are
         // counted 2, these 0 (counted when the refresh granted, so not granted yet).
         gather(&mut t, &[0, 1, 0, 1, 0, 1, 0, 1, 2, 3]);
         assert_eq!(t.refresh(&gpu).unwrap().admitted, 4);
-        assert_eq!(t.log_limit, 0);
+        assert_eq!(t.log_limit - t.live.start, 0);
         // Now rows 2 and 3 are cold: their slots go to the log, and they stay resident.
         let r = t.refresh(&gpu).unwrap();
         assert_eq!((r.evicted, r.resident), (0, 4));
-        assert_eq!(t.log_limit, 2);
-        let granted: Vec<u32> = t.live.evicts.clone();
+        assert_eq!(t.log_limit - t.live.start, 2);
+        let (_, granted) = window(&t.live);
         let mut cold = granted.clone();
         cold.sort_unstable();
         assert_eq!(cold, [2, 3]);
         assert!(t.is_resident(2) && t.is_resident(3));
         assert_tables_agree(&mut t);
         // No capture takes a place: the next refresh leaves the rows resident (read or not),
-        // and grants their slots again.
+        // and their places with the log, which stays the gathers'.
         gather(&mut t, &[0, 1, 2, 3]);
         let r = t.refresh(&gpu).unwrap();
         assert_eq!((r.evicted, r.admitted, r.resident), (0, 0, 4));
         assert_tables_agree(&mut t);
-        assert_eq!(t.log_limit, 2);
-        assert_eq!(t.live.evicts, granted);
-        let first = t.live.evicts[0];
+        assert_eq!(window(&t.live), (2, granted.clone()));
+        let first = granted[0];
         // Row 40 takes the first place, evicting its row on the device; that row, asked for
         // again, takes the second, evicting the other; then both are read from the tier.
         let before = t.gather_reads().unwrap();
