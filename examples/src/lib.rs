@@ -466,6 +466,40 @@ pub fn embedding_bag_rows(
     out[g] = pool(first, end, |i| &table.row(ids[i] as usize)[j]);
 }
 
+/// [`embedding_bag_rows`] as a newcomer writes it (the `bag_sum` of `docs/hot-tier.md`, body
+/// for body): a plain `for` loop over the bag's ids, one row read and added at a time. Its
+/// trip count is known only at run time, so LLVM leaves the loop rolled and each thread has
+/// one 16-byte read in flight; [`embedding_bag_rows`] is the tuned form, which issues four
+/// rows' reads before it adds the first. The sums are the same, added in the same order.
+#[gpu_kernel]
+pub fn embedding_bag_plain(
+    bag: u32,
+    #[auto] table: &Rows<F4>,
+    #[mapped] ids: &[u32],
+    out: &mut [F4],
+) {
+    let g = thread::index();
+    let (d, n) = (table.width(), bag as usize);
+    if d == 0 || g >= out.len() {
+        return;
+    }
+    let (b, j) = (g.get() / d, g.get() % d);
+    let mut acc = [0.0f32; 4];
+    for i in b * n..(b * n + n).min(ids.len()) {
+        // The row's elements: from device memory where the tier holds the row, else from
+        // the host table in place. An id past the table stops the kernel with its location.
+        let r = &table.row(ids[i] as usize)[j];
+        let (x, y, z, w) = (r.x, r.y, r.z, r.w);
+        acc = [acc[0] + x, acc[1] + y, acc[2] + z, acc[3] + w];
+    }
+    out[g] = F4 {
+        x: acc[0],
+        y: acc[1],
+        z: acc[2],
+        w: acc[3],
+    };
+}
+
 /// The pooling of [`embedding_bag_rows`] over rows gathered first (a gather's output, `bag`
 /// rows a bag of `dim4` groups of four floats): `out[b * dim4 + j] = Σ_k rows[(b * bag + k) *
 /// dim4 + j]`, summed in the same order. One thread per 16 bytes of output.

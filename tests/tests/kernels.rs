@@ -432,9 +432,9 @@ fn a_float4_struct_moves_to_shared_memory_in_one_access() {
 }
 
 /// A row of 16-byte units gathered by id moves in one 16-byte access each way: the embedding
-/// gathers (device, mapped, `#[auto]`, and through a hot tier's `&Rows`) copy their `F4` field
-/// by field, which LLVM merges into `ld.global.v4` and `st.global.v4`, where a copy of the
-/// whole struct is lowered to two 8-byte halves.
+/// gathers (device, mapped, `#[auto]`, and through a hot tier's `&Rows`) and bags copy their
+/// `F4` field by field, which LLVM merges into `ld.global.v4` and `st.global.v4`, where a copy
+/// of the whole struct is lowered to two 8-byte halves.
 #[test]
 fn gathered_rows_move_in_16_byte_accesses() {
     for name in [
@@ -443,6 +443,7 @@ fn gathered_rows_move_in_16_byte_accesses() {
         "embedding_gather_auto",
         "embedding_gather_rows",
         "embedding_bag_rows",
+        "embedding_bag_plain",
         "embedding_bag_sum",
     ] {
         let body = entry_body(name);
@@ -462,6 +463,13 @@ fn gathered_rows_move_in_16_byte_accesses() {
         let loads = body.matches("ld.global.v4.b32").count();
         assert!(loads >= 5, "`{name}` has {loads} 16-byte loads:\n{body}");
     }
+    // The plain loop of `docs/hot-tier.md` stays rolled: one 16-byte load, one in flight.
+    let body = entry_body("embedding_bag_plain");
+    let loads = body.matches("ld.global.v4.b32").count();
+    assert_eq!(
+        loads, 1,
+        "`embedding_bag_plain` has {loads} 16-byte loads:\n{body}"
+    );
 }
 
 /// A mailbox item is read in ascending address order, as nvcc reads a `volatile` struct: the

@@ -46,9 +46,10 @@
 #   64 timed with a refresh every 16, every timed row checked; then 64 more queued back to
 #   back in a scope; then 64 read by a kernel through the tier (`#[auto] &Rows`, `--view`), a
 #   batch at a time and queued; then embedding bags of BERTH_FEATURES_BAG ids (default 32, `--bag`),
-#   summed by one kernel through the tier and by the tier's gather then a sum, each a batch at a
-#   time and queued; then 64 without a tier; then the same laws with each batch staged whole,
-#   `--whole-batches`, BERTH_FEATURES_WHOLE=0 skips it) and
+#   summed by one kernel through the tier (tuned, and as the plain loop of docs/hot-tier.md) and
+#   by the tier's gather then a sum, each a batch at a time and queued; then 64 without a tier;
+#   then the same laws with each batch staged whole, `--whole-batches`, BERTH_FEATURES_WHOLE=0
+#   skips it) and
 #   features_anchor.py (PyTorch's CPU gather into pinned
 #   memory a batch at a time and overlapped with the copies, the whole table on the GPU, and
 #   the same bags by CPU embedding_bag and on the GPU) -> features.jsonl, features.log (BERTH_FEATURES_ROWS,

@@ -296,3 +296,40 @@ mod tests {
         ]
     );
 }
+
+/// The body of `pub fn name` in `text`: the lines after the one that opens it (ending in ` {`)
+/// up to the `}` that closes it at the start of a line, as rustfmt lays out an item at the top
+/// level (a Rust file's or a Markdown code block's).
+fn fn_body<'t>(text: &'t str, name: &str) -> &'t str {
+    let at = text
+        .find(&format!("pub fn {name}("))
+        .unwrap_or_else(|| panic!("no `pub fn {name}`"));
+    let rest = &text[at..];
+    let open = rest.find(" {\n").expect("the body opens") + " {\n".len();
+    let len = rest[open..].find("\n}\n").expect("the body closes");
+    &rest[open..open + len]
+}
+
+/// The kernel `docs/hot-tier.md` shows written the plain way (`bag_sum`) is the one
+/// `features --bag` times as the plain loop (`embedding_bag_plain`), line for line.
+#[test]
+fn the_hot_tier_docs_plain_bag_kernel_is_the_one_timed() {
+    let read = |path: &str| std::fs::read_to_string(workspace_root().join(path)).unwrap();
+    let (doc, lib) = (read("docs/hot-tier.md"), read("examples/src/lib.rs"));
+    let shown = fn_body(&doc, "bag_sum");
+    assert!(
+        shown.contains("table.row("),
+        "not the kernel's body:\n{shown}"
+    );
+    assert_eq!(
+        shown,
+        fn_body(&lib, "embedding_bag_plain"),
+        "docs/hot-tier.md's `bag_sum` and examples/src/lib.rs's `embedding_bag_plain` differ"
+    );
+}
+
+#[test]
+fn fn_body_is_the_text_between_the_braces() {
+    let src = "pub fn f(\n    a: u32,\n) {\n    let b = [a];\n    if a > 0 {\n    }\n}\n";
+    assert_eq!(fn_body(src, "f"), "    let b = [a];\n    if a > 0 {\n    }");
+}

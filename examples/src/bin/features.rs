@@ -10,7 +10,10 @@
 //! table; S = 1.0; N = 65,536 ids on a GPU, 1,024 on the simulator; U = 0; K = 50 on a GPU, 8
 //! on the simulator; E = 4; async refreshes; C = 16). The first U batches fill the tier and are not timed (every
 //! 16th is checked); the K batches after them are timed and all checked. Ranks of the Zipf law
-//! are scattered over the table by a random permutation.
+//! are scattered over the table by a random permutation. With `--bag B`, batches of the same law
+//! are then pooled in bags of B ids three ways, every sum checked: by the tuned kernel through
+//! the tier (`embedding_bag_rows`), by the plain loop a newcomer writes (`embedding_bag_plain`),
+//! and by the tier's gather followed by a kernel summing the gathered rows.
 
 use berth::{Backend, Gpu, MappedArg};
 use berth_examples::F4;
@@ -101,9 +104,11 @@ struct Args {
     #[arg(long)]
     view: bool,
     /// Then pool the rows in bags of this many ids (a sum each, an embedding bag; 0: not run):
-    /// read and summed by one kernel through the tier (`embedding_bag_rows`), against the
-    /// tier's gather followed by a kernel summing the gathered rows (`embedding_bag_sum`), a
-    /// batch at a time and queued back to back; a divisor of the batch
+    /// read and summed by one kernel through the tier (`embedding_bag_rows`, four rows' reads
+    /// in flight), by the same sum as a plain rolled loop (`embedding_bag_plain`, one read in
+    /// flight), and by the tier's gather followed by a kernel summing the gathered rows
+    /// (`embedding_bag_sum`), each a batch at a time and queued back to back; a divisor of
+    /// the batch
     #[arg(long, default_value_t = 0)]
     bag: usize,
     /// Stage each batch whole (`HotTier::staging_parts(1)`)
@@ -715,22 +720,38 @@ struct BagTimes {
 
 /// The batches of [`run_bag`].
 struct Bagged {
-    /// One kernel reading and summing the rows through the tier (`&Rows`).
+    /// One kernel reading and summing the rows through the tier (`&Rows`), four rows' reads in
+    /// flight.
     fused: BagTimes,
+    /// The same sum as the plain loop a newcomer writes, one read in flight.
+    plain: BagTimes,
     /// The tier's gather, then a kernel summing the gathered rows.
     split: BagTimes,
-    /// The share of the looked-up ids the tier held, over all four runs.
+    /// The share of the looked-up ids the tier held, over all six runs.
     hit_rate: f64,
     /// Sums that differ from the host's.
     bad: usize,
 }
 
+/// Which kernels pool a batch of [`run_bag`]'s.
+#[derive(Clone, Copy, PartialEq)]
+enum Pooling {
+    /// One kernel through the tier (`embedding_bag_rows`, the ids noted first), which issues
+    /// four rows' reads before it adds the first.
+    Fused,
+    /// The same, as the plain rolled loop of `docs/hot-tier.md` (`embedding_bag_plain`, the
+    /// ids noted first): one read in flight per thread.
+    Plain,
+    /// The tier's gather into a batch of rows, then a kernel summing them
+    /// (`embedding_bag_sum`).
+    Split,
+}
+
 /// One way of pooling a batch of ids in bags of `bag` rows of `d4` groups of four floats.
 #[derive(Clone, Copy)]
 struct Bag {
-    /// One kernel through the tier (`embedding_bag_rows`, the ids noted first), or the tier's
-    /// gather into a batch of rows then a kernel summing them (`embedding_bag_sum`).
-    fuse: bool,
+    /// The kernels that pool it.
+    way: Pooling,
     bag: usize,
     d4: usize,
     /// One thread per 16 bytes of the sums.
@@ -750,19 +771,36 @@ impl Bag {
         marks: Option<(&berth::Event, &berth::Event)>,
     ) -> berth::Result<()> {
         let bag = self.bag as u32;
-        if self.fuse {
+        if self.way != Pooling::Split {
             tier.note_reads(s, ids)?;
         }
         if let Some((start, _)) = marks {
             start.record(s)?;
         }
-        if self.fuse {
-            berth_examples::embedding_bag_rows(s, self.grid, bag, &*tier, tier.noted_ids(), sum)?
-                .detach();
-        } else {
-            tier.gather(s, ids, out)?.detach();
-            berth_examples::embedding_bag_sum(s, self.grid, bag, self.d4 as u32, &*out, sum)?
-                .detach();
+        match self.way {
+            Pooling::Fused => berth_examples::embedding_bag_rows(
+                s,
+                self.grid,
+                bag,
+                &*tier,
+                tier.noted_ids(),
+                sum,
+            )?
+            .detach(),
+            Pooling::Plain => berth_examples::embedding_bag_plain(
+                s,
+                self.grid,
+                bag,
+                &*tier,
+                tier.noted_ids(),
+                sum,
+            )?
+            .detach(),
+            Pooling::Split => {
+                tier.gather(s, ids, out)?.detach();
+                berth_examples::embedding_bag_sum(s, self.grid, bag, self.d4 as u32, &*out, sum)?
+                    .detach();
+            }
         }
         if let Some((_, stop)) = marks {
             stop.record(s)?;
@@ -772,12 +810,13 @@ impl Bag {
 }
 
 /// Pool batches of `law` (drawn first) in bags of `args.bag` ids, a sum of their rows each
-/// (an embedding bag), two ways: one kernel reading and summing the rows through the tier
-/// (`embedding_bag_rows`, the ids noted first), and the tier's gather into a batch of rows
-/// (one of `outs`) followed by a kernel summing them (`embedding_bag_sum`). Each way a batch at
-/// a time (in a scope of its own, waited for at its end), then as many again queued back to
-/// back in one scope; refreshes as in the timed loop; every sum checked against the host's,
-/// added in the same order.
+/// (an embedding bag), three ways: one kernel reading and summing the rows through the tier
+/// (`embedding_bag_rows`, the ids noted first), the same sum as the plain loop a newcomer
+/// writes (`embedding_bag_plain`, the ids noted the same way), and the tier's gather into a
+/// batch of rows (one of `outs`) followed by a kernel summing them (`embedding_bag_sum`). Each
+/// way a batch at a time (in a scope of its own, waited for at its end), then as many again
+/// queued back to back in one scope; refreshes as in the timed loop; every sum checked against
+/// the host's, added in the same order.
 fn run_bag<T: MappedArg<F4>>(
     again: &mut Again<'_, T>,
 ) -> Result<Bagged, Box<dyn std::error::Error>> {
@@ -803,11 +842,16 @@ fn run_bag<T: MappedArg<F4>>(
     let grid = berth::Grid::cover(bags * d4);
     let before = tier.stats();
     let (start, stop) = (gpu.event()?, gpu.event()?);
-    let (mut fused, mut split, mut bad) = (BagTimes::default(), BagTimes::default(), 0);
-    for fuse in [true, false] {
-        let times = if fuse { &mut fused } else { &mut split };
+    let (mut fused, mut plain, mut split) = Default::default();
+    let mut bad = 0;
+    for pooling in [Pooling::Fused, Pooling::Plain, Pooling::Split] {
+        let times: &mut BagTimes = match pooling {
+            Pooling::Fused => &mut fused,
+            Pooling::Plain => &mut plain,
+            Pooling::Split => &mut split,
+        };
         let way = Bag {
-            fuse,
+            way: pooling,
             bag,
             d4,
             grid,
@@ -864,14 +908,20 @@ fn run_bag<T: MappedArg<F4>>(
     let hit_rate = tier.stats().since(&before).hit_rate();
     let rate = |s: f64| (batches * batch) as f64 / s / 1e6;
     println!(
-        "features: bags of {bag} rows summed, {batches} batches each way, hit rate {:.1}%: one kernel through the tier (`&Rows`) {:.2} M rows/s a batch at a time, {:.2} queued; the tier's gather then a sum {:.2}, {:.2} queued",
+        "features: bags of {bag} rows summed, {batches} batches each way, hit rate {:.1}%: one kernel through the tier (`&Rows`) {:.2} M rows/s a batch at a time, {:.2} queued; the plain loop {:.2}, {:.2} queued; the tier's gather then a sum {:.2}, {:.2} queued",
         100.0 * hit_rate,
         rate(fused.seconds),
         rate(fused.queued_s),
+        rate(plain.seconds),
+        rate(plain.queued_s),
         rate(split.seconds),
         rate(split.queued_s),
     );
-    for (what, t) in [("one kernel", &fused), ("gather then sum", &split)] {
+    for (what, t) in [
+        ("one kernel", &fused),
+        ("plain loop", &plain),
+        ("gather then sum", &split),
+    ] {
         println!(
             "features: of it ({what}), {:.1} µs a batch on the host before the wait, {:.1} µs on the GPU",
             1e6 * t.host_s / batches as f64,
@@ -880,6 +930,7 @@ fn run_bag<T: MappedArg<F4>>(
     }
     Ok(Bagged {
         fused,
+        plain,
         split,
         hit_rate,
         bad,
@@ -1381,7 +1432,11 @@ fn run_one<M: MappedArg<F4> + std::ops::Deref<Target = [F4]>>(
         if let Some(b) = &bagged {
             line["bag"] = args.bag.into();
             line["bag_hit_rate"] = b.hit_rate.into();
-            for (key, t) in [("bag_fused", &b.fused), ("bag_split", &b.split)] {
+            for (key, t) in [
+                ("bag_fused", &b.fused),
+                ("bag_plain", &b.plain),
+                ("bag_split", &b.split),
+            ] {
                 line[format!("{key}_mrows_s")] = (n / t.seconds / 1e6).into();
                 line[format!("{key}_host_s")] = t.host_s.into();
                 line[format!("{key}_gpu_s")] = t.gpu_s.into();
