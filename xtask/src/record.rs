@@ -170,13 +170,18 @@ pub fn run(dir: PathBuf) -> Result {
     // Rendering again from the recorded raw lines: keep them, and the targeted run's.
     let rerender = same_dir(&run.dir, &results);
 
+    // The calibration kept in docs/ is the H200's: another card's is left in the run.
     let costs = run.read("link-costs.json");
-    if !costs.trim().is_empty() {
+    let h200 = serde_json::from_str::<serde_json::Value>(&costs)
+        .is_ok_and(|v| v["device"].as_str().is_some_and(|d| d.contains("H200")));
+    if h200 {
         std::fs::create_dir_all(root.join("docs"))?;
         std::fs::write(root.join("docs/link-costs-h200.json"), &costs)?;
         eprintln!(
             "wrote docs/link-costs-h200.json (use it with BERTH_LINK_COSTS=docs/link-costs-h200.json)"
         );
+    } else if !costs.trim().is_empty() {
+        eprintln!("link-costs.json is not the H200's: docs/link-costs-h200.json left as it is");
     }
 
     if !run.read("bench.jsonl").trim().is_empty() {
