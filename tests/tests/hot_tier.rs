@@ -1796,3 +1796,58 @@ fn a_kernel_reading_a_tier_is_not_recorded_into_a_graph() {
     assert!(matches!(err, Error::InvalidLaunch { .. }), "{err}");
     assert!(err.to_string().contains("not held by the graph"), "{err}");
 }
+
+/// Leaked gathers (`mem::forget`) of a full tier with room for captures, refreshes begun
+/// between them on the same stream: every batch reads its rows right, whatever the captures
+/// evicted after the gathers queued before them read it, and a hot set the tier never held
+/// is read from device memory soon after its first misses (the captures take it in).
+#[test]
+fn leaked_gathers_with_room_for_captures_read_right_while_the_captures_evict() {
+    let gpu = gpu();
+    let rows = 6000;
+    let (mut t, host) = tier(&gpu, rows, 600);
+    t.capture_room(300);
+    let mut r = rng();
+    let mut perm: Vec<u32> = (0..rows as u32).collect();
+    perm.shuffle(&mut r);
+    // The tier fills with 600 rows read once: cold after the halving, their slots granted.
+    let mut out = poisoned(&gpu, 600);
+    t.gather(&gpu, &perm[..600], &mut out)
+        .unwrap()
+        .wait()
+        .unwrap();
+    t.refresh(&gpu).unwrap();
+    t.refresh(&gpu).unwrap();
+    assert_eq!(t.resident_rows(), 600);
+    // Three hot sets of 100 rows the tier never held, 10 batches each.
+    let batches: Vec<Vec<u32>> = (0..30)
+        .map(|k| {
+            let set = &perm[600 + (k / 10) * 100..][..100];
+            (0..200).map(|_| set[r.random_range(0..100)]).collect()
+        })
+        .collect();
+    let mut outs: Vec<DeviceBuffer<f32>> =
+        batches.iter().map(|b| poisoned(&gpu, b.len())).collect();
+    let stream = gpu.stream().unwrap();
+    let before = t.gather_reads().unwrap();
+    for (k, (ids, out)) in batches.iter().zip(outs.iter_mut()).enumerate() {
+        std::mem::forget(t.gather(&stream, ids, out).unwrap());
+        if k % 4 == 3 {
+            t.begin_refresh(&stream).unwrap();
+        }
+    }
+    for (ids, out) in batches.iter().zip(&outs) {
+        check(&host, ids, out);
+    }
+    // Each set's first batches miss its rows; then the captures have them (about 1,100
+    // lookups from host in all). Without room, a set's misses last until a refresh admits
+    // it (about 5,000).
+    let reads = t.gather_reads().unwrap().since(&before);
+    assert_eq!(reads.rows, 6000);
+    assert!(reads.from_host < 2500, "{reads:?}");
+    t.finish_refresh(&stream).unwrap();
+    let mixed: Vec<u32> = (0..900).map(|i| perm[(i * 7) % 900]).collect();
+    let mut out = poisoned(&gpu, mixed.len());
+    t.gather(&gpu, &mixed, &mut out).unwrap().wait().unwrap();
+    check(&host, &mixed, &out);
+}
