@@ -2383,10 +2383,12 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// refresh ranks: a hot set that moves to rows the tier never held then comes in one
     /// ranking at a time.
     ///
-    /// A refresh grants such a place the slot of a resident row counted 0 that the clock's
-    /// hand finds unreferenced, and the row stays resident: only the capture that copies a
-    /// missed row into the slot evicts it, on the device, so a place the gathers do not take
-    /// costs nothing. The next refresh settles both rows (until then
+    /// A refresh grants such a place the slot of a resident row counted 0 and unreferenced:
+    /// first those a capture admitted and nothing read since, oldest first (so that a row the
+    /// law reads once takes the place of another such row, not of a row it reads now and
+    /// then), then those the clock's hand finds. The row stays resident: only the capture
+    /// that copies a missed row into the slot evicts it, on the device, so a place the
+    /// gathers do not take costs nothing. The next refresh settles both rows (until then
     /// [`is_resident`](HotTier::is_resident) still names the row evicted). Rows the gathers
     /// miss are then read from device memory from the next gather on, at the cost of cold
     /// rows that a law that does not move might read again (`docs/hot-tier.md` measures
@@ -3601,6 +3603,9 @@ struct Policy {
     /// the capture that takes the place evicts it on the device, and the plan that settles
     /// the log learns which.
     condemned: Vec<u64>,
+    /// Slots whose rows a capture admitted (with room for captures), oldest first, with
+    /// those rows: the first victims for the next places, unless read since.
+    probation: std::collections::VecDeque<(u32, u32)>,
     /// One bit per row, set when the row is counted and cleared when it is admitted or the
     /// hand passes its slot: a resident row counted since (counts decay at every refresh,
     /// far sooner than the hand comes round) is passed over once, as a clock's reference bit
@@ -3673,6 +3678,7 @@ impl Policy {
             reserved: 0,
             hand: 0,
             condemned: vec![0; capacity.div_ceil(64)],
+            probation: std::collections::VecDeque::new(),
             referenced: huge_vec(rows.div_ceil(64), 0),
             mark: huge_vec(rows.div_ceil(64), 0),
             shadow: Vec::new(),
@@ -3729,6 +3735,23 @@ impl Policy {
         let referenced = atomic_bits(&mut self.referenced);
         let mut looked = 0;
         let mut found: Vec<(u32, u32)> = Vec::new();
+        // Rows admitted by captures and not read since go first, oldest first: a row the law
+        // reads once then takes the place of another such row, not of a row it reads now and
+        // then. Those read since leave the list (the hand passes them as it does any row).
+        while found.len() < want {
+            let Some((s, id)) = self.probation.pop_front() else {
+                break;
+            };
+            if resident[s as usize] != id || bit(&self.condemned, s) {
+                continue;
+            }
+            let read = referenced[id as usize / 64].load(Ordering::Relaxed) & (1u64 << (id % 64));
+            if read == 0 && counts[id as usize] == 0 {
+                // Condemned at once, so that the hand below passes it.
+                set_bit(&mut self.condemned, s, true);
+                found.push((s, id));
+            }
+        }
         while found.len() < want && looked < capacity {
             let short = want - found.len();
             let window = (short + short / 4)
@@ -3997,6 +4020,12 @@ impl Policy {
             self.resident[s as usize] = id;
             ids.push(id);
             vals.push(s);
+        }
+        if room > 0 {
+            self.probation
+                .extend(pairs[..kept].iter().map(|&(id, s)| (s, id)));
+            let over = self.probation.len().saturating_sub(self.capacity);
+            self.probation.drain(..over);
         }
         for &(id, s) in &pairs[kept..] {
             set_bit(&mut self.bits, id, false);
@@ -5195,6 +5224,30 @@ mod tests {
             assert!(t.is_resident(id), "row {id}");
         }
         assert_tables_agree(&mut t);
+    }
+
+    /// With room for captures, the rows captures admitted and nothing read since are the
+    /// first cold rows granted, oldest first, before the clock's hand looks; a row read
+    /// since leaves the list and is not granted.
+    #[test]
+    fn rows_captured_and_not_read_since_are_granted_first() {
+        let mut p = Policy::new(8, 64, 8);
+        p.free.clear();
+        for s in 0..8u32 {
+            p.resident[s as usize] = s;
+            set_bit(&mut p.bits, s, true);
+        }
+        p.probation.extend([(5, 5), (6, 6), (7, 7)]);
+        p.add(7);
+        let (mut main, mut side) = (Vec::new(), Vec::new());
+        let [main_rows, side_rows] = p.condemn([&mut main, &mut side], [0, 0], 2);
+        assert_eq!((main, main_rows), (vec![5, 6], vec![5, 6]));
+        assert_eq!((side, side_rows), (vec![0, 1], vec![0, 1]));
+        assert!(p.probation.is_empty());
+        for s in [0, 1, 5, 6] {
+            assert!(bit(&p.condemned, s), "slot {s}");
+        }
+        assert!(!bit(&p.condemned, 7));
     }
 
     /// Room for captures under a hot set that moves while rankings run: every gather reads
