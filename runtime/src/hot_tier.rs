@@ -3604,7 +3604,8 @@ struct Policy {
     /// the log learns which.
     condemned: Vec<u64>,
     /// Slots whose rows a capture admitted (with room for captures), oldest first, with
-    /// those rows: the first victims for the next places, unless read since.
+    /// those rows, as many as two logs' places at most: the first victims for the next
+    /// places, unless read since.
     probation: std::collections::VecDeque<(u32, u32)>,
     /// One bit per row, set when the row is counted and cleared when it is admitted or the
     /// hand passes its slot: a resident row counted since (counts decay at every refresh,
@@ -4024,7 +4025,8 @@ impl Policy {
         if room > 0 {
             self.probation
                 .extend(pairs[..kept].iter().map(|&(id, s)| (s, id)));
-            let over = self.probation.len().saturating_sub(self.capacity);
+            // As many as two logs' places: the most one refresh grants.
+            let over = self.probation.len().saturating_sub(2 * self.log_len);
             self.probation.drain(..over);
         }
         for &(id, s) in &pairs[kept..] {
