@@ -2398,7 +2398,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// the refresh writes about as many places to the device. The logs and their lists take
     /// 24 bytes a place of device memory beside the budget: their buffers hold twice their
     /// places, the places added following those kept until the buffers are full (then all
-    /// of them move to the front, one write of the whole log).
+    /// of them move to the front, one write of the whole log). The host keeps the slots the
+    /// captures filled, to grant first, 8 bytes each for up to two logs' places.
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
