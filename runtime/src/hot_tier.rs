@@ -523,15 +523,6 @@ fn tally(
 /// statistics ([`HotTierStats::looked_up`]).
 const HIT_LOOKUPS: usize = 1 << 10;
 
-/// Put `data` at the start of `buf`, first replacing `buf` by a longer one (a power of two)
-/// if it is too short. Waits for the GPU work still reading `buf`.
-fn stage<T: DeviceCopy>(gpu: &Gpu, buf: &mut DeviceBuffer<T>, data: &[T]) -> Result<()> {
-    if buf.len() < data.len() {
-        *buf = gpu.alloc_zeroed::<T>(data.len().next_power_of_two())?;
-    }
-    buf.copy_prefix_from(data)
-}
-
 /// Slots one of the host's threads looks at together when [`Policy::condemn`] searches for
 /// cold rows.
 const CONDEMN_CHUNK: usize = 1 << 12;
@@ -541,8 +532,8 @@ const CONDEMN_CHUNK: usize = 1 << 12;
 const SPLIT_MIN: usize = 1 << 14;
 
 /// Lists a refresh puts on the device through pinned memory, without waiting for the work
-/// queued (longer ones, as a refresh that admits a whole tier's worth of rows makes, go
-/// through [`stage`], so that the pinned memory kept stays small).
+/// queued (longer ones, as a refresh that admits a whole tier's worth of rows makes, are
+/// copied from the host's list, so that the pinned memory kept stays small).
 const PINNED_LIST_MAX: usize = ROOM_MAX;
 
 /// A list of `u32` the host rewrites for the kernels queued after it: device memory, and the
@@ -567,25 +558,13 @@ impl<T: DeviceCopy> Staged<T> {
     /// [`send`](Staged::send)).
     fn put(&mut self, gpu: &Gpu, queue: &impl Queue, data: &[T], pinned_max: usize) -> Result<()> {
         self.write(gpu, data, pinned_max)?;
-        self.send(gpu, queue, data, pinned_max)
+        self.send(gpu, queue, 0, data, pinned_max)
     }
 
-    /// [`send`](Staged::send) `data`, which `written` says [`write`](Staged::write) wrote
-    /// already (on the ranking's thread); else [`put`](Staged::put) it.
+    /// [`send`](Staged::send) `data` to elements `at..` of the device list, where `written`
+    /// says [`write`](Staged::write) wrote it already (on the ranking's thread); else write it
+    /// first.
     fn deliver(
-        &mut self,
-        gpu: &Gpu,
-        queue: &impl Queue,
-        data: &[T],
-        pinned_max: usize,
-        written: bool,
-    ) -> Result<()> {
-        self.deliver_at(gpu, queue, 0, data, pinned_max, written)
-    }
-
-    /// [`deliver`](Staged::deliver) `data` to elements `at..` of the device list, which holds
-    /// them already where `at` is not 0 (a list is grown only from its start).
-    fn deliver_at(
         &mut self,
         gpu: &Gpu,
         queue: &impl Queue,
@@ -597,7 +576,7 @@ impl<T: DeviceCopy> Staged<T> {
         if !written {
             self.write(gpu, data, pinned_max)?;
         }
-        self.send_at(gpu, queue, at, data, pinned_max)
+        self.send(gpu, queue, at, data, pinned_max)
     }
 
     /// Write `data` into the pinned memory (grown if it is shorter), waiting, on the host,
@@ -614,20 +593,16 @@ impl<T: DeviceCopy> Staged<T> {
         Ok(())
     }
 
-    /// Put `data`, which [`write`](Staged::write) wrote into the pinned memory, at the start
-    /// of the device list for the work queued next on `queue`: copied on `queue`'s stream
-    /// and left queued. The kernel queued next on that stream reads it after the copy; the
-    /// buffers' uses record the copy, so that it follows the kernels still reading the list
-    /// (on the GPU, by the stream or an event), and the next host access or the drop waits
-    /// for it. A list longer than `pinned_max` goes through [`stage`] instead (the host waits
-    /// for the device list's readers).
-    fn send(&mut self, gpu: &Gpu, queue: &impl Queue, data: &[T], pinned_max: usize) -> Result<()> {
-        self.send_at(gpu, queue, 0, data, pinned_max)
-    }
-
-    /// [`send`](Staged::send) `data` to elements `at..` of the device list, which holds them
-    /// already where `at` is not 0.
-    fn send_at(
+    /// Put `data`, which [`write`](Staged::write) wrote into the pinned memory, at elements
+    /// `at..` of the device list for the work queued next on `queue`: copied on `queue`'s
+    /// stream and left queued. The kernel queued next on that stream reads it after the copy;
+    /// the buffers' uses record the copy, so that it follows the kernels still reading the
+    /// list (on the GPU, by the stream or an event), and the next host access or the drop
+    /// waits for it. A list written from 0 that is longer than the device list replaces it by
+    /// a longer one (a power of two); one written from elsewhere must fit. A list longer than
+    /// `pinned_max` is copied from `data` instead, the host waiting for the device list's
+    /// readers.
+    fn send(
         &mut self,
         gpu: &Gpu,
         queue: &impl Queue,
@@ -635,9 +610,6 @@ impl<T: DeviceCopy> Staged<T> {
         data: &[T],
         pinned_max: usize,
     ) -> Result<()> {
-        if at == 0 && data.len() > pinned_max {
-            return stage(gpu, &mut self.dev, data);
-        }
         if at == 0 && self.dev.len() < data.len() {
             self.dev = gpu.alloc_zeroed::<T>(data.len().next_power_of_two())?;
         }
@@ -2816,9 +2788,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                     .expect("the lists are back with the plan");
                 let fill = &mut lists.fill;
                 fill.0
-                    .deliver(gpu, queue, &plan.fill_ids, max, plan.written)?;
+                    .deliver(gpu, queue, 0, &plan.fill_ids, max, plan.written)?;
                 fill.1
-                    .deliver(gpu, queue, &plan.fill_dst, max, plan.written)?;
+                    .deliver(gpu, queue, 0, &plan.fill_dst, max, plan.written)?;
                 let fill = &lists.fill;
                 self.stats.filled += n as u64;
                 let shape = Fill {
@@ -2855,10 +2827,10 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
                 let update = &mut lists.update;
                 update
                     .0
-                    .deliver(gpu, queue, &plan.update_ids, max, plan.written)?;
+                    .deliver(gpu, queue, 0, &plan.update_ids, max, plan.written)?;
                 update
                     .1
-                    .deliver(gpu, queue, &plan.update_vals, max, plan.written)?;
+                    .deliver(gpu, queue, 0, &plan.update_vals, max, plan.written)?;
                 let update = &lists.update;
                 let lists = (&update.0.dev, &update.1.dev);
                 let update = update_slots(queue, self.rows, lists, n, &mut self.slots)?;
@@ -3141,7 +3113,7 @@ impl MissLog {
         }
         let (at, granted) = (regrant.grant.0, &regrant.grant.1);
         self.grant
-            .deliver_at(gpu, queue, at, granted, PINNED_LIST_MAX, written)?;
+            .deliver(gpu, queue, at, granted, PINNED_LIST_MAX, written)?;
         let (at, evicts) = (regrant.evict.0, &regrant.evict.1);
         if !evicts.is_empty() {
             if self.evict.dev.len() < self.log.len() {
@@ -3149,7 +3121,7 @@ impl MissLog {
                 self.evict.dev = gpu.alloc_zeroed::<u32>(self.log.len())?;
             }
             self.evict
-                .deliver_at(gpu, queue, at, evicts, PINNED_LIST_MAX, written)?;
+                .deliver(gpu, queue, at, evicts, PINNED_LIST_MAX, written)?;
         }
         self.captured = true;
         Ok(())
