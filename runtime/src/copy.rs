@@ -137,3 +137,46 @@ impl<T: DeviceCopy> DeviceBuffer<T> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::error::Error;
+    use crate::gpu::Gpu;
+
+    /// Copies at an offset write exactly the elements they name, and refuse any that would
+    /// reach past the buffer (or read past the pinned memory), with a typed error and the
+    /// buffer left as it was.
+    #[test]
+    fn copies_at_an_offset_stay_within_both_buffers() {
+        let gpu = Gpu::simulator();
+        let mut dev = gpu.upload(&[0u32; 8]).unwrap();
+        let mut host = gpu.pinned_zeroed::<u32>(4).unwrap();
+        host.copy_from_slice(&[1, 2, 3, 4]);
+        dev.copy_into_from_pinned(&gpu, &host, 3, 5)
+            .unwrap()
+            .wait()
+            .unwrap();
+        assert_eq!(dev.to_vec().unwrap(), [0, 0, 0, 0, 0, 1, 2, 3]);
+        for (n, at) in [(4, 5), (1, 8), (0, 9), (5, 0)] {
+            assert!(
+                matches!(
+                    dev.copy_into_from_pinned(&gpu, &host, n, at),
+                    Err(Error::LengthMismatch { .. })
+                ),
+                "{n} at {at}"
+            );
+        }
+        dev.copy_into_from(1, &[7, 8]).unwrap();
+        for (at, data) in [(7, &[1u32, 2][..]), (9, &[][..])] {
+            assert!(matches!(
+                dev.copy_into_from(at, data),
+                Err(Error::LengthMismatch { .. })
+            ));
+        }
+        assert_eq!(dev.to_vec().unwrap(), [0, 7, 8, 0, 0, 1, 2, 3]);
+        assert_eq!(dev.range_to_vec(1..3).unwrap(), [7, 8]);
+        assert_eq!(dev.range_to_vec(6..20).unwrap(), [2, 3]);
+        assert!(dev.range_to_vec(9..12).unwrap().is_empty());
+        assert_eq!(dev.prefix_to_vec(2).unwrap(), [0, 7]);
+    }
+}
