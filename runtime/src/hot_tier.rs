@@ -79,20 +79,25 @@ const DEFAULT_PARTS: usize = 2;
 /// The most threads that stage a part together ([`HotTier::staging_threads`]).
 const MAX_STAGING_THREADS: usize = 8;
 
-/// The threads that stage a part together by default ([`HotTier::staging_threads`]), on a
-/// host of at least [`HELPER_CORES`] cores; elsewhere the gathering thread alone.
-const DEFAULT_STAGING_THREADS: usize = 2;
+/// The threads that stage a part together by default ([`HotTier::staging_threads`]): the
+/// gathering thread and two helpers on a host of at least [`TWO_HELPER_CORES`] cores, one
+/// helper on a host of at least [`HELPER_CORES`], else the gathering thread alone.
+const DEFAULT_STAGING_THREADS: usize = 3;
 
 /// The fewest cores of a host on which a tier has a staging helper by default.
 const HELPER_CORES: usize = 4;
 
-/// The staging threads a new tier has ([`DEFAULT_STAGING_THREADS`] where the host has
-/// [`HELPER_CORES`] cores or more, else 1): a helper spins, which on a host of few cores
-/// takes one from the threads that simulate or rank.
-fn default_staging_threads() -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-    if cores >= HELPER_CORES {
+/// The fewest cores of a host on which a tier has two staging helpers by default.
+const TWO_HELPER_CORES: usize = 8;
+
+/// The staging threads a new tier has on a host of `cores` cores: a helper spins while
+/// batches come, which on a host of few cores takes one from the threads that simulate or
+/// rank ([`DEFAULT_STAGING_THREADS`]).
+fn default_staging_threads(cores: usize) -> usize {
+    if cores >= TWO_HELPER_CORES {
         DEFAULT_STAGING_THREADS
+    } else if cores >= HELPER_CORES {
+        2
     } else {
         1
     }
@@ -1438,7 +1443,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             picked: Vec::new(),
             hand_over_ids: HAND_OVER_IDS,
             parts: DEFAULT_PARTS,
-            staging_threads: default_staging_threads(),
+            staging_threads: default_staging_threads(
+                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            ),
             stagers: Stagers::default(),
             counter: if capacity == 0 || whole {
                 None
@@ -2314,8 +2321,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// The threads that stage each part of a batch together: the gathering thread and
-    /// `threads − 1` helpers of the tier's (2 by default on a host of 4 cores or more, else
-    /// 1: the gathering thread alone; at most 8, more is taken as 8; each thread's share at
+    /// `threads − 1` helpers of the tier's (by default 3 on a host of 8 cores or more, 2 on
+    /// one of 4 to 7, else 1: the gathering thread alone; at most 8, more is taken as 8; each thread's share at
     /// least 4,096 ids, so smaller parts use fewer). Staging is a pass over memory, the
     /// caller's ids read and the tier's mapped memory written, and one core moves only a few
     /// GB/s: with helpers, each stages a share of every part at once (on a 16-core GPU host,
@@ -4659,18 +4666,17 @@ mod tests {
     }
 
     /// Staging parts and threads out of range are taken as the nearest allowed; a new tier
-    /// has two staging threads on a host of 4 cores or more, one elsewhere.
+    /// has three staging threads on a host of 8 cores or more, two on one of 4 to 7, one
+    /// elsewhere.
     #[test]
     fn staging_parts_and_threads_are_kept_in_range() {
         let gpu = Gpu::simulator();
         let (mut t, _) = numbered_tier(&gpu, 64, 4, 4);
+        for (cores, threads) in [(1, 1), (3, 1), (4, 2), (7, 2), (8, 3), (16, 3), (192, 3)] {
+            assert_eq!(default_staging_threads(cores), threads, "{cores} cores");
+        }
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        let default = if cores >= HELPER_CORES {
-            DEFAULT_STAGING_THREADS
-        } else {
-            1
-        };
-        assert_eq!(t.max_staging_threads(), default);
+        assert_eq!(t.max_staging_threads(), default_staging_threads(cores));
         assert_eq!(t.max_staging_parts(), DEFAULT_PARTS);
         for (asked, kept) in [(0, 1), (1, 1), (3, 3), (8, 8), (100, 8)] {
             t.staging_threads(asked);
