@@ -194,16 +194,17 @@ fn advise_huge_pages<T>(v: &[T]) {
 }
 
 /// Run `work` on the host's threads for a tier's work beside its gathers (ranking, counting):
-/// a pool of one thread fewer than the host's cores (at least one), shared by every tier, so
-/// that the thread that stages and queues the gathers keeps a core. With the ranking on every
-/// core, a 16-core host staged each batch in about three times its time (150 µs against 55
-/// for 65,536 ids). Where no such pool can be started, the process's own pool.
+/// a pool of as many threads fewer than the host's cores as a tier stages with by default
+/// (at least one), shared by every tier, so that the thread that stages and queues the
+/// gathers and its staging helpers keep their cores. With the ranking on every core, a
+/// 16-core host staged each batch in about three times its time (150 µs against 55 for
+/// 65,536 ids). Where no such pool can be started, the process's own pool.
 fn beside_gathers<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     let pool = POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
         rayon::ThreadPoolBuilder::new()
-            .num_threads(cores.saturating_sub(1).max(1))
+            .num_threads(cores.saturating_sub(default_staging_threads(cores)).max(1))
             .thread_name(|i| format!("berth-hot-tier-{i}"))
             .build()
             .inspect_err(|e| tracing::debug!(error = %e, "hot tier: no pool of its own"))
