@@ -3896,7 +3896,17 @@ impl Policy {
             // Each place taken: a free slot, reserved until now, or a cold row's, whose row
             // its capture evicted (settled before the rows the log names, of which a later
             // one may be that row, logged again).
+            // Each row's words fetched some places ahead: random reads into per-row and
+            // per-slot arrays far larger than the caches.
             for (i, &s) in log.granted[..n].iter().enumerate() {
+                if let (Some(&victim), Some(&ahead)) = (
+                    log.evicts.get(i + PREFETCH_AHEAD),
+                    log.granted.get(i + PREFETCH_AHEAD),
+                ) && victim != NOT_RESIDENT
+                {
+                    prefetch(&self.bits, victim as usize / 64);
+                    prefetch(&self.resident, ahead as usize);
+                }
                 match log.evicts.get(i) {
                     Some(&victim) if victim != NOT_RESIDENT => {
                         set_bit(&mut self.condemned, s, false);
@@ -3922,7 +3932,10 @@ impl Policy {
                     }
                 }
             }
-            for (&id, &s) in log.ids[..n].iter().zip(&log.granted) {
+            for (i, (&id, &s)) in log.ids[..n].iter().zip(&log.granted).enumerate() {
+                if let Some(&next) = log.ids[..n].get(i + PREFETCH_AHEAD) {
+                    prefetch(&self.bits, next as usize / 64);
+                }
                 if bit(&self.bits, id) {
                     self.free.push(s);
                     continue;
@@ -3959,16 +3972,24 @@ impl Policy {
         // the policy did not choose give theirs up, the least counted first. Their slots are
         // free at once: the gathers that may have read them are queued before this plan's
         // fill, and the slot table update after it names them no more. (The chosen rows are
-        // marked only where there are logged rows to tell apart: each mark is a random write.)
-        let with_logged = !logged.is_empty();
+        // marked only where there are logged rows to tell apart and the free slots are too few
+        // for the rows to admit: each mark is a random write, made by the host's threads
+        // together.)
+        let over = admit.len().saturating_sub(self.free.len());
+        let with_logged = !logged.is_empty() && over > 0;
         if with_logged {
-            for &id in &chosen {
-                set_bit(&mut self.mark, id, true);
-            }
+            let mark = atomic_bits(&mut self.mark);
+            chosen.par_iter().for_each(|&id| {
+                mark[id as usize / 64].fetch_or(1u64 << (id % 64), Ordering::Relaxed);
+            });
         }
         let mark = &self.mark;
-        let unchosen = logged.iter().filter(|&&id| !bit(mark, id)).count();
-        let displace = admit.len().saturating_sub(self.free.len()).min(unchosen);
+        let unchosen = if with_logged {
+            logged.par_iter().filter(|&&id| !bit(mark, id)).count()
+        } else {
+            0
+        };
+        let displace = over.min(unchosen);
         let kept = logged.len() - displace;
         // The logged rows with their slots, those that keep them first. When every one keeps
         // its slot (free slots enough for the counted rows), in the log's order; else the
@@ -3991,13 +4012,18 @@ impl Policy {
             keyed.into_iter().map(|(_, id, s)| (id, s)).collect()
         };
         if with_logged {
-            for &id in &chosen {
-                set_bit(&mut self.mark, id, false);
-            }
+            let mark = atomic_bits(&mut self.mark);
+            chosen.par_iter().for_each(|&id| {
+                mark[id as usize / 64].fetch_and(!(1u64 << (id % 64)), Ordering::Relaxed);
+            });
         }
         let mut ids = Vec::with_capacity(2 * logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
-        for &(id, s) in &pairs[..kept] {
+        for (i, &(id, s)) in pairs[..kept].iter().enumerate() {
+            if let Some(&(next, slot)) = pairs[..kept].get(i + PREFETCH_AHEAD) {
+                prefetch(&self.referenced, next as usize / 64);
+                prefetch(&self.resident, slot as usize);
+            }
             set_bit(&mut self.referenced, id, false);
             self.resident[s as usize] = id;
             ids.push(id);
