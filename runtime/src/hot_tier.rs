@@ -88,7 +88,7 @@ const DEFAULT_STAGING_THREADS: usize = 3;
 const HELPER_CORES: usize = 4;
 
 /// The fewest cores of a host on which a tier has two staging helpers by default.
-const TWO_HELPER_CORES: usize = 8;
+const TWO_HELPER_CORES: usize = 16;
 
 /// The staging threads a new tier has on a host of `cores` cores: a helper spins while
 /// batches come, which on a host of few cores takes one from the threads that simulate or
@@ -2322,8 +2322,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     }
 
     /// The threads that stage each part of a batch together: the gathering thread and
-    /// `threads − 1` helpers of the tier's (by default 3 on a host of 8 cores or more, 2 on
-    /// one of 4 to 7, else 1: the gathering thread alone; at most 8, more is taken as 8; each thread's share at
+    /// `threads − 1` helpers of the tier's (by default 3 on a host of 16 cores or more, 2 on
+    /// one of 4 to 15, else 1: the gathering thread alone; at most 8, more is taken as 8; each thread's share at
     /// least 4,096 ids, so smaller parts use fewer). Staging is a pass over memory, the
     /// caller's ids read and the tier's mapped memory written, and one core moves only a few
     /// GB/s: with helpers, each stages a share of every part at once (on a 16-core GPU host,
@@ -4693,13 +4693,13 @@ mod tests {
     }
 
     /// Staging parts and threads out of range are taken as the nearest allowed; a new tier
-    /// has three staging threads on a host of 8 cores or more, two on one of 4 to 7, one
+    /// has three staging threads on a host of 16 cores or more, two on one of 4 to 15, one
     /// elsewhere.
     #[test]
     fn staging_parts_and_threads_are_kept_in_range() {
         let gpu = Gpu::simulator();
         let (mut t, _) = numbered_tier(&gpu, 64, 4, 4);
-        for (cores, threads) in [(1, 1), (3, 1), (4, 2), (7, 2), (8, 3), (16, 3), (192, 3)] {
+        for (cores, threads) in [(1, 1), (3, 1), (4, 2), (15, 2), (16, 3), (192, 3)] {
             assert_eq!(default_staging_threads(cores), threads, "{cores} cores");
         }
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
