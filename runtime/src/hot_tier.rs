@@ -3984,32 +3984,36 @@ impl Policy {
             });
         }
         let mark = &self.mark;
-        let unchosen = if with_logged {
-            logged.par_iter().filter(|&&id| !bit(mark, id)).count()
-        } else {
-            0
-        };
-        let displace = over.min(unchosen);
-        let kept = logged.len() - displace;
-        // The logged rows with their slots, those that keep them first. When every one keeps
-        // its slot (free slots enough for the counted rows), in the log's order; else the
-        // `displace` last of the order "chosen rows first, then the others from most to least
-        // counted" give theirs up (keys read once, the order found only where it splits).
-        let pairs: Vec<(u32, u32)> = if displace == 0 {
+        // Each logged row's keys, read once (a random read of its mark, count and residency),
+        // by the host's threads together: the order "chosen rows first, then the others from
+        // most to least counted", which tells the rows that give their slots up.
+        let keyed: Option<Vec<_>> = with_logged.then(|| {
             logged
-                .iter()
-                .copied()
-                .zip(granted.iter().copied())
-                .collect()
-        } else {
-            let mut keyed: Vec<_> = logged
                 .par_iter()
                 .copied()
                 .zip(granted.par_iter().copied())
                 .map(|(id, s)| ((!bit(mark, id), rank(&id)), id, s))
-                .collect();
-            keyed.select_nth_unstable(kept);
-            keyed.into_iter().map(|(_, id, s)| (id, s)).collect()
+                .collect()
+        });
+        let unchosen = keyed
+            .as_ref()
+            .map_or(0, |k| k.iter().filter(|((out, _), _, _)| *out).count());
+        let displace = over.min(unchosen);
+        let kept = logged.len() - displace;
+        // The logged rows with their slots, those that keep them first. When every one keeps
+        // its slot (free slots enough for the counted rows), in the log's order; else the
+        // `displace` last of that order give theirs up (the order found only where it
+        // splits).
+        let pairs: Vec<(u32, u32)> = match keyed {
+            Some(mut keyed) if displace > 0 => {
+                keyed.select_nth_unstable(kept);
+                keyed.into_iter().map(|(_, id, s)| (id, s)).collect()
+            }
+            _ => logged
+                .iter()
+                .copied()
+                .zip(granted.iter().copied())
+                .collect(),
         };
         if with_logged {
             let mark = atomic_bits(&mut self.mark);
