@@ -90,6 +90,11 @@ const HELPER_CORES: usize = 4;
 /// The fewest cores of a host on which a tier has two staging helpers by default.
 const TWO_HELPER_CORES: usize = 16;
 
+/// The host's cores, as the system reports them (1 where it does not).
+fn host_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
 /// The staging threads a new tier has on a host of `cores` cores: a helper spins while
 /// batches come, which on a host of few cores takes one from the threads that simulate or
 /// rank ([`DEFAULT_STAGING_THREADS`]).
@@ -124,6 +129,22 @@ fn set_bit(bits: &mut [u64], id: u32, on: bool) {
     } else {
         bits[word] &= !mask;
     }
+}
+
+/// Set (with `on`) or clear bit `id` of `bits` for each id of `ids`, by the host's threads
+/// together (the caller's pool): each a random write into an array far larger than the
+/// caches.
+fn set_bits_together(bits: &mut [u64], ids: &[u32], on: bool) {
+    use rayon::prelude::*;
+    let bits = atomic_bits(bits);
+    ids.par_iter().for_each(|&id| {
+        let (word, mask) = (&bits[id as usize / 64], 1u64 << (id % 64));
+        if on {
+            word.fetch_or(mask, Ordering::Relaxed);
+        } else {
+            word.fetch_and(!mask, Ordering::Relaxed);
+        }
+    });
 }
 
 /// `n` copies of `value` on huge pages where the operating system grants them. The tier's
@@ -202,7 +223,7 @@ fn advise_huge_pages<T>(v: &[T]) {
 fn beside_gathers<R: Send>(work: impl FnOnce() -> R + Send) -> R {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     let pool = POOL.get_or_init(|| {
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let cores = host_cores();
         rayon::ThreadPoolBuilder::new()
             .num_threads(cores.saturating_sub(default_staging_threads(cores)).max(1))
             .thread_name(|i| format!("berth-hot-tier-{i}"))
@@ -1444,9 +1465,7 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
             picked: Vec::new(),
             hand_over_ids: HAND_OVER_IDS,
             parts: DEFAULT_PARTS,
-            staging_threads: default_staging_threads(
-                std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-            ),
+            staging_threads: default_staging_threads(host_cores()),
             stagers: Stagers::default(),
             counter: if capacity == 0 || whole {
                 None
@@ -2323,8 +2342,8 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
 
     /// The threads that stage each part of a batch together: the gathering thread and
     /// `threads − 1` helpers of the tier's (by default 3 on a host of 16 cores or more, 2 on
-    /// one of 4 to 15, else 1: the gathering thread alone; at most 8, more is taken as 8; each thread's share at
-    /// least 4,096 ids, so smaller parts use fewer). Staging is a pass over memory, the
+    /// one of 4 to 15, else 1: the gathering thread alone; at most 8, more is taken as 8;
+    /// each thread's share at least 4,096 ids, so smaller parts use fewer). Staging is a pass over memory, the
     /// caller's ids read and the tier's mapped memory written, and one core moves only a few
     /// GB/s: with helpers, each stages a share of every part at once (on a 16-core GPU host,
     /// 65,536 ids took 38 µs on one thread, 15 µs on two and 8 µs on four). A helper spins for the next share for 2 ms after each
@@ -3895,9 +3914,8 @@ impl Policy {
             let n = log.ids.len().min(log.granted.len());
             // Each place taken: a free slot, reserved until now, or a cold row's, whose row
             // its capture evicted (settled before the rows the log names, of which a later
-            // one may be that row, logged again).
-            // Each row's words fetched some places ahead: random reads into per-row and
-            // per-slot arrays far larger than the caches.
+            // one may be that row, logged again). Each row's words are fetched some places
+            // ahead: random reads into per-row and per-slot arrays far larger than the caches.
             for (i, &s) in log.granted[..n].iter().enumerate() {
                 if let (Some(&victim), Some(&ahead)) = (
                     log.evicts.get(i + PREFETCH_AHEAD),
@@ -3978,10 +3996,7 @@ impl Policy {
         let over = admit.len().saturating_sub(self.free.len());
         let with_logged = !logged.is_empty() && over > 0;
         if with_logged {
-            let mark = atomic_bits(&mut self.mark);
-            chosen.par_iter().for_each(|&id| {
-                mark[id as usize / 64].fetch_or(1u64 << (id % 64), Ordering::Relaxed);
-            });
+            set_bits_together(&mut self.mark, &chosen, true);
         }
         let mark = &self.mark;
         // Each logged row's keys, read once (a random read of its mark, count and residency),
@@ -4016,10 +4031,7 @@ impl Policy {
                 .collect(),
         };
         if with_logged {
-            let mark = atomic_bits(&mut self.mark);
-            chosen.par_iter().for_each(|&id| {
-                mark[id as usize / 64].fetch_and(!(1u64 << (id % 64)), Ordering::Relaxed);
-            });
+            set_bits_together(&mut self.mark, &chosen, false);
         }
         let mut ids = Vec::with_capacity(2 * logged.len());
         let mut vals = Vec::with_capacity(ids.capacity());
@@ -4706,8 +4718,10 @@ mod tests {
         for (cores, threads) in [(1, 1), (3, 1), (4, 2), (15, 2), (16, 3), (192, 3)] {
             assert_eq!(default_staging_threads(cores), threads, "{cores} cores");
         }
-        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        assert_eq!(t.max_staging_threads(), default_staging_threads(cores));
+        assert_eq!(
+            t.max_staging_threads(),
+            default_staging_threads(host_cores())
+        );
         assert_eq!(t.max_staging_parts(), DEFAULT_PARTS);
         for (asked, kept) in [(0, 1), (1, 1), (3, 3), (8, 8), (100, 8)] {
             t.staging_threads(asked);
