@@ -57,8 +57,9 @@
 #   BERTH_FEATURES_PARTS the most parts a batch is staged in, BERTH_FEATURES_THREADS the
 #   threads that stage each part; a
 #   BERTH_FEATURES_ANCHOR of 0 skips the anchor); then a drifting hot set (s = 1.0, 192 timed
-#   batches, all the ranks or a tenth of them moved to other rows every 64, and all of them
-#   with room for 4 Mi captures a log (`--capture-room`), and a tenth with it; BERTH_FEATURES_DRIFT=0 skips it); before it
+#   batches, all the ranks or a tenth of them moved to other rows every 64, without room for
+#   captures, then with room for 1 Mi and 4 Mi captures a log (`--capture-room`);
+#   BERTH_FEATURES_DRIFT=0 skips it); before it
 #   a table of an eighth of the rows, which the budget holds whole (s = 0 and 1.0;
 #   BERTH_FEATURES_FITS=0 skips it); then
 #   the same over 2-hop samples of an R-MAT
@@ -657,7 +658,7 @@ if [[ $mode == features ]]; then
   # A drifting hot set: Zipf s = 1.0, all the ranks or a tenth of them moved every 64 of 192
   # timed batches.
   if [[ ${BERTH_FEATURES_DRIFT:-1} == 1 ]]; then
-    for drift in "1 0" "0.1 0" "1 4194304" "0.1 4194304"; do
+    for drift in "1 0" "0.1 0" "1 1048576" "0.1 1048576" "1 4194304" "0.1 4194304"; do
       read -r share room <<< "$drift"
       echo "=== features --zipf 1.0 --drift-every 64 --drift-share $share --capture-room $room --warmup $warmup" | tee -a "$out/features.log"
       if "$here/bin/features" --rows "$rows" --width 128 --device-budget "$budget" --batch 65536 --warmup "$warmup" --batches 192 --refresh-every 16 --drift-every 64 --drift-share "$share" --capture-room "$room" "${parts[@]}" --zipf 1.0 --json 2>>"$out/features.log" | tee -a "$out/features.log" | grep '^{' >> "$out/features.jsonl"; then
