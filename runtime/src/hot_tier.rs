@@ -56,6 +56,10 @@ use stagers::{Sample, Stagers};
 /// Entries of a miss log at most, by default (4 MiB).
 const LOG_MAX: usize = 1 << 20;
 
+/// With room for captures, a log holds free places up to twice the places the gathers took
+/// in its role since the last ranking, and at least this many.
+const FREE_PLACES_MIN: usize = 1 << 12;
+
 /// Entries of a miss log at most with room for captures ([`HotTier::capture_room`]): 16 MiB.
 const ROOM_MAX: usize = 1 << 22;
 
@@ -2383,22 +2387,26 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// ranking at a time.
     ///
     /// A refresh grants such a place the slot of a resident row counted 0 and unreferenced:
-    /// first those a capture admitted and nothing read since, oldest first (so that a row the
-    /// law reads once takes the place of another such row, not of a row it reads now and
-    /// then), then those the clock's hand finds. The row stays resident: only the capture
-    /// that copies a missed row into the slot evicts it, on the device, so a place the
-    /// gathers do not take costs nothing. The next refresh settles both rows (until then
-    /// [`is_resident`](HotTier::is_resident) still names the row evicted). Rows the gathers
-    /// miss are then read from device memory from the next gather on, at the cost of cold
-    /// rows that a law that does not move might read again (`docs/hot-tier.md` measures
-    /// both). A place no capture took stays with its log, its cold row with it, and the
-    /// gathers' log stays theirs from one refresh to the next: a refresh adds as many places
-    /// as the captures took, so the clock's hand looks at about as many resident rows, and
-    /// the refresh writes about as many places to the device. The logs and their lists take
-    /// 24 bytes a place of device memory beside the budget: their buffers hold twice their
-    /// places, the places added following those kept until the buffers are full (then all
-    /// of them move to the front, one write of the whole log). The host keeps the slots the
-    /// captures filled, to grant first, 8 bytes each for up to two logs' places.
+    /// first those a capture admitted and nothing read since, oldest first (so that a row
+    /// the law reads once takes the place of another such row, not of a row it reads now
+    /// and then), then those the clock's hand finds; cold rows' slots are granted only once
+    /// the free slots run short, and a log holds free slots only up to twice the places the
+    /// gathers took in its role since the last refresh (a free slot granted to a place
+    /// holds no row until a capture takes it, so a log that takes few would keep it empty).
+    /// The row stays resident: only the capture that copies a missed row into the slot
+    /// evicts it, on the device, so a place the gathers do not take costs nothing. The next
+    /// refresh settles both rows (until then [`is_resident`](HotTier::is_resident) still
+    /// names the row evicted). Rows the gathers miss are then read from device memory from
+    /// the next gather on, at the cost of cold rows that a law that does not move might
+    /// read again (`docs/hot-tier.md` measures both). A place no capture took stays with
+    /// its log, its cold row with it, and the gathers' log stays theirs from one refresh to
+    /// the next: a refresh adds as many places as the captures took, so the clock's hand
+    /// looks at about as many resident rows, and the refresh writes about as many places to
+    /// the device. The logs and their lists take 24 bytes a place of device memory beside
+    /// the budget: their buffers hold twice their places, the places added following those
+    /// kept until the buffers are full (then all of them move to the front, one write of
+    /// the whole log). The host keeps the slots the captures filled, to grant first, 8
+    /// bytes each for up to two logs' places.
     ///
     /// ```
     /// # fn main() -> berth_runtime::Result<()> {
@@ -3271,6 +3279,19 @@ impl Job {
                         *kept = k;
                     }
                 }
+                policy.kept_free = [0; 2];
+                for (t, &i) in targets.iter().enumerate().take(2) {
+                    let log = &self.logs[i];
+                    let (n, limit) = (log.start + logged[i].ids.len(), log.limit());
+                    policy.kept_free[t] = if log.evicts.is_empty() {
+                        limit.saturating_sub(n)
+                    } else {
+                        log.evicts[n.min(limit)..limit]
+                            .iter()
+                            .filter(|&&v| v == NOT_RESIDENT)
+                            .count()
+                    };
+                }
                 let mut plan = beside_gathers(|| policy.plan(&logged, kept, room, log_read));
                 plan.log_places = log_places;
                 // The places the plan adds to each, after those it keeps.
@@ -3598,6 +3619,12 @@ struct Policy {
     reserved: usize,
     /// Where the search for rows to evict starts: a slot.
     hand: usize,
+    /// Of the places the two logs granted again keep, those whose slots are free (set by the
+    /// ranking before each plan; with room for captures, a log's free places are limited).
+    kept_free: [usize; 2],
+    /// With room for captures, the free places a log may hold at least
+    /// ([`FREE_PLACES_MIN`]).
+    free_min: usize,
     /// One bit per slot, set while the slot is granted to a miss log with the row it holds
     /// ([`Policy::condemn`]): the row stays resident (no plan evicts it or moves it) until
     /// the capture that takes the place evicts it on the device, and the plan that settles
@@ -3678,6 +3705,8 @@ impl Policy {
             free,
             reserved: 0,
             hand: 0,
+            kept_free: [0; 2],
+            free_min: FREE_PLACES_MIN,
             condemned: vec![0; capacity.div_ceil(64)],
             probation: std::collections::VecDeque::new(),
             referenced: huge_vec(rows.div_ceil(64), 0),
@@ -3694,14 +3723,22 @@ impl Policy {
     /// than `split_min` free slots, all to the first (a tier that small has few misses to log
     /// while a ranking runs).
     fn grant(&mut self, side: bool, kept: [usize; 2]) -> [Vec<u32>; 2] {
+        let len = self.log_len;
+        self.grant_by(side, kept, [len, len])
+    }
+
+    /// [`grant`](Policy::grant), each log's places (those it keeps and the free slots
+    /// granted) up to `most` of it rather than a log's length.
+    fn grant_by(&mut self, side: bool, kept: [usize; 2], most: [usize; 2]) -> [Vec<u32>; 2] {
         let free = self.free.len();
+        let most = most.map(|m| m.min(self.log_len));
         let side = if side && free >= self.split_min {
-            (free / 2).min(self.log_len.saturating_sub(kept[1]))
+            (free / 2).min(most[1].saturating_sub(kept[1]))
         } else {
             0
         };
         let side = self.free.split_off(free - side);
-        let main = self.free.len().min(self.log_len.saturating_sub(kept[0]));
+        let main = self.free.len().min(most[0].saturating_sub(kept[0]));
         let main = self.free.split_off(self.free.len() - main);
         self.reserved += main.len() + side.len();
         [main, side]
@@ -4193,8 +4230,23 @@ impl Policy {
             }
         }
         // The next gathers' logs: free slots, each to a place, then cold rows' slots, after
-        // the places they keep.
-        let [mut grant_main, mut grant_side] = self.grant(true, keeps);
+        // the places they keep. With room, the logs keep the places no capture took, and a
+        // free slot granted to a place holds no row until a capture takes it: each log holds
+        // free places up to twice the places the gathers took in its role since the last
+        // ranking (the gathers' log until it began, `logs`' last, and those filled while the
+        // last ranking ran), so that a log that takes few does not keep them empty.
+        let most = if room > 0 {
+            let main = logs.last().map_or(0, |l| l.ids.len());
+            let side: usize = logs.iter().rev().skip(1).map(|l| l.ids.len()).sum();
+            let free = [main, side].map(|t| (2 * t).max(self.free_min));
+            [0, 1].map(|t| keeps[t] - self.kept_free[t].min(keeps[t]) + free[t])
+        } else {
+            [self.log_len; 2]
+        };
+        let [mut grant_main, mut grant_side] = self.grant_by(true, keeps, most);
+        // Cold rows' slots only where the free ones run short: while the tier fills, the
+        // captures fill free slots.
+        let room = if self.free.len() >= room { 0 } else { room };
         let [evict_main, evict_side] =
             self.condemn([&mut grant_main, &mut grant_side], keeps, room);
         // The tier's residency once this plan is applied: the copy the last plan's apply gave
@@ -5250,6 +5302,58 @@ mod tests {
             assert!(t.is_resident(id), "row {id}");
         }
         assert_tables_agree(&mut t);
+    }
+
+    /// With room for captures, a log holds free places up to twice the places the gathers
+    /// took in its role since the last ranking (a free place holds no row until a capture
+    /// takes it), and no cold row's slot is granted while free slots are left; without room
+    /// the free slots are split evenly.
+    #[test]
+    fn with_room_free_slots_go_to_the_log_whose_role_takes_places() {
+        for room in [0, 8] {
+            let mut p = Policy::new(64, 256, 32);
+            p.split_min = 0;
+            p.free_min = 2;
+            for s in 0..40u32 {
+                p.resident[s as usize] = s;
+                set_bit(&mut p.bits, s, true);
+            }
+            p.free = (40..64).rev().collect();
+            // Four free slots granted to each log: the gathers took three of the first's
+            // (its role, the gathers' log) and none of the other's.
+            let main_slots = p.free.split_off(20);
+            let side_slots = p.free.split_off(16);
+            p.reserved = 8;
+            let logged = |ids: Vec<u32>, granted: &[u32], kept| Logged {
+                granted: granted[..ids.len()].to_vec(),
+                ids,
+                evicts: Vec::new(),
+                captured: true,
+                untaken: Untaken::Kept(kept),
+            };
+            let logs = [
+                logged(Vec::new(), &side_slots, 4),
+                logged(vec![100, 101, 102], &main_slots, 1),
+            ];
+            p.kept_free = [1, 4];
+            let plan = p.plan(&logs, [1, 4], room, std::time::Duration::ZERO);
+            let [(main, main_rows), (side, side_rows)] = &plan.grants;
+            if room == 0 {
+                assert_eq!((main.len(), side.len()), (8, 8));
+                continue;
+            }
+            // The first may hold 2 × 3 free places (it keeps one), the other 2 (it keeps 4).
+            assert_eq!((main.len(), side.len()), (5, 0));
+            assert!(
+                main_rows.is_empty() && side_rows.is_empty(),
+                "free slots only"
+            );
+            assert_eq!(p.free.len(), 11, "the free slots not granted stay free");
+            assert!(p.condemned.iter().all(|&w| w == 0), "no cold row condemned");
+            for id in [100, 101, 102] {
+                assert!(bit(&p.bits, id), "row {id} settled");
+            }
+        }
     }
 
     /// With room for captures, the rows captures admitted and nothing read since are the
