@@ -3279,8 +3279,10 @@ impl Job {
                         *kept = k;
                     }
                 }
+                // With room, the free slots among the places each log keeps (a sequential
+                // pass over the host's list of its kept places): the plan limits them.
                 policy.kept_free = [0; 2];
-                for (t, &i) in targets.iter().enumerate().take(2) {
+                for (t, &i) in targets.iter().enumerate().take(2).filter(|_| room > 0) {
                     let log = &self.logs[i];
                     let (n, limit) = (log.start + logged[i].ids.len(), log.limit());
                     policy.kept_free[t] = if log.evicts.is_empty() {
