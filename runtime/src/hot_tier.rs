@@ -1967,7 +1967,9 @@ impl<T: DeviceCopy, M: MappedArg<T>> HotTier<T, M> {
     /// and then), then those the clock's hand finds; cold rows' slots are granted only once
     /// the free slots run short, and a log holds free slots only up to twice the places the
     /// gathers took in its role since the last refresh (a free slot granted to a place
-    /// holds no row until a capture takes it, so a log that takes few would keep it empty).
+    /// holds no row until a capture takes it, so a log that takes few would keep it empty);
+    /// where a refresh lacked free slots for rows it chose to admit (a tier of few slots),
+    /// the next lets the logs' untaken places go, so that those rows take their free slots.
     /// The row stays resident: only the capture that copies a missed row into the slot
     /// evicts it, on the device, so a place the gathers do not take costs nothing. The next
     /// refresh settles both rows (until then [`is_resident`](HotTier::is_resident) still

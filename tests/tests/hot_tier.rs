@@ -1458,9 +1458,24 @@ fn for_kernel(gpu: &Gpu, ids: &[u32]) -> (MappedBuffer<u32>, DeviceBuffer<f32>) 
 
 #[test]
 fn kernels_read_rows_through_the_tier_as_gathers_do_across_refreshes_and_evictions() {
+    kernels_read_rows_through_the_tier(0);
+}
+
+/// With room for captures the logs keep the free slots the gathers did not take: a tier this
+/// small has no others, and the rows the kernels read (no capture) still become resident.
+#[test]
+fn with_room_kernels_read_rows_through_the_tier_as_gathers_do() {
+    kernels_read_rows_through_the_tier(2);
+}
+
+/// Two hot sets in turn over a tier of 64 slots with room for `room` captures a log, read by
+/// a kernel through the tier with a gather now and then, a refresh after each batch: each
+/// batch's hits are the rows resident when it was looked up, and each set ends resident.
+fn kernels_read_rows_through_the_tier(room: usize) {
     let gpu = gpu();
     let rows = 3000;
     let (mut t, host) = tier(&gpu, rows, 64);
+    t.capture_room(room);
     let mut r = rng();
     let (hot_a, hot_b) = two_hot_sets(&mut r, rows);
     let (hot_a, hot_b) = (&hot_a[..], &hot_b[..]);

@@ -61,6 +61,11 @@ pub(super) struct Policy {
     /// With room for captures, the free places a log may hold at least
     /// ([`FREE_PLACES_MIN`]).
     pub(super) free_min: usize,
+    /// Whether the last plan left out rows it chose to admit for want of free slots (every
+    /// resident row it could evict being chosen too): with room for captures, the next
+    /// ranking then lets the logs' untaken places go, so that the free slots they kept go to
+    /// those rows.
+    pub(super) starved: bool,
     /// One bit per slot, set while the slot is granted to a miss log with the row it holds
     /// ([`Policy::condemn`]): the row stays resident (no plan evicts it or moves it) until
     /// the capture that takes the place evicts it on the device, and the plan that settles
@@ -143,6 +148,7 @@ impl Policy {
             hand: 0,
             kept_free: [0; 2],
             free_min: FREE_PLACES_MIN,
+            starved: false,
             condemned: vec![0; capacity.div_ceil(64)],
             probation: std::collections::VecDeque::new(),
             referenced: huge_vec(rows.div_ceil(64), 0),
@@ -617,6 +623,7 @@ impl Policy {
             }
         }
         // The most counted of the rows to admit, where the free slots are too few for all.
+        self.starved = admit.len() > self.free.len();
         if admit.len() > self.free.len() {
             if let Some(n) = self.free.len().checked_sub(1) {
                 admit.select_nth_unstable(n);

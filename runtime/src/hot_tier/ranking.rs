@@ -86,7 +86,8 @@ impl Job {
         // The logs granted places again: the last two filled of the buffers asked for, the
         // gathers' log until now staying theirs from the plan on, the one before it theirs
         // while the next ranking runs. With room for captures, they keep the places no
-        // gather took; the others are let go.
+        // gather took, unless the last plan lacked free slots for rows it chose (a tier of
+        // few slots, whose logs' free places may be all it has); the others are let go.
         let targets: Vec<usize> = (0..self.logs.len())
             .rev()
             .filter(|&i| self.logs[i].log.len() == log_places && log_len > 0)
@@ -96,7 +97,7 @@ impl Job {
             .logs
             .iter()
             .enumerate()
-            .map(|(i, log)| log.read(room > 0 && targets.contains(&i)))
+            .map(|(i, log)| log.read(room > 0 && targets.contains(&i) && !policy.starved))
             .collect::<Result<Vec<_>>>()
             .map(|logged| {
                 let log_read = start.elapsed();
