@@ -622,8 +622,10 @@ impl Policy {
                 set_bit(&mut self.mark, id, false);
             }
         }
+        // Chosen rows that no eviction makes room for (every resident row it could evict is
+        // chosen too): with room, the next ranking lets the logs' untaken places go.
+        self.starved = evict.len() < must;
         // The most counted of the rows to admit, where the free slots are too few for all.
-        self.starved = admit.len() > self.free.len();
         if admit.len() > self.free.len() {
             if let Some(n) = self.free.len().checked_sub(1) {
                 admit.select_nth_unstable(n);
